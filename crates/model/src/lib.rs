@@ -1,0 +1,20 @@
+//! The load-balancer model: LoadBalancer, Listener, L7Policy, L7Rule, Pool and Member, with
+//! stable UUIDv5 ids, per-object diagnostics and `diff(old, new)`.
+//!
+//! This crate is types and pure functions only. It must not depend on tokio, kube, hyper, etcd
+//! or any Kubernetes type: every other crate may depend on it.
+
+mod diagnostic;
+mod diff;
+mod id;
+mod object;
+mod tree;
+
+pub use diagnostic::{Diagnostic, Severity};
+pub use diff::{Change, ChangeKind, ElementKind, diff};
+pub use id::{L7PolicyId, L7RuleId, ListenerId, LoadBalancerId, MemberId, PoolId, stable_uuid};
+pub use object::ObjectRef;
+pub use tree::{
+    Algorithm, CompareType, L7Policy, L7Rule, Listener, LoadBalancer, Member, Model, PolicyAction,
+    Pool, Protocol, RuleType,
+};

@@ -1,0 +1,144 @@
+//! The model tree, in the seed's vocabulary (Neutron LBaaS / Contrail load-balancer objects).
+
+use crate::{L7PolicyId, L7RuleId, ListenerId, LoadBalancerId, MemberId, ObjectRef, PoolId};
+use serde::{Deserialize, Serialize};
+use std::net::IpAddr;
+
+/// Everything Portico serves: one entry per LoadBalancer, ordered by id.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Model {
+    pub load_balancers: Vec<LoadBalancer>,
+}
+
+/// One load balancer: in the shared-router topology, one per IngressClass.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoadBalancer {
+    pub id: LoadBalancerId,
+    /// Readable name, e.g. `ingressclass/portico`.
+    pub name: String,
+    /// The IngressClass this load balancer serves.
+    pub ingress_class: String,
+    /// Provider type that serves it (`proxy`, `haproxy`, `l4`).
+    pub provider: String,
+    /// Internal virtual IP, where one is assigned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vip: Option<IpAddr>,
+    pub listeners: Vec<Listener>,
+    /// Pools referenced by this load balancer's listeners, ordered by id.
+    pub pools: Vec<Pool>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Protocol {
+    Http,
+    TerminatedHttps,
+    Tcp,
+    Udp,
+}
+
+/// A listening port of a load balancer with its L7 policies in evaluation order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Listener {
+    pub id: ListenerId,
+    pub name: String,
+    pub protocol: Protocol,
+    pub port: u16,
+    /// Policies in evaluation order: the first policy whose rules all match decides.
+    pub policies: Vec<L7Policy>,
+    /// Where a request goes when no policy matches (the Ingress defaultBackend); none means 404.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_pool: Option<PoolId>,
+    /// The Ingress whose defaultBackend became `default_pool`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_source: Option<ObjectRef>,
+}
+
+/// What a matching policy does with the request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum PolicyAction {
+    RedirectToPool { pool: PoolId },
+    Reject { status: u16 },
+}
+
+/// An ordered routing decision: all rules must match (logical AND).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct L7Policy {
+    pub id: L7PolicyId,
+    /// Zero-based position in the listener's evaluation order.
+    pub position: u32,
+    pub action: PolicyAction,
+    pub rules: Vec<L7Rule>,
+    /// The Ingress this policy comes from.
+    pub source: ObjectRef,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum RuleType {
+    /// Compares the request host, lower-cased and without port.
+    HostName,
+    /// Compares the request path, without query.
+    Path,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum CompareType {
+    /// Whole value, case-sensitive for paths, lower-cased for hosts.
+    EqualTo,
+    /// Element-wise path prefix on `/`; the value is stored without trailing slash (`/` for root).
+    PathPrefix,
+    /// Host wildcard: the value is the suffix after `*.` and exactly one extra label must precede it.
+    WildcardLabel,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct L7Rule {
+    pub id: L7RuleId,
+    #[serde(rename = "type")]
+    pub rule_type: RuleType,
+    pub compare_type: CompareType,
+    pub value: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Algorithm {
+    RoundRobin,
+}
+
+/// The endpoints of one Service port, named `namespace_service_port` as in the seeds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pool {
+    pub id: PoolId,
+    pub name: String,
+    pub service: ObjectRef,
+    /// The Service port as the Ingress named it (a number or a port name).
+    pub service_port: String,
+    pub algorithm: Algorithm,
+    /// Members ordered by (address, port).
+    pub members: Vec<Member>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Member {
+    pub id: MemberId,
+    pub address: IpAddr,
+    pub port: u16,
+    pub weight: u32,
+    pub ready: bool,
+}
+
+impl Model {
+    pub fn load_balancer(&self, id: LoadBalancerId) -> Option<&LoadBalancer> {
+        self.load_balancers.iter().find(|lb| lb.id == id)
+    }
+}
+
+impl LoadBalancer {
+    pub fn pool(&self, id: PoolId) -> Option<&Pool> {
+        self.pools.iter().find(|p| p.id == id)
+    }
+}
