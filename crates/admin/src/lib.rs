@@ -1,1 +1,14 @@
-//! (being written)
+//! The admin API: health and readiness, Prometheus metrics, JSON views of Ingress status and
+//! diagnostics and of the load-balancer model, and a small dashboard.
+//!
+//! It reads one immutable [`Snapshot`] per configuration generation (swapped atomically by the
+//! app) and a metrics registry; it never changes the configuration. It must not depend on
+//! Kubernetes types, sources or data planes.
+
+mod dashboard;
+mod routes;
+mod server;
+mod snapshot;
+
+pub use server::{Admin, serve};
+pub use snapshot::{IngressView, LoadBalancerAddress, Snapshot};

@@ -1,0 +1,68 @@
+use portico_model::{Diagnostic, Model};
+use serde::Serialize;
+use std::sync::Arc;
+
+/// What the admin API shows for one configuration generation.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    pub generation: u64,
+    /// True once the first complete sync is being served.
+    pub ready: bool,
+    pub model: Arc<Model>,
+    pub ingresses: Vec<IngressView>,
+    /// Diagnostics about objects that are not Ingresses (files, Services, …).
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// One Ingress as `GET /api/v1/ingresses` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IngressView {
+    pub namespace: String,
+    pub name: String,
+    pub ingress_class_name: Option<String>,
+    /// Whether this controller serves the Ingress (its class is ours).
+    pub owned: bool,
+    pub status: IngressStatusView,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IngressStatusView {
+    pub load_balancer: LoadBalancerStatusView,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct LoadBalancerStatusView {
+    pub ingress: Vec<LoadBalancerAddress>,
+}
+
+/// `status.loadBalancer.ingress[]` entry: an IP or a hostname.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LoadBalancerAddress {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ip: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hostname: Option<String>,
+}
+
+impl IngressView {
+    pub fn new(
+        namespace: String,
+        name: String,
+        ingress_class_name: Option<String>,
+        owned: bool,
+        addresses: Vec<LoadBalancerAddress>,
+        diagnostics: Vec<Diagnostic>,
+    ) -> Self {
+        IngressView {
+            namespace,
+            name,
+            ingress_class_name,
+            owned,
+            status: IngressStatusView { load_balancer: LoadBalancerStatusView { ingress: addresses } },
+            diagnostics,
+        }
+    }
+}

@@ -1,0 +1,120 @@
+use crate::metrics::AppMetrics;
+use crate::snapshot::{build_snapshot, status_addresses};
+use portico_admin::Admin;
+use portico_dataplane_http::{Proxy, ProxyMetrics};
+use portico_source_file::Loaded;
+use prometheus_client::registry::Registry;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+/// Everything `portico run` needs, already validated by the command line.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub manifests: Vec<PathBuf>,
+    pub http_listen: SocketAddr,
+    pub admin_listen: SocketAddr,
+    /// Address written to Ingress status; `None` means the IP of `http_listen`.
+    pub publish_address: Option<String>,
+    pub translate: portico_translate::Config,
+}
+
+/// The addresses actually bound (ports may have been 0).
+#[derive(Debug, Clone, Copy)]
+pub struct Bound {
+    pub http: SocketAddr,
+    pub admin: SocketAddr,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    #[error("cannot listen on {addr} for {what}: {source}")]
+    Bind { what: &'static str, addr: SocketAddr, source: std::io::Error },
+    #[error(transparent)]
+    Source(#[from] portico_source_file::SourceError),
+}
+
+async fn bind(what: &'static str, addr: SocketAddr) -> Result<TcpListener, AppError> {
+    TcpListener::bind(addr).await.map_err(|source| AppError::Bind { what, addr, source })
+}
+
+/// Runs the all-in-one pipeline until `shutdown` turns true. `on_bound` is called once the
+/// listeners are bound, before the first configuration is served.
+pub async fn run(
+    settings: Settings,
+    shutdown: watch::Receiver<bool>,
+    on_bound: impl FnOnce(Bound),
+) -> Result<(), AppError> {
+    let http = bind("HTTP traffic (--http-listen)", settings.http_listen).await?;
+    let admin_listener = bind("the admin API (--admin-listen)", settings.admin_listen).await?;
+    let local = |l: &TcpListener, fallback| l.local_addr().unwrap_or(fallback);
+    let bound = Bound {
+        http: local(&http, settings.http_listen),
+        admin: local(&admin_listener, settings.admin_listen),
+    };
+
+    let mut registry = Registry::default();
+    let proxy = Proxy::new(ProxyMetrics::new(&mut registry));
+    let app_metrics = AppMetrics::new(&mut registry);
+    let admin = Admin::new(Arc::new(registry));
+
+    let source = portico_source_file::watch(settings.manifests.clone())?;
+    let mut updates = source.subscribe();
+
+    let proxy_task = tokio::spawn(proxy.clone().serve(http, shutdown.clone()));
+    let admin_task = tokio::spawn(portico_admin::serve(admin_listener, admin.clone(), shutdown.clone()));
+    on_bound(bound);
+
+    let publish = publish_address(&settings, bound.http);
+    let mut shutdown_rx = shutdown.clone();
+    loop {
+        let loaded = updates.borrow_and_update().clone();
+        apply(&settings, &loaded, &proxy, &admin, &app_metrics, &publish);
+        tokio::select! {
+            changed = updates.changed() => if changed.is_err() { break },
+            _ = shutdown_rx.wait_for(|s| *s) => break,
+        }
+    }
+    drop(source);
+    let _ = shutdown_rx.wait_for(|s| *s).await;
+    let _ = tokio::join!(proxy_task, admin_task);
+    Ok(())
+}
+
+fn publish_address(settings: &Settings, http: SocketAddr) -> Vec<portico_admin::LoadBalancerAddress> {
+    match &settings.publish_address {
+        Some(a) => status_addresses(Some(a)),
+        None if http.ip().is_unspecified() => {
+            tracing::warn!("--http-listen is a wildcard address: set --publish-address to fill Ingress status");
+            vec![]
+        }
+        None => status_addresses(Some(&http.ip().to_string())),
+    }
+}
+
+fn apply(
+    settings: &Settings,
+    loaded: &Loaded,
+    proxy: &Proxy,
+    admin: &Admin,
+    metrics: &AppMetrics,
+    publish: &[portico_admin::LoadBalancerAddress],
+) {
+    let translation = portico_translate::translate(&loaded.objects, &settings.translate);
+    let model = Arc::new(translation.model.clone());
+    let generation = proxy.apply(&model);
+    let snapshot = build_snapshot(generation, &loaded.diagnostics, &translation, model, publish);
+    metrics.observe(&loaded.objects, &snapshot.diagnostics);
+    for d in loaded.diagnostics.iter().chain(&translation.diagnostics) {
+        tracing::debug!(diagnostic = %d, "diagnostic");
+    }
+    tracing::info!(
+        generation,
+        ingresses = loaded.objects.ingresses.len(),
+        diagnostics = loaded.diagnostics.len() + translation.diagnostics.len(),
+        "configuration applied"
+    );
+    admin.publish(snapshot);
+}

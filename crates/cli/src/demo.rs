@@ -1,0 +1,161 @@
+//! `portico demo`: echo backends plus the three seed Ingress examples, served by the real
+//! pipeline from manifest files in a temporary directory (edit them to see live changes).
+
+use crate::{ListenArgs, ClassArgs, settings};
+use anyhow::Context;
+use std::fmt::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// (service, pods) of the demo; every pod is an echo backend on 127.0.0.1.
+const SERVICES: &[(&str, usize)] = &[
+    ("webservice-1", 2),
+    ("webservice-dev", 2),
+    ("webservice-qa", 2),
+    ("webservice-maps", 2),
+    ("webservice-images", 2),
+];
+
+const INGRESSES: &str = r#"apiVersion: networking.k8s.io/v1
+kind: IngressClass
+metadata:
+  name: portico
+  annotations:
+    ingressclass.kubernetes.io/is-default-class: "true"
+spec:
+  controller: portico.dev/ingress-controller
+---
+# Seed example 1: single service. Everything goes to one Service.
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: single-service
+  namespace: demo
+  creationTimestamp: "2026-01-01T00:00:00Z"
+spec:
+  defaultBackend:
+    service:
+      name: webservice-1
+      port:
+        number: 80
+---
+# Seed example 2: simple fanout by path.
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: simple-fanout
+  namespace: demo
+  creationTimestamp: "2026-01-01T00:01:00Z"
+spec:
+  rules:
+  - http:
+      paths:
+      - path: /dev
+        pathType: Prefix
+        backend:
+          service:
+            name: webservice-dev
+            port:
+              number: 80
+      - path: /qa
+        pathType: Prefix
+        backend:
+          service:
+            name: webservice-qa
+            port:
+              name: http
+---
+# Seed example 3: name-based virtual hosting with a default backend.
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: virtual-host
+  namespace: demo
+  creationTimestamp: "2026-01-01T00:02:00Z"
+spec:
+  defaultBackend:
+    service:
+      name: webservice-1
+      port:
+        number: 80
+  rules:
+  - host: maps.example.com
+    http:
+      paths:
+      - path: /
+        pathType: Prefix
+        backend:
+          service:
+            name: webservice-maps
+            port:
+              number: 80
+  - host: images.example.com
+    http:
+      paths:
+      - path: /
+        pathType: Prefix
+        backend:
+          service:
+            name: webservice-images
+            port:
+              number: 80
+"#;
+
+const BANNER: &str = "
+Portico demo: three seed Ingress examples on echo backends. Try:
+  curl -s http://{http}/                                  # single service -> webservice-1
+  curl -s http://{http}/dev/build                         # simple fanout  -> webservice-dev
+  curl -s http://{http}/qa                                # simple fanout  -> webservice-qa
+  curl -s -H 'Host: maps.example.com' http://{http}/      # virtual host   -> webservice-maps
+  curl -s -H 'Host: images.example.com' http://{http}/    # virtual host   -> webservice-images
+  curl -s -H 'Host: other.example.com' http://{http}/x    # unknown host   -> default backend
+  curl -s http://{admin}/api/v1/ingresses                 # status and diagnostics
+  curl -s http://{admin}/api/v1/loadbalancers             # the load-balancer model
+  open http://{admin}/                                    # dashboard
+Manifests: {dir} (edit them; changes are served without restart). Ctrl-C stops.";
+
+pub async fn run(listen: &ListenArgs) -> anyhow::Result<ExitCode> {
+    let dir = std::env::temp_dir().join(format!("portico-demo-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let result = run_in(&dir, listen).await;
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+async fn run_in(dir: &PathBuf, listen: &ListenArgs) -> anyhow::Result<ExitCode> {
+    let mut backends = String::new();
+    for (service, pods) in SERVICES {
+        let mut addrs = Vec::new();
+        for i in 0..*pods {
+            let pod = format!("{service}-{i}");
+            let any: SocketAddr = ([127, 0, 0, 1], 0).into();
+            let addr = portico_app::echo::spawn(any, service, &pod)
+                .await
+                .with_context(|| format!("starting echo backend {pod}"))?;
+            addrs.push((pod, addr));
+        }
+        backends.push_str(&service_yaml(service, &addrs));
+    }
+    std::fs::write(dir.join("backends.yaml"), backends).context("writing backends.yaml")?;
+    std::fs::write(dir.join("ingresses.yaml"), INGRESSES).context("writing ingresses.yaml")?;
+    let class = ClassArgs { ingress_class: "portico".into(), provider: "proxy".into() };
+    let banner = BANNER.replace("{dir}", &dir.display().to_string());
+    crate::serve(settings(vec![dir.clone()], listen, &class), Some(banner)).await
+}
+
+/// A Service with one named port and one EndpointSlice per pod (each pod listens on its own port).
+fn service_yaml(service: &str, pods: &[(String, SocketAddr)]) -> String {
+    let mut y = format!(
+        "---\napiVersion: v1\nkind: Service\nmetadata:\n  name: {service}\n  namespace: demo\nspec:\n  selector:\n    app: {service}\n  ports:\n  - name: http\n    port: 80\n    targetPort: 8080\n"
+    );
+    for (pod, addr) in pods {
+        let _ = write!(
+            y,
+            "---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: {pod}\n  namespace: demo\n  labels:\n    kubernetes.io/service-name: {service}\naddressType: IPv4\nports:\n- name: http\n  port: {port}\nendpoints:\n- addresses: [\"{ip}\"]\n  conditions:\n    ready: true\n  targetRef:\n    kind: Pod\n    name: {pod}\n",
+            port = addr.port(),
+            ip = addr.ip()
+        );
+    }
+    y
+}

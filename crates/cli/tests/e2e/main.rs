@@ -1,0 +1,44 @@
+//! Black-box tests: the real `portico` binary against echo backends on 127.0.0.1.
+
+mod support;
+
+mod backends;
+mod bad_input;
+mod classes;
+mod conformance;
+mod demo;
+mod host_rules;
+mod live;
+mod merging;
+mod path_rules;
+mod seed_examples;
+
+use support::*;
+
+/// Starts echo backends for each (service, pods), writes their Services into `backends.yaml`
+/// of a new manifest directory in namespace `ns`.
+pub async fn backends(ns: &str, services: &[(&str, usize)]) -> Manifests {
+    let m = Manifests::new();
+    let mut y = String::new();
+    for (name, pods) in services {
+        y.push_str(&service(ns, name, &ready(&echo_pods(name, *pods).await)));
+    }
+    m.write("backends.yaml", &y);
+    m
+}
+
+/// Asserts each (host, path) → (status, service); service "" means no backend answered.
+pub async fn expect_routes(p: &Portico, cases: &[(&str, &str, u16, &str)]) {
+    let mut failures = Vec::new();
+    for (host, path, status, svc) in cases {
+        let r = p.get(host, path).await;
+        if r.status != *status || r.service() != *svc {
+            failures.push(format!(
+                "{host}{path}: wanted {status} {svc:?}, got {} {:?}",
+                r.status,
+                r.service()
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "routing mismatches:\n{}", failures.join("\n"));
+}

@@ -1,0 +1,266 @@
+//! Test support: echo backends, manifest directories, and the real `portico` binary.
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use serde_json::Value;
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_portico");
+
+/// Starts `pods` echo backends for `service`; returns their addresses (pod i is `<service>-<i>`).
+pub async fn echo_pods(service: &str, pods: usize) -> Vec<SocketAddr> {
+    let mut out = Vec::new();
+    for i in 0..pods {
+        let any: SocketAddr = ([127, 0, 0, 1], 0).into();
+        let addr = portico_app::echo::spawn(any, service, &format!("{service}-{i}")).await.unwrap();
+        out.push(addr);
+    }
+    out
+}
+
+/// One endpoint of a Service: address and readiness.
+#[derive(Clone, Copy)]
+pub struct Ep {
+    pub addr: SocketAddr,
+    pub ready: bool,
+}
+
+pub fn ready(addrs: &[SocketAddr]) -> Vec<Ep> {
+    addrs.iter().map(|&addr| Ep { addr, ready: true }).collect()
+}
+
+/// A Service with port 80 named `http`, and one EndpointSlice per endpoint (each endpoint
+/// listens on its own port), in namespace `ns`.
+pub fn service(ns: &str, name: &str, eps: &[Ep]) -> String {
+    service_on_port(ns, name, 80, eps)
+}
+
+/// Like [`service`] with another Service port number (the port is still named `http`).
+pub fn service_on_port(ns: &str, name: &str, port: u16, eps: &[Ep]) -> String {
+    let mut y = format!(
+        "---\napiVersion: v1\nkind: Service\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  selector:\n    app: {name}\n  ports:\n  - name: http\n    port: {port}\n    targetPort: 8080\n"
+    );
+    for (i, ep) in eps.iter().enumerate() {
+        let _ = write!(
+            y,
+            "---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: {name}-{i}\n  namespace: {ns}\n  labels:\n    kubernetes.io/service-name: {name}\naddressType: IPv4\nports:\n- name: http\n  port: {port}\nendpoints:\n- addresses: [\"{ip}\"]\n  conditions:\n    ready: {ready}\n",
+            port = ep.addr.port(),
+            ip = ep.addr.ip(),
+            ready = ep.ready
+        );
+    }
+    y
+}
+
+/// The IngressClass `portico` owned by this controller, marked default when `default` is true.
+pub fn ingress_class(name: &str, controller: &str, default: bool) -> String {
+    format!(
+        "---\napiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata:\n  name: {name}\n  annotations:\n    ingressclass.kubernetes.io/is-default-class: \"{default}\"\nspec:\n  controller: {controller}\n"
+    )
+}
+
+/// A directory of manifests that the test edits while Portico watches it.
+pub struct Manifests {
+    pub dir: tempfile::TempDir,
+}
+
+impl Manifests {
+    pub fn new() -> Self {
+        Manifests { dir: tempfile::tempdir().unwrap() }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Writes atomically (temp file + rename), as editors and kubectl-style tools do.
+    pub fn write(&self, name: &str, text: &str) {
+        let tmp = self.dir.path().join(format!(".{name}.tmp"));
+        std::fs::write(&tmp, text).unwrap();
+        std::fs::rename(&tmp, self.file(name)).unwrap();
+    }
+
+    pub fn remove(&self, name: &str) {
+        std::fs::remove_file(self.file(name)).unwrap();
+    }
+
+    pub fn file(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+}
+
+/// A response as the tests look at it.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: http::HeaderMap,
+    pub body: Bytes,
+}
+
+impl Reply {
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or(Value::Null)
+    }
+
+    /// The Service whose echo backend answered, or "" when no backend did.
+    pub fn service(&self) -> String {
+        self.json()["service"].as_str().unwrap_or("").to_owned()
+    }
+}
+
+/// A running `portico run` process; killed when dropped.
+pub struct Portico {
+    child: Child,
+    pub http: SocketAddr,
+    pub admin: SocketAddr,
+    client: Client<HttpConnector, Full<Bytes>>,
+}
+
+impl Portico {
+    pub async fn start(dir: &Path, extra: &[&str]) -> Self {
+        let mut args: Vec<String> = vec!["run".into(), "-f".into(), dir.display().to_string()];
+        args.extend(["--http-listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"].map(String::from));
+        args.extend(extra.iter().map(|s| s.to_string()));
+        Self::spawn(&args).await
+    }
+
+    pub async fn spawn(args: &[String]) -> Self {
+        let mut child = Command::new(BIN)
+            .args(args)
+            .env("PORTICO_LOG", "warn")
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let mut lines = BufReader::new(stdout).lines();
+        let first = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+            .await
+            .expect("portico printed its addresses in time")
+            .unwrap()
+            .expect("portico printed a line");
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        let (http, admin) = parse_banner(&first);
+        let client = Client::builder(TokioExecutor::new()).build_http();
+        let p = Portico { child, http, admin, client };
+        p.wait_ready().await;
+        p
+    }
+
+    async fn wait_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if let Ok(r) = self.request(self.admin, "GET", "localhost", "/readyz", &[], "").await {
+                if r.status == 200 {
+                    return;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("portico did not become ready");
+    }
+
+    pub async fn request(
+        &self,
+        to: SocketAddr,
+        method: &str,
+        host: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> Result<Reply, String> {
+        let mut req = http::Request::builder()
+            .method(method)
+            .uri(format!("http://{to}{path}"))
+            .header("host", host);
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let req = req.body(Full::new(Bytes::from(body.to_owned()))).map_err(|e| e.to_string())?;
+        let resp = self.client.request(req).await.map_err(|e| e.to_string())?;
+        let (parts, body) = resp.into_parts();
+        let body = body.collect().await.map_err(|e| e.to_string())?.to_bytes();
+        Ok(Reply { status: parts.status.as_u16(), headers: parts.headers, body })
+    }
+
+    /// GET through the proxy with a Host header.
+    pub async fn get(&self, host: &str, path: &str) -> Reply {
+        self.request(self.http, "GET", host, path, &[], "").await.unwrap()
+    }
+
+    pub async fn admin_json(&self, path: &str) -> Value {
+        let r = self.request(self.admin, "GET", "localhost", path, &[], "").await.unwrap();
+        assert_eq!(r.status, 200, "GET {path}");
+        r.json()
+    }
+
+    /// The `/api/v1/ingresses` entry for `ns/name`.
+    pub async fn ingress(&self, ns: &str, name: &str) -> Value {
+        let all = self.admin_json("/api/v1/ingresses").await;
+        all.as_array()
+            .and_then(|a| a.iter().find(|i| i["namespace"] == ns && i["name"] == name).cloned())
+            .unwrap_or(Value::Null)
+    }
+
+    /// Polls until `(host, path)` is answered by `service` (or, for "", with `status`).
+    pub async fn wait_route(&self, host: &str, path: &str, status: u16, service: &str) -> Duration {
+        let start = Instant::now();
+        loop {
+            let r = self.get(host, path).await;
+            if r.status == status && r.service() == service {
+                return start.elapsed();
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(5),
+                "{host}{path}: wanted {status} from {service:?}, got {} from {:?}",
+                r.status,
+                r.service()
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+}
+
+fn parse_banner(line: &str) -> (SocketAddr, SocketAddr) {
+    // "portico: serving HTTP on A and the admin API on B"
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let http = words.iter().position(|w| *w == "HTTP").map(|i| words[i + 2]).expect(line);
+    let admin = words.last().expect(line);
+    (http.parse().expect(line), admin.parse().expect(line))
+}
+
+/// An Ingress manifest from a compact list of rules: (host or "", path, pathType, service, port).
+pub fn ingress(ns: &str, name: &str, created: &str, rules: &[(&str, &str, &str, &str, &str)]) -> String {
+    let mut y = format!(
+        "---\napiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: {name}\n  namespace: {ns}\n  creationTimestamp: \"{created}\"\nspec:\n  ingressClassName: portico\n  rules:\n"
+    );
+    for (host, path, path_type, svc, port) in rules {
+        if host.is_empty() {
+            y.push_str("  - http:\n");
+        } else {
+            let _ = write!(y, "  - host: \"{host}\"\n    http:\n");
+        }
+        let port = match port.parse::<u16>() {
+            Ok(n) => format!("number: {n}"),
+            Err(_) => format!("name: {port}"),
+        };
+        let _ = write!(
+            y,
+            "      paths:\n      - path: \"{path}\"\n        pathType: {path_type}\n        backend:\n          service:\n            name: {svc}\n            port:\n              {port}\n"
+        );
+    }
+    y
+}

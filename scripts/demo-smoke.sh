@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Runs the README's first command exactly as written and checks each routing decision it
+# prints with curl. Stops only the process it started.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo build --release --locked -q
+log=$(mktemp)
+cargo run --release -q -- demo >"$log" 2>&1 &
+pid=$!
+trap 'kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; rm -f "$log"' EXIT
+for _ in $(seq 100); do
+  curl -sf http://127.0.0.1:9180/readyz >/dev/null 2>&1 && break
+  sleep 0.1
+done
+check() { # host path expected-service
+  local got
+  got=$(curl -s -H "Host: $1" "http://127.0.0.1:8080$2" | sed -n 's/.*"service":"\([^"]*\)".*/\1/p')
+  if [ "$got" != "$3" ]; then
+    echo "demo: $1$2 answered by '$got', expected '$3'"; cat "$log"; exit 1
+  fi
+  echo "demo: $1$2 -> $got"
+}
+check demo.test / webservice-1
+check demo.test /dev/build webservice-dev
+check demo.test /qa webservice-qa
+check maps.example.com / webservice-maps
+check images.example.com / webservice-images
+check other.example.com /x webservice-1
+grep -q "curl -s" "$log" || { echo "demo printed no curl commands"; cat "$log"; exit 1; }
+echo "demo: ok"
