@@ -7,13 +7,21 @@ use std::fmt::Write;
 pub(crate) fn render(snap: &Snapshot) -> String {
     let mut out = String::with_capacity(4096);
     out.push_str("<!doctype html><html><head><meta charset=\"utf-8\"><title>Portico</title>");
-    out.push_str("<style>body{font-family:sans-serif;margin:2em}td,th{padding:2px 8px;text-align:left}");
+    out.push_str(
+        "<style>body{font-family:sans-serif;margin:2em}td,th{padding:2px 8px;text-align:left}",
+    );
     out.push_str(".error{color:#b00}.warning{color:#a60}</style></head><body>");
     let _ = write!(out, "<h1>Portico</h1><p>generation {} · ", snap.generation);
     out.push_str(if snap.ready { "ready" } else { "not ready" });
     out.push_str("</p><h2>Ingresses</h2><table><tr><th>namespace/name</th><th>class</th><th>address</th><th>diagnostics</th></tr>");
     for ing in &snap.ingresses {
-        let addr: Vec<&str> = ing.status.load_balancer.ingress.iter().filter_map(|a| a.ip.as_deref()).collect();
+        let addr: Vec<&str> = ing
+            .status
+            .load_balancer
+            .ingress
+            .iter()
+            .filter_map(|a| a.ip.as_deref())
+            .collect();
         let _ = write!(
             out,
             "<tr><td>{}/{}</td><td>{}</td><td>{}</td><td>",
@@ -24,17 +32,38 @@ pub(crate) fn render(snap: &Snapshot) -> String {
         );
         for d in &ing.diagnostics {
             let class = if d.is_error() { "error" } else { "warning" };
-            let _ = write!(out, "<div class=\"{class}\">{}: {}</div>", esc(&d.field), esc(&d.message));
+            let _ = write!(
+                out,
+                "<div class=\"{class}\">{}: {}</div>",
+                esc(&d.field),
+                esc(&d.message)
+            );
         }
         out.push_str("</td></tr>");
     }
     out.push_str("</table><h2>Load balancers</h2>");
     for lb in &snap.model.load_balancers {
-        let _ = write!(out, "<h3>{} <small>{} · provider {}</small></h3><ol>", esc(&lb.name), lb.id, esc(&lb.provider));
+        let _ = write!(
+            out,
+            "<h3>{} <small>{} · provider {}</small></h3><ol>",
+            esc(&lb.name),
+            lb.id,
+            esc(&lb.provider)
+        );
         for l in &lb.listeners {
             for p in &l.policies {
-                let rules: Vec<String> = p.rules.iter().map(|r| format!("{:?} {:?} {}", r.rule_type, r.compare_type, r.value)).collect();
-                let _ = write!(out, "<li>{} → {:?} <small>({})</small></li>", esc(&rules.join(" AND ")), p.action, esc(&p.source.to_string()));
+                let rules: Vec<String> = p
+                    .rules
+                    .iter()
+                    .map(|r| format!("{:?} {:?} {}", r.rule_type, r.compare_type, r.value))
+                    .collect();
+                let _ = write!(
+                    out,
+                    "<li>{} → {:?} <small>({})</small></li>",
+                    esc(&rules.join(" AND ")),
+                    p.action,
+                    esc(&p.source.to_string())
+                );
             }
         }
         out.push_str("</ol>");
@@ -71,6 +100,9 @@ mod tests {
 
     #[test]
     fn dashboard_escapes_user_strings() {
-        assert_eq!(esc("<script>\"x\"&'"), "&lt;script&gt;&quot;x&quot;&amp;&#39;");
+        assert_eq!(
+            esc("<script>\"x\"&'"),
+            "&lt;script&gt;&quot;x&quot;&amp;&#39;"
+        );
     }
 }

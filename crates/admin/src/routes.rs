@@ -16,7 +16,10 @@ pub(crate) fn handle<B>(admin: &Admin, req: Request<B>) -> Response<Body> {
     match path {
         "/healthz" => text(StatusCode::OK, "ok\n"),
         "/readyz" if snap.ready => text(StatusCode::OK, "ready\n"),
-        "/readyz" => text(StatusCode::SERVICE_UNAVAILABLE, "not ready: first sync not served yet\n"),
+        "/readyz" => text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not ready: first sync not served yet\n",
+        ),
         "/metrics" => metrics(admin),
         "/api/v1/ingresses" => json(&snap.ingresses),
         "/api/v1/diagnostics" => json(&snap.diagnostics),
@@ -30,7 +33,10 @@ pub(crate) fn handle<B>(admin: &Admin, req: Request<B>) -> Response<Body> {
 }
 
 fn load_balancer(model: &portico_model::Model, id: &str) -> Response<Body> {
-    let found = model.load_balancers.iter().find(|lb| lb.id.to_string() == id || lb.name == id);
+    let found = model
+        .load_balancers
+        .iter()
+        .find(|lb| lb.id.to_string() == id || lb.name == id);
     match found {
         Some(lb) => json(lb),
         None => text(StatusCode::NOT_FOUND, "no such load balancer\n"),
@@ -40,15 +46,25 @@ fn load_balancer(model: &portico_model::Model, id: &str) -> Response<Body> {
 fn metrics(admin: &Admin) -> Response<Body> {
     let mut out = String::new();
     if prometheus_client::encoding::text::encode(&mut out, &admin.registry).is_err() {
-        return text(StatusCode::INTERNAL_SERVER_ERROR, "metrics encoding failed\n");
+        return text(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "metrics encoding failed\n",
+        );
     }
-    respond(StatusCode::OK, "application/openmetrics-text; version=1.0.0; charset=utf-8", out)
+    respond(
+        StatusCode::OK,
+        "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        out,
+    )
 }
 
 fn json<T: Serialize + ?Sized>(value: &T) -> Response<Body> {
     match serde_json::to_string_pretty(value) {
         Ok(s) => respond(StatusCode::OK, "application/json", s + "\n"),
-        Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, &format!("encoding failed: {e}\n")),
+        Err(e) => text(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            &format!("encoding failed: {e}\n"),
+        ),
     }
 }
 
@@ -63,6 +79,108 @@ fn text(status: StatusCode, body: &str) -> Response<Body> {
 fn respond(status: StatusCode, content_type: &'static str, body: String) -> Response<Body> {
     let mut resp = Response::new(Full::new(Bytes::from(body)));
     *resp.status_mut() = status;
-    resp.headers_mut().insert(header::CONTENT_TYPE, header::HeaderValue::from_static(content_type));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static(content_type),
+    );
     resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{IngressView, Snapshot};
+    use portico_model::{LoadBalancer, LoadBalancerId, Model};
+    use prometheus_client::registry::Registry;
+    use std::sync::Arc;
+
+    fn admin(ready: bool) -> Arc<Admin> {
+        let a = Admin::new(Arc::new(Registry::default()));
+        let lb = LoadBalancer {
+            id: LoadBalancerId::derive("loadbalancer/portico"),
+            name: "ingressclass/portico".into(),
+            ingress_class: "portico".into(),
+            provider: "proxy".into(),
+            vip: None,
+            listeners: vec![],
+            pools: vec![],
+        };
+        let view = IngressView::new(
+            "ns".into(),
+            "web".into(),
+            Some("portico".into()),
+            true,
+            vec![],
+            vec![],
+        );
+        let model = Arc::new(Model {
+            load_balancers: vec![lb],
+        });
+        a.publish(Snapshot {
+            generation: 3,
+            ready,
+            model,
+            ingresses: vec![view],
+            diagnostics: vec![],
+        });
+        a
+    }
+
+    fn get(a: &Admin, path: &str) -> (StatusCode, String) {
+        let resp = handle(a, Request::get(path).body(()).unwrap());
+        let status = resp.status();
+        let body = resp.into_body();
+        let bytes = futures_body(body);
+        (status, String::from_utf8_lossy(&bytes).into_owned())
+    }
+
+    fn futures_body(body: Body) -> Bytes {
+        use http_body_util::BodyExt;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(body.collect()).unwrap().to_bytes()
+    }
+
+    #[test]
+    fn readyz_follows_the_snapshot() {
+        assert_eq!(
+            get(&admin(false), "/readyz").0,
+            StatusCode::SERVICE_UNAVAILABLE
+        );
+        assert_eq!(get(&admin(true), "/readyz").0, StatusCode::OK);
+        assert_eq!(get(&admin(false), "/healthz").0, StatusCode::OK);
+    }
+
+    #[test]
+    fn load_balancer_is_found_by_uuid_and_unknown_is_404() {
+        let a = admin(true);
+        let id = LoadBalancerId::derive("loadbalancer/portico").to_string();
+        let (status, body) = get(&a, &format!("/api/v1/loadbalancers/{id}"));
+        assert_eq!(status, StatusCode::OK);
+        assert!(body.contains("\"provider\": \"proxy\""), "{body}");
+        assert_eq!(
+            get(&a, "/api/v1/loadbalancers/nope").0,
+            StatusCode::NOT_FOUND
+        );
+    }
+
+    #[test]
+    fn ingresses_are_listed_with_status_and_class() {
+        let (status, body) = get(&admin(true), "/api/v1/ingresses");
+        assert_eq!(status, StatusCode::OK);
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(v[0]["ingressClassName"], "portico");
+        assert_eq!(
+            v[0]["status"]["loadBalancer"]["ingress"],
+            serde_json::json!([])
+        );
+    }
+
+    #[test]
+    fn writes_are_refused() {
+        let a = admin(true);
+        let resp = handle(&a, Request::post("/api/v1/ingresses").body(()).unwrap());
+        assert_eq!(resp.status(), StatusCode::METHOD_NOT_ALLOWED);
+    }
 }

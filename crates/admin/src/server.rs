@@ -16,7 +16,10 @@ pub struct Admin {
 
 impl Admin {
     pub fn new(registry: Arc<Registry>) -> Arc<Self> {
-        Arc::new(Admin { snapshot: ArcSwap::from_pointee(Snapshot::default()), registry })
+        Arc::new(Admin {
+            snapshot: ArcSwap::from_pointee(Snapshot::default()),
+            registry,
+        })
     }
 
     pub fn publish(&self, snapshot: Snapshot) {
@@ -38,7 +41,10 @@ pub async fn serve(listener: TcpListener, admin: Arc<Admin>, mut shutdown: watch
                 let admin = admin.clone();
                 async move { Ok::<_, std::convert::Infallible>(routes::handle(&admin, req)) }
             });
-            if let Err(e) = http1::Builder::new().serve_connection(TokioIo::new(stream), svc).await {
+            if let Err(e) = http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), svc)
+                .await
+            {
                 tracing::debug!(error = %e, "admin connection ended with an error");
             }
         });

@@ -61,7 +61,9 @@ impl IngressView {
             name,
             ingress_class_name,
             owned,
-            status: IngressStatusView { load_balancer: LoadBalancerStatusView { ingress: addresses } },
+            status: IngressStatusView {
+                load_balancer: LoadBalancerStatusView { ingress: addresses },
+            },
             diagnostics,
         }
     }

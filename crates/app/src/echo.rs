@@ -70,7 +70,10 @@ async fn respond(
         method: parts.method.to_string(),
         path: parts.uri.path().to_owned(),
         query: parts.uri.query().map(str::to_owned),
-        host: headers.get("host").cloned().or_else(|| parts.uri.authority().map(|a| a.to_string())),
+        host: headers
+            .get("host")
+            .cloned()
+            .or_else(|| parts.uri.authority().map(|a| a.to_string())),
         proto: format!("{:?}", parts.version),
         headers,
         body_bytes,
@@ -78,7 +81,13 @@ async fn respond(
     let body = serde_json::to_vec(&echo).unwrap_or_default();
     let mut resp = Response::new(Full::new(Bytes::from(body)));
     let h = resp.headers_mut();
-    h.insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/json"));
-    h.insert(header::SERVER, header::HeaderValue::from_static("portico-echo"));
+    h.insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    h.insert(
+        header::SERVER,
+        header::HeaderValue::from_static("portico-echo"),
+    );
     Ok(resp)
 }

@@ -24,9 +24,20 @@ pub(crate) struct AppMetrics {
 
 impl AppMetrics {
     pub(crate) fn new(registry: &mut Registry) -> Self {
-        let m = AppMetrics { objects: Family::default(), diagnostics: Family::default() };
-        registry.register("portico_objects", "Source objects by kind", m.objects.clone());
-        registry.register("portico_diagnostics", "Diagnostics by severity", m.diagnostics.clone());
+        let m = AppMetrics {
+            objects: Family::default(),
+            diagnostics: Family::default(),
+        };
+        registry.register(
+            "portico_objects",
+            "Source objects by kind",
+            m.objects.clone(),
+        );
+        registry.register(
+            "portico_diagnostics",
+            "Diagnostics by severity",
+            m.diagnostics.clone(),
+        );
         m
     }
 
@@ -40,12 +51,22 @@ impl AppMetrics {
             ("Secret", objects.secrets.len()),
         ];
         for (kind, n) in counts {
-            self.objects.get_or_create(&KindLabel { kind: kind.into() }).set(n as i64);
+            self.objects
+                .get_or_create(&KindLabel { kind: kind.into() })
+                .set(n as i64);
         }
         for sev in [Severity::Error, Severity::Warning] {
             let n = diagnostics.iter().filter(|d| d.severity == sev).count();
-            let label = if sev == Severity::Error { "error" } else { "warning" };
-            self.diagnostics.get_or_create(&SeverityLabel { severity: label.into() }).set(n as i64);
+            let label = if sev == Severity::Error {
+                "error"
+            } else {
+                "warning"
+            };
+            self.diagnostics
+                .get_or_create(&SeverityLabel {
+                    severity: label.into(),
+                })
+                .set(n as i64);
         }
     }
 }

@@ -31,13 +31,19 @@ pub struct Bound {
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
     #[error("cannot listen on {addr} for {what}: {source}")]
-    Bind { what: &'static str, addr: SocketAddr, source: std::io::Error },
+    Bind {
+        what: &'static str,
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
     #[error(transparent)]
     Source(#[from] portico_source_file::SourceError),
 }
 
 async fn bind(what: &'static str, addr: SocketAddr) -> Result<TcpListener, AppError> {
-    TcpListener::bind(addr).await.map_err(|source| AppError::Bind { what, addr, source })
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| AppError::Bind { what, addr, source })
 }
 
 /// Runs the all-in-one pipeline until `shutdown` turns true. `on_bound` is called once the
@@ -64,7 +70,11 @@ pub async fn run(
     let mut updates = source.subscribe();
 
     let proxy_task = tokio::spawn(proxy.clone().serve(http, shutdown.clone()));
-    let admin_task = tokio::spawn(portico_admin::serve(admin_listener, admin.clone(), shutdown.clone()));
+    let admin_task = tokio::spawn(portico_admin::serve(
+        admin_listener,
+        admin.clone(),
+        shutdown.clone(),
+    ));
     on_bound(bound);
 
     let publish = publish_address(&settings, bound.http);
@@ -83,11 +93,16 @@ pub async fn run(
     Ok(())
 }
 
-fn publish_address(settings: &Settings, http: SocketAddr) -> Vec<portico_admin::LoadBalancerAddress> {
+fn publish_address(
+    settings: &Settings,
+    http: SocketAddr,
+) -> Vec<portico_admin::LoadBalancerAddress> {
     match &settings.publish_address {
         Some(a) => status_addresses(Some(a)),
         None if http.ip().is_unspecified() => {
-            tracing::warn!("--http-listen is a wildcard address: set --publish-address to fill Ingress status");
+            tracing::warn!(
+                "--http-listen is a wildcard address: set --publish-address to fill Ingress status"
+            );
             vec![]
         }
         None => status_addresses(Some(&http.ip().to_string())),
@@ -105,7 +120,13 @@ fn apply(
     let translation = portico_translate::translate(&loaded.objects, &settings.translate);
     let model = Arc::new(translation.model.clone());
     let generation = proxy.apply(&model);
-    let snapshot = build_snapshot(generation, &loaded.diagnostics, &translation, model, publish);
+    let snapshot = build_snapshot(
+        generation,
+        &loaded.diagnostics,
+        &translation,
+        model,
+        publish,
+    );
     metrics.observe(&loaded.objects, &snapshot.diagnostics);
     for d in loaded.diagnostics.iter().chain(&translation.diagnostics) {
         tracing::debug!(diagnostic = %d, "diagnostic");

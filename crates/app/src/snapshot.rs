@@ -12,9 +12,15 @@ pub fn status_addresses(publish: Option<&str>) -> Vec<LoadBalancerAddress> {
     match publish {
         None => vec![],
         Some(a) if a.parse::<std::net::IpAddr>().is_ok() => {
-            vec![LoadBalancerAddress { ip: Some(a.to_owned()), hostname: None }]
+            vec![LoadBalancerAddress {
+                ip: Some(a.to_owned()),
+                hostname: None,
+            }]
         }
-        Some(a) => vec![LoadBalancerAddress { ip: None, hostname: Some(a.to_owned()) }],
+        Some(a) => vec![LoadBalancerAddress {
+            ip: None,
+            hostname: Some(a.to_owned()),
+        }],
     }
 }
 
@@ -31,7 +37,10 @@ pub fn build_snapshot(
     let mut others = Vec::new();
     for d in source_diagnostics.iter().chain(&translation.diagnostics) {
         if d.object.kind == "Ingress" {
-            by_ingress.entry((&d.object.namespace, &d.object.name)).or_default().push(d.clone());
+            by_ingress
+                .entry((&d.object.namespace, &d.object.name))
+                .or_default()
+                .push(d.clone());
         } else {
             others.push(d.clone());
         }
@@ -49,16 +58,23 @@ pub fn build_snapshot(
     ingresses.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
     others.sort();
     others.dedup();
-    Snapshot { generation, ready: true, model, ingresses, diagnostics: others }
+    Snapshot {
+        generation,
+        ready: true,
+        model,
+        ingresses,
+        diagnostics: others,
+    }
 }
 
-fn view(
-    s: &IngressState,
-    by_ingress: &mut BTreeMap<(&str, &str), Vec<Diagnostic>>,
+fn view<'a>(
+    s: &'a IngressState,
+    by_ingress: &mut BTreeMap<(&'a str, &'a str), Vec<Diagnostic>>,
     publish: &[LoadBalancerAddress],
 ) -> IngressView {
-    let mut diagnostics =
-        by_ingress.remove(&(s.key.namespace.as_str(), s.key.name.as_str())).unwrap_or_default();
+    let mut diagnostics = by_ingress
+        .remove(&(s.key.namespace.as_str(), s.key.name.as_str()))
+        .unwrap_or_default();
     diagnostics.sort();
     diagnostics.dedup();
     let addresses = if s.served { publish.to_vec() } else { vec![] };

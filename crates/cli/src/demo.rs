@@ -1,7 +1,7 @@
 //! `portico demo`: echo backends plus the three seed Ingress examples, served by the real
 //! pipeline from manifest files in a temporary directory (edit them to see live changes).
 
-use crate::{ListenArgs, ClassArgs, settings};
+use crate::{ClassArgs, ListenArgs, settings};
 use anyhow::Context;
 use std::fmt::Write;
 use std::net::SocketAddr;
@@ -139,7 +139,10 @@ async fn run_in(dir: &PathBuf, listen: &ListenArgs) -> anyhow::Result<ExitCode> 
     }
     std::fs::write(dir.join("backends.yaml"), backends).context("writing backends.yaml")?;
     std::fs::write(dir.join("ingresses.yaml"), INGRESSES).context("writing ingresses.yaml")?;
-    let class = ClassArgs { ingress_class: "portico".into(), provider: "proxy".into() };
+    let class = ClassArgs {
+        ingress_class: "portico".into(),
+        provider: "proxy".into(),
+    };
     let banner = BANNER.replace("{dir}", &dir.display().to_string());
     crate::serve(settings(vec![dir.clone()], listen, &class), Some(banner)).await
 }

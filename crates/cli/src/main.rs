@@ -11,7 +11,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Parser, Debug)]
-#[command(name = "portico", version, about = "Kubernetes Ingress controller and load balancer")]
+#[command(
+    name = "portico",
+    version,
+    about = "Kubernetes Ingress controller and load balancer"
+)]
 struct Cli {
     /// Log filter, e.g. `info`, `debug`, `portico_app=debug` (also RUST_LOG).
     #[arg(long, global = true, default_value = "info", env = "PORTICO_LOG")]
@@ -119,27 +123,43 @@ fn main() -> ExitCode {
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")
 }
 
 fn init_logging(filter: &str) {
     let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| filter.to_owned());
     let env = tracing_subscriber::EnvFilter::try_new(&filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt().with_env_filter(env).with_writer(std::io::stderr).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(env)
+        .with_writer(std::io::stderr)
+        .init();
 }
 
 /// Runs the pipeline until SIGINT or SIGTERM; prints the bound addresses on stdout.
-async fn serve(settings: portico_app::Settings, banner: Option<String>) -> anyhow::Result<ExitCode> {
+async fn serve(
+    settings: portico_app::Settings,
+    banner: Option<String>,
+) -> anyhow::Result<ExitCode> {
     let (tx, rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
         wait_for_signal().await;
         let _ = tx.send(true);
     });
     portico_app::run(settings, rx, |bound| {
-        println!("portico: serving HTTP on {} and the admin API on {}", bound.http, bound.admin);
+        println!(
+            "portico: serving HTTP on {} and the admin API on {}",
+            bound.http, bound.admin
+        );
         if let Some(text) = banner {
-            println!("{}", text.replace("{http}", &bound.http.to_string()).replace("{admin}", &bound.admin.to_string()));
+            println!(
+                "{}",
+                text.replace("{http}", &bound.http.to_string())
+                    .replace("{admin}", &bound.admin.to_string())
+            );
         }
     })
     .await?;

@@ -6,7 +6,11 @@ use std::process::ExitCode;
 pub fn run(files: &[PathBuf], config: &portico_translate::Config) -> anyhow::Result<ExitCode> {
     let loaded = portico_source_file::load(files);
     let translation = portico_translate::translate(&loaded.objects, config);
-    let mut all: Vec<_> = loaded.diagnostics.iter().chain(&translation.diagnostics).collect();
+    let mut all: Vec<_> = loaded
+        .diagnostics
+        .iter()
+        .chain(&translation.diagnostics)
+        .collect();
     all.sort();
     all.dedup();
     for d in &all {
@@ -21,5 +25,9 @@ pub fn run(files: &[PathBuf], config: &portico_translate::Config) -> anyhow::Res
         errors,
         all.len() - errors
     );
-    Ok(if errors > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
+    Ok(if errors > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }

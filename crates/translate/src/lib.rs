@@ -1,10 +1,49 @@
 //! Pure translation: Kubernetes objects (k8s-openapi types) → the load-balancer model plus
 //! per-object diagnostics. Also the API server's admission jobs that the file source must do
-//! itself: object validation and default-IngressClass assignment.
+//! itself: object validation and default-IngressClass assignment ([`admission`]).
 //!
 //! No I/O, no async, no kube client: only `portico-model` and `k8s-openapi` types. The
 //! Kubernetes API version feature of k8s-openapi is chosen by the binary crate, not here.
+//!
+//! # Topology
+//! Shared router: one LoadBalancer per owned IngressClass (`ingressclass/<class>`) with one HTTP
+//! listener. Every served Ingress of the class becomes L7 policies on it, one per (rule host,
+//! path, pathType); pools are per (namespace, service, port as written). An identical host and
+//! path match in two Ingresses goes to the oldest one; so does the listener's default backend.
+//!
+//! # Evaluation order
+//! `Listener::policies` is in evaluation order and the first policy whose rules all match wins
+//! (the proxy and the haproxy renderer both rely on it): policies with an exact host first, then
+//! wildcard hosts, then host-less ones; within a group by host, then longer (normalised) paths
+//! first, Exact before Prefix at equal length, then by path, then the older Ingress first.
+//! Consequence: a request whose host matches an exact host but none of that host's paths falls
+//! through to the wildcard policies, then the host-less ones, then the default backend, like the
+//! Gateway API's precedence. Rules without a host apply to every host.
+//!
+//! # Paths
+//! Exact paths are compared whole and case-sensitively. Prefix paths are stored without trailing
+//! slash (`/` for the root) and compared element-wise. ImplementationSpecific is treated as
+//! Prefix, an empty ImplementationSpecific path as `/`. Two paths that normalise to the same
+//! match (`/foo` and `/foo/` as Prefix, or Prefix and ImplementationSpecific) are one route.
 
+pub mod admission;
+mod backend;
+mod class;
+mod compat;
+mod config;
+mod loadbalancer;
+mod members;
+mod merge;
+mod names;
 mod objects;
+mod policy;
+mod pool;
+mod route;
+mod source;
+mod translate;
 
+pub use config::{
+    CONTROLLER_NAME, Config, DEFAULT_CLASS_ANNOTATION, LEGACY_CLASS_ANNOTATION, PROVIDER_ANNOTATION,
+};
 pub use objects::{ObjectKey, Objects};
+pub use translate::{IngressState, Translation, translate};

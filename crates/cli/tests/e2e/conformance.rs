@@ -9,7 +9,12 @@ use crate::{expect_routes, support::*};
 async fn services(m: &Manifests, ns: &str, names: &[(&str, usize)]) {
     let mut y = String::new();
     for (name, pods) in names {
-        y.push_str(&service_on_port(ns, name, 8080, &ready(&echo_pods(name, *pods).await)));
+        y.push_str(&service_on_port(
+            ns,
+            name,
+            8080,
+            &ready(&echo_pods(name, *pods).await),
+        ));
     }
     m.write("services.yaml", &y);
 }
@@ -21,14 +26,20 @@ fn default_backend_ingress(ns: &str, name: &str) -> String {
 }
 
 fn assert_status_published(ingress: &serde_json::Value) {
-    assert_eq!(ingress["status"]["loadBalancer"]["ingress"][0]["ip"], "127.0.0.1", "{ingress}");
+    assert_eq!(
+        ingress["status"]["loadBalancer"]["ingress"][0]["ip"], "127.0.0.1",
+        "{ingress}"
+    );
 }
 
 #[tokio::test]
 async fn conformance_default_backend() {
     let m = Manifests::new();
     services(&m, "conformance-db", &[("echo-service", 1)]).await;
-    m.write("ingress.yaml", &default_backend_ingress("conformance-db", "default-backend"));
+    m.write(
+        "ingress.yaml",
+        &default_backend_ingress("conformance-db", "default-backend"),
+    );
     let p = Portico::start(m.path(), &[]).await;
     assert_status_published(&p.ingress("conformance-db", "default-backend").await);
     let cases = [
@@ -40,10 +51,17 @@ async fn conformance_default_backend() {
         ("PATCH", "my-host", "resource"),
     ];
     for (method, host, path) in cases {
-        let host = if host.is_empty() { p.http.to_string() } else { host.to_owned() };
+        let host = if host.is_empty() {
+            p.http.to_string()
+        } else {
+            host.to_owned()
+        };
         let path = format!("/{path}");
         let ua = [("user-agent", "Go-http-client/1.1")];
-        let r = p.request(p.http, method, &host, &path, &ua, "").await.unwrap();
+        let r = p
+            .request(p.http, method, &host, &path, &ua, "")
+            .await
+            .unwrap();
         assert_eq!(r.status, 200, "{method} {host}{path}");
         assert_eq!(r.service(), "echo-service");
         for h in ["content-length", "content-type", "date", "server"] {
@@ -62,24 +80,39 @@ async fn conformance_host_rules() {
     let m = Manifests::new();
     let ns = "conformance-host";
     services(&m, ns, &[("wildcard-foo-com", 1), ("foo-bar-com", 1)]).await;
-    let mut y = ingress(ns, "host-rules", "2026-01-01T00:00:00Z", &[
-        ("*.foo.com", "/", "Prefix", "wildcard-foo-com", "8080"),
-        ("foo.bar.com", "/", "Prefix", "foo-bar-com", "http"),
-    ]);
-    y = y.replace("spec:\n", "spec:\n  tls:\n  - hosts:\n    - foo.bar.com\n    secretName: conformance-tls\n");
+    let mut y = ingress(
+        ns,
+        "host-rules",
+        "2026-01-01T00:00:00Z",
+        &[
+            ("*.foo.com", "/", "Prefix", "wildcard-foo-com", "8080"),
+            ("foo.bar.com", "/", "Prefix", "foo-bar-com", "http"),
+        ],
+    );
+    y = y.replace(
+        "spec:\n",
+        "spec:\n  tls:\n  - hosts:\n    - foo.bar.com\n    secretName: conformance-tls\n",
+    );
     m.write("ingress.yaml", &y);
     let p = Portico::start(m.path(), &[]).await;
     assert_status_published(&p.ingress(ns, "host-rules").await);
-    expect_routes(&p, &[
-        ("foo.bar.com", "/", 200, "foo-bar-com"),
-        ("subdomain.bar.com", "/", 404, ""),
-        ("bar.foo.com", "/", 200, "wildcard-foo-com"),
-        ("baz.bar.foo.com", "/", 404, ""),
-        ("foo.com", "/", 404, ""),
-    ])
+    expect_routes(
+        &p,
+        &[
+            ("foo.bar.com", "/", 200, "foo-bar-com"),
+            ("subdomain.bar.com", "/", 404, ""),
+            ("bar.foo.com", "/", 200, "wildcard-foo-com"),
+            ("baz.bar.foo.com", "/", 404, ""),
+            ("foo.com", "/", 404, ""),
+        ],
+    )
     .await;
     for host in ["foo.bar.com", "bar.foo.com"] {
-        assert_eq!(p.get(host, "/").await.json()["host"], host, "the request host reaches the backend");
+        assert_eq!(
+            p.get(host, "/").await.json()["host"],
+            host,
+            "the request host reaches the backend"
+        );
     }
 }
 
@@ -87,18 +120,51 @@ async fn conformance_host_rules() {
 async fn conformance_path_rules() {
     let m = Manifests::new();
     let ns = "conformance-path";
-    let svcs = ["foo-exact", "foo-prefix", "aaa-slash-bbb-prefix", "aaa-prefix", "aaa-slash-bbb-slash-prefix", "foo-slash-exact"];
+    let svcs = [
+        "foo-exact",
+        "foo-prefix",
+        "aaa-slash-bbb-prefix",
+        "aaa-prefix",
+        "aaa-slash-bbb-slash-prefix",
+        "foo-slash-exact",
+    ];
     services(&m, ns, &svcs.map(|s| (s, 1))).await;
-    m.write("ingress.yaml", &ingress(ns, "path-rules", "2026-01-01T00:00:00Z", &[
-        ("exact-path-rules", "/foo", "Exact", "foo-exact", "8080"),
-        ("prefix-path-rules", "/foo", "Prefix", "foo-prefix", "8080"),
-        ("prefix-path-rules", "/aaa/bbb", "Prefix", "aaa-slash-bbb-prefix", "8080"),
-        ("prefix-path-rules", "/aaa", "Prefix", "aaa-prefix", "8080"),
-        ("mixed-path-rules", "/foo", "Prefix", "foo-prefix", "8080"),
-        ("mixed-path-rules", "/foo", "Exact", "foo-exact", "8080"),
-        ("trailing-slash-path-rules", "/aaa/bbb/", "Prefix", "aaa-slash-bbb-slash-prefix", "8080"),
-        ("trailing-slash-path-rules", "/foo/", "Exact", "foo-slash-exact", "8080"),
-    ]));
+    m.write(
+        "ingress.yaml",
+        &ingress(
+            ns,
+            "path-rules",
+            "2026-01-01T00:00:00Z",
+            &[
+                ("exact-path-rules", "/foo", "Exact", "foo-exact", "8080"),
+                ("prefix-path-rules", "/foo", "Prefix", "foo-prefix", "8080"),
+                (
+                    "prefix-path-rules",
+                    "/aaa/bbb",
+                    "Prefix",
+                    "aaa-slash-bbb-prefix",
+                    "8080",
+                ),
+                ("prefix-path-rules", "/aaa", "Prefix", "aaa-prefix", "8080"),
+                ("mixed-path-rules", "/foo", "Prefix", "foo-prefix", "8080"),
+                ("mixed-path-rules", "/foo", "Exact", "foo-exact", "8080"),
+                (
+                    "trailing-slash-path-rules",
+                    "/aaa/bbb/",
+                    "Prefix",
+                    "aaa-slash-bbb-slash-prefix",
+                    "8080",
+                ),
+                (
+                    "trailing-slash-path-rules",
+                    "/foo/",
+                    "Exact",
+                    "foo-slash-exact",
+                    "8080",
+                ),
+            ],
+        ),
+    );
     let p = Portico::start(m.path(), &[]).await;
     assert_status_published(&p.ingress(ns, "path-rules").await);
     let cases = [
@@ -110,18 +176,37 @@ async fn conformance_path_rules() {
         ("prefix-path-rules", "/foo/", 200, "foo-prefix"),
         ("prefix-path-rules", "/FOO", 404, ""),
         ("prefix-path-rules", "/aaa/bbb", 200, "aaa-slash-bbb-prefix"),
-        ("prefix-path-rules", "/aaa/bbb/ccc", 200, "aaa-slash-bbb-prefix"),
+        (
+            "prefix-path-rules",
+            "/aaa/bbb/ccc",
+            200,
+            "aaa-slash-bbb-prefix",
+        ),
         ("prefix-path-rules", "/aaa/ccc", 200, "aaa-prefix"),
         ("prefix-path-rules", "/aaaccc", 404, ""),
         ("mixed-path-rules", "/foo", 200, "foo-exact"),
-        ("trailing-slash-path-rules", "/aaa/bbb", 200, "aaa-slash-bbb-slash-prefix"),
-        ("trailing-slash-path-rules", "/aaa/bbb/", 200, "aaa-slash-bbb-slash-prefix"),
+        (
+            "trailing-slash-path-rules",
+            "/aaa/bbb",
+            200,
+            "aaa-slash-bbb-slash-prefix",
+        ),
+        (
+            "trailing-slash-path-rules",
+            "/aaa/bbb/",
+            200,
+            "aaa-slash-bbb-slash-prefix",
+        ),
         ("trailing-slash-path-rules", "/foo", 404, ""),
     ];
     expect_routes(&p, &cases).await;
     for (host, path, status, _) in cases {
         if status == 200 {
-            assert_eq!(p.get(host, path).await.json()["path"], path, "the request path reaches the backend");
+            assert_eq!(
+                p.get(host, path).await.json()["path"],
+                path,
+                "the request path reaches the backend"
+            );
         }
     }
 }
@@ -131,11 +216,32 @@ async fn conformance_ingress_class() {
     let m = Manifests::new();
     let ns = "conformance-class";
     services(&m, ns, &[("ingress-class-prefix", 1)]).await;
-    let y = ingress(ns, "test-ingress-class", "2026-01-01T00:00:00Z", &[("ingress-class", "/", "Prefix", "ingress-class-prefix", "8080")]);
-    m.write("ingress.yaml", &y.replace("ingressClassName: portico", "ingressClassName: some-invalid-class-name"));
+    let y = ingress(
+        ns,
+        "test-ingress-class",
+        "2026-01-01T00:00:00Z",
+        &[(
+            "ingress-class",
+            "/",
+            "Prefix",
+            "ingress-class-prefix",
+            "8080",
+        )],
+    );
+    m.write(
+        "ingress.yaml",
+        &y.replace(
+            "ingressClassName: portico",
+            "ingressClassName: some-invalid-class-name",
+        ),
+    );
     let p = Portico::start(m.path(), &[]).await;
     let st = p.ingress(ns, "test-ingress-class").await;
-    assert_eq!(st["status"]["loadBalancer"]["ingress"], serde_json::json!([]), "{st}");
+    assert_eq!(
+        st["status"]["loadBalancer"]["ingress"],
+        serde_json::json!([]),
+        "{st}"
+    );
     expect_routes(&p, &[("ingress-class", "/", 404, "")]).await;
 }
 
@@ -144,7 +250,10 @@ async fn conformance_load_balancing() {
     let m = Manifests::new();
     let ns = "conformance-lb";
     services(&m, ns, &[("echo-service", 10)]).await;
-    m.write("ingress.yaml", &default_backend_ingress(ns, "load-balancing"));
+    m.write(
+        "ingress.yaml",
+        &default_backend_ingress(ns, "load-balancing"),
+    );
     let p = Portico::start(m.path(), &[]).await;
     assert_status_published(&p.ingress(ns, "load-balancing").await);
     let mut pods = std::collections::BTreeSet::new();

@@ -4,7 +4,14 @@ use crate::support::*;
 
 #[tokio::test]
 async fn demo_serves_the_three_seed_examples() {
-    let args = ["demo", "--http-listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"].map(String::from);
+    let args = [
+        "demo",
+        "--http-listen",
+        "127.0.0.1:0",
+        "--admin-listen",
+        "127.0.0.1:0",
+    ]
+    .map(String::from);
     let p = Portico::spawn(&args).await;
     crate::expect_routes(
         &p,
@@ -21,7 +28,11 @@ async fn demo_serves_the_three_seed_examples() {
     let ingresses = p.admin_json("/api/v1/ingresses").await;
     assert_eq!(ingresses.as_array().map(Vec::len), Some(3));
     for i in ingresses.as_array().unwrap() {
-        assert_eq!(i["diagnostics"], serde_json::json!([]), "demo Ingresses are clean: {i}");
+        assert_eq!(
+            i["diagnostics"],
+            serde_json::json!([]),
+            "demo Ingresses are clean: {i}"
+        );
         assert_eq!(i["status"]["loadBalancer"]["ingress"][0]["ip"], "127.0.0.1");
     }
 }

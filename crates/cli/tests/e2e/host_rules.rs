@@ -5,7 +5,11 @@ use crate::{backends, expect_routes, support::*};
 
 #[tokio::test]
 async fn host_rules_follow_ingress_v1_semantics() {
-    let m = backends("hosts", &[("exact", 1), ("wild", 1), ("hostless", 1), ("only-api", 1)]).await;
+    let m = backends(
+        "hosts",
+        &[("exact", 1), ("wild", 1), ("hostless", 1), ("only-api", 1)],
+    )
+    .await;
     let ing = ingress(
         "hosts",
         "hosts",
@@ -42,9 +46,25 @@ async fn host_rules_follow_ingress_v1_semantics() {
 #[tokio::test]
 async fn unmatched_host_without_default_backend_is_404() {
     let m = backends("hosts2", &[("exact", 1)]).await;
-    m.write("ing.yaml", &ingress("hosts2", "h", "2026-01-01T00:00:00Z", &[("foo.bar.com", "/", "Prefix", "exact", "80")]));
+    m.write(
+        "ing.yaml",
+        &ingress(
+            "hosts2",
+            "h",
+            "2026-01-01T00:00:00Z",
+            &[("foo.bar.com", "/", "Prefix", "exact", "80")],
+        ),
+    );
     let p = Portico::start(m.path(), &[]).await;
-    expect_routes(&p, &[("foo.bar.com", "/", 200, "exact"), ("subdomain.bar.com", "/", 404, ""), ("bar.com", "/", 404, "")]).await;
+    expect_routes(
+        &p,
+        &[
+            ("foo.bar.com", "/", 200, "exact"),
+            ("subdomain.bar.com", "/", 404, ""),
+            ("bar.com", "/", 404, ""),
+        ],
+    )
+    .await;
     let r = p.get("subdomain.bar.com", "/").await;
     assert!(String::from_utf8_lossy(&r.body).contains("404"));
 }

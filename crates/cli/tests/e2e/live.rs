@@ -16,22 +16,52 @@ async fn changes_are_served_within_a_second() {
     let b = echo_pods("b", 1).await;
     m.write("a.yaml", &service("live", "a", &ready(&a[..1])));
     m.write("b.yaml", &service("live", "b", &ready(&b)));
-    m.write("ing.yaml", &ingress("live", "web", "2026-01-01T00:00:00Z", &[("live.test", "/", "Prefix", "a", "80")]));
+    m.write(
+        "ing.yaml",
+        &ingress(
+            "live",
+            "web",
+            "2026-01-01T00:00:00Z",
+            &[("live.test", "/", "Prefix", "a", "80")],
+        ),
+    );
     let p = Portico::start(m.path(), &[]).await;
-    expect_routes(&p, &[("live.test", "/", 200, "a"), ("live.test", "/new", 200, "a")]).await;
+    expect_routes(
+        &p,
+        &[
+            ("live.test", "/", 200, "a"),
+            ("live.test", "/new", 200, "a"),
+        ],
+    )
+    .await;
 
     // Adding a path.
-    let two = [("live.test", "/", "Prefix", "a", "80"), ("live.test", "/new", "Prefix", "b", "80")];
-    m.write("ing.yaml", &ingress("live", "web", "2026-01-01T00:00:00Z", &two));
+    let two = [
+        ("live.test", "/", "Prefix", "a", "80"),
+        ("live.test", "/new", "Prefix", "b", "80"),
+    ];
+    m.write(
+        "ing.yaml",
+        &ingress("live", "web", "2026-01-01T00:00:00Z", &two),
+    );
     assert!(p.wait_route("live.test", "/new", 200, "b").await < SECOND);
 
     // Changing a backend.
-    let changed = [("live.test", "/", "Prefix", "b", "80"), ("live.test", "/new", "Prefix", "b", "80")];
-    m.write("ing.yaml", &ingress("live", "web", "2026-01-01T00:00:00Z", &changed));
+    let changed = [
+        ("live.test", "/", "Prefix", "b", "80"),
+        ("live.test", "/new", "Prefix", "b", "80"),
+    ];
+    m.write(
+        "ing.yaml",
+        &ingress("live", "web", "2026-01-01T00:00:00Z", &changed),
+    );
     assert!(p.wait_route("live.test", "/", 200, "b").await < SECOND);
 
     // Scaling endpoints up: the second pod of `a` starts getting traffic.
-    m.write("ing.yaml", &ingress("live", "web", "2026-01-01T00:00:00Z", &two));
+    m.write(
+        "ing.yaml",
+        &ingress("live", "web", "2026-01-01T00:00:00Z", &two),
+    );
     p.wait_route("live.test", "/", 200, "a").await;
     m.write("a.yaml", &service("live", "a", &ready(&a)));
     let start = std::time::Instant::now();
@@ -39,7 +69,10 @@ async fn changes_are_served_within_a_second() {
         if p.get("live.test", "/").await.json()["pod"] == "a-1" {
             break;
         }
-        assert!(start.elapsed() < SECOND, "scaled-up pod not served within a second");
+        assert!(
+            start.elapsed() < SECOND,
+            "scaled-up pod not served within a second"
+        );
     }
 
     // Scaling to zero: 503.
@@ -57,10 +90,21 @@ async fn keep_alive_client_sees_no_failure_through_100_changes() {
     let m = Manifests::new();
     let a = echo_pods("steady", 2).await;
     let b = echo_pods("moving", 1).await;
-    m.write("svc.yaml", &(service("ka", "steady", &ready(&a)) + &service("ka", "moving", &ready(&b))));
+    m.write(
+        "svc.yaml",
+        &(service("ka", "steady", &ready(&a)) + &service("ka", "moving", &ready(&b))),
+    );
     let rules = |i: usize| {
         let path = format!("/change-{i}");
-        ingress("ka", "ka", "2026-01-01T00:00:00Z", &[("ka.test", "/", "Prefix", "steady", "80"), ("ka.test", path.as_str(), "Exact", "moving", "80")])
+        ingress(
+            "ka",
+            "ka",
+            "2026-01-01T00:00:00Z",
+            &[
+                ("ka.test", "/", "Prefix", "steady", "80"),
+                ("ka.test", path.as_str(), "Exact", "moving", "80"),
+            ],
+        )
     };
     m.write("ing.yaml", &rules(0));
     let p = Portico::start(m.path(), &[]).await;
@@ -68,7 +112,10 @@ async fn keep_alive_client_sees_no_failure_through_100_changes() {
 
     // One connection, kept busy by a client that sends request after request.
     let stream = tokio::net::TcpStream::connect(p.http).await.unwrap();
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await.unwrap();
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .unwrap();
     tokio::spawn(conn);
     let stop = Arc::new(AtomicBool::new(false));
     let (ok, failed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
@@ -76,7 +123,10 @@ async fn keep_alive_client_sees_no_failure_through_100_changes() {
         let (stop, ok, failed) = (stop.clone(), ok.clone(), failed.clone());
         tokio::spawn(async move {
             while !stop.load(Ordering::Relaxed) {
-                let req = http::Request::get("/").header("host", "ka.test").body(Empty::<Bytes>::new()).unwrap();
+                let req = http::Request::get("/")
+                    .header("host", "ka.test")
+                    .body(Empty::<Bytes>::new())
+                    .unwrap();
                 match sender.send_request(req).await {
                     Ok(resp) if resp.status() == 200 => {
                         let body = resp.into_body().collect().await;
@@ -93,10 +143,19 @@ async fn keep_alive_client_sees_no_failure_through_100_changes() {
     };
     for i in 1..=100 {
         m.write("ing.yaml", &rules(i));
-        p.wait_route("ka.test", &format!("/change-{i}"), 200, "moving").await;
+        p.wait_route("ka.test", &format!("/change-{i}"), 200, "moving")
+            .await;
     }
     stop.store(true, Ordering::Relaxed);
     client.await.unwrap();
-    assert_eq!(failed.load(Ordering::Relaxed), 0, "failed requests on the keep-alive connection");
-    assert!(ok.load(Ordering::Relaxed) >= 100, "the connection stayed busy: {} requests", ok.load(Ordering::Relaxed));
+    assert_eq!(
+        failed.load(Ordering::Relaxed),
+        0,
+        "failed requests on the keep-alive connection"
+    );
+    assert!(
+        ok.load(Ordering::Relaxed) >= 100,
+        "the connection stayed busy: {} requests",
+        ok.load(Ordering::Relaxed)
+    );
 }

@@ -40,5 +40,9 @@ pub async fn expect_routes(p: &Portico, cases: &[(&str, &str, u16, &str)]) {
             ));
         }
     }
-    assert!(failures.is_empty(), "routing mismatches:\n{}", failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "routing mismatches:\n{}",
+        failures.join("\n")
+    );
 }

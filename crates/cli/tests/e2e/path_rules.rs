@@ -4,7 +4,15 @@ use crate::{backends, expect_routes, support::*};
 
 #[tokio::test]
 async fn path_rules_follow_ingress_v1_semantics() {
-    let svcs = [("root", 1), ("foo-exact", 1), ("foo-prefix", 1), ("foo-bar", 1), ("impl", 1), ("slash", 1), ("exact-slash", 1)];
+    let svcs = [
+        ("root", 1),
+        ("foo-exact", 1),
+        ("foo-prefix", 1),
+        ("foo-bar", 1),
+        ("impl", 1),
+        ("slash", 1),
+        ("exact-slash", 1),
+    ];
     let m = backends("paths", &svcs).await;
     let ing = ingress(
         "paths",
@@ -60,10 +68,28 @@ async fn path_rules_follow_ingress_v1_semantics() {
 #[tokio::test]
 async fn request_reaches_backend_unchanged_with_forwarding_headers() {
     let m = backends("fwd", &[("echo", 1)]).await;
-    m.write("ing.yaml", &ingress("fwd", "fwd", "2026-01-01T00:00:00Z", &[("Fwd.Test", "/", "Prefix", "echo", "80")]));
+    m.write(
+        "ing.yaml",
+        &ingress(
+            "fwd",
+            "fwd",
+            "2026-01-01T00:00:00Z",
+            &[("Fwd.Test", "/", "Prefix", "echo", "80")],
+        ),
+    );
     let p = Portico::start(m.path(), &[]).await;
     let r = p
-        .request(p.http, "POST", "fwd.test:8080", "/a/%7Eb/c?q=1&r=%2F", &[("user-agent", "conformance/1.0"), ("x-forwarded-for", "10.1.2.3")], "hello")
+        .request(
+            p.http,
+            "POST",
+            "fwd.test:8080",
+            "/a/%7Eb/c?q=1&r=%2F",
+            &[
+                ("user-agent", "conformance/1.0"),
+                ("x-forwarded-for", "10.1.2.3"),
+            ],
+            "hello",
+        )
         .await
         .unwrap();
     assert_eq!(r.status, 200);

@@ -10,7 +10,15 @@ async fn single_service_sends_everything_to_one_service() {
         "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: single-service\n  namespace: seed\nspec:\n  ingressClassName: portico\n  defaultBackend:\n    service:\n      name: nginx\n      port:\n        number: 80\n",
     );
     let p = Portico::start(m.path(), &[]).await;
-    expect_routes(&p, &[("any.host", "/", 200, "nginx"), ("x", "/a/b?c=d", 200, "nginx"), ("", "/qa.html", 200, "nginx")]).await;
+    expect_routes(
+        &p,
+        &[
+            ("any.host", "/", 200, "nginx"),
+            ("x", "/a/b?c=d", 200, "nginx"),
+            ("", "/qa.html", 200, "nginx"),
+        ],
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -20,7 +28,10 @@ async fn simple_fanout_routes_by_path() {
         "seed",
         "simple-fanout",
         "2026-01-01T00:00:00Z",
-        &[("", "/qa", "Prefix", "qa-webserver", "80"), ("", "/dev", "Prefix", "dev-webserver", "http")],
+        &[
+            ("", "/qa", "Prefix", "qa-webserver", "80"),
+            ("", "/dev", "Prefix", "dev-webserver", "http"),
+        ],
     );
     m.write("ing.yaml", &ing);
     let p = Portico::start(m.path(), &[]).await;
@@ -55,5 +66,8 @@ async fn name_based_virtual_hosting_with_default_backend() {
     )
     .await;
     let st = p.ingress("seed", "virtual-host").await;
-    assert_eq!(st["status"]["loadBalancer"]["ingress"][0]["ip"], "127.0.0.1");
+    assert_eq!(
+        st["status"]["loadBalancer"]["ingress"][0]["ip"],
+        "127.0.0.1"
+    );
 }

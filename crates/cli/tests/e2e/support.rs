@@ -21,7 +21,9 @@ pub async fn echo_pods(service: &str, pods: usize) -> Vec<SocketAddr> {
     let mut out = Vec::new();
     for i in 0..pods {
         let any: SocketAddr = ([127, 0, 0, 1], 0).into();
-        let addr = portico_app::echo::spawn(any, service, &format!("{service}-{i}")).await.unwrap();
+        let addr = portico_app::echo::spawn(any, service, &format!("{service}-{i}"))
+            .await
+            .unwrap();
         out.push(addr);
     }
     out
@@ -75,7 +77,9 @@ pub struct Manifests {
 
 impl Manifests {
     pub fn new() -> Self {
-        Manifests { dir: tempfile::tempdir().unwrap() }
+        Manifests {
+            dir: tempfile::tempdir().unwrap(),
+        }
     }
 
     pub fn path(&self) -> &Path {
@@ -128,7 +132,15 @@ pub struct Portico {
 impl Portico {
     pub async fn start(dir: &Path, extra: &[&str]) -> Self {
         let mut args: Vec<String> = vec!["run".into(), "-f".into(), dir.display().to_string()];
-        args.extend(["--http-listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"].map(String::from));
+        args.extend(
+            [
+                "--http-listen",
+                "127.0.0.1:0",
+                "--admin-listen",
+                "127.0.0.1:0",
+            ]
+            .map(String::from),
+        );
         args.extend(extra.iter().map(|s| s.to_string()));
         Self::spawn(&args).await
     }
@@ -151,7 +163,12 @@ impl Portico {
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
         let (http, admin) = parse_banner(&first);
         let client = Client::builder(TokioExecutor::new()).build_http();
-        let p = Portico { child, http, admin, client };
+        let p = Portico {
+            child,
+            http,
+            admin,
+            client,
+        };
         p.wait_ready().await;
         p
     }
@@ -159,7 +176,10 @@ impl Portico {
     async fn wait_ready(&self) {
         let deadline = Instant::now() + Duration::from_secs(20);
         while Instant::now() < deadline {
-            if let Ok(r) = self.request(self.admin, "GET", "localhost", "/readyz", &[], "").await {
+            if let Ok(r) = self
+                .request(self.admin, "GET", "localhost", "/readyz", &[], "")
+                .await
+            {
                 if r.status == 200 {
                     return;
                 }
@@ -185,20 +205,31 @@ impl Portico {
         for (k, v) in headers {
             req = req.header(*k, *v);
         }
-        let req = req.body(Full::new(Bytes::from(body.to_owned()))).map_err(|e| e.to_string())?;
+        let req = req
+            .body(Full::new(Bytes::from(body.to_owned())))
+            .map_err(|e| e.to_string())?;
         let resp = self.client.request(req).await.map_err(|e| e.to_string())?;
         let (parts, body) = resp.into_parts();
         let body = body.collect().await.map_err(|e| e.to_string())?.to_bytes();
-        Ok(Reply { status: parts.status.as_u16(), headers: parts.headers, body })
+        Ok(Reply {
+            status: parts.status.as_u16(),
+            headers: parts.headers,
+            body,
+        })
     }
 
     /// GET through the proxy with a Host header.
     pub async fn get(&self, host: &str, path: &str) -> Reply {
-        self.request(self.http, "GET", host, path, &[], "").await.unwrap()
+        self.request(self.http, "GET", host, path, &[], "")
+            .await
+            .unwrap()
     }
 
     pub async fn admin_json(&self, path: &str) -> Value {
-        let r = self.request(self.admin, "GET", "localhost", path, &[], "").await.unwrap();
+        let r = self
+            .request(self.admin, "GET", "localhost", path, &[], "")
+            .await
+            .unwrap();
         assert_eq!(r.status, 200, "GET {path}");
         r.json()
     }
@@ -207,7 +238,11 @@ impl Portico {
     pub async fn ingress(&self, ns: &str, name: &str) -> Value {
         let all = self.admin_json("/api/v1/ingresses").await;
         all.as_array()
-            .and_then(|a| a.iter().find(|i| i["namespace"] == ns && i["name"] == name).cloned())
+            .and_then(|a| {
+                a.iter()
+                    .find(|i| i["namespace"] == ns && i["name"] == name)
+                    .cloned()
+            })
             .unwrap_or(Value::Null)
     }
 
@@ -237,13 +272,22 @@ impl Portico {
 fn parse_banner(line: &str) -> (SocketAddr, SocketAddr) {
     // "portico: serving HTTP on A and the admin API on B"
     let words: Vec<&str> = line.split_whitespace().collect();
-    let http = words.iter().position(|w| *w == "HTTP").map(|i| words[i + 2]).expect(line);
+    let http = words
+        .iter()
+        .position(|w| *w == "HTTP")
+        .map(|i| words[i + 2])
+        .expect(line);
     let admin = words.last().expect(line);
     (http.parse().expect(line), admin.parse().expect(line))
 }
 
 /// An Ingress manifest from a compact list of rules: (host or "", path, pathType, service, port).
-pub fn ingress(ns: &str, name: &str, created: &str, rules: &[(&str, &str, &str, &str, &str)]) -> String {
+pub fn ingress(
+    ns: &str,
+    name: &str,
+    created: &str,
+    rules: &[(&str, &str, &str, &str, &str)],
+) -> String {
     let mut y = format!(
         "---\napiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: {name}\n  namespace: {ns}\n  creationTimestamp: \"{created}\"\nspec:\n  ingressClassName: portico\n  rules:\n"
     );

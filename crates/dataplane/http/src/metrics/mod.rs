@@ -1,0 +1,175 @@
+//! Prometheus metrics of the proxy.
+//!
+//! Per-pool handles are resolved once per configuration (when the route table is compiled) so
+//! a request updates its counters without building label strings or taking the family lock.
+
+mod histogram;
+
+use histogram::LatencyHistogram;
+use std::time::Duration;
+
+use http::StatusCode;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+const CODE_CLASSES: [&str; 4] = ["2xx", "3xx", "4xx", "5xx"];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    pool: String,
+    code_class: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PoolLabel {
+    pool: String,
+}
+
+type LatencyFamily = Family<PoolLabel, LatencyHistogram>;
+
+/// The proxy's metrics; cloning is cheap and clones share the same series.
+#[derive(Clone, Debug)]
+pub struct ProxyMetrics {
+    requests: Family<RequestLabels, Counter>,
+    latency: LatencyFamily,
+    generation: Gauge,
+    connections: Gauge,
+    /// Requests that matched no pool carry `pool=""`.
+    unrouted: PoolMetrics,
+}
+
+impl ProxyMetrics {
+    /// Creates the metrics and registers them into `registry`.
+    pub fn new(registry: &mut Registry) -> Self {
+        let requests = Family::default();
+        let latency = LatencyFamily::default();
+        let generation = Gauge::default();
+        let connections = Gauge::default();
+        let help = "HTTP requests answered, by pool and status class";
+        registry.register("portico_http_requests", help, requests.clone());
+        let help = "Time from forwarding a request to the upstream's response headers";
+        registry.register("portico_upstream_latency_seconds", help, latency.clone());
+        let help = "Generation of the configuration the proxy serves";
+        registry.register("portico_config_generation", help, generation.clone());
+        let help = "Open client connections";
+        registry.register("portico_http_connections_active", help, connections.clone());
+        let unrouted = pool_metrics(&requests, &latency, "");
+        ProxyMetrics {
+            requests,
+            latency,
+            generation,
+            connections,
+            unrouted,
+        }
+    }
+
+    pub(crate) fn pool(&self, name: &str) -> PoolMetrics {
+        pool_metrics(&self.requests, &self.latency, name)
+    }
+
+    pub(crate) fn unrouted(&self) -> &PoolMetrics {
+        &self.unrouted
+    }
+
+    pub(crate) fn set_generation(&self, generation: u64) {
+        self.generation
+            .set(i64::try_from(generation).unwrap_or(i64::MAX));
+    }
+
+    pub(crate) fn connections(&self) -> &Gauge {
+        &self.connections
+    }
+}
+
+fn pool_metrics(
+    requests: &Family<RequestLabels, Counter>,
+    latency: &LatencyFamily,
+    pool: &str,
+) -> PoolMetrics {
+    let codes = CODE_CLASSES.map(|code_class| {
+        let labels = RequestLabels {
+            pool: pool.to_owned(),
+            code_class,
+        };
+        requests.get_or_create(&labels).clone()
+    });
+    let latency = latency
+        .get_or_create(&PoolLabel {
+            pool: pool.to_owned(),
+        })
+        .clone();
+    PoolMetrics { codes, latency }
+}
+
+/// The series of one pool, resolved ahead of the requests that update them.
+#[derive(Clone, Debug)]
+pub(crate) struct PoolMetrics {
+    codes: [Counter; 4],
+    latency: LatencyHistogram,
+}
+
+impl PoolMetrics {
+    /// Series that belong to no registry, for route tables compiled outside a proxy.
+    pub(crate) fn detached() -> Self {
+        PoolMetrics {
+            codes: Default::default(),
+            latency: LatencyHistogram::default(),
+        }
+    }
+
+    pub(crate) fn record(&self, status: StatusCode) {
+        let class = usize::from(status.as_u16() / 100).saturating_sub(2).min(3);
+        self.codes[class].inc();
+    }
+
+    pub(crate) fn observe_latency(&self, elapsed: Duration) {
+        self.latency.observe(elapsed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prometheus_client::encoding::text::encode;
+
+    fn exposition(registry: &Registry) -> String {
+        let mut out = String::new();
+        encode(&mut out, registry).unwrap();
+        out
+    }
+
+    #[test]
+    fn requests_are_counted_by_pool_and_code_class() {
+        let mut registry = Registry::default();
+        let metrics = ProxyMetrics::new(&mut registry);
+        let web = metrics.pool("default_web_80");
+        web.record(StatusCode::OK);
+        web.record(StatusCode::BAD_GATEWAY);
+        web.record(StatusCode::BAD_GATEWAY);
+        metrics.unrouted().record(StatusCode::NOT_FOUND);
+        let text = exposition(&registry);
+        let line = |pool: &str, class: &str| {
+            format!("portico_http_requests_total{{pool=\"{pool}\",code_class=\"{class}\"}}")
+        };
+        assert!(
+            text.contains(&format!("{} 1\n", line("default_web_80", "2xx"))),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("{} 2\n", line("default_web_80", "5xx"))),
+            "{text}"
+        );
+        assert!(text.contains(&format!("{} 1\n", line("", "4xx"))), "{text}");
+    }
+
+    #[test]
+    fn generation_gauge_shows_the_applied_generation() {
+        let mut registry = Registry::default();
+        let metrics = ProxyMetrics::new(&mut registry);
+        metrics.set_generation(7);
+        assert!(exposition(&registry).contains("portico_config_generation 7\n"));
+    }
+}

@@ -1,0 +1,104 @@
+//! The one place where a failed request becomes an HTTP response (linkerd's "rescue").
+
+use super::ProxyBody;
+use bytes::Bytes;
+use http::header::{CONTENT_TYPE, HeaderValue};
+use http::{Response, StatusCode};
+use http_body_util::{Either, Full};
+use portico_model::PoolId;
+
+/// Why a request was not forwarded, or failed upstream.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ProxyError {
+    #[error("request has no usable host")]
+    MissingHost,
+    #[error("request target is not an absolute path")]
+    BadTarget,
+    #[error("no route matches the request")]
+    NoRoute,
+    #[error("a policy rejects the request with status {0}")]
+    Rejected(u16),
+    #[error("pool {pool} has no ready member")]
+    NoReadyMember { pool: PoolId },
+    #[error("upstream {upstream} of pool {pool} failed: {source}")]
+    Upstream {
+        pool: PoolId,
+        upstream: http::uri::Authority,
+        #[source]
+        source: hyper_util::client::legacy::Error,
+    },
+}
+
+impl ProxyError {
+    pub(crate) fn status(&self) -> StatusCode {
+        match self {
+            ProxyError::MissingHost | ProxyError::BadTarget => StatusCode::BAD_REQUEST,
+            ProxyError::NoRoute => StatusCode::NOT_FOUND,
+            ProxyError::Rejected(status) => {
+                StatusCode::from_u16(*status).unwrap_or(StatusCode::FORBIDDEN)
+            }
+            ProxyError::NoReadyMember { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            ProxyError::Upstream { .. } => StatusCode::BAD_GATEWAY,
+        }
+    }
+
+    /// A short plain-text response naming the status, e.g. `404 Not Found\n`.
+    pub(crate) fn response(&self) -> Response<ProxyBody> {
+        let status = self.status();
+        let mut response = Response::new(Either::Right(Full::new(body(status))));
+        *response.status_mut() = status;
+        let plain = HeaderValue::from_static("text/plain; charset=utf-8");
+        response.headers_mut().insert(CONTENT_TYPE, plain);
+        response
+    }
+}
+
+fn body(status: StatusCode) -> Bytes {
+    match status {
+        StatusCode::BAD_REQUEST => Bytes::from_static(b"400 Bad Request\n"),
+        StatusCode::NOT_FOUND => Bytes::from_static(b"404 Not Found\n"),
+        StatusCode::BAD_GATEWAY => Bytes::from_static(b"502 Bad Gateway\n"),
+        StatusCode::SERVICE_UNAVAILABLE => Bytes::from_static(b"503 Service Unavailable\n"),
+        other => {
+            let reason = other.canonical_reason().unwrap_or("");
+            Bytes::from(format!("{} {reason}\n", other.as_str()))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::BodyExt;
+
+    async fn text(e: ProxyError) -> (u16, String) {
+        let response = e.response();
+        let status = response.status().as_u16();
+        let bytes = response.into_body().collect().await.unwrap().to_bytes();
+        (status, String::from_utf8(bytes.to_vec()).unwrap())
+    }
+
+    #[tokio::test]
+    async fn each_error_maps_to_its_status_and_a_short_text_body() {
+        let pool = PoolId::derive("p");
+        assert_eq!(
+            text(ProxyError::NoRoute).await,
+            (404, "404 Not Found\n".into())
+        );
+        assert_eq!(
+            text(ProxyError::MissingHost).await,
+            (400, "400 Bad Request\n".into())
+        );
+        let down = ProxyError::NoReadyMember { pool };
+        assert_eq!(text(down).await, (503, "503 Service Unavailable\n".into()));
+        assert_eq!(
+            text(ProxyError::Rejected(403)).await,
+            (403, "403 Forbidden\n".into())
+        );
+    }
+
+    #[test]
+    fn rejection_with_an_impossible_status_becomes_forbidden() {
+        assert_eq!(ProxyError::Rejected(42).status(), StatusCode::FORBIDDEN);
+    }
+}

@@ -1,0 +1,166 @@
+//! Header rewriting between client and upstream: hop-by-hop removal and `X-Forwarded-*`.
+
+use http::HeaderMap;
+use http::header::{
+    CONNECTION, HOST, HeaderName, HeaderValue, TE, TRAILER, TRANSFER_ENCODING, UPGRADE,
+};
+
+static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+static X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
+static KEEP_ALIVE: HeaderName = HeaderName::from_static("keep-alive");
+static PROXY_CONNECTION: HeaderName = HeaderName::from_static("proxy-connection");
+
+/// The scheme the client used to reach the proxy, as reported in `X-Forwarded-Proto`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scheme {
+    Http,
+    Https,
+}
+
+impl Scheme {
+    fn header_value(self) -> HeaderValue {
+        match self {
+            Scheme::Http => HeaderValue::from_static("http"),
+            Scheme::Https => HeaderValue::from_static("https"),
+        }
+    }
+}
+
+/// Removes the headers that describe one connection rather than the message (RFC 9110 §7.6.1),
+/// including those the `Connection` header names.
+pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    if headers.contains_key(CONNECTION) {
+        for name in connection_named(headers) {
+            headers.remove(name);
+        }
+        headers.remove(CONNECTION);
+    }
+    for name in [
+        &KEEP_ALIVE,
+        &PROXY_CONNECTION,
+        &TE,
+        &TRAILER,
+        &TRANSFER_ENCODING,
+        &UPGRADE,
+    ] {
+        headers.remove(name);
+    }
+}
+
+fn connection_named(headers: &HeaderMap) -> Vec<HeaderName> {
+    let values = headers
+        .get_all(CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok());
+    let tokens = values.flat_map(|v| v.split(',')).map(str::trim);
+    tokens
+        .filter_map(|t| HeaderName::from_bytes(t.as_bytes()).ok())
+        .collect()
+}
+
+/// What the proxy tells the upstream about the client.
+#[derive(Debug, Clone)]
+pub(crate) struct Forwarded {
+    /// The client address, rendered once per connection.
+    pub(crate) client: HeaderValue,
+    pub(crate) scheme: Scheme,
+}
+
+impl Forwarded {
+    /// Rewrites a request's headers for the upstream. `host` is the host the client asked for
+    /// (its `Host` header, or the URI authority of an HTTP/2 or absolute-form request).
+    pub(crate) fn apply(&self, headers: &mut HeaderMap, host: HeaderValue) {
+        strip_hop_by_hop(headers);
+        self.append_for(headers);
+        headers.insert(X_FORWARDED_PROTO.clone(), self.scheme.header_value());
+        if !headers.contains_key(HOST) {
+            headers.insert(HOST, host.clone());
+        }
+        headers.insert(X_FORWARDED_HOST.clone(), host);
+    }
+
+    /// Appends the client address to any `X-Forwarded-For` list the client sent.
+    fn append_for(&self, headers: &mut HeaderMap) {
+        let mut list = Vec::new();
+        for value in headers.get_all(&X_FORWARDED_FOR) {
+            list.extend_from_slice(value.as_bytes());
+            list.extend_from_slice(b", ");
+        }
+        if list.is_empty() {
+            headers.insert(X_FORWARDED_FOR.clone(), self.client.clone());
+            return;
+        }
+        list.extend_from_slice(self.client.as_bytes());
+        let value = HeaderValue::from_bytes(&list).unwrap_or_else(|_| self.client.clone());
+        headers.insert(X_FORWARDED_FOR.clone(), value);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (k, v) in pairs {
+            map.append(*k, HeaderValue::from_static(v));
+        }
+        map
+    }
+
+    fn forwarded() -> Forwarded {
+        Forwarded {
+            client: HeaderValue::from_static("127.0.0.1"),
+            scheme: Scheme::Http,
+        }
+    }
+
+    #[test]
+    fn hop_by_hop_headers_and_those_named_in_connection_are_removed() {
+        let mut h = headers(&[
+            ("connection", "keep-alive, X-Secret"),
+            ("x-secret", "1"),
+            ("keep-alive", "timeout=5"),
+            ("transfer-encoding", "chunked"),
+            ("upgrade", "websocket"),
+            ("te", "trailers"),
+            ("user-agent", "curl"),
+        ]);
+        strip_hop_by_hop(&mut h);
+        let left: Vec<_> = h.keys().map(|k| k.as_str()).collect();
+        assert_eq!(left, ["user-agent"]);
+    }
+
+    #[test]
+    fn client_address_is_appended_to_an_existing_forwarded_for_list() {
+        let mut h = headers(&[
+            ("x-forwarded-for", "10.1.2.3"),
+            ("x-forwarded-for", "10.4.5.6"),
+        ]);
+        forwarded().apply(&mut h, HeaderValue::from_static("a.test"));
+        assert_eq!(h["x-forwarded-for"], "10.1.2.3, 10.4.5.6, 127.0.0.1");
+        assert_eq!(h.get_all("x-forwarded-for").iter().count(), 1);
+    }
+
+    #[test]
+    fn forwarded_headers_are_set_and_host_is_kept() {
+        let mut h = headers(&[("host", "A.test:8080"), ("x-forwarded-proto", "gopher")]);
+        let https = Forwarded {
+            scheme: Scheme::Https,
+            ..forwarded()
+        };
+        https.apply(&mut h, HeaderValue::from_static("A.test:8080"));
+        assert_eq!(h["x-forwarded-for"], "127.0.0.1");
+        assert_eq!(h["x-forwarded-proto"], "https");
+        assert_eq!(h["x-forwarded-host"], "A.test:8080");
+        assert_eq!(h["host"], "A.test:8080");
+    }
+
+    #[test]
+    fn missing_host_header_is_filled_from_the_authority() {
+        let mut h = HeaderMap::new();
+        forwarded().apply(&mut h, HeaderValue::from_static("h2.test"));
+        assert_eq!(h["host"], "h2.test");
+    }
+}

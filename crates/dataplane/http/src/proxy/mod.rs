@@ -1,0 +1,145 @@
+//! The proxy server: configuration swaps, the accept loop and graceful shutdown.
+
+mod conn;
+mod error;
+mod headers;
+
+pub use headers::Scheme;
+
+use crate::metrics::ProxyMetrics;
+use crate::route::{Compiler, RouteTable};
+use arc_swap::ArcSwap;
+use bytes::Bytes;
+use http_body_util::{Either, Full};
+use hyper::body::Incoming;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use hyper_util::server::conn::auto;
+use portico_model::Model;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+/// How long in-flight connections may take to finish after the shutdown signal.
+const GRACE: Duration = Duration::from_secs(5);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+const UPSTREAM_IDLE: Duration = Duration::from_secs(90);
+
+/// A response body: streamed from the upstream, or a short local one.
+pub(crate) type ProxyBody = Either<Incoming, Full<Bytes>>;
+
+/// The built-in L7 proxy. Serving and reconfiguring run concurrently: `apply` swaps the route
+/// table atomically, and each request reads the table once, without a lock.
+pub struct Proxy {
+    table: ArcSwap<RouteTable>,
+    generation: AtomicU64,
+    /// Serializes `apply` so two swaps cannot race on round-robin cursor carry-over.
+    apply_lock: Mutex<()>,
+    metrics: ProxyMetrics,
+    client: Client<HttpConnector, Incoming>,
+    server: auto::Builder<TokioExecutor>,
+}
+
+impl Proxy {
+    /// A proxy with an empty configuration (every request gets 404) until `apply`.
+    pub fn new(metrics: ProxyMetrics) -> Arc<Self> {
+        Arc::new(Proxy {
+            table: ArcSwap::from_pointee(RouteTable::default()),
+            generation: AtomicU64::new(0),
+            apply_lock: Mutex::new(()),
+            metrics,
+            client: upstream_client(),
+            server: server_builder(),
+        })
+    }
+
+    /// Compiles `model` and swaps it in; returns the new configuration generation (1, 2, …).
+    ///
+    /// Requests already routed finish on the old table; keep-alive connections route their
+    /// next request on the new one. Pools that keep their id keep their round-robin position.
+    pub fn apply(&self, model: &Model) -> u64 {
+        let _serial = self
+            .apply_lock
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let previous = self.table.load();
+        let table = Compiler::new(Some(&previous), Some(&self.metrics)).compile(model);
+        self.table.store(Arc::new(table));
+        let generation = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
+        self.metrics.set_generation(generation);
+        generation
+    }
+
+    /// The route table currently served.
+    pub fn table(&self) -> Arc<RouteTable> {
+        self.table.load_full()
+    }
+
+    /// Accepts connections until `shutdown` turns true (or its sender is dropped), then lets
+    /// in-flight requests finish for up to 5 s.
+    pub async fn serve(
+        self: Arc<Self>,
+        listener: TcpListener,
+        mut shutdown: watch::Receiver<bool>,
+    ) {
+        let mut connections = JoinSet::new();
+        loop {
+            tokio::select! {
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, peer)) => {
+                        // Latency matters more than packet count for a proxy.
+                        let _ = stream.set_nodelay(true);
+                        let conn = self.clone().serve_connection(stream, peer, Scheme::Http, shutdown.clone());
+                        connections.spawn(conn);
+                    }
+                    Err(error) => accept_failed(error).await,
+                },
+                Some(_) = connections.join_next(), if !connections.is_empty() => {}
+                () = stopped(&mut shutdown) => break,
+            }
+        }
+        drop(listener);
+        let drained = tokio::time::timeout(GRACE, async {
+            while connections.join_next().await.is_some() {}
+        });
+        if drained.await.is_err() {
+            tracing::warn!(
+                left = connections.len(),
+                "closing connections still busy after grace period"
+            );
+        }
+        connections.shutdown().await;
+    }
+}
+
+/// Resolves once shutdown is requested, or when nobody can request it any more.
+async fn stopped(shutdown: &mut watch::Receiver<bool>) {
+    let _ = shutdown.wait_for(|stop| *stop).await;
+}
+
+/// Running out of file descriptors makes `accept` fail in a loop: back off briefly.
+async fn accept_failed(error: std::io::Error) {
+    tracing::warn!(%error, "accepting a connection failed");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+}
+
+fn upstream_client() -> Client<HttpConnector, Incoming> {
+    let mut connector = HttpConnector::new();
+    connector.set_nodelay(true);
+    connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
+    Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(UPSTREAM_IDLE)
+        .pool_timer(TokioTimer::new())
+        .build(connector)
+}
+
+fn server_builder() -> auto::Builder<TokioExecutor> {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder.http1().timer(TokioTimer::new());
+    builder.http2().timer(TokioTimer::new());
+    builder
+}

@@ -1,0 +1,151 @@
+//! Compiling the model's HTTP listeners into a [`RouteTable`].
+
+use super::host::wildcard_suffix;
+use super::path::{PathMatch, PathTable};
+use super::pool::{PoolState, Target};
+use super::reduce::{HostMatch, reduce};
+use super::{FxMap, RouteTable};
+use crate::metrics::{PoolMetrics, ProxyMetrics};
+use portico_model::{Listener, LoadBalancer, Model, PolicyAction, PoolId, Protocol};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+/// The provider type this data plane serves.
+pub const PROVIDER: &str = "proxy";
+
+/// Compiles every HTTP listener of every `proxy` LoadBalancer into one route table.
+///
+/// Listeners merge as if their policies were concatenated, LoadBalancers in id order: on equal
+/// keys the first LoadBalancer wins, and the first `default_pool` found is the default.
+pub fn compile(model: &Model) -> RouteTable {
+    Compiler::new(None, None).compile(model)
+}
+
+/// Compilation state: the targets by rank, plus what carries over from the previous table.
+pub(crate) struct Compiler<'a> {
+    previous: Option<&'a RouteTable>,
+    metrics: Option<&'a ProxyMetrics>,
+    pools: FxMap<PoolId, Arc<PoolState>>,
+    targets: Vec<Target>,
+    default: Option<Target>,
+    entries: Vec<(HostMatch, PathMatch, u32)>,
+}
+
+impl<'a> Compiler<'a> {
+    pub(crate) fn new(previous: Option<&'a RouteTable>, metrics: Option<&'a ProxyMetrics>) -> Self {
+        Compiler {
+            previous,
+            metrics,
+            pools: FxMap::default(),
+            targets: Vec::new(),
+            default: None,
+            entries: Vec::new(),
+        }
+    }
+
+    pub(crate) fn compile(mut self, model: &Model) -> RouteTable {
+        let mut lbs: Vec<&LoadBalancer> = model
+            .load_balancers
+            .iter()
+            .filter(|lb| lb.provider == PROVIDER)
+            .collect();
+        lbs.sort_by_key(|lb| lb.id);
+        for lb in lbs {
+            let http = lb.listeners.iter().filter(|l| l.protocol == Protocol::Http);
+            for listener in http {
+                self.add_listener(lb, listener);
+            }
+        }
+        self.finish()
+    }
+
+    fn add_listener(&mut self, lb: &LoadBalancer, listener: &Listener) {
+        for policy in &listener.policies {
+            let rank = u32::try_from(self.targets.len()).unwrap_or(u32::MAX);
+            let target = match &policy.action {
+                PolicyAction::RedirectToPool { pool } => Target::Pool(self.pool(lb, *pool)),
+                PolicyAction::Reject { status } => Target::Reject(*status),
+            };
+            self.targets.push(target);
+            if let Some((host, path)) = reduce(&policy.rules) {
+                self.entries.push((host, path, rank));
+            }
+        }
+        if let (None, Some(pool)) = (&self.default, listener.default_pool) {
+            self.default = Some(Target::Pool(self.pool(lb, pool)));
+        }
+    }
+
+    /// The state of a pool, shared by every policy naming it; a pool id missing from the
+    /// LoadBalancer yields a pool without members (503).
+    fn pool(&mut self, lb: &LoadBalancer, id: PoolId) -> Arc<PoolState> {
+        if let Some(state) = self.pools.get(&id) {
+            return state.clone();
+        }
+        let pool = lb.pool(id);
+        let name = pool.map_or_else(|| id.to_string(), |p| p.name.clone());
+        let members = pool.map(ready_members).unwrap_or_default();
+        let cursor = self
+            .previous
+            .and_then(|t| t.pools.get(&id))
+            .map(|p| p.cursor().clone());
+        let metrics = self
+            .metrics
+            .map_or_else(PoolMetrics::detached, |m| m.pool(&name));
+        let state = Arc::new(PoolState::new(
+            id,
+            &name,
+            members,
+            cursor.unwrap_or_default(),
+            metrics,
+        ));
+        self.pools.insert(id, state.clone());
+        state
+    }
+
+    fn finish(self) -> RouteTable {
+        let mut exact: BTreeMap<&str, Vec<(&PathMatch, u32)>> = BTreeMap::new();
+        let mut wildcard: BTreeMap<&str, Vec<(&PathMatch, u32)>> = BTreeMap::new();
+        let mut any = Vec::new();
+        for (host, path, rank) in &self.entries {
+            match host {
+                HostMatch::Any => any.push((path, *rank)),
+                HostMatch::Exact(h) => exact.entry(h).or_default().push((path, *rank)),
+                HostMatch::Wildcard(s) => wildcard.entry(s).or_default().push((path, *rank)),
+            }
+        }
+        // Each host's table also holds every rule that host would match through a wildcard or
+        // through host-less rules, so a lookup consults exactly one table.
+        let exact_hosts = exact.iter().map(|(host, own)| {
+            let via_wildcard = wildcard_suffix(host).and_then(|s| wildcard.get(s));
+            let rules = own
+                .iter()
+                .chain(via_wildcard.into_iter().flatten())
+                .chain(&any);
+            (Box::from(*host), PathTable::build(rules.copied()))
+        });
+        let exact_hosts = exact_hosts.collect();
+        let wildcard_hosts = wildcard.iter().map(|(suffix, own)| {
+            (
+                Box::from(*suffix),
+                PathTable::build(own.iter().chain(&any).copied()),
+            )
+        });
+        let wildcard_hosts = wildcard_hosts.collect();
+        RouteTable {
+            exact_hosts,
+            wildcard_hosts,
+            any_host: PathTable::build(any.iter().copied()),
+            targets: self.targets,
+            default: self.default,
+            pools: self.pools,
+        }
+    }
+}
+
+/// Members that may receive traffic. Weights are not used yet: round robin is unweighted.
+fn ready_members(pool: &portico_model::Pool) -> Vec<SocketAddr> {
+    let ready = pool.members.iter().filter(|m| m.ready);
+    ready.map(|m| SocketAddr::new(m.address, m.port)).collect()
+}

@@ -1,0 +1,69 @@
+//! Request host normalization: lower-cased, port stripped, trailing dot stripped.
+
+use std::borrow::Cow;
+
+/// The host as routing compares it. Borrows unless the host contains upper-case letters.
+pub(crate) fn normalize_host(raw: &str) -> Cow<'_, str> {
+    let host = strip_port(raw);
+    let host = host.strip_suffix('.').unwrap_or(host);
+    if host.bytes().any(|b| b.is_ascii_uppercase()) {
+        Cow::Owned(host.to_ascii_lowercase())
+    } else {
+        Cow::Borrowed(host)
+    }
+}
+
+/// `example.com:8080` → `example.com`; `[::1]:8080` → `[::1]`.
+fn strip_port(raw: &str) -> &str {
+    if raw.starts_with('[') {
+        return raw.find(']').map_or(raw, |end| &raw[..=end]);
+    }
+    match raw.rsplit_once(':') {
+        Some((host, port)) if !host.contains(':') && port.bytes().all(|b| b.is_ascii_digit()) => {
+            host
+        }
+        _ => raw,
+    }
+}
+
+/// The suffix a `*.suffix` rule would need: everything after exactly one non-empty label.
+pub(crate) fn wildcard_suffix(host: &str) -> Option<&str> {
+    match host.split_once('.') {
+        Some((label, suffix)) if !label.is_empty() => Some(suffix),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_is_lower_cased_and_loses_port_and_trailing_dot() {
+        assert_eq!(normalize_host("Foo.Example.COM:8080"), "foo.example.com");
+        assert_eq!(normalize_host("foo.example.com."), "foo.example.com");
+        assert_eq!(normalize_host("foo.example.com.:80"), "foo.example.com");
+    }
+
+    #[test]
+    fn lower_case_host_is_borrowed_not_copied() {
+        assert!(matches!(
+            normalize_host("foo.com:80"),
+            Cow::Borrowed("foo.com")
+        ));
+    }
+
+    #[test]
+    fn ipv6_host_keeps_its_brackets_and_loses_its_port() {
+        assert_eq!(normalize_host("[::1]:8080"), "[::1]");
+        assert_eq!(normalize_host("[::1]"), "[::1]");
+        assert_eq!(normalize_host("[FE80::1]"), "[fe80::1]");
+    }
+
+    #[test]
+    fn wildcard_suffix_needs_one_non_empty_label() {
+        assert_eq!(wildcard_suffix("bar.foo.com"), Some("foo.com"));
+        assert_eq!(wildcard_suffix(".foo.com"), None);
+        assert_eq!(wildcard_suffix("localhost"), None);
+    }
+}

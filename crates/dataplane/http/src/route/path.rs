@@ -1,0 +1,151 @@
+//! Path matching: one table of exact paths and element-wise prefixes per host.
+
+use super::fxhash::FxMap;
+
+/// The paths of one host, each mapped to the best (lowest) policy rank that matches it.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct PathTable {
+    /// Exact path → best rank among the exact rule and every prefix that matches the path.
+    exact: FxMap<Box<str>, u32>,
+    /// Normalized prefix → best rank among this prefix and every shorter prefix above it.
+    prefix: FxMap<Box<str>, u32>,
+}
+
+/// A path rule reduced to one comparison.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) enum PathMatch {
+    Exact(String),
+    /// Stored normalized: no trailing slash, `/` for the root.
+    Prefix(String),
+}
+
+impl PathMatch {
+    pub(crate) fn prefix(value: &str) -> Self {
+        PathMatch::Prefix(normalize_prefix(value).to_owned())
+    }
+}
+
+/// The prefix rule value without trailing slashes; `/` (or empty) stays the root.
+pub(crate) fn normalize_prefix(value: &str) -> &str {
+    match value.trim_end_matches('/') {
+        "" => "/",
+        v => v,
+    }
+}
+
+/// Element-wise prefix match of a normalized prefix against a request path.
+pub(crate) fn prefix_matches(prefix: &str, path: &str) -> bool {
+    prefix == "/"
+        || path
+            .strip_prefix(prefix)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+}
+
+/// Every prefix a request path can match, longest first, ending with `/`.
+fn candidates(path: &str) -> impl Iterator<Item = &str> {
+    let trimmed = path.trim_end_matches('/');
+    let inner = trimmed
+        .char_indices()
+        .rev()
+        .filter(|&(i, c)| c == '/' && i > 0)
+        .map(move |(i, _)| &trimmed[..i]);
+    std::iter::once(trimmed)
+        .filter(|t| !t.is_empty())
+        .chain(inner)
+        .chain(std::iter::once("/"))
+}
+
+impl PathTable {
+    /// Builds a table from (path, rank) entries; on equal paths the lowest rank wins.
+    pub(crate) fn build<'a>(entries: impl IntoIterator<Item = (&'a PathMatch, u32)>) -> Self {
+        let mut table = PathTable::default();
+        for (path, rank) in entries {
+            let (map, key) = match path {
+                PathMatch::Exact(p) => (&mut table.exact, p),
+                PathMatch::Prefix(p) => (&mut table.prefix, p),
+            };
+            let best = map.entry(key.as_str().into()).or_insert(rank);
+            *best = (*best).min(rank);
+        }
+        table.resolve();
+        table
+    }
+
+    /// Folds shorter prefixes into longer ones, so a lookup can stop at its first hit.
+    fn resolve(&mut self) {
+        let keys: Vec<Box<str>> = self.prefix.keys().cloned().collect();
+        for key in &keys {
+            let best = self.walk_prefixes(key);
+            if let (Some(best), Some(slot)) = (best, self.prefix.get_mut(key)) {
+                *slot = best;
+            }
+        }
+        let exact: Vec<Box<str>> = self.exact.keys().cloned().collect();
+        for key in exact {
+            let via_prefix = self.lookup_prefix(&key);
+            if let (Some(p), Some(slot)) = (via_prefix, self.exact.get_mut(&key)) {
+                *slot = (*slot).min(p);
+            }
+        }
+    }
+
+    /// The minimum rank over every prefix entry matching `path`, whether folded yet or not.
+    fn walk_prefixes(&self, path: &str) -> Option<u32> {
+        candidates(path)
+            .filter_map(|c| self.prefix.get(c).copied())
+            .min()
+    }
+
+    fn lookup_prefix(&self, path: &str) -> Option<u32> {
+        candidates(path).find_map(|c| self.prefix.get(c).copied())
+    }
+
+    /// The best rank matching `path`, if any.
+    pub(crate) fn lookup(&self, path: &str) -> Option<u32> {
+        match self.exact.get(path) {
+            Some(&rank) => Some(rank),
+            None => self.lookup_prefix(path),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn all(path: &str) -> Vec<&str> {
+        candidates(path).collect()
+    }
+
+    #[test]
+    fn candidates_walk_element_boundaries_longest_first() {
+        assert_eq!(all("/a/b/c"), ["/a/b/c", "/a/b", "/a", "/"]);
+        assert_eq!(all("/a/b/"), ["/a/b", "/a", "/"]);
+        assert_eq!(all("/"), ["/"]);
+        assert_eq!(all(""), ["/"]);
+        assert_eq!(all("/a//b"), ["/a//b", "/a/", "/a", "/"]);
+    }
+
+    #[test]
+    fn prefix_match_is_element_wise() {
+        assert!(prefix_matches("/foo", "/foo"));
+        assert!(prefix_matches("/foo", "/foo/"));
+        assert!(prefix_matches("/foo", "/foo/bar"));
+        assert!(!prefix_matches("/foo", "/foobar"));
+        assert!(prefix_matches("/", "/anything"));
+    }
+
+    #[test]
+    fn normalized_prefix_drops_trailing_slashes() {
+        assert_eq!(normalize_prefix("/foo/"), "/foo");
+        assert_eq!(normalize_prefix("/"), "/");
+        assert_eq!(normalize_prefix(""), "/");
+    }
+
+    #[test]
+    fn shorter_prefix_with_lower_rank_wins_over_longer_one() {
+        let (a, b) = (PathMatch::prefix("/"), PathMatch::prefix("/a"));
+        let table = PathTable::build([(&a, 0), (&b, 1)]);
+        assert_eq!(table.lookup("/a/x"), Some(0));
+    }
+}

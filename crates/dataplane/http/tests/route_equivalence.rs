@@ -1,0 +1,149 @@
+//! The compiled table must answer exactly like evaluating the policies in order.
+#![allow(clippy::unwrap_used)] // tests may unwrap
+
+mod support;
+
+use portico_dataplane_http::{Target, compile};
+use portico_model::{CompareType, L7Policy, L7Rule, Model, PolicyAction, RuleType};
+use proptest::prelude::*;
+use support::model::{ModelBuilder, addr, exact, host, prefix};
+
+const RULE_HOSTS: &[&str] = &[
+    "a.com",
+    "b.a.com",
+    "c.b.a.com",
+    "B.A.com",
+    "*.a.com",
+    "*.b.a.com",
+    "*.com",
+];
+const REQUEST_HOSTS: &[&str] = &[
+    "a.com",
+    "b.a.com",
+    "c.b.a.com",
+    "x.c.b.a.com",
+    "A.Com:8080",
+    "b.a.com.",
+    "B.a.COM:1",
+    "[::1]:80",
+    ".a.com",
+    "com",
+    "other.org",
+];
+const SEGMENTS: &[&str] = &["a", "b", "ab", ""];
+
+fn path(max_depth: usize) -> impl Strategy<Value = String> {
+    (
+        prop::collection::vec(prop::sample::select(SEGMENTS), 0..=max_depth),
+        any::<bool>(),
+    )
+        .prop_map(|(segments, trailing)| {
+            let mut p: String = segments.iter().map(|s| format!("/{s}")).collect();
+            if trailing || p.is_empty() {
+                p.push('/');
+            }
+            p
+        })
+}
+
+fn path_rule() -> impl Strategy<Value = L7Rule> {
+    (path(3), any::<bool>()).prop_map(|(p, is_exact)| if is_exact { exact(&p) } else { prefix(&p) })
+}
+
+fn rules() -> impl Strategy<Value = Vec<L7Rule>> {
+    let hosts = prop::collection::vec(prop::sample::select(RULE_HOSTS).prop_map(host), 0..=2);
+    let paths = prop::collection::vec(path_rule(), 0..=2);
+    (hosts, paths).prop_map(|(mut h, p)| {
+        h.extend(p);
+        h
+    })
+}
+
+/// A policy as (rules, action): `Some(i)` forwards to pool `p{i}`, `None` rejects with 403.
+fn policies() -> impl Strategy<Value = Vec<(Vec<L7Rule>, Option<usize>)>> {
+    prop::collection::vec((rules(), prop::option::weighted(0.9, 0..3usize)), 0..8)
+}
+
+fn build(policies: &[(Vec<L7Rule>, Option<usize>)], default: Option<usize>) -> Model {
+    let mut m = ModelBuilder::new("prop");
+    let pools: Vec<_> = (0..3)
+        .map(|i| m.pool(&format!("p{i}"), &[addr(i as u8)]))
+        .collect();
+    for (rules, action) in policies {
+        let action = match action {
+            Some(i) => PolicyAction::RedirectToPool { pool: pools[*i] },
+            None => PolicyAction::Reject { status: 403 },
+        };
+        m.action(rules.clone(), action);
+    }
+    if let Some(d) = default {
+        m.default_pool(pools[d]);
+    }
+    m.build()
+}
+
+fn naive_host(raw: &str) -> String {
+    let h = match raw.find(']') {
+        Some(end) if raw.starts_with('[') => &raw[..=end],
+        _ => raw.split(':').next().unwrap_or(raw),
+    };
+    h.strip_suffix('.').unwrap_or(h).to_lowercase()
+}
+
+fn naive_rule(rule: &L7Rule, host: &str, path: &str) -> bool {
+    let value = rule.value.as_str();
+    match (rule.rule_type, rule.compare_type) {
+        (RuleType::HostName, CompareType::EqualTo) => host == value.to_lowercase(),
+        (RuleType::HostName, CompareType::WildcardLabel) => host
+            .strip_suffix(&format!(".{}", value.to_lowercase()))
+            .is_some_and(|label| !label.is_empty() && !label.contains('.')),
+        (RuleType::Path, CompareType::EqualTo) => path == value,
+        (RuleType::Path, CompareType::PathPrefix) => {
+            let v = value.trim_end_matches('/');
+            v.is_empty() || path == v || path.starts_with(&format!("{v}/"))
+        }
+        _ => false,
+    }
+}
+
+/// The reference: first policy whose rules all match, then the default pool.
+fn naive(model: &Model, raw_host: &str, path: &str) -> String {
+    let lb = &model.load_balancers[0];
+    let listener = &lb.listeners[0];
+    let host = naive_host(raw_host);
+    let first = listener
+        .policies
+        .iter()
+        .find(|p: &&L7Policy| p.rules.iter().all(|r| naive_rule(r, &host, path)));
+    let pool_name = |id| lb.pool(id).map(|p| p.name.clone()).unwrap_or_default();
+    match first.map(|p| &p.action) {
+        Some(PolicyAction::RedirectToPool { pool }) => pool_name(*pool),
+        Some(PolicyAction::Reject { status }) => format!("reject {status}"),
+        None => listener
+            .default_pool
+            .map(pool_name)
+            .unwrap_or_else(|| "404".into()),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    #[test]
+    fn compiled_table_answers_like_ordered_evaluation(
+        policies in policies(),
+        default in prop::option::of(0..3usize),
+        requests in prop::collection::vec((prop::sample::select(REQUEST_HOSTS), path(4)), 1..16),
+    ) {
+        let model = build(&policies, default);
+        let table = compile(&model);
+        for (host, path) in &requests {
+            let got = match table.route(host, path) {
+                Some(Target::Pool(pool)) => pool.name().to_owned(),
+                Some(Target::Reject(status)) => format!("reject {status}"),
+                None => "404".to_owned(),
+            };
+            prop_assert_eq!(got, naive(&model, host, path), "{}{}", host, path);
+        }
+    }
+}

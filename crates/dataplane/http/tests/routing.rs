@@ -1,0 +1,305 @@
+//! Route matching against the Ingress v1 semantics. Policies are listed in the order the
+//! translator emits them: exact hosts, then wildcards, then host-less rules; longest path first,
+//! Exact before Prefix at equal length.
+#![allow(clippy::unwrap_used)] // tests may unwrap
+
+mod support;
+
+use portico_dataplane_http::{RouteTable, Target, compile};
+use portico_model::{Model, PolicyAction};
+use support::model::{ModelBuilder, addr, exact, host, prefix};
+
+fn routed(table: &RouteTable, host: &str, path: &str) -> String {
+    match table.route(host, path) {
+        Some(Target::Pool(pool)) => pool.name().to_owned(),
+        Some(Target::Reject(status)) => format!("reject {status}"),
+        None => "404".to_owned(),
+    }
+}
+
+/// Asserts every (host, path) → expected pool name (or "404").
+fn check(model: &Model, cases: &[(&str, &str, &str)]) {
+    let table = compile(model);
+    for (host, path, want) in cases {
+        assert_eq!(routed(&table, host, path), *want, "{host}{path}");
+    }
+}
+
+#[test]
+fn exact_path_is_whole_and_case_sensitive() {
+    let mut m = ModelBuilder::new("exact");
+    let a = m.pool("a", &[addr(1)]);
+    m.policy(vec![exact("/foo")], a);
+    check(
+        &m.build(),
+        &[
+            ("x", "/foo", "a"),
+            ("x", "/foo/", "404"),
+            ("x", "/FOO", "404"),
+            ("x", "/foo/bar", "404"),
+        ],
+    );
+}
+
+#[test]
+fn prefix_match_is_element_wise() {
+    let mut m = ModelBuilder::new("prefix");
+    let a = m.pool("a", &[addr(1)]);
+    m.policy(vec![prefix("/foo")], a);
+    let cases = [
+        ("x", "/foo", "a"),
+        ("x", "/foo/", "a"),
+        ("x", "/foo/bar", "a"),
+        ("x", "/foobar", "404"),
+        ("x", "/FOO", "404"),
+    ];
+    check(&m.build(), &cases);
+}
+
+#[test]
+fn prefix_match_ignores_trailing_slash_in_rule_and_request() {
+    let mut m = ModelBuilder::new("slash");
+    let a = m.pool("a", &[addr(1)]);
+    m.policy(vec![prefix("/foo/")], a);
+    check(
+        &m.build(),
+        &[
+            ("x", "/foo", "a"),
+            ("x", "/foo/", "a"),
+            ("x", "/foo//", "a"),
+            ("x", "/fo", "404"),
+        ],
+    );
+}
+
+#[test]
+fn longest_prefix_wins() {
+    let mut m = ModelBuilder::new("longest");
+    let (long, short) = (m.pool("long", &[addr(1)]), m.pool("short", &[addr(2)]));
+    m.policy(vec![prefix("/aaa/bbb")], long)
+        .policy(vec![prefix("/aaa")], short);
+    let cases = [
+        ("x", "/aaa/bbb/c", "long"),
+        ("x", "/aaa/bbbc", "short"),
+        ("x", "/aaa", "short"),
+        ("x", "/bbb", "404"),
+    ];
+    check(&m.build(), &cases);
+}
+
+#[test]
+fn exact_beats_prefix_at_equal_length() {
+    let mut m = ModelBuilder::new("tie");
+    let (e, p) = (m.pool("exact", &[addr(1)]), m.pool("prefix", &[addr(2)]));
+    m.policy(vec![exact("/foo")], e)
+        .policy(vec![prefix("/foo")], p);
+    check(
+        &m.build(),
+        &[
+            ("x", "/foo", "exact"),
+            ("x", "/foo/", "prefix"),
+            ("x", "/foo/x", "prefix"),
+        ],
+    );
+}
+
+#[test]
+fn root_prefix_catches_every_other_path() {
+    let mut m = ModelBuilder::new("root");
+    let (api, root) = (m.pool("api", &[addr(1)]), m.pool("root", &[addr(2)]));
+    m.policy(vec![prefix("/api")], api)
+        .policy(vec![prefix("/")], root);
+    check(
+        &m.build(),
+        &[
+            ("x", "/api/v1", "api"),
+            ("x", "/", "root"),
+            ("x", "/apix", "root"),
+            ("x", "", "root"),
+        ],
+    );
+}
+
+#[test]
+fn host_match_is_exact_case_insensitive_and_ignores_port() {
+    let mut m = ModelBuilder::new("hosts");
+    let a = m.pool("a", &[addr(1)]);
+    m.policy(vec![host("foo.bar.com"), prefix("/")], a);
+    let cases = [
+        ("foo.bar.com", "/", "a"),
+        ("FOO.Bar.COM", "/", "a"),
+        ("foo.bar.com:8080", "/", "a"),
+        ("foo.bar.com.", "/", "a"),
+        ("bar.com", "/", "404"),
+        ("xfoo.bar.com", "/", "404"),
+    ];
+    check(&m.build(), &cases);
+}
+
+#[test]
+fn ipv6_host_with_port_falls_to_host_less_rules() {
+    let mut m = ModelBuilder::new("v6");
+    let (named, any) = (m.pool("named", &[addr(1)]), m.pool("any", &[addr(2)]));
+    m.policy(vec![host("foo.com"), prefix("/")], named)
+        .policy(vec![prefix("/")], any);
+    check(
+        &m.build(),
+        &[
+            ("[::1]:8080", "/", "any"),
+            ("[::1]", "/", "any"),
+            ("foo.com", "/", "named"),
+        ],
+    );
+}
+
+#[test]
+fn wildcard_host_matches_exactly_one_label() {
+    let mut m = ModelBuilder::new("wild");
+    let w = m.pool("wild", &[addr(1)]);
+    m.policy(vec![host("*.foo.com"), prefix("/")], w);
+    let cases = [
+        ("bar.foo.com", "/", "wild"),
+        ("BAR.foo.com:80", "/x", "wild"),
+        ("baz.bar.foo.com", "/", "404"),
+        ("foo.com", "/", "404"),
+        (".foo.com", "/", "404"),
+    ];
+    check(&m.build(), &cases);
+}
+
+#[test]
+fn exact_host_beats_wildcard() {
+    let mut m = ModelBuilder::new("exact-wild");
+    let (e, w) = (m.pool("exact", &[addr(1)]), m.pool("wild", &[addr(2)]));
+    m.policy(vec![host("bar.foo.com"), prefix("/")], e)
+        .policy(vec![host("*.foo.com"), prefix("/")], w);
+    check(
+        &m.build(),
+        &[("bar.foo.com", "/", "exact"), ("baz.foo.com", "/", "wild")],
+    );
+}
+
+#[test]
+fn exact_host_without_matching_path_falls_through_to_wildcard_and_host_less_rules() {
+    let mut m = ModelBuilder::new("fall");
+    let (e, w, any) = (
+        m.pool("exact", &[addr(1)]),
+        m.pool("wild", &[addr(2)]),
+        m.pool("any", &[addr(3)]),
+    );
+    m.policy(vec![host("a.foo.com"), prefix("/a")], e)
+        .policy(vec![host("*.foo.com"), prefix("/w")], w)
+        .policy(vec![prefix("/")], any);
+    let cases = [
+        ("a.foo.com", "/a", "exact"),
+        ("a.foo.com", "/w", "wild"),
+        ("a.foo.com", "/z", "any"),
+        ("b.foo.com", "/a", "any"),
+        ("other.com", "/w", "any"),
+    ];
+    check(&m.build(), &cases);
+}
+
+#[test]
+fn host_less_rules_apply_to_every_host() {
+    let mut m = ModelBuilder::new("hostless");
+    let a = m.pool("a", &[addr(1)]);
+    m.policy(vec![prefix("/shared")], a);
+    check(
+        &m.build(),
+        &[
+            ("one.com", "/shared", "a"),
+            ("two.com:81", "/shared/x", "a"),
+            ("two.com", "/", "404"),
+        ],
+    );
+}
+
+#[test]
+fn default_pool_catches_what_no_policy_matches() {
+    let mut m = ModelBuilder::new("default");
+    let (a, d) = (m.pool("a", &[addr(1)]), m.pool("default", &[addr(2)]));
+    m.policy(vec![host("a.com"), prefix("/a")], a)
+        .default_pool(d);
+    check(
+        &m.build(),
+        &[
+            ("a.com", "/a", "a"),
+            ("a.com", "/b", "default"),
+            ("b.com", "/", "default"),
+        ],
+    );
+}
+
+#[test]
+fn nothing_matches_an_empty_model() {
+    check(&Model::default(), &[("a.com", "/", "404")]);
+}
+
+#[test]
+fn reject_policy_routes_to_its_status() {
+    let mut m = ModelBuilder::new("reject");
+    m.action(vec![prefix("/admin")], PolicyAction::Reject { status: 403 });
+    check(
+        &m.build(),
+        &[("x", "/admin/x", "reject 403"), ("x", "/", "404")],
+    );
+}
+
+#[test]
+fn earlier_policy_wins_even_when_less_specific() {
+    let mut m = ModelBuilder::new("order");
+    let (first, second) = (m.pool("first", &[addr(1)]), m.pool("second", &[addr(2)]));
+    m.policy(vec![prefix("/")], first)
+        .policy(vec![host("a.com"), exact("/x")], second);
+    check(&m.build(), &[("a.com", "/x", "first")]);
+}
+
+#[test]
+fn other_providers_are_not_served() {
+    let mut m = ModelBuilder::new("haproxy-lb");
+    let a = m.pool("a", &[addr(1)]);
+    m.policy(vec![prefix("/")], a);
+    let mut model = m.build();
+    model.load_balancers[0].provider = "haproxy".into();
+    check(&model, &[("x", "/", "404")]);
+}
+
+#[test]
+fn first_load_balancer_by_id_wins_on_equal_keys() {
+    let (mut one, mut two) = (ModelBuilder::new("lb-one"), ModelBuilder::new("lb-two"));
+    let p1 = one.pool("one", &[addr(1)]);
+    one.policy(vec![host("a.com"), prefix("/")], p1);
+    let p2 = two.pool("two", &[addr(2)]);
+    two.policy(vec![host("a.com"), prefix("/")], p2);
+    let mut lbs = vec![one.load_balancer(), two.load_balancer()];
+    lbs.sort_by_key(|lb| lb.id);
+    let want = lbs[0].pools[0].name.clone();
+    lbs.reverse();
+    check(
+        &Model {
+            load_balancers: lbs,
+        },
+        &[("a.com", "/", want.as_str())],
+    );
+}
+
+#[test]
+fn pool_lists_only_ready_members_and_rotates_over_them() {
+    let mut m = ModelBuilder::new("rr");
+    let p = m.pool_with("p", &[(addr(1), true), (addr(2), false), (addr(3), true)]);
+    m.policy(vec![], p);
+    let table = compile(&m.build());
+    let pool = table.pool(p).unwrap();
+    assert_eq!(pool.members(), [addr(1), addr(3)]);
+    let picks: Vec<_> = (0..4).map(|_| pool.next_member().unwrap()).collect();
+    assert_eq!(picks, [addr(1), addr(3), addr(1), addr(3)]);
+}
+
+#[test]
+fn pool_without_ready_members_yields_no_member() {
+    let mut m = ModelBuilder::new("down");
+    let p = m.pool_with("p", &[(addr(1), false)]);
+    m.policy(vec![], p);
+    assert_eq!(compile(&m.build()).pool(p).unwrap().next_member(), None);
+}

@@ -1,0 +1,230 @@
+//! The per-file cache behind `load` and `watch`: a reload re-parses only the files that changed.
+
+use crate::admission::admit;
+use crate::assemble::assemble;
+use crate::decode::FILE_KIND;
+use crate::loaded::Loaded;
+use crate::object::Object;
+use crate::parse::{Parsed, parse_documents};
+use crate::walk::list_files;
+use portico_model::{Diagnostic, ObjectRef};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::{self, Metadata};
+use std::hash::{DefaultHasher, Hasher};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+/// Reads the manifest files once: no cache is kept.
+pub fn load(paths: &[PathBuf]) -> Loaded {
+    Catalog::new().reload(paths)
+}
+
+/// A file modified this recently before it was read may change again without its length or
+/// modification time changing (timestamps are coarse): such a file is re-read and hashed.
+const RACY_WINDOW: Duration = Duration::from_secs(1);
+
+/// The parsed documents of every file, kept between reloads.
+#[derive(Debug, Default)]
+pub struct Catalog {
+    files: BTreeMap<PathBuf, FileEntry>,
+    order: Vec<PathBuf>,
+    path_diagnostics: Vec<Diagnostic>,
+    parses: u64,
+    loaded_once: bool,
+}
+
+#[derive(Debug)]
+struct FileEntry {
+    stamp: Stamp,
+    read_at: SystemTime,
+    hash: u64,
+    diagnostics: Vec<Diagnostic>,
+    /// The objects served from this file: the last parse, plus the last good version of
+    /// objects that the last parse could not read.
+    served: Vec<Object>,
+}
+
+/// What the file system says about a file without reading it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    len: u64,
+    modified: Option<SystemTime>,
+    inode: u64,
+}
+
+impl Catalog {
+    pub fn new() -> Self {
+        Catalog::default()
+    }
+
+    /// Lists, re-reads what changed, and assembles the objects of all files.
+    pub fn reload(&mut self, paths: &[PathBuf]) -> Loaded {
+        self.refresh(paths);
+        self.assemble()
+    }
+
+    /// Like `reload`, but `None` when no file and no error changed since the last reload.
+    pub fn reload_if_changed(&mut self, paths: &[PathBuf]) -> Option<Loaded> {
+        let changed = self.refresh(paths);
+        (changed || !self.loaded_once).then(|| self.assemble())
+    }
+
+    /// How many times a file was parsed since this catalog was made.
+    pub fn parse_count(&self) -> u64 {
+        self.parses
+    }
+
+    fn refresh(&mut self, paths: &[PathBuf]) -> bool {
+        let listing = list_files(paths);
+        let mut diagnostics = listing.diagnostics;
+        let mut changed = false;
+        let mut order = Vec::with_capacity(listing.files.len());
+        for path in listing.files {
+            match self.refresh_file(&path) {
+                Ok(file_changed) => changed |= file_changed,
+                Err(err) if err.kind() == io::ErrorKind::NotFound => continue,
+                Err(err) => diagnostics.push(read_error(&path, &err)),
+            }
+            if self.files.contains_key(&path) {
+                order.push(path);
+            }
+        }
+        let listed: BTreeSet<&PathBuf> = order.iter().collect();
+        let before = self.files.len();
+        self.files.retain(|path, _| listed.contains(path));
+        changed |= self.files.len() != before || order != self.order;
+        changed |= diagnostics != self.path_diagnostics;
+        self.order = order;
+        self.path_diagnostics = diagnostics;
+        changed
+    }
+
+    /// Re-reads a file whose stamp changed (or that was written just before the last read), and
+    /// re-parses it when its content changed. True when the content changed.
+    fn refresh_file(&mut self, path: &Path) -> io::Result<bool> {
+        let stamp = Stamp::of(&fs::metadata(path)?);
+        let cached = self.files.get(path);
+        if cached.is_some_and(|e| e.stamp == stamp && e.is_settled()) {
+            return Ok(false);
+        }
+        let read_at = SystemTime::now();
+        let bytes = fs::read(path)?;
+        let hash = hash(&bytes);
+        if let Some(entry) = self.files.get_mut(path).filter(|e| e.hash == hash) {
+            (entry.stamp, entry.read_at) = (stamp, read_at);
+            return Ok(false);
+        }
+        let parsed = parse_bytes(path, &bytes);
+        self.parses += 1;
+        let previous = self
+            .files
+            .remove(path)
+            .map(|e| e.served)
+            .unwrap_or_default();
+        let served = keep_last_good(previous, &parsed);
+        let entry = FileEntry {
+            stamp,
+            read_at,
+            hash,
+            diagnostics: parsed.diagnostics,
+            served,
+        };
+        self.files.insert(path.to_path_buf(), entry);
+        Ok(true)
+    }
+
+    fn assemble(&mut self) -> Loaded {
+        self.loaded_once = true;
+        let origins: Vec<(String, &FileEntry)> = (self.order.iter())
+            .filter_map(|p| Some((p.display().to_string(), self.files.get(p)?)))
+            .collect();
+        let (mut objects, duplicates) =
+            assemble(origins.iter().map(|(o, e)| (o.as_str(), &e.served[..])));
+        let mut diagnostics = self.path_diagnostics.clone();
+        diagnostics.extend(
+            origins
+                .iter()
+                .flat_map(|(_, e)| e.diagnostics.iter().cloned()),
+        );
+        diagnostics.extend(duplicates);
+        diagnostics.extend(admit(&mut objects));
+        Loaded {
+            objects,
+            diagnostics,
+            files: self.order.clone(),
+        }
+    }
+}
+
+impl FileEntry {
+    fn is_settled(&self) -> bool {
+        self.stamp
+            .modified
+            .is_some_and(|m| m + RACY_WINDOW <= self.read_at)
+    }
+}
+
+impl Stamp {
+    fn of(meta: &Metadata) -> Self {
+        Stamp {
+            len: meta.len(),
+            modified: meta.modified().ok(),
+            inode: inode(meta),
+        }
+    }
+}
+
+#[cfg(unix)]
+fn inode(meta: &Metadata) -> u64 {
+    std::os::unix::fs::MetadataExt::ino(meta)
+}
+
+#[cfg(not(unix))]
+fn inode(_: &Metadata) -> u64 {
+    0
+}
+
+fn hash(bytes: &[u8]) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    hasher.write(bytes);
+    hasher.finish()
+}
+
+fn parse_bytes(path: &Path, bytes: &[u8]) -> Parsed {
+    let origin = path.display().to_string();
+    match std::str::from_utf8(bytes) {
+        Ok(text) => parse_documents(&origin, text),
+        Err(err) => {
+            let file = ObjectRef::new(FILE_KIND, "", &origin);
+            let message = format!("the file is not UTF-8 text: {err}");
+            Parsed {
+                objects: Vec::new(),
+                diagnostics: vec![Diagnostic::error(file, "", message)],
+            }
+        }
+    }
+}
+
+fn read_error(path: &Path, err: &io::Error) -> Diagnostic {
+    let file = ObjectRef::new(FILE_KIND, "", &path.display().to_string());
+    Diagnostic::error(file, "", format!("cannot read: {err}"))
+}
+
+/// Like the API server rejecting a bad update: an object whose new version cannot be read
+/// keeps its last good version, and so does every object of a file with a document that
+/// does not parse (which objects that document held is unknown).
+fn keep_last_good(previous: Vec<Object>, parsed: &Parsed) -> Vec<Object> {
+    let errors = || parsed.diagnostics.iter().filter(|d| d.is_error());
+    let file_broken = errors().any(|d| d.object.kind == FILE_KIND);
+    let failed: BTreeSet<&ObjectRef> = errors().map(|d| &d.object).collect();
+    let present: BTreeSet<ObjectRef> = parsed.objects.iter().map(Object::object_ref).collect();
+    let mut served = parsed.objects.clone();
+    for old in previous {
+        let old_ref = old.object_ref();
+        if !present.contains(&old_ref) && (file_broken || failed.contains(&old_ref)) {
+            served.push(old);
+        }
+    }
+    served
+}

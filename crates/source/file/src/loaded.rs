@@ -1,0 +1,58 @@
+use portico_model::Diagnostic;
+use portico_translate::Objects;
+use std::fmt;
+use std::path::PathBuf;
+
+/// Everything the manifest files say: the objects, what was wrong, and which files were read.
+#[derive(Clone, Default)]
+pub struct Loaded {
+    pub objects: Objects,
+    pub diagnostics: Vec<Diagnostic>,
+    pub files: Vec<PathBuf>,
+}
+
+/// Counts only: `Objects`' own Debug would print Secret data.
+impl fmt::Debug for Loaded {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let o = &self.objects;
+        f.debug_struct("Loaded")
+            .field("ingresses", &o.ingresses.len())
+            .field("ingress_classes", &o.ingress_classes.len())
+            .field("services", &o.services.len())
+            .field("endpoint_slices", &o.endpoint_slices.len())
+            .field("endpoints", &o.endpoints.len())
+            .field("secrets", &o.secrets.len())
+            .field("diagnostics", &self.diagnostics)
+            .field("files", &self.files)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::ByteString;
+    use k8s_openapi::api::core::v1::Secret;
+    use portico_translate::ObjectKey;
+
+    #[test]
+    fn debug_output_never_shows_secret_data() {
+        let secret = Secret {
+            data: Some([("key".to_owned(), ByteString(b"hunter2".to_vec()))].into()),
+            string_data: Some([("other".to_owned(), "swordfish".to_owned())].into()),
+            ..Secret::default()
+        };
+        let mut loaded = Loaded::default();
+        loaded
+            .objects
+            .secrets
+            .insert(ObjectKey::new("a", "s"), secret);
+        let printed = format!("{loaded:?}");
+        assert!(printed.contains("secrets: 1"), "{printed}");
+        assert!(
+            !printed.contains("hunter2") && !printed.contains("104, 117"),
+            "{printed}"
+        );
+        assert!(!printed.contains("swordfish"), "{printed}");
+    }
+}

@@ -1,0 +1,131 @@
+use k8s_openapi::api::core::v1::{Endpoints, Secret, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use portico_model::ObjectRef;
+use serde::de::DeserializeOwned;
+use std::fmt;
+
+/// One object of a kind Portico reads, as found in a manifest.
+// Unboxed: each object is moved once into `Objects`, which stores it unboxed anyway.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, PartialEq)]
+pub enum Object {
+    Ingress(Ingress),
+    IngressClass(IngressClass),
+    Service(Service),
+    EndpointSlice(EndpointSlice),
+    Endpoints(Endpoints),
+    Secret(Secret),
+}
+
+impl Object {
+    /// The Kubernetes kind, e.g. `Ingress`.
+    pub fn kind(&self) -> &'static str {
+        self.known_kind().name()
+    }
+
+    /// Kind, namespace (empty for IngressClass) and name.
+    pub fn object_ref(&self) -> ObjectRef {
+        let meta = self.metadata();
+        ObjectRef::new(
+            self.kind(),
+            meta.namespace.as_deref().unwrap_or_default(),
+            meta.name.as_deref().unwrap_or_default(),
+        )
+    }
+
+    pub fn metadata(&self) -> &ObjectMeta {
+        match self {
+            Object::Ingress(o) => &o.metadata,
+            Object::IngressClass(o) => &o.metadata,
+            Object::Service(o) => &o.metadata,
+            Object::EndpointSlice(o) => &o.metadata,
+            Object::Endpoints(o) => &o.metadata,
+            Object::Secret(o) => &o.metadata,
+        }
+    }
+
+    pub(crate) fn known_kind(&self) -> Kind {
+        match self {
+            Object::Ingress(_) => Kind::Ingress,
+            Object::IngressClass(_) => Kind::IngressClass,
+            Object::Service(_) => Kind::Service,
+            Object::EndpointSlice(_) => Kind::EndpointSlice,
+            Object::Endpoints(_) => Kind::Endpoints,
+            Object::Secret(_) => Kind::Secret,
+        }
+    }
+}
+
+/// Secrets print as their identity only: their data must never reach a log.
+impl fmt::Debug for Object {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Object::Ingress(o) => f.debug_tuple("Ingress").field(o).finish(),
+            Object::IngressClass(o) => f.debug_tuple("IngressClass").field(o).finish(),
+            Object::Service(o) => f.debug_tuple("Service").field(o).finish(),
+            Object::EndpointSlice(o) => f.debug_tuple("EndpointSlice").field(o).finish(),
+            Object::Endpoints(o) => f.debug_tuple("Endpoints").field(o).finish(),
+            Object::Secret(_) => write!(f, "Secret({}, data redacted)", self.object_ref()),
+        }
+    }
+}
+
+/// The (apiVersion, kind) pairs Portico reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Ingress,
+    IngressClass,
+    Service,
+    EndpointSlice,
+    Endpoints,
+    Secret,
+}
+
+pub(crate) type DecodeError = serde_path_to_error::Error<serde_json::Error>;
+
+impl Kind {
+    pub fn recognise(api_version: &str, kind: &str) -> Option<Kind> {
+        match (api_version, kind) {
+            ("networking.k8s.io/v1", "Ingress") => Some(Kind::Ingress),
+            ("networking.k8s.io/v1", "IngressClass") => Some(Kind::IngressClass),
+            ("v1", "Service") => Some(Kind::Service),
+            ("discovery.k8s.io/v1", "EndpointSlice") => Some(Kind::EndpointSlice),
+            ("v1", "Endpoints") => Some(Kind::Endpoints),
+            ("v1", "Secret") => Some(Kind::Secret),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Ingress => "Ingress",
+            Kind::IngressClass => "IngressClass",
+            Kind::Service => "Service",
+            Kind::EndpointSlice => "EndpointSlice",
+            Kind::Endpoints => "Endpoints",
+            Kind::Secret => "Secret",
+        }
+    }
+
+    pub fn namespaced(self) -> bool {
+        self != Kind::IngressClass
+    }
+
+    /// Deserializes the typed object, recording the path of the field that failed.
+    pub fn decode(self, value: serde_json::Value) -> Result<Object, DecodeError> {
+        Ok(match self {
+            Kind::Ingress => Object::Ingress(de(value)?),
+            Kind::IngressClass => Object::IngressClass(de(value)?),
+            Kind::Service => Object::Service(de(value)?),
+            Kind::EndpointSlice => Object::EndpointSlice(de(value)?),
+            Kind::Endpoints => Object::Endpoints(de(value)?),
+            Kind::Secret => Object::Secret(de(value)?),
+        })
+    }
+}
+
+fn de<T: DeserializeOwned>(value: serde_json::Value) -> Result<T, DecodeError> {
+    serde_path_to_error::deserialize(value)
+}

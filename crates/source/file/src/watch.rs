@@ -1,0 +1,203 @@
+//! Watching the manifest files: file-system events → debounced reloads → new `Loaded` values.
+
+use crate::catalog::Catalog;
+use crate::loaded::Loaded;
+use notify::event::{AccessKind, AccessMode};
+use notify::{Event, EventKind, RecommendedWatcher, RecursiveMode, Watcher};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+/// How long to wait after an event for more before reloading: editors and tools write a file
+/// in several steps (temp file, write, rename).
+const QUIET: Duration = Duration::from_millis(25);
+/// A steady stream of events must not postpone the reload for longer than this.
+const MAX_DELAY: Duration = Duration::from_millis(250);
+
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    #[error("cannot watch {}: {source}", path.display())]
+    Watch {
+        path: PathBuf,
+        #[source]
+        source: notify::Error,
+    },
+    #[error("cannot start the thread that reloads manifests: {0}")]
+    Thread(#[source] std::io::Error),
+}
+
+/// The manifest files, watched: every change is published as a new `Loaded`. Dropping this
+/// stops the watch.
+#[derive(Debug)]
+pub struct FileSource {
+    updates: watch::Receiver<Arc<Loaded>>,
+    _watcher: RecommendedWatcher,
+}
+
+impl FileSource {
+    /// A receiver whose first value is the initial load; it changes after each reload that
+    /// changed something.
+    pub fn subscribe(&self) -> watch::Receiver<Arc<Loaded>> {
+        self.updates.clone()
+    }
+
+    /// The latest load.
+    pub fn current(&self) -> Arc<Loaded> {
+        self.updates.borrow().clone()
+    }
+}
+
+/// Loads `paths` and starts watching them. A directory is watched recursively; a single file
+/// through its parent directory, so that an atomic replace (write a temp file, rename it over
+/// the old one) or a delete and re-create is seen.
+pub fn watch(paths: Vec<PathBuf>) -> Result<FileSource, SourceError> {
+    let (events_tx, events) = mpsc::channel();
+    let watch_error = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| SourceError::Watch { path, source }
+    };
+    let first = paths
+        .first()
+        .map(PathBuf::as_path)
+        .unwrap_or(Path::new("."));
+    let mut watcher = notify::recommended_watcher(events_tx).map_err(watch_error(first))?;
+    let mut targets = Vec::with_capacity(paths.len());
+    for path in &paths {
+        let target = Target::of(path);
+        let (dir, mode) = target.watched();
+        watcher.watch(dir, mode).map_err(watch_error(path))?;
+        targets.push(target);
+    }
+    let mut catalog = Catalog::new();
+    let (updates_tx, updates) = watch::channel(Arc::new(catalog.reload(&paths)));
+    let reloader = Reloader {
+        catalog,
+        paths,
+        targets,
+        events,
+        updates: updates_tx,
+    };
+    std::thread::Builder::new()
+        .name("portico-manifests".to_owned())
+        .spawn(move || reloader.run())
+        .map_err(SourceError::Thread)?;
+    Ok(FileSource {
+        updates,
+        _watcher: watcher,
+    })
+}
+
+/// What one given path asks to watch.
+#[derive(Debug)]
+enum Target {
+    Dir(PathBuf),
+    /// The file and its parent directory, canonical so they compare equal to event paths.
+    File {
+        file: PathBuf,
+        parent: PathBuf,
+    },
+}
+
+impl Target {
+    fn of(path: &Path) -> Target {
+        if path.is_dir() {
+            return Target::Dir(path.to_path_buf());
+        }
+        let parent = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        let parent = std::fs::canonicalize(parent).unwrap_or_else(|_| parent.to_path_buf());
+        let file = match path.file_name() {
+            Some(name) => parent.join(name),
+            None => path.to_path_buf(),
+        };
+        Target::File { file, parent }
+    }
+
+    fn watched(&self) -> (&Path, RecursiveMode) {
+        match self {
+            Target::Dir(dir) => (dir, RecursiveMode::Recursive),
+            Target::File { parent, .. } => (parent, RecursiveMode::NonRecursive),
+        }
+    }
+
+    fn concerns(&self, path: &Path) -> bool {
+        match self {
+            Target::Dir(dir) => path.starts_with(dir),
+            // A file of a mounted ConfigMap is a symlink through `..data`, which the kubelet
+            // swaps atomically: the file itself sees no event.
+            Target::File { file, parent } => path == file || path == parent.join("..data"),
+        }
+    }
+}
+
+struct Reloader {
+    catalog: Catalog,
+    paths: Vec<PathBuf>,
+    targets: Vec<Target>,
+    events: Receiver<notify::Result<Event>>,
+    updates: watch::Sender<Arc<Loaded>>,
+}
+
+impl Reloader {
+    /// Ends when the watcher is dropped (it holds the other end of `events`).
+    fn run(mut self) {
+        while self.wait_for_change() {
+            self.settle();
+            if let Some(loaded) = self.catalog.reload_if_changed(&self.paths) {
+                tracing::debug!(files = loaded.files.len(), "manifests reloaded");
+                self.updates.send_replace(Arc::new(loaded));
+            }
+        }
+    }
+
+    fn wait_for_change(&self) -> bool {
+        while let Ok(event) = self.events.recv() {
+            if self.is_relevant(event) {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Coalesces a burst of events into one reload.
+    fn settle(&self) {
+        let deadline = Instant::now() + MAX_DELAY;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.events.recv_timeout(QUIET.min(left)) {
+                Ok(_) if !left.is_zero() => continue,
+                Ok(_) | Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => return,
+            }
+        }
+    }
+
+    fn is_relevant(&self, event: notify::Result<Event>) -> bool {
+        let event = match event {
+            Ok(event) => event,
+            // Events may have been lost: reload to be sure.
+            Err(err) => {
+                tracing::warn!(error = %err, "watching manifests");
+                return true;
+            }
+        };
+        is_change(&event.kind)
+            && (event.paths.is_empty()
+                || event
+                    .paths
+                    .iter()
+                    .any(|p| self.targets.iter().any(|t| t.concerns(p))))
+    }
+}
+
+/// Reads (ours included) are not changes; a close after writing is.
+fn is_change(kind: &EventKind) -> bool {
+    match kind {
+        EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+        EventKind::Access(_) => false,
+        _ => true,
+    }
+}

@@ -1,0 +1,218 @@
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::{ingress, ingress_class, service};
+use portico_model::{ObjectRef, Severity};
+use portico_source_file::{Catalog, load};
+use portico_translate::ObjectKey;
+use std::fs;
+use std::path::Path;
+
+fn write(dir: &Path, name: &str, text: &str) {
+    let path = dir.join(name);
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    fs::write(path, text).unwrap();
+}
+
+fn service_port(loaded: &portico_source_file::Loaded, name: &str) -> i32 {
+    let service = &loaded.objects.services[&ObjectKey::new("default", name)];
+    service.spec.as_ref().unwrap().ports.as_ref().unwrap()[0].port
+}
+
+#[test]
+fn directories_are_walked_for_yaml_yml_and_json_files_only() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "a.yaml", &service("default", "a", 80));
+    write(
+        dir.path(),
+        "nested/deeper/b.yml",
+        &service("default", "b", 80),
+    );
+    let json = r#"{"apiVersion": "v1", "kind": "Service", "metadata": {"name": "c"}}"#;
+    write(dir.path(), "nested/c.json", json);
+    write(dir.path(), "notes.txt", &service("default", "txt", 80));
+    write(dir.path(), ".a.yaml.swp", &service("default", "swap", 80));
+    let loaded = load(&[dir.path().to_path_buf()]);
+    let names: Vec<_> = loaded
+        .objects
+        .services
+        .keys()
+        .map(|k| k.name.as_str())
+        .collect();
+    assert_eq!(names, ["a", "b", "c"]);
+    assert_eq!(loaded.diagnostics, vec![]);
+    assert_eq!(loaded.files.len(), 3);
+}
+
+#[test]
+fn a_duplicate_object_keeps_the_later_file_and_warns_naming_both() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "a.yaml", &service("default", "web", 80));
+    write(dir.path(), "b.yaml", &service("default", "web", 8080));
+    let loaded = load(&[dir.path().to_path_buf()]);
+    assert_eq!(service_port(&loaded, "web"), 8080);
+    let [d] = &loaded.diagnostics[..] else {
+        panic!("{:?}", loaded.diagnostics)
+    };
+    assert_eq!(d.severity, Severity::Warning);
+    assert_eq!(d.object, ObjectRef::new("Service", "default", "web"));
+    assert!(
+        d.message.contains("a.yaml") && d.message.contains("b.yaml"),
+        "{d}"
+    );
+}
+
+#[test]
+fn an_unreadable_path_is_an_error_and_the_rest_is_loaded() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "a.yaml", &service("default", "a", 80));
+    let missing = dir.path().join("missing.yaml");
+    let loaded = load(&[missing.clone(), dir.path().to_path_buf()]);
+    assert_eq!(loaded.objects.services.len(), 1);
+    let d = &loaded.diagnostics[0];
+    assert_eq!(
+        d.object,
+        ObjectRef::new("File", "", &missing.display().to_string())
+    );
+    assert!(d.is_error());
+}
+
+#[test]
+fn diagnostics_of_every_file_are_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "bad.yaml", "kind: Service\n\tbroken: [");
+    write(dir.path(), "ing.yaml", &ingress("shop", "web", "web"));
+    let loaded = load(&[dir.path().to_path_buf()]);
+    assert_eq!(loaded.objects.ingresses.len(), 1);
+    let bad = dir.path().join("bad.yaml").display().to_string();
+    assert_eq!(
+        loaded.diagnostics[0].object,
+        ObjectRef::new("File", "", &bad)
+    );
+}
+
+#[test]
+fn a_reload_re_parses_only_the_changed_file() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "a.yaml", &service("default", "a", 80));
+    write(dir.path(), "b.yaml", &service("default", "b", 80));
+    let paths = [dir.path().to_path_buf()];
+    let mut catalog = Catalog::new();
+    catalog.reload(&paths);
+    assert_eq!(catalog.parse_count(), 2);
+    write(dir.path(), "b.yaml", &service("default", "b", 8080));
+    let loaded = catalog.reload(&paths);
+    assert_eq!(catalog.parse_count(), 3);
+    assert_eq!(service_port(&loaded, "a"), 80);
+    assert_eq!(service_port(&loaded, "b"), 8080);
+    assert!(
+        catalog.reload_if_changed(&paths).is_none(),
+        "nothing changed"
+    );
+    assert_eq!(catalog.parse_count(), 3);
+}
+
+#[test]
+fn a_rewrite_of_the_same_length_right_after_a_read_is_seen() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "a.yaml", &service("default", "a", 80));
+    let paths = [dir.path().to_path_buf()];
+    let file = dir.path().join("a.yaml");
+    let modified = fs::metadata(&file).unwrap().modified().unwrap();
+    let mut catalog = Catalog::new();
+    catalog.reload(&paths);
+    write(dir.path(), "a.yaml", &service("default", "a", 81));
+    // As if both writes fell into one tick of a coarse file-system clock.
+    let f = fs::File::options().write(true).open(&file).unwrap();
+    f.set_modified(modified).unwrap();
+    drop(f);
+    assert_eq!(fs::metadata(&file).unwrap().modified().unwrap(), modified);
+    let loaded = catalog.reload_if_changed(&paths).expect("a change");
+    assert_eq!(service_port(&loaded, "a"), 81);
+}
+
+#[test]
+fn a_deleted_file_takes_its_objects_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "a.yaml", &service("default", "a", 80));
+    write(dir.path(), "b.yaml", &service("default", "b", 80));
+    let paths = [dir.path().to_path_buf()];
+    let mut catalog = Catalog::new();
+    catalog.reload(&paths);
+    fs::remove_file(dir.path().join("b.yaml")).unwrap();
+    let loaded = catalog.reload_if_changed(&paths).expect("a change");
+    assert_eq!(loaded.objects.services.len(), 1);
+    assert_eq!(loaded.files, vec![dir.path().join("a.yaml")]);
+}
+
+#[test]
+fn a_file_turning_bad_keeps_its_last_good_objects_until_fixed() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "a.yaml", &service("default", "a", 80));
+    let paths = [dir.path().to_path_buf()];
+    let mut catalog = Catalog::new();
+    catalog.reload(&paths);
+    write(dir.path(), "a.yaml", "kind: Service\n\tbroken: [");
+    let broken = catalog.reload(&paths);
+    assert_eq!(
+        service_port(&broken, "a"),
+        80,
+        "the last good version is served"
+    );
+    assert!(broken.diagnostics.iter().any(|d| d.is_error()));
+    write(dir.path(), "a.yaml", &service("default", "c", 80));
+    let fixed = catalog.reload(&paths);
+    let names: Vec<_> = fixed
+        .objects
+        .services
+        .keys()
+        .map(|k| k.name.as_str())
+        .collect();
+    assert_eq!(names, ["c"]);
+    assert_eq!(fixed.diagnostics, vec![]);
+}
+
+#[test]
+fn an_object_turning_bad_keeps_its_last_good_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let two = service("default", "a", 80) + &service("default", "b", 80);
+    write(dir.path(), "a.yaml", &two);
+    let paths = [dir.path().to_path_buf()];
+    let mut catalog = Catalog::new();
+    catalog.reload(&paths);
+    let bad_a = service("default", "a", 80).replace("port: 80", "port: nope");
+    write(
+        dir.path(),
+        "a.yaml",
+        &(bad_a + &service("default", "b", 81)),
+    );
+    let loaded = catalog.reload(&paths);
+    assert_eq!(service_port(&loaded, "a"), 80);
+    assert_eq!(service_port(&loaded, "b"), 81);
+    assert_eq!(loaded.diagnostics[0].field, "spec.ports[0].port");
+}
+
+#[test]
+fn ingresses_without_a_class_get_the_default_class_from_another_file() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "classes.yaml",
+        &(ingress_class("portico", true) + &ingress_class("other", false)),
+    );
+    let named =
+        ingress("shop", "named", "web").replace("spec:\n", "spec:\n  ingressClassName: other\n");
+    write(
+        dir.path(),
+        "shop/ing.yaml",
+        &(ingress("shop", "web", "web") + &named),
+    );
+    let loaded = load(&[dir.path().to_path_buf()]);
+    let class = |name: &str| {
+        let ingress = &loaded.objects.ingresses[&ObjectKey::new("shop", name)];
+        ingress.spec.as_ref().unwrap().ingress_class_name.clone()
+    };
+    assert_eq!(class("web").as_deref(), Some("portico"));
+    assert_eq!(class("named").as_deref(), Some("other"));
+}

@@ -1,0 +1,225 @@
+//! The watch on a real file system: every change is published well within a second.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::service;
+use portico_source_file::{FileSource, Loaded, SourceError, watch};
+use portico_translate::ObjectKey;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::watch::Receiver;
+
+const SECOND: Duration = Duration::from_secs(1);
+
+/// Waits (5 s at most) until the published value satisfies `ready`; returns how long it took.
+async fn wait_for(
+    updates: &mut Receiver<Arc<Loaded>>,
+    ready: impl Fn(&Loaded) -> bool,
+) -> Duration {
+    let start = Instant::now();
+    let wait = async {
+        while !ready(&updates.borrow_and_update()) {
+            updates.changed().await.expect("the source is alive");
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(5), wait)
+        .await
+        .expect("the change was published");
+    start.elapsed()
+}
+
+fn has_service(name: &str) -> impl Fn(&Loaded) -> bool {
+    let key = ObjectKey::new("default", name);
+    move |loaded| loaded.objects.services.contains_key(&key)
+}
+
+fn port_is(name: &str, port: i32) -> impl Fn(&Loaded) -> bool {
+    let key = ObjectKey::new("default", name);
+    move |loaded| {
+        let spec = loaded
+            .objects
+            .services
+            .get(&key)
+            .and_then(|s| s.spec.as_ref());
+        spec.and_then(|s| s.ports.as_ref())
+            .is_some_and(|p| p[0].port == port)
+    }
+}
+
+/// Writes a temp file beside the target and renames it over the target, as editors do.
+fn replace_atomically(path: &Path, text: &str) {
+    let name = path.file_name().unwrap().to_str().unwrap();
+    let tmp = path.with_file_name(format!(".{name}.tmp"));
+    fs::write(&tmp, text).unwrap();
+    fs::rename(&tmp, path).unwrap();
+}
+
+fn start(paths: Vec<PathBuf>) -> (FileSource, Receiver<Arc<Loaded>>) {
+    let source = watch(paths).unwrap();
+    let updates = source.subscribe();
+    (source, updates)
+}
+
+#[tokio::test]
+async fn the_first_value_is_the_initial_load() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("a.yaml"), service("default", "a", 80)).unwrap();
+    let (source, updates) = start(vec![dir.path().to_path_buf()]);
+    assert!(has_service("a")(&updates.borrow()));
+    assert!(has_service("a")(&source.current()));
+}
+
+#[tokio::test]
+async fn writes_renames_and_deletes_in_a_directory_are_published() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_source, mut updates) = start(vec![dir.path().to_path_buf()]);
+    let file = dir.path().join("a.yaml");
+
+    fs::write(&file, service("default", "a", 80)).unwrap();
+    assert!(
+        wait_for(&mut updates, has_service("a")).await < SECOND,
+        "a new file"
+    );
+
+    fs::write(&file, service("default", "a", 81)).unwrap();
+    assert!(
+        wait_for(&mut updates, port_is("a", 81)).await < SECOND,
+        "a modified file"
+    );
+
+    replace_atomically(&file, &service("default", "a", 82));
+    assert!(
+        wait_for(&mut updates, port_is("a", 82)).await < SECOND,
+        "an atomic replace"
+    );
+
+    fs::remove_file(&file).unwrap();
+    let gone = |l: &Loaded| l.objects.services.is_empty();
+    assert!(
+        wait_for(&mut updates, gone).await < SECOND,
+        "a deleted file"
+    );
+}
+
+#[tokio::test]
+async fn a_vim_style_save_is_seen() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a.yaml");
+    fs::write(&file, service("default", "a", 80)).unwrap();
+    let (_source, mut updates) = start(vec![dir.path().to_path_buf()]);
+    // vim: probe file, move the original to a backup, write anew, remove the backup.
+    fs::write(dir.path().join("4913"), "").unwrap();
+    fs::remove_file(dir.path().join("4913")).unwrap();
+    let backup = dir.path().join("a.yaml~");
+    fs::rename(&file, &backup).unwrap();
+    fs::write(&file, service("default", "a", 81)).unwrap();
+    fs::remove_file(&backup).unwrap();
+    assert!(wait_for(&mut updates, port_is("a", 81)).await < SECOND);
+}
+
+#[tokio::test]
+async fn a_directory_created_later_is_watched() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_source, mut updates) = start(vec![dir.path().to_path_buf()]);
+    let sub = dir.path().join("team/apps");
+    fs::create_dir_all(&sub).unwrap();
+    fs::write(sub.join("b.yml"), service("default", "b", 80)).unwrap();
+    wait_for(&mut updates, has_service("b")).await;
+    fs::write(sub.join("b.yml"), service("default", "b", 81)).unwrap();
+    assert!(wait_for(&mut updates, port_is("b", 81)).await < SECOND);
+}
+
+#[tokio::test]
+async fn a_single_watched_file_replaced_atomically_is_seen_and_its_neighbours_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("only.yaml");
+    fs::write(&file, service("default", "a", 80)).unwrap();
+    let (_source, mut updates) = start(vec![file.clone()]);
+
+    fs::write(
+        dir.path().join("neighbour.yaml"),
+        service("default", "n", 80),
+    )
+    .unwrap();
+    replace_atomically(&file, &service("default", "a", 81));
+    assert!(wait_for(&mut updates, port_is("a", 81)).await < SECOND);
+    assert!(
+        !has_service("n")(&updates.borrow()),
+        "only the named file is read"
+    );
+
+    fs::remove_file(&file).unwrap();
+    wait_for(&mut updates, |l| {
+        l.objects.services.is_empty() && !l.diagnostics.is_empty()
+    })
+    .await;
+    fs::write(&file, service("default", "a", 82)).unwrap();
+    assert!(
+        wait_for(&mut updates, port_is("a", 82)).await < SECOND,
+        "re-created"
+    );
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn a_single_file_of_a_mounted_configmap_is_seen_when_the_kubelet_swaps_it() {
+    use std::os::unix::fs::symlink;
+    let dir = tempfile::tempdir().unwrap();
+    let version = |name: &str, port: u16| {
+        fs::create_dir(dir.path().join(name)).unwrap();
+        fs::write(
+            dir.path().join(name).join("a.yaml"),
+            service("default", "a", port),
+        )
+        .unwrap();
+    };
+    version("..2026_01", 80);
+    symlink("..2026_01", dir.path().join("..data")).unwrap();
+    symlink("..data/a.yaml", dir.path().join("a.yaml")).unwrap();
+    let (_source, mut updates) = start(vec![dir.path().join("a.yaml")]);
+    assert!(port_is("a", 80)(&updates.borrow()));
+
+    version("..2026_02", 81);
+    symlink("..2026_02", dir.path().join("..data_tmp")).unwrap();
+    fs::rename(dir.path().join("..data_tmp"), dir.path().join("..data")).unwrap();
+    fs::remove_dir_all(dir.path().join("..2026_01")).unwrap();
+    assert!(wait_for(&mut updates, port_is("a", 81)).await < SECOND);
+}
+
+#[tokio::test]
+async fn nothing_more_is_published_once_a_burst_settles() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_source, mut updates) = start(vec![dir.path().to_path_buf()]);
+    for i in 0..20 {
+        fs::write(
+            dir.path().join(format!("s{i:02}.yaml")),
+            service("default", &format!("s{i:02}"), 80),
+        )
+        .unwrap();
+    }
+    wait_for(&mut updates, |l| l.objects.services.len() == 20).await;
+    // Nothing else changes, so nothing else is published.
+    let more = tokio::time::timeout(Duration::from_millis(300), updates.changed()).await;
+    assert!(more.is_err(), "no publication without a change");
+}
+
+#[tokio::test]
+async fn dropping_the_source_stops_the_watch() {
+    let dir = tempfile::tempdir().unwrap();
+    let (source, mut updates) = start(vec![dir.path().to_path_buf()]);
+    drop(source);
+    // The reload thread ends, dropping the sending side.
+    let closed = tokio::time::timeout(Duration::from_secs(5), updates.changed()).await;
+    assert!(matches!(closed, Ok(Err(_))), "{closed:?}");
+}
+
+#[tokio::test]
+async fn a_path_whose_directory_does_not_exist_is_an_error_naming_it() {
+    let missing = PathBuf::from("/nonexistent/portico/manifests.yaml");
+    let err = watch(vec![missing]).unwrap_err();
+    assert!(matches!(err, SourceError::Watch { .. }));
+    assert!(err.to_string().contains("/nonexistent/portico"), "{err}");
+}

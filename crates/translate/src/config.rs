@@ -1,0 +1,33 @@
+//! What the controller is told about itself: its controller name, class and defaults.
+
+/// The `spec.controller` of IngressClasses this controller serves.
+pub const CONTROLLER_NAME: &str = "portico.dev/ingress-controller";
+/// IngressClass annotation marking the class assigned to Ingresses that name none.
+pub const DEFAULT_CLASS_ANNOTATION: &str = "ingressclass.kubernetes.io/is-default-class";
+/// Deprecated Ingress annotation naming its class; honoured when `spec.ingressClassName` is unset.
+pub const LEGACY_CLASS_ANNOTATION: &str = "kubernetes.io/ingress.class";
+/// IngressClass annotation choosing the provider type of its load balancer.
+pub const PROVIDER_ANNOTATION: &str = "portico.dev/provider";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// IngressClasses whose `spec.controller` equals this are ours.
+    pub controller: String,
+    /// A class served even when no IngressClass object names it (`--ingress-class`).
+    pub ingress_class: String,
+    /// Provider of load balancers whose IngressClass has no `portico.dev/provider` annotation.
+    pub default_provider: String,
+    /// Port of every load balancer's HTTP listener.
+    pub http_port: u16,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            controller: CONTROLLER_NAME.to_owned(),
+            ingress_class: "portico".to_owned(),
+            default_provider: "proxy".to_owned(),
+            http_port: 80,
+        }
+    }
+}

@@ -1,0 +1,99 @@
+//! Pool members: the endpoints of one Service port, from EndpointSlices or legacy Endpoints.
+
+use crate::Objects;
+use crate::backend::{PoolKey, resolve};
+use crate::compat::ListField;
+use k8s_openapi::api::core::v1::Endpoints;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+
+/// Ready per (address, port); an address listed twice is ready if any listing says so.
+pub(crate) type EndpointSet = BTreeMap<(IpAddr, u16), bool>;
+
+/// The endpoints behind `key`, ordered by (address, port). Empty when the Service or its port
+/// does not exist: the pool then answers 503.
+pub(crate) fn endpoints(objects: &Objects, key: &PoolKey) -> EndpointSet {
+    let mut found = EndpointSet::new();
+    let Ok((_, service_port)) = resolve(objects, key) else {
+        return found;
+    };
+    let port_name = service_port.name.as_deref().unwrap_or_default();
+    let slices: Vec<&EndpointSlice> = objects
+        .endpoint_slices
+        .iter()
+        .filter(|(k, slice)| {
+            k.namespace == key.service.namespace && serves(slice, &key.service.name)
+        })
+        .map(|(_, slice)| slice)
+        .collect();
+    if !slices.is_empty() {
+        slices
+            .iter()
+            .for_each(|s| from_slice(&mut found, s, port_name));
+    } else if let Some(legacy) = objects.endpoints.get(&key.service) {
+        from_legacy(&mut found, legacy, port_name);
+    }
+    found
+}
+
+fn serves(slice: &EndpointSlice, service: &str) -> bool {
+    let labels = slice.metadata.labels.as_ref();
+    labels
+        .and_then(|l| l.get(SERVICE_NAME_LABEL))
+        .is_some_and(|s| s == service)
+}
+
+fn add(found: &mut EndpointSet, address: &str, port: u16, ready: bool) {
+    if let Ok(address) = address.parse::<IpAddr>() {
+        *found.entry((address, port)).or_insert(false) |= ready;
+    }
+}
+
+fn valid_port(port: i32) -> Option<u16> {
+    u16::try_from(port).ok().filter(|p| *p != 0)
+}
+
+fn from_slice(found: &mut EndpointSet, slice: &EndpointSlice, port_name: &str) {
+    if !matches!(slice.address_type.as_str(), "IPv4" | "IPv6") {
+        return;
+    }
+    let port = slice
+        .ports
+        .iter()
+        .flatten()
+        .find(|p| p.name.as_deref().unwrap_or_default() == port_name)
+        .and_then(|p| p.port)
+        .and_then(valid_port);
+    let Some(port) = port else { return };
+    for endpoint in slice.endpoints.items() {
+        let ready = endpoint
+            .conditions
+            .as_ref()
+            .and_then(|c| c.ready)
+            .unwrap_or(true);
+        for address in &endpoint.addresses {
+            add(found, address, port, ready);
+        }
+    }
+}
+
+fn from_legacy(found: &mut EndpointSet, endpoints: &Endpoints, port_name: &str) {
+    for subset in endpoints.subsets.iter().flatten() {
+        let port = subset
+            .ports
+            .iter()
+            .flatten()
+            .find(|p| p.name.as_deref().unwrap_or_default() == port_name)
+            .and_then(|p| valid_port(p.port));
+        let Some(port) = port else { continue };
+        for address in subset.addresses.iter().flatten() {
+            add(found, &address.ip, port, true);
+        }
+        for address in subset.not_ready_addresses.iter().flatten() {
+            add(found, &address.ip, port, false);
+        }
+    }
+}
