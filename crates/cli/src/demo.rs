@@ -5,7 +5,7 @@ use crate::{ClassArgs, ListenArgs, settings};
 use anyhow::Context;
 use std::fmt::Write;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::Path;
 use std::process::ExitCode;
 
 /// (service, pods) of the demo; every pod is an echo backend on 127.0.0.1.
@@ -123,7 +123,7 @@ pub async fn run(listen: &ListenArgs) -> anyhow::Result<ExitCode> {
     result
 }
 
-async fn run_in(dir: &PathBuf, listen: &ListenArgs) -> anyhow::Result<ExitCode> {
+async fn run_in(dir: &Path, listen: &ListenArgs) -> anyhow::Result<ExitCode> {
     let mut backends = String::new();
     for (service, pods) in SERVICES {
         let mut addrs = Vec::new();
@@ -144,7 +144,7 @@ async fn run_in(dir: &PathBuf, listen: &ListenArgs) -> anyhow::Result<ExitCode> 
         provider: "proxy".into(),
     };
     let banner = BANNER.replace("{dir}", &dir.display().to_string());
-    crate::serve(settings(vec![dir.clone()], listen, &class), Some(banner)).await
+    crate::serve(settings(vec![dir.to_path_buf()], listen, &class), Some(banner)).await
 }
 
 /// A Service with one named port and one EndpointSlice per pod (each pod listens on its own port).

@@ -67,6 +67,8 @@ pub(crate) fn default_backend(
         };
         match &winner {
             None => winner = Some((key, index)),
+            // Two Ingresses naming the same Service port agree: nothing is ignored.
+            Some((same, _)) if *same == key => {}
             Some((_, first)) => {
                 let message = format!(
                     "the default backend is already set by Ingress {}, which is older; this \

@@ -17,7 +17,7 @@ async fn host_rules_follow_ingress_v1_semantics() {
         &[
             ("*.foo.com", "/", "Prefix", "wild", "80"),
             ("bar.foo.com", "/", "Prefix", "exact", "80"),
-            ("Api.Example.com", "/api", "Prefix", "only-api", "80"),
+            ("api.example.com", "/api", "Prefix", "only-api", "80"),
             ("", "/", "Prefix", "hostless", "80"),
         ],
     );
@@ -33,7 +33,7 @@ async fn host_rules_follow_ingress_v1_semantics() {
             ("baz.foo.com:80", "/x", 200, "wild"),
             ("baz.bar.foo.com", "/", 200, "hostless"),
             ("foo.com", "/", 200, "hostless"),
-            ("api.example.com", "/api/v1", 200, "only-api"),
+            ("API.Example.COM", "/api/v1", 200, "only-api"),
             // An exact host with no matching path falls through to the host-less rules.
             ("api.example.com", "/other", 200, "hostless"),
             ("unknown.test", "/", 200, "hostless"),

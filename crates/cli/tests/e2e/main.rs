@@ -1,4 +1,5 @@
 //! Black-box tests: the real `portico` binary against echo backends on 127.0.0.1.
+#![allow(clippy::unwrap_used)] // tests may unwrap
 
 mod support;
 

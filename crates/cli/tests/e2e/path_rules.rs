@@ -74,7 +74,7 @@ async fn request_reaches_backend_unchanged_with_forwarding_headers() {
             "fwd",
             "fwd",
             "2026-01-01T00:00:00Z",
-            &[("Fwd.Test", "/", "Prefix", "echo", "80")],
+            &[("fwd.test", "/", "Prefix", "echo", "80")],
         ),
     );
     let p = Portico::start(m.path(), &[]).await;

@@ -176,13 +176,11 @@ impl Portico {
     async fn wait_ready(&self) {
         let deadline = Instant::now() + Duration::from_secs(20);
         while Instant::now() < deadline {
-            if let Ok(r) = self
+            let reply = self
                 .request(self.admin, "GET", "localhost", "/readyz", &[], "")
-                .await
-            {
-                if r.status == 200 {
-                    return;
-                }
+                .await;
+            if reply.is_ok_and(|r| r.status == 200) {
+                return;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }

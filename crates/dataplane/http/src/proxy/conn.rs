@@ -135,21 +135,31 @@ fn rescue(metrics: &PoolMetrics, error: &ProxyError) -> Response<ProxyBody> {
 }
 
 /// The host the client asked for: the URI authority (HTTP/2, absolute-form) or `Host`.
+///
+/// An empty `Host` (allowed by RFC 9112 when the target has no authority) and an HTTP/1.0
+/// request without one route as host-less, as nginx does; an HTTP/1.1 request without `Host`
+/// is a 400 (RFC 9112 section 3.2), and so is a `Host` that is not visible ASCII.
 fn request_host<B>(req: &Request<B>) -> Option<&str> {
-    let host = match req.uri().authority() {
-        Some(authority) => without_userinfo(authority),
-        None => req.headers().get(HOST)?.to_str().ok()?,
-    };
-    (!host.is_empty()).then_some(host)
+    if let Some(authority) = req.uri().authority() {
+        return Some(without_userinfo(authority));
+    }
+    match req.headers().get(HOST) {
+        Some(host) => host.to_str().ok(),
+        None if req.version() <= Version::HTTP_10 => Some(""),
+        None => None,
+    }
 }
 
-/// The `Host` header value to forward: the client's own, else one made from the authority.
+/// The `Host` header value to forward: the client's own, else one made from the authority,
+/// else empty (an HTTP/1.0 client that sent none).
 fn host_value<B>(req: &Request<B>) -> Option<HeaderValue> {
     if let Some(host) = req.headers().get(HOST) {
         return Some(host.clone());
     }
-    let authority = req.uri().authority()?;
-    HeaderValue::from_str(without_userinfo(authority)).ok()
+    match req.uri().authority() {
+        Some(authority) => HeaderValue::from_str(without_userinfo(authority)).ok(),
+        None => Some(HeaderValue::from_static("")),
+    }
 }
 
 fn without_userinfo(authority: &uri::Authority) -> &str {
