@@ -144,7 +144,11 @@ async fn run_in(dir: &Path, listen: &ListenArgs) -> anyhow::Result<ExitCode> {
         provider: "proxy".into(),
     };
     let banner = BANNER.replace("{dir}", &dir.display().to_string());
-    crate::serve(settings(vec![dir.to_path_buf()], listen, &class), Some(banner)).await
+    crate::serve(
+        settings(vec![dir.to_path_buf()], listen, &class),
+        Some(banner),
+    )
+    .await
 }
 
 /// A Service with one named port and one EndpointSlice per pod (each pod listens on its own port).
