@@ -41,7 +41,11 @@ impl AppMetrics {
         m
     }
 
-    pub(crate) fn observe(&self, objects: &Objects, diagnostics: &[Diagnostic]) {
+    pub(crate) fn observe<'a>(
+        &self,
+        objects: &Objects,
+        diagnostics: impl Iterator<Item = &'a Diagnostic>,
+    ) {
         let counts = [
             ("Ingress", objects.ingresses.len()),
             ("IngressClass", objects.ingress_classes.len()),
@@ -55,18 +59,18 @@ impl AppMetrics {
                 .get_or_create(&KindLabel { kind: kind.into() })
                 .set(n as i64);
         }
-        for sev in [Severity::Error, Severity::Warning] {
-            let n = diagnostics.iter().filter(|d| d.severity == sev).count();
-            let label = if sev == Severity::Error {
-                "error"
-            } else {
-                "warning"
+        let (mut errors, mut warnings) = (0, 0);
+        for d in diagnostics {
+            match d.severity {
+                Severity::Error => errors += 1,
+                Severity::Warning => warnings += 1,
+            }
+        }
+        for (severity, n) in [("error", errors), ("warning", warnings)] {
+            let label = SeverityLabel {
+                severity: severity.into(),
             };
-            self.diagnostics
-                .get_or_create(&SeverityLabel {
-                    severity: label.into(),
-                })
-                .set(n as i64);
+            self.diagnostics.get_or_create(&label).set(n);
         }
     }
 }

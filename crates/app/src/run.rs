@@ -127,8 +127,9 @@ fn apply(
         model,
         publish,
     );
-    metrics.observe(&loaded.objects, &snapshot.diagnostics);
-    for d in loaded.diagnostics.iter().chain(&translation.diagnostics) {
+    let all_diagnostics = || loaded.diagnostics.iter().chain(&translation.diagnostics);
+    metrics.observe(&loaded.objects, all_diagnostics());
+    for d in all_diagnostics() {
         tracing::debug!(diagnostic = %d, "diagnostic");
     }
     tracing::info!(

@@ -268,3 +268,46 @@ fn no_default_backend_means_no_default_pool() {
         (None, &None)
     );
 }
+
+#[test]
+fn identical_default_backends_of_two_ingresses_are_no_conflict() {
+    let spec = || json!({"defaultBackend": {"service": {"name": "a", "port": {"number": 80}}}});
+    let docs = vec![
+        ingress("default", "old", Some("2026-01-01T00:00:00Z"), spec()),
+        ingress("default", "new", Some("2026-01-02T00:00:00Z"), spec()),
+    ];
+    let t = translate_values(with_services(docs, &["a"]));
+    assert_eq!(findings(&t.diagnostics), vec![]);
+    let listener = &t.model.load_balancers[0].listeners[0];
+    assert_eq!(
+        listener.default_source.as_ref().map(|o| o.name.as_str()),
+        Some("old")
+    );
+}
+
+#[test]
+fn different_default_backends_conflict_and_the_oldest_wins() {
+    let docs = vec![
+        ingress(
+            "default",
+            "new",
+            Some("2026-01-02T00:00:00Z"),
+            json!({"defaultBackend": {"service": {"name": "b", "port": {"number": 80}}}}),
+        ),
+        ingress(
+            "default",
+            "old",
+            Some("2026-01-01T00:00:00Z"),
+            json!({"defaultBackend": {"service": {"name": "a", "port": {"number": 80}}}}),
+        ),
+    ];
+    let t = translate_values(with_services(docs, &["a", "b"]));
+    assert_eq!(
+        findings(&t.diagnostics),
+        vec![(
+            "new".to_owned(),
+            "spec.defaultBackend".to_owned(),
+            Severity::Warning
+        )]
+    );
+}

@@ -3,6 +3,7 @@
 
 mod support;
 
+mod admin;
 mod backends;
 mod bad_input;
 mod classes;
