@@ -57,6 +57,10 @@ struct ListenArgs {
     /// default: the IP of --http-listen.
     #[arg(long)]
     publish_address: Option<String>,
+    /// Threads that serve traffic (and the control plane); 0 means one per CPU core.
+    /// 1 runs everything on a single thread, like nginx's `worker_processes 1`.
+    #[arg(long, default_value_t = 0)]
+    workers: usize,
 }
 
 #[derive(Args, Debug)]
@@ -108,10 +112,12 @@ fn main() -> ExitCode {
     init_logging(&cli.log);
     let result = match cli.command {
         Command::Validate(args) => validate::run(&args.files, &translate_config(&args.class)),
-        Command::Run(args) => runtime().and_then(|rt| {
+        Command::Run(args) => runtime(args.listen.workers).and_then(|rt| {
             rt.block_on(serve(settings(args.files, &args.listen, &args.class), None))
         }),
-        Command::Demo(args) => runtime().and_then(|rt| rt.block_on(demo::run(&args.listen))),
+        Command::Demo(args) => {
+            runtime(args.listen.workers).and_then(|rt| rt.block_on(demo::run(&args.listen)))
+        }
     };
     match result {
         Ok(code) => code,
@@ -122,11 +128,17 @@ fn main() -> ExitCode {
     }
 }
 
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the runtime")
+/// One worker: a current-thread runtime (no work stealing, no cross-thread wake-ups);
+/// otherwise a multi-thread runtime with `workers` threads (0: one per core).
+fn runtime(workers: usize) -> anyhow::Result<tokio::runtime::Runtime> {
+    let mut builder = match workers {
+        1 => tokio::runtime::Builder::new_current_thread(),
+        _ => tokio::runtime::Builder::new_multi_thread(),
+    };
+    if workers > 1 {
+        builder.worker_threads(workers);
+    }
+    builder.enable_all().build().context("starting the runtime")
 }
 
 fn init_logging(filter: &str) {

@@ -1,0 +1,271 @@
+#!/usr/bin/env bash
+# Data-plane benchmark: Portico's built-in proxy side by side with nginx and haproxy, in one run.
+#
+# Every proxy serves the same routes (3 hosts x 3 path prefixes -> 3 pools of 2 backends, round
+# robin, keep-alive to clients and upstreams, X-Forwarded-For added) with one worker thread pinned
+# to core 0 (taskset); wrk and the backends (one nginx worker serving static files) share core 1.
+# Cases: a ~100-byte and a 16 KiB response, each with keep-alive and with a new connection per
+# request. For each proxy and case: req/s, p50/p99 latency, proxy CPU time per request (utime +
+# stime from /proc), peak RSS (VmHWM). RUNS runs each (default 5); the table shows medians with
+# min-max, and the ratios Portico/nginx and Portico/haproxy.
+#
+# Usage: bash bench/proxy.sh            (RUNS=5 DURATION=8 CONNECTIONS=50 by default)
+# It starts and stops only its own processes, by PID, and sends traffic only to 127.0.0.1.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RUNS=${RUNS:-5}
+DURATION=${DURATION:-8}
+CONNECTIONS=${CONNECTIONS:-50}
+PROXY_CPU=${PROXY_CPU:-0}
+LOAD_CPU=${LOAD_CPU:-1}
+
+source scripts/lib.sh
+apt_install nginx haproxy wrk
+cargo build --release --locked -q -p portico
+PORTICO=$PWD/target/release/portico
+
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+BACKEND_PORTS=(18101 18102 18103 18104 18105 18106)
+HOSTS=(h1.bench h2.bench h3.bench)
+PREFIXES=(a b c)
+PORTICO_PORT=18080 HAPROXY_PORT=18081 NGINX_PORT=18082
+
+# Pool p (0..2) has backends 2p and 2p+1; host i, prefix j goes to pool (i + j) % 3.
+pool_of() { echo $(( ($1 + $2) % 3 )); }
+
+start_backends() {
+  mkdir -p "$work/www" "$work/backend"
+  for p in "${PREFIXES[@]}"; do
+    mkdir -p "$work/www/$p"
+    head -c 100 /dev/zero | tr '\0' 'x' >"$work/www/$p/small"
+    head -c 16384 /dev/zero | tr '\0' 'y' >"$work/www/$p/large"
+  done
+  {
+    echo "worker_processes 1; daemon off; pid $work/backend/nginx.pid; error_log $work/backend/error.log warn;"
+    echo "events { worker_connections 4096; }"
+    echo "http { access_log off; sendfile on; tcp_nopush on; keepalive_requests 1000000;"
+    echo "  client_body_temp_path $work/backend; proxy_temp_path $work/backend; fastcgi_temp_path $work/backend; uwsgi_temp_path $work/backend; scgi_temp_path $work/backend;"
+    echo "  server { root $work/www; default_type text/plain;"
+    for port in "${BACKEND_PORTS[@]}"; do echo "    listen 127.0.0.1:$port;"; done
+    echo "  } }"
+  } >"$work/backend/nginx.conf"
+  taskset -c "$LOAD_CPU" nginx -c "$work/backend/nginx.conf" -e "$work/backend/error.log" &
+  pids+=($!)
+  wait_port "${BACKEND_PORTS[0]}"
+}
+
+portico_manifests() {
+  local dir=$work/portico
+  mkdir -p "$dir"
+  for p in 0 1 2; do
+    cat >>"$dir/backends.yaml" <<EOF
+---
+apiVersion: v1
+kind: Service
+metadata: {name: pool$p, namespace: bench}
+spec:
+  ports: [{name: http, port: 80}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: pool$p, namespace: bench, labels: {kubernetes.io/service-name: pool$p}}
+addressType: IPv4
+ports: [{name: http, port: ${BACKEND_PORTS[$((2 * p))]}}]
+endpoints: [{addresses: [127.0.0.1], conditions: {ready: true}}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: pool$p-b, namespace: bench, labels: {kubernetes.io/service-name: pool$p}}
+addressType: IPv4
+ports: [{name: http, port: ${BACKEND_PORTS[$((2 * p + 1))]}}]
+endpoints: [{addresses: [127.0.0.2], conditions: {ready: true}}]
+EOF
+  done
+  {
+    echo "apiVersion: networking.k8s.io/v1"
+    echo "kind: Ingress"
+    echo "metadata: {name: bench, namespace: bench}"
+    echo "spec:"
+    echo "  ingressClassName: portico"
+    echo "  rules:"
+    for i in 0 1 2; do
+      echo "  - host: ${HOSTS[$i]}"
+      echo "    http:"
+      echo "      paths:"
+      for j in 0 1 2; do
+        echo "      - {path: /${PREFIXES[$j]}, pathType: Prefix, backend: {service: {name: pool$(pool_of $i $j), port: {number: 80}}}}"
+      done
+    done
+  } >"$dir/ingress.yaml"
+}
+
+haproxy_config() {
+  {
+    echo "global"
+    echo "  nbthread 1"
+    echo "  maxconn 20000"
+    echo "defaults"
+    echo "  mode http"
+    echo "  timeout connect 5s"
+    echo "  timeout client 60s"
+    echo "  timeout server 60s"
+    echo "  option forwardfor"
+    echo "  http-reuse always"
+    echo "frontend bench"
+    echo "  bind 127.0.0.1:$HAPROXY_PORT"
+    echo "  http-request set-var(txn.host) req.hdr(host),field(1,:),lower"
+    for i in 0 1 2; do
+      echo "  acl host_$i var(txn.host) -m str ${HOSTS[$i]}"
+    done
+    for j in 0 1 2; do
+      echo "  acl path_$j path -m str /${PREFIXES[$j]}"
+      echo "  acl path_$j path -m beg /${PREFIXES[$j]}/"
+    done
+    for i in 0 1 2; do
+      for j in 0 1 2; do
+        echo "  use_backend pool$(pool_of $i $j) if host_$i path_$j"
+      done
+    done
+    for p in 0 1 2; do
+      echo "backend pool$p"
+      echo "  balance roundrobin"
+      echo "  server s0 127.0.0.1:${BACKEND_PORTS[$((2 * p))]}"
+      echo "  server s1 127.0.0.2:${BACKEND_PORTS[$((2 * p + 1))]}"
+    done
+  } >"$work/haproxy.cfg"
+}
+
+nginx_config() {
+  mkdir -p "$work/nginx"
+  {
+    echo "worker_processes 1; daemon off; pid $work/nginx/nginx.pid; error_log $work/nginx/error.log warn;"
+    echo "events { worker_connections 20000; }"
+    echo "http { access_log off; keepalive_requests 1000000;"
+    echo "  client_body_temp_path $work/nginx; proxy_temp_path $work/nginx; fastcgi_temp_path $work/nginx; uwsgi_temp_path $work/nginx; scgi_temp_path $work/nginx;"
+    for p in 0 1 2; do
+      echo "  upstream pool$p { server 127.0.0.1:${BACKEND_PORTS[$((2 * p))]}; server 127.0.0.2:${BACKEND_PORTS[$((2 * p + 1))]}; keepalive 64; }"
+    done
+    for i in 0 1 2; do
+      echo "  server { listen 127.0.0.1:$NGINX_PORT; server_name ${HOSTS[$i]};"
+      for j in 0 1 2; do
+        echo "    location /${PREFIXES[$j]} { proxy_pass http://pool$(pool_of $i $j); proxy_http_version 1.1; proxy_set_header Connection \"\"; proxy_set_header Host \$http_host; proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for; }"
+      done
+      echo "  }"
+    done
+    echo "}"
+  } >"$work/nginx/nginx.conf"
+}
+
+# The wrk script: cycles through the 9 host/prefix routes; reports exact counts and percentiles.
+wrk_script() { # size close
+  {
+    echo "local reqs = {} local n = 0"
+    echo "init = function(args)"
+    for i in 0 1 2; do
+      for j in 0 1 2; do
+        local hdrs="{[\"Host\"] = \"${HOSTS[$i]}\"}"
+        [ "$2" = close ] && hdrs="{[\"Host\"] = \"${HOSTS[$i]}\", [\"Connection\"] = \"close\"}"
+        echo "  table.insert(reqs, wrk.format(\"GET\", \"/${PREFIXES[$j]}/$1\", $hdrs))"
+      done
+    done
+    echo "end"
+    echo "request = function() n = n % #reqs + 1 return reqs[n] end"
+    echo "done = function(s, lat, r)"
+    echo "  local e = s.errors"
+    echo "  io.write(string.format('RESULT requests=%d duration_us=%d p50_us=%d p99_us=%d errors=%d\\n', s.requests, s.duration, lat:percentile(50), lat:percentile(99), e.connect + e.read + e.write + e.status + e.timeout))"
+    echo "end"
+  } >"$work/wrk-$1-$2.lua"
+}
+
+# Runs one load against one proxy; prints "rps p50_us p99_us cpu_us_per_req errors".
+measure() { # port size close pid...
+  local port=$1 size=$2 close=$3
+  shift 3
+  local before after out
+  before=$(cpu_ticks "$@")
+  out=$(taskset -c "$LOAD_CPU" wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" \
+    -s "$work/wrk-$size-$close.lua" "http://127.0.0.1:$port/" | grep '^RESULT')
+  after=$(cpu_ticks "$@")
+  python3 - "$out" "$before" "$after" "$(getconf CLK_TCK)" <<'EOF'
+import sys
+kv = dict(x.split("=") for x in sys.argv[1].split()[1:])
+req, dur = int(kv["requests"]), int(kv["duration_us"])
+ticks = int(sys.argv[3]) - int(sys.argv[2])
+cpu_us = ticks * 1e6 / int(sys.argv[4]) / max(req, 1)
+print(f"{req * 1e6 / dur:.0f} {kv['p50_us']} {kv['p99_us']} {cpu_us:.2f} {kv['errors']}")
+EOF
+}
+
+start_portico() {
+  portico_manifests
+  taskset -c "$PROXY_CPU" "$PORTICO" run -f "$work/portico" --workers 1 --log warn \
+    --http-listen "127.0.0.1:$PORTICO_PORT" --admin-listen 127.0.0.1:18180 >/dev/null &
+  pids+=($!)
+  PORTICO_PID=$!
+  wait_http "http://127.0.0.1:18180/readyz"
+}
+
+start_haproxy() {
+  haproxy_config
+  haproxy -c -q -f "$work/haproxy.cfg"
+  taskset -c "$PROXY_CPU" haproxy -db -f "$work/haproxy.cfg" &
+  pids+=($!)
+  HAPROXY_PID=$!
+  wait_port "$HAPROXY_PORT"
+}
+
+start_nginx() {
+  nginx_config
+  taskset -c "$PROXY_CPU" nginx -c "$work/nginx/nginx.conf" -e "$work/nginx/error.log" &
+  pids+=($!)
+  NGINX_PID=$!
+  wait_port "$NGINX_PORT"
+}
+
+start_backends
+start_portico
+start_haproxy
+start_nginx
+for size in small large; do for close in keepalive close; do wrk_script "$size" "$close"; done; done
+
+# Sanity: every proxy routes every host/prefix to a backend with a 200.
+for port in "$PORTICO_PORT" "$HAPROXY_PORT" "$NGINX_PORT"; do
+  for h in "${HOSTS[@]}"; do
+    for p in "${PREFIXES[@]}"; do
+      code=$(curl -s -o /dev/null -w '%{http_code}' -H "Host: $h" "http://127.0.0.1:$port/$p/small")
+      [ "$code" = 200 ] || { echo "bench: port $port $h/$p/small answered $code" >&2; exit 1; }
+    done
+  done
+done
+
+results=$work/results.txt
+echo "# case proxy run rps p50_us p99_us cpu_us_per_req errors" >"$results"
+for size in small large; do
+  for close in keepalive close; do
+    for run in $(seq "$RUNS"); do
+      # Interleave the proxies within each run so drift hits them alike.
+      for proxy in portico nginx haproxy; do
+        case $proxy in
+          portico) port=$PORTICO_PORT; procs=("$PORTICO_PID") ;;
+          haproxy) port=$HAPROXY_PORT; procs=("$HAPROXY_PID") ;;
+          nginx) port=$NGINX_PORT; procs=("$NGINX_PID" $(pgrep -P "$NGINX_PID")) ;;
+        esac
+        echo "$size-$close $proxy $run $(measure "$port" "$size" "$close" "${procs[@]}")" | tee -a "$results" >&2
+      done
+    done
+  done
+done
+{
+  echo "peak_rss_kib portico $(peak_rss "$PORTICO_PID")"
+  echo "peak_rss_kib haproxy $(peak_rss "$HAPROXY_PID")"
+  echo "peak_rss_kib nginx $(peak_rss "$NGINX_PID" $(pgrep -P "$NGINX_PID"))"
+} >>"$results"
+python3 bench/report.py proxy "$results"

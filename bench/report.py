@@ -1,0 +1,90 @@
+"""Turns the raw rows of bench/proxy.sh into a Markdown table: medians, min-max, ratios.
+
+Usage: python3 bench/report.py proxy RESULTS
+Rows: `CASE PROXY RUN RPS P50_US P99_US CPU_US_PER_REQ ERRORS` and `peak_rss_kib PROXY KIB`.
+"""
+
+import statistics
+import sys
+from collections import defaultdict
+
+PROXIES = ["portico", "nginx", "haproxy"]
+
+
+def load(path):
+    runs = defaultdict(list)
+    rss = {}
+    with open(path) as f:
+        for line in f:
+            cols = line.split()
+            if not cols or cols[0].startswith("#"):
+                continue
+            if cols[0] == "peak_rss_kib":
+                rss[cols[1]] = int(cols[2])
+                continue
+            case, proxy = cols[0], cols[1]
+            rps, p50, p99, cpu, errors = map(float, cols[3:8])
+            runs[(case, proxy)].append(
+                {"rps": rps, "p50": p50, "p99": p99, "cpu": cpu, "errors": errors}
+            )
+    return runs, rss
+
+
+def med(rows, key):
+    return statistics.median(r[key] for r in rows)
+
+
+def spread(rows, key, fmt):
+    values = [r[key] for r in rows]
+    return f"{fmt(statistics.median(values))} ({fmt(min(values))}–{fmt(max(values))})"
+
+
+def ms(us):
+    return f"{us / 1000:.2f}"
+
+
+def proxy_report(path):
+    runs, rss = load(path)
+    cases = sorted({case for case, _ in runs}, key=lambda c: (c.startswith("large"), c))
+    n = max((len(v) for v in runs.values()), default=0)
+    print(f"Medians of {n} runs, (min–max) in brackets. CPU is the proxy's utime+stime per request.\n")
+    print("| case | proxy | req/s | p50 ms | p99 ms | CPU µs/req | errors |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for case in cases:
+        for proxy in PROXIES:
+            rows = runs.get((case, proxy))
+            if not rows:
+                continue
+            print(
+                f"| {case} | {proxy} | {spread(rows, 'rps', lambda v: f'{v:.0f}')} "
+                f"| {spread(rows, 'p50', ms)} | {spread(rows, 'p99', ms)} "
+                f"| {spread(rows, 'cpu', lambda v: f'{v:.1f}')} "
+                f"| {sum(r['errors'] for r in rows):.0f} |"
+            )
+    print("\nRatios of medians (Portico / other): req/s higher is better; CPU, p99 lower is better.\n")
+    print("| case | vs | req/s | CPU/req | p50 | p99 |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for case in cases:
+        ours = runs.get((case, "portico"))
+        for other in ["nginx", "haproxy"]:
+            theirs = runs.get((case, other))
+            if not ours or not theirs:
+                continue
+            ratio = lambda k: med(ours, k) / med(theirs, k) if med(theirs, k) else float("nan")
+            print(
+                f"| {case} | {other} | {ratio('rps'):.2f} | {ratio('cpu'):.2f} "
+                f"| {ratio('p50'):.2f} | {ratio('p99'):.2f} |"
+            )
+    if rss:
+        print("\nPeak RSS over the whole run (VmHWM, MiB; nginx: master + worker):\n")
+        print("| proxy | peak RSS MiB |")
+        print("| --- | --- |")
+        for proxy in PROXIES:
+            if proxy in rss:
+                print(f"| {proxy} | {rss[proxy] / 1024:.1f} |")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3 or sys.argv[1] != "proxy":
+        sys.exit("usage: report.py proxy RESULTS")
+    proxy_report(sys.argv[2])
