@@ -25,6 +25,7 @@ cargo build --release --locked -q -p portico
 PORTICO=$PWD/target/release/portico
 
 work=$(mktemp -d)
+chmod 755 "$work" # the nginx workers run as an unprivileged user
 pids=()
 cleanup() {
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
@@ -86,7 +87,7 @@ kind: EndpointSlice
 metadata: {name: pool$p-b, namespace: bench, labels: {kubernetes.io/service-name: pool$p}}
 addressType: IPv4
 ports: [{name: http, port: ${BACKEND_PORTS[$((2 * p + 1))]}}]
-endpoints: [{addresses: [127.0.0.2], conditions: {ready: true}}]
+endpoints: [{addresses: [127.0.0.1], conditions: {ready: true}}]
 EOF
   done
   {
@@ -111,7 +112,7 @@ haproxy_config() {
   {
     echo "global"
     echo "  nbthread 1"
-    echo "  maxconn 20000"
+    echo "  maxconn 8000"
     echo "defaults"
     echo "  mode http"
     echo "  timeout connect 5s"
@@ -138,7 +139,7 @@ haproxy_config() {
       echo "backend pool$p"
       echo "  balance roundrobin"
       echo "  server s0 127.0.0.1:${BACKEND_PORTS[$((2 * p))]}"
-      echo "  server s1 127.0.0.2:${BACKEND_PORTS[$((2 * p + 1))]}"
+      echo "  server s1 127.0.0.1:${BACKEND_PORTS[$((2 * p + 1))]}"
     done
   } >"$work/haproxy.cfg"
 }
@@ -147,11 +148,11 @@ nginx_config() {
   mkdir -p "$work/nginx"
   {
     echo "worker_processes 1; daemon off; pid $work/nginx/nginx.pid; error_log $work/nginx/error.log warn;"
-    echo "events { worker_connections 20000; }"
+    echo "events { worker_connections 8000; }"
     echo "http { access_log off; keepalive_requests 1000000;"
     echo "  client_body_temp_path $work/nginx; proxy_temp_path $work/nginx; fastcgi_temp_path $work/nginx; uwsgi_temp_path $work/nginx; scgi_temp_path $work/nginx;"
     for p in 0 1 2; do
-      echo "  upstream pool$p { server 127.0.0.1:${BACKEND_PORTS[$((2 * p))]}; server 127.0.0.2:${BACKEND_PORTS[$((2 * p + 1))]}; keepalive 64; }"
+      echo "  upstream pool$p { server 127.0.0.1:${BACKEND_PORTS[$((2 * p))]}; server 127.0.0.1:${BACKEND_PORTS[$((2 * p + 1))]}; keepalive 64; }"
     done
     for i in 0 1 2; do
       echo "  server { listen 127.0.0.1:$NGINX_PORT; server_name ${HOSTS[$i]};"
