@@ -9,7 +9,8 @@
 # stime from /proc), peak RSS (VmHWM). RUNS runs each (default 5); the table shows medians with
 # min-max, and the ratios Portico/nginx and Portico/haproxy.
 #
-# Usage: bash bench/proxy.sh            (RUNS=5 DURATION=8 CONNECTIONS=50 by default)
+# Usage: bash bench/proxy.sh            (RUNS=5 DURATION=8 CONNECTIONS=50 by default;
+#        PROXIES="portico nginx haproxy" and CASES="small-keepalive ..." choose a subset)
 # It starts and stops only its own processes, by PID, and sends traffic only to 127.0.0.1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,6 +19,8 @@ DURATION=${DURATION:-8}
 CONNECTIONS=${CONNECTIONS:-50}
 PROXY_CPU=${PROXY_CPU:-0}
 LOAD_CPU=${LOAD_CPU:-1}
+PROXIES=${PROXIES:-portico nginx haproxy}
+CASES=${CASES:-small-keepalive small-close large-keepalive large-close}
 
 source scripts/lib.sh
 apt_install nginx haproxy wrk
@@ -249,18 +252,17 @@ done
 
 results=$work/results.txt
 echo "# case proxy run rps p50_us p99_us cpu_us_per_req errors" >"$results"
-for size in small large; do
-  for close in keepalive close; do
-    for run in $(seq "$RUNS"); do
-      # Interleave the proxies within each run so drift hits them alike.
-      for proxy in portico nginx haproxy; do
-        case $proxy in
-          portico) port=$PORTICO_PORT; procs=("$PORTICO_PID") ;;
-          haproxy) port=$HAPROXY_PORT; procs=("$HAPROXY_PID") ;;
-          nginx) port=$NGINX_PORT; procs=("$NGINX_PID" $(pgrep -P "$NGINX_PID")) ;;
-        esac
-        echo "$size-$close $proxy $run $(measure "$port" "$size" "$close" "${procs[@]}")" | tee -a "$results" >&2
-      done
+for case in $CASES; do
+  size=${case%-*} close=${case#*-}
+  for run in $(seq "$RUNS"); do
+    # Interleave the proxies within each run so drift hits them alike.
+    for proxy in $PROXIES; do
+      case $proxy in
+        portico) port=$PORTICO_PORT; procs=("$PORTICO_PID") ;;
+        haproxy) port=$HAPROXY_PORT; procs=("$HAPROXY_PID") ;;
+        nginx) port=$NGINX_PORT; procs=("$NGINX_PID" $(pgrep -P "$NGINX_PID")) ;;
+      esac
+      echo "$case $proxy $run $(measure "$port" "$size" "$close" "${procs[@]}")" | tee -a "$results" >&2
     done
   done
 done
