@@ -10,6 +10,7 @@
 mod metrics;
 mod proxy;
 mod route;
+mod upstream;
 
 pub use metrics::ProxyMetrics;
 pub use proxy::{Proxy, Scheme};

@@ -286,3 +286,45 @@ async fn shutdown_finishes_in_flight_requests_and_stops_accepting() {
         .unwrap();
     assert!(TcpStream::connect(h.addr).await.is_err());
 }
+
+/// A backend that answers one request per connection, then closes it without warning
+/// (no `Connection: close`), as a backend does when its keep-alive timeout fires.
+async fn one_shot_backend() -> SocketAddr {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let mut buf = [0u8; 4096];
+            let _ = stream.read(&mut buf).await;
+            let reply = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+            let _ = stream.write_all(reply).await;
+            let _ = stream.shutdown().await;
+        }
+    });
+    addr
+}
+
+#[tokio::test]
+async fn a_pooled_connection_the_backend_closed_is_not_used_again() {
+    let backend = one_shot_backend().await;
+    let h = Harness::start(&all_to("web", &[backend])).await;
+    let mut client = h.client().await;
+    for _ in 0..5 {
+        assert_eq!(client.get("x", "/").await.status, 200);
+        // Give the proxy's connection task time to read the backend's close.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn upstream_connections_survive_a_configuration_change() {
+    let echo = Echo::start("echo").await;
+    let h = Harness::start(&all_to("web", &[echo.addr])).await;
+    let mut client = h.client().await;
+    assert_eq!(client.get("x", "/").await.status, 200);
+    // The same member under another pool name: a new configuration generation.
+    h.proxy.apply(&all_to("renamed", &[echo.addr]));
+    assert_eq!(client.get("x", "/").await.status, 200);
+    assert_eq!(echo.connections.load(Ordering::SeqCst), 1);
+}

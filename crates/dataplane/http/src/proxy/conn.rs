@@ -99,21 +99,17 @@ impl Conn {
         req: Request<Incoming>,
     ) -> Result<Response<ProxyBody>, ProxyError> {
         let no_member = || ProxyError::NoReadyMember { pool: pool.id() };
-        let upstream = pool.next_authority().ok_or_else(no_member)?.clone();
+        let endpoint = pool.next_endpoint().ok_or_else(no_member)?;
         let host = host_value(&req).ok_or(ProxyError::MissingHost)?;
         let (mut parts, body) = req.into_parts();
-        parts.uri = upstream_uri(parts.uri, upstream.clone())?;
+        origin_form(&mut parts.uri);
         parts.version = Version::HTTP_11;
         self.forwarded.apply(&mut parts.headers, host);
         let started = Instant::now();
-        let sent = self
-            .proxy
-            .client
-            .request(Request::from_parts(parts, body))
-            .await;
+        let sent = endpoint.send(Request::from_parts(parts, body)).await;
         let response = sent.map_err(|source| ProxyError::Upstream {
             pool: pool.id(),
-            upstream,
+            upstream: endpoint.addr(),
             source,
         })?;
         pool.metrics.observe_latency(started.elapsed());
@@ -167,11 +163,13 @@ fn without_userinfo(authority: &uri::Authority) -> &str {
     s.rsplit_once('@').map_or(s, |(_, host)| host)
 }
 
-fn upstream_uri(uri: Uri, upstream: uri::Authority) -> Result<Uri, ProxyError> {
-    let mut parts = uri.into_parts();
-    parts.scheme = Some(uri::Scheme::HTTP);
-    parts.authority = Some(upstream);
-    Uri::from_parts(parts).map_err(|_| ProxyError::BadTarget)
+/// The request target as an upstream HTTP/1.1 request line carries it: `/path?query`. An
+/// absolute-form or HTTP/2 target loses its scheme and authority (the host is in `Host`).
+fn origin_form(uri: &mut Uri) {
+    if uri.authority().is_some() || uri.scheme().is_some() {
+        let path = uri.path_and_query().cloned();
+        *uri = Uri::from(path.unwrap_or_else(|| uri::PathAndQuery::from_static("/")));
+    }
 }
 
 /// Counts the connection in `portico_http_connections_active` while it lives.

@@ -23,9 +23,9 @@ pub(crate) enum ProxyError {
     #[error("upstream {upstream} of pool {pool} failed: {source}")]
     Upstream {
         pool: PoolId,
-        upstream: http::uri::Authority,
+        upstream: std::net::SocketAddr,
         #[source]
-        source: hyper_util::client::legacy::Error,
+        source: crate::upstream::UpstreamError,
     },
 }
 

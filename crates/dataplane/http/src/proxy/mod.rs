@@ -8,12 +8,10 @@ pub use headers::Scheme;
 
 use crate::metrics::ProxyMetrics;
 use crate::route::{Compiler, RouteTable};
+use crate::upstream::{Endpoints, UpstreamBody};
 use arc_swap::ArcSwap;
 use bytes::Bytes;
 use http_body_util::{Either, Full};
-use hyper::body::Incoming;
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use hyper_util::server::conn::auto;
 use portico_model::Model;
@@ -26,11 +24,9 @@ use tokio::task::JoinSet;
 
 /// How long in-flight connections may take to finish after the shutdown signal.
 const GRACE: Duration = Duration::from_secs(5);
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-const UPSTREAM_IDLE: Duration = Duration::from_secs(90);
 
 /// A response body: streamed from the upstream, or a short local one.
-pub(crate) type ProxyBody = Either<Incoming, Full<Bytes>>;
+pub(crate) type ProxyBody = Either<UpstreamBody, Full<Bytes>>;
 
 /// The built-in L7 proxy. Serving and reconfiguring run concurrently: `apply` swaps the route
 /// table atomically, and each request reads the table once, without a lock.
@@ -40,7 +36,8 @@ pub struct Proxy {
     /// Serializes `apply` so two swaps cannot race on round-robin cursor carry-over.
     apply_lock: Mutex<()>,
     metrics: ProxyMetrics,
-    client: Client<HttpConnector, Incoming>,
+    /// Upstream connections by member address, shared by every configuration generation.
+    endpoints: Endpoints,
     server: auto::Builder<TokioExecutor>,
 }
 
@@ -52,7 +49,7 @@ impl Proxy {
             generation: AtomicU64::new(0),
             apply_lock: Mutex::new(()),
             metrics,
-            client: upstream_client(),
+            endpoints: Endpoints::default(),
             server: server_builder(),
         })
     }
@@ -67,8 +64,11 @@ impl Proxy {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         let previous = self.table.load();
-        let table = Compiler::new(Some(&previous), Some(&self.metrics)).compile(model);
+        let compiler = Compiler::new(Some(&previous), Some(&self.metrics), &self.endpoints);
+        let table = compiler.compile(model);
         self.table.store(Arc::new(table));
+        drop(previous);
+        self.endpoints.prune();
         let generation = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
         self.metrics.set_generation(generation);
         generation
@@ -125,16 +125,6 @@ async fn stopped(shutdown: &mut watch::Receiver<bool>) {
 async fn accept_failed(error: std::io::Error) {
     tracing::warn!(%error, "accepting a connection failed");
     tokio::time::sleep(Duration::from_millis(50)).await;
-}
-
-fn upstream_client() -> Client<HttpConnector, Incoming> {
-    let mut connector = HttpConnector::new();
-    connector.set_nodelay(true);
-    connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
-    Client::builder(TokioExecutor::new())
-        .pool_idle_timeout(UPSTREAM_IDLE)
-        .pool_timer(TokioTimer::new())
-        .build(connector)
 }
 
 fn server_builder() -> auto::Builder<TokioExecutor> {

@@ -6,6 +6,7 @@ use super::pool::{PoolState, Target};
 use super::reduce::{HostMatch, reduce};
 use super::{FxMap, RouteTable};
 use crate::metrics::{PoolMetrics, ProxyMetrics};
+use crate::upstream::Endpoints;
 use portico_model::{Listener, LoadBalancer, Model, PolicyAction, PoolId, Protocol};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -19,13 +20,14 @@ pub const PROVIDER: &str = "proxy";
 /// Listeners merge as if their policies were concatenated, LoadBalancers in id order: on equal
 /// keys the first LoadBalancer wins, and the first `default_pool` found is the default.
 pub fn compile(model: &Model) -> RouteTable {
-    Compiler::new(None, None).compile(model)
+    Compiler::new(None, None, &Endpoints::default()).compile(model)
 }
 
 /// Compilation state: the targets by rank, plus what carries over from the previous table.
 pub(crate) struct Compiler<'a> {
     previous: Option<&'a RouteTable>,
     metrics: Option<&'a ProxyMetrics>,
+    endpoints: &'a Endpoints,
     pools: FxMap<PoolId, Arc<PoolState>>,
     targets: Vec<Target>,
     default: Option<Target>,
@@ -33,10 +35,15 @@ pub(crate) struct Compiler<'a> {
 }
 
 impl<'a> Compiler<'a> {
-    pub(crate) fn new(previous: Option<&'a RouteTable>, metrics: Option<&'a ProxyMetrics>) -> Self {
+    pub(crate) fn new(
+        previous: Option<&'a RouteTable>,
+        metrics: Option<&'a ProxyMetrics>,
+        endpoints: &'a Endpoints,
+    ) -> Self {
         Compiler {
             previous,
             metrics,
+            endpoints,
             pools: FxMap::default(),
             targets: Vec::new(),
             default: None,
@@ -86,6 +93,7 @@ impl<'a> Compiler<'a> {
         let pool = lb.pool(id);
         let name = pool.map_or_else(|| id.to_string(), |p| p.name.clone());
         let members = pool.map(ready_members).unwrap_or_default();
+        let endpoints = members.into_iter().map(|m| self.endpoints.get(m)).collect();
         let cursor = self
             .previous
             .and_then(|t| t.pools.get(&id))
@@ -96,7 +104,7 @@ impl<'a> Compiler<'a> {
         let state = Arc::new(PoolState::new(
             id,
             &name,
-            members,
+            endpoints,
             cursor.unwrap_or_default(),
             metrics,
         ));

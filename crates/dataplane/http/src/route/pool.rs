@@ -1,7 +1,7 @@
 //! Route targets: pools with their ready members and round-robin cursor.
 
 use crate::metrics::PoolMetrics;
-use http::uri::Authority;
+use crate::upstream::Endpoint;
 use portico_model::PoolId;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -22,8 +22,8 @@ pub struct PoolState {
     id: PoolId,
     name: String,
     members: Vec<SocketAddr>,
-    /// `members` pre-rendered for upstream URIs, so a request builds no strings.
-    authorities: Vec<Authority>,
+    /// The upstream of each member (same order), with its idle connections.
+    endpoints: Vec<Arc<Endpoint>>,
     /// Shared with the previous configuration's state for this pool id, so that re-applying
     /// (e.g. when scaling) does not restart the rotation.
     cursor: Arc<AtomicUsize>,
@@ -34,20 +34,15 @@ impl PoolState {
     pub(crate) fn new(
         id: PoolId,
         name: &str,
-        members: Vec<SocketAddr>,
+        endpoints: Vec<Arc<Endpoint>>,
         cursor: Arc<AtomicUsize>,
         metrics: PoolMetrics,
     ) -> Self {
-        // An address no URI can carry (an IPv6 zone id) cannot be proxied to: leave it out.
-        let (members, authorities) = members
-            .into_iter()
-            .filter_map(|m| authority(&m).map(|a| (m, a)))
-            .unzip();
         PoolState {
             id,
             name: name.to_owned(),
-            members,
-            authorities,
+            members: endpoints.iter().map(|e| e.addr()).collect(),
+            endpoints,
             cursor,
             metrics,
         }
@@ -76,8 +71,8 @@ impl PoolState {
         self.next_index().map(|i| self.members[i])
     }
 
-    pub(crate) fn next_authority(&self) -> Option<&Authority> {
-        self.next_index().and_then(|i| self.authorities.get(i))
+    pub(crate) fn next_endpoint(&self) -> Option<&Arc<Endpoint>> {
+        self.next_index().and_then(|i| self.endpoints.get(i))
     }
 
     fn next_index(&self) -> Option<usize> {
@@ -86,8 +81,4 @@ impl PoolState {
             n => Some(self.cursor.fetch_add(1, Ordering::Relaxed) % n),
         }
     }
-}
-
-fn authority(addr: &SocketAddr) -> Option<Authority> {
-    Authority::try_from(addr.to_string().as_str()).ok()
 }

@@ -1,0 +1,81 @@
+//! The response body from an upstream: hands its connection back to the endpoint at the end.
+
+use super::endpoint::Endpoint;
+use bytes::Bytes;
+use hyper::body::{Body, Frame, Incoming, SizeHint};
+use hyper::client::conn::http1::SendRequest;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+/// An upstream response body. When it ends, its connection goes back to the endpoint's idle
+/// pool; when it is dropped before the end, the connection is dropped with it (hyper closes
+/// a connection whose response was not read to the end).
+#[derive(Debug)]
+pub(crate) struct UpstreamBody {
+    inner: Incoming,
+    conn: Option<(Arc<Endpoint>, SendRequest<Incoming>)>,
+}
+
+impl UpstreamBody {
+    pub(crate) fn new(
+        inner: Incoming,
+        endpoint: Arc<Endpoint>,
+        sender: SendRequest<Incoming>,
+    ) -> Self {
+        let mut body = UpstreamBody {
+            inner,
+            conn: Some((endpoint, sender)),
+        };
+        // A response without a body (204, 304, HEAD, Content-Length: 0) is complete already.
+        if body.inner.is_end_stream() {
+            body.release();
+        }
+        body
+    }
+
+    fn release(&mut self) {
+        if let Some((endpoint, sender)) = self.conn.take() {
+            if sender.is_ready() {
+                endpoint.checkin(sender);
+            } else {
+                // The connection has not yet noticed the end of the message: let it settle
+                // before anyone else may use it.
+                tokio::spawn(idle_when_ready(endpoint, sender));
+            }
+        }
+    }
+}
+
+async fn idle_when_ready(endpoint: Arc<Endpoint>, mut sender: SendRequest<Incoming>) {
+    if sender.ready().await.is_ok() {
+        endpoint.checkin(sender);
+    }
+}
+
+impl Body for UpstreamBody {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        match &polled {
+            Poll::Ready(None) => self.release(),
+            Poll::Ready(Some(Ok(_))) if self.inner.is_end_stream() => self.release(),
+            Poll::Ready(Some(Err(_))) => self.conn = None,
+            _ => {}
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}

@@ -1,0 +1,142 @@
+//! One member address and its idle connections.
+
+use super::body::UpstreamBody;
+use http::{Request, Response};
+use hyper::body::Incoming;
+use hyper::client::conn::http1::{self, SendRequest};
+use hyper_util::rt::TokioIo;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+use tokio::net::TcpStream;
+
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Idle connections older than this are closed rather than reused (backends commonly close
+/// theirs after 60-120 s; reusing one they are closing would fail the request).
+const IDLE_TIMEOUT: Duration = Duration::from_secs(50);
+/// Idle connections kept per endpoint; more are closed when they come back.
+const MAX_IDLE: usize = 512;
+
+/// Why a request to an upstream failed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum UpstreamError {
+    #[error("connecting: {0}")]
+    Connect(#[source] std::io::Error),
+    #[error("connecting: no answer within {0:?}")]
+    ConnectTimeout(Duration),
+    #[error("handshake: {0}")]
+    Handshake(#[source] hyper::Error),
+    #[error("{0}")]
+    Request(#[source] hyper::Error),
+}
+
+struct Idle {
+    sender: SendRequest<Incoming>,
+    since: Instant,
+}
+
+/// A member address with a stack of idle connections (most recently used on top, so a
+/// few warm connections serve a light load and the rest age out).
+pub(crate) struct Endpoint {
+    addr: SocketAddr,
+    idle: Mutex<Vec<Idle>>,
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("addr", &self.addr)
+            .finish()
+    }
+}
+
+impl Endpoint {
+    pub(crate) fn new(addr: SocketAddr) -> Self {
+        Endpoint {
+            addr,
+            idle: Mutex::new(Vec::new()),
+        }
+    }
+
+    pub(crate) fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Sends `req` on an idle connection, or on a new one. A pooled connection that turns out
+    /// to be closed before the request was written gives the request back, and it is retried.
+    pub(crate) async fn send(
+        self: &Arc<Self>,
+        mut req: Request<Incoming>,
+    ) -> Result<Response<UpstreamBody>, UpstreamError> {
+        while let Some(mut sender) = self.checkout() {
+            match sender.try_send_request(req).await {
+                Ok(response) => return Ok(self.wrap(response, sender)),
+                Err(mut failed) => match failed.take_message() {
+                    Some(unsent) => req = unsent,
+                    None => return Err(UpstreamError::Request(failed.into_error())),
+                },
+            }
+        }
+        let mut sender = self.connect().await?;
+        let response = sender
+            .send_request(req)
+            .await
+            .map_err(UpstreamError::Request)?;
+        Ok(self.wrap(response, sender))
+    }
+
+    fn wrap(
+        self: &Arc<Self>,
+        response: Response<Incoming>,
+        sender: SendRequest<Incoming>,
+    ) -> Response<UpstreamBody> {
+        response.map(|body| UpstreamBody::new(body, self.clone(), sender))
+    }
+
+    fn checkout(&self) -> Option<SendRequest<Incoming>> {
+        let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
+        while let Some(entry) = idle.pop() {
+            if !entry.sender.is_closed() && entry.since.elapsed() < IDLE_TIMEOUT {
+                return Some(entry.sender);
+            }
+        }
+        None
+    }
+
+    /// Takes a connection back once its response has been read to the end.
+    pub(crate) fn checkin(&self, sender: SendRequest<Incoming>) {
+        if sender.is_closed() {
+            return;
+        }
+        let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
+        if idle.len() < MAX_IDLE {
+            let since = Instant::now();
+            idle.push(Idle { sender, since });
+        }
+    }
+
+    async fn connect(&self) -> Result<SendRequest<Incoming>, UpstreamError> {
+        let connecting = TcpStream::connect(self.addr);
+        let stream = tokio::time::timeout(CONNECT_TIMEOUT, connecting)
+            .await
+            .map_err(|_| UpstreamError::ConnectTimeout(CONNECT_TIMEOUT))?
+            .map_err(UpstreamError::Connect)?;
+        let _ = stream.set_nodelay(true);
+        let (sender, connection) = http1::Builder::new()
+            .handshake(TokioIo::new(stream))
+            .await
+            .map_err(UpstreamError::Handshake)?;
+        let addr = self.addr;
+        tokio::spawn(async move {
+            if let Err(error) = connection.await {
+                tracing::debug!(%addr, %error, "upstream connection ended with an error");
+            }
+        });
+        Ok(sender)
+    }
+
+    #[cfg(test)]
+    pub(crate) fn idle_len(&self) -> usize {
+        self.idle.lock().map(|i| i.len()).unwrap_or(0)
+    }
+}
