@@ -118,3 +118,25 @@ async fn upstream_failure_is_502() {
     let p = Portico::start(m.path(), &[]).await;
     expect_routes(&p, &[("x", "/", 502, "")]).await;
 }
+
+#[tokio::test]
+async fn a_single_worker_thread_serves_and_reloads_like_the_default() {
+    let m = crate::backends("one", &[("web", 2)]).await;
+    let rules = |path: &str| {
+        ingress(
+            "one",
+            "one",
+            "2026-01-01T00:00:00Z",
+            &[("one.test", path, "Prefix", "web", "80")],
+        )
+    };
+    m.write("ing.yaml", &rules("/a"));
+    let p = Portico::start(m.path(), &["--workers", "1"]).await;
+    expect_routes(
+        &p,
+        &[("one.test", "/a", 200, "web"), ("one.test", "/b", 404, "")],
+    )
+    .await;
+    m.write("ing.yaml", &rules("/b"));
+    p.wait_route("one.test", "/b", 200, "web").await;
+}
