@@ -189,7 +189,7 @@ wrk_script() { # size close
   } >"$work/wrk-$1-$2.lua"
 }
 
-# Runs one load against one proxy; prints "rps p50_us p99_us cpu_us_per_req errors".
+# Runs one load against one proxy; prints "rps p50_us p99_us cpu_us_per_req errors sys_us_per_req".
 measure() { # port size close pid...
   local port=$1 size=$2 close=$3
   shift 3
@@ -202,9 +202,9 @@ measure() { # port size close pid...
 import sys
 kv = dict(x.split("=") for x in sys.argv[1].split()[1:])
 req, dur = int(kv["requests"]), int(kv["duration_us"])
-ticks = int(sys.argv[3]) - int(sys.argv[2])
-cpu_us = ticks * 1e6 / int(sys.argv[4]) / max(req, 1)
-print(f"{req * 1e6 / dur:.0f} {kv['p50_us']} {kv['p99_us']} {cpu_us:.2f} {kv['errors']}")
+(t0, s0), (t1, s1) = (map(int, a.split()) for a in sys.argv[2:4])
+per_req = lambda ticks: ticks * 1e6 / int(sys.argv[4]) / max(req, 1)
+print(f"{req * 1e6 / dur:.0f} {kv['p50_us']} {kv['p99_us']} {per_req(t1 - t0):.2f} {kv['errors']} {per_req(s1 - s0):.2f}")
 EOF
 }
 
@@ -251,7 +251,7 @@ for port in "$PORTICO_PORT" "$HAPROXY_PORT" "$NGINX_PORT"; do
 done
 
 results=$work/results.txt
-echo "# case proxy run rps p50_us p99_us cpu_us_per_req errors" >"$results"
+echo "# case proxy run rps p50_us p99_us cpu_us_per_req errors sys_us_per_req" >"$results"
 for case in $CASES; do
   size=${case%-*} close=${case#*-}
   for run in $(seq "$RUNS"); do

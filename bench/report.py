@@ -1,7 +1,8 @@
 """Turns the raw rows of bench/proxy.sh into a Markdown table: medians, min-max, ratios.
 
 Usage: python3 bench/report.py proxy RESULTS
-Rows: `CASE PROXY RUN RPS P50_US P99_US CPU_US_PER_REQ ERRORS` and `peak_rss_kib PROXY KIB`.
+Rows: `CASE PROXY RUN RPS P50_US P99_US CPU_US_PER_REQ ERRORS SYS_US_PER_REQ` and
+`peak_rss_kib PROXY KIB`.
 """
 
 import statistics
@@ -23,9 +24,9 @@ def load(path):
                 rss[cols[1]] = int(cols[2])
                 continue
             case, proxy = cols[0], cols[1]
-            rps, p50, p99, cpu, errors = map(float, cols[3:8])
+            rps, p50, p99, cpu, errors, sys_cpu = map(float, cols[3:9])
             runs[(case, proxy)].append(
-                {"rps": rps, "p50": p50, "p99": p99, "cpu": cpu, "errors": errors}
+                {"rps": rps, "p50": p50, "p99": p99, "cpu": cpu, "errors": errors, "sys": sys_cpu}
             )
     return runs, rss
 
@@ -47,9 +48,12 @@ def proxy_report(path):
     runs, rss = load(path)
     cases = sorted({case for case, _ in runs}, key=lambda c: (c.startswith("large"), c))
     n = max((len(v) for v in runs.values()), default=0)
-    print(f"Medians of {n} runs, (min–max) in brackets. CPU is the proxy's utime+stime per request.\n")
-    print("| case | proxy | req/s | p50 ms | p99 ms | CPU µs/req | errors |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    print(
+        f"Medians of {n} runs, (min–max) in brackets. CPU is the proxy's utime+stime per request; "
+        "kernel is the stime part of it.\n"
+    )
+    print("| case | proxy | req/s | p50 ms | p99 ms | CPU µs/req | kernel µs/req | errors |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for case in cases:
         for proxy in PROXIES:
             rows = runs.get((case, proxy))
@@ -59,6 +63,7 @@ def proxy_report(path):
                 f"| {case} | {proxy} | {spread(rows, 'rps', lambda v: f'{v:.0f}')} "
                 f"| {spread(rows, 'p50', ms)} | {spread(rows, 'p99', ms)} "
                 f"| {spread(rows, 'cpu', lambda v: f'{v:.1f}')} "
+                f"| {med(rows, 'sys'):.1f} "
                 f"| {sum(r['errors'] for r in rows):.0f} |"
             )
     print("\nRatios of medians (Portico / other): req/s higher is better; CPU, p99 lower is better.\n")

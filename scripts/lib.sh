@@ -33,17 +33,18 @@ wait_http() {
   return 1
 }
 
-# utime + stime, in clock ticks, summed over the given PIDs (all their threads).
+# "utime+stime stime", in clock ticks, summed over the given PIDs (all their threads).
 cpu_ticks() {
-  local total=0 stat
+  local total=0 sys=0 stat
   for pid in "$@"; do
     stat=$(cat "/proc/$pid/stat")
     stat=${stat##*) }
     # After the command name: fields 3.. ; utime and stime are fields 14 and 15.
     set -- $stat
     total=$((total + ${12} + ${13}))
+    sys=$((sys + ${13}))
   done
-  echo "$total"
+  echo "$total $sys"
 }
 
 # Peak resident set (VmHWM, KiB) summed over the given PIDs.
