@@ -2,6 +2,7 @@
 //! policies of every served Ingress of the class, and the pools they name.
 
 use crate::backend::PoolKey;
+use crate::members::SliceIndex;
 use crate::merge::{default_backend, merge};
 use crate::policy::{build_policy, order};
 use crate::pool::{build_pool, pool_id};
@@ -16,6 +17,7 @@ pub(crate) fn build_load_balancer(
     class: &str,
     sources: &[Source<'_>],
     objects: &Objects,
+    slices: &SliceIndex<'_>,
     config: &Config,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> LoadBalancer {
@@ -34,7 +36,7 @@ pub(crate) fn build_load_balancer(
     keys.extend(default.as_ref().map(|(key, _)| key));
     let mut pools: Vec<_> = keys
         .into_iter()
-        .map(|k| build_pool(id, k, objects))
+        .map(|k| build_pool(id, k, objects, slices))
         .collect();
     pools.sort_by_key(|p| p.id);
 

@@ -1,11 +1,11 @@
 //! Pool members: the endpoints of one Service port, from EndpointSlices or legacy Endpoints.
 
-use crate::Objects;
 use crate::backend::{PoolKey, resolve};
 use crate::compat::ListField;
+use crate::{ObjectKey, Objects};
 use k8s_openapi::api::core::v1::Endpoints;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 
 const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
@@ -13,22 +13,40 @@ const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 /// Ready per (address, port); an address listed twice is ready if any listing says so.
 pub(crate) type EndpointSet = BTreeMap<(IpAddr, u16), bool>;
 
+/// EndpointSlices by the Service they belong to (namespace, `kubernetes.io/service-name`),
+/// built once per translation so finding a pool's slices is a lookup, not a scan.
+#[derive(Debug, Default)]
+pub(crate) struct SliceIndex<'a> {
+    by_service: HashMap<ObjectKey, Vec<&'a EndpointSlice>>,
+}
+
+impl<'a> SliceIndex<'a> {
+    pub(crate) fn new(objects: &'a Objects) -> Self {
+        let mut by_service: HashMap<_, Vec<_>> = HashMap::new();
+        for (key, slice) in &objects.endpoint_slices {
+            let labels = slice.metadata.labels.as_ref();
+            if let Some(service) = labels.and_then(|l| l.get(SERVICE_NAME_LABEL)) {
+                let service_key = ObjectKey::new(&key.namespace, service);
+                by_service.entry(service_key).or_default().push(slice);
+            }
+        }
+        SliceIndex { by_service }
+    }
+
+    fn of(&self, service: &ObjectKey) -> &[&'a EndpointSlice] {
+        self.by_service.get(service).map_or(&[], Vec::as_slice)
+    }
+}
+
 /// The endpoints behind `key`, ordered by (address, port). Empty when the Service or its port
 /// does not exist: the pool then answers 503.
-pub(crate) fn endpoints(objects: &Objects, key: &PoolKey) -> EndpointSet {
+pub(crate) fn endpoints(objects: &Objects, slices: &SliceIndex<'_>, key: &PoolKey) -> EndpointSet {
     let mut found = EndpointSet::new();
     let Ok((_, service_port)) = resolve(objects, key) else {
         return found;
     };
     let port_name = service_port.name.as_deref().unwrap_or_default();
-    let slices: Vec<&EndpointSlice> = objects
-        .endpoint_slices
-        .iter()
-        .filter(|(k, slice)| {
-            k.namespace == key.service.namespace && serves(slice, &key.service.name)
-        })
-        .map(|(_, slice)| slice)
-        .collect();
+    let slices = slices.of(&key.service);
     if !slices.is_empty() {
         slices
             .iter()
@@ -37,13 +55,6 @@ pub(crate) fn endpoints(objects: &Objects, key: &PoolKey) -> EndpointSet {
         from_legacy(&mut found, legacy, port_name);
     }
     found
-}
-
-fn serves(slice: &EndpointSlice, service: &str) -> bool {
-    let labels = slice.metadata.labels.as_ref();
-    labels
-        .and_then(|l| l.get(SERVICE_NAME_LABEL))
-        .is_some_and(|s| s == service)
 }
 
 fn add(found: &mut EndpointSet, address: &str, port: u16, ready: bool) {

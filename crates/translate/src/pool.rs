@@ -2,7 +2,7 @@
 
 use crate::Objects;
 use crate::backend::PoolKey;
-use crate::members::endpoints;
+use crate::members::{SliceIndex, endpoints};
 use portico_model::{Algorithm, LoadBalancerId, Member, MemberId, ObjectRef, Pool, PoolId};
 
 pub(crate) fn pool_id(lb: LoadBalancerId, key: &PoolKey) -> PoolId {
@@ -14,9 +14,14 @@ pub(crate) fn pool_id(lb: LoadBalancerId, key: &PoolKey) -> PoolId {
 }
 
 /// The pool of `key` with its members, weight 1 each, ordered by (address, port).
-pub(crate) fn build_pool(lb: LoadBalancerId, key: &PoolKey, objects: &Objects) -> Pool {
+pub(crate) fn build_pool(
+    lb: LoadBalancerId,
+    key: &PoolKey,
+    objects: &Objects,
+    slices: &SliceIndex<'_>,
+) -> Pool {
     let id = pool_id(lb, key);
-    let members = endpoints(objects, key)
+    let members = endpoints(objects, slices, key)
         .into_iter()
         .map(|((address, port), ready)| Member {
             id: MemberId::derive(&format!("{id}/member/{address}:{port}")),

@@ -3,6 +3,7 @@
 use crate::admission::validate_ingress;
 use crate::class::{ingress_class, load_balancer_classes, owned_classes};
 use crate::loadbalancer::build_load_balancer;
+use crate::members::SliceIndex;
 use crate::source::{Source, by_age};
 use crate::{Config, ObjectKey, Objects};
 use k8s_openapi::api::networking::v1::Ingress;
@@ -60,12 +61,13 @@ pub fn translate(objects: &Objects, config: &Config) -> Translation {
         })
         .collect();
     let classes = load_balancer_classes(objects, config, by_class.keys().copied());
+    let slices = SliceIndex::new(objects);
     let mut load_balancers: Vec<_> = classes
         .iter()
         .map(|class| {
             let mut sources = by_class.remove(class.as_str()).unwrap_or_default();
             by_age(&mut sources);
-            build_load_balancer(class, &sources, objects, config, &mut diagnostics)
+            build_load_balancer(class, &sources, objects, &slices, config, &mut diagnostics)
         })
         .collect();
     load_balancers.sort_by_key(|lb| lb.id);
