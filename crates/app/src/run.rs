@@ -117,8 +117,8 @@ fn apply(
     metrics: &AppMetrics,
     publish: &[portico_admin::LoadBalancerAddress],
 ) {
-    let translation = portico_translate::translate(&loaded.objects, &settings.translate);
-    let model = Arc::new(translation.model.clone());
+    let mut translation = portico_translate::translate(&loaded.objects, &settings.translate);
+    let model = Arc::new(std::mem::take(&mut translation.model));
     let generation = proxy.apply(&model);
     let snapshot = build_snapshot(
         generation,

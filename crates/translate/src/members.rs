@@ -27,7 +27,7 @@ impl<'a> SliceIndex<'a> {
             let labels = slice.metadata.labels.as_ref();
             if let Some(service) = labels.and_then(|l| l.get(SERVICE_NAME_LABEL)) {
                 let service_key = ObjectKey::new(&key.namespace, service);
-                by_service.entry(service_key).or_default().push(slice);
+                by_service.entry(service_key).or_default().push(&**slice);
             }
         }
         SliceIndex { by_service }

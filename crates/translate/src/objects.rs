@@ -3,6 +3,7 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 /// Namespace and name of a namespaced object.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -28,12 +29,15 @@ impl fmt::Display for ObjectKey {
 
 /// The facts a source reports: every object of the kinds Portico reads, keyed by identity.
 /// IngressClasses are cluster-scoped and keyed by name.
+///
+/// Objects are shared (`Arc`): a source keeps them between changes and hands out a new
+/// `Objects` per change without copying the objects that did not change.
 #[derive(Debug, Clone, Default)]
 pub struct Objects {
-    pub ingresses: BTreeMap<ObjectKey, Ingress>,
-    pub ingress_classes: BTreeMap<String, IngressClass>,
-    pub services: BTreeMap<ObjectKey, Service>,
-    pub endpoint_slices: BTreeMap<ObjectKey, EndpointSlice>,
-    pub endpoints: BTreeMap<ObjectKey, Endpoints>,
-    pub secrets: BTreeMap<ObjectKey, Secret>,
+    pub ingresses: BTreeMap<ObjectKey, Arc<Ingress>>,
+    pub ingress_classes: BTreeMap<String, Arc<IngressClass>>,
+    pub services: BTreeMap<ObjectKey, Arc<Service>>,
+    pub endpoint_slices: BTreeMap<ObjectKey, Arc<EndpointSlice>>,
+    pub endpoints: BTreeMap<ObjectKey, Arc<Endpoints>>,
+    pub secrets: BTreeMap<ObjectKey, Arc<Secret>>,
 }

@@ -46,7 +46,7 @@ mod tests {
         loaded
             .objects
             .secrets
-            .insert(ObjectKey::new("a", "s"), secret);
+            .insert(ObjectKey::new("a", "s"), std::sync::Arc::new(secret));
         let printed = format!("{loaded:?}");
         assert!(printed.contains("secrets: 1"), "{printed}");
         assert!(

@@ -5,18 +5,18 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use portico_model::ObjectRef;
 use serde::de::DeserializeOwned;
 use std::fmt;
+use std::sync::Arc;
 
-/// One object of a kind Portico reads, as found in a manifest.
-// Unboxed: each object is moved once into `Objects`, which stores it unboxed anyway.
-#[allow(clippy::large_enum_variant)]
+/// One object of a kind Portico reads, as found in a manifest. Shared: the file's cache and
+/// every `Objects` assembled from it hold the same allocation.
 #[derive(Clone, PartialEq)]
 pub enum Object {
-    Ingress(Ingress),
-    IngressClass(IngressClass),
-    Service(Service),
-    EndpointSlice(EndpointSlice),
-    Endpoints(Endpoints),
-    Secret(Secret),
+    Ingress(Arc<Ingress>),
+    IngressClass(Arc<IngressClass>),
+    Service(Arc<Service>),
+    EndpointSlice(Arc<EndpointSlice>),
+    Endpoints(Arc<Endpoints>),
+    Secret(Arc<Secret>),
 }
 
 impl Object {
@@ -116,12 +116,12 @@ impl Kind {
     /// Deserializes the typed object, recording the path of the field that failed.
     pub fn decode(self, value: serde_json::Value) -> Result<Object, DecodeError> {
         Ok(match self {
-            Kind::Ingress => Object::Ingress(de(value)?),
-            Kind::IngressClass => Object::IngressClass(de(value)?),
-            Kind::Service => Object::Service(de(value)?),
-            Kind::EndpointSlice => Object::EndpointSlice(de(value)?),
-            Kind::Endpoints => Object::Endpoints(de(value)?),
-            Kind::Secret => Object::Secret(de(value)?),
+            Kind::Ingress => Object::Ingress(Arc::new(de(value)?)),
+            Kind::IngressClass => Object::IngressClass(Arc::new(de(value)?)),
+            Kind::Service => Object::Service(Arc::new(de(value)?)),
+            Kind::EndpointSlice => Object::EndpointSlice(Arc::new(de(value)?)),
+            Kind::Endpoints => Object::Endpoints(Arc::new(de(value)?)),
+            Kind::Secret => Object::Secret(Arc::new(de(value)?)),
         })
     }
 }

@@ -17,6 +17,7 @@ pub fn assign_default_class(objects: &mut Objects) -> Vec<Diagnostic> {
         .ingress_classes
         .iter()
         .filter(|(_, class)| is_default(class))
+        .map(|(name, class)| (name, &**class))
         .collect();
     defaults.sort_by_key(|(name, class)| (Reverse(created(class)), *name));
     let Some((chosen, _)) = defaults.first() else {
@@ -24,7 +25,7 @@ pub fn assign_default_class(objects: &mut Objects) -> Vec<Diagnostic> {
     };
     let chosen = (*chosen).clone();
     let diagnostics = several_defaults_warning(&chosen, &defaults);
-    for ingress in objects.ingresses.values_mut() {
+    for ingress in objects.ingresses.values_mut().map(std::sync::Arc::make_mut) {
         if names_no_class(ingress) {
             let spec = ingress.spec.get_or_insert_default();
             spec.ingress_class_name = Some(chosen.clone());

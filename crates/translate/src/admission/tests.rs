@@ -320,7 +320,7 @@ fn objects(classes: Vec<IngressClass>) -> Objects {
     let mut objects = Objects::default();
     for c in classes {
         let name = c.metadata.name.clone().unwrap_or_default();
-        objects.ingress_classes.insert(name, c);
+        objects.ingress_classes.insert(name, std::sync::Arc::new(c));
     }
     for (name, class, legacy) in [
         ("plain", None, None),
@@ -329,7 +329,7 @@ fn objects(classes: Vec<IngressClass>) -> Objects {
     ] {
         objects.ingresses.insert(
             ObjectKey::new("default", name),
-            ingress(name, class, legacy),
+            std::sync::Arc::new(ingress(name, class, legacy)),
         );
     }
     objects

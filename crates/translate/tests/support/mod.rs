@@ -128,9 +128,9 @@ fn key_of(doc: &Value) -> ObjectKey {
     ObjectKey::new(namespace, name)
 }
 
-fn typed<T: DeserializeOwned>(doc: Value) -> T {
+fn typed<T: DeserializeOwned>(doc: Value) -> std::sync::Arc<T> {
     let text = doc.to_string();
-    serde_json::from_value(doc).unwrap_or_else(|e| panic!("{e}: {text}"))
+    std::sync::Arc::new(serde_json::from_value(doc).unwrap_or_else(|e| panic!("{e}: {text}")))
 }
 
 /// Loads `yaml` and translates it with `Config::default()`.
