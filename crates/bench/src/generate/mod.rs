@@ -1,0 +1,124 @@
+//! The generated cluster on disk: `ingresses/ing-NNNNN.yaml` (one Ingress each) and
+//! `services/svc-NNNN.yaml` (one Service and its EndpointSlices each) under one directory.
+
+pub mod layout;
+pub mod yaml;
+
+pub use layout::{Layout, PortCycle, Route, Sizes};
+
+use std::io;
+use std::path::{Path, PathBuf};
+use yaml::IngressPath;
+
+pub fn ingress_file(dir: &Path, layout: &Layout, i: usize) -> PathBuf {
+    dir.join("ingresses")
+        .join(format!("{}.yaml", layout.ingress_name(i)))
+}
+
+pub fn service_file(dir: &Path, layout: &Layout, j: usize) -> PathBuf {
+    dir.join("services")
+        .join(format!("{}.yaml", layout.service_name(j)))
+}
+
+/// Ingress `i` as generated, or with route `renamed.0` moved to path `renamed.1`.
+pub fn ingress_yaml(layout: &Layout, i: usize, renamed: Option<(usize, &str)>) -> String {
+    let paths: Vec<IngressPath> = layout
+        .routes_of_ingress(i)
+        .map(|k| {
+            let r = layout.route(k);
+            let path = match renamed {
+                Some((changed, path)) if changed == k => path.to_owned(),
+                _ => r.path,
+            };
+            IngressPath {
+                host: r.host,
+                path,
+                service: layout.service_name(r.service),
+            }
+        })
+        .collect();
+    yaml::ingress(&layout.ingress_name(i), i, &paths)
+}
+
+/// Service `j` with its endpoints as generated.
+pub fn service_yaml(layout: &Layout, j: usize) -> String {
+    yaml::service(&layout.service_name(j), &layout.service_ports(j))
+}
+
+/// Service `j` with every one of its endpoints moved to `port`.
+pub fn service_yaml_on(layout: &Layout, j: usize, port: u16) -> String {
+    let ports = vec![port; layout.endpoints_of_service(j).len()];
+    yaml::service(&layout.service_name(j), &ports)
+}
+
+/// Writes every file of the cluster under `dir`.
+pub fn write_all(dir: &Path, layout: &Layout) -> io::Result<()> {
+    std::fs::create_dir_all(dir.join("ingresses"))?;
+    std::fs::create_dir_all(dir.join("services"))?;
+    for i in 0..layout.sizes.ingresses {
+        std::fs::write(ingress_file(dir, layout, i), ingress_yaml(layout, i, None))?;
+    }
+    for j in 0..layout.sizes.services {
+        std::fs::write(service_file(dir, layout, j), service_yaml(layout, j))?;
+    }
+    Ok(())
+}
+
+/// A new version of a file written beside it, to be renamed over it by [`Staged::commit`].
+#[derive(Debug)]
+pub struct Staged {
+    tmp: PathBuf,
+    target: PathBuf,
+}
+
+impl Staged {
+    /// The temporary name (`.NAME.tmp`) is not a manifest, so the watcher ignores it.
+    pub fn write(target: &Path, text: &str) -> io::Result<Self> {
+        let name = target.file_name().unwrap_or_default().to_string_lossy();
+        let tmp = target.with_file_name(format!(".{name}.tmp"));
+        std::fs::write(&tmp, text)?;
+        Ok(Staged {
+            tmp,
+            target: target.to_owned(),
+        })
+    }
+
+    pub fn commit(self) -> io::Result<()> {
+        std::fs::rename(&self.tmp, &self.target)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn write_all_writes_one_file_per_ingress_and_service() {
+        let dir = tempfile::tempdir().unwrap();
+        let sizes = Sizes {
+            ingresses: 4,
+            hosts: 2,
+            paths: 8,
+            services: 3,
+            endpoints: 6,
+        };
+        let layout = Layout::new(sizes, vec![9000, 9001], PortCycle::default()).unwrap();
+        write_all(dir.path(), &layout).unwrap();
+        let count = |sub: &str| std::fs::read_dir(dir.path().join(sub)).unwrap().count();
+        assert_eq!((count("ingresses"), count("services")), (4, 3));
+    }
+
+    #[test]
+    fn renaming_a_route_changes_only_that_path() {
+        let sizes = Sizes {
+            ingresses: 1,
+            hosts: 1,
+            paths: 2,
+            services: 1,
+            endpoints: 1,
+        };
+        let layout = Layout::new(sizes, vec![9000], PortCycle::default()).unwrap();
+        let y = ingress_yaml(&layout, 0, Some((1, "/new0")));
+        assert!(y.contains("path: /p0") && y.contains("path: /new0") && !y.contains("/p1"));
+    }
+}

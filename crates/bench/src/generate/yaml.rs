@@ -1,0 +1,117 @@
+//! kubectl-style YAML for one Ingress and for one Service with its EndpointSlices (pure).
+//!
+//! An EndpointSlice carries its ports for all of its endpoints, and every endpoint here has the
+//! address 127.0.0.1, so a Service whose endpoints listen on several backend ports gets one
+//! slice per port; with one backend port it gets exactly one slice.
+
+use std::fmt::Write as _;
+
+pub const NAMESPACE: &str = "scale";
+
+/// One path of an Ingress rule and the Service (port 80) it goes to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IngressPath {
+    pub host: String,
+    pub path: String,
+    pub service: String,
+}
+
+/// A networking.k8s.io/v1 Ingress of class `portico`; consecutive paths of one host share a
+/// rule. `created` seconds after 2024-01-01T00:00:00Z is its creationTimestamp.
+pub fn ingress(name: &str, created: usize, paths: &[IngressPath]) -> String {
+    let mut y = format!(
+        "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: {name}\n  namespace: {NAMESPACE}\n  creationTimestamp: \"{ts}\"\nspec:\n  ingressClassName: portico\n  rules:\n",
+        ts = timestamp(created)
+    );
+    let mut host = None;
+    for p in paths {
+        if host != Some(&p.host) {
+            let _ = write!(y, "  - host: {}\n    http:\n      paths:\n", p.host);
+            host = Some(&p.host);
+        }
+        let _ = write!(
+            y,
+            "      - path: {}\n        pathType: Prefix\n        backend:\n          service:\n            name: {}\n            port:\n              number: 80\n",
+            p.path, p.service
+        );
+    }
+    y
+}
+
+/// A v1 Service (port 80 named `http`) and its EndpointSlices: one endpoint at 127.0.0.1 per
+/// entry of `ports`, grouped into one slice per distinct port.
+pub fn service(name: &str, ports: &[u16]) -> String {
+    let mut y = format!(
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: {name}\n  namespace: {NAMESPACE}\nspec:\n  ports:\n  - name: http\n    port: 80\n"
+    );
+    for (port, count) in group(ports) {
+        slice(&mut y, name, port, count);
+    }
+    y
+}
+
+fn slice(y: &mut String, service: &str, port: u16, endpoints: usize) {
+    let _ = write!(
+        y,
+        "---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: {service}-{port}\n  namespace: {NAMESPACE}\n  labels:\n    kubernetes.io/service-name: {service}\naddressType: IPv4\nports:\n- name: http\n  port: {port}\nendpoints:\n"
+    );
+    for _ in 0..endpoints {
+        y.push_str("- addresses: [\"127.0.0.1\"]\n  conditions:\n    ready: true\n");
+    }
+}
+
+/// Distinct ports in order of first appearance, with how many endpoints use each.
+fn group(ports: &[u16]) -> Vec<(u16, usize)> {
+    let mut out: Vec<(u16, usize)> = Vec::new();
+    for &port in ports {
+        match out.iter_mut().find(|(p, _)| *p == port) {
+            Some((_, n)) => *n += 1,
+            None => out.push((port, 1)),
+        }
+    }
+    out
+}
+
+/// RFC 3339 time `seconds` after 2024-01-01T00:00:00Z, for up to 28 days.
+fn timestamp(seconds: usize) -> String {
+    let day = 1 + (seconds / 86_400) % 28;
+    let (h, m, s) = (seconds / 3600 % 24, seconds / 60 % 60, seconds % 60);
+    format!("2024-01-{day:02}T{h:02}:{m:02}:{s:02}Z")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn path(host: &str, path: &str) -> IngressPath {
+        IngressPath {
+            host: host.into(),
+            path: path.into(),
+            service: "svc-1".into(),
+        }
+    }
+
+    #[test]
+    fn paths_of_one_host_share_a_rule() {
+        let y = ingress(
+            "ing-1",
+            0,
+            &[path("a", "/p0"), path("a", "/p1"), path("b", "/p0")],
+        );
+        assert_eq!(y.matches("- host:").count(), 2);
+        assert_eq!(y.matches("pathType: Prefix").count(), 3);
+    }
+
+    #[test]
+    fn one_slice_per_distinct_port() {
+        let y = service("svc-1", &[1, 2, 1, 3]);
+        assert_eq!(y.matches("kind: EndpointSlice").count(), 3);
+        assert_eq!(y.matches("127.0.0.1").count(), 4);
+    }
+
+    #[test]
+    fn timestamps_count_seconds_from_new_year() {
+        assert_eq!(timestamp(0), "2024-01-01T00:00:00Z");
+        assert_eq!(timestamp(86_400 + 3_661), "2024-01-02T01:01:01Z");
+    }
+}

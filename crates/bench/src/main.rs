@@ -1,0 +1,159 @@
+//! `portico-bench`: the control-plane benchmark behind `bench/scale.sh`. `gen` writes the
+//! manifests of a large cluster (Ingresses, Services, EndpointSlices whose endpoints are
+//! loopback backends); `scale` runs the real `portico` binary against them under light traffic
+//! and measures cold start, memory, how fast an Ingress or endpoint change is served and how
+//! much memory comes back after deletion, beside nginx's config check, start and reload on the
+//! same routes, and prints a Markdown table. It is a measurement, not a test: a missed target is
+//! printed, never turned into a failure. It depends on `portico-app` only for its echo
+//! backends and talks to Portico and nginx as an outsider (processes, files, HTTP).
+
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
+mod generate;
+mod http;
+mod nginx;
+mod plan;
+mod poll;
+mod process;
+mod report;
+mod run;
+mod traffic;
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+use generate::{Layout, PortCycle, Sizes};
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Parser, Debug)]
+#[command(name = "portico-bench", about = "Control-plane benchmark for Portico")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Write a large cluster's manifests (kubectl-style YAML) under DIR.
+    Gen(GenArgs),
+    /// Generate the cluster, measure Portico and nginx against it, print a Markdown table.
+    Scale(ScaleArgs),
+}
+
+#[derive(Args, Debug, Clone, Copy)]
+struct SizeArgs {
+    #[arg(long, default_value_t = 10_000)]
+    ingresses: usize,
+    #[arg(long, default_value_t = 2_000)]
+    hosts: usize,
+    /// Host/path routes, spread evenly over the hosts and over the Ingresses.
+    #[arg(long, default_value_t = 20_000)]
+    paths: usize,
+    #[arg(long, default_value_t = 5_000)]
+    services: usize,
+    /// Endpoints, spread evenly over the Services; all at 127.0.0.1.
+    #[arg(long, default_value_t = 50_000)]
+    endpoints: usize,
+    /// Cycle the backend ports per endpoint instead of per Service, so that every endpoint is
+    /// a distinct pool member; each Service then gets one EndpointSlice per port (an
+    /// EndpointSlice lists one port for all its endpoints).
+    #[arg(long)]
+    port_per_endpoint: bool,
+}
+
+impl SizeArgs {
+    fn cycle(&self) -> PortCycle {
+        if self.port_per_endpoint {
+            PortCycle::PerEndpoint
+        } else {
+            PortCycle::PerService
+        }
+    }
+}
+
+impl From<SizeArgs> for Sizes {
+    fn from(s: SizeArgs) -> Self {
+        Sizes {
+            ingresses: s.ingresses,
+            hosts: s.hosts,
+            paths: s.paths,
+            services: s.services,
+            endpoints: s.endpoints,
+        }
+    }
+}
+
+#[derive(Args, Debug)]
+struct GenArgs {
+    #[arg(long)]
+    dir: PathBuf,
+    #[command(flatten)]
+    sizes: SizeArgs,
+    /// Backend ports on 127.0.0.1 the endpoints cycle over.
+    #[arg(long, value_delimiter = ',', default_value = "8081")]
+    backends: Vec<u16>,
+}
+
+#[derive(Args, Debug)]
+struct ScaleArgs {
+    /// The `portico` binary to measure.
+    #[arg(long)]
+    portico: PathBuf,
+    /// Work directory: manifests, logs, nginx files (left for the caller to remove).
+    #[arg(long)]
+    dir: PathBuf,
+    #[command(flatten)]
+    sizes: SizeArgs,
+    /// How many Ingress changes and how many endpoint changes to time.
+    #[arg(long, default_value_t = 100)]
+    changes: usize,
+    /// Echo backends to start; each Service's endpoints cycle over their ports.
+    #[arg(long, default_value_t = 10)]
+    backends: usize,
+    /// Requests per second of the light traffic.
+    #[arg(long, default_value_t = 200)]
+    rate: u32,
+    /// The nginx binary for the comparison.
+    #[arg(long, default_value = "nginx")]
+    nginx: PathBuf,
+    /// How many nginx reloads to time.
+    #[arg(long, default_value_t = 10)]
+    reloads: usize,
+    /// Seconds each of the two change phases may take; the changes left are skipped (the
+    /// table gives the number measured).
+    #[arg(long, default_value_t = 300)]
+    phase_budget: u64,
+}
+
+fn main() -> anyhow::Result<()> {
+    match Cli::parse().command {
+        Command::Gen(args) => generate(args),
+        Command::Scale(args) => scale(args),
+    }
+}
+
+fn generate(args: GenArgs) -> anyhow::Result<()> {
+    let (sizes, cycle) = (args.sizes.into(), args.sizes.cycle());
+    let layout = Layout::new(sizes, args.backends, cycle).map_err(anyhow::Error::msg)?;
+    generate::write_all(&args.dir, &layout)
+        .with_context(|| format!("writing {}", args.dir.display()))
+}
+
+fn scale(args: ScaleArgs) -> anyhow::Result<()> {
+    let options = run::Options {
+        portico: args.portico,
+        dir: args.dir,
+        sizes: args.sizes.into(),
+        cycle: args.sizes.cycle(),
+        changes: args.changes,
+        backends: args.backends,
+        rate: args.rate,
+        nginx: args.nginx,
+        reloads: args.reloads,
+        phase_budget: Duration::from_secs(args.phase_budget),
+    };
+    let runtime = tokio::runtime::Runtime::new()?;
+    let table = runtime.block_on(run::scale(options))?;
+    print!("{table}");
+    Ok(())
+}

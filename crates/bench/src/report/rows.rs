@@ -1,0 +1,265 @@
+//! The rows of the table, one function each, with the targets of the "Performance" issue.
+
+use super::{NginxResults, Report, Row};
+use crate::report::stats::{Summary, duration, mib, summarize};
+use std::time::Duration;
+
+const RSS_TARGET_KIB: u64 = 100 * 1024;
+
+pub fn rows(r: Report<'_>) -> Vec<Row> {
+    vec![
+        cold_start(r),
+        listed(r),
+        rss(r),
+        ingress_change(r),
+        endpoint_change(r),
+        failed(r),
+        idle(r),
+        deleted(r),
+        peak(r),
+    ]
+}
+
+fn row(metric: String, portico: String, target: &str, met: Option<bool>, nginx: String) -> Row {
+    let target = target.to_owned();
+    Row {
+        metric,
+        portico,
+        target,
+        met,
+        nginx,
+    }
+}
+
+fn on_nginx(r: Report<'_>, cell: impl Fn(&NginxResults) -> String) -> String {
+    r.nginx
+        .as_ref()
+        .map(cell)
+        .unwrap_or_else(|_| "not run".to_owned())
+}
+
+fn cold_start(r: Report<'_>) -> Row {
+    let p = r.portico.cold_start;
+    let nginx = on_nginx(r, |n| {
+        let check = n.check.get(n.check.len() / 2).copied().unwrap_or_default();
+        format!(
+            "start to serving {}; `nginx -t` {} (median of 3)",
+            duration(n.start),
+            duration(check)
+        )
+    });
+    let metric = format!("cold start to ready ({} Ingresses)", r.ingresses);
+    row(
+        metric,
+        duration(p),
+        "< 3 s",
+        Some(p < Duration::from_secs(3)),
+        nginx,
+    )
+}
+
+fn listed(r: Report<'_>) -> Row {
+    let n = r.portico.ingresses_listed;
+    let target = r.ingresses.to_string();
+    row(
+        "Ingresses listed once ready".into(),
+        n.to_string(),
+        &target,
+        Some(n == r.ingresses),
+        "—".into(),
+    )
+}
+
+fn rss(r: Report<'_>) -> Row {
+    let p = r.portico;
+    let value = format!("{} (VmHWM {})", mib(p.rss_kib), mib(p.hwm_kib));
+    let nginx = on_nginx(r, |n| format!("{} (master + worker)", mib(n.rss_kib)));
+    row(
+        "RSS 1 s after ready".into(),
+        value,
+        "≤ 100 MiB",
+        Some(p.rss_kib <= RSS_TARGET_KIB),
+        nginx,
+    )
+}
+
+fn ingress_change(r: Report<'_>) -> Row {
+    let s = summarize(&r.portico.ingress_changes);
+    let met = s.map(|s| s.timeouts == 0 && s.p99 < Duration::from_millis(100));
+    let nginx = on_nginx(r, |n| match summarize(&n.reloads) {
+        Some(s) => format!(
+            "reload: median {} / max {} (n={}{})",
+            duration(s.p50),
+            duration(s.max),
+            s.n,
+            timeouts(&s)
+        ),
+        None => "no reloads".into(),
+    });
+    row(
+        "one-Ingress change served, p50 / p99 / max".into(),
+        latencies(s),
+        "p99 < 100 ms",
+        met,
+        nginx,
+    )
+}
+
+fn endpoint_change(r: Report<'_>) -> Row {
+    let s = summarize(&r.portico.endpoint_changes);
+    let met = s.map(|s| s.timeouts == 0 && s.p99 < Duration::from_millis(50));
+    let nginx = on_nginx(r, |_| "needs a reload too (open-source nginx)".into());
+    row(
+        "endpoint change served, p50 / p99 / max".into(),
+        latencies(s),
+        "p99 < 50 ms",
+        met,
+        nginx,
+    )
+}
+
+fn failed(r: Report<'_>) -> Row {
+    let t = &r.portico.traffic;
+    let value = format!("{} of {}", t.failed, t.sent);
+    let nginx = on_nginx(r, |n| {
+        format!(
+            "{} of {} (through its reloads)",
+            n.traffic.failed, n.traffic.sent
+        )
+    });
+    row(
+        "failed requests (~200/s throughout)".into(),
+        value,
+        "0",
+        Some(t.failed == 0 && t.sent > 0),
+        nginx,
+    )
+}
+
+fn idle(r: Report<'_>) -> Row {
+    row(
+        "idle RSS (empty directory)".into(),
+        mib(r.portico.idle_rss_kib),
+        "—",
+        None,
+        "—".into(),
+    )
+}
+
+fn deleted(r: Report<'_>) -> Row {
+    let p = r.portico;
+    let ratio = p.deleted_rss_kib as f64 / p.idle_rss_kib.max(1) as f64;
+    let value = format!("{} = {ratio:.2} × idle", mib(p.deleted_rss_kib));
+    row(
+        "RSS after every file is deleted".into(),
+        value,
+        "≤ 1.5 × idle",
+        Some(ratio <= 1.5),
+        "—".into(),
+    )
+}
+
+fn peak(r: Report<'_>) -> Row {
+    row(
+        "peak RSS over the run (VmHWM)".into(),
+        mib(r.portico.run_hwm_kib),
+        "—",
+        None,
+        "—".into(),
+    )
+}
+
+fn latencies(s: Option<Summary>) -> String {
+    match s {
+        Some(s) => format!(
+            "{} / {} / {} (n={}{})",
+            duration(s.p50),
+            duration(s.p99),
+            duration(s.max),
+            s.n,
+            timeouts(&s)
+        ),
+        None => "not measured".into(),
+    }
+}
+
+fn timeouts(s: &Summary) -> String {
+    match s.timeouts {
+        0 => String::new(),
+        t => format!(", {t} not served within 30 s"),
+    }
+}
+
+/// Lines under the table: failures seen, and why nginx was not measured.
+pub fn notes(r: Report<'_>) -> Vec<String> {
+    let mut out = Vec::new();
+    for s in &r.portico.traffic.samples {
+        out.push(format!("Portico failed request: {s}"));
+    }
+    match r.nginx {
+        Ok(n) => out.extend(
+            n.traffic
+                .samples
+                .iter()
+                .map(|s| format!("nginx failed request: {s}")),
+        ),
+        Err(e) => out.push(format!("nginx not measured: {e}")),
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::PorticoResults;
+    use crate::traffic::Tally;
+
+    fn results() -> PorticoResults {
+        PorticoResults {
+            cold_start: Duration::from_millis(2_500),
+            ingresses_listed: 10,
+            rss_kib: 50 * 1024,
+            ingress_changes: vec![Some(Duration::from_millis(30)); 100],
+            endpoint_changes: vec![Some(Duration::from_millis(60)); 100],
+            traffic: Tally {
+                sent: 10,
+                failed: 0,
+                samples: vec![],
+            },
+            idle_rss_kib: 10_000,
+            deleted_rss_kib: 16_000,
+            ..PorticoResults::default()
+        }
+    }
+
+    fn met(metric_start: &str, p: &PorticoResults) -> Option<bool> {
+        let nginx = Err("absent".to_owned());
+        let r = Report {
+            portico: p,
+            nginx: &nginx,
+            ingresses: 10,
+        };
+        rows(r)
+            .into_iter()
+            .find(|row| row.metric.starts_with(metric_start))?
+            .met
+    }
+
+    #[test]
+    fn targets_are_checked_against_their_thresholds() {
+        let p = results();
+        assert_eq!(met("cold start", &p), Some(true));
+        assert_eq!(met("RSS 1 s", &p), Some(true));
+        assert_eq!(met("one-Ingress", &p), Some(true));
+        assert_eq!(met("endpoint change", &p), Some(false));
+        assert_eq!(met("failed", &p), Some(true));
+        assert_eq!(met("RSS after every file", &p), Some(false));
+    }
+
+    #[test]
+    fn a_change_never_served_misses_its_target() {
+        let mut p = results();
+        p.ingress_changes[0] = None;
+        assert_eq!(met("one-Ingress", &p), Some(false));
+    }
+}

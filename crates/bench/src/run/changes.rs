@@ -1,0 +1,146 @@
+//! The two timed changes: one Ingress path moved (c), one Service's endpoints moved to a marker
+//! backend (d). Each file is replaced atomically and timed from the rename to the first answer
+//! that shows the change.
+
+use crate::generate::{self, Layout, Staged};
+use crate::http::Http;
+use crate::plan::{EndpointChange, IngressChange};
+use crate::poll::observed_after;
+use anyhow::{Context, bail};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// After this many changes in a row that were never served, the rest are skipped.
+const GIVE_UP_AFTER: usize = 3;
+const PROGRESS_EVERY: usize = 10;
+
+/// Where the changes are made and observed, and how long a phase may take.
+#[derive(Debug, Clone, Copy)]
+pub struct Target<'a> {
+    pub http: &'a Http,
+    pub proxy: SocketAddr,
+    pub dir: &'a Path,
+    pub layout: &'a Layout,
+    pub budget: Duration,
+}
+
+/// Times the Ingress changes in turn; `None` for one not served in time.
+pub async fn ingresses(
+    t: Target<'_>,
+    changes: &[IngressChange],
+) -> anyhow::Result<Vec<Option<Duration>>> {
+    let phase = Phase::new(t, changes.len());
+    let mut out = Vec::new();
+    for c in changes {
+        out.push(ingress(t, c).await?);
+        if phase.over(&out) {
+            break;
+        }
+    }
+    Ok(out)
+}
+
+/// Times the endpoint changes in turn; `None` for one not served in time.
+pub async fn endpoints(
+    t: Target<'_>,
+    changes: &[EndpointChange],
+) -> anyhow::Result<Vec<Option<Duration>>> {
+    let phase = Phase::new(t, changes.len());
+    let mut out = Vec::new();
+    for (n, c) in changes.iter().enumerate() {
+        out.push(endpoint(t, c, n).await?);
+        if phase.over(&out) {
+            break;
+        }
+    }
+    Ok(out)
+}
+
+/// One series of changes: its budget, and a progress line every few changes.
+struct Phase {
+    started: Instant,
+    budget: Duration,
+    planned: usize,
+}
+
+impl Phase {
+    fn new(t: Target<'_>, planned: usize) -> Self {
+        let (started, budget) = (Instant::now(), t.budget);
+        Phase {
+            started,
+            budget,
+            planned,
+        }
+    }
+
+    /// Whether to stop: out of time, or several changes in a row were never served.
+    fn over(&self, done: &[Option<Duration>]) -> bool {
+        let n = done.len();
+        if n.is_multiple_of(PROGRESS_EVERY) {
+            let last = done.last().copied().flatten();
+            eprintln!(
+                "scale:   {n}/{} changes, the last served after {last:?}",
+                self.planned
+            );
+        }
+        let stuck =
+            n >= GIVE_UP_AFTER && done.iter().rev().take(GIVE_UP_AFTER).all(Option::is_none);
+        let late = self.started.elapsed() > self.budget && n < self.planned;
+        if late {
+            eprintln!(
+                "scale:   phase budget of {:?} spent after {n} changes",
+                self.budget
+            );
+        }
+        stuck || late
+    }
+}
+
+async fn ingress(t: Target<'_>, c: &IngressChange) -> anyhow::Result<Option<Duration>> {
+    let host = t.layout.route(c.route).host;
+    let status = t.http.status(t.proxy, &host, &c.new_path).await;
+    if status != Some(404) {
+        bail!(
+            "{host}{} answered {status:?} before it was added, not 404",
+            c.new_path
+        );
+    }
+    let text = generate::ingress_yaml(t.layout, c.ingress, Some((c.route, &c.new_path)));
+    let staged = Staged::write(&generate::ingress_file(t.dir, t.layout, c.ingress), &text)?;
+    let start = Instant::now();
+    staged.commit()?;
+    let served = async || t.http.status(t.proxy, &host, &c.new_path).await == Some(200);
+    Ok(observed_after(start, served).await)
+}
+
+async fn endpoint(t: Target<'_>, c: &EndpointChange, n: usize) -> anyhow::Result<Option<Duration>> {
+    let pod = format!("marker-{n}");
+    let marker = portico_app::echo::spawn(([127, 0, 0, 1], 0).into(), "marker", &pod)
+        .await
+        .context("starting a marker backend")?;
+    let file = generate::service_file(t.dir, t.layout, c.service);
+    let route = t.layout.route(c.route);
+    let moved = generate::service_yaml_on(t.layout, c.service, marker.port());
+    let staged = Staged::write(&file, &moved)?;
+    let start = Instant::now();
+    staged.commit()?;
+    let by_marker = async || answered_by(t, &route, &pod).await == Some(true);
+    let took = observed_after(start, by_marker).await;
+    Staged::write(&file, &generate::service_yaml(t.layout, c.service))?.commit()?;
+    let restored = async || answered_by(t, &route, &pod).await == Some(false);
+    if observed_after(Instant::now(), restored).await.is_none() {
+        bail!(
+            "{}{} still not answered by its own backends after restoring",
+            route.host,
+            route.path
+        );
+    }
+    Ok(took)
+}
+
+/// Whether a 200 answer for `route` came from `pod`; `None` for anything but a 200.
+async fn answered_by(t: Target<'_>, route: &generate::Route, pod: &str) -> Option<bool> {
+    let reply = t.http.get(t.proxy, &route.host, &route.path).await.ok()?;
+    (reply.status == 200).then(|| reply.pod().as_deref() == Some(pod))
+}

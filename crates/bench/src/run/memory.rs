@@ -1,0 +1,49 @@
+//! Resident memory: a second after ready, of an idle Portico, and after everything is deleted.
+
+use super::portico::Portico;
+use crate::http::Http;
+use crate::process::{hwm_kib, rss_kib};
+use anyhow::{Context, bail};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+const SETTLE: Duration = Duration::from_secs(1);
+const AFTER_EMPTY: Duration = Duration::from_secs(2);
+const EMPTY_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// VmRSS and VmHWM (KiB) one second from now.
+pub async fn settled(pid: u32) -> anyhow::Result<(u64, u64)> {
+    tokio::time::sleep(SETTLE).await;
+    let rss = rss_kib(pid).context("no VmRSS: did portico exit?")?;
+    Ok((rss, hwm_kib(pid).unwrap_or(rss)))
+}
+
+/// RSS of a fresh Portico serving an empty directory, measured like the big one.
+pub async fn idle(bin: &Path, dir: &Path, http: &Http) -> anyhow::Result<u64> {
+    let empty = dir.join("empty");
+    std::fs::create_dir_all(&empty)?;
+    let (portico, _) = Portico::start(bin, &empty, &dir.join("portico-idle.log"), http).await?;
+    let rss = settled(portico.pid).await;
+    portico.stop().await;
+    Ok(rss?.0)
+}
+
+/// Deletes every generated file, waits until no Ingress is listed, then 2 s more; the RSS.
+pub async fn after_deletion(
+    portico: &Portico,
+    manifests: &Path,
+    http: &Http,
+) -> anyhow::Result<u64> {
+    for sub in ["ingresses", "services"] {
+        std::fs::remove_dir_all(manifests.join(sub))?;
+    }
+    let deadline = Instant::now() + EMPTY_TIMEOUT;
+    while portico.ingresses(http).await? > 0 {
+        if Instant::now() > deadline {
+            bail!("portico still lists Ingresses {EMPTY_TIMEOUT:?} after their files were deleted");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(AFTER_EMPTY).await;
+    rss_kib(portico.pid).context("no VmRSS: did portico exit?")
+}

@@ -1,0 +1,153 @@
+//! The `scale` driver: echo backends, an idle Portico, the generated cluster, the big Portico
+//! under light traffic (cold start, memory, Ingress and endpoint changes, memory return), then
+//! nginx on the same routes; the report comes last.
+
+mod changes;
+mod memory;
+mod portico;
+
+use crate::generate::{self, Layout, PortCycle, Sizes};
+use crate::http::Http;
+use crate::nginx;
+use crate::plan::Plan;
+use crate::process;
+use crate::report::{self, NginxResults, PorticoResults, Report};
+use crate::traffic;
+use changes::Target;
+use portico::Portico;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// Routes spread over the cluster that the traffic requests, besides those of changed Services.
+const TRAFFIC_SPREAD: usize = 100;
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub portico: PathBuf,
+    pub dir: PathBuf,
+    pub sizes: Sizes,
+    pub cycle: PortCycle,
+    pub changes: usize,
+    pub backends: usize,
+    pub rate: u32,
+    pub nginx: PathBuf,
+    pub reloads: usize,
+    pub phase_budget: Duration,
+}
+
+/// Runs every measurement; returns the report.
+pub async fn scale(o: Options) -> anyhow::Result<String> {
+    let began = Instant::now();
+    let http = Http::default();
+    let ports = start_backends(o.backends).await?;
+    let layout = Layout::new(o.sizes, ports, o.cycle).map_err(anyhow::Error::msg)?;
+    let plan = Plan::new(&layout, o.changes, TRAFFIC_SPREAD);
+    progress(began, "idle Portico on an empty directory");
+    let idle_rss_kib = memory::idle(&o.portico, &o.dir, &http).await?;
+    progress(began, "writing the manifests");
+    let manifests = o.dir.join("manifests");
+    generate::write_all(&manifests, &layout)?;
+    let mut results = measure_portico(&o, &layout, &plan, &http, began).await?;
+    results.idle_rss_kib = idle_rss_kib;
+    progress(began, "nginx");
+    let nginx = compare_nginx(&o, &layout, &plan, &http).await;
+    progress(began, "done");
+    let r = Report {
+        portico: &results,
+        nginx: &nginx,
+        ingresses: o.sizes.ingresses,
+    };
+    Ok(report::render(r))
+}
+
+async fn measure_portico(
+    o: &Options,
+    layout: &Layout,
+    plan: &Plan,
+    http: &Http,
+    began: Instant,
+) -> anyhow::Result<PorticoResults> {
+    let manifests = o.dir.join("manifests");
+    progress(began, "cold start");
+    let log = o.dir.join("portico.log");
+    let (portico, cold_start) = Portico::start(&o.portico, &manifests, &log, http).await?;
+    let routes = traffic_routes(layout, &plan.traffic);
+    let load = traffic::start(http.clone(), portico.http, routes, o.rate);
+    let ingresses_listed = portico.ingresses(http).await?;
+    let (rss_kib, hwm_kib) = memory::settled(portico.pid).await?;
+    let t = Target {
+        http,
+        proxy: portico.http,
+        dir: &manifests,
+        layout,
+        budget: o.phase_budget,
+    };
+    progress(
+        began,
+        &format!("cold start took {cold_start:?}; Ingress changes"),
+    );
+    let ingress_changes = changes::ingresses(t, &plan.ingress_changes).await?;
+    progress(began, "endpoint changes");
+    let endpoint_changes = changes::endpoints(t, &plan.endpoint_changes).await?;
+    let traffic = load.stop().await;
+    progress(began, "deleting every file");
+    let deleted_rss_kib = memory::after_deletion(&portico, &manifests, http).await?;
+    let run_hwm_kib = process::hwm_kib(portico.pid).unwrap_or_default();
+    portico.stop().await;
+    Ok(PorticoResults {
+        cold_start,
+        ingresses_listed,
+        rss_kib,
+        hwm_kib,
+        ingress_changes,
+        endpoint_changes,
+        traffic,
+        idle_rss_kib: 0,
+        deleted_rss_kib,
+        run_hwm_kib,
+    })
+}
+
+async fn compare_nginx(
+    o: &Options,
+    layout: &Layout,
+    plan: &Plan,
+    http: &Http,
+) -> Result<NginxResults, String> {
+    let dir = o.dir.join("nginx");
+    let options = nginx::Options {
+        bin: &o.nginx,
+        dir: &dir,
+        reloads: o.reloads,
+        rate: o.rate,
+    };
+    nginx::compare(options, layout, plan, http)
+        .await
+        .map_err(|e| format!("{e:#}"))
+}
+
+/// `count` echo backends on 127.0.0.1 (service `scale`, pods `backend-N`); their ports.
+async fn start_backends(count: usize) -> anyhow::Result<Vec<u16>> {
+    let mut ports = Vec::new();
+    for n in 0..count.max(1) {
+        let any = ([127, 0, 0, 1], 0).into();
+        let addr = portico_app::echo::spawn(any, "scale", &format!("backend-{n}")).await?;
+        ports.push(addr.port());
+    }
+    Ok(ports)
+}
+
+/// (host, path) of each route index.
+pub fn traffic_routes(layout: &Layout, routes: &[usize]) -> Vec<(String, String)> {
+    routes
+        .iter()
+        .map(|&k| {
+            let r = layout.route(k);
+            (r.host, r.path)
+        })
+        .collect()
+}
+
+fn progress(began: Instant, what: &str) {
+    eprintln!("scale: [{:6.1} s] {what}", began.elapsed().as_secs_f64());
+}

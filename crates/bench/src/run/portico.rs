@@ -1,0 +1,124 @@
+//! One `portico run` process on ports chosen by the kernel: start, readiness, the Ingresses it
+//! lists, stop. Its log (at `warn`) goes to a file beside the manifests.
+
+use crate::http::Http;
+use crate::process;
+use anyhow::{Context, bail};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+const BANNER_TIMEOUT: Duration = Duration::from_secs(60);
+const READY_TIMEOUT: Duration = Duration::from_secs(300);
+const READY_POLL: Duration = Duration::from_millis(2);
+
+#[derive(Debug)]
+pub struct Portico {
+    child: Child,
+    pub pid: u32,
+    pub http: SocketAddr,
+    pub admin: SocketAddr,
+}
+
+impl Portico {
+    /// Spawns `bin run -f dir` and returns once `/readyz` answers 200, with the time from
+    /// spawn to that answer.
+    pub async fn start(
+        bin: &Path,
+        dir: &Path,
+        log: &Path,
+        http: &Http,
+    ) -> anyhow::Result<(Self, Duration)> {
+        let started = Instant::now();
+        let mut child = spawn(bin, dir, log)?;
+        let pid = child.id().context("portico exited at once")?;
+        let (http_addr, admin) = banner(&mut child).await?;
+        let portico = Portico {
+            child,
+            pid,
+            http: http_addr,
+            admin,
+        };
+        portico.wait_ready(http).await?;
+        Ok((portico, started.elapsed()))
+    }
+
+    async fn wait_ready(&self, http: &Http) -> anyhow::Result<()> {
+        let deadline = Instant::now() + READY_TIMEOUT;
+        while Instant::now() < deadline {
+            if http.status(self.admin, "localhost", "/readyz").await == Some(200) {
+                return Ok(());
+            }
+            tokio::time::sleep(READY_POLL).await;
+        }
+        bail!("portico was not ready within {READY_TIMEOUT:?}")
+    }
+
+    /// How many entries `GET /api/v1/ingresses` lists.
+    pub async fn ingresses(&self, http: &Http) -> anyhow::Result<usize> {
+        let reply = http.get(self.admin, "localhost", "/api/v1/ingresses").await;
+        let reply = reply.map_err(anyhow::Error::msg)?;
+        let list: serde_json::Value = serde_json::from_slice(&reply.body)?;
+        list.as_array()
+            .map(Vec::len)
+            .context("/api/v1/ingresses is not a list")
+    }
+
+    pub async fn stop(mut self) {
+        process::stop(&mut self.child).await;
+    }
+}
+
+fn spawn(bin: &Path, dir: &Path, log: &Path) -> anyhow::Result<Child> {
+    let log = std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
+    Command::new(bin)
+        .arg("run")
+        .arg("-f")
+        .arg(dir)
+        .args([
+            "--http-listen",
+            "127.0.0.1:0",
+            "--admin-listen",
+            "127.0.0.1:0",
+        ])
+        .args(["--log", "warn"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(log)
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("starting {}", bin.display()))
+}
+
+/// Reads `portico: serving HTTP on ADDR and the admin API on ADDR`, then drains stdout.
+async fn banner(child: &mut Child) -> anyhow::Result<(SocketAddr, SocketAddr)> {
+    let stdout = child.stdout.take().context("no stdout")?;
+    let mut lines = BufReader::new(stdout).lines();
+    let first = tokio::time::timeout(BANNER_TIMEOUT, lines.next_line())
+        .await
+        .context("portico printed no address line in time")??
+        .context("portico exited before printing its addresses")?;
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    parse_banner(&first).with_context(|| format!("unexpected first line: {first}"))
+}
+
+fn parse_banner(line: &str) -> Option<(SocketAddr, SocketAddr)> {
+    let rest = line.strip_prefix("portico: serving HTTP on ")?;
+    let (http, admin) = rest.split_once(" and the admin API on ")?;
+    Some((http.trim().parse().ok()?, admin.trim().parse().ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn banner_names_both_addresses() {
+        let line = "portico: serving HTTP on 127.0.0.1:4001 and the admin API on 127.0.0.1:4002";
+        let (http, admin) = parse_banner(line).unwrap();
+        assert_eq!((http.port(), admin.port()), (4001, 4002));
+    }
+}
