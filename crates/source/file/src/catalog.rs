@@ -8,7 +8,7 @@ use crate::object::Object;
 use crate::parse::{Parsed, parse_documents};
 use crate::walk::list_files;
 use portico_model::{Diagnostic, ObjectRef};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fs::{self, Metadata};
 use std::hash::{DefaultHasher, Hasher};
 use std::io;
@@ -27,7 +27,8 @@ const RACY_WINDOW: Duration = Duration::from_secs(1);
 /// The parsed documents of every file, kept between reloads.
 #[derive(Debug, Default)]
 pub struct Catalog {
-    files: BTreeMap<PathBuf, FileEntry>,
+    /// By path; hashed because a change to one of many files looks up every listed path.
+    files: HashMap<PathBuf, FileEntry>,
     order: Vec<PathBuf>,
     path_diagnostics: Vec<Diagnostic>,
     parses: u64,
@@ -90,7 +91,7 @@ impl Catalog {
                 order.push(path);
             }
         }
-        let listed: BTreeSet<&PathBuf> = order.iter().collect();
+        let listed: HashSet<&PathBuf> = order.iter().collect();
         let before = self.files.len();
         self.files.retain(|path, _| listed.contains(path));
         changed |= self.files.len() != before || order != self.order;

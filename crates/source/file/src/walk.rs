@@ -2,7 +2,7 @@
 
 use crate::decode::FILE_KIND;
 use portico_model::{Diagnostic, ObjectRef};
-use std::collections::BTreeSet;
+use std::collections::HashSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -34,8 +34,8 @@ pub(crate) fn list_files(paths: &[PathBuf]) -> Listing {
 #[derive(Default)]
 struct Walk {
     listing: Listing,
-    seen_files: BTreeSet<PathBuf>,
-    seen_dirs: BTreeSet<PathBuf>,
+    seen_files: HashSet<PathBuf>,
+    seen_dirs: HashSet<PathBuf>,
 }
 
 impl Walk {
