@@ -4,6 +4,7 @@ use crate::catalog::Catalog;
 use crate::loaded::Loaded;
 use notify::event::{AccessKind, AccessMode};
 use notify::{Event, EventKind, RecommendedWatcher, RecursiveMode, Watcher};
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
@@ -12,7 +13,7 @@ use tokio::sync::watch;
 
 /// How long to wait after an event for more before reloading: editors and tools write a file
 /// in several steps (temp file, write, rename).
-const QUIET: Duration = Duration::from_millis(25);
+const QUIET: Duration = Duration::from_millis(10);
 /// A steady stream of events must not postpone the reload for longer than this.
 const MAX_DELAY: Duration = Duration::from_millis(250);
 
@@ -124,6 +125,15 @@ impl Target {
         }
     }
 
+    /// Whether an event on `path` (which this target concerns) is about that very file or
+    /// directory entry, rather than a symlink swap behind the target's files.
+    fn names_itself(&self, path: &Path) -> bool {
+        match self {
+            Target::Dir(_) => true,
+            Target::File { file, .. } => path == file,
+        }
+    }
+
     fn concerns(&self, path: &Path) -> bool {
         match self {
             Target::Dir(dir) => path.starts_with(dir),
@@ -142,21 +152,35 @@ struct Reloader {
     updates: watch::Sender<Arc<Loaded>>,
 }
 
+/// The paths a burst of events names; `full` when some event cannot be pinned to paths.
+#[derive(Debug, Default)]
+struct Dirty {
+    paths: HashSet<PathBuf>,
+    full: bool,
+}
+
 impl Reloader {
     /// Ends when the watcher is dropped (it holds the other end of `events`).
     fn run(mut self) {
-        while self.wait_for_change() {
-            self.settle();
-            if let Some(loaded) = self.catalog.reload_if_changed(&self.paths) {
+        let mut dirty = Dirty::default();
+        while self.wait_for_change(&mut dirty) {
+            self.settle(&mut dirty);
+            let reloaded = if dirty.full {
+                self.catalog.reload_if_changed(&self.paths)
+            } else {
+                self.catalog.reload_dirty(&self.paths, &dirty.paths)
+            };
+            dirty = Dirty::default();
+            if let Some(loaded) = reloaded {
                 tracing::debug!(files = loaded.files.len(), "manifests reloaded");
                 self.updates.send_replace(Arc::new(loaded));
             }
         }
     }
 
-    fn wait_for_change(&self) -> bool {
+    fn wait_for_change(&self, dirty: &mut Dirty) -> bool {
         while let Ok(event) = self.events.recv() {
-            if self.is_relevant(event) {
+            if self.note(event, dirty) {
                 return true;
             }
         }
@@ -164,32 +188,50 @@ impl Reloader {
     }
 
     /// Coalesces a burst of events into one reload.
-    fn settle(&self) {
+    fn settle(&self, dirty: &mut Dirty) {
         let deadline = Instant::now() + MAX_DELAY;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             match self.events.recv_timeout(QUIET.min(left)) {
-                Ok(_) if !left.is_zero() => continue,
-                Ok(_) | Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => return,
+                Ok(event) => {
+                    self.note(event, dirty);
+                    if left.is_zero() {
+                        return;
+                    }
+                }
+                Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => return,
             }
         }
     }
 
-    fn is_relevant(&self, event: notify::Result<Event>) -> bool {
+    /// Records what `event` changed; true when it concerns the watched manifests.
+    fn note(&self, event: notify::Result<Event>, dirty: &mut Dirty) -> bool {
         let event = match event {
             Ok(event) => event,
-            // Events may have been lost: reload to be sure.
+            // Events may have been lost: reload everything to be sure.
             Err(err) => {
                 tracing::warn!(error = %err, "watching manifests");
+                dirty.full = true;
                 return true;
             }
         };
-        is_change(&event.kind)
-            && (event.paths.is_empty()
-                || event
-                    .paths
-                    .iter()
-                    .any(|p| self.targets.iter().any(|t| t.concerns(p))))
+        if !is_change(&event.kind) {
+            return false;
+        }
+        if event.paths.is_empty() || event.need_rescan() {
+            dirty.full = true;
+            return true;
+        }
+        let mut relevant = false;
+        for path in event.paths {
+            if let Some(target) = self.targets.iter().find(|t| t.concerns(&path)) {
+                relevant = true;
+                // A mounted ConfigMap's `..data` swap changes files that see no event.
+                dirty.full |= !target.names_itself(&path);
+                dirty.paths.insert(path);
+            }
+        }
+        relevant
     }
 }
 

@@ -216,3 +216,39 @@ fn ingresses_without_a_class_get_the_default_class_from_another_file() {
     assert_eq!(class("web").as_deref(), Some("portico"));
     assert_eq!(class("named").as_deref(), Some("other"));
 }
+
+#[test]
+fn a_dirty_reload_reads_only_the_paths_named() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "a.yaml", &service("default", "a", 80));
+    write(dir.path(), "b.yaml", &service("default", "b", 80));
+    let paths = [dir.path().to_path_buf()];
+    let mut catalog = Catalog::new();
+    catalog.reload(&paths);
+    let parses = catalog.parse_count();
+    // Both files change on disk (different lengths), but only `a` is reported.
+    write(dir.path(), "a.yaml", &service("default", "a", 8081));
+    write(dir.path(), "b.yaml", &service("default", "b", 8082));
+    let dirty = [dir.path().join("a.yaml")].into_iter().collect();
+    let loaded = catalog.reload_dirty(&paths, &dirty).unwrap();
+    assert_eq!(service_port(&loaded, "a"), 8081);
+    assert_eq!(service_port(&loaded, "b"), 80, "b was not read");
+    assert_eq!(catalog.parse_count(), parses + 1);
+}
+
+#[test]
+fn a_dirty_reload_of_an_unknown_manifest_lists_everything() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "a.yaml", &service("default", "a", 80));
+    let paths = [dir.path().to_path_buf()];
+    let mut catalog = Catalog::new();
+    catalog.reload(&paths);
+    write(dir.path(), "new.yaml", &service("default", "new", 80));
+    let dirty = [dir.path().join("new.yaml")].into_iter().collect();
+    let loaded = catalog.reload_dirty(&paths, &dirty).unwrap();
+    assert_eq!(service_port(&loaded, "new"), 80);
+    // A hidden temp file alone changes nothing.
+    write(dir.path(), ".new.yaml.tmp", &service("default", "tmp", 80));
+    let dirty = [dir.path().join(".new.yaml.tmp")].into_iter().collect();
+    assert!(catalog.reload_dirty(&paths, &dirty).is_none());
+}

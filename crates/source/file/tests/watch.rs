@@ -223,3 +223,54 @@ async fn a_path_whose_directory_does_not_exist_is_an_error_naming_it() {
     assert!(matches!(err, SourceError::Watch { .. }));
     assert!(err.to_string().contains("/nonexistent/portico"), "{err}");
 }
+
+#[cfg(unix)]
+#[tokio::test]
+async fn a_mounted_configmap_directory_is_seen_when_the_kubelet_swaps_it() {
+    use std::os::unix::fs::symlink;
+    let dir = tempfile::tempdir().unwrap();
+    let version = |name: &str, port: u16| {
+        fs::create_dir(dir.path().join(name)).unwrap();
+        fs::write(
+            dir.path().join(name).join("a.yaml"),
+            service("default", "a", port),
+        )
+        .unwrap();
+    };
+    version("..2026_01", 80);
+    symlink("..2026_01", dir.path().join("..data")).unwrap();
+    symlink("..data/a.yaml", dir.path().join("a.yaml")).unwrap();
+    let (_source, mut updates) = start(vec![dir.path().to_path_buf()]);
+    assert!(port_is("a", 80)(&updates.borrow()));
+
+    version("..2026_02", 81);
+    symlink("..2026_02", dir.path().join("..data_tmp")).unwrap();
+    fs::rename(dir.path().join("..data_tmp"), dir.path().join("..data")).unwrap();
+    fs::remove_dir_all(dir.path().join("..2026_01")).unwrap();
+    assert!(wait_for(&mut updates, port_is("a", 81)).await < SECOND);
+}
+
+#[tokio::test]
+async fn an_editor_temp_file_beside_a_manifest_is_never_read() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("a.yaml"), service("default", "a", 80)).unwrap();
+    let (_source, mut updates) = start(vec![dir.path().to_path_buf()]);
+    // A temp file with a non-manifest extension, then the real change.
+    fs::write(dir.path().join("a.yaml.swp"), service("default", "swp", 1)).unwrap();
+    replace_atomically(&dir.path().join("a.yaml"), &service("default", "a", 81));
+    wait_for(&mut updates, port_is("a", 81)).await;
+    assert!(!has_service("swp")(&updates.borrow()));
+}
+
+#[tokio::test]
+async fn a_new_file_among_known_ones_is_listed_and_read() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("a.yaml"), service("default", "a", 80)).unwrap();
+    let (_source, mut updates) = start(vec![dir.path().to_path_buf()]);
+    replace_atomically(&dir.path().join("a.yaml"), &service("default", "a", 81));
+    fs::create_dir(dir.path().join("sub")).unwrap();
+    fs::write(dir.path().join("sub/b.yaml"), service("default", "b", 90)).unwrap();
+    assert!(wait_for(&mut updates, |l| port_is("a", 81)(l) && has_service("b")(l)).await < SECOND);
+    fs::remove_file(dir.path().join("sub/b.yaml")).unwrap();
+    wait_for(&mut updates, |l| !has_service("b")(l)).await;
+}
