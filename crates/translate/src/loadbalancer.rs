@@ -5,12 +5,14 @@ use crate::backend::PoolKey;
 use crate::members::SliceIndex;
 use crate::merge::{default_backend, merge};
 use crate::policy::{build_policy, order};
-use crate::pool::{build_pool, pool_id};
+use crate::pool::build_pool;
 use crate::route::routes;
 use crate::source::Source;
 use crate::{Config, Objects, class};
-use portico_model::{Diagnostic, Listener, ListenerId, LoadBalancer, LoadBalancerId, Protocol};
-use std::collections::BTreeSet;
+use portico_model::{
+    Diagnostic, Listener, ListenerId, LoadBalancer, LoadBalancerId, PoolId, Protocol,
+};
+use std::collections::{BTreeMap, BTreeSet};
 
 /// `sources` are the served Ingresses of `class`, oldest first.
 pub(crate) fn build_load_balancer(
@@ -35,15 +37,18 @@ pub(crate) fn build_load_balancer(
     let mut keys: BTreeSet<&PoolKey> = winners.iter().map(|r| &r.backend).collect();
     keys.extend(default.as_ref().map(|(key, _)| key));
     let mut pools: Vec<_> = keys
-        .into_iter()
+        .iter()
         .map(|k| build_pool(id, k, objects, slices))
         .collect();
+    // Pool ids are derived once per pool (keys and pools are in the same order), not per route.
+    let ids: BTreeMap<&PoolKey, PoolId> =
+        keys.into_iter().zip(pools.iter().map(|p| p.id)).collect();
     pools.sort_by_key(|p| p.id);
 
     let policies = winners
         .iter()
         .enumerate()
-        .map(|(i, route)| build_policy(listener_id, i, route, pool_id(id, &route.backend)))
+        .map(|(i, route)| build_policy(listener_id, i, route, ids[&route.backend]))
         .collect();
     let listener = Listener {
         id: listener_id,
@@ -51,7 +56,7 @@ pub(crate) fn build_load_balancer(
         protocol: Protocol::Http,
         port,
         policies,
-        default_pool: default.as_ref().map(|(key, _)| pool_id(id, key)),
+        default_pool: default.as_ref().map(|(key, _)| ids[key]),
         default_source: default.map(|(_, i)| sources[i].object.clone()),
     };
     LoadBalancer {

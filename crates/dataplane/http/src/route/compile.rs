@@ -7,7 +7,7 @@ use super::reduce::{HostMatch, reduce};
 use super::{FxMap, RouteTable};
 use crate::metrics::{PoolMetrics, ProxyMetrics};
 use crate::upstream::Endpoints;
-use portico_model::{Listener, LoadBalancer, Model, PolicyAction, PoolId, Protocol};
+use portico_model::{Listener, LoadBalancer, Model, PolicyAction, Pool, PoolId, Protocol};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -60,14 +60,15 @@ impl<'a> Compiler<'a> {
         lbs.sort_by_key(|lb| lb.id);
         for lb in lbs {
             let http = lb.listeners.iter().filter(|l| l.protocol == Protocol::Http);
+            let pools: FxMap<PoolId, &Pool> = lb.pools.iter().map(|p| (p.id, p)).collect();
             for listener in http {
-                self.add_listener(lb, listener);
+                self.add_listener(&pools, listener);
             }
         }
         self.finish()
     }
 
-    fn add_listener(&mut self, lb: &LoadBalancer, listener: &Listener) {
+    fn add_listener(&mut self, lb: &FxMap<PoolId, &Pool>, listener: &Listener) {
         for policy in &listener.policies {
             let rank = u32::try_from(self.targets.len()).unwrap_or(u32::MAX);
             let target = match &policy.action {
@@ -86,11 +87,11 @@ impl<'a> Compiler<'a> {
 
     /// The state of a pool, shared by every policy naming it; a pool id missing from the
     /// LoadBalancer yields a pool without members (503).
-    fn pool(&mut self, lb: &LoadBalancer, id: PoolId) -> Arc<PoolState> {
+    fn pool(&mut self, lb: &FxMap<PoolId, &Pool>, id: PoolId) -> Arc<PoolState> {
         if let Some(state) = self.pools.get(&id) {
             return state.clone();
         }
-        let pool = lb.pool(id);
+        let pool = lb.get(&id).copied();
         let name = pool.map_or_else(|| id.to_string(), |p| p.name.clone());
         let members = pool.map(ready_members).unwrap_or_default();
         let endpoints = members.into_iter().map(|m| self.endpoints.get(m)).collect();

@@ -134,9 +134,4 @@ impl Endpoint {
         });
         Ok(sender)
     }
-
-    #[cfg(test)]
-    pub(crate) fn idle_len(&self) -> usize {
-        self.idle.lock().map(|i| i.len()).unwrap_or(0)
-    }
 }
