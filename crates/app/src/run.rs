@@ -2,8 +2,11 @@ use crate::metrics::AppMetrics;
 use crate::snapshot::{build_snapshot, status_addresses};
 use portico_admin::Admin;
 use portico_dataplane_http::{Proxy, ProxyMetrics};
+use portico_model::Model;
 use portico_source_file::Loaded;
+use portico_translate::Translation;
 use prometheus_client::registry::Registry;
+use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -78,10 +81,18 @@ pub async fn run(
     on_bound(bound);
 
     let publish = publish_address(&settings, bound.http);
+    let pipeline = Pipeline {
+        settings: &settings,
+        proxy: &proxy,
+        admin: &admin,
+        metrics: &app_metrics,
+        publish: &publish,
+    };
     let mut shutdown_rx = shutdown.clone();
+    let mut served = None;
     loop {
         let loaded = updates.borrow_and_update().clone();
-        apply(&settings, &loaded, &proxy, &admin, &app_metrics, &publish);
+        served = Some(pipeline.apply(loaded, served.take()));
         tokio::select! {
             changed = updates.changed() => if changed.is_err() { break },
             _ = shutdown_rx.wait_for(|s| *s) => break,
@@ -109,34 +120,85 @@ fn publish_address(
     }
 }
 
-fn apply(
-    settings: &Settings,
-    loaded: &Loaded,
-    proxy: &Proxy,
-    admin: &Admin,
-    metrics: &AppMetrics,
-    publish: &[portico_admin::LoadBalancerAddress],
-) {
-    let mut translation = portico_translate::translate(&loaded.objects, &settings.translate);
-    let model = Arc::new(std::mem::take(&mut translation.model));
-    let generation = proxy.apply(&model);
-    let snapshot = build_snapshot(
-        generation,
-        &loaded.diagnostics,
-        &translation,
-        model,
-        publish,
-    );
-    let all_diagnostics = || loaded.diagnostics.iter().chain(&translation.diagnostics);
-    metrics.observe(&loaded.objects, all_diagnostics());
-    for d in all_diagnostics() {
-        tracing::debug!(diagnostic = %d, "diagnostic");
+/// The steps from a source update to what the proxy and the admin API serve.
+struct Pipeline<'a> {
+    settings: &'a Settings,
+    proxy: &'a Proxy,
+    admin: &'a Admin,
+    metrics: &'a AppMetrics,
+    publish: &'a [portico_admin::LoadBalancerAddress],
+}
+
+/// What is served now, kept so that the next update can be applied incrementally.
+struct Served {
+    loaded: Arc<Loaded>,
+    /// The translation, without its model (which is `model`).
+    translation: Translation,
+    model: Arc<Model>,
+}
+
+impl Pipeline<'_> {
+    fn apply(&self, loaded: Arc<Loaded>, previous: Option<Served>) -> Served {
+        let (translation, model, generation) = match previous {
+            Some(previous) => match self.endpoints_only(&previous, &loaded) {
+                Some((model, generation)) => (previous.translation, model, generation),
+                None => self.translate(&loaded),
+            },
+            None => self.translate(&loaded),
+        };
+        let snapshot = build_snapshot(
+            generation,
+            &loaded.diagnostics,
+            &translation,
+            model.clone(),
+            self.publish,
+        );
+        let all_diagnostics = || loaded.diagnostics.iter().chain(&translation.diagnostics);
+        self.metrics.observe(&loaded.objects, all_diagnostics());
+        for d in all_diagnostics() {
+            tracing::debug!(diagnostic = %d, "diagnostic");
+        }
+        tracing::info!(
+            generation,
+            ingresses = loaded.objects.ingresses.len(),
+            diagnostics = loaded.diagnostics.len() + translation.diagnostics.len(),
+            "configuration applied"
+        );
+        self.admin.publish(snapshot);
+        Served {
+            loaded,
+            translation,
+            model,
+        }
     }
-    tracing::info!(
-        generation,
-        ingresses = loaded.objects.ingresses.len(),
-        diagnostics = loaded.diagnostics.len() + translation.diagnostics.len(),
-        "configuration applied"
-    );
-    admin.publish(snapshot);
+
+    /// The full path: translate everything, compile and swap the proxy's route table.
+    fn translate(&self, loaded: &Loaded) -> (Translation, Arc<Model>, u64) {
+        let mut translation =
+            portico_translate::translate(&loaded.objects, &self.settings.translate);
+        let model = Arc::new(std::mem::take(&mut translation.model));
+        let generation = self.proxy.apply(&model);
+        (translation, model, generation)
+    }
+
+    /// The fast path when only endpoints changed: the touched pools get their new members in
+    /// the model and in the proxy, without a translation or a route-table compile.
+    fn endpoints_only(&self, previous: &Served, loaded: &Loaded) -> Option<(Arc<Model>, u64)> {
+        let services =
+            portico_translate::endpoint_only_change(&previous.loaded.objects, &loaded.objects)?;
+        let mut model = Model::clone(&previous.model);
+        let changed: HashSet<_> =
+            portico_translate::refresh_members(&mut model, &loaded.objects, &services)
+                .into_iter()
+                .collect();
+        let pools = model.load_balancers.iter().flat_map(|lb| &lb.pools);
+        let generation = self
+            .proxy
+            .update_members(pools.filter(|p| changed.contains(&p.id)));
+        tracing::debug!(
+            pools = changed.len(),
+            "endpoints updated without a translation"
+        );
+        Some((Arc::new(model), generation))
+    }
 }

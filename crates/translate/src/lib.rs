@@ -31,6 +31,7 @@ mod backend;
 mod class;
 mod compat;
 mod config;
+mod incremental;
 mod loadbalancer;
 mod members;
 mod merge;
@@ -45,5 +46,6 @@ mod translate;
 pub use config::{
     CONTROLLER_NAME, Config, DEFAULT_CLASS_ANNOTATION, LEGACY_CLASS_ANNOTATION, PROVIDER_ANNOTATION,
 };
+pub use incremental::{endpoint_only_change, refresh_members};
 pub use objects::{ObjectKey, Objects};
 pub use translate::{IngressState, Translation, translate};

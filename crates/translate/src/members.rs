@@ -8,7 +8,7 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 
-const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+pub(crate) const SLICE_SERVICE_LABEL: &str = "kubernetes.io/service-name";
 
 /// Ready per (address, port); an address listed twice is ready if any listing says so.
 pub(crate) type EndpointSet = BTreeMap<(IpAddr, u16), bool>;
@@ -25,7 +25,7 @@ impl<'a> SliceIndex<'a> {
         let mut by_service: HashMap<_, Vec<_>> = HashMap::new();
         for (key, slice) in &objects.endpoint_slices {
             let labels = slice.metadata.labels.as_ref();
-            if let Some(service) = labels.and_then(|l| l.get(SERVICE_NAME_LABEL)) {
+            if let Some(service) = labels.and_then(|l| l.get(SLICE_SERVICE_LABEL)) {
                 let service_key = ObjectKey::new(&key.namespace, service);
                 by_service.entry(service_key).or_default().push(&**slice);
             }

@@ -328,3 +328,23 @@ async fn upstream_connections_survive_a_configuration_change() {
     assert_eq!(client.get("x", "/").await.status, 200);
     assert_eq!(echo.connections.load(Ordering::SeqCst), 1);
 }
+
+#[tokio::test]
+async fn updated_members_serve_without_a_new_route_table() {
+    let (a, b) = (Echo::start("a").await, Echo::start("b").await);
+    let h = Harness::start(&all_to("web", &[a.addr])).await;
+    let mut client = h.client().await;
+    assert_eq!(client.get("x", "/").await.backend(), Some("a"));
+    let table = h.proxy.table();
+    let moved = all_to("web", &[b.addr]);
+    let generation = h.proxy.update_members(moved.load_balancers[0].pools.iter());
+    assert_eq!(generation, 2);
+    assert!(Arc::ptr_eq(&table, &h.proxy.table()), "same route table");
+    for _ in 0..3 {
+        assert_eq!(client.get("x", "/").await.backend(), Some("b"));
+    }
+    // To no member at all: 503.
+    let none = all_to("web", &[]);
+    h.proxy.update_members(none.load_balancers[0].pools.iter());
+    assert_eq!(client.get("x", "/").await.status, 503);
+}

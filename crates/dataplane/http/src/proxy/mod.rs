@@ -7,14 +7,14 @@ mod headers;
 pub use headers::Scheme;
 
 use crate::metrics::ProxyMetrics;
-use crate::route::{Compiler, RouteTable};
+use crate::route::{Compiler, RouteTable, ready_members};
 use crate::upstream::{Endpoints, UpstreamBody};
 use arc_swap::ArcSwap;
 use bytes::Bytes;
 use http_body_util::{Either, Full};
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use hyper_util::server::conn::auto;
-use portico_model::Model;
+use portico_model::{Model, Pool};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -68,6 +68,27 @@ impl Proxy {
         let table = compiler.compile(model);
         self.table.store(Arc::new(table));
         drop(previous);
+        self.endpoints.prune();
+        let generation = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
+        self.metrics.set_generation(generation);
+        generation
+    }
+
+    /// Replaces the members of pools the served table already has, without recompiling it:
+    /// the fast path for endpoint changes. Pools the table does not know are skipped (they
+    /// are not served by this provider). Returns the new configuration generation.
+    pub fn update_members<'a>(&self, pools: impl IntoIterator<Item = &'a Pool>) -> u64 {
+        let _serial = self
+            .apply_lock
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let table = self.table.load();
+        for pool in pools {
+            if let Some(state) = table.pool(pool.id) {
+                let members = ready_members(pool).into_iter();
+                state.set_endpoints(members.map(|m| self.endpoints.get(m)).collect());
+            }
+        }
         self.endpoints.prune();
         let generation = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
         self.metrics.set_generation(generation);

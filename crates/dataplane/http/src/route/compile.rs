@@ -154,7 +154,7 @@ impl<'a> Compiler<'a> {
 }
 
 /// Members that may receive traffic. Weights are not used yet: round robin is unweighted.
-fn ready_members(pool: &portico_model::Pool) -> Vec<SocketAddr> {
+pub(crate) fn ready_members(pool: &portico_model::Pool) -> Vec<SocketAddr> {
     let ready = pool.members.iter().filter(|m| m.ready);
     ready.map(|m| SocketAddr::new(m.address, m.port)).collect()
 }

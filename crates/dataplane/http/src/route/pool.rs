@@ -2,6 +2,7 @@
 
 use crate::metrics::PoolMetrics;
 use crate::upstream::Endpoint;
+use arc_swap::ArcSwap;
 use portico_model::PoolId;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -16,14 +17,14 @@ pub enum Target {
     Reject(u16),
 }
 
-/// One pool as the data plane sees it: an immutable member list and a shared cursor.
+/// One pool as the data plane sees it: its members (swapped whole when only endpoints change)
+/// and a shared round-robin cursor.
 #[derive(Debug)]
 pub struct PoolState {
     id: PoolId,
     name: String,
-    members: Vec<SocketAddr>,
-    /// The upstream of each member (same order), with its idle connections.
-    endpoints: Vec<Arc<Endpoint>>,
+    /// The upstream of each ready member, with its idle connections.
+    endpoints: ArcSwap<Vec<Arc<Endpoint>>>,
     /// Shared with the previous configuration's state for this pool id, so that re-applying
     /// (e.g. when scaling) does not restart the rotation.
     cursor: Arc<AtomicUsize>,
@@ -41,8 +42,7 @@ impl PoolState {
         PoolState {
             id,
             name: name.to_owned(),
-            members: endpoints.iter().map(|e| e.addr()).collect(),
-            endpoints,
+            endpoints: ArcSwap::from_pointee(endpoints),
             cursor,
             metrics,
         }
@@ -58,8 +58,13 @@ impl PoolState {
     }
 
     /// Ready members, in model order.
-    pub fn members(&self) -> &[SocketAddr] {
-        &self.members
+    pub fn members(&self) -> Vec<SocketAddr> {
+        self.endpoints.load().iter().map(|e| e.addr()).collect()
+    }
+
+    /// Replaces the members: requests routed from now on use the new ones.
+    pub(crate) fn set_endpoints(&self, endpoints: Vec<Arc<Endpoint>>) {
+        self.endpoints.store(Arc::new(endpoints));
     }
 
     pub(crate) fn cursor(&self) -> &Arc<AtomicUsize> {
@@ -68,17 +73,18 @@ impl PoolState {
 
     /// The next member in round-robin order, or `None` when no member is ready.
     pub fn next_member(&self) -> Option<SocketAddr> {
-        self.next_index().map(|i| self.members[i])
+        self.next_endpoint().map(|e| e.addr())
     }
 
-    pub(crate) fn next_endpoint(&self) -> Option<&Arc<Endpoint>> {
-        self.next_index().and_then(|i| self.endpoints.get(i))
+    pub(crate) fn next_endpoint(&self) -> Option<Arc<Endpoint>> {
+        let endpoints = self.endpoints.load();
+        next_index(&self.cursor, endpoints.len()).map(|i| endpoints[i].clone())
     }
+}
 
-    fn next_index(&self) -> Option<usize> {
-        match self.members.len() {
-            0 => None,
-            n => Some(self.cursor.fetch_add(1, Ordering::Relaxed) % n),
-        }
+fn next_index(cursor: &AtomicUsize, len: usize) -> Option<usize> {
+    match len {
+        0 => None,
+        n => Some(cursor.fetch_add(1, Ordering::Relaxed) % n),
     }
 }

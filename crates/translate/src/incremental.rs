@@ -1,0 +1,88 @@
+//! Endpoint changes without a full translation. Endpoints are what changes most often in a
+//! cluster (every rollout, every scale); when nothing else changed, only the members of the
+//! pools of the touched Services need recomputing, and the rest of the model stands.
+
+use crate::backend::{PoolKey, PortRef};
+use crate::members::{SLICE_SERVICE_LABEL, SliceIndex};
+use crate::pool::build_pool;
+use crate::{ObjectKey, Objects};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use portico_model::{Model, PoolId};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+/// The Services whose EndpointSlices or Endpoints differ between `old` and `new`, or `None`
+/// when anything else differs too (then a full translation is needed). Objects are compared by
+/// pointer first, by value when the pointers differ (a re-read file yields new allocations).
+pub fn endpoint_only_change(old: &Objects, new: &Objects) -> Option<BTreeSet<ObjectKey>> {
+    let unchanged = same(&old.ingresses, &new.ingresses)
+        && same(&old.ingress_classes, &new.ingress_classes)
+        && same(&old.services, &new.services)
+        && same(&old.secrets, &new.secrets);
+    if !unchanged {
+        return None;
+    }
+    let mut services = BTreeSet::new();
+    for (key, slice) in changed(&old.endpoint_slices, &new.endpoint_slices) {
+        if let Some(service) = slice_service(slice) {
+            services.insert(ObjectKey::new(&key.namespace, service));
+        }
+    }
+    let legacy = changed(&old.endpoints, &new.endpoints);
+    services.extend(legacy.map(|(key, _)| key.clone()));
+    Some(services)
+}
+
+/// Recomputes, in `model`, the members of every pool of one of `services`; returns the ids of
+/// the pools whose members changed.
+pub fn refresh_members(
+    model: &mut Model,
+    objects: &Objects,
+    services: &BTreeSet<ObjectKey>,
+) -> Vec<PoolId> {
+    let slices = SliceIndex::new(objects);
+    let mut changed = Vec::new();
+    for lb in &mut model.load_balancers {
+        for pool in &mut lb.pools {
+            let service = ObjectKey::new(&pool.service.namespace, &pool.service.name);
+            if !services.contains(&service) {
+                continue;
+            }
+            let port = match pool.service_port.parse::<i32>() {
+                Ok(number) => PortRef::Number(number),
+                Err(_) => PortRef::Name(pool.service_port.clone()),
+            };
+            let key = PoolKey { service, port };
+            let fresh = build_pool(lb.id, &key, objects, &slices);
+            if fresh.members != pool.members {
+                pool.members = fresh.members;
+                changed.push(pool.id);
+            }
+        }
+    }
+    changed
+}
+
+fn same<K: Ord, V: PartialEq>(a: &BTreeMap<K, Arc<V>>, b: &BTreeMap<K, Arc<V>>) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|((ka, va), (kb, vb))| ka == kb && (Arc::ptr_eq(va, vb) || va == vb))
+}
+
+/// Entries added, removed or changed between `old` and `new`, each side's version.
+fn changed<'a, K: Ord, V: PartialEq>(
+    old: &'a BTreeMap<K, Arc<V>>,
+    new: &'a BTreeMap<K, Arc<V>>,
+) -> impl Iterator<Item = (&'a K, &'a V)> {
+    let differs =
+        |a: &Arc<V>, b: Option<&Arc<V>>| b.is_none_or(|b| !(Arc::ptr_eq(a, b) || **a == **b));
+    let gone_or_changed = old.iter().filter(move |(k, v)| differs(v, new.get(*k)));
+    let added_or_changed = new.iter().filter(move |(k, v)| differs(v, old.get(*k)));
+    (gone_or_changed.chain(added_or_changed)).map(|(k, v)| (k, &**v))
+}
+
+fn slice_service(slice: &EndpointSlice) -> Option<&str> {
+    let labels = slice.metadata.labels.as_ref()?;
+    labels.get(SLICE_SERVICE_LABEL).map(String::as_str)
+}
