@@ -3,27 +3,47 @@
 use crate::object::Object;
 use portico_model::{Diagnostic, ObjectRef};
 use portico_translate::{ObjectKey, Objects};
-use std::collections::HashMap;
+use std::path::Path;
 
 /// Builds `Objects` from each file's objects, in file order. An object defined twice (same
 /// kind, namespace and name) keeps its later definition, and a warning names both origins.
-pub(crate) fn assemble<'a, I>(files: I) -> (Objects, Vec<Diagnostic>)
-where
-    I: IntoIterator<Item = (&'a str, &'a [Object])>,
-{
+///
+/// Objects are shared, so this costs a pointer copy and a map insert per object; origins are
+/// only turned into text for the (rare) duplicates.
+pub(crate) fn assemble(files: &[(&Path, &[Object])]) -> (Objects, Vec<Diagnostic>) {
     let mut objects = Objects::default();
-    let mut origins: HashMap<ObjectRef, &'a str> = HashMap::new();
     let mut diagnostics = Vec::new();
-    for (origin, file_objects) in files {
-        for object in file_objects {
-            let object_ref = object.object_ref();
-            if let Some(first) = origins.insert(object_ref.clone(), origin) {
-                diagnostics.push(duplicate(object_ref, first, origin));
+    for (index, (origin, file_objects)) in files.iter().enumerate() {
+        for (position, object) in file_objects.iter().enumerate() {
+            if insert(&mut objects, object.clone()) {
+                let object_ref = object.object_ref();
+                let first = first_origin(&files[..=index], &object_ref, (index, position));
+                diagnostics.push(duplicate(object_ref, &first, &origin.display().to_string()));
             }
-            insert(&mut objects, object.clone());
         }
     }
     (objects, diagnostics)
+}
+
+/// The file of the latest definition of `object` before `before` (file index, position).
+fn first_origin(
+    files: &[(&Path, &[Object])],
+    object: &ObjectRef,
+    before: (usize, usize),
+) -> String {
+    let earlier = files
+        .iter()
+        .enumerate()
+        .rev()
+        .find(|(index, (_, objects))| {
+            let end = if *index == before.0 {
+                before.1
+            } else {
+                objects.len()
+            };
+            objects[..end].iter().any(|o| o.object_ref() == *object)
+        });
+    earlier.map_or_else(String::new, |(_, (path, _))| path.display().to_string())
 }
 
 fn duplicate(object: ObjectRef, first: &str, second: &str) -> Diagnostic {
@@ -35,7 +55,8 @@ fn duplicate(object: ObjectRef, first: &str, second: &str) -> Diagnostic {
     Diagnostic::warning(object, "", message)
 }
 
-fn insert(objects: &mut Objects, object: Object) {
+/// Inserts `object`; true when it replaced one of the same kind, namespace and name.
+fn insert(objects: &mut Objects, object: Object) -> bool {
     let meta = object.metadata();
     let name = meta.name.clone().unwrap_or_default();
     let key = ObjectKey {
@@ -43,24 +64,12 @@ fn insert(objects: &mut Objects, object: Object) {
         name: name.clone(),
     };
     match object {
-        Object::Ingress(o) => {
-            objects.ingresses.insert(key, o);
-        }
-        Object::IngressClass(o) => {
-            objects.ingress_classes.insert(name, o);
-        }
-        Object::Service(o) => {
-            objects.services.insert(key, o);
-        }
-        Object::EndpointSlice(o) => {
-            objects.endpoint_slices.insert(key, o);
-        }
-        Object::Endpoints(o) => {
-            objects.endpoints.insert(key, o);
-        }
-        Object::Secret(o) => {
-            objects.secrets.insert(key, o);
-        }
+        Object::Ingress(o) => objects.ingresses.insert(key, o).is_some(),
+        Object::IngressClass(o) => objects.ingress_classes.insert(name, o).is_some(),
+        Object::Service(o) => objects.services.insert(key, o).is_some(),
+        Object::EndpointSlice(o) => objects.endpoint_slices.insert(key, o).is_some(),
+        Object::Endpoints(o) => objects.endpoints.insert(key, o).is_some(),
+        Object::Secret(o) => objects.secrets.insert(key, o).is_some(),
     }
 }
 
@@ -86,7 +95,8 @@ mod tests {
     fn the_later_file_wins_and_a_warning_names_both_files() {
         let a = [service("default", "web", 80)];
         let b = [service("default", "web", 8080)];
-        let (objects, diagnostics) = assemble([("a.yaml", &a[..]), ("b.yaml", &b[..])]);
+        let (objects, diagnostics) =
+            assemble(&[(Path::new("a.yaml"), &a[..]), (Path::new("b.yaml"), &b[..])]);
         assert_eq!(port(&objects, "web"), 8080);
         assert_eq!(diagnostics.len(), 1);
         let d = &diagnostics[0];
@@ -101,7 +111,7 @@ mod tests {
     #[test]
     fn same_name_in_other_namespaces_is_no_duplicate() {
         let a = [service("default", "web", 80), service("other", "web", 81)];
-        let (objects, diagnostics) = assemble([("a.yaml", &a[..])]);
+        let (objects, diagnostics) = assemble(&[(Path::new("a.yaml"), &a[..])]);
         assert_eq!(objects.services.len(), 2);
         assert!(diagnostics.is_empty());
     }
@@ -109,7 +119,7 @@ mod tests {
     #[test]
     fn a_duplicate_inside_one_file_keeps_the_later_document() {
         let a = [service("default", "web", 80), service("default", "web", 81)];
-        let (objects, diagnostics) = assemble([("a.yaml", &a[..])]);
+        let (objects, diagnostics) = assemble(&[(Path::new("a.yaml"), &a[..])]);
         assert_eq!(port(&objects, "web"), 81);
         assert!(diagnostics[0].message.contains("twice in a.yaml"));
     }

@@ -163,14 +163,17 @@ impl Catalog {
 
     fn assemble(&mut self) -> Loaded {
         self.loaded_once = true;
-        let origins: Vec<(String, &FileEntry)> = (self.order.iter())
-            .filter_map(|p| Some((p.display().to_string(), self.files.get(p)?)))
+        let entries: Vec<(&Path, &FileEntry)> = (self.order.iter())
+            .filter_map(|p| Some((p.as_path(), self.files.get(p)?)))
             .collect();
-        let (mut objects, duplicates) =
-            assemble(origins.iter().map(|(o, e)| (o.as_str(), &e.served[..])));
+        let files: Vec<(&Path, &[Object])> = entries
+            .iter()
+            .map(|(path, e)| (*path, &e.served[..]))
+            .collect();
+        let (mut objects, duplicates) = assemble(&files);
         let mut diagnostics = self.path_diagnostics.clone();
         diagnostics.extend(
-            origins
+            entries
                 .iter()
                 .flat_map(|(_, e)| e.diagnostics.iter().cloned()),
         );
