@@ -163,29 +163,38 @@ async fn a_single_watched_file_replaced_atomically_is_seen_and_its_neighbours_ig
     );
 }
 
+/// The kubelet's layout of a mounted ConfigMap: `a.yaml -> ..data/a.yaml`, `..data -> ..<version>`.
+#[cfg(unix)]
+fn kubelet_mount(dir: &Path, port: u16) {
+    use std::os::unix::fs::symlink;
+    kubelet_version(dir, "..2026_01", port);
+    symlink("..2026_01", dir.join("..data")).unwrap();
+    symlink("..data/a.yaml", dir.join("a.yaml")).unwrap();
+}
+
+#[cfg(unix)]
+fn kubelet_version(dir: &Path, name: &str, port: u16) {
+    fs::create_dir(dir.join(name)).unwrap();
+    fs::write(dir.join(name).join("a.yaml"), service("default", "a", port)).unwrap();
+}
+
+/// The kubelet's update: a new version directory, `..data` swapped atomically, the old removed.
+#[cfg(unix)]
+fn kubelet_update(dir: &Path, port: u16) {
+    kubelet_version(dir, "..2026_02", port);
+    std::os::unix::fs::symlink("..2026_02", dir.join("..data_tmp")).unwrap();
+    fs::rename(dir.join("..data_tmp"), dir.join("..data")).unwrap();
+    fs::remove_dir_all(dir.join("..2026_01")).unwrap();
+}
+
 #[cfg(unix)]
 #[tokio::test]
 async fn a_single_file_of_a_mounted_configmap_is_seen_when_the_kubelet_swaps_it() {
-    use std::os::unix::fs::symlink;
     let dir = tempfile::tempdir().unwrap();
-    let version = |name: &str, port: u16| {
-        fs::create_dir(dir.path().join(name)).unwrap();
-        fs::write(
-            dir.path().join(name).join("a.yaml"),
-            service("default", "a", port),
-        )
-        .unwrap();
-    };
-    version("..2026_01", 80);
-    symlink("..2026_01", dir.path().join("..data")).unwrap();
-    symlink("..data/a.yaml", dir.path().join("a.yaml")).unwrap();
+    kubelet_mount(dir.path(), 80);
     let (_source, mut updates) = start(vec![dir.path().join("a.yaml")]);
     assert!(port_is("a", 80)(&updates.borrow()));
-
-    version("..2026_02", 81);
-    symlink("..2026_02", dir.path().join("..data_tmp")).unwrap();
-    fs::rename(dir.path().join("..data_tmp"), dir.path().join("..data")).unwrap();
-    fs::remove_dir_all(dir.path().join("..2026_01")).unwrap();
+    kubelet_update(dir.path(), 81);
     assert!(wait_for(&mut updates, port_is("a", 81)).await < SECOND);
 }
 
@@ -227,26 +236,11 @@ async fn a_path_whose_directory_does_not_exist_is_an_error_naming_it() {
 #[cfg(unix)]
 #[tokio::test]
 async fn a_mounted_configmap_directory_is_seen_when_the_kubelet_swaps_it() {
-    use std::os::unix::fs::symlink;
     let dir = tempfile::tempdir().unwrap();
-    let version = |name: &str, port: u16| {
-        fs::create_dir(dir.path().join(name)).unwrap();
-        fs::write(
-            dir.path().join(name).join("a.yaml"),
-            service("default", "a", port),
-        )
-        .unwrap();
-    };
-    version("..2026_01", 80);
-    symlink("..2026_01", dir.path().join("..data")).unwrap();
-    symlink("..data/a.yaml", dir.path().join("a.yaml")).unwrap();
+    kubelet_mount(dir.path(), 80);
     let (_source, mut updates) = start(vec![dir.path().to_path_buf()]);
     assert!(port_is("a", 80)(&updates.borrow()));
-
-    version("..2026_02", 81);
-    symlink("..2026_02", dir.path().join("..data_tmp")).unwrap();
-    fs::rename(dir.path().join("..data_tmp"), dir.path().join("..data")).unwrap();
-    fs::remove_dir_all(dir.path().join("..2026_01")).unwrap();
+    kubelet_update(dir.path(), 81);
     assert!(wait_for(&mut updates, port_is("a", 81)).await < SECOND);
 }
 
