@@ -95,13 +95,16 @@ impl<'a> Compiler<'a> {
         let name = pool.map_or_else(|| id.to_string(), |p| p.name.clone());
         let members = pool.map(ready_members).unwrap_or_default();
         let endpoints = members.into_iter().map(|m| self.endpoints.get(m)).collect();
-        let cursor = self
-            .previous
-            .and_then(|t| t.pools.get(&id))
-            .map(|p| p.cursor().clone());
-        let metrics = self
-            .metrics
-            .map_or_else(PoolMetrics::detached, |m| m.pool(&name));
+        let previous = self.previous.and_then(|t| t.pools.get(&id));
+        let cursor = previous.map(|p| p.cursor().clone());
+        // The same pool under the same name keeps its series (resolving them hashes labels).
+        let kept = previous
+            .filter(|p| p.name() == name)
+            .map(|p| p.metrics.clone());
+        let metrics = kept.unwrap_or_else(|| {
+            self.metrics
+                .map_or_else(PoolMetrics::detached, |m| m.pool(&name))
+        });
         let state = Arc::new(PoolState::new(
             id,
             &name,
