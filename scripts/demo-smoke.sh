@@ -8,13 +8,18 @@ log=$(mktemp)
 cargo run --release -q -- demo >"$log" 2>&1 &
 pid=$!
 trap 'kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; rm -f "$log"' EXIT
-for _ in $(seq 100); do
-  curl -sf http://127.0.0.1:9180/readyz >/dev/null 2>&1 && break
+ready=no
+for _ in $(seq 300); do
+  curl -sf http://127.0.0.1:9180/readyz >/dev/null 2>&1 && { ready=yes; break; }
+  kill -0 "$pid" 2>/dev/null || break
   sleep 0.1
 done
+if [ "$ready" != yes ]; then
+  echo "demo: not ready on 127.0.0.1:9180; its output:"; cat "$log"; exit 1
+fi
 check() { # host path expected-service
   local got
-  got=$(curl -s -H "Host: $1" "http://127.0.0.1:8080$2" | sed -n 's/.*"service":"\([^"]*\)".*/\1/p')
+  got=$(curl -s -H "Host: $1" "http://127.0.0.1:8080$2" | sed -n 's/.*"service":"\([^"]*\)".*/\1/p' || true)
   if [ "$got" != "$3" ]; then
     echo "demo: $1$2 answered by '$got', expected '$3'"; cat "$log"; exit 1
   fi
