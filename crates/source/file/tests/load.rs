@@ -7,12 +7,23 @@ use portico_model::{ObjectRef, Severity};
 use portico_source_file::{Catalog, load};
 use portico_translate::ObjectKey;
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 fn write(dir: &Path, name: &str, text: &str) {
     let path = dir.join(name);
     fs::create_dir_all(path.parent().unwrap()).unwrap();
     fs::write(path, text).unwrap();
+}
+
+/// A catalog that has read a directory of Services `names` (port 80 each).
+fn catalog_of(dir: &Path, names: &[&str]) -> (Catalog, [PathBuf; 1]) {
+    for name in names {
+        write(dir, &format!("{name}.yaml"), &service("default", name, 80));
+    }
+    let paths = [dir.to_path_buf()];
+    let mut catalog = Catalog::new();
+    catalog.reload(&paths);
+    (catalog, paths)
 }
 
 fn service_port(loaded: &portico_source_file::Loaded, name: &str) -> i32 {
@@ -95,11 +106,7 @@ fn diagnostics_of_every_file_are_reported() {
 #[test]
 fn a_reload_re_parses_only_the_changed_file() {
     let dir = tempfile::tempdir().unwrap();
-    write(dir.path(), "a.yaml", &service("default", "a", 80));
-    write(dir.path(), "b.yaml", &service("default", "b", 80));
-    let paths = [dir.path().to_path_buf()];
-    let mut catalog = Catalog::new();
-    catalog.reload(&paths);
+    let (mut catalog, paths) = catalog_of(dir.path(), &["a", "b"]);
     assert_eq!(catalog.parse_count(), 2);
     write(dir.path(), "b.yaml", &service("default", "b", 8080));
     let loaded = catalog.reload(&paths);
@@ -135,11 +142,7 @@ fn a_rewrite_of_the_same_length_right_after_a_read_is_seen() {
 #[test]
 fn a_deleted_file_takes_its_objects_with_it() {
     let dir = tempfile::tempdir().unwrap();
-    write(dir.path(), "a.yaml", &service("default", "a", 80));
-    write(dir.path(), "b.yaml", &service("default", "b", 80));
-    let paths = [dir.path().to_path_buf()];
-    let mut catalog = Catalog::new();
-    catalog.reload(&paths);
+    let (mut catalog, paths) = catalog_of(dir.path(), &["a", "b"]);
     fs::remove_file(dir.path().join("b.yaml")).unwrap();
     let loaded = catalog.reload_if_changed(&paths).expect("a change");
     assert_eq!(loaded.objects.services.len(), 1);
@@ -149,10 +152,7 @@ fn a_deleted_file_takes_its_objects_with_it() {
 #[test]
 fn a_file_turning_bad_keeps_its_last_good_objects_until_fixed() {
     let dir = tempfile::tempdir().unwrap();
-    write(dir.path(), "a.yaml", &service("default", "a", 80));
-    let paths = [dir.path().to_path_buf()];
-    let mut catalog = Catalog::new();
-    catalog.reload(&paths);
+    let (mut catalog, paths) = catalog_of(dir.path(), &["a"]);
     write(dir.path(), "a.yaml", "kind: Service\n\tbroken: [");
     let broken = catalog.reload(&paths);
     assert_eq!(
@@ -220,11 +220,7 @@ fn ingresses_without_a_class_get_the_default_class_from_another_file() {
 #[test]
 fn a_dirty_reload_reads_only_the_paths_named() {
     let dir = tempfile::tempdir().unwrap();
-    write(dir.path(), "a.yaml", &service("default", "a", 80));
-    write(dir.path(), "b.yaml", &service("default", "b", 80));
-    let paths = [dir.path().to_path_buf()];
-    let mut catalog = Catalog::new();
-    catalog.reload(&paths);
+    let (mut catalog, paths) = catalog_of(dir.path(), &["a", "b"]);
     let parses = catalog.parse_count();
     // Both files change on disk (different lengths), but only `a` is reported.
     write(dir.path(), "a.yaml", &service("default", "a", 8081));
@@ -239,10 +235,7 @@ fn a_dirty_reload_reads_only_the_paths_named() {
 #[test]
 fn a_dirty_reload_of_an_unknown_manifest_lists_everything() {
     let dir = tempfile::tempdir().unwrap();
-    write(dir.path(), "a.yaml", &service("default", "a", 80));
-    let paths = [dir.path().to_path_buf()];
-    let mut catalog = Catalog::new();
-    catalog.reload(&paths);
+    let (mut catalog, paths) = catalog_of(dir.path(), &["a"]);
     write(dir.path(), "new.yaml", &service("default", "new", 80));
     let dirty = [dir.path().join("new.yaml")].into_iter().collect();
     let loaded = catalog.reload_dirty(&paths, &dirty).unwrap();
