@@ -89,14 +89,7 @@ mod tests {
     use crate::generate::{PortCycle, Sizes};
 
     fn layout() -> Layout {
-        let sizes = Sizes {
-            ingresses: 10_000,
-            hosts: 2_000,
-            paths: 20_000,
-            services: 5_000,
-            endpoints: 50_000,
-        };
-        Layout::new(sizes, vec![1], PortCycle::default()).unwrap()
+        Layout::new(Sizes::FULL, vec![1], PortCycle::default()).unwrap()
     }
 
     #[test]

@@ -26,6 +26,17 @@ pub struct Sizes {
 }
 
 impl Sizes {
+    /// The cluster of the Performance issue: 10,000 Ingresses, 20,000 paths over 2,000 hosts,
+    /// 5,000 Services, 50,000 endpoints.
+    #[cfg(test)]
+    pub const FULL: Sizes = Sizes {
+        ingresses: 10_000,
+        hosts: 2_000,
+        paths: 20_000,
+        services: 5_000,
+        endpoints: 50_000,
+    };
+
     /// Every Ingress needs a route, every host a path and every Service an endpoint.
     pub fn check(&self) -> Result<(), String> {
         let mut errors = Vec::new();
@@ -157,14 +168,7 @@ mod tests {
     }
 
     fn full_with(cycle: PortCycle) -> Layout {
-        let sizes = Sizes {
-            ingresses: 10_000,
-            hosts: 2_000,
-            paths: 20_000,
-            services: 5_000,
-            endpoints: 50_000,
-        };
-        Layout::new(sizes, (18101..18111).collect(), cycle).unwrap()
+        Layout::new(Sizes::FULL, (18101..18111).collect(), cycle).unwrap()
     }
 
     #[test]
