@@ -7,7 +7,7 @@ mod headers;
 pub use headers::Scheme;
 
 use crate::metrics::ProxyMetrics;
-use crate::route::{Compiler, RouteTable, ready_members};
+use crate::route::{Compiler, RouteTable, ready_endpoints};
 use crate::upstream::{Endpoints, UpstreamBody};
 use arc_swap::ArcSwap;
 use bytes::Bytes;
@@ -68,10 +68,7 @@ impl Proxy {
         let table = compiler.compile(model);
         self.table.store(Arc::new(table));
         drop(previous);
-        self.endpoints.prune();
-        let generation = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
-        self.metrics.set_generation(generation);
-        generation
+        self.next_generation()
     }
 
     /// Replaces the members of pools the served table already has, without recompiling it:
@@ -85,10 +82,15 @@ impl Proxy {
         let table = self.table.load();
         for pool in pools {
             if let Some(state) = table.pool(pool.id) {
-                let members = ready_members(pool).into_iter();
-                state.set_endpoints(members.map(|m| self.endpoints.get(m)).collect());
+                state.set_endpoints(ready_endpoints(pool, &self.endpoints));
             }
         }
+        self.next_generation()
+    }
+
+    /// After a change is in place (the caller holds `apply_lock`): forgets unused endpoints and
+    /// counts the new configuration generation.
+    fn next_generation(&self) -> u64 {
         self.endpoints.prune();
         let generation = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
         self.metrics.set_generation(generation);

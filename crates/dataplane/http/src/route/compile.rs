@@ -6,7 +6,7 @@ use super::pool::{PoolState, Target};
 use super::reduce::{HostMatch, reduce};
 use super::{FxMap, RouteTable};
 use crate::metrics::{PoolMetrics, ProxyMetrics};
-use crate::upstream::Endpoints;
+use crate::upstream::{Endpoint, Endpoints};
 use portico_model::{Listener, LoadBalancer, Model, PolicyAction, Pool, PoolId, Protocol};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -93,8 +93,9 @@ impl<'a> Compiler<'a> {
         }
         let pool = lb.get(&id).copied();
         let name = pool.map_or_else(|| id.to_string(), |p| p.name.clone());
-        let members = pool.map(ready_members).unwrap_or_default();
-        let endpoints = members.into_iter().map(|m| self.endpoints.get(m)).collect();
+        let endpoints = pool
+            .map(|p| ready_endpoints(p, self.endpoints))
+            .unwrap_or_default();
         let previous = self.previous.and_then(|t| t.pools.get(&id));
         let cursor = previous.map(|p| p.cursor().clone());
         // The same pool under the same name keeps its series (resolving them hashes labels).
@@ -156,8 +157,11 @@ impl<'a> Compiler<'a> {
     }
 }
 
-/// Members that may receive traffic. Weights are not used yet: round robin is unweighted.
-pub(crate) fn ready_members(pool: &portico_model::Pool) -> Vec<SocketAddr> {
+/// The upstreams of the members that may receive traffic. Weights are not used yet: round
+/// robin is unweighted.
+pub(crate) fn ready_endpoints(pool: &Pool, endpoints: &Endpoints) -> Vec<Arc<Endpoint>> {
     let ready = pool.members.iter().filter(|m| m.ready);
-    ready.map(|m| SocketAddr::new(m.address, m.port)).collect()
+    ready
+        .map(|m| endpoints.get(SocketAddr::new(m.address, m.port)))
+        .collect()
 }

@@ -28,7 +28,7 @@ mod path;
 mod pool;
 mod reduce;
 
-pub(crate) use compile::{Compiler, ready_members};
+pub(crate) use compile::{Compiler, ready_endpoints};
 pub use compile::{PROVIDER, compile};
 pub use pool::{PoolState, Target};
 
