@@ -6,7 +6,7 @@ use crate::decode::FILE_KIND;
 use crate::loaded::Loaded;
 use crate::object::Object;
 use crate::parse::{Parsed, parse_documents};
-use crate::walk::{has_manifest_extension, list_files};
+use crate::walk::{has_manifest_extension, is_hidden, list_files};
 use portico_model::{Diagnostic, ObjectRef};
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fs::{self, Metadata};
@@ -90,8 +90,12 @@ impl Catalog {
             match self.refresh_file(path) {
                 Ok(file_changed) => changed |= file_changed,
                 // Gone or unreadable: the listing decides (a path named on the command line
-                // that disappears is an error, one found in a directory is not).
-                Err(_) => changed |= self.refresh(paths),
+                // that disappears is an error, one found in a directory is not), and it
+                // re-checks the rest of the files too.
+                Err(_) => {
+                    changed |= self.refresh(paths);
+                    break;
+                }
             }
         }
         changed.then(|| self.assemble())
@@ -192,15 +196,13 @@ impl Catalog {
 /// entries: swapping them changes the visible files of a mounted ConfigMap without an event
 /// on those files.
 fn is_ignorable(path: &Path) -> bool {
-    let name = path
+    let kubelet = path
         .file_name()
         .and_then(|n| n.to_str())
-        .unwrap_or_default();
-    if name.starts_with("..") {
-        return false;
-    }
-    name.starts_with('.')
-        || (path.extension().is_some() && !has_manifest_extension(path) && !path.is_dir())
+        .is_some_and(|n| n.starts_with(".."));
+    !kubelet
+        && (is_hidden(path)
+            || (path.extension().is_some() && !has_manifest_extension(path) && !path.is_dir()))
 }
 
 impl FileEntry {
