@@ -34,6 +34,7 @@ mod config;
 mod incremental;
 mod loadbalancer;
 mod members;
+mod memo;
 mod merge;
 mod names;
 mod objects;
@@ -47,5 +48,6 @@ pub use config::{
     CONTROLLER_NAME, Config, DEFAULT_CLASS_ANNOTATION, LEGACY_CLASS_ANNOTATION, PROVIDER_ANNOTATION,
 };
 pub use incremental::{endpoint_only_change, refresh_members};
+pub use memo::{Memo, Previous};
 pub use objects::{ObjectKey, Objects};
-pub use translate::{IngressState, Translation, translate};
+pub use translate::{IngressState, Translation, translate, translate_incremental};
