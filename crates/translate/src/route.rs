@@ -164,6 +164,8 @@ pub(crate) fn routes(
             });
         }
     }
+    // Kept for as long as the Ingress is unchanged: no spare capacity.
+    out.shrink_to_fit();
     out
 }
 

@@ -14,13 +14,6 @@ use portico_model::{Diagnostic, ListenerId, LoadBalancerId, ObjectRef};
 use std::collections::HashSet;
 use std::sync::Arc;
 
-/// Older first: by creationTimestamp (a missing one counts as newest), then namespace/name.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) struct Age {
-    missing: bool,
-    created: Option<Time>,
-    key: ObjectKey,
-}
 
 /// The ids of a class's load balancer and of its HTTP listener, which the ids of policies,
 /// rules and pools derive from.
@@ -48,7 +41,6 @@ pub(crate) struct Source {
     pub ingress: Arc<Ingress>,
     pub ids: ClassIds,
     pub object: ObjectRef,
-    pub age: Age,
     /// Admitted (no Error diagnostic): its routes are served.
     pub served: bool,
     /// Admission errors and warnings, and the warnings of its backends.
@@ -69,7 +61,6 @@ impl Source {
         ids: ClassIds,
         objects: &Objects,
     ) -> Self {
-        let created = ingress.metadata.creation_timestamp.clone();
         let object = ObjectRef::new("Ingress", &key.namespace, &key.name);
         let mut lookups = Lookups {
             diagnostics: validate_ingress(key, ingress),
@@ -92,22 +83,24 @@ impl Source {
         };
         lookups.services.sort();
         lookups.services.dedup();
+        lookups.services.shrink_to_fit();
         Source {
             key: key.clone(),
             ingress: ingress.clone(),
             ids,
             object,
-            age: Age {
-                missing: created.is_none(),
-                created,
-                key: key.clone(),
-            },
             served,
             diagnostics: lookups.diagnostics,
             services: lookups.services,
             routes,
             default,
         }
+    }
+
+    /// Older first: by creationTimestamp (a missing one counts as newest), then namespace/name.
+    pub(crate) fn age(&self) -> (bool, Option<&Time>, &ObjectKey) {
+        let created = self.ingress.metadata.creation_timestamp.as_ref();
+        (created.is_none(), created, &self.key)
     }
 
     /// Whether this preparation still holds for `ingress` under `ids`, given the Services that
@@ -126,5 +119,5 @@ impl Source {
 
 /// Sorts sources oldest first.
 pub(crate) fn by_age(sources: &mut [Arc<Source>]) {
-    sources.sort_by(|a, b| a.age.cmp(&b.age));
+    sources.sort_by(|a, b| a.age().cmp(&b.age()));
 }
