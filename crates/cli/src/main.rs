@@ -11,7 +11,6 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-
 #[derive(Parser, Debug)]
 #[command(
     name = "portico",

@@ -14,7 +14,6 @@ use portico_model::{Diagnostic, ListenerId, LoadBalancerId, ObjectRef};
 use std::collections::HashSet;
 use std::sync::Arc;
 
-
 /// The ids of a class's load balancer and of its HTTP listener, which the ids of policies,
 /// rules and pools derive from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -4,6 +4,7 @@
 mod support;
 
 mod admin;
+mod allocator;
 mod backends;
 mod bad_input;
 mod classes;

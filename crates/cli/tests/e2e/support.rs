@@ -146,9 +146,14 @@ impl Portico {
     }
 
     pub async fn spawn(args: &[String]) -> Self {
+        Self::spawn_with_env(args, &[]).await
+    }
+
+    pub async fn spawn_with_env(args: &[String], env: &[(&str, &str)]) -> Self {
         let mut child = Command::new(BIN)
             .args(args)
             .env("PORTICO_LOG", "warn")
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
@@ -171,6 +176,15 @@ impl Portico {
         };
         p.wait_ready().await;
         p
+    }
+
+    /// The environment of the running process, from /proc.
+    pub fn environment(&self) -> Vec<String> {
+        let pid = self.child.id().expect("portico is running");
+        let raw = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+        raw.split(|b| *b == 0)
+            .map(|v| String::from_utf8_lossy(v).into_owned())
+            .collect()
     }
 
     async fn wait_ready(&self) {
