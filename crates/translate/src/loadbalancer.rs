@@ -58,6 +58,7 @@ pub(crate) fn build_load_balancer(
         policies,
         default_pool: default.as_ref().map(|(key, _)| ids[key]),
         default_source: default.map(|(_, i)| sources[i].object.clone()),
+        tls: None,
     };
     LoadBalancer {
         id,
@@ -65,7 +66,7 @@ pub(crate) fn build_load_balancer(
         ingress_class: class.to_owned(),
         provider: class::provider(objects, class, config),
         vip: None,
-        listeners: vec![listener],
+        listeners: crate::tls::listeners(id, listener, sources, config, diagnostics),
         pools,
     }
 }
