@@ -165,6 +165,8 @@ impl Conn {
         pool.metrics.observe_latency(started.elapsed());
         let (mut parts, body) = response.into_parts();
         strip_hop_by_hop(&mut parts.headers);
+        // The client's hop is ours: an HTTP/1.0 or HTTP/2 upstream does not change it.
+        parts.version = Version::HTTP_11;
         Ok(Response::from_parts(parts, Either::Left(body)))
     }
 }
