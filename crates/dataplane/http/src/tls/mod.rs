@@ -66,6 +66,12 @@ pub(crate) fn server_config(resolver: Arc<Resolver>) -> Arc<ServerConfig> {
     };
     let mut config = builder.with_no_client_auth().with_cert_resolver(resolver);
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    // Session tickets (stateless resumption, keys rotated by rustls), as nginx and haproxy
+    // offer by default; the stateful session cache stays as well.
+    match rustls::crypto::ring::Ticketer::new() {
+        Ok(ticketer) => config.ticketer = ticketer,
+        Err(error) => tracing::warn!(%error, "no TLS session tickets"),
+    }
     Arc::new(config)
 }
 
