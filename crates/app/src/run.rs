@@ -5,7 +5,7 @@ use portico_admin::Admin;
 use portico_dataplane_http::{Proxy, ProxyMetrics};
 use portico_model::Model;
 use portico_source_file::Loaded;
-use portico_translate::Translation;
+use portico_translate::{Memo, Previous, Translation, translate_incremental};
 use prometheus_client::registry::Registry;
 use std::collections::HashSet;
 use std::net::SocketAddr;
@@ -144,16 +144,20 @@ struct Served {
     /// The translation, without its model (which is `model`).
     translation: Translation,
     model: Arc<Model>,
+    /// What the translation prepared, for the next one to reuse.
+    memo: Memo,
 }
 
 impl Pipeline<'_> {
     fn apply(&self, loaded: Arc<Loaded>, previous: Option<Served>) -> Served {
-        let (translation, model, generation) = match previous {
+        let (translation, model, memo, generation) = match previous {
             Some(previous) => match self.endpoints_only(&previous, &loaded) {
-                Some((model, generation)) => (previous.translation, model, generation),
-                None => self.translate(&loaded),
+                Some((model, generation)) => {
+                    (previous.translation, model, previous.memo, generation)
+                }
+                None => self.translate(&loaded, Some(previous)),
             },
-            None => self.translate(&loaded),
+            None => self.translate(&loaded, None),
         };
         let snapshot = build_snapshot(
             generation,
@@ -178,19 +182,44 @@ impl Pipeline<'_> {
             loaded,
             translation,
             model,
+            memo,
         }
     }
 
-    /// The full path: translate everything, compile and swap the proxy's route table.
-    fn translate(&self, loaded: &Loaded) -> (Translation, Arc<Model>, u64) {
-        let mut translation =
-            portico_translate::translate(&loaded.objects, &self.settings.translate);
-        let model = Arc::new(std::mem::take(&mut translation.model));
+    /// The general path: translate (reusing what `previous` prepared where its inputs did not
+    /// change), compile and swap the proxy's route table.
+    fn translate(
+        &self,
+        loaded: &Loaded,
+        previous: Option<Served>,
+    ) -> (Translation, Arc<Model>, Memo, u64) {
         let config = &self.settings.translate;
+        let (mut translation, memo) = match previous {
+            Some(Served {
+                loaded: previous_loaded,
+                model: previous_model,
+                mut memo,
+                ..
+            }) => {
+                let previous = Previous {
+                    objects: &previous_loaded.objects,
+                    model: &previous_model,
+                };
+                let translation =
+                    translate_incremental(&loaded.objects, config, Some(previous), &mut memo);
+                (translation, memo)
+            }
+            None => {
+                let mut memo = Memo::default();
+                let translation = translate_incremental(&loaded.objects, config, None, &mut memo);
+                (translation, memo)
+            }
+        };
+        let model = Arc::new(std::mem::take(&mut translation.model));
         let objects = &loaded.objects;
         (self.certificates).apply(objects, &mut translation, &model, config, self.proxy);
         let generation = self.proxy.apply(&model);
-        (translation, model, generation)
+        (translation, model, memo, generation)
     }
 
     /// The fast path when only endpoints changed: the touched pools get their new members in

@@ -1,6 +1,7 @@
 //! `portico`: the command line. The only crate that uses `anyhow` and that picks the
 //! Kubernetes API version for k8s-openapi.
 
+mod alloc;
 mod demo;
 mod validate;
 
@@ -9,11 +10,6 @@ use clap::{Args, Parser, Subcommand};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
-
-/// mimalloc: per-thread free lists make the proxy's many short-lived allocations (headers,
-/// buffers) cheaper than glibc malloc, and it returns freed memory to the OS promptly.
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -147,6 +143,7 @@ fn settings(
 }
 
 fn main() -> ExitCode {
+    alloc::configure();
     let cli = Cli::parse();
     init_logging(&cli.log);
     let result = match cli.command {

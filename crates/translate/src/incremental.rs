@@ -4,6 +4,7 @@
 
 use crate::backend::{PoolKey, PortRef};
 use crate::members::{SLICE_SERVICE_LABEL, SliceIndex};
+use crate::memo::for_each_change;
 use crate::pool::build_pool;
 use crate::{ObjectKey, Objects};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -23,13 +24,14 @@ pub fn endpoint_only_change(old: &Objects, new: &Objects) -> Option<BTreeSet<Obj
         return None;
     }
     let mut services = BTreeSet::new();
-    for (key, slice) in changed(&old.endpoint_slices, &new.endpoint_slices) {
+    for_each_change(&old.endpoint_slices, &new.endpoint_slices, |key, slice| {
         if let Some(service) = slice_service(slice) {
             services.insert(ObjectKey::new(&key.namespace, service));
         }
-    }
-    let legacy = changed(&old.endpoints, &new.endpoints);
-    services.extend(legacy.map(|(key, _)| key.clone()));
+    });
+    for_each_change(&old.endpoints, &new.endpoints, |key, _| {
+        services.insert(key.clone());
+    });
     Some(services)
 }
 
@@ -53,7 +55,7 @@ pub fn refresh_members(
                 Err(_) => PortRef::Name(pool.service_port.clone()),
             };
             let key = PoolKey { service, port };
-            let fresh = build_pool(lb.id, &key, objects, &slices);
+            let fresh = build_pool(pool.id, &key, objects, &slices);
             if fresh.members != pool.members {
                 pool.members = fresh.members;
                 changed.push(pool.id);
@@ -68,18 +70,6 @@ fn same<K: Ord, V: PartialEq>(a: &BTreeMap<K, Arc<V>>, b: &BTreeMap<K, Arc<V>>) 
         && a.iter()
             .zip(b)
             .all(|((ka, va), (kb, vb))| ka == kb && (Arc::ptr_eq(va, vb) || va == vb))
-}
-
-/// Entries added, removed or changed between `old` and `new`, each side's version.
-fn changed<'a, K: Ord, V: PartialEq>(
-    old: &'a BTreeMap<K, Arc<V>>,
-    new: &'a BTreeMap<K, Arc<V>>,
-) -> impl Iterator<Item = (&'a K, &'a V)> {
-    let differs =
-        |a: &Arc<V>, b: Option<&Arc<V>>| b.is_none_or(|b| !(Arc::ptr_eq(a, b) || **a == **b));
-    let gone_or_changed = old.iter().filter(move |(k, v)| differs(v, new.get(*k)));
-    let added_or_changed = new.iter().filter(move |(k, v)| differs(v, old.get(*k)));
-    (gone_or_changed.chain(added_or_changed)).map(|(k, v)| (k, &**v))
 }
 
 fn slice_service(slice: &EndpointSlice) -> Option<&str> {

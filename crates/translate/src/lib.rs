@@ -41,6 +41,7 @@ mod config;
 mod incremental;
 mod loadbalancer;
 mod members;
+mod memo;
 mod merge;
 mod names;
 mod objects;
@@ -57,5 +58,6 @@ pub use config::{
     PROVIDER_ANNOTATION, SSL_REDIRECT_ANNOTATION,
 };
 pub use incremental::{endpoint_only_change, refresh_members};
+pub use memo::{Memo, Previous};
 pub use objects::{ObjectKey, Objects};
-pub use translate::{IngressState, Translation, translate};
+pub use translate::{IngressState, Translation, translate, translate_incremental};

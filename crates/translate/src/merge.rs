@@ -1,80 +1,77 @@
 //! Merging the routes of several Ingresses of one class: identical matches go to the oldest
 //! Ingress, and so does the listener's default backend. Losers are reported.
 
-use crate::Objects;
-use crate::backend::PoolKey;
-use crate::route::{Route, backend_key};
+use crate::route::{Backend, Route};
 use crate::source::Source;
 use portico_model::{CompareType, Diagnostic};
-use std::collections::BTreeMap;
-use std::collections::btree_map::Entry;
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::sync::Arc;
 
 /// Keeps the first route for each (host, path match). `routes` must come oldest Ingress first,
 /// each Ingress's in YAML order, so the first is the one the oldest Ingress wrote first.
 pub(crate) fn merge<'a>(
-    routes: Vec<Route<'a>>,
+    routes: impl Iterator<Item = Route<'a>>,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Vec<Route<'a>> {
-    let mut winners = BTreeMap::new();
+    let mut winners = HashMap::new();
+    let mut kept = Vec::new();
     for route in routes {
-        match winners.entry((route.host.clone(), route.path.clone())) {
-            Entry::Occupied(winner) => diagnostics.push(conflict(&route, winner.get())),
+        match winners.entry((&route.spec.host, &route.spec.path)) {
+            Entry::Occupied(winner) => diagnostics.push(conflict(&route, &kept[*winner.get()])),
             Entry::Vacant(slot) => {
-                slot.insert(route);
+                slot.insert(kept.len());
+                kept.push(route);
             }
         }
     }
-    winners.into_values().collect()
+    kept
 }
 
 fn conflict(loser: &Route<'_>, winner: &Route<'_>) -> Diagnostic {
-    let kind = match loser.path.compare {
+    let kind = match loser.spec.path.compare {
         CompareType::EqualTo => "Exact",
         _ => "Prefix",
     };
     let by = if loser.source.key == winner.source.key {
-        format!("{} of this Ingress", winner.field)
+        format!("{} of this Ingress", winner.spec.field())
     } else {
         format!(
             "Ingress {} ({}), which is older",
-            winner.source.key, winner.field
+            winner.source.key,
+            winner.spec.field()
         )
     };
     let message = format!(
         "{} path \"{}\" ({kind}) is already routed by {by}; this path is ignored",
-        loser.host, loser.path.value
+        loser.spec.host, loser.spec.path.value
     );
-    let field = format!("{}.path", loser.field);
+    let field = format!("{}.path", loser.spec.field());
     Diagnostic::warning(loser.source.object.clone(), field, message)
 }
 
-/// The listener's default backend: the oldest Ingress's `spec.defaultBackend`. Returns its pool
-/// and the index of the Ingress in `sources` (oldest first).
-pub(crate) fn default_backend(
-    sources: &[Source<'_>],
-    objects: &Objects,
+/// The listener's default backend: the oldest Ingress's `spec.defaultBackend`. Returns it and
+/// the Ingress that set it.
+pub(crate) fn default_backend<'a>(
+    sources: &'a [Arc<Source>],
     diagnostics: &mut Vec<Diagnostic>,
-) -> Option<(PoolKey, usize)> {
-    let mut winner: Option<(PoolKey, usize)> = None;
-    for (index, source) in sources.iter().enumerate() {
-        let spec = source.ingress.spec.as_ref();
-        let Some(backend) = spec.and_then(|s| s.default_backend.as_ref()) else {
+) -> Option<(&'a Backend, &'a Source)> {
+    let mut winner: Option<(&Backend, &Source)> = None;
+    for source in sources {
+        let Some(backend) = &source.default else {
             continue;
         };
-        let field = "spec.defaultBackend";
-        let Some(key) = backend_key(source, objects, backend, field, diagnostics) else {
-            continue;
-        };
-        match &winner {
-            None => winner = Some((key, index)),
+        match winner {
+            None => winner = Some((backend, source)),
             // Two Ingresses naming the same Service port agree: nothing is ignored.
-            Some((same, _)) if *same == key => {}
+            Some((same, _)) if *same == *backend => {}
             Some((_, first)) => {
                 let message = format!(
                     "the default backend is already set by Ingress {}, which is older; this \
                      defaultBackend is ignored",
-                    sources[*first].key
+                    first.key
                 );
+                let field = "spec.defaultBackend";
                 diagnostics.push(Diagnostic::warning(source.object.clone(), field, message));
             }
         }

@@ -1,62 +1,53 @@
 //! L7 policies in evaluation order: the first policy whose rules all match wins.
 
-use crate::route::{HostMatch, Route};
-use portico_model::{
-    CompareType, L7Policy, L7PolicyId, L7Rule, L7RuleId, ListenerId, PolicyAction, PoolId, RuleType,
-};
+use crate::route::{HostMatch, Route, RouteSpec};
+use portico_model::{CompareType, L7Policy, L7Rule, PolicyAction, RuleType};
 use std::cmp::Reverse;
 
 /// Exact hosts, then wildcard hosts, then host-less rules; within a group by host, longer
-/// paths first, Exact before Prefix at equal length, then by path, then older Ingress first.
+/// paths first, Exact before Prefix at equal length, then by path. Merged routes differ in
+/// host or path, so this order is total.
 pub(crate) fn order(routes: &mut [Route<'_>]) {
-    routes.sort_by(|a, b| {
-        sort_key(a)
-            .cmp(&sort_key(b))
-            .then_with(|| a.source.age.cmp(&b.source.age))
-            .then_with(|| a.written.cmp(&b.written))
-    });
+    routes.sort_unstable_by(|a, b| sort_key(a).cmp(&sort_key(b)));
 }
 
 type SortKey<'r> = (u8, &'r HostMatch, Reverse<usize>, bool, &'r str);
 
 fn sort_key<'r>(route: &'r Route<'_>) -> SortKey<'r> {
-    let path = &route.path;
+    let RouteSpec { host, path, .. } = route.spec;
     let prefix = path.compare != CompareType::EqualTo;
     (
-        route.host.group(),
-        &route.host,
+        host.group(),
+        host,
         Reverse(path.value.len()),
         prefix,
         &path.value,
     )
 }
 
-pub(crate) fn build_policy(
-    listener: ListenerId,
-    position: usize,
-    route: &Route<'_>,
-    pool: PoolId,
-) -> L7Policy {
-    let id = L7PolicyId::derive(&format!("{listener}/policy/{}", route.written));
+pub(crate) fn build_policy(position: usize, route: &Route<'_>) -> L7Policy {
+    let spec = route.spec;
     let mut rules = Vec::with_capacity(2);
-    if let Some((compare_type, value)) = host_rule(&route.host) {
+    if let (Some(id), Some((compare_type, value))) = (spec.host_rule, host_rule(&spec.host)) {
         rules.push(L7Rule {
-            id: L7RuleId::derive(&format!("{id}/host")),
+            id,
             rule_type: RuleType::HostName,
             compare_type,
             value: value.to_owned(),
         });
     }
     rules.push(L7Rule {
-        id: L7RuleId::derive(&format!("{id}/path")),
+        id: spec.path_rule,
         rule_type: RuleType::Path,
-        compare_type: route.path.compare,
-        value: route.path.value.clone(),
+        compare_type: spec.path.compare,
+        value: spec.path.value.clone(),
     });
     L7Policy {
-        id,
+        id: spec.policy,
         position: u32::try_from(position).unwrap_or(u32::MAX),
-        action: PolicyAction::RedirectToPool { pool },
+        action: PolicyAction::RedirectToPool {
+            pool: spec.backend.pool,
+        },
         rules,
         source: route.source.object.clone(),
     }

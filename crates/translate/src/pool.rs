@@ -15,14 +15,13 @@ pub(crate) fn pool_id(lb: LoadBalancerId, key: &PoolKey) -> PoolId {
     ))
 }
 
-/// The pool of `key` with its members, weight 1 each, ordered by (address, port).
+/// The pool `id` of `key` with its members, weight 1 each, ordered by (address, port).
 pub(crate) fn build_pool(
-    lb: LoadBalancerId,
+    id: PoolId,
     key: &PoolKey,
     objects: &Objects,
     slices: &SliceIndex<'_>,
 ) -> Pool {
-    let id = pool_id(lb, key);
     let members = endpoints(objects, slices, key)
         .into_iter()
         .map(|((address, port), ready)| Member {

@@ -1,10 +1,11 @@
 //! Routes: one per (Ingress, rule host, path, pathType), before merging and ordering.
 
-use crate::Objects;
 use crate::backend::{PoolKey, resolve};
-use crate::source::Source;
-use k8s_openapi::api::networking::v1::{HTTPIngressPath, IngressBackend};
-use portico_model::{CompareType, Diagnostic};
+use crate::pool::pool_id;
+use crate::source::{ClassIds, Source};
+use crate::{ObjectKey, Objects};
+use k8s_openapi::api::networking::v1::{Ingress, IngressBackend};
+use portico_model::{CompareType, Diagnostic, L7PolicyId, L7RuleId, ObjectRef, PoolId};
 use std::fmt;
 
 /// What a route matches on the Host header.
@@ -75,85 +76,121 @@ impl PathMatch {
     }
 }
 
+/// One route of a prepared Ingress, with every id it needs already derived.
 #[derive(Debug)]
-pub(crate) struct Route<'a> {
-    pub source: &'a Source<'a>,
+pub(crate) struct RouteSpec {
     pub host: HostMatch,
     pub path: PathMatch,
-    /// Host and path as written, and the pathType: what the policy id derives from.
-    pub written: String,
-    /// `spec.rules[i].http.paths[j]`.
-    pub field: String,
-    pub backend: PoolKey,
+    /// `(i, j)` of `spec.rules[i].http.paths[j]`.
+    pub position: (usize, usize),
+    pub backend: Backend,
+    pub policy: L7PolicyId,
+    pub host_rule: Option<L7RuleId>,
+    pub path_rule: L7RuleId,
 }
 
-/// The routes of one served Ingress in YAML order, with the warnings its backends raise.
-pub(crate) fn routes<'a>(
-    source: &'a Source<'a>,
+impl RouteSpec {
+    /// `spec.rules[i].http.paths[j]`: only needed for diagnostics, so made on demand.
+    pub(crate) fn field(&self) -> String {
+        let (i, j) = self.position;
+        format!("spec.rules[{i}].http.paths[{j}]")
+    }
+}
+
+/// A route being merged and ordered: a route of a prepared Ingress.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Route<'a> {
+    pub source: &'a Source,
+    pub spec: &'a RouteSpec,
+}
+
+/// A backend: the Service port it names and the pool that serves it on this load balancer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Backend {
+    pub key: PoolKey,
+    pub pool: PoolId,
+}
+
+impl Backend {
+    pub(crate) fn new(ids: &ClassIds, key: PoolKey) -> Self {
+        let pool = pool_id(ids.load_balancer, &key);
+        Backend { key, pool }
+    }
+}
+
+/// Everything a backend lookup leaves behind: the Services named (what the prepared Ingress
+/// depends on) and the warnings.
+#[derive(Debug, Default)]
+pub(crate) struct Lookups {
+    pub services: Vec<ObjectKey>,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// The routes of one served Ingress in YAML order.
+pub(crate) fn routes(
+    key: &ObjectKey,
+    object: &ObjectRef,
+    ingress: &Ingress,
+    ids: &ClassIds,
     objects: &Objects,
-    diagnostics: &mut Vec<Diagnostic>,
-) -> Vec<Route<'a>> {
+    lookups: &mut Lookups,
+) -> Vec<RouteSpec> {
     let mut out = Vec::new();
-    let rules = source
-        .ingress
-        .spec
-        .as_ref()
-        .and_then(|s| s.rules.as_deref());
+    let rules = ingress.spec.as_ref().and_then(|s| s.rules.as_deref());
     for (i, rule) in rules.unwrap_or_default().iter().enumerate() {
         let host = rule.host.as_deref().unwrap_or_default();
         for (j, path) in rule.http.iter().flat_map(|h| &h.paths).enumerate() {
-            let field = format!("spec.rules[{i}].http.paths[{j}]");
-            if let Some(route) = route(source, objects, host, path, field, diagnostics) {
-                out.push(route);
-            }
+            let field = || format!("spec.rules[{i}].http.paths[{j}].backend");
+            let Some(backend) = backend_key(key, object, objects, &path.backend, field, lookups)
+            else {
+                continue;
+            };
+            let value = path.path.as_deref().unwrap_or_default();
+            let written = format!(
+                "{}/{}/{host}/{}/{value}",
+                key.namespace, key.name, path.path_type
+            );
+            let host = HostMatch::of(Some(host));
+            let policy = L7PolicyId::derive(&format!("{}/policy/{written}", ids.listener));
+            out.push(RouteSpec {
+                host_rule: (host != HostMatch::Any)
+                    .then(|| L7RuleId::derive(&format!("{policy}/host"))),
+                path_rule: L7RuleId::derive(&format!("{policy}/path")),
+                host,
+                path: PathMatch::of(&path.path_type, value),
+                position: (i, j),
+                backend: Backend::new(ids, backend),
+                policy,
+            });
         }
     }
+    // Kept for as long as the Ingress is unchanged: no spare capacity.
+    out.shrink_to_fit();
     out
-}
-
-fn route<'a>(
-    source: &'a Source<'a>,
-    objects: &Objects,
-    host: &str,
-    path: &HTTPIngressPath,
-    field: String,
-    diagnostics: &mut Vec<Diagnostic>,
-) -> Option<Route<'a>> {
-    let backend_field = format!("{field}.backend");
-    let backend = backend_key(source, objects, &path.backend, &backend_field, diagnostics)?;
-    let value = path.path.as_deref().unwrap_or_default();
-    let key = source.key;
-    Some(Route {
-        source,
-        host: HostMatch::of(Some(host)),
-        path: PathMatch::of(&path.path_type, value),
-        written: format!(
-            "{}/{}/{host}/{}/{value}",
-            key.namespace, key.name, path.path_type
-        ),
-        field,
-        backend,
-    })
 }
 
 /// The pool key of a backend, warning when it is a resource backend (skipped) or names a
 /// Service port that does not exist (kept: its pool has no members and answers 503).
+/// `field` names the backend, e.g. `spec.defaultBackend`.
 pub(crate) fn backend_key(
-    source: &Source<'_>,
+    key: &ObjectKey,
+    object: &ObjectRef,
     objects: &Objects,
     backend: &IngressBackend,
-    field: &str,
-    diagnostics: &mut Vec<Diagnostic>,
+    field: impl FnOnce() -> String,
+    lookups: &mut Lookups,
 ) -> Option<PoolKey> {
     let Some(service) = &backend.service else {
         let message = "resource backends are not supported";
-        let field = format!("{field}.resource");
-        diagnostics.push(Diagnostic::warning(source.object.clone(), field, message));
+        let field = format!("{}.resource", field());
+        let warning = Diagnostic::warning(object.clone(), field, message);
+        lookups.diagnostics.push(warning);
         return None;
     };
-    let key = PoolKey::of(&source.key.namespace, service)?;
-    if let Err(err) = resolve(objects, &key) {
-        diagnostics.push(err.diagnostic(&source.object, field));
+    let pool_key = PoolKey::of(&key.namespace, service)?;
+    if let Err(err) = resolve(objects, &pool_key) {
+        lookups.diagnostics.push(err.diagnostic(object, &field()));
     }
-    Some(key)
+    lookups.services.push(pool_key.service.clone());
+    Some(pool_key)
 }

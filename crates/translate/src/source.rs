@@ -1,43 +1,122 @@
-//! A served Ingress with its identity and age: the unit merging and precedence work on.
+//! A served Ingress prepared for merging: its identity and age, its routes and default backend
+//! with their ids derived, and the diagnostics all of that raised.
+//!
+//! Preparing an Ingress depends only on the Ingress, on the ids of its class's load balancer
+//! and on the Services its backends name. The next translation reuses a prepared Ingress when
+//! none of those changed (see [`crate::memo`]); most of a translation's work is here.
 
-use crate::ObjectKey;
+use crate::admission::validate_ingress;
+use crate::route::{Backend, Lookups, RouteSpec, backend_key, routes};
+use crate::{ObjectKey, Objects};
 use k8s_openapi::api::networking::v1::Ingress;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use portico_model::ObjectRef;
+use portico_model::{Diagnostic, ListenerId, LoadBalancerId, ObjectRef};
+use std::collections::HashSet;
+use std::sync::Arc;
 
-/// Older first: by creationTimestamp (a missing one counts as newest), then namespace/name.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) struct Age {
-    missing: bool,
-    created: Option<Time>,
-    key: ObjectKey,
+/// The ids of a class's load balancer and of its HTTP listener, which the ids of policies,
+/// rules and pools derive from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ClassIds {
+    pub load_balancer: LoadBalancerId,
+    pub listener: ListenerId,
 }
 
-#[derive(Debug)]
-pub(crate) struct Source<'a> {
-    pub key: &'a ObjectKey,
-    pub ingress: &'a Ingress,
-    pub object: ObjectRef,
-    pub age: Age,
-}
-
-impl<'a> Source<'a> {
-    pub(crate) fn new(key: &'a ObjectKey, ingress: &'a Ingress) -> Self {
-        let created = ingress.metadata.creation_timestamp.clone();
-        Source {
-            key,
-            ingress,
-            object: ObjectRef::new("Ingress", &key.namespace, &key.name),
-            age: Age {
-                missing: created.is_none(),
-                created,
-                key: key.clone(),
-            },
+impl ClassIds {
+    pub(crate) fn new(class: &str, port: u16) -> Self {
+        let load_balancer = LoadBalancerId::derive(&format!("loadbalancer/{class}"));
+        let listener = ListenerId::derive(&format!("{load_balancer}/listener/HTTP/{port}"));
+        ClassIds {
+            load_balancer,
+            listener,
         }
     }
 }
 
+/// An owned Ingress, admitted or not, prepared for its class's load balancer.
+#[derive(Debug)]
+pub(crate) struct Source {
+    pub key: ObjectKey,
+    pub ingress: Arc<Ingress>,
+    pub ids: ClassIds,
+    pub object: ObjectRef,
+    /// Admitted (no Error diagnostic): its routes are served.
+    pub served: bool,
+    /// Admission errors and warnings, and the warnings of its backends.
+    pub diagnostics: Vec<Diagnostic>,
+    /// The Services its backends name, whether they exist or not.
+    pub services: Vec<ObjectKey>,
+    /// In YAML order; empty when not served.
+    pub routes: Vec<RouteSpec>,
+    /// `spec.defaultBackend`, when served and it names a Service.
+    pub default: Option<Backend>,
+}
+
+impl Source {
+    /// Validates `ingress` as the API server would and, when admitted, prepares its routes.
+    pub(crate) fn prepare(
+        key: &ObjectKey,
+        ingress: &Arc<Ingress>,
+        ids: ClassIds,
+        objects: &Objects,
+    ) -> Self {
+        let object = ObjectRef::new("Ingress", &key.namespace, &key.name);
+        let mut lookups = Lookups {
+            diagnostics: validate_ingress(key, ingress),
+            services: Vec::new(),
+        };
+        let served = !lookups.diagnostics.iter().any(Diagnostic::is_error);
+        let (routes, default) = if served {
+            let routes = routes(key, &object, ingress, &ids, objects, &mut lookups);
+            let default = ingress
+                .spec
+                .as_ref()
+                .and_then(|s| s.default_backend.as_ref());
+            let default = default.and_then(|backend| {
+                let field = || "spec.defaultBackend".to_owned();
+                backend_key(key, &object, objects, backend, field, &mut lookups)
+            });
+            (routes, default.map(|k| Backend::new(&ids, k)))
+        } else {
+            (Vec::new(), None)
+        };
+        lookups.services.sort();
+        lookups.services.dedup();
+        lookups.services.shrink_to_fit();
+        Source {
+            key: key.clone(),
+            ingress: ingress.clone(),
+            ids,
+            object,
+            served,
+            diagnostics: lookups.diagnostics,
+            services: lookups.services,
+            routes,
+            default,
+        }
+    }
+
+    /// Older first: by creationTimestamp (a missing one counts as newest), then namespace/name.
+    pub(crate) fn age(&self) -> (bool, Option<&Time>, &ObjectKey) {
+        let created = self.ingress.metadata.creation_timestamp.as_ref();
+        (created.is_none(), created, &self.key)
+    }
+
+    /// Whether this preparation still holds for `ingress` under `ids`, given the Services that
+    /// changed since it was made.
+    pub(crate) fn still_holds(
+        &self,
+        ingress: &Arc<Ingress>,
+        ids: ClassIds,
+        changed_services: &HashSet<ObjectKey>,
+    ) -> bool {
+        self.ids == ids
+            && (Arc::ptr_eq(&self.ingress, ingress) || self.ingress == *ingress)
+            && !self.services.iter().any(|s| changed_services.contains(s))
+    }
+}
+
 /// Sorts sources oldest first.
-pub(crate) fn by_age(sources: &mut [Source<'_>]) {
-    sources.sort_by(|a, b| a.age.cmp(&b.age));
+pub(crate) fn by_age(sources: &mut [Arc<Source>]) {
+    sources.sort_by(|a, b| a.age().cmp(&b.age()));
 }

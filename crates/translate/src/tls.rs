@@ -16,6 +16,7 @@ use portico_model::{
 };
 use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 /// The status of HTTP → HTTPS redirects: permanent, method and body kept (as ingress-nginx).
 pub(crate) const REDIRECT_STATUS: u16 = 308;
@@ -25,7 +26,7 @@ pub(crate) const REDIRECT_STATUS: u16 = 308;
 pub(crate) fn listeners(
     lb: LoadBalancerId,
     mut http: Listener,
-    sources: &[Source<'_>],
+    sources: &[Arc<Source>],
     config: &Config,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Vec<Listener> {
@@ -48,7 +49,7 @@ struct TlsHosts {
 }
 
 impl TlsHosts {
-    fn of(sources: &[Source<'_>], diagnostics: &mut Vec<Diagnostic>) -> Self {
+    fn of(sources: &[Arc<Source>], diagnostics: &mut Vec<Diagnostic>) -> Self {
         let mut hosts = TlsHosts::default();
         for source in sources {
             let redirects = ssl_redirect(source, diagnostics);
@@ -72,7 +73,7 @@ impl TlsHosts {
 
     fn add_sni(
         &mut self,
-        source: &Source<'_>,
+        source: &Source,
         entry: &IngressTLS,
         host: String,
         field: String,
@@ -109,7 +110,7 @@ impl TlsHosts {
 
 /// The hosts of `spec.tls[i]` (lower-cased) with the field naming each; an entry without
 /// hosts stands for the Ingress's rule hosts.
-fn entry_hosts(source: &Source<'_>, entry: &IngressTLS, i: usize) -> Vec<(String, String)> {
+fn entry_hosts(source: &Source, entry: &IngressTLS, i: usize) -> Vec<(String, String)> {
     let listed = entry.hosts.as_deref().unwrap_or_default();
     if !listed.is_empty() {
         let hosts = listed.iter().enumerate().filter(|(_, h)| !h.is_empty());
@@ -131,7 +132,7 @@ fn entry_hosts(source: &Source<'_>, entry: &IngressTLS, i: usize) -> Vec<(String
 
 /// The `portico.dev/ssl-redirect` annotation: `"true"` (the default) or `"false"`; any other
 /// value is reported and the default applies.
-fn ssl_redirect(source: &Source<'_>, diagnostics: &mut Vec<Diagnostic>) -> bool {
+fn ssl_redirect(source: &Source, diagnostics: &mut Vec<Diagnostic>) -> bool {
     let annotations = source.ingress.metadata.annotations.as_ref();
     let Some(value) = annotations.and_then(|a| a.get(SSL_REDIRECT_ANNOTATION)) else {
         return true;

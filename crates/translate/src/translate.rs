@@ -1,14 +1,13 @@
 //! `translate(objects, config)`: the whole pipeline step from Kubernetes objects to the model.
 
-use crate::admission::validate_ingress;
 use crate::class::{ingress_class, load_balancer_classes, owned_classes};
 use crate::loadbalancer::build_load_balancer;
-use crate::members::SliceIndex;
-use crate::source::{Source, by_age};
+use crate::memo::{Memo, Pools, Previous, changed_services};
+use crate::source::{ClassIds, Source, by_age};
 use crate::{Config, ObjectKey, Objects};
-use k8s_openapi::api::networking::v1::Ingress;
 use portico_model::{Diagnostic, Model};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 /// The model, every diagnostic, and the verdict on every Ingress.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -36,38 +35,81 @@ pub struct IngressState {
 /// Ingresses of other classes are ignored without diagnostics; an owned Ingress the API server
 /// would reject is not served at all and only yields its Error diagnostics.
 pub fn translate(objects: &Objects, config: &Config) -> Translation {
+    translate_incremental(objects, config, None, &mut Memo::default())
+}
+
+/// [`translate`], reusing what the previous translation prepared where its inputs did not
+/// change. `memo` must come from the translation of `previous.objects` with the same `config`
+/// (or be empty); it is updated for the next call. The result equals [`translate`]'s.
+pub fn translate_incremental(
+    objects: &Objects,
+    config: &Config,
+    previous: Option<Previous<'_>>,
+    memo: &mut Memo,
+) -> Translation {
+    let changed_services = previous.map(|p| changed_services(p.objects, objects));
+    let mut reusable = std::mem::take(&mut memo.sources);
+    if changed_services.is_none() {
+        reusable.clear();
+    }
+    let changed_services = changed_services.unwrap_or_default();
+
     let owned = owned_classes(objects, config);
+    let mut ids_of: HashMap<&str, ClassIds> = HashMap::new();
     let mut diagnostics = Vec::new();
-    let mut by_class: BTreeMap<&str, Vec<Source<'_>>> = BTreeMap::new();
+    let mut by_class: BTreeMap<&str, Vec<Arc<Source>>> = BTreeMap::new();
     let ingresses = objects
         .ingresses
         .iter()
         .map(|(key, ingress)| {
-            let class = ingress_class(ingress).filter(|c| owned.contains(*c));
+            let written_class = ingress_class(ingress);
+            let class = written_class.filter(|c| owned.contains(*c));
             let served = class.is_some_and(|class| {
-                admit(
-                    key,
-                    ingress,
-                    &mut diagnostics,
-                    by_class.entry(class).or_default(),
-                )
+                let ids = *ids_of
+                    .entry(class)
+                    .or_insert_with(|| ClassIds::new(class, config.http_port));
+                let source = match reusable.remove(key) {
+                    Some(s) if s.still_holds(ingress, ids, &changed_services) => s,
+                    _ => Arc::new(Source::prepare(key, ingress, ids, objects)),
+                };
+                diagnostics.extend(source.diagnostics.iter().cloned());
+                memo.sources.insert(key.clone(), source.clone());
+                let served = source.served;
+                // The class gets its load balancer even when this Ingress is not admitted.
+                let sources = by_class.entry(class).or_default();
+                if served {
+                    sources.push(source);
+                }
+                served
             });
             IngressState {
                 key: key.clone(),
-                class: ingress_class(ingress).map(str::to_owned),
+                class: written_class.map(str::to_owned),
                 owned: class.is_some(),
                 served,
             }
         })
         .collect();
+    drop(reusable);
+
     let classes = load_balancer_classes(objects, config, by_class.keys().copied());
-    let slices = SliceIndex::new(objects);
+    let mut pools = Pools::new(objects, previous.map(|p| p.model), &changed_services);
     let mut load_balancers: Vec<_> = classes
         .iter()
         .map(|class| {
             let mut sources = by_class.remove(class.as_str()).unwrap_or_default();
             by_age(&mut sources);
-            build_load_balancer(class, &sources, objects, &slices, config, &mut diagnostics)
+            let ids = (ids_of.get(class.as_str()).copied())
+                .unwrap_or_else(|| ClassIds::new(class, config.http_port));
+            build_load_balancer(
+                class,
+                ids,
+                &sources,
+                objects,
+                &mut pools,
+                config,
+                &mut diagnostics,
+            )
         })
         .collect();
     load_balancers.sort_by_key(|lb| lb.id);
@@ -78,21 +120,4 @@ pub fn translate(objects: &Objects, config: &Config) -> Translation {
         diagnostics,
         ingresses,
     }
-}
-
-/// Validates an owned Ingress as the API server would; an admitted one joins its class's
-/// sources. Returns whether it is served.
-fn admit<'a>(
-    key: &'a ObjectKey,
-    ingress: &'a Ingress,
-    diagnostics: &mut Vec<Diagnostic>,
-    sources: &mut Vec<Source<'a>>,
-) -> bool {
-    let errors = validate_ingress(key, ingress);
-    let served = !errors.iter().any(Diagnostic::is_error);
-    diagnostics.extend(errors);
-    if served {
-        sources.push(Source::new(key, ingress));
-    }
-    served
 }

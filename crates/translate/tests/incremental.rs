@@ -1,11 +1,17 @@
 //! Endpoint-only changes: detected exactly, and patched into the model exactly as a full
-//! translation would have it.
+//! translation would have it; incremental translations equal full ones.
 
 mod support;
 
-use portico_translate::{Config, ObjectKey, endpoint_only_change, refresh_members, translate};
+use portico_model::Model;
+use portico_translate::{
+    Config, Memo, ObjectKey, Objects, Previous, endpoint_only_change, refresh_members, translate,
+    translate_incremental,
+};
+use proptest::prelude::*;
 use serde_json::{Value, json};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use support::{ingress, load_values, rule, service, slice};
 
 fn cluster(a_ip: &str, extra_path: Option<&str>) -> Vec<Value> {
@@ -73,4 +79,186 @@ fn refreshed_members_equal_a_full_translation() {
     assert_eq!(changed.len(), 1, "only pool default_a_80 changed");
     // Refreshing a service whose endpoints did not change changes nothing.
     assert!(refresh_members(&mut model, &new, &services(&["b"])).is_empty());
+}
+
+/// One generated cluster: a few Ingresses (some of another class, some invalid), Services that
+/// may be missing, and their endpoints.
+#[derive(Debug, Clone)]
+struct World {
+    ingresses: Vec<GenIngress>,
+    services: Vec<Option<u8>>,
+}
+
+const HOSTS: [&str; 4] = ["a.test", "b.test", "*.w.test", ""];
+const PATHS: [&str; 3] = ["/", "/a", "/a/b"];
+
+type GenIngress = (
+    u8,
+    bool,
+    bool,
+    Vec<(u8, u8, bool, u8, u8)>,
+    Option<(u8, u8)>,
+);
+
+fn gen_ingress() -> impl Strategy<Value = GenIngress> {
+    let route = (0..4u8, 0..3u8, any::<bool>(), 0..4u8, 0..3u8);
+    (
+        0..3u8,
+        any::<bool>(),
+        prop::bool::weighted(0.1),
+        prop::collection::vec(route, 0..4),
+        prop::option::of((0..4u8, 0..3u8)),
+    )
+}
+
+/// A world and the worlds that follow it, each one change away from the one before: an
+/// Ingress replaced, added or removed, or a Service's endpoints changed, added or removed.
+fn worlds() -> impl Strategy<Value = Vec<World>> {
+    let first = (
+        prop::collection::vec(gen_ingress(), 0..4),
+        prop::collection::vec(prop::option::of(0..3u8), 3),
+    );
+    let change = prop_oneof![
+        (
+            any::<prop::sample::Index>(),
+            prop::option::of(gen_ingress())
+        )
+            .prop_map(|(i, n)| (i, Ok(n))),
+        (any::<prop::sample::Index>(), prop::option::of(0..3u8)).prop_map(|(i, s)| (i, Err(s))),
+    ];
+    (first, prop::collection::vec(change, 0..6)).prop_map(|((ingresses, services), changes)| {
+        let mut world = World {
+            ingresses,
+            services,
+        };
+        let mut worlds = vec![world.clone()];
+        for (index, change) in changes {
+            match change {
+                Ok(Some(ingress)) if world.ingresses.len() < 4 && index.index(2) == 0 => {
+                    world.ingresses.push(ingress);
+                }
+                Ok(Some(ingress)) if !world.ingresses.is_empty() => {
+                    let i = index.index(world.ingresses.len());
+                    world.ingresses[i] = ingress;
+                }
+                Ok(_) if !world.ingresses.is_empty() => {
+                    let i = index.index(world.ingresses.len());
+                    world.ingresses.remove(i);
+                }
+                Ok(_) => {}
+                Err(service) => world.services[index.index(3)] = service,
+            }
+            worlds.push(world.clone());
+        }
+        worlds
+    })
+}
+
+fn port(p: u8) -> Value {
+    match p {
+        0 => json!({"number": 80}),
+        1 => json!({"number": 81}),
+        _ => json!({"name": "http"}),
+    }
+}
+
+fn backend(service: u8, p: u8) -> Value {
+    json!({"service": {"name": format!("s{service}"), "port": port(p)}})
+}
+
+impl World {
+    fn docs(&self) -> Vec<Value> {
+        let mut docs = Vec::new();
+        for (i, (age, ours, invalid, routes, default)) in self.ingresses.iter().enumerate() {
+            let rules: Vec<Value> = routes
+                .iter()
+                .map(|(host, path, exact, service, p)| {
+                    let host = if *invalid {
+                        "Bad_Host"
+                    } else {
+                        HOSTS[*host as usize]
+                    };
+                    let path_type = if *exact { "Exact" } else { "Prefix" };
+                    let path = json!({"path": PATHS[*path as usize], "pathType": path_type,
+                                      "backend": backend(*service, *p)});
+                    json!({"host": host, "http": {"paths": [path]}})
+                })
+                .collect();
+            let mut spec = json!({"rules": rules});
+            spec["ingressClassName"] = json!(if *ours { "portico" } else { "other" });
+            if let Some((service, p)) = default {
+                spec["defaultBackend"] = backend(*service, *p);
+            }
+            let created = format!("2026-01-0{}T00:00:00Z", age + 1);
+            docs.push(ingress("default", &format!("i{i}"), Some(&created), spec));
+        }
+        for (s, ip) in self.services.iter().enumerate() {
+            if let Some(ip) = ip {
+                docs.extend(service(
+                    "default",
+                    &format!("s{s}"),
+                    &format!("10.0.0.{ip}"),
+                ));
+            }
+        }
+        docs
+    }
+}
+
+/// Objects for `docs` that keep `previous`'s allocation for every object that did not change,
+/// as the sources do.
+fn reload(previous: &Objects, docs: Vec<Value>) -> Objects {
+    fn keep<K: Ord + Clone, V: PartialEq>(
+        old: &BTreeMap<K, Arc<V>>,
+        new: &mut BTreeMap<K, Arc<V>>,
+    ) {
+        for (key, value) in new.iter_mut() {
+            if let Some(old) = old.get(key).filter(|o| **o == *value) {
+                *value = old.clone();
+            }
+        }
+    }
+    let mut objects = load_values(docs);
+    keep(&previous.ingresses, &mut objects.ingresses);
+    keep(&previous.services, &mut objects.services);
+    keep(&previous.endpoint_slices, &mut objects.endpoint_slices);
+    objects
+}
+
+proptest! {
+    /// What the pipeline does on every change (the endpoint fast path, else an incremental
+    /// translation) always gives the model and diagnostics of a full translation.
+    #[test]
+    fn incremental_translation_equals_a_full_one(worlds in worlds()) {
+        let config = Config::default();
+        let mut memo = Memo::default();
+        let mut served: Option<(Objects, Model)> = None;
+        for world in worlds {
+            let objects = match &served {
+                Some((previous, _)) => reload(previous, world.docs()),
+                None => load_values(world.docs()),
+            };
+            let full = translate(&objects, &config);
+            let model = match served.take() {
+                Some((previous, mut model)) => {
+                    match endpoint_only_change(&previous, &objects) {
+                        Some(services) => {
+                            refresh_members(&mut model, &objects, &services);
+                            model
+                        }
+                        None => {
+                            let previous = Previous { objects: &previous, model: &model };
+                            let t = translate_incremental(&objects, &config, Some(previous), &mut memo);
+                            prop_assert_eq!(&t.diagnostics, &full.diagnostics);
+                            prop_assert_eq!(&t.ingresses, &full.ingresses);
+                            t.model
+                        }
+                    }
+                }
+                None => translate_incremental(&objects, &config, None, &mut memo).model,
+            };
+            prop_assert_eq!(&model, &full.model);
+            served = Some((objects, model));
+        }
+    }
 }

@@ -124,6 +124,10 @@ impl Catalog {
         let listed: HashSet<&PathBuf> = order.iter().collect();
         let before = self.files.len();
         self.files.retain(|path, _| listed.contains(path));
+        // Deleting most files gives their table's memory back.
+        if self.files.capacity() > 4 * self.files.len().max(64) {
+            self.files.shrink_to_fit();
+        }
         changed |= self.files.len() != before || order != self.order;
         changed |= diagnostics != self.path_diagnostics;
         self.order = order;

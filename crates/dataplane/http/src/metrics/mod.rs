@@ -70,6 +70,17 @@ impl ProxyMetrics {
         pool_metrics(&self.requests, &self.latency, name)
     }
 
+    /// Removes the series of pool `name`.
+    pub(crate) fn forget_pool(&self, name: &str) {
+        for code_class in CODE_CLASSES {
+            let pool = name.to_owned();
+            self.requests.remove(&RequestLabels { pool, code_class });
+        }
+        self.latency.remove(&PoolLabel {
+            pool: name.to_owned(),
+        });
+    }
+
     pub(crate) fn unrouted(&self) -> &PoolMetrics {
         &self.unrouted
     }
@@ -163,6 +174,18 @@ mod tests {
             "{text}"
         );
         assert!(text.contains(&format!("{} 1\n", line("", "4xx"))), "{text}");
+    }
+
+    #[test]
+    fn a_forgotten_pool_has_no_series_left() {
+        let mut registry = Registry::default();
+        let metrics = ProxyMetrics::new(&mut registry);
+        metrics.pool("default_web_80").record(StatusCode::OK);
+        metrics.pool("default_api_80").record(StatusCode::OK);
+        metrics.forget_pool("default_web_80");
+        let text = exposition(&registry);
+        assert!(!text.contains("default_web_80"), "{text}");
+        assert!(text.contains("default_api_80"), "{text}");
     }
 
     #[test]

@@ -17,6 +17,7 @@ use http_body_util::{Either, Full};
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use hyper_util::server::conn::auto;
 use portico_model::{Model, Pool};
+use std::collections::HashSet;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
@@ -80,6 +81,12 @@ impl Proxy {
         let previous = self.table.load();
         let compiler = Compiler::new(Some(&previous), Some(&self.metrics), &self.endpoints);
         let table = compiler.compile(model);
+        // A pool that is gone takes its series with it, so /metrics and memory do not grow
+        // with every pool that ever existed.
+        let served: HashSet<&str> = table.pool_names().collect();
+        let gone = previous.pool_names().filter(|name| !served.contains(name));
+        gone.for_each(|name| self.metrics.forget_pool(name));
+        drop(served);
         self.table.store(Arc::new(table));
         drop(previous);
         self.next_generation()

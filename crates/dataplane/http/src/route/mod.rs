@@ -78,6 +78,11 @@ impl RouteTable {
     pub fn pool(&self, id: PoolId) -> Option<&Arc<PoolState>> {
         self.pools.get(&id)
     }
+
+    /// The names of the pools this table serves.
+    pub(crate) fn pool_names(&self) -> impl Iterator<Item = &str> {
+        self.pools.values().map(|p| p.name())
+    }
 }
 
 impl Routes {

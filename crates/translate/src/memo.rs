@@ -1,0 +1,121 @@
+//! What one translation keeps for the next, so that a change costs in proportion to what it
+//! touches rather than to the size of the cluster.
+//!
+//! A prepared Ingress (admission, routes, ids: [`Source`]) is reused while the Ingress, its
+//! class's ids and the Services its backends name are unchanged; a pool of the previous model
+//! is reused while its Service, EndpointSlices and Endpoints are unchanged. Everything else
+//! (ownership, merging, precedence, the default backend) is redone on every translation, and
+//! the result equals a full translation (the tests compare the two).
+
+use crate::backend::PoolKey;
+use crate::members::{SLICE_SERVICE_LABEL, SliceIndex};
+use crate::pool::build_pool;
+use crate::source::Source;
+use crate::{ObjectKey, Objects};
+use portico_model::{Model, Pool, PoolId};
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+/// The prepared Ingresses of the last translation, by key. Only valid together with the
+/// objects and the model of that translation (see [`Previous`]).
+#[derive(Debug, Default, Clone)]
+pub struct Memo {
+    pub(crate) sources: HashMap<ObjectKey, Arc<Source>>,
+}
+
+/// The last translation's input and model, and what it left in its [`Memo`].
+#[derive(Debug, Clone, Copy)]
+pub struct Previous<'a> {
+    pub objects: &'a Objects,
+    /// The model served now; it may have been patched by [`crate::refresh_members`] since.
+    pub model: &'a Model,
+}
+
+/// The Services whose object, EndpointSlices or Endpoints differ between `old` and `new`:
+/// what a reused Ingress or pool must not depend on.
+pub(crate) fn changed_services(old: &Objects, new: &Objects) -> HashSet<ObjectKey> {
+    let mut changed = HashSet::new();
+    for_each_change(&old.services, &new.services, |key, _| {
+        changed.insert(key.clone());
+    });
+    for_each_change(&old.endpoints, &new.endpoints, |key, _| {
+        changed.insert(key.clone());
+    });
+    for_each_change(&old.endpoint_slices, &new.endpoint_slices, |key, slice| {
+        let labels = slice.metadata.labels.as_ref();
+        if let Some(service) = labels.and_then(|l| l.get(SLICE_SERVICE_LABEL)) {
+            changed.insert(ObjectKey::new(&key.namespace, service));
+        }
+    });
+    changed
+}
+
+/// Calls `f` with each side of every entry added, removed or changed between `old` and `new`,
+/// in one merge pass over the two sorted maps. Objects are compared by pointer first, by value
+/// when the pointers differ (a re-read file yields new allocations).
+pub(crate) fn for_each_change<'a, K: Ord, V: PartialEq>(
+    old: &'a BTreeMap<K, Arc<V>>,
+    new: &'a BTreeMap<K, Arc<V>>,
+    mut f: impl FnMut(&'a K, &'a V),
+) {
+    let (mut a, mut b) = (old.iter().peekable(), new.iter().peekable());
+    loop {
+        let order = match (a.peek(), b.peek()) {
+            (None, None) => return,
+            (Some(_), None) => Ordering::Less,
+            (None, Some(_)) => Ordering::Greater,
+            (Some((ka, _)), Some((kb, _))) => ka.cmp(kb),
+        };
+        match order {
+            Ordering::Less => a.next().into_iter().for_each(|(k, v)| f(k, v)),
+            Ordering::Greater => b.next().into_iter().for_each(|(k, v)| f(k, v)),
+            Ordering::Equal => {
+                if let (Some((ka, va)), Some((kb, vb))) = (a.next(), b.next())
+                    && !(Arc::ptr_eq(va, vb) || va == vb)
+                {
+                    f(ka, va);
+                    f(kb, vb);
+                }
+            }
+        }
+    }
+}
+
+/// Pools for the load balancers being built: the previous model's where still valid, else
+/// built from the objects (the EndpointSlice index is made on first need).
+pub(crate) struct Pools<'a> {
+    objects: &'a Objects,
+    slices: Option<SliceIndex<'a>>,
+    previous: HashMap<PoolId, &'a Pool>,
+    changed_services: &'a HashSet<ObjectKey>,
+}
+
+impl<'a> Pools<'a> {
+    /// `previous` is `None` for a full translation.
+    pub(crate) fn new(
+        objects: &'a Objects,
+        previous: Option<&'a Model>,
+        changed_services: &'a HashSet<ObjectKey>,
+    ) -> Self {
+        let previous = previous.iter().flat_map(|m| &m.load_balancers);
+        let previous = previous.flat_map(|lb| &lb.pools).map(|p| (p.id, p));
+        Pools {
+            objects,
+            slices: None,
+            previous: previous.collect(),
+            changed_services,
+        }
+    }
+
+    pub(crate) fn pool(&mut self, id: PoolId, key: &PoolKey) -> Pool {
+        if let Some(pool) = self.previous.get(&id)
+            && !self.changed_services.contains(&key.service)
+        {
+            return Pool::clone(pool);
+        }
+        let objects = self.objects;
+        let slices = self.slices.get_or_insert_with(|| SliceIndex::new(objects));
+        build_pool(id, key, objects, slices)
+    }
+}
