@@ -34,6 +34,8 @@ fn purge_delay() -> i64 {
     // SAFETY: as for `mi_option_set`: reads an integer from the option table.
     #[allow(unsafe_code)]
     let value = unsafe { libmimalloc_sys::mi_option_get(PURGE_DELAY) };
+    // `c_long` is i64 here but i32 on other targets (Windows): the conversion is for them.
+    #[allow(clippy::useless_conversion)]
     i64::from(value)
 }
 
