@@ -5,12 +5,17 @@
 # robin, keep-alive to clients and upstreams, X-Forwarded-For added) with one worker thread pinned
 # to core 0 (taskset); wrk and the backends (one nginx worker serving static files) share core 1.
 # Cases: a ~100-byte and a 16 KiB response, each with keep-alive and with a new connection per
-# request. For each proxy and case: req/s, p50/p99 latency, proxy CPU time per request (utime +
-# stime from /proc), peak RSS (VmHWM). RUNS runs each (default 5); the table shows medians with
-# min-max, and the ratios Portico/nginx and Portico/haproxy.
+# request; and over TLS (the same ECDSA P-256 certificate for all three, made here with openssl),
+# the small response: `tls-keepalive` (HTTPS requests on open connections), `tls-close` (a new
+# TCP connection and TLS handshake per request; wrk resumes TLS sessions with tickets, which
+# all three offer by default), `tls-handshake` (full handshakes, no resumption: TLS_CLIENTS
+# parallel `openssl s_time -new` loops; req/s is handshakes/s, no latency percentiles). For each
+# proxy and case: req/s, p50/p99 latency, proxy CPU time per request (utime + stime from
+# /proc), peak RSS (VmHWM). RUNS runs each (default 5); the table shows medians with min-max,
+# and the ratios Portico/nginx and Portico/haproxy.
 #
-# Usage: bash bench/proxy.sh            (RUNS=5 DURATION=8 CONNECTIONS=50 by default;
-#        PROXIES="portico nginx haproxy" and CASES="small-keepalive ..." choose a subset)
+# Usage: bash bench/proxy.sh            (RUNS=5 DURATION=8 CONNECTIONS=50 TLS_CLIENTS=4 by default;
+#        PROXIES="portico nginx haproxy" and CASES="small-keepalive tls-close ..." choose a subset)
 # It starts and stops only its own processes, by PID, and sends traffic only to 127.0.0.1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,10 +25,11 @@ CONNECTIONS=${CONNECTIONS:-50}
 PROXY_CPU=${PROXY_CPU:-0}
 LOAD_CPU=${LOAD_CPU:-1}
 PROXIES=${PROXIES:-portico nginx haproxy}
-CASES=${CASES:-small-keepalive small-close large-keepalive large-close}
+CASES=${CASES:-small-keepalive small-close large-keepalive large-close tls-keepalive tls-close tls-handshake}
+TLS_CLIENTS=${TLS_CLIENTS:-4}
 
 source scripts/lib.sh
-apt_install nginx haproxy wrk
+apt_install nginx haproxy wrk openssl
 cargo build --release --locked -q -p portico
 PORTICO=$PWD/target/release/portico
 
@@ -41,6 +47,17 @@ BACKEND_PORTS=(18101 18102 18103 18104 18105 18106)
 HOSTS=(h1.bench h2.bench h3.bench)
 PREFIXES=(a b c)
 PORTICO_PORT=18080 HAPROXY_PORT=18081 NGINX_PORT=18082
+PORTICO_TLS_PORT=18443 HAPROXY_TLS_PORT=18444 NGINX_TLS_PORT=18445
+
+# One certificate for the three hosts, served by every proxy (haproxy reads chain + key in one file).
+make_certificate() {
+  mkdir -p "$work/tls"
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj "/CN=bench" \
+    -addext "subjectAltName=DNS:${HOSTS[0]},DNS:${HOSTS[1]},DNS:${HOSTS[2]}" \
+    -keyout "$work/tls/key.pem" -out "$work/tls/cert.pem" 2>/dev/null
+  cat "$work/tls/cert.pem" "$work/tls/key.pem" >"$work/tls/haproxy.pem"
+  chmod 755 "$work/tls" && chmod 644 "$work/tls/"*.pem # nginx workers run unprivileged
+}
 
 # Pool p (0..2) has backends 2p and 2p+1; host i, prefix j goes to pool (i + j) % 3.
 pool_of() { echo $(( ($1 + $2) % 3 )); }
@@ -93,12 +110,23 @@ ports: [{name: http, port: ${BACKEND_PORTS[$((2 * p + 1))]}}]
 endpoints: [{addresses: [127.0.0.1], conditions: {ready: true}}]
 EOF
   done
+  cat >"$dir/secret.yaml" <<EOF
+apiVersion: v1
+kind: Secret
+type: kubernetes.io/tls
+metadata: {name: bench-tls, namespace: bench}
+data:
+  tls.crt: $(base64 -w0 "$work/tls/cert.pem")
+  tls.key: $(base64 -w0 "$work/tls/key.pem")
+EOF
   {
     echo "apiVersion: networking.k8s.io/v1"
     echo "kind: Ingress"
-    echo "metadata: {name: bench, namespace: bench}"
+    # The HTTP cases stay on HTTP, as for nginx and haproxy (no redirect to HTTPS).
+    echo "metadata: {name: bench, namespace: bench, annotations: {portico.dev/ssl-redirect: \"false\"}}"
     echo "spec:"
     echo "  ingressClassName: portico"
+    echo "  tls: [{hosts: [${HOSTS[0]}, ${HOSTS[1]}, ${HOSTS[2]}], secretName: bench-tls}]"
     echo "  rules:"
     for i in 0 1 2; do
       echo "  - host: ${HOSTS[$i]}"
@@ -125,6 +153,7 @@ haproxy_config() {
     echo "  http-reuse always"
     echo "frontend bench"
     echo "  bind 127.0.0.1:$HAPROXY_PORT"
+    echo "  bind 127.0.0.1:$HAPROXY_TLS_PORT ssl crt $work/tls/haproxy.pem alpn h2,http/1.1 ssl-min-ver TLSv1.2"
     echo "  http-request set-var(txn.host) req.hdr(host),field(1,:),lower"
     for i in 0 1 2; do
       echo "  acl host_$i var(txn.host) -m str ${HOSTS[$i]}"
@@ -158,7 +187,8 @@ nginx_config() {
       echo "  upstream pool$p { server 127.0.0.1:${BACKEND_PORTS[$((2 * p))]}; server 127.0.0.1:${BACKEND_PORTS[$((2 * p + 1))]}; keepalive 64; }"
     done
     for i in 0 1 2; do
-      echo "  server { listen 127.0.0.1:$NGINX_PORT; server_name ${HOSTS[$i]};"
+      echo "  server { listen 127.0.0.1:$NGINX_PORT; listen 127.0.0.1:$NGINX_TLS_PORT ssl; server_name ${HOSTS[$i]};"
+      echo "    ssl_certificate $work/tls/cert.pem; ssl_certificate_key $work/tls/key.pem; ssl_protocols TLSv1.2 TLSv1.3;"
       for j in 0 1 2; do
         echo "    location /${PREFIXES[$j]} { proxy_pass http://pool$(pool_of $i $j); proxy_http_version 1.1; proxy_set_header Connection \"\"; proxy_set_header Host \$http_host; proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for; }"
       done
@@ -189,14 +219,35 @@ wrk_script() { # size close
   } >"$work/wrk-$1-$2.lua"
 }
 
+# Full TLS handshakes (no session resumption) for DURATION seconds from TLS_CLIENTS parallel
+# `openssl s_time -new` loops; prints a RESULT line like wrk's (no latency percentiles).
+handshakes() { # port
+  local clients=() i total=0 n
+  for i in $(seq "$TLS_CLIENTS"); do
+    taskset -c "$LOAD_CPU" openssl s_time -connect "127.0.0.1:$1" -new -time "$DURATION" \
+      >"$work/s_time.$i" 2>&1 &
+    clients+=($!)
+  done
+  for pid in "${clients[@]}"; do wait "$pid" || true; done
+  for i in $(seq "$TLS_CLIENTS"); do
+    n=$(sed -n 's/^\([0-9]*\) connections in [0-9.]*s;.*/\1/p' "$work/s_time.$i" | head -1)
+    total=$((total + ${n:-0}))
+  done
+  echo "RESULT requests=$total duration_us=$((DURATION * 1000000)) p50_us=0 p99_us=0 errors=0"
+}
+
 # Runs one load against one proxy; prints "rps p50_us p99_us cpu_us_per_req errors sys_us_per_req".
-measure() { # port size close pid...
-  local port=$1 size=$2 close=$3
-  shift 3
+measure() { # scheme port size close pid...
+  local scheme=$1 port=$2 size=$3 close=$4
+  shift 4
   local before after out
   before=$(cpu_ticks "$@")
-  out=$(taskset -c "$LOAD_CPU" wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" \
-    -s "$work/wrk-$size-$close.lua" "http://127.0.0.1:$port/" | grep '^RESULT')
+  if [ "$close" = handshake ]; then
+    out=$(handshakes "$port")
+  else
+    out=$(taskset -c "$LOAD_CPU" wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" \
+      -s "$work/wrk-$size-$close.lua" "$scheme://127.0.0.1:$port/" | grep '^RESULT')
+  fi
   after=$(cpu_ticks "$@")
   python3 - "$out" "$before" "$after" "$(getconf CLK_TCK)" <<'EOF'
 import sys
@@ -211,7 +262,8 @@ EOF
 start_portico() {
   portico_manifests
   taskset -c "$PROXY_CPU" "$PORTICO" run -f "$work/portico" --workers 1 --log warn \
-    --http-listen "127.0.0.1:$PORTICO_PORT" --admin-listen 127.0.0.1:18180 >/dev/null &
+    --http-listen "127.0.0.1:$PORTICO_PORT" --https-listen "127.0.0.1:$PORTICO_TLS_PORT" \
+    --default-certificate bench/bench-tls --admin-listen 127.0.0.1:18180 >/dev/null &
   pids+=($!)
   PORTICO_PID=$!
   wait_http "http://127.0.0.1:18180/readyz"
@@ -234,35 +286,45 @@ start_nginx() {
   wait_port "$NGINX_PORT"
 }
 
+make_certificate
 start_backends
 start_portico
 start_haproxy
 start_nginx
 for size in small large; do for close in keepalive close; do wrk_script "$size" "$close"; done; done
 
-# Sanity: every proxy routes every host/prefix to a backend with a 200.
-for port in "$PORTICO_PORT" "$HAPROXY_PORT" "$NGINX_PORT"; do
+# Sanity: every proxy routes every host/prefix to a backend with a 200, over HTTP and HTTPS,
+# and presents the bench certificate.
+for url in "http://127.0.0.1:$PORTICO_PORT" "http://127.0.0.1:$HAPROXY_PORT" "http://127.0.0.1:$NGINX_PORT" \
+  "https://127.0.0.1:$PORTICO_TLS_PORT" "https://127.0.0.1:$HAPROXY_TLS_PORT" "https://127.0.0.1:$NGINX_TLS_PORT"; do
   for h in "${HOSTS[@]}"; do
     for p in "${PREFIXES[@]}"; do
-      code=$(curl -s -o /dev/null -w '%{http_code}' -H "Host: $h" "http://127.0.0.1:$port/$p/small")
-      [ "$code" = 200 ] || { echo "bench: port $port $h/$p/small answered $code" >&2; exit 1; }
+      code=$(curl -sk -o /dev/null -w '%{http_code}' -H "Host: $h" "$url/$p/small")
+      [ "$code" = 200 ] || { echo "bench: $url $h/$p/small answered $code" >&2; exit 1; }
     done
   done
+done
+want=$(openssl x509 -noout -fingerprint -sha256 -in "$work/tls/cert.pem")
+for port in "$PORTICO_TLS_PORT" "$HAPROXY_TLS_PORT" "$NGINX_TLS_PORT"; do
+  got=$(openssl s_client -connect "127.0.0.1:$port" </dev/null 2>/dev/null | openssl x509 -noout -fingerprint -sha256)
+  [ "$got" = "$want" ] || { echo "bench: port $port presents another certificate" >&2; exit 1; }
 done
 
 results=$work/results.txt
 echo "# case proxy run rps p50_us p99_us cpu_us_per_req errors sys_us_per_req" >"$results"
 for case in $CASES; do
-  size=${case%-*} close=${case#*-}
+  size=${case%-*} close=${case#*-} scheme=http
+  if [ "$size" = tls ]; then size=small scheme=https; fi
   for run in $(seq "$RUNS"); do
     # Interleave the proxies within each run so drift hits them alike.
     for proxy in $PROXIES; do
       case $proxy in
-        portico) port=$PORTICO_PORT; procs=("$PORTICO_PID") ;;
-        haproxy) port=$HAPROXY_PORT; procs=("$HAPROXY_PID") ;;
-        nginx) port=$NGINX_PORT; procs=("$NGINX_PID" $(pgrep -P "$NGINX_PID")) ;;
+        portico) port=$PORTICO_PORT tls_port=$PORTICO_TLS_PORT; procs=("$PORTICO_PID") ;;
+        haproxy) port=$HAPROXY_PORT tls_port=$HAPROXY_TLS_PORT; procs=("$HAPROXY_PID") ;;
+        nginx) port=$NGINX_PORT tls_port=$NGINX_TLS_PORT; procs=("$NGINX_PID" $(pgrep -P "$NGINX_PID")) ;;
       esac
-      echo "$case $proxy $run $(measure "$port" "$size" "$close" "${procs[@]}")" | tee -a "$results" >&2
+      if [ "$scheme" = https ]; then port=$tls_port; fi
+      echo "$case $proxy $run $(measure "$scheme" "$port" "$size" "$close" "${procs[@]}")" | tee -a "$results" >&2
     done
   done
 done

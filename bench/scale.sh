@@ -3,18 +3,22 @@
 #
 # portico-bench (crates/bench) writes 10,000 Ingresses (20,000 Prefix paths over 2,000 hosts),
 # 5,000 Services and their EndpointSlices (50,000 endpoints, all echo backends on 127.0.0.1) as
-# kubectl-style YAML, runs the real `portico run -f` on them under ~200 requests/s and measures:
+# kubectl-style YAML, with 1,000 of the Ingresses terminating TLS (a `kubernetes.io/tls` Secret
+# each, ECDSA P-256 certificates for their hosts), runs the real `portico run -f` on them under
+# ~200 requests/s and measures:
 # cold start to ready, RSS, how fast a changed Ingress and a changed endpoint set are served
 # (100 each, p50/p99/max), failed requests, and RSS after every file is deleted against an idle
-# Portico. nginx gets the same routes as one nginx.conf: `nginx -t`, start, and 10 reloads.
+# Portico. nginx gets the same routes as one nginx.conf (the TLS hosts with the same
+# certificates, as PEM files): `nginx -t`, start, and 10 reloads.
 # It prints a Markdown table with the targets; a missed target says MISSED but exits 0.
 # Each Service has one EndpointSlice whose endpoints all share one backend port (a slice lists
 # one port for all its endpoints and every address is 127.0.0.1); --port-per-endpoint gives
 # every endpoint its own port instead, hence one slice per port. Each change phase stops after
-# --phase-budget seconds (default 300). No TLS Secrets are generated (Portico has no TLS yet).
+# --phase-budget seconds (default 300).
 #
 # Usage: bash bench/scale.sh [portico-bench scale options]      (full size: several minutes)
-#        INGRESSES=500 HOSTS=100 PATHS=1000 SERVICES=250 ENDPOINTS=2500 CHANGES=20 bash bench/scale.sh
+#        INGRESSES=500 HOSTS=100 PATHS=1000 SERVICES=250 ENDPOINTS=2500 CHANGES=20 TLS_SECRETS=50 \
+#          bash bench/scale.sh
 # It starts and stops only its own processes, by PID, and sends traffic only to 127.0.0.1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,6 +28,7 @@ PATHS=${PATHS:-20000}
 SERVICES=${SERVICES:-5000}
 ENDPOINTS=${ENDPOINTS:-50000}
 CHANGES=${CHANGES:-100}
+TLS_SECRETS=${TLS_SECRETS:-1000}
 
 source scripts/lib.sh
 apt_install nginx
@@ -34,4 +39,4 @@ trap 'rm -rf "$work"' EXIT
 
 target/release/portico-bench scale --portico target/release/portico --dir "$work" \
   --ingresses "$INGRESSES" --hosts "$HOSTS" --paths "$PATHS" --services "$SERVICES" \
-  --endpoints "$ENDPOINTS" --changes "$CHANGES" "$@"
+  --endpoints "$ENDPOINTS" --changes "$CHANGES" --tls-secrets "$TLS_SECRETS" "$@"

@@ -5,7 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 source scripts/lib.sh
-apt_install curl
+# curl and python3 (a plain backend) for the smoke scripts; openssl, sslscan and testssl.sh
+# for the TLS checks.
+apt_install curl openssl python3 sslscan testssl.sh
 
 echo "== format and lints"
 cargo fmt --all -- --check
@@ -16,3 +18,6 @@ cargo test --workspace --locked
 
 echo "== the README's demo command"
 bash scripts/demo-smoke.sh
+
+echo "== TLS with openssl s_client, curl, sslscan and testssl.sh"
+bash scripts/tls-smoke.sh

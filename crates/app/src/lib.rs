@@ -1,5 +1,5 @@
-//! Wiring of the all-in-one process: manifest source → translate → built-in proxy, with the
-//! admin API beside them, and the echo backends the demo and the tests use.
+//! Wiring of the all-in-one process: manifest source → translate → certificates → built-in
+//! proxy, with the admin API beside them, and the echo backends the demo and the tests use.
 //!
 //! This is the only crate that knows every other one; nothing depends on it but the binary.
 
@@ -7,6 +7,7 @@ pub mod echo;
 mod metrics;
 mod run;
 mod snapshot;
+mod tls;
 
 pub use run::{AppError, Bound, Settings, run};
 pub use snapshot::{build_snapshot, status_addresses};

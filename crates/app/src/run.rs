@@ -1,5 +1,6 @@
 use crate::metrics::AppMetrics;
 use crate::snapshot::{build_snapshot, status_addresses};
+use crate::tls::CertificateStage;
 use portico_admin::Admin;
 use portico_dataplane_http::{Proxy, ProxyMetrics};
 use portico_model::Model;
@@ -18,6 +19,8 @@ use tokio::sync::watch;
 pub struct Settings {
     pub manifests: Vec<PathBuf>,
     pub http_listen: SocketAddr,
+    /// The TLS listener of the TERMINATED_HTTPS listeners.
+    pub https_listen: SocketAddr,
     pub admin_listen: SocketAddr,
     /// Address written to Ingress status; `None` means the IP of `http_listen`.
     pub publish_address: Option<String>,
@@ -28,6 +31,7 @@ pub struct Settings {
 #[derive(Debug, Clone, Copy)]
 pub struct Bound {
     pub http: SocketAddr,
+    pub https: SocketAddr,
     pub admin: SocketAddr,
 }
 
@@ -57,10 +61,12 @@ pub async fn run(
     on_bound: impl FnOnce(Bound),
 ) -> Result<(), AppError> {
     let http = bind("HTTP traffic (--http-listen)", settings.http_listen).await?;
+    let https = bind("HTTPS traffic (--https-listen)", settings.https_listen).await?;
     let admin_listener = bind("the admin API (--admin-listen)", settings.admin_listen).await?;
     let local = |l: &TcpListener, fallback| l.local_addr().unwrap_or(fallback);
     let bound = Bound {
         http: local(&http, settings.http_listen),
+        https: local(&https, settings.https_listen),
         admin: local(&admin_listener, settings.admin_listen),
     };
 
@@ -73,6 +79,7 @@ pub async fn run(
     let mut updates = source.subscribe();
 
     let proxy_task = tokio::spawn(proxy.clone().serve(http, shutdown.clone()));
+    let https_task = tokio::spawn(proxy.clone().serve_https(https, shutdown.clone()));
     let admin_task = tokio::spawn(portico_admin::serve(
         admin_listener,
         admin.clone(),
@@ -87,6 +94,7 @@ pub async fn run(
         admin: &admin,
         metrics: &app_metrics,
         publish: &publish,
+        certificates: &CertificateStage::default(),
     };
     let mut shutdown_rx = shutdown.clone();
     let mut served = None;
@@ -100,7 +108,7 @@ pub async fn run(
     }
     drop(source);
     let _ = shutdown_rx.wait_for(|s| *s).await;
-    let _ = tokio::join!(proxy_task, admin_task);
+    let _ = tokio::join!(proxy_task, https_task, admin_task);
     Ok(())
 }
 
@@ -127,6 +135,7 @@ struct Pipeline<'a> {
     admin: &'a Admin,
     metrics: &'a AppMetrics,
     publish: &'a [portico_admin::LoadBalancerAddress],
+    certificates: &'a CertificateStage,
 }
 
 /// What is served now, kept so that the next update can be applied incrementally.
@@ -207,6 +216,8 @@ impl Pipeline<'_> {
             }
         };
         let model = Arc::new(std::mem::take(&mut translation.model));
+        let objects = &loaded.objects;
+        (self.certificates).apply(objects, &mut translation, &model, config, self.proxy);
         let generation = self.proxy.apply(&model);
         (translation, model, memo, generation)
     }

@@ -59,6 +59,10 @@ struct SizeArgs {
     /// EndpointSlice lists one port for all its endpoints).
     #[arg(long)]
     port_per_endpoint: bool,
+    /// Ingresses (spread evenly) that terminate TLS, each with a `kubernetes.io/tls` Secret of
+    /// its own (an ECDSA P-256 certificate for its hosts).
+    #[arg(long, default_value_t = 1_000)]
+    tls_secrets: usize,
 }
 
 impl SizeArgs {
@@ -135,6 +139,7 @@ fn main() -> anyhow::Result<()> {
 fn generate(args: GenArgs) -> anyhow::Result<()> {
     let (sizes, cycle) = (args.sizes.into(), args.sizes.cycle());
     let layout = Layout::new(sizes, args.backends, cycle).map_err(anyhow::Error::msg)?;
+    let layout = layout.with_tls(args.sizes.tls_secrets);
     generate::write_all(&args.dir, &layout)
         .with_context(|| format!("writing {}", args.dir.display()))
 }
@@ -145,6 +150,7 @@ fn scale(args: ScaleArgs) -> anyhow::Result<()> {
         dir: args.dir,
         sizes: args.sizes.into(),
         cycle: args.sizes.cycle(),
+        tls_secrets: args.sizes.tls_secrets,
         changes: args.changes,
         backends: args.backends,
         rate: args.rate,

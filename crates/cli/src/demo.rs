@@ -1,7 +1,7 @@
 //! `portico demo`: echo backends plus the three seed Ingress examples, served by the real
 //! pipeline from manifest files in a temporary directory (edit them to see live changes).
 
-use crate::{ClassArgs, ListenArgs, settings};
+use crate::{ClassArgs, ListenArgs, TlsArgs, settings};
 use anyhow::Context;
 use std::fmt::Write;
 use std::net::SocketAddr;
@@ -110,6 +110,7 @@ Portico demo: three seed Ingress examples on echo backends. Try:
   curl -s -H 'Host: maps.example.com' http://{http}/      # virtual host   -> webservice-maps
   curl -s -H 'Host: images.example.com' http://{http}/    # virtual host   -> webservice-images
   curl -s -H 'Host: other.example.com' http://{http}/x    # unknown host   -> default backend
+  curl -sk -H 'Host: maps.example.com' https://{https}/    # HTTPS, generated self-signed certificate
   curl -s http://{admin}/api/v1/ingresses                 # status and diagnostics
   curl -s http://{admin}/api/v1/loadbalancers             # the load-balancer model
   open http://{admin}/                                    # dashboard
@@ -144,11 +145,11 @@ async fn run_in(dir: &Path, listen: &ListenArgs) -> anyhow::Result<ExitCode> {
         provider: "proxy".into(),
     };
     let banner = BANNER.replace("{dir}", &dir.display().to_string());
-    crate::serve(
-        settings(vec![dir.to_path_buf()], listen, &class),
-        Some(banner),
-    )
-    .await
+    let tls = TlsArgs {
+        default_certificate: None,
+    };
+    let settings = settings(vec![dir.to_path_buf()], listen, &class, &tls);
+    crate::serve(settings, Some(banner)).await
 }
 
 /// A Service with one named port and one EndpointSlice per pod (each pod listens on its own port).

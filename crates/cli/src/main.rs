@@ -47,10 +47,33 @@ struct ClassArgs {
 }
 
 #[derive(Args, Debug, Clone)]
+struct TlsArgs {
+    /// Secret (`kubernetes.io/tls`) whose certificate TLS handshakes get when no `spec.tls`
+    /// host matches their SNI (or they send none); default: a self-signed certificate made
+    /// at start.
+    #[arg(long, value_name = "NAMESPACE/NAME", value_parser = secret_name)]
+    default_certificate: Option<portico_translate::ObjectKey>,
+}
+
+/// `NAMESPACE/NAME`, both parts non-empty.
+fn secret_name(value: &str) -> Result<portico_translate::ObjectKey, String> {
+    match value.split_once('/') {
+        Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
+            Ok(portico_translate::ObjectKey::new(ns, name))
+        }
+        _ => Err(format!("expected NAMESPACE/NAME, got \"{value}\"")),
+    }
+}
+
+#[derive(Args, Debug, Clone)]
 struct ListenArgs {
     /// Address of the HTTP listener.
     #[arg(long, default_value = "127.0.0.1:8080")]
     http_listen: SocketAddr,
+    /// Address of the HTTPS listener (TLS termination; certificates from the Secrets named in
+    /// Ingress spec.tls, chosen by SNI).
+    #[arg(long, default_value = "127.0.0.1:8443")]
+    https_listen: SocketAddr,
     /// Address of the admin API (health, metrics, JSON, dashboard). Loopback by default.
     #[arg(long, default_value = "127.0.0.1:9180")]
     admin_listen: SocketAddr,
@@ -73,6 +96,8 @@ struct RunArgs {
     listen: ListenArgs,
     #[command(flatten)]
     class: ClassArgs,
+    #[command(flatten)]
+    tls: TlsArgs,
 }
 
 #[derive(Args, Debug)]
@@ -82,6 +107,8 @@ struct ValidateArgs {
     files: Vec<PathBuf>,
     #[command(flatten)]
     class: ClassArgs,
+    #[command(flatten)]
+    tls: TlsArgs,
 }
 
 #[derive(Args, Debug)]
@@ -90,21 +117,28 @@ struct DemoArgs {
     listen: ListenArgs,
 }
 
-fn translate_config(class: &ClassArgs) -> portico_translate::Config {
+fn translate_config(class: &ClassArgs, tls: &TlsArgs) -> portico_translate::Config {
     portico_translate::Config {
         ingress_class: class.ingress_class.clone(),
         default_provider: class.provider.clone(),
+        default_certificate: tls.default_certificate.clone(),
         ..portico_translate::Config::default()
     }
 }
 
-fn settings(files: Vec<PathBuf>, listen: &ListenArgs, class: &ClassArgs) -> portico_app::Settings {
+fn settings(
+    files: Vec<PathBuf>,
+    listen: &ListenArgs,
+    class: &ClassArgs,
+    tls: &TlsArgs,
+) -> portico_app::Settings {
     portico_app::Settings {
         manifests: files,
         http_listen: listen.http_listen,
+        https_listen: listen.https_listen,
         admin_listen: listen.admin_listen,
         publish_address: listen.publish_address.clone(),
-        translate: translate_config(class),
+        translate: translate_config(class, tls),
     }
 }
 
@@ -113,9 +147,12 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(&cli.log);
     let result = match cli.command {
-        Command::Validate(args) => validate::run(&args.files, &translate_config(&args.class)),
+        Command::Validate(args) => {
+            validate::run(&args.files, &translate_config(&args.class, &args.tls))
+        }
         Command::Run(args) => runtime(args.listen.workers).and_then(|rt| {
-            rt.block_on(serve(settings(args.files, &args.listen, &args.class), None))
+            let settings = settings(args.files, &args.listen, &args.class, &args.tls);
+            rt.block_on(serve(settings, None))
         }),
         Command::Demo(args) => {
             runtime(args.listen.workers).and_then(|rt| rt.block_on(demo::run(&args.listen)))
@@ -165,13 +202,14 @@ async fn serve(
     });
     portico_app::run(settings, rx, |bound| {
         println!(
-            "portico: serving HTTP on {} and the admin API on {}",
-            bound.http, bound.admin
+            "portico: serving HTTP on {}, HTTPS on {} and the admin API on {}",
+            bound.http, bound.https, bound.admin
         );
         if let Some(text) = banner {
             println!(
                 "{}",
                 text.replace("{http}", &bound.http.to_string())
+                    .replace("{https}", &bound.https.to_string())
                     .replace("{admin}", &bound.admin.to_string())
             );
         }

@@ -6,10 +6,14 @@ use std::process::ExitCode;
 pub fn run(files: &[PathBuf], config: &portico_translate::Config) -> anyhow::Result<ExitCode> {
     let loaded = portico_source_file::load(files);
     let translation = portico_translate::translate(&loaded.objects, config);
+    let none = portico_translate::Certificates::default();
+    let certificates =
+        portico_translate::certificates(&loaded.objects, &translation, config, &none);
     let mut all: Vec<_> = loaded
         .diagnostics
         .iter()
         .chain(&translation.diagnostics)
+        .chain(&certificates.diagnostics)
         .collect();
     all.sort();
     all.dedup();

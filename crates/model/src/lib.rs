@@ -15,6 +15,6 @@ pub use diff::{Change, ChangeKind, ElementKind, diff};
 pub use id::{L7PolicyId, L7RuleId, ListenerId, LoadBalancerId, MemberId, PoolId, stable_uuid};
 pub use object::ObjectRef;
 pub use tree::{
-    Algorithm, CompareType, L7Policy, L7Rule, Listener, LoadBalancer, Member, Model, PolicyAction,
-    Pool, Protocol, RuleType,
+    Algorithm, CompareType, L7Policy, L7Rule, Listener, ListenerTls, LoadBalancer, Member, Model,
+    PolicyAction, Pool, PoolProtocol, Protocol, RuleType, SniCertificate,
 };

@@ -52,14 +52,50 @@ pub struct Listener {
     /// The Ingress whose defaultBackend became `default_pool`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_source: Option<ObjectRef>,
+    /// TERMINATED_HTTPS listeners: which certificate each TLS handshake gets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<ListenerTls>,
+}
+
+/// The certificates of a TERMINATED_HTTPS listener, as references to Secrets: key material
+/// never enters the model (the admin API serves it as JSON); data planes get it apart.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListenerTls {
+    /// For handshakes that no SNI entry matches (no SNI, or an unknown name); none means the
+    /// data plane's own self-signed certificate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_certificate: Option<ObjectRef>,
+    /// One entry per SNI host, ordered by host. A handshake gets the entry of its exact name,
+    /// else that of the wildcard one label above it, else the default certificate; so does an
+    /// entry whose Secret has no usable certificate.
+    pub sni: Vec<SniCertificate>,
+}
+
+/// An SNI host and the Secret (`kubernetes.io/tls`) that holds its certificate.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SniCertificate {
+    /// Lower-cased host name, or `*.suffix` for a wildcard that matches one label.
+    pub host: String,
+    pub certificate: ObjectRef,
+    /// The Ingress whose `spec.tls` named it.
+    pub source: ObjectRef,
 }
 
 /// What a matching policy does with the request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum PolicyAction {
-    RedirectToPool { pool: PoolId },
-    Reject { status: u16 },
+    RedirectToPool {
+        pool: PoolId,
+    },
+    Reject {
+        status: u16,
+    },
+    /// Answer `status` (a redirect code) with `Location` set to the same host, path and query
+    /// on the load balancer's TERMINATED_HTTPS listener.
+    RedirectToHttps {
+        status: u16,
+    },
 }
 
 /// An ordered routing decision: all rules must match (logical AND).
@@ -109,6 +145,20 @@ pub enum Algorithm {
     RoundRobin,
 }
 
+/// The protocol between the data plane and a pool's members.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum PoolProtocol {
+    /// HTTP/1.1.
+    #[default]
+    Http,
+    /// HTTP/2 over cleartext with prior knowledge (the Service port's `appProtocol` is
+    /// `kubernetes.io/h2c` or `h2c`); what gRPC backends speak.
+    H2c,
+}
+
 /// The endpoints of one Service port, named `namespace_service_port` as in the seeds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Pool {
@@ -118,6 +168,9 @@ pub struct Pool {
     /// The Service port as the Ingress named it (a number or a port name).
     pub service_port: String,
     pub algorithm: Algorithm,
+    /// How the data plane talks to the members.
+    #[serde(default)]
+    pub protocol: PoolProtocol,
     /// Members ordered by (address, port).
     pub members: Vec<Member>,
 }

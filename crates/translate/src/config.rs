@@ -1,5 +1,7 @@
 //! What the controller is told about itself: its controller name, class and defaults.
 
+use crate::ObjectKey;
+
 /// The `spec.controller` of IngressClasses this controller serves.
 pub const CONTROLLER_NAME: &str = "portico.dev/ingress-controller";
 /// IngressClass annotation marking the class assigned to Ingresses that name none.
@@ -8,6 +10,9 @@ pub const DEFAULT_CLASS_ANNOTATION: &str = "ingressclass.kubernetes.io/is-defaul
 pub const LEGACY_CLASS_ANNOTATION: &str = "kubernetes.io/ingress.class";
 /// IngressClass annotation choosing the provider type of its load balancer.
 pub const PROVIDER_ANNOTATION: &str = "portico.dev/provider";
+/// Ingress annotation: `"false"` keeps its TLS hosts' HTTP requests on HTTP (default `"true"`:
+/// they are redirected to HTTPS with a 308).
+pub const SSL_REDIRECT_ANNOTATION: &str = "portico.dev/ssl-redirect";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
@@ -19,6 +24,11 @@ pub struct Config {
     pub default_provider: String,
     /// Port of every load balancer's HTTP listener.
     pub http_port: u16,
+    /// Port of every load balancer's TERMINATED_HTTPS listener.
+    pub https_port: u16,
+    /// The Secret whose certificate TLS handshakes get when no SNI entry matches
+    /// (`--default-certificate`); none: the data plane's generated self-signed one.
+    pub default_certificate: Option<ObjectKey>,
 }
 
 impl Default for Config {
@@ -28,6 +38,8 @@ impl Default for Config {
             ingress_class: "portico".to_owned(),
             default_provider: "proxy".to_owned(),
             http_port: 80,
+            https_port: 443,
+            default_certificate: None,
         }
     }
 }

@@ -20,6 +20,12 @@
 //! through to the wildcard policies, then the host-less ones, then the default backend, like the
 //! Gateway API's precedence. Rules without a host apply to every host.
 //!
+//! # TLS
+//! Each load balancer also has a TERMINATED_HTTPS listener with the same policies and the
+//! certificates (references to Secrets) of the hosts in served Ingresses' `spec.tls`; HTTP
+//! requests for those hosts are redirected to it unless the Ingress opts out ([`tls`]). The key
+//! material is loaded apart, by [`certificates()`], which reuses what unchanged Secrets gave.
+//!
 //! # Paths
 //! Exact paths are compared whole and case-sensitively. Prefix paths are stored without trailing
 //! slash (`/` for the root) and compared element-wise. ImplementationSpecific is treated as
@@ -28,6 +34,7 @@
 
 pub mod admission;
 mod backend;
+mod certificates;
 mod class;
 mod compat;
 mod config;
@@ -42,10 +49,13 @@ mod policy;
 mod pool;
 mod route;
 mod source;
+mod tls;
 mod translate;
 
+pub use certificates::{Certificates, SecretError, certificates};
 pub use config::{
-    CONTROLLER_NAME, Config, DEFAULT_CLASS_ANNOTATION, LEGACY_CLASS_ANNOTATION, PROVIDER_ANNOTATION,
+    CONTROLLER_NAME, Config, DEFAULT_CLASS_ANNOTATION, LEGACY_CLASS_ANNOTATION,
+    PROVIDER_ANNOTATION, SSL_REDIRECT_ANNOTATION,
 };
 pub use incremental::{endpoint_only_change, refresh_members};
 pub use memo::{Memo, Previous};

@@ -55,6 +55,7 @@ pub(crate) fn build_load_balancer(
         policies,
         default_pool: default.map(|(backend, _)| backend.pool),
         default_source: default.map(|(_, source)| source.object.clone()),
+        tls: None,
     };
     LoadBalancer {
         id: ids.load_balancer,
@@ -62,7 +63,7 @@ pub(crate) fn build_load_balancer(
         ingress_class: class.to_owned(),
         provider: class::provider(objects, class, config),
         vip: None,
-        listeners: vec![listener],
+        listeners: crate::tls::listeners(ids.load_balancer, listener, sources, config, diagnostics),
         pools,
     }
 }

@@ -1,14 +1,23 @@
 //! Golden tests: every `tests/golden/<case>/input.yaml` translated with `Config::default()` must
-//! equal `expected.json` beside it. `PORTICO_BLESS=1 cargo test -p portico-translate --test
+//! equal `expected.json` beside it (diagnostics include those of the certificates step). `PORTICO_BLESS=1 cargo test -p portico-translate --test
 //! golden` rewrites the expected files; read the diff before keeping it.
 
 mod support;
 
-use portico_translate::Translation;
+use portico_translate::{Certificates, Config, Objects, Translation, certificates, translate};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 
-fn render(translation: &Translation) -> String {
+fn render(objects: &Objects, translation: &Translation) -> String {
+    let certificates = certificates(
+        objects,
+        translation,
+        &Config::default(),
+        &Certificates::default(),
+    );
+    let mut diagnostics = translation.diagnostics.clone();
+    diagnostics.extend(certificates.diagnostics);
+    diagnostics.sort();
     let ingresses: Vec<_> = translation
         .ingresses
         .iter()
@@ -16,7 +25,7 @@ fn render(translation: &Translation) -> String {
         .collect();
     let doc = json!({
         "model": translation.model,
-        "diagnostics": translation.diagnostics,
+        "diagnostics": diagnostics,
         "ingresses": ingresses,
     });
     serde_json::to_string_pretty(&doc).expect("serializable") + "\n"
@@ -41,7 +50,8 @@ fn every_golden_case_translates_to_its_expected_json() {
     let mut failed = Vec::new();
     for case in &cases {
         let input = std::fs::read_to_string(case.join("input.yaml")).expect("input readable");
-        let actual = render(&support::translate_yaml(&input));
+        let objects = support::load(&input);
+        let actual = render(&objects, &translate(&objects, &Config::default()));
         let expected_path = case.join("expected.json");
         if bless {
             std::fs::write(&expected_path, &actual).expect("expected.json writable");

@@ -80,12 +80,14 @@ pub enum PortCycle {
     PerEndpoint,
 }
 
-/// The generated cluster: sizes plus the backend ports the endpoints cycle over.
+/// The generated cluster: sizes plus the backend ports the endpoints cycle over, and how many
+/// Ingresses terminate TLS (each with a Secret of its own).
 #[derive(Debug, Clone)]
 pub struct Layout {
     pub sizes: Sizes,
     pub ports: Vec<u16>,
     pub cycle: PortCycle,
+    pub tls_secrets: usize,
 }
 
 impl Layout {
@@ -98,7 +100,37 @@ impl Layout {
             sizes,
             ports,
             cycle,
+            tls_secrets: 0,
         })
+    }
+
+    /// `secrets` Ingresses (at most all), spread evenly, get `spec.tls` and a Secret each.
+    pub fn with_tls(mut self, secrets: usize) -> Self {
+        self.tls_secrets = secrets.min(self.sizes.ingresses);
+        self
+    }
+
+    /// Whether Ingress `i` terminates TLS: exactly `tls_secrets` Ingresses, evenly spread.
+    pub fn has_tls(&self, i: usize) -> bool {
+        let n = self.tls_secrets;
+        n > 0 && (i * n) % self.sizes.ingresses < n
+    }
+
+    /// The Secret of Ingress `i`'s certificate.
+    pub fn tls_secret_name(&self, i: usize) -> String {
+        format!("tls-{}", self.ingress_name(i))
+    }
+
+    /// The distinct hosts of Ingress `i`'s routes, in order.
+    pub fn ingress_hosts(&self, i: usize) -> Vec<String> {
+        let mut hosts: Vec<String> = Vec::new();
+        for k in self.routes_of_ingress(i) {
+            let host = self.route(k).host;
+            if hosts.last() != Some(&host) {
+                hosts.push(host);
+            }
+        }
+        hosts
     }
 
     pub fn route(&self, k: usize) -> Route {
@@ -162,6 +194,16 @@ fn width(count: usize, min: usize) -> usize {
 mod tests {
     use super::*;
     use std::collections::{BTreeMap, BTreeSet};
+
+    #[test]
+    fn exactly_the_asked_number_of_ingresses_get_tls_spread_evenly() {
+        let layout = Layout::new(Sizes::FULL, vec![1], PortCycle::default()).unwrap();
+        let layout = layout.with_tls(1_000);
+        let tls: Vec<usize> = (0..10_000).filter(|i| layout.has_tls(*i)).collect();
+        assert_eq!(tls.len(), 1_000);
+        assert!(tls.windows(2).all(|w| w[1] - w[0] == 10), "evenly spread");
+        assert_eq!(layout.ingress_hosts(0), ["h0.scale.test"]);
+    }
 
     fn full() -> Layout {
         full_with(PortCycle::PerEndpoint)

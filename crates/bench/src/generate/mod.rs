@@ -1,10 +1,14 @@
-//! The generated cluster on disk: `ingresses/ing-NNNNN.yaml` (one Ingress each) and
-//! `services/svc-NNNN.yaml` (one Service and its EndpointSlices each) under one directory.
+//! The generated cluster on disk: `ingresses/ing-NNNNN.yaml` (one Ingress each),
+//! `services/svc-NNNN.yaml` (one Service and its EndpointSlices each) and, for the Ingresses
+//! with TLS, `secrets/tls-ing-NNNNN.yaml` (a Secret) beside `.pem` (chain and key, for nginx;
+//! Portico reads only manifest extensions) under one directory.
 
 pub mod layout;
+mod tls;
 pub mod yaml;
 
 pub use layout::{Layout, PortCycle, Route, Sizes};
+pub use tls::pem_file;
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -37,7 +41,8 @@ pub fn ingress_yaml(layout: &Layout, i: usize, renamed: Option<(usize, &str)>) -
             }
         })
         .collect();
-    yaml::ingress(&layout.ingress_name(i), i, &paths)
+    let tls = layout.has_tls(i).then(|| layout.tls_secret_name(i));
+    yaml::ingress(&layout.ingress_name(i), i, &paths, tls.as_deref())
 }
 
 /// Service `j` with its endpoints as generated.
@@ -61,7 +66,7 @@ pub fn write_all(dir: &Path, layout: &Layout) -> io::Result<()> {
     for j in 0..layout.sizes.services {
         std::fs::write(service_file(dir, layout, j), service_yaml(layout, j))?;
     }
-    Ok(())
+    tls::write_secrets(dir, layout)
 }
 
 /// A new version of a file written beside it, to be renamed over it by [`Staged::commit`].
@@ -103,9 +108,14 @@ mod tests {
             endpoints: 6,
         };
         let layout = Layout::new(sizes, vec![9000, 9001], PortCycle::default()).unwrap();
-        write_all(dir.path(), &layout).unwrap();
+        write_all(dir.path(), &layout.with_tls(2)).unwrap();
         let count = |sub: &str| std::fs::read_dir(dir.path().join(sub)).unwrap().count();
         assert_eq!((count("ingresses"), count("services")), (4, 3));
+        assert_eq!(
+            count("secrets"),
+            4,
+            "a Secret and a PEM file per TLS Ingress"
+        );
     }
 
     #[test]

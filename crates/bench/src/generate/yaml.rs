@@ -17,12 +17,22 @@ pub struct IngressPath {
 }
 
 /// A networking.k8s.io/v1 Ingress of class `portico`; consecutive paths of one host share a
-/// rule. `created` seconds after 2024-01-01T00:00:00Z is its creationTimestamp.
-pub fn ingress(name: &str, created: usize, paths: &[IngressPath]) -> String {
+/// rule. `created` seconds after 2024-01-01T00:00:00Z is its creationTimestamp. With a TLS
+/// Secret, a `spec.tls` entry without hosts (it covers the rule hosts) names it, and the HTTP
+/// requests stay on HTTP (`portico.dev/ssl-redirect: "false"`) so the traffic is the same.
+pub fn ingress(name: &str, created: usize, paths: &[IngressPath], tls: Option<&str>) -> String {
     let mut y = format!(
-        "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: {name}\n  namespace: {NAMESPACE}\n  creationTimestamp: \"{ts}\"\nspec:\n  ingressClassName: portico\n  rules:\n",
+        "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: {name}\n  namespace: {NAMESPACE}\n  creationTimestamp: \"{ts}\"\n",
         ts = timestamp(created)
     );
+    if tls.is_some() {
+        y.push_str("  annotations:\n    portico.dev/ssl-redirect: \"false\"\n");
+    }
+    y.push_str("spec:\n  ingressClassName: portico\n");
+    if let Some(secret) = tls {
+        let _ = writeln!(y, "  tls:\n  - secretName: {secret}");
+    }
+    y.push_str("  rules:\n");
     let mut host = None;
     for p in paths {
         if host != Some(&p.host) {
@@ -36,6 +46,20 @@ pub fn ingress(name: &str, created: usize, paths: &[IngressPath]) -> String {
         );
     }
     y
+}
+
+/// A `kubernetes.io/tls` Secret with PEM `chain` and `key` (as `stringData`).
+pub fn tls_secret(name: &str, chain: &str, key: &str) -> String {
+    let block = |pem: &str| {
+        pem.lines()
+            .map(|l| format!("    {l}\n"))
+            .collect::<String>()
+    };
+    format!(
+        "apiVersion: v1\nkind: Secret\ntype: kubernetes.io/tls\nmetadata:\n  name: {name}\n  namespace: {NAMESPACE}\nstringData:\n  tls.crt: |\n{}  tls.key: |\n{}",
+        block(chain),
+        block(key)
+    )
 }
 
 /// A v1 Service (port 80 named `http`) and its EndpointSlices: one endpoint at 127.0.0.1 per
@@ -97,9 +121,26 @@ mod tests {
             "ing-1",
             0,
             &[path("a", "/p0"), path("a", "/p1"), path("b", "/p0")],
+            None,
         );
         assert_eq!(y.matches("- host:").count(), 2);
         assert_eq!(y.matches("pathType: Prefix").count(), 3);
+        assert!(!y.contains("tls"));
+    }
+
+    #[test]
+    fn a_tls_ingress_names_its_secret_and_stays_on_http() {
+        let y = ingress("ing-1", 0, &[path("a", "/p0")], Some("tls-ing-1"));
+        assert!(y.contains("  tls:\n  - secretName: tls-ing-1\n"), "{y}");
+        assert!(y.contains("portico.dev/ssl-redirect: \"false\""), "{y}");
+    }
+
+    #[test]
+    fn a_tls_secret_keeps_its_pem_lines() {
+        let y = tls_secret("s", "-----BEGIN CERTIFICATE-----\nAAA\n", "K\n");
+        assert!(y.contains(
+            "  tls.crt: |\n    -----BEGIN CERTIFICATE-----\n    AAA\n  tls.key: |\n    K\n"
+        ));
     }
 
     #[test]

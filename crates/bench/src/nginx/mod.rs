@@ -26,6 +26,8 @@ pub struct Options<'a> {
     pub dir: &'a Path,
     pub reloads: usize,
     pub rate: u32,
+    /// The generated manifests (the TLS certificates' PEM files are there).
+    pub manifests: &'a Path,
 }
 
 pub async fn compare(
@@ -37,6 +39,7 @@ pub async fn compare(
     std::fs::create_dir_all(o.dir)?;
     let files = process::files(o.bin, o.dir);
     let port = process::free_port()?;
+    let tls_port = process::free_port()?;
     let mut renamed = BTreeMap::new();
     let conf = |renamed: &BTreeMap<usize, String>| {
         render::render(&Conf {
@@ -44,6 +47,7 @@ pub async fn compare(
             port,
             dir: o.dir,
             renamed,
+            tls: (tls_port, o.manifests),
         })
     };
     std::fs::write(&files.conf, conf(&renamed))?;

@@ -1,5 +1,6 @@
 //! The generated routes as one nginx.conf (pure): one `upstream` per Service listing its
-//! endpoints, one `server` per host, one prefix `location` per path.
+//! endpoints, one `server` per host, one prefix `location` per path; a host of a TLS Ingress
+//! also listens with TLS, on the certificate of the first such Ingress.
 
 use crate::generate::Layout;
 use std::collections::BTreeMap;
@@ -15,6 +16,8 @@ pub struct Conf<'a> {
     pub dir: &'a Path,
     /// Routes served on another path than the generated one.
     pub renamed: &'a BTreeMap<usize, String>,
+    /// The TLS port, and the generated manifests (where the certificates' PEM files are).
+    pub tls: (u16, &'a Path),
 }
 
 pub fn render(c: &Conf<'_>) -> String {
@@ -50,6 +53,7 @@ fn upstream(out: &mut String, layout: &Layout, j: usize) {
 }
 
 fn servers(out: &mut String, c: &Conf<'_>) {
+    let certificates = certificates(c.layout);
     let mut host: Option<String> = None;
     for k in 0..c.layout.sizes.paths {
         let route = c.layout.route(k);
@@ -62,6 +66,14 @@ fn servers(out: &mut String, c: &Conf<'_>) {
                 "  server {{\n    listen 127.0.0.1:{};\n    server_name {};",
                 c.port, route.host
             );
+            if let Some(&i) = certificates.get(&route.host) {
+                let pem = crate::generate::pem_file(c.tls.1, c.layout, i);
+                let (port, pem) = (c.tls.0, pem.display());
+                let _ = writeln!(
+                    out,
+                    "    listen 127.0.0.1:{port} ssl;\n    ssl_certificate {pem};\n    ssl_certificate_key {pem};"
+                );
+            }
             host = Some(route.host);
         }
         let path = c.renamed.get(&k).unwrap_or(&route.path);
@@ -74,6 +86,18 @@ fn servers(out: &mut String, c: &Conf<'_>) {
     if host.is_some() {
         out.push_str("  }\n");
     }
+}
+
+/// Host → the first TLS Ingress with a route on it.
+fn certificates(layout: &Layout) -> BTreeMap<String, usize> {
+    let mut out = BTreeMap::new();
+    for k in 0..layout.sizes.paths {
+        let route = layout.route(k);
+        if layout.has_tls(route.ingress) {
+            out.entry(route.host).or_insert(route.ingress);
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -90,13 +114,29 @@ mod tests {
             endpoints: 4,
         };
         let layout = Layout::new(sizes, vec![9001, 9002], PortCycle::default()).unwrap();
+        let layout = layout.with_tls(1);
         let dir = Path::new("/tmp/x");
         render(&Conf {
             layout: &layout,
             port: 8000,
             dir,
             renamed,
+            tls: (8443, Path::new("/m")),
         })
+    }
+
+    #[test]
+    fn hosts_of_tls_ingresses_listen_with_their_certificate() {
+        let conf = render_small(&BTreeMap::new());
+        assert_eq!(
+            conf.matches("listen 127.0.0.1:8443 ssl;").count(),
+            1,
+            "{conf}"
+        );
+        assert!(
+            conf.contains("ssl_certificate /m/secrets/tls-ing-00000.pem;"),
+            "{conf}"
+        );
     }
 
     #[test]

@@ -27,6 +27,7 @@ pub struct Options {
     pub dir: PathBuf,
     pub sizes: Sizes,
     pub cycle: PortCycle,
+    pub tls_secrets: usize,
     pub changes: usize,
     pub backends: usize,
     pub rate: u32,
@@ -41,6 +42,7 @@ pub async fn scale(o: Options) -> anyhow::Result<String> {
     let http = Http::default();
     let ports = start_backends(o.backends).await?;
     let layout = Layout::new(o.sizes, ports, o.cycle).map_err(anyhow::Error::msg)?;
+    let layout = layout.with_tls(o.tls_secrets);
     let plan = Plan::new(&layout, o.changes, TRAFFIC_SPREAD);
     progress(began, "idle Portico on an empty directory");
     let idle_rss_kib = memory::idle(&o.portico, &o.dir, &http).await?;
@@ -120,6 +122,7 @@ async fn compare_nginx(
         dir: &dir,
         reloads: o.reloads,
         rate: o.rate,
+        manifests: &o.dir.join("manifests"),
     };
     nginx::compare(options, layout, plan, http)
         .await

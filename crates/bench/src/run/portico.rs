@@ -81,6 +81,8 @@ fn spawn(bin: &Path, dir: &Path, log: &Path) -> anyhow::Result<Child> {
         .args([
             "--http-listen",
             "127.0.0.1:0",
+            "--https-listen",
+            "127.0.0.1:0",
             "--admin-listen",
             "127.0.0.1:0",
         ])
@@ -93,7 +95,8 @@ fn spawn(bin: &Path, dir: &Path, log: &Path) -> anyhow::Result<Child> {
         .with_context(|| format!("starting {}", bin.display()))
 }
 
-/// Reads `portico: serving HTTP on ADDR and the admin API on ADDR`, then drains stdout.
+/// Reads `portico: serving HTTP on ADDR, HTTPS on ADDR and the admin API on ADDR`, then
+/// drains stdout.
 async fn banner(child: &mut Child) -> anyhow::Result<(SocketAddr, SocketAddr)> {
     let stdout = child.stdout.take().context("no stdout")?;
     let mut lines = BufReader::new(stdout).lines();
@@ -107,7 +110,8 @@ async fn banner(child: &mut Child) -> anyhow::Result<(SocketAddr, SocketAddr)> {
 
 fn parse_banner(line: &str) -> Option<(SocketAddr, SocketAddr)> {
     let rest = line.strip_prefix("portico: serving HTTP on ")?;
-    let (http, admin) = rest.split_once(" and the admin API on ")?;
+    let (http, rest) = rest.split_once(", HTTPS on ")?;
+    let (_https, admin) = rest.split_once(" and the admin API on ")?;
     Some((http.trim().parse().ok()?, admin.trim().parse().ok()?))
 }
 
@@ -117,7 +121,8 @@ mod tests {
 
     #[test]
     fn banner_names_both_addresses() {
-        let line = "portico: serving HTTP on 127.0.0.1:4001 and the admin API on 127.0.0.1:4002";
+        let line = "portico: serving HTTP on 127.0.0.1:4001, HTTPS on 127.0.0.1:4003 and the \
+                    admin API on 127.0.0.1:4002";
         let (http, admin) = parse_banner(line).unwrap();
         assert_eq!((http.port(), admin.port()), (4001, 4002));
     }

@@ -1,9 +1,10 @@
 //! The scenarios of the Kubernetes Ingress conformance suite
 //! (kubernetes-sigs/ingress-controller-conformance, features/*.feature), replayed on manifest
-//! files: the same Ingresses, requests and expectations, written as tables. The TLS scenario of
-//! host rules belongs to the TLS work and is not replayed here yet.
+//! files: the same Ingresses, requests and expectations, written as tables.
 
+use crate::tls_support::{H1, Trust, issued_secret, try_connect};
 use crate::{expect_routes, support::*};
+use portico_tls::generate::Authority;
 
 /// Echo Services on port 8080 (named `http`), `pods` replicas each, in namespace `ns`.
 async fn services(m: &Manifests, ns: &str, names: &[(&str, usize)]) {
@@ -94,12 +95,31 @@ async fn conformance_host_rules() {
         "spec:\n  tls:\n  - hosts:\n    - foo.bar.com\n    secretName: conformance-tls\n",
     );
     m.write("ingress.yaml", &y);
+    let ca = Authority::new("conformance").unwrap();
+    let cert = ca.issue(&["foo.bar.com"]).unwrap();
+    m.write("secret.json", &issued_secret(ns, "conformance-tls", &cert));
     let p = Portico::start(m.path(), &[]).await;
     assert_status_published(&p.ingress(ns, "host-rules").await);
+    // GET https://foo.bar.com: the secure connection verifies the hostname foo.bar.com.
+    let conn = try_connect(p.https, Some("foo.bar.com"), &[], Trust::Authority(&ca)).await;
+    let tls = H1::over(conn.expect("hostname foo.bar.com verified"))
+        .await
+        .get("foo.bar.com", "/")
+        .await;
+    assert_eq!((tls.status, tls.service()), (200, "foo-bar-com".to_owned()));
+    assert_eq!(
+        tls.json()["host"],
+        "foo.bar.com",
+        "the request host reaches the backend"
+    );
+    // Over plain HTTP a TLS host is redirected (as ingress-nginx does by default).
+    let plain = p.get("foo.bar.com", "/").await;
+    assert_eq!(plain.status, 308);
+    let location = format!("https://foo.bar.com:{}/", p.https.port());
+    assert_eq!(plain.headers["location"], location.as_str());
     expect_routes(
         &p,
         &[
-            ("foo.bar.com", "/", 200, "foo-bar-com"),
             ("subdomain.bar.com", "/", 404, ""),
             ("bar.foo.com", "/", 200, "wildcard-foo-com"),
             ("baz.bar.foo.com", "/", 404, ""),
@@ -107,13 +127,11 @@ async fn conformance_host_rules() {
         ],
     )
     .await;
-    for host in ["foo.bar.com", "bar.foo.com"] {
-        assert_eq!(
-            p.get(host, "/").await.json()["host"],
-            host,
-            "the request host reaches the backend"
-        );
-    }
+    assert_eq!(
+        p.get("bar.foo.com", "/").await.json()["host"],
+        "bar.foo.com",
+        "the request host reaches the backend"
+    );
 }
 
 #[tokio::test]

@@ -8,6 +8,8 @@ async fn demo_serves_the_three_seed_examples() {
         "demo",
         "--http-listen",
         "127.0.0.1:0",
+        "--https-listen",
+        "127.0.0.1:0",
         "--admin-listen",
         "127.0.0.1:0",
     ]

@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used)] // tests may unwrap
 
 mod support;
+mod tls_support;
 
 mod admin;
 mod allocator;
@@ -15,6 +16,7 @@ mod live;
 mod merging;
 mod path_rules;
 mod seed_examples;
+mod tls;
 
 use support::*;
 

@@ -125,16 +125,29 @@ impl Reply {
 pub struct Portico {
     child: Child,
     pub http: SocketAddr,
+    pub https: SocketAddr,
     pub admin: SocketAddr,
     client: Client<HttpConnector, Full<Bytes>>,
 }
 
 impl Portico {
     pub async fn start(dir: &Path, extra: &[&str]) -> Self {
+        Self::spawn(&Self::run_args(dir, extra)).await
+    }
+
+    /// Like [`Portico::start`], logging at `level` into the file `log`.
+    pub async fn start_logging(dir: &Path, level: &str, log: &Path) -> Self {
+        let log = std::fs::File::create(log).unwrap();
+        Self::spawn_with(&Self::run_args(dir, &[]), level, Stdio::from(log), &[]).await
+    }
+
+    pub fn run_args(dir: &Path, extra: &[&str]) -> Vec<String> {
         let mut args: Vec<String> = vec!["run".into(), "-f".into(), dir.display().to_string()];
         args.extend(
             [
                 "--http-listen",
+                "127.0.0.1:0",
+                "--https-listen",
                 "127.0.0.1:0",
                 "--admin-listen",
                 "127.0.0.1:0",
@@ -142,19 +155,24 @@ impl Portico {
             .map(String::from),
         );
         args.extend(extra.iter().map(|s| s.to_string()));
-        Self::spawn(&args).await
+        args
     }
 
     pub async fn spawn(args: &[String]) -> Self {
-        Self::spawn_with_env(args, &[]).await
+        Self::spawn_with(args, "warn", Stdio::inherit(), &[]).await
     }
 
     pub async fn spawn_with_env(args: &[String], env: &[(&str, &str)]) -> Self {
+        Self::spawn_with(args, "warn", Stdio::inherit(), env).await
+    }
+
+    async fn spawn_with(args: &[String], level: &str, stderr: Stdio, env: &[(&str, &str)]) -> Self {
         let mut child = Command::new(BIN)
             .args(args)
-            .env("PORTICO_LOG", "warn")
+            .env("PORTICO_LOG", level)
             .envs(env.iter().copied())
             .stdout(Stdio::piped())
+            .stderr(stderr)
             .kill_on_drop(true)
             .spawn()
             .unwrap();
@@ -166,11 +184,12 @@ impl Portico {
             .unwrap()
             .expect("portico printed a line");
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        let (http, admin) = parse_banner(&first);
+        let (http, https, admin) = parse_banner(&first);
         let client = Client::builder(TokioExecutor::new()).build_http();
         let p = Portico {
             child,
             http,
+            https,
             admin,
             client,
         };
@@ -281,16 +300,15 @@ impl Portico {
     }
 }
 
-fn parse_banner(line: &str) -> (SocketAddr, SocketAddr) {
-    // "portico: serving HTTP on A and the admin API on B"
+fn parse_banner(line: &str) -> (SocketAddr, SocketAddr, SocketAddr) {
+    // "portico: serving HTTP on A, HTTPS on B and the admin API on C"
     let words: Vec<&str> = line.split_whitespace().collect();
-    let http = words
-        .iter()
-        .position(|w| *w == "HTTP")
-        .map(|i| words[i + 2])
-        .expect(line);
-    let admin = words.last().expect(line);
-    (http.parse().expect(line), admin.parse().expect(line))
+    let after = |name: &str| {
+        let at = words.iter().position(|w| *w == name).expect(line);
+        words[at + 2].trim_end_matches(',').parse().expect(line)
+    };
+    let admin = words.last().expect(line).parse().expect(line);
+    (after("HTTP"), after("HTTPS"), admin)
 }
 
 /// An Ingress manifest from a compact list of rules: (host or "", path, pathType, service, port).

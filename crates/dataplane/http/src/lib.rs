@@ -1,6 +1,9 @@
-//! The built-in L7 proxy (provider `proxy`): compiles the HTTP listeners of the model into an
-//! immutable route table, swaps it in atomically on every configuration change, and forwards
-//! requests to pool members over pooled HTTP/1.1 connections, with Prometheus metrics.
+//! The built-in L7 proxy (provider `proxy`): compiles the HTTP and TERMINATED_HTTPS listeners
+//! of the model into an immutable route table, swaps it in atomically on every configuration
+//! change, terminates TLS with certificates chosen by SNI (swapped the same way), and forwards
+//! requests to pool members over pooled HTTP/1.1 connections or shared h2c connections, with
+//! Prometheus metrics. Clients may speak HTTP/1.1 or HTTP/2 (ALPN over TLS, prior knowledge in
+//! cleartext).
 //!
 //! This crate sees only the load-balancer model: it must not depend on Kubernetes types, the
 //! translate crate, sources or stores.
@@ -10,8 +13,10 @@
 mod metrics;
 mod proxy;
 mod route;
+mod tls;
 mod upstream;
 
 pub use metrics::ProxyMetrics;
 pub use proxy::{Proxy, Scheme};
 pub use route::{PROVIDER, PoolState, RouteTable, Target, compile};
+pub use tls::{MaterialBySecret, SniMap};

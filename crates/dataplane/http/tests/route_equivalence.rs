@@ -59,9 +59,10 @@ fn rules() -> impl Strategy<Value = Vec<L7Rule>> {
     })
 }
 
-/// A policy as (rules, action): `Some(i)` forwards to pool `p{i}`, `None` rejects with 403.
+/// A policy as (rules, action): `Some(i)` forwards to pool `p{i}` (`Some(3)` redirects to
+/// HTTPS), `None` rejects with 403.
 fn policies() -> impl Strategy<Value = Vec<(Vec<L7Rule>, Option<usize>)>> {
-    prop::collection::vec((rules(), prop::option::weighted(0.9, 0..3usize)), 0..8)
+    prop::collection::vec((rules(), prop::option::weighted(0.9, 0..4usize)), 0..8)
 }
 
 fn build(policies: &[(Vec<L7Rule>, Option<usize>)], default: Option<usize>) -> Model {
@@ -71,6 +72,7 @@ fn build(policies: &[(Vec<L7Rule>, Option<usize>)], default: Option<usize>) -> M
         .collect();
     for (rules, action) in policies {
         let action = match action {
+            Some(3) => PolicyAction::RedirectToHttps { status: 308 },
             Some(i) => PolicyAction::RedirectToPool { pool: pools[*i] },
             None => PolicyAction::Reject { status: 403 },
         };
@@ -119,6 +121,7 @@ fn naive(model: &Model, raw_host: &str, path: &str) -> String {
     match first.map(|p| &p.action) {
         Some(PolicyAction::RedirectToPool { pool }) => pool_name(*pool),
         Some(PolicyAction::Reject { status }) => format!("reject {status}"),
+        Some(PolicyAction::RedirectToHttps { status }) => format!("redirect {status}"),
         None => listener
             .default_pool
             .map(pool_name)
@@ -141,6 +144,7 @@ proptest! {
             let got = match table.route(host, path) {
                 Some(Target::Pool(pool)) => pool.name().to_owned(),
                 Some(Target::Reject(status)) => format!("reject {status}"),
+                Some(Target::RedirectToHttps(status)) => format!("redirect {status}"),
                 None => "404".to_owned(),
             };
             prop_assert_eq!(got, naive(&model, host, path), "{}{}", host, path);

@@ -13,6 +13,7 @@ fn routed(table: &RouteTable, host: &str, path: &str) -> String {
     match table.route(host, path) {
         Some(Target::Pool(pool)) => pool.name().to_owned(),
         Some(Target::Reject(status)) => format!("reject {status}"),
+        Some(Target::RedirectToHttps(status)) => format!("redirect {status}"),
         None => "404".to_owned(),
     }
 }
@@ -302,4 +303,23 @@ fn pool_without_ready_members_yields_no_member() {
     let p = m.pool_with("p", &[(addr(1), false)]);
     m.policy(vec![], p);
     assert_eq!(compile(&m.build()).pool(p).unwrap().next_member(), None);
+}
+
+#[test]
+fn https_listeners_route_apart_from_http_over_the_same_pools() {
+    let mut m = ModelBuilder::new("lb");
+    let web = m.pool("web", &[addr(1)]);
+    m.http_only(
+        vec![host("a.test"), prefix("/")],
+        PolicyAction::RedirectToHttps { status: 308 },
+    );
+    m.policy(vec![host("a.test"), prefix("/")], web);
+    m.tls(&[], None);
+    let table = compile(&m.build());
+    assert_eq!(routed(&table, "a.test", "/x"), "redirect 308");
+    let https = match table.route_https("a.test", "/x") {
+        Some(Target::Pool(pool)) => pool.clone(),
+        other => panic!("{other:?}"),
+    };
+    assert!(std::sync::Arc::ptr_eq(&https, table.pool(web).unwrap()));
 }

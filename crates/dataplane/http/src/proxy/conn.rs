@@ -4,11 +4,13 @@ use super::error::ProxyError;
 use super::headers::{Forwarded, Scheme, strip_hop_by_hop};
 use super::{GRACE, Proxy, ProxyBody, stopped};
 use crate::metrics::PoolMetrics;
-use crate::route::{PoolState, Target};
-use http::header::{HOST, HeaderValue};
+use crate::route::{PoolState, Target, normalize_host};
+use crate::upstream::Endpoint;
+use bytes::Bytes;
+use http::header::{CONTENT_TYPE, HOST, HeaderValue, LOCATION, TE};
 use http::uri::{self, Uri};
-use http::{Request, Response, Version};
-use http_body_util::Either;
+use http::{Request, Response, StatusCode, Version};
+use http_body_util::{Either, Full};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
@@ -19,6 +21,12 @@ use std::sync::Arc;
 use std::time::Instant;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
+
+/// Where the route table sends a request.
+enum Routed {
+    Pool(Arc<PoolState>),
+    RedirectToHttps(u16),
+}
 
 /// What every request of one connection shares.
 struct Conn {
@@ -67,7 +75,8 @@ impl Proxy {
 impl Conn {
     async fn handle(&self, req: Request<Incoming>) -> Response<ProxyBody> {
         let pool = match self.route(&req) {
-            Ok(pool) => pool,
+            Ok(Routed::Pool(pool)) => pool,
+            Ok(Routed::RedirectToHttps(status)) => return self.redirect(&req, status),
             Err(error) => return rescue(self.proxy.metrics.unrouted(), &error),
         };
         match self.forward(&pool, req).await {
@@ -79,18 +88,54 @@ impl Conn {
         }
     }
 
-    /// One table load, one lookup: the pool this request goes to.
-    fn route(&self, req: &Request<Incoming>) -> Result<Arc<PoolState>, ProxyError> {
+    /// One table load, one lookup on the routes of the connection's scheme: where this
+    /// request goes.
+    fn route(&self, req: &Request<Incoming>) -> Result<Routed, ProxyError> {
         let host = request_host(req).ok_or(ProxyError::MissingHost)?;
         let path = req.uri().path();
         if !path.starts_with('/') {
             return Err(ProxyError::BadTarget);
         }
-        match self.proxy.table.load().route(host, path) {
-            Some(Target::Pool(pool)) => Ok(pool.clone()),
+        let table = self.proxy.table.load();
+        let target = match self.forwarded.scheme {
+            Scheme::Http => table.route(host, path),
+            Scheme::Https => table.route_https(host, path),
+        };
+        match target {
+            Some(Target::Pool(pool)) => Ok(Routed::Pool(pool.clone())),
             Some(Target::Reject(status)) => Err(ProxyError::Rejected(*status)),
+            Some(Target::RedirectToHttps(status)) => Ok(Routed::RedirectToHttps(*status)),
             None => Err(ProxyError::NoRoute),
         }
+    }
+
+    /// `status` with `Location: https://host[:port]/path?query`, the port being the HTTPS
+    /// listener's unless it is 443.
+    fn redirect(&self, req: &Request<Incoming>, status: u16) -> Response<ProxyBody> {
+        let unrouted = self.proxy.metrics.unrouted();
+        let host = request_host(req).map(normalize_host).unwrap_or_default();
+        let port = self.proxy.https_port();
+        let port = if port == 443 {
+            String::new()
+        } else {
+            format!(":{port}")
+        };
+        let target = req.uri().path_and_query().map_or("/", |p| p.as_str());
+        let location = HeaderValue::from_str(&format!("https://{host}{port}{target}"));
+        let status = StatusCode::from_u16(status).unwrap_or(StatusCode::PERMANENT_REDIRECT);
+        let (Ok(location), false) = (location, host.is_empty()) else {
+            return rescue(unrouted, &ProxyError::MissingHost);
+        };
+        let reason = status.canonical_reason().unwrap_or("Redirect");
+        let body = Bytes::from(format!("{} {reason}\n", status.as_str()));
+        let mut response = Response::new(Either::Right(Full::new(body)));
+        *response.status_mut() = status;
+        let headers = response.headers_mut();
+        headers.insert(LOCATION, location);
+        let plain = HeaderValue::from_static("text/plain; charset=utf-8");
+        headers.insert(CONTENT_TYPE, plain);
+        unrouted.record(status);
+        response
     }
 
     async fn forward(
@@ -102,9 +147,14 @@ impl Conn {
         let endpoint = pool.next_endpoint().ok_or_else(no_member)?;
         let host = host_value(&req).ok_or(ProxyError::MissingHost)?;
         let (mut parts, body) = req.into_parts();
-        origin_form(&mut parts.uri);
-        parts.version = Version::HTTP_11;
-        self.forwarded.apply(&mut parts.headers, host);
+        let trailers = wants_trailers(&parts.headers);
+        self.forwarded.apply(&mut parts.headers, host.clone());
+        if endpoint.is_h2c() {
+            to_h2c(&mut parts, &host, &endpoint, trailers);
+        } else {
+            origin_form(&mut parts.uri);
+            parts.version = Version::HTTP_11;
+        }
         let started = Instant::now();
         let sent = endpoint.send(Request::from_parts(parts, body)).await;
         let response = sent.map_err(|source| ProxyError::Upstream {
@@ -115,6 +165,8 @@ impl Conn {
         pool.metrics.observe_latency(started.elapsed());
         let (mut parts, body) = response.into_parts();
         strip_hop_by_hop(&mut parts.headers);
+        // The client's hop is ours: an HTTP/1.0 or HTTP/2 upstream does not change it.
+        parts.version = Version::HTTP_11;
         Ok(Response::from_parts(parts, Either::Left(body)))
     }
 }
@@ -169,6 +221,38 @@ fn origin_form(uri: &mut Uri) {
     if uri.authority().is_some() || uri.scheme().is_some() {
         let path = uri.path_and_query().cloned();
         *uri = Uri::from(path.unwrap_or_else(|| uri::PathAndQuery::from_static("/")));
+    }
+}
+
+/// Whether the client accepts trailers (`TE: trailers`): gRPC needs the upstream to know.
+fn wants_trailers(headers: &http::HeaderMap) -> bool {
+    let values = headers.get_all(TE).iter().filter_map(|v| v.to_str().ok());
+    let mut tokens = values.flat_map(|v| v.split(',')).map(str::trim);
+    tokens.any(|t| t.eq_ignore_ascii_case("trailers"))
+}
+
+/// An HTTP/2 request to an h2c member: an absolute URI (HTTP/2 sends scheme and authority),
+/// and `TE: trailers` kept when the client sent it (the one TE value HTTP/2 allows).
+fn to_h2c(parts: &mut http::request::Parts, host: &HeaderValue, to: &Endpoint, trailers: bool) {
+    let authority = host
+        .to_str()
+        .ok()
+        .and_then(|h| h.parse::<uri::Authority>().ok());
+    let authority = authority.or_else(|| to.addr().to_string().parse().ok());
+    let path = parts.uri.path_and_query().cloned();
+    let mut builder = Uri::builder().scheme("http");
+    if let Some(authority) = authority {
+        builder = builder.authority(authority);
+    }
+    let path = path.unwrap_or_else(|| uri::PathAndQuery::from_static("/"));
+    if let Ok(absolute) = builder.path_and_query(path).build() {
+        parts.uri = absolute;
+    }
+    parts.version = Version::HTTP_2;
+    if trailers {
+        parts
+            .headers
+            .insert(TE, HeaderValue::from_static("trailers"));
     }
 }
 

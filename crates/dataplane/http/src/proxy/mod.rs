@@ -3,11 +3,13 @@
 mod conn;
 mod error;
 mod headers;
+mod https;
 
 pub use headers::Scheme;
 
 use crate::metrics::ProxyMetrics;
 use crate::route::{Compiler, RouteTable, ready_endpoints};
+use crate::tls::{Resolver, server_config};
 use crate::upstream::{Endpoints, UpstreamBody};
 use arc_swap::ArcSwap;
 use bytes::Bytes;
@@ -16,12 +18,15 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use hyper_util::server::conn::auto;
 use portico_model::{Model, Pool};
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
+use tokio_rustls::TlsAcceptor;
 
 /// How long in-flight connections may take to finish after the shutdown signal.
 const GRACE: Duration = Duration::from_secs(5);
@@ -40,12 +45,21 @@ pub struct Proxy {
     /// Upstream connections by member address, shared by every configuration generation.
     endpoints: Endpoints,
     server: auto::Builder<TokioExecutor>,
+    /// Certificates for TLS handshakes, swapped by `set_certificates`.
+    resolver: Arc<Resolver>,
+    acceptor: TlsAcceptor,
+    /// The port HTTP → HTTPS redirects name: that of `serve_https`'s listener once it runs.
+    https_port: AtomicU16,
 }
 
 impl Proxy {
     /// A proxy with an empty configuration (every request gets 404) until `apply`.
     pub fn new(metrics: ProxyMetrics) -> Arc<Self> {
+        let resolver = Arc::new(Resolver::new());
         Arc::new(Proxy {
+            acceptor: TlsAcceptor::from(server_config(resolver.clone())),
+            resolver,
+            https_port: AtomicU16::new(443),
             table: ArcSwap::from_pointee(RouteTable::default()),
             generation: AtomicU64::new(0),
             apply_lock: Mutex::new(()),
@@ -109,13 +123,31 @@ impl Proxy {
         self.table.load_full()
     }
 
+    /// The port of the HTTPS listener, as HTTP → HTTPS redirects name it.
+    pub fn https_port(&self) -> u16 {
+        self.https_port.load(Ordering::Relaxed)
+    }
+
     /// Accepts connections until `shutdown` turns true (or its sender is dropped), then lets
     /// in-flight requests finish for up to 5 s.
-    pub async fn serve(
+    pub async fn serve(self: Arc<Self>, listener: TcpListener, shutdown: watch::Receiver<bool>) {
+        self.accept_loop(listener, shutdown, |proxy, stream, peer, shutdown| {
+            proxy.serve_connection(stream, peer, Scheme::Http, shutdown)
+        })
+        .await;
+    }
+
+    /// The accept loop of [`Proxy::serve`] and [`Proxy::serve_https`]: `start` serves one
+    /// accepted connection, in a task of its own.
+    async fn accept_loop<F, Fut>(
         self: Arc<Self>,
         listener: TcpListener,
         mut shutdown: watch::Receiver<bool>,
-    ) {
+        start: F,
+    ) where
+        F: Fn(Arc<Self>, TcpStream, SocketAddr, watch::Receiver<bool>) -> Fut,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
         let mut connections = JoinSet::new();
         loop {
             tokio::select! {
@@ -123,8 +155,7 @@ impl Proxy {
                     Ok((stream, peer)) => {
                         // Latency matters more than packet count for a proxy.
                         let _ = stream.set_nodelay(true);
-                        let conn = self.clone().serve_connection(stream, peer, Scheme::Http, shutdown.clone());
-                        connections.spawn(conn);
+                        connections.spawn(start(self.clone(), stream, peer, shutdown.clone()));
                     }
                     Err(error) => accept_failed(error).await,
                 },

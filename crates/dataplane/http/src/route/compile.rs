@@ -4,7 +4,7 @@ use super::host::wildcard_suffix;
 use super::path::{PathMatch, PathTable};
 use super::pool::{PoolState, Target};
 use super::reduce::{HostMatch, reduce};
-use super::{FxMap, RouteTable};
+use super::{FxMap, RouteTable, Routes};
 use crate::metrics::{PoolMetrics, ProxyMetrics};
 use crate::upstream::{Endpoint, Endpoints};
 use portico_model::{Listener, LoadBalancer, Model, PolicyAction, Pool, PoolId, Protocol};
@@ -15,20 +15,26 @@ use std::sync::Arc;
 /// The provider type this data plane serves.
 pub const PROVIDER: &str = "proxy";
 
-/// Compiles every HTTP listener of every `proxy` LoadBalancer into one route table.
+/// Compiles the HTTP and the TERMINATED_HTTPS listeners of every `proxy` LoadBalancer into
+/// one route table.
 ///
-/// Listeners merge as if their policies were concatenated, LoadBalancers in id order: on equal
+/// Listeners of one protocol merge as if their policies were concatenated, LoadBalancers in id order: on equal
 /// keys the first LoadBalancer wins, and the first `default_pool` found is the default.
 pub fn compile(model: &Model) -> RouteTable {
     Compiler::new(None, None, &Endpoints::default()).compile(model)
 }
 
-/// Compilation state: the targets by rank, plus what carries over from the previous table.
+/// Compilation state: the pools, plus what carries over from the previous table.
 pub(crate) struct Compiler<'a> {
     previous: Option<&'a RouteTable>,
     metrics: Option<&'a ProxyMetrics>,
     endpoints: &'a Endpoints,
     pools: FxMap<PoolId, Arc<PoolState>>,
+}
+
+/// The routes of one protocol's listeners being compiled: targets by rank, rules.
+#[derive(Default)]
+struct RoutesBuilder {
     targets: Vec<Target>,
     default: Option<Target>,
     entries: Vec<(HostMatch, PathMatch, u32)>,
@@ -45,9 +51,6 @@ impl<'a> Compiler<'a> {
             metrics,
             endpoints,
             pools: FxMap::default(),
-            targets: Vec::new(),
-            default: None,
-            entries: Vec::new(),
         }
     }
 
@@ -58,30 +61,48 @@ impl<'a> Compiler<'a> {
             .filter(|lb| lb.provider == PROVIDER)
             .collect();
         lbs.sort_by_key(|lb| lb.id);
-        for lb in lbs {
-            let http = lb.listeners.iter().filter(|l| l.protocol == Protocol::Http);
-            let pools: FxMap<PoolId, &Pool> = lb.pools.iter().map(|p| (p.id, p)).collect();
-            for listener in http {
-                self.add_listener(&pools, listener);
-            }
+        let http = self.routes(&lbs, Protocol::Http);
+        let https = self.routes(&lbs, Protocol::TerminatedHttps);
+        RouteTable {
+            http,
+            https,
+            pools: self.pools,
         }
-        self.finish()
     }
 
-    fn add_listener(&mut self, lb: &FxMap<PoolId, &Pool>, listener: &Listener) {
+    /// The routes of the listeners of `protocol`.
+    fn routes(&mut self, lbs: &[&LoadBalancer], protocol: Protocol) -> Routes {
+        let mut routes = RoutesBuilder::default();
+        for lb in lbs {
+            let listeners = lb.listeners.iter().filter(|l| l.protocol == protocol);
+            let pools: FxMap<PoolId, &Pool> = lb.pools.iter().map(|p| (p.id, p)).collect();
+            for listener in listeners {
+                self.add_listener(&mut routes, &pools, listener);
+            }
+        }
+        routes.finish()
+    }
+
+    fn add_listener(
+        &mut self,
+        routes: &mut RoutesBuilder,
+        lb: &FxMap<PoolId, &Pool>,
+        listener: &Listener,
+    ) {
         for policy in &listener.policies {
-            let rank = u32::try_from(self.targets.len()).unwrap_or(u32::MAX);
+            let rank = u32::try_from(routes.targets.len()).unwrap_or(u32::MAX);
             let target = match &policy.action {
                 PolicyAction::RedirectToPool { pool } => Target::Pool(self.pool(lb, *pool)),
                 PolicyAction::Reject { status } => Target::Reject(*status),
+                PolicyAction::RedirectToHttps { status } => Target::RedirectToHttps(*status),
             };
-            self.targets.push(target);
+            routes.targets.push(target);
             if let Some((host, path)) = reduce(&policy.rules) {
-                self.entries.push((host, path, rank));
+                routes.entries.push((host, path, rank));
             }
         }
-        if let (None, Some(pool)) = (&self.default, listener.default_pool) {
-            self.default = Some(Target::Pool(self.pool(lb, pool)));
+        if let (None, Some(pool)) = (&routes.default, listener.default_pool) {
+            routes.default = Some(Target::Pool(self.pool(lb, pool)));
         }
     }
 
@@ -116,8 +137,10 @@ impl<'a> Compiler<'a> {
         self.pools.insert(id, state.clone());
         state
     }
+}
 
-    fn finish(self) -> RouteTable {
+impl RoutesBuilder {
+    fn finish(self) -> Routes {
         let mut exact: BTreeMap<&str, Vec<(&PathMatch, u32)>> = BTreeMap::new();
         let mut wildcard: BTreeMap<&str, Vec<(&PathMatch, u32)>> = BTreeMap::new();
         let mut any = Vec::new();
@@ -146,22 +169,21 @@ impl<'a> Compiler<'a> {
             )
         });
         let wildcard_hosts = wildcard_hosts.collect();
-        RouteTable {
+        Routes {
             exact_hosts,
             wildcard_hosts,
             any_host: PathTable::build(any.iter().copied()),
             targets: self.targets,
             default: self.default,
-            pools: self.pools,
         }
     }
 }
 
-/// The upstreams of the members that may receive traffic. Weights are not used yet: round
-/// robin is unweighted.
+/// The upstreams of the members that may receive traffic, in the pool's protocol. Weights are
+/// not used yet: round robin is unweighted.
 pub(crate) fn ready_endpoints(pool: &Pool, endpoints: &Endpoints) -> Vec<Arc<Endpoint>> {
     let ready = pool.members.iter().filter(|m| m.ready);
     ready
-        .map(|m| endpoints.get(SocketAddr::new(m.address, m.port)))
+        .map(|m| endpoints.get(SocketAddr::new(m.address, m.port), pool.protocol))
         .collect()
 }

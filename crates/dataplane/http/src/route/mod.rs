@@ -15,6 +15,9 @@
 //!
 //! A rule whose comparison does not fit its type (a host `PathPrefix`) never matches.
 //!
+//! HTTP and TERMINATED_HTTPS listeners compile into separate route sets (the translator gives
+//! the HTTP listener redirects where the HTTPS one forwards); both share one state per pool.
+//!
 //! [`compile`] turns that ordered list into hash maps — exact host, wildcard suffix and
 //! host-less path tables, each with exact paths and prefixes — whose lookups give the same
 //! answer as the ordered evaluation, for any order (a property test checks this). With the
@@ -33,27 +36,57 @@ pub use compile::{PROVIDER, compile};
 pub use pool::{PoolState, Target};
 
 use fxhash::FxMap;
-use host::{normalize_host, wildcard_suffix};
+pub(crate) use host::normalize_host;
+use host::wildcard_suffix;
 use path::PathTable;
 use portico_model::PoolId;
 use std::sync::Arc;
 
-/// An immutable, compiled routing configuration.
+/// An immutable, compiled routing configuration: the routes of the HTTP listeners and those
+/// of the TERMINATED_HTTPS listeners, over one set of pools.
 #[derive(Debug, Default)]
 pub struct RouteTable {
+    http: Routes,
+    https: Routes,
+    pools: FxMap<PoolId, Arc<PoolState>>,
+}
+
+/// The compiled policies of the listeners of one protocol.
+#[derive(Debug, Default)]
+pub(crate) struct Routes {
     exact_hosts: FxMap<Box<str>, PathTable>,
     wildcard_hosts: FxMap<Box<str>, PathTable>,
     any_host: PathTable,
     /// Policy targets by rank (the policy's position in the merged evaluation order).
     targets: Vec<Target>,
     default: Option<Target>,
-    pools: FxMap<PoolId, Arc<PoolState>>,
 }
 
 impl RouteTable {
-    /// The target for a request, from its raw host (as in the `Host` header, port allowed) and
-    /// its path without query; `None` means 404.
+    /// The target on the HTTP listeners for a request, from its raw host (as in the `Host`
+    /// header, port allowed) and its path without query; `None` means 404.
     pub fn route(&self, host: &str, path: &str) -> Option<&Target> {
+        self.http.route(host, path)
+    }
+
+    /// Like [`RouteTable::route`], on the TERMINATED_HTTPS listeners.
+    pub fn route_https(&self, host: &str, path: &str) -> Option<&Target> {
+        self.https.route(host, path)
+    }
+
+    /// The pool with this id, if any route or default targets it.
+    pub fn pool(&self, id: PoolId) -> Option<&Arc<PoolState>> {
+        self.pools.get(&id)
+    }
+
+    /// The names of the pools this table serves.
+    pub(crate) fn pool_names(&self) -> impl Iterator<Item = &str> {
+        self.pools.values().map(|p| p.name())
+    }
+}
+
+impl Routes {
+    fn route(&self, host: &str, path: &str) -> Option<&Target> {
         let host = normalize_host(host);
         match self.table_for(&host).lookup(path) {
             Some(rank) => self.targets.get(rank as usize),
@@ -67,15 +100,5 @@ impl RouteTable {
         }
         let wildcard = wildcard_suffix(host).and_then(|s| self.wildcard_hosts.get(s));
         wildcard.unwrap_or(&self.any_host)
-    }
-
-    /// The pool with this id, if any route or default targets it.
-    pub fn pool(&self, id: PoolId) -> Option<&Arc<PoolState>> {
-        self.pools.get(&id)
-    }
-
-    /// The names of the pools this table serves.
-    pub(crate) fn pool_names(&self) -> impl Iterator<Item = &str> {
-        self.pools.values().map(|p| p.name())
     }
 }

@@ -15,6 +15,8 @@ pub enum Target {
     Pool(Arc<PoolState>),
     /// Answer with this status without contacting any backend (a `Reject` policy).
     Reject(u16),
+    /// Answer with this redirect status to the same URL over HTTPS.
+    RedirectToHttps(u16),
 }
 
 /// One pool as the data plane sees it: its members (swapped whole when only endpoints change)

@@ -34,6 +34,11 @@ impl UpstreamBody {
         body
     }
 
+    /// A body whose connection is not handed back (HTTP/2: the connection is shared).
+    pub(crate) fn detached(inner: Incoming) -> Self {
+        UpstreamBody { inner, conn: None }
+    }
+
     fn release(&mut self) {
         if let Some((endpoint, sender)) = self.conn.take() {
             if sender.is_ready() {

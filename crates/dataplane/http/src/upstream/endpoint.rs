@@ -1,16 +1,18 @@
 //! One member address and its idle connections.
 
 use super::body::UpstreamBody;
+use super::h2c::H2c;
 use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
+use portico_model::PoolProtocol;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
 
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+pub(super) const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Idle connections older than this are closed rather than reused (backends commonly close
 /// theirs after 60-120 s; reusing one they are closing would fail the request).
 const IDLE_TIMEOUT: Duration = Duration::from_secs(50);
@@ -35,11 +37,13 @@ struct Idle {
     since: Instant,
 }
 
-/// A member address with a stack of idle connections (most recently used on top, so a
-/// few warm connections serve a light load and the rest age out).
+/// A member address with a stack of idle HTTP/1.1 connections (most recently used on top, so
+/// a few warm connections serve a light load and the rest age out), or its HTTP/2 connection.
 pub(crate) struct Endpoint {
     addr: SocketAddr,
     idle: Mutex<Vec<Idle>>,
+    /// Set for h2c members: requests go there instead.
+    h2c: Option<H2c>,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -51,11 +55,17 @@ impl std::fmt::Debug for Endpoint {
 }
 
 impl Endpoint {
-    pub(crate) fn new(addr: SocketAddr) -> Self {
+    pub(crate) fn new(addr: SocketAddr, protocol: PoolProtocol) -> Self {
         Endpoint {
             addr,
             idle: Mutex::new(Vec::new()),
+            h2c: (protocol == PoolProtocol::H2c).then(H2c::default),
         }
+    }
+
+    /// Whether requests to this endpoint go over HTTP/2 (and need an absolute URI).
+    pub(crate) fn is_h2c(&self) -> bool {
+        self.h2c.is_some()
     }
 
     pub(crate) fn addr(&self) -> SocketAddr {
@@ -68,6 +78,9 @@ impl Endpoint {
         self: &Arc<Self>,
         mut req: Request<Incoming>,
     ) -> Result<Response<UpstreamBody>, UpstreamError> {
+        if let Some(h2c) = &self.h2c {
+            return h2c.send(self.addr, req).await;
+        }
         while let Some(mut sender) = self.checkout() {
             match sender.try_send_request(req).await {
                 Ok(response) => return Ok(self.wrap(response, sender)),
@@ -116,12 +129,7 @@ impl Endpoint {
     }
 
     async fn connect(&self) -> Result<SendRequest<Incoming>, UpstreamError> {
-        let connecting = TcpStream::connect(self.addr);
-        let stream = tokio::time::timeout(CONNECT_TIMEOUT, connecting)
-            .await
-            .map_err(|_| UpstreamError::ConnectTimeout(CONNECT_TIMEOUT))?
-            .map_err(UpstreamError::Connect)?;
-        let _ = stream.set_nodelay(true);
+        let stream = connect_tcp(self.addr).await?;
         let (sender, connection) = http1::Builder::new()
             .handshake(TokioIo::new(stream))
             .await
@@ -134,4 +142,15 @@ impl Endpoint {
         });
         Ok(sender)
     }
+}
+
+/// A TCP connection to `addr`, within the connect timeout, without Nagle's delay.
+pub(super) async fn connect_tcp(addr: SocketAddr) -> Result<TcpStream, UpstreamError> {
+    let connecting = TcpStream::connect(addr);
+    let stream = tokio::time::timeout(CONNECT_TIMEOUT, connecting)
+        .await
+        .map_err(|_| UpstreamError::ConnectTimeout(CONNECT_TIMEOUT))?
+        .map_err(UpstreamError::Connect)?;
+    let _ = stream.set_nodelay(true);
+    Ok(stream)
 }

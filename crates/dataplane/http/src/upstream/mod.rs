@@ -1,5 +1,6 @@
-//! Upstream connections: one [`Endpoint`] per member address, each with its own pool of idle
-//! HTTP/1.1 connections (hyper's `client::conn`), shared across configuration generations.
+//! Upstream connections: one [`Endpoint`] per member address and protocol, each with its own
+//! pool of idle HTTP/1.1 connections (hyper's `client::conn`) or, for h2c pools, one shared
+//! HTTP/2 connection (`h2c.rs`), shared across configuration generations.
 //!
 //! Why not hyper-util's pooled client: its per-request costs (a pool keyed by hashed
 //! scheme + authority behind one lock, a checkout future, a task spawned per response to wait
@@ -9,10 +10,12 @@
 
 mod body;
 mod endpoint;
+mod h2c;
 
 pub(crate) use body::UpstreamBody;
 pub(crate) use endpoint::{Endpoint, UpstreamError};
 
+use portico_model::PoolProtocol;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
@@ -21,18 +24,19 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 /// previous one. Consulted only when a route table is compiled, never per request.
 #[derive(Debug, Default)]
 pub(crate) struct Endpoints {
-    by_addr: Mutex<HashMap<SocketAddr, Weak<Endpoint>>>,
+    by_addr: Mutex<HashMap<(SocketAddr, PoolProtocol), Weak<Endpoint>>>,
 }
 
 impl Endpoints {
-    /// The endpoint for `addr`: the live one if any configuration still uses it, else new.
-    pub(crate) fn get(&self, addr: SocketAddr) -> Arc<Endpoint> {
+    /// The endpoint for `addr` in `protocol`: the live one if any configuration still uses it,
+    /// else new.
+    pub(crate) fn get(&self, addr: SocketAddr, protocol: PoolProtocol) -> Arc<Endpoint> {
         let mut map = self.by_addr.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(live) = map.get(&addr).and_then(Weak::upgrade) {
+        if let Some(live) = map.get(&(addr, protocol)).and_then(Weak::upgrade) {
             return live;
         }
-        let endpoint = Arc::new(Endpoint::new(addr));
-        map.insert(addr, Arc::downgrade(&endpoint));
+        let endpoint = Arc::new(Endpoint::new(addr, protocol));
+        map.insert((addr, protocol), Arc::downgrade(&endpoint));
         endpoint
     }
 
@@ -51,8 +55,15 @@ mod tests {
     fn an_address_in_use_keeps_its_endpoint_and_an_unused_one_is_pruned() {
         let endpoints = Endpoints::default();
         let addr: SocketAddr = "127.0.0.1:9".parse().unwrap();
-        let first = endpoints.get(addr);
-        assert!(Arc::ptr_eq(&first, &endpoints.get(addr)));
+        let first = endpoints.get(addr, PoolProtocol::Http);
+        assert!(Arc::ptr_eq(
+            &first,
+            &endpoints.get(addr, PoolProtocol::Http)
+        ));
+        assert!(!Arc::ptr_eq(
+            &first,
+            &endpoints.get(addr, PoolProtocol::H2c)
+        ));
         drop(first);
         endpoints.prune();
         assert!(endpoints.by_addr.lock().unwrap().is_empty());

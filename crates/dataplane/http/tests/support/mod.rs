@@ -4,3 +4,4 @@
 pub mod client;
 pub mod echo;
 pub mod model;
+pub mod tls;

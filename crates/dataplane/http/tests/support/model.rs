@@ -2,8 +2,8 @@
 
 use portico_model::{
     Algorithm, CompareType, L7Policy, L7PolicyId, L7Rule, L7RuleId, Listener, ListenerId,
-    LoadBalancer, LoadBalancerId, Member, MemberId, Model, ObjectRef, PolicyAction, Pool, PoolId,
-    Protocol, RuleType,
+    ListenerTls, LoadBalancer, LoadBalancerId, Member, MemberId, Model, ObjectRef, PolicyAction,
+    Pool, PoolId, PoolProtocol, Protocol, RuleType, SniCertificate,
 };
 use std::net::SocketAddr;
 
@@ -39,7 +39,11 @@ pub struct ModelBuilder {
     name: String,
     pools: Vec<Pool>,
     policies: Vec<L7Policy>,
+    /// Policies of the HTTP listener only, evaluated before the shared ones.
+    http_only: Vec<L7Policy>,
     default_pool: Option<PoolId>,
+    /// When set, a TERMINATED_HTTPS listener with the shared policies and these certificates.
+    tls: Option<ListenerTls>,
 }
 
 impl ModelBuilder {
@@ -56,6 +60,15 @@ impl ModelBuilder {
         self.pool_with(name, &members)
     }
 
+    /// A pool whose members speak h2c.
+    pub fn pool_h2c(&mut self, name: &str, members: &[SocketAddr]) -> PoolId {
+        let id = self.pool(name, members);
+        if let Some(pool) = self.pools.last_mut() {
+            pool.protocol = PoolProtocol::H2c;
+        }
+        id
+    }
+
     pub fn pool_with(&mut self, name: &str, members: &[(SocketAddr, bool)]) -> PoolId {
         let id = PoolId::derive(&format!("{}/{name}", self.name));
         let members = members
@@ -69,6 +82,7 @@ impl ModelBuilder {
             service,
             service_port: "80".into(),
             algorithm: Algorithm::RoundRobin,
+            protocol: PoolProtocol::Http,
             members,
         };
         self.pools.push(pool);
@@ -80,15 +94,43 @@ impl ModelBuilder {
     }
 
     pub fn action(&mut self, rules: Vec<L7Rule>, action: PolicyAction) -> &mut Self {
-        let position = self.policies.len() as u32;
+        let policy = self.new_policy(rules, action);
+        self.policies.push(policy);
+        self
+    }
+
+    /// A policy of the HTTP listener alone (e.g. a redirect to HTTPS).
+    pub fn http_only(&mut self, rules: Vec<L7Rule>, action: PolicyAction) -> &mut Self {
+        let policy = self.new_policy(rules, action);
+        self.http_only.push(policy);
+        self
+    }
+
+    fn new_policy(&self, rules: Vec<L7Rule>, action: PolicyAction) -> L7Policy {
+        let position = (self.policies.len() + self.http_only.len()) as u32;
         let id = L7PolicyId::derive(&format!("{}/{position}", self.name));
         let source = ObjectRef::new("Ingress", "default", &self.name);
-        self.policies.push(L7Policy {
+        L7Policy {
             id,
             position,
             action,
             rules,
             source,
+        }
+    }
+
+    /// Adds a TERMINATED_HTTPS listener: SNI `(host, secret name)` entries, and the default
+    /// certificate's secret name (Secrets in namespace `default`).
+    pub fn tls(&mut self, sni: &[(&str, &str)], default: Option<&str>) -> &mut Self {
+        let secret = |name: &str| ObjectRef::new("Secret", "default", name);
+        let sni = sni.iter().map(|(host, name)| SniCertificate {
+            host: (*host).to_owned(),
+            certificate: secret(name),
+            source: ObjectRef::new("Ingress", "default", &self.name),
+        });
+        self.tls = Some(ListenerTls {
+            default_certificate: default.map(secret),
+            sni: sni.collect(),
         });
         self
     }
@@ -99,22 +141,35 @@ impl ModelBuilder {
     }
 
     pub fn load_balancer(&self) -> LoadBalancer {
+        let mut policies = self.http_only.clone();
+        policies.extend(self.policies.iter().cloned());
         let listener = Listener {
             id: ListenerId::derive(&format!("{}/http", self.name)),
             name: "http".into(),
             protocol: Protocol::Http,
             port: 80,
+            policies,
+            default_pool: self.default_pool,
+            default_source: None,
+            tls: None,
+        };
+        let https = self.tls.as_ref().map(|tls| Listener {
+            id: ListenerId::derive(&format!("{}/https", self.name)),
+            name: "https".into(),
+            protocol: Protocol::TerminatedHttps,
+            port: 443,
             policies: self.policies.clone(),
             default_pool: self.default_pool,
             default_source: None,
-        };
+            tls: Some(tls.clone()),
+        });
         LoadBalancer {
             id: LoadBalancerId::derive(&self.name),
             name: self.name.clone(),
             ingress_class: "portico".into(),
             provider: "proxy".into(),
             vip: None,
-            listeners: vec![listener],
+            listeners: std::iter::once(listener).chain(https).collect(),
             pools: self.pools.clone(),
         }
     }

@@ -1,0 +1,58 @@
+//! The TLS side of the proxy: certificates swapped in by configuration, and the handshake in
+//! front of each HTTPS connection.
+
+use super::{Proxy, Scheme};
+use crate::tls::{MaterialBySecret, SniMap};
+use portico_model::Model;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+
+/// How long a client may take to complete the TLS handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl Proxy {
+    /// Serves the certificates of `model`'s TERMINATED_HTTPS listeners, from `material`, to new
+    /// handshakes; connections already established keep theirs.
+    pub fn set_certificates(&self, model: &Model, material: &MaterialBySecret) {
+        self.resolver.store(SniMap::build(model, material));
+    }
+
+    /// Accepts TLS connections until `shutdown` turns true, like [`Proxy::serve`]; requests
+    /// are routed on the TERMINATED_HTTPS listeners and forwarded with
+    /// `X-Forwarded-Proto: https`. HTTP redirects name this listener's port.
+    pub async fn serve_https(
+        self: Arc<Self>,
+        listener: TcpListener,
+        shutdown: watch::Receiver<bool>,
+    ) {
+        if let Ok(addr) = listener.local_addr() {
+            self.https_port.store(addr.port(), Ordering::Relaxed);
+        }
+        self.accept_loop(listener, shutdown, |proxy, stream, peer, shutdown| {
+            proxy.serve_tls_connection(stream, peer, shutdown)
+        })
+        .await;
+    }
+
+    async fn serve_tls_connection(
+        self: Arc<Self>,
+        stream: TcpStream,
+        peer: SocketAddr,
+        shutdown: watch::Receiver<bool>,
+    ) {
+        let accepted = tokio::time::timeout(HANDSHAKE_TIMEOUT, self.acceptor.accept(stream)).await;
+        let stream = match accepted {
+            Ok(Ok(stream)) => stream,
+            Ok(Err(error)) => {
+                return tracing::debug!(%peer, %error, "TLS handshake failed");
+            }
+            Err(_) => return tracing::debug!(%peer, "TLS handshake timed out"),
+        };
+        self.serve_connection(stream, peer, Scheme::Https, shutdown)
+            .await;
+    }
+}

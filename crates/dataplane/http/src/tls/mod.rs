@@ -1,0 +1,79 @@
+//! TLS termination for the TERMINATED_HTTPS listeners: a rustls server configuration (TLS 1.2
+//! and 1.3, ALPN `h2` and `http/1.1`) whose certificate resolver reads an SNI map that
+//! [`crate::Proxy::set_certificates`] swaps atomically. A new handshake sees the newest map;
+//! open connections keep the certificate they were established with.
+
+mod sni;
+
+pub use sni::SniMap;
+
+use arc_swap::ArcSwap;
+use portico_tls::Material;
+use rustls::ServerConfig;
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
+use std::sync::Arc;
+
+/// The names of the generated default certificate (an unroutable, reserved domain).
+const SELF_SIGNED_NAMES: &[&str] = &["portico.invalid"];
+
+/// The certificate resolver: reads the current SNI map on every handshake.
+#[derive(Debug)]
+pub(crate) struct Resolver {
+    map: ArcSwap<SniMap>,
+    /// Served when no configured certificate fits and no default certificate is configured.
+    fallback: Option<Arc<CertifiedKey>>,
+}
+
+impl Resolver {
+    /// A resolver with no SNI entries, serving a new self-signed certificate until told
+    /// otherwise. Should generating it fail, handshakes that need it fail.
+    pub(crate) fn new() -> Self {
+        let fallback = match portico_tls::self_signed(SELF_SIGNED_NAMES) {
+            Ok(material) => Some(material.certified_key().clone()),
+            Err(error) => {
+                tracing::error!(%error, "no default certificate: handshakes without a match fail");
+                None
+            }
+        };
+        Resolver {
+            map: ArcSwap::from_pointee(SniMap::default()),
+            fallback,
+        }
+    }
+
+    pub(crate) fn store(&self, map: SniMap) {
+        self.map.store(Arc::new(map));
+    }
+}
+
+impl ResolvesServerCert for Resolver {
+    fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        let map = self.map.load();
+        let found = map.resolve(hello.server_name());
+        found.cloned().or_else(|| self.fallback.clone())
+    }
+}
+
+/// The server configuration of every TLS connection, around `resolver`.
+pub(crate) fn server_config(resolver: Arc<Resolver>) -> Arc<ServerConfig> {
+    let builder = ServerConfig::builder_with_provider(portico_tls::provider())
+        .with_protocol_versions(portico_tls::PROTOCOL_VERSIONS);
+    // Only fails for a provider without suites for these versions, which ring is not.
+    let builder = match builder {
+        Ok(builder) => builder,
+        Err(error) => unreachable!("the ring provider supports TLS 1.2 and 1.3: {error}"),
+    };
+    let mut config = builder.with_no_client_auth().with_cert_resolver(resolver);
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    // Session tickets (stateless resumption, keys rotated by rustls), as nginx and haproxy
+    // offer by default; the stateful session cache stays as well.
+    match rustls::crypto::ring::Ticketer::new() {
+        Ok(ticketer) => config.ticketer = ticketer,
+        Err(error) => tracing::warn!(%error, "no TLS session tickets"),
+    }
+    Arc::new(config)
+}
+
+/// Material by Secret reference, as [`crate::Proxy::set_certificates`] takes it.
+pub type MaterialBySecret = std::collections::BTreeMap<portico_model::ObjectRef, Arc<Material>>;

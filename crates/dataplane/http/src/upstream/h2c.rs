@@ -1,0 +1,64 @@
+//! HTTP/2 over cleartext with prior knowledge (h2c) to members of h2c pools: one multiplexed
+//! connection per endpoint, opened on first use and again when it closes.
+
+use super::body::UpstreamBody;
+use super::endpoint::{UpstreamError, connect_tcp};
+use http::{Request, Response};
+use hyper::body::Incoming;
+use hyper::client::conn::http2::{self, SendRequest};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use std::net::SocketAddr;
+use std::sync::{Mutex, PoisonError};
+
+/// The endpoint's current HTTP/2 connection, if it has one that is open.
+#[derive(Default)]
+pub(super) struct H2c {
+    conn: Mutex<Option<SendRequest<Incoming>>>,
+}
+
+impl H2c {
+    /// Sends `req` (its URI must be absolute: HTTP/2 carries scheme and authority) on the
+    /// shared connection, opening one first when there is none.
+    pub(super) async fn send(
+        &self,
+        addr: SocketAddr,
+        req: Request<Incoming>,
+    ) -> Result<Response<UpstreamBody>, UpstreamError> {
+        let mut sender = match self.current() {
+            Some(sender) => sender,
+            None => self.connect(addr).await?,
+        };
+        let response = sender.send_request(req).await;
+        let response = response.map_err(UpstreamError::Request)?;
+        Ok(response.map(UpstreamBody::detached))
+    }
+
+    fn current(&self) -> Option<SendRequest<Incoming>> {
+        let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        conn.as_ref().filter(|s| !s.is_closed()).cloned()
+    }
+
+    async fn connect(&self, addr: SocketAddr) -> Result<SendRequest<Incoming>, UpstreamError> {
+        let stream = connect_tcp(addr).await?;
+        let mut builder = http2::Builder::new(TokioExecutor::new());
+        builder.timer(TokioTimer::new());
+        let (sender, connection) = builder
+            .handshake(TokioIo::new(stream))
+            .await
+            .map_err(UpstreamError::Handshake)?;
+        tokio::spawn(async move {
+            if let Err(error) = connection.await {
+                tracing::debug!(%addr, %error, "upstream h2c connection ended with an error");
+            }
+        });
+        let mut conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        // Another request may have connected meanwhile: share its connection, close this one.
+        match conn.as_ref().filter(|s| !s.is_closed()) {
+            Some(shared) => Ok(shared.clone()),
+            None => {
+                *conn = Some(sender.clone());
+                Ok(sender)
+            }
+        }
+    }
+}

@@ -1,0 +1,169 @@
+//! Key material for TLS: the Secrets named by served Ingresses' `spec.tls` and by
+//! `--default-certificate`, parsed and checked, with a warning for each one that cannot be
+//! used (its hosts are then served with the default certificate; nothing else is affected).
+//!
+//! Apart from [`crate::translate`] because parsing keys costs far more than translating: a
+//! Secret whose content did not change keeps the material of the previous call.
+
+use crate::translate::Translation;
+use crate::{Config, ObjectKey, Objects};
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::networking::v1::Ingress;
+use portico_model::{Diagnostic, ObjectRef};
+use portico_tls::{Material, MaterialError};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+/// The data keys of a `kubernetes.io/tls` Secret.
+const CERT_KEY: &str = "tls.crt";
+const KEY_KEY: &str = "tls.key";
+
+/// Usable material by Secret, and the warnings about the Secrets that are not usable.
+#[derive(Clone, Default)]
+pub struct Certificates {
+    /// By Secret reference (kind `Secret`), as the model's listeners name them.
+    pub material: BTreeMap<ObjectRef, Arc<Material>>,
+    /// Sorted: warnings on Ingresses (`spec.tls[i].secretName`) and on the default
+    /// certificate's Secret.
+    pub diagnostics: Vec<Diagnostic>,
+    /// Each Secret looked at, with what it gave, for the next call.
+    loaded: BTreeMap<ObjectKey, Loaded>,
+}
+
+/// Counts only: material prints redacted anyway, but there is no need to list it.
+impl fmt::Debug for Certificates {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Certificates")
+            .field("material", &self.material.len())
+            .field("diagnostics", &self.diagnostics)
+            .finish()
+    }
+}
+
+#[derive(Clone)]
+struct Loaded {
+    secret: Option<Arc<Secret>>,
+    result: Result<Arc<Material>, SecretError>,
+}
+
+/// Why a Secret gives no certificate. Never quotes Secret data.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SecretError {
+    #[error("secret \"{0}\" not found")]
+    NotFound(ObjectKey),
+    #[error("secret \"{0}\" has no data key \"{1}\"")]
+    MissingKey(ObjectKey, &'static str),
+    #[error("secret \"{0}\": {1}")]
+    Material(ObjectKey, MaterialError),
+}
+
+/// Loads the certificates that `translation`'s served Ingresses and `config` name, reusing
+/// from `previous` what an unchanged Secret gave.
+pub fn certificates(
+    objects: &Objects,
+    translation: &Translation,
+    config: &Config,
+    previous: &Certificates,
+) -> Certificates {
+    let mut out = Certificates::default();
+    for state in translation.ingresses.iter().filter(|s| s.served) {
+        if let Some(ingress) = objects.ingresses.get(&state.key) {
+            out.ingress(objects, &state.key, ingress, previous);
+        }
+    }
+    if let Some(key) = &config.default_certificate
+        && let Err(error) = out.load(objects, key, previous)
+    {
+        let object = ObjectRef::new("Secret", &key.namespace, &key.name);
+        let message = format!(
+            "{error}; --default-certificate names it, the generated self-signed certificate \
+             is served instead"
+        );
+        out.diagnostics
+            .push(Diagnostic::warning(object, "", message));
+    }
+    out.diagnostics.sort();
+    out.diagnostics.dedup();
+    out
+}
+
+impl Certificates {
+    fn ingress(&mut self, objects: &Objects, key: &ObjectKey, ingress: &Ingress, previous: &Self) {
+        let spec = ingress.spec.as_ref();
+        let entries = spec.and_then(|s| s.tls.as_deref()).unwrap_or_default();
+        for (i, entry) in entries.iter().enumerate() {
+            let Some(name) = entry.secret_name.as_deref().filter(|s| !s.is_empty()) else {
+                continue;
+            };
+            let secret = ObjectKey::new(&key.namespace, name);
+            if let Err(error) = self.load(objects, &secret, previous) {
+                let object = ObjectRef::new("Ingress", &key.namespace, &key.name);
+                let field = format!("spec.tls[{i}].secretName");
+                let message = format!("{error}; its hosts are served with the default certificate");
+                self.diagnostics
+                    .push(Diagnostic::warning(object, field, message));
+            }
+        }
+    }
+
+    /// The material of Secret `key`, parsed once per call and only when it changed since
+    /// `previous`.
+    fn load(
+        &mut self,
+        objects: &Objects,
+        key: &ObjectKey,
+        previous: &Self,
+    ) -> Result<Arc<Material>, SecretError> {
+        if let Some(done) = self.loaded.get(key) {
+            return done.result.clone();
+        }
+        let secret = objects.secrets.get(key);
+        let reused = previous
+            .loaded
+            .get(key)
+            .filter(|p| same(p.secret.as_ref(), secret));
+        let result = match reused {
+            Some(p) => p.result.clone(),
+            None => parse(key, secret.map(Arc::as_ref)),
+        };
+        if let Ok(material) = &result {
+            let object = ObjectRef::new("Secret", &key.namespace, &key.name);
+            self.material.insert(object, material.clone());
+        }
+        let secret = secret.cloned();
+        let loaded = Loaded {
+            secret,
+            result: result.clone(),
+        };
+        self.loaded.insert(key.clone(), loaded);
+        result
+    }
+}
+
+fn same(a: Option<&Arc<Secret>>, b: Option<&Arc<Secret>>) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(a), Some(b)) => Arc::ptr_eq(a, b) || a == b,
+        _ => false,
+    }
+}
+
+fn parse(key: &ObjectKey, secret: Option<&Secret>) -> Result<Arc<Material>, SecretError> {
+    let secret = secret.ok_or_else(|| SecretError::NotFound(key.clone()))?;
+    let cert = value(secret, CERT_KEY).ok_or(SecretError::MissingKey(key.clone(), CERT_KEY))?;
+    let private = value(secret, KEY_KEY).ok_or(SecretError::MissingKey(key.clone(), KEY_KEY))?;
+    let material = Material::from_pem(cert, private);
+    let material = material.map_err(|e| SecretError::Material(key.clone(), e))?;
+    Ok(Arc::new(material))
+}
+
+/// A data value, with `stringData` overriding `data` as the API server merges them on write
+/// (manifest files may use either).
+fn value<'a>(secret: &'a Secret, name: &str) -> Option<&'a [u8]> {
+    let string = secret.string_data.as_ref().and_then(|d| d.get(name));
+    let data = secret.data.as_ref().and_then(|d| d.get(name));
+    string
+        .map(String::as_bytes)
+        .or(data.map(|b| b.0.as_slice()))
+}
