@@ -3,19 +3,6 @@
 
 use crate::support::*;
 
-fn args(dir: &std::path::Path) -> Vec<String> {
-    let args = [
-        "run",
-        "-f",
-        &dir.display().to_string(),
-        "--http-listen",
-        "127.0.0.1:0",
-    ];
-    let mut args: Vec<String> = args.map(String::from).to_vec();
-    args.extend(["--admin-listen", "127.0.0.1:0"].map(String::from));
-    args
-}
-
 #[tokio::test]
 async fn the_process_runs_with_the_allocator_options_set() {
     let m = Manifests::new();
