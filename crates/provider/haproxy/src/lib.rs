@@ -1,0 +1,26 @@
+//! The `haproxy` provider — the seed's "opencontrail" driver: for every LoadBalancer whose
+//! provider is `haproxy`, a haproxy.conf rendered from the model (a pure function,
+//! [`render()`]) under `<state-dir>/loadbalancer/haproxy/<lb-uuid>/` with the certificates and
+//! the stats socket beside it, and a real haproxy in master-worker mode that serves it.
+//!
+//! Every change is checked with `haproxy -c` first; a configuration that fails the check is not
+//! applied (the last good one keeps serving and the failure is a diagnostic). Changes reload
+//! haproxy without dropping connections (the new worker takes the listening sockets); changes
+//! of members' readiness or weight only go through the runtime API. A haproxy that dies is
+//! started again with back-off; a load balancer that goes away takes its haproxy and its
+//! directory with it.
+//!
+//! This crate sees the model and certificate material only: no Kubernetes types.
+
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
+pub mod quote;
+mod render;
+
+pub use render::{
+    BAD_GATEWAY_FILE, BAD_GATEWAY_RESPONSE, Binds, CONFIG_FILE, CRT_LIST_FILE,
+    DEFAULT_CERTIFICATE_FILE, Input, Rendered, STATS_SOCKET, Server, render,
+};
+
+/// The provider type this crate serves.
+pub const PROVIDER: &str = "haproxy";

@@ -1,0 +1,151 @@
+//! Pure: one LoadBalancer → its haproxy.conf and crt-list, in the seed's shape (`global` with
+//! a stats socket, `defaults`, a `frontend` per listener named by its UUID with ACLs named by
+//! rule UUID and `use_backend … if …` lines in policy order, a `backend` per pool named by its
+//! UUID with `server <member-uuid> <ip>:<port> weight <w>`), with exact Ingress v1 semantics
+//! and the built-in proxy's 404 / 503 / 502 answers.
+//!
+//! Every value from the model that is not Portico's own (ids, numbers, addresses) is quoted by
+//! [`crate::quote`]; a rule value haproxy cannot carry makes its policy unserved, with a
+//! diagnostic on the Ingress it came from.
+
+mod backend;
+mod frontend;
+mod global;
+mod reduce;
+
+use portico_model::{Diagnostic, LoadBalancer, MemberId, ObjectRef, PoolId};
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+use std::path::Path;
+
+/// File names inside the load balancer's directory.
+pub const CONFIG_FILE: &str = "haproxy.conf";
+pub const CRT_LIST_FILE: &str = "crt-list.txt";
+pub const STATS_SOCKET: &str = "haproxy.sock";
+pub const BAD_GATEWAY_FILE: &str = "502.http";
+pub const DEFAULT_CERTIFICATE_FILE: &str = "default.pem";
+
+/// The body haproxy answers with when every connection to a pool's members failed: the
+/// built-in proxy's 502.
+pub const BAD_GATEWAY_RESPONSE: &str = "HTTP/1.1 502 Bad Gateway\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: 16\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n502 Bad Gateway\n";
+
+/// Where one load balancer's haproxy listens.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Binds {
+    /// For the HTTP listener.
+    pub http: Option<SocketAddr>,
+    /// For the TERMINATED_HTTPS listener.
+    pub https: Option<SocketAddr>,
+}
+
+/// What the render needs besides the load balancer.
+#[derive(Debug, Clone)]
+pub struct Input<'a> {
+    /// The load balancer's directory (absolute): the stats socket, certificates and error
+    /// files live there.
+    pub dir: &'a Path,
+    pub binds: Binds,
+    /// The certificate file (inside `dir`) of each Secret with usable material.
+    pub certificates: &'a BTreeMap<ObjectRef, String>,
+}
+
+/// One `server` line's runtime state: what the runtime API can change without a reload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Server {
+    pub backend: PoolId,
+    pub name: MemberId,
+    pub address: IpAddr,
+    pub port: u16,
+    pub weight: u32,
+    pub ready: bool,
+}
+
+/// The files of one load balancer, and what the render could not serve.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Rendered {
+    /// haproxy.conf.
+    pub config: String,
+    /// crt-list.txt: certificate file and SNI host, one per line.
+    pub crt_list: String,
+    /// Every server, in configuration order.
+    pub servers: Vec<Server>,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl Rendered {
+    /// The configuration without the runtime state of its servers: two renders whose shapes
+    /// are equal differ only in what [`Server`] holds.
+    pub fn shape(&self) -> String {
+        let lines = self.config.lines().map(|line| match server_name(line) {
+            Some(name) => format!("    server {name}"),
+            None => line.to_owned(),
+        });
+        lines.collect::<Vec<_>>().join("\n")
+    }
+}
+
+fn server_name(line: &str) -> Option<&str> {
+    let rest = line.trim_start().strip_prefix("server ")?;
+    rest.split_whitespace().next()
+}
+
+/// Renders `lb`'s haproxy.conf and crt-list.
+pub fn render(lb: &LoadBalancer, input: &Input<'_>) -> Rendered {
+    let mut out = Rendered::default();
+    let mut text = global::header(lb, input, &mut out.diagnostics);
+    let mut specials = backend::Specials::default();
+    for listener in &lb.listeners {
+        text.push_str(&frontend::frontend(
+            lb,
+            listener,
+            input,
+            &mut specials,
+            &mut out,
+        ));
+    }
+    text.push_str(&backend::pools(lb, &mut out.servers));
+    out.crt_list = crt_list(lb, input, &mut out.diagnostics);
+    text.push_str(&specials.render(lb, input.binds.https));
+    out.config = text;
+    out.diagnostics.sort();
+    out.diagnostics.dedup();
+    out
+}
+
+/// One line per SNI host whose Secret has usable material: `<file> <host>`. haproxy prefers
+/// an exact name to a wildcard and gives unknown names the bind's first (default) certificate.
+fn crt_list(lb: &LoadBalancer, input: &Input<'_>, diagnostics: &mut Vec<Diagnostic>) -> String {
+    let mut lines = String::new();
+    let tls = lb.listeners.iter().filter_map(|l| l.tls.as_ref());
+    for sni in tls.flat_map(|t| &t.sni) {
+        let Some(file) = input.certificates.get(&sni.certificate) else {
+            continue;
+        };
+        if !is_sni_host(&sni.host) {
+            let message = format!(
+                "TLS host {:?} is not a DNS name haproxy can select by SNI; it gets the default certificate",
+                sni.host
+            );
+            diagnostics.push(Diagnostic::warning(sni.source.clone(), "spec.tls", message));
+            continue;
+        }
+        lines.push_str(&format!("{file} {}\n", sni.host));
+    }
+    lines
+}
+
+/// A lower-case DNS name, optionally `*.` then one: nothing that crt-list reads as syntax.
+fn is_sni_host(host: &str) -> bool {
+    let name = host.strip_prefix("*.").unwrap_or(host);
+    let label_ok = |l: &str| {
+        !l.is_empty()
+            && !l.starts_with('-')
+            && l.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    };
+    name.len() <= 253 && name.split('.').all(label_ok)
+}
+
+#[cfg(test)]
+#[path = "tests.rs"]
+mod tests;

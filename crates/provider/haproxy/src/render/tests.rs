@@ -1,0 +1,220 @@
+use super::*;
+use portico_model::*;
+use std::path::PathBuf;
+
+fn rule(rule_type: RuleType, compare_type: CompareType, value: &str) -> L7Rule {
+    L7Rule {
+        id: L7RuleId::derive(value),
+        rule_type,
+        compare_type,
+        value: value.to_owned(),
+    }
+}
+
+fn policy(name: &str, rules: Vec<L7Rule>, action: PolicyAction) -> L7Policy {
+    L7Policy {
+        id: L7PolicyId::derive(name),
+        position: 0,
+        action,
+        rules,
+        source: ObjectRef::new("Ingress", "default", "web"),
+    }
+}
+
+fn lb(policies: Vec<L7Policy>, members: Vec<Member>) -> LoadBalancer {
+    let pool = PoolId::derive("pool");
+    LoadBalancer {
+        id: LoadBalancerId::derive("lb"),
+        name: "lb".into(),
+        ingress_class: "portico".into(),
+        provider: "haproxy".into(),
+        vip: None,
+        listeners: vec![Listener {
+            id: ListenerId::derive("http"),
+            name: "HTTP:80".into(),
+            protocol: Protocol::Http,
+            port: 80,
+            policies,
+            default_pool: None,
+            default_source: None,
+            tls: None,
+        }],
+        pools: vec![Pool {
+            id: pool,
+            name: "default_web_80".into(),
+            service: ObjectRef::new("Service", "default", "web"),
+            service_port: "80".into(),
+            algorithm: Algorithm::RoundRobin,
+            protocol: PoolProtocol::Http,
+            members,
+        }],
+    }
+}
+
+fn to_pool() -> PolicyAction {
+    PolicyAction::RedirectToPool {
+        pool: PoolId::derive("pool"),
+    }
+}
+
+fn member(last: u8, ready: bool) -> Member {
+    Member {
+        id: MemberId::derive(&last.to_string()),
+        address: [10, 0, 0, last].into(),
+        port: 8080,
+        weight: 1,
+        ready,
+    }
+}
+
+fn rendered(lb: &LoadBalancer) -> Rendered {
+    let dir = PathBuf::from("/state/lb");
+    let certificates = BTreeMap::new();
+    let input = Input {
+        dir: &dir,
+        binds: Binds {
+            http: Some(([127, 0, 0, 1], 8080).into()),
+            https: Some(([127, 0, 0, 1], 8443).into()),
+        },
+        certificates: &certificates,
+    };
+    render(lb, &input)
+}
+
+fn lines_with<'a>(r: &'a Rendered, needle: &str) -> Vec<&'a str> {
+    r.config
+        .lines()
+        .filter(|l| l.contains(needle))
+        .map(str::trim)
+        .collect()
+}
+
+#[test]
+fn prefix_is_the_path_itself_or_the_path_and_a_slash() {
+    let p = policy(
+        "p",
+        vec![rule(RuleType::Path, CompareType::PathPrefix, "/foo/")],
+        to_pool(),
+    );
+    let r = rendered(&lb(vec![p], vec![]));
+    let id = L7PolicyId::derive("p");
+    assert_eq!(
+        lines_with(&r, "_path"),
+        [
+            format!("acl {id}_path path -m str -- \"/foo\""),
+            format!("acl {id}_path path -m beg -- \"/foo/\""),
+            format!("use_backend {} if {id}_path", PoolId::derive("pool")),
+        ]
+    );
+}
+
+#[test]
+fn root_prefix_without_host_matches_everything_unconditionally() {
+    let p = policy(
+        "p",
+        vec![rule(RuleType::Path, CompareType::PathPrefix, "/")],
+        to_pool(),
+    );
+    let r = rendered(&lb(vec![p], vec![]));
+    assert_eq!(
+        lines_with(&r, "use_backend"),
+        [format!("use_backend {}", PoolId::derive("pool"))]
+    );
+    assert!(lines_with(&r, "acl ").is_empty());
+}
+
+#[test]
+fn wildcard_host_is_the_suffix_and_exactly_one_more_label() {
+    let p = policy(
+        "p",
+        vec![rule(
+            RuleType::HostName,
+            CompareType::WildcardLabel,
+            "foo.com",
+        )],
+        to_pool(),
+    );
+    let r = rendered(&lb(vec![p], vec![]));
+    let id = L7PolicyId::derive("p");
+    assert_eq!(
+        lines_with(&r, "acl "),
+        [
+            format!("acl {id}_host var(txn.host) -m end -- \".foo.com\""),
+            format!("acl {id}_label var(txn.host) -m reg -- '^[^.]+(\\.[^.]*){{2}}$'"),
+        ]
+    );
+}
+
+#[test]
+fn policies_that_can_never_match_are_left_out() {
+    let rules = vec![
+        rule(RuleType::HostName, CompareType::EqualTo, "a.com"),
+        rule(RuleType::HostName, CompareType::EqualTo, "b.com"),
+    ];
+    let r = rendered(&lb(vec![policy("p", rules, to_pool())], vec![]));
+    assert!(lines_with(&r, "use_backend").is_empty());
+    assert!(r.diagnostics.is_empty());
+}
+
+#[test]
+fn no_match_and_no_default_backend_is_404_and_an_empty_pool_is_503() {
+    let r = rendered(&lb(vec![], vec![member(1, false)]));
+    assert_eq!(
+        lines_with(&r, "default_backend"),
+        ["default_backend portico_no_route"]
+    );
+    assert!(r.config.contains("http-request return status 404 content-type \"text/plain; charset=utf-8\" string \"404 Not Found\\n\""));
+    assert!(
+        r.config
+            .contains("string \"503 Service Unavailable\\n\" if { nbsrv eq 0 }")
+    );
+    assert_eq!(
+        lines_with(&r, "    server "),
+        [format!(
+            "server {} 10.0.0.1:8080 weight 1 disabled",
+            MemberId::derive("1")
+        )]
+    );
+}
+
+#[test]
+fn a_nul_byte_leaves_the_policy_out_with_an_error_on_its_ingress() {
+    let p = policy(
+        "p",
+        vec![rule(RuleType::Path, CompareType::EqualTo, "/a\0b")],
+        to_pool(),
+    );
+    let r = rendered(&lb(vec![p], vec![]));
+    assert!(lines_with(&r, "use_backend").is_empty());
+    assert_eq!(r.diagnostics.len(), 1);
+    assert_eq!(
+        r.diagnostics[0].object,
+        ObjectRef::new("Ingress", "default", "web")
+    );
+}
+
+#[test]
+fn redirects_name_the_https_port_and_keep_path_and_query() {
+    let action = PolicyAction::RedirectToHttps { status: 308 };
+    let p = policy(
+        "p",
+        vec![rule(RuleType::HostName, CompareType::EqualTo, "a.com")],
+        action,
+    );
+    let r = rendered(&lb(vec![p], vec![]));
+    assert!(r.config.contains(
+        "http-request redirect location \"https://%[var(txn.host)]:8443%[pathq]\" code 308"
+    ));
+}
+
+#[test]
+fn shape_ignores_only_the_runtime_state_of_servers() {
+    let a = rendered(&lb(vec![], vec![member(1, true)]));
+    let mut changed = vec![member(1, false)];
+    changed[0].weight = 7;
+    let b = rendered(&lb(vec![], changed));
+    assert_ne!(a.config, b.config);
+    assert_eq!(a.shape(), b.shape());
+    let c = rendered(&lb(vec![], vec![member(1, true), member(2, true)]));
+    assert_ne!(a.shape(), c.shape());
+}

@@ -1,0 +1,69 @@
+//! Providers: the drivers that serve load balancers, registered by provider type, as
+//! contrail-svc-monitor hands each load balancer to the driver of its `loadbalancer_provider`.
+//!
+//! A [`Provider`] serves the LoadBalancers of the model whose `provider` is its
+//! [`Provider::kind`]; the [`Registry`] hands every model to each registered provider and reports
+//! the load balancers whose provider type nobody serves. Types: `proxy` (the built-in L7 proxy)
+//! and `haproxy` (the seed's "opencontrail" driver: a generated haproxy.conf and a real haproxy
+//! per load balancer).
+//!
+//! This crate knows the model and certificate material only: no Kubernetes types, no sources,
+//! no data plane.
+
+mod registry;
+
+pub use registry::{Applied, Registry};
+
+use portico_model::{Diagnostic, Model, ObjectRef, PoolId};
+use portico_tls::Material;
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+use tokio::sync::watch;
+
+/// Usable key material by Secret reference (kind `Secret`), as the model's listeners name them.
+pub type Certificates = BTreeMap<ObjectRef, Arc<Material>>;
+
+/// What a provider reports between changes: whether it serves its first configuration yet,
+/// and the problems it found while applying (asynchronously, e.g. a configuration its data
+/// plane rejected).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Status {
+    pub ready: bool,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl Default for Status {
+    fn default() -> Self {
+        Status {
+            ready: true,
+            diagnostics: Vec::new(),
+        }
+    }
+}
+
+/// One driver: serves the load balancers of one provider type.
+pub trait Provider: Send + Sync {
+    /// The provider type, as `LoadBalancer::provider` and the IngressClass annotation
+    /// `portico.dev/provider` name it.
+    fn kind(&self) -> &'static str;
+
+    /// Serves the load balancers of `model` whose provider is [`Provider::kind`] from now on,
+    /// and stops serving those that are gone. Returns the problems found at once (a field the
+    /// provider cannot serve); later ones come through [`Provider::status`].
+    fn apply(&self, model: &Model, certificates: &Certificates) -> Vec<Diagnostic>;
+
+    /// Only the members of `pools` changed since the last [`Provider::apply`] (`model` has
+    /// them); the rest of the model stands.
+    fn update_members(&self, model: &Model, pools: &HashSet<PoolId>);
+
+    /// The provider's current status.
+    fn status(&self) -> Status {
+        Status::default()
+    }
+
+    /// A receiver that changes whenever [`Provider::status`] may have changed; `None` when it
+    /// never does.
+    fn subscribe(&self) -> Option<watch::Receiver<u64>> {
+        None
+    }
+}

@@ -1,0 +1,188 @@
+//! The registry: providers by type, applied in turn to every model.
+
+use crate::{Certificates, Provider};
+use portico_model::{Diagnostic, Model, ObjectRef, PoolId};
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use tokio::sync::watch;
+
+/// Providers by type.
+#[derive(Default)]
+pub struct Registry {
+    providers: BTreeMap<&'static str, Arc<dyn Provider>>,
+    generation: AtomicU64,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kinds: Vec<_> = self.providers.keys().collect();
+        f.debug_struct("Registry")
+            .field("providers", &kinds)
+            .finish()
+    }
+}
+
+/// The result of one apply: the configuration generation and the problems found at once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Applied {
+    pub generation: u64,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl Registry {
+    /// Registers `provider` under its type; a second provider of the same type replaces the first.
+    pub fn register(&mut self, provider: Arc<dyn Provider>) {
+        self.providers.insert(provider.kind(), provider);
+    }
+
+    /// The registered provider types, sorted.
+    pub fn kinds(&self) -> Vec<&'static str> {
+        self.providers.keys().copied().collect()
+    }
+
+    /// Hands `model` to every provider; a load balancer whose provider type is not registered
+    /// is not served and gets an error on its IngressClass.
+    pub fn apply(&self, model: &Model, certificates: &Certificates) -> Applied {
+        let mut diagnostics = self.unknown(model);
+        for provider in self.providers.values() {
+            diagnostics.extend(provider.apply(model, certificates));
+        }
+        diagnostics.sort();
+        diagnostics.dedup();
+        Applied {
+            generation: self.next_generation(),
+            diagnostics,
+        }
+    }
+
+    /// Only the members of `pools` changed: each provider updates them in place.
+    pub fn update_members(&self, model: &Model, pools: &HashSet<PoolId>) -> u64 {
+        for provider in self.providers.values() {
+            provider.update_members(model, pools);
+        }
+        self.next_generation()
+    }
+
+    /// True when every provider serves its first configuration.
+    pub fn ready(&self) -> bool {
+        self.providers.values().all(|p| p.status().ready)
+    }
+
+    /// The problems the providers found since their last apply, sorted.
+    pub fn diagnostics(&self) -> Vec<Diagnostic> {
+        let mut all: Vec<Diagnostic> = self
+            .providers
+            .values()
+            .flat_map(|p| p.status().diagnostics)
+            .collect();
+        all.sort();
+        all.dedup();
+        all
+    }
+
+    /// Receivers that change when a provider's status may have changed.
+    pub fn subscribe(&self) -> Vec<watch::Receiver<u64>> {
+        self.providers
+            .values()
+            .filter_map(|p| p.subscribe())
+            .collect()
+    }
+
+    fn unknown(&self, model: &Model) -> Vec<Diagnostic> {
+        let known = self.kinds().join(", ");
+        let unknown = model
+            .load_balancers
+            .iter()
+            .filter(|lb| !self.providers.contains_key(lb.provider.as_str()));
+        unknown
+            .map(|lb| {
+                let class = ObjectRef::new("IngressClass", "", &lb.ingress_class);
+                let message = format!(
+                    "provider \"{}\" is not known (known: {known}); load balancer {} is not served",
+                    lb.provider, lb.id
+                );
+                Diagnostic::error(class, "metadata.annotations[portico.dev/provider]", message)
+            })
+            .collect()
+    }
+
+    fn next_generation(&self) -> u64 {
+        self.generation.fetch_add(1, Ordering::SeqCst) + 1
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::Status;
+    use portico_model::{LoadBalancer, LoadBalancerId};
+    use std::sync::Mutex;
+
+    /// Records the load balancers it was given.
+    #[derive(Default)]
+    struct Recorder {
+        served: Mutex<Vec<String>>,
+        members: Mutex<usize>,
+    }
+
+    impl Provider for Recorder {
+        fn kind(&self) -> &'static str {
+            "test"
+        }
+        fn apply(&self, model: &Model, _: &Certificates) -> Vec<Diagnostic> {
+            let mine = model
+                .load_balancers
+                .iter()
+                .filter(|lb| lb.provider == "test");
+            *self.served.lock().unwrap() = mine.map(|lb| lb.name.clone()).collect();
+            vec![]
+        }
+        fn update_members(&self, _: &Model, pools: &HashSet<PoolId>) {
+            *self.members.lock().unwrap() += pools.len();
+        }
+        fn status(&self) -> Status {
+            Status {
+                ready: false,
+                diagnostics: vec![],
+            }
+        }
+    }
+
+    fn lb(name: &str, provider: &str) -> LoadBalancer {
+        LoadBalancer {
+            id: LoadBalancerId::derive(name),
+            name: name.into(),
+            ingress_class: name.into(),
+            provider: provider.into(),
+            vip: None,
+            listeners: vec![],
+            pools: vec![],
+        }
+    }
+
+    #[test]
+    fn each_provider_sees_the_model_and_unknown_types_are_reported_on_the_class() {
+        let recorder = Arc::new(Recorder::default());
+        let mut registry = Registry::default();
+        registry.register(recorder.clone());
+        let model = Model {
+            load_balancers: vec![lb("a", "test"), lb("b", "nginx")],
+        };
+        let applied = registry.apply(&model, &Certificates::new());
+        assert_eq!(*recorder.served.lock().unwrap(), ["a"]);
+        assert_eq!(applied.generation, 1);
+        assert_eq!(applied.diagnostics.len(), 1);
+        let d = &applied.diagnostics[0];
+        assert_eq!(d.object, ObjectRef::new("IngressClass", "", "b"));
+        assert!(
+            d.message.contains("\"nginx\" is not known (known: test)"),
+            "{d}"
+        );
+        assert!(!registry.ready());
+        let pools = HashSet::from([PoolId::derive("p")]);
+        assert_eq!(registry.update_members(&model, &pools), 2);
+        assert_eq!(*recorder.members.lock().unwrap(), 1);
+    }
+}
