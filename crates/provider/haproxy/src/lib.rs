@@ -14,8 +14,18 @@
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+mod cli;
+mod files;
+mod instance;
+mod plan;
+mod provider;
 pub mod quote;
 mod render;
+mod status;
+
+pub use instance::Binary;
+pub use plan::{PlanSettings, Planned, plan};
+pub use provider::{HaproxyProvider, Settings, StartError};
 
 pub use render::{
     BAD_GATEWAY_FILE, BAD_GATEWAY_RESPONSE, Binds, CONFIG_FILE, CRT_LIST_FILE,

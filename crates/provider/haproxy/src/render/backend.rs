@@ -91,7 +91,7 @@ fn returning(name: &str, status: u16) -> String {
 
 fn pool_header(id: PoolId) -> String {
     format!(
-        "\nbackend {id}\n    balance roundrobin\n    http-request return status 503 {PLAIN} string \"503 Service Unavailable\\n\" if {{ nbsrv eq 0 }}\n"
+        "\nbackend {id}\n    balance roundrobin\n    http-request return status 503 {PLAIN} string \"503 Service Unavailable\\n\" if {{ nbsrv eq 0 }} !{{ stopping }}\n"
     )
 }
 

@@ -166,7 +166,7 @@ fn no_match_and_no_default_backend_is_404_and_an_empty_pool_is_503() {
     assert!(r.config.contains("http-request return status 404 content-type \"text/plain; charset=utf-8\" string \"404 Not Found\\n\""));
     assert!(
         r.config
-            .contains("string \"503 Service Unavailable\\n\" if { nbsrv eq 0 }")
+            .contains("string \"503 Service Unavailable\\n\" if { nbsrv eq 0 } !{ stopping }")
     );
     assert_eq!(
         lines_with(&r, "    server "),

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod live;
+
 use portico_model::{LoadBalancer, ObjectRef};
 use portico_provider_haproxy::{
     BAD_GATEWAY_FILE, BAD_GATEWAY_RESPONSE, Binds, CONFIG_FILE, CRT_LIST_FILE,

@@ -1,0 +1,71 @@
+//! Writing one load balancer's files: the directory (0700), certificate PEMs (0600), the
+//! crt-list, the 502 error file and the configuration candidate.
+
+use crate::render::{BAD_GATEWAY_FILE, BAD_GATEWAY_RESPONSE, CRT_LIST_FILE};
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::Path;
+use std::sync::Arc;
+
+/// Creates `dir` and its parents, readable by this user only.
+pub(crate) fn create_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+}
+
+/// Writes `bytes` to `path` through a temporary file and a rename, mode `mode`.
+pub(crate) fn write(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = std::path::PathBuf::from(tmp);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(mode)
+        .open(&tmp)?;
+    file.write_all(bytes)?;
+    file.sync_all()?;
+    std::fs::rename(&tmp, path)
+}
+
+/// The certificate files (name → PEM, key included): written 0600, unchanged ones left alone.
+pub(crate) fn write_certificates(
+    dir: &Path,
+    files: &BTreeMap<String, Arc<Vec<u8>>>,
+) -> std::io::Result<()> {
+    for (name, pem) in files {
+        let path = dir.join(name);
+        if std::fs::read(&path).is_ok_and(|old| old == **pem) {
+            continue;
+        }
+        write(&path, pem, 0o600)?;
+    }
+    Ok(())
+}
+
+/// The crt-list and the 502 error file.
+pub(crate) fn write_lists(dir: &Path, crt_list: &str) -> std::io::Result<()> {
+    write(&dir.join(CRT_LIST_FILE), crt_list.as_bytes(), 0o600)?;
+    let error = dir.join(BAD_GATEWAY_FILE);
+    if !error.exists() {
+        write(&error, BAD_GATEWAY_RESPONSE.as_bytes(), 0o644)?;
+    }
+    Ok(())
+}
+
+/// Removes the `.pem` files of `dir` that `keep` does not name.
+pub(crate) fn remove_other_certificates(dir: &Path, keep: &BTreeMap<String, Arc<Vec<u8>>>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".pem") && !keep.contains_key(&name) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}

@@ -1,0 +1,453 @@
+//! One load balancer's haproxy: check, write, start, reload, runtime changes, restart after a
+//! crash, stop. A task per load balancer owns the process; [`Instance::set`] hands it the
+//! desired configuration and it converges to it.
+
+use crate::cli::{command, master_reloads};
+use crate::files;
+use crate::render::{CONFIG_FILE, Rendered, STATS_SOCKET, Server};
+use crate::status::Reporter;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+use tokio::process::{Child, Command};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+pub(crate) const MASTER_SOCKET: &str = "master.sock";
+const PID_FILE: &str = "haproxy.pid";
+const CANDIDATE: &str = "haproxy.conf.next";
+const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+const MAX_BACKOFF: Duration = Duration::from_secs(10);
+/// A process that ran this long before dying starts the back-off afresh.
+const STABLE: Duration = Duration::from_secs(30);
+const READY_TIMEOUT: Duration = Duration::from_secs(10);
+const STOP_GRACE: Duration = Duration::from_secs(3);
+
+/// How haproxy is started.
+#[derive(Debug, Clone)]
+pub struct Binary {
+    /// The haproxy executable.
+    pub haproxy: PathBuf,
+    /// `setpriv`, when found: it makes the kernel kill haproxy when Portico dies, however it dies.
+    pub setpriv: Option<PathBuf>,
+}
+
+/// What one load balancer should serve.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Desired {
+    pub rendered: Rendered,
+    /// Certificate files: name → PEM (chain and key), default certificate included.
+    pub certificates: BTreeMap<String, Arc<Vec<u8>>>,
+}
+
+/// The handle of one load balancer's task; dropping the sender stops it.
+pub(crate) struct Instance {
+    desired: watch::Sender<Option<Arc<Desired>>>,
+    task: JoinHandle<()>,
+}
+
+impl Instance {
+    pub(crate) fn start(dir: PathBuf, binary: Arc<Binary>, reporter: Reporter) -> Self {
+        let (desired, rx) = watch::channel(None);
+        let manager = Manager {
+            dir,
+            binary,
+            reporter,
+            applied: None,
+            process: None,
+        };
+        let task = tokio::spawn(manager.run(rx));
+        Instance { desired, task }
+    }
+
+    /// Converge to `desired` (a no-op when it is what the task already has).
+    pub(crate) fn set(&self, desired: Arc<Desired>) {
+        self.desired.send_if_modified(|current| {
+            let same = current.as_ref().is_some_and(|c| **c == *desired);
+            if !same {
+                *current = Some(desired);
+            }
+            !same
+        });
+    }
+
+    /// Stops haproxy and removes the directory.
+    pub(crate) async fn stop(self) {
+        drop(self.desired);
+        let _ = self.task.await;
+    }
+}
+
+/// A running haproxy master and when it started.
+struct Process {
+    child: Child,
+    started: Instant,
+}
+
+struct Manager {
+    dir: PathBuf,
+    binary: Arc<Binary>,
+    reporter: Reporter,
+    /// What haproxy.conf holds: the last configuration that passed the check.
+    applied: Option<Arc<Desired>>,
+    process: Option<Process>,
+}
+
+impl Manager {
+    async fn run(mut self, mut rx: watch::Receiver<Option<Arc<Desired>>>) {
+        let mut backoff = FIRST_BACKOFF;
+        let mut restart_at: Option<tokio::time::Instant> = None;
+        loop {
+            tokio::select! {
+                changed = rx.changed() => {
+                    if changed.is_err() {
+                        break;
+                    }
+                    let desired = rx.borrow_and_update().clone();
+                    if let Some(desired) = desired {
+                        self.apply(desired).await;
+                    }
+                }
+                exit = exited(&mut self.process) => {
+                    let ran = self.process.take().map(|p| p.started.elapsed()).unwrap_or_default();
+                    if ran > STABLE {
+                        backoff = FIRST_BACKOFF;
+                    }
+                    let problem = format!("haproxy exited ({exit}); starting it again in {backoff:?}");
+                    tracing::warn!(dir = %self.dir.display(), "{problem}");
+                    self.reporter.set(false, Some(problem));
+                    restart_at = Some(tokio::time::Instant::now() + backoff);
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                }
+                () = sleep_until(restart_at), if restart_at.is_some() => {
+                    restart_at = None;
+                    self.start_serving().await;
+                }
+            }
+        }
+        self.shutdown().await;
+    }
+
+    /// Check, write, then start, reload or change members through the runtime API.
+    async fn apply(&mut self, desired: Arc<Desired>) {
+        if let Err(problem) = self.stage(&desired).await {
+            tracing::warn!(dir = %self.dir.display(), "{problem}");
+            self.restore();
+            let serving = self.process.is_some();
+            self.reporter.set(serving, Some(problem));
+            return;
+        }
+        let previous = self.applied.replace(desired.clone());
+        let outcome = match (&self.process, previous) {
+            (None, _) => {
+                self.start_serving().await;
+                return;
+            }
+            (Some(_), Some(previous)) if member_only(&previous.rendered, &desired.rendered) => {
+                match self
+                    .runtime(&previous.rendered.servers, &desired.rendered.servers)
+                    .await
+                {
+                    Ok(()) => Ok(()),
+                    Err(error) => {
+                        tracing::info!(%error, "runtime API change failed; reloading instead");
+                        self.reload().await
+                    }
+                }
+            }
+            (Some(_), _) => self.reload().await,
+        };
+        files::remove_other_certificates(&self.dir, &desired.certificates);
+        match outcome {
+            Ok(()) => self.reporter.set(true, None),
+            Err(problem) => self.reporter.set(true, Some(problem)),
+        }
+    }
+
+    /// Writes the files and checks the candidate; on success it becomes haproxy.conf.
+    async fn stage(&self, desired: &Desired) -> Result<(), String> {
+        let io = |e: std::io::Error| format!("cannot write {}: {e}", self.dir.display());
+        files::create_dir(&self.dir).map_err(io)?;
+        files::write_certificates(&self.dir, &desired.certificates).map_err(io)?;
+        files::write_lists(&self.dir, &desired.rendered.crt_list).map_err(io)?;
+        let candidate = self.dir.join(CANDIDATE);
+        files::write(&candidate, desired.rendered.config.as_bytes(), 0o600).map_err(io)?;
+        self.check(&candidate).await?;
+        std::fs::rename(&candidate, self.dir.join(CONFIG_FILE)).map_err(io)
+    }
+
+    /// `haproxy -c` on `config`.
+    async fn check(&self, config: &Path) -> Result<(), String> {
+        let out = Command::new(&self.binary.haproxy)
+            .arg("-c")
+            .arg("-q")
+            .arg("-f")
+            .arg(config)
+            .stdin(Stdio::null())
+            .output()
+            .await
+            .map_err(|e| format!("cannot run {} -c: {e}", self.binary.haproxy.display()))?;
+        if out.status.success() {
+            return Ok(());
+        }
+        let text = String::from_utf8_lossy(&out.stderr);
+        let alerts: Vec<&str> = text
+            .lines()
+            .filter(|l| l.contains("ALERT"))
+            .take(5)
+            .collect();
+        Err(format!(
+            "haproxy -c rejected the new configuration ({}); the last good configuration keeps serving",
+            alerts.join(" | ").trim()
+        ))
+    }
+
+    /// After a rejected candidate: the files the running configuration reads are put back.
+    fn restore(&self) {
+        let _ = std::fs::remove_file(self.dir.join(CANDIDATE));
+        if let Some(applied) = &self.applied {
+            let _ = files::write_lists(&self.dir, &applied.rendered.crt_list);
+            let _ = files::write_certificates(&self.dir, &applied.certificates);
+            files::remove_other_certificates(&self.dir, &applied.certificates);
+        }
+    }
+
+    /// Starts haproxy on haproxy.conf (when there is one) and waits until it answers.
+    async fn start_serving(&mut self) {
+        if self.applied.is_none() {
+            return;
+        }
+        match self.spawn().await {
+            Ok(process) => {
+                self.process = Some(process);
+                self.reporter.set(true, None);
+            }
+            Err(problem) => {
+                tracing::warn!(dir = %self.dir.display(), "{problem}");
+                self.reporter.set(false, Some(problem));
+            }
+        }
+    }
+
+    async fn spawn(&self) -> Result<Process, String> {
+        let mut command = match &self.binary.setpriv {
+            Some(setpriv) => {
+                let mut c = Command::new(setpriv);
+                c.args(["--pdeathsig", "SIGKILL", "--"])
+                    .arg(&self.binary.haproxy);
+                c
+            }
+            None => Command::new(&self.binary.haproxy),
+        };
+        command
+            .arg("-W")
+            .arg("-db")
+            .arg("-f")
+            .arg(self.dir.join(CONFIG_FILE))
+            .arg("-p")
+            .arg(self.dir.join(PID_FILE))
+            .arg("-S")
+            .arg(self.dir.join(MASTER_SOCKET))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = command
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", self.binary.haproxy.display()))?;
+        let alerts = Alerts::default();
+        forward(child.stdout.take(), self.dir.clone(), alerts.clone());
+        forward(child.stderr.take(), self.dir.clone(), alerts.clone());
+        let started = Instant::now();
+        let socket = self.dir.join(STATS_SOCKET);
+        while started.elapsed() < READY_TIMEOUT {
+            if let Ok(Some(status)) = child.try_wait() {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                return Err(format!(
+                    "haproxy exited at start ({status}): {}",
+                    alerts.text()
+                ));
+            }
+            if command_ok(&socket, "show info").await {
+                tracing::info!(dir = %self.dir.display(), pid = child.id(), "haproxy serves");
+                return Ok(Process { child, started });
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Err("haproxy did not answer on its stats socket in time".to_owned())
+    }
+
+    /// A hitless reload through the master CLI: the new worker gets the listening sockets.
+    async fn reload(&self) -> Result<(), String> {
+        let master = self.dir.join(MASTER_SOCKET);
+        let proc = |e: std::io::Error| format!("haproxy master CLI: {e}");
+        let before = command(&master, "show proc").await.map_err(proc)?;
+        let (reloads, failed) = master_reloads(&before).ok_or("unreadable show proc")?;
+        let _ = command(&master, "reload").await;
+        let deadline = Instant::now() + READY_TIMEOUT;
+        while Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            let Ok(now) = command(&master, "show proc").await else {
+                continue;
+            };
+            match master_reloads(&now) {
+                Some((r, f)) if r > reloads && f > failed => {
+                    return Err("haproxy could not load the new configuration; the previous one keeps serving".to_owned());
+                }
+                Some((r, _))
+                    if r > reloads
+                        && command_ok(&self.dir.join(STATS_SOCKET), "show info").await =>
+                {
+                    return Ok(());
+                }
+                _ => {}
+            }
+        }
+        Err("haproxy did not finish its reload in time".to_owned())
+    }
+
+    /// Member readiness and weight through the runtime API, without a reload.
+    async fn runtime(&self, old: &[Server], new: &[Server]) -> Result<(), String> {
+        let commands: Vec<String> = old
+            .iter()
+            .zip(new)
+            .flat_map(|(a, b)| changes(a, b))
+            .collect();
+        if commands.is_empty() {
+            return Ok(());
+        }
+        let socket = self.dir.join(STATS_SOCKET);
+        let answer = command(&socket, &commands.join(";"))
+            .await
+            .map_err(|e| e.to_string())?;
+        let answer = answer.trim();
+        if answer.is_empty() {
+            tracing::debug!(
+                commands = commands.len(),
+                "members changed through the runtime API"
+            );
+            Ok(())
+        } else {
+            Err(answer.to_owned())
+        }
+    }
+
+    async fn shutdown(&mut self) {
+        if let Some(mut process) = self.process.take() {
+            terminate(&mut process.child).await;
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+        self.reporter.remove();
+    }
+}
+
+/// The runtime API commands that turn server `a` into `b` (same backend and name).
+fn changes(a: &Server, b: &Server) -> Vec<String> {
+    let target = format!("{}/{}", b.backend, b.name);
+    let mut out = Vec::new();
+    if (a.address, a.port) != (b.address, b.port) {
+        out.push(format!(
+            "set server {target} addr {} port {}",
+            b.address, b.port
+        ));
+    }
+    if a.weight != b.weight {
+        out.push(format!("set weight {target} {}", b.weight));
+    }
+    if a.ready != b.ready {
+        let state = if b.ready { "ready" } else { "maint" };
+        out.push(format!("set server {target} state {state}"));
+    }
+    out
+}
+
+/// Only servers' runtime state differs: same configuration shape, same servers.
+fn member_only(old: &Rendered, new: &Rendered) -> bool {
+    old.crt_list == new.crt_list
+        && old.servers.len() == new.servers.len()
+        && old.shape() == new.shape()
+}
+
+async fn command_ok(socket: &Path, cmd: &str) -> bool {
+    command(socket, cmd).await.is_ok_and(|a| !a.is_empty())
+}
+
+/// SIGTERM to the master (it stops its workers), SIGKILL after a grace period.
+async fn terminate(child: &mut Child) {
+    let pid = child.id().and_then(|p| i32::try_from(p).ok());
+    if let Some(pid) = pid.and_then(rustix::process::Pid::from_raw) {
+        let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+    }
+    if tokio::time::timeout(STOP_GRACE, child.wait())
+        .await
+        .is_err()
+    {
+        let _ = child.kill().await;
+    }
+}
+
+/// Resolves when the process exits; never when there is none.
+async fn exited(process: &mut Option<Process>) -> String {
+    match process {
+        Some(p) => match p.child.wait().await {
+            Ok(status) => status.to_string(),
+            Err(e) => e.to_string(),
+        },
+        None => std::future::pending().await,
+    }
+}
+
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The last alerts haproxy printed, for the diagnostic when it fails to start.
+#[derive(Debug, Clone, Default)]
+struct Alerts(Arc<std::sync::Mutex<Vec<String>>>);
+
+impl Alerts {
+    fn push(&self, line: &str) {
+        let mut lines = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if lines.len() == 5 {
+            lines.remove(0);
+        }
+        lines.push(line.to_owned());
+    }
+
+    fn text(&self) -> String {
+        let lines = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        lines.join(" | ")
+    }
+}
+
+/// haproxy's own messages go to Portico's log: alerts as warnings, the rest at debug.
+fn forward(output: Option<impl AsyncRead + Unpin + Send + 'static>, dir: PathBuf, alerts: Alerts) {
+    let Some(output) = output else { return };
+    tokio::spawn(async move {
+        let mut lines = BufReader::new(output).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            if line.contains("ALERT") {
+                alerts.push(&line);
+                tracing::warn!(dir = %dir.display(), "haproxy: {line}");
+            } else {
+                tracing::debug!(dir = %dir.display(), "haproxy: {line}");
+            }
+        }
+    });
+}
+
+#[cfg(test)]
+#[path = "instance_tests.rs"]
+mod tests;

@@ -1,0 +1,108 @@
+//! The check before every apply, with real haproxy: a rejected configuration is not applied,
+//! the last good one keeps serving and the problem is reported until a good one comes.
+
+use super::*;
+use crate::status::Statuses;
+use portico_model::{LoadBalancerId, ObjectRef};
+use tokio::io::AsyncWriteExt;
+
+fn config(dir: &Path, port: u16, body: &str, extra: &str) -> Desired {
+    let socket = crate::quote::path(&dir.join(STATS_SOCKET)).unwrap();
+    let text = format!(
+        "global\n    stats socket {socket} mode 600 level admin expose-fd listeners\n\
+         defaults\n    mode http\n    timeout connect 1s\n    timeout client 5s\n    timeout server 5s\n\
+         frontend f\n    bind 127.0.0.1:{port}\n{extra}    http-request return status 200 content-type text/plain string \"{body}\"\n"
+    );
+    Desired {
+        rendered: Rendered {
+            config: text,
+            ..Rendered::default()
+        },
+        certificates: BTreeMap::new(),
+    }
+}
+
+async fn body(port: u16) -> Option<String> {
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .ok()?;
+    s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .ok()?;
+    let mut raw = String::new();
+    tokio::io::AsyncReadExt::read_to_string(&mut s, &mut raw)
+        .await
+        .ok()?;
+    raw.split_once("\r\n\r\n").map(|(_, b)| b.to_owned())
+}
+
+async fn until(what: &str, mut f: impl AsyncFnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !f().await {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_configuration_that_fails_the_check_leaves_the_last_good_one_serving() {
+    let state = tempfile::tempdir().unwrap();
+    let dir = state.path().join("lb");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let statuses = Statuses::new();
+    let reporter = statuses.reporter(
+        LoadBalancerId::derive("lb"),
+        ObjectRef::new("IngressClass", "", "c"),
+    );
+    let binary = Arc::new(Binary {
+        haproxy: "haproxy".into(),
+        setpriv: None,
+    });
+    let instance = Instance::start(dir.clone(), binary, reporter);
+
+    instance.set(Arc::new(config(&dir, port, "one", "")));
+    until("the first configuration", async || {
+        body(port).await.as_deref() == Some("one")
+    })
+    .await;
+    until("ready", async || statuses.status().ready).await;
+
+    instance.set(Arc::new(config(
+        &dir,
+        port,
+        "two",
+        "    no-such-directive here\n",
+    )));
+    until("the rejection", async || {
+        !statuses.status().diagnostics.is_empty()
+    })
+    .await;
+    let d = &statuses.status().diagnostics[0];
+    assert!(d.message.contains("haproxy -c rejected"), "{d}");
+    assert_eq!(d.object, ObjectRef::new("IngressClass", "", "c"));
+    assert_eq!(
+        body(port).await.as_deref(),
+        Some("one"),
+        "the last good configuration serves"
+    );
+    let on_disk = std::fs::read_to_string(dir.join(CONFIG_FILE)).unwrap();
+    assert!(on_disk.contains("\"one\"") && !dir.join(CANDIDATE).exists());
+
+    instance.set(Arc::new(config(&dir, port, "three", "")));
+    until("the next good configuration", async || {
+        body(port).await.as_deref() == Some("three")
+    })
+    .await;
+    until("the problem to clear", async || {
+        statuses.status().diagnostics.is_empty()
+    })
+    .await;
+
+    instance.stop().await;
+    assert!(!dir.exists(), "the directory is removed");
+    assert!(body(port).await.is_none(), "haproxy is stopped");
+}

@@ -1,0 +1,264 @@
+//! Pure: the model's haproxy load balancers → where each one listens, its directory, its
+//! files and its rendered configuration. Shared by the provider and `portico render`.
+
+use crate::PROVIDER;
+use crate::instance::{Desired, MASTER_SOCKET};
+use crate::render::{Binds, DEFAULT_CERTIFICATE_FILE, Input, STATS_SOCKET, render};
+use portico_model::{
+    Diagnostic, Listener, LoadBalancer, LoadBalancerId, Model, ObjectRef, Protocol,
+};
+use portico_provider::Certificates;
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Certificate files: name → PEM.
+type Files = BTreeMap<String, Arc<Vec<u8>>>;
+
+/// The longest path a unix socket can have (`sun_path` less its NUL).
+const MAX_SOCKET_PATH: usize = 107;
+
+/// Settings shared by every load balancer.
+#[derive(Debug, Clone)]
+pub struct PlanSettings {
+    /// `<state-dir>/loadbalancer/haproxy`: one directory per load balancer UUID below it.
+    pub root: PathBuf,
+    /// The run's listeners, when haproxy is the default provider: the first load balancer
+    /// without a VIP binds them; when none does, an empty load balancer answers 404 there.
+    pub default_binds: Option<Binds>,
+    /// The class whose load balancer stands in when no load balancer takes `default_binds`.
+    pub default_class: String,
+}
+
+/// One load balancer, ready to hand to its haproxy.
+#[derive(Debug, Clone)]
+pub struct Planned {
+    pub id: LoadBalancerId,
+    /// The IngressClass the load balancer serves: where its problems are reported.
+    pub object: ObjectRef,
+    pub dir: PathBuf,
+    pub binds: Binds,
+    pub(crate) desired: Desired,
+}
+
+impl Planned {
+    pub fn config(&self) -> &str {
+        &self.desired.rendered.config
+    }
+}
+
+/// Plans every `haproxy` load balancer of `model`; `fallback` is the PEM of the certificate
+/// served when no other fits.
+pub fn plan(
+    model: &Model,
+    certificates: &Certificates,
+    settings: &PlanSettings,
+    fallback: &Arc<Vec<u8>>,
+) -> (Vec<Planned>, Vec<Diagnostic>) {
+    let mut diagnostics = Vec::new();
+    let mut taken = BTreeSet::new();
+    let mut default_binds = settings.default_binds;
+    let mut planned = Vec::new();
+    for lb in model
+        .load_balancers
+        .iter()
+        .filter(|lb| lb.provider == PROVIDER)
+    {
+        let class = ObjectRef::new("IngressClass", "", &lb.ingress_class);
+        let binds = match lb.vip {
+            Some(vip) => vip_binds(lb, vip),
+            None => match default_binds.take() {
+                Some(binds) => binds,
+                None => {
+                    diagnostics.push(Diagnostic::error(class, "metadata.annotations[portico.dev/vip]",
+                        format!("load balancer {} has no address to listen on: annotate its IngressClass with portico.dev/vip (--http-listen and --https-listen go to the first haproxy load balancer without one when --provider is haproxy)", lb.id)));
+                    continue;
+                }
+            },
+        };
+        if let Err(d) = claim(&mut taken, &binds, lb, &class) {
+            diagnostics.push(*d);
+            continue;
+        }
+        match one(lb, binds, class, certificates, settings, fallback) {
+            Ok(p) => {
+                diagnostics.extend(p.desired.rendered.diagnostics.iter().cloned());
+                planned.push(p);
+            }
+            Err(d) => diagnostics.push(*d),
+        }
+    }
+    if let Some(binds) = default_binds {
+        let lb = placeholder(&settings.default_class);
+        let class = ObjectRef::new("IngressClass", "", &lb.ingress_class);
+        match one(&lb, binds, class, certificates, settings, fallback) {
+            Ok(p) => planned.push(p),
+            Err(d) => diagnostics.push(*d),
+        }
+    }
+    (planned, diagnostics)
+}
+
+/// The VIP and each listener's port.
+fn vip_binds(lb: &LoadBalancer, vip: std::net::IpAddr) -> Binds {
+    let port = |protocol| {
+        let listener = lb
+            .listeners
+            .iter()
+            .find(|l: &&Listener| l.protocol == protocol);
+        listener.map(|l| SocketAddr::new(vip, l.port))
+    };
+    Binds {
+        http: port(Protocol::Http),
+        https: port(Protocol::TerminatedHttps),
+    }
+}
+
+/// Two haproxy processes binding one address would share its connections (SO_REUSEPORT):
+/// the second load balancer is not served. Port 0 would give a port nobody knows.
+fn claim(
+    taken: &mut BTreeSet<SocketAddr>,
+    binds: &Binds,
+    lb: &LoadBalancer,
+    class: &ObjectRef,
+) -> Result<(), Box<Diagnostic>> {
+    let addrs: Vec<SocketAddr> = [binds.http, binds.https].into_iter().flatten().collect();
+    let field = "metadata.annotations[portico.dev/vip]";
+    for addr in &addrs {
+        if addr.port() == 0 {
+            let message = format!(
+                "load balancer {} would listen on {addr}: haproxy needs a fixed port",
+                lb.id
+            );
+            return Err(Box::new(Diagnostic::error(class.clone(), field, message)));
+        }
+        if taken.contains(addr) {
+            let message = format!(
+                "load balancer {}: {addr} is already used by another haproxy load balancer; not served",
+                lb.id
+            );
+            return Err(Box::new(Diagnostic::error(class.clone(), field, message)));
+        }
+    }
+    taken.extend(addrs);
+    Ok(())
+}
+
+/// An empty load balancer: HTTP and HTTPS listeners without policies, so 404 everywhere.
+fn placeholder(class: &str) -> LoadBalancer {
+    let id = LoadBalancerId::derive(&format!("loadbalancer/{class}"));
+    let listener = |protocol, port| Listener {
+        id: portico_model::ListenerId::derive(&format!("{id}/listener/{protocol:?}/{port}")),
+        name: format!("{protocol:?}:{port}"),
+        protocol,
+        port,
+        policies: vec![],
+        default_pool: None,
+        default_source: None,
+        tls: None,
+    };
+    LoadBalancer {
+        id,
+        name: format!("ingressclass/{class}"),
+        ingress_class: class.to_owned(),
+        provider: PROVIDER.to_owned(),
+        vip: None,
+        listeners: vec![
+            listener(Protocol::Http, 80),
+            listener(Protocol::TerminatedHttps, 443),
+        ],
+        pools: vec![],
+    }
+}
+
+fn one(
+    lb: &LoadBalancer,
+    binds: Binds,
+    object: ObjectRef,
+    certificates: &Certificates,
+    settings: &PlanSettings,
+    fallback: &Arc<Vec<u8>>,
+) -> Result<Planned, Box<Diagnostic>> {
+    let dir = settings.root.join(lb.id.to_string());
+    check_socket_paths(&dir).map_err(|m| Box::new(Diagnostic::error(object.clone(), "", m)))?;
+    let (names, files) = certificate_files(lb, certificates, fallback);
+    let rendered = render(
+        lb,
+        &Input {
+            dir: &dir,
+            binds,
+            certificates: &names,
+        },
+    );
+    Ok(Planned {
+        id: lb.id,
+        object,
+        dir,
+        binds,
+        desired: Desired {
+            rendered,
+            certificates: files,
+        },
+    })
+}
+
+fn check_socket_paths(dir: &Path) -> Result<(), String> {
+    for name in [STATS_SOCKET, MASTER_SOCKET] {
+        let path = dir.join(name);
+        let len = path.as_os_str().len();
+        if len > MAX_SOCKET_PATH {
+            return Err(format!(
+                "the socket path {} is {len} bytes long, more than a unix socket allows ({MAX_SOCKET_PATH}): choose a shorter --state-dir",
+                path.display()
+            ));
+        }
+        if path.to_string_lossy().contains(',') {
+            return Err(format!(
+                "the socket path {} holds a comma, which haproxy's -S reads as an option separator: choose another --state-dir",
+                path.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// File names for the certificates the listeners name (by content, so a changed Secret is a
+/// new file and the running configuration's files stay until the new one is accepted), and
+/// the default certificate.
+fn certificate_files(
+    lb: &LoadBalancer,
+    certificates: &Certificates,
+    fallback: &Arc<Vec<u8>>,
+) -> (BTreeMap<ObjectRef, String>, Files) {
+    let mut names = BTreeMap::new();
+    let mut files = BTreeMap::new();
+    let mut default = fallback.clone();
+    for tls in lb.listeners.iter().filter_map(|l| l.tls.as_ref()) {
+        let refs = tls.sni.iter().map(|s| &s.certificate);
+        for secret in refs {
+            if let Some(material) = certificates.get(secret) {
+                let pem = Arc::new(material.pem());
+                let name = format!("{}.pem", digest(&pem));
+                names.insert(secret.clone(), name.clone());
+                files.insert(name, pem);
+            }
+        }
+        let chosen = tls
+            .default_certificate
+            .as_ref()
+            .and_then(|d| certificates.get(d));
+        if let Some(material) = chosen {
+            default = Arc::new(material.pem());
+        }
+    }
+    files.insert(DEFAULT_CERTIFICATE_FILE.to_owned(), default);
+    (names, files)
+}
+
+/// A short content digest for file names (not a secret: SHA-1 of the PEM, 64 bits shown).
+fn digest(bytes: &[u8]) -> String {
+    use sha1::Digest;
+    let hash = sha1::Sha1::digest(bytes);
+    hash[..8].iter().map(|b| format!("{b:02x}")).collect()
+}

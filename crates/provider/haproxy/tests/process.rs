@@ -1,0 +1,160 @@
+//! The provider against real haproxy: serving, hitless reloads under load, member changes
+//! through the runtime API without reload, restart after a kill, stop and clean-up.
+
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use portico_provider::{Certificates, Provider};
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+use support::live::*;
+
+async fn wait_ready(p: &impl Provider) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !p.status().ready {
+        assert!(Instant::now() < deadline, "not ready: {:?}", p.status());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serves_reloads_without_failing_requests_and_cleans_up() {
+    let state = tempfile::tempdir().unwrap();
+    let (a, b) = (echo("a").await, echo("b").await);
+    let port = free_port();
+    let front: SocketAddr = ([127, 0, 0, 1], port).into();
+    let p = provider(state.path());
+    let none = Certificates::new();
+    assert!(p.apply(&model(port, &[(a, true)]), &none).is_empty());
+    wait_ready(&p).await;
+    wait_for(front, "/", 200, "a").await;
+    let conf = std::fs::read_to_string(dir(state.path()).join("haproxy.conf")).unwrap();
+    assert!(conf.contains(&format!(
+        "server {}",
+        portico_model::MemberId::derive(&a.to_string())
+    )));
+
+    // Continuous requests while the member set changes ten times, each a reload.
+    let stop = Arc::new(AtomicBool::new(false));
+    let (ok, failed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let load = {
+        let (stop, ok, failed) = (stop.clone(), ok.clone(), failed.clone());
+        tokio::spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                match get(front, "/").await {
+                    Ok((200, _)) => ok.fetch_add(1, Ordering::Relaxed),
+                    other => {
+                        eprintln!("failed: {other:?}");
+                        failed.fetch_add(1, Ordering::Relaxed)
+                    }
+                };
+            }
+        })
+    };
+    for i in 0..10 {
+        let members = if i % 2 == 0 {
+            vec![(a, true), (b, true)]
+        } else {
+            vec![(b, true)]
+        };
+        p.apply(&model(port, &members), &none);
+        let expect = if i % 2 == 0 { "a" } else { "b" };
+        wait_for(front, "/", 200, expect).await;
+    }
+    stop.store(true, Ordering::Relaxed);
+    load.await.unwrap();
+    assert_eq!(
+        failed.load(Ordering::Relaxed),
+        0,
+        "{} succeeded",
+        ok.load(Ordering::Relaxed)
+    );
+    assert!(ok.load(Ordering::Relaxed) > 10);
+
+    p.apply(&portico_model::Model::default(), &none);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while dir(state.path()).exists() || get(front, "/").await.is_ok() {
+        assert!(
+            Instant::now() < deadline,
+            "haproxy still serves or its directory is left"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_changes_go_through_the_runtime_api_without_a_reload() {
+    let state = tempfile::tempdir().unwrap();
+    let a = echo("a").await;
+    let port = free_port();
+    let front: SocketAddr = ([127, 0, 0, 1], port).into();
+    let p = provider(state.path());
+    let none = Certificates::new();
+    p.apply(&model(port, &[(a, true)]), &none);
+    wait_ready(&p).await;
+    wait_for(front, "/", 200, "a").await;
+    let pid = master_pid(state.path());
+    let worker = worker_pids(pid);
+    p.update_members(&model(port, &[(a, false)]), &HashSet::new());
+    wait_for(front, "/", 503, "503 Service Unavailable\n").await;
+    p.update_members(&model(port, &[(a, true)]), &HashSet::new());
+    wait_for(front, "/", 200, "a").await;
+    assert_eq!(
+        worker_pids(pid),
+        worker,
+        "the same worker serves: no reload"
+    );
+    let conf = std::fs::read_to_string(dir(state.path()).join("haproxy.conf")).unwrap();
+    assert!(
+        !conf.contains(" disabled"),
+        "the file follows runtime changes:\n{conf}"
+    );
+    p.shutdown().await;
+    assert!(!dir(state.path()).exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_haproxy_is_started_again_and_serves() {
+    let state = tempfile::tempdir().unwrap();
+    let a = echo("a").await;
+    let port = free_port();
+    let front: SocketAddr = ([127, 0, 0, 1], port).into();
+    let p = provider(state.path());
+    p.apply(&model(port, &[(a, true)]), &Certificates::new());
+    wait_ready(&p).await;
+    wait_for(front, "/", 200, "a").await;
+    let pid = master_pid(state.path());
+    let target = rustix::process::Pid::from_raw(pid).unwrap();
+    rustix::process::kill_process(target, rustix::process::Signal::KILL).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let restarted = std::fs::read_to_string(dir(state.path()).join("haproxy.pid"))
+            .ok()
+            .and_then(|t| t.trim().parse::<i32>().ok())
+            .is_some_and(|new| new != pid);
+        if restarted
+            && get(front, "/")
+                .await
+                .is_ok_and(|(s, b)| s == 200 && b == "a")
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "haproxy was not started again");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    p.shutdown().await;
+}
+
+/// The worker processes of master `pid`.
+fn worker_pids(pid: i32) -> Vec<i32> {
+    let children =
+        std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
+    children
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
