@@ -5,9 +5,11 @@
 
 pub mod echo;
 mod metrics;
+mod providers;
 mod run;
 mod snapshot;
 mod tls;
 
+pub use providers::{HaproxySettings, haproxy_plan};
 pub use run::{AppError, Bound, Settings, run};
 pub use snapshot::{build_snapshot, status_addresses};

@@ -1,12 +1,13 @@
 use crate::metrics::AppMetrics;
+use crate::providers::HaproxySettings;
 use crate::snapshot::{build_snapshot, status_addresses};
 use crate::tls::CertificateStage;
 use portico_admin::Admin;
 use portico_dataplane_http::{Proxy, ProxyMetrics};
 use portico_model::Model;
+use portico_provider::Registry;
 use portico_source_file::Loaded;
 use portico_translate::{Memo, Previous, Translation, translate_incremental};
-use prometheus_client::registry::Registry;
 use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -25,6 +26,8 @@ pub struct Settings {
     /// Address written to Ingress status; `None` means the IP of `http_listen`.
     pub publish_address: Option<String>,
     pub translate: portico_translate::Config,
+    /// Where the haproxy provider keeps its load balancers, and its executable.
+    pub haproxy: HaproxySettings,
 }
 
 /// The addresses actually bound (ports may have been 0).
@@ -45,6 +48,14 @@ pub enum AppError {
     },
     #[error(transparent)]
     Source(#[from] portico_source_file::SourceError),
+    #[error("{what} {addr}: {reason}")]
+    Listen {
+        what: &'static str,
+        addr: SocketAddr,
+        reason: String,
+    },
+    #[error(transparent)]
+    Haproxy(#[from] portico_provider_haproxy::StartError),
 }
 
 async fn bind(what: &'static str, addr: SocketAddr) -> Result<TcpListener, AppError> {
@@ -60,26 +71,42 @@ pub async fn run(
     shutdown: watch::Receiver<bool>,
     on_bound: impl FnOnce(Bound),
 ) -> Result<(), AppError> {
-    let http = bind("HTTP traffic (--http-listen)", settings.http_listen).await?;
-    let https = bind("HTTPS traffic (--https-listen)", settings.https_listen).await?;
+    // With `--provider haproxy`, haproxy binds the run's listeners instead of the proxy.
+    let haproxy_listens = settings.translate.default_provider == portico_provider_haproxy::PROVIDER;
+    let (http, https) = if haproxy_listens {
+        check_haproxy_listen("HTTP traffic (--http-listen)", settings.http_listen).await?;
+        check_haproxy_listen("HTTPS traffic (--https-listen)", settings.https_listen).await?;
+        (None, None)
+    } else {
+        let http = bind("HTTP traffic (--http-listen)", settings.http_listen).await?;
+        let https = bind("HTTPS traffic (--https-listen)", settings.https_listen).await?;
+        (Some(http), Some(https))
+    };
     let admin_listener = bind("the admin API (--admin-listen)", settings.admin_listen).await?;
-    let local = |l: &TcpListener, fallback| l.local_addr().unwrap_or(fallback);
+    let local =
+        |l: Option<&TcpListener>, fallback| l.and_then(|l| l.local_addr().ok()).unwrap_or(fallback);
     let bound = Bound {
-        http: local(&http, settings.http_listen),
-        https: local(&https, settings.https_listen),
-        admin: local(&admin_listener, settings.admin_listen),
+        http: local(http.as_ref(), settings.http_listen),
+        https: local(https.as_ref(), settings.https_listen),
+        admin: local(Some(&admin_listener), settings.admin_listen),
     };
 
-    let mut registry = Registry::default();
+    let mut registry = prometheus_client::registry::Registry::default();
     let proxy = Proxy::new(ProxyMetrics::new(&mut registry));
     let app_metrics = AppMetrics::new(&mut registry);
     let admin = Admin::new(Arc::new(registry));
+    let default_binds = haproxy_listens.then_some((bound.http, bound.https));
+    let class = &settings.translate.ingress_class;
+    let (providers, haproxy) =
+        crate::providers::registry(proxy.clone(), &settings.haproxy, default_binds, class)?;
+    let status = status_changes(&providers);
 
     let source = portico_source_file::watch(settings.manifests.clone())?;
     let mut updates = source.subscribe();
 
-    let proxy_task = tokio::spawn(proxy.clone().serve(http, shutdown.clone()));
-    let https_task = tokio::spawn(proxy.clone().serve_https(https, shutdown.clone()));
+    let proxy_task = http.map(|http| tokio::spawn(proxy.clone().serve(http, shutdown.clone())));
+    let https_task =
+        https.map(|https| tokio::spawn(proxy.clone().serve_https(https, shutdown.clone())));
     let admin_task = tokio::spawn(portico_admin::serve(
         admin_listener,
         admin.clone(),
@@ -90,7 +117,7 @@ pub async fn run(
     let publish = publish_address(&settings, bound.http);
     let pipeline = Pipeline {
         settings: &settings,
-        proxy: &proxy,
+        providers: &providers,
         admin: &admin,
         metrics: &app_metrics,
         publish: &publish,
@@ -103,13 +130,43 @@ pub async fn run(
         served = Some(pipeline.apply(loaded, served.take()));
         tokio::select! {
             changed = updates.changed() => if changed.is_err() { break },
+            // A provider's status changed (serving, a rejected configuration): publish it.
+            () = status.notified() => {}
             _ = shutdown_rx.wait_for(|s| *s) => break,
         }
     }
     drop(source);
     let _ = shutdown_rx.wait_for(|s| *s).await;
-    let _ = tokio::join!(proxy_task, https_task, admin_task);
+    haproxy.shutdown().await;
+    for task in [proxy_task, https_task].into_iter().flatten() {
+        let _ = task.await;
+    }
+    let _ = admin_task.await;
     Ok(())
+}
+
+/// haproxy needs a fixed port that is free now (it binds it itself, later).
+async fn check_haproxy_listen(what: &'static str, addr: SocketAddr) -> Result<(), AppError> {
+    if addr.port() == 0 {
+        let reason = "port 0 cannot be handed to haproxy: choose a port".to_owned();
+        return Err(AppError::Listen { what, addr, reason });
+    }
+    drop(bind(what, addr).await?);
+    Ok(())
+}
+
+/// Wakes when any provider's status may have changed.
+fn status_changes(providers: &Registry) -> Arc<tokio::sync::Notify> {
+    let notify = Arc::new(tokio::sync::Notify::new());
+    for mut rx in providers.subscribe() {
+        let notify = notify.clone();
+        tokio::spawn(async move {
+            while rx.changed().await.is_ok() {
+                notify.notify_one();
+            }
+        });
+    }
+    notify
 }
 
 fn publish_address(
@@ -131,7 +188,7 @@ fn publish_address(
 /// The steps from a source update to what the proxy and the admin API serve.
 struct Pipeline<'a> {
     settings: &'a Settings,
-    proxy: &'a Proxy,
+    providers: &'a Registry,
     admin: &'a Admin,
     metrics: &'a AppMetrics,
     publish: &'a [portico_admin::LoadBalancerAddress],
@@ -159,13 +216,15 @@ impl Pipeline<'_> {
             },
             None => self.translate(&loaded, None),
         };
-        let snapshot = build_snapshot(
+        let mut snapshot = build_snapshot(
             generation,
             &loaded.diagnostics,
             &translation,
             model.clone(),
             self.publish,
         );
+        snapshot.ready = self.providers.ready();
+        snapshot.diagnostics.extend(self.providers.diagnostics());
         let all_diagnostics = || loaded.diagnostics.iter().chain(&translation.diagnostics);
         self.metrics.observe(&loaded.objects, all_diagnostics());
         for d in all_diagnostics() {
@@ -215,10 +274,14 @@ impl Pipeline<'_> {
                 (translation, memo)
             }
         };
-        let model = Arc::new(std::mem::take(&mut translation.model));
         let objects = &loaded.objects;
-        (self.certificates).apply(objects, &mut translation, &model, config, self.proxy);
-        let generation = self.proxy.apply(&model);
+        let vips = portico_translate::assign_vips(&mut translation.model, objects, config);
+        translation.diagnostics.extend(vips);
+        let model = Arc::new(std::mem::take(&mut translation.model));
+        let certificates = (self.certificates).apply(objects, &mut translation, config);
+        let applied = self.providers.apply(&model, &certificates);
+        translation.diagnostics.extend(applied.diagnostics);
+        let generation = applied.generation;
         (translation, model, memo, generation)
     }
 
@@ -232,10 +295,7 @@ impl Pipeline<'_> {
             portico_translate::refresh_members(&mut model, &loaded.objects, &services)
                 .into_iter()
                 .collect();
-        let pools = model.load_balancers.iter().flat_map(|lb| &lb.pools);
-        let generation = self
-            .proxy
-            .update_members(pools.filter(|p| changed.contains(&p.id)));
+        let generation = self.providers.update_members(&model, &changed);
         tracing::debug!(
             pools = changed.len(),
             "endpoints updated without a translation"

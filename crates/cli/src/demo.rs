@@ -148,7 +148,11 @@ async fn run_in(dir: &Path, listen: &ListenArgs) -> anyhow::Result<ExitCode> {
     let tls = TlsArgs {
         default_certificate: None,
     };
-    let settings = settings(vec![dir.to_path_buf()], listen, &class, &tls);
+    let haproxy = crate::HaproxyArgs {
+        state_dir: None,
+        haproxy_bin: "haproxy".into(),
+    };
+    let settings = settings(vec![dir.to_path_buf()], listen, &class, &tls, &haproxy)?;
     crate::serve(settings, Some(banner)).await
 }
 

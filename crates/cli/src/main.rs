@@ -3,6 +3,7 @@
 
 mod alloc;
 mod demo;
+mod render;
 mod validate;
 
 use anyhow::Context;
@@ -33,6 +34,9 @@ enum Command {
     Validate(ValidateArgs),
     /// Start echo backends and the three seed Ingress examples, serve them, print curl commands.
     Demo(DemoArgs),
+    /// Print the haproxy.conf that `run` would write for every load balancer of provider
+    /// haproxy.
+    Render(RenderArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -41,9 +45,52 @@ struct ClassArgs {
     /// `portico.dev/ingress-controller`.
     #[arg(long, default_value = "portico")]
     ingress_class: String,
-    /// Provider for load balancers whose IngressClass has no `portico.dev/provider` annotation.
-    #[arg(long, default_value = "proxy", value_parser = ["proxy"])]
+    /// Provider for load balancers whose IngressClass has no `portico.dev/provider` annotation:
+    /// `proxy` (the built-in proxy) or `haproxy` (a generated haproxy.conf and a real haproxy
+    /// per load balancer, which then binds --http-listen and --https-listen itself).
+    #[arg(long, default_value = "proxy", value_parser = ["proxy", "haproxy"])]
     provider: String,
+}
+
+#[derive(Args, Debug, Clone)]
+struct HaproxyArgs {
+    /// Directory of the haproxy provider: `DIR/loadbalancer/haproxy/<lb-uuid>/` holds each
+    /// load balancer's haproxy.conf, certificate PEMs (mode 0600) and stats socket. Default:
+    /// $XDG_RUNTIME_DIR/portico, else $XDG_STATE_HOME/portico, else ~/.local/state/portico.
+    #[arg(long, value_name = "DIR")]
+    state_dir: Option<PathBuf>,
+    /// The haproxy executable (provider haproxy; haproxy 2.6 or later).
+    #[arg(long, value_name = "PATH", default_value = "haproxy")]
+    haproxy_bin: PathBuf,
+}
+
+impl HaproxyArgs {
+    fn settings(&self) -> anyhow::Result<portico_app::HaproxySettings> {
+        let dir = match &self.state_dir {
+            Some(dir) => dir.clone(),
+            None => default_state_dir()
+                .context("no default state directory (HOME is not set): pass --state-dir")?,
+        };
+        let dir =
+            std::path::absolute(&dir).with_context(|| format!("--state-dir {}", dir.display()))?;
+        Ok(portico_app::HaproxySettings {
+            state_dir: dir,
+            binary: self.haproxy_bin.clone(),
+        })
+    }
+}
+
+/// `$XDG_RUNTIME_DIR/portico`, else `$XDG_STATE_HOME/portico`, else `~/.local/state/portico`.
+fn default_state_dir() -> Option<PathBuf> {
+    let var = |name| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    var("XDG_RUNTIME_DIR")
+        .or_else(|| var("XDG_STATE_HOME"))
+        .or_else(|| var("HOME").map(|h| h.join(".local/state")))
+        .map(|d| d.join("portico"))
 }
 
 #[derive(Args, Debug, Clone)]
@@ -98,6 +145,8 @@ struct RunArgs {
     class: ClassArgs,
     #[command(flatten)]
     tls: TlsArgs,
+    #[command(flatten)]
+    haproxy: HaproxyArgs,
 }
 
 #[derive(Args, Debug)]
@@ -117,6 +166,25 @@ struct DemoArgs {
     listen: ListenArgs,
 }
 
+#[derive(Args, Debug)]
+struct RenderArgs {
+    /// Manifest file or directory (YAML or JSON, multi-document; directories recursively).
+    #[arg(short = 'f', long = "filename", required = true)]
+    files: Vec<PathBuf>,
+    #[command(flatten)]
+    class: ClassArgs,
+    #[command(flatten)]
+    tls: TlsArgs,
+    #[command(flatten)]
+    haproxy: HaproxyArgs,
+    /// The HTTP listener haproxy binds with --provider haproxy.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    http_listen: SocketAddr,
+    /// The HTTPS listener haproxy binds with --provider haproxy.
+    #[arg(long, default_value = "127.0.0.1:8443")]
+    https_listen: SocketAddr,
+}
+
 fn translate_config(class: &ClassArgs, tls: &TlsArgs) -> portico_translate::Config {
     portico_translate::Config {
         ingress_class: class.ingress_class.clone(),
@@ -131,15 +199,17 @@ fn settings(
     listen: &ListenArgs,
     class: &ClassArgs,
     tls: &TlsArgs,
-) -> portico_app::Settings {
-    portico_app::Settings {
+    haproxy: &HaproxyArgs,
+) -> anyhow::Result<portico_app::Settings> {
+    Ok(portico_app::Settings {
         manifests: files,
         http_listen: listen.http_listen,
         https_listen: listen.https_listen,
         admin_listen: listen.admin_listen,
         publish_address: listen.publish_address.clone(),
         translate: translate_config(class, tls),
-    }
+        haproxy: haproxy.settings()?,
+    })
 }
 
 fn main() -> ExitCode {
@@ -151,9 +221,12 @@ fn main() -> ExitCode {
             validate::run(&args.files, &translate_config(&args.class, &args.tls))
         }
         Command::Run(args) => runtime(args.listen.workers).and_then(|rt| {
-            let settings = settings(args.files, &args.listen, &args.class, &args.tls);
+            let (listen, class, tls, haproxy) =
+                (&args.listen, &args.class, &args.tls, &args.haproxy);
+            let settings = settings(args.files.clone(), listen, class, tls, haproxy)?;
             rt.block_on(serve(settings, None))
         }),
+        Command::Render(args) => render::run(&args),
         Command::Demo(args) => {
             runtime(args.listen.workers).and_then(|rt| rt.block_on(demo::run(&args.listen)))
         }

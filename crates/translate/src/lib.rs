@@ -51,6 +51,7 @@ mod route;
 mod source;
 mod tls;
 mod translate;
+mod vip;
 
 pub use certificates::{Certificates, SecretError, certificates};
 pub use config::{
@@ -61,3 +62,4 @@ pub use incremental::{endpoint_only_change, refresh_members};
 pub use memo::{Memo, Previous};
 pub use objects::{ObjectKey, Objects};
 pub use translate::{IngressState, Translation, translate, translate_incremental};
+pub use vip::{HTTP_PORT_ANNOTATION, HTTPS_PORT_ANNOTATION, VIP_ANNOTATION, assign_vips};

@@ -250,7 +250,7 @@ impl Manager {
             .arg("-p")
             .arg(self.dir.join(PID_FILE))
             .arg("-S")
-            .arg(self.dir.join(MASTER_SOCKET))
+            .arg(master_socket_arg(&self.dir))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -342,6 +342,13 @@ impl Manager {
         let _ = std::fs::remove_dir_all(&self.dir);
         self.reporter.remove();
     }
+}
+
+/// `-S <path>,mode,600`: the master CLI for this user only (the path holds no comma).
+fn master_socket_arg(dir: &Path) -> std::ffi::OsString {
+    let mut arg = dir.join(MASTER_SOCKET).into_os_string();
+    arg.push(",mode,600");
+    arg
 }
 
 /// The runtime API commands that turn server `a` into `b` (same backend and name).

@@ -21,11 +21,6 @@ pub struct Settings {
 /// Why the provider cannot start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    #[error("cannot create the state directory {path}: {source}")]
-    StateDir {
-        path: std::path::PathBuf,
-        source: std::io::Error,
-    },
     #[error("cannot make the fallback certificate: {0}")]
     Certificate(String),
 }
@@ -48,14 +43,9 @@ impl std::fmt::Debug for HaproxyProvider {
 }
 
 impl HaproxyProvider {
-    /// Creates the state directory (0700) and the self-signed certificate that TLS handshakes
-    /// get when nothing else fits.
+    /// Makes the self-signed certificate that TLS handshakes get when nothing else fits. The
+    /// state directory is created (0700) with the first load balancer.
     pub fn new(settings: Settings) -> Result<Self, StartError> {
-        let root = &settings.plan.root;
-        crate::files::create_dir(root).map_err(|source| StartError::StateDir {
-            path: root.clone(),
-            source,
-        })?;
         let fallback = portico_tls::self_signed(&["portico.invalid"])
             .map_err(|e| StartError::Certificate(e.to_string()))?;
         Ok(HaproxyProvider {
