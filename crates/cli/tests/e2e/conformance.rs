@@ -1,10 +1,57 @@
-//! The scenarios of the Kubernetes Ingress conformance suite
+//! The shared conformance kit: the scenarios of the Kubernetes Ingress conformance suite
 //! (kubernetes-sigs/ingress-controller-conformance, features/*.feature), replayed on manifest
-//! files: the same Ingresses, requests and expectations, written as tables.
+//! files — the same Ingresses, requests and expectations, written as tables — plus the 404 /
+//! 503 / 502 answers. Every scenario runs once per provider: `proxy` (the built-in proxy) and
+//! `haproxy` (a real haproxy, installed by scripts/test.sh), with the same expectations.
 
 use crate::tls_support::{H1, Trust, issued_secret, try_connect};
 use crate::{expect_routes, support::*};
 use portico_tls::generate::Authority;
+
+/// The providers every scenario runs against.
+#[derive(Debug, Clone, Copy)]
+pub enum Provider {
+    Proxy,
+    Haproxy,
+}
+
+impl Provider {
+    /// `portico run` on `dir` with this provider serving the run's listeners.
+    pub async fn start(self, dir: &std::path::Path) -> Portico {
+        match self {
+            Provider::Proxy => Portico::start(dir, &[]).await,
+            Provider::Haproxy => Portico::start_haproxy(dir, &[]).await,
+        }
+    }
+}
+
+/// One test per (scenario, provider): `conformance::proxy::path_rules`,
+/// `conformance::haproxy::path_rules`, …
+macro_rules! per_provider {
+    ($($scenario:ident),* $(,)?) => {
+        mod proxy {
+            $(#[tokio::test]
+            async fn $scenario() {
+                super::$scenario(super::Provider::Proxy).await
+            })*
+        }
+        mod haproxy {
+            $(#[tokio::test]
+            async fn $scenario() {
+                super::$scenario(super::Provider::Haproxy).await
+            })*
+        }
+    };
+}
+
+per_provider!(
+    default_backend,
+    host_rules,
+    path_rules,
+    ingress_class,
+    load_balancing,
+    no_ready_member_is_503_and_upstream_failure_is_502,
+);
 
 /// Echo Services on port 8080 (named `http`), `pods` replicas each, in namespace `ns`.
 async fn services(m: &Manifests, ns: &str, names: &[(&str, usize)]) {
@@ -33,15 +80,14 @@ fn assert_status_published(ingress: &serde_json::Value) {
     );
 }
 
-#[tokio::test]
-async fn conformance_default_backend() {
+async fn default_backend(provider: Provider) {
     let m = Manifests::new();
     services(&m, "conformance-db", &[("echo-service", 1)]).await;
     m.write(
         "ingress.yaml",
         &default_backend_ingress("conformance-db", "default-backend"),
     );
-    let p = Portico::start(m.path(), &[]).await;
+    let p = provider.start(m.path()).await;
     assert_status_published(&p.ingress("conformance-db", "default-backend").await);
     let cases = [
         ("GET", "my-host", ""),
@@ -76,8 +122,7 @@ async fn conformance_default_backend() {
     }
 }
 
-#[tokio::test]
-async fn conformance_host_rules() {
+async fn host_rules(provider: Provider) {
     let m = Manifests::new();
     let ns = "conformance-host";
     services(&m, ns, &[("wildcard-foo-com", 1), ("foo-bar-com", 1)]).await;
@@ -98,7 +143,7 @@ async fn conformance_host_rules() {
     let ca = Authority::new("conformance").unwrap();
     let cert = ca.issue(&["foo.bar.com"]).unwrap();
     m.write("secret.json", &issued_secret(ns, "conformance-tls", &cert));
-    let p = Portico::start(m.path(), &[]).await;
+    let p = provider.start(m.path()).await;
     assert_status_published(&p.ingress(ns, "host-rules").await);
     // GET https://foo.bar.com: the secure connection verifies the hostname foo.bar.com.
     let conn = try_connect(p.https, Some("foo.bar.com"), &[], Trust::Authority(&ca)).await;
@@ -134,8 +179,7 @@ async fn conformance_host_rules() {
     );
 }
 
-#[tokio::test]
-async fn conformance_path_rules() {
+async fn path_rules(provider: Provider) {
     let m = Manifests::new();
     let ns = "conformance-path";
     let svcs = [
@@ -183,7 +227,7 @@ async fn conformance_path_rules() {
             ],
         ),
     );
-    let p = Portico::start(m.path(), &[]).await;
+    let p = provider.start(m.path()).await;
     assert_status_published(&p.ingress(ns, "path-rules").await);
     let cases = [
         ("exact-path-rules", "/foo", 200, "foo-exact"),
@@ -229,8 +273,7 @@ async fn conformance_path_rules() {
     }
 }
 
-#[tokio::test]
-async fn conformance_ingress_class() {
+async fn ingress_class(provider: Provider) {
     let m = Manifests::new();
     let ns = "conformance-class";
     services(&m, ns, &[("ingress-class-prefix", 1)]).await;
@@ -253,7 +296,7 @@ async fn conformance_ingress_class() {
             "ingressClassName: some-invalid-class-name",
         ),
     );
-    let p = Portico::start(m.path(), &[]).await;
+    let p = provider.start(m.path()).await;
     let st = p.ingress(ns, "test-ingress-class").await;
     assert_eq!(
         st["status"]["loadBalancer"]["ingress"],
@@ -263,8 +306,7 @@ async fn conformance_ingress_class() {
     expect_routes(&p, &[("ingress-class", "/", 404, "")]).await;
 }
 
-#[tokio::test]
-async fn conformance_load_balancing() {
+async fn load_balancing(provider: Provider) {
     let m = Manifests::new();
     let ns = "conformance-lb";
     services(&m, ns, &[("echo-service", 10)]).await;
@@ -272,7 +314,7 @@ async fn conformance_load_balancing() {
         "ingress.yaml",
         &default_backend_ingress(ns, "load-balancing"),
     );
-    let p = Portico::start(m.path(), &[]).await;
+    let p = provider.start(m.path()).await;
     assert_status_published(&p.ingress(ns, "load-balancing").await);
     let mut pods = std::collections::BTreeSet::new();
     for _ in 0..100 {
@@ -281,4 +323,65 @@ async fn conformance_load_balancing() {
         pods.insert(r.json()["pod"].as_str().unwrap_or("").to_owned());
     }
     assert_eq!(pods.len(), 10, "{pods:?}");
+}
+
+async fn no_ready_member_is_503_and_upstream_failure_is_502(provider: Provider) {
+    let m = Manifests::new();
+    let ns = "conformance-errors";
+    let up = echo_pods("up", 1).await;
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let mut y = service(ns, "up", &ready(&up));
+    y += &service(
+        ns,
+        "down",
+        &[Ep {
+            addr: up[0],
+            ready: false,
+        }],
+    );
+    y += &service(
+        ns,
+        "gone",
+        &[Ep {
+            addr: closed,
+            ready: true,
+        }],
+    );
+    m.write("services.yaml", &y);
+    let rules = [
+        ("errors.test", "/up", "Prefix", "up", "80"),
+        ("errors.test", "/down", "Prefix", "down", "80"),
+        ("errors.test", "/gone", "Exact", "gone", "80"),
+    ];
+    m.write(
+        "ingress.yaml",
+        &ingress(ns, "errors", "2026-01-01T00:00:00Z", &rules),
+    );
+    let p = provider.start(m.path()).await;
+    expect_routes(
+        &p,
+        &[
+            ("errors.test", "/up", 200, "up"),
+            ("errors.test", "/down", 503, ""),
+            ("errors.test", "/gone", 502, ""),
+            ("errors.test", "/other", 404, ""),
+            ("other.test", "/up", 404, ""),
+        ],
+    )
+    .await;
+    for (path, body) in [
+        ("/down", "503 Service Unavailable\n"),
+        ("/gone", "502 Bad Gateway\n"),
+        ("/other", "404 Not Found\n"),
+    ] {
+        let r = p.get("errors.test", path).await;
+        assert_eq!(
+            r.body,
+            body.as_bytes(),
+            "{path}: the same short body as the proxy"
+        );
+    }
 }

@@ -124,6 +124,8 @@ impl Reply {
 /// A running `portico run` process; killed when dropped.
 pub struct Portico {
     child: Child,
+    /// The haproxy provider's state directory, when the test made one.
+    _state: Option<tempfile::TempDir>,
     pub http: SocketAddr,
     pub https: SocketAddr,
     pub admin: SocketAddr,
@@ -139,6 +141,31 @@ impl Portico {
     pub async fn start_logging(dir: &Path, level: &str, log: &Path) -> Self {
         let log = std::fs::File::create(log).unwrap();
         Self::spawn_with(&Self::run_args(dir, &[]), level, Stdio::from(log), &[]).await
+    }
+
+    /// Like [`Portico::start`] with `--provider haproxy`: haproxy binds free loopback ports
+    /// chosen now (it cannot be given port 0) and keeps its files in a new state directory.
+    pub async fn start_haproxy(dir: &Path, extra: &[&str]) -> Self {
+        let state = tempfile::tempdir().unwrap();
+        let (http, https) = (free_port(), free_port());
+        let mut args: Vec<String> = vec!["run".into(), "-f".into(), dir.display().to_string()];
+        let listen = [
+            format!("--http-listen=127.0.0.1:{http}"),
+            format!("--https-listen=127.0.0.1:{https}"),
+            "--admin-listen=127.0.0.1:0".to_owned(),
+            "--provider=haproxy".to_owned(),
+            format!("--state-dir={}", state.path().display()),
+        ];
+        args.extend(listen);
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let mut p = Self::spawn(&args).await;
+        p._state = Some(state);
+        p
+    }
+
+    /// The haproxy provider's state directory (only with [`Portico::start_haproxy`]).
+    pub fn state_dir(&self) -> &Path {
+        self._state.as_ref().expect("started with haproxy").path()
     }
 
     pub fn run_args(dir: &Path, extra: &[&str]) -> Vec<String> {
@@ -188,6 +215,7 @@ impl Portico {
         let client = Client::builder(TokioExecutor::new()).build_http();
         let p = Portico {
             child,
+            _state: None,
             http,
             https,
             admin,
@@ -298,6 +326,12 @@ impl Portico {
     pub fn pid(&self) -> Option<u32> {
         self.child.id()
     }
+}
+
+/// A loopback port that is free now.
+pub fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
 }
 
 fn parse_banner(line: &str) -> (SocketAddr, SocketAddr, SocketAddr) {
