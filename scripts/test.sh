@@ -6,8 +6,10 @@ cd "$(dirname "$0")/.."
 
 source scripts/lib.sh
 # curl and python3 (a plain backend) for the smoke scripts; openssl, sslscan and testssl.sh
-# for the TLS checks.
-apt_install curl openssl python3 sslscan testssl.sh
+# for the TLS checks; haproxy for the haproxy provider (its conformance run, golden configs
+# checked with `haproxy -c`, reloads and restarts): never skipped.
+apt_install curl openssl python3 sslscan testssl.sh haproxy
+haproxy -v | head -1
 
 echo "== format and lints"
 cargo fmt --all -- --check
