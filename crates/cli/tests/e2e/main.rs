@@ -11,6 +11,7 @@ mod bad_input;
 mod classes;
 mod conformance;
 mod demo;
+mod haproxy;
 mod host_rules;
 mod live;
 mod merging;

@@ -1,0 +1,124 @@
+//! The haproxy provider through the real binary: `portico render`, the files under the state
+//! directory, a killed haproxy started again, and clean-up at exit.
+
+use crate::support::*;
+use crate::tls_support::issued_secret;
+use portico_tls::generate::Authority;
+use std::os::unix::fs::PermissionsExt;
+use std::time::{Duration, Instant};
+
+fn web_ingress() -> String {
+    ingress(
+        "hx",
+        "web",
+        "2026-01-01T00:00:00Z",
+        &[("web.test", "/", "Prefix", "web", "80")],
+    )
+}
+
+#[test]
+fn render_prints_the_config_of_each_haproxy_load_balancer_and_says_when_there_is_none() {
+    let m = Manifests::new();
+    m.write("ing.yaml", &web_ingress());
+    let state = tempfile::tempdir().unwrap();
+    let run = |provider: &str| {
+        let out = std::process::Command::new(BIN)
+            .args(["render", "-f"])
+            .arg(m.path())
+            .args(["--provider", provider, "--state-dir"])
+            .arg(state.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let text = run("haproxy");
+    assert!(text.contains("/loadbalancer/haproxy/"), "{text}");
+    assert!(
+        text.contains("acl ") && text.contains("var(txn.host) -m str -- \"web.test\""),
+        "{text}"
+    );
+    assert!(text.contains("bind 127.0.0.1:8080"), "{text}");
+    assert!(run("proxy").contains("no load balancer has provider haproxy"));
+    assert!(
+        !state.path().join("loadbalancer").exists(),
+        "render writes nothing"
+    );
+}
+
+async fn wait_for<F: Fn() -> bool>(what: &str, f: F) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out: {what}");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+#[tokio::test]
+async fn state_dir_files_a_killed_haproxy_and_clean_up_at_exit() {
+    let m = crate::backends("hx", &[("web", 1)]).await;
+    let ca = Authority::new("hx").unwrap();
+    let cert = ca.issue(&["web.test"]).unwrap();
+    m.write("secret.json", &issued_secret("hx", "web-tls", &cert));
+    let y = web_ingress().replace(
+        "spec:\n",
+        "spec:\n  tls:\n  - hosts: [web.test]\n    secretName: web-tls\n",
+    );
+    m.write("ing.yaml", &y);
+    let p = Portico::start_haproxy(m.path(), &[]).await;
+    p.wait_route("web.test", "/", 308, "").await;
+    let root = p.state_dir().join("loadbalancer/haproxy");
+    let dir = std::fs::read_dir(&root)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    for name in [
+        "haproxy.conf",
+        "crt-list.txt",
+        "default.pem",
+        "haproxy.sock",
+        "haproxy.pid",
+    ] {
+        assert!(
+            dir.join(name).exists(),
+            "{name} missing in {}",
+            dir.display()
+        );
+    }
+    let pems: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "pem"))
+        .collect();
+    assert_eq!(
+        pems.len(),
+        2,
+        "the Secret's certificate and the default one"
+    );
+    for pem in &pems {
+        let mode = std::fs::metadata(pem).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{}", pem.display());
+    }
+
+    // A killed haproxy is started again and serves.
+    let pid_file = dir.join("haproxy.pid");
+    let pid = std::fs::read_to_string(&pid_file).unwrap();
+    let killed = std::process::Command::new("kill")
+        .args(["-9", pid.trim()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let new_pid = || std::fs::read_to_string(&pid_file).is_ok_and(|p| p != pid);
+    wait_for("a new haproxy", new_pid).await;
+    p.wait_route("web.test", "/", 308, "").await;
+
+    // SIGTERM: Portico stops haproxy and removes the directory.
+    let term = std::process::Command::new("kill")
+        .arg(p.pid().unwrap().to_string())
+        .status()
+        .unwrap();
+    assert!(term.success());
+    wait_for("the directory to go", || !dir.exists()).await;
+}
