@@ -62,14 +62,14 @@ pub(crate) fn build_load_balancer(
         ingress_class: class.to_owned(),
         provider: class::provider(objects, class, config),
         vip: None,
-        listeners: crate::tls::listeners(
+        listeners: Arc::new(crate::tls::listeners(
             ids.https_listener,
             listener,
             https_policies.collect(),
             sources,
             config,
             diagnostics,
-        ),
+        )),
         pools,
     }
 }

@@ -72,7 +72,7 @@ impl<'a> Compiler<'a> {
     /// The routes of the listeners of `protocol`.
     fn routes(&mut self, lbs: &[&LoadBalancer], protocol: Protocol) -> Routes {
         let mut routes = RoutesBuilder::default();
-        let listeners = lbs.iter().flat_map(|lb| &lb.listeners);
+        let listeners = lbs.iter().flat_map(|lb| lb.listeners.iter());
         let count = (listeners.filter(|l| l.protocol == protocol))
             .map(|l| l.policies.len())
             .sum();
