@@ -4,7 +4,7 @@ use crate::tls::CertificateStage;
 use portico_admin::Admin;
 use portico_dataplane_http::{Proxy, ProxyMetrics};
 use portico_model::Model;
-use portico_source_file::Loaded;
+use portico_source_file::{FileSource, Loaded};
 use portico_translate::{Memo, Previous, Translation, translate_incremental};
 use prometheus_client::registry::Registry;
 use std::collections::HashSet;
@@ -95,6 +95,7 @@ pub async fn run(
         metrics: &app_metrics,
         publish: &publish,
         certificates: &CertificateStage::default(),
+        source: &source,
     };
     let mut shutdown_rx = shutdown.clone();
     let mut served = None;
@@ -136,6 +137,8 @@ struct Pipeline<'a> {
     metrics: &'a AppMetrics,
     publish: &'a [portico_admin::LoadBalancerAddress],
     certificates: &'a CertificateStage,
+    /// Where superseded loads go back to, to be freed on the thread that allocated them.
+    source: &'a FileSource,
 }
 
 /// What is served now, kept so that the next update can be applied incrementally.
@@ -153,6 +156,7 @@ impl Pipeline<'_> {
         let (translation, model, memo, generation) = match previous {
             Some(previous) => match self.endpoints_only(&previous, &loaded) {
                 Some((model, generation)) => {
+                    self.source.retire(previous.loaded);
                     (previous.translation, model, previous.memo, generation)
                 }
                 None => self.translate(&loaded, Some(previous)),
@@ -207,6 +211,7 @@ impl Pipeline<'_> {
                 };
                 let translation =
                     translate_incremental(&loaded.objects, config, Some(previous), &mut memo);
+                self.source.retire(previous_loaded);
                 (translation, memo)
             }
             None => {
