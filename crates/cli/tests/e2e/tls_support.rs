@@ -12,11 +12,9 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use portico_tls::generate::{Authority, Issued};
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::crypto::{CryptoProvider, verify_tls12_signature, verify_tls13_signature};
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::{ClientConfig, RootCertStore};
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -51,55 +49,6 @@ pub fn leaf_of(chain_pem: &str) -> CertificateDer<'static> {
     CertificateDer::from_pem_slice(chain_pem.as_bytes()).unwrap()
 }
 
-/// Accepts every server certificate; the tests compare the one they got.
-#[derive(Debug)]
-struct AcceptAny(Arc<CryptoProvider>);
-
-impl ServerCertVerifier for AcceptAny {
-    fn verify_server_cert(
-        &self,
-        _: &CertificateDer<'_>,
-        _: &[CertificateDer<'_>],
-        _: &ServerName<'_>,
-        _: &[u8],
-        _: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
-}
-
 /// How a test client checks the server.
 pub enum Trust<'a> {
     /// Anything goes; look at `TlsConn::leaf`.
@@ -116,18 +65,14 @@ pub struct TlsConn {
 }
 
 fn config(trust: Trust<'_>, alpn: &[&[u8]]) -> ClientConfig {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let builder = ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .unwrap();
     let mut config = match trust {
-        Trust::Any => builder
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(AcceptAny(provider)))
-            .with_no_client_auth(),
+        Trust::Any => portico_testkit::accept_any_certificate(),
         Trust::Authority(ca) => {
             let mut roots = RootCertStore::empty();
             roots.add(leaf_of(ca.cert_pem())).unwrap();
+            let provider = Arc::new(rustls::crypto::ring::default_provider());
+            let builder = ClientConfig::builder_with_provider(provider);
+            let builder = builder.with_safe_default_protocol_versions().unwrap();
             builder.with_root_certificates(roots).with_no_client_auth()
         }
     };

@@ -9,10 +9,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use portico_tls::Material;
 use portico_tls::generate::Authority;
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::crypto::{CryptoProvider, verify_tls12_signature, verify_tls13_signature};
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{ClientConfig, DigitallySignedStruct, SignatureScheme};
+use rustls::pki_types::{CertificateDer, ServerName};
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -21,47 +18,6 @@ use std::task::{Context, Poll};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
-
-/// Accepts every server certificate (the tests compare the one they got with the expected one).
-#[derive(Debug)]
-struct AcceptAny(Arc<CryptoProvider>);
-
-impl ServerCertVerifier for AcceptAny {
-    fn verify_server_cert(
-        &self,
-        _: &CertificateDer<'_>,
-        _: &[CertificateDer<'_>],
-        _: &ServerName<'_>,
-        _: &[u8],
-        _: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        let algs = &self.0.signature_verification_algorithms;
-        verify_tls12_signature(message, cert, dss, algs)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        let algs = &self.0.signature_verification_algorithms;
-        verify_tls13_signature(message, cert, dss, algs)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
-}
 
 /// A TLS connection: the certificate the server presented and the protocol ALPN chose.
 pub struct Tls {
@@ -72,13 +28,7 @@ pub struct Tls {
 
 /// Connects to `addr` with SNI `server_name` (none: no SNI), offering `alpn`.
 pub async fn connect(addr: SocketAddr, server_name: Option<&str>, alpn: &[&[u8]]) -> Tls {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(AcceptAny(provider)))
-        .with_no_client_auth();
+    let mut config = portico_testkit::accept_any_certificate();
     config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
     config.enable_sni = server_name.is_some();
     let name = ServerName::try_from(server_name.unwrap_or("no-sni.invalid").to_owned()).unwrap();
