@@ -1,5 +1,10 @@
 //! Test-only helpers shared by Portico's test suites (a dev-dependency, never linked into the
-//! binary).
+//! binary): a TLS client configuration that accepts any certificate, and a gRPC-style h2c
+//! backend.
+
+mod grpc;
+
+pub use grpc::grpc_backend;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::{CryptoProvider, verify_tls12_signature, verify_tls13_signature};
