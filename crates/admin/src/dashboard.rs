@@ -50,7 +50,7 @@ pub(crate) fn render(snap: &Snapshot) -> String {
             lb.id,
             esc(&lb.provider)
         );
-        for l in &lb.listeners {
+        for l in lb.listeners.iter() {
             for p in &l.policies {
                 let rules: Vec<String> = p
                     .rules

@@ -102,7 +102,7 @@ mod tests {
             ingress_class: "portico".into(),
             provider: "proxy".into(),
             vip: None,
-            listeners: vec![],
+            listeners: Default::default(),
             pools: vec![],
         };
         let view = IngressView::new(

@@ -6,7 +6,7 @@ use portico_admin::Admin;
 use portico_dataplane_http::{Proxy, ProxyMetrics};
 use portico_model::Model;
 use portico_provider::Registry;
-use portico_source_file::Loaded;
+use portico_source_file::{FileSource, Loaded};
 use portico_translate::{Memo, Previous, Translation, translate_incremental};
 use std::collections::HashSet;
 use std::net::SocketAddr;
@@ -122,6 +122,7 @@ pub async fn run(
         metrics: &app_metrics,
         publish: &publish,
         certificates: &CertificateStage::default(),
+        source: &source,
     };
     let mut shutdown_rx = shutdown.clone();
     let mut served = None;
@@ -193,6 +194,8 @@ struct Pipeline<'a> {
     metrics: &'a AppMetrics,
     publish: &'a [portico_admin::LoadBalancerAddress],
     certificates: &'a CertificateStage,
+    /// Where superseded loads go back to, to be freed on the thread that allocated them.
+    source: &'a FileSource,
 }
 
 /// What is served now, kept so that the next update can be applied incrementally.
@@ -210,6 +213,7 @@ impl Pipeline<'_> {
         let (translation, model, memo, generation) = match previous {
             Some(previous) => match self.endpoints_only(&previous, &loaded) {
                 Some((model, generation)) => {
+                    self.source.retire(previous.loaded);
                     (previous.translation, model, previous.memo, generation)
                 }
                 None => self.translate(&loaded, Some(previous)),
@@ -266,6 +270,7 @@ impl Pipeline<'_> {
                 };
                 let translation =
                     translate_incremental(&loaded.objects, config, Some(previous), &mut memo);
+                self.source.retire(previous_loaded);
                 (translation, memo)
             }
             None => {

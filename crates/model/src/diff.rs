@@ -39,10 +39,10 @@ fn flatten(model: &Model) -> BTreeMap<(ElementKind, Uuid), serde_json::Value> {
     };
     for lb in &model.load_balancers {
         let mut shell = lb.clone();
-        shell.listeners.clear();
+        shell.listeners = Default::default();
         shell.pools.clear();
         put(ElementKind::LoadBalancer, lb.id.0, json(&shell));
-        for l in &lb.listeners {
+        for l in lb.listeners.iter() {
             let mut shell = l.clone();
             shell.policies.clear();
             put(ElementKind::Listener, l.id.0, json(&shell));
@@ -103,7 +103,7 @@ mod tests {
                 ingress_class: "portico".into(),
                 provider: "proxy".into(),
                 vip: None,
-                listeners: vec![],
+                listeners: Default::default(),
                 pools: vec![Pool {
                     id: pool,
                     name: "default_web_80".into(),

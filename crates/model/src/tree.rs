@@ -3,6 +3,7 @@
 use crate::{L7PolicyId, L7RuleId, ListenerId, LoadBalancerId, MemberId, ObjectRef, PoolId};
 use serde::{Deserialize, Serialize};
 use std::net::IpAddr;
+use std::sync::Arc;
 
 /// Everything Portico serves: one entry per LoadBalancer, ordered by id.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -23,7 +24,9 @@ pub struct LoadBalancer {
     /// Internal virtual IP, where one is assigned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vip: Option<IpAddr>,
-    pub listeners: Vec<Listener>,
+    /// Shared: the endpoint fast path gives a load balancer new pools without copying its
+    /// listeners and their policies.
+    pub listeners: Arc<Vec<Listener>>,
     /// Pools referenced by this load balancer's listeners, ordered by id.
     pub pools: Vec<Pool>,
 }

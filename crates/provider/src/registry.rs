@@ -157,7 +157,7 @@ mod tests {
             ingress_class: name.into(),
             provider: provider.into(),
             vip: None,
-            listeners: vec![],
+            listeners: Arc::new(vec![]),
             pools: vec![],
         }
     }

@@ -42,17 +42,16 @@ pub(crate) fn build_load_balancer(
         .into_iter()
         .map(|(id, key)| pools.pool(id, key))
         .collect();
-    let policies = winners
-        .iter()
-        .enumerate()
-        .map(|(i, route)| build_policy(i, route))
-        .collect();
+    let policies = winners.iter().enumerate();
+    let policies = policies.map(|(i, route)| build_policy(i, route, &route.spec.http));
+    let https_policies = winners.iter().enumerate();
+    let https_policies = https_policies.map(|(i, route)| build_policy(i, route, &route.spec.https));
     let listener = Listener {
         id: ids.listener,
         name: format!("HTTP:{port}"),
         protocol: Protocol::Http,
         port,
-        policies,
+        policies: policies.collect(),
         default_pool: default.map(|(backend, _)| backend.pool),
         default_source: default.map(|(_, source)| source.object.clone()),
         tls: None,
@@ -63,7 +62,14 @@ pub(crate) fn build_load_balancer(
         ingress_class: class.to_owned(),
         provider: class::provider(objects, class, config),
         vip: None,
-        listeners: crate::tls::listeners(ids.load_balancer, listener, sources, config, diagnostics),
+        listeners: Arc::new(crate::tls::listeners(
+            ids.https_listener,
+            listener,
+            https_policies.collect(),
+            sources,
+            config,
+            diagnostics,
+        )),
         pools,
     }
 }

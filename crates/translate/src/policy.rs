@@ -1,6 +1,6 @@
 //! L7 policies in evaluation order: the first policy whose rules all match wins.
 
-use crate::route::{HostMatch, Route, RouteSpec};
+use crate::route::{HostMatch, PolicyIds, Route, RouteSpec};
 use portico_model::{CompareType, L7Policy, L7Rule, PolicyAction, RuleType};
 use std::cmp::Reverse;
 
@@ -25,10 +25,11 @@ fn sort_key<'r>(route: &'r Route<'_>) -> SortKey<'r> {
     )
 }
 
-pub(crate) fn build_policy(position: usize, route: &Route<'_>) -> L7Policy {
+/// The policy of `route` at `position`, with the ids of one listener's copy (`ids`).
+pub(crate) fn build_policy(position: usize, route: &Route<'_>, ids: &PolicyIds) -> L7Policy {
     let spec = route.spec;
     let mut rules = Vec::with_capacity(2);
-    if let (Some(id), Some((compare_type, value))) = (spec.host_rule, host_rule(&spec.host)) {
+    if let (Some(id), Some((compare_type, value))) = (ids.host_rule, host_rule(&spec.host)) {
         rules.push(L7Rule {
             id,
             rule_type: RuleType::HostName,
@@ -37,13 +38,13 @@ pub(crate) fn build_policy(position: usize, route: &Route<'_>) -> L7Policy {
         });
     }
     rules.push(L7Rule {
-        id: spec.path_rule,
+        id: ids.path_rule,
         rule_type: RuleType::Path,
         compare_type: spec.path.compare,
         value: spec.path.value.clone(),
     });
     L7Policy {
-        id: spec.policy,
+        id: ids.policy,
         position: u32::try_from(position).unwrap_or(u32::MAX),
         action: PolicyAction::RedirectToPool {
             pool: spec.backend.pool,

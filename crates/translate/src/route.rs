@@ -5,7 +5,7 @@ use crate::pool::pool_id;
 use crate::source::{ClassIds, Source};
 use crate::{ObjectKey, Objects};
 use k8s_openapi::api::networking::v1::{Ingress, IngressBackend};
-use portico_model::{CompareType, Diagnostic, L7PolicyId, L7RuleId, ObjectRef, PoolId};
+use portico_model::{CompareType, Diagnostic, L7PolicyId, L7RuleId, ListenerId, ObjectRef, PoolId};
 use std::fmt;
 
 /// What a route matches on the Host header.
@@ -84,9 +84,41 @@ pub(crate) struct RouteSpec {
     /// `(i, j)` of `spec.rules[i].http.paths[j]`.
     pub position: (usize, usize),
     pub backend: Backend,
+    /// The ids of its policy on the HTTP listener.
+    pub http: PolicyIds,
+    /// The ids of its policy on the TERMINATED_HTTPS listener.
+    pub https: PolicyIds,
+}
+
+/// The ids of one route's policy on one listener and of the policy's rules.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PolicyIds {
     pub policy: L7PolicyId,
     pub host_rule: Option<L7RuleId>,
     pub path_rule: L7RuleId,
+}
+
+impl PolicyIds {
+    /// The HTTP listener's: derived from the route as written.
+    fn http(listener: ListenerId, written: &str, has_host: bool) -> Self {
+        let policy = L7PolicyId::derive(&format!("{listener}/policy/{written}"));
+        PolicyIds {
+            host_rule: has_host.then(|| L7RuleId::derive(&format!("{policy}/host"))),
+            path_rule: L7RuleId::derive(&format!("{policy}/path")),
+            policy,
+        }
+    }
+
+    /// The same route's on the TERMINATED_HTTPS listener: derived from the HTTP ones.
+    fn https(listener: ListenerId, http: &PolicyIds) -> Self {
+        let policy = L7PolicyId::derive(&format!("{listener}/policy/{}", http.policy));
+        let rule = |r: L7RuleId| L7RuleId::derive(&format!("{policy}/rule/{r}"));
+        PolicyIds {
+            host_rule: http.host_rule.map(rule),
+            path_rule: rule(http.path_rule),
+            policy,
+        }
+    }
 }
 
 impl RouteSpec {
@@ -151,16 +183,14 @@ pub(crate) fn routes(
                 key.namespace, key.name, path.path_type
             );
             let host = HostMatch::of(Some(host));
-            let policy = L7PolicyId::derive(&format!("{}/policy/{written}", ids.listener));
+            let http = PolicyIds::http(ids.listener, &written, host != HostMatch::Any);
             out.push(RouteSpec {
-                host_rule: (host != HostMatch::Any)
-                    .then(|| L7RuleId::derive(&format!("{policy}/host"))),
-                path_rule: L7RuleId::derive(&format!("{policy}/path")),
                 host,
                 path: PathMatch::of(&path.path_type, value),
                 position: (i, j),
                 backend: Backend::new(ids, backend),
-                policy,
+                https: PolicyIds::https(ids.https_listener, &http),
+                http,
             });
         }
     }

@@ -7,28 +7,34 @@
 
 use crate::admission::validate_ingress;
 use crate::route::{Backend, Lookups, RouteSpec, backend_key, routes};
-use crate::{ObjectKey, Objects};
+use crate::{Config, ObjectKey, Objects};
 use k8s_openapi::api::networking::v1::Ingress;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use portico_model::{Diagnostic, ListenerId, LoadBalancerId, ObjectRef};
 use std::collections::HashSet;
 use std::sync::Arc;
 
-/// The ids of a class's load balancer and of its HTTP listener, which the ids of policies,
-/// rules and pools derive from.
+/// The ids of a class's load balancer and of its listeners, which the ids of policies, rules
+/// and pools derive from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct ClassIds {
     pub load_balancer: LoadBalancerId,
     pub listener: ListenerId,
+    pub https_listener: ListenerId,
 }
 
 impl ClassIds {
-    pub(crate) fn new(class: &str, port: u16) -> Self {
+    pub(crate) fn new(class: &str, config: &Config) -> Self {
         let load_balancer = LoadBalancerId::derive(&format!("loadbalancer/{class}"));
-        let listener = ListenerId::derive(&format!("{load_balancer}/listener/HTTP/{port}"));
+        let (http, https) = (config.http_port, config.https_port);
+        let listener = ListenerId::derive(&format!("{load_balancer}/listener/HTTP/{http}"));
+        let https_listener = ListenerId::derive(&format!(
+            "{load_balancer}/listener/TERMINATED_HTTPS/{https}"
+        ));
         ClassIds {
             load_balancer,
             listener,
+            https_listener,
         }
     }
 }

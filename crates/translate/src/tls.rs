@@ -12,7 +12,7 @@ use crate::{Config, SSL_REDIRECT_ANNOTATION};
 use k8s_openapi::api::networking::v1::IngressTLS;
 use portico_model::{
     CompareType, Diagnostic, L7Policy, L7PolicyId, L7Rule, L7RuleId, Listener, ListenerId,
-    ListenerTls, LoadBalancerId, ObjectRef, PolicyAction, Protocol, RuleType, SniCertificate,
+    ListenerTls, ObjectRef, PolicyAction, Protocol, RuleType, SniCertificate,
 };
 use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
@@ -22,16 +22,18 @@ use std::sync::Arc;
 pub(crate) const REDIRECT_STATUS: u16 = 308;
 
 /// The HTTP listener (its policies for TLS hosts turned into redirects) and the
-/// TERMINATED_HTTPS listener of load balancer `lb`. `sources` are oldest first.
+/// TERMINATED_HTTPS listener `https_id` with `https_policies` (the HTTP listener's policies,
+/// before any redirect, under ids of their own). `sources` are oldest first.
 pub(crate) fn listeners(
-    lb: LoadBalancerId,
+    https_id: ListenerId,
     mut http: Listener,
+    https_policies: Vec<L7Policy>,
     sources: &[Arc<Source>],
     config: &Config,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Vec<Listener> {
     let hosts = TlsHosts::of(sources, diagnostics);
-    let https = https_listener(lb, &http, hosts.sni, config);
+    let https = https_listener(https_id, &http, https_policies, hosts.sni, config);
     redirect(&mut http, &hosts.redirect, &hosts.opted_out);
     vec![http, https]
 }
@@ -152,16 +154,15 @@ fn ssl_redirect(source: &Source, diagnostics: &mut Vec<Diagnostic>) -> bool {
     }
 }
 
-/// The TERMINATED_HTTPS listener: the HTTP listener's policies (before any redirect) under
-/// ids of its own, and the certificates.
+/// The TERMINATED_HTTPS listener: `policies`, the HTTP listener's defaults, the certificates.
 fn https_listener(
-    lb: LoadBalancerId,
+    id: ListenerId,
     http: &Listener,
+    policies: Vec<L7Policy>,
     sni: BTreeMap<String, SniCertificate>,
     config: &Config,
 ) -> Listener {
     let port = config.https_port;
-    let id = ListenerId::derive(&format!("{lb}/listener/TERMINATED_HTTPS/{port}"));
     let default_certificate = config
         .default_certificate
         .as_ref()
@@ -171,27 +172,13 @@ fn https_listener(
         name: format!("TERMINATED_HTTPS:{port}"),
         protocol: Protocol::TerminatedHttps,
         port,
-        policies: http.policies.iter().map(|p| rebase(p, id)).collect(),
+        policies,
         default_pool: http.default_pool,
         default_source: http.default_source.clone(),
         tls: Some(ListenerTls {
             default_certificate,
             sni: sni.into_values().collect(),
         }),
-    }
-}
-
-/// A copy of `policy` for `listener`, with ids derived from the original ones.
-fn rebase(policy: &L7Policy, listener: ListenerId) -> L7Policy {
-    let id = L7PolicyId::derive(&format!("{listener}/policy/{}", policy.id));
-    let rule = |r: &L7Rule| L7Rule {
-        id: L7RuleId::derive(&format!("{id}/rule/{}", r.id)),
-        ..r.clone()
-    };
-    L7Policy {
-        id,
-        rules: policy.rules.iter().map(rule).collect(),
-        ..policy.clone()
     }
 }
 
@@ -244,14 +231,25 @@ fn redirect(
             };
         }
     }
-    for (host, source) in hosts.iter().filter(|(h, _)| !with_root.contains(*h)) {
-        let policy = catch_all(http.id, host, source);
-        let at = http
-            .policies
-            .iter()
-            .position(|p| host_order(p) > host_order(&policy));
-        http.policies
-            .insert(at.unwrap_or(http.policies.len()), policy);
+    let mut catch_alls: Vec<L7Policy> = (hosts.iter())
+        .filter(|(h, _)| !with_root.contains(*h))
+        .map(|(host, source)| catch_all(http.id, host, source))
+        .collect();
+    if !catch_alls.is_empty() {
+        // Each goes after the last policy of its host's place in the host order; policies are
+        // in that order already, so one merge pass places them all.
+        catch_alls.sort_by(|a, b| host_order(a).cmp(&host_order(b)));
+        let policies = std::mem::take(&mut http.policies);
+        let mut merged = Vec::with_capacity(policies.len() + catch_alls.len());
+        let mut catch_alls = catch_alls.into_iter().peekable();
+        for policy in policies {
+            while let Some(next) = catch_alls.next_if(|c| host_order(&policy) > host_order(c)) {
+                merged.push(next);
+            }
+            merged.push(policy);
+        }
+        merged.extend(catch_alls);
+        http.policies = merged;
     }
     for (position, policy) in http.policies.iter_mut().enumerate() {
         policy.position = u32::try_from(position).unwrap_or(u32::MAX);

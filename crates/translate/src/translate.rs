@@ -67,7 +67,7 @@ pub fn translate_incremental(
             let served = class.is_some_and(|class| {
                 let ids = *ids_of
                     .entry(class)
-                    .or_insert_with(|| ClassIds::new(class, config.http_port));
+                    .or_insert_with(|| ClassIds::new(class, config));
                 let source = match reusable.remove(key) {
                     Some(s) if s.still_holds(ingress, ids, &changed_services) => s,
                     _ => Arc::new(Source::prepare(key, ingress, ids, objects)),
@@ -100,7 +100,7 @@ pub fn translate_incremental(
             let mut sources = by_class.remove(class.as_str()).unwrap_or_default();
             by_age(&mut sources);
             let ids = (ids_of.get(class.as_str()).copied())
-                .unwrap_or_else(|| ClassIds::new(class, config.http_port));
+                .unwrap_or_else(|| ClassIds::new(class, config));
             build_load_balancer(
                 class,
                 ids,

@@ -7,7 +7,7 @@
 //! as it was: run it after every translation.
 
 use crate::{Config, Objects};
-use portico_model::{Diagnostic, Model, ObjectRef, Protocol};
+use portico_model::{Diagnostic, Listener, Model, ObjectRef, Protocol};
 use std::net::IpAddr;
 
 /// IngressClass annotation: the load balancer's virtual IP.
@@ -43,11 +43,15 @@ pub fn assign_vips(model: &mut Model, objects: &Objects, config: &Config) -> Vec
             }
         };
         lb.vip = vip;
-        for listener in &mut lb.listeners {
-            match listener.protocol {
-                Protocol::Http => listener.port = http,
-                Protocol::TerminatedHttps => listener.port = https,
-                Protocol::Tcp | Protocol::Udp => {}
+        let port = |l: &Listener| match l.protocol {
+            Protocol::Http => http,
+            Protocol::TerminatedHttps => https,
+            Protocol::Tcp | Protocol::Udp => l.port,
+        };
+        // The listeners are shared with the previous model: copied only when a port changes.
+        if lb.listeners.iter().any(|l| l.port != port(l)) {
+            for listener in std::sync::Arc::make_mut(&mut lb.listeners) {
+                listener.port = port(listener);
             }
         }
     }

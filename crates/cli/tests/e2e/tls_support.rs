@@ -1,28 +1,22 @@
 //! TLS for the end-to-end tests: Secrets as manifest files, a rustls client that either
 //! verifies against a test authority or accepts anything and reports the certificate it got,
-//! HTTP/1.1 and HTTP/2 over it, and an h2c backend that answers like a gRPC server.
+//! HTTP/1.1 and HTTP/2 over it; the gRPC-style h2c backend comes from portico-testkit.
 
 use bytes::Bytes;
-use http::{HeaderMap, HeaderValue, Request, Response};
+use http::{HeaderMap, Request, Response};
 use http_body_util::{BodyExt, Full};
-use hyper::body::{Body, Frame, Incoming};
+use hyper::body::Incoming;
 use hyper::client::conn::{http1, http2};
-use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use portico_tls::generate::{Authority, Issued};
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::crypto::{CryptoProvider, verify_tls12_signature, verify_tls13_signature};
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
-use std::convert::Infallible;
+use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::{ClientConfig, RootCertStore};
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 
@@ -51,55 +45,6 @@ pub fn leaf_of(chain_pem: &str) -> CertificateDer<'static> {
     CertificateDer::from_pem_slice(chain_pem.as_bytes()).unwrap()
 }
 
-/// Accepts every server certificate; the tests compare the one they got.
-#[derive(Debug)]
-struct AcceptAny(Arc<CryptoProvider>);
-
-impl ServerCertVerifier for AcceptAny {
-    fn verify_server_cert(
-        &self,
-        _: &CertificateDer<'_>,
-        _: &[CertificateDer<'_>],
-        _: &ServerName<'_>,
-        _: &[u8],
-        _: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
-}
-
 /// How a test client checks the server.
 pub enum Trust<'a> {
     /// Anything goes; look at `TlsConn::leaf`.
@@ -116,18 +61,14 @@ pub struct TlsConn {
 }
 
 fn config(trust: Trust<'_>, alpn: &[&[u8]]) -> ClientConfig {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let builder = ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .unwrap();
     let mut config = match trust {
-        Trust::Any => builder
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(AcceptAny(provider)))
-            .with_no_client_auth(),
+        Trust::Any => portico_testkit::accept_any_certificate(),
         Trust::Authority(ca) => {
             let mut roots = RootCertStore::empty();
             roots.add(leaf_of(ca.cert_pem())).unwrap();
+            let provider = Arc::new(rustls::crypto::ring::default_provider());
+            let builder = ClientConfig::builder_with_provider(provider);
+            let builder = builder.with_safe_default_protocol_versions().unwrap();
             builder.with_root_certificates(roots).with_no_client_auth()
         }
     };
@@ -224,68 +165,4 @@ impl H2 {
     }
 }
 
-/// An HTTP/2-only (h2c) backend answering like a gRPC server: a JSON body naming `service`
-/// and what it received, then the trailer `grpc-status: 0`.
-pub async fn grpc_backend(service: &'static str) -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            let reply = service_fn(move |req| grpc_reply(service, req));
-            let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-                .serve_connection(TokioIo::new(stream), reply);
-            tokio::spawn(conn);
-        }
-    });
-    addr
-}
-
-async fn grpc_reply(
-    service: &str,
-    req: Request<Incoming>,
-) -> Result<Response<Trailered>, Infallible> {
-    let header = |k| {
-        let v = req.headers().get(k).and_then(|v| v.to_str().ok());
-        v.unwrap_or("").to_owned()
-    };
-    let echo = serde_json::json!({
-        "service": service,
-        "proto": format!("{:?}", req.version()),
-        "method": req.method().as_str(),
-        "path": req.uri().path(),
-        "content-type": header("content-type"),
-        "te": header("te"),
-        "x-forwarded-proto": header("x-forwarded-proto"),
-    });
-    let _ = req.into_body().collect().await;
-    let mut trailers = HeaderMap::new();
-    trailers.insert("grpc-status", HeaderValue::from_static("0"));
-    trailers.insert("grpc-message", HeaderValue::from_static("ok"));
-    let body = Trailered {
-        data: Some(Bytes::from(echo.to_string())),
-        trailers: Some(trailers),
-    };
-    let response = Response::builder().header("content-type", "application/grpc");
-    Ok(response.body(body).unwrap())
-}
-
-/// A body of one data frame, then trailers.
-struct Trailered {
-    data: Option<Bytes>,
-    trailers: Option<HeaderMap>,
-}
-
-impl Body for Trailered {
-    type Data = Bytes;
-    type Error = Infallible;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        _: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        if let Some(data) = self.data.take() {
-            return Poll::Ready(Some(Ok(Frame::data(data))));
-        }
-        Poll::Ready(self.trailers.take().map(|t| Ok(Frame::trailers(t))))
-    }
-}
+pub use portico_testkit::grpc_backend;

@@ -164,10 +164,10 @@ fn placeholder(class: &str) -> LoadBalancer {
         ingress_class: class.to_owned(),
         provider: PROVIDER.to_owned(),
         vip: None,
-        listeners: vec![
+        listeners: Arc::new(vec![
             listener(Protocol::Http, 80),
             listener(Protocol::TerminatedHttps, 443),
-        ],
+        ]),
         pools: vec![],
     }
 }

@@ -136,10 +136,10 @@ fn model(fields: &[(String, String)], sni: &[String]) -> LoadBalancer {
         ingress_class: "portico".into(),
         provider: "haproxy".into(),
         vip: None,
-        listeners: vec![
+        listeners: std::sync::Arc::new(vec![
             listener(Protocol::Http, None),
             listener(Protocol::TerminatedHttps, Some(tls)),
-        ],
+        ]),
         pools: vec![Pool {
             id: pool,
             name: "p".into(),

@@ -34,7 +34,14 @@ pub enum SourceError {
 #[derive(Debug)]
 pub struct FileSource {
     updates: watch::Receiver<Arc<Loaded>>,
+    retired: mpsc::Sender<Message>,
     _watcher: RecommendedWatcher,
+}
+
+/// What the reload thread receives: file-system events, and loads to drop.
+enum Message {
+    Event(notify::Result<Event>),
+    Retired(Arc<Loaded>),
 }
 
 impl FileSource {
@@ -48,6 +55,15 @@ impl FileSource {
     pub fn current(&self) -> Arc<Loaded> {
         self.updates.borrow().clone()
     }
+
+    /// Hands back a load its user is done with, to be dropped on the thread that parsed its
+    /// objects. The allocator gives memory back to the OS when the thread that allocated it
+    /// frees it; freed from another thread, it waits until that thread allocates again, which
+    /// after a mass deletion may be never.
+    pub fn retire(&self, loaded: Arc<Loaded>) {
+        // The thread is gone only when this source is being dropped; then dropping here is fine.
+        let _ = self.retired.send(Message::Retired(loaded));
+    }
 }
 
 /// Loads `paths` and starts watching them. A directory is watched recursively; a single file
@@ -55,6 +71,7 @@ impl FileSource {
 /// the old one) or a delete and re-create is seen.
 pub fn watch(paths: Vec<PathBuf>) -> Result<FileSource, SourceError> {
     let (events_tx, events) = mpsc::channel();
+    let retired = events_tx.clone();
     let watch_error = |path: &Path| {
         let path = path.to_path_buf();
         move |source| SourceError::Watch { path, source }
@@ -63,7 +80,10 @@ pub fn watch(paths: Vec<PathBuf>) -> Result<FileSource, SourceError> {
         .first()
         .map(PathBuf::as_path)
         .unwrap_or(Path::new("."));
-    let mut watcher = notify::recommended_watcher(events_tx).map_err(watch_error(first))?;
+    let handler = move |event| {
+        let _ = events_tx.send(Message::Event(event));
+    };
+    let mut watcher = notify::recommended_watcher(handler).map_err(watch_error(first))?;
     let mut targets = Vec::with_capacity(paths.len());
     for path in &paths {
         let target = Target::of(path);
@@ -86,6 +106,7 @@ pub fn watch(paths: Vec<PathBuf>) -> Result<FileSource, SourceError> {
         .map_err(SourceError::Thread)?;
     Ok(FileSource {
         updates,
+        retired,
         _watcher: watcher,
     })
 }
@@ -148,7 +169,7 @@ struct Reloader {
     catalog: Catalog,
     paths: Vec<PathBuf>,
     targets: Vec<Target>,
-    events: Receiver<notify::Result<Event>>,
+    events: Receiver<Message>,
     updates: watch::Sender<Arc<Loaded>>,
 }
 
@@ -160,7 +181,8 @@ struct Dirty {
 }
 
 impl Reloader {
-    /// Ends when the watcher is dropped (it holds the other end of `events`).
+    /// Ends when the `FileSource` is dropped (its watcher and itself hold the other ends of
+    /// `events`).
     fn run(mut self) {
         let mut dirty = Dirty::default();
         while self.wait_for_change(&mut dirty) {
@@ -204,12 +226,17 @@ impl Reloader {
         }
     }
 
-    /// Records what `event` changed; true when it concerns the watched manifests.
-    fn note(&self, event: notify::Result<Event>, dirty: &mut Dirty) -> bool {
-        let event = match event {
-            Ok(event) => event,
+    /// Records what `message` changed; true when it concerns the watched manifests. A retired
+    /// load is dropped here.
+    fn note(&self, message: Message, dirty: &mut Dirty) -> bool {
+        let event = match message {
+            Message::Retired(loaded) => {
+                drop(loaded);
+                return false;
+            }
+            Message::Event(Ok(event)) => event,
             // Events may have been lost: reload everything to be sure.
-            Err(err) => {
+            Message::Event(Err(err)) => {
                 tracing::warn!(error = %err, "watching manifests");
                 dirty.full = true;
                 return true;

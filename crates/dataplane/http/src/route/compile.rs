@@ -8,7 +8,6 @@ use super::{FxMap, RouteTable, Routes};
 use crate::metrics::{PoolMetrics, ProxyMetrics};
 use crate::upstream::{Endpoint, Endpoints};
 use portico_model::{Listener, LoadBalancer, Model, PolicyAction, Pool, PoolId, Protocol};
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -73,6 +72,12 @@ impl<'a> Compiler<'a> {
     /// The routes of the listeners of `protocol`.
     fn routes(&mut self, lbs: &[&LoadBalancer], protocol: Protocol) -> Routes {
         let mut routes = RoutesBuilder::default();
+        let listeners = lbs.iter().flat_map(|lb| lb.listeners.iter());
+        let count = (listeners.filter(|l| l.protocol == protocol))
+            .map(|l| l.policies.len())
+            .sum();
+        routes.targets.reserve_exact(count);
+        routes.entries.reserve_exact(count);
         for lb in lbs {
             let listeners = lb.listeners.iter().filter(|l| l.protocol == protocol);
             let pools: FxMap<PoolId, &Pool> = lb.pools.iter().map(|p| (p.id, p)).collect();
@@ -141,8 +146,8 @@ impl<'a> Compiler<'a> {
 
 impl RoutesBuilder {
     fn finish(self) -> Routes {
-        let mut exact: BTreeMap<&str, Vec<(&PathMatch, u32)>> = BTreeMap::new();
-        let mut wildcard: BTreeMap<&str, Vec<(&PathMatch, u32)>> = BTreeMap::new();
+        let mut exact: FxMap<&str, Vec<(&PathMatch, u32)>> = FxMap::default();
+        let mut wildcard: FxMap<&str, Vec<(&PathMatch, u32)>> = FxMap::default();
         let mut any = Vec::new();
         for (host, path, rank) in &self.entries {
             match host {

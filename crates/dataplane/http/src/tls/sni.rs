@@ -29,7 +29,7 @@ impl SniMap {
         let mut lbs: Vec<_> = model.load_balancers.iter().collect();
         lbs.retain(|lb| lb.provider == PROVIDER);
         lbs.sort_by_key(|lb| lb.id);
-        let listeners = lbs.into_iter().flat_map(|lb| &lb.listeners);
+        let listeners = lbs.into_iter().flat_map(|lb| lb.listeners.iter());
         let tls = listeners
             .filter(|l| l.protocol == Protocol::TerminatedHttps)
             .filter_map(|l| l.tls.as_ref());

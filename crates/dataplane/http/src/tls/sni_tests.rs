@@ -41,7 +41,7 @@ fn model(name: &str, provider: &str, sni: &[(&str, &str)], default: Option<&str>
             ingress_class: name.into(),
             provider: provider.into(),
             vip: None,
-            listeners: vec![listener],
+            listeners: std::sync::Arc::new(vec![listener]),
             pools: vec![],
         }],
     }

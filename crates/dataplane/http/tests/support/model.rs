@@ -169,7 +169,7 @@ impl ModelBuilder {
             ingress_class: "portico".into(),
             provider: "proxy".into(),
             vip: None,
-            listeners: std::iter::once(listener).chain(https).collect(),
+            listeners: std::sync::Arc::new(std::iter::once(listener).chain(https).collect()),
             pools: self.pools.clone(),
         }
     }

@@ -94,7 +94,7 @@ pub fn render(lb: &LoadBalancer, input: &Input<'_>) -> Rendered {
     let mut out = Rendered::default();
     let mut text = global::header(lb, input, &mut out.diagnostics);
     let mut specials = backend::Specials::default();
-    for listener in &lb.listeners {
+    for listener in lb.listeners.iter() {
         text.push_str(&frontend::frontend(
             lb,
             listener,

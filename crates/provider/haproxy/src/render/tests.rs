@@ -29,7 +29,7 @@ fn lb(policies: Vec<L7Policy>, members: Vec<Member>) -> LoadBalancer {
         ingress_class: "portico".into(),
         provider: "haproxy".into(),
         vip: None,
-        listeners: vec![Listener {
+        listeners: std::sync::Arc::new(vec![Listener {
             id: ListenerId::derive("http"),
             name: "HTTP:80".into(),
             protocol: Protocol::Http,
@@ -38,7 +38,7 @@ fn lb(policies: Vec<L7Policy>, members: Vec<Member>) -> LoadBalancer {
             default_pool: None,
             default_source: None,
             tls: None,
-        }],
+        }]),
         pools: vec![Pool {
             id: pool,
             name: "default_web_80".into(),

@@ -98,7 +98,7 @@ pub fn model(port: u16, members: &[(SocketAddr, bool)]) -> Model {
             ingress_class: "haproxy".into(),
             provider: "haproxy".into(),
             vip: Some([127, 0, 0, 1].into()),
-            listeners: vec![Listener {
+            listeners: std::sync::Arc::new(vec![Listener {
                 id: ListenerId::derive("http"),
                 name: "HTTP".into(),
                 protocol: Protocol::Http,
@@ -107,7 +107,7 @@ pub fn model(port: u16, members: &[(SocketAddr, bool)]) -> Model {
                 default_pool: Some(pool),
                 default_source: None,
                 tls: None,
-            }],
+            }]),
             pools: vec![Pool {
                 id: pool,
                 name: "default_web_80".into(),
