@@ -7,6 +7,7 @@
 mod diagnostic;
 mod diff;
 mod id;
+pub mod matching;
 mod object;
 mod tree;
 

@@ -1,5 +1,6 @@
 //! Request host normalization: lower-cased, port stripped, trailing dot stripped.
 
+pub(crate) use portico_model::matching::wildcard_suffix;
 use std::borrow::Cow;
 
 /// The host as routing compares it. Borrows unless the host contains upper-case letters.
@@ -23,14 +24,6 @@ fn strip_port(raw: &str) -> &str {
             host
         }
         _ => raw,
-    }
-}
-
-/// The suffix a `*.suffix` rule would need: everything after exactly one non-empty label.
-pub(crate) fn wildcard_suffix(host: &str) -> Option<&str> {
-    match host.split_once('.') {
-        Some((label, suffix)) if !label.is_empty() => Some(suffix),
-        _ => None,
     }
 }
 
@@ -58,12 +51,5 @@ mod tests {
         assert_eq!(normalize_host("[::1]:8080"), "[::1]");
         assert_eq!(normalize_host("[::1]"), "[::1]");
         assert_eq!(normalize_host("[FE80::1]"), "[fe80::1]");
-    }
-
-    #[test]
-    fn wildcard_suffix_needs_one_non_empty_label() {
-        assert_eq!(wildcard_suffix("bar.foo.com"), Some("foo.com"));
-        assert_eq!(wildcard_suffix(".foo.com"), None);
-        assert_eq!(wildcard_suffix("localhost"), None);
     }
 }

@@ -1,6 +1,7 @@
 //! Path matching: one table of exact paths and element-wise prefixes per host.
 
 use super::fxhash::FxMap;
+pub(crate) use portico_model::matching::PathMatch;
 
 /// The paths of one host, each mapped to the best (lowest) policy rank that matches it.
 #[derive(Debug, Default, Clone)]
@@ -9,36 +10,6 @@ pub(crate) struct PathTable {
     exact: FxMap<Box<str>, u32>,
     /// Normalized prefix → best rank among this prefix and every shorter prefix above it.
     prefix: FxMap<Box<str>, u32>,
-}
-
-/// A path rule reduced to one comparison.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(crate) enum PathMatch {
-    Exact(String),
-    /// Stored normalized: no trailing slash, `/` for the root.
-    Prefix(String),
-}
-
-impl PathMatch {
-    pub(crate) fn prefix(value: &str) -> Self {
-        PathMatch::Prefix(normalize_prefix(value).to_owned())
-    }
-}
-
-/// The prefix rule value without trailing slashes; `/` (or empty) stays the root.
-pub(crate) fn normalize_prefix(value: &str) -> &str {
-    match value.trim_end_matches('/') {
-        "" => "/",
-        v => v,
-    }
-}
-
-/// Element-wise prefix match of a normalized prefix against a request path.
-pub(crate) fn prefix_matches(prefix: &str, path: &str) -> bool {
-    prefix == "/"
-        || path
-            .strip_prefix(prefix)
-            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
 }
 
 /// Every prefix a request path can match, longest first, ending with `/`.
@@ -124,22 +95,6 @@ mod tests {
         assert_eq!(all("/"), ["/"]);
         assert_eq!(all(""), ["/"]);
         assert_eq!(all("/a//b"), ["/a//b", "/a/", "/a", "/"]);
-    }
-
-    #[test]
-    fn prefix_match_is_element_wise() {
-        assert!(prefix_matches("/foo", "/foo"));
-        assert!(prefix_matches("/foo", "/foo/"));
-        assert!(prefix_matches("/foo", "/foo/bar"));
-        assert!(!prefix_matches("/foo", "/foobar"));
-        assert!(prefix_matches("/", "/anything"));
-    }
-
-    #[test]
-    fn normalized_prefix_drops_trailing_slashes() {
-        assert_eq!(normalize_prefix("/foo/"), "/foo");
-        assert_eq!(normalize_prefix("/"), "/");
-        assert_eq!(normalize_prefix(""), "/");
     }
 
     #[test]

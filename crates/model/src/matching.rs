@@ -1,0 +1,196 @@
+//! A policy's rules (a logical AND) reduced to one host and one path comparison. Any
+//! conjunction of host rules is equivalent to one host rule or to "never", and the same holds
+//! for path rules. Every provider (the built-in proxy's route table, the haproxy renderer)
+//! reduces with this one function, so they agree on every odd combination.
+
+use crate::{CompareType, L7Rule, RuleType};
+
+/// A host rule reduced to one comparison against the normalized request host (lower-cased,
+/// without port or trailing dot).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum HostMatch {
+    Any,
+    Exact(String),
+    /// `*.suffix`: the suffix, lower-cased; exactly one non-empty label must precede it.
+    Wildcard(String),
+}
+
+/// A path rule reduced to one comparison.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum PathMatch {
+    /// The whole path, case-sensitive.
+    Exact(String),
+    /// Element-wise prefix, stored normalized: no trailing slash, `/` for the root.
+    Prefix(String),
+}
+
+impl PathMatch {
+    pub fn prefix(value: &str) -> Self {
+        PathMatch::Prefix(normalize_prefix(value).to_owned())
+    }
+}
+
+/// A prefix rule's value without trailing slashes; `/` (or empty) stays the root.
+pub fn normalize_prefix(value: &str) -> &str {
+    match value.trim_end_matches('/') {
+        "" => "/",
+        v => v,
+    }
+}
+
+/// Element-wise prefix match of a normalized prefix against a request path.
+pub fn prefix_matches(prefix: &str, path: &str) -> bool {
+    prefix == "/"
+        || path
+            .strip_prefix(prefix)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+}
+
+/// The suffix a `*.suffix` rule would need to match `host`: everything after exactly one
+/// non-empty label.
+pub fn wildcard_suffix(host: &str) -> Option<&str> {
+    match host.split_once('.') {
+        Some((label, suffix)) if !label.is_empty() => Some(suffix),
+        _ => None,
+    }
+}
+
+/// A policy's rules as one host and one path comparison; `None` when they can never all match.
+pub fn reduce(rules: &[L7Rule]) -> Option<(HostMatch, PathMatch)> {
+    let mut host = HostMatch::Any;
+    let mut path = PathMatch::prefix("/");
+    for rule in rules {
+        match rule.rule_type {
+            RuleType::HostName => host = both_hosts(host, host_rule(rule)?)?,
+            RuleType::Path => path = both_paths(path, path_rule(rule)?)?,
+        }
+    }
+    Some((host, path))
+}
+
+/// A rule with a comparison its type does not support never matches.
+fn host_rule(rule: &L7Rule) -> Option<HostMatch> {
+    let value = rule.value.to_ascii_lowercase();
+    match rule.compare_type {
+        CompareType::EqualTo => Some(HostMatch::Exact(value)),
+        CompareType::WildcardLabel => Some(HostMatch::Wildcard(value)),
+        CompareType::PathPrefix => None,
+    }
+}
+
+fn path_rule(rule: &L7Rule) -> Option<PathMatch> {
+    match rule.compare_type {
+        CompareType::EqualTo => Some(PathMatch::Exact(rule.value.clone())),
+        CompareType::PathPrefix => Some(PathMatch::prefix(&rule.value)),
+        CompareType::WildcardLabel => None,
+    }
+}
+
+fn both_hosts(a: HostMatch, b: HostMatch) -> Option<HostMatch> {
+    use HostMatch::{Any, Exact, Wildcard};
+    match (a, b) {
+        (Any, x) | (x, Any) => Some(x),
+        (Exact(h), Wildcard(s)) | (Wildcard(s), Exact(h)) => {
+            (wildcard_suffix(&h) == Some(s.as_str())).then_some(Exact(h))
+        }
+        (a, b) => (a == b).then_some(a),
+    }
+}
+
+/// Two prefixes both match a path only when one lies above the other: the longer one decides.
+fn both_paths(a: PathMatch, b: PathMatch) -> Option<PathMatch> {
+    use PathMatch::{Exact, Prefix};
+    match (a, b) {
+        (Prefix(v), Prefix(w)) if prefix_matches(&v, &w) => Some(Prefix(w)),
+        (Prefix(v), Prefix(w)) => prefix_matches(&w, &v).then_some(Prefix(v)),
+        (Exact(e), Prefix(v)) | (Prefix(v), Exact(e)) => prefix_matches(&v, &e).then_some(Exact(e)),
+        (a, b) => (a == b).then_some(a),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::L7RuleId;
+
+    fn rule(rule_type: RuleType, compare_type: CompareType, value: &str) -> L7Rule {
+        L7Rule {
+            id: L7RuleId::derive(value),
+            rule_type,
+            compare_type,
+            value: value.into(),
+        }
+    }
+
+    #[test]
+    fn no_rules_match_every_host_and_path() {
+        assert_eq!(
+            reduce(&[]),
+            Some((HostMatch::Any, PathMatch::Prefix("/".into())))
+        );
+    }
+
+    #[test]
+    fn nested_prefixes_reduce_to_the_longer_one() {
+        let rules = [
+            rule(RuleType::Path, CompareType::PathPrefix, "/a/b/"),
+            rule(RuleType::Path, CompareType::PathPrefix, "/a"),
+        ];
+        assert_eq!(
+            reduce(&rules).map(|r| r.1),
+            Some(PathMatch::Prefix("/a/b".into()))
+        );
+    }
+
+    #[test]
+    fn disjoint_prefixes_never_match() {
+        let rules = [
+            rule(RuleType::Path, CompareType::PathPrefix, "/a"),
+            rule(RuleType::Path, CompareType::PathPrefix, "/ab"),
+        ];
+        assert_eq!(reduce(&rules), None);
+    }
+
+    #[test]
+    fn exact_host_inside_a_wildcard_reduces_to_the_exact_host() {
+        let rules = [
+            rule(RuleType::HostName, CompareType::WildcardLabel, "foo.com"),
+            rule(RuleType::HostName, CompareType::EqualTo, "Bar.foo.com"),
+        ];
+        assert_eq!(
+            reduce(&rules).map(|r| r.0),
+            Some(HostMatch::Exact("bar.foo.com".into()))
+        );
+    }
+
+    #[test]
+    fn host_rule_with_a_path_comparison_never_matches() {
+        assert_eq!(
+            reduce(&[rule(RuleType::HostName, CompareType::PathPrefix, "/")]),
+            None
+        );
+    }
+
+    #[test]
+    fn prefix_match_is_element_wise() {
+        assert!(prefix_matches("/foo", "/foo"));
+        assert!(prefix_matches("/foo", "/foo/"));
+        assert!(prefix_matches("/foo", "/foo/bar"));
+        assert!(!prefix_matches("/foo", "/foobar"));
+        assert!(prefix_matches("/", "/anything"));
+    }
+
+    #[test]
+    fn normalized_prefix_drops_trailing_slashes() {
+        assert_eq!(normalize_prefix("/foo/"), "/foo");
+        assert_eq!(normalize_prefix("/"), "/");
+        assert_eq!(normalize_prefix(""), "/");
+    }
+
+    #[test]
+    fn wildcard_suffix_needs_one_non_empty_label() {
+        assert_eq!(wildcard_suffix("bar.foo.com"), Some("foo.com"));
+        assert_eq!(wildcard_suffix(".foo.com"), None);
+        assert_eq!(wildcard_suffix("localhost"), None);
+    }
+}
