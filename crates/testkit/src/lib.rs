@@ -1,6 +1,6 @@
 //! Test-only helpers shared by Portico's test suites (a dev-dependency, never linked into the
-//! binary): a TLS client configuration that accepts any certificate, and a gRPC-style h2c
-//! backend.
+//! binary): a TLS client configuration that accepts any certificate, a gRPC-style h2c
+//! backend, and free ports for listeners that a test cannot ask to bind port 0.
 
 mod grpc;
 
@@ -64,4 +64,30 @@ impl ServerCertVerifier for AcceptAny {
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.0.signature_verification_algorithms.supported_schemes()
     }
+}
+
+/// A loopback TCP port that nothing listens on, for a process that must be told its port
+/// (haproxy). It is taken below the kernel's ephemeral range (32768–60999), so that no socket of
+/// a concurrent test, bound to port 0 or connecting out, can be handed the same port between
+/// this check and the real bind. Ports are handed out once per test process, and processes
+/// running side by side start at different offsets.
+pub fn free_port() -> u16 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const LOW: u32 = 10_000;
+    const SPAN: u32 = 22_000;
+    static NEXT: AtomicU32 = AtomicU32::new(u32::MAX);
+    let _ = NEXT.compare_exchange(
+        u32::MAX,
+        (std::process::id() * 331) % SPAN,
+        Ordering::Relaxed,
+        Ordering::Relaxed,
+    );
+    for _ in 0..SPAN {
+        let port = LOW + NEXT.fetch_add(1, Ordering::Relaxed) % SPAN;
+        let port = u16::try_from(port).expect("below 32768");
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free loopback port between {LOW} and {}", LOW + SPAN)
 }

@@ -329,10 +329,7 @@ impl Portico {
 }
 
 /// A loopback port that is free now.
-pub fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().port()
-}
+pub use portico_testkit::free_port;
 
 fn parse_banner(line: &str) -> (SocketAddr, SocketAddr, SocketAddr) {
     // "portico: serving HTTP on A, HTTPS on B and the admin API on C"

@@ -38,13 +38,7 @@ pub async fn echo(name: &'static str) -> SocketAddr {
 }
 
 /// A loopback port free right now (haproxy cannot be given port 0).
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+pub use portico_testkit::free_port;
 
 /// `GET /` with `Connection: close`: the status and the body, or the error.
 pub async fn get(addr: SocketAddr, path: &str) -> Result<(u16, String), String> {
