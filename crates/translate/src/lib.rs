@@ -40,6 +40,7 @@ mod compat;
 mod config;
 mod incremental;
 mod loadbalancer;
+mod loaded;
 mod members;
 mod memo;
 mod merge;
@@ -59,6 +60,7 @@ pub use config::{
     PROVIDER_ANNOTATION, SSL_REDIRECT_ANNOTATION,
 };
 pub use incremental::{endpoint_only_change, refresh_members};
+pub use loaded::Loaded;
 pub use memo::{Memo, Previous};
 pub use objects::{ObjectKey, Objects};
 pub use translate::{IngressState, Translation, translate, translate_incremental};

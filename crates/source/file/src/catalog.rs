@@ -3,11 +3,11 @@
 use crate::admission::admit;
 use crate::assemble::assemble;
 use crate::decode::FILE_KIND;
-use crate::loaded::Loaded;
 use crate::object::Object;
 use crate::parse::{Parsed, parse_documents};
 use crate::walk::{has_manifest_extension, is_hidden, list_files};
 use portico_model::{Diagnostic, ObjectRef};
+use portico_translate::Loaded;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fs::{self, Metadata};
 use std::hash::{DefaultHasher, Hasher};

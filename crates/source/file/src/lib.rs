@@ -13,7 +13,6 @@ mod admission;
 mod assemble;
 mod catalog;
 mod decode;
-mod loaded;
 mod object;
 mod parse;
 mod split;
@@ -22,7 +21,7 @@ mod watch;
 
 pub use catalog::{Catalog, load};
 pub use decode::FILE_KIND;
-pub use loaded::Loaded;
 pub use object::Object;
 pub use parse::{Parsed, parse_documents};
+pub use portico_translate::Loaded;
 pub use watch::{FileSource, SourceError, watch};

@@ -1,9 +1,9 @@
 //! Watching the manifest files: file-system events → debounced reloads → new `Loaded` values.
 
 use crate::catalog::Catalog;
-use crate::loaded::Loaded;
 use notify::event::{AccessKind, AccessMode};
 use notify::{Event, EventKind, RecommendedWatcher, RecursiveMode, Watcher};
+use portico_translate::Loaded;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

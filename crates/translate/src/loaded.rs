@@ -1,9 +1,10 @@
+use crate::Objects;
 use portico_model::Diagnostic;
-use portico_translate::Objects;
 use std::fmt;
 use std::path::PathBuf;
 
-/// Everything the manifest files say: the objects, what was wrong, and which files were read.
+/// What a source reports: the objects, what was wrong with them, and the files they were read
+/// from (none for the Kubernetes API).
 #[derive(Clone, Default)]
 pub struct Loaded {
     pub objects: Objects,
@@ -31,9 +32,9 @@ impl fmt::Debug for Loaded {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ObjectKey;
     use k8s_openapi::ByteString;
     use k8s_openapi::api::core::v1::Secret;
-    use portico_translate::ObjectKey;
 
     #[test]
     fn debug_output_never_shows_secret_data() {

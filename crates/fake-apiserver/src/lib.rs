@@ -1,0 +1,1 @@
+//! A fake Kubernetes API server for tests (skeleton; being built).

@@ -1,0 +1,1 @@
+//! Reports to the Kubernetes API (skeleton; being built).

@@ -1,0 +1,1 @@
+//! The Kubernetes API source (skeleton; being built).
