@@ -1,6 +1,6 @@
 //! Which class an Ingress belongs to, and which classes are ours.
 
-use crate::{Config, LEGACY_CLASS_ANNOTATION, Objects, PROVIDER_ANNOTATION};
+use crate::{Config, LEGACY_CLASS_ANNOTATION, ObjectKey, Objects, PROVIDER_ANNOTATION};
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use std::collections::BTreeSet;
 
@@ -58,4 +58,67 @@ pub(crate) fn provider(objects: &Objects, class: &str, config: &Config) -> Strin
         .and_then(|c| c.metadata.annotations.as_ref());
     let annotated = annotations.and_then(|a| a.get(PROVIDER_ANNOTATION));
     annotated.unwrap_or(&config.default_provider).clone()
+}
+
+/// The Secrets a source must keep: those named by `spec.tls` of Ingresses whose class is ours,
+/// in the Ingress's namespace, and the `--default-certificate` Secret. A Kubernetes source
+/// keeps only these in memory (Secrets are the largest objects and mostly not ours).
+pub fn referenced_secrets(objects: &Objects, config: &Config) -> BTreeSet<ObjectKey> {
+    let owned = owned_classes(objects, config);
+    let mut secrets: BTreeSet<ObjectKey> = config.default_certificate.iter().cloned().collect();
+    for (key, ingress) in &objects.ingresses {
+        if !ingress_class(ingress).is_some_and(|c| owned.contains(c)) {
+            continue;
+        }
+        let tls = ingress.spec.as_ref().and_then(|s| s.tls.as_deref());
+        let names = tls.unwrap_or_default().iter();
+        let names = names.filter_map(|t| t.secret_name.as_deref().filter(|n| !n.is_empty()));
+        secrets.extend(names.map(|name| ObjectKey::new(&key.namespace, name)));
+    }
+    secrets
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::networking::v1::{IngressSpec, IngressTLS};
+    use std::sync::Arc;
+
+    fn ingress(class: Option<&str>, secrets: &[&str]) -> Arc<Ingress> {
+        let tls = secrets
+            .iter()
+            .map(|s| IngressTLS {
+                secret_name: Some((*s).to_owned()),
+                hosts: None,
+            })
+            .collect();
+        Arc::new(Ingress {
+            spec: Some(IngressSpec {
+                ingress_class_name: class.map(str::to_owned),
+                tls: Some(tls),
+                ..IngressSpec::default()
+            }),
+            ..Ingress::default()
+        })
+    }
+
+    #[test]
+    fn only_owned_ingresses_and_the_default_certificate_reference_secrets() {
+        let mut objects = Objects::default();
+        let ours = ingress(Some("portico"), &["a", "", "b"]);
+        objects.ingresses.insert(ObjectKey::new("ns", "ours"), ours);
+        let theirs = ingress(Some("nginx"), &["c"]);
+        objects.ingresses.insert(ObjectKey::new("ns", "theirs"), theirs);
+        let classless = ingress(None, &["d"]);
+        objects.ingresses.insert(ObjectKey::new("other", "none"), classless);
+        let config = Config {
+            default_certificate: Some(ObjectKey::new("system", "default-tls")),
+            ..Config::default()
+        };
+        let got: Vec<String> = referenced_secrets(&objects, &config)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(got, ["ns/a", "ns/b", "system/default-tls"]);
+    }
 }

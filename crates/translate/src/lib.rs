@@ -55,6 +55,7 @@ mod translate;
 mod vip;
 
 pub use certificates::{Certificates, SecretError, certificates};
+pub use class::referenced_secrets;
 pub use config::{
     CONTROLLER_NAME, Config, DEFAULT_CLASS_ANNOTATION, LEGACY_CLASS_ANNOTATION,
     PROVIDER_ANNOTATION, SSL_REDIRECT_ANNOTATION,

@@ -1,0 +1,383 @@
+//! Pure: what the watchers have seen, kept as the [`Objects`] the translator reads.
+//!
+//! Each kind's watcher feeds [`State`] with live changes ([`State::apply`], [`State::delete`])
+//! and with whole relists ([`State::relisted`]): a relist (the first list, a watch that could
+//! not resume, a 410 Gone) is collected apart by the watcher task and swapped in at once when
+//! complete, so the objects served never have a gap and nothing is counted twice.
+//!
+//! Secrets are kept only while referenced ([`portico_translate::referenced_secrets`]): a Secret
+//! event for an unreferenced Secret is dropped. When an Ingress starts to name a Secret that is
+//! not kept, the source fetches it ([`State::fetch_done`]); a per-Secret event counter makes a
+//! fetch that raced with a watch event lose to the event, which is newer.
+
+use crate::kinds::{Kind, Watched};
+use portico_translate::{Config, ObjectKey, Objects, referenced_secrets};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+
+/// What a change asks of the source besides publishing.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct Effects {
+    /// The objects changed: publish a new snapshot (once every kind is synced).
+    pub changed: bool,
+    /// Secrets to fetch, with the event count each had when the fetch was decided.
+    pub fetch: Vec<(ObjectKey, u64)>,
+}
+
+#[derive(Debug)]
+pub(crate) struct State {
+    objects: Objects,
+    config: Config,
+    /// Kinds whose first list has completed.
+    synced: BTreeSet<Kind>,
+    /// Secrets named by owned Ingresses (and `--default-certificate`).
+    referenced: BTreeSet<ObjectKey>,
+    /// Live watch events seen per Secret (any Secret, referenced or not).
+    secret_events: HashMap<ObjectKey, u64>,
+    /// Referenced Secrets known not to exist (fetched: 404, or deleted).
+    missing: HashSet<ObjectKey>,
+    /// Referenced Secrets being fetched.
+    fetching: HashSet<ObjectKey>,
+}
+
+impl State {
+    pub fn new(config: Config) -> Self {
+        State {
+            objects: Objects::default(),
+            config,
+            synced: BTreeSet::new(),
+            referenced: BTreeSet::new(),
+            secret_events: HashMap::new(),
+            missing: HashSet::new(),
+            fetching: HashSet::new(),
+        }
+    }
+
+    /// True once every kind has been listed.
+    pub fn synced(&self) -> bool {
+        Kind::ALL.iter().all(|k| self.synced.contains(k))
+    }
+
+    /// The objects as they are now (shared: a copy of maps of `Arc`s).
+    pub fn objects(&self) -> Objects {
+        self.objects.clone()
+    }
+
+    /// Whether a Secret is kept in memory.
+    fn keeps<K: Watched>(&self, key: &K::Key) -> bool {
+        K::secret(key).is_none_or(|k| self.referenced.contains(k))
+    }
+
+    /// An added or modified object.
+    pub fn apply<K: Watched>(&mut self, object: K) -> Effects {
+        let key = object.key();
+        self.secret_event::<K>(&key, false);
+        let changed = if self.keeps::<K>(&key) {
+            K::map(&mut self.objects).insert(key, Arc::new(object));
+            true
+        } else {
+            K::map(&mut self.objects).remove(&key).is_some()
+        };
+        self.after::<K>(changed)
+    }
+
+    /// A deleted object.
+    pub fn delete<K: Watched>(&mut self, object: &K) -> Effects {
+        let key = object.key();
+        self.secret_event::<K>(&key, true);
+        let changed = K::map(&mut self.objects).remove(&key).is_some();
+        self.after::<K>(changed)
+    }
+
+    /// A complete list of the kind (the first one, or a relist): it replaces what was known.
+    pub fn relisted<K: Watched>(&mut self, objects: Vec<K>) -> Effects {
+        let mut map = BTreeMap::new();
+        for object in objects {
+            let key = object.key();
+            if self.keeps::<K>(&key) {
+                map.insert(key, Arc::new(object));
+            }
+        }
+        if K::KIND == Kind::Secret {
+            // The list is the truth now: Secrets named but absent are fetched again, in case
+            // the list was taken before they were named.
+            self.missing.clear();
+        }
+        *K::map(&mut self.objects) = map;
+        self.synced.insert(K::KIND);
+        self.after::<K>(true)
+    }
+
+    /// A fetch of Secret `key`, decided when it had seen `events` watch events, came back.
+    pub fn fetch_done(
+        &mut self,
+        key: &ObjectKey,
+        events: u64,
+        secret: Option<k8s_openapi::api::core::v1::Secret>,
+    ) -> Effects {
+        self.fetching.remove(key);
+        let raced = self.secret_events.get(key).copied().unwrap_or(0) != events;
+        if raced || !self.referenced.contains(key) {
+            // A watch event since the fetch was decided is newer than what the fetch read.
+            return Effects::default();
+        }
+        match secret {
+            Some(secret) => {
+                self.objects.secrets.insert(key.clone(), Arc::new(secret));
+                Effects {
+                    changed: true,
+                    fetch: vec![],
+                }
+            }
+            None => {
+                self.missing.insert(key.clone());
+                Effects::default()
+            }
+        }
+    }
+
+    /// A fetch failed (not a 404): it is tried again at the next change of what is named.
+    pub fn fetch_failed(&mut self, key: &ObjectKey) {
+        self.fetching.remove(key);
+    }
+
+    fn secret_event<K: Watched>(&mut self, key: &K::Key, deleted: bool) {
+        if let Some(key) = K::secret(key) {
+            *self.secret_events.entry(key.clone()).or_default() += 1;
+            if deleted {
+                if self.referenced.contains(key) {
+                    self.missing.insert(key.clone());
+                }
+            } else {
+                self.missing.remove(key);
+            }
+        }
+    }
+
+    fn after<K: Watched>(&mut self, changed: bool) -> Effects {
+        let mut effects = Effects {
+            changed,
+            fetch: vec![],
+        };
+        if K::KIND.names_secrets() && changed {
+            self.referenced = referenced_secrets(&self.objects, &self.config);
+            let referenced = &self.referenced;
+            let before = self.objects.secrets.len();
+            self.objects.secrets.retain(|k, _| referenced.contains(k));
+            effects.changed |= self.objects.secrets.len() != before;
+            self.missing.retain(|k| referenced.contains(k));
+            // Unreferenced Secrets' counters are dropped; a fetch decided while a counter was
+            // dropped still loses to any later event, which starts the counter at 1.
+            self.secret_events.retain(|k, _| referenced.contains(k));
+        }
+        if self.synced.contains(&Kind::Secret)
+            && (K::KIND.names_secrets() || K::KIND == Kind::Secret)
+        {
+            effects.fetch = self.to_fetch();
+        }
+        effects
+    }
+
+    /// Referenced Secrets neither kept, known missing nor being fetched.
+    fn to_fetch(&mut self) -> Vec<(ObjectKey, u64)> {
+        let mut fetch = Vec::new();
+        for key in &self.referenced {
+            if self.objects.secrets.contains_key(key)
+                || self.missing.contains(key)
+                || self.fetching.contains(key)
+            {
+                continue;
+            }
+            let events = self.secret_events.get(key).copied().unwrap_or(0);
+            fetch.push((key.clone(), events));
+        }
+        for (key, _) in &fetch {
+            self.fetching.insert(key.clone());
+        }
+        fetch
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{Secret, Service};
+    use k8s_openapi::api::networking::v1::{Ingress, IngressSpec, IngressTLS};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    fn meta(ns: &str, name: &str) -> ObjectMeta {
+        ObjectMeta {
+            namespace: Some(ns.into()),
+            name: Some(name.into()),
+            ..ObjectMeta::default()
+        }
+    }
+
+    fn ingress(name: &str, class: &str, secret: &str) -> Ingress {
+        Ingress {
+            metadata: meta("ns", name),
+            spec: Some(IngressSpec {
+                ingress_class_name: Some(class.into()),
+                tls: Some(vec![IngressTLS {
+                    secret_name: Some(secret.into()),
+                    hosts: None,
+                }]),
+                ..IngressSpec::default()
+            }),
+            ..Ingress::default()
+        }
+    }
+
+    fn secret(name: &str, value: &str) -> Secret {
+        Secret {
+            metadata: meta("ns", name),
+            string_data: Some([("v".to_owned(), value.to_owned())].into()),
+            ..Secret::default()
+        }
+    }
+
+    fn service(name: &str) -> Service {
+        Service {
+            metadata: meta("ns", name),
+            ..Service::default()
+        }
+    }
+
+    fn kept(state: &State) -> Vec<String> {
+        state
+            .objects
+            .secrets
+            .keys()
+            .map(|k| k.to_string())
+            .collect()
+    }
+
+    /// A state with every kind listed (empty).
+    fn synced() -> State {
+        let mut state = State::new(Config::default());
+        state.relisted::<Ingress>(vec![]);
+        state.relisted::<k8s_openapi::api::networking::v1::IngressClass>(vec![]);
+        state.relisted::<Service>(vec![]);
+        state.relisted::<k8s_openapi::api::discovery::v1::EndpointSlice>(vec![]);
+        state.relisted::<Secret>(vec![]);
+        state
+    }
+
+    #[test]
+    fn nothing_is_synced_until_every_kind_is_listed() {
+        let mut state = State::new(Config::default());
+        state.relisted::<Ingress>(vec![]);
+        state.relisted::<Service>(vec![]);
+        assert!(!state.synced());
+        assert!(synced().synced());
+    }
+
+    #[test]
+    fn a_relist_replaces_the_kind_whole() {
+        let mut state = synced();
+        state.apply(service("a"));
+        state.apply(service("b"));
+        // While the watch was down, b was deleted and c created: the relist says a and c.
+        state.relisted(vec![service("a"), service("c")]);
+        let names: Vec<_> = state
+            .objects()
+            .services
+            .keys()
+            .map(|k| k.name.clone())
+            .collect();
+        assert_eq!(names, ["a", "c"]);
+        assert!(state.delete(&service("c")).changed);
+        assert!(
+            !state.delete(&service("c")).changed,
+            "deleting twice changes nothing"
+        );
+    }
+
+    #[test]
+    fn only_secrets_named_by_owned_ingresses_are_kept() {
+        let mut state = synced();
+        assert_eq!(state.apply(secret("unused", "x")), Effects::default());
+        state.apply(ingress("theirs", "nginx", "theirs-tls"));
+        state.apply(secret("theirs-tls", "x"));
+        assert!(kept(&state).is_empty());
+        // An owned Ingress names a Secret not kept: it is fetched.
+        let effects = state.apply(ingress("ours", "portico", "tls"));
+        assert_eq!(effects.fetch, [(ObjectKey::new("ns", "tls"), 0)]);
+        // Asking again while the fetch runs fetches nothing more.
+        assert!(state.apply(service("s")).fetch.is_empty());
+        assert!(
+            state
+                .apply(ingress("ours", "portico", "tls"))
+                .fetch
+                .is_empty()
+        );
+        assert!(
+            state
+                .fetch_done(&ObjectKey::new("ns", "tls"), 0, Some(secret("tls", "1")))
+                .changed
+        );
+        assert_eq!(kept(&state), ["ns/tls"]);
+        // Updates of a kept Secret are applied; when no Ingress names it, it is dropped.
+        assert!(state.apply(secret("tls", "2")).changed);
+        let effects = state.apply(ingress("ours", "portico", "other-tls"));
+        assert!(effects.changed);
+        assert!(kept(&state).is_empty());
+        assert_eq!(effects.fetch, [(ObjectKey::new("ns", "other-tls"), 0)]);
+    }
+
+    #[test]
+    fn a_fetch_that_raced_with_a_watch_event_loses_to_the_event() {
+        let mut state = synced();
+        let key = ObjectKey::new("ns", "tls");
+        let fetch = state.apply(ingress("ours", "portico", "tls")).fetch;
+        assert_eq!(fetch, [(key.clone(), 0)]);
+        // The watch delivers the Secret (newer), then the fetch returns an older copy.
+        state.apply(secret("tls", "new"));
+        assert!(
+            !state
+                .fetch_done(&key, 0, Some(secret("tls", "old")))
+                .changed
+        );
+        let kept = &state.objects().secrets[&key];
+        assert_eq!(kept.string_data.as_ref().unwrap()["v"], "new");
+        // A delete between the decision and the answer wins too.
+        state.delete(&secret("tls", "new"));
+        assert!(state.objects().secrets.is_empty());
+        assert!(
+            state
+                .apply(ingress("ours", "portico", "tls"))
+                .fetch
+                .is_empty(),
+            "known missing"
+        );
+    }
+
+    #[test]
+    fn a_missing_secret_is_not_fetched_again_until_it_appears_or_a_relist() {
+        let mut state = synced();
+        let key = ObjectKey::new("ns", "tls");
+        state.apply(ingress("ours", "portico", "tls"));
+        assert!(!state.fetch_done(&key, 0, None).changed);
+        assert!(
+            state
+                .apply(ingress("ours2", "portico", "tls"))
+                .fetch
+                .is_empty()
+        );
+        // It is created: the watch delivers it and it is kept.
+        assert!(state.apply(secret("tls", "1")).changed);
+        assert_eq!(kept(&state), ["ns/tls"]);
+        // A relist that was taken before it existed fetches it again.
+        let effects = state.relisted::<Secret>(vec![]);
+        assert_eq!(effects.fetch, [(key, 1)]);
+    }
+
+    #[test]
+    fn a_failed_fetch_is_retried_on_the_next_change() {
+        let mut state = synced();
+        let key = ObjectKey::new("ns", "tls");
+        state.apply(ingress("ours", "portico", "tls"));
+        state.fetch_failed(&key);
+        assert_eq!(state.apply(ingress("other", "x", "y")).fetch, [(key, 0)]);
+    }
+}
