@@ -173,13 +173,13 @@ impl State {
         if self.synced.contains(&Kind::Secret)
             && (K::KIND.names_secrets() || K::KIND == Kind::Secret)
         {
-            effects.fetch = self.to_fetch();
+            effects.fetch = self.start_fetches();
         }
         effects
     }
 
     /// Referenced Secrets neither kept, known missing nor being fetched.
-    fn to_fetch(&mut self) -> Vec<(ObjectKey, u64)> {
+    fn start_fetches(&mut self) -> Vec<(ObjectKey, u64)> {
         let mut fetch = Vec::new();
         for key in &self.referenced {
             if self.objects.secrets.contains_key(key)
