@@ -19,7 +19,9 @@ fn defaults(identity: &str) -> ReportSettings {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn of_two_replicas_exactly_one_leads_and_only_it_writes() {
     let cluster = Cluster::start().await;
-    cluster.server.apply(ingress("web", "portico", &[], Some("bad path")));
+    cluster
+        .server
+        .apply(ingress("web", "portico", &[], Some("bad path")));
     let (reports, _feed) = feed(&cluster).await;
     let (a, _stop_a) = cluster.reporter(fast("a"), reports.clone()).await;
     let (b, _stop_b) = cluster.reporter(fast("b"), reports).await;
@@ -60,7 +62,10 @@ async fn a_dead_leader_is_replaced_within_15_seconds() {
 
     a.abort();
     let died = Instant::now();
-    assert!(leads(&mut lb, true, Duration::from_secs(15)).await, "no takeover within 15 s");
+    assert!(
+        leads(&mut lb, true, Duration::from_secs(15)).await,
+        "no takeover within 15 s"
+    );
     let took = died.elapsed();
     eprintln!("takeover after the leader died: {took:?}");
     // It waited for the Lease to expire (10 s from its last renewal, at most 2 s before death).
@@ -102,7 +107,9 @@ async fn a_conflict_on_renew_ends_leadership() {
     let mut la = a.leader();
     assert!(leads(&mut la, true, WAIT).await);
 
-    cluster.server.fail_next("PUT", "leases/portico-leader", 409);
+    cluster
+        .server
+        .fail_next("PUT", "leases/portico-leader", 409);
     assert!(leads(&mut la, false, Duration::from_secs(2)).await);
     // The Lease still names it: it renews and leads again.
     assert!(leads(&mut la, true, WAIT).await);
@@ -117,7 +124,9 @@ async fn a_leader_that_cannot_renew_steps_down() {
     assert!(leads(&mut la, true, WAIT).await);
 
     for _ in 0..40 {
-        cluster.server.fail_next("PUT", "leases/portico-leader", 500);
+        cluster
+            .server
+            .fail_next("PUT", "leases/portico-leader", 500);
     }
     let failing = Instant::now();
     assert!(leads(&mut la, false, Duration::from_secs(3)).await);

@@ -4,7 +4,7 @@
 mod support;
 
 use std::time::Duration;
-use support::{Cluster, PUBLISH, eventually, fast, feed, ingress, leads};
+use support::{Cluster, PUBLISH, eventually, fast, feed, feed_lagging, ingress, leads};
 
 const WAIT: Duration = Duration::from_secs(10);
 
@@ -12,14 +12,18 @@ const WAIT: Duration = Duration::from_secs(10);
 async fn a_status_is_written_once_and_not_again_while_unchanged() {
     let cluster = Cluster::start().await;
     cluster.server.apply(ingress("web", "portico", &[], None));
-    cluster.server.apply(ingress("other", "nginx", &["10.9.9.9"], None));
+    cluster
+        .server
+        .apply(ingress("other", "nginx", &["10.9.9.9"], None));
     let (reports, _feed) = feed(&cluster).await;
     let (reporter, _stop) = cluster.reporter(fast("a"), reports).await;
     assert!(leads(&mut reporter.leader(), true, WAIT).await);
 
     assert!(eventually(WAIT, || cluster.status("web") == [PUBLISH]).await);
     // More reports come (the write, an unrelated change) over many passes.
-    cluster.server.apply(ingress("other", "nginx", &["10.9.9.9"], Some("x")));
+    cluster
+        .server
+        .apply(ingress("other", "nginx", &["10.9.9.9"], Some("x")));
     tokio::time::sleep(Duration::from_millis(1500)).await;
 
     assert_eq!(cluster.status_patches("web").len(), 1);
@@ -33,6 +37,22 @@ async fn a_status_is_written_once_and_not_again_while_unchanged() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lagging_watch_does_not_cause_a_second_write() {
+    let cluster = Cluster::start().await;
+    cluster.server.apply(ingress("web", "portico", &[], None));
+    let (reports, _feed) = feed_lagging(&cluster, Duration::from_secs(1)).await;
+    let (_reporter, _stop) = cluster.reporter(fast("a"), reports).await;
+    // Other Ingresses keep changing: reports (still without the write) keep coming.
+    for i in 0..40 {
+        let noise = ingress("noise", "nginx", &[], Some(&i.to_string()));
+        cluster.server.apply(noise);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(cluster.status("web"), [PUBLISH]);
+    assert_eq!(cluster.status_patches("web").len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_status_is_cleared_when_the_ingress_is_no_longer_owned() {
     let cluster = Cluster::start().await;
     cluster.server.apply(ingress("web", "portico", &[], None));
@@ -40,7 +60,9 @@ async fn a_status_is_cleared_when_the_ingress_is_no_longer_owned() {
     let (_reporter, _stop) = cluster.reporter(fast("a"), reports).await;
     assert!(eventually(WAIT, || cluster.status("web") == [PUBLISH]).await);
 
-    cluster.server.apply(ingress("web", "nginx", &[PUBLISH], None));
+    cluster
+        .server
+        .apply(ingress("web", "nginx", &[PUBLISH], None));
     assert!(eventually(WAIT, || cluster.status("web").is_empty()).await);
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(cluster.status_patches("web").len(), 2);
@@ -49,7 +71,9 @@ async fn a_status_is_cleared_when_the_ingress_is_no_longer_owned() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_controllers_status_is_left_alone() {
     let cluster = Cluster::start().await;
-    cluster.server.apply(ingress("other", "nginx", &["10.9.9.9"], None));
+    cluster
+        .server
+        .apply(ingress("other", "nginx", &["10.9.9.9"], None));
     cluster.server.apply(ingress("web", "portico", &[], None));
     let (reports, _feed) = feed(&cluster).await;
     let (_reporter, _stop) = cluster.reporter(fast("a"), reports).await;
@@ -66,7 +90,9 @@ async fn a_status_overwritten_by_someone_else_is_written_again() {
     let (_reporter, _stop) = cluster.reporter(fast("a"), reports).await;
     assert!(eventually(WAIT, || cluster.status("web") == [PUBLISH]).await);
 
-    cluster.server.apply(ingress("web", "portico", &["10.7.7.7"], None));
+    cluster
+        .server
+        .apply(ingress("web", "portico", &["10.7.7.7"], None));
     assert!(eventually(WAIT, || cluster.status("web") == [PUBLISH]).await);
     assert_eq!(cluster.status_patches("web").len(), 2);
 }
@@ -74,19 +100,27 @@ async fn a_status_overwritten_by_someone_else_is_written_again() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_status_write_is_retried() {
     let cluster = Cluster::start().await;
-    cluster.server.fail_next("PATCH", "ingresses/web/status", 500);
+    cluster
+        .server
+        .fail_next("PATCH", "ingresses/web/status", 500);
     cluster.server.apply(ingress("web", "portico", &[], None));
     let (reports, _feed) = feed(&cluster).await;
     let (_reporter, _stop) = cluster.reporter(fast("a"), reports).await;
     assert!(eventually(WAIT, || cluster.status("web") == [PUBLISH]).await);
-    let codes: Vec<u16> = cluster.status_patches("web").iter().map(|r| r.status).collect();
+    let codes: Vec<u16> = cluster
+        .status_patches("web")
+        .iter()
+        .map(|r| r.status)
+        .collect();
     assert_eq!(codes, [500, 200]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_diagnostic_becomes_one_event_while_it_persists() {
     let cluster = Cluster::start().await;
-    cluster.server.apply(ingress("web", "portico", &[], Some("bad path")));
+    cluster
+        .server
+        .apply(ingress("web", "portico", &[], Some("bad path")));
     let (reports, _feed) = feed(&cluster).await;
     let (_reporter, _stop) = cluster.reporter(fast("a"), reports).await;
     assert!(eventually(WAIT, || cluster.server.events().len() == 1).await);
@@ -105,13 +139,21 @@ async fn each_diagnostic_becomes_one_event_while_it_persists() {
     assert_eq!(e["note"], "spec: bad path");
     assert_eq!(e["regarding"]["kind"], "Ingress");
     assert_eq!(e["regarding"]["name"], "web");
-    assert!(e["regarding"]["uid"].as_str().is_some_and(|u| !u.is_empty()));
+    assert!(
+        e["regarding"]["uid"]
+            .as_str()
+            .is_some_and(|u| !u.is_empty())
+    );
     assert_eq!(e["reportingController"], "portico.dev/ingress-controller");
     assert_eq!(e["reportingInstance"], "a");
 
     // Gone, then back: published again.
-    cluster.server.apply(ingress("web", "portico", &[PUBLISH], None));
+    cluster
+        .server
+        .apply(ingress("web", "portico", &[PUBLISH], None));
     tokio::time::sleep(Duration::from_millis(500)).await;
-    cluster.server.apply(ingress("web", "portico", &[PUBLISH], Some("bad path")));
+    cluster
+        .server
+        .apply(ingress("web", "portico", &[PUBLISH], Some("bad path")));
     assert!(eventually(WAIT, || cluster.server.events().len() == 2).await);
 }

@@ -12,6 +12,7 @@ use portico_model::{Diagnostic, ObjectRef};
 use portico_report::{Report, ReportSettings, Reporter};
 use portico_translate::{ObjectKey, Objects};
 use serde_json::{Value, json};
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -55,7 +56,10 @@ impl Cluster {
     ) -> (Reporter, watch::Sender<bool>) {
         let client = self.client(&settings.identity.clone()).await;
         let (stop, shutdown) = watch::channel(false);
-        (portico_report::spawn(client, settings, reports, shutdown), stop)
+        (
+            portico_report::spawn(client, settings, reports, shutdown),
+            stop,
+        )
     }
 
     /// The IPs in an Ingress's status, as stored.
@@ -76,7 +80,10 @@ impl Cluster {
     pub fn status_patches(&self, name: &str) -> Vec<portico_fake_apiserver::Request> {
         let path = format!("/namespaces/shop/ingresses/{name}/status");
         let patches = self.server.status_patches();
-        patches.into_iter().filter(|r| r.path.ends_with(&path)).collect()
+        patches
+            .into_iter()
+            .filter(|r| r.path.ends_with(&path))
+            .collect()
     }
 
     pub fn lease(&self) -> Value {
@@ -123,12 +130,28 @@ pub fn ingress(name: &str, class: &str, status: &[&str], error: Option<&str>) ->
 /// Plays the source and the app: every 50 ms lists the Ingresses and sends a new report when
 /// it changed (so a status write comes back with some lag, like through a watch).
 pub async fn feed(cluster: &Cluster) -> (watch::Receiver<Arc<Report>>, JoinHandle<()>) {
+    feed_lagging(cluster, Duration::ZERO).await
+}
+
+/// Like [`feed`], but the Ingresses reported are those listed `lag` earlier: a watch that
+/// lags behind the writes.
+pub async fn feed_lagging(
+    cluster: &Cluster,
+    lag: Duration,
+) -> (watch::Receiver<Arc<Report>>, JoinHandle<()>) {
     let api = Api::<Ingress>::all(cluster.client("feed").await);
     let (tx, rx) = watch::channel(Arc::new(Report::default()));
     let task = tokio::spawn(async move {
+        let mut listed: VecDeque<(Instant, Vec<Ingress>)> = VecDeque::new();
         loop {
             if let Ok(list) = api.list(&ListParams::default()).await {
-                let next = report_of(list.items);
+                listed.push_back((Instant::now(), list.items));
+            }
+            while listed.len() > 1 && listed[1].0.elapsed() >= lag {
+                listed.pop_front();
+            }
+            if let Some((_, items)) = listed.front().filter(|(at, _)| at.elapsed() >= lag) {
+                let next = report_of(items.clone());
                 tx.send_if_modified(|current| {
                     let changed = **current != next;
                     if changed {
@@ -156,7 +179,10 @@ fn report_of(items: Vec<Ingress>) -> Report {
             meta.namespace.as_deref().unwrap_or_default(),
             meta.name.as_deref().unwrap_or_default(),
         );
-        let class = ingress.spec.as_ref().and_then(|s| s.ingress_class_name.clone());
+        let class = ingress
+            .spec
+            .as_ref()
+            .and_then(|s| s.ingress_class_name.clone());
         let owned = class.as_deref() == Some("portico");
         let error = meta.annotations.as_ref().and_then(|a| a.get("test/error"));
         let object = ObjectRef::new("Ingress", &key.namespace, &key.name);
@@ -166,7 +192,14 @@ fn report_of(items: Vec<Ingress>) -> Report {
             .collect();
         let addresses = if owned { publish.clone() } else { vec![] };
         let (ns, name) = (key.namespace.clone(), key.name.clone());
-        views.push(IngressView::new(ns, name, class, owned, addresses, diagnostics));
+        views.push(IngressView::new(
+            ns,
+            name,
+            class,
+            owned,
+            addresses,
+            diagnostics,
+        ));
         objects.ingresses.insert(key, Arc::new(ingress));
     }
     let snapshot = Snapshot {
