@@ -133,3 +133,27 @@ async fn a_leader_that_cannot_renew_steps_down() {
     // The renew deadline is 2 s − 200 ms after the last renewal.
     assert!(failing.elapsed() < Duration::from_secs(2));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_that_conflicts_reads_the_lease_again() {
+    let cluster = Cluster::start().await;
+    let (reports, _feed) = feed(&cluster).await;
+    let (a, stop_a) = cluster.reporter(defaults("a"), reports).await;
+    assert!(leads(&mut a.leader(), true, WAIT).await);
+    // Created just now: the next renewal is a retry period (2 s) away, so the release is the
+    // next PUT.
+    cluster.server.fail_next("PUT", "leases/portico-leader", 409);
+    stop_a.send_replace(true);
+    tokio::time::timeout(Duration::from_secs(5), a.stopped())
+        .await
+        .unwrap();
+    let puts: Vec<u16> = cluster
+        .server
+        .requests()
+        .iter()
+        .filter(|r| r.method == "PUT" && r.path.ends_with("leases/portico-leader"))
+        .map(|r| r.status)
+        .collect();
+    assert_eq!(puts, [409, 200]);
+    assert!(cluster.lease()["spec"]["holderIdentity"].is_null());
+}

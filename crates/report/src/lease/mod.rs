@@ -7,7 +7,8 @@
 //! gets 409 Conflict and is not leader. Each request is bounded by the time left as leader, so a
 //! hanging API server cannot keep a stale leader writing. At shutdown a holder sets
 //! `leader` to false first, then releases the Lease (no holder), so a successor takes over on its
-//! next retry instead of waiting for expiry.
+//! next retry instead of waiting for expiry. A release that fails (API server unreachable within
+//! one retry period) leaves the Lease to expire.
 
 mod decide;
 mod run;

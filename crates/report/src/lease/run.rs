@@ -150,16 +150,41 @@ impl LeaseLoop {
         let Some(current) = self.last.take().filter(|_| self.elector.holds()) else {
             return;
         };
-        let lease = released(&current, Timestamp::now());
-        let name = &self.settings.lease_name;
         let limit = self.settings.retry_period.max(Duration::from_secs(1));
-        let params = PostParams::default();
-        let replace = self.api.replace(name, &params, &lease);
-        match timeout(limit, replace).await {
-            Ok(Ok(_)) => tracing::info!("lease released"),
-            Ok(Err(e)) => tracing::warn!(error = %self.error(e), "lease not released"),
+        match timeout(limit, self.release_from(current)).await {
+            Ok(Ok(true)) => tracing::info!("lease released"),
+            Ok(Ok(false)) => tracing::debug!("lease held by another replica: nothing to release"),
+            Ok(Err(e)) => tracing::warn!(error = %e, "lease not released"),
             Err(_) => tracing::warn!(error = %self.timeout_error(limit), "lease not released"),
         }
+    }
+
+    /// Writes the released Lease over `current`. On a conflict (a renewal cut short by the
+    /// shutdown may have changed the resourceVersion) it reads the Lease once more and releases
+    /// it if it still names this replica. Whether it released.
+    async fn release_from(&self, current: Lease) -> Result<bool, Error> {
+        let name = &self.settings.lease_name;
+        let params = PostParams::default();
+        let first = self
+            .api
+            .replace(name, &params, &released(&current, Timestamp::now()))
+            .await;
+        match first {
+            Ok(_) => return Ok(true),
+            Err(e) if code(&e) == Some(409) => {}
+            Err(e) => return Err(self.error(e)),
+        }
+        let read = self.api.get_opt(name).await.map_err(|e| self.error(e))?;
+        let Some(lease) =
+            read.filter(|l| record(l).holder.as_deref() == Some(self.elector.identity()))
+        else {
+            return Ok(false);
+        };
+        let again = self
+            .api
+            .replace(name, &params, &released(&lease, Timestamp::now()))
+            .await;
+        again.map(|_| true).map_err(|e| self.error(e))
     }
 
     fn claim(&self) -> Claim<'_> {
