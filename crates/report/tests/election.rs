@@ -142,7 +142,9 @@ async fn a_release_that_conflicts_reads_the_lease_again() {
     assert!(leads(&mut a.leader(), true, WAIT).await);
     // Created just now: the next renewal is a retry period (2 s) away, so the release is the
     // next PUT.
-    cluster.server.fail_next("PUT", "leases/portico-leader", 409);
+    cluster
+        .server
+        .fail_next("PUT", "leases/portico-leader", 409);
     stop_a.send_replace(true);
     tokio::time::timeout(Duration::from_secs(5), a.stopped())
         .await
