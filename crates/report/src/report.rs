@@ -1,0 +1,169 @@
+//! The pure half: what should be reported, computed from the objects a source reported and the
+//! snapshot the app built from them. No I/O; the writer compares it with what it already wrote.
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::networking::v1::Ingress;
+use portico_admin::{LoadBalancerAddress, Snapshot};
+use portico_model::{Diagnostic, ObjectRef};
+use portico_translate::{ObjectKey, Objects};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Everything the leader should make true in the API: the status of every Ingress the source
+/// reported and one Event per diagnostic about a Kubernetes object.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Report {
+    /// One entry per Ingress in the source's objects, ordered by key.
+    pub ingresses: Vec<IngressReport>,
+    /// Diagnostics about Kubernetes objects (not files), sorted and without duplicates.
+    pub diagnostics: Vec<DiagnosticReport>,
+    /// The addresses this controller publishes; a status equal to them is known to be ours.
+    pub publish: Vec<LoadBalancerAddress>,
+}
+
+/// One Ingress: the status it should have and the status it had when the source last saw it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IngressReport {
+    pub key: ObjectKey,
+    pub uid: Option<String>,
+    /// The resourceVersion the source saw; it tells a watch that lags behind a write we made
+    /// from a status someone wrote since.
+    pub resource_version: Option<String>,
+    /// Whether this controller owns the Ingress (its class is ours).
+    pub owned: bool,
+    /// The publish addresses if the Ingress is owned and served, else empty.
+    pub desired: Vec<LoadBalancerAddress>,
+    /// `status.loadBalancer.ingress` as observed (ports are not compared, so not kept).
+    pub observed: Vec<LoadBalancerAddress>,
+}
+
+/// One diagnostic and the object it becomes an Event about.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DiagnosticReport {
+    pub diagnostic: Diagnostic,
+    /// apiVersion, kind, namespace (none for cluster-scoped kinds), name, and the uid when the
+    /// object is among the source's objects.
+    pub regarding: ObjectReference,
+}
+
+/// Computes the report. Ingresses only the snapshot knows (the source could not decode them)
+/// have no observable status and are left out; diagnostics about non-Kubernetes objects
+/// (manifest files) have nothing to attach an Event to and are left out too.
+pub fn report(objects: &Objects, snapshot: &Snapshot, publish: &[LoadBalancerAddress]) -> Report {
+    let views: BTreeMap<(&str, &str), _> = snapshot
+        .ingresses
+        .iter()
+        .map(|v| ((v.namespace.as_str(), v.name.as_str()), v))
+        .collect();
+    let ingresses = objects
+        .ingresses
+        .iter()
+        .map(|(key, ingress)| {
+            let view = views.get(&(key.namespace.as_str(), key.name.as_str()));
+            let owned = view.is_some_and(|v| v.owned);
+            let desired = match view {
+                Some(v) if v.owned => v.status.load_balancer.ingress.clone(),
+                _ => Vec::new(),
+            };
+            ingress_report(key, ingress, owned, desired)
+        })
+        .collect();
+    let all: BTreeSet<&Diagnostic> = snapshot
+        .ingresses
+        .iter()
+        .flat_map(|v| &v.diagnostics)
+        .chain(&snapshot.diagnostics)
+        .collect();
+    let diagnostics = all
+        .into_iter()
+        .filter_map(|d| {
+            let regarding = reference(objects, &d.object)?;
+            Some(DiagnosticReport {
+                diagnostic: d.clone(),
+                regarding,
+            })
+        })
+        .collect();
+    Report {
+        ingresses,
+        diagnostics,
+        publish: publish.to_vec(),
+    }
+}
+
+fn ingress_report(
+    key: &ObjectKey,
+    ingress: &Ingress,
+    owned: bool,
+    desired: Vec<LoadBalancerAddress>,
+) -> IngressReport {
+    IngressReport {
+        key: key.clone(),
+        uid: ingress.metadata.uid.clone(),
+        resource_version: ingress.metadata.resource_version.clone(),
+        owned,
+        desired,
+        observed: observed(ingress),
+    }
+}
+
+/// The addresses in `status.loadBalancer.ingress`, in order.
+pub fn observed(ingress: &Ingress) -> Vec<LoadBalancerAddress> {
+    let entries = ingress
+        .status
+        .as_ref()
+        .and_then(|s| s.load_balancer.as_ref())
+        .and_then(|lb| lb.ingress.as_ref());
+    entries
+        .into_iter()
+        .flatten()
+        .map(|e| LoadBalancerAddress {
+            ip: e.ip.clone(),
+            hostname: e.hostname.clone(),
+        })
+        .collect()
+}
+
+/// The Kubernetes reference of a diagnosed object, or `None` for kinds that are not
+/// Kubernetes objects Portico reads.
+pub fn reference(objects: &Objects, object: &ObjectRef) -> Option<ObjectReference> {
+    let (api_version, namespaced) = api_version(&object.kind)?;
+    let namespace = namespaced.then(|| object.namespace.clone());
+    Some(ObjectReference {
+        api_version: Some(api_version.to_owned()),
+        kind: Some(object.kind.clone()),
+        namespace,
+        name: Some(object.name.clone()),
+        uid: uid(objects, object),
+        ..ObjectReference::default()
+    })
+}
+
+/// apiVersion and whether the kind is namespaced.
+fn api_version(kind: &str) -> Option<(&'static str, bool)> {
+    match kind {
+        "Ingress" => Some(("networking.k8s.io/v1", true)),
+        "IngressClass" => Some(("networking.k8s.io/v1", false)),
+        "Service" | "Secret" | "Endpoints" => Some(("v1", true)),
+        "EndpointSlice" => Some(("discovery.k8s.io/v1", true)),
+        _ => None,
+    }
+}
+
+fn uid(objects: &Objects, object: &ObjectRef) -> Option<String> {
+    let key = ObjectKey::new(&object.namespace, &object.name);
+    let meta = match object.kind.as_str() {
+        "Ingress" => &objects.ingresses.get(&key)?.metadata,
+        "IngressClass" => &objects.ingress_classes.get(&object.name)?.metadata,
+        "Service" => &objects.services.get(&key)?.metadata,
+        // Only the metadata of a Secret is read here, never its data.
+        "Secret" => &objects.secrets.get(&key)?.metadata,
+        "Endpoints" => &objects.endpoints.get(&key)?.metadata,
+        "EndpointSlice" => &objects.endpoint_slices.get(&key)?.metadata,
+        _ => return None,
+    };
+    meta.uid.clone()
+}
+
+#[cfg(test)]
+#[path = "report_tests.rs"]
+mod tests;

@@ -1,0 +1,195 @@
+use super::*;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::networking::v1::{
+    IngressClass, IngressLoadBalancerIngress, IngressLoadBalancerStatus, IngressStatus,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use portico_admin::IngressView;
+use std::sync::Arc;
+
+fn ip(a: &str) -> LoadBalancerAddress {
+    LoadBalancerAddress {
+        ip: Some(a.to_owned()),
+        hostname: None,
+    }
+}
+
+fn meta(namespace: Option<&str>, name: &str, uid: &str) -> ObjectMeta {
+    ObjectMeta {
+        namespace: namespace.map(str::to_owned),
+        name: Some(name.to_owned()),
+        uid: Some(uid.to_owned()),
+        resource_version: Some("7".to_owned()),
+        ..ObjectMeta::default()
+    }
+}
+
+fn ingress(name: &str, status: &[&str]) -> Arc<Ingress> {
+    let entries = status
+        .iter()
+        .map(|a| IngressLoadBalancerIngress {
+            ip: Some((*a).to_owned()),
+            ..IngressLoadBalancerIngress::default()
+        })
+        .collect();
+    Arc::new(Ingress {
+        metadata: meta(Some("shop"), name, &format!("uid-{name}")),
+        status: Some(IngressStatus {
+            load_balancer: Some(IngressLoadBalancerStatus {
+                ingress: Some(entries),
+            }),
+        }),
+        ..Ingress::default()
+    })
+}
+
+fn objects() -> Objects {
+    let mut o = Objects::default();
+    for (name, status) in [
+        ("web", vec![]),
+        ("idle", vec![]),
+        ("other", vec!["10.9.9.9"]),
+    ] {
+        o.ingresses
+            .insert(ObjectKey::new("shop", name), ingress(name, &status));
+    }
+    o.ingress_classes.insert(
+        "portico".to_owned(),
+        Arc::new(IngressClass {
+            metadata: meta(None, "portico", "uid-class"),
+            ..IngressClass::default()
+        }),
+    );
+    o.secrets.insert(
+        ObjectKey::new("shop", "tls"),
+        Arc::new(Secret {
+            metadata: meta(Some("shop"), "tls", "uid-secret"),
+            ..Secret::default()
+        }),
+    );
+    o
+}
+
+fn view(name: &str, owned: bool, addresses: Vec<LoadBalancerAddress>) -> IngressView {
+    let d = Diagnostic::warning(ObjectRef::new("Ingress", "shop", name), "spec", "odd");
+    let (ns, n) = ("shop".to_owned(), name.to_owned());
+    IngressView::new(ns, n, None, owned, addresses, vec![d])
+}
+
+fn snapshot() -> Snapshot {
+    Snapshot {
+        ingresses: vec![
+            view("web", true, vec![ip("10.0.0.1")]),
+            view("idle", true, vec![]),
+            view("other", false, vec![]),
+            view("undecodable", false, vec![]),
+        ],
+        diagnostics: vec![
+            Diagnostic::error(ObjectRef::new("Secret", "shop", "tls"), "data", "bad key"),
+            Diagnostic::error(ObjectRef::new("IngressClass", "", "portico"), "", "x"),
+            Diagnostic::error(ObjectRef::new("Service", "shop", "gone"), "", "missing"),
+            Diagnostic::error(ObjectRef::new("File", "", "a.yaml"), "", "parse"),
+        ],
+        ..Snapshot::default()
+    }
+}
+
+fn find<'a>(r: &'a Report, name: &str) -> &'a IngressReport {
+    let found = r.ingresses.iter().find(|i| i.key.name == name);
+    found.unwrap_or_else(|| panic!("no report for {name}"))
+}
+
+#[test]
+fn owned_served_ingress_wants_the_publish_addresses() {
+    let r = report(&objects(), &snapshot(), &[ip("10.0.0.1")]);
+    let web = find(&r, "web");
+    assert!(web.owned);
+    assert_eq!(web.desired, vec![ip("10.0.0.1")]);
+    assert_eq!(web.observed, vec![]);
+    assert_eq!(web.uid.as_deref(), Some("uid-web"));
+    assert_eq!(web.resource_version.as_deref(), Some("7"));
+    assert_eq!(r.publish, vec![ip("10.0.0.1")]);
+}
+
+#[test]
+fn owned_unserved_and_foreign_ingresses_want_no_addresses() {
+    let r = report(&objects(), &snapshot(), &[ip("10.0.0.1")]);
+    let idle = find(&r, "idle");
+    assert!(idle.owned && idle.desired.is_empty());
+    let other = find(&r, "other");
+    assert!(!other.owned && other.desired.is_empty());
+    assert_eq!(other.observed, vec![ip("10.9.9.9")]);
+}
+
+#[test]
+fn ingresses_only_the_snapshot_knows_are_left_out() {
+    let r = report(&objects(), &snapshot(), &[]);
+    let names: Vec<_> = r.ingresses.iter().map(|i| i.key.name.as_str()).collect();
+    assert_eq!(names, ["idle", "other", "web"]);
+}
+
+#[test]
+fn diagnostics_reference_kubernetes_objects_with_their_uid() {
+    let r = report(&objects(), &snapshot(), &[]);
+    let secret = r
+        .diagnostics
+        .iter()
+        .find(|d| d.diagnostic.object.kind == "Secret");
+    let secret = secret.map(|d| &d.regarding);
+    assert_eq!(
+        secret,
+        Some(&ObjectReference {
+            api_version: Some("v1".to_owned()),
+            kind: Some("Secret".to_owned()),
+            namespace: Some("shop".to_owned()),
+            name: Some("tls".to_owned()),
+            uid: Some("uid-secret".to_owned()),
+            ..ObjectReference::default()
+        })
+    );
+}
+
+#[test]
+fn cluster_scoped_and_unknown_objects_get_a_reference_without_namespace_or_uid() {
+    let r = report(&objects(), &snapshot(), &[]);
+    let by_kind = |k: &str| {
+        r.diagnostics
+            .iter()
+            .find(|d| d.diagnostic.object.kind == k)
+            .map(|d| d.regarding.clone())
+    };
+    let class = by_kind("IngressClass").unwrap_or_default();
+    assert_eq!(class.namespace, None);
+    assert_eq!(class.api_version.as_deref(), Some("networking.k8s.io/v1"));
+    assert_eq!(class.uid.as_deref(), Some("uid-class"));
+    let gone = by_kind("Service").unwrap_or_default();
+    assert_eq!(gone.uid, None);
+    assert_eq!(gone.name.as_deref(), Some("gone"));
+}
+
+#[test]
+fn file_diagnostics_are_not_reported() {
+    let r = report(&objects(), &snapshot(), &[]);
+    assert!(
+        r.diagnostics
+            .iter()
+            .all(|d| d.diagnostic.object.kind != "File")
+    );
+    // 4 Ingress warnings (one per view, "undecodable" included) + Secret, class, Service.
+    assert_eq!(r.diagnostics.len(), 7);
+}
+
+#[test]
+fn duplicate_diagnostics_are_reported_once() {
+    let mut s = snapshot();
+    let again = s.diagnostics[0].clone();
+    s.diagnostics.push(again);
+    let r = report(&objects(), &s, &[]);
+    assert_eq!(r.diagnostics.len(), 7);
+}
+
+#[test]
+fn empty_inputs_give_an_empty_report() {
+    let r = report(&Objects::default(), &Snapshot::default(), &[]);
+    assert_eq!(r, Report::default());
+}

@@ -1,0 +1,94 @@
+//! The pure half of the status writer: which Ingresses need a status patch, and the patch.
+//!
+//! Rules, per Ingress:
+//! - nothing is written where the observed status already equals the desired one;
+//! - a desired list of addresses (owned and served) is written over anything else;
+//! - an empty desired list (not owned, or not served) only clears a status this controller
+//!   wrote: one equal to the publish addresses, or one this process wrote itself. Another
+//!   controller's addresses are never cleared;
+//! - after a write, the same Ingress is not written again while the source still reports the
+//!   resourceVersion it had before the write (the watch lags behind); once the source reports
+//!   a newer version that disagrees, it is written again.
+
+use crate::report::Report;
+use portico_admin::LoadBalancerAddress;
+use portico_translate::ObjectKey;
+use serde_json::{Map, Value, json};
+use std::collections::HashMap;
+
+/// One status write: set `status.loadBalancer.ingress` of `key` to `addresses`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StatusPatch {
+    pub key: ObjectKey,
+    pub addresses: Vec<LoadBalancerAddress>,
+    /// The resourceVersion the source reported when the patch was planned.
+    pub seen: Option<String>,
+}
+
+/// What this process believes it wrote, per Ingress. Starts empty on becoming leader.
+#[derive(Debug, Default)]
+pub struct StatusLedger {
+    written: HashMap<ObjectKey, StatusPatch>,
+}
+
+impl StatusLedger {
+    /// The patches that make the report true; forgets Ingresses that are gone.
+    pub fn plan(&mut self, report: &Report) -> Vec<StatusPatch> {
+        self.written
+            .retain(|key, _| report.ingresses.iter().any(|i| &i.key == key));
+        let mut patches = Vec::new();
+        for i in &report.ingresses {
+            let written = self.written.get(&i.key);
+            if i.observed == i.desired {
+                continue;
+            }
+            let lagging =
+                written.is_some_and(|w| w.addresses == i.desired && w.seen == i.resource_version);
+            if lagging {
+                continue;
+            }
+            let ours =
+                i.observed == report.publish || written.is_some_and(|w| w.addresses == i.observed);
+            if i.desired.is_empty() && !ours {
+                continue;
+            }
+            patches.push(StatusPatch {
+                key: i.key.clone(),
+                addresses: i.desired.clone(),
+                seen: i.resource_version.clone(),
+            });
+        }
+        patches
+    }
+
+    /// Records a patch the API server accepted.
+    pub fn written(&mut self, patch: StatusPatch) {
+        self.written.insert(patch.key.clone(), patch);
+    }
+}
+
+/// The JSON merge patch for the status subresource. An empty list becomes `null`, which
+/// removes the field (RFC 7386) like a status nobody wrote.
+pub fn patch_body(addresses: &[LoadBalancerAddress]) -> Value {
+    let ingress = if addresses.is_empty() {
+        Value::Null
+    } else {
+        Value::Array(addresses.iter().map(address).collect())
+    };
+    json!({ "status": { "loadBalancer": { "ingress": ingress } } })
+}
+
+fn address(a: &LoadBalancerAddress) -> Value {
+    let mut entry = Map::new();
+    if let Some(ip) = &a.ip {
+        entry.insert("ip".to_owned(), Value::String(ip.clone()));
+    }
+    if let Some(hostname) = &a.hostname {
+        entry.insert("hostname".to_owned(), Value::String(hostname.clone()));
+    }
+    Value::Object(entry)
+}
+
+#[cfg(test)]
+#[path = "status_tests.rs"]
+mod tests;

@@ -1,0 +1,196 @@
+//! The writer: while this replica is leader, makes the API agree with the newest [`Report`].
+//!
+//! A pass plans the status patches ([`StatusLedger`]) and the Events ([`EventLedger`]) and sends
+//! them with at most [`IN_FLIGHT`] requests in flight, at most [`EVENTS_PER_PASS`] Events per
+//! pass. Passes are at least `status_interval` apart; reports arriving meanwhile coalesce (the
+//! watch channel keeps only the newest). After a pass with failures, or with Events left over,
+//! the next pass comes after `status_interval` even without a new report. A failed request is
+//! logged and planned again on the next pass. One the API server rejects for good (404: the
+//! object or namespace is gone; 422: invalid) is not retried by itself: a status patch is
+//! planned again only with the next report, an Event counts as published.
+//!
+//! On becoming leader the writer starts from scratch: empty ledgers, so desired and observed
+//! status are compared afresh and current diagnostics are published again. On losing
+//! leadership (or at shutdown) the pass in progress is dropped, requests in flight included.
+
+use crate::error::Error;
+use crate::events::{EventLedger, Reporting, Stamps, event};
+use crate::report::{DiagnosticReport, Report};
+use crate::status::{StatusLedger, StatusPatch, patch_body};
+use crate::{ReportSettings, shutdown_requested};
+use futures::{StreamExt, stream};
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::api::networking::v1::Ingress;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use std::sync::Arc;
+use tokio::sync::watch;
+
+/// Requests in flight at once, status patches and Events alike.
+pub const IN_FLIGHT: usize = 8;
+/// Events created per pass at most.
+pub const EVENTS_PER_PASS: usize = 50;
+
+/// Runs until shutdown: writes while `leader` is true, idles otherwise.
+pub(crate) async fn run(
+    client: Client,
+    settings: Arc<ReportSettings>,
+    mut reports: watch::Receiver<Arc<Report>>,
+    mut leader: watch::Receiver<bool>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        tokio::select! {
+            () = shutdown_requested(&mut shutdown) => return,
+            became = leader.wait_for(|l| *l) => if became.is_err() { return },
+        }
+        let mut writer = Writer::new(client.clone(), settings.clone());
+        tokio::select! {
+            () = shutdown_requested(&mut shutdown) => return,
+            lost = leader.wait_for(|l| !*l) => if lost.is_err() { return },
+            () = writer.lead(&mut reports) => {}
+        }
+    }
+}
+
+struct Writer {
+    client: Client,
+    settings: Arc<ReportSettings>,
+    status: StatusLedger,
+    events: EventLedger,
+    stamps: Stamps,
+}
+
+/// What became of one request.
+enum Outcome {
+    Done,
+    /// Rejected for good; do not retry for the same report.
+    GivenUp,
+    Failed,
+}
+
+impl Writer {
+    fn new(client: Client, settings: Arc<ReportSettings>) -> Self {
+        Writer {
+            client,
+            settings,
+            status: StatusLedger::default(),
+            events: EventLedger::default(),
+            stamps: Stamps::default(),
+        }
+    }
+
+    /// Passes over the newest report; never returns while the report channel is open.
+    async fn lead(&mut self, reports: &mut watch::Receiver<Arc<Report>>) {
+        loop {
+            let report = reports.borrow_and_update().clone();
+            let again = self.pass(&report).await;
+            tokio::time::sleep(self.settings.status_interval).await;
+            if !again && reports.changed().await.is_err() {
+                // No more reports will come: nothing left to do but wait to be cancelled.
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+
+    /// One pass; true when something is left to do without a new report.
+    async fn pass(&mut self, report: &Report) -> bool {
+        let patches = self.status.plan(report);
+        let (diagnostics, more) = self.events.plan(report, EVENTS_PER_PASS);
+        let diagnostics: Vec<DiagnosticReport> = diagnostics.into_iter().cloned().collect();
+        if !patches.is_empty() || !diagnostics.is_empty() {
+            tracing::debug!(
+                status = patches.len(),
+                events = diagnostics.len(),
+                "reporting"
+            );
+        }
+        let status_failed = self.write_status(patches).await;
+        let events_failed = self.write_events(diagnostics).await;
+        status_failed || events_failed || more
+    }
+
+    /// Sends the patches; true if one failed in a way worth retrying.
+    async fn write_status(&mut self, patches: Vec<StatusPatch>) -> bool {
+        let sends = patches.into_iter().map(|p| {
+            let api = Api::<Ingress>::namespaced(self.client.clone(), &p.key.namespace);
+            async move {
+                let body = Patch::Merge(patch_body(&p.addresses));
+                let result = api
+                    .patch_status(&p.key.name, &PatchParams::default(), &body)
+                    .await;
+                let outcome = outcome(result.map(drop).map_err(|source| Error::Status {
+                    key: p.key.clone(),
+                    source: Box::new(source),
+                }));
+                (p, outcome)
+            }
+        });
+        let results: Vec<_> = stream::iter(sends)
+            .buffer_unordered(IN_FLIGHT)
+            .collect()
+            .await;
+        let mut retry = false;
+        for (patch, outcome) in results {
+            match outcome {
+                Outcome::Done => self.status.written(patch),
+                Outcome::GivenUp => {}
+                Outcome::Failed => retry = true,
+            }
+        }
+        retry
+    }
+
+    /// Creates the Events; true if one failed in a way worth retrying.
+    async fn write_events(&mut self, diagnostics: Vec<DiagnosticReport>) -> bool {
+        let reporting = Reporting {
+            controller: &self.settings.controller,
+            instance: &self.settings.identity,
+        };
+        let sends: Vec<_> = diagnostics
+            .into_iter()
+            .map(|d| {
+                let now = Timestamp::now();
+                let e = event(&d, reporting, now, self.stamps.next(now));
+                (d, e)
+            })
+            .collect();
+        let client = &self.client;
+        let sends = sends.into_iter().map(|(d, e)| async move {
+            let namespace = e.metadata.namespace.as_deref().unwrap_or("default");
+            let api = Api::<Event>::namespaced(client.clone(), namespace);
+            let result = api.create(&PostParams::default(), &e).await;
+            let outcome = outcome(result.map(drop).map_err(|source| Error::Event {
+                object: d.diagnostic.object.clone(),
+                source: Box::new(source),
+            }));
+            (d, outcome)
+        });
+        let results: Vec<_> = stream::iter(sends)
+            .buffer_unordered(IN_FLIGHT)
+            .collect()
+            .await;
+        let mut retry = false;
+        for (d, outcome) in results {
+            match outcome {
+                Outcome::Done | Outcome::GivenUp => self.events.published(&d),
+                Outcome::Failed => retry = true,
+            }
+        }
+        retry
+    }
+}
+
+fn outcome(result: Result<(), Error>) -> Outcome {
+    let Err(e) = result else {
+        return Outcome::Done;
+    };
+    if matches!(e.code(), Some(404 | 422)) {
+        tracing::warn!(error = %e, "rejected; not retried");
+        Outcome::GivenUp
+    } else {
+        tracing::warn!(error = %e, "failed; retried on the next pass");
+        Outcome::Failed
+    }
+}
