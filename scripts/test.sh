@@ -11,6 +11,9 @@ source scripts/lib.sh
 apt_install curl openssl python3 sslscan testssl.sh haproxy
 haproxy -v | head -1
 
+echo "== deploy/ and the Dockerfile: schemas, RBAC least privilege, pod security (offline)"
+bash scripts/deploy-check.sh
+
 echo "== format and lints"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
