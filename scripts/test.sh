@@ -9,7 +9,11 @@ source scripts/lib.sh
 # for the TLS checks; haproxy for the haproxy provider (its conformance run, golden configs
 # checked with `haproxy -c`, reloads and restarts): never skipped.
 apt_install curl openssl python3 sslscan testssl.sh haproxy
-haproxy -v | head -1
+# sed, not head: head exits after one line and haproxy then dies of SIGPIPE (pipefail).
+haproxy -v | sed -n 1p
+
+echo "== deploy/ and the Dockerfile: schemas, RBAC least privilege, pod security (offline)"
+bash scripts/deploy-check.sh
 
 echo "== format and lints"
 cargo fmt --all -- --check
