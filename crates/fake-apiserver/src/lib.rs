@@ -70,6 +70,8 @@ pub struct Request {
     pub query: String,
     pub user_agent: Option<String>,
     pub content_type: Option<String>,
+    /// The `Accept` header (an addition to the brief's shape: shows metadata-only requests).
+    pub accept: Option<String>,
     /// The body, when it was JSON.
     pub body: Option<Value>,
     /// The status code answered (200 for a watch, whatever it then streamed).
