@@ -122,7 +122,7 @@ async fn bookmarks_move_the_watchers_resume_point() {
     // A write to another type moves the global version; a bookmark carries it to the watcher.
     server.apply(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}));
     let moved = server.resource_version().to_string();
-    let _ = tokio::time::timeout(Duration::from_millis(150), events.next()).await;
+    let _ = tokio::time::timeout(Duration::from_millis(400), events.next()).await;
     server.cut_watches();
     open_watch(&server, &mut events, 2).await;
     assert_eq!(watch_versions(&server), ["1", moved.as_str()]);
