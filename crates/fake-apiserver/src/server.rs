@@ -114,6 +114,7 @@ async fn handle(
     };
     let response = rescue(reply);
     record.status = response.status().as_u16();
+    tracing::debug!(method = %record.method, path = %record.path, query = %record.query, status = record.status, "fake API server");
     lock(&shared.log).push(record);
     Ok(response)
 }
