@@ -237,8 +237,10 @@ fn watch(
         query.exact_version()?
     };
     let skip_initial = from.is_none() && query.send_initial_events == Some(false);
+    // Counted once subscribed, so a test that waits for the count can cut or write after it.
+    let subscribed = shared.store.subscribe(target.ty, from);
     shared.watches_opened.fetch_add(1, Ordering::Relaxed);
-    let mut sub = match shared.store.subscribe(target.ty, from) {
+    let mut sub = match subscribed {
         Ok(sub) => sub,
         Err(err) => return Ok(Reply::Watch(watch::error(&err))),
     };

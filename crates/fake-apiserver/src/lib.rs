@@ -14,8 +14,10 @@
 //!
 //! What differs from a real API server, beyond the notes in each module: no authentication,
 //! authorization, admission, validation of object contents, defaulting, finalizers, owner
-//! garbage collection, managedFields or server-side apply; plain HTTP/1.1 only; one process-wide
-//! store per server with the history kept whole until [`FakeApiServer::compact`].
+//! garbage collection (deleting a Namespace leaves its objects), namespace existence checks,
+//! managedFields or server-side apply; the `v1` and `events.k8s.io/v1` Events are two separate
+//! stores; plain HTTP/1.1 only, no protobuf, no compression; the history is kept whole until
+//! [`FakeApiServer::compact`]; uids are unique per process, not random.
 
 mod api;
 mod discovery;
@@ -70,6 +72,8 @@ pub struct Request {
     pub query: String,
     pub user_agent: Option<String>,
     pub content_type: Option<String>,
+    /// The `Accept` header (an addition to the brief's shape: shows metadata-only requests).
+    pub accept: Option<String>,
     /// The body, when it was JSON.
     pub body: Option<Value>,
     /// The status code answered (200 for a watch, whatever it then streamed).
@@ -135,7 +139,11 @@ impl FakeApiServer {
     }
 
     /// Deletes an object; watches see DELETED with the object at a new resourceVersion.
-    /// Returns whether it existed.
+    /// Returns whether it existed. `namespace: None` means `default` for a namespaced kind (and
+    /// is ignored for a cluster-scoped one), as for [`FakeApiServer::get`].
+    ///
+    /// # Panics
+    /// On a type the server does not serve.
     pub fn delete(
         &self,
         api_version: &str,
@@ -149,6 +157,9 @@ impl FakeApiServer {
     }
 
     /// The stored object, if any.
+    ///
+    /// # Panics
+    /// On a type the server does not serve.
     pub fn get(
         &self,
         api_version: &str,
@@ -161,6 +172,9 @@ impl FakeApiServer {
     }
 
     /// Every stored object of a type, in all namespaces, ordered by namespace and name.
+    ///
+    /// # Panics
+    /// On a type the server does not serve.
     pub fn list(&self, api_version: &str, kind: &str) -> Vec<Value> {
         let ty = type_id(api_version, kind);
         let (_, items) = self

@@ -93,13 +93,14 @@ async fn handle(
         query: parts.uri.query().unwrap_or_default().to_string(),
         user_agent: header_str(&parts.headers, header::USER_AGENT),
         content_type: header_str(&parts.headers, header::CONTENT_TYPE),
+        accept: header_str(&parts.headers, header::ACCEPT),
         body: serde_json::from_slice(&bytes).ok(),
         status: 0,
     };
     let reply = match take_failure(&shared, &record) {
         Some(code) => Err(ApiError::new(code, "injected failure (fail_next)")),
         None => {
-            let accept = header_str(&parts.headers, header::ACCEPT).unwrap_or_default();
+            let accept = record.accept.as_deref().unwrap_or_default();
             let call = Call {
                 method: &parts.method,
                 path: &record.path,
@@ -113,6 +114,7 @@ async fn handle(
     };
     let response = rescue(reply);
     record.status = response.status().as_u16();
+    tracing::debug!(method = %record.method, path = %record.path, query = %record.query, status = record.status, "fake API server");
     lock(&shared.log).push(record);
     Ok(response)
 }

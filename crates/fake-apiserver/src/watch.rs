@@ -87,24 +87,33 @@ pub fn error(err: &ApiError) -> WatchBody {
 type Tx = mpsc::Sender<Result<Bytes, WatchCut>>;
 
 async fn run(mut sub: Subscription, filter: Filter, options: Options, tx: Tx) {
-    let mut rv = sub.rv;
-    let initial = sub.initial.iter().filter(|o| filter.admits(o));
-    let initial: Vec<Bytes> = initial.map(|o| filter.line("ADDED", o)).collect();
-    let replay = sub.replay.iter().filter_map(|c| filter.event(c));
-    let mut backlog: Vec<Bytes> = initial;
-    if options.initial_events_end {
-        backlog.push(bookmark(filter.ty, rv, true));
-    }
-    backlog.extend(replay);
-    for bytes in backlog {
+    for bytes in backlog(&sub, &filter, &options) {
         if tx.send(Ok(bytes)).await.is_err() {
             return;
         }
     }
-    let timeout = filter.query.timeout.unwrap_or(DEFAULT_TIMEOUT);
-    let deadline = Instant::now() + timeout;
+    live(&mut sub, &filter, &options, &tx).await;
+}
+
+/// What a watch is sent before live changes: initial objects (with the initial-events-end
+/// bookmark for a streaming list), or the changes replayed from its resourceVersion.
+fn backlog(sub: &Subscription, filter: &Filter, options: &Options) -> Vec<Bytes> {
+    let initial = sub.initial.iter().filter(|o| filter.admits(o));
+    let mut backlog: Vec<Bytes> = initial.map(|o| filter.line("ADDED", o)).collect();
+    if options.initial_events_end {
+        backlog.push(bookmark(filter.ty, sub.rv, true));
+    }
+    backlog.extend(sub.replay.iter().filter_map(|c| filter.event(c)));
+    backlog
+}
+
+/// Live changes and bookmarks until the timeout, a cut, or the client going away.
+async fn live(sub: &mut Subscription, filter: &Filter, options: &Options, tx: &Tx) {
+    let timeout = filter.query.timeout.filter(|t| !t.is_zero());
+    let deadline = Instant::now() + timeout.unwrap_or(DEFAULT_TIMEOUT);
     let every = || Duration::from_millis(options.bookmark_every.load(Ordering::Relaxed).max(1));
     let mut next_bookmark = Instant::now() + every();
+    let mut rv = sub.rv.max(filter.from);
     loop {
         let out = tokio::select! {
             msg = sub.changes.recv() => match msg {
