@@ -11,5 +11,5 @@ mod snapshot;
 mod tls;
 
 pub use providers::{HaproxySettings, haproxy_plan};
-pub use run::{AppError, Bound, Settings, run};
+pub use run::{AppError, Bound, KubeSettings, Settings, SourceSettings, run};
 pub use snapshot::{build_snapshot, status_addresses};

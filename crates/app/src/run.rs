@@ -7,6 +7,7 @@ use portico_dataplane_http::{Proxy, ProxyMetrics};
 use portico_model::Model;
 use portico_provider::Registry;
 use portico_source_file::{FileSource, Loaded};
+use portico_source_kube::KubeSource;
 use portico_translate::{Memo, Previous, Translation, translate_incremental};
 use std::collections::HashSet;
 use std::net::SocketAddr;
@@ -15,10 +16,33 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+/// Where the objects come from.
+#[derive(Debug, Clone)]
+pub enum SourceSettings {
+    /// Manifest files and directories, watched for changes (the embedded default).
+    Files(Vec<PathBuf>),
+    /// The Kubernetes API (`--kubernetes`).
+    Kubernetes(Box<KubeSettings>),
+}
+
+/// `portico run --kubernetes`: the API server, what to watch, and who reports.
+#[derive(Debug, Clone)]
+pub struct KubeSettings {
+    /// `--kubeconfig`; none: KUBECONFIG, ~/.kube/config, then in-cluster.
+    pub kubeconfig: Option<PathBuf>,
+    /// `--namespace`: watch only this namespace.
+    pub namespace: Option<String>,
+    /// `--publish-service`: Ingress status shows this Service's load-balancer addresses.
+    pub publish_service: Option<portico_translate::ObjectKey>,
+    /// This replica's identity and its leader Lease (status and Events are written by the
+    /// leader only).
+    pub report: portico_report::ReportSettings,
+}
+
 /// Everything `portico run` needs, already validated by the command line.
 #[derive(Debug, Clone)]
 pub struct Settings {
-    pub manifests: Vec<PathBuf>,
+    pub source: SourceSettings,
     pub http_listen: SocketAddr,
     /// The TLS listener of the TERMINATED_HTTPS listeners.
     pub https_listen: SocketAddr,
@@ -56,6 +80,110 @@ pub enum AppError {
     },
     #[error(transparent)]
     Haproxy(#[from] portico_provider_haproxy::StartError),
+    #[error(transparent)]
+    Kubernetes(#[from] portico_source_kube::ClientError),
+}
+
+/// The running source.
+enum Source {
+    Files(FileSource),
+    Kube {
+        source: KubeSource,
+        /// `--publish-service`'s addresses, when given.
+        publish: Option<(watch::Receiver<Vec<String>>, tokio::task::JoinHandle<()>)>,
+        reporter: portico_report::Reporter,
+        reports: watch::Sender<Arc<portico_report::Report>>,
+    },
+}
+
+impl Source {
+    async fn start(
+        settings: &Settings,
+        shutdown: &watch::Receiver<bool>,
+    ) -> Result<Source, AppError> {
+        match &settings.source {
+            SourceSettings::Files(manifests) => Ok(Source::Files(portico_source_file::watch(
+                manifests.clone(),
+            )?)),
+            SourceSettings::Kubernetes(kube) => {
+                let client = portico_source_kube::client(kube.kubeconfig.as_deref()).await?;
+                let scope = portico_source_kube::Scope {
+                    namespace: kube.namespace.clone(),
+                };
+                let source = KubeSource::start(client.clone(), scope, settings.translate.clone());
+                let publish = (kube.publish_service.clone())
+                    .map(|key| portico_source_kube::publish_service(client.clone(), key));
+                let (reports, rx) = watch::channel(Arc::new(portico_report::Report::default()));
+                let reporter =
+                    portico_report::spawn(client, kube.report.clone(), rx, shutdown.clone());
+                Ok(Source::Kube {
+                    source,
+                    publish,
+                    reporter,
+                    reports,
+                })
+            }
+        }
+    }
+
+    fn subscribe(&self) -> watch::Receiver<Arc<Loaded>> {
+        match self {
+            Source::Files(f) => f.subscribe(),
+            Source::Kube { source, .. } => source.subscribe(),
+        }
+    }
+
+    /// Gives a superseded load back to be freed where it was allocated (files).
+    fn retire(&self, loaded: Arc<Loaded>) {
+        match self {
+            Source::Files(f) => f.retire(loaded),
+            Source::Kube { .. } => drop(loaded),
+        }
+    }
+
+    /// `--publish-service`'s addresses, when it is followed.
+    fn published(&mut self) -> Option<&mut watch::Receiver<Vec<String>>> {
+        match self {
+            Source::Kube {
+                publish: Some((rx, _)),
+                ..
+            } => Some(rx),
+            _ => None,
+        }
+    }
+
+    /// Hands a report to the writer (Kubernetes only; the leader writes it).
+    fn report(
+        &self,
+        objects: &portico_translate::Objects,
+        snapshot: &portico_admin::Snapshot,
+        publish: &[portico_admin::LoadBalancerAddress],
+    ) {
+        if let Source::Kube { reports, .. } = self {
+            let report = portico_report::report(objects, snapshot, publish);
+            reports.send_replace(Arc::new(report));
+        }
+    }
+
+    /// Stops watching; the reporter releases its Lease.
+    async fn stop(self) {
+        match self {
+            Source::Files(f) => drop(f),
+            Source::Kube {
+                source,
+                publish,
+                reporter,
+                reports,
+            } => {
+                drop(source);
+                if let Some((_, task)) = publish {
+                    task.abort();
+                }
+                reporter.stopped().await;
+                drop(reports);
+            }
+        }
+    }
 }
 
 async fn bind(what: &'static str, addr: SocketAddr) -> Result<TcpListener, AppError> {
@@ -101,7 +229,7 @@ pub async fn run(
         crate::providers::registry(proxy.clone(), &settings.haproxy, default_binds, class)?;
     let status = status_changes(&providers);
 
-    let source = portico_source_file::watch(settings.manifests.clone())?;
+    let mut source = Source::start(&settings, &shutdown).await?;
     let mut updates = source.subscribe();
 
     let proxy_task = http.map(|http| tokio::spawn(proxy.clone().serve(http, shutdown.clone())));
@@ -114,30 +242,52 @@ pub async fn run(
     ));
     on_bound(bound);
 
-    let publish = publish_address(&settings, bound.http);
-    let pipeline = Pipeline {
-        settings: &settings,
-        providers: &providers,
-        admin: &admin,
-        metrics: &app_metrics,
-        publish: &publish,
-        certificates: &CertificateStage::default(),
-        source: &source,
-    };
+    let fixed_publish = publish_address(&settings, bound.http);
+    let certificates = CertificateStage::default();
     let mut shutdown_rx = shutdown.clone();
+    // The Kubernetes source publishes its first snapshot once every kind is listed.
+    let mut first = matches!(source, Source::Kube { .. });
     let mut served = None;
     loop {
-        let loaded = updates.borrow_and_update().clone();
-        served = Some(pipeline.apply(loaded, served.take()));
+        if !first {
+            let publish = match source.published() {
+                Some(rx) => status_addresses_of(&rx.borrow_and_update()),
+                None => fixed_publish.clone(),
+            };
+            let pipeline = Pipeline {
+                settings: &settings,
+                providers: &providers,
+                admin: &admin,
+                metrics: &app_metrics,
+                publish: &publish,
+                certificates: &certificates,
+                source: &source,
+            };
+            let loaded = updates.borrow_and_update().clone();
+            served = Some(pipeline.apply(loaded, served.take()));
+        }
+        let published = async {
+            match source.published() {
+                Some(rx) => rx.changed().await.is_ok(),
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
-            changed = updates.changed() => if changed.is_err() { break },
+            changed = updates.changed() => {
+                if changed.is_err() { break }
+                first = false;
+            }
             // A provider's status changed (serving, a rejected configuration): publish it.
             () = status.notified() => {}
+            // `--publish-service` has new addresses: status changes.
+            true = published => {}
             _ = shutdown_rx.wait_for(|s| *s) => break,
         }
     }
-    drop(source);
+    drop(updates);
+    drop(served);
     let _ = shutdown_rx.wait_for(|s| *s).await;
+    source.stop().await;
     haproxy.shutdown().await;
     for task in [proxy_task, https_task].into_iter().flatten() {
         let _ = task.await;
@@ -170,6 +320,14 @@ fn status_changes(providers: &Registry) -> Arc<tokio::sync::Notify> {
     notify
 }
 
+/// Status entries for `--publish-service`'s addresses.
+fn status_addresses_of(addresses: &[String]) -> Vec<portico_admin::LoadBalancerAddress> {
+    addresses
+        .iter()
+        .flat_map(|a| status_addresses(Some(a)))
+        .collect()
+}
+
 fn publish_address(
     settings: &Settings,
     http: SocketAddr,
@@ -194,8 +352,9 @@ struct Pipeline<'a> {
     metrics: &'a AppMetrics,
     publish: &'a [portico_admin::LoadBalancerAddress],
     certificates: &'a CertificateStage,
-    /// Where superseded loads go back to, to be freed on the thread that allocated them.
-    source: &'a FileSource,
+    /// Where superseded loads go back to, to be freed on the thread that allocated them, and
+    /// where reports for the Kubernetes API go.
+    source: &'a Source,
 }
 
 /// What is served now, kept so that the next update can be applied incrementally.
@@ -229,6 +388,7 @@ impl Pipeline<'_> {
         );
         snapshot.ready = self.providers.ready();
         snapshot.diagnostics.extend(self.providers.diagnostics());
+        self.source.report(&loaded.objects, &snapshot, self.publish);
         let all_diagnostics = || loaded.diagnostics.iter().chain(&translation.diagnostics);
         self.metrics.observe(&loaded.objects, all_diagnostics());
         for d in all_diagnostics() {

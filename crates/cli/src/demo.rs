@@ -152,7 +152,13 @@ async fn run_in(dir: &Path, listen: &ListenArgs) -> anyhow::Result<ExitCode> {
         state_dir: None,
         haproxy_bin: "haproxy".into(),
     };
-    let settings = settings(vec![dir.to_path_buf()], listen, &class, &tls, &haproxy)?;
+    let settings = settings(
+        portico_app::SourceSettings::Files(vec![dir.to_path_buf()]),
+        listen,
+        &class,
+        &tls,
+        &haproxy,
+    )?;
     crate::serve(settings, Some(banner)).await
 }
 

@@ -28,8 +28,9 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Serve Ingresses from manifest files (watched for changes) with the built-in proxy.
-    Run(RunArgs),
+    /// Serve Ingresses from manifest files (watched for changes) or, with --kubernetes, from
+    /// the Kubernetes API.
+    Run(Box<RunArgs>),
     /// Print every diagnostic for the manifests; exit 1 if any is an error.
     Validate(ValidateArgs),
     /// Start echo backends and the three seed Ingress examples, serve them, print curl commands.
@@ -98,12 +99,12 @@ struct TlsArgs {
     /// Secret (`kubernetes.io/tls`) whose certificate TLS handshakes get when no `spec.tls`
     /// host matches their SNI (or they send none); default: a self-signed certificate made
     /// at start.
-    #[arg(long, value_name = "NAMESPACE/NAME", value_parser = secret_name)]
+    #[arg(long, value_name = "NAMESPACE/NAME", value_parser = namespaced_name)]
     default_certificate: Option<portico_translate::ObjectKey>,
 }
 
 /// `NAMESPACE/NAME`, both parts non-empty.
-fn secret_name(value: &str) -> Result<portico_translate::ObjectKey, String> {
+fn namespaced_name(value: &str) -> Result<portico_translate::ObjectKey, String> {
     match value.split_once('/') {
         Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
             Ok(portico_translate::ObjectKey::new(ns, name))
@@ -134,11 +135,75 @@ struct ListenArgs {
     workers: usize,
 }
 
+#[derive(Args, Debug, Clone)]
+struct KubeArgs {
+    /// Read Ingresses, IngressClasses, Services, EndpointSlices and Secrets from the Kubernetes
+    /// API instead of manifest files; write Ingress status and Events (leader only).
+    #[arg(long, conflicts_with = "files")]
+    kubernetes: bool,
+    /// Kubeconfig file; default: KUBECONFIG, ~/.kube/config, then the in-cluster service
+    /// account.
+    #[arg(long, value_name = "PATH", requires = "kubernetes")]
+    kubeconfig: Option<PathBuf>,
+    /// Watch only this namespace (IngressClasses are cluster-wide).
+    #[arg(long, value_name = "NAMESPACE", requires = "kubernetes")]
+    namespace: Option<String>,
+    /// Service (type LoadBalancer) whose load-balancer addresses Ingress status shows, instead
+    /// of --publish-address.
+    #[arg(long, value_name = "NAMESPACE/NAME", value_parser = namespaced_name, requires = "kubernetes")]
+    publish_service: Option<portico_translate::ObjectKey>,
+    /// Namespace of the leader-election Lease.
+    #[arg(
+        long,
+        value_name = "NAMESPACE",
+        env = "POD_NAMESPACE",
+        default_value = "default"
+    )]
+    election_namespace: String,
+    /// Name of the leader-election Lease (coordination.k8s.io/v1): one replica, its holder,
+    /// writes status and Events; every replica serves traffic.
+    #[arg(long, value_name = "NAME", default_value = "portico-leader")]
+    election_id: String,
+    /// This replica's name in the Lease and in Events; default: HOSTNAME-PID.
+    #[arg(long, value_name = "ID", env = "POD_NAME")]
+    identity: Option<String>,
+}
+
+impl KubeArgs {
+    fn settings(&self) -> Option<portico_app::KubeSettings> {
+        if !self.kubernetes {
+            return None;
+        }
+        let identity = self.identity.clone().unwrap_or_else(default_identity);
+        let mut report =
+            portico_report::ReportSettings::new(identity, self.election_namespace.clone());
+        report.lease_name = self.election_id.clone();
+        Some(portico_app::KubeSettings {
+            kubeconfig: self.kubeconfig.clone(),
+            namespace: self.namespace.clone(),
+            publish_service: self.publish_service.clone(),
+            report,
+        })
+    }
+}
+
+/// `HOSTNAME-PID`: unique among replicas on one node and across nodes.
+fn default_identity() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "portico".to_owned());
+    format!("{host}-{}", std::process::id())
+}
+
 #[derive(Args, Debug)]
 struct RunArgs {
     /// Manifest file or directory (YAML or JSON, multi-document; directories recursively).
-    #[arg(short = 'f', long = "filename", required = true)]
+    #[arg(short = 'f', long = "filename", required_unless_present = "kubernetes")]
     files: Vec<PathBuf>,
+    #[command(flatten)]
+    kube: KubeArgs,
     #[command(flatten)]
     listen: ListenArgs,
     #[command(flatten)]
@@ -195,14 +260,14 @@ fn translate_config(class: &ClassArgs, tls: &TlsArgs) -> portico_translate::Conf
 }
 
 fn settings(
-    files: Vec<PathBuf>,
+    source: portico_app::SourceSettings,
     listen: &ListenArgs,
     class: &ClassArgs,
     tls: &TlsArgs,
     haproxy: &HaproxyArgs,
 ) -> anyhow::Result<portico_app::Settings> {
     Ok(portico_app::Settings {
-        manifests: files,
+        source,
         http_listen: listen.http_listen,
         https_listen: listen.https_listen,
         admin_listen: listen.admin_listen,
@@ -223,7 +288,11 @@ fn main() -> ExitCode {
         Command::Run(args) => runtime(args.listen.workers).and_then(|rt| {
             let (listen, class, tls, haproxy) =
                 (&args.listen, &args.class, &args.tls, &args.haproxy);
-            let settings = settings(args.files.clone(), listen, class, tls, haproxy)?;
+            let source = match args.kube.settings() {
+                Some(kube) => portico_app::SourceSettings::Kubernetes(Box::new(kube)),
+                None => portico_app::SourceSettings::Files(args.files.clone()),
+            };
+            let settings = settings(source, listen, class, tls, haproxy)?;
             rt.block_on(serve(settings, None))
         }),
         Command::Render(args) => render::run(&args),

@@ -108,9 +108,13 @@ mod tests {
         let ours = ingress(Some("portico"), &["a", "", "b"]);
         objects.ingresses.insert(ObjectKey::new("ns", "ours"), ours);
         let theirs = ingress(Some("nginx"), &["c"]);
-        objects.ingresses.insert(ObjectKey::new("ns", "theirs"), theirs);
+        objects
+            .ingresses
+            .insert(ObjectKey::new("ns", "theirs"), theirs);
         let classless = ingress(None, &["d"]);
-        objects.ingresses.insert(ObjectKey::new("other", "none"), classless);
+        objects
+            .ingresses
+            .insert(ObjectKey::new("other", "none"), classless);
         let config = Config {
             default_certificate: Some(ObjectKey::new("system", "default-tls")),
             ..Config::default()

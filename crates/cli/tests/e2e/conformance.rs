@@ -2,8 +2,12 @@
 //! (kubernetes-sigs/ingress-controller-conformance, features/*.feature), replayed on manifest
 //! files — the same Ingresses, requests and expectations, written as tables — plus the 404 /
 //! 503 / 502 answers. Every scenario runs once per provider: `proxy` (the built-in proxy) and
-//! `haproxy` (a real haproxy, installed by scripts/test.sh), with the same expectations.
+//! `haproxy` (a real haproxy, installed by scripts/test.sh), with the same expectations; and
+//! once more with the built-in proxy reading the same objects from the Kubernetes API
+//! (`kubernetes`: a fake API server speaking the real protocol), where the Ingress status must
+//! also reach the API server.
 
+use crate::kube_support::Cluster;
 use crate::tls_support::{H1, Trust, issued_secret, try_connect};
 use crate::{expect_routes, support::*};
 use portico_tls::generate::Authority;
@@ -13,6 +17,8 @@ use portico_tls::generate::Authority;
 pub enum Provider {
     Proxy,
     Haproxy,
+    /// The built-in proxy, objects from a fake API server (`--kubernetes`).
+    Kubernetes,
 }
 
 impl Provider {
@@ -21,6 +27,13 @@ impl Provider {
         match self {
             Provider::Proxy => Portico::start(dir, &[]).await,
             Provider::Haproxy => Portico::start_haproxy(dir, &[]).await,
+            Provider::Kubernetes => {
+                let cluster = Cluster::new().await;
+                cluster.apply_dir(dir);
+                let mut p = Portico::start_kube(&cluster, &[]).await;
+                p.cluster = Some(cluster);
+                p
+            }
         }
     }
 }
@@ -39,6 +52,12 @@ macro_rules! per_provider {
             $(#[tokio::test]
             async fn $scenario() {
                 super::$scenario(super::Provider::Haproxy).await
+            })*
+        }
+        mod kubernetes {
+            $(#[tokio::test]
+            async fn $scenario() {
+                super::$scenario(super::Provider::Kubernetes).await
             })*
         }
     };
@@ -73,11 +92,18 @@ fn default_backend_ingress(ns: &str, name: &str) -> String {
     )
 }
 
-fn assert_status_published(ingress: &serde_json::Value) {
+/// The admin API shows the publish address as the Ingress's status; through the Kubernetes
+/// API, the status is also written to the Ingress.
+async fn assert_status_published(p: &Portico, ns: &str, name: &str) {
+    let ingress = p.ingress(ns, name).await;
     assert_eq!(
         ingress["status"]["loadBalancer"]["ingress"][0]["ip"], "127.0.0.1",
         "{ingress}"
     );
+    if let Some(cluster) = &p.cluster {
+        let want = serde_json::json!([{"ip": "127.0.0.1"}]);
+        cluster.wait_status(ns, name, want).await;
+    }
 }
 
 async fn default_backend(provider: Provider) {
@@ -88,7 +114,7 @@ async fn default_backend(provider: Provider) {
         &default_backend_ingress("conformance-db", "default-backend"),
     );
     let p = provider.start(m.path()).await;
-    assert_status_published(&p.ingress("conformance-db", "default-backend").await);
+    assert_status_published(&p, "conformance-db", "default-backend").await;
     let cases = [
         ("GET", "my-host", ""),
         ("GET", "my-host", "sub-path"),
@@ -144,7 +170,7 @@ async fn host_rules(provider: Provider) {
     let cert = ca.issue(&["foo.bar.com"]).unwrap();
     m.write("secret.json", &issued_secret(ns, "conformance-tls", &cert));
     let p = provider.start(m.path()).await;
-    assert_status_published(&p.ingress(ns, "host-rules").await);
+    assert_status_published(&p, ns, "host-rules").await;
     // GET https://foo.bar.com: the secure connection verifies the hostname foo.bar.com.
     let conn = try_connect(p.https, Some("foo.bar.com"), &[], Trust::Authority(&ca)).await;
     let tls = H1::over(conn.expect("hostname foo.bar.com verified"))
@@ -228,7 +254,7 @@ async fn path_rules(provider: Provider) {
         ),
     );
     let p = provider.start(m.path()).await;
-    assert_status_published(&p.ingress(ns, "path-rules").await);
+    assert_status_published(&p, ns, "path-rules").await;
     let cases = [
         ("exact-path-rules", "/foo", 200, "foo-exact"),
         ("exact-path-rules", "/foo/", 404, ""),
@@ -303,6 +329,15 @@ async fn ingress_class(provider: Provider) {
         serde_json::json!([]),
         "{st}"
     );
+    if let Some(cluster) = &p.cluster {
+        // The leader writes status within a second of its first snapshot; give it two.
+        tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+        let stored = cluster.ingress(ns, "test-ingress-class");
+        assert!(
+            stored["status"]["loadBalancer"]["ingress"].is_null(),
+            "{stored}"
+        );
+    }
     expect_routes(&p, &[("ingress-class", "/", 404, "")]).await;
 }
 
@@ -315,7 +350,7 @@ async fn load_balancing(provider: Provider) {
         &default_backend_ingress(ns, "load-balancing"),
     );
     let p = provider.start(m.path()).await;
-    assert_status_published(&p.ingress(ns, "load-balancing").await);
+    assert_status_published(&p, ns, "load-balancing").await;
     let mut pods = std::collections::BTreeSet::new();
     for _ in 0..100 {
         let r = p.get("load-balancing", "/").await;

@@ -1,6 +1,7 @@
 //! Black-box tests: the real `portico` binary against echo backends on 127.0.0.1.
 #![allow(clippy::unwrap_used)] // tests may unwrap
 
+mod kube_support;
 mod support;
 mod tls_support;
 
@@ -13,6 +14,7 @@ mod conformance;
 mod demo;
 mod haproxy;
 mod host_rules;
+mod kubernetes;
 mod live;
 mod merging;
 mod path_rules;

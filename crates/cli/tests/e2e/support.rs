@@ -126,6 +126,8 @@ pub struct Portico {
     child: Child,
     /// The haproxy provider's state directory, when the test made one.
     _state: Option<tempfile::TempDir>,
+    /// The fake API server, when the objects come from it (`--kubernetes`).
+    pub cluster: Option<crate::kube_support::Cluster>,
     pub http: SocketAddr,
     pub https: SocketAddr,
     pub admin: SocketAddr,
@@ -216,6 +218,7 @@ impl Portico {
         let p = Portico {
             child,
             _state: None,
+            cluster: None,
             http,
             https,
             admin,

@@ -6,6 +6,7 @@
 mod support;
 
 use portico_provider::{Certificates, Provider};
+use portico_testkit::free_port;
 use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -1,4 +1,4 @@
-//! Live test support: echo backends, free loopback ports, plain HTTP requests, a one-pool
+//! Live test support: echo backends, plain HTTP requests, a one-pool
 //! haproxy model and a provider on a temporary state directory.
 
 use bytes::Bytes;
@@ -36,9 +36,6 @@ pub async fn echo(name: &'static str) -> SocketAddr {
     });
     addr
 }
-
-/// A loopback port free right now (haproxy cannot be given port 0).
-pub use portico_testkit::free_port;
 
 /// `GET /` with `Connection: close`: the status and the body, or the error.
 pub async fn get(addr: SocketAddr, path: &str) -> Result<(u16, String), String> {

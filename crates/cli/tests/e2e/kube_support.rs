@@ -1,0 +1,149 @@
+//! Test support for `portico run --kubernetes`: a fake API server loaded with the same
+//! manifests the file-source tests write, and Portico started against it.
+
+use crate::support::Portico;
+use portico_fake_apiserver::FakeApiServer;
+use portico_source_file::{Object, parse_documents};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// A fake API server with a kubeconfig pointing at it.
+pub struct Cluster {
+    pub api: FakeApiServer,
+    dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    pub async fn new() -> Self {
+        let api = FakeApiServer::start().await;
+        let dir = tempfile::tempdir().unwrap();
+        api.write_kubeconfig(&dir.path().join("kubeconfig"));
+        Cluster { api, dir }
+    }
+
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.dir.path().join("kubeconfig")
+    }
+
+    /// Creates or replaces every object of a manifest text (YAML or JSON), as `kubectl apply`:
+    /// an object's status (a subresource) is kept unless the manifest has one.
+    pub fn apply(&self, text: &str) {
+        let parsed = parse_documents("test manifest", text);
+        assert!(parsed.diagnostics.is_empty(), "{:?}", parsed.diagnostics);
+        for object in parsed.objects {
+            let mut value = to_json(&object);
+            if value.get("status").is_none_or(Value::is_null) {
+                let meta = &value["metadata"];
+                let (api, kind) = (value["apiVersion"].as_str(), value["kind"].as_str());
+                let (ns, name) = (meta["namespace"].as_str(), meta["name"].as_str());
+                let stored = self.api.get(api.unwrap(), kind.unwrap(), ns, name.unwrap());
+                if let Some(status) = stored.and_then(|s| s.get("status").cloned()) {
+                    value["status"] = status;
+                }
+            }
+            self.api.apply(value);
+        }
+    }
+
+    /// Applies every file of a manifest directory (the file-source tests' `Manifests`).
+    pub fn apply_dir(&self, dir: &Path) {
+        let mut files: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| !p.file_name().unwrap().to_string_lossy().starts_with('.'))
+            .collect();
+        files.sort();
+        for file in files {
+            self.apply(&std::fs::read_to_string(file).unwrap());
+        }
+    }
+
+    /// The stored Ingress.
+    pub fn ingress(&self, ns: &str, name: &str) -> Value {
+        let got = self
+            .api
+            .get("networking.k8s.io/v1", "Ingress", Some(ns), name);
+        got.unwrap_or(Value::Null)
+    }
+
+    /// Polls until the stored Ingress's `status.loadBalancer.ingress` is `want`.
+    pub async fn wait_status(&self, ns: &str, name: &str, want: Value) -> Duration {
+        let start = Instant::now();
+        loop {
+            let ingress = self.ingress(ns, name);
+            let got = &ingress["status"]["loadBalancer"]["ingress"];
+            let got = if got.is_null() {
+                &Value::Array(vec![])
+            } else {
+                got
+            };
+            if *got == want {
+                return start.elapsed();
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "status of {ns}/{name} is {got}, want {want}"
+            );
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+
+    /// PATCHes of Ingress status served so far, as (ingress name, addresses written).
+    pub fn status_patches(&self) -> Vec<(String, Value)> {
+        self.api
+            .requests()
+            .into_iter()
+            .filter(|r| {
+                r.method == "PATCH" && r.path.contains("/ingresses/") && r.path.ends_with("/status")
+            })
+            .filter(|r| r.status < 300)
+            .map(|r| {
+                let name = r
+                    .path
+                    .trim_end_matches("/status")
+                    .rsplit('/')
+                    .next()
+                    .unwrap()
+                    .to_owned();
+                let body = r.body.unwrap_or(Value::Null);
+                (name, body["status"]["loadBalancer"]["ingress"].clone())
+            })
+            .collect()
+    }
+}
+
+fn to_json(object: &Object) -> Value {
+    let value = match object {
+        Object::Ingress(o) => serde_json::to_value(&**o),
+        Object::IngressClass(o) => serde_json::to_value(&**o),
+        Object::Service(o) => serde_json::to_value(&**o),
+        Object::EndpointSlice(o) => serde_json::to_value(&**o),
+        Object::Endpoints(o) => serde_json::to_value(&**o),
+        Object::Secret(o) => serde_json::to_value(&**o),
+    };
+    value.unwrap()
+}
+
+impl Portico {
+    /// `portico run --kubernetes` against `cluster`, with `extra` flags; returns once ready
+    /// (every kind listed and the first snapshot served).
+    pub async fn start_kube(cluster: &Cluster, extra: &[&str]) -> Portico {
+        let mut args: Vec<String> = vec![
+            "run".into(),
+            "--kubernetes".into(),
+            format!("--kubeconfig={}", cluster.kubeconfig().display()),
+            "--election-namespace=default".into(),
+        ];
+        args.extend(
+            [
+                "--http-listen=127.0.0.1:0",
+                "--https-listen=127.0.0.1:0",
+                "--admin-listen=127.0.0.1:0",
+            ]
+            .map(String::from),
+        );
+        args.extend(extra.iter().map(|s| s.to_string()));
+        Portico::spawn(&args).await
+    }
+}
