@@ -300,8 +300,33 @@ async fn two_replicas_one_writes_status_and_a_successor_takes_over_within_15s() 
     wait_holder(&cluster, |h| h == successor).await;
     cluster.wait_status(NS, "shop", ip(follower_ip)).await;
     let took = died.elapsed();
+    eprintln!("takeover after the leader was killed: {took:?}");
     assert!(took < Duration::from_secs(15), "takeover took {took:?}");
     follower.wait_route("shop.example", "/", 200, "web").await;
+
+    // A leader stopped with SIGTERM releases the Lease: a third replica takes over at once,
+    // well before the 10 s the Lease would take to expire.
+    let c = Portico::start_kube(
+        &cluster,
+        &["--identity=replica-c", "--publish-address=192.0.2.3"],
+    )
+    .await;
+    c.wait_route("shop.example", "/", 200, "web").await;
+    let stopped = Instant::now();
+    let pid = follower.pid().unwrap().to_string();
+    let term = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    wait_holder(&cluster, |h| h == "replica-c").await;
+    cluster.wait_status(NS, "shop", ip("192.0.2.3")).await;
+    let took = stopped.elapsed();
+    eprintln!("takeover after the leader stopped: {took:?}");
+    assert!(
+        took < Duration::from_secs(6),
+        "a released Lease took {took:?}"
+    );
 }
 
 /// Polls the leader Lease until its holder satisfies `want`.
