@@ -32,7 +32,7 @@ pub(crate) struct State {
     synced: BTreeSet<Kind>,
     /// Secrets named by owned Ingresses (and `--default-certificate`).
     referenced: BTreeSet<ObjectKey>,
-    /// Live watch events seen per Secret (any Secret, referenced or not).
+    /// Live watch events seen per Secret that is referenced or being fetched.
     secret_events: HashMap<ObjectKey, u64>,
     /// Referenced Secrets known not to exist (fetched: 404, or deleted).
     missing: HashSet<ObjectKey>,
@@ -116,10 +116,19 @@ impl State {
         secret: Option<k8s_openapi::api::core::v1::Secret>,
     ) -> Effects {
         self.fetching.remove(key);
-        let raced = self.secret_events.get(key).copied().unwrap_or(0) != events;
-        if raced || !self.referenced.contains(key) {
-            // A watch event since the fetch was decided is newer than what the fetch read.
+        if !self.referenced.contains(key) {
+            self.secret_events.remove(key);
             return Effects::default();
+        }
+        let raced = self.secret_events.get(key).copied().unwrap_or(0) != events;
+        if raced {
+            // A watch event since the fetch was decided is newer than what the fetch read. If
+            // that event did not leave the Secret kept (it came while the Secret was not
+            // referenced), read it again.
+            return Effects {
+                changed: false,
+                fetch: self.start_fetches(),
+            };
         }
         match secret {
             Some(secret) => {
@@ -143,7 +152,9 @@ impl State {
 
     fn secret_event<K: Watched>(&mut self, key: &K::Key, deleted: bool) {
         if let Some(key) = K::secret(key) {
-            *self.secret_events.entry(key.clone()).or_default() += 1;
+            if self.referenced.contains(key) || self.fetching.contains(key) {
+                *self.secret_events.entry(key.clone()).or_default() += 1;
+            }
             if deleted {
                 if self.referenced.contains(key) {
                     self.missing.insert(key.clone());
@@ -166,9 +177,10 @@ impl State {
             self.objects.secrets.retain(|k, _| referenced.contains(k));
             effects.changed |= self.objects.secrets.len() != before;
             self.missing.retain(|k| referenced.contains(k));
-            // Unreferenced Secrets' counters are dropped; a fetch decided while a counter was
-            // dropped still loses to any later event, which starts the counter at 1.
-            self.secret_events.retain(|k, _| referenced.contains(k));
+            // Counters live while a Secret is referenced or being fetched, so that a fetch in
+            // flight still sees every event that came after it was decided.
+            let fetching = &self.fetching;
+            (self.secret_events).retain(|k, _| referenced.contains(k) || fetching.contains(k));
         }
         if self.synced.contains(&Kind::Secret)
             && (K::KIND.names_secrets() || K::KIND == Kind::Secret)
@@ -350,6 +362,46 @@ mod tests {
                 .is_empty(),
             "known missing"
         );
+    }
+
+    #[test]
+    fn a_fetch_outrun_by_an_event_while_unreferenced_is_read_again() {
+        let mut state = synced();
+        let key = ObjectKey::new("ns", "tls");
+        assert_eq!(
+            state.apply(ingress("ours", "portico", "tls")).fetch,
+            [(key.clone(), 0)]
+        );
+        // While the GET is in flight: the Secret stops being named, changes, is named again.
+        state.apply(ingress("ours", "portico", "other"));
+        state.apply(secret("tls", "new"));
+        assert!(
+            state
+                .apply(ingress("ours", "portico", "tls"))
+                .fetch
+                .is_empty(),
+            "in flight"
+        );
+        // The answer may predate the change: it is dropped and the Secret read again.
+        let effects = state.fetch_done(&key, 0, Some(secret("tls", "old")));
+        assert!(!effects.changed);
+        assert_eq!(effects.fetch, [(key.clone(), 1)]);
+        assert!(
+            state
+                .fetch_done(&key, 1, Some(secret("tls", "new")))
+                .changed
+        );
+        let kept = &state.objects().secrets[&key];
+        assert_eq!(kept.string_data.as_ref().unwrap()["v"], "new");
+    }
+
+    #[test]
+    fn counters_are_kept_only_for_referenced_or_fetched_secrets() {
+        let mut state = synced();
+        for i in 0..100 {
+            state.apply(secret(&format!("unused-{i}"), "x"));
+        }
+        assert!(state.secret_events.is_empty());
     }
 
     #[test]
