@@ -1,5 +1,7 @@
-//! Wiring of the all-in-one process: manifest source → translate → certificates → built-in
-//! proxy, with the admin API beside them, and the echo backends the demo and the tests use.
+//! Wiring of the process: a source (manifest files or the Kubernetes API) → translate →
+//! certificates → providers (built-in proxy, haproxy), with the admin API beside them, the
+//! reporter to the Kubernetes API in Kubernetes mode, and the echo backends the demo and the
+//! tests use.
 //!
 //! This is the only crate that knows every other one; nothing depends on it but the binary.
 
@@ -8,8 +10,10 @@ mod metrics;
 mod providers;
 mod run;
 mod snapshot;
+mod source;
 mod tls;
 
 pub use providers::{HaproxySettings, haproxy_plan};
-pub use run::{AppError, Bound, KubeSettings, Settings, SourceSettings, run};
+pub use run::{AppError, Bound, Settings, run};
 pub use snapshot::{build_snapshot, status_addresses};
+pub use source::{KubeSettings, SourceSettings};

@@ -1,43 +1,19 @@
 use crate::metrics::AppMetrics;
 use crate::providers::HaproxySettings;
 use crate::snapshot::{build_snapshot, status_addresses};
+use crate::source::{Source, SourceSettings};
 use crate::tls::CertificateStage;
 use portico_admin::Admin;
 use portico_dataplane_http::{Proxy, ProxyMetrics};
 use portico_model::Model;
 use portico_provider::Registry;
-use portico_source_file::{FileSource, Loaded};
-use portico_source_kube::KubeSource;
+use portico_source_file::Loaded;
 use portico_translate::{Memo, Previous, Translation, translate_incremental};
 use std::collections::HashSet;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-
-/// Where the objects come from.
-#[derive(Debug, Clone)]
-pub enum SourceSettings {
-    /// Manifest files and directories, watched for changes (the embedded default).
-    Files(Vec<PathBuf>),
-    /// The Kubernetes API (`--kubernetes`).
-    Kubernetes(Box<KubeSettings>),
-}
-
-/// `portico run --kubernetes`: the API server, what to watch, and who reports.
-#[derive(Debug, Clone)]
-pub struct KubeSettings {
-    /// `--kubeconfig`; none: KUBECONFIG, ~/.kube/config, then in-cluster.
-    pub kubeconfig: Option<PathBuf>,
-    /// `--namespace`: watch only this namespace.
-    pub namespace: Option<String>,
-    /// `--publish-service`: Ingress status shows this Service's load-balancer addresses.
-    pub publish_service: Option<portico_translate::ObjectKey>,
-    /// This replica's identity and its leader Lease (status and Events are written by the
-    /// leader only).
-    pub report: portico_report::ReportSettings,
-}
 
 /// Everything `portico run` needs, already validated by the command line.
 #[derive(Debug, Clone)]
@@ -82,108 +58,6 @@ pub enum AppError {
     Haproxy(#[from] portico_provider_haproxy::StartError),
     #[error(transparent)]
     Kubernetes(#[from] portico_source_kube::ClientError),
-}
-
-/// The running source.
-enum Source {
-    Files(FileSource),
-    Kube {
-        source: KubeSource,
-        /// `--publish-service`'s addresses, when given.
-        publish: Option<(watch::Receiver<Vec<String>>, tokio::task::JoinHandle<()>)>,
-        reporter: portico_report::Reporter,
-        reports: watch::Sender<Arc<portico_report::Report>>,
-    },
-}
-
-impl Source {
-    async fn start(
-        settings: &Settings,
-        shutdown: &watch::Receiver<bool>,
-    ) -> Result<Source, AppError> {
-        match &settings.source {
-            SourceSettings::Files(manifests) => Ok(Source::Files(portico_source_file::watch(
-                manifests.clone(),
-            )?)),
-            SourceSettings::Kubernetes(kube) => {
-                let client = portico_source_kube::client(kube.kubeconfig.as_deref()).await?;
-                let scope = portico_source_kube::Scope {
-                    namespace: kube.namespace.clone(),
-                };
-                let source = KubeSource::start(client.clone(), scope, settings.translate.clone());
-                let publish = (kube.publish_service.clone())
-                    .map(|key| portico_source_kube::publish_service(client.clone(), key));
-                let (reports, rx) = watch::channel(Arc::new(portico_report::Report::default()));
-                let reporter =
-                    portico_report::spawn(client, kube.report.clone(), rx, shutdown.clone());
-                Ok(Source::Kube {
-                    source,
-                    publish,
-                    reporter,
-                    reports,
-                })
-            }
-        }
-    }
-
-    fn subscribe(&self) -> watch::Receiver<Arc<Loaded>> {
-        match self {
-            Source::Files(f) => f.subscribe(),
-            Source::Kube { source, .. } => source.subscribe(),
-        }
-    }
-
-    /// Gives a superseded load back to be freed where it was allocated (files).
-    fn retire(&self, loaded: Arc<Loaded>) {
-        match self {
-            Source::Files(f) => f.retire(loaded),
-            Source::Kube { .. } => drop(loaded),
-        }
-    }
-
-    /// `--publish-service`'s addresses, when it is followed.
-    fn published(&mut self) -> Option<&mut watch::Receiver<Vec<String>>> {
-        match self {
-            Source::Kube {
-                publish: Some((rx, _)),
-                ..
-            } => Some(rx),
-            _ => None,
-        }
-    }
-
-    /// Hands a report to the writer (Kubernetes only; the leader writes it).
-    fn report(
-        &self,
-        objects: &portico_translate::Objects,
-        snapshot: &portico_admin::Snapshot,
-        publish: &[portico_admin::LoadBalancerAddress],
-    ) {
-        if let Source::Kube { reports, .. } = self {
-            let report = portico_report::report(objects, snapshot, publish);
-            reports.send_replace(Arc::new(report));
-        }
-    }
-
-    /// Stops watching; the reporter releases its Lease.
-    async fn stop(self) {
-        match self {
-            Source::Files(f) => drop(f),
-            Source::Kube {
-                source,
-                publish,
-                reporter,
-                reports,
-            } => {
-                drop(source);
-                if let Some((_, task)) = publish {
-                    task.abort();
-                }
-                reporter.stopped().await;
-                drop(reports);
-            }
-        }
-    }
 }
 
 async fn bind(what: &'static str, addr: SocketAddr) -> Result<TcpListener, AppError> {
