@@ -21,6 +21,10 @@ use std::collections::HashMap;
 pub struct StatusPatch {
     pub key: ObjectKey,
     pub addresses: Vec<LoadBalancerAddress>,
+    /// The uid of the Ingress the patch was planned for: the patch carries it, so that an
+    /// Ingress deleted and created again meanwhile refuses it (409 Conflict) instead of taking
+    /// a status meant for its predecessor.
+    pub uid: Option<String>,
     /// The resourceVersion the source reported when the patch was planned.
     pub seen: Option<String>,
 }
@@ -55,6 +59,7 @@ impl StatusLedger {
             patches.push(StatusPatch {
                 key: i.key.clone(),
                 addresses: i.desired.clone(),
+                uid: i.uid.clone(),
                 seen: i.resource_version.clone(),
             });
         }
@@ -68,14 +73,19 @@ impl StatusLedger {
 }
 
 /// The JSON merge patch for the status subresource. An empty list becomes `null`, which
-/// removes the field (RFC 7386) like a status nobody wrote.
-pub fn patch_body(addresses: &[LoadBalancerAddress]) -> Value {
+/// removes the field (RFC 7386) like a status nobody wrote. With `uid`, the patch is refused
+/// by an object with another uid (the API server's uid precondition).
+pub fn patch_body(uid: Option<&str>, addresses: &[LoadBalancerAddress]) -> Value {
     let ingress = if addresses.is_empty() {
         Value::Null
     } else {
         Value::Array(addresses.iter().map(address).collect())
     };
-    json!({ "status": { "loadBalancer": { "ingress": ingress } } })
+    let mut body = json!({ "status": { "loadBalancer": { "ingress": ingress } } });
+    if let Some(uid) = uid {
+        body["metadata"] = json!({ "uid": uid });
+    }
+    body
 }
 
 fn address(a: &LoadBalancerAddress) -> Value {

@@ -40,6 +40,7 @@ fn a_differing_status_is_written() {
         vec![StatusPatch {
             key: ObjectKey::new("shop", "web"),
             addresses: vec![ip("10.0.0.1")],
+            uid: None,
             seen: Some("1".to_owned()),
         }]
     );
@@ -103,6 +104,7 @@ fn addresses_this_process_wrote_are_cleared_even_if_not_the_publish_addresses() 
     ledger.written(StatusPatch {
         key: ObjectKey::new("shop", "web"),
         addresses: vec![ip("10.5.5.5")],
+        uid: None,
         seen: Some("1".to_owned()),
     });
     let r = report(vec![ingress("web", "2", &[], &["10.5.5.5"])]);
@@ -138,11 +140,15 @@ fn patch_body_sets_addresses_or_removes_the_list() {
         hostname: Some("lb.example".to_owned()),
     };
     assert_eq!(
-        patch_body(&[ip("10.0.0.1"), host]),
+        patch_body(None, &[ip("10.0.0.1"), host]),
         json!({"status": {"loadBalancer": {"ingress": [{"ip": "10.0.0.1"}, {"hostname": "lb.example"}]}}})
     );
     assert_eq!(
-        patch_body(&[]),
+        patch_body(None, &[]),
         json!({"status": {"loadBalancer": {"ingress": null}}})
+    );
+    assert_eq!(
+        patch_body(Some("u-1"), &[]),
+        json!({"metadata": {"uid": "u-1"}, "status": {"loadBalancer": {"ingress": null}}})
     );
 }

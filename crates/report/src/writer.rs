@@ -116,7 +116,7 @@ impl Writer {
         let sends = patches.into_iter().map(|p| {
             let api = Api::<Ingress>::namespaced(self.client.clone(), &p.key.namespace);
             async move {
-                let body = Patch::Merge(patch_body(&p.addresses));
+                let body = Patch::Merge(patch_body(p.uid.as_deref(), &p.addresses));
                 let result = api
                     .patch_status(&p.key.name, &PatchParams::default(), &body)
                     .await;

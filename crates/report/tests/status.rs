@@ -157,3 +157,35 @@ async fn each_diagnostic_becomes_one_event_while_it_persists() {
         .apply(ingress("web", "portico", &[PUBLISH], Some("bad path")));
     assert!(eventually(WAIT, || cluster.server.events().len() == 2).await);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_status_planned_for_a_deleted_ingress_never_lands_on_its_successor() {
+    let cluster = Cluster::start().await;
+    cluster.server.apply(ingress("web", "portico", &[], None));
+    // The source lags 2 s: it will report the first `web` after it is gone.
+    let (reports, _feed) = feed_lagging(&cluster, Duration::from_secs(2)).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        cluster
+            .server
+            .delete("networking.k8s.io/v1", "Ingress", Some("shop"), "web")
+    );
+    cluster.server.apply(ingress("web", "nginx", &[], None));
+    let (_reporter, _stop) = cluster.reporter(fast("a"), reports).await;
+    // The patch planned from the stale report carries the old uid and is refused.
+    assert!(eventually(WAIT, || !cluster.status_patches("web").is_empty()).await);
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let landed: Vec<_> = (cluster.status_patches("web").into_iter())
+        .filter(|r| r.status < 300)
+        .map(|r| r.body)
+        .collect();
+    assert!(
+        landed.is_empty(),
+        "patches that landed on the new web: {landed:?}"
+    );
+    assert!(
+        cluster.status("web").is_empty(),
+        "{:?}",
+        cluster.status("web")
+    );
+}
