@@ -354,3 +354,35 @@ async fn wait_holder(cluster: &Cluster, want: impl Fn(&str) -> bool) -> String {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+#[test]
+fn an_unreadable_kubeconfig_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing-kubeconfig");
+    let out = std::process::Command::new(BIN)
+        .args(["run", "--kubernetes", "--kubeconfig"])
+        .arg(&missing)
+        .args([
+            "--http-listen=127.0.0.1:0",
+            "--https-listen=127.0.0.1:0",
+            "--admin-listen=127.0.0.1:0",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let line = stderr.lines().last().unwrap_or("");
+    assert!(
+        line.starts_with("portico: error: reading kubeconfig "),
+        "{stderr}"
+    );
+    assert!(
+        line.contains("missing-kubeconfig") && line.contains("No such file"),
+        "{stderr}"
+    );
+    assert_eq!(
+        line.matches("No such file").count(),
+        1,
+        "said once: {stderr}"
+    );
+}
