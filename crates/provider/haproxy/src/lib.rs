@@ -25,7 +25,7 @@ mod status;
 
 pub use instance::Binary;
 pub use plan::{PlanSettings, Planned, plan};
-pub use provider::{HaproxyProvider, Settings, StartError};
+pub use provider::{HaproxyProvider, Settings, StartError, remove_stale};
 
 pub use render::{
     BAD_GATEWAY_FILE, BAD_GATEWAY_RESPONSE, Binds, CONFIG_FILE, CRT_LIST_FILE,

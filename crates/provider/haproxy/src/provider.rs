@@ -2,7 +2,7 @@
 //! to its instance; instances of load balancers that are gone are stopped.
 
 use crate::PROVIDER;
-use crate::instance::{Binary, Instance};
+use crate::instance::{Binary, Instance, MASTER_SOCKET};
 use crate::plan::{PlanSettings, plan};
 use crate::status::Statuses;
 use portico_model::{Diagnostic, LoadBalancerId, Model, PoolId};
@@ -43,11 +43,13 @@ impl std::fmt::Debug for HaproxyProvider {
 }
 
 impl HaproxyProvider {
-    /// Makes the self-signed certificate that TLS handshakes get when nothing else fits. The
-    /// state directory is created (0700) with the first load balancer.
+    /// Makes the self-signed certificate that TLS handshakes get when nothing else fits, and
+    /// removes what a killed Portico left in the state directory ([`remove_stale`]). The state
+    /// directory is created (0700) with the first load balancer.
     pub fn new(settings: Settings) -> Result<Self, StartError> {
         let fallback = portico_tls::self_signed(&["portico.invalid"])
             .map_err(|e| StartError::Certificate(e.to_string()))?;
+        remove_stale(&settings.plan.root);
         Ok(HaproxyProvider {
             binary: Arc::new(settings.binary.clone()),
             settings,
@@ -71,6 +73,35 @@ impl HaproxyProvider {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
     }
+}
+
+/// Removes the load-balancer directories under `root` that no running haproxy serves: those
+/// a Portico killed with SIGKILL could not clean up (its haproxy died with it). A directory
+/// whose master socket still accepts a connection belongs to a live haproxy (another Portico
+/// on the same state directory) and is left alone. Returns the directories removed.
+pub fn remove_stale(root: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return vec![];
+    };
+    let mut removed = Vec::new();
+    for entry in entries.flatten() {
+        let dir = entry.path();
+        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+        let live = std::os::unix::net::UnixStream::connect(dir.join(MASTER_SOCKET)).is_ok();
+        if !is_dir || live {
+            continue;
+        }
+        match std::fs::remove_dir_all(&dir) {
+            Ok(()) => {
+                tracing::info!(dir = %dir.display(), "removed a stale haproxy directory");
+                removed.push(dir);
+            }
+            Err(error) => {
+                tracing::warn!(dir = %dir.display(), %error, "cannot remove a stale haproxy directory");
+            }
+        }
+    }
+    removed
 }
 
 impl Provider for HaproxyProvider {
@@ -124,5 +155,32 @@ impl Provider for HaproxyProvider {
 
     fn subscribe(&self) -> Option<watch::Receiver<u64>> {
         Some(self.statuses.subscribe())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stale_directories_go_and_a_live_haproxys_stays() {
+        let root = tempfile::tempdir().unwrap();
+        let stale = root.path().join("11111111-1111-5111-8111-111111111111");
+        std::fs::create_dir_all(&stale).unwrap();
+        std::fs::write(stale.join("haproxy.conf"), "global\n").unwrap();
+        std::fs::write(stale.join("default.pem"), "key").unwrap();
+        // A dead master socket (nobody listens) is stale too.
+        drop(std::os::unix::net::UnixListener::bind(stale.join(MASTER_SOCKET)).unwrap());
+        let live = root.path().join("22222222-2222-5222-8222-222222222222");
+        std::fs::create_dir_all(&live).unwrap();
+        let _listener = std::os::unix::net::UnixListener::bind(live.join(MASTER_SOCKET)).unwrap();
+        let file = root.path().join("not-a-directory");
+        std::fs::write(&file, "x").unwrap();
+
+        assert_eq!(remove_stale(root.path()), vec![stale.clone()]);
+        assert!(!stale.exists());
+        assert!(live.join(MASTER_SOCKET).exists());
+        assert!(file.exists());
+        assert!(remove_stale(&root.path().join("missing")).is_empty());
     }
 }
