@@ -113,14 +113,19 @@ fn namespaced_name(value: &str) -> Result<portico_translate::ObjectKey, String> 
     }
 }
 
+/// `--http-listen`'s default.
+const DEFAULT_HTTP_LISTEN: &str = "127.0.0.1:8080";
+/// `--https-listen`'s default.
+const DEFAULT_HTTPS_LISTEN: &str = "127.0.0.1:8443";
+
 #[derive(Args, Debug, Clone)]
 struct ListenArgs {
     /// Address of the HTTP listener.
-    #[arg(long, default_value = "127.0.0.1:8080")]
+    #[arg(long, default_value = DEFAULT_HTTP_LISTEN)]
     http_listen: SocketAddr,
     /// Address of the HTTPS listener (TLS termination; certificates from the Secrets named in
     /// Ingress spec.tls, chosen by SNI).
-    #[arg(long, default_value = "127.0.0.1:8443")]
+    #[arg(long, default_value = DEFAULT_HTTPS_LISTEN)]
     https_listen: SocketAddr,
     /// Address of the admin API (health, metrics, JSON, dashboard). Loopback by default.
     #[arg(long, default_value = "127.0.0.1:9180")]
@@ -243,10 +248,10 @@ struct RenderArgs {
     #[command(flatten)]
     haproxy: HaproxyArgs,
     /// The HTTP listener haproxy binds with --provider haproxy.
-    #[arg(long, default_value = "127.0.0.1:8080")]
+    #[arg(long, default_value = DEFAULT_HTTP_LISTEN)]
     http_listen: SocketAddr,
     /// The HTTPS listener haproxy binds with --provider haproxy.
-    #[arg(long, default_value = "127.0.0.1:8443")]
+    #[arg(long, default_value = DEFAULT_HTTPS_LISTEN)]
     https_listen: SocketAddr,
 }
 

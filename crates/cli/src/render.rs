@@ -1,7 +1,32 @@
 use crate::RenderArgs;
-use portico_provider_haproxy::{Binds, plan};
+use portico_model::Diagnostic;
+use portico_provider_haproxy::{Binds, PlanSettings, Planned, plan};
+use portico_translate::{Certificates, Objects, Translation};
 use std::process::ExitCode;
 use std::sync::Arc;
+
+/// What `run` does after translating, up to the haproxy configurations: VIPs assigned to the
+/// model, then every load balancer of provider haproxy planned and rendered. Returns the
+/// plans and the diagnostics of both steps.
+pub(crate) fn plan_haproxy(
+    translation: &mut Translation,
+    objects: &Objects,
+    config: &portico_translate::Config,
+    certificates: &Certificates,
+    settings: &PlanSettings,
+) -> (Vec<Planned>, Vec<Diagnostic>) {
+    let mut diagnostics = portico_translate::assign_vips(&mut translation.model, objects, config);
+    // The fallback certificate's content is not needed to plan: none is made.
+    let fallback = Arc::new(Vec::new());
+    let (planned, found) = plan(
+        &translation.model,
+        &certificates.material,
+        settings,
+        &fallback,
+    );
+    diagnostics.extend(found);
+    (planned, diagnostics)
+}
 
 /// `portico render`: the same load, translation and certificates as `run`, then the haproxy
 /// configuration of every load balancer of provider haproxy, printed instead of written.
@@ -9,8 +34,6 @@ pub fn run(args: &RenderArgs) -> anyhow::Result<ExitCode> {
     let config = crate::translate_config(&args.class, &args.tls);
     let loaded = portico_source_file::load(&args.files);
     let mut translation = portico_translate::translate(&loaded.objects, &config);
-    let mut diagnostics =
-        portico_translate::assign_vips(&mut translation.model, &loaded.objects, &config);
     let none = portico_translate::Certificates::default();
     let certificates =
         portico_translate::certificates(&loaded.objects, &translation, &config, &none);
@@ -24,14 +47,13 @@ pub fn run(args: &RenderArgs) -> anyhow::Result<ExitCode> {
         default_binds,
         &config.ingress_class,
     );
-    // The fallback certificate's content is not printed: none is made.
-    let (planned, found) = plan(
-        &translation.model,
-        &certificates.material,
+    let (planned, mut diagnostics) = plan_haproxy(
+        &mut translation,
+        &loaded.objects,
+        &config,
+        &certificates,
         &settings,
-        &Arc::new(Vec::new()),
     );
-    diagnostics.extend(found);
     diagnostics.extend(certificates.diagnostics);
     diagnostics.sort();
     diagnostics.dedup();

@@ -1,6 +1,7 @@
 //! The haproxy provider through the real binary: `portico render`, the files under the state
 //! directory, a killed haproxy started again, and clean-up at exit.
 
+use crate::backends;
 use crate::support::*;
 use crate::tls_support::issued_secret;
 use portico_tls::generate::Authority;
@@ -121,4 +122,43 @@ async fn state_dir_files_a_killed_haproxy_and_clean_up_at_exit() {
         .unwrap();
     assert!(term.success());
     wait_for("the directory to go", || !dir.exists()).await;
+}
+
+/// `validate` plans the haproxy load balancers as `run` would, and reports what stops one from
+/// being served: here, a class of provider haproxy with no address to listen on.
+#[tokio::test]
+async fn validate_reports_haproxy_plan_errors() {
+    let m = backends("edge", &[("web", 1)]).await;
+    let class = ingress_class("edge", "portico.dev/ingress-controller", false).replace(
+        "  annotations:\n",
+        "  annotations:\n    portico.dev/provider: haproxy\n",
+    );
+    let y = ingress(
+        "edge",
+        "site",
+        "2026-01-01T00:00:00Z",
+        &[("edge.test", "/", "Prefix", "web", "80")],
+    )
+    .replace("ingressClassName: portico", "ingressClassName: edge");
+    m.write("edge.yaml", &format!("{class}{y}"));
+    let validate = |extra: &[&str]| {
+        std::process::Command::new(BIN)
+            .args(["validate", "-f"])
+            .arg(m.path())
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = validate(&[]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("IngressClass edge: metadata.annotations[portico.dev/vip]")
+            && text.contains("has no address to listen on"),
+        "{text}"
+    );
+    // With --provider haproxy, the first such load balancer takes the run's listeners.
+    let out = validate(&["--provider", "haproxy"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
 }
