@@ -136,11 +136,7 @@ impl Store {
     ) -> Result<Value, ApiError> {
         let def = resources::get(key.0);
         let mut state = self.lock();
-        let old = state
-            .objects
-            .get(key)
-            .cloned()
-            .ok_or_else(|| ApiError::not_found(def, &key.2))?;
+        let old = state.existing(key)?;
         let mut new = change(&old)?;
         check_identity(&mut new, key)?;
         let stored_rv = meta::field(&old, "resourceVersion")
@@ -177,11 +173,7 @@ impl Store {
     pub fn delete(&self, key: &Key, pre: &Preconditions, dry_run: bool) -> Result<Value, ApiError> {
         let def = resources::get(key.0);
         let mut state = self.lock();
-        let old = state
-            .objects
-            .get(key)
-            .cloned()
-            .ok_or_else(|| ApiError::not_found(def, &key.2))?;
+        let old = state.existing(key)?;
         let differs = |want: &Option<String>, field| {
             want.as_deref()
                 .is_some_and(|w| meta::field(&old, field) != Some(w))
@@ -275,6 +267,12 @@ impl Store {
 }
 
 impl State {
+    /// The stored object, or the 404 NotFound Status its verb answers.
+    fn existing(&self, key: &Key) -> Result<Arc<Value>, ApiError> {
+        let def = resources::get(key.0);
+        (self.objects.get(key).cloned()).ok_or_else(|| ApiError::not_found(def, &key.2))
+    }
+
     fn of_type(&self, ty: TypeId) -> impl Iterator<Item = (Key, Arc<Value>)> + '_ {
         let start = (ty, String::new(), String::new());
         self.objects

@@ -92,11 +92,9 @@ impl Cluster {
     /// PATCHes of Ingress status served so far, as (ingress name, addresses written).
     pub fn status_patches(&self) -> Vec<(String, Value)> {
         self.api
-            .requests()
+            .status_patches()
             .into_iter()
-            .filter(|r| {
-                r.method == "PATCH" && r.path.contains("/ingresses/") && r.path.ends_with("/status")
-            })
+            .filter(|r| r.path.contains("/ingresses/"))
             .filter(|r| r.status < 300)
             .map(|r| {
                 let name = r
