@@ -81,6 +81,16 @@ impl Material {
         self.certified.cert.len()
     }
 
+    /// The certificate chain as given (PEM).
+    pub fn chain_pem(&self) -> &[u8] {
+        &self.chain_pem
+    }
+
+    /// The private key as given (PEM). Key material: never log it.
+    pub fn key_pem(&self) -> &[u8] {
+        &self.key_pem
+    }
+
     /// The chain then the key, as PEM: the `crt` file format of haproxy and nginx. Key
     /// material: write it only to files readable by the data plane alone.
     pub fn pem(&self) -> Vec<u8> {

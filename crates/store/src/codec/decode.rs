@@ -1,0 +1,273 @@
+//! Key-value entries → desired state, reusing what unchanged entries gave last time.
+
+use super::{
+    CertificateValue, DESIRED, Envelope, Fragment, KIND_CERTIFICATE, KIND_FRAGMENT,
+    KIND_LOAD_BALANCER, KIND_POOL, order,
+};
+use crate::kv::{Key, View};
+use crate::{Certificates, Delta, Desired, SCHEMA};
+use portico_model::{
+    Diagnostic, Listener, LoadBalancer, LoadBalancerId, Model, ObjectRef, Pool, PoolId,
+};
+use portico_tls::Material;
+use serde::de::DeserializeOwned;
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
+/// One decoded value.
+#[derive(Debug, Clone)]
+enum Item {
+    LoadBalancer(Arc<LoadBalancer>),
+    Fragment(Arc<Fragment>),
+    Pool(Pool),
+    Certificate(ObjectRef, Arc<Material>),
+    Bad(Diagnostic),
+}
+
+#[derive(Debug, Clone)]
+struct Cached {
+    mod_revision: i64,
+    item: Item,
+}
+
+/// What a load balancer's listeners were assembled from: its header's and fragments' keys and
+/// revisions.
+type Signature = Vec<(Key, i64)>;
+
+/// Turns views of the `desired/` subtree into [`Desired`] states. Keeps what it decoded, so a
+/// view that changed a few keys costs a few decodes, and a load balancer whose header and
+/// fragments did not change keeps its listeners (the same `Arc`).
+#[derive(Debug, Default)]
+pub struct Decoder {
+    cache: BTreeMap<Key, Cached>,
+    listeners: BTreeMap<LoadBalancerId, (Signature, Arc<Vec<Listener>>)>,
+    decoded_once: bool,
+}
+
+impl Decoder {
+    /// The desired state of `view`, with its delta from the previous call.
+    pub fn decode(&mut self, view: &View) -> Desired {
+        let mut changed = Vec::new();
+        let before = self.cache.len();
+        let mut kept = 0;
+        self.cache.retain(|key, _| {
+            let keep = view.entries.contains_key(key);
+            kept += usize::from(keep);
+            keep
+        });
+        let removed = before - kept;
+        for (key, entry) in view.entries.iter() {
+            if !key.starts_with(DESIRED) {
+                continue;
+            }
+            if self.cache.get(key).map(|c| c.mod_revision) == Some(entry.mod_revision) {
+                continue;
+            }
+            let existed = self.cache.contains_key(key);
+            let item = decode_item(key, &entry.value);
+            changed.push((key.clone(), existed, matches!(item, Item::Pool(_))));
+            let mod_revision = entry.mod_revision;
+            self.cache
+                .insert(key.clone(), Cached { mod_revision, item });
+        }
+        let delta = self.delta(&changed, removed);
+        self.decoded_once = true;
+        let mut desired = self.assemble();
+        desired.revision = u64::try_from(view.revision).unwrap_or(0);
+        desired.delta = delta;
+        desired
+    }
+
+    /// Members only when every changed key is a pool that existed and nothing was removed.
+    fn delta(&self, changed: &[(Key, bool, bool)], removed: usize) -> Delta {
+        let pools_only = changed.iter().all(|(_, existed, pool)| *existed && *pool);
+        if !self.decoded_once || removed > 0 || !pools_only {
+            return Delta::Full;
+        }
+        let pools = changed
+            .iter()
+            .filter_map(|(key, _, _)| match self.cache.get(key) {
+                Some(Cached {
+                    item: Item::Pool(p),
+                    ..
+                }) => Some(p.id),
+                _ => None,
+            });
+        Delta::Members(pools.collect::<HashSet<PoolId>>())
+    }
+
+    fn assemble(&mut self) -> Desired {
+        let mut diagnostics = Vec::new();
+        let mut certificates = Certificates::new();
+        let mut parts: BTreeMap<&str, LbParts<'_>> = BTreeMap::new();
+        for (key, cached) in &self.cache {
+            let lb_key = lb_of(key);
+            match &cached.item {
+                Item::Bad(d) => diagnostics.push(d.clone()),
+                Item::Certificate(secret, material) => {
+                    certificates.insert(secret.clone(), material.clone());
+                }
+                Item::LoadBalancer(lb) => {
+                    let p = parts.entry(lb_key.unwrap_or(key)).or_default();
+                    p.header = Some((key, cached.mod_revision, lb));
+                }
+                Item::Fragment(f) => {
+                    let p = parts.entry(lb_key.unwrap_or(key)).or_default();
+                    p.fragments.push((key, cached.mod_revision, f));
+                }
+                Item::Pool(pool) => {
+                    let p = parts.entry(lb_key.unwrap_or(key)).or_default();
+                    p.pools.push(pool);
+                }
+            }
+        }
+        let mut load_balancers = Vec::with_capacity(parts.len());
+        let mut listeners = BTreeMap::new();
+        for (lb_key, p) in parts {
+            let Some((_, _, header)) = p.header else {
+                let object = ObjectRef::new("StoreKey", "", lb_key);
+                let message = "pools or policies of a load balancer that is not in the store";
+                diagnostics.push(Diagnostic::error(object, "key", message));
+                continue;
+            };
+            let signature = p.signature();
+            let reused = (self.listeners.get(&header.id))
+                .filter(|(s, _)| *s == signature)
+                .map(|(_, l)| l.clone());
+            let built = reused.unwrap_or_else(|| Arc::new(p.listeners(header, &mut diagnostics)));
+            listeners.insert(header.id, (signature, built.clone()));
+            load_balancers.push(LoadBalancer {
+                listeners: built,
+                pools: p.pools.into_iter().cloned().collect(),
+                ..LoadBalancer::clone(header)
+            });
+        }
+        self.listeners = listeners;
+        diagnostics.sort();
+        diagnostics.dedup();
+        Desired {
+            revision: 0,
+            model: Arc::new(Model { load_balancers }),
+            certificates,
+            delta: Delta::Full,
+            diagnostics,
+        }
+    }
+}
+
+/// What the cache holds for one load balancer, in key order.
+#[derive(Default)]
+struct LbParts<'c> {
+    header: Option<(&'c Key, i64, &'c Arc<LoadBalancer>)>,
+    fragments: Vec<(&'c Key, i64, &'c Arc<Fragment>)>,
+    pools: Vec<&'c Pool>,
+}
+
+impl LbParts<'_> {
+    fn signature(&self) -> Signature {
+        let header = self.header.iter().map(|(k, r, _)| ((*k).clone(), *r));
+        let fragments = self.fragments.iter().map(|(k, r, _)| ((*k).clone(), *r));
+        header.chain(fragments).collect()
+    }
+
+    /// The header's listeners with every fragment's policies (in evaluation order) and SNI
+    /// entries (by host).
+    fn listeners(&self, header: &LoadBalancer, diagnostics: &mut Vec<Diagnostic>) -> Vec<Listener> {
+        let mut listeners: Vec<Listener> = header.listeners.as_ref().clone();
+        for (key, _, fragment) in &self.fragments {
+            for part in &fragment.listeners {
+                let Some(listener) = listeners.iter_mut().find(|l| l.id == part.listener) else {
+                    let object = ObjectRef::new("StoreKey", "", key);
+                    let message = format!("listener {} is not in the load balancer", part.listener);
+                    diagnostics.push(Diagnostic::error(object, "data.listeners", message));
+                    continue;
+                };
+                listener.policies.extend(part.policies.iter().cloned());
+                if let Some(tls) = &mut listener.tls {
+                    tls.sni.extend(part.sni.iter().cloned());
+                }
+            }
+        }
+        for listener in &mut listeners {
+            order::sort(&mut listener.policies);
+            if let Some(tls) = &mut listener.tls {
+                tls.sni.sort_by(|a, b| a.host.cmp(&b.host));
+            }
+        }
+        listeners
+    }
+}
+
+/// `desired/lb/<uuid>` for any key below a load balancer.
+fn lb_of(key: &str) -> Option<&str> {
+    let rest = key.strip_prefix(DESIRED)?.strip_prefix("lb/")?;
+    let end = rest.find('/').unwrap_or(rest.len());
+    Some(&key[..DESIRED.len() + "lb/".len() + end])
+}
+
+/// What kind of value a key holds.
+fn kind_of(key: &str) -> Option<&'static str> {
+    let rest = key.strip_prefix(DESIRED)?;
+    if rest.starts_with("cert/") {
+        return Some(KIND_CERTIFICATE);
+    }
+    let lb = rest.strip_prefix("lb/")?;
+    match lb.split('/').collect::<Vec<_>>().as_slice() {
+        [_] => Some(KIND_LOAD_BALANCER),
+        [_, "src", _] => Some(KIND_FRAGMENT),
+        [_, "pool", _] => Some(KIND_POOL),
+        _ => None,
+    }
+}
+
+fn decode_item(key: &str, value: &[u8]) -> Item {
+    let bad = |message: String| {
+        let object = ObjectRef::new("StoreKey", "", key);
+        Item::Bad(Diagnostic::error(object, "value", message))
+    };
+    let Some(kind) = kind_of(key) else {
+        return bad("not a key of the desired state's layout".to_owned());
+    };
+    let result = match kind {
+        KIND_LOAD_BALANCER => parse::<LoadBalancer>(value, kind).and_then(|lb| {
+            let expected = key.rsplit('/').next().unwrap_or_default();
+            if lb.id.to_string() == expected {
+                Ok(Item::LoadBalancer(Arc::new(lb)))
+            } else {
+                Err(format!("holds load balancer {}, not {expected}", lb.id))
+            }
+        }),
+        KIND_FRAGMENT => parse::<Fragment>(value, kind).map(|f| Item::Fragment(Arc::new(f))),
+        KIND_POOL => parse::<Pool>(value, kind).map(Item::Pool),
+        _ => parse::<CertificateValue>(value, kind).and_then(|c| {
+            match Material::from_pem(c.chain_pem.as_bytes(), c.key_pem.as_bytes()) {
+                Ok(m) => Ok(Item::Certificate(c.secret, Arc::new(m))),
+                Err(e) => Err(format!("certificate of {}: {e}", c.secret)),
+            }
+        }),
+    };
+    result.unwrap_or_else(bad)
+}
+
+/// An envelope read without its data, to check schema and kind before the data's type.
+#[derive(serde::Deserialize)]
+struct Head {
+    schema: u32,
+    kind: String,
+}
+
+fn parse<T: DeserializeOwned>(value: &[u8], kind: &str) -> Result<T, String> {
+    let envelope: Head =
+        serde_json::from_slice(value).map_err(|e| format!("not a value envelope: {e}"))?;
+    if envelope.schema != SCHEMA {
+        return Err(format!(
+            "schema {} is not the one this version reads ({SCHEMA})",
+            envelope.schema
+        ));
+    }
+    if envelope.kind != kind {
+        return Err(format!("kind {:?} where {kind:?} belongs", envelope.kind));
+    }
+    let full: Envelope<T> = serde_json::from_slice(value).map_err(|e| format!("{kind}: {e}"))?;
+    Ok(full.data)
+}

@@ -1,0 +1,93 @@
+//! The key layout and value format of the desired state in a key-value store, and back.
+//!
+//! Keys (relative to the store's prefix):
+//! - `desired/lb/<lb-uuid>`: a load balancer with its listeners, without their policies and
+//!   SNI entries;
+//! - `desired/lb/<lb-uuid>/src/<hash of the source object>`: the policies and SNI entries one
+//!   source object (an Ingress) gives that load balancer's listeners;
+//! - `desired/lb/<lb-uuid>/pool/<pool-uuid>`: one pool with its members;
+//! - `desired/cert/<hash of the Secret>`: certificate material (key material: protect the store);
+//! - `agents/<node>`: an agent's [`Feedback`](crate::Feedback).
+//!
+//! So a change to one Ingress writes that Ingress's fragment and, when they change, the pools it
+//! names; an endpoint change writes one pool: the bytes written per change do not grow with
+//! the number of Ingresses. Policy positions are not stored: the reader puts the policies back
+//! in evaluation order ([`order`]), which is a function of their rules.
+//!
+//! Every value is an envelope `{"schema": 1, "kind": …, "data": …}`; a value that does not
+//! decode, or of another schema, is a diagnostic naming its key, and the rest is served.
+
+mod decode;
+mod encode;
+pub mod order;
+
+pub use decode::Decoder;
+pub use encode::encode;
+
+use portico_model::{L7Policy, ListenerId, ObjectRef, SniCertificate};
+use serde::{Deserialize, Serialize};
+
+/// The subtree of the desired state.
+pub const DESIRED: &str = "desired/";
+/// The subtree of the agents' feedback.
+pub const AGENTS: &str = "agents/";
+
+/// The key of an agent's feedback.
+pub fn agent_key(node: &str) -> String {
+    format!("{AGENTS}{node}")
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Envelope<T> {
+    schema: u32,
+    kind: String,
+    data: T,
+}
+
+const KIND_LOAD_BALANCER: &str = "LoadBalancer";
+const KIND_FRAGMENT: &str = "Fragment";
+const KIND_POOL: &str = "Pool";
+const KIND_CERTIFICATE: &str = "Certificate";
+
+/// What one source object gives a load balancer's listeners.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Fragment {
+    source: ObjectRef,
+    listeners: Vec<ListenerPart>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct ListenerPart {
+    listener: ListenerId,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    policies: Vec<L7Policy>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    sni: Vec<SniCertificate>,
+}
+
+/// A Secret's certificate material as stored.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CertificateValue {
+    secret: ObjectRef,
+    chain_pem: String,
+    key_pem: String,
+}
+
+/// A stable, key-safe name for an object: hex of a SHA-1 of its identity.
+fn object_hash(object: &ObjectRef) -> String {
+    use sha1::{Digest, Sha1};
+    let mut hasher = Sha1::new();
+    for part in [&object.kind, &object.namespace, &object.name] {
+        hasher.update(part.as_bytes());
+        hasher.update([0]);
+    }
+    hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;

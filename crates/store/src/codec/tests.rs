@@ -1,0 +1,158 @@
+#![allow(clippy::unwrap_used)]
+
+use super::*;
+use crate::kv::{Entry, View, changes};
+use crate::{Certificates, Delta};
+use bytes::Bytes;
+use portico_model::{Model, PolicyAction};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+/// The translator's golden models: every shape the translator gives.
+fn golden_models() -> Vec<(String, Model)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../translate/tests/golden");
+    let mut out = Vec::new();
+    for dir in std::fs::read_dir(&root).unwrap() {
+        let dir = dir.unwrap().path();
+        let text = std::fs::read_to_string(dir.join("expected.json")).unwrap();
+        let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let model: Model = serde_json::from_value(value["model"].clone()).unwrap();
+        out.push((dir.display().to_string(), model));
+    }
+    assert!(out.len() >= 10, "golden models found: {}", out.len());
+    out
+}
+
+/// A view of `entries` as if each key was written at `revision` unless `old` had it already.
+fn view(entries: &BTreeMap<String, Bytes>, old: Option<&View>, revision: i64) -> View {
+    let entries = entries
+        .iter()
+        .map(|(k, v)| {
+            let kept = old
+                .and_then(|o| o.entries.get(k))
+                .filter(|e| e.value == *v)
+                .map(|e| e.mod_revision);
+            let mod_revision = kept.unwrap_or(revision);
+            (
+                k.clone(),
+                Entry {
+                    value: v.clone(),
+                    mod_revision,
+                },
+            )
+        })
+        .collect();
+    View {
+        revision,
+        entries: Arc::new(entries),
+    }
+}
+
+#[test]
+fn every_golden_model_comes_back_from_the_store_as_it_went_in() {
+    for (name, model) in golden_models() {
+        let entries = encode(&model, &Certificates::new());
+        let desired = Decoder::default().decode(&view(&entries, None, 7));
+        assert_eq!(*desired.model, model, "{name}");
+        assert!(
+            desired.diagnostics.is_empty(),
+            "{name}: {:?}",
+            desired.diagnostics
+        );
+        assert_eq!(desired.revision, 7);
+    }
+}
+
+#[test]
+fn a_change_to_one_source_writes_only_that_sources_fragment() {
+    let (_, model) = golden_models()
+        .into_iter()
+        .find(|(n, _)| n.ends_with("seed-simple-fanout"))
+        .unwrap();
+    let mut changed = model.clone();
+    let lb = &mut changed.load_balancers[0];
+    let lb_id = lb.id;
+    let listeners = Arc::make_mut(&mut lb.listeners);
+    let policy = &mut listeners[0].policies[0];
+    let source = policy.source.clone();
+    policy.action = PolicyAction::Reject { status: 403 };
+    let ops = changes(
+        &encode(&model, &Certificates::new()),
+        &encode(&changed, &Certificates::new()),
+    );
+    assert_eq!(ops.len(), 1, "{ops:?}");
+    let expected = format!("desired/lb/{lb_id}/src/{}", object_hash(&source));
+    assert_eq!(ops[0].key(), expected);
+}
+
+#[test]
+fn a_pool_change_alone_is_a_members_delta_and_keeps_the_listeners() {
+    let (_, model) = golden_models()
+        .into_iter()
+        .find(|(n, _)| n.ends_with("seed-simple-fanout"))
+        .unwrap();
+    let mut decoder = Decoder::default();
+    let first_entries = encode(&model, &Certificates::new());
+    let first_view = view(&first_entries, None, 1);
+    let first = decoder.decode(&first_view);
+    assert_eq!(first.delta, Delta::Full);
+
+    let mut changed = model.clone();
+    let pool = &mut changed.load_balancers[0].pools[0];
+    pool.members[0].ready = !pool.members[0].ready;
+    let pool_id = pool.id;
+    let second = decoder.decode(&view(
+        &encode(&changed, &Certificates::new()),
+        Some(&first_view),
+        2,
+    ));
+    assert_eq!(second.delta, Delta::Members([pool_id].into()));
+    assert!(Arc::ptr_eq(
+        &first.model.load_balancers[0].listeners,
+        &second.model.load_balancers[0].listeners
+    ));
+    assert_eq!(*second.model, changed);
+}
+
+#[test]
+fn a_malformed_value_is_a_diagnostic_naming_its_key_and_the_rest_is_served() {
+    let (_, model) = golden_models()
+        .into_iter()
+        .find(|(n, _)| n.ends_with("seed-name-virtual-hosting"))
+        .unwrap();
+    let mut entries = encode(&model, &Certificates::new());
+    entries.insert("desired/cert/zzz".into(), Bytes::from_static(b"{not json"));
+    let wrong_schema = br#"{"schema":99,"kind":"Pool","data":{}}"#;
+    entries.insert(
+        "desired/lb/00000000-0000-0000-0000-000000000000/pool/x".into(),
+        Bytes::from_static(wrong_schema),
+    );
+    let desired = Decoder::default().decode(&view(&entries, None, 3));
+    assert_eq!(*desired.model, model);
+    let messages: Vec<String> = desired.diagnostics.iter().map(|d| d.to_string()).collect();
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.contains("desired/cert/zzz") && m.contains("not a value envelope")),
+        "{messages:?}"
+    );
+    assert!(
+        messages.iter().any(|m| m.contains("schema 99")),
+        "{messages:?}"
+    );
+}
+
+#[test]
+fn certificates_travel_with_their_key_material() {
+    let authority = portico_tls::generate::Authority::new("test ca").unwrap();
+    let issued = authority.issue(&["a.test"]).unwrap();
+    let material =
+        portico_tls::Material::from_pem(issued.chain_pem.as_bytes(), issued.key_pem.as_bytes())
+            .unwrap();
+    let secret = ObjectRef::new("Secret", "default", "a-tls");
+    let certificates = Certificates::from([(secret.clone(), Arc::new(material))]);
+    let entries = encode(&Model::default(), &certificates);
+    let desired = Decoder::default().decode(&view(&entries, None, 1));
+    assert_eq!(desired.certificates, certificates);
+}

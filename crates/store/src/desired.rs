@@ -1,0 +1,54 @@
+//! What the store holds and hands out: the desired state (the model with its addresses and
+//! the certificate material it names) at a revision, and what agents report back.
+
+use portico_model::{Diagnostic, LoadBalancerId, Model, ObjectRef, PoolId};
+use portico_tls::Material;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
+/// Usable key material by Secret reference (kind `Secret`), as the model's listeners name them.
+pub type Certificates = BTreeMap<ObjectRef, Arc<Material>>;
+
+/// The desired state at one store revision.
+#[derive(Debug, Clone, Default)]
+pub struct Desired {
+    /// The store's revision of this state; 0 before anything was written.
+    pub revision: u64,
+    pub model: Arc<Model>,
+    pub certificates: Certificates,
+    /// What changed since the previous state a reader was handed.
+    pub delta: Delta,
+    /// Problems reading the store (a malformed value): the rest is served.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// What changed since the previous revision.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Delta {
+    /// Anything may have changed.
+    #[default]
+    Full,
+    /// Only the members of these pools changed; listeners, policies and certificates stand.
+    Members(HashSet<PoolId>),
+}
+
+/// What an agent reports about what it serves: the controller's readiness, Ingress status
+/// and admin API come from these, not from the translation.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Feedback {
+    /// The agent's node name.
+    pub node: String,
+    /// The store revision the agent serves; 0 before its first.
+    pub revision: u64,
+    /// Every provider on the agent serves its first configuration.
+    pub ready: bool,
+    /// False while the agent cannot reach the store (it serves its last state meanwhile).
+    pub store_connected: bool,
+    /// The load balancers the agent serves, by id.
+    pub served: Vec<LoadBalancerId>,
+    /// Problems the agent's providers found (a configuration their data plane rejected, a
+    /// provider type it does not know, a store value it could not read).
+    pub diagnostics: Vec<Diagnostic>,
+}

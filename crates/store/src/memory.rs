@@ -1,0 +1,98 @@
+//! The memory store of the all-in-one process: the controller's writes are handed to the
+//! agent in the same process as they are, without encoding.
+
+use crate::{Desired, Feedback};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use tokio::sync::watch;
+
+/// One writer, many readers; every write is a new revision. Cloning gives another handle on
+/// the same store.
+#[derive(Debug, Clone)]
+pub struct MemoryStore {
+    desired: watch::Sender<Arc<Desired>>,
+    feedback: watch::Sender<BTreeMap<String, Feedback>>,
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        MemoryStore {
+            desired: watch::Sender::new(Arc::new(Desired::default())),
+            feedback: watch::Sender::new(BTreeMap::new()),
+        }
+    }
+}
+
+impl MemoryStore {
+    /// Stores `desired` as the next revision and returns that revision.
+    pub fn write(&self, mut desired: Desired) -> u64 {
+        let mut revision = 0;
+        self.desired.send_modify(|current| {
+            revision = current.revision + 1;
+            desired.revision = revision;
+            *current = Arc::new(std::mem::take(&mut desired));
+        });
+        revision
+    }
+
+    /// A receiver of every revision from now on; the current one is marked unseen unless
+    /// nothing was written yet.
+    pub fn subscribe(&self) -> watch::Receiver<Arc<Desired>> {
+        let mut rx = self.desired.subscribe();
+        if rx.borrow().revision > 0 {
+            rx.mark_changed();
+        }
+        rx
+    }
+
+    /// An agent's report replaces its previous one.
+    pub fn report(&self, feedback: Feedback) {
+        self.feedback.send_if_modified(|all| {
+            let changed = all.get(&feedback.node) != Some(&feedback);
+            all.insert(feedback.node.clone(), feedback);
+            changed
+        });
+    }
+
+    /// Every agent's latest report, by node.
+    pub fn feedback(&self) -> watch::Receiver<BTreeMap<String, Feedback>> {
+        self.feedback.subscribe()
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn readers_see_every_write_as_a_new_revision() {
+        let store = MemoryStore::default();
+        let mut rx = store.subscribe();
+        assert!(!rx.has_changed().unwrap());
+        assert_eq!(store.write(Desired::default()), 1);
+        rx.changed().await.unwrap();
+        assert_eq!(rx.borrow_and_update().revision, 1);
+        assert_eq!(store.write(Desired::default()), 2);
+        // A reader that joins late starts from the latest revision.
+        let mut late = store.subscribe();
+        late.changed().await.unwrap();
+        assert_eq!(late.borrow_and_update().revision, 2);
+    }
+
+    #[tokio::test]
+    async fn an_unchanged_report_wakes_nobody() {
+        let store = MemoryStore::default();
+        let mut rx = store.feedback();
+        let feedback = Feedback {
+            node: "a".into(),
+            ready: true,
+            ..Feedback::default()
+        };
+        store.report(feedback.clone());
+        assert!(rx.has_changed().unwrap());
+        rx.borrow_and_update();
+        store.report(feedback);
+        assert!(!rx.has_changed().unwrap());
+    }
+}
