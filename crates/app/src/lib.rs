@@ -5,6 +5,9 @@
 //!
 //! This is the only crate that knows every other one; nothing depends on it but the binary.
 
+mod agent;
+pub mod compile;
+mod controller;
 pub mod echo;
 mod metrics;
 mod providers;

@@ -1,15 +1,13 @@
+use crate::agent::{Agent, StoreHealth};
+use crate::controller::Controller;
 use crate::metrics::AppMetrics;
 use crate::providers::HaproxySettings;
-use crate::snapshot::{build_snapshot, status_addresses};
+use crate::snapshot::status_addresses;
 use crate::source::{Source, SourceSettings};
-use crate::tls::CertificateStage;
 use portico_admin::Admin;
 use portico_dataplane_http::{Proxy, ProxyMetrics};
-use portico_model::Model;
 use portico_provider::Registry;
-use portico_source_file::Loaded;
-use portico_translate::{Memo, Previous, Translation, translate_incremental};
-use std::collections::HashSet;
+use portico_store::MemoryStore;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::net::TcpListener;
@@ -101,11 +99,8 @@ pub async fn run(
     let class = &settings.translate.ingress_class;
     let (providers, haproxy) =
         crate::providers::registry(proxy.clone(), &settings.haproxy, default_binds, class)?;
-    let status = status_changes(&providers);
 
     let mut source = Source::start(&settings, &shutdown).await?;
-    let mut updates = source.subscribe();
-
     let proxy_task = http.map(|http| tokio::spawn(proxy.clone().serve(http, shutdown.clone())));
     let https_task =
         https.map(|https| tokio::spawn(proxy.clone().serve_https(https, shutdown.clone())));
@@ -116,58 +111,117 @@ pub async fn run(
     ));
     on_bound(bound);
 
+    // The agent of this process, over the memory store.
+    let store = MemoryStore::default();
+    let agent = Agent::new(LOCAL_NODE.to_owned(), Arc::new(providers));
+    let (_health_tx, health) = watch::channel(StoreHealth::default());
+    let reporter = store.clone();
+    let agent_task = tokio::spawn(crate::agent::serve(
+        agent,
+        store.subscribe(),
+        health,
+        move |_, feedback| reporter.report(feedback),
+        shutdown.clone(),
+    ));
+
     let fixed_publish = publish_address(&settings, bound.http);
-    let certificates = CertificateStage::default();
+    let controller = ControllerLoop {
+        controller: Controller::new(settings.translate.clone()),
+        store,
+        admin: &admin,
+        metrics: &app_metrics,
+        fixed_publish,
+    };
+    controller.run(&mut source, shutdown.clone()).await;
     let mut shutdown_rx = shutdown.clone();
-    // The Kubernetes source publishes its first snapshot once every kind is listed.
-    let mut first = matches!(source, Source::Kube { .. });
-    let mut served = None;
-    loop {
-        if !first {
-            let publish = match source.published() {
-                Some(rx) => status_addresses_of(&rx.borrow_and_update()),
-                None => fixed_publish.clone(),
-            };
-            let pipeline = Pipeline {
-                settings: &settings,
-                providers: &providers,
-                admin: &admin,
-                metrics: &app_metrics,
-                publish: &publish,
-                certificates: &certificates,
-                source: &source,
-            };
-            let loaded = updates.borrow_and_update().clone();
-            served = Some(pipeline.apply(loaded, served.take()));
-        }
-        let published = async {
-            match source.published() {
-                Some(rx) => rx.changed().await.is_ok(),
-                None => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            changed = updates.changed() => {
-                if changed.is_err() { break }
-                first = false;
-            }
-            // A provider's status changed (serving, a rejected configuration): publish it.
-            () = status.notified() => {}
-            // `--publish-service` has new addresses: status changes.
-            true = published => {}
-            _ = shutdown_rx.wait_for(|s| *s) => break,
-        }
-    }
-    drop(updates);
-    drop(served);
     let _ = shutdown_rx.wait_for(|s| *s).await;
     source.stop().await;
+    let _ = agent_task.await;
     haproxy.shutdown().await;
     for task in [proxy_task, https_task].into_iter().flatten() {
         let _ = task.await;
     }
     let _ = admin_task.await;
     Ok(())
+}
+
+/// The node name of the all-in-one process's agent.
+const LOCAL_NODE: &str = "local";
+
+/// The all-in-one controller: compiles each load into the memory store and publishes what the
+/// agent reports.
+struct ControllerLoop<'a> {
+    controller: Controller,
+    store: MemoryStore,
+    admin: &'a Admin,
+    metrics: &'a AppMetrics,
+    fixed_publish: Vec<portico_admin::LoadBalancerAddress>,
+}
+
+impl ControllerLoop<'_> {
+    async fn run(mut self, source: &mut Source, mut shutdown: watch::Receiver<bool>) {
+        let mut updates = source.subscribe();
+        let mut feedback = self.store.feedback();
+        // The Kubernetes source publishes its first snapshot once every kind is listed.
+        let mut first = matches!(source, Source::Kube { .. });
+        let mut revision = 0;
+        let mut compile = !first;
+        loop {
+            if compile {
+                compile = false;
+                let loaded = updates.borrow_and_update().clone();
+                if let Some(retired) = self.controller.compile(loaded, self.metrics) {
+                    source.retire(retired);
+                }
+                if let Some(compiled) = self.controller.compiled() {
+                    revision = self.store.write(compiled.desired.clone());
+                }
+            }
+            if !first {
+                self.publish(source, revision, &feedback.borrow_and_update());
+            }
+            let published = async {
+                match source.published() {
+                    Some(rx) => rx.changed().await.is_ok(),
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                changed = updates.changed() => {
+                    if changed.is_err() { break }
+                    first = false;
+                    compile = true;
+                }
+                // An agent's feedback changed (serving, a rejected configuration): publish it.
+                changed = feedback.changed() => {
+                    if changed.is_err() { break }
+                }
+                // `--publish-service` has new addresses: status changes.
+                true = published => {}
+                _ = shutdown.wait_for(|s| *s) => break,
+            }
+        }
+    }
+
+    /// The admin snapshot and, with Kubernetes, the report.
+    fn publish(
+        &self,
+        source: &mut Source,
+        revision: u64,
+        feedback: &std::collections::BTreeMap<String, portico_store::Feedback>,
+    ) {
+        let publish = match source.published() {
+            Some(rx) => status_addresses_of(&rx.borrow_and_update()),
+            None => self.fixed_publish.clone(),
+        };
+        let Some(snapshot) = self.controller.snapshot(revision, feedback, &publish) else {
+            return;
+        };
+        if let Some(compiled) = self.controller.compiled() {
+            source.report(&compiled.loaded.objects, &snapshot, &publish);
+        }
+        self.admin.publish(snapshot);
+    }
 }
 
 /// haproxy needs a fixed port that is free now (it binds it itself, later).
@@ -181,7 +235,7 @@ async fn check_haproxy_listen(what: &'static str, addr: SocketAddr) -> Result<()
 }
 
 /// Wakes when any provider's status may have changed.
-fn status_changes(providers: &Registry) -> Arc<tokio::sync::Notify> {
+pub(crate) fn status_changes(providers: &Registry) -> Arc<tokio::sync::Notify> {
     let notify = Arc::new(tokio::sync::Notify::new());
     for mut rx in providers.subscribe() {
         let notify = notify.clone();
@@ -215,130 +269,5 @@ fn publish_address(
             vec![]
         }
         None => status_addresses(Some(&http.ip().to_string())),
-    }
-}
-
-/// The steps from a source update to what the proxy and the admin API serve.
-struct Pipeline<'a> {
-    settings: &'a Settings,
-    providers: &'a Registry,
-    admin: &'a Admin,
-    metrics: &'a AppMetrics,
-    publish: &'a [portico_admin::LoadBalancerAddress],
-    certificates: &'a CertificateStage,
-    /// Where superseded loads go back to, to be freed on the thread that allocated them, and
-    /// where reports for the Kubernetes API go.
-    source: &'a Source,
-}
-
-/// What is served now, kept so that the next update can be applied incrementally.
-struct Served {
-    loaded: Arc<Loaded>,
-    /// The translation, without its model (which is `model`).
-    translation: Translation,
-    model: Arc<Model>,
-    /// What the translation prepared, for the next one to reuse.
-    memo: Memo,
-}
-
-impl Pipeline<'_> {
-    fn apply(&self, loaded: Arc<Loaded>, previous: Option<Served>) -> Served {
-        let (translation, model, memo, generation) = match previous {
-            Some(previous) => match self.endpoints_only(&previous, &loaded) {
-                Some((model, generation)) => {
-                    self.source.retire(previous.loaded);
-                    (previous.translation, model, previous.memo, generation)
-                }
-                None => self.translate(&loaded, Some(previous)),
-            },
-            None => self.translate(&loaded, None),
-        };
-        let mut snapshot = build_snapshot(
-            generation,
-            &loaded.diagnostics,
-            &translation,
-            model.clone(),
-            self.publish,
-        );
-        snapshot.ready = self.providers.ready();
-        snapshot.diagnostics.extend(self.providers.diagnostics());
-        self.source.report(&loaded.objects, &snapshot, self.publish);
-        let all_diagnostics = || loaded.diagnostics.iter().chain(&translation.diagnostics);
-        self.metrics.observe(&loaded.objects, all_diagnostics());
-        for d in all_diagnostics() {
-            tracing::debug!(diagnostic = %d, "diagnostic");
-        }
-        tracing::info!(
-            generation,
-            ingresses = loaded.objects.ingresses.len(),
-            diagnostics = loaded.diagnostics.len() + translation.diagnostics.len(),
-            "configuration applied"
-        );
-        self.admin.publish(snapshot);
-        Served {
-            loaded,
-            translation,
-            model,
-            memo,
-        }
-    }
-
-    /// The general path: translate (reusing what `previous` prepared where its inputs did not
-    /// change), compile and swap the proxy's route table.
-    fn translate(
-        &self,
-        loaded: &Loaded,
-        previous: Option<Served>,
-    ) -> (Translation, Arc<Model>, Memo, u64) {
-        let config = &self.settings.translate;
-        let (mut translation, memo) = match previous {
-            Some(Served {
-                loaded: previous_loaded,
-                model: previous_model,
-                mut memo,
-                ..
-            }) => {
-                let previous = Previous {
-                    objects: &previous_loaded.objects,
-                    model: &previous_model,
-                };
-                let translation =
-                    translate_incremental(&loaded.objects, config, Some(previous), &mut memo);
-                self.source.retire(previous_loaded);
-                (translation, memo)
-            }
-            None => {
-                let mut memo = Memo::default();
-                let translation = translate_incremental(&loaded.objects, config, None, &mut memo);
-                (translation, memo)
-            }
-        };
-        let objects = &loaded.objects;
-        let vips = portico_translate::assign_vips(&mut translation.model, objects, config);
-        translation.diagnostics.extend(vips);
-        let model = Arc::new(std::mem::take(&mut translation.model));
-        let certificates = (self.certificates).apply(objects, &mut translation, config);
-        let applied = self.providers.apply(&model, &certificates);
-        translation.diagnostics.extend(applied.diagnostics);
-        let generation = applied.generation;
-        (translation, model, memo, generation)
-    }
-
-    /// The fast path when only endpoints changed: the touched pools get their new members in
-    /// the model and in the proxy, without a translation or a route-table compile.
-    fn endpoints_only(&self, previous: &Served, loaded: &Loaded) -> Option<(Arc<Model>, u64)> {
-        let services =
-            portico_translate::endpoint_only_change(&previous.loaded.objects, &loaded.objects)?;
-        let mut model = Model::clone(&previous.model);
-        let changed: HashSet<_> =
-            portico_translate::refresh_members(&mut model, &loaded.objects, &services)
-                .into_iter()
-                .collect();
-        let generation = self.providers.update_members(&model, &changed);
-        tracing::debug!(
-            pools = changed.len(),
-            "endpoints updated without a translation"
-        );
-        Some((Arc::new(model), generation))
     }
 }

@@ -1,0 +1,125 @@
+//! The agent's loop (the vRouter agent's role): the store's desired state → the providers on
+//! this node, and what they serve back to the store as feedback.
+
+use portico_model::{Diagnostic, LoadBalancerId};
+use portico_provider::Registry;
+use portico_store::{Delta, Desired, Feedback};
+use std::sync::Arc;
+use tokio::sync::watch;
+
+/// Whether the agent reaches its store; the memory store always does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreHealth {
+    pub connected: bool,
+    /// Why not, when not connected.
+    pub detail: String,
+}
+
+impl Default for StoreHealth {
+    fn default() -> Self {
+        StoreHealth {
+            connected: true,
+            detail: String::new(),
+        }
+    }
+}
+
+/// Applies desired states to the providers and tells what they serve.
+pub struct Agent {
+    node: String,
+    registry: Arc<Registry>,
+    /// What was last applied, and the problems found then.
+    served: Option<(Arc<Desired>, Vec<Diagnostic>)>,
+}
+
+impl Agent {
+    pub fn new(node: String, registry: Arc<Registry>) -> Self {
+        Agent {
+            node,
+            registry,
+            served: None,
+        }
+    }
+
+    /// Serves `desired`: only the members of its delta's pools when that is all that changed
+    /// since the last state served, else the whole state.
+    pub fn apply(&mut self, desired: Arc<Desired>) {
+        let model = &desired.model;
+        let found = match (&desired.delta, &self.served) {
+            (Delta::Members(pools), Some((_, found))) => {
+                self.registry.update_members(model, pools);
+                found.clone()
+            }
+            _ => {
+                self.registry
+                    .apply(model, &desired.certificates)
+                    .diagnostics
+            }
+        };
+        tracing::info!(
+            revision = desired.revision,
+            load_balancers = model.load_balancers.len(),
+            "desired state applied"
+        );
+        self.served = Some((desired, found));
+    }
+
+    /// What the agent serves now.
+    pub fn feedback(&self, health: &StoreHealth) -> Feedback {
+        let ready = self.registry.ready() && self.served.is_some();
+        let kinds = self.registry.kinds();
+        let mut diagnostics = self.registry.diagnostics();
+        let mut served: Vec<LoadBalancerId> = vec![];
+        let mut revision = 0;
+        if let Some((desired, found)) = &self.served {
+            revision = desired.revision;
+            diagnostics.extend(found.iter().cloned());
+            diagnostics.extend(desired.diagnostics.iter().cloned());
+            let mine = desired.model.load_balancers.iter();
+            let mine = mine.filter(|lb| kinds.contains(&lb.provider.as_str()));
+            served = if ready {
+                mine.map(|lb| lb.id).collect()
+            } else {
+                vec![]
+            };
+        }
+        diagnostics.sort();
+        diagnostics.dedup();
+        Feedback {
+            node: self.node.clone(),
+            revision,
+            ready,
+            store_connected: health.connected,
+            served,
+            diagnostics,
+        }
+    }
+}
+
+/// Serves every new desired state from `desired` until `shutdown`; calls `report` with the
+/// feedback after each apply and whenever a provider's status or the store's health changes.
+pub async fn serve(
+    mut agent: Agent,
+    mut desired: watch::Receiver<Arc<Desired>>,
+    mut health: watch::Receiver<StoreHealth>,
+    report: impl Fn(&Agent, Feedback),
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let status = crate::run::status_changes(&agent.registry);
+    loop {
+        tokio::select! {
+            changed = desired.changed() => {
+                if changed.is_err() { break }
+                let next = desired.borrow_and_update().clone();
+                agent.apply(next);
+            }
+            () = status.notified() => {}
+            changed = health.changed() => {
+                if changed.is_err() { break }
+            }
+            _ = shutdown.wait_for(|s| *s) => break,
+        }
+        let feedback = agent.feedback(&health.borrow());
+        report(&agent, feedback);
+    }
+}

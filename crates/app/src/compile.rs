@@ -1,0 +1,143 @@
+//! The seam between computing and applying: objects → desired state (the model with its
+//! addresses assigned, the certificate material it names) plus what the translation found
+//! (Ingress states, diagnostics). `run`, `controller`, `validate` and `render` all compile
+//! through here; no I/O happens in it.
+//!
+//! A [`Compiler`] keeps what the last compile prepared, so the next one is incremental: only
+//! endpoints changed → the touched pools get new members and the desired state says so
+//! ([`Delta::Members`]); otherwise an incremental translation.
+
+use crate::tls::CertificateStage;
+use portico_model::{Diagnostic, Model};
+use portico_store::{Delta, Desired};
+use portico_translate::{Config, Loaded, Memo, Previous, Translation, translate_incremental};
+use std::collections::HashSet;
+use std::sync::Arc;
+
+/// One compile's result.
+#[derive(Debug)]
+pub struct Compiled {
+    /// What providers are to serve (its revision is the store's to set).
+    pub desired: Desired,
+    /// The objects compiled.
+    pub loaded: Arc<Loaded>,
+    /// The translation's Ingress states and diagnostics (its model is `desired.model`).
+    pub translation: Translation,
+}
+
+impl Compiled {
+    /// Every diagnostic: the source's, the translation's, the certificates' and the VIPs'.
+    pub fn diagnostics(&self) -> impl Iterator<Item = &Diagnostic> {
+        self.loaded
+            .diagnostics
+            .iter()
+            .chain(&self.translation.diagnostics)
+    }
+}
+
+/// Compiles one load after another, reusing what the previous compile prepared.
+#[derive(Debug)]
+pub struct Compiler {
+    config: Config,
+    certificates: CertificateStage,
+    memo: Memo,
+}
+
+impl Compiler {
+    pub fn new(config: Config) -> Self {
+        Compiler {
+            config,
+            certificates: CertificateStage::default(),
+            memo: Memo::default(),
+        }
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Compiles `loaded`; `previous` is the last compile's result, whose load is handed back
+    /// (second value) for its owner to free.
+    pub fn compile(
+        &mut self,
+        loaded: Arc<Loaded>,
+        previous: Option<Compiled>,
+    ) -> (Compiled, Option<Arc<Loaded>>) {
+        if let Some(previous) = previous {
+            match endpoints_only(&previous, &loaded) {
+                Some((model, pools)) => {
+                    let desired = Desired {
+                        model: Arc::new(model),
+                        certificates: previous.desired.certificates,
+                        delta: Delta::Members(pools),
+                        ..Desired::default()
+                    };
+                    let compiled = Compiled {
+                        desired,
+                        loaded,
+                        translation: previous.translation,
+                    };
+                    return (compiled, Some(previous.loaded));
+                }
+                None => {
+                    let retired = previous.loaded.clone();
+                    return (self.translate(loaded, Some(previous)), Some(retired));
+                }
+            }
+        }
+        (self.translate(loaded, None), None)
+    }
+
+    /// The general path: translate (reusing what `previous` prepared where its inputs did not
+    /// change), assign VIPs, load the certificates the model names.
+    fn translate(&mut self, loaded: Arc<Loaded>, previous: Option<Compiled>) -> Compiled {
+        let config = &self.config;
+        let mut translation = match &previous {
+            Some(p) => {
+                let previous = Previous {
+                    objects: &p.loaded.objects,
+                    model: &p.desired.model,
+                };
+                translate_incremental(&loaded.objects, config, Some(previous), &mut self.memo)
+            }
+            None => {
+                self.memo = Memo::default();
+                translate_incremental(&loaded.objects, config, None, &mut self.memo)
+            }
+        };
+        drop(previous);
+        let objects = &loaded.objects;
+        let vips = portico_translate::assign_vips(&mut translation.model, objects, config);
+        translation.diagnostics.extend(vips);
+        let model = Arc::new(std::mem::take(&mut translation.model));
+        let certificates = self.certificates.apply(objects, &mut translation, config);
+        let desired = Desired {
+            model,
+            certificates,
+            ..Desired::default()
+        };
+        Compiled {
+            desired,
+            loaded,
+            translation,
+        }
+    }
+}
+
+/// When only endpoints changed: the model with the touched pools' new members, and those
+/// pools.
+fn endpoints_only(
+    previous: &Compiled,
+    loaded: &Loaded,
+) -> Option<(Model, HashSet<portico_model::PoolId>)> {
+    let services =
+        portico_translate::endpoint_only_change(&previous.loaded.objects, &loaded.objects)?;
+    let mut model = Model::clone(&previous.desired.model);
+    let changed = portico_translate::refresh_members(&mut model, &loaded.objects, &services);
+    Some((model, changed.into_iter().collect()))
+}
+
+/// Compiles `loaded` once, from nothing (`validate`, `render`).
+pub fn compile_once(loaded: Arc<Loaded>, config: &Config) -> Compiled {
+    Compiler::new(config.clone()).compile(loaded, None).0
+}
