@@ -5,11 +5,8 @@ use std::process::ExitCode;
 /// `portico validate`: the same load, translation and haproxy plan as `run` (with its default
 /// listeners), printed instead of served.
 pub fn run(files: &[PathBuf], config: &portico_translate::Config) -> anyhow::Result<ExitCode> {
-    let loaded = portico_source_file::load(files);
-    let mut translation = portico_translate::translate(&loaded.objects, config);
-    let none = portico_translate::Certificates::default();
-    let certificates =
-        portico_translate::certificates(&loaded.objects, &translation, config, &none);
+    let loaded = std::sync::Arc::new(portico_source_file::load(files));
+    let compiled = portico_app::compile::compile_once(loaded, config);
     let default_binds = (config.default_provider == portico_provider_haproxy::PROVIDER).then_some(
         portico_provider_haproxy::Binds {
             http: Some(crate::DEFAULT_HTTP_LISTEN.parse()?),
@@ -22,30 +19,19 @@ pub fn run(files: &[PathBuf], config: &portico_translate::Config) -> anyhow::Res
         default_binds,
         default_class: config.ingress_class.clone(),
     };
-    let (_, planned) = crate::render::plan_haproxy(
-        &mut translation,
-        &loaded.objects,
-        config,
-        &certificates,
-        &settings,
-    );
-    let mut all: Vec<_> = loaded
-        .diagnostics
-        .iter()
-        .chain(&translation.diagnostics)
-        .chain(&certificates.diagnostics)
-        .chain(&planned)
-        .collect();
+    let (_, planned) = crate::render::plan_haproxy(&compiled.desired, &settings);
+    let mut all: Vec<_> = compiled.diagnostics().chain(&planned).collect();
     all.sort();
     all.dedup();
     for d in &all {
         println!("{d}");
     }
     let errors = all.iter().filter(|d| d.severity == Severity::Error).count();
-    let served = translation.ingresses.iter().filter(|i| i.served).count();
+    let ingresses = &compiled.translation.ingresses;
+    let served = ingresses.iter().filter(|i| i.served).count();
     println!(
         "{} Ingresses ({} served by this controller), {} errors, {} warnings",
-        translation.ingresses.len(),
+        ingresses.len(),
         served,
         errors,
         all.len() - errors
