@@ -139,7 +139,10 @@ impl EtcdConfig {
             return Err(fail(Problem::NoEndpoints { url: url.into() }));
         }
         let endpoints: Vec<String> = rest.split(',').map(str::to_owned).collect();
-        let problems: Vec<Problem> = endpoints.iter().filter_map(|e| endpoint_problem(e)).collect();
+        let problems: Vec<Problem> = endpoints
+            .iter()
+            .filter_map(|e| endpoint_problem(e))
+            .collect();
         if !problems.is_empty() {
             return Err(ConfigError { problems });
         }
@@ -280,6 +283,9 @@ mod tests {
             ..EtcdConfig::default()
         };
         let shown = format!("{c:?}");
-        assert!(!shown.contains("hunter2") && shown.contains("redacted"), "{shown}");
+        assert!(
+            !shown.contains("hunter2") && shown.contains("redacted"),
+            "{shown}"
+        );
     }
 }

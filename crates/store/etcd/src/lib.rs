@@ -1,1 +1,31 @@
-//! x
+//! The etcd backend of Portico's store (`portico-store`'s key-value contract over etcd v3).
+//!
+//! It owns the connection (TLS, client certificates, user/password, require-leader), the
+//! controllers' fenced leader election and atomic commits of the desired state (split into
+//! several txns when too big for one, made visible at a commit marker), the agents' mirrors
+//! (snapshot, then watch; relist and sweep on compaction or a broken stream; health), leased
+//! agent keys, and the agents' checksummed local cache of the last view. The key layout is in
+//! [`keys`].
+//!
+//! It may depend on `portico-store`, `portico-model`, etcd-client and tokio; it must not depend
+//! on data planes, providers or Kubernetes types.
+
+pub mod cache;
+mod client;
+mod commit;
+mod config;
+mod election;
+mod error;
+pub mod keys;
+mod lease;
+mod mirror;
+mod publish;
+mod task;
+
+pub use cache::CacheError;
+pub use client::Etcd;
+pub use config::{ConfigError, DEFAULT_PREFIX, EtcdConfig, Problem, TlsFiles};
+pub use election::Leadership;
+pub use error::EtcdError;
+pub use mirror::{Health, Mirror};
+pub use publish::Publication;

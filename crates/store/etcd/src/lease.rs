@@ -1,0 +1,108 @@
+//! Leases: grant, keep alive until lost, revoke. Both the election and agents' keys use them.
+
+use crate::client::{Backoff, Etcd};
+use crate::error::EtcdError;
+use std::time::Duration;
+use tokio::time::Instant;
+use tracing::{debug, warn};
+
+/// Whole seconds for etcd, at least one.
+fn seconds(ttl: Duration) -> i64 {
+    i64::try_from(ttl.as_secs_f64().ceil() as u64)
+        .unwrap_or(i64::MAX)
+        .max(1)
+}
+
+impl Etcd {
+    pub(crate) async fn grant(&self, ttl: Duration) -> Result<i64, EtcdError> {
+        let mut lease = self.lease();
+        let granted = self
+            .bounded("lease grant", lease.grant(seconds(ttl), None))
+            .await?;
+        Ok(granted.id())
+    }
+
+    /// Best effort: a lease that is not revoked runs out by itself.
+    pub(crate) async fn revoke(&self, id: i64) {
+        let mut lease = self.lease();
+        if let Err(e) = self.bounded("lease revoke", lease.revoke(id)).await {
+            debug!(lease = id, error = %e, "revoking the lease failed; it will run out");
+        }
+    }
+
+    /// Keeps lease `id` alive until it is gone: refused by etcd, or not renewed for `ttl`
+    /// (measured from the last renewal request that was answered, so we give up no later than
+    /// etcd does). A broken stream is reopened in the meantime.
+    pub(crate) async fn keep_alive(&self, id: i64, ttl: Duration) -> EtcdError {
+        let mut renewed = Instant::now();
+        let mut backoff = Backoff::new(ttl / 4);
+        loop {
+            let error = match self.renew_until_broken(id, ttl, &mut renewed).await {
+                Renewal::Gone => return EtcdError::LeaseLost,
+                Renewal::Broken(error) => error,
+            };
+            if renewed.elapsed() >= ttl {
+                warn!(lease = id, error = %error, "lease not renewed in time; taken as lost");
+                return EtcdError::LeaseLost;
+            }
+            debug!(lease = id, error = %error, "keep-alive stream broken; reopening");
+            tokio::time::timeout_at(renewed + ttl, backoff.wait())
+                .await
+                .ok();
+        }
+    }
+
+    async fn renew_until_broken(&self, id: i64, ttl: Duration, renewed: &mut Instant) -> Renewal {
+        let period = ttl / 3;
+        let sent = Instant::now();
+        let mut lease = self.lease();
+        let opened = tokio::time::timeout(period, lease.keep_alive(id)).await;
+        let (mut keeper, mut stream) = match opened {
+            Err(_) => return Renewal::Broken(timeout("keep-alive open", period)),
+            Ok(Err(e)) if lease_gone(&e) => return Renewal::Gone,
+            Ok(Err(e)) => return Renewal::Broken(EtcdError::request("keep-alive open", &e)),
+            Ok(Ok(pair)) => pair,
+        };
+        *renewed = sent;
+        loop {
+            tokio::time::sleep(period).await;
+            let sent = Instant::now();
+            if let Err(e) = keeper.keep_alive().await {
+                return Renewal::Broken(EtcdError::request("keep-alive", &e));
+            }
+            match tokio::time::timeout(period, stream.message()).await {
+                Err(_) => return Renewal::Broken(timeout("keep-alive", period)),
+                Ok(Err(e)) => return Renewal::Broken(EtcdError::request("keep-alive", &e)),
+                Ok(Ok(None)) => return Renewal::Broken(ended()),
+                Ok(Ok(Some(answer))) if answer.ttl() <= 0 => return Renewal::Gone,
+                Ok(Ok(Some(_))) => *renewed = sent,
+            }
+        }
+    }
+}
+
+enum Renewal {
+    Gone,
+    Broken(EtcdError),
+}
+
+fn timeout(what: &'static str, timeout: Duration) -> EtcdError {
+    EtcdError::Timeout { what, timeout }
+}
+
+fn ended() -> EtcdError {
+    EtcdError::Request {
+        what: "keep-alive",
+        reason: "the stream ended".into(),
+        permanent: false,
+    }
+}
+
+/// etcd-client reports a first answer with TTL 0 this way; etcd itself says NOT_FOUND.
+fn lease_gone(error: &etcd_client::Error) -> bool {
+    match error {
+        etcd_client::Error::LeaseKeepAliveError(text) => text.contains("not found"),
+        etcd_client::Error::GRpcStatus(status) => status.code() as i32 == 5,
+        _ => false,
+    }
+}

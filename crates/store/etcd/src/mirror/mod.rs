@@ -1,0 +1,236 @@
+//! Mirrors: a task per subtree that keeps a [`View`] on a `tokio::sync::watch` channel.
+//!
+//! The way Cilium's kvstore and APISIX read etcd: list a snapshot, publish it, watch from its
+//! revision + 1 (with require-leader, set on the whole connection). On compaction, a canceled
+//! watch or a broken stream: relist (keys gone are swept) after a back-off. Meanwhile the
+//! last view stays published and [`Health`] says since when the mirror is disconnected.
+
+mod list;
+mod state;
+
+use crate::client::{Backoff, Etcd};
+use crate::error::EtcdError;
+use crate::keys::{COMMIT, DESIRED, prefix_end};
+use crate::task::Task;
+use bytes::Bytes;
+use etcd_client::{EventType, WatchOptions, WatchResponse};
+use portico_store::kv::View;
+use state::{Change, Copy, Spec};
+use std::time::{Duration, SystemTime};
+use tokio::sync::watch;
+use tracing::{debug, info, warn};
+
+/// Whether a mirror follows etcd, since when, and the last error it met.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Health {
+    pub connected: bool,
+    pub since: SystemTime,
+    pub last_error: Option<String>,
+}
+
+/// A running mirror; dropping it stops the task.
+#[derive(Debug)]
+pub struct Mirror {
+    views: watch::Receiver<View>,
+    health: watch::Receiver<Health>,
+    _task: Task,
+}
+
+impl Mirror {
+    /// The published views: always a whole commit, revisions only moving forward.
+    pub fn views(&self) -> watch::Receiver<View> {
+        self.views.clone()
+    }
+
+    pub fn health(&self) -> watch::Receiver<Health> {
+        self.health.clone()
+    }
+}
+
+/// The longest pause between two relists.
+const MAX_BACKOFF: Duration = Duration::from_secs(2);
+
+impl Etcd {
+    /// Mirrors `desired/`, publishing at commit markers only. `initial` (e.g. the local cache)
+    /// is served until etcd answers with something newer.
+    pub fn mirror_desired(&self, initial: View) -> Mirror {
+        let spec = Spec {
+            subtree: DESIRED.to_owned(),
+            marker: Some(COMMIT.to_owned()),
+        };
+        self.start_mirror(spec, initial)
+    }
+
+    /// Mirrors a subtree without markers (e.g. `agents/`), publishing every revision.
+    pub fn mirror(&self, subtree: &str) -> Mirror {
+        let spec = Spec {
+            subtree: subtree.to_owned(),
+            marker: None,
+        };
+        self.start_mirror(spec, View::default())
+    }
+
+    fn start_mirror(&self, spec: Spec, initial: View) -> Mirror {
+        let (views_tx, views) = watch::channel(initial.clone());
+        let (health_tx, health) = watch::channel(Health {
+            connected: false,
+            since: SystemTime::now(),
+            last_error: None,
+        });
+        let run = Run {
+            etcd: self.clone(),
+            copy: Copy::new(spec.clone(), initial),
+            spec,
+            views: views_tx,
+            health: health_tx,
+        };
+        Mirror {
+            views,
+            health,
+            _task: Task::spawn(run.run()),
+        }
+    }
+}
+
+struct Run {
+    etcd: Etcd,
+    spec: Spec,
+    copy: Copy,
+    views: watch::Sender<View>,
+    health: watch::Sender<Health>,
+}
+
+impl Run {
+    async fn run(mut self) {
+        let mut backoff = Backoff::new(MAX_BACKOFF);
+        loop {
+            let error = self.session(&mut backoff).await;
+            warn!(subtree = %self.spec.subtree, error = %error, "mirror disconnected; relisting");
+            self.disconnected(&error);
+            backoff.wait().await;
+        }
+    }
+
+    /// List, watch, follow; returns what ended it.
+    async fn session(&mut self, backoff: &mut Backoff) -> EtcdError {
+        let listing = match self.etcd.list(&self.spec).await {
+            Ok(listing) => listing,
+            Err(e) => return e,
+        };
+        let publish = self.copy.relist(listing.entries, listing.whole_at);
+        self.publish(publish);
+        let mut stream = match self.watch(listing.watch_from).await {
+            Ok(stream) => stream,
+            Err(e) => return e,
+        };
+        self.connected();
+        backoff.reset();
+        loop {
+            let answer = match stream.message().await {
+                Ok(Some(answer)) => answer,
+                Ok(None) => return broken("the watch stream ended".into()),
+                Err(e) => return EtcdError::request("watch", &e),
+            };
+            if answer.canceled() || answer.compact_revision() != 0 {
+                return broken(canceled(&answer));
+            }
+            let changes = self.changes(&answer);
+            let publish = self.copy.apply(&changes);
+            self.publish(publish);
+        }
+    }
+
+    /// Opens the watch and waits for etcd to confirm it.
+    async fn watch(&self, from: i64) -> Result<etcd_client::WatchStream, EtcdError> {
+        let (start, end) = list::range(&self.etcd, &self.spec);
+        let options = WatchOptions::new()
+            .with_range(end)
+            .with_start_revision(from);
+        let mut client = self.etcd.watch_client();
+        let mut stream = self
+            .etcd
+            .bounded("watch", client.watch(start, Some(options)))
+            .await?;
+        let first = self.etcd.bounded("watch", stream.message()).await?;
+        match first {
+            Some(answer) if answer.created() && !answer.canceled() => Ok(stream),
+            Some(answer) => Err(broken(canceled(&answer))),
+            None => Err(broken("the watch stream ended".into())),
+        }
+    }
+
+    fn changes(&self, answer: &WatchResponse) -> Vec<Change> {
+        let layout = &self.etcd.layout;
+        let change = |event: &etcd_client::Event| {
+            let kv = event.kv()?;
+            let key = layout.relative(kv.key())?.to_owned();
+            let revision = kv.mod_revision();
+            Some(match event.event_type() {
+                EventType::Put => Change::Put {
+                    key,
+                    value: Bytes::copy_from_slice(kv.value()),
+                    revision,
+                },
+                EventType::Delete => Change::Delete { key, revision },
+            })
+        };
+        answer.events().iter().filter_map(change).collect()
+    }
+
+    fn publish(&self, view: Option<View>) {
+        if let Some(view) = view {
+            debug!(subtree = %self.spec.subtree, revision = view.revision, "publishing");
+            self.views.send_replace(view);
+        }
+    }
+
+    fn connected(&self) {
+        let revision = self.copy.published().revision;
+        info!(subtree = %self.spec.subtree, revision, "mirror following etcd");
+        self.health.send_modify(|h| {
+            h.connected = true;
+            h.since = SystemTime::now();
+        });
+    }
+
+    fn disconnected(&self, error: &EtcdError) {
+        self.health.send_modify(|h| {
+            if h.connected {
+                h.since = SystemTime::now();
+            }
+            h.connected = false;
+            h.last_error = Some(error.to_string());
+        });
+    }
+}
+
+fn canceled(answer: &WatchResponse) -> String {
+    match answer.compact_revision() {
+        0 => format!("the watch was canceled: {}", answer.cancel_reason()),
+        at => format!("history compacted up to revision {at}"),
+    }
+}
+
+fn broken(reason: String) -> EtcdError {
+    EtcdError::Request {
+        what: "watch",
+        reason,
+        permanent: false,
+    }
+}
+
+/// The range that holds a subtree and its marker (the marker sorts just before `desired/`).
+fn watched(spec: &Spec, layout: &crate::keys::Layout) -> (Vec<u8>, Vec<u8>) {
+    let subtree = layout.abs(&spec.subtree);
+    let end = prefix_end(&subtree);
+    match &spec.marker {
+        Some(marker) => {
+            let marker = layout.abs(marker);
+            (
+                marker.clone().min(subtree),
+                end.max([marker, vec![0]].concat()),
+            )
+        }
+        None => (subtree, end),
+    }
+}
