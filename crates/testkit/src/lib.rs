@@ -1,9 +1,12 @@
 //! Test-only helpers shared by Portico's test suites (a dev-dependency, never linked into the
 //! binary): a TLS client configuration that accepts any certificate, a gRPC-style h2c
-//! backend, and free ports for listeners that a test cannot ask to bind port 0.
+//! backend, free ports for listeners that a test cannot ask to bind port 0, and real etcd
+//! clusters ([`etcd`]).
 
+pub mod etcd;
 mod grpc;
 
+pub use etcd::{EtcdCluster, EtcdTls};
 pub use grpc::grpc_backend;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};

@@ -1,0 +1,11 @@
+//! The etcd backend against real etcd processes (portico-testkit's `EtcdCluster`).
+
+mod atomic;
+mod basic;
+mod cache;
+mod cluster;
+mod election;
+mod outage;
+mod proxy;
+mod security;
+mod support;
