@@ -15,10 +15,10 @@ pub(crate) fn handle<B>(admin: &Admin, req: Request<B>) -> Response<Body> {
     let path = req.uri().path();
     match path {
         "/healthz" => text(StatusCode::OK, "ok\n"),
-        "/readyz" if snap.ready => text(StatusCode::OK, "ready\n"),
+        "/readyz" if snap.ready => text(StatusCode::OK, &with_detail("ready", &snap.detail)),
         "/readyz" => text(
             StatusCode::SERVICE_UNAVAILABLE,
-            "not ready: first sync not served yet\n",
+            &with_detail("not ready: first sync not served yet", &snap.detail),
         ),
         "/metrics" => metrics(admin),
         "/api/v1/ingresses" => json(&snap.ingresses),
@@ -30,6 +30,16 @@ pub(crate) fn handle<B>(admin: &Admin, req: Request<B>) -> Response<Body> {
             None => text(StatusCode::NOT_FOUND, "not found\n"),
         },
     }
+}
+
+/// `first`, then each detail line.
+fn with_detail(first: &str, detail: &[String]) -> String {
+    let mut out = format!("{first}\n");
+    for line in detail {
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
 }
 
 fn load_balancer(model: &portico_model::Model, id: &str) -> Response<Body> {
@@ -122,6 +132,7 @@ mod tests {
             model,
             ingresses: vec![view],
             diagnostics: vec![],
+            detail: vec![],
         });
         a
     }

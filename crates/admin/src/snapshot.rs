@@ -12,6 +12,8 @@ pub struct Snapshot {
     pub ingresses: Vec<IngressView>,
     /// Diagnostics about objects that are not Ingresses (files, Services, …).
     pub diagnostics: Vec<Diagnostic>,
+    /// Lines `/readyz` adds to its answer (e.g. an agent that does not reach its store).
+    pub detail: Vec<String>,
 }
 
 /// One Ingress as `GET /api/v1/ingresses` shows it.

@@ -64,6 +64,11 @@ impl Agent {
         self.served = Some((desired, found));
     }
 
+    /// The state served now, if any.
+    pub fn desired(&self) -> Option<&Arc<Desired>> {
+        self.served.as_ref().map(|(d, _)| d)
+    }
+
     /// What the agent serves now.
     pub fn feedback(&self, health: &StoreHealth) -> Feedback {
         let ready = self.registry.ready() && self.served.is_some();

@@ -8,14 +8,18 @@
 mod agent;
 pub mod compile;
 mod controller;
+mod distributed;
 pub mod echo;
 mod metrics;
+mod node;
 mod providers;
 mod run;
 mod snapshot;
 mod source;
 mod tls;
 
+pub use distributed::{AgentSettings, ControllerSettings, agent, controller};
+pub use node::ListenSettings;
 pub use providers::{HaproxySettings, haproxy_plan};
 pub use run::{AppError, Bound, Settings, run};
 pub use snapshot::{build_snapshot, status_addresses};

@@ -1,16 +1,15 @@
 use crate::agent::{Agent, StoreHealth};
 use crate::controller::Controller;
 use crate::metrics::AppMetrics;
+use crate::node::{ListenSettings, Node};
 use crate::providers::HaproxySettings;
 use crate::snapshot::status_addresses;
 use crate::source::{Source, SourceSettings};
 use portico_admin::Admin;
-use portico_dataplane_http::{Proxy, ProxyMetrics};
 use portico_provider::Registry;
 use portico_store::MemoryStore;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 /// Everything `portico run` needs, already validated by the command line.
@@ -58,12 +57,6 @@ pub enum AppError {
     Kubernetes(#[from] portico_source_kube::ClientError),
 }
 
-async fn bind(what: &'static str, addr: SocketAddr) -> Result<TcpListener, AppError> {
-    TcpListener::bind(addr)
-        .await
-        .map_err(|source| AppError::Bind { what, addr, source })
-}
-
 /// Runs the all-in-one pipeline until `shutdown` turns true. `on_bound` is called once the
 /// listeners are bound, before the first configuration is served.
 pub async fn run(
@@ -71,45 +64,17 @@ pub async fn run(
     shutdown: watch::Receiver<bool>,
     on_bound: impl FnOnce(Bound),
 ) -> Result<(), AppError> {
-    // With `--provider haproxy`, haproxy binds the run's listeners instead of the proxy.
-    let haproxy_listens = settings.translate.default_provider == portico_provider_haproxy::PROVIDER;
-    let (http, https) = if haproxy_listens {
-        check_haproxy_listen("HTTP traffic (--http-listen)", settings.http_listen).await?;
-        check_haproxy_listen("HTTPS traffic (--https-listen)", settings.https_listen).await?;
-        (None, None)
-    } else {
-        let http = bind("HTTP traffic (--http-listen)", settings.http_listen).await?;
-        let https = bind("HTTPS traffic (--https-listen)", settings.https_listen).await?;
-        (Some(http), Some(https))
+    let listen = ListenSettings {
+        http_listen: settings.http_listen,
+        https_listen: settings.https_listen,
+        admin_listen: settings.admin_listen,
+        haproxy_listens: settings.translate.default_provider == portico_provider_haproxy::PROVIDER,
+        class: settings.translate.ingress_class.clone(),
     };
-    let admin_listener = bind("the admin API (--admin-listen)", settings.admin_listen).await?;
-    let local =
-        |l: Option<&TcpListener>, fallback| l.and_then(|l| l.local_addr().ok()).unwrap_or(fallback);
-    let bound = Bound {
-        http: local(http.as_ref(), settings.http_listen),
-        https: local(https.as_ref(), settings.https_listen),
-        admin: local(Some(&admin_listener), settings.admin_listen),
-    };
-
-    let mut registry = prometheus_client::registry::Registry::default();
-    let proxy = Proxy::new(ProxyMetrics::new(&mut registry));
-    let app_metrics = AppMetrics::new(&mut registry);
-    let admin = Admin::new(Arc::new(registry));
-    let default_binds = haproxy_listens.then_some((bound.http, bound.https));
-    let class = &settings.translate.ingress_class;
-    let (providers, haproxy) =
-        crate::providers::registry(proxy.clone(), &settings.haproxy, default_binds, class)?;
-
-    let mut source = Source::start(&settings, &shutdown).await?;
-    let proxy_task = http.map(|http| tokio::spawn(proxy.clone().serve(http, shutdown.clone())));
-    let https_task =
-        https.map(|https| tokio::spawn(proxy.clone().serve_https(https, shutdown.clone())));
-    let admin_task = tokio::spawn(portico_admin::serve(
-        admin_listener,
-        admin.clone(),
-        shutdown.clone(),
-    ));
-    on_bound(bound);
+    let mut node = Node::start(&listen, &settings.haproxy, &shutdown).await?;
+    let providers = std::mem::take(&mut node.registry);
+    let mut source = Source::start(&settings.source, &settings.translate, &shutdown).await?;
+    on_bound(node.bound);
 
     // The agent of this process, over the memory store.
     let store = MemoryStore::default();
@@ -124,12 +89,12 @@ pub async fn run(
         shutdown.clone(),
     ));
 
-    let fixed_publish = publish_address(&settings, bound.http);
+    let fixed_publish = publish_address(&settings, node.bound.http);
     let controller = ControllerLoop {
         controller: Controller::new(settings.translate.clone()),
         store,
-        admin: &admin,
-        metrics: &app_metrics,
+        admin: &node.admin,
+        metrics: &node.metrics,
         fixed_publish,
     };
     controller.run(&mut source, shutdown.clone()).await;
@@ -137,11 +102,7 @@ pub async fn run(
     let _ = shutdown_rx.wait_for(|s| *s).await;
     source.stop().await;
     let _ = agent_task.await;
-    haproxy.shutdown().await;
-    for task in [proxy_task, https_task].into_iter().flatten() {
-        let _ = task.await;
-    }
-    let _ = admin_task.await;
+    node.stop().await;
     Ok(())
 }
 
@@ -222,16 +183,6 @@ impl ControllerLoop<'_> {
         }
         self.admin.publish(snapshot);
     }
-}
-
-/// haproxy needs a fixed port that is free now (it binds it itself, later).
-async fn check_haproxy_listen(what: &'static str, addr: SocketAddr) -> Result<(), AppError> {
-    if addr.port() == 0 {
-        let reason = "port 0 cannot be handed to haproxy: choose a port".to_owned();
-        return Err(AppError::Listen { what, addr, reason });
-    }
-    drop(bind(what, addr).await?);
-    Ok(())
 }
 
 /// Wakes when any provider's status may have changed.

@@ -64,6 +64,7 @@ pub fn build_snapshot(
         model,
         ingresses,
         diagnostics: others,
+        detail: vec![],
     }
 }
 

@@ -1,7 +1,7 @@
 //! Where the objects come from: manifest files, or the Kubernetes API with its reporter
 //! (status, Events, the leader Lease).
 
-use crate::run::{AppError, Settings};
+use crate::run::AppError;
 use portico_source_file::{FileSource, Loaded};
 use portico_source_kube::KubeSource;
 use std::path::PathBuf;
@@ -45,10 +45,11 @@ pub(crate) enum Source {
 
 impl Source {
     pub(crate) async fn start(
-        settings: &Settings,
+        source: &SourceSettings,
+        translate: &portico_translate::Config,
         shutdown: &watch::Receiver<bool>,
     ) -> Result<Source, AppError> {
-        match &settings.source {
+        match source {
             SourceSettings::Files(manifests) => Ok(Source::Files(portico_source_file::watch(
                 manifests.clone(),
             )?)),
@@ -57,7 +58,7 @@ impl Source {
                 let scope = portico_source_kube::Scope {
                     namespace: kube.namespace.clone(),
                 };
-                let source = KubeSource::start(client.clone(), scope, settings.translate.clone());
+                let source = KubeSource::start(client.clone(), scope, translate.clone());
                 let publish = (kube.publish_service.clone())
                     .map(|key| portico_source_kube::publish_service(client.clone(), key));
                 let (reports, rx) = watch::channel(Arc::new(portico_report::Report::default()));

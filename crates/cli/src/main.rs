@@ -38,6 +38,116 @@ enum Command {
     /// Print the haproxy.conf that `run` would write for every load balancer of provider
     /// haproxy.
     Render(RenderArgs),
+    /// Distributed mode: compile manifest files or the Kubernetes API into the desired state in
+    /// etcd (the elected leader among controllers writes); agents serve it.
+    Controller(Box<ControllerArgs>),
+    /// Distributed mode: serve the desired state in etcd on this node (providers, listeners,
+    /// admin API) and report what is served back to the store.
+    Agent(Box<AgentArgs>),
+}
+
+#[derive(Args, Debug, Clone)]
+struct StoreArgs {
+    /// The etcd cluster: `etcd://HOST:PORT[,HOST:PORT…]`, or `etcds://…` to require TLS.
+    /// Credentials never go in the URL: see PORTICO_STORE_USER and PORTICO_STORE_PASSWORD.
+    #[arg(long, value_name = "URL")]
+    store: String,
+    /// Key prefix of everything Portico keeps in etcd.
+    #[arg(long, value_name = "PREFIX", default_value = "/portico/")]
+    store_prefix: String,
+    /// CA certificate (PEM) that signed the etcd members' certificates; turns TLS on.
+    #[arg(long, value_name = "PATH")]
+    store_ca: Option<PathBuf>,
+    /// Client certificate (PEM) for etcd's client-certificate authentication.
+    #[arg(long, value_name = "PATH", requires = "store_key")]
+    store_cert: Option<PathBuf>,
+    /// The client certificate's private key (PEM). Protect it like a Secret.
+    #[arg(long, value_name = "PATH", requires = "store_cert")]
+    store_key: Option<PathBuf>,
+    /// etcd user name (etcd's user/password authentication).
+    #[arg(
+        long,
+        value_name = "USER",
+        env = "PORTICO_STORE_USER",
+        hide_env_values = true
+    )]
+    store_user: Option<String>,
+}
+
+impl StoreArgs {
+    fn config(&self) -> anyhow::Result<portico_store_etcd::EtcdConfig> {
+        let mut config = portico_store_etcd::EtcdConfig::parse(&self.store)
+            .map_err(|e| anyhow::anyhow!("--store: {e}"))?;
+        config.prefix = self.store_prefix.clone();
+        config.tls = self
+            .store_ca
+            .as_ref()
+            .map(|ca| portico_store_etcd::TlsFiles {
+                ca: ca.clone(),
+                cert: self.store_cert.clone(),
+                key: self.store_key.clone(),
+            });
+        config.user = self.store_user.clone();
+        config.password = std::env::var("PORTICO_STORE_PASSWORD")
+            .ok()
+            .filter(|p| !p.is_empty());
+        config
+            .validate()
+            .map_err(|e| anyhow::anyhow!("--store: {e}"))?;
+        Ok(config)
+    }
+}
+
+#[derive(Args, Debug)]
+struct ControllerArgs {
+    /// Manifest file or directory (YAML or JSON, multi-document; directories recursively).
+    #[arg(short = 'f', long = "filename", required_unless_present = "kubernetes")]
+    files: Vec<PathBuf>,
+    #[command(flatten)]
+    kube: KubeArgs,
+    #[command(flatten)]
+    store: StoreArgs,
+    /// Address of the controller's admin API (Ingress status, diagnostics, the agents'
+    /// feedback). Loopback by default.
+    #[arg(long, default_value = "127.0.0.1:9181")]
+    admin_listen: SocketAddr,
+    /// Address written to Ingress status.loadBalancer.ingress (IP or hostname).
+    #[arg(long)]
+    publish_address: Option<String>,
+    #[command(flatten)]
+    class: ClassArgs,
+    #[command(flatten)]
+    tls: TlsArgs,
+}
+
+#[derive(Args, Debug)]
+struct AgentArgs {
+    #[command(flatten)]
+    store: StoreArgs,
+    /// This node's name: the agent's key in the store and its name in the controller's view.
+    #[arg(long, value_name = "NAME")]
+    node: String,
+    /// Address of the HTTP listener of load balancers without a VIP.
+    #[arg(long, default_value = DEFAULT_HTTP_LISTEN)]
+    http_listen: SocketAddr,
+    /// Address of the HTTPS listener of load balancers without a VIP.
+    #[arg(long, default_value = DEFAULT_HTTPS_LISTEN)]
+    https_listen: SocketAddr,
+    /// Address of the agent's admin API (/readyz is 200 once it serves the store's state).
+    #[arg(long, default_value = "127.0.0.1:9180")]
+    admin_listen: SocketAddr,
+    /// Which provider binds --http-listen and --https-listen: `proxy` (the built-in proxy) or
+    /// `haproxy`.
+    #[arg(long, default_value = "proxy", value_parser = ["proxy", "haproxy"])]
+    provider: String,
+    /// IngressClass named in messages about the default listeners.
+    #[arg(long, default_value = "portico")]
+    ingress_class: String,
+    #[command(flatten)]
+    haproxy: HaproxyArgs,
+    /// Threads that serve traffic; 0 means one per CPU core.
+    #[arg(long, default_value_t = 0)]
+    workers: usize,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -301,6 +411,8 @@ fn main() -> ExitCode {
             rt.block_on(serve(settings, None))
         }),
         Command::Render(args) => render::run(&args),
+        Command::Controller(args) => runtime(0).and_then(|rt| rt.block_on(controller(*args))),
+        Command::Agent(args) => runtime(args.workers).and_then(|rt| rt.block_on(agent(*args))),
         Command::Demo(args) => {
             runtime(args.listen.workers).and_then(|rt| rt.block_on(demo::run(&args.listen)))
         }
@@ -360,6 +472,62 @@ async fn serve(
                     .replace("{admin}", &bound.admin.to_string())
             );
         }
+    })
+    .await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `portico controller`: prints the admin API's address once bound.
+async fn controller(args: ControllerArgs) -> anyhow::Result<ExitCode> {
+    let source = match args.kube.settings() {
+        Some(kube) => portico_app::SourceSettings::Kubernetes(Box::new(kube)),
+        None => portico_app::SourceSettings::Files(args.files.clone()),
+    };
+    let identity = args.kube.identity.clone().unwrap_or_else(default_identity);
+    let settings = portico_app::ControllerSettings {
+        source,
+        store: args.store.config()?,
+        admin_listen: args.admin_listen,
+        identity,
+        translate: translate_config(&args.class, &args.tls),
+        publish_address: args.publish_address.clone(),
+    };
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        let _ = tx.send(true);
+    });
+    portico_app::controller(settings, rx, |admin| {
+        println!("portico: controller, admin API on {admin}");
+    })
+    .await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `portico agent`: prints the bound addresses once bound.
+async fn agent(args: AgentArgs) -> anyhow::Result<ExitCode> {
+    let settings = portico_app::AgentSettings {
+        store: args.store.config()?,
+        node: args.node.clone(),
+        listen: portico_app::ListenSettings {
+            http_listen: args.http_listen,
+            https_listen: args.https_listen,
+            admin_listen: args.admin_listen,
+            haproxy_listens: args.provider == "haproxy",
+            class: args.ingress_class.clone(),
+        },
+        haproxy: args.haproxy.settings()?,
+    };
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        let _ = tx.send(true);
+    });
+    portico_app::agent(settings, rx, |bound| {
+        println!(
+            "portico: agent {}, serving HTTP on {}, HTTPS on {} and the admin API on {}",
+            args.node, bound.http, bound.https, bound.admin
+        );
     })
     .await?;
     Ok(ExitCode::SUCCESS)

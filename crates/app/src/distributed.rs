@@ -1,0 +1,444 @@
+//! The two processes of the distributed shape over etcd: `portico agent` (store → providers on
+//! this node, feedback back to the store) and `portico controller` (a source → compile → the
+//! store, written by the elected leader only; the agents' feedback → admin API and status).
+
+use crate::agent::{Agent, StoreHealth};
+use crate::controller::Controller;
+use crate::node::{ListenSettings, Node};
+use crate::providers::HaproxySettings;
+use crate::run::{AppError, Bound};
+use crate::snapshot::status_addresses;
+use crate::source::{Source, SourceSettings};
+use bytes::Bytes;
+use portico_store::codec::{self, Decoder};
+use portico_store::kv::{Key, View};
+use portico_store::{Desired, Feedback};
+use portico_store_etcd::{Etcd, EtcdConfig, Leadership, cache};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// How long an agent's key outlives the agent.
+const AGENT_TTL: Duration = Duration::from_secs(5);
+/// The controllers' leader lease.
+const LEADER_TTL: Duration = Duration::from_secs(5);
+/// Pause between attempts to reach etcd.
+const RETRY: Duration = Duration::from_millis(250);
+/// The longest pause between attempts to connect.
+const MAX_RETRY: Duration = Duration::from_secs(2);
+
+/// `portico agent`.
+#[derive(Debug, Clone)]
+pub struct AgentSettings {
+    pub store: EtcdConfig,
+    pub node: String,
+    pub listen: ListenSettings,
+    pub haproxy: HaproxySettings,
+}
+
+/// Serves the store's desired state on this node until `shutdown`.
+pub async fn agent(
+    settings: AgentSettings,
+    shutdown: watch::Receiver<bool>,
+    on_bound: impl FnOnce(Bound),
+) -> Result<(), AppError> {
+    let mut node = Node::start(&settings.listen, &settings.haproxy, &shutdown).await?;
+    on_bound(node.bound);
+    let cache_path = settings
+        .haproxy
+        .state_dir
+        .join("agent")
+        .join(format!("{}.cache", settings.node));
+    if let Some(dir) = cache_path.parent() {
+        if let Err(e) = std::fs::DirBuilder::new().recursive(true).create(dir) {
+            tracing::warn!(dir = %dir.display(), "cannot create the cache's directory: {e}");
+        }
+    }
+    let initial = match cache::load(&cache_path) {
+        Ok(view) => {
+            tracing::info!(
+                revision = view.revision,
+                "serving the cached state until etcd answers"
+            );
+            view
+        }
+        Err(e) => {
+            tracing::info!(cache = %cache_path.display(), "no usable cache: {e}");
+            View::default()
+        }
+    };
+    let (views_tx, views) = watch::channel(initial.clone());
+    let (health_tx, health) = watch::channel(StoreHealth {
+        connected: false,
+        detail: "connecting to etcd".to_owned(),
+    });
+    let (feedback_tx, feedback_rx) = watch::channel(Bytes::new());
+    let link = tokio::spawn(agent_link(
+        settings.clone(),
+        initial,
+        views_tx,
+        health_tx,
+        feedback_rx,
+        shutdown.clone(),
+    ));
+    let (desired_tx, desired) = watch::channel(Arc::new(Desired::default()));
+    let decoding = tokio::spawn(decode_views(views, desired_tx, cache_path));
+    let agent = Agent::new(
+        settings.node.clone(),
+        Arc::new(std::mem::take(&mut node.registry)),
+    );
+    let admin = node.admin.clone();
+    let report = move |agent: &Agent, feedback: Feedback| {
+        admin.publish(agent_snapshot(agent, &feedback));
+        let bytes = serde_json::to_vec(&feedback).unwrap_or_default();
+        feedback_tx.send_replace(Bytes::from(bytes));
+    };
+    crate::agent::serve(agent, desired, health, report, shutdown.clone()).await;
+    link.abort();
+    decoding.abort();
+    node.stop().await;
+    Ok(())
+}
+
+/// The agent's admin view: the model it serves, ready once it serves the store's state, its
+/// problems, and whether it reaches the store.
+fn agent_snapshot(agent: &Agent, feedback: &Feedback) -> portico_admin::Snapshot {
+    let model = agent.desired().map(|d| d.model.clone()).unwrap_or_default();
+    let mut detail = vec![format!(
+        "node {}: store revision {}",
+        feedback.node, feedback.revision
+    )];
+    if !feedback.store_connected {
+        detail.push("etcd is unreachable: serving the last state".to_owned());
+    }
+    portico_admin::Snapshot {
+        generation: feedback.revision,
+        ready: feedback.ready && feedback.revision > 0,
+        model,
+        ingresses: vec![],
+        diagnostics: feedback.diagnostics.clone(),
+        detail,
+    }
+}
+
+/// Each view → a desired state for the agent; every new view is also cached.
+async fn decode_views(
+    mut views: watch::Receiver<View>,
+    desired: watch::Sender<Arc<Desired>>,
+    cache_path: PathBuf,
+) {
+    let mut decoder = Decoder::default();
+    let mut cached = views.borrow().revision;
+    loop {
+        let view = views.borrow_and_update().clone();
+        if view.revision > 0 {
+            desired.send_replace(Arc::new(decoder.decode(&view)));
+            if view.revision != cached {
+                cached = view.revision;
+                let path = cache_path.clone();
+                let saved = tokio::task::spawn_blocking(move || cache::save(&path, &view)).await;
+                if let Ok(Err(e)) = saved {
+                    tracing::warn!("cannot write the agent's cache: {e}");
+                }
+            }
+        }
+        if views.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Connects to etcd (again and again until it answers), then mirrors the desired state into
+/// `views`, its health into `health`, and keeps the agent's feedback key.
+async fn agent_link(
+    settings: AgentSettings,
+    initial: View,
+    views: watch::Sender<View>,
+    health: watch::Sender<StoreHealth>,
+    feedback: watch::Receiver<Bytes>,
+    shutdown: watch::Receiver<bool>,
+) {
+    let Some(etcd) = connect(&settings.store, &health, shutdown).await else {
+        return;
+    };
+    let mirror = etcd.mirror_desired(initial);
+    let key = codec::agent_key(&settings.node);
+    let _publication = etcd.publish(key, AGENT_TTL, feedback);
+    let mut mirrored = mirror.views();
+    let mut mirror_health = mirror.health();
+    loop {
+        let view = mirrored.borrow_and_update().clone();
+        if view.revision > views.borrow().revision {
+            views.send_replace(view);
+        }
+        let h = mirror_health.borrow_and_update().clone();
+        health.send_replace(StoreHealth {
+            connected: h.connected,
+            detail: h.last_error.unwrap_or_default(),
+        });
+        tokio::select! {
+            r = mirrored.changed() => if r.is_err() { return },
+            r = mirror_health.changed() => if r.is_err() { return },
+        }
+    }
+}
+
+/// Connects, retrying until it works or `shutdown`.
+async fn connect(
+    config: &EtcdConfig,
+    health: &watch::Sender<StoreHealth>,
+    mut shutdown: watch::Receiver<bool>,
+) -> Option<Etcd> {
+    let mut pause = RETRY;
+    loop {
+        match Etcd::connect(config.clone()).await {
+            Ok(etcd) => return Some(etcd),
+            Err(e) => {
+                tracing::warn!("cannot reach etcd: {e}");
+                let detail = e.to_string();
+                health.send_replace(StoreHealth {
+                    connected: false,
+                    detail,
+                });
+            }
+        }
+        tokio::select! {
+            () = tokio::time::sleep(pause) => {}
+            _ = shutdown.wait_for(|s| *s) => return None,
+        }
+        pause = (pause * 2).min(MAX_RETRY);
+    }
+}
+
+/// `portico controller`.
+#[derive(Debug, Clone)]
+pub struct ControllerSettings {
+    pub source: SourceSettings,
+    pub store: EtcdConfig,
+    pub admin_listen: SocketAddr,
+    pub identity: String,
+    pub translate: portico_translate::Config,
+    /// Address written to Ingress status.
+    pub publish_address: Option<String>,
+}
+
+/// Compiles the source into etcd (while leader) until `shutdown`.
+pub async fn controller(
+    settings: ControllerSettings,
+    shutdown: watch::Receiver<bool>,
+    on_bound: impl FnOnce(SocketAddr),
+) -> Result<(), AppError> {
+    let admin_listener =
+        crate::node::bind("the admin API (--admin-listen)", settings.admin_listen).await?;
+    let admin_addr = admin_listener.local_addr().unwrap_or(settings.admin_listen);
+    let mut prometheus = prometheus_client::registry::Registry::default();
+    let metrics = crate::metrics::AppMetrics::new(&mut prometheus);
+    let admin = portico_admin::Admin::new(Arc::new(prometheus));
+    let admin_task = tokio::spawn(portico_admin::serve(
+        admin_listener,
+        admin.clone(),
+        shutdown.clone(),
+    ));
+    let mut source = Source::start(&settings.source, &settings.translate, &shutdown).await?;
+    on_bound(admin_addr);
+    let (health_tx, _) = watch::channel(StoreHealth::default());
+    if let Some(etcd) = connect(&settings.store, &health_tx, shutdown.clone()).await {
+        let publish = status_addresses(settings.publish_address.as_deref());
+        let mut work = ControllerWork {
+            etcd,
+            controller: Controller::new(settings.translate.clone()),
+            identity: settings.identity.clone(),
+            leadership: None,
+            written: None,
+            admin: &admin,
+            metrics: &metrics,
+            publish,
+        };
+        work.run(&mut source, shutdown.clone()).await;
+        if let Some(l) = work.leadership.take() {
+            let _ = l.resign().await;
+        }
+    }
+    let mut shutdown_rx = shutdown.clone();
+    let _ = shutdown_rx.wait_for(|s| *s).await;
+    source.stop().await;
+    let _ = admin_task.await;
+    Ok(())
+}
+
+struct ControllerWork<'a> {
+    etcd: Etcd,
+    controller: Controller,
+    identity: String,
+    leadership: Option<Leadership>,
+    /// What the store holds under `desired/` as this leader last wrote or read it.
+    written: Option<BTreeMap<Key, Bytes>>,
+    admin: &'a portico_admin::Admin,
+    metrics: &'a crate::metrics::AppMetrics,
+    publish: Vec<portico_admin::LoadBalancerAddress>,
+}
+
+impl ControllerWork<'_> {
+    async fn run(&mut self, source: &mut Source, mut shutdown: watch::Receiver<bool>) {
+        let mut updates = source.subscribe();
+        let agents = self.etcd.mirror(codec::AGENTS);
+        let mut agent_views = agents.views();
+        let mut first = matches!(source, Source::Kube { .. });
+        let mut compile = !first;
+        let mut dirty = false;
+        let mut revision = 0;
+        let (campaign_tx, mut campaign) = tokio::sync::mpsc::unbounded_channel::<Leadership>();
+        self.campaign(campaign_tx.clone());
+        loop {
+            if compile {
+                compile = false;
+                dirty = true;
+                let loaded = updates.borrow_and_update().clone();
+                if let Some(retired) = self.controller.compile(loaded, self.metrics) {
+                    source.retire(retired);
+                }
+            }
+            if dirty && self.leadership.is_some() {
+                match self.write().await {
+                    Ok(r) => {
+                        dirty = false;
+                        revision = r;
+                    }
+                    Err(e) => tracing::warn!("cannot write the desired state to etcd: {e}"),
+                }
+            }
+            if !first {
+                let feedback = feedback_of(&agent_views.borrow_and_update());
+                let revision =
+                    revision.max(feedback.values().map(|f| f.revision).max().unwrap_or(0));
+                if let Some(snapshot) = self.controller.snapshot(revision, &feedback, &self.publish)
+                {
+                    if let Some(compiled) = self.controller.compiled() {
+                        source.report(&compiled.loaded.objects, &snapshot, &self.publish);
+                    }
+                    self.admin.publish(snapshot);
+                }
+            }
+            let lost = async {
+                match &self.leadership {
+                    Some(l) => {
+                        let mut rx = l.lost();
+                        let _ = rx.wait_for(|lost| *lost).await;
+                    }
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                changed = updates.changed() => {
+                    if changed.is_err() { break }
+                    first = false;
+                    compile = true;
+                }
+                changed = agent_views.changed() => if changed.is_err() { break },
+                Some(l) = campaign.recv() => {
+                    tracing::info!(identity = %self.identity, "leading: this controller writes the desired state");
+                    self.leadership = Some(l);
+                    self.written = None;
+                    dirty = true;
+                }
+                () = lost => {
+                    tracing::warn!("leadership lost: this controller stops writing");
+                    self.leadership = None;
+                    self.campaign(campaign_tx.clone());
+                }
+                () = tokio::time::sleep(RETRY), if dirty => {}
+                _ = shutdown.wait_for(|s| *s) => break,
+            }
+        }
+    }
+
+    /// Campaigns in the background; the leadership arrives on `tx`.
+    fn campaign(&self, tx: tokio::sync::mpsc::UnboundedSender<Leadership>) {
+        let etcd = self.etcd.clone();
+        let identity = self.identity.clone();
+        tokio::spawn(async move {
+            loop {
+                match etcd.campaign(&identity, LEADER_TTL).await {
+                    Ok(l) => {
+                        let _ = tx.send(l);
+                        return;
+                    }
+                    Err(e) => {
+                        tracing::warn!("campaign for leadership failed: {e}");
+                        tokio::time::sleep(RETRY).await;
+                    }
+                }
+            }
+        });
+    }
+
+    /// Writes what changed since the last write (read from etcd after becoming leader).
+    async fn write(&mut self) -> Result<u64, portico_store_etcd::EtcdError> {
+        let Some(leadership) = &self.leadership else {
+            return Ok(0);
+        };
+        let Some(compiled) = self.controller.compiled() else {
+            return Ok(0);
+        };
+        let old = match self.written.take() {
+            Some(old) => old,
+            None => {
+                let view = self.etcd.read_desired().await?;
+                view.entries
+                    .iter()
+                    .map(|(k, e)| (k.clone(), e.value.clone()))
+                    .collect()
+            }
+        };
+        let new = codec::encode(&compiled.desired.model, &compiled.desired.certificates);
+        let ops = portico_store::kv::changes(&old, &new);
+        if ops.is_empty() {
+            self.written = Some(new);
+            return Ok(0);
+        }
+        let bytes: usize = ops
+            .iter()
+            .map(|op| match op {
+                portico_store::kv::Op::Put { key, value } => key.len() + value.len(),
+                portico_store::kv::Op::Delete { key } => key.len(),
+            })
+            .sum();
+        let count = ops.len();
+        match self.etcd.commit(leadership, ops).await {
+            Ok(revision) => {
+                tracing::info!(
+                    revision,
+                    keys = count,
+                    bytes,
+                    "desired state written to etcd"
+                );
+                self.written = Some(new);
+                Ok(u64::try_from(revision).unwrap_or(0))
+            }
+            Err(e) => {
+                self.written = Some(old);
+                Err(e)
+            }
+        }
+    }
+}
+
+/// The agents' feedback by node; an unreadable value is skipped with a warning.
+fn feedback_of(view: &View) -> BTreeMap<String, Feedback> {
+    let mut out = BTreeMap::new();
+    for (key, entry) in view.entries.iter() {
+        let Some(node) = key.strip_prefix(codec::AGENTS) else {
+            continue;
+        };
+        match serde_json::from_slice::<Feedback>(&entry.value) {
+            Ok(f) => {
+                out.insert(node.to_owned(), f);
+            }
+            Err(e) => tracing::warn!(key, "unreadable agent feedback: {e}"),
+        }
+    }
+    out
+}

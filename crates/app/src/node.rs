@@ -1,0 +1,116 @@
+//! What runs on a node for its agent: the listeners (bound by the built-in proxy, or checked
+//! free for haproxy), the provider registry and the admin API.
+
+use crate::metrics::AppMetrics;
+use crate::providers::HaproxySettings;
+use crate::run::{AppError, Bound};
+use portico_admin::Admin;
+use portico_dataplane_http::{Proxy, ProxyMetrics};
+use portico_provider::Registry;
+use portico_provider_haproxy::HaproxyProvider;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// Where a node listens and what serves its default listeners.
+#[derive(Debug, Clone)]
+pub struct ListenSettings {
+    pub http_listen: SocketAddr,
+    pub https_listen: SocketAddr,
+    pub admin_listen: SocketAddr,
+    /// `--provider haproxy`: haproxy binds the default listeners instead of the built-in proxy.
+    pub haproxy_listens: bool,
+    /// The IngressClass named in the haproxy provider's messages about the default listeners.
+    pub class: String,
+}
+
+/// A started node: its registry (to hand to an agent), admin API and metrics.
+pub(crate) struct Node {
+    pub(crate) registry: Registry,
+    pub(crate) admin: Arc<Admin>,
+    pub(crate) metrics: AppMetrics,
+    pub(crate) bound: Bound,
+    haproxy: Arc<HaproxyProvider>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+pub(crate) async fn bind(what: &'static str, addr: SocketAddr) -> Result<TcpListener, AppError> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| AppError::Bind { what, addr, source })
+}
+
+impl Node {
+    /// Binds the listeners and the admin API and starts serving them (nothing is routed until
+    /// the registry is given a model).
+    pub(crate) async fn start(
+        listen: &ListenSettings,
+        haproxy: &HaproxySettings,
+        shutdown: &watch::Receiver<bool>,
+    ) -> Result<Node, AppError> {
+        let (http, https) = if listen.haproxy_listens {
+            check_haproxy_listen("HTTP traffic (--http-listen)", listen.http_listen).await?;
+            check_haproxy_listen("HTTPS traffic (--https-listen)", listen.https_listen).await?;
+            (None, None)
+        } else {
+            let http = bind("HTTP traffic (--http-listen)", listen.http_listen).await?;
+            let https = bind("HTTPS traffic (--https-listen)", listen.https_listen).await?;
+            (Some(http), Some(https))
+        };
+        let admin_listener = bind("the admin API (--admin-listen)", listen.admin_listen).await?;
+        let local = |l: Option<&TcpListener>, fallback| {
+            l.and_then(|l| l.local_addr().ok()).unwrap_or(fallback)
+        };
+        let bound = Bound {
+            http: local(http.as_ref(), listen.http_listen),
+            https: local(https.as_ref(), listen.https_listen),
+            admin: local(Some(&admin_listener), listen.admin_listen),
+        };
+        let mut prometheus = prometheus_client::registry::Registry::default();
+        let proxy = Proxy::new(ProxyMetrics::new(&mut prometheus));
+        let metrics = AppMetrics::new(&mut prometheus);
+        let admin = Admin::new(Arc::new(prometheus));
+        let default_binds = listen.haproxy_listens.then_some((bound.http, bound.https));
+        let (registry, haproxy) =
+            crate::providers::registry(proxy.clone(), haproxy, default_binds, &listen.class)?;
+        let mut tasks = Vec::new();
+        if let Some(http) = http {
+            tasks.push(tokio::spawn(proxy.clone().serve(http, shutdown.clone())));
+        }
+        if let Some(https) = https {
+            tasks.push(tokio::spawn(
+                proxy.clone().serve_https(https, shutdown.clone()),
+            ));
+        }
+        let admin_task = portico_admin::serve(admin_listener, admin.clone(), shutdown.clone());
+        tasks.push(tokio::spawn(admin_task));
+        Ok(Node {
+            registry,
+            admin,
+            metrics,
+            bound,
+            haproxy,
+            tasks,
+        })
+    }
+
+    /// Waits for the listeners to close (after shutdown) and stops haproxy.
+    pub(crate) async fn stop(self) {
+        self.haproxy.shutdown().await;
+        for task in self.tasks {
+            let _ = task.await;
+        }
+    }
+}
+
+/// haproxy needs a fixed port that is free now (it binds it itself, later).
+async fn check_haproxy_listen(what: &'static str, addr: SocketAddr) -> Result<(), AppError> {
+    if addr.port() == 0 {
+        let reason = "port 0 cannot be handed to haproxy: choose a port".to_owned();
+        return Err(AppError::Listen { what, addr, reason });
+    }
+    drop(bind(what, addr).await?);
+    Ok(())
+}
