@@ -18,6 +18,7 @@ mod kubernetes;
 mod live;
 mod merging;
 mod path_rules;
+mod paths;
 mod seed_examples;
 mod tls;
 

@@ -16,6 +16,7 @@ mod decode;
 mod object;
 mod parse;
 mod split;
+mod target;
 mod walk;
 mod watch;
 

@@ -1,8 +1,9 @@
 //! Watching the manifest files: file-system events → debounced reloads → new `Loaded` values.
 
 use crate::catalog::Catalog;
+use crate::target::{Target, Touch};
 use notify::event::{AccessKind, AccessMode};
-use notify::{Event, EventKind, RecommendedWatcher, RecursiveMode, Watcher};
+use notify::{Event, EventKind, RecommendedWatcher, Watcher};
 use portico_translate::Loaded;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -68,7 +69,8 @@ impl FileSource {
 
 /// Loads `paths` and starts watching them. A directory is watched recursively; a single file
 /// through its parent directory, so that an atomic replace (write a temp file, rename it over
-/// the old one) or a delete and re-create is seen.
+/// the old one) or a delete and re-create is seen. Paths may be relative (to the working
+/// directory), hold `..` or go through symlinks; files are named as the paths give them.
 pub fn watch(paths: Vec<PathBuf>) -> Result<FileSource, SourceError> {
     let (events_tx, events) = mpsc::channel();
     let retired = events_tx.clone();
@@ -111,60 +113,6 @@ pub fn watch(paths: Vec<PathBuf>) -> Result<FileSource, SourceError> {
     })
 }
 
-/// What one given path asks to watch.
-#[derive(Debug)]
-enum Target {
-    Dir(PathBuf),
-    /// The file and its parent directory, canonical so they compare equal to event paths.
-    File {
-        file: PathBuf,
-        parent: PathBuf,
-    },
-}
-
-impl Target {
-    fn of(path: &Path) -> Target {
-        if path.is_dir() {
-            return Target::Dir(path.to_path_buf());
-        }
-        let parent = match path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p,
-            _ => Path::new("."),
-        };
-        let parent = std::fs::canonicalize(parent).unwrap_or_else(|_| parent.to_path_buf());
-        let file = match path.file_name() {
-            Some(name) => parent.join(name),
-            None => path.to_path_buf(),
-        };
-        Target::File { file, parent }
-    }
-
-    fn watched(&self) -> (&Path, RecursiveMode) {
-        match self {
-            Target::Dir(dir) => (dir, RecursiveMode::Recursive),
-            Target::File { parent, .. } => (parent, RecursiveMode::NonRecursive),
-        }
-    }
-
-    /// Whether an event on `path` (which this target concerns) is about that very file or
-    /// directory entry, rather than a symlink swap behind the target's files.
-    fn names_itself(&self, path: &Path) -> bool {
-        match self {
-            Target::Dir(_) => true,
-            Target::File { file, .. } => path == file,
-        }
-    }
-
-    fn concerns(&self, path: &Path) -> bool {
-        match self {
-            Target::Dir(dir) => path.starts_with(dir),
-            // A file of a mounted ConfigMap is a symlink through `..data`, which the kubelet
-            // swaps atomically: the file itself sees no event.
-            Target::File { file, parent } => path == file || path == parent.join("..data"),
-        }
-    }
-}
-
 struct Reloader {
     catalog: Catalog,
     paths: Vec<PathBuf>,
@@ -173,7 +121,8 @@ struct Reloader {
     updates: watch::Sender<Arc<Loaded>>,
 }
 
-/// The paths a burst of events names; `full` when some event cannot be pinned to paths.
+/// The paths a burst of events names, as the listing names them; `full` when some event
+/// cannot be pinned to paths.
 #[derive(Debug, Default)]
 struct Dirty {
     paths: HashSet<PathBuf>,
@@ -250,12 +199,15 @@ impl Reloader {
             return true;
         }
         let mut relevant = false;
-        for path in event.paths {
-            if let Some(target) = self.targets.iter().find(|t| t.concerns(&path)) {
+        for path in &event.paths {
+            for touch in self.targets.iter().filter_map(|t| t.touched(path)) {
                 relevant = true;
-                // A mounted ConfigMap's `..data` swap changes files that see no event.
-                dirty.full |= !target.names_itself(&path);
-                dirty.paths.insert(path);
+                match touch {
+                    Touch::Path(path) => {
+                        dirty.paths.insert(path);
+                    }
+                    Touch::Unnamed => dirty.full = true,
+                }
             }
         }
         relevant

@@ -4,64 +4,11 @@
 mod common;
 
 use common::service;
-use portico_source_file::{FileSource, Loaded, SourceError, watch};
-use portico_translate::ObjectKey;
+use common::watching::{SECOND, has_service, port_is, replace_atomically, start, wait_for};
+use portico_source_file::{Loaded, SourceError, watch};
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
-use tokio::sync::watch::Receiver;
-
-const SECOND: Duration = Duration::from_secs(1);
-
-/// Waits (5 s at most) until the published value satisfies `ready`; returns how long it took.
-async fn wait_for(
-    updates: &mut Receiver<Arc<Loaded>>,
-    ready: impl Fn(&Loaded) -> bool,
-) -> Duration {
-    let start = Instant::now();
-    let wait = async {
-        while !ready(&updates.borrow_and_update()) {
-            updates.changed().await.expect("the source is alive");
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(5), wait)
-        .await
-        .expect("the change was published");
-    start.elapsed()
-}
-
-fn has_service(name: &str) -> impl Fn(&Loaded) -> bool {
-    let key = ObjectKey::new("default", name);
-    move |loaded| loaded.objects.services.contains_key(&key)
-}
-
-fn port_is(name: &str, port: i32) -> impl Fn(&Loaded) -> bool {
-    let key = ObjectKey::new("default", name);
-    move |loaded| {
-        let spec = loaded
-            .objects
-            .services
-            .get(&key)
-            .and_then(|s| s.spec.as_ref());
-        spec.and_then(|s| s.ports.as_ref())
-            .is_some_and(|p| p[0].port == port)
-    }
-}
-
-/// Writes a temp file beside the target and renames it over the target, as editors do.
-fn replace_atomically(path: &Path, text: &str) {
-    let name = path.file_name().unwrap().to_str().unwrap();
-    let tmp = path.with_file_name(format!(".{name}.tmp"));
-    fs::write(&tmp, text).unwrap();
-    fs::rename(&tmp, path).unwrap();
-}
-
-fn start(paths: Vec<PathBuf>) -> (FileSource, Receiver<Arc<Loaded>>) {
-    let source = watch(paths).unwrap();
-    let updates = source.subscribe();
-    (source, updates)
-}
+use std::time::Duration;
 
 #[tokio::test]
 async fn the_first_value_is_the_initial_load() {

@@ -1,5 +1,7 @@
-//! Manifest text for the tests.
+//! Manifest text for the tests, and helpers to watch it change.
 #![allow(dead_code)]
+
+pub mod watching;
 
 pub fn service(namespace: &str, name: &str, port: u16) -> String {
     format!(
