@@ -12,6 +12,7 @@ mod bad_input;
 mod classes;
 mod conformance;
 mod demo;
+mod distributed;
 mod haproxy;
 mod host_rules;
 mod kubernetes;

@@ -6,8 +6,8 @@ use crate::error::{EtcdError, chain};
 use crate::keys::{Layout, prefix_end};
 use bytes::Bytes;
 use etcd_client::{
-    Certificate, Client, ConnectOptions, GetOptions, Identity, KeyValue, KvClient, LeaseClient,
-    TlsOptions, WatchClient,
+    Certificate, Client, ConnectOptions, GetOptions, GetResponse, Identity, KeyValue, KvClient,
+    LeaseClient, TlsOptions, WatchClient,
 };
 use portico_store::kv::{Entry, Key};
 use std::collections::BTreeMap;
@@ -140,8 +140,7 @@ impl Etcd {
                 .with_range(end.clone())
                 .with_limit(PAGE)
                 .with_revision(revision);
-            let mut kv = self.kv();
-            let mut page = self.bounded("range", kv.get(from, Some(options))).await?;
+            let mut page = self.page(&from, options).await?;
             if revision == 0 {
                 // Later pages read at the revision of the first.
                 revision = page.header().map_or(0, |h| h.revision());
@@ -157,6 +156,22 @@ impl Etcd {
             }
         }
         Ok((revision, all))
+    }
+
+    /// One range request, tried again at once when the member is unavailable: with several
+    /// endpoints the client's balancer may pick a dead member (etcd-client issue #39) and a
+    /// read is safe to repeat.
+    async fn page(&self, from: &[u8], options: GetOptions) -> Result<GetResponse, EtcdError> {
+        let tries = 2 * self.config.endpoints.len();
+        let mut attempt = 1;
+        loop {
+            let mut kv = self.kv();
+            let got = kv.get(from.to_vec(), Some(options.clone()));
+            match self.bounded("range", got).await {
+                Err(e) if e.is_unavailable() && attempt < tries => attempt += 1,
+                done => return done,
+            }
+        }
     }
 }
 

@@ -26,6 +26,8 @@ pub enum EtcdError {
         reason: String,
         /// Retrying cannot help (refused credentials or permissions, a malformed request).
         permanent: bool,
+        /// The member could not be reached (or had no leader): another one may answer.
+        unavailable: bool,
     },
     #[error("the lease ran out or could not be kept alive")]
     LeaseLost,
@@ -48,8 +50,20 @@ impl EtcdError {
         EtcdError::Request {
             what,
             reason: chain(error),
-            permanent: permanent(error),
+            permanent: code(error).is_some_and(|c| matches!(c, 3 | 7 | 16)),
+            unavailable: code(error) == Some(14),
         }
+    }
+
+    /// Whether another try may reach another member (UNAVAILABLE).
+    pub(crate) fn is_unavailable(&self) -> bool {
+        matches!(
+            self,
+            EtcdError::Request {
+                unavailable: true,
+                ..
+            }
+        )
     }
 
     /// Whether retrying the same request cannot succeed.
@@ -65,12 +79,13 @@ impl EtcdError {
     }
 }
 
-/// gRPC codes (as numbers: tonic is not a direct dependency) that no retry fixes:
-/// INVALID_ARGUMENT (3), PERMISSION_DENIED (7), UNAUTHENTICATED (16).
-fn permanent(error: &etcd_client::Error) -> bool {
+/// The gRPC code, as a number (tonic is not a direct dependency): no retry fixes
+/// INVALID_ARGUMENT (3), PERMISSION_DENIED (7) or UNAUTHENTICATED (16); UNAVAILABLE (14) is
+/// a member that cannot be reached or has no leader.
+fn code(error: &etcd_client::Error) -> Option<i32> {
     match error {
-        etcd_client::Error::GRpcStatus(status) => matches!(status.code() as i32, 3 | 7 | 16),
-        _ => false,
+        etcd_client::Error::GRpcStatus(status) => Some(status.code() as i32),
+        _ => None,
     }
 }
 

@@ -95,6 +95,7 @@ fn ended() -> EtcdError {
         what: "keep-alive",
         reason: "the stream ended".into(),
         permanent: false,
+        unavailable: false,
     }
 }
 

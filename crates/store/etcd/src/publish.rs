@@ -23,8 +23,7 @@ pub struct Publication {
 }
 
 impl Publication {
-    /// The lease holding the key while it is published, `None` while it is being
-    /// (re)published.
+    /// The lease the key is put under, `None` while a new one is being granted.
     pub fn lease(&self) -> watch::Receiver<Option<i64>> {
         self.lease.clone()
     }
@@ -85,12 +84,13 @@ impl Publisher {
             Ok(lease) => lease,
             Err(e) => return e,
         };
+        // Known before the put lands, so that `close` right after it revokes this lease.
+        self.lease.send_replace(Some(lease));
         if let Err(e) = self.put(lease).await {
             self.etcd.revoke(lease).await;
             return e;
         }
         info!(key = %self.key, lease, "published");
-        self.lease.send_replace(Some(lease));
         backoff.reset();
         let etcd = self.etcd.clone();
         let ttl = self.ttl;

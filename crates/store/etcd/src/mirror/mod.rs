@@ -216,6 +216,7 @@ fn broken(reason: String) -> EtcdError {
         what: "watch",
         reason,
         permanent: false,
+        unavailable: false,
     }
 }
 

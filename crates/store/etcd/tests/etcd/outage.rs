@@ -32,6 +32,7 @@ async fn history_compacted_while_the_mirror_is_cut_off_is_relisted_and_swept() {
         .await
         .expect("commit");
     wait_view(&mut views, Duration::from_secs(5), |v| v.revision == r1).await;
+    wait_health(&mut health, true).await;
 
     proxy.cut();
     let down = wait_health(&mut health, false).await;
@@ -76,6 +77,7 @@ async fn etcd_stopped_and_started_again_the_mirror_keeps_its_view_then_converges
     let r1 = commit_until_done(&writer, &mut leader, &mut stored, &first).await;
     let r1 = r1.expect("first commit");
     wait_view(&mut views, Duration::from_secs(5), |v| v.revision == r1).await;
+    wait_health(&mut health, true).await;
 
     cluster.stop(0);
     let down = wait_health(&mut health, false).await;
