@@ -23,7 +23,7 @@ const TXN_RESERVE: usize = 1024;
 impl Etcd {
     /// Writes `ops` (keys under `desired/`; for one key the last op wins) as one commit and
     /// returns its revision, which is the `revision` of the [`View`] readers publish for it.
-    /// Nothing to write returns the last commit's revision. After an error the commit may be
+    /// Nothing to write returns the last commit's revision (or writes the very first marker). After an error the commit may be
     /// partly written (invisible to readers): read the stored state again with
     /// [`Etcd::read_desired`] and commit the difference.
     pub async fn commit(&self, leader: &Leadership, ops: Vec<Op>) -> Result<i64, EtcdError> {
@@ -32,7 +32,9 @@ impl Etcd {
         if leader.is_lost() {
             return Err(self.not_leader(leader));
         }
-        if ops.is_empty() {
+        // With no commit ever made (no marker), even an empty commit writes the marker, so
+        // that readers get a first view (maybe empty) rather than none.
+        if ops.is_empty() && commits.generation > 0 {
             return Ok(commits.revision);
         }
         let limits = (self.config.max_txn_ops - 2, self.config.max_txn_bytes);

@@ -3,7 +3,8 @@
 //!
 //! With a marker, changes are buffered and a view is published only at a revision that writes
 //! the marker, after every change of that revision. Without one, every revision is published.
-//! A view is published only when it moves forward and differs from the last one.
+//! A view is published only when it moves forward and differs from the last one (the first
+//! one always).
 
 use bytes::Bytes;
 use portico_store::kv::{Entry, Key, View};
@@ -124,7 +125,9 @@ impl Copy {
 
     fn publish(&mut self, revision: i64) -> Option<View> {
         let stale = revision <= self.published.revision;
-        if stale || *self.published.entries == self.entries {
+        // The first whole state is published even when empty: "nothing desired" is news.
+        let same = self.published.revision > 0 && *self.published.entries == self.entries;
+        if stale || same {
             return None;
         }
         self.published = View {
@@ -201,6 +204,18 @@ mod tests {
         };
         assert_eq!(copy.apply(&[put("desired-pending", "1", 2), other]), None);
         assert!(copy.entries.is_empty());
+    }
+
+    #[test]
+    fn the_first_commit_is_published_even_when_empty() {
+        let mut copy = marked();
+        let view = copy.apply(&[put("desired-commit", "1", 3)]).expect("first");
+        assert_eq!((view.revision, view.entries.len()), (3, 0));
+        assert_eq!(
+            copy.apply(&[put("desired-commit", "2", 4)]),
+            None,
+            "nothing new"
+        );
     }
 
     #[test]

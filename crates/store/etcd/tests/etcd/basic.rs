@@ -15,6 +15,14 @@ async fn a_commit_reaches_the_mirror_whole_and_read_desired_sees_it() {
     let mirror = etcd.mirror_desired(View::default());
     let mut views = mirror.views();
 
+    // Nothing committed yet: an empty first commit still gives readers a (empty) view.
+    let empty = etcd
+        .commit(&leader, Vec::new())
+        .await
+        .expect("empty first commit");
+    let view = wait_view(&mut views, Duration::from_secs(5), |v| v.revision == empty).await;
+    assert!(view.entries.is_empty());
+
     let first = state("one", 0..10);
     let revision = etcd
         .commit(&leader, ops(&Default::default(), &first))
