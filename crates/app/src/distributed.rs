@@ -52,10 +52,10 @@ pub async fn agent(
         .state_dir
         .join("agent")
         .join(format!("{}.cache", settings.node));
-    if let Some(dir) = cache_path.parent() {
-        if let Err(e) = std::fs::DirBuilder::new().recursive(true).create(dir) {
-            tracing::warn!(dir = %dir.display(), "cannot create the cache's directory: {e}");
-        }
+    if let Some(dir) = cache_path.parent()
+        && let Err(e) = std::fs::DirBuilder::new().recursive(true).create(dir)
+    {
+        tracing::warn!(dir = %dir.display(), "cannot create the cache's directory: {e}");
     }
     let initial = match cache::load(&cache_path) {
         Ok(view) => {
@@ -171,10 +171,17 @@ async fn agent_link(
     let mut mirror_health = mirror.health();
     loop {
         let view = mirrored.borrow_and_update().clone();
+        let h = mirror_health.borrow_and_update().clone();
         if view.revision > views.borrow().revision {
             views.send_replace(view);
+        } else if h.connected && views.borrow().revision == 0 {
+            // etcd answered and holds no committed state: serve the empty state of etcd's
+            // first revision rather than nothing.
+            views.send_replace(View {
+                revision: 1,
+                ..View::default()
+            });
         }
-        let h = mirror_health.borrow_and_update().clone();
         health.send_replace(StoreHealth {
             connected: h.connected,
             detail: h.last_error.unwrap_or_default(),
@@ -383,6 +390,7 @@ impl ControllerWork<'_> {
         let Some(compiled) = self.controller.compiled() else {
             return Ok(0);
         };
+        let first = self.written.is_none();
         let old = match self.written.take() {
             Some(old) => old,
             None => {
@@ -395,7 +403,8 @@ impl ControllerWork<'_> {
         };
         let new = codec::encode(&compiled.desired.model, &compiled.desired.certificates);
         let ops = portico_store::kv::changes(&old, &new);
-        if ops.is_empty() {
+        // A new leader commits even nothing, so that agents see a first state (maybe empty).
+        if ops.is_empty() && !first {
             self.written = Some(new);
             return Ok(0);
         }

@@ -19,6 +19,11 @@ pub enum Provider {
     Haproxy,
     /// The built-in proxy, objects from a fake API server (`--kubernetes`).
     Kubernetes,
+    /// A controller and two agents as separate processes over a real etcd; the kit talks to
+    /// the second agent.
+    Distributed,
+    /// The same over a TLS-only etcd with client certificates; the kit talks to the first agent.
+    DistributedTls,
 }
 
 impl Provider {
@@ -34,6 +39,8 @@ impl Provider {
                 p.cluster = Some(cluster);
                 p
             }
+            Provider::Distributed => crate::distributed::start(dir, false, 1).await,
+            Provider::DistributedTls => crate::distributed::start(dir, true, 0).await,
         }
     }
 }
@@ -58,6 +65,18 @@ macro_rules! per_provider {
             $(#[tokio::test]
             async fn $scenario() {
                 super::$scenario(super::Provider::Kubernetes).await
+            })*
+        }
+        mod distributed {
+            $(#[tokio::test]
+            async fn $scenario() {
+                super::$scenario(super::Provider::Distributed).await
+            })*
+        }
+        mod distributed_tls {
+            $(#[tokio::test]
+            async fn $scenario() {
+                super::$scenario(super::Provider::DistributedTls).await
             })*
         }
     };

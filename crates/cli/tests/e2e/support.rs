@@ -128,6 +128,9 @@ pub struct Portico {
     _state: Option<tempfile::TempDir>,
     /// The fake API server, when the objects come from it (`--kubernetes`).
     pub cluster: Option<crate::kube_support::Cluster>,
+    /// In the distributed shape, the controller (whose admin API shows Ingress status), the
+    /// other agent and etcd: this process is one agent.
+    pub distributed: Option<Box<crate::distributed::Rest>>,
     pub http: SocketAddr,
     pub https: SocketAddr,
     pub admin: SocketAddr,
@@ -219,6 +222,7 @@ impl Portico {
             child,
             _state: None,
             cluster: None,
+            distributed: None,
             http,
             https,
             admin,
@@ -296,8 +300,12 @@ impl Portico {
         r.json()
     }
 
-    /// The `/api/v1/ingresses` entry for `ns/name`.
+    /// The `/api/v1/ingresses` entry for `ns/name` (in the distributed shape, the controller's,
+    /// once an agent's feedback gave it its status).
     pub async fn ingress(&self, ns: &str, name: &str) -> Value {
+        if let Some(rest) = &self.distributed {
+            return rest.ingress(self, ns, name).await;
+        }
         let all = self.admin_json("/api/v1/ingresses").await;
         all.as_array()
             .and_then(|a| {
