@@ -217,12 +217,11 @@ impl EtcdCluster {
 
     fn check_running(&mut self) {
         for member in &mut self.members {
-            if let Some(child) = &mut member.child {
-                if let Ok(Some(status)) = child.try_wait() {
-                    let log = self.dir.path().join(format!("{}.log", member.name));
-                    let log = std::fs::read_to_string(log).unwrap_or_default();
-                    panic!("etcd {} exited ({status}): {log}", member.name);
-                }
+            let exited = member.child.as_mut().map(|c| c.try_wait());
+            if let Some(Ok(Some(status))) = exited {
+                let log = self.dir.path().join(format!("{}.log", member.name));
+                let log = std::fs::read_to_string(log).unwrap_or_default();
+                panic!("etcd {} exited ({status}): {log}", member.name);
             }
         }
     }

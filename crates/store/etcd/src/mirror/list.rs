@@ -51,10 +51,11 @@ impl Etcd {
             let (_, kvs) = self.range(subtree, now).await?;
             return Ok(self.listing(kvs, Some(at), now));
         }
-        if at > 0 {
-            if let Ok((_, kvs)) = self.range(subtree, at).await {
-                return Ok(self.listing(kvs, Some(at), at));
-            }
+        // Compacted history (or any failure) falls back to the half-written state.
+        if at > 0
+            && let Ok((_, kvs)) = self.range(subtree, at).await
+        {
+            return Ok(self.listing(kvs, Some(at), at));
         }
         let (_, kvs) = self.range(subtree, now).await?;
         Ok(self.listing(kvs, None, now))

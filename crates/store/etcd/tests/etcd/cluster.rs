@@ -12,7 +12,7 @@ const COMMITS: usize = 40;
 /// value naming `i`.
 fn state_of(i: usize) -> State {
     (0..200)
-        .filter(|k| (k + i) % 3 != 0)
+        .filter(|k| !(k + i).is_multiple_of(3))
         .map(|k| (format!("desired/lb/{k:03}"), Bytes::from(format!("{i}"))))
         .collect()
 }
