@@ -5,9 +5,10 @@ use crate::metrics::AppMetrics;
 use crate::providers::HaproxySettings;
 use crate::run::{AppError, Bound};
 use portico_admin::Admin;
-use portico_dataplane_http::{Proxy, ProxyMetrics};
+use portico_dataplane_http::ProxyMetrics;
 use portico_provider::Registry;
 use portico_provider_haproxy::HaproxyProvider;
+use portico_provider_proxy::ProxyProvider;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::net::TcpListener;
@@ -69,21 +70,13 @@ impl Node {
             admin: local(Some(&admin_listener), listen.admin_listen),
         };
         let mut prometheus = prometheus_client::registry::Registry::default();
-        let proxy = Proxy::new(ProxyMetrics::new(&mut prometheus));
+        let proxy_metrics = ProxyMetrics::new(&mut prometheus);
         let metrics = AppMetrics::new(&mut prometheus);
         let admin = Admin::new(Arc::new(prometheus));
         let default_binds = listen.haproxy_listens.then_some((bound.http, bound.https));
+        let (proxy, mut tasks) = ProxyProvider::new(proxy_metrics, http.zip(https), shutdown);
         let (registry, haproxy) =
-            crate::providers::registry(proxy.clone(), haproxy, default_binds, &listen.class)?;
-        let mut tasks = Vec::new();
-        if let Some(http) = http {
-            tasks.push(tokio::spawn(proxy.clone().serve(http, shutdown.clone())));
-        }
-        if let Some(https) = https {
-            tasks.push(tokio::spawn(
-                proxy.clone().serve_https(https, shutdown.clone()),
-            ));
-        }
+            crate::providers::registry(proxy, haproxy, default_binds, &listen.class)?;
         let admin_task = portico_admin::serve(admin_listener, admin.clone(), shutdown.clone());
         tasks.push(tokio::spawn(admin_task));
         Ok(Node {

@@ -1,35 +1,12 @@
 //! The provider registry of the all-in-one process: the built-in proxy as provider `proxy`
 //! and haproxy as provider `haproxy`.
 
-use portico_dataplane_http::Proxy;
-use portico_model::{Diagnostic, Model, PoolId};
-use portico_provider::{Certificates, Provider, Registry};
+use portico_provider::Registry;
 use portico_provider_haproxy::{Binary, Binds, HaproxyProvider, PlanSettings};
-use std::collections::HashSet;
+use portico_provider_proxy::ProxyProvider;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-
-/// The built-in proxy as a provider: compiles the model's `proxy` load balancers into its
-/// route table and swaps its certificates.
-pub(crate) struct ProxyProvider(pub(crate) Arc<Proxy>);
-
-impl Provider for ProxyProvider {
-    fn kind(&self) -> &'static str {
-        portico_dataplane_http::PROVIDER
-    }
-
-    fn apply(&self, model: &Model, certificates: &Certificates) -> Vec<Diagnostic> {
-        self.0.set_certificates(model, certificates);
-        self.0.apply(model);
-        vec![]
-    }
-
-    fn update_members(&self, model: &Model, pools: &HashSet<PoolId>) {
-        let all = model.load_balancers.iter().flat_map(|lb| &lb.pools);
-        self.0.update_members(all.filter(|p| pools.contains(&p.id)));
-    }
-}
 
 /// What the haproxy provider is told by the command line.
 #[derive(Debug, Clone)]
@@ -64,7 +41,7 @@ pub fn haproxy_plan(
 
 /// The registry with both providers; the haproxy one is returned too, to be shut down.
 pub(crate) fn registry(
-    proxy: Arc<Proxy>,
+    proxy: ProxyProvider,
     haproxy: &HaproxySettings,
     default_binds: Option<(SocketAddr, SocketAddr)>,
     class: &str,
@@ -82,7 +59,7 @@ pub(crate) fn registry(
     })?;
     let provider = Arc::new(provider);
     let mut registry = Registry::default();
-    registry.register(Arc::new(ProxyProvider(proxy)));
+    registry.register(Arc::new(proxy));
     registry.register(provider.clone());
     Ok((registry, provider))
 }

@@ -22,6 +22,7 @@ mod path_rules;
 mod paths;
 mod seed_examples;
 mod tls;
+mod vips;
 
 use support::*;
 

@@ -1,0 +1,168 @@
+//! Provider `proxy`: the built-in L7 proxy (`portico-dataplane-http`) as a driver. Each load
+//! balancer's listeners bind its VIP and ports; load balancers without a VIP share the node's
+//! default listeners (`--http-listen`, `--https-listen`). Load balancers bound to the same
+//! address and port are served together, their routes merged by host (one route table per
+//! address). A listener that cannot bind is an error on the load balancer's IngressClass; the
+//! others are served.
+//!
+//! It depends on the model, the provider trait and the HTTP data plane; not on Kubernetes
+//! types, sources or other data planes.
+
+mod place;
+
+pub use place::{Bind, place};
+
+use portico_dataplane_http::{Proxy, ProxyMetrics};
+use portico_model::{Diagnostic, LoadBalancer, Model, ObjectRef, PoolId};
+use portico_provider::{Certificates, Provider};
+use std::collections::{BTreeMap, HashSet};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, PoisonError};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// The provider type.
+pub const PROVIDER: &str = portico_dataplane_http::PROVIDER;
+
+/// One address pair being served: its proxy and, for a VIP, the listeners' stop switch.
+struct Served {
+    proxy: Arc<Proxy>,
+    /// Dropped (or set) to close a VIP's listeners; none for the default listeners.
+    stop: Option<watch::Sender<bool>>,
+}
+
+/// The built-in proxy as a provider.
+pub struct ProxyProvider {
+    metrics: ProxyMetrics,
+    /// The default listeners' addresses, when the proxy serves them.
+    defaults: Option<(SocketAddr, SocketAddr)>,
+    served: Mutex<BTreeMap<Bind, Served>>,
+}
+
+impl ProxyProvider {
+    /// A provider whose load balancers without a VIP are served on `defaults` (HTTP, HTTPS)
+    /// until `shutdown`; with `defaults` none (haproxy binds them), such load balancers are
+    /// not served.
+    /// Also returns the default listeners' tasks, which end once their connections drained.
+    pub fn new(
+        metrics: ProxyMetrics,
+        defaults: Option<(TcpListener, TcpListener)>,
+        shutdown: &watch::Receiver<bool>,
+    ) -> (Self, Vec<JoinHandle<()>>) {
+        let mut tasks = Vec::new();
+        let mut served = BTreeMap::new();
+        let mut addresses = None;
+        if let Some((http, https)) = defaults {
+            let proxy = Proxy::new(metrics.clone());
+            let local = |l: &TcpListener| l.local_addr().ok();
+            if let (Some(h), Some(s)) = (local(&http), local(&https)) {
+                addresses = Some((h, s));
+            }
+            tasks.push(tokio::spawn(proxy.clone().serve(http, shutdown.clone())));
+            tasks.push(tokio::spawn(
+                proxy.clone().serve_https(https, shutdown.clone()),
+            ));
+            served.insert(Bind::Default, Served { proxy, stop: None });
+        }
+        let provider = ProxyProvider {
+            metrics,
+            defaults: addresses,
+            served: Mutex::new(served),
+        };
+        (provider, tasks)
+    }
+
+    /// Binds a VIP's listeners and starts serving them with a new proxy.
+    fn start_vip(&self, http: SocketAddr, https: SocketAddr) -> std::io::Result<Served> {
+        let bind = |addr| {
+            let listener = std::net::TcpListener::bind(addr)?;
+            listener.set_nonblocking(true)?;
+            TcpListener::from_std(listener)
+        };
+        let (http, https) = (bind(http)?, bind(https)?);
+        let proxy = Proxy::new(self.metrics.clone());
+        let (stop, stopped) = watch::channel(false);
+        tokio::spawn(proxy.clone().serve(http, stopped.clone()));
+        tokio::spawn(proxy.clone().serve_https(https, stopped));
+        Ok(Served {
+            proxy,
+            stop: Some(stop),
+        })
+    }
+}
+
+impl Provider for ProxyProvider {
+    fn kind(&self) -> &'static str {
+        PROVIDER
+    }
+
+    fn apply(&self, model: &Model, certificates: &Certificates) -> Vec<Diagnostic> {
+        let mut diagnostics = Vec::new();
+        let groups = place(model, self.defaults);
+        let mut served = self.served.lock().unwrap_or_else(PoisonError::into_inner);
+        // Address pairs no load balancer needs any more close (the default ones stay).
+        served.retain(|bind, _| *bind == Bind::Default || groups.contains_key(bind));
+        for (bind, lbs) in &groups {
+            if !served.contains_key(bind) {
+                let started = match bind {
+                    Bind::Default => Err(std::io::Error::other(
+                        "the default listeners are served by haproxy (--provider haproxy): give the IngressClass a VIP (portico.dev/vip)",
+                    )),
+                    Bind::Vip { http, https } => self.start_vip(*http, *https),
+                };
+                match started {
+                    Ok(s) => {
+                        served.insert(*bind, s);
+                    }
+                    Err(e) => {
+                        diagnostics.extend(lbs.iter().map(|lb| not_bound(lb, bind, &e)));
+                        continue;
+                    }
+                }
+            }
+            if let Some(s) = served.get(bind) {
+                let part = Model {
+                    load_balancers: lbs.iter().map(|lb| (*lb).clone()).collect(),
+                };
+                s.proxy.set_certificates(&part, certificates);
+                s.proxy.apply(&part);
+            }
+        }
+        // The default proxy serves nothing when no load balancer is bound there.
+        if !groups.contains_key(&Bind::Default)
+            && let Some(s) = served.get(&Bind::Default)
+        {
+            s.proxy.apply(&Model::default());
+        }
+        diagnostics
+    }
+
+    fn update_members(&self, model: &Model, pools: &HashSet<PoolId>) {
+        let served = self.served.lock().unwrap_or_else(PoisonError::into_inner);
+        let changed: Vec<_> = (model.load_balancers.iter())
+            .flat_map(|lb| &lb.pools)
+            .filter(|p| pools.contains(&p.id))
+            .collect();
+        for s in served.values() {
+            s.proxy.update_members(changed.iter().copied());
+        }
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if let Some(stop) = &self.stop {
+            stop.send_replace(true);
+        }
+    }
+}
+
+fn not_bound(lb: &LoadBalancer, bind: &Bind, error: &std::io::Error) -> Diagnostic {
+    let class = ObjectRef::new("IngressClass", "", &lb.ingress_class);
+    let message = format!(
+        "load balancer {} is not served: cannot listen on {bind}: {error}",
+        lb.name
+    );
+    Diagnostic::error(class, "metadata.annotations[portico.dev/vip]", message)
+}
