@@ -2,7 +2,7 @@
 //! and haproxy as provider `haproxy`.
 
 use portico_dataplane_http::Proxy;
-use portico_model::{Diagnostic, Model, PoolId};
+use portico_model::{Diagnostic, Limits, Model, PoolId};
 use portico_provider::{Certificates, Provider, Registry};
 use portico_provider_haproxy::{Binary, Binds, HaproxyProvider, PlanSettings};
 use std::collections::HashSet;
@@ -54,8 +54,10 @@ pub fn haproxy_plan(
     settings: &HaproxySettings,
     default_binds: Option<Binds>,
     class: &str,
+    limits: Limits,
 ) -> PlanSettings {
     PlanSettings {
+        limits,
         root: settings.state_dir.join("loadbalancer").join("haproxy"),
         default_binds,
         default_class: class.to_owned(),
@@ -68,13 +70,14 @@ pub(crate) fn registry(
     haproxy: &HaproxySettings,
     default_binds: Option<(SocketAddr, SocketAddr)>,
     class: &str,
+    limits: Limits,
 ) -> Result<(Registry, Arc<HaproxyProvider>), portico_provider_haproxy::StartError> {
     let binds = default_binds.map(|(http, https)| Binds {
         http: Some(http),
         https: Some(https),
     });
     let provider = HaproxyProvider::new(portico_provider_haproxy::Settings {
-        plan: haproxy_plan(haproxy, binds, class),
+        plan: haproxy_plan(haproxy, binds, class, limits),
         binary: Binary {
             haproxy: haproxy.binary.clone(),
             setpriv: setpriv(),

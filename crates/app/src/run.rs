@@ -28,6 +28,8 @@ pub struct Settings {
     pub translate: portico_translate::Config,
     /// Where the haproxy provider keeps its load balancers, and its executable.
     pub haproxy: HaproxySettings,
+    /// Deadlines, sizes and connection caps of both data planes.
+    pub limits: portico_model::Limits,
 }
 
 /// The addresses actually bound (ports may have been 0).
@@ -94,13 +96,18 @@ pub async fn run(
     };
 
     let mut registry = prometheus_client::registry::Registry::default();
-    let proxy = Proxy::new(ProxyMetrics::new(&mut registry));
+    let proxy = Proxy::with_limits(ProxyMetrics::new(&mut registry), settings.limits);
     let app_metrics = AppMetrics::new(&mut registry);
     let admin = Admin::new(Arc::new(registry));
     let default_binds = haproxy_listens.then_some((bound.http, bound.https));
     let class = &settings.translate.ingress_class;
-    let (providers, haproxy) =
-        crate::providers::registry(proxy.clone(), &settings.haproxy, default_binds, class)?;
+    let (providers, haproxy) = crate::providers::registry(
+        proxy.clone(),
+        &settings.haproxy,
+        default_binds,
+        class,
+        settings.limits,
+    )?;
     let status = status_changes(&providers);
 
     let mut source = Source::start(&settings, &shutdown).await?;

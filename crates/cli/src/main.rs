@@ -3,6 +3,7 @@
 
 mod alloc;
 mod demo;
+mod limits;
 mod render;
 mod validate;
 
@@ -138,6 +139,8 @@ struct ListenArgs {
     /// 1 runs everything on a single thread, like nginx's `worker_processes 1`.
     #[arg(long, default_value_t = 0)]
     workers: usize,
+    #[command(flatten)]
+    limits: limits::LimitArgs,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -279,6 +282,7 @@ fn settings(
         publish_address: listen.publish_address.clone(),
         translate: translate_config(class, tls),
         haproxy: haproxy.settings()?,
+        limits: listen.limits.limits(),
     })
 }
 
