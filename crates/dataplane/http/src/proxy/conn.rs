@@ -353,3 +353,56 @@ impl Drop for Active {
         self.0.dec();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(target: &str, hosts: &[&str]) -> Request<()> {
+        let mut builder = Request::builder().uri(target);
+        for host in hosts {
+            builder = builder.header(HOST, *host);
+        }
+        builder.body(()).unwrap()
+    }
+
+    #[test]
+    fn a_request_names_two_hosts_when_host_and_authority_differ_or_host_repeats() {
+        let cases = [
+            ("/", &["a.test"][..], false),
+            ("/", &[][..], false),
+            ("http://a.test/", &["A.test"][..], false),
+            ("http://a.test/", &[][..], false),
+            ("http://b.test/", &["a.test"][..], true),
+            ("http://a.test:8080/", &["a.test"][..], true),
+            ("/", &["a.test", "a.test"][..], true),
+            ("/", &["a.test, b.test"][..], true),
+        ];
+        for (target, hosts, two) in cases {
+            assert_eq!(
+                names_two_hosts(&request(target, hosts)),
+                two,
+                "{target} {hosts:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn dot_segments_are_found_plain_or_percent_encoded() {
+        for segment in [".", "..", "%2e", "%2E%2e", ".%2E", "%2e."] {
+            assert!(is_dot_segment(segment), "{segment}");
+        }
+        for segment in [
+            "",
+            "...",
+            "a..",
+            ".well-known",
+            "%2e%2e%2e",
+            "%2f",
+            "%2",
+            "%",
+        ] {
+            assert!(!is_dot_segment(segment), "{segment}");
+        }
+    }
+}

@@ -87,6 +87,8 @@ pub(super) fn frontend_limits(limits: &Limits) -> String {
         "    tcp-request connection track-sc0 src table {CLIENT_TABLE}\n\
          \x20   tcp-request connection reject if {{ sc0_conn_cur({CLIENT_TABLE}) gt {per_client} }}\n\
          \x20   http-request deny deny_status 400 if {{ req.fhdr_cnt(host) gt 1 }} || {{ req.fhdr(host) -m sub , }}\n\
+         \x20   http-request deny deny_status 400 if {{ req.fhdr_cnt(host) eq 0 }} HTTP_1.1\n\
+         \x20   http-request deny deny_status 400 if {{ req.hdrs,hex -m reg ^(..)*00 }}\n\
          \x20   http-request deny deny_status 400 if {{ path -m reg '(^|/)(\\.|%2[eE]){{1,2}}(/|$)' }}\n",
         per_client = limits.max_connections_per_client,
     );
