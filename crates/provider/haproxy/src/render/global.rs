@@ -72,7 +72,7 @@ pub(super) fn header(
 /// A duration as haproxy reads it: whole seconds as `60s`, else milliseconds.
 fn millis(duration: Duration) -> String {
     let ms = duration.as_millis().max(1);
-    if ms % 1000 == 0 {
+    if ms.is_multiple_of(1000) {
         format!("{}s", ms / 1000)
     } else {
         format!("{ms}ms")
