@@ -25,6 +25,8 @@ pub struct ListenSettings {
     pub haproxy_listens: bool,
     /// The IngressClass named in the haproxy provider's messages about the default listeners.
     pub class: String,
+    /// Limits against abuse, served the same by every provider.
+    pub limits: portico_model::Limits,
 }
 
 /// A started node: its registry (to hand to an agent), admin API and metrics.
@@ -74,9 +76,15 @@ impl Node {
         let metrics = AppMetrics::new(&mut prometheus);
         let admin = Admin::new(Arc::new(prometheus));
         let default_binds = listen.haproxy_listens.then_some((bound.http, bound.https));
-        let (proxy, mut tasks) = ProxyProvider::new(proxy_metrics, http.zip(https), shutdown);
-        let (registry, haproxy) =
-            crate::providers::registry(proxy, haproxy, default_binds, &listen.class)?;
+        let (proxy, mut tasks) =
+            ProxyProvider::new(proxy_metrics, listen.limits, http.zip(https), shutdown);
+        let (registry, haproxy) = crate::providers::registry(
+            proxy,
+            haproxy,
+            default_binds,
+            &listen.class,
+            listen.limits,
+        )?;
         let admin_task = portico_admin::serve(admin_listener, admin.clone(), shutdown.clone());
         tasks.push(tokio::spawn(admin_task));
         Ok(Node {

@@ -1,6 +1,7 @@
 //! The provider registry of the all-in-one process: the built-in proxy as provider `proxy`
 //! and haproxy as provider `haproxy`.
 
+use portico_model::Limits;
 use portico_provider::Registry;
 use portico_provider_haproxy::{Binary, Binds, HaproxyProvider, PlanSettings};
 use portico_provider_proxy::ProxyProvider;
@@ -31,8 +32,10 @@ pub fn haproxy_plan(
     settings: &HaproxySettings,
     default_binds: Option<Binds>,
     class: &str,
+    limits: Limits,
 ) -> PlanSettings {
     PlanSettings {
+        limits,
         root: settings.state_dir.join("loadbalancer").join("haproxy"),
         default_binds,
         default_class: class.to_owned(),
@@ -45,13 +48,14 @@ pub(crate) fn registry(
     haproxy: &HaproxySettings,
     default_binds: Option<(SocketAddr, SocketAddr)>,
     class: &str,
+    limits: Limits,
 ) -> Result<(Registry, Arc<HaproxyProvider>), portico_provider_haproxy::StartError> {
     let binds = default_binds.map(|(http, https)| Binds {
         http: Some(http),
         https: Some(https),
     });
     let provider = HaproxyProvider::new(portico_provider_haproxy::Settings {
-        plan: haproxy_plan(haproxy, binds, class),
+        plan: haproxy_plan(haproxy, binds, class, limits),
         binary: Binary {
             haproxy: haproxy.binary.clone(),
             setpriv: setpriv(),

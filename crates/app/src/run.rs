@@ -25,6 +25,8 @@ pub struct Settings {
     pub translate: portico_translate::Config,
     /// Where the haproxy provider keeps its load balancers, and its executable.
     pub haproxy: HaproxySettings,
+    /// Deadlines, sizes and connection caps of both data planes.
+    pub limits: portico_model::Limits,
 }
 
 /// The addresses actually bound (ports may have been 0).
@@ -70,6 +72,7 @@ pub async fn run(
         admin_listen: settings.admin_listen,
         haproxy_listens: settings.translate.default_provider == portico_provider_haproxy::PROVIDER,
         class: settings.translate.ingress_class.clone(),
+        limits: settings.limits,
     };
     let mut node = Node::start(&listen, &settings.haproxy, &shutdown).await?;
     let providers = std::mem::take(&mut node.registry);

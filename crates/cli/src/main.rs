@@ -3,6 +3,7 @@
 
 mod alloc;
 mod demo;
+mod limits;
 mod render;
 mod validate;
 
@@ -145,6 +146,8 @@ struct AgentArgs {
     ingress_class: String,
     #[command(flatten)]
     haproxy: HaproxyArgs,
+    #[command(flatten)]
+    limits: limits::LimitArgs,
     /// Threads that serve traffic; 0 means one per CPU core.
     #[arg(long, default_value_t = 0)]
     workers: usize,
@@ -248,6 +251,8 @@ struct ListenArgs {
     /// 1 runs everything on a single thread, like nginx's `worker_processes 1`.
     #[arg(long, default_value_t = 0)]
     workers: usize,
+    #[command(flatten)]
+    limits: limits::LimitArgs,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -389,6 +394,7 @@ fn settings(
         publish_address: listen.publish_address.clone(),
         translate: translate_config(class, tls),
         haproxy: haproxy.settings()?,
+        limits: listen.limits.limits(),
     })
 }
 
@@ -515,6 +521,7 @@ async fn agent(args: AgentArgs) -> anyhow::Result<ExitCode> {
             admin_listen: args.admin_listen,
             haproxy_listens: args.provider == "haproxy",
             class: args.ingress_class.clone(),
+            limits: args.limits.limits(),
         },
         haproxy: args.haproxy.settings()?,
     };

@@ -30,6 +30,7 @@ pub fn run(args: &RenderArgs) -> anyhow::Result<ExitCode> {
         &args.haproxy.settings()?,
         default_binds,
         &config.ingress_class,
+        portico_model::Limits::default(),
     );
     let (planned, mut diagnostics) = plan_haproxy(&compiled.desired, &settings);
     diagnostics.extend(compiled.diagnostics().cloned());

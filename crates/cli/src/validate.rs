@@ -18,6 +18,7 @@ pub fn run(files: &[PathBuf], config: &portico_translate::Config) -> anyhow::Res
         root: PathBuf::from("state/loadbalancer/haproxy"),
         default_binds,
         default_class: config.ingress_class.clone(),
+        limits: portico_model::Limits::default(),
     };
     let (_, planned) = crate::render::plan_haproxy(&compiled.desired, &settings);
     let mut all: Vec<_> = compiled.diagnostics().chain(&planned).collect();

@@ -7,6 +7,7 @@
 mod diagnostic;
 mod diff;
 mod id;
+mod limits;
 pub mod matching;
 mod object;
 mod tree;
@@ -14,6 +15,7 @@ mod tree;
 pub use diagnostic::{Diagnostic, Severity};
 pub use diff::{Change, ChangeKind, ElementKind, diff};
 pub use id::{L7PolicyId, L7RuleId, ListenerId, LoadBalancerId, MemberId, PoolId, stable_uuid};
+pub use limits::Limits;
 pub use object::ObjectRef;
 pub use tree::{
     Algorithm, CompareType, L7Policy, L7Rule, Listener, ListenerTls, LoadBalancer, Member, Model,

@@ -10,6 +10,7 @@
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+mod limits;
 mod metrics;
 mod proxy;
 mod route;

@@ -29,6 +29,8 @@ pub struct PlanSettings {
     pub default_binds: Option<Binds>,
     /// The class whose load balancer stands in when no load balancer takes `default_binds`.
     pub default_class: String,
+    /// Deadlines, sizes and connection caps, the same as the built-in proxy's.
+    pub limits: portico_model::Limits,
 }
 
 /// One load balancer, ready to hand to its haproxy.
@@ -189,6 +191,7 @@ fn one(
             dir: &dir,
             binds,
             certificates: &names,
+            limits: &settings.limits,
         },
     );
     Ok(Planned {

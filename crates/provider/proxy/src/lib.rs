@@ -13,7 +13,7 @@ mod place;
 pub use place::{Bind, place};
 
 use portico_dataplane_http::{Proxy, ProxyMetrics};
-use portico_model::{Diagnostic, LoadBalancer, Model, ObjectRef, PoolId};
+use portico_model::{Diagnostic, Limits, LoadBalancer, Model, ObjectRef, PoolId};
 use portico_provider::{Certificates, Provider};
 use std::collections::{BTreeMap, HashSet};
 use std::net::SocketAddr;
@@ -35,6 +35,7 @@ struct Served {
 /// The built-in proxy as a provider.
 pub struct ProxyProvider {
     metrics: ProxyMetrics,
+    limits: Limits,
     /// The default listeners' addresses, when the proxy serves them.
     defaults: Option<(SocketAddr, SocketAddr)>,
     served: Mutex<BTreeMap<Bind, Served>>,
@@ -47,6 +48,7 @@ impl ProxyProvider {
     /// Also returns the default listeners' tasks, which end once their connections drained.
     pub fn new(
         metrics: ProxyMetrics,
+        limits: Limits,
         defaults: Option<(TcpListener, TcpListener)>,
         shutdown: &watch::Receiver<bool>,
     ) -> (Self, Vec<JoinHandle<()>>) {
@@ -54,7 +56,7 @@ impl ProxyProvider {
         let mut served = BTreeMap::new();
         let mut addresses = None;
         if let Some((http, https)) = defaults {
-            let proxy = Proxy::new(metrics.clone());
+            let proxy = Proxy::with_limits(metrics.clone(), limits);
             let local = |l: &TcpListener| l.local_addr().ok();
             if let (Some(h), Some(s)) = (local(&http), local(&https)) {
                 addresses = Some((h, s));
@@ -67,6 +69,7 @@ impl ProxyProvider {
         }
         let provider = ProxyProvider {
             metrics,
+            limits,
             defaults: addresses,
             served: Mutex::new(served),
         };
@@ -81,7 +84,7 @@ impl ProxyProvider {
             TcpListener::from_std(listener)
         };
         let (http, https) = (bind(http)?, bind(https)?);
-        let proxy = Proxy::new(self.metrics.clone());
+        let proxy = Proxy::with_limits(self.metrics.clone(), self.limits);
         let (stop, stopped) = watch::channel(false);
         tokio::spawn(proxy.clone().serve(http, stopped.clone()));
         tokio::spawn(proxy.clone().serve_https(https, stopped));

@@ -3,11 +3,12 @@
 use super::error::ProxyError;
 use super::headers::{Forwarded, Scheme, strip_hop_by_hop};
 use super::{GRACE, Proxy, ProxyBody, stopped};
+use crate::limits::{Activity, ClientBody, Tracked, Watched};
 use crate::metrics::PoolMetrics;
 use crate::route::{PoolState, Target, normalize_host};
 use crate::upstream::Endpoint;
 use bytes::Bytes;
-use http::header::{CONTENT_TYPE, HOST, HeaderValue, LOCATION, TE};
+use http::header::{CONTENT_LENGTH, CONTENT_TYPE, HOST, HeaderValue, LOCATION, TE};
 use http::uri::{self, Uri};
 use http::{Request, Response, StatusCode, Version};
 use http_body_util::{Either, Full};
@@ -53,14 +54,25 @@ impl Proxy {
             proxy: self.clone(),
             forwarded: Forwarded { client, scheme },
         });
+        let activity = Activity::new();
+        let watched = activity.clone();
         let service = service_fn(move |req| {
             let conn = conn.clone();
-            async move { Ok::<_, Infallible>(conn.handle(req).await) }
+            let in_flight = watched.request();
+            async move {
+                let response = conn.handle(req).await;
+                Ok::<_, Infallible>(response.map(|body| Tracked::new(body, in_flight)))
+            }
         });
-        let served = self.server.serve_connection(TokioIo::new(io), service);
+        let io = TokioIo::new(Watched::new(io, activity.clone()));
+        let served = self.server.serve_connection(io, service);
         tokio::pin!(served);
         let result = tokio::select! {
             result = served.as_mut() => result,
+            () = activity.expired(&self.limits) => {
+                tracing::debug!(%peer, "closing a connection idle past its deadline");
+                Ok(())
+            }
             () = stopped(&mut shutdown) => {
                 served.as_mut().graceful_shutdown();
                 tokio::time::timeout(GRACE, served).await.unwrap_or(Ok(()))
@@ -74,6 +86,9 @@ impl Proxy {
 
 impl Conn {
     async fn handle(&self, req: Request<Incoming>) -> Response<ProxyBody> {
+        if let Err(error) = self.admit(&req) {
+            return rescue(self.proxy.metrics.unrouted(), &error);
+        }
         let pool = match self.route(&req) {
             Ok(Routed::Pool(pool)) => pool,
             Ok(Routed::RedirectToHttps(status)) => return self.redirect(&req, status),
@@ -86,6 +101,25 @@ impl Conn {
             }
             Err(error) => rescue(&pool.metrics, &error),
         }
+    }
+
+    /// What is refused before routing, as haproxy's `http-request deny` rules refuse it: a
+    /// request naming more than one host, a path with dot segments, a declared body over the
+    /// limit.
+    fn admit(&self, req: &Request<Incoming>) -> Result<(), ProxyError> {
+        if names_two_hosts(req) {
+            return Err(ProxyError::AmbiguousHost);
+        }
+        if req.uri().path().split('/').any(is_dot_segment) {
+            return Err(ProxyError::DotSegment);
+        }
+        let max = self.proxy.limits.max_body_bytes;
+        let declared = req.headers().get(CONTENT_LENGTH);
+        let declared = declared.and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+        if max > 0 && declared.is_some_and(|length| length > max) {
+            return Err(ProxyError::TooLarge);
+        }
+        Ok(())
     }
 
     /// One table load, one lookup on the routes of the connection's scheme: where this
@@ -156,11 +190,26 @@ impl Conn {
             parts.version = Version::HTTP_11;
         }
         let started = Instant::now();
-        let sent = endpoint.send(Request::from_parts(parts, body)).await;
-        let response = sent.map_err(|source| ProxyError::Upstream {
-            pool: pool.id(),
-            upstream: endpoint.addr(),
-            source,
+        let limits = &self.proxy.limits;
+        let (body, fault) = ClientBody::new(body, limits);
+        let send = endpoint.send(Request::from_parts(parts, body));
+        // The upstream's time to answer counts from the end of the request body.
+        let late = async {
+            fault.ended().await;
+            tokio::time::sleep(limits.upstream_timeout).await;
+        };
+        let (pool_id, upstream) = (pool.id(), endpoint.addr());
+        let sent = tokio::select! {
+            sent = send => sent,
+            () = late => return Err(ProxyError::UpstreamTimeout { pool: pool_id, upstream }),
+        };
+        let response = sent.map_err(|source| match fault.get() {
+            Some(fault) => ProxyError::Body(fault),
+            None => ProxyError::Upstream {
+                pool: pool_id,
+                upstream,
+                source,
+            },
         })?;
         pool.metrics.observe_latency(started.elapsed());
         let (mut parts, body) = response.into_parts();
@@ -208,6 +257,39 @@ fn host_value<B>(req: &Request<B>) -> Option<HeaderValue> {
         Some(authority) => HeaderValue::from_str(without_userinfo(authority)).ok(),
         None => Some(HeaderValue::from_static("")),
     }
+}
+
+/// Two `Host` fields, a `Host` that is a list, or an authority (absolute-form target, HTTP/2
+/// `:authority`) that differs from `Host`: which host the request is for is not clear, and
+/// the backend might see another than the one it was routed on.
+fn names_two_hosts<B>(req: &Request<B>) -> bool {
+    let mut hosts = req.headers().get_all(HOST).iter();
+    let host = hosts.next();
+    if hosts.next().is_some() || host.is_some_and(|h| h.as_bytes().contains(&b',')) {
+        return true;
+    }
+    match (req.uri().authority(), host) {
+        (Some(authority), Some(host)) => !host
+            .as_bytes()
+            .eq_ignore_ascii_case(without_userinfo(authority).as_bytes()),
+        _ => false,
+    }
+}
+
+/// `.` or `..`, any dot written plain or as `%2e`: a segment that would move the path
+/// elsewhere once resolved, so that the rule matched and the resource served could differ.
+fn is_dot_segment(segment: &str) -> bool {
+    let mut rest = segment.as_bytes();
+    let mut dots = 0;
+    while !rest.is_empty() {
+        rest = match rest {
+            [b'.', tail @ ..] => tail,
+            [b'%', b'2', e, tail @ ..] if e.eq_ignore_ascii_case(&b'e') => tail,
+            _ => return false,
+        };
+        dots += 1;
+    }
+    matches!(dots, 1 | 2)
 }
 
 fn without_userinfo(authority: &uri::Authority) -> &str {
@@ -269,5 +351,58 @@ impl Active {
 impl Drop for Active {
     fn drop(&mut self) {
         self.0.dec();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(target: &str, hosts: &[&str]) -> Request<()> {
+        let mut builder = Request::builder().uri(target);
+        for host in hosts {
+            builder = builder.header(HOST, *host);
+        }
+        builder.body(()).unwrap()
+    }
+
+    #[test]
+    fn a_request_names_two_hosts_when_host_and_authority_differ_or_host_repeats() {
+        let cases = [
+            ("/", &["a.test"][..], false),
+            ("/", &[][..], false),
+            ("http://a.test/", &["A.test"][..], false),
+            ("http://a.test/", &[][..], false),
+            ("http://b.test/", &["a.test"][..], true),
+            ("http://a.test:8080/", &["a.test"][..], true),
+            ("/", &["a.test", "a.test"][..], true),
+            ("/", &["a.test, b.test"][..], true),
+        ];
+        for (target, hosts, two) in cases {
+            assert_eq!(
+                names_two_hosts(&request(target, hosts)),
+                two,
+                "{target} {hosts:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn dot_segments_are_found_plain_or_percent_encoded() {
+        for segment in [".", "..", "%2e", "%2E%2e", ".%2E", "%2e."] {
+            assert!(is_dot_segment(segment), "{segment}");
+        }
+        for segment in [
+            "",
+            "...",
+            "a..",
+            ".well-known",
+            "%2e%2e%2e",
+            "%2f",
+            "%2",
+            "%",
+        ] {
+            assert!(!is_dot_segment(segment), "{segment}");
+        }
     }
 }

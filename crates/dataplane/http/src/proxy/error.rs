@@ -1,8 +1,9 @@
 //! The one place where a failed request becomes an HTTP response (linkerd's "rescue").
 
 use super::ProxyBody;
+use crate::limits::BodyFault;
 use bytes::Bytes;
-use http::header::{CONTENT_TYPE, HeaderValue};
+use http::header::{CONNECTION, CONTENT_TYPE, HeaderValue};
 use http::{Response, StatusCode};
 use http_body_util::{Either, Full};
 use portico_model::PoolId;
@@ -14,6 +15,21 @@ pub(crate) enum ProxyError {
     MissingHost,
     #[error("request target is not an absolute path")]
     BadTarget,
+    #[error(
+        "request names more than one host (Host and authority differ, two Host fields or a list)"
+    )]
+    AmbiguousHost,
+    #[error("request path has a dot segment")]
+    DotSegment,
+    #[error("request declares a body larger than the limit")]
+    TooLarge,
+    #[error("request body failed: {0}")]
+    Body(#[from] crate::limits::BodyFault),
+    #[error("upstream {upstream} of pool {pool} sent no response head in time")]
+    UpstreamTimeout {
+        pool: PoolId,
+        upstream: std::net::SocketAddr,
+    },
     #[error("no route matches the request")]
     NoRoute,
     #[error("a policy rejects the request with status {0}")]
@@ -32,7 +48,16 @@ pub(crate) enum ProxyError {
 impl ProxyError {
     pub(crate) fn status(&self) -> StatusCode {
         match self {
-            ProxyError::MissingHost | ProxyError::BadTarget => StatusCode::BAD_REQUEST,
+            ProxyError::MissingHost
+            | ProxyError::BadTarget
+            | ProxyError::AmbiguousHost
+            | ProxyError::DotSegment
+            | ProxyError::Body(BodyFault::Malformed) => StatusCode::BAD_REQUEST,
+            ProxyError::TooLarge | ProxyError::Body(BodyFault::TooLarge) => {
+                StatusCode::PAYLOAD_TOO_LARGE
+            }
+            ProxyError::Body(BodyFault::TooSlow) => StatusCode::REQUEST_TIMEOUT,
+            ProxyError::UpstreamTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
             ProxyError::NoRoute => StatusCode::NOT_FOUND,
             ProxyError::Rejected(status) => {
                 StatusCode::from_u16(*status).unwrap_or(StatusCode::FORBIDDEN)
@@ -49,7 +74,18 @@ impl ProxyError {
         *response.status_mut() = status;
         let plain = HeaderValue::from_static("text/plain; charset=utf-8");
         response.headers_mut().insert(CONTENT_TYPE, plain);
+        // After a bad or abusive request, the connection is not worth keeping (nginx and
+        // haproxy close it too); on HTTP/2 hyper drops this connection-specific field.
+        if status.is_client_error() && status != StatusCode::NOT_FOUND && !self.is_policy() {
+            let close = HeaderValue::from_static("close");
+            response.headers_mut().insert(CONNECTION, close);
+        }
         response
+    }
+
+    /// A policy's own answer, not a fault of the request.
+    fn is_policy(&self) -> bool {
+        matches!(self, ProxyError::Rejected(_))
     }
 }
 

@@ -7,6 +7,7 @@ mod https;
 
 pub use headers::Scheme;
 
+use crate::limits::Caps;
 use crate::metrics::ProxyMetrics;
 use crate::route::{Compiler, RouteTable, ready_endpoints};
 use crate::tls::{Resolver, server_config};
@@ -16,7 +17,7 @@ use bytes::Bytes;
 use http_body_util::{Either, Full};
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use hyper_util::server::conn::auto;
-use portico_model::{Model, Pool};
+use portico_model::{Limits, Model, Pool};
 use std::collections::HashSet;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -50,11 +51,20 @@ pub struct Proxy {
     acceptor: TlsAcceptor,
     /// The port HTTP → HTTPS redirects name: that of `serve_https`'s listener once it runs.
     https_port: AtomicU16,
+    limits: Limits,
+    /// Open client connections, in all and per client address, of both listeners.
+    caps: Arc<Caps>,
 }
 
 impl Proxy {
-    /// A proxy with an empty configuration (every request gets 404) until `apply`.
+    /// A proxy with an empty configuration (every request gets 404) until `apply`, with the
+    /// default limits.
     pub fn new(metrics: ProxyMetrics) -> Arc<Self> {
+        Self::with_limits(metrics, Limits::default())
+    }
+
+    /// Like [`Proxy::new`] with `limits` on every client connection.
+    pub fn with_limits(metrics: ProxyMetrics, limits: Limits) -> Arc<Self> {
         let resolver = Arc::new(Resolver::new());
         Arc::new(Proxy {
             acceptor: TlsAcceptor::from(server_config(resolver.clone())),
@@ -65,7 +75,9 @@ impl Proxy {
             apply_lock: Mutex::new(()),
             metrics,
             endpoints: Endpoints::default(),
-            server: server_builder(),
+            server: server_builder(&limits),
+            caps: Caps::new(&limits),
+            limits,
         })
     }
 
@@ -153,9 +165,17 @@ impl Proxy {
             tokio::select! {
                 accepted = listener.accept() => match accepted {
                     Ok((stream, peer)) => {
+                        let Some(admitted) = self.caps.admit(peer.ip()) else {
+                            tracing::debug!(%peer, "connection cap reached: closing");
+                            continue;
+                        };
                         // Latency matters more than packet count for a proxy.
                         let _ = stream.set_nodelay(true);
-                        connections.spawn(start(self.clone(), stream, peer, shutdown.clone()));
+                        let served = start(self.clone(), stream, peer, shutdown.clone());
+                        connections.spawn(async move {
+                            served.await;
+                            drop(admitted);
+                        });
                     }
                     Err(error) => accept_failed(error).await,
                 },
@@ -188,9 +208,23 @@ async fn accept_failed(error: std::io::Error) {
     tokio::time::sleep(Duration::from_millis(50)).await;
 }
 
-fn server_builder() -> auto::Builder<TokioExecutor> {
+/// hyper's own limits. Its HTTP/1 header timer starts when a connection waits for a request
+/// head, idle or not, so it is only a backstop here: the first-bytes, header and keep-alive
+/// deadlines are each connection's watchdog's (`limits::Activity`).
+fn server_builder(limits: &Limits) -> auto::Builder<TokioExecutor> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder.http1().timer(TokioTimer::new());
-    builder.http2().timer(TokioTimer::new());
+    let backstop = limits.header_timeout.max(limits.keepalive_timeout);
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(backstop)
+        .max_headers(limits.max_headers)
+        // The read buffer a request head must fit in; hyper needs at least 8 KiB.
+        .max_buf_size(limits.max_header_bytes.max(8192));
+    let list_size = u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_header_list_size(list_size);
     builder
 }

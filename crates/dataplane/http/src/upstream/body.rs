@@ -1,6 +1,7 @@
 //! The response body from an upstream: hands its connection back to the endpoint at the end.
 
 use super::endpoint::Endpoint;
+use crate::limits::ClientBody;
 use bytes::Bytes;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::client::conn::http1::SendRequest;
@@ -14,14 +15,14 @@ use std::task::{Context, Poll};
 #[derive(Debug)]
 pub(crate) struct UpstreamBody {
     inner: Incoming,
-    conn: Option<(Arc<Endpoint>, SendRequest<Incoming>)>,
+    conn: Option<(Arc<Endpoint>, SendRequest<ClientBody>)>,
 }
 
 impl UpstreamBody {
     pub(crate) fn new(
         inner: Incoming,
         endpoint: Arc<Endpoint>,
-        sender: SendRequest<Incoming>,
+        sender: SendRequest<ClientBody>,
     ) -> Self {
         let mut body = UpstreamBody {
             inner,
@@ -52,7 +53,7 @@ impl UpstreamBody {
     }
 }
 
-async fn idle_when_ready(endpoint: Arc<Endpoint>, mut sender: SendRequest<Incoming>) {
+async fn idle_when_ready(endpoint: Arc<Endpoint>, mut sender: SendRequest<ClientBody>) {
     if sender.ready().await.is_ok() {
         endpoint.checkin(sender);
     }

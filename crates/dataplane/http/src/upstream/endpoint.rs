@@ -2,6 +2,7 @@
 
 use super::body::UpstreamBody;
 use super::h2c::H2c;
+use crate::limits::ClientBody;
 use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper::client::conn::http1::{self, SendRequest};
@@ -33,7 +34,7 @@ pub(crate) enum UpstreamError {
 }
 
 struct Idle {
-    sender: SendRequest<Incoming>,
+    sender: SendRequest<ClientBody>,
     since: Instant,
 }
 
@@ -76,7 +77,7 @@ impl Endpoint {
     /// to be closed before the request was written gives the request back, and it is retried.
     pub(crate) async fn send(
         self: &Arc<Self>,
-        mut req: Request<Incoming>,
+        mut req: Request<ClientBody>,
     ) -> Result<Response<UpstreamBody>, UpstreamError> {
         if let Some(h2c) = &self.h2c {
             return h2c.send(self.addr, req).await;
@@ -101,12 +102,12 @@ impl Endpoint {
     fn wrap(
         self: &Arc<Self>,
         response: Response<Incoming>,
-        sender: SendRequest<Incoming>,
+        sender: SendRequest<ClientBody>,
     ) -> Response<UpstreamBody> {
         response.map(|body| UpstreamBody::new(body, self.clone(), sender))
     }
 
-    fn checkout(&self) -> Option<SendRequest<Incoming>> {
+    fn checkout(&self) -> Option<SendRequest<ClientBody>> {
         let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
         while let Some(entry) = idle.pop() {
             if !entry.sender.is_closed() && entry.since.elapsed() < IDLE_TIMEOUT {
@@ -117,7 +118,7 @@ impl Endpoint {
     }
 
     /// Takes a connection back once its response has been read to the end.
-    pub(crate) fn checkin(&self, sender: SendRequest<Incoming>) {
+    pub(crate) fn checkin(&self, sender: SendRequest<ClientBody>) {
         if sender.is_closed() {
             return;
         }
@@ -128,7 +129,7 @@ impl Endpoint {
         }
     }
 
-    async fn connect(&self) -> Result<SendRequest<Incoming>, UpstreamError> {
+    async fn connect(&self) -> Result<SendRequest<ClientBody>, UpstreamError> {
         let stream = connect_tcp(self.addr).await?;
         let (sender, connection) = http1::Builder::new()
             .handshake(TokioIo::new(stream))

@@ -3,8 +3,8 @@
 
 use super::body::UpstreamBody;
 use super::endpoint::{UpstreamError, connect_tcp};
+use crate::limits::ClientBody;
 use http::{Request, Response};
-use hyper::body::Incoming;
 use hyper::client::conn::http2::{self, SendRequest};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use std::net::SocketAddr;
@@ -13,7 +13,7 @@ use std::sync::{Mutex, PoisonError};
 /// The endpoint's current HTTP/2 connection, if it has one that is open.
 #[derive(Default)]
 pub(super) struct H2c {
-    conn: Mutex<Option<SendRequest<Incoming>>>,
+    conn: Mutex<Option<SendRequest<ClientBody>>>,
 }
 
 impl H2c {
@@ -22,7 +22,7 @@ impl H2c {
     pub(super) async fn send(
         &self,
         addr: SocketAddr,
-        req: Request<Incoming>,
+        req: Request<ClientBody>,
     ) -> Result<Response<UpstreamBody>, UpstreamError> {
         let mut sender = match self.current() {
             Some(sender) => sender,
@@ -33,12 +33,12 @@ impl H2c {
         Ok(response.map(UpstreamBody::detached))
     }
 
-    fn current(&self) -> Option<SendRequest<Incoming>> {
+    fn current(&self) -> Option<SendRequest<ClientBody>> {
         let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
         conn.as_ref().filter(|s| !s.is_closed()).cloned()
     }
 
-    async fn connect(&self, addr: SocketAddr) -> Result<SendRequest<Incoming>, UpstreamError> {
+    async fn connect(&self, addr: SocketAddr) -> Result<SendRequest<ClientBody>, UpstreamError> {
         let stream = connect_tcp(addr).await?;
         let mut builder = http2::Builder::new(TokioExecutor::new());
         builder.timer(TokioTimer::new());

@@ -29,8 +29,9 @@ pub(super) fn frontend(
         _ => "http",
     };
     let mut s = format!(
-        "\nfrontend {}\n{bind}    option forwardfor\n{HOST_VARIABLE}",
-        listener.id
+        "\nfrontend {}\n{bind}{}    option forwardfor\n{HOST_VARIABLE}",
+        listener.id,
+        super::global::frontend_limits(input.limits),
     );
     let _ = writeln!(s, "    http-request set-header X-Forwarded-Proto {scheme}");
     s.push_str("    http-request set-header X-Forwarded-Host %[req.hdr(host)]\n");

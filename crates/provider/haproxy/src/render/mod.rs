@@ -13,7 +13,7 @@ mod frontend;
 mod global;
 mod reduce;
 
-use portico_model::{Diagnostic, LoadBalancer, MemberId, ObjectRef, PoolId};
+use portico_model::{Diagnostic, Limits, LoadBalancer, MemberId, ObjectRef, PoolId};
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
@@ -24,6 +24,8 @@ pub const CRT_LIST_FILE: &str = "crt-list.txt";
 pub const STATS_SOCKET: &str = "haproxy.sock";
 pub const BAD_GATEWAY_FILE: &str = "502.http";
 pub const DEFAULT_CERTIFICATE_FILE: &str = "default.pem";
+/// The stick table that counts each client address's open connections.
+pub const CLIENT_TABLE: &str = "client_connections";
 
 /// The body haproxy answers with when every connection to a pool's members failed: the
 /// built-in proxy's 502.
@@ -47,6 +49,8 @@ pub struct Input<'a> {
     pub binds: Binds,
     /// The certificate file (inside `dir`) of each Secret with usable material.
     pub certificates: &'a BTreeMap<ObjectRef, String>,
+    /// Deadlines, sizes and connection caps.
+    pub limits: &'a Limits,
 }
 
 /// One `server` line's runtime state: what the runtime API can change without a reload.
@@ -106,6 +110,7 @@ pub fn render(lb: &LoadBalancer, input: &Input<'_>) -> Rendered {
     text.push_str(&backend::pools(lb, &mut out.servers));
     out.crt_list = crt_list(lb, input, &mut out.diagnostics);
     text.push_str(&specials.render(lb, input.binds.https));
+    text.push_str(&global::client_table());
     out.config = text;
     out.diagnostics.sort();
     out.diagnostics.dedup();

@@ -77,6 +77,7 @@ fn rendered(lb: &LoadBalancer) -> Rendered {
             https: Some(([127, 0, 0, 1], 8443).into()),
         },
         certificates: &certificates,
+        limits: &portico_model::Limits::default(),
     };
     render(lb, &input)
 }

@@ -127,6 +127,7 @@ pub fn provider(state: &std::path::Path) -> HaproxyProvider {
             root: state.join("loadbalancer/haproxy"),
             default_binds: None::<Binds>,
             default_class: "portico".into(),
+            limits: portico_model::Limits::default(),
         },
         binary: Binary {
             haproxy: "haproxy".into(),

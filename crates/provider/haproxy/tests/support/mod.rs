@@ -40,6 +40,7 @@ pub fn render_in(lb: &LoadBalancer, dir: &Path) -> Rendered {
             dir,
             binds: binds(),
             certificates: &certificates,
+            limits: &portico_model::Limits::default(),
         },
     )
 }

@@ -1,0 +1,116 @@
+//! The flags of the data planes' limits (docs/limits.md): deadlines, sizes and connection
+//! caps, the same for the built-in proxy and haproxy.
+
+use clap::Args;
+use portico_model::Limits;
+use std::time::Duration;
+
+#[derive(Args, Debug, Clone)]
+pub struct LimitArgs {
+    /// Time a client has, from connecting (or from the first byte after an idle keep-alive
+    /// period), to send a complete request head: `10s`, `500ms`, `2m`.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration)]
+    client_header_timeout: Duration,
+    /// Idle time allowed between two requests on one HTTP/1.1 or HTTP/2 connection.
+    #[arg(long, value_name = "DURATION", default_value = "75s", value_parser = duration)]
+    keepalive_timeout: Duration,
+    /// Request bodies: each window of this length must bring at least one byte and
+    /// --client-body-min-rate on average, else 408 (haproxy: the longest pause).
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = duration)]
+    client_body_timeout: Duration,
+    /// Bytes per second a request body must sustain (built-in proxy only).
+    #[arg(long, value_name = "BYTES", default_value_t = 100)]
+    client_body_min_rate: u64,
+    /// Time an upstream has, after the request is sent, to begin its response; else 504.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = duration)]
+    upstream_response_timeout: Duration,
+    /// Largest request head (request line and header fields), at least 8192; else 431 (400
+    /// from haproxy).
+    #[arg(long, value_name = "BYTES", default_value_t = 16384,
+          value_parser = clap::value_parser!(u32).range(8192..))]
+    max_header_bytes: u32,
+    /// Most header fields in a request.
+    #[arg(long, value_name = "N", default_value_t = 100,
+          value_parser = clap::value_parser!(u16).range(1..))]
+    max_headers: u16,
+    /// Largest request body, else 413; 0 means no limit.
+    #[arg(long, value_name = "BYTES", default_value_t = 1024 * 1024)]
+    max_body_bytes: u64,
+    /// Client connections open at once, in all.
+    #[arg(long, value_name = "N", default_value_t = 4096,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    max_connections: u32,
+    /// Client connections open at once from one client address; more are closed at once.
+    #[arg(long, value_name = "N", default_value_t = 256,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    max_connections_per_client: u32,
+}
+
+impl LimitArgs {
+    pub fn limits(&self) -> Limits {
+        Limits {
+            header_timeout: self.client_header_timeout,
+            keepalive_timeout: self.keepalive_timeout,
+            body_timeout: self.client_body_timeout,
+            body_min_rate: self.client_body_min_rate,
+            upstream_timeout: self.upstream_response_timeout,
+            max_header_bytes: self.max_header_bytes as usize,
+            max_headers: usize::from(self.max_headers),
+            max_body_bytes: self.max_body_bytes,
+            max_connections: self.max_connections as usize,
+            max_connections_per_client: self.max_connections_per_client as usize,
+        }
+    }
+}
+
+/// `250ms`, `10s`, `2m`, or a bare number of seconds; more than zero.
+fn duration(value: &str) -> Result<Duration, String> {
+    let (number, unit) = value
+        .find(|c: char| !c.is_ascii_digit())
+        .map_or((value, "s"), |at| value.split_at(at));
+    let n: u64 = number
+        .parse()
+        .map_err(|_| format!("expected a duration like 10s, 500ms or 2m, got \"{value}\""))?;
+    let duration = match unit {
+        "ms" => Duration::from_millis(n),
+        "s" => Duration::from_secs(n),
+        "m" => Duration::from_secs(n.saturating_mul(60)),
+        _ => {
+            return Err(format!(
+                "unknown unit \"{unit}\" in \"{value}\": use ms, s or m"
+            ));
+        }
+    };
+    if duration.is_zero() {
+        return Err("a duration must be more than zero".to_owned());
+    }
+    Ok(duration)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        limits: LimitArgs,
+    }
+
+    #[test]
+    fn the_flag_defaults_are_the_model_defaults() {
+        let cli = Cli::try_parse_from(["portico"]).unwrap();
+        assert_eq!(cli.limits.limits(), Limits::default());
+    }
+
+    #[test]
+    fn durations_take_a_unit_or_mean_seconds() {
+        assert_eq!(duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(duration("10"), Ok(Duration::from_secs(10)));
+        assert_eq!(duration("2m"), Ok(Duration::from_secs(120)));
+        for bad in ["", "s", "10h", "0s", "-1s", "1.5s"] {
+            assert!(duration(bad).is_err(), "{bad}");
+        }
+    }
+}

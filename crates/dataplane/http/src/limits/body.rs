@@ -1,0 +1,175 @@
+//! The client's request body on its way upstream: its size limit and minimum rate, what went
+//! wrong with it (so the request is answered 413, 408 or 400 rather than 502), and when it
+//! ended (the upstream response timeout starts then).
+
+use bytes::Bytes;
+use hyper::body::{Body, Frame, Incoming, SizeHint};
+use portico_model::Limits;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::sync::Notify;
+use tokio::time::{Instant, Sleep};
+
+/// What went wrong with a request body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum BodyFault {
+    #[error("the request body is larger than the limit")]
+    TooLarge = 1,
+    #[error("the request body arrived too slowly")]
+    TooSlow = 2,
+    #[error("the request body is malformed or was cut")]
+    Malformed = 3,
+}
+
+/// Shared between the body (polled by the upstream connection) and the request handler.
+#[derive(Debug, Default)]
+pub(crate) struct Fault {
+    fault: AtomicU8,
+    ended: AtomicBool,
+    notify: Notify,
+}
+
+impl Fault {
+    fn set(&self, fault: BodyFault) -> BodyFault {
+        let _ = self
+            .fault
+            .compare_exchange(0, fault as u8, Ordering::SeqCst, Ordering::SeqCst);
+        self.end();
+        fault
+    }
+
+    fn end(&self) {
+        self.ended.store(true, Ordering::SeqCst);
+        self.notify.notify_waiters();
+    }
+
+    /// The body's fault, if it had one.
+    pub(crate) fn get(&self) -> Option<BodyFault> {
+        match self.fault.load(Ordering::SeqCst) {
+            1 => Some(BodyFault::TooLarge),
+            2 => Some(BodyFault::TooSlow),
+            3 => Some(BodyFault::Malformed),
+            _ => None,
+        }
+    }
+
+    /// Resolves once the body has been read to its end (or failed).
+    pub(crate) async fn ended(&self) {
+        loop {
+            let notified = self.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.ended.load(Ordering::SeqCst) {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// The request body as the upstream reads it.
+pub(crate) struct ClientBody {
+    inner: Incoming,
+    fault: Arc<Fault>,
+    max: u64,
+    read: u64,
+    window: Duration,
+    per_window: u64,
+    window_read: u64,
+    timer: Pin<Box<Sleep>>,
+}
+
+impl std::fmt::Debug for ClientBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientBody")
+            .field("read", &self.read)
+            .finish()
+    }
+}
+
+impl ClientBody {
+    pub(crate) fn new(inner: Incoming, limits: &Limits) -> (Self, Arc<Fault>) {
+        let fault = Arc::new(Fault::default());
+        if inner.is_end_stream() {
+            fault.end();
+        }
+        let body = ClientBody {
+            inner,
+            fault: fault.clone(),
+            max: limits.max_body_bytes,
+            read: 0,
+            window: limits.body_timeout,
+            per_window: limits.body_bytes_per_window(),
+            window_read: 0,
+            timer: Box::pin(tokio::time::sleep(limits.body_timeout)),
+        };
+        (body, fault)
+    }
+
+    fn data(&mut self, len: usize) -> Result<(), BodyFault> {
+        let len = u64::try_from(len).unwrap_or(u64::MAX);
+        self.read = self.read.saturating_add(len);
+        self.window_read = self.window_read.saturating_add(len);
+        if self.max > 0 && self.read > self.max {
+            return Err(self.fault.set(BodyFault::TooLarge));
+        }
+        if self.inner.is_end_stream() {
+            self.fault.end();
+        }
+        Ok(())
+    }
+
+    /// Whether the current rate window closed without enough bytes.
+    fn too_slow(&mut self, cx: &mut Context<'_>) -> bool {
+        while self.timer.as_mut().poll(cx).is_ready() {
+            if self.window_read < self.per_window {
+                self.fault.set(BodyFault::TooSlow);
+                return true;
+            }
+            self.window_read = 0;
+            let next = Instant::now() + self.window;
+            self.timer.as_mut().reset(next);
+        }
+        false
+    }
+}
+
+impl Body for ClientBody {
+    type Data = Bytes;
+    type Error = BodyFault;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyFault>>> {
+        if let Some(fault) = self.fault.get() {
+            return Poll::Ready(Some(Err(fault)));
+        }
+        match Pin::new(&mut self.inner).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                let len = frame.data_ref().map_or(0, Bytes::len);
+                Poll::Ready(Some(self.data(len).map(|()| frame)))
+            }
+            Poll::Ready(Some(Err(_))) => {
+                Poll::Ready(Some(Err(self.fault.set(BodyFault::Malformed))))
+            }
+            Poll::Ready(None) => {
+                self.fault.end();
+                Poll::Ready(None)
+            }
+            Poll::Pending if self.too_slow(cx) => Poll::Ready(Some(Err(BodyFault::TooSlow))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}

@@ -1,0 +1,57 @@
+//! Limits against abusive clients and stuck backends, shared by every provider: the built-in
+//! proxy applies them with hyper's and tokio's settings, haproxy through its configuration.
+//! Defaults follow nginx and haproxy (see docs/limits.md).
+
+use std::time::Duration;
+
+/// Deadlines, sizes and connection caps of the data plane.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// From accept (or from the first byte after an idle keep-alive period) until the request
+    /// head is complete: the first bytes, the HTTP/2 preface and the header read.
+    pub header_timeout: Duration,
+    /// Idle time allowed between two requests of one connection (HTTP/1.1 and HTTP/2).
+    pub keepalive_timeout: Duration,
+    /// Request body: each window of this length must bring at least
+    /// `max(1, body_min_rate × window)` bytes, else 408.
+    pub body_timeout: Duration,
+    /// Bytes per second a request body must sustain, averaged over each `body_timeout` window.
+    pub body_min_rate: u64,
+    /// From the end of the request until the upstream's response head, else 504.
+    pub upstream_timeout: Duration,
+    /// Largest request head (request line and header fields), in bytes.
+    pub max_header_bytes: usize,
+    /// Most header fields in one request.
+    pub max_headers: usize,
+    /// Largest request body, in bytes (413 above it); 0 means no limit.
+    pub max_body_bytes: u64,
+    /// Open client connections, in all; further connections are closed or wait.
+    pub max_connections: usize,
+    /// Open client connections from one client address; further ones are closed.
+    pub max_connections_per_client: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            header_timeout: Duration::from_secs(10),
+            keepalive_timeout: Duration::from_secs(75),
+            body_timeout: Duration::from_secs(60),
+            body_min_rate: 100,
+            upstream_timeout: Duration::from_secs(60),
+            max_header_bytes: 16 * 1024,
+            max_headers: 100,
+            max_body_bytes: 1024 * 1024,
+            max_connections: 4096,
+            max_connections_per_client: 256,
+        }
+    }
+}
+
+impl Limits {
+    /// The bytes a request body must bring within each `body_timeout` window.
+    pub fn body_bytes_per_window(&self) -> u64 {
+        let rate = u128::from(self.body_min_rate) * self.body_timeout.as_millis() / 1000;
+        u64::try_from(rate).unwrap_or(u64::MAX).max(1)
+    }
+}
