@@ -9,13 +9,16 @@ mod diff;
 mod id;
 mod limits;
 pub mod matching;
+mod merge;
 mod object;
+pub mod order;
 mod tree;
 
 pub use diagnostic::{Diagnostic, Severity};
 pub use diff::{Change, ChangeKind, ElementKind, diff};
 pub use id::{L7PolicyId, L7RuleId, ListenerId, LoadBalancerId, MemberId, PoolId, stable_uuid};
 pub use limits::Limits;
+pub use merge::merge;
 pub use object::ObjectRef;
 pub use tree::{
     Algorithm, CompareType, L7Policy, L7Rule, Listener, ListenerTls, LoadBalancer, Member, Model,

@@ -53,8 +53,38 @@ async fn wait_answer(p: &Portico, addr: SocketAddr, host: &str, want: &str) {
     }
 }
 
-#[tokio::test]
-async fn load_balancers_are_served_on_their_vip_and_share_an_address_merged_by_host() {
+/// `portico run` with the built-in proxy, or with haproxy serving the default listeners.
+async fn start(dir: &std::path::Path, haproxy: bool) -> Portico {
+    if haproxy {
+        Portico::start_haproxy(dir, &[]).await
+    } else {
+        Portico::start(dir, &[]).await
+    }
+}
+
+macro_rules! per_provider {
+    ($($test:ident),* $(,)?) => {
+        mod proxy {
+            $(#[tokio::test]
+            async fn $test() {
+                super::$test(false).await
+            })*
+        }
+        mod haproxy {
+            $(#[tokio::test]
+            async fn $test() {
+                super::$test(true).await
+            })*
+        }
+    };
+}
+
+per_provider!(
+    load_balancers_are_served_on_their_vip_and_share_an_address_merged_by_host,
+    two_classes_without_a_vip_share_the_default_listeners,
+);
+
+async fn load_balancers_are_served_on_their_vip_and_share_an_address_merged_by_host(haproxy: bool) {
     let m = crate::backends("default", &[("web", 1), ("api", 1)]).await;
     let (http, https) = (free_port(), free_port());
     m.write(
@@ -66,7 +96,7 @@ async fn load_balancers_are_served_on_their_vip_and_share_an_address_merged_by_h
         &(class_with_vip("b", "127.0.0.7", http, https) + &ingress_of("b", "b", "b.test", "api")),
     );
     m.write("c.yaml", &ingress_of("portico", "c", "c.test", "web"));
-    let p = Portico::start(m.path(), &[]).await;
+    let p = start(m.path(), haproxy).await;
     let vip: SocketAddr = format!("127.0.0.7:{http}").parse().unwrap();
 
     // Two classes on one VIP and port: one listener, routes merged by host.
@@ -116,4 +146,17 @@ async fn a_vip_that_cannot_be_bound_is_an_error_on_its_class_and_the_rest_is_ser
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     drop(taken);
+}
+
+async fn two_classes_without_a_vip_share_the_default_listeners(haproxy: bool) {
+    let m = crate::backends("default", &[("web", 1), ("api", 1)]).await;
+    let other = "---\napiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata:\n  name: other\nspec:\n  controller: portico.dev/ingress-controller\n";
+    m.write("a.yaml", &ingress_of("portico", "a", "a.test", "web"));
+    m.write(
+        "b.yaml",
+        &(other.to_owned() + &ingress_of("other", "b", "b.test", "api")),
+    );
+    let p = start(m.path(), haproxy).await;
+    wait_answer(&p, p.http, "a.test", "web").await;
+    wait_answer(&p, p.http, "b.test", "api").await;
 }

@@ -60,30 +60,40 @@ pub fn plan(
 ) -> (Vec<Planned>, Vec<Diagnostic>) {
     let mut diagnostics = Vec::new();
     let mut taken = BTreeSet::new();
-    let mut default_binds = settings.default_binds;
     let mut planned = Vec::new();
+    // Load balancers on the same address are served by one haproxy, merged.
+    let mut groups: Vec<(Binds, Vec<&LoadBalancer>)> = Vec::new();
     for lb in model
         .load_balancers
         .iter()
         .filter(|lb| lb.provider == PROVIDER)
     {
-        let class = ObjectRef::new("IngressClass", "", &lb.ingress_class);
-        let binds = match lb.vip {
-            Some(vip) => vip_binds(lb, vip),
-            None => match default_binds.take() {
-                Some(binds) => binds,
-                None => {
-                    diagnostics.push(Diagnostic::error(class, "metadata.annotations[portico.dev/vip]",
-                        format!("load balancer {} has no address to listen on: annotate its IngressClass with portico.dev/vip (--http-listen and --https-listen go to the first haproxy load balancer without one when --provider is haproxy)", lb.id)));
-                    continue;
-                }
-            },
+        let binds = match (lb.vip, settings.default_binds) {
+            (Some(vip), _) => vip_binds(lb, vip),
+            (None, Some(binds)) => binds,
+            (None, None) => {
+                let class = ObjectRef::new("IngressClass", "", &lb.ingress_class);
+                diagnostics.push(Diagnostic::error(class, "metadata.annotations[portico.dev/vip]",
+                    format!("load balancer {} has no address to listen on: annotate its IngressClass with portico.dev/vip (with --provider haproxy, load balancers without one are served on --http-listen and --https-listen)", lb.id)));
+                continue;
+            }
         };
-        if let Err(d) = claim(&mut taken, &binds, lb, &class) {
+        match groups.iter_mut().find(|(b, _)| *b == binds) {
+            Some((_, lbs)) => lbs.push(lb),
+            None => groups.push((binds, vec![lb])),
+        }
+    }
+    let default_taken = groups.iter().any(|(b, _)| Some(*b) == settings.default_binds);
+    for (binds, lbs) in groups {
+        let Some(lb) = portico_model::merge(&lbs) else {
+            continue;
+        };
+        let class = ObjectRef::new("IngressClass", "", &lb.ingress_class);
+        if let Err(d) = claim(&mut taken, &binds, &lb, &class) {
             diagnostics.push(*d);
             continue;
         }
-        match one(lb, binds, class, certificates, settings, fallback) {
+        match one(&lb, binds, class, certificates, settings, fallback) {
             Ok(p) => {
                 diagnostics.extend(p.desired.rendered.diagnostics.iter().cloned());
                 planned.push(p);
@@ -91,7 +101,7 @@ pub fn plan(
             Err(d) => diagnostics.push(*d),
         }
     }
-    if let Some(binds) = default_binds {
+    if let Some(binds) = settings.default_binds.filter(|_| !default_taken) {
         let lb = placeholder(&settings.default_class);
         let class = ObjectRef::new("IngressClass", "", &lb.ingress_class);
         match one(&lb, binds, class, certificates, settings, fallback) {

@@ -2,10 +2,11 @@
 
 use super::{
     CertificateValue, DESIRED, Envelope, Fragment, KIND_CERTIFICATE, KIND_FRAGMENT,
-    KIND_LOAD_BALANCER, KIND_POOL, order,
+    KIND_LOAD_BALANCER, KIND_POOL,
 };
 use crate::kv::{Key, View};
 use crate::{Certificates, Delta, Desired, SCHEMA};
+use portico_model::order;
 use portico_model::{
     Diagnostic, Listener, LoadBalancer, LoadBalancerId, Model, ObjectRef, Pool, PoolId,
 };

@@ -12,14 +12,13 @@
 //! So a change to one Ingress writes that Ingress's fragment and, when they change, the pools it
 //! names; an endpoint change writes one pool: the bytes written per change do not grow with
 //! the number of Ingresses. Policy positions are not stored: the reader puts the policies back
-//! in evaluation order ([`order`]), which is a function of their rules.
+//! in evaluation order (`portico_model::order`), which is a function of their rules.
 //!
 //! Every value is an envelope `{"schema": 1, "kind": …, "data": …}`; a value that does not
 //! decode, or of another schema, is a diagnostic naming its key, and the rest is served.
 
 mod decode;
 mod encode;
-pub mod order;
 
 pub use decode::Decoder;
 pub use encode::encode;

@@ -1,11 +1,12 @@
 //! A listener's evaluation order as a function of its policies' rules: exact hosts, then
 //! wildcard hosts (by suffix), then host-less policies; within a host, longer paths first,
 //! Exact before Prefix at equal length, then by path. The translator orders policies the same
-//! way, and distinct policies of one listener differ in host or path, so this order is total;
-//! the store does not need to keep positions.
+//! way, and distinct policies of one listener differ in host or path, so this order is total:
+//! the store does not need to keep positions, and listeners merged from several load
+//! balancers can be ordered again (equal keys keep their order: the sort is stable).
 
-use portico_model::L7Policy;
-use portico_model::matching::{HostMatch, PathMatch, reduce};
+use crate::L7Policy;
+use crate::matching::{HostMatch, PathMatch, reduce};
 use std::cmp::Reverse;
 
 /// The sort key of a policy; policies that can never match go last.
