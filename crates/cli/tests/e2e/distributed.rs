@@ -9,9 +9,13 @@ use serde_json::Value;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::process::{Child, ChildStderr, Command};
+use tokio::sync::watch;
 
 /// What runs beside the agent a test talks to.
 pub struct Rest {
@@ -68,6 +72,16 @@ fn store_args(etcd: &EtcdCluster) -> Vec<String> {
 
 /// Starts `portico controller` on `dir`; returns it and its admin address.
 pub async fn controller(dir: &Path, etcd: &EtcdCluster, identity: &str) -> (Child, SocketAddr) {
+    let mut child = controller_command(dir, etcd, identity)
+        .env("PORTICO_LOG", "warn")
+        .spawn()
+        .unwrap();
+    let admin = admin_address(&mut child).await;
+    (child, admin)
+}
+
+/// `portico controller` on `dir` with a free admin address, its stdout piped.
+fn controller_command(dir: &Path, etcd: &EtcdCluster, identity: &str) -> Command {
     let mut args: Vec<String> = vec!["controller".into(), "-f".into(), dir.display().to_string()];
     args.extend(store_args(etcd));
     args.extend([
@@ -75,13 +89,16 @@ pub async fn controller(dir: &Path, etcd: &EtcdCluster, identity: &str) -> (Chil
         "--publish-address=127.0.0.1".to_owned(),
         format!("--identity={identity}"),
     ]);
-    let mut child = Command::new(BIN)
+    let mut command = Command::new(BIN);
+    command
         .args(&args)
-        .env("PORTICO_LOG", "warn")
         .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+        .kill_on_drop(true);
+    command
+}
+
+/// The admin address a controller prints first; its later stdout is drained.
+async fn admin_address(child: &mut Child) -> SocketAddr {
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let first = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
         .await
@@ -89,14 +106,18 @@ pub async fn controller(dir: &Path, etcd: &EtcdCluster, identity: &str) -> (Chil
         .unwrap()
         .expect("the controller printed a line");
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    let admin = first.split_whitespace().last().unwrap().parse().unwrap();
-    (child, admin)
+    first.split_whitespace().last().unwrap().parse().unwrap()
 }
 
 /// Starts `portico agent --node NAME` on loopback address `ip` with its cache in `state`.
 pub async fn agent(etcd: &EtcdCluster, name: &str, ip: &str, state: &Path) -> Portico {
+    agent_with(store_args(etcd), name, ip, state).await
+}
+
+/// Like [`agent`], reaching etcd through the given `--store` arguments.
+async fn agent_with(store: Vec<String>, name: &str, ip: &str, state: &Path) -> Portico {
     let mut args: Vec<String> = vec!["agent".into(), format!("--node={name}")];
-    args.extend(store_args(etcd));
+    args.extend(store);
     args.extend([
         format!("--http-listen={ip}:0"),
         format!("--https-listen={ip}:0"),
@@ -349,4 +370,452 @@ async fn a_malformed_value_under_the_prefix_is_a_diagnostic_and_the_rest_is_serv
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(p.get("a.test", "/").await.service(), "web");
+}
+
+// ---- Faults of etcd members, of the path to etcd, and of the leading controller ----
+
+/// The agent's `/readyz` text ("" when it does not answer).
+async fn readyz(p: &Portico) -> String {
+    match p
+        .request(p.admin, "GET", "localhost", "/readyz", &[], "")
+        .await
+    {
+        Ok(r) => String::from_utf8_lossy(&r.body).into_owned(),
+        Err(_) => String::new(),
+    }
+}
+
+/// The store revision an agent's `/readyz` reports ("node N: store revision R").
+fn store_revision(readyz: &str) -> Option<u64> {
+    let rest = readyz.split("store revision ").nth(1)?;
+    rest.split_whitespace().next()?.parse().ok()
+}
+
+/// Polls `(host, path)` on `p` until it answers `status` from `service` ("" for no backend),
+/// for at most `limit`; how long that took.
+async fn wait_answer(
+    p: &Portico,
+    (host, path): (&str, &str),
+    (status, service): (u16, &str),
+    limit: Duration,
+) -> Duration {
+    let start = Instant::now();
+    loop {
+        let reply = p.request(p.http, "GET", host, path, &[], "").await;
+        let got = reply.map(|r| (r.status, r.service()));
+        if got
+            .as_ref()
+            .is_ok_and(|(s, svc)| *s == status && svc == service)
+        {
+            return start.elapsed();
+        }
+        assert!(
+            start.elapsed() < limit,
+            "{host}{path}: wanted {status} from {service:?} within {limit:?}, got {got:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Polls the agent's `/readyz` until `done` accepts it, for at most `limit`; that text.
+async fn wait_readyz(p: &Portico, limit: Duration, done: impl Fn(&str) -> bool) -> String {
+    let start = Instant::now();
+    loop {
+        let text = readyz(p).await;
+        if done(&text) {
+            return text;
+        }
+        assert!(start.elapsed() < limit, "readyz after {limit:?}: {text}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The index of the member that leads the etcd cluster now.
+fn raft_leader(etcd: &EtcdCluster) -> usize {
+    let out = etcd.etcdctl(&["endpoint", "status", "-w", "json"]);
+    let all: Value = serde_json::from_str(&out).unwrap();
+    let leading = |s: &&Value| s["Status"]["header"]["member_id"] == s["Status"]["leader"];
+    let leader = all.as_array().unwrap().iter().find(leading).expect(&out);
+    let url = leader["Endpoint"].as_str().unwrap();
+    let endpoints = etcd.endpoints();
+    endpoints.iter().position(|e| url.ends_with(e)).expect(&out)
+}
+
+/// Ordered steps of one Ingress: at step `i`, `a.test/` goes to `b<i>` and each `a.test/s<j>`
+/// (j ≤ i) to `b<j>`.
+const STEPS: usize = 10;
+
+fn step(i: usize) -> String {
+    let names: Vec<(String, String)> = (0..=i)
+        .map(|j| (format!("/s{j}"), format!("b{j}")))
+        .collect();
+    let mut rules = vec![("a.test", "/", "Prefix", names[i].1.as_str(), "80")];
+    let exact = names
+        .iter()
+        .map(|(p, b)| ("a.test", p.as_str(), "Exact", b.as_str(), "80"));
+    rules.extend(exact);
+    ingress("default", "web", "2024-01-01T00:00:00Z", &rules)
+}
+
+/// What a sampler saw of one agent, in order: the step `a.test/` was at, the store revision.
+#[derive(Debug, Default)]
+struct Seen {
+    steps: Vec<usize>,
+    revisions: Vec<u64>,
+}
+
+/// Samples `p` until `done`.
+async fn sample(p: &Portico, done: &AtomicBool) -> Seen {
+    let mut seen = Seen::default();
+    while !done.load(Ordering::Relaxed) {
+        if let Ok(r) = p.request(p.http, "GET", "a.test", "/", &[], "").await
+            && let Some(i) = r.service().strip_prefix('b').and_then(|i| i.parse().ok())
+        {
+            seen.steps.push(i);
+        }
+        if let Some(revision) = store_revision(&readyz(p).await) {
+            seen.revisions.push(revision);
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    seen
+}
+
+/// The first place where `values` goes back, if any.
+fn first_step_back<T: PartialOrd + Copy>(values: &[T]) -> Option<(usize, T, T)> {
+    let back = values.windows(2).position(|w| w[1] < w[0])?;
+    Some((back, values[back], values[back + 1]))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_of_three_sigkilled_while_changes_are_made_loses_no_update() {
+    let names: Vec<String> = (0..STEPS).map(|i| format!("b{i}")).collect();
+    let services: Vec<(&str, usize)> = names.iter().map(|n| (n.as_str(), 1)).collect();
+    let m = crate::backends("default", &services).await;
+    m.write("web.yaml", &step(0));
+    let mut etcd = EtcdCluster::start(3);
+    let (_controller, _) = controller(m.path(), &etcd, "c1").await;
+    let state = tempfile::tempdir().unwrap();
+    let p = agent(&etcd, "node-a", "127.0.0.2", state.path()).await;
+    let limit = Duration::from_secs(15);
+    wait_answer(&p, ("a.test", "/"), (200, "b0"), limit).await;
+
+    let done = AtomicBool::new(false);
+    let changes = async {
+        let mut killed = None;
+        for i in 1..STEPS {
+            if i == 4 {
+                let leader = raft_leader(&etcd);
+                eprintln!("SIGKILL of etcd member {leader} (the raft leader) before step {i}");
+                tokio::task::block_in_place(|| etcd.kill(leader));
+                killed = Some(leader);
+            }
+            if i == 8
+                && let Some(member) = killed
+            {
+                tokio::task::block_in_place(|| etcd.restart(member));
+            }
+            m.write("web.yaml", &step(i));
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        let last = format!("b{}", STEPS - 1);
+        wait_answer(&p, ("a.test", "/"), (200, &last), limit).await;
+        done.store(true, Ordering::Relaxed);
+    };
+    let (seen, ()) = tokio::join!(sample(&p, &done), changes);
+
+    // No lost update: the agent serves exactly the last state.
+    for j in 0..STEPS {
+        let path = format!("/s{j}");
+        let reply = p.get("a.test", &path).await;
+        assert_eq!(reply.service(), format!("b{j}"), "a.test{path}");
+    }
+    assert_eq!(
+        p.get("a.test", "/").await.service(),
+        format!("b{}", STEPS - 1)
+    );
+    // No reordered or doubled update: what the agent served only moved forward.
+    let distinct = seen.steps.windows(2).filter(|w| w[0] != w[1]).count();
+    eprintln!(
+        "{} samples, {} moves of a.test/, revisions {:?}..{:?}",
+        seen.steps.len(),
+        distinct,
+        seen.revisions.first(),
+        seen.revisions.last()
+    );
+    assert!(seen.steps.len() > 20, "too few samples: {seen:?}");
+    assert_eq!(first_step_back(&seen.steps), None, "a.test/ went back");
+    assert_eq!(
+        first_step_back(&seen.revisions),
+        None,
+        "the revision went back"
+    );
+}
+
+/// A TCP proxy on loopback that can cut every connection and refuse new ones, to disconnect
+/// one process from etcd while etcd keeps running.
+struct Proxy {
+    port: u16,
+    cut: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Proxy {
+    async fn start(target: String) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (cut, cut_rx) = watch::channel(false);
+        let task = tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                if !*cut_rx.borrow() {
+                    tokio::spawn(forward(client, target.clone(), cut_rx.clone()));
+                }
+            }
+        });
+        Proxy { port, cut, task }
+    }
+
+    fn store_args(&self) -> Vec<String> {
+        vec![format!("--store=etcd://127.0.0.1:{}", self.port)]
+    }
+
+    fn cut(&self) {
+        self.cut.send_replace(true);
+    }
+
+    fn restore(&self) {
+        self.cut.send_replace(false);
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.task.abort();
+        self.cut.send_replace(true);
+    }
+}
+
+async fn forward(mut client: TcpStream, target: String, mut cut: watch::Receiver<bool>) {
+    let Ok(mut server) = TcpStream::connect(target).await else {
+        return;
+    };
+    tokio::select! {
+        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
+        _ = cut.wait_for(|cut| *cut) => {}
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn history_compacted_while_an_agent_is_disconnected_relists_and_converges() {
+    let m = crate::backends("default", &[("web", 1), ("api", 1)]).await;
+    let created = "2024-01-01T00:00:00Z";
+    let to = |name: &str, host: &str, svc: &str| {
+        ingress(
+            "default",
+            name,
+            created,
+            &[(host, "/", "Prefix", svc, "80")],
+        )
+    };
+    m.write("web.yaml", &to("web", "a.test", "web"));
+    m.write("old.yaml", &to("old", "b.test", "web"));
+    let etcd = EtcdCluster::start(1);
+    let proxy = Proxy::start(etcd.endpoints()[0].clone()).await;
+    let (_controller, _) = controller(m.path(), &etcd, "c1").await;
+    let states = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let cut = agent_with(proxy.store_args(), "node-a", "127.0.0.2", states[0].path()).await;
+    let witness = agent(&etcd, "node-b", "127.0.0.3", states[1].path()).await;
+    let limit = Duration::from_secs(10);
+    for p in [&cut, &witness] {
+        wait_answer(p, ("a.test", "/"), (200, "web"), limit).await;
+        wait_answer(p, ("b.test", "/"), (200, "web"), limit).await;
+    }
+
+    proxy.cut();
+    wait_readyz(&cut, limit, |r| r.contains("etcd is unreachable")).await;
+    m.remove("old.yaml");
+    m.write("web.yaml", &to("web", "a.test", "api"));
+    m.write("new.yaml", &to("new", "c.test", "api"));
+    wait_answer(&witness, ("b.test", "/"), (404, ""), limit).await;
+    wait_answer(&witness, ("a.test", "/"), (200, "api"), limit).await;
+    wait_answer(&witness, ("c.test", "/"), (200, "api"), limit).await;
+    // The cut agent still serves what it had: the changes did not reach it.
+    assert_eq!(cut.get("a.test", "/").await.service(), "web");
+    assert_eq!(cut.get("b.test", "/").await.service(), "web");
+    assert_eq!(cut.get("c.test", "/").await.status, 404);
+    let compacted = etcd.compact();
+    let stale = store_revision(&readyz(&cut).await).unwrap();
+    assert!(
+        i64::try_from(stale).unwrap() < compacted,
+        "the cut agent's revision {stale} is history now (compacted at {compacted})"
+    );
+
+    proxy.restore();
+    let took = wait_answer(&cut, ("b.test", "/"), (404, ""), Duration::from_secs(20)).await;
+    eprintln!("the cut agent converged {took:?} after the path to etcd came back");
+    wait_answer(&cut, ("a.test", "/"), (200, "api"), limit).await;
+    wait_answer(&cut, ("c.test", "/"), (200, "api"), limit).await;
+    let newest = store_revision(&readyz(&witness).await).unwrap();
+    let text = wait_readyz(&cut, limit, |r| store_revision(r) == Some(newest)).await;
+    assert!(!text.contains("unreachable"), "{text}");
+}
+
+/// Lines a process writes on stderr, collected as it runs.
+#[derive(Clone, Default)]
+struct Log(Arc<Mutex<Vec<String>>>);
+
+impl Log {
+    fn collect(stderr: ChildStderr) -> Log {
+        let log = Log::default();
+        let into = log.clone();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                into.0.lock().unwrap().push(line);
+            }
+        });
+        log
+    }
+
+    fn lines(&self) -> Vec<String> {
+        self.0.lock().unwrap().clone()
+    }
+
+    /// The index of the first line that says `text`.
+    fn find(&self, text: &str) -> Option<usize> {
+        self.lines().iter().position(|l| l.contains(text))
+    }
+
+    /// (line index, revision) of each commit the controller logged.
+    fn writes(&self) -> Vec<(usize, i64)> {
+        let revision = |l: &str| {
+            let rest = l.split("revision=").nth(1)?;
+            rest.split_whitespace().next()?.parse().ok()
+        };
+        (self.lines().iter().enumerate())
+            .filter(|(_, l)| l.contains("desired state written to etcd"))
+            .filter_map(|(i, l)| Some((i, revision(l)?)))
+            .collect()
+    }
+}
+
+/// A `portico controller` logging at info into a [`Log`].
+struct Logged {
+    child: Child,
+    log: Log,
+}
+
+async fn logged_controller(dir: &Path, etcd: &EtcdCluster, identity: &str) -> Logged {
+    let mut child = controller_command(dir, etcd, identity)
+        .env("PORTICO_LOG", "info")
+        .env("NO_COLOR", "1")
+        .env_remove("RUST_LOG")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let log = Log::collect(child.stderr.take().unwrap());
+    admin_address(&mut child).await;
+    Logged { child, log }
+}
+
+/// The identities standing in the controllers' election, oldest (the leader) first.
+fn candidates(etcd: &EtcdCluster) -> Vec<String> {
+    let args = ["get", "/portico/election/", "--prefix", "--sort-by=CREATE"];
+    let out = etcd.etcdctl(&[&args[..], &["--order=ASCEND", "--print-value-only"]].concat());
+    out.lines()
+        .filter(|l| !l.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The controllers' leader lease (`LEADER_TTL` in portico-app).
+const LEADER_TTL: Duration = Duration::from_secs(5);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_controllers_one_writes_and_the_other_takes_over_after_sigkill() {
+    let m = crate::backends("default", &[("web", 1), ("api", 1)]).await;
+    let created = "2024-01-01T00:00:00Z";
+    let to = |name: &str, host: &str, svc: &str| {
+        ingress(
+            "default",
+            name,
+            created,
+            &[(host, "/", "Prefix", svc, "80")],
+        )
+    };
+    m.write("web.yaml", &to("web", "a.test", "web"));
+    let etcd = EtcdCluster::start(1);
+    let mut controllers = vec![
+        ("c1", logged_controller(m.path(), &etcd, "c1").await),
+        ("c2", logged_controller(m.path(), &etcd, "c2").await),
+    ];
+    let state = tempfile::tempdir().unwrap();
+    let p = agent(&etcd, "node-a", "127.0.0.2", state.path()).await;
+    let limit = Duration::from_secs(10);
+    wait_answer(&p, ("a.test", "/"), (200, "web"), limit).await;
+    let start = Instant::now();
+    let standing = loop {
+        let standing = candidates(&etcd);
+        if standing.len() == 2 || start.elapsed() > limit {
+            break standing;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(standing.len(), 2, "both controllers campaign: {standing:?}");
+    let leader = controllers
+        .iter()
+        .position(|(id, _)| *id == standing[0])
+        .unwrap();
+    let (leader_id, mut leading) = controllers.remove(leader);
+    let (standby_id, standby) = controllers.remove(0);
+    eprintln!("{leader_id} leads, {standby_id} stands by");
+
+    // A change while both run: served, written by the leader only.
+    m.write("web.yaml", &to("web", "a.test", "api"));
+    wait_answer(&p, ("a.test", "/"), (200, "api"), limit).await;
+    let before = standby.log.lines().len();
+    assert!(
+        !leading.log.writes().is_empty(),
+        "{:#?}",
+        leading.log.lines()
+    );
+    assert_eq!(
+        standby.log.writes(),
+        vec![],
+        "the standby wrote while not leading"
+    );
+
+    // SIGKILL of the leader; a change made right after is served once the standby leads.
+    leading.child.start_kill().unwrap();
+    leading.child.wait().await.unwrap();
+    let killed = Instant::now();
+    m.write("more.yaml", &to("more", "b.test", "web"));
+    let within = LEADER_TTL + Duration::from_secs(3);
+    wait_answer(&p, ("b.test", "/"), (200, "web"), within).await;
+    let takeover = killed.elapsed();
+    eprintln!("takeover: the change was served {takeover:?} after the SIGKILL of {leader_id}");
+
+    let lines = standby.log.lines();
+    let leads = standby.log.find("leading: this controller writes");
+    let leads = leads.unwrap_or_else(|| panic!("{standby_id} never led: {lines:#?}"));
+    assert!(
+        leads >= before,
+        "{standby_id} led before the kill: {lines:#?}"
+    );
+    let writes = standby.log.writes();
+    assert!(!writes.is_empty(), "{standby_id} never wrote: {lines:#?}");
+    assert!(
+        writes.iter().all(|(line, _)| *line > leads),
+        "{standby_id} wrote before it led: {lines:#?}"
+    );
+    let last_of_old = leading.log.writes().last().unwrap().1;
+    assert!(
+        writes[0].1 > last_of_old,
+        "the new leader's writes follow the old one's"
+    );
+    assert_eq!(
+        candidates(&etcd),
+        vec![standby_id.to_owned()],
+        "the dead leader's lease ran out"
+    );
 }
