@@ -47,8 +47,8 @@ pub trait Provider: Send + Sync {
     /// `portico.dev/provider` name it.
     fn kind(&self) -> &'static str;
 
-    /// Serves the load balancers of `model` whose provider is [`Provider::kind`] from now on,
-    /// and stops serving those that are gone. Returns the problems found at once (a field the
+    /// Serves the load balancers of `model` from now on (the registry hands each provider
+    /// only those of its [`Provider::kind`]), and stops serving those that are gone. Returns the problems found at once (a field the
     /// provider cannot serve); later ones come through [`Provider::status`].
     fn apply(&self, model: &Model, certificates: &Certificates) -> Vec<Diagnostic>;
 

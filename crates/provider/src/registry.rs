@@ -1,4 +1,4 @@
-//! The registry: providers by type, applied in turn to every model.
+//! The registry: providers by type, each handed the load balancers of its type.
 
 use crate::{Certificates, Provider};
 use portico_model::{Diagnostic, Model, ObjectRef, PoolId};
@@ -30,6 +30,15 @@ pub struct Applied {
     pub diagnostics: Vec<Diagnostic>,
 }
 
+/// The load balancers of `model` that provider type `kind` serves: each provider is handed
+/// its own, so no data plane looks at provider names.
+fn own(model: &Model, kind: &str) -> Model {
+    let mine = model.load_balancers.iter().filter(|lb| lb.provider == kind);
+    Model {
+        load_balancers: mine.cloned().collect(),
+    }
+}
+
 impl Registry {
     /// Registers `provider` under its type; a second provider of the same type replaces the first.
     pub fn register(&mut self, provider: Arc<dyn Provider>) {
@@ -46,7 +55,7 @@ impl Registry {
     pub fn apply(&self, model: &Model, certificates: &Certificates) -> Applied {
         let mut diagnostics = self.unknown(model);
         for provider in self.providers.values() {
-            diagnostics.extend(provider.apply(model, certificates));
+            diagnostics.extend(provider.apply(&own(model, provider.kind()), certificates));
         }
         diagnostics.sort();
         diagnostics.dedup();
@@ -59,7 +68,7 @@ impl Registry {
     /// Only the members of `pools` changed: each provider updates them in place.
     pub fn update_members(&self, model: &Model, pools: &HashSet<PoolId>) -> u64 {
         for provider in self.providers.values() {
-            provider.update_members(model, pools);
+            provider.update_members(&own(model, provider.kind()), pools);
         }
         self.next_generation()
     }
@@ -132,11 +141,8 @@ mod tests {
             "test"
         }
         fn apply(&self, model: &Model, _: &Certificates) -> Vec<Diagnostic> {
-            let mine = model
-                .load_balancers
-                .iter()
-                .filter(|lb| lb.provider == "test");
-            *self.served.lock().unwrap() = mine.map(|lb| lb.name.clone()).collect();
+            let given = model.load_balancers.iter();
+            *self.served.lock().unwrap() = given.map(|lb| lb.name.clone()).collect();
             vec![]
         }
         fn update_members(&self, _: &Model, pools: &HashSet<PoolId>) {

@@ -257,16 +257,6 @@ fn earlier_policy_wins_even_when_less_specific() {
 }
 
 #[test]
-fn other_providers_are_not_served() {
-    let mut m = ModelBuilder::new("haproxy-lb");
-    let a = m.pool("a", &[addr(1)]);
-    m.policy(vec![prefix("/")], a);
-    let mut model = m.build();
-    model.load_balancers[0].provider = "haproxy".into();
-    check(&model, &[("x", "/", "404")]);
-}
-
-#[test]
 fn first_load_balancer_by_id_wins_on_equal_keys() {
     let (mut one, mut two) = (ModelBuilder::new("lb-one"), ModelBuilder::new("lb-two"));
     let p1 = one.pool("one", &[addr(1)]);

@@ -23,7 +23,7 @@ impl fmt::Display for Bind {
     }
 }
 
-/// The `proxy` load balancers of `model` by where they are served: by their VIP and ports,
+/// The load balancers of `model` (the registry hands this provider only its own) by where they are served: by their VIP and ports,
 /// else on the default listeners. A VIP whose ports are the default listeners' addresses is
 /// the default listeners (one route table, merged).
 pub fn place(
@@ -31,11 +31,7 @@ pub fn place(
     defaults: Option<(SocketAddr, SocketAddr)>,
 ) -> BTreeMap<Bind, Vec<&LoadBalancer>> {
     let mut out: BTreeMap<Bind, Vec<&LoadBalancer>> = BTreeMap::new();
-    let proxy = model
-        .load_balancers
-        .iter()
-        .filter(|lb| lb.provider == crate::PROVIDER);
-    for lb in proxy {
+    for lb in &model.load_balancers {
         let bind = match lb.vip {
             None => Bind::Default,
             Some(ip) => {
@@ -103,7 +99,6 @@ mod tests {
                 lb("b", "proxy", Some("127.0.0.5"), (8080, 8443)),
                 lb("c", "proxy", Some("127.0.0.5"), (8080, 8443)),
                 lb("d", "proxy", Some("127.0.0.6"), (8080, 8443)),
-                lb("e", "haproxy", None, (80, 443)),
                 lb("f", "proxy", Some("127.0.0.1"), (8080, 8443)),
             ],
         };

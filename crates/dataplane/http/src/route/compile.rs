@@ -14,8 +14,8 @@ use std::sync::Arc;
 /// The provider type this data plane serves.
 pub const PROVIDER: &str = "proxy";
 
-/// Compiles the HTTP and the TERMINATED_HTTPS listeners of every `proxy` LoadBalancer into
-/// one route table.
+/// Compiles the HTTP and the TERMINATED_HTTPS listeners of every LoadBalancer of `model` (the
+/// provider hands it only its own) into one route table.
 ///
 /// Listeners of one protocol merge as if their policies were concatenated, LoadBalancers in id order: on equal
 /// keys the first LoadBalancer wins, and the first `default_pool` found is the default.
@@ -54,11 +54,7 @@ impl<'a> Compiler<'a> {
     }
 
     pub(crate) fn compile(mut self, model: &Model) -> RouteTable {
-        let mut lbs: Vec<&LoadBalancer> = model
-            .load_balancers
-            .iter()
-            .filter(|lb| lb.provider == PROVIDER)
-            .collect();
+        let mut lbs: Vec<&LoadBalancer> = model.load_balancers.iter().collect();
         lbs.sort_by_key(|lb| lb.id);
         let http = self.routes(&lbs, Protocol::Http);
         let https = self.routes(&lbs, Protocol::TerminatedHttps);

@@ -1,7 +1,6 @@
 //! The SNI map: which certificate a handshake gets for the name the client sent.
 
 use super::MaterialBySecret;
-use crate::route::PROVIDER;
 use portico_model::{Model, Protocol};
 use rustls::sign::CertifiedKey;
 use std::collections::HashMap;
@@ -27,7 +26,6 @@ impl SniMap {
     /// the first default certificate.
     pub fn build(model: &Model, material: &MaterialBySecret) -> Self {
         let mut lbs: Vec<_> = model.load_balancers.iter().collect();
-        lbs.retain(|lb| lb.provider == PROVIDER);
         lbs.sort_by_key(|lb| lb.id);
         let listeners = lbs.into_iter().flat_map(|lb| lb.listeners.iter());
         let tls = listeners

@@ -126,13 +126,3 @@ fn an_entry_without_material_falls_back_to_the_wildcard_then_the_default() {
         Some("fallback")
     );
 }
-
-#[test]
-fn only_proxy_load_balancers_count() {
-    let f = Fixture::new(&["exact"]);
-    let map = SniMap::build(
-        &model("a", "haproxy", &[("a.foo.com", "exact")], None),
-        &f.material,
-    );
-    assert!(map.resolve(Some("a.foo.com")).is_none());
-}
