@@ -250,6 +250,17 @@ async fn an_agent_restarted_while_etcd_is_down_serves_from_its_cache() {
     let state = tempfile::tempdir().unwrap();
     let first = agent(&etcd, "node-a", "127.0.0.2", state.path()).await;
     wait_served(&first, "a.test", "/", "web").await;
+    // Serving a state does not wait for its cache (written and fsynced beside): wait for it,
+    // or a slow disk makes this test kill the agent before it cached anything.
+    let cache = state.path().join("agent/node-a.cache");
+    let start = Instant::now();
+    while !cache.exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "no cache written"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     drop(first);
     let mut etcd = etcd;
     etcd.stop(0);
@@ -259,7 +270,6 @@ async fn an_agent_restarted_while_etcd_is_down_serves_from_its_cache() {
 
     // A corrupt cache is never served in part: the agent starts empty and says why.
     drop(again);
-    let cache = state.path().join("agent/node-a.cache");
     let mut bytes = std::fs::read(&cache).unwrap();
     let middle = bytes.len() / 2;
     bytes[middle] ^= 0x55;
