@@ -8,7 +8,6 @@
 mod dashboard;
 mod routes;
 mod server;
-mod snapshot;
 
 pub use server::{Admin, serve};
-pub use snapshot::{IngressView, LoadBalancerAddress, Snapshot};
+pub use portico_status::{IngressView, LoadBalancerAddress, Snapshot};

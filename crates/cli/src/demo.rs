@@ -131,7 +131,7 @@ async fn run_in(dir: &Path, listen: &ListenArgs) -> anyhow::Result<ExitCode> {
         for i in 0..*pods {
             let pod = format!("{service}-{i}");
             let any: SocketAddr = ([127, 0, 0, 1], 0).into();
-            let addr = portico_app::echo::spawn(any, service, &pod)
+            let addr = portico_echo::spawn(any, service, &pod)
                 .await
                 .with_context(|| format!("starting echo backend {pod}"))?;
             addrs.push((pod, addr));

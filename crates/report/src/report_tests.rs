@@ -4,7 +4,7 @@ use k8s_openapi::api::networking::v1::{
     IngressClass, IngressLoadBalancerIngress, IngressLoadBalancerStatus, IngressStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use portico_admin::IngressView;
+use portico_status::IngressView;
 use std::sync::Arc;
 
 fn ip(a: &str) -> LoadBalancerAddress {

@@ -11,7 +11,7 @@
 //!   a newer version that disagrees, it is written again.
 
 use crate::report::Report;
-use portico_admin::LoadBalancerAddress;
+use portico_status::LoadBalancerAddress;
 use portico_translate::ObjectKey;
 use serde_json::{Map, Value, json};
 use std::collections::HashMap;

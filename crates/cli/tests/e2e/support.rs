@@ -21,7 +21,7 @@ pub async fn echo_pods(service: &str, pods: usize) -> Vec<SocketAddr> {
     let mut out = Vec::new();
     for i in 0..pods {
         let any: SocketAddr = ([127, 0, 0, 1], 0).into();
-        let addr = portico_app::echo::spawn(any, service, &format!("{service}-{i}"))
+        let addr = portico_echo::spawn(any, service, &format!("{service}-{i}"))
             .await
             .unwrap();
         out.push(addr);

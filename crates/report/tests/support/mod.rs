@@ -6,7 +6,7 @@ use k8s_openapi::api::networking::v1::Ingress;
 use kube::api::ListParams;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
-use portico_admin::{IngressView, LoadBalancerAddress, Snapshot};
+use portico_status::{IngressView, LoadBalancerAddress, Snapshot};
 use portico_fake_apiserver::FakeApiServer;
 use portico_model::{Diagnostic, ObjectRef};
 use portico_report::{Report, ReportSettings, Reporter};

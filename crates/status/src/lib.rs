@@ -1,3 +1,10 @@
+//! What Portico shows about what it serves, as plain types: the snapshot per configuration
+//! generation (model, Ingress views with their status addresses and diagnostics, readiness).
+//! The admin API serves it and the reporter writes it to the Kubernetes API; both depend on
+//! this crate, not on each other.
+//!
+//! Types only: it depends on the model and serde, on no I/O crate.
+
 use portico_model::{Diagnostic, Model};
 use serde::Serialize;
 use std::sync::Arc;

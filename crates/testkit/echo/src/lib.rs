@@ -1,5 +1,7 @@
-//! Echo backends for the demo and the tests: each answers every request with JSON naming its
-//! service and pod and echoing the method, path, query, host, protocol and headers it received.
+//! Echo backends for the demo, the tests and the benchmarks: each answers every request with
+//! JSON naming its service and pod and echoing the method, path, query, host, protocol and
+//! headers it received. It lives beside the test kit; the binary links it for `portico demo`
+//! only. It depends on hyper and tokio, on no Portico crate.
 
 use bytes::Bytes;
 use http::{Request, Response, header};
