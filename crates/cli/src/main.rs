@@ -37,7 +37,8 @@ enum Command {
     /// Start echo backends and the three seed Ingress examples, serve them, print curl commands.
     Demo(DemoArgs),
     /// Print the haproxy.conf that `run` would write for every load balancer of provider
-    /// haproxy.
+    /// haproxy, and write the files it names (certificates, mode 0600; crt-lists; error
+    /// pages) under --state-dir, so that it passes `haproxy -c` as printed.
     Render(RenderArgs),
     /// Distributed mode: compile manifest files or the Kubernetes API into the desired state in
     /// etcd (the elected leader among controllers writes); agents serve it.

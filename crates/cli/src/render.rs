@@ -9,10 +9,9 @@ use std::sync::Arc;
 pub(crate) fn plan_haproxy(
     desired: &portico_store::Desired,
     settings: &PlanSettings,
+    fallback: &Arc<Vec<u8>>,
 ) -> (Vec<Planned>, Vec<Diagnostic>) {
-    // The fallback certificate's content is not needed to plan: none is made.
-    let fallback = Arc::new(Vec::new());
-    plan(&desired.model, &desired.certificates, settings, &fallback)
+    plan(&desired.model, &desired.certificates, settings, fallback)
 }
 
 /// `portico render`: the same load, translation and certificates as `run`, then the haproxy
@@ -32,7 +31,11 @@ pub fn run(args: &RenderArgs) -> anyhow::Result<ExitCode> {
         &config.ingress_class,
         portico_model::Limits::default(),
     );
-    let (planned, mut diagnostics) = plan_haproxy(&compiled.desired, &settings);
+    // The certificate served when no other fits, as `run` makes it.
+    let fallback = portico_tls::self_signed(&["portico.invalid"])
+        .map_err(|e| anyhow::anyhow!("making the fallback certificate: {e}"))?;
+    let fallback = Arc::new(fallback.pem());
+    let (planned, mut diagnostics) = plan_haproxy(&compiled.desired, &settings, &fallback);
     diagnostics.extend(compiled.diagnostics().cloned());
     diagnostics.sort();
     diagnostics.dedup();
@@ -45,6 +48,9 @@ pub fn run(args: &RenderArgs) -> anyhow::Result<ExitCode> {
         );
     }
     for p in &planned {
+        // What the configuration names must exist for it to pass `haproxy -c` as printed.
+        p.write_files()
+            .map_err(|e| anyhow::anyhow!("writing the files of {}: {e}", p.dir.display()))?;
         println!(
             "# {}\n{}",
             p.dir.join(portico_provider_haproxy::CONFIG_FILE).display(),

@@ -1,6 +1,7 @@
 use portico_model::Severity;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 /// `portico validate`: the same load, translation and haproxy plan as `run` (with its default
 /// listeners), printed instead of served.
@@ -20,7 +21,8 @@ pub fn run(files: &[PathBuf], config: &portico_translate::Config) -> anyhow::Res
         default_class: config.ingress_class.clone(),
         limits: portico_model::Limits::default(),
     };
-    let (_, planned) = crate::render::plan_haproxy(&compiled.desired, &settings);
+    let (_, planned) =
+        crate::render::plan_haproxy(&compiled.desired, &settings, &Arc::new(Vec::new()));
     let mut all: Vec<_> = compiled.diagnostics().chain(&planned).collect();
     all.sort();
     all.dedup();

@@ -20,7 +20,13 @@ fn web_ingress() -> String {
 #[test]
 fn render_prints_the_config_of_each_haproxy_load_balancer_and_says_when_there_is_none() {
     let m = Manifests::new();
-    m.write("ing.yaml", &web_ingress());
+    // With TLS, so that the configuration names certificate files.
+    let authority = portico_tls::generate::Authority::new("render test").unwrap();
+    let issued = authority.issue(&["web.test"]).unwrap();
+    let tls = "  tls:\n  - hosts: [web.test]\n    secretName: web-tls\n";
+    let ingress = web_ingress().replace("spec:\n", &format!("spec:\n{tls}"));
+    let secret = crate::tls_support::issued_secret("hx", "web-tls", &issued);
+    m.write("ing.yaml", &format!("{ingress}\n---\n{secret}"));
     let state = tempfile::tempdir().unwrap();
     let run = |provider: &str| {
         let out = std::process::Command::new(BIN)
@@ -40,11 +46,22 @@ fn render_prints_the_config_of_each_haproxy_load_balancer_and_says_when_there_is
         "{text}"
     );
     assert!(text.contains("bind 127.0.0.1:8080"), "{text}");
-    assert!(run("proxy").contains("no load balancer has provider haproxy"));
+    assert!(text.contains("crt-list"), "{text}");
+    // What render prints passes `haproxy -c` as printed: the files it names exist.
+    let printed = state.path().join("printed.cfg");
+    std::fs::write(&printed, &text).unwrap();
+    let check = std::process::Command::new("haproxy")
+        .args(["-c", "-f"])
+        .arg(&printed)
+        .output()
+        .unwrap();
     assert!(
-        !state.path().join("loadbalancer").exists(),
-        "render writes nothing"
+        check.status.success(),
+        "haproxy -c on the printed configuration: {}{}",
+        String::from_utf8_lossy(&check.stdout),
+        String::from_utf8_lossy(&check.stderr)
     );
+    assert!(run("proxy").contains("no load balancer has provider haproxy"));
 }
 
 async fn wait_for<F: Fn() -> bool>(what: &str, f: F) {

@@ -48,6 +48,15 @@ impl Planned {
     pub fn config(&self) -> &str {
         &self.desired.rendered.config
     }
+
+    /// Writes the files the configuration names (certificates with mode 0600, crt-lists) into
+    /// its directory, as the provider does before a check: `portico render` does it so that
+    /// what it prints passes `haproxy -c` as printed.
+    pub fn write_files(&self) -> std::io::Result<()> {
+        crate::files::create_dir(&self.dir)?;
+        crate::files::write_certificates(&self.dir, &self.desired.certificates)?;
+        crate::files::write_lists(&self.dir, &self.desired.rendered.crt_list)
+    }
 }
 
 /// Plans every `haproxy` load balancer of `model`; `fallback` is the PEM of the certificate
@@ -83,7 +92,9 @@ pub fn plan(
             None => groups.push((binds, vec![lb])),
         }
     }
-    let default_taken = groups.iter().any(|(b, _)| Some(*b) == settings.default_binds);
+    let default_taken = groups
+        .iter()
+        .any(|(b, _)| Some(*b) == settings.default_binds);
     for (binds, lbs) in groups {
         let Some(lb) = portico_model::merge(&lbs) else {
             continue;
