@@ -91,7 +91,9 @@ pub async fn agent(
         Arc::new(std::mem::take(&mut node.registry)),
     );
     let admin = node.admin.clone();
+    let metrics = node.metrics.clone();
     let report = move |agent: &Agent, feedback: Feedback| {
+        metrics.observe_store(feedback.store_connected, feedback.revision);
         admin.publish(agent_snapshot(agent, &feedback));
         let bytes = serde_json::to_vec(&feedback).unwrap_or_default();
         feedback_tx.send_replace(Bytes::from(bytes));

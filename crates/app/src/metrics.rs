@@ -15,11 +15,14 @@ struct SeverityLabel {
     severity: String,
 }
 
-/// Control-plane gauges: objects by kind and diagnostics by severity.
+/// Control-plane gauges: objects by kind, diagnostics by severity, and the store as an agent
+/// sees it.
 #[derive(Clone)]
 pub(crate) struct AppMetrics {
     objects: Family<KindLabel, Gauge>,
     diagnostics: Family<SeverityLabel, Gauge>,
+    store_connected: Gauge,
+    store_revision: Gauge,
 }
 
 impl AppMetrics {
@@ -27,7 +30,19 @@ impl AppMetrics {
         let m = AppMetrics {
             objects: Family::default(),
             diagnostics: Family::default(),
+            store_connected: Gauge::default(),
+            store_revision: Gauge::default(),
         };
+        registry.register(
+            "portico_store_connected",
+            "1 while the agent reaches its store; 0 while it serves its last state without it",
+            m.store_connected.clone(),
+        );
+        registry.register(
+            "portico_store_revision",
+            "The store revision the agent serves",
+            m.store_revision.clone(),
+        );
         registry.register(
             "portico_objects",
             "Source objects by kind",
@@ -39,6 +54,13 @@ impl AppMetrics {
             m.diagnostics.clone(),
         );
         m
+    }
+
+    /// What the agent's feedback says about its store.
+    pub(crate) fn observe_store(&self, connected: bool, revision: u64) {
+        self.store_connected.set(i64::from(connected));
+        self.store_revision
+            .set(i64::try_from(revision).unwrap_or(i64::MAX));
     }
 
     pub(crate) fn observe<'a>(
