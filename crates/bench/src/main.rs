@@ -3,12 +3,15 @@
 //! loopback backends); `scale` runs the real `portico` binary against them under light traffic
 //! and measures cold start, memory, how fast an Ingress or endpoint change is served and how
 //! much memory comes back after deletion, beside nginx's config check, start and reload on the
-//! same routes, and prints a Markdown table. It is a measurement, not a test: a missed target is
+//! same routes, and prints a Markdown table. `distributed` runs the same cluster through etcd:
+//! `portico controller` and two `portico agent`s, changes observed on both agents, what etcd
+//! wrote per change, and an agent's cold start from etcd and from its cache. It is a measurement, not a test: a missed target is
 //! printed, never turned into a failure. It depends on `portico-app` only for its echo
 //! backends and talks to Portico and nginx as an outsider (processes, files, HTTP).
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+mod distributed;
 mod generate;
 mod http;
 mod nginx;
@@ -38,6 +41,8 @@ enum Command {
     Gen(GenArgs),
     /// Generate the cluster, measure Portico and nginx against it, print a Markdown table.
     Scale(ScaleArgs),
+    /// Run the cluster through etcd (a controller, two agents) at each size; print a table.
+    Distributed(DistributedArgs),
 }
 
 #[derive(Args, Debug, Clone, Copy)]
@@ -129,11 +134,59 @@ struct ScaleArgs {
     phase_budget: u64,
 }
 
+#[derive(Args, Debug)]
+struct DistributedArgs {
+    /// The `portico` binary to measure.
+    #[arg(long)]
+    portico: PathBuf,
+    /// Work directory: manifests, etcd's data, logs, the PID list (left for the caller).
+    #[arg(long)]
+    dir: PathBuf,
+    /// Cluster sizes in Ingresses, each run from scratch (the rest scales as in `scale`).
+    #[arg(long, value_delimiter = ',', default_value = "1000,10000")]
+    sizes: Vec<usize>,
+    /// How many Ingress changes and how many endpoint changes to time per size.
+    #[arg(long, default_value_t = 50)]
+    changes: usize,
+    /// How many cold starts of an agent to time, from etcd and from its cache each.
+    #[arg(long, default_value_t = 3)]
+    cold_starts: usize,
+    /// Echo backends to start; each Service's endpoints cycle over their ports.
+    #[arg(long, default_value_t = 10)]
+    backends: usize,
+    #[arg(long, default_value = "etcd")]
+    etcd: PathBuf,
+    #[arg(long, default_value = "etcdctl")]
+    etcdctl: PathBuf,
+    /// Seconds each change phase may take; the changes left are skipped.
+    #[arg(long, default_value_t = 120)]
+    phase_budget: u64,
+}
+
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Gen(args) => generate(args),
         Command::Scale(args) => scale(args),
+        Command::Distributed(args) => distributed(args),
     }
+}
+
+fn distributed(args: DistributedArgs) -> anyhow::Result<()> {
+    let options = distributed::Options {
+        portico: args.portico,
+        etcd: args.etcd,
+        etcdctl: args.etcdctl,
+        dir: args.dir,
+        sizes: args.sizes,
+        changes: args.changes,
+        cold_starts: args.cold_starts,
+        backends: args.backends,
+        phase_budget: Duration::from_secs(args.phase_budget),
+    };
+    let runtime = tokio::runtime::Runtime::new()?;
+    let table = runtime.block_on(distributed::run(options))?;
+    print!("{table}");
+    Ok(())
 }
 
 fn generate(args: GenArgs) -> anyhow::Result<()> {

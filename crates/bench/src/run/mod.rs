@@ -130,7 +130,7 @@ async fn compare_nginx(
 }
 
 /// `count` echo backends on 127.0.0.1 (service `scale`, pods `backend-N`); their ports.
-async fn start_backends(count: usize) -> anyhow::Result<Vec<u16>> {
+pub async fn start_backends(count: usize) -> anyhow::Result<Vec<u16>> {
     let mut ports = Vec::new();
     for n in 0..count.max(1) {
         let any = ([127, 0, 0, 1], 0).into();
