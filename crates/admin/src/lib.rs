@@ -9,5 +9,5 @@ mod dashboard;
 mod routes;
 mod server;
 
-pub use server::{Admin, serve};
 pub use portico_status::{IngressView, LoadBalancerAddress, Snapshot};
+pub use server::{Admin, serve};

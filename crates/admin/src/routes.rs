@@ -109,7 +109,7 @@ mod tests {
         let lb = LoadBalancer {
             id: LoadBalancerId::derive("loadbalancer/portico"),
             name: "ingressclass/portico".into(),
-            ingress_class: "portico".into(),
+            origin: portico_model::ObjectRef::new("IngressClass", "", "portico"),
             provider: "proxy".into(),
             vip: None,
             listeners: Default::default(),

@@ -72,8 +72,12 @@ impl Controller {
         );
         for ingress in &mut snapshot.ingresses {
             let class = ingress.ingress_class_name.as_deref();
-            let lb =
-                class.and_then(|c| model.load_balancers.iter().find(|lb| lb.ingress_class == c));
+            let lb = class.and_then(|c| {
+                model
+                    .load_balancers
+                    .iter()
+                    .find(|lb| lb.ingress_class() == Some(c))
+            });
             if !lb.is_some_and(|lb| served.contains(&lb.id)) {
                 ingress.status.load_balancer.ingress.clear();
             }

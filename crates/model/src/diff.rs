@@ -100,7 +100,7 @@ mod tests {
             load_balancers: vec![LoadBalancer {
                 id: LoadBalancerId::derive("lb"),
                 name: "lb".into(),
-                ingress_class: "portico".into(),
+                origin: crate::ObjectRef::new("IngressClass", "", "portico"),
                 provider: "proxy".into(),
                 vip: None,
                 listeners: Default::default(),

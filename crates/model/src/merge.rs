@@ -101,7 +101,7 @@ mod tests {
         LoadBalancer {
             id: LoadBalancerId::derive(name),
             name: name.into(),
-            ingress_class: name.into(),
+            origin: ObjectRef::new("IngressClass", "", name),
             provider: "haproxy".into(),
             vip: None,
             listeners: Arc::new(vec![Listener {

@@ -17,8 +17,9 @@ pub struct LoadBalancer {
     pub id: LoadBalancerId,
     /// Readable name, e.g. `ingressclass/portico`.
     pub name: String,
-    /// The IngressClass this load balancer serves.
-    pub ingress_class: String,
+    /// What this load balancer was made for: an IngressClass (shared topology), an Ingress
+    /// (dedicated topology) or a Service (L4). Its problems are reported there.
+    pub origin: ObjectRef,
     /// Provider type that serves it (`proxy`, `haproxy`, `l4`).
     pub provider: String,
     /// Internal virtual IP, where one is assigned.
@@ -194,6 +195,11 @@ impl Model {
 }
 
 impl LoadBalancer {
+    /// The IngressClass it serves, when it was made for one.
+    pub fn ingress_class(&self) -> Option<&str> {
+        (self.origin.kind == "IngressClass").then_some(self.origin.name.as_str())
+    }
+
     pub fn pool(&self, id: PoolId) -> Option<&Pool> {
         self.pools.iter().find(|p| p.id == id)
     }

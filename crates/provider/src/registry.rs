@@ -1,7 +1,7 @@
 //! The registry: providers by type, each handed the load balancers of its type.
 
 use crate::{Certificates, Provider};
-use portico_model::{Diagnostic, Model, ObjectRef, PoolId};
+use portico_model::{Diagnostic, Model, PoolId};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -106,7 +106,7 @@ impl Registry {
             .filter(|lb| !self.providers.contains_key(lb.provider.as_str()));
         unknown
             .map(|lb| {
-                let class = ObjectRef::new("IngressClass", "", &lb.ingress_class);
+                let class = lb.origin.clone();
                 let message = format!(
                     "provider \"{}\" is not known (known: {known}); load balancer {} is not served",
                     lb.provider, lb.id
@@ -126,7 +126,7 @@ impl Registry {
 mod tests {
     use super::*;
     use crate::Status;
-    use portico_model::{LoadBalancer, LoadBalancerId};
+    use portico_model::{LoadBalancer, LoadBalancerId, ObjectRef};
     use std::sync::Mutex;
 
     /// Records the load balancers it was given.
@@ -160,7 +160,7 @@ mod tests {
         LoadBalancer {
             id: LoadBalancerId::derive(name),
             name: name.into(),
-            ingress_class: name.into(),
+            origin: ObjectRef::new("IngressClass", "", name),
             provider: provider.into(),
             vip: None,
             listeners: Arc::new(vec![]),

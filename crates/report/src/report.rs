@@ -3,8 +3,8 @@
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::networking::v1::Ingress;
-use portico_status::{LoadBalancerAddress, Snapshot};
 use portico_model::{Diagnostic, ObjectRef};
+use portico_status::{LoadBalancerAddress, Snapshot};
 use portico_translate::{ObjectKey, Objects};
 use std::collections::{BTreeMap, BTreeSet};
 

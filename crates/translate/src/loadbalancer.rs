@@ -59,7 +59,7 @@ pub(crate) fn build_load_balancer(
     LoadBalancer {
         id: ids.load_balancer,
         name: format!("ingressclass/{class}"),
-        ingress_class: class.to_owned(),
+        origin: portico_model::ObjectRef::new("IngressClass", "", class),
         provider: class::provider(objects, class, config),
         vip: None,
         listeners: Arc::new(crate::tls::listeners(

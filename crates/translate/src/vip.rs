@@ -7,7 +7,7 @@
 //! as it was: run it after every translation.
 
 use crate::{Config, Objects};
-use portico_model::{Diagnostic, Listener, Model, ObjectRef, Protocol};
+use portico_model::{Diagnostic, Listener, Model, Protocol};
 use std::net::IpAddr;
 
 /// IngressClass annotation: the load balancer's virtual IP.
@@ -24,10 +24,10 @@ pub fn assign_vips(model: &mut Model, objects: &Objects, config: &Config) -> Vec
     for lb in &mut model.load_balancers {
         let annotations = objects
             .ingress_classes
-            .get(&lb.ingress_class)
+            .get(lb.ingress_class().unwrap_or_default())
             .and_then(|c| c.metadata.annotations.as_ref());
         let get = |key: &str| annotations.and_then(|a| a.get(key)).map(String::as_str);
-        let object = ObjectRef::new("IngressClass", "", &lb.ingress_class);
+        let object = lb.origin.clone();
         let parsed = parse(
             get(VIP_ANNOTATION),
             get(HTTP_PORT_ANNOTATION),

@@ -105,7 +105,7 @@ fn our_ingress_class_gets_a_load_balancer_even_without_ingresses() {
     assert_eq!(t.model.load_balancers.len(), 1);
     let lb = &t.model.load_balancers[0];
     assert_eq!(
-        (lb.ingress_class.as_str(), lb.listeners[0].policies.len()),
+        (lb.origin.name.as_str(), lb.listeners[0].policies.len()),
         ("edge", 0)
     );
 }

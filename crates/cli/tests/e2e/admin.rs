@@ -28,7 +28,8 @@ async fn loadbalancers_show_the_model_tree_in_evaluation_order() {
     assert_eq!(lbs.len(), 1, "one load balancer per IngressClass: {all}");
     let lb = &lbs[0];
     assert_eq!(lb["provider"], "proxy");
-    assert_eq!(lb["ingress_class"], "portico");
+    assert_eq!(lb["origin"]["kind"], "IngressClass");
+    assert_eq!(lb["origin"]["name"], "portico");
     let policies = lb["listeners"][0]["policies"].as_array().unwrap();
     let paths: Vec<_> = policies
         .iter()

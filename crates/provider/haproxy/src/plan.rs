@@ -81,7 +81,7 @@ pub fn plan(
             (Some(vip), _) => vip_binds(lb, vip),
             (None, Some(binds)) => binds,
             (None, None) => {
-                let class = ObjectRef::new("IngressClass", "", &lb.ingress_class);
+                let class = lb.origin.clone();
                 diagnostics.push(Diagnostic::error(class, "metadata.annotations[portico.dev/vip]",
                     format!("load balancer {} has no address to listen on: annotate its IngressClass with portico.dev/vip (with --provider haproxy, load balancers without one are served on --http-listen and --https-listen)", lb.id)));
                 continue;
@@ -99,7 +99,7 @@ pub fn plan(
         let Some(lb) = portico_model::merge(&lbs) else {
             continue;
         };
-        let class = ObjectRef::new("IngressClass", "", &lb.ingress_class);
+        let class = lb.origin.clone();
         if let Err(d) = claim(&mut taken, &binds, &lb, &class) {
             diagnostics.push(*d);
             continue;
@@ -114,7 +114,7 @@ pub fn plan(
     }
     if let Some(binds) = settings.default_binds.filter(|_| !default_taken) {
         let lb = placeholder(&settings.default_class);
-        let class = ObjectRef::new("IngressClass", "", &lb.ingress_class);
+        let class = lb.origin.clone();
         match one(&lb, binds, class, certificates, settings, fallback) {
             Ok(p) => planned.push(p),
             Err(d) => diagnostics.push(*d),
@@ -184,7 +184,7 @@ fn placeholder(class: &str) -> LoadBalancer {
     LoadBalancer {
         id,
         name: format!("ingressclass/{class}"),
-        ingress_class: class.to_owned(),
+        origin: ObjectRef::new("IngressClass", "", class),
         provider: PROVIDER.to_owned(),
         vip: None,
         listeners: Arc::new(vec![

@@ -133,7 +133,7 @@ fn model(fields: &[(String, String)], sni: &[String]) -> LoadBalancer {
     LoadBalancer {
         id: LoadBalancerId::derive("lb"),
         name: "lb".into(),
-        ingress_class: "portico".into(),
+        origin: portico_model::ObjectRef::new("IngressClass", "", "portico"),
         provider: "haproxy".into(),
         vip: None,
         listeners: std::sync::Arc::new(vec![

@@ -13,7 +13,7 @@ mod place;
 pub use place::{Bind, place};
 
 use portico_dataplane_http::{Proxy, ProxyMetrics};
-use portico_model::{Diagnostic, Limits, LoadBalancer, Model, ObjectRef, PoolId};
+use portico_model::{Diagnostic, Limits, LoadBalancer, Model, PoolId};
 use portico_provider::{Certificates, Provider};
 use std::collections::{BTreeMap, HashSet};
 use std::net::SocketAddr;
@@ -162,7 +162,7 @@ impl Drop for Served {
 }
 
 fn not_bound(lb: &LoadBalancer, bind: &Bind, error: &std::io::Error) -> Diagnostic {
-    let class = ObjectRef::new("IngressClass", "", &lb.ingress_class);
+    let class = lb.origin.clone();
     let message = format!(
         "load balancer {} is not served: cannot listen on {bind}: {error}",
         lb.name

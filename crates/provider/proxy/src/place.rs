@@ -59,7 +59,7 @@ pub fn place(
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use portico_model::{Listener, ListenerId, LoadBalancerId};
+    use portico_model::{Listener, ListenerId, LoadBalancerId, ObjectRef};
     use std::sync::Arc;
 
     fn lb(name: &str, provider: &str, vip: Option<&str>, ports: (u16, u16)) -> LoadBalancer {
@@ -76,7 +76,7 @@ mod tests {
         LoadBalancer {
             id: LoadBalancerId::derive(name),
             name: name.into(),
-            ingress_class: name.into(),
+            origin: ObjectRef::new("IngressClass", "", name),
             provider: provider.into(),
             vip: vip.map(|v| v.parse().unwrap()),
             listeners: Arc::new(vec![

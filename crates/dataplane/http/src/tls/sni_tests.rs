@@ -38,7 +38,7 @@ fn model(name: &str, provider: &str, sni: &[(&str, &str)], default: Option<&str>
         load_balancers: vec![LoadBalancer {
             id: LoadBalancerId::derive(name),
             name: name.into(),
-            ingress_class: name.into(),
+            origin: ObjectRef::new("IngressClass", "", name),
             provider: provider.into(),
             vip: None,
             listeners: std::sync::Arc::new(vec![listener]),

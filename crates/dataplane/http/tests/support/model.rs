@@ -166,7 +166,7 @@ impl ModelBuilder {
         LoadBalancer {
             id: LoadBalancerId::derive(&self.name),
             name: self.name.clone(),
-            ingress_class: "portico".into(),
+            origin: portico_model::ObjectRef::new("IngressClass", "", "portico"),
             provider: "proxy".into(),
             vip: None,
             listeners: std::sync::Arc::new(std::iter::once(listener).chain(https).collect()),

@@ -5,9 +5,7 @@ use super::backend::Specials;
 use super::reduce::{HostMatch, PathMatch, reduce};
 use super::{CRT_LIST_FILE, DEFAULT_CERTIFICATE_FILE, Input, Rendered};
 use crate::quote::{self, Unquotable};
-use portico_model::{
-    Diagnostic, L7Policy, Listener, LoadBalancer, ObjectRef, PolicyAction, Protocol,
-};
+use portico_model::{Diagnostic, L7Policy, Listener, LoadBalancer, PolicyAction, Protocol};
 use std::fmt::Write as _;
 
 /// The request host as the proxy routes on it: lower-cased, without port, without a trailing
@@ -81,7 +79,7 @@ fn bind_line(
             ))
         }
         Protocol::Tcp | Protocol::Udp => {
-            let class = ObjectRef::new("IngressClass", "", &lb.ingress_class);
+            let class = lb.origin.clone();
             let message = format!(
                 "listener {} is {:?}: the haproxy provider serves HTTP and TERMINATED_HTTPS only",
                 listener.id, listener.protocol

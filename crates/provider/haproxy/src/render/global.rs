@@ -2,7 +2,7 @@
 
 use super::{BAD_GATEWAY_FILE, CLIENT_TABLE, Input, STATS_SOCKET};
 use crate::quote;
-use portico_model::{Diagnostic, Limits, LoadBalancer, ObjectRef};
+use portico_model::{Diagnostic, Limits, LoadBalancer};
 use std::fmt::Write as _;
 use std::time::Duration;
 
@@ -17,7 +17,7 @@ pub(super) fn header(
     let base = quote::path(input.dir);
     let bad_gateway = quote::path(&input.dir.join(BAD_GATEWAY_FILE));
     let (Ok(socket), Ok(base), Ok(bad_gateway)) = (socket, base, bad_gateway) else {
-        let class = ObjectRef::new("IngressClass", "", &lb.ingress_class);
+        let class = lb.origin.clone();
         diagnostics.push(Diagnostic::error(
             class,
             "",

@@ -26,7 +26,7 @@ fn lb(policies: Vec<L7Policy>, members: Vec<Member>) -> LoadBalancer {
     LoadBalancer {
         id: LoadBalancerId::derive("lb"),
         name: "lb".into(),
-        ingress_class: "portico".into(),
+        origin: portico_model::ObjectRef::new("IngressClass", "", "portico"),
         provider: "haproxy".into(),
         vip: None,
         listeners: std::sync::Arc::new(vec![Listener {

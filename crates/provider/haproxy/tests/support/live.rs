@@ -86,7 +86,7 @@ pub fn model(port: u16, members: &[(SocketAddr, bool)]) -> Model {
         load_balancers: vec![LoadBalancer {
             id: lb,
             name: "ingressclass/haproxy".into(),
-            ingress_class: "haproxy".into(),
+            origin: portico_model::ObjectRef::new("IngressClass", "", "haproxy"),
             provider: "haproxy".into(),
             vip: Some([127, 0, 0, 1].into()),
             listeners: std::sync::Arc::new(vec![Listener {
