@@ -1,0 +1,10 @@
+//! Active-standby for load balancers (contrail-svc-monitor's placement, keepalived's role):
+//! [`place`] puts each load balancer on two agents on different nodes. Pure functions and
+//! state machines at the centre; the OS adapter (addresses, gratuitous ARP, heartbeats) goes
+//! at the edge.
+//!
+//! The pure parts depend on the model and serde only: no tokio, no etcd, no sockets.
+
+mod place;
+
+pub use place::{Agent, Placement, Request, place};
