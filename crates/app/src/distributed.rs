@@ -126,30 +126,47 @@ fn agent_snapshot(agent: &Agent, feedback: &Feedback) -> portico_admin::Snapshot
     }
 }
 
-/// Each view → a desired state for the agent; every new view is also cached.
+/// Each view → a desired state for the agent; the newest view is also cached, off this path.
 async fn decode_views(
     mut views: watch::Receiver<View>,
     desired: watch::Sender<Arc<Desired>>,
     cache_path: PathBuf,
 ) {
     let mut decoder = Decoder::default();
-    let mut cached = views.borrow().revision;
+    let (to_cache, cached) = watch::channel(views.borrow().clone());
+    let cache = tokio::spawn(cache_views(cached, cache_path));
     loop {
         let view = views.borrow_and_update().clone();
         if view.revision > 0 {
             desired.send_replace(Arc::new(decoder.decode(&view)));
-            if view.revision != cached {
-                cached = view.revision;
-                let path = cache_path.clone();
-                let saved = tokio::task::spawn_blocking(move || cache::save(&path, &view)).await;
-                if let Ok(Err(e)) = saved {
-                    tracing::warn!("cannot write the agent's cache: {e}");
+            to_cache.send_if_modified(|c| {
+                let newer = c.revision != view.revision;
+                if newer {
+                    *c = view;
                 }
-            }
+                newer
+            });
         }
         if views.changed().await.is_err() {
+            cache.abort();
             return;
         }
+    }
+}
+
+/// How often at most the agent writes its cache: a burst of changes costs one write.
+const CACHE_INTERVAL: Duration = Duration::from_millis(500);
+
+/// Writes the newest view to the cache whenever it changed, at most every [`CACHE_INTERVAL`].
+async fn cache_views(mut views: watch::Receiver<View>, path: PathBuf) {
+    while views.changed().await.is_ok() {
+        let view = views.borrow_and_update().clone();
+        let target = path.clone();
+        let saved = tokio::task::spawn_blocking(move || cache::save(&target, &view)).await;
+        if let Ok(Err(e)) = saved {
+            tracing::warn!("cannot write the agent's cache: {e}");
+        }
+        tokio::time::sleep(CACHE_INTERVAL).await;
     }
 }
 
@@ -262,6 +279,7 @@ pub async fn controller(
             identity: settings.identity.clone(),
             leadership: None,
             written: None,
+            encoder: codec::Encoder::default(),
             admin: &admin,
             metrics: &metrics,
             publish,
@@ -285,6 +303,8 @@ struct ControllerWork<'a> {
     leadership: Option<Leadership>,
     /// What the store holds under `desired/` as this leader last wrote or read it.
     written: Option<BTreeMap<Key, Bytes>>,
+    /// Serializes only what changed since the last compile.
+    encoder: codec::Encoder,
     admin: &'a portico_admin::Admin,
     metrics: &'a crate::metrics::AppMetrics,
     publish: Vec<portico_admin::LoadBalancerAddress>,
@@ -403,7 +423,7 @@ impl ControllerWork<'_> {
                     .collect()
             }
         };
-        let new = codec::encode(&compiled.desired.model, &compiled.desired.certificates);
+        let new = (self.encoder).encode(&compiled.desired.model, &compiled.desired.certificates);
         let ops = portico_store::kv::changes(&old, &new);
         // A new leader commits even nothing, so that agents see a first state (maybe empty).
         if ops.is_empty() && !first {

@@ -76,7 +76,7 @@ pub struct ListenerTls {
 }
 
 /// An SNI host and the Secret (`kubernetes.io/tls`) that holds its certificate.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct SniCertificate {
     /// Lower-cased host name, or `*.suffix` for a wildcard that matches one label.
     pub host: String,
@@ -86,7 +86,7 @@ pub struct SniCertificate {
 }
 
 /// What a matching policy does with the request.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum PolicyAction {
     RedirectToPool {
@@ -103,7 +103,7 @@ pub enum PolicyAction {
 }
 
 /// An ordered routing decision: all rules must match (logical AND).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct L7Policy {
     pub id: L7PolicyId,
     /// Zero-based position in the listener's evaluation order.
@@ -134,7 +134,7 @@ pub enum CompareType {
     WildcardLabel,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct L7Rule {
     pub id: L7RuleId,
     #[serde(rename = "type")]
@@ -164,7 +164,7 @@ pub enum PoolProtocol {
 }
 
 /// The endpoints of one Service port, named `namespace_service_port` as in the seeds.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Pool {
     pub id: PoolId,
     pub name: String,
@@ -179,7 +179,7 @@ pub struct Pool {
     pub members: Vec<Member>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Member {
     pub id: MemberId,
     pub address: IpAddr,

@@ -7,17 +7,144 @@ use super::{
 use crate::kv::Key;
 use crate::{Certificates, SCHEMA};
 use bytes::Bytes;
-use portico_model::{Listener, ListenerId, LoadBalancer, Model, ObjectRef};
+use portico_model::{
+    L7Policy, Listener, ListenerId, LoadBalancer, Model, ObjectRef, SniCertificate,
+};
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 
 /// Every key and value of `model` and `certificates` (see the module's key layout).
 pub fn encode(model: &Model, certificates: &Certificates) -> BTreeMap<Key, Bytes> {
-    let mut out = BTreeMap::new();
-    for lb in &model.load_balancers {
-        encode_load_balancer(lb, &mut out);
+    Encoder::default().encode(model, certificates)
+}
+
+/// [`encode`] for one state after another: a fragment or a pool whose content did not change
+/// since the last call keeps its bytes without being serialized again (a hash of its content,
+/// positions left out, decides), so a one-Ingress change costs a walk of the model, not a
+/// serialization of all of it.
+#[derive(Debug, Default)]
+pub struct Encoder {
+    last: HashMap<Key, (u64, Bytes)>,
+}
+
+impl Encoder {
+    /// Every key and value of `model` and `certificates`.
+    pub fn encode(&mut self, model: &Model, certificates: &Certificates) -> BTreeMap<Key, Bytes> {
+        let mut out = BTreeMap::new();
+        let mut next = HashMap::with_capacity(self.last.len());
+        for lb in &model.load_balancers {
+            self.encode_load_balancer(lb, &mut out, &mut next);
+        }
+        encode_certificates(certificates, &mut out);
+        self.last = next;
+        out
     }
+
+    /// The bytes of `key` for content of hash `hash`: the last ones when the hash is the same.
+    fn value(
+        &self,
+        key: Key,
+        hash: u64,
+        make: impl FnOnce() -> Bytes,
+        out: &mut BTreeMap<Key, Bytes>,
+        next: &mut HashMap<Key, (u64, Bytes)>,
+    ) {
+        let bytes = match self.last.get(&key) {
+            Some((h, bytes)) if *h == hash => bytes.clone(),
+            _ => make(),
+        };
+        next.insert(key.clone(), (hash, bytes.clone()));
+        out.insert(key, bytes);
+    }
+
+    fn encode_load_balancer(
+        &self,
+        lb: &LoadBalancer,
+        out: &mut BTreeMap<Key, Bytes>,
+        next: &mut HashMap<Key, (u64, Bytes)>,
+    ) {
+        let base = format!("{DESIRED}lb/{}", lb.id);
+        let mut fragments: Refs<'_> = BTreeMap::new();
+        for listener in lb.listeners.iter() {
+            for policy in &listener.policies {
+                let part = fragments.entry(&policy.source).or_default();
+                part.entry(listener.id).or_default().0.push(policy);
+            }
+            for sni in listener.tls.iter().flat_map(|t| &t.sni) {
+                let part = fragments.entry(&sni.source).or_default();
+                part.entry(listener.id).or_default().1.push(sni);
+            }
+        }
+        let header = LoadBalancer {
+            listeners: Arc::new(lb.listeners.iter().map(skeleton).collect()),
+            pools: vec![],
+            ..lb.clone()
+        };
+        out.insert(base.clone(), envelope(KIND_LOAD_BALANCER, &header));
+        for (source, parts) in fragments {
+            let key = format!("{base}/src/{}", object_hash(source));
+            let hash = fragment_hash(source, &parts);
+            let make = || {
+                let fragment = Fragment {
+                    source: source.clone(),
+                    listeners: parts
+                        .iter()
+                        .map(|(id, (policies, sni))| ListenerPart {
+                            listener: *id,
+                            policies: policies.iter().map(|p| stored(p)).collect(),
+                            sni: sni.iter().map(|s| (*s).clone()).collect(),
+                        })
+                        .collect(),
+                };
+                envelope(KIND_FRAGMENT, &fragment)
+            };
+            self.value(key, hash, make, out, next);
+        }
+        for pool in &lb.pools {
+            let key = format!("{base}/pool/{}", pool.id);
+            let hash = {
+                let mut h = DefaultHasher::new();
+                pool.hash(&mut h);
+                h.finish()
+            };
+            self.value(key, hash, || envelope(KIND_POOL, pool), out, next);
+        }
+    }
+}
+
+/// One source's policies and SNI entries by listener, borrowed from the model.
+type Refs<'lb> =
+    BTreeMap<&'lb ObjectRef, BTreeMap<ListenerId, (Vec<&'lb L7Policy>, Vec<&'lb SniCertificate>)>>;
+
+/// A policy as stored: without its position.
+fn stored(policy: &L7Policy) -> L7Policy {
+    L7Policy {
+        position: 0,
+        ..policy.clone()
+    }
+}
+
+/// The content of one source's fragment, positions left out.
+fn fragment_hash(
+    source: &ObjectRef,
+    parts: &BTreeMap<ListenerId, (Vec<&L7Policy>, Vec<&SniCertificate>)>,
+) -> u64 {
+    let mut h = DefaultHasher::new();
+    source.hash(&mut h);
+    for (listener, (policies, sni)) in parts {
+        listener.hash(&mut h);
+        policies.len().hash(&mut h);
+        for p in policies {
+            (&p.id, &p.action, &p.rules, &p.source).hash(&mut h);
+        }
+        sni.hash(&mut h);
+    }
+    h.finish()
+}
+
+fn encode_certificates(certificates: &Certificates, out: &mut BTreeMap<Key, Bytes>) {
     for (secret, material) in certificates {
         let value = CertificateValue {
             secret: secret.clone(),
@@ -27,63 +154,6 @@ pub fn encode(model: &Model, certificates: &Certificates) -> BTreeMap<Key, Bytes
         let key = format!("{DESIRED}cert/{}", object_hash(secret));
         out.insert(key, envelope(KIND_CERTIFICATE, &value));
     }
-    out
-}
-
-type Parts<'lb> = BTreeMap<&'lb ObjectRef, BTreeMap<ListenerId, ListenerPart>>;
-
-fn encode_load_balancer(lb: &LoadBalancer, out: &mut BTreeMap<Key, Bytes>) {
-    let base = format!("{DESIRED}lb/{}", lb.id);
-    let mut fragments: Parts<'_> = BTreeMap::new();
-    for listener in lb.listeners.iter() {
-        for policy in &listener.policies {
-            let mut stored = policy.clone();
-            stored.position = 0;
-            part(&mut fragments, &policy.source, listener.id)
-                .policies
-                .push(stored);
-        }
-        for sni in listener.tls.iter().flat_map(|t| &t.sni) {
-            part(&mut fragments, &sni.source, listener.id)
-                .sni
-                .push(sni.clone());
-        }
-    }
-    let header = LoadBalancer {
-        listeners: Arc::new(lb.listeners.iter().map(skeleton).collect()),
-        pools: vec![],
-        ..lb.clone()
-    };
-    out.insert(base.clone(), envelope(KIND_LOAD_BALANCER, &header));
-    for (source, parts) in fragments {
-        let fragment = Fragment {
-            source: source.clone(),
-            listeners: parts.into_values().collect(),
-        };
-        let key = format!("{base}/src/{}", object_hash(source));
-        out.insert(key, envelope(KIND_FRAGMENT, &fragment));
-    }
-    for pool in &lb.pools {
-        let key = format!("{base}/pool/{}", pool.id);
-        out.insert(key, envelope(KIND_POOL, pool));
-    }
-}
-
-/// The part of `source`'s fragment for `listener`.
-fn part<'p, 'lb>(
-    fragments: &'p mut Parts<'lb>,
-    source: &'lb ObjectRef,
-    listener: ListenerId,
-) -> &'p mut ListenerPart {
-    fragments
-        .entry(source)
-        .or_default()
-        .entry(listener)
-        .or_insert_with(|| ListenerPart {
-            listener,
-            policies: vec![],
-            sni: vec![],
-        })
 }
 
 /// A listener without its policies and SNI entries (they live in the fragments).

@@ -21,7 +21,7 @@ mod decode;
 mod encode;
 
 pub use decode::Decoder;
-pub use encode::encode;
+pub use encode::{Encoder, encode};
 
 use portico_model::{L7Policy, ListenerId, ObjectRef, SniCertificate};
 use serde::{Deserialize, Serialize};

@@ -156,3 +156,37 @@ fn certificates_travel_with_their_key_material() {
     let desired = Decoder::default().decode(&view(&entries, None, 1));
     assert_eq!(desired.certificates, certificates);
 }
+
+#[test]
+fn an_encoder_gives_what_encode_gives_and_keeps_the_bytes_of_what_did_not_change() {
+    for (name, model) in golden_models() {
+        let mut encoder = Encoder::default();
+        let first = encoder.encode(&model, &Certificates::new());
+        assert_eq!(first, encode(&model, &Certificates::new()), "{name}");
+        let mut changed = model.clone();
+        let Some(lb) = changed.load_balancers.first_mut() else {
+            continue;
+        };
+        let listeners = Arc::make_mut(&mut lb.listeners);
+        let Some(policy) = listeners[0].policies.first_mut() else {
+            continue;
+        };
+        policy.action = PolicyAction::Reject { status: 403 };
+        // Positions shift without the stored bytes changing.
+        for (i, p) in listeners[0].policies.iter_mut().enumerate() {
+            p.position += u32::try_from(i).unwrap() + 1;
+        }
+        let second = encoder.encode(&changed, &Certificates::new());
+        assert_eq!(second, encode(&changed, &Certificates::new()), "{name}");
+        let changed_keys = changes(&first, &second);
+        assert_eq!(changed_keys.len(), 1, "{name}: {changed_keys:?}");
+        let same = second
+            .iter()
+            .filter(|(k, v)| first.get(*k).is_some_and(|f| f.as_ptr() == v.as_ptr()))
+            .count();
+        assert!(
+            same + 2 >= second.len(),
+            "{name}: unchanged values were encoded again"
+        );
+    }
+}
