@@ -8,8 +8,6 @@ mod agent;
 pub mod compile;
 mod controller;
 mod distributed;
-/// The echo backends moved to `portico-echo`; kept here until the benchmark names it.
-pub use portico_echo as echo;
 mod metrics;
 mod node;
 mod providers;

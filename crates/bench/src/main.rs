@@ -6,8 +6,8 @@
 //! same routes, and prints a Markdown table. `distributed` runs the same cluster through etcd:
 //! `portico controller` and two `portico agent`s, changes observed on both agents, what etcd
 //! wrote per change, and an agent's cold start from etcd and from its cache. It is a measurement, not a test: a missed target is
-//! printed, never turned into a failure. It depends on `portico-app` only for its echo
-//! backends and talks to Portico and nginx as an outsider (processes, files, HTTP).
+//! printed, never turned into a failure. It depends on `portico-echo` only, for the echo
+//! backends, and talks to Portico and nginx as an outsider (processes, files, HTTP).
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 

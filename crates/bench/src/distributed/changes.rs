@@ -135,7 +135,7 @@ async fn timed(
 
 async fn endpoint(t: Target<'_>, c: &EndpointChange, n: usize) -> anyhow::Result<Sample> {
     let pod = format!("marker-{n}");
-    let marker = portico_app::echo::spawn(([127, 0, 0, 1], 0).into(), "marker", &pod)
+    let marker = portico_echo::spawn(([127, 0, 0, 1], 0).into(), "marker", &pod)
         .await
         .context("starting a marker backend")?;
     let file = generate::service_file(t.dir, t.layout, c.service);

@@ -116,7 +116,7 @@ async fn ingress(t: Target<'_>, c: &IngressChange) -> anyhow::Result<Option<Dura
 
 async fn endpoint(t: Target<'_>, c: &EndpointChange, n: usize) -> anyhow::Result<Option<Duration>> {
     let pod = format!("marker-{n}");
-    let marker = portico_app::echo::spawn(([127, 0, 0, 1], 0).into(), "marker", &pod)
+    let marker = portico_echo::spawn(([127, 0, 0, 1], 0).into(), "marker", &pod)
         .await
         .context("starting a marker backend")?;
     let file = generate::service_file(t.dir, t.layout, c.service);

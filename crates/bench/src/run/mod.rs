@@ -134,7 +134,7 @@ pub async fn start_backends(count: usize) -> anyhow::Result<Vec<u16>> {
     let mut ports = Vec::new();
     for n in 0..count.max(1) {
         let any = ([127, 0, 0, 1], 0).into();
-        let addr = portico_app::echo::spawn(any, "scale", &format!("backend-{n}")).await?;
+        let addr = portico_echo::spawn(any, "scale", &format!("backend-{n}")).await?;
         ports.push(addr.port());
     }
     Ok(ports)
