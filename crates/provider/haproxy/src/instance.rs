@@ -24,7 +24,9 @@ const MAX_BACKOFF: Duration = Duration::from_secs(10);
 /// A process that ran this long before dying starts the back-off afresh.
 const STABLE: Duration = Duration::from_secs(30);
 const READY_TIMEOUT: Duration = Duration::from_secs(10);
-const STOP_GRACE: Duration = Duration::from_secs(3);
+/// Beyond the shutdown timeout (haproxy's `hard-stop-after`): the master's time to exit
+/// once its workers are gone, before SIGKILL.
+const KILL_MARGIN: Duration = Duration::from_secs(2);
 
 /// How haproxy is started.
 #[derive(Debug, Clone)]
@@ -50,10 +52,17 @@ pub(crate) struct Instance {
 }
 
 impl Instance {
-    pub(crate) fn start(dir: PathBuf, binary: Arc<Binary>, reporter: Reporter) -> Self {
+    /// `stop_timeout`: how long a stopping haproxy may finish what is in flight.
+    pub(crate) fn start(
+        dir: PathBuf,
+        binary: Arc<Binary>,
+        reporter: Reporter,
+        stop_timeout: Duration,
+    ) -> Self {
         let (desired, rx) = watch::channel(None);
         let manager = Manager {
             dir,
+            stop_timeout,
             binary,
             reporter,
             applied: None,
@@ -89,6 +98,7 @@ struct Process {
 
 struct Manager {
     dir: PathBuf,
+    stop_timeout: Duration,
     binary: Arc<Binary>,
     reporter: Reporter,
     /// What haproxy.conf holds: the last configuration that passed the check.
@@ -337,7 +347,7 @@ impl Manager {
 
     async fn shutdown(&mut self) {
         if let Some(mut process) = self.process.take() {
-            terminate(&mut process.child).await;
+            terminate(&mut process.child, self.stop_timeout).await;
         }
         let _ = std::fs::remove_dir_all(&self.dir);
         self.reporter.remove();
@@ -382,16 +392,20 @@ async fn command_ok(socket: &Path, cmd: &str) -> bool {
     command(socket, cmd).await.is_ok_and(|a| !a.is_empty())
 }
 
-/// SIGTERM to the master (it stops its workers), SIGKILL after a grace period.
-async fn terminate(child: &mut Child) {
+/// SIGUSR1 to the master: a soft stop. The workers close their listeners and idle
+/// connections, ask keep-alive clients to close (`Connection: close`, HTTP/2 GOAWAY) and
+/// finish what is in flight, cut at `hard-stop-after` (the shutdown timeout); then the master
+/// exits. SIGKILL if it has not exited shortly after.
+async fn terminate(child: &mut Child, timeout: Duration) {
     let pid = child.id().and_then(|p| i32::try_from(p).ok());
     if let Some(pid) = pid.and_then(rustix::process::Pid::from_raw) {
-        let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+        let _ = rustix::process::kill_process(pid, rustix::process::Signal::USR1);
     }
-    if tokio::time::timeout(STOP_GRACE, child.wait())
+    if tokio::time::timeout(timeout + KILL_MARGIN, child.wait())
         .await
         .is_err()
     {
+        tracing::warn!("haproxy did not stop in time: killing it");
         let _ = child.kill().await;
     }
 }
