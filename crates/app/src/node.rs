@@ -40,6 +40,7 @@ pub(crate) struct Node {
     /// When the shutdown signal came (set by the drain task) and the grace period after it.
     signalled: Arc<std::sync::OnceLock<tokio::time::Instant>>,
     grace: std::time::Duration,
+    admin_stop: watch::Sender<bool>,
 }
 
 pub(crate) async fn bind(what: &'static str, addr: SocketAddr) -> Result<TcpListener, AppError> {
@@ -88,7 +89,9 @@ impl Node {
             &listen.class,
             listen.limits,
         )?;
-        let admin_task = portico_admin::serve(admin_listener, admin.clone(), shutdown.clone());
+        // The admin API outlives the grace period, so that /readyz can answer 503 meanwhile.
+        let (admin_stop, admin_stopped) = watch::channel(false);
+        let admin_task = portico_admin::serve(admin_listener, admin.clone(), admin_stopped);
         tasks.push(tokio::spawn(admin_task));
         let signalled = Arc::new(std::sync::OnceLock::new());
         tokio::spawn(fail_readiness(
@@ -105,6 +108,7 @@ impl Node {
             tasks,
             signalled,
             grace: listen.limits.shutdown_grace,
+            admin_stop,
         })
     }
 
@@ -120,6 +124,7 @@ impl Node {
         let since = self.signalled.get().copied();
         let since = since.unwrap_or_else(tokio::time::Instant::now);
         tokio::time::sleep_until(since + self.grace).await;
+        self.admin_stop.send_replace(true);
         self.haproxy.shutdown().await;
         for task in self.tasks {
             let _ = task.await;
