@@ -24,8 +24,7 @@ const MAX_BACKOFF: Duration = Duration::from_secs(10);
 /// A process that ran this long before dying starts the back-off afresh.
 const STABLE: Duration = Duration::from_secs(30);
 const READY_TIMEOUT: Duration = Duration::from_secs(10);
-/// Beyond the shutdown timeout (haproxy's `hard-stop-after`): the master's time to exit
-/// once its workers are gone, before SIGKILL.
+/// After a hard stop (SIGTERM): the master's time to exit before SIGKILL.
 const KILL_MARGIN: Duration = Duration::from_secs(2);
 
 /// How haproxy is started.
@@ -392,22 +391,23 @@ async fn command_ok(socket: &Path, cmd: &str) -> bool {
     command(socket, cmd).await.is_ok_and(|a| !a.is_empty())
 }
 
-/// SIGUSR1 to the master: a soft stop. The workers close their listeners and idle
-/// connections, ask keep-alive clients to close (`Connection: close`, HTTP/2 GOAWAY) and
-/// finish what is in flight, cut at `hard-stop-after` (the shutdown timeout); then the master
-/// exits. SIGKILL if it has not exited shortly after.
+/// SIGUSR1 to the master: a soft stop. The workers close their listeners, ask keep-alive
+/// clients to close (`Connection: close` on their next response, HTTP/2 GOAWAY) and finish
+/// what is in flight; then the master exits. After `timeout`, SIGTERM (haproxy's hard stop),
+/// and SIGKILL if even that is not enough.
 async fn terminate(child: &mut Child, timeout: Duration) {
-    let pid = child.id().and_then(|p| i32::try_from(p).ok());
-    if let Some(pid) = pid.and_then(rustix::process::Pid::from_raw) {
-        let _ = rustix::process::kill_process(pid, rustix::process::Signal::USR1);
+    use rustix::process::Signal;
+    for (signal, wait) in [(Signal::USR1, timeout), (Signal::TERM, KILL_MARGIN)] {
+        let pid = child.id().and_then(|p| i32::try_from(p).ok());
+        if let Some(pid) = pid.and_then(rustix::process::Pid::from_raw) {
+            let _ = rustix::process::kill_process(pid, signal);
+        }
+        if tokio::time::timeout(wait, child.wait()).await.is_ok() {
+            return;
+        }
+        tracing::warn!(?signal, "haproxy did not stop in time");
     }
-    if tokio::time::timeout(timeout + KILL_MARGIN, child.wait())
-        .await
-        .is_err()
-    {
-        tracing::warn!("haproxy did not stop in time: killing it");
-        let _ = child.kill().await;
-    }
+    let _ = child.kill().await;
 }
 
 /// Resolves when the process exits; never when there is none.
