@@ -37,6 +37,10 @@ pub(crate) struct Node {
     pub(crate) bound: Bound,
     haproxy: Arc<HaproxyProvider>,
     tasks: Vec<JoinHandle<()>>,
+    /// When the shutdown signal came (set by the drain task) and the grace period after it.
+    signalled: Arc<std::sync::OnceLock<tokio::time::Instant>>,
+    grace: std::time::Duration,
+    admin_stop: watch::Sender<bool>,
 }
 
 pub(crate) async fn bind(what: &'static str, addr: SocketAddr) -> Result<TcpListener, AppError> {
@@ -85,8 +89,16 @@ impl Node {
             &listen.class,
             listen.limits,
         )?;
-        let admin_task = portico_admin::serve(admin_listener, admin.clone(), shutdown.clone());
+        // The admin API outlives the grace period, so that /readyz can answer 503 meanwhile.
+        let (admin_stop, admin_stopped) = watch::channel(false);
+        let admin_task = portico_admin::serve(admin_listener, admin.clone(), admin_stopped);
         tasks.push(tokio::spawn(admin_task));
+        let signalled = Arc::new(std::sync::OnceLock::new());
+        tokio::spawn(fail_readiness(
+            admin.clone(),
+            signalled.clone(),
+            shutdown.clone(),
+        ));
         Ok(Node {
             registry,
             admin,
@@ -94,16 +106,53 @@ impl Node {
             bound,
             haproxy,
             tasks,
+            signalled,
+            grace: listen.limits.shutdown_grace,
+            admin_stop,
         })
     }
 
-    /// Waits for the listeners to close (after shutdown) and stops haproxy.
+    /// /readyz answers 503 from now on (called again once nothing else publishes).
+    pub(crate) fn unready(&self) {
+        unready(&self.admin);
+    }
+
+    /// Waits for the listeners to close (after shutdown) and stops haproxy once the grace
+    /// period has passed (the built-in proxy counts its own).
     pub(crate) async fn stop(self) {
+        self.unready();
+        let since = self.signalled.get().copied();
+        let since = since.unwrap_or_else(tokio::time::Instant::now);
+        tokio::time::sleep_until(since + self.grace).await;
+        self.admin_stop.send_replace(true);
         self.haproxy.shutdown().await;
         for task in self.tasks {
             let _ = task.await;
         }
     }
+}
+
+/// On the shutdown signal: readiness fails at once, so that load balancers stop sending new
+/// connections while the data planes still serve for the grace period.
+async fn fail_readiness(
+    admin: Arc<Admin>,
+    signalled: Arc<std::sync::OnceLock<tokio::time::Instant>>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let _ = shutdown.wait_for(|s| *s).await;
+    let _ = signalled.set(tokio::time::Instant::now());
+    unready(&admin);
+    tracing::info!("shutting down: readiness fails, draining connections");
+}
+
+fn unready(admin: &Admin) {
+    let mut snapshot = portico_admin::Snapshot::clone(&admin.snapshot.load());
+    snapshot.ready = false;
+    let line = "shutting down".to_owned();
+    if !snapshot.detail.contains(&line) {
+        snapshot.detail.insert(0, line);
+    }
+    admin.publish(snapshot);
 }
 
 /// haproxy needs a fixed port that is free now (it binds it itself, later).

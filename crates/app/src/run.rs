@@ -101,6 +101,7 @@ pub async fn run(
         fixed_publish,
     };
     controller.run(&mut source, shutdown.clone()).await;
+    node.unready();
     let mut shutdown_rx = shutdown.clone();
     let _ = shutdown_rx.wait_for(|s| *s).await;
     source.stop().await;

@@ -44,6 +44,13 @@ pub struct LimitArgs {
     #[arg(long, value_name = "N", default_value_t = 256,
           value_parser = clap::value_parser!(u32).range(1..))]
     max_connections_per_client: u32,
+    /// After SIGTERM: how long /readyz answers 503 while traffic is still served (responses
+    /// say `Connection: close`, HTTP/2 gets GOAWAY) before the listeners close; `0s`: none.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = duration_or_zero)]
+    shutdown_grace: Duration,
+    /// After the grace period: the longest wait for requests and tunnels in flight.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration)]
+    shutdown_timeout: Duration,
 }
 
 impl LimitArgs {
@@ -59,7 +66,17 @@ impl LimitArgs {
             max_body_bytes: self.max_body_bytes,
             max_connections: self.max_connections as usize,
             max_connections_per_client: self.max_connections_per_client as usize,
+            shutdown_grace: self.shutdown_grace,
+            shutdown_timeout: self.shutdown_timeout,
         }
+    }
+}
+
+/// Like [`duration`], zero allowed.
+fn duration_or_zero(value: &str) -> Result<Duration, String> {
+    match value {
+        "0" | "0ms" | "0s" | "0m" => Ok(Duration::ZERO),
+        _ => duration(value),
     }
 }
 

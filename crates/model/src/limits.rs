@@ -29,6 +29,11 @@ pub struct Limits {
     pub max_connections: usize,
     /// Open client connections from one client address; further ones are closed.
     pub max_connections_per_client: usize,
+    /// After the shutdown signal: how long readiness fails while traffic is still served (so
+    /// that load balancers stop sending new connections), before the listeners close.
+    pub shutdown_grace: Duration,
+    /// After the grace period: the longest wait for requests (and tunnels) in flight.
+    pub shutdown_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -44,6 +49,8 @@ impl Default for Limits {
             max_body_bytes: 1024 * 1024,
             max_connections: 4096,
             max_connections_per_client: 256,
+            shutdown_grace: Duration::from_secs(5),
+            shutdown_timeout: Duration::from_secs(30),
         }
     }
 }

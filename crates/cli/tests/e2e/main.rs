@@ -14,6 +14,7 @@ mod classes;
 mod conformance;
 mod demo;
 mod distributed;
+mod drain;
 mod haproxy;
 mod host_rules;
 mod kubernetes;
@@ -24,7 +25,9 @@ mod path_rules;
 mod paths;
 mod seed_examples;
 mod tls;
+mod upgrades;
 mod vips;
+mod websocket;
 
 use support::*;
 

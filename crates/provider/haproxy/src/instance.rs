@@ -24,7 +24,8 @@ const MAX_BACKOFF: Duration = Duration::from_secs(10);
 /// A process that ran this long before dying starts the back-off afresh.
 const STABLE: Duration = Duration::from_secs(30);
 const READY_TIMEOUT: Duration = Duration::from_secs(10);
-const STOP_GRACE: Duration = Duration::from_secs(3);
+/// After a hard stop (SIGTERM): the master's time to exit before SIGKILL.
+const KILL_MARGIN: Duration = Duration::from_secs(2);
 
 /// How haproxy is started.
 #[derive(Debug, Clone)]
@@ -50,10 +51,17 @@ pub(crate) struct Instance {
 }
 
 impl Instance {
-    pub(crate) fn start(dir: PathBuf, binary: Arc<Binary>, reporter: Reporter) -> Self {
+    /// `stop_timeout`: how long a stopping haproxy may finish what is in flight.
+    pub(crate) fn start(
+        dir: PathBuf,
+        binary: Arc<Binary>,
+        reporter: Reporter,
+        stop_timeout: Duration,
+    ) -> Self {
         let (desired, rx) = watch::channel(None);
         let manager = Manager {
             dir,
+            stop_timeout,
             binary,
             reporter,
             applied: None,
@@ -89,6 +97,7 @@ struct Process {
 
 struct Manager {
     dir: PathBuf,
+    stop_timeout: Duration,
     binary: Arc<Binary>,
     reporter: Reporter,
     /// What haproxy.conf holds: the last configuration that passed the check.
@@ -337,7 +346,7 @@ impl Manager {
 
     async fn shutdown(&mut self) {
         if let Some(mut process) = self.process.take() {
-            terminate(&mut process.child).await;
+            terminate(&mut process.child, self.stop_timeout).await;
         }
         let _ = std::fs::remove_dir_all(&self.dir);
         self.reporter.remove();
@@ -382,18 +391,23 @@ async fn command_ok(socket: &Path, cmd: &str) -> bool {
     command(socket, cmd).await.is_ok_and(|a| !a.is_empty())
 }
 
-/// SIGTERM to the master (it stops its workers), SIGKILL after a grace period.
-async fn terminate(child: &mut Child) {
-    let pid = child.id().and_then(|p| i32::try_from(p).ok());
-    if let Some(pid) = pid.and_then(rustix::process::Pid::from_raw) {
-        let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+/// SIGUSR1 to the master: a soft stop. The workers close their listeners, ask keep-alive
+/// clients to close (`Connection: close` on their next response, HTTP/2 GOAWAY) and finish
+/// what is in flight; then the master exits. After `timeout`, SIGTERM (haproxy's hard stop),
+/// and SIGKILL if even that is not enough.
+async fn terminate(child: &mut Child, timeout: Duration) {
+    use rustix::process::Signal;
+    for (signal, wait) in [(Signal::USR1, timeout), (Signal::TERM, KILL_MARGIN)] {
+        let pid = child.id().and_then(|p| i32::try_from(p).ok());
+        if let Some(pid) = pid.and_then(rustix::process::Pid::from_raw) {
+            let _ = rustix::process::kill_process(pid, signal);
+        }
+        if tokio::time::timeout(wait, child.wait()).await.is_ok() {
+            return;
+        }
+        tracing::warn!(?signal, "haproxy did not stop in time");
     }
-    if tokio::time::timeout(STOP_GRACE, child.wait())
-        .await
-        .is_err()
-    {
-        let _ = child.kill().await;
-    }
+    let _ = child.kill().await;
 }
 
 /// Resolves when the process exits; never when there is none.

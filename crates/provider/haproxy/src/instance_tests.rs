@@ -62,7 +62,7 @@ async fn a_configuration_that_fails_the_check_leaves_the_last_good_one_serving()
         haproxy: "haproxy".into(),
         setpriv: None,
     });
-    let instance = Instance::start(dir.clone(), binary, reporter);
+    let instance = Instance::start(dir.clone(), binary, reporter, Duration::from_secs(3));
 
     instance.set(Arc::new(config(&dir, port, "one", "")));
     until("the first configuration", async || {

@@ -63,8 +63,12 @@ impl HaproxyProvider {
     /// Stops every haproxy and removes their directories.
     pub async fn shutdown(&self) {
         let instances = std::mem::take(&mut *self.lock_instances());
-        for instance in instances.into_values() {
-            instance.stop().await;
+        // All at once: each may wait for its requests in flight up to the shutdown timeout.
+        let stopping: Vec<_> = (instances.into_values())
+            .map(|instance| tokio::spawn(instance.stop()))
+            .collect();
+        for stopped in stopping {
+            let _ = stopped.await;
         }
     }
 
@@ -131,7 +135,8 @@ impl Provider for HaproxyProvider {
         for p in planned {
             let instance = instances.entry(p.id).or_insert_with(|| {
                 let reporter = self.statuses.reporter(p.id, p.object.clone());
-                Instance::start(p.dir.clone(), self.binary.clone(), reporter)
+                let timeout = self.settings.plan.limits.shutdown_timeout;
+                Instance::start(p.dir.clone(), self.binary.clone(), reporter, timeout)
             });
             instance.set(Arc::new(p.desired));
         }

@@ -84,7 +84,12 @@ impl ProxyProvider {
             TcpListener::from_std(listener)
         };
         let (http, https) = (bind(http)?, bind(https)?);
-        let proxy = Proxy::with_limits(self.metrics.clone(), self.limits);
+        // A VIP that is dropped closes at once: its address may be bound again right away.
+        let limits = Limits {
+            shutdown_grace: std::time::Duration::ZERO,
+            ..self.limits
+        };
+        let proxy = Proxy::with_limits(self.metrics.clone(), limits);
         let (stop, stopped) = watch::channel(false);
         tokio::spawn(proxy.clone().serve(http, stopped.clone()));
         tokio::spawn(proxy.clone().serve_https(https, stopped));

@@ -2,13 +2,14 @@
 
 use super::error::ProxyError;
 use super::headers::{Forwarded, Scheme, strip_hop_by_hop};
-use super::{GRACE, Proxy, ProxyBody, stopped};
+use super::tunnel::is_upgrade;
+use super::{Phase, Proxy, ProxyBody};
 use crate::limits::{Activity, ClientBody, Tracked, Watched};
 use crate::metrics::PoolMetrics;
 use crate::route::{PoolState, Target, normalize_host};
 use crate::upstream::Endpoint;
 use bytes::Bytes;
-use http::header::{CONTENT_LENGTH, CONTENT_TYPE, HOST, HeaderValue, LOCATION, TE};
+use http::header::{CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, HOST, HeaderValue, LOCATION, TE};
 use http::uri::{self, Uri};
 use http::{Request, Response, StatusCode, Version};
 use http_body_util::{Either, Full};
@@ -17,11 +18,15 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use prometheus_client::metrics::gauge::Gauge;
 use std::convert::Infallible;
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::sync::watch;
+use tokio::sync::{Notify, mpsc};
+use tokio::task::JoinSet;
 
 /// Where the route table sends a request.
 enum Routed {
@@ -30,61 +35,120 @@ enum Routed {
 }
 
 /// What every request of one connection shares.
-struct Conn {
-    proxy: Arc<Proxy>,
-    forwarded: Forwarded,
+pub(super) struct Conn {
+    pub(super) proxy: Arc<Proxy>,
+    pub(super) forwarded: Forwarded,
+    activity: Arc<Activity>,
+    /// Tunnels opened by upgrades, run by the connection's task.
+    tunnels: mpsc::UnboundedSender<Tunnel>,
+    /// The client speaks HTTP/2 (seen on its first request).
+    h2: AtomicBool,
+    /// Wakes the connection to send GOAWAY: an HTTP/2 request arrived while draining.
+    goaway: Notify,
 }
 
 impl Proxy {
-    /// Serves one accepted connection (HTTP/1.1 with keep-alive, or HTTP/2 with prior
-    /// knowledge). `scheme` is what the client used: a TLS listener passes `Scheme::Https`.
-    pub async fn serve_connection<IO>(
-        self: Arc<Self>,
-        io: IO,
-        peer: SocketAddr,
-        scheme: Scheme,
-        mut shutdown: watch::Receiver<bool>,
-    ) where
+    /// Serves one accepted connection (HTTP/1.1 with keep-alive and upgrades, or HTTP/2 with
+    /// prior knowledge and extended CONNECT), then the tunnels its upgrades opened. `scheme`
+    /// is what the client used: a TLS listener passes `Scheme::Https`.
+    pub async fn serve_connection<IO>(self: Arc<Self>, io: IO, peer: SocketAddr, scheme: Scheme)
+    where
         IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
         let _active = Active::new(self.metrics.connections());
         let client = HeaderValue::from_str(&peer.ip().to_canonical().to_string());
         let client = client.unwrap_or(HeaderValue::from_static("unknown"));
+        let activity = Activity::new();
+        let (tunnels_tx, mut opened) = mpsc::unbounded_channel();
         let conn = Arc::new(Conn {
             proxy: self.clone(),
             forwarded: Forwarded { client, scheme },
+            activity: activity.clone(),
+            tunnels: tunnels_tx,
+            h2: AtomicBool::new(false),
+            goaway: Notify::new(),
         });
-        let activity = Activity::new();
-        let watched = activity.clone();
-        let service = service_fn(move |req| {
-            let conn = conn.clone();
-            let in_flight = watched.request();
+        let handler = conn.clone();
+        let service = service_fn(move |req: Request<Incoming>| {
+            let conn = handler.clone();
+            let in_flight = conn.activity.request();
             async move {
-                let response = conn.handle(req).await;
+                let version = req.version();
+                let mut response = conn.handle(req).await;
+                conn.ask_to_close(version, &mut response);
                 Ok::<_, Infallible>(response.map(|body| Tracked::new(body, in_flight)))
             }
         });
         let io = TokioIo::new(Watched::new(io, activity.clone()));
-        let served = self.server.serve_connection(io, service);
+        let served = self.server.serve_connection_with_upgrades(io, service);
         tokio::pin!(served);
-        let result = tokio::select! {
-            result = served.as_mut() => result,
-            () = activity.expired(&self.limits) => {
-                tracing::debug!(%peer, "closing a connection idle past its deadline");
-                Ok(())
+        let mut phase = self.phase.subscribe();
+        let (mut done, mut phase_open) = (false, true);
+        let mut tunnels = JoinSet::new();
+        loop {
+            tokio::select! {
+                result = served.as_mut(), if !done => {
+                    done = true;
+                    if let Err(error) = result {
+                        tracing::debug!(%peer, %error, "client connection ended with an error");
+                    }
+                }
+                Some(tunnel) = opened.recv() => {
+                    tunnels.spawn(tunnel);
+                }
+                Some(_) = tunnels.join_next(), if !tunnels.is_empty() => {}
+                () = activity.expired(&self.limits), if !done => {
+                    tracing::debug!(%peer, "closing a connection idle past its deadline");
+                    return;
+                }
+                changed = phase.changed(), if phase_open && !done => {
+                    phase_open = changed.is_ok();
+                    let now = *phase.borrow_and_update();
+                    let h2 = conn.h2.load(Ordering::Relaxed);
+                    if now == Phase::Closing || (now == Phase::Draining && h2) {
+                        served.as_mut().graceful_shutdown();
+                    }
+                }
+                () = conn.goaway.notified(), if !done => served.as_mut().graceful_shutdown(),
             }
-            () = stopped(&mut shutdown) => {
-                served.as_mut().graceful_shutdown();
-                tokio::time::timeout(GRACE, served).await.unwrap_or(Ok(()))
+            if done && tunnels.is_empty() && opened.is_empty() {
+                return;
             }
-        };
-        if let Err(error) = result {
-            tracing::debug!(%peer, %error, "client connection ended with an error");
         }
     }
 }
 
+/// A tunnel (an upgraded connection to its upstream) to run beside its client connection.
+pub(super) type Tunnel = Pin<Box<dyn Future<Output = ()> + Send>>;
+
 impl Conn {
+    /// While draining: `Connection: close` on an HTTP/1 response (not on a switch of
+    /// protocols), GOAWAY on an HTTP/2 connection.
+    fn ask_to_close(&self, version: Version, response: &mut Response<ProxyBody>) {
+        if version == Version::HTTP_2 {
+            self.h2.store(true, Ordering::Relaxed);
+        }
+        if !self.proxy.draining() {
+            return;
+        }
+        if version == Version::HTTP_2 {
+            self.goaway.notify_one();
+        } else if response.status() != StatusCode::SWITCHING_PROTOCOLS {
+            let close = HeaderValue::from_static("close");
+            response.headers_mut().insert(CONNECTION, close);
+        }
+    }
+
+    /// Runs `tunnel` beside the connection, counted as a request in flight (so that an
+    /// HTTP/2 connection carrying it has no idle deadline).
+    pub(super) fn open(&self, tunnel: impl Future<Output = ()> + Send + 'static) {
+        let in_flight = self.activity.request();
+        let _ = self.tunnels.send(Box::pin(async move {
+            tunnel.await;
+            drop(in_flight);
+        }));
+    }
+
     async fn handle(&self, req: Request<Incoming>) -> Response<ProxyBody> {
         if let Err(error) = self.admit(&req) {
             return rescue(self.proxy.metrics.unrouted(), &error);
@@ -94,7 +158,12 @@ impl Conn {
             Ok(Routed::RedirectToHttps(status)) => return self.redirect(&req, status),
             Err(error) => return rescue(self.proxy.metrics.unrouted(), &error),
         };
-        match self.forward(&pool, req).await {
+        let forwarded = if is_upgrade(&req) {
+            self.upgrade(&pool, req).await
+        } else {
+            self.forward(&pool, req).await
+        };
+        match forwarded {
             Ok(response) => {
                 pool.metrics.record(response.status());
                 response
@@ -249,7 +318,7 @@ fn request_host<B>(req: &Request<B>) -> Option<&str> {
 
 /// The `Host` header value to forward: the client's own, else one made from the authority,
 /// else empty (an HTTP/1.0 client that sent none).
-fn host_value<B>(req: &Request<B>) -> Option<HeaderValue> {
+pub(super) fn host_value<B>(req: &Request<B>) -> Option<HeaderValue> {
     if let Some(host) = req.headers().get(HOST) {
         return Some(host.clone());
     }
@@ -299,7 +368,7 @@ fn without_userinfo(authority: &uri::Authority) -> &str {
 
 /// The request target as an upstream HTTP/1.1 request line carries it: `/path?query`. An
 /// absolute-form or HTTP/2 target loses its scheme and authority (the host is in `Host`).
-fn origin_form(uri: &mut Uri) {
+pub(super) fn origin_form(uri: &mut Uri) {
     if uri.authority().is_some() || uri.scheme().is_some() {
         let path = uri.path_and_query().cloned();
         *uri = Uri::from(path.unwrap_or_else(|| uri::PathAndQuery::from_static("/")));

@@ -36,6 +36,8 @@ pub(crate) enum ProxyError {
     Rejected(u16),
     #[error("pool {pool} has no ready member")]
     NoReadyMember { pool: PoolId },
+    #[error("pool {pool} speaks h2c: upgrades are forwarded over HTTP/1.1 only")]
+    UpgradeToH2c { pool: PoolId },
     #[error("upstream {upstream} of pool {pool} failed: {source}")]
     Upstream {
         pool: PoolId,
@@ -64,6 +66,7 @@ impl ProxyError {
             }
             ProxyError::NoReadyMember { .. } => StatusCode::SERVICE_UNAVAILABLE,
             ProxyError::Upstream { .. } => StatusCode::BAD_GATEWAY,
+            ProxyError::UpgradeToH2c { .. } => StatusCode::NOT_IMPLEMENTED,
         }
     }
 

@@ -32,18 +32,13 @@ impl Proxy {
         if let Ok(addr) = listener.local_addr() {
             self.https_port.store(addr.port(), Ordering::Relaxed);
         }
-        self.accept_loop(listener, shutdown, |proxy, stream, peer, shutdown| {
-            proxy.serve_tls_connection(stream, peer, shutdown)
+        self.accept_loop(listener, shutdown, |proxy, stream, peer| {
+            proxy.serve_tls_connection(stream, peer)
         })
         .await;
     }
 
-    async fn serve_tls_connection(
-        self: Arc<Self>,
-        stream: TcpStream,
-        peer: SocketAddr,
-        shutdown: watch::Receiver<bool>,
-    ) {
+    async fn serve_tls_connection(self: Arc<Self>, stream: TcpStream, peer: SocketAddr) {
         let accepted = tokio::time::timeout(HANDSHAKE_TIMEOUT, self.acceptor.accept(stream)).await;
         let stream = match accepted {
             Ok(Ok(stream)) => stream,
@@ -52,7 +47,6 @@ impl Proxy {
             }
             Err(_) => return tracing::debug!(%peer, "TLS handshake timed out"),
         };
-        self.serve_connection(stream, peer, Scheme::Https, shutdown)
-            .await;
+        self.serve_connection(stream, peer, Scheme::Https).await;
     }
 }

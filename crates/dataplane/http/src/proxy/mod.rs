@@ -1,9 +1,11 @@
 //! The proxy server: configuration swaps, the accept loop and graceful shutdown.
 
 mod conn;
+mod drain;
 mod error;
 mod headers;
 mod https;
+mod tunnel;
 
 pub use headers::Scheme;
 
@@ -29,8 +31,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
-/// How long in-flight connections may take to finish after the shutdown signal.
-const GRACE: Duration = Duration::from_secs(5);
+pub(crate) use drain::Phase;
 
 /// A response body: streamed from the upstream, or a short local one.
 pub(crate) type ProxyBody = Either<UpstreamBody, Full<Bytes>>;
@@ -54,6 +55,8 @@ pub struct Proxy {
     limits: Limits,
     /// Open client connections, in all and per client address, of both listeners.
     caps: Arc<Caps>,
+    /// Serving, draining (after the shutdown signal) or closing (after the grace period).
+    phase: watch::Sender<Phase>,
 }
 
 impl Proxy {
@@ -78,6 +81,7 @@ impl Proxy {
             server: server_builder(&limits),
             caps: Caps::new(&limits),
             limits,
+            phase: watch::Sender::new(Phase::Serving),
         })
     }
 
@@ -140,27 +144,63 @@ impl Proxy {
         self.https_port.load(Ordering::Relaxed)
     }
 
-    /// Accepts connections until `shutdown` turns true (or its sender is dropped), then lets
-    /// in-flight requests finish for up to 5 s.
+    /// Accepts connections until `shutdown` turns true (or its sender is dropped), then drains:
+    /// see [`Proxy::accept_loop`].
     pub async fn serve(self: Arc<Self>, listener: TcpListener, shutdown: watch::Receiver<bool>) {
-        self.accept_loop(listener, shutdown, |proxy, stream, peer, shutdown| {
-            proxy.serve_connection(stream, peer, Scheme::Http, shutdown)
+        self.accept_loop(listener, shutdown, |proxy, stream, peer| {
+            proxy.serve_connection(stream, peer, Scheme::Http)
         })
         .await;
     }
 
     /// The accept loop of [`Proxy::serve`] and [`Proxy::serve_https`]: `start` serves one
-    /// accepted connection, in a task of its own.
+    /// accepted connection, in a task of its own. After `shutdown`, it keeps accepting for
+    /// the grace period while every response asks the client to close (`Connection: close`,
+    /// HTTP/2 GOAWAY); then it closes the listener, shuts every connection down gracefully and
+    /// waits for requests and tunnels in flight up to the shutdown timeout.
     async fn accept_loop<F, Fut>(
         self: Arc<Self>,
         listener: TcpListener,
         mut shutdown: watch::Receiver<bool>,
         start: F,
     ) where
-        F: Fn(Arc<Self>, TcpStream, SocketAddr, watch::Receiver<bool>) -> Fut,
+        F: Fn(Arc<Self>, TcpStream, SocketAddr) -> Fut,
         Fut: Future<Output = ()> + Send + 'static,
     {
         let mut connections = JoinSet::new();
+        let stop = stopped(&mut shutdown);
+        self.accept_until(&listener, &mut connections, &start, stop)
+            .await;
+        self.enter(Phase::Draining);
+        let grace = tokio::time::sleep(self.limits.shutdown_grace);
+        self.accept_until(&listener, &mut connections, &start, grace)
+            .await;
+        drop(listener);
+        self.enter(Phase::Closing);
+        let drained = tokio::time::timeout(self.limits.shutdown_timeout, async {
+            while connections.join_next().await.is_some() {}
+        });
+        if drained.await.is_err() {
+            tracing::warn!(
+                left = connections.len(),
+                "closing connections still busy after the shutdown timeout"
+            );
+        }
+        connections.shutdown().await;
+    }
+
+    /// Accepts connections into `connections` until `until` resolves.
+    async fn accept_until<F, Fut>(
+        self: &Arc<Self>,
+        listener: &TcpListener,
+        connections: &mut JoinSet<()>,
+        start: &F,
+        until: impl Future<Output = ()>,
+    ) where
+        F: Fn(Arc<Self>, TcpStream, SocketAddr) -> Fut,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        tokio::pin!(until);
         loop {
             tokio::select! {
                 accepted = listener.accept() => match accepted {
@@ -171,7 +211,7 @@ impl Proxy {
                         };
                         // Latency matters more than packet count for a proxy.
                         let _ = stream.set_nodelay(true);
-                        let served = start(self.clone(), stream, peer, shutdown.clone());
+                        let served = start(self.clone(), stream, peer);
                         connections.spawn(async move {
                             served.await;
                             drop(admitted);
@@ -180,20 +220,9 @@ impl Proxy {
                     Err(error) => accept_failed(error).await,
                 },
                 Some(_) = connections.join_next(), if !connections.is_empty() => {}
-                () = stopped(&mut shutdown) => break,
+                () = &mut until => return,
             }
         }
-        drop(listener);
-        let drained = tokio::time::timeout(GRACE, async {
-            while connections.join_next().await.is_some() {}
-        });
-        if drained.await.is_err() {
-            tracing::warn!(
-                left = connections.len(),
-                "closing connections still busy after grace period"
-            );
-        }
-        connections.shutdown().await;
     }
 }
 
@@ -225,6 +254,8 @@ fn server_builder(limits: &Limits) -> auto::Builder<TokioExecutor> {
     builder
         .http2()
         .timer(TokioTimer::new())
-        .max_header_list_size(list_size);
+        .max_header_list_size(list_size)
+        // RFC 8441: WebSockets (and other upgrades) over HTTP/2 with extended CONNECT.
+        .enable_connect_protocol();
     builder
 }

@@ -3,7 +3,9 @@
 use super::body::UpstreamBody;
 use super::h2c::H2c;
 use crate::limits::ClientBody;
+use bytes::Bytes;
 use http::{Request, Response};
+use http_body_util::Empty;
 use hyper::body::Incoming;
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
@@ -127,6 +129,29 @@ impl Endpoint {
             let since = Instant::now();
             idle.push(Idle { sender, since });
         }
+    }
+
+    /// Sends an upgrade request on a connection of its own, never pooled: when the upstream
+    /// switches protocols, that connection becomes the tunnel (`hyper::upgrade::on` on the
+    /// response).
+    pub(crate) async fn open_tunnel(
+        &self,
+        req: Request<Empty<Bytes>>,
+    ) -> Result<Response<Incoming>, UpstreamError> {
+        let stream = connect_tcp(self.addr).await?;
+        let (mut sender, connection) = http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(UpstreamError::Handshake)?;
+        let addr = self.addr;
+        tokio::spawn(async move {
+            if let Err(error) = connection.with_upgrades().await {
+                tracing::debug!(%addr, %error, "upstream upgrade connection failed");
+            }
+        });
+        sender
+            .send_request(req)
+            .await
+            .map_err(UpstreamError::Request)
     }
 
     async fn connect(&self) -> Result<SendRequest<ClientBody>, UpstreamError> {

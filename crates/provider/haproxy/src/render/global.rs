@@ -37,7 +37,7 @@ pub(super) fn header(
          \x20   tune.ssl.default-dh-param 2048\n\
          \x20   stats socket {socket} mode 600 level admin expose-fd listeners\n\
          \x20   crt-base {base}\n\
-         \x20   hard-stop-after 30s\n\
+         \x20   hard-stop-after {hard_stop}\n\
          \x20   ssl-default-bind-ciphers ECDHE+AESGCM:ECDHE+CHACHA20\n\
          \x20   ssl-default-bind-ciphersuites TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256\n\
          \n\
@@ -53,6 +53,7 @@ pub(super) fn header(
          \x20   timeout server {server}\n\
          \x20   timeout http-request {request}\n\
          \x20   timeout http-keep-alive {keepalive}\n\
+         \x20   timeout tunnel {tunnel}\n\
          \x20   errorfile 502 {bad_gateway}\n\
          \x20   errorfile 503 {bad_gateway}\n",
         id = lb.id,
@@ -65,9 +66,16 @@ pub(super) fn header(
         server = millis(limits.upstream_timeout),
         request = millis(limits.header_timeout),
         keepalive = millis(limits.keepalive_timeout),
+        hard_stop = millis(limits.shutdown_timeout),
+        tunnel = millis(TUNNEL_TIMEOUT),
     );
     s
 }
+
+/// Inactivity allowed on an upgraded connection (WebSocket) once both sides switched: an hour,
+/// as commonly set for WebSockets; without it haproxy would cut quiet tunnels after `timeout
+/// client`/`timeout server`.
+const TUNNEL_TIMEOUT: Duration = Duration::from_secs(3600);
 
 /// A duration as haproxy reads it: whole seconds as `60s`, else milliseconds.
 fn millis(duration: Duration) -> String {
