@@ -5,7 +5,7 @@ use crate::metrics::AppMetrics;
 use crate::providers::HaproxySettings;
 use crate::run::{AppError, Bound};
 use portico_admin::Admin;
-use portico_dataplane_http::ProxyMetrics;
+use portico_dataplane_http::{AccessLog, Destination, ProxyMetrics};
 use portico_provider::Registry;
 use portico_provider_haproxy::HaproxyProvider;
 use portico_provider_proxy::ProxyProvider;
@@ -27,6 +27,8 @@ pub struct ListenSettings {
     pub class: String,
     /// Limits against abuse, served the same by every provider.
     pub limits: portico_model::Limits,
+    /// Where both providers' access log lines go.
+    pub access_log: crate::AccessLogDestination,
 }
 
 /// A started node: its registry (to hand to an agent), admin API and metrics.
@@ -74,16 +76,25 @@ impl Node {
         let mut prometheus = prometheus_client::registry::Registry::default();
         let proxy_metrics = ProxyMetrics::new(&mut prometheus);
         let metrics = AppMetrics::new(&mut prometheus);
+        let (access, haproxy_log, mut tasks) =
+            start_access_log(&listen.access_log, haproxy, &mut prometheus, shutdown)?;
         let admin = Admin::new(Arc::new(prometheus));
         let default_binds = listen.haproxy_listens.then_some((bound.http, bound.https));
-        let (proxy, mut tasks) =
-            ProxyProvider::new(proxy_metrics, listen.limits, http.zip(https), shutdown);
+        let (proxy, proxy_tasks) = ProxyProvider::new(
+            proxy_metrics,
+            listen.limits,
+            access,
+            http.zip(https),
+            shutdown,
+        );
+        tasks.extend(proxy_tasks);
         let (registry, haproxy) = crate::providers::registry(
             proxy,
             haproxy,
             default_binds,
             &listen.class,
             listen.limits,
+            haproxy_log,
         )?;
         let admin_task = portico_admin::serve(admin_listener, admin.clone(), shutdown.clone());
         tasks.push(tokio::spawn(admin_task));
@@ -104,6 +115,26 @@ impl Node {
             let _ = task.await;
         }
     }
+}
+
+/// The access log's writer and, when it is on, the socket haproxy sends its lines to (and
+/// the task that reads it).
+fn start_access_log(
+    destination: &Destination,
+    haproxy: &HaproxySettings,
+    prometheus: &mut prometheus_client::registry::Registry,
+    shutdown: &watch::Receiver<bool>,
+) -> Result<(AccessLog, Option<std::path::PathBuf>, Vec<JoinHandle<()>>), AppError> {
+    let failed = |what: String| move |source| AppError::AccessLog { what, source };
+    let access =
+        AccessLog::start(destination, prometheus).map_err(failed(format!("{destination:?}")))?;
+    if !access.is_on() {
+        return Ok((access, None, Vec::new()));
+    }
+    let socket = crate::access_log::socket_path(&haproxy.state_dir);
+    let task = crate::access_log::forward(socket.clone(), access.clone(), shutdown.clone())
+        .map_err(failed(socket.display().to_string()))?;
+    Ok((access, Some(socket), vec![task]))
 }
 
 /// haproxy needs a fixed port that is free now (it binds it itself, later).

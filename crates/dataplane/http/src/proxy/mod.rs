@@ -7,6 +7,7 @@ mod https;
 
 pub use headers::Scheme;
 
+use crate::access::AccessLog;
 use crate::limits::Caps;
 use crate::metrics::ProxyMetrics;
 use crate::route::{Compiler, RouteTable, ready_endpoints};
@@ -54,6 +55,8 @@ pub struct Proxy {
     limits: Limits,
     /// Open client connections, in all and per client address, of both listeners.
     caps: Arc<Caps>,
+    /// Where each request's line goes, if anywhere.
+    access: AccessLog,
 }
 
 impl Proxy {
@@ -65,6 +68,11 @@ impl Proxy {
 
     /// Like [`Proxy::new`] with `limits` on every client connection.
     pub fn with_limits(metrics: ProxyMetrics, limits: Limits) -> Arc<Self> {
+        Self::with_access_log(metrics, limits, AccessLog::off())
+    }
+
+    /// Like [`Proxy::with_limits`], writing a line per request to `access`.
+    pub fn with_access_log(metrics: ProxyMetrics, limits: Limits, access: AccessLog) -> Arc<Self> {
         let resolver = Arc::new(Resolver::new());
         Arc::new(Proxy {
             acceptor: TlsAcceptor::from(server_config(resolver.clone())),
@@ -78,6 +86,7 @@ impl Proxy {
             server: server_builder(&limits),
             caps: Caps::new(&limits),
             limits,
+            access,
         })
     }
 

@@ -96,10 +96,11 @@ fn pool_header(id: PoolId) -> String {
 }
 
 /// The backends of the load balancer's pools, in pool order; `servers` gets each server.
-pub(super) fn pools(lb: &LoadBalancer, servers: &mut Vec<Server>) -> String {
+pub(super) fn pools(lb: &LoadBalancer, servers: &mut Vec<Server>, logged: bool) -> String {
     let mut s = String::new();
     for pool in &lb.pools {
         s.push_str(&pool_header(pool.id));
+        s.push_str(&super::access::backend(pool, logged));
         for member in &pool.members {
             let server = Server {
                 backend: pool.id,
