@@ -13,9 +13,12 @@
 # proxy and case: req/s, p50/p99 latency, proxy CPU time per request (utime + stime from
 # /proc), peak RSS (VmHWM). RUNS runs each (default 5); the table shows medians with min-max,
 # and the ratios Portico/nginx and Portico/haproxy.
+# Portico runs without an access log, as nginx and haproxy do here; `portico-log` is a second
+# Portico with `--access-log FILE` (one JSON line per request, written to a file in the work
+# directory), measured against `portico` for the access log's cost (bench/access-log.sh).
 #
 # Usage: bash bench/proxy.sh            (RUNS=5 DURATION=8 CONNECTIONS=50 TLS_CLIENTS=4 by default;
-#        PROXIES="portico nginx haproxy" and CASES="small-keepalive tls-close ..." choose a subset)
+#        PROXIES="portico portico-log nginx haproxy" and CASES="small-keepalive tls-close ..." choose a subset)
 # It starts and stops only its own processes, by PID, and sends traffic only to 127.0.0.1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,7 +34,7 @@ TLS_CLIENTS=${TLS_CLIENTS:-4}
 source scripts/lib.sh
 apt_install nginx haproxy wrk openssl
 cargo build --release --locked -q -p portico
-PORTICO=$PWD/target/release/portico
+PORTICO=${CARGO_TARGET_DIR:-$PWD/target}/release/portico
 
 work=$(mktemp -d)
 chmod 755 "$work" # the nginx workers run as an unprivileged user
@@ -46,8 +49,8 @@ trap cleanup EXIT
 BACKEND_PORTS=(18101 18102 18103 18104 18105 18106)
 HOSTS=(h1.bench h2.bench h3.bench)
 PREFIXES=(a b c)
-PORTICO_PORT=18080 HAPROXY_PORT=18081 NGINX_PORT=18082
-PORTICO_TLS_PORT=18443 HAPROXY_TLS_PORT=18444 NGINX_TLS_PORT=18445
+PORTICO_PORT=18080 HAPROXY_PORT=18081 NGINX_PORT=18082 LOGGING_PORT=18083
+PORTICO_TLS_PORT=18443 HAPROXY_TLS_PORT=18444 NGINX_TLS_PORT=18445 LOGGING_TLS_PORT=18446
 
 # One certificate for the three hosts, served by every proxy (haproxy reads chain + key in one file).
 make_certificate() {
@@ -259,14 +262,13 @@ print(f"{req * 1e6 / dur:.0f} {kv['p50_us']} {kv['p99_us']} {per_req(t1 - t0):.2
 EOF
 }
 
-start_portico() {
-  portico_manifests
+start_portico() { # http-port https-port admin-port access-log
+  [ -d "$work/portico" ] || portico_manifests
   taskset -c "$PROXY_CPU" "$PORTICO" run -f "$work/portico" --workers 1 --log warn \
-    --http-listen "127.0.0.1:$PORTICO_PORT" --https-listen "127.0.0.1:$PORTICO_TLS_PORT" \
-    --default-certificate bench/bench-tls --admin-listen 127.0.0.1:18180 >/dev/null &
+    --http-listen "127.0.0.1:$1" --https-listen "127.0.0.1:$2" --access-log "$4" \
+    --default-certificate bench/bench-tls --admin-listen "127.0.0.1:$3" >/dev/null &
   pids+=($!)
-  PORTICO_PID=$!
-  wait_http "http://127.0.0.1:18180/readyz"
+  wait_http "http://127.0.0.1:$3/readyz"
 }
 
 start_haproxy() {
@@ -286,17 +288,33 @@ start_nginx() {
   wait_port "$NGINX_PORT"
 }
 
+wanted() { [[ " $PROXIES " == *" $1 "* ]]; }
 make_certificate
 start_backends
-start_portico
-start_haproxy
-start_nginx
+urls=()
+if wanted portico; then
+  start_portico "$PORTICO_PORT" "$PORTICO_TLS_PORT" 18180 off
+  PORTICO_PID=${pids[-1]}
+  urls+=("http://127.0.0.1:$PORTICO_PORT" "https://127.0.0.1:$PORTICO_TLS_PORT")
+fi
+if wanted portico-log; then
+  start_portico "$LOGGING_PORT" "$LOGGING_TLS_PORT" 18181 "$work/access.log"
+  LOGGING_PID=${pids[-1]}
+  urls+=("http://127.0.0.1:$LOGGING_PORT" "https://127.0.0.1:$LOGGING_TLS_PORT")
+fi
+if wanted haproxy; then
+  start_haproxy
+  urls+=("http://127.0.0.1:$HAPROXY_PORT" "https://127.0.0.1:$HAPROXY_TLS_PORT")
+fi
+if wanted nginx; then
+  start_nginx
+  urls+=("http://127.0.0.1:$NGINX_PORT" "https://127.0.0.1:$NGINX_TLS_PORT")
+fi
 for size in small large; do for close in keepalive close; do wrk_script "$size" "$close"; done; done
 
 # Sanity: every proxy routes every host/prefix to a backend with a 200, over HTTP and HTTPS,
 # and presents the bench certificate.
-for url in "http://127.0.0.1:$PORTICO_PORT" "http://127.0.0.1:$HAPROXY_PORT" "http://127.0.0.1:$NGINX_PORT" \
-  "https://127.0.0.1:$PORTICO_TLS_PORT" "https://127.0.0.1:$HAPROXY_TLS_PORT" "https://127.0.0.1:$NGINX_TLS_PORT"; do
+for url in "${urls[@]}"; do
   for h in "${HOSTS[@]}"; do
     for p in "${PREFIXES[@]}"; do
       code=$(curl -sk -o /dev/null -w '%{http_code}' -H "Host: $h" "$url/$p/small")
@@ -305,7 +323,9 @@ for url in "http://127.0.0.1:$PORTICO_PORT" "http://127.0.0.1:$HAPROXY_PORT" "ht
   done
 done
 want=$(openssl x509 -noout -fingerprint -sha256 -in "$work/tls/cert.pem")
-for port in "$PORTICO_TLS_PORT" "$HAPROXY_TLS_PORT" "$NGINX_TLS_PORT"; do
+for url in "${urls[@]}"; do
+  [[ $url == https://* ]] || continue
+  port=${url##*:}
   got=$(openssl s_client -connect "127.0.0.1:$port" </dev/null 2>/dev/null | openssl x509 -noout -fingerprint -sha256)
   [ "$got" = "$want" ] || { echo "bench: port $port presents another certificate" >&2; exit 1; }
 done
@@ -320,6 +340,7 @@ for case in $CASES; do
     for proxy in $PROXIES; do
       case $proxy in
         portico) port=$PORTICO_PORT tls_port=$PORTICO_TLS_PORT; procs=("$PORTICO_PID") ;;
+        portico-log) port=$LOGGING_PORT tls_port=$LOGGING_TLS_PORT; procs=("$LOGGING_PID") ;;
         haproxy) port=$HAPROXY_PORT tls_port=$HAPROXY_TLS_PORT; procs=("$HAPROXY_PID") ;;
         nginx) port=$NGINX_PORT tls_port=$NGINX_TLS_PORT; procs=("$NGINX_PID" $(pgrep -P "$NGINX_PID")) ;;
       esac
@@ -329,8 +350,12 @@ for case in $CASES; do
   done
 done
 {
-  echo "peak_rss_kib portico $(peak_rss "$PORTICO_PID")"
-  echo "peak_rss_kib haproxy $(peak_rss "$HAPROXY_PID")"
-  echo "peak_rss_kib nginx $(peak_rss "$NGINX_PID" $(pgrep -P "$NGINX_PID"))"
+  if wanted portico; then echo "peak_rss_kib portico $(peak_rss "$PORTICO_PID")"; fi
+  if wanted portico-log; then echo "peak_rss_kib portico-log $(peak_rss "$LOGGING_PID")"; fi
+  if wanted haproxy; then echo "peak_rss_kib haproxy $(peak_rss "$HAPROXY_PID")"; fi
+  if wanted nginx; then echo "peak_rss_kib nginx $(peak_rss "$NGINX_PID" $(pgrep -P "$NGINX_PID"))"; fi
 } >>"$results"
+if wanted portico-log; then
+  echo "access_log_lines portico-log $(wc -l <"$work/access.log")" >>"$results"
+fi
 python3 bench/report.py proxy "$results"

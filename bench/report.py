@@ -9,7 +9,7 @@ import statistics
 import sys
 from collections import defaultdict
 
-PROXIES = ["portico", "nginx", "haproxy"]
+PROXIES = ["portico", "portico-log", "nginx", "haproxy"]
 
 
 def load(path):
@@ -19,6 +19,8 @@ def load(path):
         for line in f:
             cols = line.split()
             if not cols or cols[0].startswith("#"):
+                continue
+            if cols[0] == "access_log_lines":
                 continue
             if cols[0] == "peak_rss_kib":
                 rss[cols[1]] = int(cols[2])
@@ -80,6 +82,7 @@ def proxy_report(path):
                 f"| {case} | {other} | {ratio('rps'):.2f} | {ratio('cpu'):.2f} "
                 f"| {ratio('p50'):.2f} | {ratio('p99'):.2f} |"
             )
+    log_ratios(runs, cases)
     if rss:
         print("\nPeak RSS over the whole run (VmHWM, MiB; nginx: master + worker):\n")
         print("| proxy | peak RSS MiB |")
@@ -87,6 +90,23 @@ def proxy_report(path):
         for proxy in PROXIES:
             if proxy in rss:
                 print(f"| {proxy} | {rss[proxy] / 1024:.1f} |")
+
+
+def log_ratios(runs, cases):
+    """The access log's cost: `portico-log` (access log to a file) over `portico` (off)."""
+    pairs = [(c, runs.get((c, "portico-log")), runs.get((c, "portico"))) for c in cases]
+    pairs = [(c, on, off) for c, on, off in pairs if on and off]
+    if not pairs:
+        return
+    print("\nAccess log on / off (portico-log / portico): CPU/req above 1.00 is the log's cost.\n")
+    print("| case | CPU/req on | CPU/req off | ratio | req/s ratio | p99 ratio |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for case, on, off in pairs:
+        print(
+            f"| {case} | {med(on, 'cpu'):.1f} | {med(off, 'cpu'):.1f} "
+            f"| {med(on, 'cpu') / med(off, 'cpu'):.3f} | {med(on, 'rps') / med(off, 'rps'):.2f} "
+            f"| {med(on, 'p99') / med(off, 'p99'):.2f} |"
+        )
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@
 //!
 //! This is the only crate that knows every other one; nothing depends on it but the binary.
 
+mod access_log;
 mod agent;
 pub mod compile;
 mod controller;
@@ -18,6 +19,7 @@ mod tls;
 
 pub use distributed::{AgentSettings, ControllerSettings, agent, controller};
 pub use node::ListenSettings;
+pub use portico_dataplane_http::Destination as AccessLogDestination;
 pub use providers::{HaproxySettings, haproxy_plan};
 pub use run::{AppError, Bound, Settings, run};
 pub use snapshot::{build_snapshot, status_addresses};

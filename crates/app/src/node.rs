@@ -5,7 +5,7 @@ use crate::metrics::AppMetrics;
 use crate::providers::HaproxySettings;
 use crate::run::{AppError, Bound};
 use portico_admin::Admin;
-use portico_dataplane_http::ProxyMetrics;
+use portico_dataplane_http::{AccessLog, Destination, ProxyMetrics};
 use portico_provider::Registry;
 use portico_provider_haproxy::HaproxyProvider;
 use portico_provider_proxy::ProxyProvider;
@@ -27,6 +27,8 @@ pub struct ListenSettings {
     pub class: String,
     /// Limits against abuse, served the same by every provider.
     pub limits: portico_model::Limits,
+    /// Where both providers' access log lines go.
+    pub access_log: crate::AccessLogDestination,
 }
 
 /// A started node: its registry (to hand to an agent), admin API and metrics.
@@ -78,16 +80,25 @@ impl Node {
         let mut prometheus = prometheus_client::registry::Registry::default();
         let proxy_metrics = ProxyMetrics::new(&mut prometheus);
         let metrics = AppMetrics::new(&mut prometheus);
+        let (access, haproxy_log, mut tasks) =
+            start_access_log(&listen.access_log, haproxy, &mut prometheus, shutdown)?;
         let admin = Admin::new(Arc::new(prometheus));
         let default_binds = listen.haproxy_listens.then_some((bound.http, bound.https));
-        let (proxy, mut tasks) =
-            ProxyProvider::new(proxy_metrics, listen.limits, http.zip(https), shutdown);
+        let (proxy, proxy_tasks) = ProxyProvider::new(
+            proxy_metrics,
+            listen.limits,
+            access,
+            http.zip(https),
+            shutdown,
+        );
+        tasks.extend(proxy_tasks);
         let (registry, haproxy) = crate::providers::registry(
             proxy,
             haproxy,
             default_binds,
             &listen.class,
             listen.limits,
+            haproxy_log,
         )?;
         // The admin API outlives the grace period, so that /readyz can answer 503 meanwhile.
         let (admin_stop, admin_stopped) = watch::channel(false);
@@ -153,6 +164,29 @@ fn unready(admin: &Admin) {
         snapshot.detail.insert(0, line);
     }
     admin.publish(snapshot);
+}
+
+/// The access log's writer, the socket haproxy sends its lines to (when on) and its task.
+type AccessLogStarted = (AccessLog, Option<std::path::PathBuf>, Vec<JoinHandle<()>>);
+
+/// The access log's writer and, when it is on, the socket haproxy sends its lines to (and
+/// the task that reads it).
+fn start_access_log(
+    destination: &Destination,
+    haproxy: &HaproxySettings,
+    prometheus: &mut prometheus_client::registry::Registry,
+    shutdown: &watch::Receiver<bool>,
+) -> Result<AccessLogStarted, AppError> {
+    let failed = |what: String| move |source| AppError::AccessLog { what, source };
+    let access =
+        AccessLog::start(destination, prometheus).map_err(failed(format!("{destination:?}")))?;
+    if !access.is_on() {
+        return Ok((access, None, Vec::new()));
+    }
+    let socket = crate::access_log::socket_path(&haproxy.state_dir);
+    let task = crate::access_log::forward(socket.clone(), access.clone(), shutdown.clone())
+        .map_err(failed(socket.display().to_string()))?;
+    Ok((access, Some(socket), vec![task]))
 }
 
 /// haproxy needs a fixed port that is free now (it binds it itself, later).

@@ -33,8 +33,10 @@ pub fn haproxy_plan(
     default_binds: Option<Binds>,
     class: &str,
     limits: Limits,
+    access_log: Option<PathBuf>,
 ) -> PlanSettings {
     PlanSettings {
+        access_log,
         limits,
         root: settings.state_dir.join("loadbalancer").join("haproxy"),
         default_binds,
@@ -49,13 +51,14 @@ pub(crate) fn registry(
     default_binds: Option<(SocketAddr, SocketAddr)>,
     class: &str,
     limits: Limits,
+    access_log: Option<PathBuf>,
 ) -> Result<(Registry, Arc<HaproxyProvider>), portico_provider_haproxy::StartError> {
     let binds = default_binds.map(|(http, https)| Binds {
         http: Some(http),
         https: Some(https),
     });
     let provider = HaproxyProvider::new(portico_provider_haproxy::Settings {
-        plan: haproxy_plan(haproxy, binds, class, limits),
+        plan: haproxy_plan(haproxy, binds, class, limits, access_log),
         binary: Binary {
             haproxy: haproxy.binary.clone(),
             setpriv: setpriv(),

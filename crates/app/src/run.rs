@@ -27,6 +27,8 @@ pub struct Settings {
     pub haproxy: HaproxySettings,
     /// Deadlines, sizes and connection caps of both data planes.
     pub limits: portico_model::Limits,
+    /// Where both providers' access log lines go.
+    pub access_log: crate::AccessLogDestination,
 }
 
 /// The addresses actually bound (ports may have been 0).
@@ -55,6 +57,11 @@ pub enum AppError {
     },
     #[error(transparent)]
     Haproxy(#[from] portico_provider_haproxy::StartError),
+    #[error("cannot open the access log ({what}): {source}")]
+    AccessLog {
+        what: String,
+        source: std::io::Error,
+    },
     #[error(transparent)]
     Kubernetes(#[from] portico_source_kube::ClientError),
 }
@@ -73,6 +80,7 @@ pub async fn run(
         haproxy_listens: settings.translate.default_provider == portico_provider_haproxy::PROVIDER,
         class: settings.translate.ingress_class.clone(),
         limits: settings.limits,
+        access_log: settings.access_log.clone(),
     };
     let mut node = Node::start(&listen, &settings.haproxy, &shutdown).await?;
     let providers = std::mem::take(&mut node.registry);

@@ -152,6 +152,10 @@ struct AgentArgs {
     /// Threads that serve traffic; 0 means one per CPU core.
     #[arg(long, default_value_t = 0)]
     workers: usize,
+    /// Access log of both providers, one JSON line per request: `stdout`, `off`, or a file
+    /// path (appended to).
+    #[arg(long, value_name = "stdout|off|PATH", default_value = "stdout", value_parser = access_log)]
+    access_log: portico_app::AccessLogDestination,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -217,6 +221,17 @@ struct TlsArgs {
     default_certificate: Option<portico_translate::ObjectKey>,
 }
 
+/// `--access-log`: `stdout`, `off` or a file path.
+fn access_log(value: &str) -> Result<portico_app::AccessLogDestination, String> {
+    use portico_app::AccessLogDestination::{File, Off, Stdout};
+    match value {
+        "" => Err("expected stdout, off or a file path".to_owned()),
+        "stdout" => Ok(Stdout),
+        "off" => Ok(Off),
+        path => Ok(File(PathBuf::from(path))),
+    }
+}
+
 /// `NAMESPACE/NAME`, both parts non-empty.
 fn namespaced_name(value: &str) -> Result<portico_translate::ObjectKey, String> {
     match value.split_once('/') {
@@ -254,6 +269,10 @@ struct ListenArgs {
     workers: usize,
     #[command(flatten)]
     limits: limits::LimitArgs,
+    /// Access log of both providers, one JSON line per request: `stdout`, `off`, or a file
+    /// path (appended to).
+    #[arg(long, value_name = "stdout|off|PATH", default_value = "stdout", value_parser = access_log)]
+    access_log: portico_app::AccessLogDestination,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -396,6 +415,7 @@ fn settings(
         translate: translate_config(class, tls),
         haproxy: haproxy.settings()?,
         limits: listen.limits.limits(),
+        access_log: listen.access_log.clone(),
     })
 }
 
@@ -523,6 +543,7 @@ async fn agent(args: AgentArgs) -> anyhow::Result<ExitCode> {
             haproxy_listens: args.provider == "haproxy",
             class: args.ingress_class.clone(),
             limits: args.limits.limits(),
+            access_log: args.access_log.clone(),
         },
         haproxy: args.haproxy.settings()?,
     };

@@ -30,6 +30,8 @@ pub fn run(args: &RenderArgs) -> anyhow::Result<ExitCode> {
         default_binds,
         &config.ingress_class,
         portico_model::Limits::default(),
+        // As `run` with its default access log, but without the process id in the name.
+        Some(args.haproxy.settings()?.state_dir.join("access-log.sock")),
     );
     // The certificate served when no other fits, as `run` makes it.
     let fallback = portico_tls::self_signed(&["portico.invalid"])

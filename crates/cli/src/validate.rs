@@ -20,6 +20,7 @@ pub fn run(files: &[PathBuf], config: &portico_translate::Config) -> anyhow::Res
         default_binds,
         default_class: config.ingress_class.clone(),
         limits: portico_model::Limits::default(),
+        access_log: None,
     };
     let (_, planned) =
         crate::render::plan_haproxy(&compiled.desired, &settings, &Arc::new(Vec::new()));

@@ -6,6 +6,7 @@ mod raw_client;
 mod support;
 mod tls_support;
 
+mod access_log;
 mod admin;
 mod allocator;
 mod backends;

@@ -135,6 +135,8 @@ pub struct Portico {
     pub https: SocketAddr,
     pub admin: SocketAddr,
     client: Client<HttpConnector, Full<Bytes>>,
+    /// What the process printed on stdout after its banner (the access log by default).
+    pub stdout: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Portico {
@@ -215,7 +217,13 @@ impl Portico {
             .expect("portico printed its addresses in time")
             .unwrap()
             .expect("portico printed a line");
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        let stdout = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let printed = stdout.clone();
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = lines.next_line().await {
+                printed.lock().unwrap().push(line);
+            }
+        });
         let (http, https, admin) = parse_banner(&first);
         let client = Client::builder(TokioExecutor::new()).build_http();
         let p = Portico {
@@ -227,6 +235,7 @@ impl Portico {
             https,
             admin,
             client,
+            stdout,
         };
         p.wait_ready().await;
         p

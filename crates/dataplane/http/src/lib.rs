@@ -10,6 +10,7 @@
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+mod access;
 mod limits;
 mod metrics;
 mod proxy;
@@ -17,6 +18,7 @@ mod route;
 mod tls;
 mod upstream;
 
+pub use access::{AccessLog, Destination};
 pub use metrics::ProxyMetrics;
 pub use proxy::{Proxy, Scheme};
 pub use route::{PROVIDER, PoolState, RouteTable, Target, compile};

@@ -31,6 +31,8 @@ pub struct PlanSettings {
     pub default_class: String,
     /// Deadlines, sizes and connection caps, the same as the built-in proxy's.
     pub limits: portico_model::Limits,
+    /// The unix datagram socket haproxy sends access log lines to; `None`: no access log.
+    pub access_log: Option<PathBuf>,
 }
 
 /// One load balancer, ready to hand to its haproxy.
@@ -213,6 +215,7 @@ fn one(
             binds,
             certificates: &names,
             limits: &settings.limits,
+            access_log: settings.access_log.as_deref(),
         },
     );
     Ok(Planned {

@@ -12,7 +12,7 @@ mod place;
 
 pub use place::{Bind, place};
 
-use portico_dataplane_http::{Proxy, ProxyMetrics};
+use portico_dataplane_http::{AccessLog, Proxy, ProxyMetrics};
 use portico_model::{Diagnostic, Limits, LoadBalancer, Model, PoolId};
 use portico_provider::{Certificates, Provider};
 use std::collections::{BTreeMap, HashSet};
@@ -36,6 +36,8 @@ struct Served {
 pub struct ProxyProvider {
     metrics: ProxyMetrics,
     limits: Limits,
+    /// Shared by every proxy this provider starts.
+    access: AccessLog,
     /// The default listeners' addresses, when the proxy serves them.
     defaults: Option<(SocketAddr, SocketAddr)>,
     served: Mutex<BTreeMap<Bind, Served>>,
@@ -46,9 +48,11 @@ impl ProxyProvider {
     /// until `shutdown`; with `defaults` none (haproxy binds them), such load balancers are
     /// not served.
     /// Also returns the default listeners' tasks, which end once their connections drained.
+    /// Every request is logged to `access` (see [`AccessLog`]).
     pub fn new(
         metrics: ProxyMetrics,
         limits: Limits,
+        access: AccessLog,
         defaults: Option<(TcpListener, TcpListener)>,
         shutdown: &watch::Receiver<bool>,
     ) -> (Self, Vec<JoinHandle<()>>) {
@@ -56,7 +60,7 @@ impl ProxyProvider {
         let mut served = BTreeMap::new();
         let mut addresses = None;
         if let Some((http, https)) = defaults {
-            let proxy = Proxy::with_limits(metrics.clone(), limits);
+            let proxy = Proxy::with_access_log(metrics.clone(), limits, access.clone());
             let local = |l: &TcpListener| l.local_addr().ok();
             if let (Some(h), Some(s)) = (local(&http), local(&https)) {
                 addresses = Some((h, s));
@@ -70,6 +74,7 @@ impl ProxyProvider {
         let provider = ProxyProvider {
             metrics,
             limits,
+            access,
             defaults: addresses,
             served: Mutex::new(served),
         };
@@ -89,7 +94,7 @@ impl ProxyProvider {
             shutdown_grace: std::time::Duration::ZERO,
             ..self.limits
         };
-        let proxy = Proxy::with_limits(self.metrics.clone(), limits);
+        let proxy = Proxy::with_access_log(self.metrics.clone(), limits, self.access.clone());
         let (stop, stopped) = watch::channel(false);
         tokio::spawn(proxy.clone().serve(http, stopped.clone()));
         tokio::spawn(proxy.clone().serve_https(https, stopped));

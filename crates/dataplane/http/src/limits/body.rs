@@ -7,7 +7,7 @@ use hyper::body::{Body, Frame, Incoming, SizeHint};
 use portico_model::Limits;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::sync::Notify;
@@ -30,6 +30,8 @@ pub(crate) struct Fault {
     fault: AtomicU8,
     ended: AtomicBool,
     notify: Notify,
+    /// Body bytes read so far, for the access log.
+    read: AtomicU64,
 }
 
 impl Fault {
@@ -44,6 +46,11 @@ impl Fault {
     fn end(&self) {
         self.ended.store(true, Ordering::SeqCst);
         self.notify.notify_waiters();
+    }
+
+    /// Body bytes read so far.
+    pub(crate) fn read(&self) -> u64 {
+        self.read.load(Ordering::Relaxed)
     }
 
     /// The body's fault, if it had one.
@@ -112,6 +119,7 @@ impl ClientBody {
     fn data(&mut self, len: usize) -> Result<(), BodyFault> {
         let len = u64::try_from(len).unwrap_or(u64::MAX);
         self.read = self.read.saturating_add(len);
+        self.fault.read.store(self.read, Ordering::Relaxed);
         self.window_read = self.window_read.saturating_add(len);
         if self.max > 0 && self.read > self.max {
             return Err(self.fault.set(BodyFault::TooLarge));

@@ -8,6 +8,6 @@ mod caps;
 mod io;
 
 pub(crate) use activity::{Activity, Tracked};
-pub(crate) use body::{BodyFault, ClientBody};
+pub(crate) use body::{BodyFault, ClientBody, Fault};
 pub(crate) use caps::Caps;
 pub(crate) use io::Watched;

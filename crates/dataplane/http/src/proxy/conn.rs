@@ -4,6 +4,7 @@ use super::error::ProxyError;
 use super::headers::{Forwarded, Scheme, strip_hop_by_hop};
 use super::tunnel::is_upgrade;
 use super::{Phase, Proxy, ProxyBody};
+use crate::access::{Asked, Entry, Logged, ensure_request_id};
 use crate::limits::{Activity, ClientBody, Tracked, Watched};
 use crate::metrics::PoolMetrics;
 use crate::route::{PoolState, Target, normalize_host};
@@ -124,7 +125,7 @@ pub(super) type Tunnel = Pin<Box<dyn Future<Output = ()> + Send>>;
 impl Conn {
     /// While draining: `Connection: close` on an HTTP/1 response (not on a switch of
     /// protocols), GOAWAY on an HTTP/2 connection.
-    fn ask_to_close(&self, version: Version, response: &mut Response<ProxyBody>) {
+    fn ask_to_close<B>(&self, version: Version, response: &mut Response<B>) {
         if version == Version::HTTP_2 {
             self.h2.store(true, Ordering::Relaxed);
         }
@@ -149,7 +150,37 @@ impl Conn {
         }));
     }
 
-    async fn handle(&self, req: Request<Incoming>) -> Response<ProxyBody> {
+    /// Gives the request its id, answers it, and logs it once the response body is done.
+    async fn handle(&self, mut req: Request<Incoming>) -> Response<Logged<ProxyBody>> {
+        let request_id = ensure_request_id(req.headers_mut());
+        let mut entry = self.begin_entry(&req, &request_id);
+        let response = self.respond(req, &mut entry).await;
+        entry.status(response.status().as_u16());
+        response.map(|body| Logged::new(body, entry))
+    }
+
+    /// The access log line's start: what the client asked for (the path without its query,
+    /// which may carry tokens).
+    fn begin_entry(&self, req: &Request<Incoming>, request_id: &HeaderValue) -> Entry {
+        let log = &self.proxy.access;
+        if !log.is_on() {
+            return Entry::default();
+        }
+        let host = match req.uri().authority() {
+            Some(authority) => without_userinfo(authority).as_bytes(),
+            None => req.headers().get(HOST).map_or(&b""[..], |h| h.as_bytes()),
+        };
+        let asked = Asked {
+            request_id: request_id.as_bytes(),
+            client: self.forwarded.client.as_bytes(),
+            host,
+            method: req.method().as_str(),
+            path: req.uri().path().as_bytes(),
+        };
+        Entry::begin(log, &asked)
+    }
+
+    async fn respond(&self, req: Request<Incoming>, entry: &mut Entry) -> Response<ProxyBody> {
         if let Err(error) = self.admit(&req) {
             return rescue(self.proxy.metrics.unrouted(), &error);
         }
@@ -158,10 +189,11 @@ impl Conn {
             Ok(Routed::RedirectToHttps(status)) => return self.redirect(&req, status),
             Err(error) => return rescue(self.proxy.metrics.unrouted(), &error),
         };
+        entry.pool(&pool);
         let forwarded = if is_upgrade(&req) {
             self.upgrade(&pool, req).await
         } else {
-            self.forward(&pool, req).await
+            self.forward(&pool, req, entry).await
         };
         match forwarded {
             Ok(response) => {
@@ -245,6 +277,7 @@ impl Conn {
         &self,
         pool: &PoolState,
         req: Request<Incoming>,
+        entry: &mut Entry,
     ) -> Result<Response<ProxyBody>, ProxyError> {
         let no_member = || ProxyError::NoReadyMember { pool: pool.id() };
         let endpoint = pool.next_endpoint().ok_or_else(no_member)?;
@@ -261,6 +294,7 @@ impl Conn {
         let started = Instant::now();
         let limits = &self.proxy.limits;
         let (body, fault) = ClientBody::new(body, limits);
+        entry.upstream(endpoint.addr(), &fault);
         let send = endpoint.send(Request::from_parts(parts, body));
         // The upstream's time to answer counts from the end of the request body.
         let late = async {
@@ -281,6 +315,7 @@ impl Conn {
             },
         })?;
         pool.metrics.observe_latency(started.elapsed());
+        entry.answered(started.elapsed());
         let (mut parts, body) = response.into_parts();
         strip_hop_by_hop(&mut parts.headers);
         // The client's hop is ours: an HTTP/1.0 or HTTP/2 upstream does not change it.

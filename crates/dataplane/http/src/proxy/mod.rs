@@ -9,6 +9,7 @@ mod tunnel;
 
 pub use headers::Scheme;
 
+use crate::access::AccessLog;
 use crate::limits::Caps;
 use crate::metrics::ProxyMetrics;
 use crate::route::{Compiler, RouteTable, ready_endpoints};
@@ -57,6 +58,8 @@ pub struct Proxy {
     caps: Arc<Caps>,
     /// Serving, draining (after the shutdown signal) or closing (after the grace period).
     phase: watch::Sender<Phase>,
+    /// Where each request's line goes, if anywhere.
+    access: AccessLog,
 }
 
 impl Proxy {
@@ -68,6 +71,11 @@ impl Proxy {
 
     /// Like [`Proxy::new`] with `limits` on every client connection.
     pub fn with_limits(metrics: ProxyMetrics, limits: Limits) -> Arc<Self> {
+        Self::with_access_log(metrics, limits, AccessLog::off())
+    }
+
+    /// Like [`Proxy::with_limits`], writing a line per request to `access`.
+    pub fn with_access_log(metrics: ProxyMetrics, limits: Limits, access: AccessLog) -> Arc<Self> {
         let resolver = Arc::new(Resolver::new());
         Arc::new(Proxy {
             acceptor: TlsAcceptor::from(server_config(resolver.clone())),
@@ -82,6 +90,7 @@ impl Proxy {
             caps: Caps::new(&limits),
             limits,
             phase: watch::Sender::new(Phase::Serving),
+            access,
         })
     }
 

@@ -31,6 +31,12 @@ pub(crate) struct Compiler<'a> {
     pools: FxMap<PoolId, Arc<PoolState>>,
 }
 
+/// A load balancer's pools by id, and its name.
+struct Named<'a> {
+    pools: FxMap<PoolId, &'a Pool>,
+    name: Arc<str>,
+}
+
 /// The routes of one protocol's listeners being compiled: targets by rank, rules.
 #[derive(Default)]
 struct RoutesBuilder {
@@ -77,19 +83,18 @@ impl<'a> Compiler<'a> {
         for lb in lbs {
             let listeners = lb.listeners.iter().filter(|l| l.protocol == protocol);
             let pools: FxMap<PoolId, &Pool> = lb.pools.iter().map(|p| (p.id, p)).collect();
+            let lb = Named {
+                pools,
+                name: Arc::from(lb.name.as_str()),
+            };
             for listener in listeners {
-                self.add_listener(&mut routes, &pools, listener);
+                self.add_listener(&mut routes, &lb, listener);
             }
         }
         routes.finish()
     }
 
-    fn add_listener(
-        &mut self,
-        routes: &mut RoutesBuilder,
-        lb: &FxMap<PoolId, &Pool>,
-        listener: &Listener,
-    ) {
+    fn add_listener(&mut self, routes: &mut RoutesBuilder, lb: &Named<'_>, listener: &Listener) {
         for policy in &listener.policies {
             let rank = u32::try_from(routes.targets.len()).unwrap_or(u32::MAX);
             let target = match &policy.action {
@@ -109,11 +114,11 @@ impl<'a> Compiler<'a> {
 
     /// The state of a pool, shared by every policy naming it; a pool id missing from the
     /// LoadBalancer yields a pool without members (503).
-    fn pool(&mut self, lb: &FxMap<PoolId, &Pool>, id: PoolId) -> Arc<PoolState> {
+    fn pool(&mut self, lb: &Named<'_>, id: PoolId) -> Arc<PoolState> {
         if let Some(state) = self.pools.get(&id) {
             return state.clone();
         }
-        let pool = lb.get(&id).copied();
+        let pool = lb.pools.get(&id).copied();
         let name = pool.map_or_else(|| id.to_string(), |p| p.name.clone());
         let endpoints = pool
             .map(|p| ready_endpoints(p, self.endpoints))
@@ -131,6 +136,7 @@ impl<'a> Compiler<'a> {
         let state = Arc::new(PoolState::new(
             id,
             &name,
+            lb.name.clone(),
             endpoints,
             cursor.unwrap_or_default(),
             metrics,

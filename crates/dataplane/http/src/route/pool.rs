@@ -25,6 +25,8 @@ pub enum Target {
 pub struct PoolState {
     id: PoolId,
     name: String,
+    /// The load balancer whose listener first named the pool, as the access log shows it.
+    load_balancer: Arc<str>,
     /// The upstream of each ready member, with its idle connections.
     endpoints: ArcSwap<Vec<Arc<Endpoint>>>,
     /// Shared with the previous configuration's state for this pool id, so that re-applying
@@ -37,6 +39,7 @@ impl PoolState {
     pub(crate) fn new(
         id: PoolId,
         name: &str,
+        load_balancer: Arc<str>,
         endpoints: Vec<Arc<Endpoint>>,
         cursor: Arc<AtomicUsize>,
         metrics: PoolMetrics,
@@ -44,6 +47,7 @@ impl PoolState {
         PoolState {
             id,
             name: name.to_owned(),
+            load_balancer,
             endpoints: ArcSwap::from_pointee(endpoints),
             cursor,
             metrics,
@@ -57,6 +61,11 @@ impl PoolState {
     /// The pool name, as used in metric labels.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The name of the load balancer that first named the pool.
+    pub fn load_balancer(&self) -> &str {
+        &self.load_balancer
     }
 
     /// Ready members, in model order.

@@ -56,7 +56,7 @@ impl Specials {
     pub(super) fn render(&self, lb: &LoadBalancer, https: Option<SocketAddr>) -> String {
         let mut s = String::new();
         for id in self.pools.iter().filter(|id| lb.pool(**id).is_none()) {
-            s.push_str(&pool_header(*id));
+            s.push_str(&pool_header(*id, ""));
         }
         if self.no_route {
             s.push_str(&returning("portico_no_route", 404));
@@ -89,17 +89,18 @@ fn returning(name: &str, status: u16) -> String {
     )
 }
 
-fn pool_header(id: PoolId) -> String {
+/// `first` comes before the 503 answer (the access log's pool name).
+fn pool_header(id: PoolId, first: &str) -> String {
     format!(
-        "\nbackend {id}\n    balance roundrobin\n    http-request return status 503 {PLAIN} string \"503 Service Unavailable\\n\" if {{ nbsrv eq 0 }} !{{ stopping }}\n"
+        "\nbackend {id}\n    balance roundrobin\n{first}    http-request return status 503 {PLAIN} string \"503 Service Unavailable\\n\" if {{ nbsrv eq 0 }} !{{ stopping }}\n"
     )
 }
 
 /// The backends of the load balancer's pools, in pool order; `servers` gets each server.
-pub(super) fn pools(lb: &LoadBalancer, servers: &mut Vec<Server>) -> String {
+pub(super) fn pools(lb: &LoadBalancer, servers: &mut Vec<Server>, logged: bool) -> String {
     let mut s = String::new();
     for pool in &lb.pools {
-        s.push_str(&pool_header(pool.id));
+        s.push_str(&pool_header(pool.id, &super::access::backend(pool, logged)));
         for member in &pool.members {
             let server = Server {
                 backend: pool.id,

@@ -29,7 +29,10 @@ pub(super) fn frontend(
     let mut s = format!(
         "\nfrontend {}\n{bind}{}    option forwardfor\n{HOST_VARIABLE}",
         listener.id,
-        super::global::frontend_limits(input.limits),
+        super::global::frontend_limits(
+            input.limits,
+            &super::access::frontend(input.access_log.is_some())
+        ),
     );
     let _ = writeln!(s, "    http-request set-header X-Forwarded-Proto {scheme}");
     s.push_str("    http-request set-header X-Forwarded-Host %[req.hdr(host)]\n");

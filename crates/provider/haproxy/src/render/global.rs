@@ -37,6 +37,7 @@ pub(super) fn header(
          \x20   tune.ssl.default-dh-param 2048\n\
          \x20   stats socket {socket} mode 600 level admin expose-fd listeners\n\
          \x20   crt-base {base}\n\
+         {log}\
          \x20   hard-stop-after {hard_stop}\n\
          \x20   ssl-default-bind-ciphers ECDHE+AESGCM:ECDHE+CHACHA20\n\
          \x20   ssl-default-bind-ciphersuites TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256\n\
@@ -55,8 +56,11 @@ pub(super) fn header(
          \x20   timeout http-keep-alive {keepalive}\n\
          \x20   timeout tunnel {tunnel}\n\
          \x20   errorfile 502 {bad_gateway}\n\
-         \x20   errorfile 503 {bad_gateway}\n",
+         \x20   errorfile 503 {bad_gateway}\n\
+         {log_format}",
         id = lb.id,
+        log = super::access::global(input.access_log),
+        log_format = super::access::defaults(lb, input.access_log.is_some()),
         maxconn = limits.max_connections,
         // The request head must fit in the buffer less the room kept for rewrites
         // (tune.maxrewrite, 1024 by default).
@@ -90,10 +94,12 @@ fn millis(duration: Duration) -> String {
 /// The rules every frontend starts with: the per-client connection cap, then what the
 /// built-in proxy refuses before routing (two hosts, dot segments, a declared body over the
 /// limit), answered the same way.
-pub(super) fn frontend_limits(limits: &Limits) -> String {
+/// `first` comes after the connection rules and before the `deny` rules.
+pub(super) fn frontend_limits(limits: &Limits, first: &str) -> String {
     let mut s = format!(
         "    tcp-request connection track-sc0 src table {CLIENT_TABLE}\n\
          \x20   tcp-request connection reject if {{ sc0_conn_cur({CLIENT_TABLE}) gt {per_client} }}\n\
+         {first}\
          \x20   http-request deny deny_status 400 if {{ req.fhdr_cnt(host) gt 1 }} || {{ req.fhdr(host) -m sub , }}\n\
          \x20   http-request deny deny_status 400 if {{ req.fhdr_cnt(host) eq 0 }} HTTP_1.1\n\
          \x20   http-request deny deny_status 400 if {{ req.hdrs,hex -m reg ^(..)*00 }}\n\

@@ -8,6 +8,7 @@
 //! [`crate::quote`]; a rule value haproxy cannot carry makes its policy unserved, with a
 //! diagnostic on the Ingress it came from.
 
+mod access;
 mod backend;
 mod frontend;
 mod global;
@@ -51,6 +52,8 @@ pub struct Input<'a> {
     pub certificates: &'a BTreeMap<ObjectRef, String>,
     /// Deadlines, sizes and connection caps.
     pub limits: &'a Limits,
+    /// The unix datagram socket access log lines go to; `None`: no access log.
+    pub access_log: Option<&'a Path>,
 }
 
 /// One `server` line's runtime state: what the runtime API can change without a reload.
@@ -107,7 +110,11 @@ pub fn render(lb: &LoadBalancer, input: &Input<'_>) -> Rendered {
             &mut out,
         ));
     }
-    text.push_str(&backend::pools(lb, &mut out.servers));
+    text.push_str(&backend::pools(
+        lb,
+        &mut out.servers,
+        input.access_log.is_some(),
+    ));
     out.crt_list = crt_list(lb, input, &mut out.diagnostics);
     text.push_str(&specials.render(lb, input.binds.https));
     text.push_str(&global::client_table());

@@ -78,6 +78,7 @@ fn rendered(lb: &LoadBalancer) -> Rendered {
         },
         certificates: &certificates,
         limits: &portico_model::Limits::default(),
+        access_log: None,
     };
     render(lb, &input)
 }

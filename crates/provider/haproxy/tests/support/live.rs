@@ -128,6 +128,7 @@ pub fn provider(state: &std::path::Path) -> HaproxyProvider {
             default_binds: None::<Binds>,
             default_class: "portico".into(),
             limits: portico_model::Limits::default(),
+            access_log: None,
         },
         binary: Binary {
             haproxy: "haproxy".into(),

@@ -41,6 +41,7 @@ pub fn render_in(lb: &LoadBalancer, dir: &Path) -> Rendered {
             binds: binds(),
             certificates: &certificates,
             limits: &portico_model::Limits::default(),
+            access_log: Some(Path::new("/state/access-log.sock")),
         },
     )
 }

@@ -1,0 +1,186 @@
+//! One request's line: begun when the request arrives (what the client asked for), completed
+//! as routing and forwarding learn more, sent when the response body is done or dropped.
+
+use super::writer::AccessLog;
+use super::{json, time};
+use crate::limits::Fault;
+use crate::route::PoolState;
+use bytes::Buf;
+use hyper::body::{Body, Frame, SizeHint};
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant, SystemTime};
+
+/// What the client asked for, as the line shows it.
+pub(crate) struct Asked<'a> {
+    pub(crate) request_id: &'a [u8],
+    pub(crate) client: &'a [u8],
+    pub(crate) host: &'a [u8],
+    pub(crate) method: &'a str,
+    pub(crate) path: &'a [u8],
+}
+
+/// A request's access log line in the making; does nothing when the log is off.
+#[derive(Default)]
+pub(crate) struct Entry(Option<Box<Line>>);
+
+struct Line {
+    log: AccessLog,
+    text: Vec<u8>,
+    started: Instant,
+    status: u16,
+    pool: Option<Arc<PoolState>>,
+    upstream: Option<SocketAddr>,
+    upstream_time: Option<Duration>,
+    body_in: Option<Arc<Fault>>,
+    bytes_out: u64,
+}
+
+impl Entry {
+    /// Formats what the client asked for, when `log` is on.
+    pub(crate) fn begin(log: &AccessLog, asked: &Asked<'_>) -> Self {
+        if !log.is_on() {
+            return Entry(None);
+        }
+        let mut text = Vec::with_capacity(384);
+        text.extend_from_slice(b"{\"time\":\"");
+        time::rfc3339(&mut text, SystemTime::now());
+        let fields = [
+            ("request_id", asked.request_id),
+            ("client", asked.client),
+            ("host", asked.host),
+            ("method", asked.method.as_bytes()),
+            ("path", asked.path),
+        ];
+        text.push(b'"');
+        for (key, value) in fields {
+            text.extend_from_slice(format!(",\"{key}\":").as_bytes());
+            json::string(&mut text, value);
+        }
+        Entry(Some(Box::new(Line {
+            log: log.clone(),
+            text,
+            started: Instant::now(),
+            status: 0,
+            pool: None,
+            upstream: None,
+            upstream_time: None,
+            body_in: None,
+            bytes_out: 0,
+        })))
+    }
+
+    fn line(&mut self) -> Option<&mut Line> {
+        self.0.as_deref_mut()
+    }
+
+    pub(crate) fn pool(&mut self, pool: &Arc<PoolState>) {
+        if let Some(line) = self.line() {
+            line.pool = Some(pool.clone());
+        }
+    }
+
+    pub(crate) fn upstream(&mut self, addr: SocketAddr, body: &Arc<Fault>) {
+        if let Some(line) = self.line() {
+            line.upstream = Some(addr);
+            line.body_in = Some(body.clone());
+        }
+    }
+
+    pub(crate) fn answered(&mut self, upstream_time: Duration) {
+        if let Some(line) = self.line() {
+            line.upstream_time = Some(upstream_time);
+        }
+    }
+
+    pub(crate) fn status(&mut self, status: u16) {
+        if let Some(line) = self.line() {
+            line.status = status;
+        }
+    }
+}
+
+impl Line {
+    /// The rest of the line, then to the writer.
+    fn finish(mut self) {
+        let bytes_in = self.body_in.as_ref().map_or(0, |f| f.read());
+        let millis = |d: Duration| d.as_secs_f64() * 1000.0;
+        let upstream_time = self.upstream_time.map_or(-1.0, millis);
+        let mut s = String::with_capacity(192);
+        let _ = write!(
+            s,
+            ",\"status\":{},\"bytes_in\":{bytes_in},\"bytes_out\":{},\"request_time_ms\":{:.3},\"upstream_time_ms\":{upstream_time:.3},\"upstream_addr\":\"",
+            self.status,
+            self.bytes_out,
+            millis(self.started.elapsed()),
+        );
+        match self.upstream {
+            Some(addr) => write!(s, "{addr}\"").unwrap_or(()),
+            None => s.push_str("-\""),
+        }
+        self.text.extend_from_slice(s.as_bytes());
+        let (lb, pool) = match &self.pool {
+            Some(pool) => (pool.load_balancer(), pool.name()),
+            None => ("-", "-"),
+        };
+        self.text.extend_from_slice(b",\"load_balancer\":");
+        json::string(&mut self.text, lb.as_bytes());
+        self.text.extend_from_slice(b",\"pool\":");
+        json::string(&mut self.text, pool.as_bytes());
+        self.text.extend_from_slice(b"}\n");
+        let Line { log, text, .. } = self;
+        log.send(text);
+    }
+}
+
+/// A response body that counts the bytes it sends and completes its request's line when it
+/// is done (sent, or dropped because the client went away).
+pub(crate) struct Logged<B> {
+    body: B,
+    entry: Entry,
+}
+
+impl<B> Logged<B> {
+    pub(crate) fn new(body: B, entry: Entry) -> Self {
+        Logged { body, entry }
+    }
+}
+
+impl<B: Body + Unpin> Body for Logged<B>
+where
+    B::Data: Buf,
+{
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        let polled = Pin::new(&mut self.body).poll_frame(cx);
+        if let (Poll::Ready(Some(Ok(frame))), Some(line)) = (&polled, self.entry.line()) {
+            let len = frame.data_ref().map_or(0, Buf::remaining);
+            line.bytes_out += u64::try_from(len).unwrap_or(u64::MAX);
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+impl<B> Drop for Logged<B> {
+    fn drop(&mut self) {
+        if let Some(line) = self.entry.0.take() {
+            line.finish();
+        }
+    }
+}

@@ -1,0 +1,55 @@
+//! UTC timestamps in RFC 3339 with milliseconds, without a date-time dependency.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Appends `at` as `2026-01-02T03:04:05.678Z`.
+pub(crate) fn rfc3339(out: &mut Vec<u8>, at: SystemTime) {
+    let since = at.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let secs = since.as_secs();
+    let (days, rest) = (secs / 86_400, secs % 86_400);
+    let (year, month, day) = civil_from_days(days);
+    let text = format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60,
+        since.subsec_millis()
+    );
+    out.extend_from_slice(text.as_bytes());
+}
+
+/// Howard Hinnant's `civil_from_days`: days since 1970-01-01 → (year, month, day).
+fn civil_from_days(days: u64) -> (u64, u64, u64) {
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z % 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + u64::from(month <= 2);
+    (year, month, day)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn at(secs: u64, millis: u64) -> String {
+        let mut out = Vec::new();
+        rfc3339(
+            &mut out,
+            UNIX_EPOCH + Duration::from_millis(secs * 1000 + millis),
+        );
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn timestamps_are_utc_with_milliseconds() {
+        assert_eq!(at(0, 0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(at(951_782_400, 5), "2000-02-29T00:00:00.005Z");
+        assert_eq!(at(1_798_761_599, 999), "2026-12-31T23:59:59.999Z");
+    }
+}
