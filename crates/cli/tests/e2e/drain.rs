@@ -20,6 +20,26 @@ async fn haproxy_sigterm_drains_in_flight_requests_then_exits() {
     sigterm_drains_in_flight_requests_then_exits(Provider::Haproxy).await;
 }
 
+#[tokio::test]
+async fn proxy_an_idle_keep_alive_client_does_not_hold_the_exit() {
+    an_idle_keep_alive_client_does_not_hold_the_exit(Provider::Proxy).await;
+}
+
+#[tokio::test]
+async fn haproxy_an_idle_keep_alive_client_does_not_hold_the_exit() {
+    an_idle_keep_alive_client_does_not_hold_the_exit(Provider::Haproxy).await;
+}
+
+#[tokio::test]
+async fn proxy_a_request_outliving_the_shutdown_timeout_is_cut_at_the_limit() {
+    a_request_outliving_the_shutdown_timeout_is_cut_at_the_limit(Provider::Proxy).await;
+}
+
+#[tokio::test]
+async fn haproxy_a_request_outliving_the_shutdown_timeout_is_cut_at_the_limit() {
+    a_request_outliving_the_shutdown_timeout_is_cut_at_the_limit(Provider::Haproxy).await;
+}
+
 const HOST: &str = "drain.test";
 const GRACE: Duration = Duration::from_millis(1000);
 const TIMEOUT: Duration = Duration::from_secs(5);
@@ -27,11 +47,83 @@ const TIMEOUT: Duration = Duration::from_secs(5);
 const SLOW: Duration = Duration::from_millis(2000);
 
 async fn start(provider: Provider, dir: &Path) -> Portico {
-    let flags = ["--shutdown-grace=1s", "--shutdown-timeout=5s"];
+    start_with(provider, dir, "5s").await
+}
+
+/// With a grace period of `GRACE` and a shutdown timeout of `timeout`.
+async fn start_with(provider: Provider, dir: &Path, timeout: &str) -> Portico {
+    let flags = [
+        "--shutdown-grace=1s",
+        &format!("--shutdown-timeout={timeout}"),
+    ];
     match provider {
         Provider::Haproxy => Portico::start_haproxy(dir, &flags).await,
         _ => Portico::start(dir, &flags).await,
     }
+}
+
+/// Sends SIGTERM to `pid`; returns when.
+fn sigterm(pid: u32) -> Instant {
+    let signalled = Instant::now();
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    signalled
+}
+
+/// How long after `since` the process exited (waiting at most `within`).
+async fn exit_after(pid: u32, since: Instant, within: Duration) -> Duration {
+    while !exited(pid) && since.elapsed() < within {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        exited(pid),
+        "still running {:?} after SIGTERM",
+        since.elapsed()
+    );
+    since.elapsed()
+}
+
+async fn an_idle_keep_alive_client_does_not_hold_the_exit(provider: Provider) {
+    let m = manifests().await;
+    let p = start(provider, m.path()).await;
+    let pid = p.pid().unwrap();
+    let mut idle = TcpStream::connect(p.http).await.unwrap();
+    send_get(&mut idle, "/").await;
+    response_head(&mut idle).await.unwrap();
+    let signalled = sigterm(pid);
+    let exit = exit_after(pid, signalled, GRACE + TIMEOUT).await;
+    assert!(
+        exit < GRACE + Duration::from_millis(700),
+        "exited after {exit:?}"
+    );
+    eprintln!("{provider:?}: with an idle keep-alive client, exited after {exit:?}");
+}
+
+async fn a_request_outliving_the_shutdown_timeout_is_cut_at_the_limit(provider: Provider) {
+    let m = manifests().await;
+    // The slow backend answers 1.8 s after the signal: past 1 s of grace and 500 ms.
+    let p = start_with(provider, m.path(), "500ms").await;
+    let pid = p.pid().unwrap();
+    let mut busy = TcpStream::connect(p.http).await.unwrap();
+    send_get(&mut busy, "/slow").await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let signalled = sigterm(pid);
+    let limit = GRACE + Duration::from_millis(500);
+    let exit = exit_after(pid, signalled, limit + Duration::from_secs(3)).await;
+    assert!(exit >= limit, "exited after {exit:?}, before the limit");
+    assert!(
+        exit < limit + Duration::from_millis(700),
+        "exited after {exit:?}"
+    );
+    let cut = response_head(&mut busy).await;
+    let answered = cut
+        .as_ref()
+        .is_some_and(|head| head.starts_with("HTTP/1.1 200"));
+    assert!(!answered, "{cut:?}");
+    eprintln!("{provider:?}: a request past the limit was cut, exited after {exit:?}");
 }
 
 /// A backend that answers every request `SLOW` after its head arrived.
@@ -122,12 +214,7 @@ async fn sigterm_drains_in_flight_requests_then_exits(provider: Provider) {
     send_get(&mut busy, "/slow").await;
     tokio::time::sleep(Duration::from_millis(200)).await;
 
-    let signalled = Instant::now();
-    let killed = std::process::Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
+    let signalled = sigterm(pid);
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(readyz(&p).await, Some(503), "readiness fails at once");
 
@@ -165,16 +252,8 @@ async fn sigterm_drains_in_flight_requests_then_exits(provider: Provider) {
         assert!(asks_to_close(&last), "{last}");
     }
 
-    let limit = GRACE + TIMEOUT;
-    while !exited(pid) && signalled.elapsed() < limit + Duration::from_secs(3) {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let exit = signalled.elapsed();
-    assert!(exited(pid), "still running {exit:?} after SIGTERM");
-    assert!(
-        exit <= limit,
-        "exited {exit:?} after SIGTERM, over {limit:?}"
-    );
+    let exit = exit_after(pid, signalled, GRACE + TIMEOUT + Duration::from_secs(3)).await;
+    assert!(exit <= GRACE + TIMEOUT, "exited {exit:?} after SIGTERM");
     eprintln!(
         "{provider:?}: in-flight request done {completed:?} after SIGTERM, exited after {exit:?}"
     );

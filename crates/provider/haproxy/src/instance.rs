@@ -346,7 +346,8 @@ impl Manager {
 
     async fn shutdown(&mut self) {
         if let Some(mut process) = self.process.take() {
-            terminate(&mut process.child, self.stop_timeout).await;
+            let master = self.dir.join(MASTER_SOCKET);
+            terminate(&mut process.child, &master, self.stop_timeout).await;
         }
         let _ = std::fs::remove_dir_all(&self.dir);
         self.reporter.remove();
@@ -393,21 +394,63 @@ async fn command_ok(socket: &Path, cmd: &str) -> bool {
 
 /// SIGUSR1 to the master: a soft stop. The workers close their listeners, ask keep-alive
 /// clients to close (`Connection: close` on their next response, HTTP/2 GOAWAY) and finish
-/// what is in flight; then the master exits. After `timeout`, SIGTERM (haproxy's hard stop),
-/// and SIGKILL if even that is not enough.
-async fn terminate(child: &mut Child, timeout: Duration) {
+/// what is in flight. haproxy keeps idle keep-alive connections for a last request (`option
+/// idle-close-on-response`), so once no worker has a request or tunnel in flight, or after
+/// `timeout`, SIGTERM (a hard stop) closes them; SIGKILL if even that is not enough.
+async fn terminate(child: &mut Child, master: &Path, timeout: Duration) {
     use rustix::process::Signal;
-    for (signal, wait) in [(Signal::USR1, timeout), (Signal::TERM, KILL_MARGIN)] {
-        let pid = child.id().and_then(|p| i32::try_from(p).ok());
-        if let Some(pid) = pid.and_then(rustix::process::Pid::from_raw) {
-            let _ = rustix::process::kill_process(pid, signal);
+    signal(child, Signal::USR1);
+    let settled = tokio::time::timeout(timeout, async {
+        while in_flight(master).await {
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        if tokio::time::timeout(wait, child.wait()).await.is_ok() {
-            return;
-        }
-        tracing::warn!(?signal, "haproxy did not stop in time");
+    });
+    tokio::select! {
+        _ = child.wait() => return,
+        _ = settled => {}
     }
-    let _ = child.kill().await;
+    signal(child, Signal::TERM);
+    if tokio::time::timeout(KILL_MARGIN, child.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!("haproxy did not stop after a hard stop: killing it");
+        let _ = child.kill().await;
+    }
+}
+
+fn signal(child: &Child, signal: rustix::process::Signal) {
+    let pid = child.id().and_then(|p| i32::try_from(p).ok());
+    if let Some(pid) = pid.and_then(rustix::process::Pid::from_raw) {
+        let _ = rustix::process::kill_process(pid, signal);
+    }
+}
+
+/// Whether any worker still has a stream (a request or a tunnel) besides the CLI's own, as
+/// the master CLI tells (`show proc`, then `@!<pid> show sess`); true when it cannot tell.
+async fn in_flight(master: &Path) -> bool {
+    let Ok(procs) = command(master, "show proc").await else {
+        return true;
+    };
+    let workers = procs.lines().filter_map(|line| {
+        let mut words = line.split_whitespace();
+        let pid = words.next()?;
+        (words.next() == Some("worker")).then_some(pid)
+    });
+    for pid in workers {
+        let Ok(sessions) = command(master, &format!("@!{pid} show sess")).await else {
+            return true;
+        };
+        if sessions.lines().any(is_traffic) {
+            return true;
+        }
+    }
+    false
+}
+
+/// A `show sess` line of a client's stream (not the CLI's: frontend `GLOBAL`).
+fn is_traffic(line: &str) -> bool {
+    line.contains(" fe=") && !line.contains(" fe=GLOBAL ")
 }
 
 /// Resolves when the process exits; never when there is none.
