@@ -6,7 +6,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 thread_local! {
     /// The last second formatted on this thread, and its text up to the seconds: most
     /// requests only append the milliseconds.
-    static SECOND: RefCell<(u64, String)> = RefCell::new((u64::MAX, String::new()));
+    static SECOND: RefCell<(u64, String)> = const { RefCell::new((u64::MAX, String::new())) };
 }
 
 /// Appends `at` as `2026-01-02T03:04:05.678Z`.
