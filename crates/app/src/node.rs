@@ -80,8 +80,11 @@ impl Node {
         let mut prometheus = prometheus_client::registry::Registry::default();
         let proxy_metrics = ProxyMetrics::new(&mut prometheus);
         let metrics = AppMetrics::new(&mut prometheus);
-        let (access, haproxy_log, mut tasks) =
-            start_access_log(&listen.access_log, haproxy, &mut prometheus, shutdown)?;
+        let Logging {
+            access,
+            haproxy_socket,
+            mut tasks,
+        } = start_access_log(&listen.access_log, haproxy, &mut prometheus, shutdown)?;
         let admin = Admin::new(Arc::new(prometheus));
         let default_binds = listen.haproxy_listens.then_some((bound.http, bound.https));
         let (proxy, proxy_tasks) = ProxyProvider::new(
@@ -98,7 +101,7 @@ impl Node {
             default_binds,
             &listen.class,
             listen.limits,
-            haproxy_log,
+            haproxy_socket,
         )?;
         // The admin API outlives the grace period, so that /readyz can answer 503 meanwhile.
         let (admin_stop, admin_stopped) = watch::channel(false);
@@ -166,9 +169,6 @@ fn unready(admin: &Admin) {
     admin.publish(snapshot);
 }
 
-/// The access log's writer, the socket haproxy sends its lines to (when on) and its task.
-type AccessLogStarted = (AccessLog, Option<std::path::PathBuf>, Vec<JoinHandle<()>>);
-
 /// The access log's writer and, when it is on, the socket haproxy sends its lines to (and
 /// the task that reads it).
 fn start_access_log(
@@ -176,17 +176,32 @@ fn start_access_log(
     haproxy: &HaproxySettings,
     prometheus: &mut prometheus_client::registry::Registry,
     shutdown: &watch::Receiver<bool>,
-) -> Result<AccessLogStarted, AppError> {
+) -> Result<Logging, AppError> {
     let failed = |what: String| move |source| AppError::AccessLog { what, source };
     let access =
         AccessLog::start(destination, prometheus).map_err(failed(format!("{destination:?}")))?;
     if !access.is_on() {
-        return Ok((access, None, Vec::new()));
+        return Ok(Logging {
+            access,
+            haproxy_socket: None,
+            tasks: Vec::new(),
+        });
     }
     let socket = crate::access_log::socket_path(&haproxy.state_dir);
     let task = crate::access_log::forward(socket.clone(), access.clone(), shutdown.clone())
         .map_err(failed(socket.display().to_string()))?;
-    Ok((access, Some(socket), vec![task]))
+    Ok(Logging {
+        access,
+        haproxy_socket: Some(socket),
+        tasks: vec![task],
+    })
+}
+
+/// The access log's writer, haproxy's socket (when the log is on) and the task reading it.
+struct Logging {
+    access: AccessLog,
+    haproxy_socket: Option<std::path::PathBuf>,
+    tasks: Vec<JoinHandle<()>>,
 }
 
 /// haproxy needs a fixed port that is free now (it binds it itself, later).

@@ -48,16 +48,15 @@ impl Entry {
         let mut text = Vec::with_capacity(384);
         text.extend_from_slice(b"{\"time\":\"");
         time::rfc3339(&mut text, SystemTime::now());
-        let fields = [
-            ("request_id", asked.request_id),
-            ("client", asked.client),
-            ("host", asked.host),
-            ("method", asked.method.as_bytes()),
-            ("path", asked.path),
+        let fields: [(&[u8], &[u8]); 5] = [
+            (b"\",\"request_id\":", asked.request_id),
+            (b",\"client\":", asked.client),
+            (b",\"host\":", asked.host),
+            (b",\"method\":", asked.method.as_bytes()),
+            (b",\"path\":", asked.path),
         ];
-        text.push(b'"');
         for (key, value) in fields {
-            text.extend_from_slice(format!(",\"{key}\":").as_bytes());
+            text.extend_from_slice(key);
             json::string(&mut text, value);
         }
         Entry(Some(Box::new(Line {
@@ -107,16 +106,19 @@ impl Line {
     /// The rest of the line, then to the writer.
     fn finish(mut self) {
         let bytes_in = self.body_in.as_ref().map_or(0, |f| f.read());
-        let millis = |d: Duration| d.as_secs_f64() * 1000.0;
-        let upstream_time = self.upstream_time.map_or(-1.0, millis);
         let mut s = String::with_capacity(192);
         let _ = write!(
             s,
-            ",\"status\":{},\"bytes_in\":{bytes_in},\"bytes_out\":{},\"request_time_ms\":{:.3},\"upstream_time_ms\":{upstream_time:.3},\"upstream_addr\":\"",
+            ",\"status\":{},\"bytes_in\":{bytes_in},\"bytes_out\":{},\"request_time_ms\":{}",
             self.status,
             self.bytes_out,
-            millis(self.started.elapsed()),
+            Millis(self.started.elapsed()),
         );
+        match self.upstream_time {
+            Some(time) => write!(s, ",\"upstream_time_ms\":{}", Millis(time)).unwrap_or(()),
+            None => s.push_str(",\"upstream_time_ms\":-1"),
+        }
+        s.push_str(",\"upstream_addr\":\"");
         match self.upstream {
             Some(addr) => write!(s, "{addr}\"").unwrap_or(()),
             None => s.push_str("-\""),
@@ -133,6 +135,16 @@ impl Line {
         self.text.extend_from_slice(b"}\n");
         let Line { log, text, .. } = self;
         log.send(text);
+    }
+}
+
+/// A duration in milliseconds with three decimals, without floating point.
+struct Millis(Duration);
+
+impl std::fmt::Display for Millis {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let micros = self.0.as_micros();
+        write!(f, "{}.{:03}", micros / 1000, micros % 1000)
     }
 }
 

@@ -1,21 +1,49 @@
 //! UTC timestamps in RFC 3339 with milliseconds, without a date-time dependency.
 
+use std::cell::RefCell;
 use std::time::{SystemTime, UNIX_EPOCH};
+
+thread_local! {
+    /// The last second formatted on this thread, and its text up to the seconds: most
+    /// requests only append the milliseconds.
+    static SECOND: RefCell<(u64, String)> = const { RefCell::new((u64::MAX, String::new())) };
+}
 
 /// Appends `at` as `2026-01-02T03:04:05.678Z`.
 pub(crate) fn rfc3339(out: &mut Vec<u8>, at: SystemTime) {
     let since = at.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let secs = since.as_secs();
+    SECOND.with_borrow_mut(|(second, text)| {
+        if *second != since.as_secs() {
+            *second = since.as_secs();
+            *text = up_to_seconds(*second);
+        }
+        out.extend_from_slice(text.as_bytes());
+    });
+    let millis = since.subsec_millis();
+    let digits = [
+        b'.',
+        digit(millis / 100),
+        digit(millis / 10 % 10),
+        digit(millis % 10),
+        b'Z',
+    ];
+    out.extend_from_slice(&digits);
+}
+
+fn digit(n: u32) -> u8 {
+    b'0' + u8::try_from(n % 10).unwrap_or(0)
+}
+
+/// `2026-01-02T03:04:05`.
+fn up_to_seconds(secs: u64) -> String {
     let (days, rest) = (secs / 86_400, secs % 86_400);
     let (year, month, day) = civil_from_days(days);
-    let text = format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}",
         rest / 3600,
         rest % 3600 / 60,
         rest % 60,
-        since.subsec_millis()
-    );
-    out.extend_from_slice(text.as_bytes());
+    )
 }
 
 /// Howard Hinnant's `civil_from_days`: days since 1970-01-01 → (year, month, day).
