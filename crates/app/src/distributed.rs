@@ -161,6 +161,11 @@ const CACHE_INTERVAL: Duration = Duration::from_millis(500);
 async fn cache_views(mut views: watch::Receiver<View>, path: PathBuf) {
     while views.changed().await.is_ok() {
         let view = views.borrow_and_update().clone();
+        // An empty state serves nothing, as no cache does; caching it would only delay the
+        // first real state's write by the interval below.
+        if view.entries.is_empty() {
+            continue;
+        }
         let target = path.clone();
         let saved = tokio::task::spawn_blocking(move || cache::save(&target, &view)).await;
         if let Ok(Err(e)) = saved {
