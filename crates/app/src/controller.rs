@@ -48,6 +48,25 @@ impl Controller {
         self.compiled.as_ref()
     }
 
+    /// Publishes [`Controller::snapshot`] to the admin API and, with Kubernetes, hands the
+    /// report to `source`'s writer.
+    pub(crate) fn publish(
+        &self,
+        source: &crate::source::Source,
+        admin: &portico_admin::Admin,
+        revision: u64,
+        feedback: &BTreeMap<String, Feedback>,
+        publish: &[LoadBalancerAddress],
+    ) {
+        let Some(snapshot) = self.snapshot(revision, feedback, publish) else {
+            return;
+        };
+        if let Some(compiled) = &self.compiled {
+            source.report(&compiled.loaded.objects, &snapshot, publish);
+        }
+        admin.publish(snapshot);
+    }
+
     /// What the admin API shows: the compiled state at store revision `revision`, with Ingress
     /// addresses only where an agent serves the Ingress's load balancer, ready once every
     /// agent serves, and the agents' problems.

@@ -348,13 +348,7 @@ impl ControllerWork<'_> {
                 let feedback = feedback_of(&agent_views.borrow_and_update());
                 let revision =
                     revision.max(feedback.values().map(|f| f.revision).max().unwrap_or(0));
-                if let Some(snapshot) = self.controller.snapshot(revision, &feedback, &self.publish)
-                {
-                    if let Some(compiled) = self.controller.compiled() {
-                        source.report(&compiled.loaded.objects, &snapshot, &self.publish);
-                    }
-                    self.admin.publish(snapshot);
-                }
+                (self.controller).publish(source, self.admin, revision, &feedback, &self.publish);
             }
             let lost = async {
                 match &self.leadership {

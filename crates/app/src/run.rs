@@ -187,13 +187,7 @@ impl ControllerLoop<'_> {
             Some(rx) => status_addresses_of(&rx.borrow_and_update()),
             None => self.fixed_publish.clone(),
         };
-        let Some(snapshot) = self.controller.snapshot(revision, feedback, &publish) else {
-            return;
-        };
-        if let Some(compiled) = self.controller.compiled() {
-            source.report(&compiled.loaded.objects, &snapshot, &publish);
-        }
-        self.admin.publish(snapshot);
+        (self.controller).publish(source, self.admin, revision, feedback, &publish);
     }
 }
 
