@@ -1,10 +1,12 @@
 //! Active-standby for load balancers (contrail-svc-monitor's placement, keepalived's role):
-//! [`place`] puts each load balancer on two agents on different nodes. Pure functions and
+//! [`place`] puts each load balancer on two agents on different nodes; [`election`] decides,
+//! per agent and load balancer, when to hold its addresses. Pure functions and
 //! state machines at the centre; the OS adapter (addresses, gratuitous ARP, heartbeats) goes
 //! at the edge.
 //!
-//! The pure parts depend on the model and serde only: no tokio, no etcd, no sockets.
+//! The pure parts depend on the model and serde (JSON for the advert datagram) only: no tokio, no etcd, no sockets.
 
+pub mod election;
 mod place;
 
 pub use place::{Agent, Placement, Request, place};

@@ -1,0 +1,502 @@
+//! The election on an injected clock: two agents, an etcd register with compare-and-swap and
+//! a lossy advert link, stepped every [`TICK`]. etcd answers and watch events reach an agent
+//! at once when it reaches etcd; adverts arrive one tick after they are sent.
+#![allow(clippy::unwrap_used)]
+
+use super::*;
+use proptest::prelude::*;
+
+const A: usize = 0;
+const B: usize = 1;
+const NAMES: [&str; 2] = ["a", "b"];
+
+struct Node {
+    election: Election,
+    /// The addresses are on its interface.
+    holding: bool,
+    alive: bool,
+    etcd: bool,
+    garps: u32,
+}
+
+struct Sim {
+    now: Instant,
+    start: Instant,
+    lb: LoadBalancerId,
+    nodes: [Node; 2],
+    /// The claim in etcd.
+    claim: Option<Seen>,
+    revision: i64,
+    /// `link[from]`: adverts from `from` reach the other.
+    link: [bool; 2],
+    in_flight: Vec<(usize, Advert)>,
+    /// Ticks at which both held the addresses.
+    overlaps: u32,
+}
+
+fn assignment(i: usize) -> Assignment {
+    Assignment {
+        role: if i == A { Role::Active } else { Role::Standby },
+        peer: Some(NAMES[1 - i].to_owned()),
+        epoch: 1,
+    }
+}
+
+impl Sim {
+    fn new() -> Sim {
+        let now = Instant::now();
+        let lb = LoadBalancerId::derive("lb");
+        let node = |i: usize| Node {
+            election: Election::new(NAMES[i].into(), lb, Timing::default(), now),
+            holding: false,
+            alive: true,
+            etcd: true,
+            garps: 0,
+        };
+        let mut sim = Sim {
+            now,
+            start: now,
+            lb,
+            nodes: [node(A), node(B)],
+            claim: None,
+            revision: 0,
+            link: [true, true],
+            in_flight: vec![],
+            overlaps: 0,
+        };
+        for i in [A, B] {
+            sim.boot(i);
+        }
+        sim
+    }
+
+    fn boot(&mut self, i: usize) {
+        let claim = self.claim.clone();
+        self.input(i, Input::Placement(Some(assignment(i))));
+        self.input(i, Input::Etcd(true));
+        self.input(i, Input::Claim(claim));
+    }
+
+    /// The node restarts: a new election, its addresses cleared first.
+    fn restart(&mut self, i: usize) {
+        self.nodes[i].election =
+            Election::new(NAMES[i].into(), self.lb, Timing::default(), self.now);
+        self.nodes[i].holding = false;
+        self.nodes[i].alive = true;
+        self.boot(i);
+    }
+
+    fn elapsed(&self) -> Duration {
+        self.now - self.start
+    }
+
+    fn input(&mut self, i: usize, input: Input) {
+        if !self.nodes[i].alive {
+            return;
+        }
+        let actions = self.nodes[i].election.step(self.now, input);
+        for action in actions {
+            self.act(i, action);
+        }
+    }
+
+    fn act(&mut self, i: usize, action: Action) {
+        match action {
+            Action::AddAddresses => self.nodes[i].holding = true,
+            Action::RemoveAddresses => self.nodes[i].holding = false,
+            Action::Garp => self.nodes[i].garps += 1,
+            Action::Advert(a) => {
+                if self.link[i] {
+                    self.in_flight.push((1 - i, a));
+                }
+            }
+            Action::Claim { expect, claim } => self.cas(i, expect, claim),
+        }
+    }
+
+    fn cas(&mut self, i: usize, expect: i64, claim: Claim) {
+        if !self.nodes[i].etcd {
+            self.input(i, Input::Outcome(Outcome::Failed));
+            return;
+        }
+        let current = self.claim.as_ref().map_or(0, |s| s.revision);
+        if current != expect {
+            let now = self.claim.clone();
+            self.input(i, Input::Outcome(Outcome::Lost(now)));
+            return;
+        }
+        self.revision += 1;
+        self.claim = Some(Seen {
+            claim,
+            revision: self.revision,
+        });
+        self.input(i, Input::Outcome(Outcome::Done(self.revision)));
+        let seen = self.claim.clone();
+        for j in [A, B] {
+            if self.nodes[j].etcd {
+                self.input(j, Input::Claim(seen.clone()));
+            }
+        }
+    }
+
+    fn set_etcd(&mut self, i: usize, up: bool) {
+        self.nodes[i].etcd = up;
+        self.input(i, Input::Etcd(up));
+        if up {
+            let claim = self.claim.clone();
+            self.input(i, Input::Claim(claim));
+        }
+    }
+
+    fn tick(&mut self) {
+        self.now += TICK;
+        for (to, advert) in std::mem::take(&mut self.in_flight) {
+            self.input(to, Input::Advert(advert));
+        }
+        for i in [A, B] {
+            self.input(i, Input::Tick);
+        }
+        if self.nodes[A].holding && self.nodes[B].holding {
+            self.overlaps += 1;
+        }
+    }
+
+    fn run(&mut self, d: Duration) {
+        let end = self.now + d;
+        while self.now < end {
+            self.tick();
+        }
+    }
+
+    /// Runs until `f` holds; how long that took.
+    fn until(&mut self, limit: Duration, f: impl Fn(&Sim) -> bool) -> Option<Duration> {
+        let from = self.now;
+        while self.now - from < limit {
+            if f(self) {
+                return Some(self.now - from);
+            }
+            self.tick();
+        }
+        None
+    }
+
+    fn holders(&self) -> Vec<usize> {
+        [A, B]
+            .into_iter()
+            .filter(|&i| self.nodes[i].holding)
+            .collect()
+    }
+
+    fn epoch(&self) -> u64 {
+        self.claim.as_ref().map_or(0, |s| s.claim.epoch)
+    }
+
+    /// SIGKILL of the node (the whole node: its addresses go with it).
+    fn kill(&mut self, i: usize) {
+        self.nodes[i].alive = false;
+        self.nodes[i].holding = false;
+    }
+}
+
+fn started() -> Sim {
+    let mut sim = Sim::new();
+    sim.run(Duration::from_millis(500));
+    assert_eq!(sim.holders(), vec![A]);
+    sim
+}
+
+#[test]
+fn the_placed_active_claims_at_once_and_the_standby_waits() {
+    let mut sim = Sim::new();
+    let took = sim.until(Duration::from_secs(1), |s| s.holders() == vec![A]);
+    assert_eq!(took, Some(Duration::ZERO));
+    sim.run(Duration::from_secs(3));
+    assert_eq!(sim.holders(), vec![A]);
+    assert_eq!(sim.epoch(), 1);
+    assert_eq!(sim.nodes[A].garps, Timing::default().garp_count);
+    assert_eq!(sim.overlaps, 0);
+    // With the link up, nobody writes to etcd after the first claim.
+    assert_eq!(sim.revision, 1);
+}
+
+#[test]
+fn the_standby_takes_over_a_killed_active_after_dead_interval() {
+    let mut sim = started();
+    sim.kill(A);
+    let took = sim
+        .until(Duration::from_secs(2), |s| s.holders() == vec![B])
+        .unwrap();
+    let dead = Timing::default().dead();
+    assert!(took > dead, "took {took:?}");
+    assert!(
+        took <= dead + Timing::default().interval + TICK * 2,
+        "took {took:?}"
+    );
+    assert_eq!(sim.epoch(), 2);
+    assert_eq!(sim.nodes[B].garps, 1);
+    sim.run(Duration::from_secs(2));
+    assert_eq!(sim.nodes[B].garps, Timing::default().garp_count);
+}
+
+#[test]
+fn shutdown_hands_over_within_two_ticks() {
+    let mut sim = started();
+    sim.input(A, Input::Shutdown);
+    assert!(!sim.nodes[A].holding);
+    let took = sim
+        .until(Duration::from_secs(2), |s| s.holders() == vec![B])
+        .unwrap();
+    assert!(took <= TICK * 2, "took {took:?}");
+    assert_eq!(sim.overlaps, 0);
+}
+
+#[test]
+fn shutdown_hands_over_through_etcd_when_the_release_advert_is_lost() {
+    let mut sim = started();
+    sim.link[A] = false;
+    sim.input(A, Input::Shutdown);
+    let took = sim
+        .until(Duration::from_secs(2), |s| s.holders() == vec![B])
+        .unwrap();
+    assert!(took <= TICK * 2, "took {took:?}");
+}
+
+#[test]
+fn a_standby_without_etcd_never_claims() {
+    let mut sim = started();
+    sim.set_etcd(B, false);
+    sim.kill(A);
+    sim.run(Duration::from_secs(5));
+    assert!(sim.holders().is_empty());
+    // etcd back: it takes over.
+    sim.set_etcd(B, true);
+    sim.run(Duration::from_millis(400));
+    assert_eq!(sim.holders(), vec![B]);
+}
+
+#[test]
+fn a_cut_link_with_etcd_up_keeps_the_active_which_renews_its_claim() {
+    let mut sim = started();
+    sim.link = [false, false];
+    sim.run(Duration::from_secs(3));
+    assert_eq!(sim.holders(), vec![A]);
+    assert_eq!(sim.epoch(), 1);
+    assert!(sim.revision > 20, "renewals: {}", sim.revision);
+    assert_eq!(sim.overlaps, 0);
+    // Link back: renewals stop.
+    sim.link = [true, true];
+    sim.run(Duration::from_millis(200));
+    let revision = sim.revision;
+    sim.run(Duration::from_secs(1));
+    assert_eq!(sim.revision, revision);
+}
+
+#[test]
+fn a_one_way_cut_keeps_the_active_too() {
+    for from in [A, B] {
+        let mut sim = started();
+        sim.link[from] = false;
+        sim.run(Duration::from_secs(3));
+        assert_eq!(sim.holders(), vec![A], "adverts from {from} dropped");
+        assert_eq!(sim.overlaps, 0);
+    }
+}
+
+#[test]
+fn an_active_cut_off_from_etcd_and_peer_drops_before_the_standby_claims() {
+    let mut sim = started();
+    sim.set_etcd(A, false);
+    sim.link = [false, false];
+    let dropped = sim
+        .until(Duration::from_secs(2), |s| !s.nodes[A].holding)
+        .unwrap();
+    assert!(
+        dropped <= Timing::default().fence() + TICK * 2,
+        "{dropped:?}"
+    );
+    sim.until(Duration::from_secs(2), |s| s.holders() == vec![B])
+        .unwrap();
+    assert_eq!(sim.overlaps, 0);
+    assert_eq!(sim.epoch(), 2);
+}
+
+#[test]
+fn an_active_without_etcd_that_hears_its_peer_keeps_the_addresses() {
+    let mut sim = started();
+    sim.set_etcd(A, false);
+    sim.set_etcd(B, false);
+    sim.run(Duration::from_secs(3));
+    assert_eq!(sim.holders(), vec![A]);
+}
+
+#[test]
+fn an_active_without_etcd_whose_adverts_are_lost_drops_before_the_standby_claims() {
+    // The active hears the standby but the standby does not hear it: the standby's adverts
+    // say so, so the active counts its peer as silent, cannot renew without etcd, and drops
+    // its addresses before the standby may claim.
+    let mut sim = started();
+    sim.set_etcd(A, false);
+    sim.link[A] = false;
+    sim.run(Duration::from_secs(2));
+    assert_eq!(sim.holders(), vec![B]);
+    assert_eq!(sim.overlaps, 0);
+    // The active's etcd comes back: it sees epoch 2 held by b and stays standby.
+    sim.set_etcd(A, true);
+    sim.link[A] = true;
+    sim.run(Duration::from_secs(2));
+    assert_eq!(sim.holders(), vec![B]);
+}
+
+#[test]
+fn an_advert_of_a_higher_epoch_steps_the_active_down_at_once() {
+    let mut sim = started();
+    let advert = Advert {
+        v: VERSION,
+        node: "b".into(),
+        lb: sim.lb,
+        epoch: 9,
+        role: AdvertRole::Active,
+        hearing: true,
+        release: false,
+    };
+    let now = sim.now;
+    let actions = sim.nodes[A].election.step(now, Input::Advert(advert));
+    assert_eq!(actions.first(), Some(&Action::RemoveAddresses));
+    // Its own try to take the claim back fails in a real etcd, as b's swap moved it.
+    assert!(matches!(actions.get(1), Some(Action::Claim { claim, .. }) if claim.epoch == 2));
+}
+
+#[test]
+fn the_active_steps_down_when_etcd_shows_the_claim_held_by_another() {
+    let mut sim = started();
+    let seen = Seen {
+        claim: Claim {
+            holder: "b".into(),
+            epoch: 2,
+            released: false,
+        },
+        revision: 99,
+    };
+    let now = sim.now;
+    let actions = sim.nodes[A].election.step(now, Input::Claim(Some(seen)));
+    assert_eq!(actions.first(), Some(&Action::RemoveAddresses));
+    assert!(!actions.iter().any(|a| matches!(a, Action::Claim { .. })));
+}
+
+#[test]
+fn adverts_of_strangers_or_other_load_balancers_are_ignored() {
+    let mut sim = started();
+    let mut advert = Advert {
+        v: VERSION,
+        node: "c".into(),
+        lb: sim.lb,
+        epoch: 9,
+        role: AdvertRole::Active,
+        hearing: true,
+        release: true,
+    };
+    sim.input(A, Input::Advert(advert.clone()));
+    advert.node = "b".into();
+    advert.lb = LoadBalancerId::derive("other");
+    sim.input(A, Input::Advert(advert));
+    assert!(sim.nodes[A].holding);
+}
+
+#[test]
+fn a_returning_agent_becomes_standby_and_does_not_take_back() {
+    let mut sim = started();
+    sim.kill(A);
+    sim.until(Duration::from_secs(2), |s| s.holders() == vec![B])
+        .unwrap();
+    sim.restart(A);
+    sim.run(Duration::from_secs(3));
+    assert_eq!(sim.holders(), vec![B]);
+    assert_eq!(sim.epoch(), 2);
+    assert_eq!(sim.overlaps, 0);
+}
+
+#[test]
+fn a_restarted_holder_takes_its_own_claim_back_with_a_new_epoch() {
+    let mut sim = started();
+    // A crashes and comes back before the standby noticed.
+    sim.kill(A);
+    sim.run(Duration::from_millis(50));
+    sim.restart(A);
+    sim.until(Duration::from_secs(1), |s| !s.holders().is_empty())
+        .unwrap();
+    sim.run(Duration::from_secs(2));
+    assert_eq!(sim.holders().len(), 1);
+    assert_eq!(sim.epoch(), 2);
+}
+
+#[test]
+fn removal_from_the_placement_drops_the_addresses() {
+    let mut sim = started();
+    sim.input(A, Input::Placement(None));
+    assert!(!sim.nodes[A].holding);
+}
+
+#[test]
+fn the_fence_is_shorter_than_the_dead_interval() {
+    let t = Timing::default();
+    assert!(t.fence() + t.interval <= t.dead());
+    assert!(t.renew_after() < t.fence());
+}
+
+#[derive(Debug, Clone)]
+enum Fault {
+    Link(usize, bool),
+    Etcd(usize, bool),
+    Kill(usize),
+    Restart(usize),
+    Shutdown(usize),
+    Wait(u64),
+}
+
+fn fault() -> impl Strategy<Value = Fault> {
+    let node = 0usize..2;
+    prop_oneof![
+        (node.clone(), any::<bool>()).prop_map(|(i, up)| Fault::Link(i, up)),
+        (node.clone(), any::<bool>()).prop_map(|(i, up)| Fault::Etcd(i, up)),
+        node.clone().prop_map(Fault::Kill),
+        node.clone().prop_map(Fault::Restart),
+        node.prop_map(Fault::Shutdown),
+        (0u64..600).prop_map(Fault::Wait),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    /// Whatever links fail, agents die, restart or leave: never two holders at once (watch
+    /// events arrive at once; only an advert's delivery may lag, by one tick), and once all
+    /// heals, exactly one holder.
+    #[test]
+    fn no_split_brain_and_recovery_under_random_faults(faults in proptest::collection::vec(fault(), 1..25)) {
+        let mut sim = started();
+        for f in faults {
+            match f {
+                Fault::Link(i, up) => sim.link[i] = up,
+                Fault::Etcd(i, up) => sim.set_etcd(i, up),
+                Fault::Kill(i) => sim.kill(i),
+                Fault::Restart(i) => { sim.set_etcd(i, true); sim.restart(i) }
+                Fault::Shutdown(i) => sim.input(i, Input::Shutdown),
+                Fault::Wait(ms) => sim.run(Duration::from_millis(ms)),
+            }
+            sim.tick();
+        }
+        prop_assert_eq!(sim.overlaps, 0, "two holders after {:?}", sim.elapsed());
+        sim.link = [true, true];
+        for i in [A, B] {
+            if !sim.nodes[i].alive || sim.nodes[i].election.stopped {
+                sim.set_etcd(i, true);
+                sim.restart(i);
+            } else {
+                sim.set_etcd(i, true);
+            }
+        }
+        sim.run(Duration::from_secs(2));
+        prop_assert_eq!(sim.holders().len(), 1);
+        prop_assert_eq!(sim.overlaps, 0);
+    }
+}
