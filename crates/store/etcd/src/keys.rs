@@ -7,6 +7,7 @@
 //! | `desired-pending` | present while a commit too big for one txn is being written (its generation) |
 //! | `desired-commit` | the commit marker: the generation of the last whole commit; readers publish at its writes |
 //! | `agents/<node>` | each agent's registration and feedback, under the agent's lease |
+//! | `ha/<lb-uuid>` | who is active for a load balancer (`{holder, epoch}`), changed only by compare-and-swap ([`crate::Swap`]) |
 
 /// The desired subtree, relative to the prefix.
 pub const DESIRED: &str = "desired/";

@@ -4,7 +4,7 @@
 //! controllers' fenced leader election and atomic commits of the desired state (split into
 //! several txns when too big for one, made visible at a commit marker), the agents' mirrors
 //! (snapshot, then watch; relist and sweep on compaction or a broken stream; health), leased
-//! agent keys, and the agents' checksummed local cache of the last view. The key layout is in
+//! agent keys, compare-and-swap of the agents' claims (`ha/<lb>`), and the agents' checksummed local cache of the last view. The key layout is in
 //! [`keys`].
 //!
 //! It may depend on `portico-store`, `portico-model`, etcd-client and tokio; it must not depend
@@ -20,6 +20,7 @@ pub mod keys;
 mod lease;
 mod mirror;
 mod publish;
+mod swap;
 mod task;
 
 pub use cache::CacheError;
@@ -29,3 +30,4 @@ pub use election::Leadership;
 pub use error::EtcdError;
 pub use mirror::{Health, Mirror};
 pub use publish::Publication;
+pub use swap::{HA, Swap};

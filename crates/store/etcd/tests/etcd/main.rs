@@ -9,3 +9,4 @@ mod outage;
 mod proxy;
 mod security;
 mod support;
+mod swap;
