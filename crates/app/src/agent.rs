@@ -97,6 +97,7 @@ impl Agent {
             store_connected: health.connected,
             served,
             diagnostics,
+            ..Feedback::default()
         }
     }
 }

@@ -37,6 +37,8 @@ pub struct AgentSettings {
     pub node: String,
     pub listen: ListenSettings,
     pub haproxy: HaproxySettings,
+    /// Active-standby (`--interface`): off without it.
+    pub ha: Option<crate::failover::HaSettings>,
 }
 
 /// Serves the store's desired state on this node until `shutdown`.
@@ -92,13 +94,32 @@ pub async fn agent(
     );
     let admin = node.admin.clone();
     let metrics = node.metrics.clone();
-    let report = move |agent: &Agent, feedback: Feedback| {
+    let ha_views = crate::failover::HaViews::default();
+    let failover = settings.ha.clone().map(|ha| {
+        let link = crate::failover::link(
+            settings.node.clone(),
+            settings.store.clone(),
+            ha,
+            desired.clone(),
+            ha_views.clone(),
+            metrics.clone(),
+            shutdown.clone(),
+        );
+        tokio::spawn(link)
+    });
+    let advertise = settings.ha.as_ref().map(|ha| ha.advertise_address);
+    let report = move |agent: &Agent, mut feedback: Feedback| {
+        feedback.advertise_address = advertise;
         metrics.observe_store(feedback.store_connected, feedback.revision);
         admin.publish(agent_snapshot(agent, &feedback));
         let bytes = serde_json::to_vec(&feedback).unwrap_or_default();
         feedback_tx.send_replace(Bytes::from(bytes));
     };
     crate::agent::serve(agent, desired, health, report, shutdown.clone()).await;
+    // The failover releases what this agent holds before the listeners drain.
+    if let Some(failover) = failover {
+        let _ = failover.await;
+    }
     link.abort();
     decoding.abort();
     node.stop().await;
@@ -218,7 +239,7 @@ async fn agent_link(
 }
 
 /// Connects, retrying until it works or `shutdown`.
-async fn connect(
+pub(crate) async fn connect(
     config: &EtcdConfig,
     health: &watch::Sender<StoreHealth>,
     mut shutdown: watch::Receiver<bool>,

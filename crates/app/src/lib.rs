@@ -9,6 +9,7 @@ mod agent;
 pub mod compile;
 mod controller;
 mod distributed;
+mod failover;
 mod metrics;
 mod node;
 mod providers;
@@ -18,8 +19,10 @@ mod source;
 mod tls;
 
 pub use distributed::{AgentSettings, ControllerSettings, agent, controller};
+pub use failover::HaSettings;
 pub use node::ListenSettings;
 pub use portico_dataplane_http::Destination as AccessLogDestination;
+pub use portico_ha::election::Timing as HaTiming;
 pub use providers::{HaproxySettings, haproxy_plan};
 pub use run::{AppError, Bound, Settings, run};
 pub use snapshot::{build_snapshot, status_addresses};

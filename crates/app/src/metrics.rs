@@ -1,6 +1,7 @@
 use portico_model::{Diagnostic, Severity};
 use portico_translate::Objects;
 use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
@@ -8,6 +9,12 @@ use prometheus_client::registry::Registry;
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct KindLabel {
     kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TransitionLabels {
+    lb: String,
+    to: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -23,6 +30,7 @@ pub(crate) struct AppMetrics {
     diagnostics: Family<SeverityLabel, Gauge>,
     store_connected: Gauge,
     store_revision: Gauge,
+    transitions: Family<TransitionLabels, Counter>,
 }
 
 impl AppMetrics {
@@ -32,7 +40,13 @@ impl AppMetrics {
             diagnostics: Family::default(),
             store_connected: Gauge::default(),
             store_revision: Gauge::default(),
+            transitions: Family::default(),
         };
+        registry.register(
+            "portico_ha_transitions",
+            "Active-standby transitions of this agent by load balancer and new role (active: it added the addresses; standby: it removed them)",
+            m.transitions.clone(),
+        );
         registry.register(
             "portico_store_connected",
             "1 while the agent reaches its store; 0 while it serves its last state without it",
@@ -61,6 +75,15 @@ impl AppMetrics {
         self.store_connected.set(i64::from(connected));
         self.store_revision
             .set(i64::try_from(revision).unwrap_or(i64::MAX));
+    }
+
+    /// This agent became `to` (`active` or `standby`) for load balancer `lb`.
+    pub(crate) fn ha_transition(&self, lb: portico_model::LoadBalancerId, to: &str) {
+        let labels = TransitionLabels {
+            lb: lb.to_string(),
+            to: to.to_owned(),
+        };
+        self.transitions.get_or_create(&labels).inc();
     }
 
     pub(crate) fn observe<'a>(

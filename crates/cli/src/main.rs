@@ -156,6 +156,43 @@ struct AgentArgs {
     /// path (appended to).
     #[arg(long, value_name = "stdout|off|PATH", default_value = "stdout", value_parser = access_log)]
     access_log: portico_app::AccessLogDestination,
+    #[command(flatten)]
+    ha: HaArgs,
+}
+
+/// Active-standby of the load balancers placed on this agent.
+#[derive(Args, Debug, Clone)]
+struct HaArgs {
+    /// Interface where this agent adds the addresses (VIP, floating IP) of the load balancers
+    /// it is active for, and sends gratuitous ARP. Without it, active-standby is off.
+    #[arg(long, value_name = "IFACE", requires = "advertise_address")]
+    interface: Option<String>,
+    /// This agent's own address for its peer's heartbeats (UDP), published in the store.
+    #[arg(long, value_name = "IP")]
+    advertise_address: Option<std::net::IpAddr>,
+    /// UDP port of the heartbeats (the same on every agent).
+    #[arg(long, value_name = "PORT", default_value_t = 9182)]
+    heartbeat_port: u16,
+    /// Milliseconds between adverts; the standby takes over after 3 missed plus one interval.
+    #[arg(long, value_name = "MS", default_value_t = 50, value_parser = clap::value_parser!(u64).range(5..=10_000))]
+    advert_interval: u64,
+}
+
+impl HaArgs {
+    fn settings(&self) -> Option<portico_app::HaSettings> {
+        let interval = std::time::Duration::from_millis(self.advert_interval);
+        let timing = portico_app::HaTiming {
+            interval,
+            skew: interval,
+            ..portico_app::HaTiming::default()
+        };
+        Some(portico_app::HaSettings {
+            interface: self.interface.clone()?,
+            advertise_address: self.advertise_address?,
+            heartbeat_port: self.heartbeat_port,
+            timing,
+        })
+    }
 }
 
 #[derive(Args, Debug, Clone)]
@@ -546,6 +583,7 @@ async fn agent(args: AgentArgs) -> anyhow::Result<ExitCode> {
             access_log: args.access_log.clone(),
         },
         haproxy: args.haproxy.settings()?,
+        ha: args.ha.settings(),
     };
     let (tx, rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {

@@ -5,6 +5,7 @@ use portico_model::{Diagnostic, LoadBalancerId, Model, ObjectRef, PoolId};
 use portico_tls::Material;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashSet};
+use std::net::IpAddr;
 use std::sync::Arc;
 
 /// Usable key material by Secret reference (kind `Secret`), as the model's listeners name them.
@@ -51,4 +52,7 @@ pub struct Feedback {
     /// Problems the agent's providers found (a configuration their data plane rejected, a
     /// provider type it does not know, a store value it could not read).
     pub diagnostics: Vec<Diagnostic>,
+    /// The agent's own address for its peer's heartbeats (`--advertise-address`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub advertise_address: Option<IpAddr>,
 }

@@ -15,6 +15,8 @@ const READY: Duration = Duration::from_secs(30);
 /// A running etcd cluster.
 #[derive(Debug)]
 pub struct EtcdCluster {
+    /// The address members listen on.
+    host: String,
     dir: TempDir,
     members: Vec<Member>,
     tls: Option<EtcdTls>,
@@ -49,7 +51,17 @@ impl EtcdCluster {
         EtcdCluster::launch(1, true)
     }
 
+    /// One plain member listening on `host` (e.g. an address on a test bridge that network
+    /// namespaces reach) instead of loopback.
+    pub fn start_on(host: std::net::IpAddr) -> EtcdCluster {
+        EtcdCluster::launch_on(host.to_string(), 1, false)
+    }
+
     fn launch(size: usize, tls: bool) -> EtcdCluster {
+        EtcdCluster::launch_on("127.0.0.1".to_owned(), size, tls)
+    }
+
+    fn launch_on(host: String, size: usize, tls: bool) -> EtcdCluster {
         let dir = temp_dir();
         let tls = tls.then(|| EtcdTls::generate(dir.path()));
         let members = (0..size)
@@ -60,7 +72,12 @@ impl EtcdCluster {
                 child: None,
             })
             .collect();
-        let mut cluster = EtcdCluster { dir, members, tls };
+        let mut cluster = EtcdCluster {
+            host,
+            dir,
+            members,
+            tls,
+        };
         for i in 0..size {
             cluster.spawn(i);
         }
@@ -72,7 +89,7 @@ impl EtcdCluster {
     pub fn endpoints(&self) -> Vec<String> {
         self.members
             .iter()
-            .map(|m| format!("127.0.0.1:{}", m.client_port))
+            .map(|m| format!("{}:{}", self.host, m.client_port))
             .collect()
     }
 
@@ -136,7 +153,7 @@ impl EtcdCluster {
         let scheme = if self.tls.is_some() { "https" } else { "http" };
         let endpoints: Vec<String> = (self.members.iter().enumerate())
             .filter(|(i, m)| only.is_none_or(|o| o == *i) && m.child.is_some())
-            .map(|(_, m)| format!("{scheme}://127.0.0.1:{}", m.client_port))
+            .map(|(_, m)| format!("{scheme}://{}:{}", self.host, m.client_port))
             .collect();
         let mut command = Command::new("etcdctl");
         command
@@ -157,14 +174,14 @@ impl EtcdCluster {
     fn spawn(&mut self, i: usize) {
         let scheme = if self.tls.is_some() { "https" } else { "http" };
         let cluster: Vec<String> = (self.members.iter())
-            .map(|m| format!("{}=http://127.0.0.1:{}", m.name, m.peer_port))
+            .map(|m| format!("{}=http://{}:{}", m.name, self.host, m.peer_port))
             .collect();
         let member = &self.members[i];
         let data = self.dir.path().join(&member.name);
         let log = std::fs::File::create(self.dir.path().join(format!("{}.log", member.name)))
             .unwrap_or_else(|e| panic!("creating the etcd log: {e}"));
-        let client = format!("{scheme}://127.0.0.1:{}", member.client_port);
-        let peer = format!("http://127.0.0.1:{}", member.peer_port);
+        let client = format!("{scheme}://{}:{}", self.host, member.client_port);
+        let peer = format!("http://{}:{}", self.host, member.peer_port);
         let mut command = Command::new("etcd");
         command
             .arg(format!("--name={}", member.name))

@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used)] // tests may unwrap
 
 mod kube_support;
+mod netns;
 mod raw_client;
 mod support;
 mod tls_support;
@@ -16,6 +17,7 @@ mod conformance;
 mod demo;
 mod distributed;
 mod drain;
+mod failover;
 mod haproxy;
 mod host_rules;
 mod kubernetes;

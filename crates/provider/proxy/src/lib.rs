@@ -83,12 +83,7 @@ impl ProxyProvider {
 
     /// Binds a VIP's listeners and starts serving them with a new proxy.
     fn start_vip(&self, http: SocketAddr, https: SocketAddr) -> std::io::Result<Served> {
-        let bind = |addr| {
-            let listener = std::net::TcpListener::bind(addr)?;
-            listener.set_nonblocking(true)?;
-            TcpListener::from_std(listener)
-        };
-        let (http, https) = (bind(http)?, bind(https)?);
+        let (http, https) = (bind_nonlocal(http)?, bind_nonlocal(https)?);
         // A VIP that is dropped closes at once: its address may be bound again right away.
         let limits = Limits {
             shutdown_grace: std::time::Duration::ZERO,
@@ -103,6 +98,24 @@ impl ProxyProvider {
             stop: Some(stop),
         })
     }
+}
+
+/// A listener on `addr` even while the address is not on any interface (IP_FREEBIND): a
+/// standby agent listens on its load balancers' addresses, so that a takeover only moves the
+/// addresses.
+fn bind_nonlocal(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    use socket2::{Domain, Socket, Type};
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+    socket.set_reuse_address(true)?;
+    if addr.is_ipv4() {
+        socket.set_freebind_v4(true)?;
+    } else {
+        socket.set_freebind_v6(true)?;
+    }
+    socket.bind(&addr.into())?;
+    socket.listen(1024)?;
+    socket.set_nonblocking(true)?;
+    TcpListener::from_std(socket.into())
 }
 
 impl Provider for ProxyProvider {

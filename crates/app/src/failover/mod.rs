@@ -1,0 +1,396 @@
+//! The agent's side of active-standby: one [`Election`] per load balancer placed on this node
+//! (as active or standby), fed with the placement, the pair's adverts (UDP), the claims in etcd
+//! (`ha/<lb>`, mirrored) and etcd's health, ticked every [`TICK`]; their actions carried out
+//! here: addresses on `--interface`, gratuitous ARP, adverts to the peer's advertise address,
+//! compare-and-swap of the claim. docs/active-standby.md gives the design.
+
+mod exec;
+
+use portico_ha::Placement;
+use portico_ha::election::{Assignment, Claim, Election, Input, Outcome, Role, Seen, TICK, Timing};
+use portico_model::LoadBalancerId;
+use portico_store::Desired;
+use portico_store::kv::View;
+use portico_store_etcd::{Etcd, HA, Health};
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+use tokio::sync::{mpsc, watch};
+
+/// `--interface`, `--advertise-address`, `--heartbeat-port`.
+#[derive(Debug, Clone)]
+pub struct HaSettings {
+    pub interface: String,
+    pub advertise_address: IpAddr,
+    pub heartbeat_port: u16,
+    pub timing: Timing,
+}
+
+/// The placements by load balancer, as the agent reads them from the store.
+pub(crate) type Placements = Arc<BTreeMap<LoadBalancerId, Placement>>;
+
+/// What the agent shows about each election: who holds the claim, at which epoch.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct HaView {
+    pub(crate) holding: bool,
+    pub(crate) holder: Option<String>,
+    pub(crate) epoch: u64,
+}
+
+/// Shared with the admin snapshot.
+pub(crate) type HaViews = Arc<Mutex<BTreeMap<LoadBalancerId, HaView>>>;
+
+/// What the failover task reads.
+pub(crate) struct HaInputs {
+    pub(crate) desired: watch::Receiver<Arc<Desired>>,
+    pub(crate) placements: watch::Receiver<Placements>,
+    /// Every agent's advertise address, by node.
+    pub(crate) peers: watch::Receiver<BTreeMap<String, IpAddr>>,
+    pub(crate) claims: watch::Receiver<View>,
+    pub(crate) health: watch::Receiver<Health>,
+}
+
+/// Connects to etcd, mirrors what the elections read, and runs them until `shutdown`.
+pub(crate) async fn link(
+    node: String,
+    store: portico_store_etcd::EtcdConfig,
+    settings: HaSettings,
+    desired: watch::Receiver<Arc<Desired>>,
+    views: HaViews,
+    metrics: crate::metrics::AppMetrics,
+    shutdown: watch::Receiver<bool>,
+) {
+    let (health_tx, _) = watch::channel(crate::agent::StoreHealth::default());
+    let Some(etcd) = crate::distributed::connect(&store, &health_tx, shutdown.clone()).await else {
+        return;
+    };
+    let claims = etcd.mirror(HA);
+    let agents = etcd.mirror(portico_store::codec::AGENTS);
+    let placements = etcd.mirror(PLACEMENT);
+    let inputs = HaInputs {
+        desired,
+        placements: derive(placements.views(), placements_of),
+        peers: derive(agents.views(), peers_of),
+        claims: claims.views(),
+        health: claims.health(),
+    };
+    if let Err(e) = run(node, settings, etcd, inputs, views, metrics, shutdown).await {
+        tracing::error!("active-standby is off: {e}");
+    }
+}
+
+/// A receiver of `f` of every view of `views`.
+fn derive<T: Send + Sync + 'static>(
+    mut views: watch::Receiver<View>,
+    f: fn(&View) -> T,
+) -> watch::Receiver<T> {
+    let (tx, rx) = watch::channel(f(&views.borrow_and_update()));
+    tokio::spawn(async move {
+        while views.changed().await.is_ok() {
+            let next = f(&views.borrow_and_update());
+            if tx.send(next).is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+/// The placements subtree, relative to the prefix.
+const PLACEMENT: &str = "placement/";
+
+/// The placements in the mirrored `placement/` view (a value may be the placement or an
+/// envelope whose `data` is); unreadable ones are skipped.
+fn placements_of(view: &View) -> Placements {
+    let mut out = BTreeMap::new();
+    for (key, entry) in view.entries.iter() {
+        let Some(id) = key.strip_prefix(PLACEMENT) else {
+            continue;
+        };
+        let Ok(uuid) = id.parse() else { continue };
+        let Ok(value) = serde_json::from_slice::<serde_json::Value>(&entry.value) else {
+            continue;
+        };
+        let data = value.get("data").cloned().unwrap_or(value);
+        if let Ok(p) = serde_json::from_value::<Placement>(data) {
+            out.insert(LoadBalancerId(uuid), p);
+        }
+    }
+    Arc::new(out)
+}
+
+/// One load balancer's election and what it needs to act.
+struct Instance {
+    election: Election,
+    addresses: Vec<IpAddr>,
+    peer: Option<String>,
+    /// The claim revision last fed (so that an unchanged view is not fed again).
+    fed: Option<i64>,
+}
+
+/// Runs the elections until `shutdown`; then releases what this agent holds.
+pub(crate) async fn run(
+    node: String,
+    settings: HaSettings,
+    etcd: Etcd,
+    mut inputs: HaInputs,
+    views: HaViews,
+    metrics: crate::metrics::AppMetrics,
+    mut shutdown: watch::Receiver<bool>,
+) -> Result<(), exec::HaError> {
+    let mut exec = exec::Exec::open(&settings, etcd, metrics).await?;
+    let (outcomes_tx, mut outcomes) = mpsc::unbounded_channel::<(LoadBalancerId, Outcome)>();
+    let mut state = State {
+        node,
+        timing: settings.timing,
+        instances: BTreeMap::new(),
+    };
+    let mut tick = tokio::time::interval(TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let now = Instant::now();
+        let mut steps: Vec<(LoadBalancerId, Input)> = Vec::new();
+        tokio::select! {
+            _ = tick.tick() => {
+                steps.extend(state.instances.keys().map(|id| (*id, Input::Tick)));
+            }
+            received = exec.heartbeat.recv() => {
+                if let Ok((advert, _)) = received {
+                    steps.push((advert.lb, Input::Advert(advert)));
+                }
+            }
+            Some((id, outcome)) = outcomes.recv() => steps.push((id, Input::Outcome(outcome))),
+            r = inputs.desired.changed() => if r.is_err() { break },
+            r = inputs.placements.changed() => if r.is_err() { break },
+            r = inputs.peers.changed() => if r.is_err() { break },
+            r = inputs.claims.changed() => if r.is_err() { break },
+            r = inputs.health.changed() => if r.is_err() { break },
+            _ = shutdown.wait_for(|s| *s) => break,
+        }
+        steps.extend(state.reconcile(now, &mut inputs, &mut exec).await);
+        for (id, input) in steps {
+            state
+                .step(now, id, input, &mut exec, &inputs, &outcomes_tx)
+                .await;
+        }
+        state.publish(&views);
+    }
+    let now = Instant::now();
+    let ids: Vec<LoadBalancerId> = state.instances.keys().copied().collect();
+    for id in ids {
+        state
+            .step(now, id, Input::Shutdown, &mut exec, &inputs, &outcomes_tx)
+            .await;
+    }
+    exec.settle().await;
+    Ok(())
+}
+
+struct State {
+    node: String,
+    timing: Timing,
+    instances: BTreeMap<LoadBalancerId, Instance>,
+}
+
+impl State {
+    /// Starts elections for load balancers newly placed here, ends those placed elsewhere, and
+    /// feeds placement, claim and etcd health changes.
+    async fn reconcile(
+        &mut self,
+        now: Instant,
+        inputs: &mut HaInputs,
+        exec: &mut exec::Exec,
+    ) -> Vec<(LoadBalancerId, Input)> {
+        let desired = inputs.desired.borrow_and_update().clone();
+        let model = &desired.model;
+        let placements = inputs.placements.borrow_and_update().clone();
+        let claims = inputs.claims.borrow_and_update().clone();
+        let connected = inputs.health.borrow_and_update().connected;
+        inputs.peers.borrow_and_update();
+        let mut steps = Vec::new();
+        let mut wanted = BTreeMap::new();
+        for lb in &model.load_balancers {
+            let Some(placement) = placements.get(&lb.id) else {
+                continue;
+            };
+            let addresses = addresses(lb);
+            if let Some(assignment) = assignment(&self.node, placement)
+                && !addresses.is_empty()
+            {
+                wanted.insert(lb.id, (assignment, addresses));
+            }
+        }
+        let gone: Vec<LoadBalancerId> = self
+            .instances
+            .keys()
+            .filter(|id| !wanted.contains_key(id))
+            .copied()
+            .collect();
+        for id in gone {
+            if let Some(mut instance) = self.instances.remove(&id) {
+                let actions = instance.election.step(now, Input::Placement(None));
+                exec.run(id, &instance, actions, None, &inputs.peers).await;
+            }
+        }
+        for (id, (assignment, addresses)) in wanted {
+            if !self.instances.contains_key(&id) {
+                // Addresses left by an earlier run of this agent go: it starts as standby.
+                exec.replace(&addresses, &[], false).await;
+                let election = Election::new(self.node.clone(), id, self.timing, now);
+                let instance = Instance {
+                    election,
+                    addresses: addresses.clone(),
+                    peer: None,
+                    fed: None,
+                };
+                self.instances.insert(id, instance);
+            }
+            let Some(instance) = self.instances.get_mut(&id) else {
+                continue;
+            };
+            if instance.addresses != addresses {
+                // The addresses changed under an active: the new ones are added by the next
+                // takeover; the old ones removed now.
+                exec.replace(
+                    &instance.addresses,
+                    &addresses,
+                    instance.election.status().holding,
+                )
+                .await;
+                instance.addresses = addresses;
+            }
+            if instance.peer != assignment.peer || instance.fed.is_none() {
+                instance.peer = assignment.peer.clone();
+                steps.push((id, Input::Placement(Some(assignment))));
+            }
+            steps.push((id, Input::Etcd(connected)));
+            if connected && claims.revision > 0 {
+                let seen = seen(&claims, id);
+                let revision = seen.as_ref().map_or(0, |s| s.revision);
+                if instance.fed != Some(revision) {
+                    instance.fed = Some(revision);
+                    steps.push((id, Input::Claim(seen)));
+                }
+            } else {
+                // Fed again once etcd is back.
+                instance.fed = Some(-1);
+            }
+        }
+        steps
+    }
+
+    async fn step(
+        &mut self,
+        now: Instant,
+        id: LoadBalancerId,
+        input: Input,
+        exec: &mut exec::Exec,
+        inputs: &HaInputs,
+        outcomes: &mpsc::UnboundedSender<(LoadBalancerId, Outcome)>,
+    ) {
+        let Some(instance) = self.instances.get_mut(&id) else {
+            return;
+        };
+        let actions = instance.election.step(now, input);
+        if !actions.is_empty() {
+            exec.run(id, instance, actions, Some(outcomes), &inputs.peers)
+                .await;
+        }
+    }
+
+    fn publish(&self, views: &HaViews) {
+        let mut views = views.lock().unwrap_or_else(PoisonError::into_inner);
+        views.clear();
+        for (id, instance) in &self.instances {
+            let s = instance.election.status();
+            views.insert(
+                *id,
+                HaView {
+                    holding: s.holding,
+                    holder: s.holder,
+                    epoch: s.epoch,
+                },
+            );
+        }
+    }
+}
+
+/// The addresses the active agent of `lb` holds.
+fn addresses(lb: &portico_model::LoadBalancer) -> Vec<IpAddr> {
+    let mut out: Vec<IpAddr> = lb.vip.into_iter().collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// This node's part in `placement`, if any.
+fn assignment(node: &str, placement: &Placement) -> Option<Assignment> {
+    let (role, peer) = if placement.active == node {
+        (Role::Active, placement.standby.clone())
+    } else if placement.standby.as_deref() == Some(node) {
+        (Role::Standby, Some(placement.active.clone()))
+    } else {
+        return None;
+    };
+    Some(Assignment {
+        role,
+        peer,
+        epoch: placement.epoch,
+    })
+}
+
+/// The claim key of a load balancer, relative to the prefix.
+pub(crate) fn claim_key(id: LoadBalancerId) -> String {
+    format!("{HA}{id}")
+}
+
+/// The claim of `id` in the mirrored `ha/` view; an unreadable value counts as held by
+/// nobody of the pair (the placed active may overwrite it).
+fn seen(claims: &View, id: LoadBalancerId) -> Option<Seen> {
+    let entry = claims.entries.get(&claim_key(id))?;
+    Some(decode(&entry.value, entry.mod_revision))
+}
+
+pub(crate) fn decode(value: &[u8], revision: i64) -> Seen {
+    let claim = serde_json::from_slice::<Claim>(value).unwrap_or_else(|e| {
+        tracing::warn!(revision, "unreadable claim: {e}");
+        Claim {
+            holder: String::new(),
+            epoch: 0,
+            released: false,
+        }
+    });
+    Seen { claim, revision }
+}
+
+/// The heartbeat address of every agent, from the agents' feedback.
+pub(crate) fn peers_of(view: &View) -> BTreeMap<String, IpAddr> {
+    let mut out = BTreeMap::new();
+    for (key, entry) in view.entries.iter() {
+        let Some(node) = key.strip_prefix(portico_store::codec::AGENTS) else {
+            continue;
+        };
+        let value: serde_json::Value = match serde_json::from_slice(&entry.value) {
+            Ok(v) => v,
+            Err(_) => continue,
+        };
+        let address = value.get("advertiseAddress").and_then(|a| a.as_str());
+        if let Some(address) = address.and_then(|a| a.parse::<IpAddr>().ok()) {
+            out.insert(node.to_owned(), address);
+        }
+    }
+    out
+}
+
+/// The peer's heartbeat socket.
+fn peer_socket(
+    peers: &watch::Receiver<BTreeMap<String, IpAddr>>,
+    peer: &str,
+    port: u16,
+) -> Option<SocketAddr> {
+    peers
+        .borrow()
+        .get(peer)
+        .map(|ip| SocketAddr::new(*ip, port))
+}
