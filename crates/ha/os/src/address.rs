@@ -108,5 +108,11 @@ fn cidr(address: IpAddr) -> String {
 
 /// `ip address del` of an address that is not there.
 fn absent(stderr: &str) -> bool {
-    stderr.contains("Cannot assign requested address") || stderr.contains("No such")
+    [
+        "Cannot assign requested address",
+        "No such",
+        "Address not found",
+    ]
+    .iter()
+    .any(|m| stderr.contains(m))
 }

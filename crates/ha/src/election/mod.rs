@@ -9,8 +9,9 @@
 //!   of an active peer for `dead` (3 intervals + skew), saw the claim unchanged for as long, and
 //!   reaches etcd; an agent that does not reach etcd never claims.
 //! - An active that no longer hears its peer renews the claim every interval (so the standby
-//!   sees it alive), and drops its addresses when it has neither heard its peer nor had the claim
-//!   confirmed for `fence` (< `dead`): it is gone before the standby may claim.
+//!   sees it alive), and drops its addresses when it has neither heard its peer for `fence` nor
+//!   had the claim confirmed by a swap sent within `confirmed_fence` (both < `dead`): it is gone
+//!   before the standby may claim.
 //! - It steps down at once when it sees the claim held by another or a peer active at a
 //!   higher epoch; on shutdown it removes its addresses and releases (advert and claim).
 
@@ -64,6 +65,13 @@ impl Timing {
         self.dead()
             .saturating_sub(self.interval)
             .saturating_sub(self.skew / 2)
+    }
+
+    /// An active whose claim was last confirmed by a swap sent at `t` drops its addresses at
+    /// `t` + this (`dead − skew / 2`): the swap committed after `t`, and the standby claims
+    /// only after it saw the claim unchanged for `dead`.
+    pub fn confirmed_fence(&self) -> Duration {
+        self.dead().saturating_sub(self.skew / 2)
     }
 
     /// An active renews its claim when its peer has been silent this long.

@@ -114,18 +114,12 @@ impl Election {
         }
         if new != old {
             self.claim_changed_at = now;
-            if let Some(s) = &seen
-                && s.claim.holder == self.node
-                && s.claim.epoch == self.epoch
-            {
-                self.confirmed_at = now;
-            }
         }
         self.claim = seen;
     }
 
     fn outcome(&mut self, now: Instant, outcome: Outcome, out: &mut Vec<Action>) {
-        let Some((kind, _, claim)) = self.pending.take() else {
+        let Some((kind, sent, claim)) = self.pending.take() else {
             return;
         };
         match outcome {
@@ -133,7 +127,9 @@ impl Election {
                 self.claim = Some(Seen { claim, revision });
                 self.claim_known = true;
                 self.claim_changed_at = now;
-                self.confirmed_at = now;
+                // The write committed after it was sent: nobody may claim before the standby
+                // saw it unchanged for `dead`, counted from no earlier than `sent`.
+                self.confirmed_at = sent;
                 if kind == Pending::Takeover {
                     self.take_over(now, out);
                 }
@@ -175,8 +171,14 @@ impl Election {
                 out.push(Action::Advert(release.clone()));
             }
         }
+        // A peer that hears this agent gets the release adverts and claims at once; a write
+        // to etcd now would only race its swap. Else the released claim tells it.
+        let hearing = self
+            .peer_heard_at
+            .is_some_and(|at| now.duration_since(at) <= self.timing.renew_after());
         if let Some(seen) = self.claim.as_ref().filter(|s| s.claim.holder == self.node)
             && self.etcd
+            && !hearing
         {
             let claim = Claim {
                 released: true,
@@ -245,8 +247,9 @@ impl Election {
             return true;
         }
         let heard = self.peer_heard_at.unwrap_or(self.assigned_at);
-        let last = heard.max(self.confirmed_at);
-        now.duration_since(last) > self.timing.fence()
+        let unheard = now.duration_since(heard) > self.timing.fence();
+        let unconfirmed = now.duration_since(self.confirmed_at) > self.timing.confirmed_fence();
+        unheard && unconfirmed
     }
 
     fn renew(&mut self, now: Instant, out: &mut Vec<Action>) {

@@ -254,6 +254,8 @@ fn shutdown_hands_over_within_two_ticks() {
 fn shutdown_hands_over_through_etcd_when_the_release_advert_is_lost() {
     let mut sim = started();
     sim.link[A] = false;
+    // b stops hearing a, and says so.
+    sim.run(Duration::from_millis(150));
     sim.input(A, Input::Shutdown);
     let took = sim
         .until(Duration::from_secs(2), |s| s.holders() == vec![B])
@@ -441,6 +443,7 @@ fn the_fence_is_shorter_than_the_dead_interval() {
     let t = Timing::default();
     assert!(t.fence() + t.interval <= t.dead());
     assert!(t.renew_after() < t.fence());
+    assert!(t.confirmed_fence() < t.dead());
 }
 
 #[derive(Debug, Clone)]
