@@ -110,6 +110,7 @@ mod tests {
                     service: ObjectRef::new("Service", "default", "web"),
                     service_port: "80".into(),
                     algorithm: Algorithm::RoundRobin,
+                    settings: Default::default(),
                     protocol: PoolProtocol::Http,
                     members: vec![Member {
                         id: MemberId::derive("m"),

@@ -33,6 +33,7 @@
 //! match (`/foo` and `/foo/` as Prefix, or Prefix and ImplementationSpecific) are one route.
 
 pub mod admission;
+mod annotations;
 mod backend;
 mod certificates;
 mod class;

@@ -6,6 +6,7 @@
 //! none of those changed (see [`crate::memo`]); most of a translation's work is here.
 
 use crate::admission::validate_ingress;
+use crate::annotations::upstream;
 use crate::route::{Backend, Lookups, RouteSpec, backend_key, routes};
 use crate::{Config, ObjectKey, Objects};
 use k8s_openapi::api::networking::v1::Ingress;
@@ -69,9 +70,12 @@ impl Source {
         let object = ObjectRef::new("Ingress", &key.namespace, &key.name);
         let mut lookups = Lookups {
             diagnostics: validate_ingress(key, ingress),
-            services: Vec::new(),
+            ..Lookups::default()
         };
         let served = !lookups.diagnostics.iter().any(Diagnostic::is_error);
+        if served {
+            lookups.upstream = upstream(&object, ingress, &mut lookups.diagnostics);
+        }
         let (routes, default) = if served {
             let routes = routes(key, &object, ingress, &ids, objects, &mut lookups);
             let default = ingress

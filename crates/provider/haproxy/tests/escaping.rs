@@ -146,6 +146,7 @@ fn model(fields: &[(String, String)], sni: &[String]) -> LoadBalancer {
             service: ObjectRef::new("Service", "default", "web"),
             service_port: "80".into(),
             algorithm: Algorithm::RoundRobin,
+            settings: Default::default(),
             protocol: PoolProtocol::Http,
             members: vec![],
         }],

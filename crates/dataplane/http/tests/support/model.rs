@@ -82,6 +82,7 @@ impl ModelBuilder {
             service,
             service_port: "80".into(),
             algorithm: Algorithm::RoundRobin,
+            settings: Default::default(),
             protocol: PoolProtocol::Http,
             members,
         };

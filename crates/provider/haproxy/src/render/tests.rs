@@ -45,6 +45,7 @@ fn lb(policies: Vec<L7Policy>, members: Vec<Member>) -> LoadBalancer {
             service: ObjectRef::new("Service", "default", "web"),
             service_port: "80".into(),
             algorithm: Algorithm::RoundRobin,
+            settings: Default::default(),
             protocol: PoolProtocol::Http,
             members,
         }],

@@ -105,6 +105,7 @@ pub fn model(port: u16, members: &[(SocketAddr, bool)]) -> Model {
                 service: ObjectRef::new("Service", "default", "web"),
                 service_port: "80".into(),
                 algorithm: Algorithm::RoundRobin,
+                settings: Default::default(),
                 protocol: PoolProtocol::Http,
                 members: members
                     .iter()
