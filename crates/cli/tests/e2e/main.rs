@@ -1,6 +1,25 @@
 //! Black-box tests: the real `portico` binary against echo backends on 127.0.0.1.
 #![allow(clippy::unwrap_used)] // tests may unwrap
 
+/// One test per (scenario, provider) for the two L7 providers: `<module>::proxy::<scenario>`
+/// and `<module>::haproxy::<scenario>`, each calling `super::<scenario>(Provider::…)`.
+macro_rules! proxy_and_haproxy {
+    ($($scenario:ident),* $(,)?) => {
+        mod proxy {
+            $(#[tokio::test]
+            async fn $scenario() {
+                super::$scenario($crate::conformance::Provider::Proxy).await
+            })*
+        }
+        mod haproxy {
+            $(#[tokio::test]
+            async fn $scenario() {
+                super::$scenario($crate::conformance::Provider::Haproxy).await
+            })*
+        }
+    };
+}
+
 mod kube_support;
 mod raw_client;
 mod support;
@@ -9,6 +28,7 @@ mod tls_support;
 mod access_log;
 mod admin;
 mod allocator;
+mod annotations;
 mod backends;
 mod bad_input;
 mod classes;
