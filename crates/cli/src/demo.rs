@@ -153,7 +153,10 @@ async fn run_in(dir: &Path, listen: &ListenArgs) -> anyhow::Result<ExitCode> {
         haproxy_bin: "haproxy".into(),
     };
     let settings = settings(
-        portico_app::SourceSettings::Files(vec![dir.to_path_buf()]),
+        portico_app::SourceSettings::Files(
+            vec![dir.to_path_buf()],
+            portico_source_file::ReadLimits::default(),
+        ),
         listen,
         &class,
         &tls,

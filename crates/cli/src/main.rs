@@ -106,6 +106,8 @@ struct ControllerArgs {
     #[arg(short = 'f', long = "filename", required_unless_present = "kubernetes")]
     files: Vec<PathBuf>,
     #[command(flatten)]
+    manifests: ManifestArgs,
+    #[command(flatten)]
     kube: KubeArgs,
     #[command(flatten)]
     store: StoreArgs,
@@ -337,11 +339,30 @@ fn default_identity() -> String {
     format!("{host}-{}", std::process::id())
 }
 
+/// Bounds on manifest files.
+#[derive(Args, Debug, Clone, Copy)]
+struct ManifestArgs {
+    /// Largest manifest file read, in bytes; a larger file is reported and the objects it held
+    /// before stay served.
+    #[arg(long, value_name = "BYTES", default_value_t = portico_source_file::ReadLimits::DEFAULT_MAX_FILE_BYTES)]
+    max_manifest_bytes: u64,
+}
+
+impl ManifestArgs {
+    fn limits(self) -> portico_source_file::ReadLimits {
+        portico_source_file::ReadLimits {
+            max_file_bytes: self.max_manifest_bytes,
+        }
+    }
+}
+
 #[derive(Args, Debug)]
 struct RunArgs {
     /// Manifest file or directory (YAML or JSON, multi-document; directories recursively).
     #[arg(short = 'f', long = "filename", required_unless_present = "kubernetes")]
     files: Vec<PathBuf>,
+    #[command(flatten)]
+    manifests: ManifestArgs,
     #[command(flatten)]
     kube: KubeArgs,
     #[command(flatten)]
@@ -360,6 +381,8 @@ struct ValidateArgs {
     #[arg(short = 'f', long = "filename", required = true)]
     files: Vec<PathBuf>,
     #[command(flatten)]
+    manifests: ManifestArgs,
+    #[command(flatten)]
     class: ClassArgs,
     #[command(flatten)]
     tls: TlsArgs,
@@ -376,6 +399,8 @@ struct RenderArgs {
     /// Manifest file or directory (YAML or JSON, multi-document; directories recursively).
     #[arg(short = 'f', long = "filename", required = true)]
     files: Vec<PathBuf>,
+    #[command(flatten)]
+    manifests: ManifestArgs,
     #[command(flatten)]
     class: ClassArgs,
     #[command(flatten)]
@@ -424,15 +449,19 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(&cli.log);
     let result = match cli.command {
-        Command::Validate(args) => {
-            validate::run(&args.files, &translate_config(&args.class, &args.tls))
-        }
+        Command::Validate(args) => validate::run(
+            &args.files,
+            args.manifests.limits(),
+            &translate_config(&args.class, &args.tls),
+        ),
         Command::Run(args) => runtime(args.listen.workers).and_then(|rt| {
             let (listen, class, tls, haproxy) =
                 (&args.listen, &args.class, &args.tls, &args.haproxy);
             let source = match args.kube.settings() {
                 Some(kube) => portico_app::SourceSettings::Kubernetes(Box::new(kube)),
-                None => portico_app::SourceSettings::Files(args.files.clone()),
+                None => {
+                    portico_app::SourceSettings::Files(args.files.clone(), args.manifests.limits())
+                }
             };
             let settings = settings(source, listen, class, tls, haproxy)?;
             rt.block_on(serve(settings, None))
@@ -508,7 +537,7 @@ async fn serve(
 async fn controller(args: ControllerArgs) -> anyhow::Result<ExitCode> {
     let source = match args.kube.settings() {
         Some(kube) => portico_app::SourceSettings::Kubernetes(Box::new(kube)),
-        None => portico_app::SourceSettings::Files(args.files.clone()),
+        None => portico_app::SourceSettings::Files(args.files.clone(), args.manifests.limits()),
     };
     let identity = args.kube.identity.clone().unwrap_or_else(default_identity);
     let settings = portico_app::ControllerSettings {
