@@ -38,6 +38,7 @@ mod distributed;
 mod drain;
 mod haproxy;
 mod host_rules;
+mod hostile;
 mod kubernetes;
 mod limits;
 mod live;

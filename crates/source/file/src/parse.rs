@@ -60,8 +60,8 @@ fn yaml_options() -> serde_saphyr::Options {
     serde_saphyr::options! {
         with_snippet: false,
         budget: serde_saphyr::budget! {
-            max_events: 50_000_000,
-            max_nodes: 20_000_000,
+            max_events: 5_000_000,
+            max_nodes: 2_500_000,
         },
     }
 }
