@@ -52,12 +52,16 @@ pub async fn agent(
         .state_dir
         .join("agent")
         .join(format!("{}.cache", settings.node));
-    if let Some(dir) = cache_path.parent()
-        && let Err(e) = std::fs::DirBuilder::new().recursive(true).create(dir)
-    {
-        tracing::warn!(dir = %dir.display(), "cannot create the cache's directory: {e}");
+    // A cache in a directory others could write to would let them choose what is served.
+    let cache_dir = cache_path
+        .parent()
+        .map(portico_statedir::ensure_private_dir);
+    if let Some(Err(e)) = &cache_dir {
+        tracing::error!("the agent's cache is not used: {e}");
     }
-    let initial = match cache::load(&cache_path) {
+    let cache_path = matches!(cache_dir, Some(Ok(()))).then_some(cache_path);
+    let loaded = cache_path.as_deref().map(cache::load);
+    let initial = match loaded.unwrap_or_else(|| Ok(View::default())) {
         Ok(view) => {
             tracing::info!(
                 revision = view.revision,
@@ -66,7 +70,7 @@ pub async fn agent(
             view
         }
         Err(e) => {
-            tracing::info!(cache = %cache_path.display(), "no usable cache: {e}");
+            tracing::info!("no usable cache: {e}");
             View::default()
         }
     };
@@ -130,11 +134,15 @@ fn agent_snapshot(agent: &Agent, feedback: &Feedback) -> portico_admin::Snapshot
 async fn decode_views(
     mut views: watch::Receiver<View>,
     desired: watch::Sender<Arc<Desired>>,
-    cache_path: PathBuf,
+    cache_path: Option<PathBuf>,
 ) {
     let mut decoder = Decoder::default();
     let (to_cache, cached) = watch::channel(views.borrow().clone());
-    let cache = tokio::spawn(cache_views(cached, cache_path));
+    let cache = tokio::spawn(async move {
+        if let Some(path) = cache_path {
+            cache_views(cached, path).await;
+        }
+    });
     loop {
         let view = views.borrow_and_update().clone();
         if view.revision > 0 {

@@ -59,6 +59,8 @@ impl Node {
         haproxy: &HaproxySettings,
         shutdown: &watch::Receiver<bool>,
     ) -> Result<Node, AppError> {
+        // haproxy's configurations and keys, sockets and the agent's cache live there.
+        portico_statedir::ensure_private_dir(&haproxy.state_dir)?;
         let (http, https) = if listen.haproxy_listens {
             check_haproxy_listen("HTTP traffic (--http-listen)", listen.http_listen).await?;
             check_haproxy_listen("HTTPS traffic (--https-listen)", listen.https_listen).await?;

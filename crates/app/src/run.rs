@@ -64,6 +64,8 @@ pub enum AppError {
     },
     #[error(transparent)]
     Kubernetes(#[from] portico_source_kube::ClientError),
+    #[error("{0} (--state-dir)")]
+    StateDir(#[from] portico_statedir::StateDirError),
 }
 
 /// Runs the all-in-one pipeline until `shutdown` turns true. `on_bound` is called once the

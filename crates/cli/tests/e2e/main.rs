@@ -24,6 +24,7 @@ mod kube_support;
 mod raw_client;
 mod support;
 mod tls_support;
+mod unprivileged;
 
 mod access_log;
 mod admin;
