@@ -11,6 +11,13 @@ pub(crate) fn handle<B>(admin: &Admin, req: Request<B>) -> Response<Body> {
     if req.method() != Method::GET && req.method() != Method::HEAD {
         return text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
     }
+    if !host_allowed(admin, &req) {
+        return text(
+            StatusCode::MISDIRECTED_REQUEST,
+            "this admin API answers IP addresses, localhost and the names given with \
+             --admin-host only\n",
+        );
+    }
     let snap = admin.snapshot.load();
     let path = req.uri().path();
     match path {
@@ -30,6 +37,37 @@ pub(crate) fn handle<B>(admin: &Admin, req: Request<B>) -> Response<Body> {
             None => text(StatusCode::NOT_FOUND, "not found\n"),
         },
     }
+}
+
+/// Whether the request's `Host` (without port) is an IP address, `localhost` (or a name
+/// under it), or one of `--admin-host`; a request without `Host` (HTTP/1.0) is allowed.
+fn host_allowed<B>(admin: &Admin, req: &Request<B>) -> bool {
+    let host = match req.headers().get(header::HOST) {
+        None => return req.uri().host().is_none_or(|h| name_allowed(admin, h)),
+        Some(h) => match h.to_str() {
+            Ok(h) => h,
+            Err(_) => return false,
+        },
+    };
+    let name = match host.strip_prefix('[') {
+        // An IPv6 literal: `[::1]:9180`.
+        Some(rest) => {
+            return rest
+                .split(']')
+                .next()
+                .is_some_and(|a| a.parse::<std::net::Ipv6Addr>().is_ok());
+        }
+        None => host.rsplit_once(':').map_or(host, |(n, _)| n),
+    };
+    name_allowed(admin, name)
+}
+
+fn name_allowed(admin: &Admin, name: &str) -> bool {
+    let name = name.trim_end_matches('.').to_ascii_lowercase();
+    name.parse::<std::net::IpAddr>().is_ok()
+        || name == "localhost"
+        || name.ends_with(".localhost")
+        || admin.hosts.iter().any(|h| *h == name)
 }
 
 /// `first`, then each detail line.
@@ -193,5 +231,48 @@ mod tests {
         let a = admin(true);
         let resp = handle(&a, Request::post("/api/v1/ingresses").body(()).unwrap());
         assert_eq!(resp.status(), StatusCode::METHOD_NOT_ALLOWED);
+    }
+
+    #[test]
+    fn only_ip_addresses_localhost_and_configured_names_are_answered() {
+        let a = admin(true);
+        let with_host = |host: &str| {
+            let req = Request::get("/api/v1/ingresses")
+                .header(header::HOST, host)
+                .body(())
+                .unwrap();
+            handle(&a, req).status()
+        };
+        for ok in [
+            "127.0.0.1:9180",
+            "localhost:9180",
+            "LOCALHOST",
+            "[::1]:9180",
+            "10.1.2.3",
+            "app.localhost",
+        ] {
+            assert_eq!(with_host(ok), StatusCode::OK, "{ok}");
+        }
+        for refused in [
+            "evil.example:9180",
+            "127.0.0.1.evil.example",
+            "[evil]:1",
+            "localhost.evil",
+        ] {
+            assert_eq!(
+                with_host(refused),
+                StatusCode::MISDIRECTED_REQUEST,
+                "{refused}"
+            );
+        }
+        let named = Admin::with_hosts(
+            Arc::new(Registry::default()),
+            vec!["Portico.Internal".into()],
+        );
+        let req = Request::get("/healthz")
+            .header(header::HOST, "portico.internal:9180")
+            .body(())
+            .unwrap();
+        assert_eq!(handle(&named, req).status(), StatusCode::OK);
     }
 }

@@ -258,6 +258,8 @@ pub struct ControllerSettings {
     pub source: SourceSettings,
     pub store: EtcdConfig,
     pub admin_listen: SocketAddr,
+    /// `--admin-host`: names the admin API answers besides IP addresses and localhost.
+    pub admin_hosts: Vec<String>,
     pub identity: String,
     pub translate: portico_translate::Config,
     /// Address written to Ingress status.
@@ -275,7 +277,8 @@ pub async fn controller(
     let admin_addr = admin_listener.local_addr().unwrap_or(settings.admin_listen);
     let mut prometheus = prometheus_client::registry::Registry::default();
     let metrics = crate::metrics::AppMetrics::new(&mut prometheus);
-    let admin = portico_admin::Admin::new(Arc::new(prometheus));
+    let admin =
+        portico_admin::Admin::with_hosts(Arc::new(prometheus), settings.admin_hosts.clone());
     let admin_task = tokio::spawn(portico_admin::serve(
         admin_listener,
         admin.clone(),

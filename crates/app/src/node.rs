@@ -21,6 +21,8 @@ pub struct ListenSettings {
     pub http_listen: SocketAddr,
     pub https_listen: SocketAddr,
     pub admin_listen: SocketAddr,
+    /// `--admin-host`: names the admin API answers besides IP addresses and localhost.
+    pub admin_hosts: Vec<String>,
     /// `--provider haproxy`: haproxy binds the default listeners instead of the built-in proxy.
     pub haproxy_listens: bool,
     /// The IngressClass named in the haproxy provider's messages about the default listeners.
@@ -87,7 +89,7 @@ impl Node {
             haproxy_socket,
             mut tasks,
         } = start_access_log(&listen.access_log, haproxy, &mut prometheus, shutdown)?;
-        let admin = Admin::new(Arc::new(prometheus));
+        let admin = Admin::with_hosts(Arc::new(prometheus), listen.admin_hosts.clone());
         let default_binds = listen.haproxy_listens.then_some((bound.http, bound.https));
         let (proxy, proxy_tasks) = ProxyProvider::new(
             proxy_metrics,

@@ -20,6 +20,8 @@ pub struct Settings {
     /// The TLS listener of the TERMINATED_HTTPS listeners.
     pub https_listen: SocketAddr,
     pub admin_listen: SocketAddr,
+    /// `--admin-host`: names the admin API answers besides IP addresses and localhost.
+    pub admin_hosts: Vec<String>,
     /// Address written to Ingress status; `None` means the IP of `http_listen`.
     pub publish_address: Option<String>,
     pub translate: portico_translate::Config,
@@ -79,6 +81,7 @@ pub async fn run(
         http_listen: settings.http_listen,
         https_listen: settings.https_listen,
         admin_listen: settings.admin_listen,
+        admin_hosts: settings.admin_hosts.clone(),
         haproxy_listens: settings.translate.default_provider == portico_provider_haproxy::PROVIDER,
         class: settings.translate.ingress_class.clone(),
         limits: settings.limits,

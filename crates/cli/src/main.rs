@@ -115,6 +115,8 @@ struct ControllerArgs {
     /// feedback). Loopback by default.
     #[arg(long, default_value = "127.0.0.1:9181")]
     admin_listen: SocketAddr,
+    #[command(flatten)]
+    admin_hosts: AdminHostArgs,
     /// Address written to Ingress status.loadBalancer.ingress (IP or hostname).
     #[arg(long)]
     publish_address: Option<String>,
@@ -140,6 +142,8 @@ struct AgentArgs {
     /// Address of the agent's admin API (/readyz is 200 once it serves the store's state).
     #[arg(long, default_value = "127.0.0.1:9180")]
     admin_listen: SocketAddr,
+    #[command(flatten)]
+    admin_hosts: AdminHostArgs,
     /// Which provider binds --http-listen and --https-listen: `proxy` (the built-in proxy) or
     /// `haproxy`.
     #[arg(long, default_value = "proxy", value_parser = ["proxy", "haproxy"])]
@@ -261,6 +265,8 @@ struct ListenArgs {
     /// Address of the admin API (health, metrics, JSON, dashboard). Loopback by default.
     #[arg(long, default_value = "127.0.0.1:9180")]
     admin_listen: SocketAddr,
+    #[command(flatten)]
+    admin_hosts: AdminHostArgs,
     /// Address written to Ingress status.loadBalancer.ingress (IP or hostname);
     /// default: the IP of --http-listen.
     #[arg(long)]
@@ -337,6 +343,15 @@ fn default_identity() -> String {
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "portico".to_owned());
     format!("{host}-{}", std::process::id())
+}
+
+/// Names the admin API answers besides IP addresses and localhost.
+#[derive(Args, Debug, Clone, Default)]
+struct AdminHostArgs {
+    /// A `Host` name the admin API also answers (repeatable); others get 421, so that a web
+    /// page cannot read the API through a DNS name rebound to this address.
+    #[arg(long = "admin-host", value_name = "NAME")]
+    names: Vec<String>,
 }
 
 /// Bounds on manifest files.
@@ -436,6 +451,7 @@ fn settings(
         http_listen: listen.http_listen,
         https_listen: listen.https_listen,
         admin_listen: listen.admin_listen,
+        admin_hosts: listen.admin_hosts.names.clone(),
         publish_address: listen.publish_address.clone(),
         translate: translate_config(class, tls),
         haproxy: haproxy.settings()?,
@@ -544,6 +560,7 @@ async fn controller(args: ControllerArgs) -> anyhow::Result<ExitCode> {
         source,
         store: args.store.config()?,
         admin_listen: args.admin_listen,
+        admin_hosts: args.admin_hosts.names.clone(),
         identity,
         translate: translate_config(&args.class, &args.tls),
         publish_address: args.publish_address.clone(),
@@ -569,6 +586,7 @@ async fn agent(args: AgentArgs) -> anyhow::Result<ExitCode> {
             http_listen: args.http_listen,
             https_listen: args.https_listen,
             admin_listen: args.admin_listen,
+            admin_hosts: args.admin_hosts.names.clone(),
             haproxy_listens: args.provider == "haproxy",
             class: args.ingress_class.clone(),
             limits: args.limits.limits(),
