@@ -28,8 +28,8 @@ pub(crate) fn handle<B>(admin: &Admin, req: Request<B>) -> Response<Body> {
             &with_detail("not ready: first sync not served yet", &snap.detail),
         ),
         "/metrics" => metrics(admin),
-        "/api/v1/ingresses" => json(&snap.ingresses),
-        "/api/v1/diagnostics" => json(&snap.diagnostics),
+        "/api/v1/ingresses" => page(&snap.ingresses, req.uri().query()),
+        "/api/v1/diagnostics" => page(&snap.diagnostics, req.uri().query()),
         "/api/v1/loadbalancers" => json(&snap.model.load_balancers),
         "/" | "/dashboard" => html(dashboard::render(&snap)),
         _ => match path.strip_prefix("/api/v1/loadbalancers/") {
@@ -67,7 +67,39 @@ fn name_allowed(admin: &Admin, name: &str) -> bool {
     name.parse::<std::net::IpAddr>().is_ok()
         || name == "localhost"
         || name.ends_with(".localhost")
-        || admin.hosts.iter().any(|h| *h == name)
+        || admin.hosts.contains(&name)
+}
+
+/// Items per page of a list when `limit` is not given, and the most a page may hold.
+pub const DEFAULT_PAGE: usize = 1000;
+pub const MAX_PAGE: usize = 10_000;
+
+/// One page of `items`: `?limit=N&offset=M` (limit at most [`MAX_PAGE`], [`DEFAULT_PAGE`]
+/// without one); the whole count in `X-Total-Count`.
+fn page<T: Serialize>(items: &[T], query: Option<&str>) -> Response<Body> {
+    let mut limit = DEFAULT_PAGE;
+    let mut offset = 0;
+    for pair in query.unwrap_or_default().split('&') {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let parsed = value.parse::<usize>();
+        match (key, parsed) {
+            ("limit", Ok(n)) => limit = n.min(MAX_PAGE),
+            ("offset", Ok(n)) => offset = n,
+            ("limit" | "offset", Err(_)) => {
+                return text(
+                    StatusCode::BAD_REQUEST,
+                    "limit and offset must be whole numbers\n",
+                );
+            }
+            _ => {}
+        }
+    }
+    let start = offset.min(items.len());
+    let end = start.saturating_add(limit).min(items.len());
+    let mut resp = json(&items[start..end]);
+    resp.headers_mut()
+        .insert("x-total-count", header::HeaderValue::from(items.len()));
+    resp
 }
 
 /// `first`, then each detail line.
@@ -274,5 +306,25 @@ mod tests {
             .body(())
             .unwrap();
         assert_eq!(handle(&named, req).status(), StatusCode::OK);
+    }
+
+    #[test]
+    fn lists_are_paged() {
+        let a = admin(true);
+        let (status, body) = get(&a, "/api/v1/ingresses?limit=0");
+        assert_eq!((status, body.trim()), (StatusCode::OK, "[]"));
+        let (_, body) = get(&a, "/api/v1/ingresses?offset=0&limit=5");
+        assert!(body.contains("\"web\""), "{body}");
+        let (_, body) = get(&a, "/api/v1/ingresses?offset=7");
+        assert_eq!(body.trim(), "[]");
+        assert_eq!(
+            get(&a, "/api/v1/ingresses?limit=x").0,
+            StatusCode::BAD_REQUEST
+        );
+        let resp = handle(
+            &a,
+            Request::get("/api/v1/ingresses?limit=0").body(()).unwrap(),
+        );
+        assert_eq!(resp.headers()["x-total-count"], "1");
     }
 }

@@ -49,6 +49,44 @@ impl Diagnostic {
     }
 }
 
+/// The most diagnostics one object keeps; the rest are counted in one last "… and N more".
+pub const MAX_OBJECT_DIAGNOSTICS: usize = 50;
+
+/// Keeps, of `diagnostics` sorted by object, the first [`MAX_OBJECT_DIAGNOSTICS`] of each
+/// object and replaces the rest by one "… and N more problems on this object" (an error when
+/// one of those left out is).
+pub fn cap_per_object(diagnostics: &mut Vec<Diagnostic>) {
+    let mut out: Vec<Diagnostic> = Vec::with_capacity(diagnostics.len());
+    let mut i = 0;
+    while i < diagnostics.len() {
+        let object = diagnostics[i].object.clone();
+        let end = diagnostics[i..]
+            .iter()
+            .position(|d| d.object != object)
+            .map_or(diagnostics.len(), |n| i + n);
+        let group = &diagnostics[i..end];
+        if group.len() <= MAX_OBJECT_DIAGNOSTICS {
+            out.extend_from_slice(group);
+        } else {
+            let (kept, rest) = group.split_at(MAX_OBJECT_DIAGNOSTICS - 1);
+            out.extend_from_slice(kept);
+            let message = format!(
+                "… and {} more problems on this object (only the first {} are shown)",
+                rest.len(),
+                MAX_OBJECT_DIAGNOSTICS - 1
+            );
+            let more = if rest.iter().any(Diagnostic::is_error) {
+                Diagnostic::error(object, "", message)
+            } else {
+                Diagnostic::warning(object, "", message)
+            };
+            out.push(more);
+        }
+        i = end;
+    }
+    *diagnostics = out;
+}
+
 impl fmt::Display for Diagnostic {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let sev = match self.severity {
@@ -88,6 +126,30 @@ impl fmt::Display for Escaped<'_> {
 #[cfg(test)]
 mod escape_tests {
     use super::*;
+
+    #[test]
+    fn diagnostics_are_capped_per_object() {
+        let obj = |n: &str| ObjectRef::new("Ingress", "ns", n);
+        let mut ds: Vec<Diagnostic> = (0..120)
+            .map(|i| Diagnostic::warning(obj("a"), format!("f{i:03}"), "bad"))
+            .chain((0..3).map(|i| Diagnostic::error(obj("b"), format!("f{i}"), "bad")))
+            .collect();
+        ds[100] = Diagnostic::error(obj("a"), "f100", "bad");
+        ds.sort();
+        cap_per_object(&mut ds);
+        assert_eq!(ds.len(), 53);
+        let last_a = &ds[49];
+        assert_eq!(last_a.object, obj("a"));
+        assert!(
+            last_a.message.starts_with("… and 71 more"),
+            "{}",
+            last_a.message
+        );
+        assert!(
+            last_a.is_error(),
+            "an error left out makes the summary an error"
+        );
+    }
 
     #[test]
     fn control_characters_are_escaped_when_printed() {

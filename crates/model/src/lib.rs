@@ -15,7 +15,7 @@ pub mod order;
 mod settings;
 mod tree;
 
-pub use diagnostic::{Diagnostic, Escaped, Severity};
+pub use diagnostic::{Diagnostic, Escaped, MAX_OBJECT_DIAGNOSTICS, Severity, cap_per_object};
 pub use diff::{Change, ChangeKind, ElementKind, diff};
 pub use id::{L7PolicyId, L7RuleId, ListenerId, LoadBalancerId, MemberId, PoolId, stable_uuid};
 pub use limits::Limits;

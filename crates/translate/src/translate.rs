@@ -115,6 +115,7 @@ pub fn translate_incremental(
     load_balancers.sort_by_key(|lb| lb.id);
     diagnostics.sort();
     diagnostics.dedup();
+    portico_model::cap_per_object(&mut diagnostics);
     Translation {
         model: Model { load_balancers },
         diagnostics,

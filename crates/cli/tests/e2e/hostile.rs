@@ -48,7 +48,9 @@ fn large_ignored_kind(bytes: usize) -> Vec<u8> {
 
 /// Each case: a name, what it writes into the directory, and a piece of the diagnostic it
 /// must raise (none for the ignored kind: it is not an error).
-fn cases() -> Vec<(&'static str, Box<dyn Fn(&Path)>, Option<&'static str>)> {
+type Case = (&'static str, Box<dyn Fn(&Path)>, Option<&'static str>);
+
+fn cases() -> Vec<Case> {
     let file = |name: &'static str, bytes: Vec<u8>| {
         Box::new(move |dir: &Path| std::fs::write(dir.join(name), &bytes).unwrap())
             as Box<dyn Fn(&Path)>

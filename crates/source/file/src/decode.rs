@@ -108,10 +108,11 @@ impl<'a> Decoder<'a> {
             return self.file_error(field.to_owned(), message);
         };
         let Some(known) = Kind::recognise(api_version, kind) else {
+            // Debug formatting: the values are the file's, control characters escaped.
             tracing::debug!(
-                origin = self.origin,
-                api_version,
-                kind,
+                origin = ?self.origin,
+                api_version = ?api_version,
+                kind = ?kind,
                 "ignoring an object of a kind Portico does not read"
             );
             return;
