@@ -112,6 +112,7 @@ mod tests {
             origin: portico_model::ObjectRef::new("IngressClass", "", "portico"),
             provider: "proxy".into(),
             vip: None,
+            floating_ip: None,
             listeners: Default::default(),
             pools: vec![],
         };

@@ -12,6 +12,7 @@ pub mod matching;
 mod merge;
 mod object;
 pub mod order;
+mod placement;
 mod tree;
 
 pub use diagnostic::{Diagnostic, Severity};
@@ -20,6 +21,7 @@ pub use id::{L7PolicyId, L7RuleId, ListenerId, LoadBalancerId, MemberId, PoolId,
 pub use limits::Limits;
 pub use merge::merge;
 pub use object::ObjectRef;
+pub use placement::Placement;
 pub use tree::{
     Algorithm, CompareType, L7Policy, L7Rule, Listener, ListenerTls, LoadBalancer, Member, Model,
     PolicyAction, Pool, PoolProtocol, Protocol, RuleType, SniCertificate,

@@ -62,6 +62,7 @@ pub(crate) fn build_load_balancer(
         origin: portico_model::ObjectRef::new("IngressClass", "", class),
         provider: class::provider(objects, class, config),
         vip: None,
+        floating_ip: None,
         listeners: Arc::new(crate::tls::listeners(
             ids.https_listener,
             listener,
