@@ -86,11 +86,14 @@ fn request(
             field: flag.to_owned(),
         }),
     };
+    // Both pools are read even when not used, so that a bad value is always reported.
+    let vip_pool = pool(VIP_POOL_ANNOTATION, "--vip-pool", config.vip_pool);
+    let fip_pool = pool(FIP_POOL_ANNOTATION, "--fip-pool", config.fip_pool);
     let vip = match (annotations.contains_key(VIP_ANNOTATION), lb.vip) {
         (true, Some(ip)) => Want::Fixed(ip),
         // A bad `portico.dev/vip` was reported by `assign_vips`: no VIP rather than a guess.
         (true, None) => Want::None,
-        (false, _) => pool(VIP_POOL_ANNOTATION, "--vip-pool", config.vip_pool),
+        (false, _) => vip_pool,
     };
     let pin = match lb.origin.kind.as_str() {
         "Ingress" => ingress_annotation(objects, &lb.origin, EXTERNAL_IP_ANNOTATION),
@@ -109,7 +112,7 @@ fn request(
                 Want::None
             }
         },
-        None => pool(FIP_POOL_ANNOTATION, "--fip-pool", config.fip_pool),
+        None => fip_pool,
     };
     AddressRequest {
         id: lb.id,
