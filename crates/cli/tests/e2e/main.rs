@@ -7,6 +7,7 @@ mod support;
 mod tls_support;
 
 mod access_log;
+mod active_standby;
 mod admin;
 mod allocator;
 mod backends;
