@@ -66,8 +66,8 @@ fn load_balancers(snap: &Snapshot) -> Vec<LoadBalancerView<'_>> {
 }
 
 fn load_balancer(snap: &Snapshot, id: &str) -> Response<Body> {
-    let found = (snap.model.load_balancers.iter())
-        .find(|lb| lb.id.to_string() == id || lb.name == id);
+    let found =
+        (snap.model.load_balancers.iter()).find(|lb| lb.id.to_string() == id || lb.name == id);
     match found {
         Some(lb) => json(&view(snap, lb)),
         None => text(StatusCode::NOT_FOUND, "no such load balancer\n"),

@@ -4,9 +4,9 @@
 
 use crate::compile::{Compiled, Compiler};
 use crate::metrics::AppMetrics;
+use crate::placement::Placer;
 use crate::snapshot::build_snapshot;
 use portico_admin::{LoadBalancerAddress, Snapshot};
-use crate::placement::Placer;
 use portico_model::{LoadBalancer, LoadBalancerId, Placement};
 use portico_store::Feedback;
 use portico_translate::{Allocations, Config, Loaded};
@@ -145,7 +145,9 @@ impl Controller {
         for lb in &model.load_balancers {
             match lb.ingress_class() {
                 Some(class) => shared.insert(class, lb),
-                None => dedicated.insert((lb.origin.namespace.as_str(), lb.origin.name.as_str()), lb),
+                None => {
+                    dedicated.insert((lb.origin.namespace.as_str(), lb.origin.name.as_str()), lb)
+                }
             };
         }
         for ingress in &mut snapshot.ingresses {

@@ -10,9 +10,9 @@ use crate::run::{AppError, Bound};
 use crate::snapshot::status_addresses;
 use crate::source::{Source, SourceSettings};
 use bytes::Bytes;
+use portico_model::{LoadBalancerId, Model, Placement};
 use portico_store::codec::{self, Decoder};
 use portico_store::kv::{Key, View};
-use portico_model::{LoadBalancerId, Model, Placement};
 use portico_store::{Desired, Feedback};
 use portico_store_etcd::{Etcd, EtcdConfig, Leadership, cache};
 use std::collections::BTreeMap;
@@ -481,10 +481,12 @@ impl ControllerWork<'_> {
 
     /// Takes the addresses and placements of a stored state as the previous ones.
     fn seed(&mut self, view: &View) {
-        let allocations = codec::addresses(view).into_iter().map(|(id, (vip, floating_ip))| {
-            let addresses = portico_translate::address::Addresses { vip, floating_ip };
-            (id, addresses)
-        });
+        let allocations = codec::addresses(view)
+            .into_iter()
+            .map(|(id, (vip, floating_ip))| {
+                let addresses = portico_translate::address::Addresses { vip, floating_ip };
+                (id, addresses)
+            });
         let (placements, problems) = codec::decode_placements(view);
         for d in problems {
             tracing::warn!(diagnostic = %d, "unreadable placement");

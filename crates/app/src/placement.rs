@@ -112,7 +112,10 @@ mod tests {
             node: n.into(),
             ..Feedback::default()
         };
-        nodes.iter().map(|n| ((*n).to_owned(), feedback(n))).collect()
+        nodes
+            .iter()
+            .map(|n| ((*n).to_owned(), feedback(n)))
+            .collect()
     }
 
     #[test]

@@ -6,8 +6,8 @@
 //! Types only: it depends on the model and serde, on no I/O crate.
 
 use portico_model::{Diagnostic, LoadBalancerId, Model, Placement};
-use std::collections::BTreeMap;
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// What the admin API shows for one configuration generation.

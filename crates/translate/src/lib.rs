@@ -58,12 +58,12 @@ mod tls;
 mod translate;
 mod vip;
 
-pub use certificates::{Certificates, SecretError, certificates};
-pub use class::referenced_secrets;
 pub use address::{
     Allocations, Cidr, EXTERNAL_IP_ANNOTATION, FIP_POOL_ANNOTATION, VIP_POOL_ANNOTATION,
     assign_addresses,
 };
+pub use certificates::{Certificates, SecretError, certificates};
+pub use class::referenced_secrets;
 pub use config::{
     CONTROLLER_NAME, Config, DEFAULT_CLASS_ANNOTATION, LEGACY_CLASS_ANNOTATION,
     PROVIDER_ANNOTATION, SSL_REDIRECT_ANNOTATION, TOPOLOGY_ANNOTATION,

@@ -25,7 +25,10 @@ pub(crate) struct ClassIds {
 
 impl ClassIds {
     pub(crate) fn new(class: &str, config: &Config) -> Self {
-        Self::of(LoadBalancerId::derive(&format!("loadbalancer/{class}")), config)
+        Self::of(
+            LoadBalancerId::derive(&format!("loadbalancer/{class}")),
+            config,
+        )
     }
 
     /// The ids of an Ingress's own load balancer (dedicated topology).

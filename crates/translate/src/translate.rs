@@ -118,7 +118,15 @@ pub fn translate_incremental(
                 .unwrap_or_else(|| ClassIds::new(class, config));
             let identity = Identity::shared(class);
             let (sources, pools) = (&sources[..], &mut pools);
-            build_load_balancer(identity, ids, sources, objects, pools, config, &mut diagnostics)
+            build_load_balancer(
+                identity,
+                ids,
+                sources,
+                objects,
+                pools,
+                config,
+                &mut diagnostics,
+            )
         })
         .collect();
     for (class, source) in dedicated {

@@ -188,9 +188,11 @@ impl World {
         let mut docs = Vec::new();
         if self.topology > 0 {
             let topology = ["", "shared", "dedicated", "bad"][usize::from(self.topology)];
-            docs.push(json!({"apiVersion": "networking.k8s.io/v1", "kind": "IngressClass",
+            docs.push(
+                json!({"apiVersion": "networking.k8s.io/v1", "kind": "IngressClass",
                 "metadata": {"name": "portico", "annotations": {"portico.dev/topology": topology}},
-                "spec": {"controller": "portico.dev/ingress-controller"}}));
+                "spec": {"controller": "portico.dev/ingress-controller"}}),
+            );
         }
         for (i, (age, ours, invalid, routes, default)) in self.ingresses.iter().enumerate() {
             let rules: Vec<Value> = routes

@@ -1,6 +1,8 @@
 //! `portico.dev/topology` per IngressClass, and the addresses of load balancers (pools, pinned
 //! floating IPs) as the pass over the model assigns them.
 
+#![allow(clippy::unwrap_used)]
+
 mod support;
 
 use portico_model::{LoadBalancerId, ObjectRef, Severity};
@@ -44,7 +46,12 @@ fn dedicated_gives_each_served_ingress_its_own_load_balancer_reporting_to_it() {
         ],
     ));
     let t = translate(&objects, &Config::default());
-    let names: Vec<_> = t.model.load_balancers.iter().map(|lb| lb.name.as_str()).collect();
+    let names: Vec<_> = t
+        .model
+        .load_balancers
+        .iter()
+        .map(|lb| lb.name.as_str())
+        .collect();
     let mut sorted = names.clone();
     sorted.sort_unstable();
     assert_eq!(sorted, ["ingress/default/a", "ingress/default/b"]);
@@ -75,7 +82,10 @@ fn shared_is_the_default_and_a_bad_topology_is_an_error_on_the_class() {
     assert_eq!(shared.model.load_balancers.len(), 1);
     assert_eq!(shared.model, bad.model);
     let d = &bad.diagnostics[0];
-    assert_eq!((d.object.kind.as_str(), d.severity), ("IngressClass", Severity::Error));
+    assert_eq!(
+        (d.object.kind.as_str(), d.severity),
+        ("IngressClass", Severity::Error)
+    );
     assert_eq!(d.field, "metadata.annotations[portico.dev/topology]");
 }
 
@@ -85,8 +95,16 @@ fn pools_and_pins_give_addresses_and_problems_go_to_the_ingress() {
         json!({"portico.dev/topology": "dedicated", "portico.dev/fip-pool": "198.19.0.0/30"}),
         vec![
             routed("a", "a.test", json!({})),
-            routed("b", "b.test", json!({"portico.dev/external-ip": "198.19.0.200"})),
-            routed("c", "c.test", json!({"portico.dev/external-ip": "198.19.0.200"})),
+            routed(
+                "b",
+                "b.test",
+                json!({"portico.dev/external-ip": "198.19.0.200"}),
+            ),
+            routed(
+                "c",
+                "c.test",
+                json!({"portico.dev/external-ip": "198.19.0.200"}),
+            ),
             routed("d", "d.test", json!({"portico.dev/external-ip": "nope"})),
             routed("e", "e.test", json!({})),
             routed("f", "f.test", json!({})),
@@ -105,8 +123,11 @@ fn pools_and_pins_give_addresses_and_problems_go_to_the_ingress() {
         lb.unwrap()
     };
     // VIPs from --vip-pool, floating IPs from the class's pool (which wins over --fip-pool).
-    let vips: std::collections::BTreeSet<_> =
-        model.load_balancers.iter().filter_map(|lb| lb.vip).collect();
+    let vips: std::collections::BTreeSet<_> = model
+        .load_balancers
+        .iter()
+        .filter_map(|lb| lb.vip)
+        .collect();
     assert_eq!(vips.len(), 6);
     assert!(vips.iter().all(|v| v.to_string().starts_with("198.18.0.")));
     assert_eq!(lb("b").floating_ip, Some(ip("198.19.0.200")));
@@ -134,7 +155,11 @@ fn the_class_vip_wins_over_the_pool_and_a_bad_pool_is_an_error_on_the_class() {
     let objects = load_values(docs(
         json!({"portico.dev/vip": "192.0.2.1", "portico.dev/fip-pool": "bad",
                "portico.dev/external-ip": "198.19.0.7"}),
-        vec![routed("a", "a.test", json!({"portico.dev/external-ip": "198.19.0.8"}))],
+        vec![routed(
+            "a",
+            "a.test",
+            json!({"portico.dev/external-ip": "198.19.0.8"}),
+        )],
     ));
     let config = Config {
         vip_pool: Some("198.18.0.0/24".parse().unwrap()),
@@ -155,8 +180,16 @@ fn the_class_vip_wins_over_the_pool_and_a_bad_pool_is_an_error_on_the_class() {
     assert_eq!(
         found,
         [
-            ("Ingress", "metadata.annotations[portico.dev/external-ip]", Severity::Warning),
-            ("IngressClass", "metadata.annotations[portico.dev/fip-pool]", Severity::Error),
+            (
+                "Ingress",
+                "metadata.annotations[portico.dev/external-ip]",
+                Severity::Warning
+            ),
+            (
+                "IngressClass",
+                "metadata.annotations[portico.dev/fip-pool]",
+                Severity::Error
+            ),
         ]
     );
 }

@@ -32,7 +32,10 @@ fn routed(name: &str, class: &str, host: &str, annotations: &str) -> String {
         "2024-01-01T00:00:00Z",
         &[(host, "/", "Prefix", "web", "80")],
     );
-    y = y.replace("ingressClassName: portico", &format!("ingressClassName: {class}"));
+    y = y.replace(
+        "ingressClassName: portico",
+        &format!("ingressClassName: {class}"),
+    );
     if !annotations.is_empty() {
         y = y.replace(
             "  creationTimestamp:",
@@ -49,7 +52,10 @@ fn pin(ip: &str) -> String {
 async fn start_controller(dir: &Path, etcd: &EtcdCluster) -> (Child, SocketAddr) {
     let mut args: Vec<String> = vec!["controller".into(), "-f".into(), dir.display().to_string()];
     args.extend(store_args(etcd));
-    args.extend(["--admin-listen=127.0.0.1:0".to_owned(), "--identity=c1".to_owned()]);
+    args.extend([
+        "--admin-listen=127.0.0.1:0".to_owned(),
+        "--identity=c1".to_owned(),
+    ]);
     args.extend(POOLS.map(str::to_owned));
     let mut child = Command::new(BIN)
         .args(&args)
@@ -112,7 +118,11 @@ async fn wait_lbs(
 /// Whether `lb` is placed on two different agents, none of them `gone`.
 fn placed(lb: &Value, gone: &str) -> bool {
     let (active, standby) = (&lb["placement"]["active"], &lb["placement"]["standby"]);
-    active.is_string() && standby.is_string() && active != standby && active != gone && standby != gone
+    active.is_string()
+        && standby.is_string()
+        && active != standby
+        && active != gone
+        && standby != gone
 }
 
 fn addresses(lbs: &BTreeMap<String, Value>) -> BTreeMap<String, (Value, Value)> {
@@ -125,7 +135,11 @@ fn addresses(lbs: &BTreeMap<String, Value>) -> BTreeMap<String, (Value, Value)> 
 async fn ingress_problems(p: &Portico, admin: SocketAddr, name: &str) -> Vec<String> {
     let all = get_json(p, admin, "/api/v1/ingresses").await;
     let all = all.as_array().cloned().unwrap_or_default();
-    let found = all.iter().find(|i| i["name"] == name).cloned().unwrap_or(Value::Null);
+    let found = all
+        .iter()
+        .find(|i| i["name"] == name)
+        .cloned()
+        .unwrap_or(Value::Null);
     let problems = found["diagnostics"].as_array().cloned().unwrap_or_default();
     let line = |d: &Value| format!("{}: {}", d["field"].as_str().unwrap_or(""), d["message"]);
     problems.iter().map(line).collect()
@@ -139,7 +153,10 @@ async fn dedicated_load_balancers_get_pool_addresses_and_a_pair_of_agents_that_f
     let small = "    portico.dev/vip-pool: 198.18.1.0/30\n";
     m.write("small.yaml", &dedicated_class("small", small));
     m.write("a.yaml", &routed("a", "portico", "a.test", ""));
-    m.write("b.yaml", &routed("b", "portico", "b.test", &pin("198.19.0.50")));
+    m.write(
+        "b.yaml",
+        &routed("b", "portico", "b.test", &pin("198.19.0.50")),
+    );
     let etcd = EtcdCluster::start(1);
     let (mut controller, admin) = start_controller(m.path(), &etcd).await;
     let states: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
@@ -151,14 +168,20 @@ async fn dedicated_load_balancers_get_pool_addresses_and_a_pair_of_agents_that_f
     let p = &agents[2];
 
     // Two load balancers, each with a VIP and a floating IP, on two different agents.
-    let lbs = wait_lbs(p, admin, Duration::from_secs(20), "placed with addresses", |lbs| {
-        let two = ["ingress/default/a", "ingress/default/b"];
-        two.iter().all(|n| {
-            lbs.get(*n).is_some_and(|lb| {
-                placed(lb, "") && lb["vip"].is_string() && lb["floating_ip"].is_string()
+    let lbs = wait_lbs(
+        p,
+        admin,
+        Duration::from_secs(20),
+        "placed with addresses",
+        |lbs| {
+            let two = ["ingress/default/a", "ingress/default/b"];
+            two.iter().all(|n| {
+                lbs.get(*n).is_some_and(|lb| {
+                    placed(lb, "") && lb["vip"].is_string() && lb["floating_ip"].is_string()
+                })
             })
-        })
-    })
+        },
+    )
     .await;
     let (a, b) = (&lbs["ingress/default/a"], &lbs["ingress/default/b"]);
     let mut vips = [a["vip"].as_str().unwrap(), b["vip"].as_str().unwrap()];
@@ -185,7 +208,9 @@ async fn dedicated_load_balancers_get_pool_addresses_and_a_pair_of_agents_that_f
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let all = get_json(p, admin, "/api/v1/ingresses").await;
-        let b_view = all.as_array().and_then(|a| a.iter().find(|i| i["name"] == "b").cloned());
+        let b_view = all
+            .as_array()
+            .and_then(|a| a.iter().find(|i| i["name"] == "b").cloned());
         let status = b_view.map(|v| v["status"]["loadBalancer"]["ingress"].clone());
         let ips: Vec<String> = status
             .and_then(|s| s.as_array().cloned())
@@ -213,15 +238,24 @@ async fn dedicated_load_balancers_get_pool_addresses_and_a_pair_of_agents_that_f
     assert!(killed.success());
     let killed_at = Instant::now();
     let survivor = &agents[(index + 1) % 3];
-    let after = wait_lbs(survivor, admin, Duration::from_secs(15), "re-placed", |lbs| {
-        ["ingress/default/a", "ingress/default/b"]
-            .iter()
-            .all(|n| lbs.get(*n).is_some_and(|lb| placed(lb, &victim)))
-    })
+    let after = wait_lbs(
+        survivor,
+        admin,
+        Duration::from_secs(15),
+        "re-placed",
+        |lbs| {
+            ["ingress/default/a", "ingress/default/b"]
+                .iter()
+                .all(|n| lbs.get(*n).is_some_and(|lb| placed(lb, &victim)))
+        },
+    )
     .await;
     eprintln!("re-placed {:?} after the SIGKILL", killed_at.elapsed());
     let new_a = &after["ingress/default/a"];
-    assert_eq!(new_a["placement"]["active"], a["placement"]["standby"], "the standby took over");
+    assert_eq!(
+        new_a["placement"]["active"], a["placement"]["standby"],
+        "the standby took over"
+    );
     assert!(new_a["placement"]["epoch"].as_u64() > a["placement"]["epoch"].as_u64());
     for name in ["ingress/default/a", "ingress/default/b"] {
         let (before, now) = (&lbs[name], &after[name]);
@@ -234,25 +268,41 @@ async fn dedicated_load_balancers_get_pool_addresses_and_a_pair_of_agents_that_f
     // An exhausted pool and a colliding pin: diagnostics on those Ingresses, nothing else
     // blocked (a small /30 pool has two usable addresses).
     for name in ["c", "d", "e"] {
-        m.write(&format!("{name}.yaml"), &routed(name, "small", &format!("{name}.test"), ""));
+        m.write(
+            &format!("{name}.yaml"),
+            &routed(name, "small", &format!("{name}.test"), ""),
+        );
     }
-    m.write("f.yaml", &routed("f", "portico", "f.test", &pin("198.19.0.50")));
-    let lbs = wait_lbs(survivor, admin, Duration::from_secs(15), "six load balancers", |lbs| {
-        lbs.len() == 6 && lbs.values().all(|lb| placed(lb, &victim))
-    })
+    m.write(
+        "f.yaml",
+        &routed("f", "portico", "f.test", &pin("198.19.0.50")),
+    );
+    let lbs = wait_lbs(
+        survivor,
+        admin,
+        Duration::from_secs(15),
+        "six load balancers",
+        |lbs| lbs.len() == 6 && lbs.values().all(|lb| placed(lb, &victim)),
+    )
     .await;
     let small_vips: Vec<&Value> = ["c", "d", "e"]
         .iter()
         .map(|n| &lbs[&format!("ingress/default/{n}")]["vip"])
         .collect();
-    assert_eq!(small_vips.iter().filter(|v| v.is_string()).count(), 2, "{small_vips:?}");
+    assert_eq!(
+        small_vips.iter().filter(|v| v.is_string()).count(),
+        2,
+        "{small_vips:?}"
+    );
     let exhausted = ["c", "d", "e"]
         .iter()
         .position(|n| !lbs[&format!("ingress/default/{n}")]["vip"].is_string())
         .unwrap();
     let problems = ingress_problems(survivor, admin, ["c", "d", "e"][exhausted]).await;
     assert!(
-        problems.iter().any(|d| d.contains("portico.dev/vip-pool") && d.contains("exhausted")),
+        problems
+            .iter()
+            .any(|d| d.contains("portico.dev/vip-pool") && d.contains("exhausted")),
         "{problems:?}"
     );
     let f = &lbs["ingress/default/f"];
@@ -260,7 +310,9 @@ async fn dedicated_load_balancers_get_pool_addresses_and_a_pair_of_agents_that_f
     assert!(f["floating_ip"].is_null(), "{f}");
     let problems = ingress_problems(survivor, admin, "f").await;
     assert!(
-        problems.iter().any(|d| d.contains("portico.dev/external-ip") && d.contains("198.19.0.50")),
+        problems
+            .iter()
+            .any(|d| d.contains("portico.dev/external-ip") && d.contains("198.19.0.50")),
         "{problems:?}"
     );
     assert_eq!(lbs["ingress/default/b"]["floating_ip"], "198.19.0.50");
@@ -269,9 +321,13 @@ async fn dedicated_load_balancers_get_pool_addresses_and_a_pair_of_agents_that_f
     let a_addresses = (a["vip"].clone(), a["floating_ip"].clone());
     m.remove("a.yaml");
     m.write("g.yaml", &routed("g", "portico", "g.test", ""));
-    let lbs = wait_lbs(survivor, admin, Duration::from_secs(15), "g replaces a", |lbs| {
-        !lbs.contains_key("ingress/default/a") && lbs.contains_key("ingress/default/g")
-    })
+    let lbs = wait_lbs(
+        survivor,
+        admin,
+        Duration::from_secs(15),
+        "g replaces a",
+        |lbs| !lbs.contains_key("ingress/default/a") && lbs.contains_key("ingress/default/g"),
+    )
     .await;
     let g = &lbs["ingress/default/g"];
     assert_eq!((g["vip"].clone(), g["floating_ip"].clone()), a_addresses);
@@ -287,13 +343,19 @@ async fn dedicated_load_balancers_get_pool_addresses_and_a_pair_of_agents_that_f
     controller.start_kill().unwrap();
     controller.wait().await.unwrap();
     let (_controller, admin) = start_controller(m.path(), &etcd).await;
-    let again = wait_lbs(survivor, admin, Duration::from_secs(20), "after restart", |lbs| {
-        lbs.len() == 5 && lbs.values().all(|lb| placed(lb, &victim))
-    })
+    let again = wait_lbs(
+        survivor,
+        admin,
+        Duration::from_secs(20),
+        "after restart",
+        |lbs| lbs.len() == 5 && lbs.values().all(|lb| placed(lb, &victim)),
+    )
     .await;
     assert_eq!(addresses(&again), addresses(&before));
     let placements = |l: &BTreeMap<String, Value>| {
-        l.iter().map(|(n, lb)| (n.clone(), lb["placement"].clone())).collect::<Vec<_>>()
+        l.iter()
+            .map(|(n, lb)| (n.clone(), lb["placement"].clone()))
+            .collect::<Vec<_>>()
     };
     assert_eq!(placements(&again), placements(&before));
 }

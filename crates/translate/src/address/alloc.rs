@@ -33,9 +33,15 @@ pub enum Want {
     /// Set by the user for this load balancer; shared with others without complaint.
     Fixed(IpAddr),
     /// Set by the user and exclusive; `field` is where (for diagnostics).
-    Pinned { ip: IpAddr, field: String },
+    Pinned {
+        ip: IpAddr,
+        field: String,
+    },
     /// From a pool; `field` names where the pool came from (for diagnostics).
-    Pool { pool: Cidr, field: String },
+    Pool {
+        pool: Cidr,
+        field: String,
+    },
 }
 
 /// One load balancer's wishes, in the order requests should be served.
@@ -93,7 +99,10 @@ pub fn allocate(
             _ => None,
         })
         .collect();
-    let mut out: Allocations = requests.iter().map(|r| (r.id, Addresses::default())).collect();
+    let mut out: Allocations = requests
+        .iter()
+        .map(|r| (r.id, Addresses::default()))
+        .collect();
     let mut owner: HashMap<IpAddr, LoadBalancerId> = HashMap::new();
     let mut diagnostics = Vec::new();
     let give = |out: &mut Allocations, id, slot, ip| {
@@ -159,7 +168,9 @@ pub fn allocate(
                     give(&mut out, r.id, slot, ip);
                 }
                 None => {
-                    let message = format!("the pool {pool} is exhausted: this load balancer gets no address from it");
+                    let message = format!(
+                        "the pool {pool} is exhausted: this load balancer gets no address from it"
+                    );
                     diagnostics.push(Diagnostic::error(r.object.clone(), field, message));
                 }
             }

@@ -20,7 +20,9 @@ impl FromStr for Cidr {
         let addr: IpAddr = addr.parse().map_err(|_| bad())?;
         let prefix: u8 = prefix.parse().map_err(|_| bad())?;
         if prefix > bits(addr) {
-            return Err(format!("{s:?}: the prefix length is longer than the address"));
+            return Err(format!(
+                "{s:?}: the prefix length is longer than the address"
+            ));
         }
         let mask = mask(bits(addr), prefix);
         Ok(Cidr {
@@ -128,7 +130,13 @@ mod tests {
         assert!(c.contains(ip("198.18.0.255")));
         assert!(!c.contains(ip("198.18.1.0")));
         assert!(!c.contains(ip("::1")));
-        for bad in ["198.18.0.0", "198.18.0.0/33", "x/24", "198.18.0.0/-1", "::/129"] {
+        for bad in [
+            "198.18.0.0",
+            "198.18.0.0/33",
+            "x/24",
+            "198.18.0.0/-1",
+            "::/129",
+        ] {
             assert!(bad.parse::<Cidr>().is_err(), "{bad}");
         }
         let all: Cidr = "0.0.0.0/0".parse().unwrap();

@@ -114,12 +114,19 @@ fn a_pinned_address_in_use_is_a_diagnostic_on_the_asker_and_blocks_nothing_else(
     assert_eq!(diagnostics.len(), 1);
     assert_eq!(diagnostics[0].object.name, "b");
     assert!(diagnostics[0].field.contains("portico.dev/external-ip"));
-    assert!(diagnostics[0].message.contains("198.19.0.1"), "{diagnostics:?}");
+    assert!(
+        diagnostics[0].message.contains("198.19.0.1"),
+        "{diagnostics:?}"
+    );
 }
 
 #[test]
 fn a_pinned_address_is_kept_by_its_holder_and_refused_to_a_newcomer() {
-    let first = allocate(&Allocations::new(), &[request("b", Want::None, pinned("198.19.0.5"))]).0;
+    let first = allocate(
+        &Allocations::new(),
+        &[request("b", Want::None, pinned("198.19.0.5"))],
+    )
+    .0;
     let requests = [
         request("a", Want::None, pinned("198.19.0.5")),
         request("b", Want::None, pinned("198.19.0.5")),
