@@ -10,7 +10,7 @@ use crate::run::{AppError, Bound};
 use crate::snapshot::status_addresses;
 use crate::source::{Source, SourceSettings};
 use bytes::Bytes;
-use portico_model::{LoadBalancerId, Model, Placement};
+use portico_model::{LoadBalancerId, Placement};
 use portico_store::codec::{self, Decoder};
 use portico_store::kv::{Key, View};
 use portico_store::{Desired, Feedback};
@@ -90,14 +90,13 @@ pub async fn agent(
         shutdown.clone(),
     ));
     let (desired_tx, desired) = watch::channel(Arc::new(Desired::default()));
-    let decoding = tokio::spawn(decode_views(views, desired_tx, cache_path));
+    let decoding = tokio::spawn(decode_views(views, placements, desired_tx, cache_path));
     let agent = Agent::new(
         settings.node.clone(),
         Arc::new(std::mem::take(&mut node.registry)),
     );
+    let admin = node.admin.clone();
     let metrics = node.metrics.clone();
-    let (served_tx, served) = watch::channel(None);
-    let admin_task = tokio::spawn(publish_agent_admin(node.admin.clone(), served, placements));
     let report = move |agent: &Agent, feedback: Feedback| {
         metrics.observe_store(feedback.store_connected, feedback.revision);
         let feedback = Feedback {
@@ -105,15 +104,13 @@ pub async fn agent(
             labels: settings.labels.clone(),
             ..feedback
         };
+        admin.publish(agent_snapshot(agent, &feedback));
         let bytes = serde_json::to_vec(&feedback).unwrap_or_default();
         feedback_tx.send_replace(Bytes::from(bytes));
-        let model = agent.desired().map(|d| d.model.clone()).unwrap_or_default();
-        served_tx.send_replace(Some((model, feedback)));
     };
     crate::agent::serve(agent, desired, health, report, shutdown.clone()).await;
     link.abort();
     decoding.abort();
-    admin_task.abort();
     node.stop().await;
     Ok(())
 }
@@ -121,32 +118,14 @@ pub async fn agent(
 /// Placements by load balancer, as the store holds them.
 type Placements = BTreeMap<LoadBalancerId, Placement>;
 
-/// Publishes the agent's admin view whenever what it serves or the placements change.
-async fn publish_agent_admin(
-    admin: Arc<portico_admin::Admin>,
-    mut served: watch::Receiver<Option<(Arc<Model>, Feedback)>>,
-    mut placements: watch::Receiver<Arc<Placements>>,
-) {
-    loop {
-        let current = served.borrow_and_update().clone();
-        let placed = placements.borrow_and_update().clone();
-        if let Some((model, feedback)) = current {
-            admin.publish(agent_snapshot(model, &feedback, placed));
-        }
-        tokio::select! {
-            r = served.changed() => if r.is_err() { return },
-            r = placements.changed() => if r.is_err() { return },
-        }
-    }
-}
-
 /// The agent's admin view: the model it serves, ready once it serves the store's state, its
 /// problems, whether it reaches the store, and where the controller placed each load balancer.
-fn agent_snapshot(
-    model: Arc<Model>,
-    feedback: &Feedback,
-    placements: Arc<Placements>,
-) -> portico_admin::Snapshot {
+fn agent_snapshot(agent: &Agent, feedback: &Feedback) -> portico_admin::Snapshot {
+    let model = agent.desired().map(|d| d.model.clone()).unwrap_or_default();
+    let placements = agent
+        .desired()
+        .map(|d| d.placements.clone())
+        .unwrap_or_default();
     let mut detail = vec![format!(
         "node {}: store revision {}",
         feedback.node, feedback.revision
@@ -158,39 +137,63 @@ fn agent_snapshot(
         generation: feedback.revision,
         ready: feedback.ready && feedback.revision > 0,
         model,
-        placements,
+        placements: Arc::new(placements),
         ingresses: vec![],
         diagnostics: feedback.diagnostics.clone(),
         detail,
     }
 }
 
-/// Each view → a desired state for the agent; the newest view is also cached, off this path.
+/// Each view → a desired state for the agent, with the latest placements; the newest view is
+/// also cached, off this path. A change of placements alone hands the last state again with
+/// the new placements and the same delta (so that a state the agent has not read yet is not
+/// lost behind it).
 async fn decode_views(
     mut views: watch::Receiver<View>,
+    mut placements: watch::Receiver<Arc<Placements>>,
     desired: watch::Sender<Arc<Desired>>,
     cache_path: PathBuf,
 ) {
     let mut decoder = Decoder::default();
     let (to_cache, cached) = watch::channel(views.borrow().clone());
     let cache = tokio::spawn(cache_views(cached, cache_path));
+    let mut view_changed = true;
     loop {
-        let view = views.borrow_and_update().clone();
-        if view.revision > 0 {
-            desired.send_replace(Arc::new(decoder.decode(&view)));
-            to_cache.send_if_modified(|c| {
-                let newer = c.revision != view.revision;
-                if newer {
-                    *c = view;
-                }
-                newer
-            });
+        let placed = Placements::clone(&placements.borrow_and_update());
+        if view_changed {
+            let view = views.borrow_and_update().clone();
+            if view.revision > 0 {
+                let mut next = decoder.decode(&view);
+                next.placements = placed;
+                desired.send_replace(Arc::new(next));
+                to_cache.send_if_modified(|c| {
+                    let newer = c.revision != view.revision;
+                    if newer {
+                        *c = view;
+                    }
+                    newer
+                });
+            }
+        } else {
+            let last = desired.borrow().clone();
+            if last.revision > 0 && last.placements != placed {
+                let mut next = Desired::clone(&last);
+                next.placements = placed;
+                desired.send_replace(Arc::new(next));
+            }
         }
-        if views.changed().await.is_err() {
-            cache.abort();
-            return;
+        tokio::select! {
+            r = views.changed() => {
+                if r.is_err() { break }
+                view_changed = true;
+            }
+            r = placements.changed() => {
+                if r.is_err() { break }
+                view_changed = false;
+            }
         }
     }
+    cache.abort();
 }
 
 /// How often at most the agent writes its cache: a burst of changes costs one write.
