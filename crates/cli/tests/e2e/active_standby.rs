@@ -359,3 +359,32 @@ async fn dedicated_load_balancers_get_pool_addresses_and_a_pair_of_agents_that_f
     };
     assert_eq!(placements(&again), placements(&before));
 }
+
+#[tokio::test]
+async fn portico_run_allocates_from_its_pools_and_places_on_its_one_agent() {
+    let m = crate::backends("default", &[("web", 1)]).await;
+    m.write("class.yaml", &dedicated_class("portico", ""));
+    m.write("a.yaml", &routed("a", "portico", "a.test", ""));
+    m.write(
+        "b.yaml",
+        &routed("b", "portico", "b.test", &pin("198.19.7.7")),
+    );
+    let p = Portico::start(m.path(), &POOLS).await;
+    let lbs = wait_lbs(&p, p.admin, Duration::from_secs(10), "placed", |lbs| {
+        lbs.len() == 2 && lbs.values().all(|lb| lb["placement"]["active"] == "local")
+    })
+    .await;
+    let a = &lbs["ingress/default/a"];
+    assert_eq!(a["floating_ip"], "198.19.0.1");
+    assert!(a["placement"]["standby"].is_null(), "one agent: no standby");
+    assert_eq!(lbs["ingress/default/b"]["floating_ip"], "198.19.7.7");
+    let status = p.ingress("default", "b").await;
+    let ips: Vec<&str> = status["status"]["loadBalancer"]["ingress"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["ip"].as_str())
+        .collect();
+    let vip = lbs["ingress/default/b"]["vip"].as_str().unwrap();
+    assert_eq!(ips[..2], [vip, "198.19.7.7"], "{status}");
+}
