@@ -2,6 +2,8 @@ use crate::{Admin, dashboard};
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode, header};
 use http_body_util::Full;
+use portico_model::{LoadBalancer, Placement};
+use portico_status::Snapshot;
 use serde::Serialize;
 
 type Body = Full<Bytes>;
@@ -30,10 +32,10 @@ pub(crate) fn handle<B>(admin: &Admin, req: Request<B>) -> Response<Body> {
         "/metrics" => metrics(admin),
         "/api/v1/ingresses" => page(&snap.ingresses, req.uri().query()),
         "/api/v1/diagnostics" => page(&snap.diagnostics, req.uri().query()),
-        "/api/v1/loadbalancers" => json(&snap.model.load_balancers),
+        "/api/v1/loadbalancers" => json(&load_balancers(&snap)),
         "/" | "/dashboard" => html(dashboard::render(&snap)),
         _ => match path.strip_prefix("/api/v1/loadbalancers/") {
-            Some(id) => load_balancer(&snap.model, id),
+            Some(id) => load_balancer(&snap, id),
             None => text(StatusCode::NOT_FOUND, "not found\n"),
         },
     }
@@ -112,13 +114,32 @@ fn with_detail(first: &str, detail: &[String]) -> String {
     out
 }
 
-fn load_balancer(model: &portico_model::Model, id: &str) -> Response<Body> {
-    let found = model
-        .load_balancers
-        .iter()
-        .find(|lb| lb.id.to_string() == id || lb.name == id);
+/// A load balancer as the API shows it: the model's, with its placement.
+#[derive(Serialize)]
+struct LoadBalancerView<'a> {
+    #[serde(flatten)]
+    lb: &'a LoadBalancer,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    placement: Option<&'a Placement>,
+}
+
+fn view<'a>(snap: &'a Snapshot, lb: &'a LoadBalancer) -> LoadBalancerView<'a> {
+    LoadBalancerView {
+        lb,
+        placement: snap.placements.get(&lb.id),
+    }
+}
+
+fn load_balancers(snap: &Snapshot) -> Vec<LoadBalancerView<'_>> {
+    let lbs = snap.model.load_balancers.iter();
+    lbs.map(|lb| view(snap, lb)).collect()
+}
+
+fn load_balancer(snap: &Snapshot, id: &str) -> Response<Body> {
+    let found =
+        (snap.model.load_balancers.iter()).find(|lb| lb.id.to_string() == id || lb.name == id);
     match found {
-        Some(lb) => json(lb),
+        Some(lb) => json(&view(snap, lb)),
         None => text(StatusCode::NOT_FOUND, "no such load balancer\n"),
     }
 }
@@ -169,7 +190,7 @@ fn respond(status: StatusCode, content_type: &'static str, body: String) -> Resp
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{IngressView, Snapshot};
+    use crate::IngressView;
     use portico_model::{LoadBalancer, LoadBalancerId, Model};
     use prometheus_client::registry::Registry;
     use std::sync::Arc;
@@ -182,6 +203,7 @@ mod tests {
             origin: portico_model::ObjectRef::new("IngressClass", "", "portico"),
             provider: "proxy".into(),
             vip: None,
+            floating_ip: None,
             listeners: Default::default(),
             pools: vec![],
         };
@@ -200,6 +222,17 @@ mod tests {
             generation: 3,
             ready,
             model,
+            placements: Arc::new(
+                [(
+                    LoadBalancerId::derive("loadbalancer/portico"),
+                    portico_model::Placement {
+                        active: "n1".into(),
+                        standby: Some("n2".into()),
+                        epoch: 4,
+                    },
+                )]
+                .into(),
+            ),
             ingresses: vec![view],
             diagnostics: vec![],
             detail: vec![],
@@ -240,6 +273,12 @@ mod tests {
         let (status, body) = get(&a, &format!("/api/v1/loadbalancers/{id}"));
         assert_eq!(status, StatusCode::OK);
         assert!(body.contains("\"provider\": \"proxy\""), "{body}");
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(v["placement"]["active"], "n1");
+        assert_eq!(v["placement"]["epoch"], 4);
+        let (_, all) = get(&a, "/api/v1/loadbalancers");
+        let all: serde_json::Value = serde_json::from_str(&all).unwrap();
+        assert_eq!(all[0]["placement"]["standby"], "n2");
         assert_eq!(
             get(&a, "/api/v1/loadbalancers/nope").0,
             StatusCode::NOT_FOUND

@@ -11,6 +11,7 @@ mod controller;
 mod distributed;
 mod metrics;
 mod node;
+mod placement;
 mod providers;
 mod run;
 mod snapshot;

@@ -1,6 +1,7 @@
 use portico_model::{Diagnostic, Severity};
 use portico_translate::Objects;
 use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
@@ -23,6 +24,7 @@ pub(crate) struct AppMetrics {
     diagnostics: Family<SeverityLabel, Gauge>,
     store_connected: Gauge,
     store_revision: Gauge,
+    placement_changes: Counter,
 }
 
 impl AppMetrics {
@@ -32,7 +34,13 @@ impl AppMetrics {
             diagnostics: Family::default(),
             store_connected: Gauge::default(),
             store_revision: Gauge::default(),
+            placement_changes: Counter::default(),
         };
+        registry.register(
+            "portico_placement_changes",
+            "Load balancers placed on another pair of agents (each bumps the epoch)",
+            m.placement_changes.clone(),
+        );
         registry.register(
             "portico_store_connected",
             "1 while the agent reaches its store; 0 while it serves its last state without it",
@@ -54,6 +62,11 @@ impl AppMetrics {
             m.diagnostics.clone(),
         );
         m
+    }
+
+    /// `n` load balancers got a new placement.
+    pub(crate) fn placement_changed(&self, n: usize) {
+        self.placement_changes.inc_by(n as u64);
     }
 
     /// What the agent's feedback says about its store.

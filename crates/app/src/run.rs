@@ -156,7 +156,10 @@ impl ControllerLoop<'_> {
                 }
             }
             if !first {
-                self.publish(source, revision, &feedback.borrow_and_update());
+                let reports = feedback.borrow_and_update().clone();
+                // The one agent of this process: placements show in the admin API only.
+                self.controller.set_agents(&reports, self.metrics);
+                self.publish(source, revision, &reports);
             }
             let published = async {
                 match source.published() {

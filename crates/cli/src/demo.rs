@@ -146,6 +146,8 @@ async fn run_in(dir: &Path, listen: &ListenArgs) -> anyhow::Result<ExitCode> {
     let class = ClassArgs {
         ingress_class: "portico".into(),
         provider: "proxy".into(),
+        vip_pool: None,
+        fip_pool: None,
     };
     let banner = BANNER.replace("{dir}", &dir.display().to_string());
     let tls = TlsArgs {

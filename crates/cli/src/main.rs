@@ -133,6 +133,17 @@ struct AgentArgs {
     /// This node's name: the agent's key in the store and its name in the controller's view.
     #[arg(long, value_name = "NAME")]
     node: String,
+    /// This node's zone: the controller places a load balancer's active and standby agents in
+    /// different zones when it can.
+    #[arg(long, value_name = "ZONE")]
+    zone: Option<String>,
+    /// A label of this agent (repeatable), published with its registration.
+    #[arg(long = "label", value_name = "KEY=VALUE", value_parser = label)]
+    labels: Vec<(String, String)>,
+    /// Lifetime of the agent's registration in the store after it stops renewing it (a killed
+    /// agent's load balancers are placed elsewhere after this long).
+    #[arg(long, value_name = "SECONDS", default_value = "5", value_parser = seconds)]
+    lease_ttl: std::time::Duration,
     /// Address of the HTTP listener of load balancers without a VIP.
     #[arg(long, default_value = DEFAULT_HTTP_LISTEN)]
     http_listen: SocketAddr,
@@ -175,6 +186,36 @@ struct ClassArgs {
     /// per load balancer, which then binds --http-listen and --https-listen itself).
     #[arg(long, default_value = "proxy", value_parser = ["proxy", "haproxy"])]
     provider: String,
+    /// Pool of load balancers' VIPs (a CIDR prefix such as 198.18.0.0/24): each load balancer
+    /// without a `portico.dev/vip` gets the lowest free address, and keeps it. An IngressClass
+    /// may name its own with the `portico.dev/vip-pool` annotation.
+    #[arg(long, value_name = "CIDR", value_parser = cidr)]
+    vip_pool: Option<portico_translate::Cidr>,
+    /// Pool of load balancers' floating IPs (external addresses), like --vip-pool; an
+    /// IngressClass may name its own (`portico.dev/fip-pool`), an Ingress of a dedicated class
+    /// may pin one (`portico.dev/external-ip`).
+    #[arg(long, value_name = "CIDR", value_parser = cidr)]
+    fip_pool: Option<portico_translate::Cidr>,
+}
+
+fn cidr(value: &str) -> Result<portico_translate::Cidr, String> {
+    value.parse()
+}
+
+/// `key=value` of `--label`.
+fn label(value: &str) -> Result<(String, String), String> {
+    match value.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_owned(), v.trim().to_owned())),
+        _ => Err(format!("{value:?} is not key=value")),
+    }
+}
+
+/// A duration in whole seconds, at least 1.
+fn seconds(value: &str) -> Result<std::time::Duration, String> {
+    match value.parse::<u64>() {
+        Ok(s) if s >= 1 => Ok(std::time::Duration::from_secs(s)),
+        _ => Err(format!("{value:?} is not a number of seconds (1 or more)")),
+    }
 }
 
 #[derive(Args, Debug, Clone)]
@@ -435,6 +476,8 @@ fn translate_config(class: &ClassArgs, tls: &TlsArgs) -> portico_translate::Conf
         ingress_class: class.ingress_class.clone(),
         default_provider: class.provider.clone(),
         default_certificate: tls.default_certificate.clone(),
+        vip_pool: class.vip_pool,
+        fip_pool: class.fip_pool,
         ..portico_translate::Config::default()
     }
 }
@@ -582,6 +625,9 @@ async fn agent(args: AgentArgs) -> anyhow::Result<ExitCode> {
     let settings = portico_app::AgentSettings {
         store: args.store.config()?,
         node: args.node.clone(),
+        zone: args.zone.clone(),
+        labels: args.labels.iter().cloned().collect(),
+        lease_ttl: args.lease_ttl,
         listen: portico_app::ListenSettings {
             http_listen: args.http_listen,
             https_listen: args.https_listen,

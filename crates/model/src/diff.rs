@@ -103,6 +103,7 @@ mod tests {
                 origin: crate::ObjectRef::new("IngressClass", "", "portico"),
                 provider: "proxy".into(),
                 vip: None,
+                floating_ip: None,
                 listeners: Default::default(),
                 pools: vec![Pool {
                     id: pool,

@@ -12,6 +12,7 @@ pub mod matching;
 mod merge;
 mod object;
 pub mod order;
+mod placement;
 mod settings;
 mod tree;
 
@@ -21,6 +22,7 @@ pub use id::{L7PolicyId, L7RuleId, ListenerId, LoadBalancerId, MemberId, PoolId,
 pub use limits::Limits;
 pub use merge::merge;
 pub use object::ObjectRef;
+pub use placement::Placement;
 pub use settings::{
     ActiveHealth, Cidr, CidrError, CookieAffinity, PassiveHealth, PoolSettings, UpstreamTls,
 };

@@ -27,6 +27,10 @@ pub struct LoadBalancer {
     /// Internal virtual IP, where one is assigned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vip: Option<IpAddr>,
+    /// External floating IP (from a pool or pinned), where one is assigned: the address
+    /// clients outside reach; the active agent of the pair holds it with the VIP.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub floating_ip: Option<IpAddr>,
     /// Shared: the endpoint fast path gives a load balancer new pools without copying its
     /// listeners and their policies.
     pub listeners: Arc<Vec<Listener>>,

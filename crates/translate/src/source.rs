@@ -26,7 +26,19 @@ pub(crate) struct ClassIds {
 
 impl ClassIds {
     pub(crate) fn new(class: &str, config: &Config) -> Self {
-        let load_balancer = LoadBalancerId::derive(&format!("loadbalancer/{class}"));
+        Self::of(
+            LoadBalancerId::derive(&format!("loadbalancer/{class}")),
+            config,
+        )
+    }
+
+    /// The ids of an Ingress's own load balancer (dedicated topology).
+    pub(crate) fn dedicated(key: &ObjectKey, config: &Config) -> Self {
+        let name = format!("loadbalancer/ingress/{}/{}", key.namespace, key.name);
+        Self::of(LoadBalancerId::derive(&name), config)
+    }
+
+    fn of(load_balancer: LoadBalancerId, config: &Config) -> Self {
         let (http, https) = (config.http_port, config.https_port);
         let listener = ListenerId::derive(&format!("{load_balancer}/listener/HTTP/{http}"));
         let https_listener = ListenerId::derive(&format!(

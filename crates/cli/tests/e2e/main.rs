@@ -27,6 +27,7 @@ mod tls_support;
 mod unprivileged;
 
 mod access_log;
+mod active_standby;
 mod admin;
 mod allocator;
 mod annotations;

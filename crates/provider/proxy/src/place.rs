@@ -79,6 +79,7 @@ mod tests {
             origin: ObjectRef::new("IngressClass", "", name),
             provider: provider.into(),
             vip: vip.map(|v| v.parse().unwrap()),
+            floating_ip: None,
             listeners: Arc::new(vec![
                 listener(Protocol::Http, ports.0),
                 listener(Protocol::TerminatedHttps, ports.1),

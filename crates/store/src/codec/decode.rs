@@ -152,6 +152,7 @@ impl Decoder {
             certificates,
             delta: Delta::Full,
             diagnostics,
+            ..Desired::default()
         }
     }
 }
@@ -257,7 +258,7 @@ struct Head {
     kind: String,
 }
 
-fn parse<T: DeserializeOwned>(value: &[u8], kind: &str) -> Result<T, String> {
+pub(super) fn parse<T: DeserializeOwned>(value: &[u8], kind: &str) -> Result<T, String> {
     let envelope: Head =
         serde_json::from_slice(value).map_err(|e| format!("not a value envelope: {e}"))?;
     if envelope.schema != SCHEMA {

@@ -170,6 +170,7 @@ impl ModelBuilder {
             origin: portico_model::ObjectRef::new("IngressClass", "", "portico"),
             provider: "proxy".into(),
             vip: None,
+            floating_ip: None,
             listeners: std::sync::Arc::new(std::iter::once(listener).chain(https).collect()),
             pools: self.pools.clone(),
         }
