@@ -14,7 +14,7 @@ pub(crate) fn render(snap: &Snapshot) -> String {
     let _ = write!(out, "<h1>Portico</h1><p>generation {} · ", snap.generation);
     out.push_str(if snap.ready { "ready" } else { "not ready" });
     out.push_str("</p><h2>Ingresses</h2><table><tr><th>namespace/name</th><th>class</th><th>address</th><th>diagnostics</th></tr>");
-    for ing in &snap.ingresses {
+    for ing in snap.ingresses.iter().take(ROWS) {
         let addr: Vec<&str> = ing
             .status
             .load_balancer
@@ -41,8 +41,10 @@ pub(crate) fn render(snap: &Snapshot) -> String {
         }
         out.push_str("</td></tr>");
     }
-    out.push_str("</table><h2>Load balancers</h2>");
-    for lb in &snap.model.load_balancers {
+    out.push_str("</table>");
+    more(&mut out, snap.ingresses.len(), "/api/v1/ingresses");
+    out.push_str("<h2>Load balancers</h2>");
+    for lb in snap.model.load_balancers.iter().take(ROWS) {
         let _ = write!(
             out,
             "<h3>{} <small>{} · provider {}</small></h3><ol>",
@@ -51,7 +53,7 @@ pub(crate) fn render(snap: &Snapshot) -> String {
             esc(&lb.provider)
         );
         for l in lb.listeners.iter() {
-            for p in &l.policies {
+            for p in l.policies.iter().take(ROWS) {
                 let rules: Vec<String> = p
                     .rules
                     .iter()
@@ -67,16 +69,50 @@ pub(crate) fn render(snap: &Snapshot) -> String {
             }
         }
         out.push_str("</ol>");
+        let policies: usize = lb.listeners.iter().map(|l| l.policies.len()).sum();
+        let shown: usize = lb
+            .listeners
+            .iter()
+            .map(|l| l.policies.len().min(ROWS))
+            .sum();
+        if policies > shown {
+            let _ = write!(
+                out,
+                "<p>… and {} more policies: /api/v1/loadbalancers/{}</p>",
+                policies - shown,
+                lb.id
+            );
+        }
     }
+    more(
+        &mut out,
+        snap.model.load_balancers.len(),
+        "/api/v1/loadbalancers",
+    );
     if !snap.diagnostics.is_empty() {
         out.push_str("<h2>Other diagnostics</h2><ul>");
-        for d in &snap.diagnostics {
+        for d in snap.diagnostics.iter().take(ROWS) {
             let _ = write!(out, "<li>{}</li>", esc(&d.to_string()));
         }
         out.push_str("</ul>");
+        more(&mut out, snap.diagnostics.len(), "/api/v1/diagnostics");
     }
     out.push_str("</body></html>\n");
     out
+}
+
+/// Rows of each list shown; the page stays small whatever the cluster's size.
+const ROWS: usize = 500;
+
+/// "… and N more" below a list of `total` items cut at [`ROWS`], pointing at the JSON API.
+fn more(out: &mut String, total: usize, api: &str) {
+    if total > ROWS {
+        let _ = write!(
+            out,
+            "<p>… and {} more: <a href=\"{api}\">{api}</a> (paged with ?limit= and ?offset=)</p>",
+            total - ROWS
+        );
+    }
 }
 
 fn esc(s: &str) -> String {

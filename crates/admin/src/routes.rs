@@ -2,6 +2,8 @@ use crate::{Admin, dashboard};
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode, header};
 use http_body_util::Full;
+use portico_model::{LoadBalancer, Placement};
+use portico_status::Snapshot;
 use serde::Serialize;
 
 type Body = Full<Bytes>;
@@ -10,6 +12,13 @@ type Body = Full<Bytes>;
 pub(crate) fn handle<B>(admin: &Admin, req: Request<B>) -> Response<Body> {
     if req.method() != Method::GET && req.method() != Method::HEAD {
         return text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
+    }
+    if !host_allowed(admin, &req) {
+        return text(
+            StatusCode::MISDIRECTED_REQUEST,
+            "this admin API answers IP addresses, localhost and the names given with \
+             --admin-host only\n",
+        );
     }
     let snap = admin.snapshot.load();
     let path = req.uri().path();
@@ -21,15 +30,78 @@ pub(crate) fn handle<B>(admin: &Admin, req: Request<B>) -> Response<Body> {
             &with_detail("not ready: first sync not served yet", &snap.detail),
         ),
         "/metrics" => metrics(admin),
-        "/api/v1/ingresses" => json(&snap.ingresses),
-        "/api/v1/diagnostics" => json(&snap.diagnostics),
-        "/api/v1/loadbalancers" => json(&snap.model.load_balancers),
+        "/api/v1/ingresses" => page(&snap.ingresses, req.uri().query()),
+        "/api/v1/diagnostics" => page(&snap.diagnostics, req.uri().query()),
+        "/api/v1/loadbalancers" => json(&load_balancers(&snap)),
         "/" | "/dashboard" => html(dashboard::render(&snap)),
         _ => match path.strip_prefix("/api/v1/loadbalancers/") {
-            Some(id) => load_balancer(&snap.model, id),
+            Some(id) => load_balancer(&snap, id),
             None => text(StatusCode::NOT_FOUND, "not found\n"),
         },
     }
+}
+
+/// Whether the request's `Host` (without port) is an IP address, `localhost` (or a name
+/// under it), or one of `--admin-host`; a request without `Host` (HTTP/1.0) is allowed.
+fn host_allowed<B>(admin: &Admin, req: &Request<B>) -> bool {
+    let host = match req.headers().get(header::HOST) {
+        None => return req.uri().host().is_none_or(|h| name_allowed(admin, h)),
+        Some(h) => match h.to_str() {
+            Ok(h) => h,
+            Err(_) => return false,
+        },
+    };
+    let name = match host.strip_prefix('[') {
+        // An IPv6 literal: `[::1]:9180`.
+        Some(rest) => {
+            return rest
+                .split(']')
+                .next()
+                .is_some_and(|a| a.parse::<std::net::Ipv6Addr>().is_ok());
+        }
+        None => host.rsplit_once(':').map_or(host, |(n, _)| n),
+    };
+    name_allowed(admin, name)
+}
+
+fn name_allowed(admin: &Admin, name: &str) -> bool {
+    let name = name.trim_end_matches('.').to_ascii_lowercase();
+    name.parse::<std::net::IpAddr>().is_ok()
+        || name == "localhost"
+        || name.ends_with(".localhost")
+        || admin.hosts.contains(&name)
+}
+
+/// Items per page of a list when `limit` is not given, and the most a page may hold.
+pub const DEFAULT_PAGE: usize = 1000;
+pub const MAX_PAGE: usize = 10_000;
+
+/// One page of `items`: `?limit=N&offset=M` (limit at most [`MAX_PAGE`], [`DEFAULT_PAGE`]
+/// without one); the whole count in `X-Total-Count`.
+fn page<T: Serialize>(items: &[T], query: Option<&str>) -> Response<Body> {
+    let mut limit = DEFAULT_PAGE;
+    let mut offset = 0;
+    for pair in query.unwrap_or_default().split('&') {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let parsed = value.parse::<usize>();
+        match (key, parsed) {
+            ("limit", Ok(n)) => limit = n.min(MAX_PAGE),
+            ("offset", Ok(n)) => offset = n,
+            ("limit" | "offset", Err(_)) => {
+                return text(
+                    StatusCode::BAD_REQUEST,
+                    "limit and offset must be whole numbers\n",
+                );
+            }
+            _ => {}
+        }
+    }
+    let start = offset.min(items.len());
+    let end = start.saturating_add(limit).min(items.len());
+    let mut resp = json(&items[start..end]);
+    resp.headers_mut()
+        .insert("x-total-count", header::HeaderValue::from(items.len()));
+    resp
 }
 
 /// `first`, then each detail line.
@@ -42,13 +114,32 @@ fn with_detail(first: &str, detail: &[String]) -> String {
     out
 }
 
-fn load_balancer(model: &portico_model::Model, id: &str) -> Response<Body> {
-    let found = model
-        .load_balancers
-        .iter()
-        .find(|lb| lb.id.to_string() == id || lb.name == id);
+/// A load balancer as the API shows it: the model's, with its placement.
+#[derive(Serialize)]
+struct LoadBalancerView<'a> {
+    #[serde(flatten)]
+    lb: &'a LoadBalancer,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    placement: Option<&'a Placement>,
+}
+
+fn view<'a>(snap: &'a Snapshot, lb: &'a LoadBalancer) -> LoadBalancerView<'a> {
+    LoadBalancerView {
+        lb,
+        placement: snap.placements.get(&lb.id),
+    }
+}
+
+fn load_balancers(snap: &Snapshot) -> Vec<LoadBalancerView<'_>> {
+    let lbs = snap.model.load_balancers.iter();
+    lbs.map(|lb| view(snap, lb)).collect()
+}
+
+fn load_balancer(snap: &Snapshot, id: &str) -> Response<Body> {
+    let found =
+        (snap.model.load_balancers.iter()).find(|lb| lb.id.to_string() == id || lb.name == id);
     match found {
-        Some(lb) => json(lb),
+        Some(lb) => json(&view(snap, lb)),
         None => text(StatusCode::NOT_FOUND, "no such load balancer\n"),
     }
 }
@@ -99,7 +190,7 @@ fn respond(status: StatusCode, content_type: &'static str, body: String) -> Resp
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{IngressView, Snapshot};
+    use crate::IngressView;
     use portico_model::{LoadBalancer, LoadBalancerId, Model};
     use prometheus_client::registry::Registry;
     use std::sync::Arc;
@@ -112,6 +203,7 @@ mod tests {
             origin: portico_model::ObjectRef::new("IngressClass", "", "portico"),
             provider: "proxy".into(),
             vip: None,
+            floating_ip: None,
             listeners: Default::default(),
             pools: vec![],
         };
@@ -130,6 +222,17 @@ mod tests {
             generation: 3,
             ready,
             model,
+            placements: Arc::new(
+                [(
+                    LoadBalancerId::derive("loadbalancer/portico"),
+                    portico_model::Placement {
+                        active: "n1".into(),
+                        standby: Some("n2".into()),
+                        epoch: 4,
+                    },
+                )]
+                .into(),
+            ),
             ingresses: vec![view],
             diagnostics: vec![],
             detail: vec![],
@@ -170,6 +273,12 @@ mod tests {
         let (status, body) = get(&a, &format!("/api/v1/loadbalancers/{id}"));
         assert_eq!(status, StatusCode::OK);
         assert!(body.contains("\"provider\": \"proxy\""), "{body}");
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(v["placement"]["active"], "n1");
+        assert_eq!(v["placement"]["epoch"], 4);
+        let (_, all) = get(&a, "/api/v1/loadbalancers");
+        let all: serde_json::Value = serde_json::from_str(&all).unwrap();
+        assert_eq!(all[0]["placement"]["standby"], "n2");
         assert_eq!(
             get(&a, "/api/v1/loadbalancers/nope").0,
             StatusCode::NOT_FOUND
@@ -193,5 +302,68 @@ mod tests {
         let a = admin(true);
         let resp = handle(&a, Request::post("/api/v1/ingresses").body(()).unwrap());
         assert_eq!(resp.status(), StatusCode::METHOD_NOT_ALLOWED);
+    }
+
+    #[test]
+    fn only_ip_addresses_localhost_and_configured_names_are_answered() {
+        let a = admin(true);
+        let with_host = |host: &str| {
+            let req = Request::get("/api/v1/ingresses")
+                .header(header::HOST, host)
+                .body(())
+                .unwrap();
+            handle(&a, req).status()
+        };
+        for ok in [
+            "127.0.0.1:9180",
+            "localhost:9180",
+            "LOCALHOST",
+            "[::1]:9180",
+            "10.1.2.3",
+            "app.localhost",
+        ] {
+            assert_eq!(with_host(ok), StatusCode::OK, "{ok}");
+        }
+        for refused in [
+            "evil.example:9180",
+            "127.0.0.1.evil.example",
+            "[evil]:1",
+            "localhost.evil",
+        ] {
+            assert_eq!(
+                with_host(refused),
+                StatusCode::MISDIRECTED_REQUEST,
+                "{refused}"
+            );
+        }
+        let named = Admin::with_hosts(
+            Arc::new(Registry::default()),
+            vec!["Portico.Internal".into()],
+        );
+        let req = Request::get("/healthz")
+            .header(header::HOST, "portico.internal:9180")
+            .body(())
+            .unwrap();
+        assert_eq!(handle(&named, req).status(), StatusCode::OK);
+    }
+
+    #[test]
+    fn lists_are_paged() {
+        let a = admin(true);
+        let (status, body) = get(&a, "/api/v1/ingresses?limit=0");
+        assert_eq!((status, body.trim()), (StatusCode::OK, "[]"));
+        let (_, body) = get(&a, "/api/v1/ingresses?offset=0&limit=5");
+        assert!(body.contains("\"web\""), "{body}");
+        let (_, body) = get(&a, "/api/v1/ingresses?offset=7");
+        assert_eq!(body.trim(), "[]");
+        assert_eq!(
+            get(&a, "/api/v1/ingresses?limit=x").0,
+            StatusCode::BAD_REQUEST
+        );
+        let resp = handle(
+            &a,
+            Request::get("/api/v1/ingresses?limit=0").body(()).unwrap(),
+        );
+        assert_eq!(resp.headers()["x-total-count"], "1");
     }
 }

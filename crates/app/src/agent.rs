@@ -97,6 +97,7 @@ impl Agent {
             store_connected: health.connected,
             served,
             diagnostics,
+            // The agent's registration (zone, labels, address) is set by its process.
             ..Feedback::default()
         }
     }

@@ -10,7 +10,9 @@
 use crate::tls::CertificateStage;
 use portico_model::{Diagnostic, Model};
 use portico_store::{Delta, Desired};
-use portico_translate::{Config, Loaded, Memo, Previous, Translation, translate_incremental};
+use portico_translate::{
+    Allocations, Config, Loaded, Memo, Previous, Translation, translate_incremental,
+};
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -41,6 +43,8 @@ pub struct Compiler {
     config: Config,
     certificates: CertificateStage,
     memo: Memo,
+    /// The addresses handed out by the last compile: the next one keeps them.
+    allocations: Allocations,
 }
 
 impl Compiler {
@@ -49,7 +53,14 @@ impl Compiler {
             config,
             certificates: CertificateStage::default(),
             memo: Memo::default(),
+            allocations: Allocations::new(),
         }
+    }
+
+    /// Takes `allocations` (read from the store: what the last leader handed out) as the
+    /// previous ones; the next compile keeps them where they still fit.
+    pub fn seed(&mut self, allocations: Allocations) {
+        self.allocations = allocations;
     }
 
     pub fn config(&self) -> &Config {
@@ -89,7 +100,7 @@ impl Compiler {
     }
 
     /// The general path: translate (reusing what `previous` prepared where its inputs did not
-    /// change), assign VIPs, load the certificates the model names.
+    /// change), assign VIPs and floating IPs, load the certificates the model names.
     fn translate(&mut self, loaded: Arc<Loaded>, previous: Option<Compiled>) -> Compiled {
         let config = &self.config;
         let mut translation = match &previous {
@@ -109,6 +120,11 @@ impl Compiler {
         let objects = &loaded.objects;
         let vips = portico_translate::assign_vips(&mut translation.model, objects, config);
         translation.diagnostics.extend(vips);
+        let previous = &self.allocations;
+        let (allocations, problems) =
+            portico_translate::assign_addresses(&mut translation.model, objects, config, previous);
+        self.allocations = allocations;
+        translation.diagnostics.extend(problems);
         let model = Arc::new(std::mem::take(&mut translation.model));
         let certificates = self.certificates.apply(objects, &mut translation, config);
         let desired = Desired {

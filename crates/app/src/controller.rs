@@ -4,12 +4,13 @@
 
 use crate::compile::{Compiled, Compiler};
 use crate::metrics::AppMetrics;
+use crate::placement::Placer;
 use crate::snapshot::build_snapshot;
 use portico_admin::{LoadBalancerAddress, Snapshot};
-use portico_model::LoadBalancerId;
+use portico_model::{LoadBalancer, LoadBalancerId, Placement};
 use portico_store::Feedback;
-use portico_translate::{Config, Loaded};
-use std::collections::{BTreeMap, HashSet};
+use portico_translate::{Allocations, Config, Loaded};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 /// Compiles each new load and keeps the result for the next one.
@@ -17,6 +18,7 @@ use std::sync::Arc;
 pub struct Controller {
     compiler: Compiler,
     compiled: Option<Compiled>,
+    placer: Placer,
 }
 
 impl Controller {
@@ -24,7 +26,50 @@ impl Controller {
         Controller {
             compiler: Compiler::new(config),
             compiled: None,
+            placer: Placer::default(),
         }
+    }
+
+    /// Takes the addresses and placements the store holds (what the last leader decided) as
+    /// the previous ones, and compiles the last load again with them.
+    pub(crate) fn seed(
+        &mut self,
+        allocations: Allocations,
+        placements: BTreeMap<LoadBalancerId, Placement>,
+        metrics: &AppMetrics,
+    ) {
+        self.compiler.seed(allocations);
+        self.placer.seed(placements);
+        if let Some(previous) = self.compiled.take() {
+            let loaded = previous.loaded.clone();
+            drop(previous);
+            self.compiled = Some(self.compiler.compile(loaded, None).0);
+        }
+        self.place(metrics);
+    }
+
+    /// The agents registered now (their feedback); whether a placement changed.
+    pub(crate) fn set_agents(
+        &mut self,
+        feedback: &BTreeMap<String, Feedback>,
+        metrics: &AppMetrics,
+    ) -> bool {
+        self.placer.set_agents(feedback) && self.place(metrics) > 0
+    }
+
+    /// Places the compiled load balancers and records the placements in the desired state;
+    /// how many changed.
+    fn place(&mut self, metrics: &AppMetrics) -> usize {
+        let Some(compiled) = &mut self.compiled else {
+            return 0;
+        };
+        let changed = self.placer.place(&compiled.desired.model);
+        if changed > 0 {
+            metrics.placement_changed(changed);
+            tracing::info!(changed, "load balancers placed");
+        }
+        compiled.desired.placements = self.placer.placements().clone();
+        changed
     }
 
     /// Compiles `loaded`; returns the load it supersedes, for its owner to free.
@@ -40,6 +85,7 @@ impl Controller {
             "configuration compiled"
         );
         self.compiled = Some(compiled);
+        self.place(metrics);
         retired
     }
 
@@ -89,18 +135,37 @@ impl Controller {
             model.clone(),
             publish,
         );
+        let ingress_states = compiled.translation.ingresses.iter();
+        let served_ingresses: HashSet<(&str, &str)> = ingress_states
+            .filter(|s| s.served)
+            .map(|s| (s.key.namespace.as_str(), s.key.name.as_str()))
+            .collect();
+        let mut dedicated = HashMap::new();
+        let mut shared = HashMap::new();
+        for lb in &model.load_balancers {
+            match lb.ingress_class() {
+                Some(class) => shared.insert(class, lb),
+                None => {
+                    dedicated.insert((lb.origin.namespace.as_str(), lb.origin.name.as_str()), lb)
+                }
+            };
+        }
         for ingress in &mut snapshot.ingresses {
+            let key = (ingress.namespace.as_str(), ingress.name.as_str());
             let class = ingress.ingress_class_name.as_deref();
-            let lb = class.and_then(|c| {
-                model
-                    .load_balancers
-                    .iter()
-                    .find(|lb| lb.ingress_class() == Some(c))
-            });
-            if !lb.is_some_and(|lb| served.contains(&lb.id)) {
-                ingress.status.load_balancer.ingress.clear();
+            let lb = (dedicated.get(&key).copied())
+                .or_else(|| class.and_then(|c| shared.get(c).copied()));
+            let addresses = &mut ingress.status.load_balancer.ingress;
+            match lb {
+                Some(lb) if served.contains(&lb.id) => {
+                    if served_ingresses.contains(&key) {
+                        with_addresses(addresses, lb);
+                    }
+                }
+                _ => addresses.clear(),
             }
         }
+        snapshot.placements = Arc::new(self.placer.placements().clone());
         snapshot.ready = !feedback.is_empty() && feedback.values().all(|f| f.ready);
         let agents = feedback
             .values()
@@ -110,4 +175,22 @@ impl Controller {
         snapshot.diagnostics.dedup();
         Some(snapshot)
     }
+}
+
+/// The load balancer's VIP and floating IP first, then the published addresses (without
+/// repeating one).
+fn with_addresses(addresses: &mut Vec<LoadBalancerAddress>, lb: &LoadBalancer) {
+    let own = [lb.vip, lb.floating_ip].into_iter().flatten();
+    let mut all: Vec<LoadBalancerAddress> = own
+        .map(|ip| LoadBalancerAddress {
+            ip: Some(ip.to_string()),
+            hostname: None,
+        })
+        .collect();
+    for a in addresses.drain(..) {
+        if !all.contains(&a) {
+            all.push(a);
+        }
+    }
+    *addresses = all;
 }

@@ -10,6 +10,7 @@ use crate::run::{AppError, Bound};
 use crate::snapshot::status_addresses;
 use crate::source::{Source, SourceSettings};
 use bytes::Bytes;
+use portico_model::{LoadBalancerId, Placement};
 use portico_store::codec::{self, Decoder};
 use portico_store::kv::{Key, View};
 use portico_store::{Desired, Feedback};
@@ -21,8 +22,6 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 
-/// How long an agent's key outlives the agent.
-const AGENT_TTL: Duration = Duration::from_secs(5);
 /// The controllers' leader lease.
 const LEADER_TTL: Duration = Duration::from_secs(5);
 /// Pause between attempts to reach etcd.
@@ -35,6 +34,11 @@ const MAX_RETRY: Duration = Duration::from_secs(2);
 pub struct AgentSettings {
     pub store: EtcdConfig,
     pub node: String,
+    /// Published with the agent's registration, for placement.
+    pub zone: Option<String>,
+    pub labels: BTreeMap<String, String>,
+    /// How long the agent's key outlives the agent.
+    pub lease_ttl: Duration,
     pub listen: ListenSettings,
     pub haproxy: HaproxySettings,
     /// Active-standby (`--interface`): off without it.
@@ -54,12 +58,16 @@ pub async fn agent(
         .state_dir
         .join("agent")
         .join(format!("{}.cache", settings.node));
-    if let Some(dir) = cache_path.parent()
-        && let Err(e) = std::fs::DirBuilder::new().recursive(true).create(dir)
-    {
-        tracing::warn!(dir = %dir.display(), "cannot create the cache's directory: {e}");
+    // A cache in a directory others could write to would let them choose what is served.
+    let cache_dir = cache_path
+        .parent()
+        .map(portico_statedir::ensure_private_dir);
+    if let Some(Err(e)) = &cache_dir {
+        tracing::error!("the agent's cache is not used: {e}");
     }
-    let initial = match cache::load(&cache_path) {
+    let cache_path = matches!(cache_dir, Some(Ok(()))).then_some(cache_path);
+    let loaded = cache_path.as_deref().map(cache::load);
+    let initial = match loaded.unwrap_or_else(|| Ok(View::default())) {
         Ok(view) => {
             tracing::info!(
                 revision = view.revision,
@@ -68,7 +76,7 @@ pub async fn agent(
             view
         }
         Err(e) => {
-            tracing::info!(cache = %cache_path.display(), "no usable cache: {e}");
+            tracing::info!("no usable cache: {e}");
             View::default()
         }
     };
@@ -78,30 +86,31 @@ pub async fn agent(
         detail: "connecting to etcd".to_owned(),
     });
     let (feedback_tx, feedback_rx) = watch::channel(Bytes::new());
+    let (placements_tx, placements) = watch::channel(Arc::new(Placements::new()));
     let link = tokio::spawn(agent_link(
         settings.clone(),
         initial,
-        views_tx,
+        (views_tx, placements_tx),
         health_tx,
         feedback_rx,
         shutdown.clone(),
     ));
     let (desired_tx, desired) = watch::channel(Arc::new(Desired::default()));
-    let decoding = tokio::spawn(decode_views(views, desired_tx, cache_path));
+    let decoding = tokio::spawn(decode_views(views, placements, desired_tx, cache_path));
     let agent = Agent::new(
         settings.node.clone(),
         Arc::new(std::mem::take(&mut node.registry)),
     );
     let admin = node.admin.clone();
     let metrics = node.metrics.clone();
-    let ha_views = crate::failover::HaViews::default();
+    let view = Arc::new(crate::failover::AdminView::new(admin.clone()));
     let failover = settings.ha.clone().map(|ha| {
         let link = crate::failover::link(
             settings.node.clone(),
             settings.store.clone(),
             ha,
             desired.clone(),
-            ha_views.clone(),
+            view.clone(),
             metrics.clone(),
             shutdown.clone(),
         );
@@ -111,7 +120,12 @@ pub async fn agent(
     let report = move |agent: &Agent, mut feedback: Feedback| {
         feedback.advertise_address = advertise;
         metrics.observe_store(feedback.store_connected, feedback.revision);
-        admin.publish(agent_snapshot(agent, &feedback));
+        let feedback = Feedback {
+            zone: settings.zone.clone(),
+            labels: settings.labels.clone(),
+            ..feedback
+        };
+        view.publish(agent_snapshot(agent, &feedback));
         let bytes = serde_json::to_vec(&feedback).unwrap_or_default();
         feedback_tx.send_replace(Bytes::from(bytes));
     };
@@ -126,10 +140,17 @@ pub async fn agent(
     Ok(())
 }
 
+/// Placements by load balancer, as the store holds them.
+type Placements = BTreeMap<LoadBalancerId, Placement>;
+
 /// The agent's admin view: the model it serves, ready once it serves the store's state, its
-/// problems, and whether it reaches the store.
+/// problems, whether it reaches the store, and where the controller placed each load balancer.
 fn agent_snapshot(agent: &Agent, feedback: &Feedback) -> portico_admin::Snapshot {
     let model = agent.desired().map(|d| d.model.clone()).unwrap_or_default();
+    let placements = agent
+        .desired()
+        .map(|d| d.placements.clone())
+        .unwrap_or_default();
     let mut detail = vec![format!(
         "node {}: store revision {}",
         feedback.node, feedback.revision
@@ -141,38 +162,67 @@ fn agent_snapshot(agent: &Agent, feedback: &Feedback) -> portico_admin::Snapshot
         generation: feedback.revision,
         ready: feedback.ready && feedback.revision > 0,
         model,
+        placements: Arc::new(placements),
         ingresses: vec![],
         diagnostics: feedback.diagnostics.clone(),
         detail,
     }
 }
 
-/// Each view → a desired state for the agent; the newest view is also cached, off this path.
+/// Each view → a desired state for the agent, with the latest placements; the newest view is
+/// also cached, off this path. A change of placements alone hands the last state again with
+/// the new placements and the same delta (so that a state the agent has not read yet is not
+/// lost behind it).
 async fn decode_views(
     mut views: watch::Receiver<View>,
+    mut placements: watch::Receiver<Arc<Placements>>,
     desired: watch::Sender<Arc<Desired>>,
-    cache_path: PathBuf,
+    cache_path: Option<PathBuf>,
 ) {
     let mut decoder = Decoder::default();
     let (to_cache, cached) = watch::channel(views.borrow().clone());
-    let cache = tokio::spawn(cache_views(cached, cache_path));
-    loop {
-        let view = views.borrow_and_update().clone();
-        if view.revision > 0 {
-            desired.send_replace(Arc::new(decoder.decode(&view)));
-            to_cache.send_if_modified(|c| {
-                let newer = c.revision != view.revision;
-                if newer {
-                    *c = view;
-                }
-                newer
-            });
+    let cache = tokio::spawn(async move {
+        if let Some(path) = cache_path {
+            cache_views(cached, path).await;
         }
-        if views.changed().await.is_err() {
-            cache.abort();
-            return;
+    });
+    let mut view_changed = true;
+    loop {
+        let placed = Placements::clone(&placements.borrow_and_update());
+        if view_changed {
+            let view = views.borrow_and_update().clone();
+            if view.revision > 0 {
+                let mut next = decoder.decode(&view);
+                next.placements = placed;
+                desired.send_replace(Arc::new(next));
+                to_cache.send_if_modified(|c| {
+                    let newer = c.revision != view.revision;
+                    if newer {
+                        *c = view;
+                    }
+                    newer
+                });
+            }
+        } else {
+            let last = desired.borrow().clone();
+            if last.revision > 0 && last.placements != placed {
+                let mut next = Desired::clone(&last);
+                next.placements = placed;
+                desired.send_replace(Arc::new(next));
+            }
+        }
+        tokio::select! {
+            r = views.changed() => {
+                if r.is_err() { break }
+                view_changed = true;
+            }
+            r = placements.changed() => {
+                if r.is_err() { break }
+                view_changed = false;
+            }
         }
     }
+    cache.abort();
 }
 
 /// How often at most the agent writes its cache: a burst of changes costs one write.
@@ -201,7 +251,7 @@ async fn cache_views(mut views: watch::Receiver<View>, path: PathBuf) {
 async fn agent_link(
     settings: AgentSettings,
     initial: View,
-    views: watch::Sender<View>,
+    (views, placements): (watch::Sender<View>, watch::Sender<Arc<Placements>>),
     health: watch::Sender<StoreHealth>,
     feedback: watch::Receiver<Bytes>,
     shutdown: watch::Receiver<bool>,
@@ -210,8 +260,10 @@ async fn agent_link(
         return;
     };
     let mirror = etcd.mirror_desired(initial);
+    let placement_mirror = etcd.mirror(codec::PLACEMENT);
+    let _placements = tokio::spawn(follow_placements(placement_mirror.views(), placements));
     let key = codec::agent_key(&settings.node);
-    let _publication = etcd.publish(key, AGENT_TTL, feedback);
+    let _publication = etcd.publish(key, settings.lease_ttl, feedback);
     let mut mirrored = mirror.views();
     let mut mirror_health = mirror.health();
     loop {
@@ -234,6 +286,30 @@ async fn agent_link(
         tokio::select! {
             r = mirrored.changed() => if r.is_err() { return },
             r = mirror_health.changed() => if r.is_err() { return },
+        }
+    }
+}
+
+/// Decodes every view of `placement/` into `placements`.
+async fn follow_placements(
+    mut views: watch::Receiver<View>,
+    placements: watch::Sender<Arc<Placements>>,
+) {
+    loop {
+        let view = views.borrow_and_update().clone();
+        let (decoded, problems) = codec::decode_placements(&view);
+        for d in problems {
+            tracing::warn!(diagnostic = %d, "unreadable placement");
+        }
+        placements.send_if_modified(|p| {
+            let changed = **p != decoded;
+            if changed {
+                *p = Arc::new(decoded);
+            }
+            changed
+        });
+        if views.changed().await.is_err() {
+            return;
         }
     }
 }
@@ -271,6 +347,8 @@ pub struct ControllerSettings {
     pub source: SourceSettings,
     pub store: EtcdConfig,
     pub admin_listen: SocketAddr,
+    /// `--admin-host`: names the admin API answers besides IP addresses and localhost.
+    pub admin_hosts: Vec<String>,
     pub identity: String,
     pub translate: portico_translate::Config,
     /// Address written to Ingress status.
@@ -288,7 +366,8 @@ pub async fn controller(
     let admin_addr = admin_listener.local_addr().unwrap_or(settings.admin_listen);
     let mut prometheus = prometheus_client::registry::Registry::default();
     let metrics = crate::metrics::AppMetrics::new(&mut prometheus);
-    let admin = portico_admin::Admin::new(Arc::new(prometheus));
+    let admin =
+        portico_admin::Admin::with_hosts(Arc::new(prometheus), settings.admin_hosts.clone());
     let admin_task = tokio::spawn(portico_admin::serve(
         admin_listener,
         admin.clone(),
@@ -347,7 +426,19 @@ impl ControllerWork<'_> {
         let mut revision = 0;
         let (campaign_tx, mut campaign) = tokio::sync::mpsc::unbounded_channel::<Leadership>();
         self.campaign(campaign_tx.clone());
+        // Addresses and placements as the last leader left them, so that this controller's
+        // view agrees with the store's until it leads (then it reads them again).
+        match self.etcd.read_desired().await {
+            Ok(view) => self.seed(&view),
+            Err(e) => tracing::warn!("cannot read the stored state: {e}"),
+        }
         loop {
+            let agents = agent_views.borrow_and_update().clone();
+            let feedback = feedback_of(&agents);
+            // Placement waits for the first listing of the agents: before it, none is known.
+            if agents.revision > 0 && self.controller.set_agents(&feedback, self.metrics) {
+                dirty = true;
+            }
             if compile {
                 compile = false;
                 dirty = true;
@@ -366,7 +457,6 @@ impl ControllerWork<'_> {
                 }
             }
             if !first {
-                let feedback = feedback_of(&agent_views.borrow_and_update());
                 let revision =
                     revision.max(feedback.values().map(|f| f.revision).max().unwrap_or(0));
                 (self.controller).publish(source, self.admin, revision, &feedback, &self.publish);
@@ -424,26 +514,46 @@ impl ControllerWork<'_> {
         });
     }
 
-    /// Writes what changed since the last write (read from etcd after becoming leader).
+    /// Takes the addresses and placements of a stored state as the previous ones.
+    fn seed(&mut self, view: &View) {
+        let allocations = codec::addresses(view)
+            .into_iter()
+            .map(|(id, (vip, floating_ip))| {
+                let addresses = portico_translate::address::Addresses { vip, floating_ip };
+                (id, addresses)
+            });
+        let (placements, problems) = codec::decode_placements(view);
+        for d in problems {
+            tracing::warn!(diagnostic = %d, "unreadable placement");
+        }
+        (self.controller).seed(allocations.collect(), placements, self.metrics);
+    }
+
+    /// Writes what changed since the last write (read from etcd after becoming leader, when
+    /// the stored addresses and placements are taken over).
     async fn write(&mut self) -> Result<u64, portico_store_etcd::EtcdError> {
-        let Some(leadership) = &self.leadership else {
+        if self.leadership.is_none() || self.controller.compiled().is_none() {
             return Ok(0);
-        };
-        let Some(compiled) = self.controller.compiled() else {
-            return Ok(0);
-        };
+        }
         let first = self.written.is_none();
         let old = match self.written.take() {
             Some(old) => old,
             None => {
                 let view = self.etcd.read_desired().await?;
+                self.seed(&view);
                 view.entries
                     .iter()
                     .map(|(k, e)| (k.clone(), e.value.clone()))
                     .collect()
             }
         };
-        let new = (self.encoder).encode(&compiled.desired.model, &compiled.desired.certificates);
+        let (Some(leadership), Some(compiled)) = (&self.leadership, self.controller.compiled())
+        else {
+            return Ok(0);
+        };
+        let mut new =
+            (self.encoder).encode(&compiled.desired.model, &compiled.desired.certificates);
+        new.extend(codec::encode_placements(&compiled.desired.placements));
         let ops = portico_store::kv::changes(&old, &new);
         // A new leader commits even nothing, so that agents see a first state (maybe empty).
         if ops.is_empty() && !first {

@@ -12,6 +12,7 @@ mod distributed;
 mod failover;
 mod metrics;
 mod node;
+mod placement;
 mod providers;
 mod run;
 mod snapshot;

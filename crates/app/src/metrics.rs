@@ -31,6 +31,7 @@ pub(crate) struct AppMetrics {
     store_connected: Gauge,
     store_revision: Gauge,
     transitions: Family<TransitionLabels, Counter>,
+    placement_changes: Counter,
 }
 
 impl AppMetrics {
@@ -41,11 +42,17 @@ impl AppMetrics {
             store_connected: Gauge::default(),
             store_revision: Gauge::default(),
             transitions: Family::default(),
+            placement_changes: Counter::default(),
         };
         registry.register(
             "portico_ha_transitions",
             "Active-standby transitions of this agent by load balancer and new role (active: it added the addresses; standby: it removed them)",
             m.transitions.clone(),
+        );
+        registry.register(
+            "portico_placement_changes",
+            "Load balancers placed on another pair of agents (each bumps the epoch)",
+            m.placement_changes.clone(),
         );
         registry.register(
             "portico_store_connected",
@@ -68,6 +75,11 @@ impl AppMetrics {
             m.diagnostics.clone(),
         );
         m
+    }
+
+    /// `n` load balancers got a new placement.
+    pub(crate) fn placement_changed(&self, n: usize) {
+        self.placement_changes.inc_by(n as u64);
     }
 
     /// What the agent's feedback says about its store.

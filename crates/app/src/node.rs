@@ -21,6 +21,8 @@ pub struct ListenSettings {
     pub http_listen: SocketAddr,
     pub https_listen: SocketAddr,
     pub admin_listen: SocketAddr,
+    /// `--admin-host`: names the admin API answers besides IP addresses and localhost.
+    pub admin_hosts: Vec<String>,
     /// `--provider haproxy`: haproxy binds the default listeners instead of the built-in proxy.
     pub haproxy_listens: bool,
     /// The IngressClass named in the haproxy provider's messages about the default listeners.
@@ -59,6 +61,8 @@ impl Node {
         haproxy: &HaproxySettings,
         shutdown: &watch::Receiver<bool>,
     ) -> Result<Node, AppError> {
+        // haproxy's configurations and keys, sockets and the agent's cache live there.
+        portico_statedir::ensure_private_dir(&haproxy.state_dir)?;
         let (http, https) = if listen.haproxy_listens {
             check_haproxy_listen("HTTP traffic (--http-listen)", listen.http_listen).await?;
             check_haproxy_listen("HTTPS traffic (--https-listen)", listen.https_listen).await?;
@@ -85,7 +89,7 @@ impl Node {
             haproxy_socket,
             mut tasks,
         } = start_access_log(&listen.access_log, haproxy, &mut prometheus, shutdown)?;
-        let admin = Admin::new(Arc::new(prometheus));
+        let admin = Admin::with_hosts(Arc::new(prometheus), listen.admin_hosts.clone());
         let default_binds = listen.haproxy_listens.then_some((bound.http, bound.https));
         let (proxy, proxy_tasks) = ProxyProvider::new(
             proxy_metrics,

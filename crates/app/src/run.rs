@@ -20,6 +20,8 @@ pub struct Settings {
     /// The TLS listener of the TERMINATED_HTTPS listeners.
     pub https_listen: SocketAddr,
     pub admin_listen: SocketAddr,
+    /// `--admin-host`: names the admin API answers besides IP addresses and localhost.
+    pub admin_hosts: Vec<String>,
     /// Address written to Ingress status; `None` means the IP of `http_listen`.
     pub publish_address: Option<String>,
     pub translate: portico_translate::Config,
@@ -64,6 +66,8 @@ pub enum AppError {
     },
     #[error(transparent)]
     Kubernetes(#[from] portico_source_kube::ClientError),
+    #[error("{0} (--state-dir)")]
+    StateDir(#[from] portico_statedir::StateDirError),
 }
 
 /// Runs the all-in-one pipeline until `shutdown` turns true. `on_bound` is called once the
@@ -77,6 +81,7 @@ pub async fn run(
         http_listen: settings.http_listen,
         https_listen: settings.https_listen,
         admin_listen: settings.admin_listen,
+        admin_hosts: settings.admin_hosts.clone(),
         haproxy_listens: settings.translate.default_provider == portico_provider_haproxy::PROVIDER,
         class: settings.translate.ingress_class.clone(),
         limits: settings.limits,
@@ -151,7 +156,10 @@ impl ControllerLoop<'_> {
                 }
             }
             if !first {
-                self.publish(source, revision, &feedback.borrow_and_update());
+                let reports = feedback.borrow_and_update().clone();
+                // The one agent of this process: placements show in the admin API only.
+                self.controller.set_agents(&reports, self.metrics);
+                self.publish(source, revision, &reports);
             }
             let published = async {
                 match source.published() {

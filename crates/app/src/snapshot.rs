@@ -62,6 +62,7 @@ pub fn build_snapshot(
         generation,
         ready: true,
         model,
+        placements: Default::default(),
         ingresses,
         diagnostics: others,
         detail: vec![],

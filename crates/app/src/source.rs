@@ -12,7 +12,7 @@ use tokio::sync::watch;
 #[derive(Debug, Clone)]
 pub enum SourceSettings {
     /// Manifest files and directories, watched for changes (the embedded default).
-    Files(Vec<PathBuf>),
+    Files(Vec<PathBuf>, portico_source_file::ReadLimits),
     /// The Kubernetes API (`--kubernetes`).
     Kubernetes(Box<KubeSettings>),
 }
@@ -50,9 +50,9 @@ impl Source {
         shutdown: &watch::Receiver<bool>,
     ) -> Result<Source, AppError> {
         match source {
-            SourceSettings::Files(manifests) => Ok(Source::Files(portico_source_file::watch(
-                manifests.clone(),
-            )?)),
+            SourceSettings::Files(manifests, limits) => Ok(Source::Files(
+                portico_source_file::watch(manifests.clone(), *limits)?,
+            )),
             SourceSettings::Kubernetes(kube) => {
                 let client = portico_source_kube::client(kube.kubeconfig.as_deref()).await?;
                 let scope = portico_source_kube::Scope {

@@ -117,11 +117,14 @@ Portico demo: three seed Ingress examples on echo backends. Try:
 Manifests: {dir} (edit them; changes are served without restart). Ctrl-C stops.";
 
 pub async fn run(listen: &ListenArgs) -> anyhow::Result<ExitCode> {
-    let dir = std::env::temp_dir().join(format!("portico-demo-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let result = run_in(&dir, listen).await;
-    let _ = std::fs::remove_dir_all(&dir);
-    result
+    // A fresh private directory: a random name, created exclusively (never one that exists,
+    // which another user could have planted), mode 0700; removed when the demo ends.
+    let dir = tempfile::Builder::new()
+        .prefix("portico-demo-")
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        .tempdir()
+        .context("creating the demo's directory")?;
+    run_in(dir.path(), listen).await
 }
 
 async fn run_in(dir: &Path, listen: &ListenArgs) -> anyhow::Result<ExitCode> {
@@ -143,6 +146,8 @@ async fn run_in(dir: &Path, listen: &ListenArgs) -> anyhow::Result<ExitCode> {
     let class = ClassArgs {
         ingress_class: "portico".into(),
         provider: "proxy".into(),
+        vip_pool: None,
+        fip_pool: None,
     };
     let banner = BANNER.replace("{dir}", &dir.display().to_string());
     let tls = TlsArgs {
@@ -153,7 +158,10 @@ async fn run_in(dir: &Path, listen: &ListenArgs) -> anyhow::Result<ExitCode> {
         haproxy_bin: "haproxy".into(),
     };
     let settings = settings(
-        portico_app::SourceSettings::Files(vec![dir.to_path_buf()]),
+        portico_app::SourceSettings::Files(
+            vec![dir.to_path_buf()],
+            portico_source_file::ReadLimits::default(),
+        ),
         listen,
         &class,
         &tls,

@@ -106,6 +106,8 @@ struct ControllerArgs {
     #[arg(short = 'f', long = "filename", required_unless_present = "kubernetes")]
     files: Vec<PathBuf>,
     #[command(flatten)]
+    manifests: ManifestArgs,
+    #[command(flatten)]
     kube: KubeArgs,
     #[command(flatten)]
     store: StoreArgs,
@@ -113,6 +115,8 @@ struct ControllerArgs {
     /// feedback). Loopback by default.
     #[arg(long, default_value = "127.0.0.1:9181")]
     admin_listen: SocketAddr,
+    #[command(flatten)]
+    admin_hosts: AdminHostArgs,
     /// Address written to Ingress status.loadBalancer.ingress (IP or hostname).
     #[arg(long)]
     publish_address: Option<String>,
@@ -129,6 +133,17 @@ struct AgentArgs {
     /// This node's name: the agent's key in the store and its name in the controller's view.
     #[arg(long, value_name = "NAME")]
     node: String,
+    /// This node's zone: the controller places a load balancer's active and standby agents in
+    /// different zones when it can.
+    #[arg(long, value_name = "ZONE")]
+    zone: Option<String>,
+    /// A label of this agent (repeatable), published with its registration.
+    #[arg(long = "label", value_name = "KEY=VALUE", value_parser = label)]
+    labels: Vec<(String, String)>,
+    /// Lifetime of the agent's registration in the store after it stops renewing it (a killed
+    /// agent's load balancers are placed elsewhere after this long).
+    #[arg(long, value_name = "SECONDS", default_value = "5", value_parser = seconds)]
+    lease_ttl: std::time::Duration,
     /// Address of the HTTP listener of load balancers without a VIP.
     #[arg(long, default_value = DEFAULT_HTTP_LISTEN)]
     http_listen: SocketAddr,
@@ -138,6 +153,8 @@ struct AgentArgs {
     /// Address of the agent's admin API (/readyz is 200 once it serves the store's state).
     #[arg(long, default_value = "127.0.0.1:9180")]
     admin_listen: SocketAddr,
+    #[command(flatten)]
+    admin_hosts: AdminHostArgs,
     /// Which provider binds --http-listen and --https-listen: `proxy` (the built-in proxy) or
     /// `haproxy`.
     #[arg(long, default_value = "proxy", value_parser = ["proxy", "haproxy"])]
@@ -206,6 +223,36 @@ struct ClassArgs {
     /// per load balancer, which then binds --http-listen and --https-listen itself).
     #[arg(long, default_value = "proxy", value_parser = ["proxy", "haproxy"])]
     provider: String,
+    /// Pool of load balancers' VIPs (a CIDR prefix such as 198.18.0.0/24): each load balancer
+    /// without a `portico.dev/vip` gets the lowest free address, and keeps it. An IngressClass
+    /// may name its own with the `portico.dev/vip-pool` annotation.
+    #[arg(long, value_name = "CIDR", value_parser = cidr)]
+    vip_pool: Option<portico_translate::Cidr>,
+    /// Pool of load balancers' floating IPs (external addresses), like --vip-pool; an
+    /// IngressClass may name its own (`portico.dev/fip-pool`), an Ingress of a dedicated class
+    /// may pin one (`portico.dev/external-ip`).
+    #[arg(long, value_name = "CIDR", value_parser = cidr)]
+    fip_pool: Option<portico_translate::Cidr>,
+}
+
+fn cidr(value: &str) -> Result<portico_translate::Cidr, String> {
+    value.parse()
+}
+
+/// `key=value` of `--label`.
+fn label(value: &str) -> Result<(String, String), String> {
+    match value.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_owned(), v.trim().to_owned())),
+        _ => Err(format!("{value:?} is not key=value")),
+    }
+}
+
+/// A duration in whole seconds, at least 1.
+fn seconds(value: &str) -> Result<std::time::Duration, String> {
+    match value.parse::<u64>() {
+        Ok(s) if s >= 1 => Ok(std::time::Duration::from_secs(s)),
+        _ => Err(format!("{value:?} is not a number of seconds (1 or more)")),
+    }
 }
 
 #[derive(Args, Debug, Clone)]
@@ -296,6 +343,8 @@ struct ListenArgs {
     /// Address of the admin API (health, metrics, JSON, dashboard). Loopback by default.
     #[arg(long, default_value = "127.0.0.1:9180")]
     admin_listen: SocketAddr,
+    #[command(flatten)]
+    admin_hosts: AdminHostArgs,
     /// Address written to Ingress status.loadBalancer.ingress (IP or hostname);
     /// default: the IP of --http-listen.
     #[arg(long)]
@@ -374,11 +423,39 @@ fn default_identity() -> String {
     format!("{host}-{}", std::process::id())
 }
 
+/// Names the admin API answers besides IP addresses and localhost.
+#[derive(Args, Debug, Clone, Default)]
+struct AdminHostArgs {
+    /// A `Host` name the admin API also answers (repeatable); others get 421, so that a web
+    /// page cannot read the API through a DNS name rebound to this address.
+    #[arg(long = "admin-host", value_name = "NAME")]
+    names: Vec<String>,
+}
+
+/// Bounds on manifest files.
+#[derive(Args, Debug, Clone, Copy)]
+struct ManifestArgs {
+    /// Largest manifest file read, in bytes; a larger file is reported and the objects it held
+    /// before stay served.
+    #[arg(long, value_name = "BYTES", default_value_t = portico_source_file::ReadLimits::DEFAULT_MAX_FILE_BYTES)]
+    max_manifest_bytes: u64,
+}
+
+impl ManifestArgs {
+    fn limits(self) -> portico_source_file::ReadLimits {
+        portico_source_file::ReadLimits {
+            max_file_bytes: self.max_manifest_bytes,
+        }
+    }
+}
+
 #[derive(Args, Debug)]
 struct RunArgs {
     /// Manifest file or directory (YAML or JSON, multi-document; directories recursively).
     #[arg(short = 'f', long = "filename", required_unless_present = "kubernetes")]
     files: Vec<PathBuf>,
+    #[command(flatten)]
+    manifests: ManifestArgs,
     #[command(flatten)]
     kube: KubeArgs,
     #[command(flatten)]
@@ -397,6 +474,8 @@ struct ValidateArgs {
     #[arg(short = 'f', long = "filename", required = true)]
     files: Vec<PathBuf>,
     #[command(flatten)]
+    manifests: ManifestArgs,
+    #[command(flatten)]
     class: ClassArgs,
     #[command(flatten)]
     tls: TlsArgs,
@@ -413,6 +492,8 @@ struct RenderArgs {
     /// Manifest file or directory (YAML or JSON, multi-document; directories recursively).
     #[arg(short = 'f', long = "filename", required = true)]
     files: Vec<PathBuf>,
+    #[command(flatten)]
+    manifests: ManifestArgs,
     #[command(flatten)]
     class: ClassArgs,
     #[command(flatten)]
@@ -432,6 +513,8 @@ fn translate_config(class: &ClassArgs, tls: &TlsArgs) -> portico_translate::Conf
         ingress_class: class.ingress_class.clone(),
         default_provider: class.provider.clone(),
         default_certificate: tls.default_certificate.clone(),
+        vip_pool: class.vip_pool,
+        fip_pool: class.fip_pool,
         ..portico_translate::Config::default()
     }
 }
@@ -448,6 +531,7 @@ fn settings(
         http_listen: listen.http_listen,
         https_listen: listen.https_listen,
         admin_listen: listen.admin_listen,
+        admin_hosts: listen.admin_hosts.names.clone(),
         publish_address: listen.publish_address.clone(),
         translate: translate_config(class, tls),
         haproxy: haproxy.settings()?,
@@ -461,15 +545,19 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(&cli.log);
     let result = match cli.command {
-        Command::Validate(args) => {
-            validate::run(&args.files, &translate_config(&args.class, &args.tls))
-        }
+        Command::Validate(args) => validate::run(
+            &args.files,
+            args.manifests.limits(),
+            &translate_config(&args.class, &args.tls),
+        ),
         Command::Run(args) => runtime(args.listen.workers).and_then(|rt| {
             let (listen, class, tls, haproxy) =
                 (&args.listen, &args.class, &args.tls, &args.haproxy);
             let source = match args.kube.settings() {
                 Some(kube) => portico_app::SourceSettings::Kubernetes(Box::new(kube)),
-                None => portico_app::SourceSettings::Files(args.files.clone()),
+                None => {
+                    portico_app::SourceSettings::Files(args.files.clone(), args.manifests.limits())
+                }
             };
             let settings = settings(source, listen, class, tls, haproxy)?;
             rt.block_on(serve(settings, None))
@@ -545,13 +633,14 @@ async fn serve(
 async fn controller(args: ControllerArgs) -> anyhow::Result<ExitCode> {
     let source = match args.kube.settings() {
         Some(kube) => portico_app::SourceSettings::Kubernetes(Box::new(kube)),
-        None => portico_app::SourceSettings::Files(args.files.clone()),
+        None => portico_app::SourceSettings::Files(args.files.clone(), args.manifests.limits()),
     };
     let identity = args.kube.identity.clone().unwrap_or_else(default_identity);
     let settings = portico_app::ControllerSettings {
         source,
         store: args.store.config()?,
         admin_listen: args.admin_listen,
+        admin_hosts: args.admin_hosts.names.clone(),
         identity,
         translate: translate_config(&args.class, &args.tls),
         publish_address: args.publish_address.clone(),
@@ -573,10 +662,14 @@ async fn agent(args: AgentArgs) -> anyhow::Result<ExitCode> {
     let settings = portico_app::AgentSettings {
         store: args.store.config()?,
         node: args.node.clone(),
+        zone: args.zone.clone(),
+        labels: args.labels.iter().cloned().collect(),
+        lease_ttl: args.lease_ttl,
         listen: portico_app::ListenSettings {
             http_listen: args.http_listen,
             https_listen: args.https_listen,
             admin_listen: args.admin_listen,
+            admin_hosts: args.admin_hosts.names.clone(),
             haproxy_listens: args.provider == "haproxy",
             class: args.ingress_class.clone(),
             limits: args.limits.limits(),

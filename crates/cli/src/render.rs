@@ -18,7 +18,10 @@ pub(crate) fn plan_haproxy(
 /// configuration of every load balancer of provider haproxy, printed instead of written.
 pub fn run(args: &RenderArgs) -> anyhow::Result<ExitCode> {
     let config = crate::translate_config(&args.class, &args.tls);
-    let loaded = Arc::new(portico_source_file::load(&args.files));
+    let loaded = Arc::new(portico_source_file::load(
+        &args.files,
+        args.manifests.limits(),
+    ));
     let compiled = portico_app::compile::compile_once(loaded, &config);
     let default_binds =
         (config.default_provider == portico_provider_haproxy::PROVIDER).then_some(Binds {

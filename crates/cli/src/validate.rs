@@ -5,8 +5,12 @@ use std::sync::Arc;
 
 /// `portico validate`: the same load, translation and haproxy plan as `run` (with its default
 /// listeners), printed instead of served.
-pub fn run(files: &[PathBuf], config: &portico_translate::Config) -> anyhow::Result<ExitCode> {
-    let loaded = std::sync::Arc::new(portico_source_file::load(files));
+pub fn run(
+    files: &[PathBuf],
+    limits: portico_source_file::ReadLimits,
+    config: &portico_translate::Config,
+) -> anyhow::Result<ExitCode> {
+    let loaded = std::sync::Arc::new(portico_source_file::load(files, limits));
     let compiled = portico_app::compile::compile_once(loaded, config);
     let default_binds = (config.default_provider == portico_provider_haproxy::PROVIDER).then_some(
         portico_provider_haproxy::Binds {

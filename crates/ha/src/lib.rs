@@ -9,4 +9,7 @@
 pub mod election;
 mod place;
 
-pub use place::{Agent, Placement, Request, place};
+pub use place::{Agent, Request, place};
+/// The placement record lives in the model, so that the store can hold it without depending
+/// on this crate.
+pub use portico_model::Placement;

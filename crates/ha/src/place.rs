@@ -10,8 +10,7 @@
 //!   balancer, agent) so that equal agents share load balancers evenly and deterministically.
 //! - With one eligible agent there is no standby; with none, no placement.
 
-use portico_model::LoadBalancerId;
-use serde::{Deserialize, Serialize};
+use portico_model::{LoadBalancerId, Placement};
 use std::collections::{BTreeMap, HashMap};
 
 /// An agent as registered in the store.
@@ -21,16 +20,6 @@ pub struct Agent {
     pub node: String,
     pub zone: Option<String>,
     pub labels: BTreeMap<String, String>,
-}
-
-/// Where one load balancer runs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Placement {
-    pub active: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub standby: Option<String>,
-    /// Bumped on every change of the pair: an agent acts only on the newest epoch it saw.
-    pub epoch: u64,
 }
 
 /// One load balancer to place.

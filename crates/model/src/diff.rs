@@ -103,6 +103,7 @@ mod tests {
                 origin: crate::ObjectRef::new("IngressClass", "", "portico"),
                 provider: "proxy".into(),
                 vip: None,
+                floating_ip: None,
                 listeners: Default::default(),
                 pools: vec![Pool {
                     id: pool,
@@ -110,6 +111,7 @@ mod tests {
                     service: ObjectRef::new("Service", "default", "web"),
                     service_port: "80".into(),
                     algorithm: Algorithm::RoundRobin,
+                    settings: Default::default(),
                     protocol: PoolProtocol::Http,
                     members: vec![Member {
                         id: MemberId::derive("m"),

@@ -12,15 +12,21 @@ pub mod matching;
 mod merge;
 mod object;
 pub mod order;
+mod placement;
+mod settings;
 mod tree;
 
-pub use diagnostic::{Diagnostic, Severity};
+pub use diagnostic::{Diagnostic, Escaped, MAX_OBJECT_DIAGNOSTICS, Severity, cap_per_object};
 pub use diff::{Change, ChangeKind, ElementKind, diff};
 pub use id::{L7PolicyId, L7RuleId, ListenerId, LoadBalancerId, MemberId, PoolId, stable_uuid};
 pub use limits::Limits;
 pub use merge::merge;
 pub use object::ObjectRef;
+pub use placement::Placement;
+pub use settings::{
+    ActiveHealth, Cidr, CidrError, CookieAffinity, PassiveHealth, PoolSettings, UpstreamTls,
+};
 pub use tree::{
-    Algorithm, CompareType, L7Policy, L7Rule, Listener, ListenerTls, LoadBalancer, Member, Model,
-    PolicyAction, Pool, PoolProtocol, Protocol, RuleType, SniCertificate,
+    Algorithm, CompareType, HashKey, L7Policy, L7Rule, Listener, ListenerTls, LoadBalancer, Member,
+    Model, PolicyAction, Pool, PoolProtocol, Protocol, RuleType, SniCertificate,
 };

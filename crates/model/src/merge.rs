@@ -104,6 +104,7 @@ mod tests {
             origin: ObjectRef::new("IngressClass", "", name),
             provider: "haproxy".into(),
             vip: None,
+            floating_ip: None,
             listeners: Arc::new(vec![Listener {
                 id: ListenerId::derive(&format!("{name}/http")),
                 name: "HTTP:80".into(),

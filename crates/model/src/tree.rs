@@ -1,6 +1,8 @@
 //! The model tree, in the seed's vocabulary (Neutron LBaaS / Contrail load-balancer objects).
 
-use crate::{L7PolicyId, L7RuleId, ListenerId, LoadBalancerId, MemberId, ObjectRef, PoolId};
+use crate::{
+    L7PolicyId, L7RuleId, ListenerId, LoadBalancerId, MemberId, ObjectRef, PoolId, PoolSettings,
+};
 use serde::{Deserialize, Serialize};
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -25,6 +27,10 @@ pub struct LoadBalancer {
     /// Internal virtual IP, where one is assigned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vip: Option<IpAddr>,
+    /// External floating IP (from a pool or pinned), where one is assigned: the address
+    /// clients outside reach; the active agent of the pair holds it with the VIP.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub floating_ip: Option<IpAddr>,
     /// Shared: the endpoint fast path gives a load balancer new pools without copying its
     /// listeners and their policies.
     pub listeners: Arc<Vec<Listener>>,
@@ -143,10 +149,34 @@ pub struct L7Rule {
     pub value: String,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+/// How a pool picks the member of each request.
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Algorithm {
+    /// Smooth weighted round robin over the members' weights (equal weights: plain rotation).
+    #[default]
     RoundRobin,
+    /// Least request: of two members drawn at random, the one with the lower latency EWMA
+    /// times (requests in flight + 1).
+    LeastRequest,
+    /// Consistent hashing of a request key: a key keeps its member while that member stays,
+    /// and a change of members moves as few keys as possible.
+    Hash(HashKey),
+}
+
+/// What [`Algorithm::Hash`] hashes. A request without the key (no such header or cookie)
+/// falls back to round robin.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum HashKey {
+    /// A request header's value; the name is lower-case.
+    Header(String),
+    /// A request cookie's value.
+    Cookie(String),
+    /// The client's address (the TCP peer; without port).
+    ClientAddress,
+    /// The request target as received: path and query.
+    RequestUri,
 }
 
 /// The protocol between the data plane and a pool's members.
@@ -161,6 +191,22 @@ pub enum PoolProtocol {
     /// HTTP/2 over cleartext with prior knowledge (the Service port's `appProtocol` is
     /// `kubernetes.io/h2c` or `h2c`); what gRPC backends speak.
     H2c,
+    /// HTTP/1.1 over TLS (`backend-protocol: HTTPS`); see [`PoolSettings::upstream_tls`].
+    Https,
+    /// HTTP/2 over TLS, negotiated by ALPN `h2` (`backend-protocol: GRPCS`).
+    H2,
+}
+
+impl PoolProtocol {
+    /// Whether connections to the members use TLS.
+    pub fn is_tls(self) -> bool {
+        matches!(self, PoolProtocol::Https | PoolProtocol::H2)
+    }
+
+    /// Whether requests to the members use HTTP/2.
+    pub fn is_h2(self) -> bool {
+        matches!(self, PoolProtocol::H2c | PoolProtocol::H2)
+    }
 }
 
 /// The endpoints of one Service port, named `namespace_service_port` as in the seeds.
@@ -175,6 +221,10 @@ pub struct Pool {
     /// How the data plane talks to the members.
     #[serde(default)]
     pub protocol: PoolProtocol,
+    /// Per-pool settings from the Ingress's annotations; the default is the data plane's own
+    /// (the `Limits` flags, passive health on, three tries).
+    #[serde(default, skip_serializing_if = "PoolSettings::is_default")]
+    pub settings: PoolSettings,
     /// Members ordered by (address, port).
     pub members: Vec<Member>,
 }

@@ -163,6 +163,7 @@ mod tests {
             origin: ObjectRef::new("IngressClass", "", name),
             provider: provider.into(),
             vip: None,
+            floating_ip: None,
             listeners: Arc::new(vec![]),
             pools: vec![],
         }

@@ -5,8 +5,9 @@
 //!
 //! Types only: it depends on the model and serde, on no I/O crate.
 
-use portico_model::{Diagnostic, Model};
+use portico_model::{Diagnostic, LoadBalancerId, Model, Placement};
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// What the admin API shows for one configuration generation.
@@ -16,6 +17,8 @@ pub struct Snapshot {
     /// True once the first complete sync is being served.
     pub ready: bool,
     pub model: Arc<Model>,
+    /// Where each load balancer runs (active-standby), as the store records it.
+    pub placements: Arc<BTreeMap<LoadBalancerId, Placement>>,
     pub ingresses: Vec<IngressView>,
     /// Diagnostics about objects that are not Ingresses (files, Services, …).
     pub diagnostics: Vec<Diagnostic>,

@@ -1,7 +1,7 @@
 //! What the store holds and hands out: the desired state (the model with its addresses and
 //! the certificate material it names) at a revision, and what agents report back.
 
-use portico_model::{Diagnostic, LoadBalancerId, Model, ObjectRef, PoolId};
+use portico_model::{Diagnostic, LoadBalancerId, Model, ObjectRef, Placement, PoolId};
 use portico_tls::Material;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashSet};
@@ -18,6 +18,10 @@ pub struct Desired {
     pub revision: u64,
     pub model: Arc<Model>,
     pub certificates: Certificates,
+    /// Where each load balancer runs (active and standby agents, epoch), as the controller
+    /// placed them; empty where nothing is placed (no agent yet). Not part of `delta`: a
+    /// placement change alone does not touch the providers' configuration.
+    pub placements: BTreeMap<LoadBalancerId, Placement>,
     /// What changed since the previous state a reader was handed.
     pub delta: Delta,
     /// Problems reading the store (a malformed value): the rest is served.
@@ -49,10 +53,17 @@ pub struct Feedback {
     pub store_connected: bool,
     /// The load balancers the agent serves, by id.
     pub served: Vec<LoadBalancerId>,
-    /// Problems the agent's providers found (a configuration their data plane rejected, a
-    /// provider type it does not know, a store value it could not read).
-    pub diagnostics: Vec<Diagnostic>,
+    /// The agent's zone (`--zone`): placement puts a pair's agents in different zones when it
+    /// can.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
+    /// The agent's labels (`--label key=value`): an IngressClass may select agents by them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
     /// The agent's own address for its peer's heartbeats (`--advertise-address`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub advertise_address: Option<IpAddr>,
+    /// Problems the agent's providers found (a configuration their data plane rejected, a
+    /// provider type it does not know, a store value it could not read).
+    pub diagnostics: Vec<Diagnostic>,
 }

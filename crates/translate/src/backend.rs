@@ -1,10 +1,12 @@
 //! Ingress backends → the Service port they name, or why there is none.
 
+use crate::annotations::Upstream;
 use crate::{ObjectKey, Objects};
 use k8s_openapi::api::core::v1::{Service, ServicePort};
 use k8s_openapi::api::networking::v1::IngressServiceBackend;
 use portico_model::{Diagnostic, ObjectRef};
 use std::fmt;
+use std::sync::Arc;
 
 /// A Service port as the Ingress wrote it.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -22,17 +24,23 @@ impl fmt::Display for PortRef {
     }
 }
 
-/// One pool per (namespace, service, port as written).
+/// One pool per (namespace, service, port as written, upstream settings).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) struct PoolKey {
     pub service: ObjectKey,
     pub port: PortRef,
+    /// The naming Ingress's upstream annotations.
+    pub upstream: Arc<Upstream>,
 }
 
 impl PoolKey {
     /// The key of a service backend; `None` when the port names neither number nor name, which
     /// admission has already rejected.
-    pub(crate) fn of(namespace: &str, backend: &IngressServiceBackend) -> Option<Self> {
+    pub(crate) fn of(
+        namespace: &str,
+        backend: &IngressServiceBackend,
+        upstream: &Arc<Upstream>,
+    ) -> Option<Self> {
         let port = backend.port.as_ref()?;
         let port = match (port.number.filter(|n| *n != 0), port.name.as_deref()) {
             (Some(number), _) => PortRef::Number(number),
@@ -40,7 +48,11 @@ impl PoolKey {
             _ => return None,
         };
         let service = ObjectKey::new(namespace, &backend.name);
-        Some(PoolKey { service, port })
+        Some(PoolKey {
+            service,
+            port,
+            upstream: upstream.clone(),
+        })
     }
 }
 

@@ -1,7 +1,10 @@
 //! Which class an Ingress belongs to, and which classes are ours.
 
-use crate::{Config, LEGACY_CLASS_ANNOTATION, ObjectKey, Objects, PROVIDER_ANNOTATION};
+use crate::{
+    Config, LEGACY_CLASS_ANNOTATION, ObjectKey, Objects, PROVIDER_ANNOTATION, TOPOLOGY_ANNOTATION,
+};
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
+use portico_model::{Diagnostic, LoadBalancer, ObjectRef};
 use std::collections::BTreeSet;
 
 /// `spec.ingressClassName`, else the deprecated `kubernetes.io/ingress.class` annotation.
@@ -20,6 +23,19 @@ pub(crate) fn ingress_class(ingress: &Ingress) -> Option<&str> {
 fn is_ours(class: &IngressClass, config: &Config) -> bool {
     let controller = class.spec.as_ref().and_then(|s| s.controller.as_deref());
     controller == Some(config.controller.as_str())
+}
+
+/// The class a load balancer serves: its IngressClass (shared topology), or its Ingress's class
+/// (dedicated topology).
+pub(crate) fn class_of<'a>(lb: &'a LoadBalancer, objects: &'a Objects) -> Option<&'a str> {
+    if let Some(class) = lb.ingress_class() {
+        return Some(class);
+    }
+    if lb.origin.kind != "Ingress" {
+        return None;
+    }
+    let key = ObjectKey::new(&lb.origin.namespace, &lb.origin.name);
+    objects.ingresses.get(&key).and_then(|i| ingress_class(i))
 }
 
 /// Classes whose IngressClass names our controller, plus `config.ingress_class`.
@@ -48,6 +64,40 @@ pub(crate) fn load_balancer_classes<'a>(
         .collect();
     classes.extend(used.map(str::to_owned));
     classes
+}
+
+/// How a class's Ingresses map to load balancers (`portico.dev/topology`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum Topology {
+    /// One load balancer for the class; every Ingress becomes policies on it (Kuryr).
+    #[default]
+    Shared,
+    /// One load balancer per Ingress (Contrail).
+    Dedicated,
+}
+
+/// The IngressClass's `portico.dev/topology` annotation; a bad value is an error on the
+/// IngressClass naming the annotation, and the class stays shared.
+pub(crate) fn topology(objects: &Objects, class: &str) -> (Topology, Option<Diagnostic>) {
+    let annotations = objects
+        .ingress_classes
+        .get(class)
+        .and_then(|c| c.metadata.annotations.as_ref());
+    match annotations.and_then(|a| a.get(TOPOLOGY_ANNOTATION)) {
+        None => (Topology::Shared, None),
+        Some(v) if v.trim() == "shared" => (Topology::Shared, None),
+        Some(v) if v.trim() == "dedicated" => (Topology::Dedicated, None),
+        Some(v) => {
+            let object = ObjectRef::new("IngressClass", "", class);
+            let field = format!("metadata.annotations[{TOPOLOGY_ANNOTATION}]");
+            let message =
+                format!("{v:?} is not a topology (shared or dedicated); the class stays shared");
+            (
+                Topology::Shared,
+                Some(Diagnostic::error(object, field, message)),
+            )
+        }
+    }
 }
 
 /// The IngressClass's `portico.dev/provider` annotation, else the configured default.

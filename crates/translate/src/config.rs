@@ -1,6 +1,7 @@
 //! What the controller is told about itself: its controller name, class and defaults.
 
 use crate::ObjectKey;
+use crate::address::Cidr;
 
 /// The `spec.controller` of IngressClasses this controller serves.
 pub const CONTROLLER_NAME: &str = "portico.dev/ingress-controller";
@@ -10,6 +11,9 @@ pub const DEFAULT_CLASS_ANNOTATION: &str = "ingressclass.kubernetes.io/is-defaul
 pub const LEGACY_CLASS_ANNOTATION: &str = "kubernetes.io/ingress.class";
 /// IngressClass annotation choosing the provider type of its load balancer.
 pub const PROVIDER_ANNOTATION: &str = "portico.dev/provider";
+/// IngressClass annotation: `shared` (one load balancer for the class, the default) or
+/// `dedicated` (one load balancer per Ingress, named `ingress/<namespace>/<name>`).
+pub const TOPOLOGY_ANNOTATION: &str = "portico.dev/topology";
 /// Ingress annotation: `"false"` keeps its TLS hosts' HTTP requests on HTTP (default `"true"`:
 /// they are redirected to HTTPS with a 308).
 pub const SSL_REDIRECT_ANNOTATION: &str = "portico.dev/ssl-redirect";
@@ -29,6 +33,10 @@ pub struct Config {
     /// The Secret whose certificate TLS handshakes get when no SNI entry matches
     /// (`--default-certificate`); none: the data plane's generated self-signed one.
     pub default_certificate: Option<ObjectKey>,
+    /// Where load balancers without a `portico.dev/vip` get their VIP (`--vip-pool`).
+    pub vip_pool: Option<Cidr>,
+    /// Where load balancers get their floating IP unless it is pinned (`--fip-pool`).
+    pub fip_pool: Option<Cidr>,
 }
 
 impl Default for Config {
@@ -40,6 +48,8 @@ impl Default for Config {
             http_port: 80,
             https_port: 443,
             default_certificate: None,
+            vip_pool: None,
+            fip_pool: None,
         }
     }
 }

@@ -2,6 +2,7 @@
 //! cluster (every rollout, every scale); when nothing else changed, only the members of the
 //! pools of the touched Services need recomputing, and the rest of the model stands.
 
+use crate::annotations::Upstream;
 use crate::backend::{PoolKey, PortRef};
 use crate::members::{SLICE_SERVICE_LABEL, SliceIndex};
 use crate::memo::for_each_change;
@@ -54,7 +55,11 @@ pub fn refresh_members(
                 Ok(number) => PortRef::Number(number),
                 Err(_) => PortRef::Name(pool.service_port.clone()),
             };
-            let key = PoolKey { service, port };
+            let key = PoolKey {
+                service,
+                port,
+                upstream: Upstream::default_arc(),
+            };
             let fresh = build_pool(pool.id, &key, objects, &slices);
             if fresh.members != pool.members {
                 pool.members = fresh.members;

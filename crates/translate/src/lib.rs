@@ -6,7 +6,10 @@
 //! Kubernetes API version feature of k8s-openapi is chosen by the binary crate, not here.
 //!
 //! # Topology
-//! Shared router: one LoadBalancer per owned IngressClass (`ingressclass/<class>`) with one HTTP
+//! Chosen per IngressClass by `portico.dev/topology`. Dedicated: one LoadBalancer per served
+//! Ingress (`ingress/<namespace>/<name>`, its origin the Ingress, so its problems are reported
+//! there), built like a shared one that carries only that Ingress. Shared (the default): one
+//! LoadBalancer per owned IngressClass (`ingressclass/<class>`) with one HTTP
 //! listener. Every served Ingress of the class becomes L7 policies on it, one per (rule host,
 //! path, pathType); pools are per (namespace, service, port as written). An identical host and
 //! path match in two Ingresses goes to the oldest one; so does the listener's default backend.
@@ -32,7 +35,9 @@
 //! Prefix, an empty ImplementationSpecific path as `/`. Two paths that normalise to the same
 //! match (`/foo` and `/foo/` as Prefix, or Prefix and ImplementationSpecific) are one route.
 
+pub mod address;
 pub mod admission;
+mod annotations;
 mod backend;
 mod certificates;
 mod class;
@@ -54,11 +59,15 @@ mod tls;
 mod translate;
 mod vip;
 
+pub use address::{
+    Allocations, Cidr, EXTERNAL_IP_ANNOTATION, FIP_POOL_ANNOTATION, VIP_POOL_ANNOTATION,
+    assign_addresses,
+};
 pub use certificates::{Certificates, SecretError, certificates};
 pub use class::referenced_secrets;
 pub use config::{
     CONTROLLER_NAME, Config, DEFAULT_CLASS_ANNOTATION, LEGACY_CLASS_ANNOTATION,
-    PROVIDER_ANNOTATION, SSL_REDIRECT_ANNOTATION,
+    PROVIDER_ANNOTATION, SSL_REDIRECT_ANNOTATION, TOPOLOGY_ANNOTATION,
 };
 pub use incremental::{endpoint_only_change, refresh_members};
 pub use loaded::Loaded;

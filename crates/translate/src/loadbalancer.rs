@@ -1,5 +1,6 @@
-//! One class's load balancer in the shared-router topology: one HTTP listener carrying the
-//! policies of every served Ingress of the class, and the pools they name.
+//! One load balancer: in the shared-router topology a class's, with one HTTP listener carrying
+//! the policies of every served Ingress of the class; in the dedicated topology one Ingress's
+//! own. The pools are those its policies name.
 
 use crate::backend::PoolKey;
 use crate::memo::Pools;
@@ -12,9 +13,37 @@ use portico_model::{Diagnostic, Listener, LoadBalancer, PoolId, Protocol};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-/// `sources` are the served Ingresses of `class`, oldest first.
+/// What a load balancer is made for: its name, the object it reports to, and its class.
+pub(crate) struct Identity<'a> {
+    pub name: String,
+    pub origin: portico_model::ObjectRef,
+    pub class: &'a str,
+}
+
+impl<'a> Identity<'a> {
+    /// A class's shared load balancer.
+    pub(crate) fn shared(class: &'a str) -> Self {
+        Identity {
+            name: format!("ingressclass/{class}"),
+            origin: portico_model::ObjectRef::new("IngressClass", "", class),
+            class,
+        }
+    }
+
+    /// One Ingress's own load balancer.
+    pub(crate) fn dedicated(class: &'a str, source: &Source) -> Self {
+        let key = &source.key;
+        Identity {
+            name: format!("ingress/{}/{}", key.namespace, key.name),
+            origin: source.object.clone(),
+            class,
+        }
+    }
+}
+
+/// `sources` are the served Ingresses the load balancer carries, oldest first.
 pub(crate) fn build_load_balancer(
-    class: &str,
+    identity: Identity<'_>,
     ids: ClassIds,
     sources: &[Arc<Source>],
     objects: &Objects,
@@ -58,10 +87,11 @@ pub(crate) fn build_load_balancer(
     };
     LoadBalancer {
         id: ids.load_balancer,
-        name: format!("ingressclass/{class}"),
-        origin: portico_model::ObjectRef::new("IngressClass", "", class),
-        provider: class::provider(objects, class, config),
+        provider: class::provider(objects, identity.class, config),
+        name: identity.name,
+        origin: identity.origin,
         vip: None,
+        floating_ip: None,
         listeners: Arc::new(crate::tls::listeners(
             ids.https_listener,
             listener,

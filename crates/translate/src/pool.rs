@@ -3,16 +3,20 @@
 use crate::Objects;
 use crate::backend::{PoolKey, resolve};
 use crate::members::{SliceIndex, endpoints};
-use portico_model::{
-    Algorithm, LoadBalancerId, Member, MemberId, ObjectRef, Pool, PoolId, PoolProtocol,
-};
+use portico_model::{LoadBalancerId, Member, MemberId, ObjectRef, Pool, PoolId, PoolProtocol};
 
 pub(crate) fn pool_id(lb: LoadBalancerId, key: &PoolKey) -> PoolId {
-    let PoolKey { service, port } = key;
-    PoolId::derive(&format!(
-        "{lb}/pool/{}/{}/{port}",
-        service.namespace, service.name
-    ))
+    let PoolKey {
+        service,
+        port,
+        upstream,
+    } = key;
+    let mut id = format!("{lb}/pool/{}/{}/{port}", service.namespace, service.name);
+    if let Some(digest) = &upstream.digest {
+        id.push('/');
+        id.push_str(digest);
+    }
+    PoolId::derive(&id)
 }
 
 /// The pool `id` of `key` with its members, weight 1 each, ordered by (address, port).
@@ -32,14 +36,25 @@ pub(crate) fn build_pool(
             ready,
         })
         .collect();
-    let PoolKey { service, port } = key;
+    let PoolKey {
+        service,
+        port,
+        upstream,
+    } = key;
+    let mut name = format!("{}_{}_{port}", service.namespace, service.name);
+    if let Some(digest) = &upstream.digest {
+        // Pools of one Service port with different settings: told apart in metrics and logs.
+        name.push('_');
+        name.push_str(&digest[..8]);
+    }
     Pool {
         id,
-        name: format!("{}_{}_{port}", service.namespace, service.name),
+        name,
         service: ObjectRef::new("Service", &service.namespace, &service.name),
         service_port: port.to_string(),
-        algorithm: Algorithm::RoundRobin,
-        protocol: protocol(objects, key),
+        algorithm: upstream.algorithm.clone(),
+        settings: upstream.settings.clone(),
+        protocol: upstream.protocol.unwrap_or_else(|| protocol(objects, key)),
         members,
     }
 }

@@ -1,5 +1,6 @@
 //! Routes: one per (Ingress, rule host, path, pathType), before merging and ordering.
 
+use crate::annotations::Upstream;
 use crate::backend::{PoolKey, resolve};
 use crate::pool::pool_id;
 use crate::source::{ClassIds, Source};
@@ -7,6 +8,7 @@ use crate::{ObjectKey, Objects};
 use k8s_openapi::api::networking::v1::{Ingress, IngressBackend};
 use portico_model::{CompareType, Diagnostic, L7PolicyId, L7RuleId, ListenerId, ObjectRef, PoolId};
 use std::fmt;
+use std::sync::Arc;
 
 /// What a route matches on the Host header.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -156,6 +158,8 @@ impl Backend {
 pub(crate) struct Lookups {
     pub services: Vec<ObjectKey>,
     pub diagnostics: Vec<Diagnostic>,
+    /// The Ingress's upstream annotations, which every pool it names gets.
+    pub upstream: Arc<Upstream>,
 }
 
 /// The routes of one served Ingress in YAML order.
@@ -217,7 +221,7 @@ pub(crate) fn backend_key(
         lookups.diagnostics.push(warning);
         return None;
     };
-    let pool_key = PoolKey::of(&key.namespace, service)?;
+    let pool_key = PoolKey::of(&key.namespace, service, &lookups.upstream)?;
     if let Err(err) = resolve(objects, &pool_key) {
         lookups.diagnostics.push(err.diagnostic(object, &field()));
     }

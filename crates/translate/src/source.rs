@@ -6,6 +6,7 @@
 //! none of those changed (see [`crate::memo`]); most of a translation's work is here.
 
 use crate::admission::validate_ingress;
+use crate::annotations::upstream;
 use crate::route::{Backend, Lookups, RouteSpec, backend_key, routes};
 use crate::{Config, ObjectKey, Objects};
 use k8s_openapi::api::networking::v1::Ingress;
@@ -25,7 +26,19 @@ pub(crate) struct ClassIds {
 
 impl ClassIds {
     pub(crate) fn new(class: &str, config: &Config) -> Self {
-        let load_balancer = LoadBalancerId::derive(&format!("loadbalancer/{class}"));
+        Self::of(
+            LoadBalancerId::derive(&format!("loadbalancer/{class}")),
+            config,
+        )
+    }
+
+    /// The ids of an Ingress's own load balancer (dedicated topology).
+    pub(crate) fn dedicated(key: &ObjectKey, config: &Config) -> Self {
+        let name = format!("loadbalancer/ingress/{}/{}", key.namespace, key.name);
+        Self::of(LoadBalancerId::derive(&name), config)
+    }
+
+    fn of(load_balancer: LoadBalancerId, config: &Config) -> Self {
         let (http, https) = (config.http_port, config.https_port);
         let listener = ListenerId::derive(&format!("{load_balancer}/listener/HTTP/{http}"));
         let https_listener = ListenerId::derive(&format!(
@@ -69,9 +82,12 @@ impl Source {
         let object = ObjectRef::new("Ingress", &key.namespace, &key.name);
         let mut lookups = Lookups {
             diagnostics: validate_ingress(key, ingress),
-            services: Vec::new(),
+            ..Lookups::default()
         };
         let served = !lookups.diagnostics.iter().any(Diagnostic::is_error);
+        if served {
+            lookups.upstream = upstream(&object, ingress, &mut lookups.diagnostics);
+        }
         let (routes, default) = if served {
             let routes = routes(key, &object, ingress, &ids, objects, &mut lookups);
             let default = ingress

@@ -132,20 +132,25 @@ fn entry_hosts(source: &Source, entry: &IngressTLS, i: usize) -> Vec<(String, St
     hosts.into_iter().map(|h| (h, field.clone())).collect()
 }
 
-/// The `portico.dev/ssl-redirect` annotation: `"true"` (the default) or `"false"`; any other
+/// The `portico.dev/ssl-redirect` annotation (or ingress-nginx's
+/// `nginx.ingress.kubernetes.io/ssl-redirect`): `"true"` (the default) or `"false"`; any other
 /// value is reported and the default applies.
 fn ssl_redirect(source: &Source, diagnostics: &mut Vec<Diagnostic>) -> bool {
     let annotations = source.ingress.metadata.annotations.as_ref();
-    let Some(value) = annotations.and_then(|a| a.get(SSL_REDIRECT_ANNOTATION)) else {
+    let nginx = "nginx.ingress.kubernetes.io/ssl-redirect";
+    let found = [SSL_REDIRECT_ANNOTATION, nginx]
+        .into_iter()
+        .find_map(|k| annotations.and_then(|a| a.get(k)).map(|v| (k, v)));
+    let Some((name, value)) = found else {
         return true;
     };
     match value.to_ascii_lowercase().as_str() {
         "true" => true,
         "false" => false,
         _ => {
-            let field = format!("metadata.annotations[{SSL_REDIRECT_ANNOTATION}]");
+            let field = format!("metadata.annotations[{name}]");
             let message = format!(
-                "invalid value \"{value}\": must be \"true\" or \"false\"; the default \
+                "invalid value {value:?}: must be \"true\" or \"false\"; the default \
                  (\"true\") applies"
             );
             diagnostics.push(Diagnostic::warning(source.object.clone(), field, message));

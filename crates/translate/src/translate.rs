@@ -1,12 +1,12 @@
 //! `translate(objects, config)`: the whole pipeline step from Kubernetes objects to the model.
 
-use crate::class::{ingress_class, load_balancer_classes, owned_classes};
-use crate::loadbalancer::build_load_balancer;
+use crate::class::{Topology, ingress_class, load_balancer_classes, owned_classes, topology};
+use crate::loadbalancer::{Identity, build_load_balancer};
 use crate::memo::{Memo, Pools, Previous, changed_services};
 use crate::source::{ClassIds, Source, by_age};
 use crate::{Config, ObjectKey, Objects};
 use portico_model::{Diagnostic, Model};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 /// The model, every diagnostic, and the verdict on every Ingress.
@@ -31,7 +31,8 @@ pub struct IngressState {
     pub served: bool,
 }
 
-/// Translates `objects` into the shared-router model: one load balancer per owned class.
+/// Translates `objects` into the model: one load balancer per owned class (shared topology)
+/// or per served Ingress of the class (dedicated topology).
 /// Ingresses of other classes are ignored without diagnostics; an owned Ingress the API server
 /// would reject is not served at all and only yields its Error diagnostics.
 pub fn translate(objects: &Objects, config: &Config) -> Translation {
@@ -55,9 +56,11 @@ pub fn translate_incremental(
     let changed_services = changed_services.unwrap_or_default();
 
     let owned = owned_classes(objects, config);
-    let mut ids_of: HashMap<&str, ClassIds> = HashMap::new();
     let mut diagnostics = Vec::new();
+    let topologies = topologies(objects, &owned, &mut diagnostics);
+    let mut ids_of: HashMap<&str, ClassIds> = HashMap::new();
     let mut by_class: BTreeMap<&str, Vec<Arc<Source>>> = BTreeMap::new();
+    let mut dedicated: Vec<(&str, Arc<Source>)> = Vec::new();
     let ingresses = objects
         .ingresses
         .iter()
@@ -65,9 +68,13 @@ pub fn translate_incremental(
             let written_class = ingress_class(ingress);
             let class = written_class.filter(|c| owned.contains(*c));
             let served = class.is_some_and(|class| {
-                let ids = *ids_of
-                    .entry(class)
-                    .or_insert_with(|| ClassIds::new(class, config));
+                let topology = topologies.get(class).copied().unwrap_or_default();
+                let ids = match topology {
+                    Topology::Shared => *ids_of
+                        .entry(class)
+                        .or_insert_with(|| ClassIds::new(class, config)),
+                    Topology::Dedicated => ClassIds::dedicated(key, config),
+                };
                 let source = match reusable.remove(key) {
                     Some(s) if s.still_holds(ingress, ids, &changed_services) => s,
                     _ => Arc::new(Source::prepare(key, ingress, ids, objects)),
@@ -75,10 +82,16 @@ pub fn translate_incremental(
                 diagnostics.extend(source.diagnostics.iter().cloned());
                 memo.sources.insert(key.clone(), source.clone());
                 let served = source.served;
-                // The class gets its load balancer even when this Ingress is not admitted.
-                let sources = by_class.entry(class).or_default();
-                if served {
-                    sources.push(source);
+                match topology {
+                    // The class gets its load balancer even when this Ingress is not admitted.
+                    Topology::Shared => {
+                        let sources = by_class.entry(class).or_default();
+                        if served {
+                            sources.push(source);
+                        }
+                    }
+                    Topology::Dedicated if served => dedicated.push((class, source)),
+                    Topology::Dedicated => {}
                 }
                 served
             });
@@ -93,31 +106,66 @@ pub fn translate_incremental(
     drop(reusable);
 
     let classes = load_balancer_classes(objects, config, by_class.keys().copied());
-    let mut pools = Pools::new(objects, previous.map(|p| p.model), &changed_services);
-    let mut load_balancers: Vec<_> = classes
+    let shared = classes
         .iter()
+        .filter(|c| topologies.get(c.as_str()).copied().unwrap_or_default() == Topology::Shared);
+    let mut pools = Pools::new(objects, previous.map(|p| p.model), &changed_services);
+    let mut load_balancers: Vec<_> = shared
         .map(|class| {
             let mut sources = by_class.remove(class.as_str()).unwrap_or_default();
             by_age(&mut sources);
             let ids = (ids_of.get(class.as_str()).copied())
                 .unwrap_or_else(|| ClassIds::new(class, config));
+            let identity = Identity::shared(class);
+            let (sources, pools) = (&sources[..], &mut pools);
             build_load_balancer(
-                class,
+                identity,
                 ids,
-                &sources,
+                sources,
                 objects,
-                &mut pools,
+                pools,
                 config,
                 &mut diagnostics,
             )
         })
         .collect();
+    for (class, source) in dedicated {
+        let identity = Identity::dedicated(class, &source);
+        let (ids, sources) = (source.ids, std::slice::from_ref(&source));
+        let lb = build_load_balancer(
+            identity,
+            ids,
+            sources,
+            objects,
+            &mut pools,
+            config,
+            &mut diagnostics,
+        );
+        load_balancers.push(lb);
+    }
     load_balancers.sort_by_key(|lb| lb.id);
     diagnostics.sort();
     diagnostics.dedup();
+    portico_model::cap_per_object(&mut diagnostics);
     Translation {
         model: Model { load_balancers },
         diagnostics,
         ingresses,
     }
+}
+
+/// The topology of every owned class; bad annotations become diagnostics.
+fn topologies<'a>(
+    objects: &Objects,
+    owned: &'a BTreeSet<String>,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> HashMap<&'a str, Topology> {
+    owned
+        .iter()
+        .map(|class| {
+            let (topology, problem) = topology(objects, class);
+            diagnostics.extend(problem);
+            (class.as_str(), topology)
+        })
+        .collect()
 }

@@ -24,7 +24,7 @@ pub fn assign_vips(model: &mut Model, objects: &Objects, config: &Config) -> Vec
     for lb in &mut model.load_balancers {
         let annotations = objects
             .ingress_classes
-            .get(lb.ingress_class().unwrap_or_default())
+            .get(crate::class::class_of(lb, objects).unwrap_or_default())
             .and_then(|c| c.metadata.annotations.as_ref());
         let get = |key: &str| annotations.and_then(|a| a.get(key)).map(String::as_str);
         let object = lb.origin.clone();

@@ -87,6 +87,15 @@ fn refreshed_members_equal_a_full_translation() {
 struct World {
     ingresses: Vec<GenIngress>,
     services: Vec<Option<u8>>,
+    /// The `portico` IngressClass: none, shared, dedicated, or a bad topology.
+    topology: u8,
+}
+
+#[derive(Debug, Clone)]
+enum Change {
+    Ingress(Option<GenIngress>),
+    Service(Option<u8>),
+    Topology(u8),
 }
 
 const HOSTS: [&str; 4] = ["a.test", "b.test", "*.w.test", ""];
@@ -117,36 +126,44 @@ fn worlds() -> impl Strategy<Value = Vec<World>> {
     let first = (
         prop::collection::vec(gen_ingress(), 0..4),
         prop::collection::vec(prop::option::of(0..3u8), 3),
+        0..4u8,
     );
     let change = prop_oneof![
         (
             any::<prop::sample::Index>(),
             prop::option::of(gen_ingress())
         )
-            .prop_map(|(i, n)| (i, Ok(n))),
-        (any::<prop::sample::Index>(), prop::option::of(0..3u8)).prop_map(|(i, s)| (i, Err(s))),
+            .prop_map(|(i, n)| (i, Change::Ingress(n))),
+        (any::<prop::sample::Index>(), prop::option::of(0..3u8))
+            .prop_map(|(i, s)| (i, Change::Service(s))),
+        (any::<prop::sample::Index>(), 0..4u8).prop_map(|(i, t)| (i, Change::Topology(t))),
     ];
-    (first, prop::collection::vec(change, 0..6)).prop_map(|((ingresses, services), changes)| {
+    let worlds = (first, prop::collection::vec(change, 0..6));
+    worlds.prop_map(|((ingresses, services, topology), changes)| {
         let mut world = World {
             ingresses,
             services,
+            topology,
         };
         let mut worlds = vec![world.clone()];
         for (index, change) in changes {
             match change {
-                Ok(Some(ingress)) if world.ingresses.len() < 4 && index.index(2) == 0 => {
+                Change::Ingress(Some(ingress))
+                    if world.ingresses.len() < 4 && index.index(2) == 0 =>
+                {
                     world.ingresses.push(ingress);
                 }
-                Ok(Some(ingress)) if !world.ingresses.is_empty() => {
+                Change::Ingress(Some(ingress)) if !world.ingresses.is_empty() => {
                     let i = index.index(world.ingresses.len());
                     world.ingresses[i] = ingress;
                 }
-                Ok(_) if !world.ingresses.is_empty() => {
+                Change::Ingress(_) if !world.ingresses.is_empty() => {
                     let i = index.index(world.ingresses.len());
                     world.ingresses.remove(i);
                 }
-                Ok(_) => {}
-                Err(service) => world.services[index.index(3)] = service,
+                Change::Ingress(_) => {}
+                Change::Service(service) => world.services[index.index(3)] = service,
+                Change::Topology(t) => world.topology = t,
             }
             worlds.push(world.clone());
         }
@@ -169,6 +186,14 @@ fn backend(service: u8, p: u8) -> Value {
 impl World {
     fn docs(&self) -> Vec<Value> {
         let mut docs = Vec::new();
+        if self.topology > 0 {
+            let topology = ["", "shared", "dedicated", "bad"][usize::from(self.topology)];
+            docs.push(
+                json!({"apiVersion": "networking.k8s.io/v1", "kind": "IngressClass",
+                "metadata": {"name": "portico", "annotations": {"portico.dev/topology": topology}},
+                "spec": {"controller": "portico.dev/ingress-controller"}}),
+            );
+        }
         for (i, (age, ours, invalid, routes, default)) in self.ingresses.iter().enumerate() {
             let rules: Vec<Value> = routes
                 .iter()
@@ -220,6 +245,7 @@ fn reload(previous: &Objects, docs: Vec<Value>) -> Objects {
     }
     let mut objects = load_values(docs);
     keep(&previous.ingresses, &mut objects.ingresses);
+    keep(&previous.ingress_classes, &mut objects.ingress_classes);
     keep(&previous.services, &mut objects.services);
     keep(&previous.endpoint_slices, &mut objects.endpoint_slices);
     objects

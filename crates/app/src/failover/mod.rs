@@ -4,7 +4,10 @@
 //! here: addresses on `--interface`, gratuitous ARP, adverts to the peer's advertise address,
 //! compare-and-swap of the claim. docs/active-standby.md gives the design.
 
+mod admin;
 mod exec;
+
+pub(crate) use admin::AdminView;
 
 use portico_ha::Placement;
 use portico_ha::election::{Assignment, Claim, Election, Input, Outcome, Role, Seen, TICK, Timing};
@@ -27,9 +30,6 @@ pub struct HaSettings {
     pub timing: Timing,
 }
 
-/// The placements by load balancer, as the agent reads them from the store.
-pub(crate) type Placements = Arc<BTreeMap<LoadBalancerId, Placement>>;
-
 /// What the agent shows about each election: who holds the claim, at which epoch.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct HaView {
@@ -43,8 +43,8 @@ pub(crate) type HaViews = Arc<Mutex<BTreeMap<LoadBalancerId, HaView>>>;
 
 /// What the failover task reads.
 pub(crate) struct HaInputs {
+    /// The model (for the addresses) and the placements.
     pub(crate) desired: watch::Receiver<Arc<Desired>>,
-    pub(crate) placements: watch::Receiver<Placements>,
     /// Every agent's advertise address, by node.
     pub(crate) peers: watch::Receiver<BTreeMap<String, IpAddr>>,
     pub(crate) claims: watch::Receiver<View>,
@@ -57,7 +57,7 @@ pub(crate) async fn link(
     store: portico_store_etcd::EtcdConfig,
     settings: HaSettings,
     desired: watch::Receiver<Arc<Desired>>,
-    views: HaViews,
+    view: Arc<AdminView>,
     metrics: crate::metrics::AppMetrics,
     shutdown: watch::Receiver<bool>,
 ) {
@@ -67,15 +67,13 @@ pub(crate) async fn link(
     };
     let claims = etcd.mirror(HA);
     let agents = etcd.mirror(portico_store::codec::AGENTS);
-    let placements = etcd.mirror(PLACEMENT);
     let inputs = HaInputs {
         desired,
-        placements: derive(placements.views(), placements_of),
         peers: derive(agents.views(), peers_of),
         claims: claims.views(),
         health: claims.health(),
     };
-    if let Err(e) = run(node, settings, etcd, inputs, views, metrics, shutdown).await {
+    if let Err(e) = run(node, settings, etcd, inputs, view, metrics, shutdown).await {
         tracing::error!("active-standby is off: {e}");
     }
 }
@@ -97,29 +95,6 @@ fn derive<T: Send + Sync + 'static>(
     rx
 }
 
-/// The placements subtree, relative to the prefix.
-const PLACEMENT: &str = "placement/";
-
-/// The placements in the mirrored `placement/` view (a value may be the placement or an
-/// envelope whose `data` is); unreadable ones are skipped.
-fn placements_of(view: &View) -> Placements {
-    let mut out = BTreeMap::new();
-    for (key, entry) in view.entries.iter() {
-        let Some(id) = key.strip_prefix(PLACEMENT) else {
-            continue;
-        };
-        let Ok(uuid) = id.parse() else { continue };
-        let Ok(value) = serde_json::from_slice::<serde_json::Value>(&entry.value) else {
-            continue;
-        };
-        let data = value.get("data").cloned().unwrap_or(value);
-        if let Ok(p) = serde_json::from_value::<Placement>(data) {
-            out.insert(LoadBalancerId(uuid), p);
-        }
-    }
-    Arc::new(out)
-}
-
 /// One load balancer's election and what it needs to act.
 struct Instance {
     election: Election,
@@ -135,7 +110,7 @@ pub(crate) async fn run(
     settings: HaSettings,
     etcd: Etcd,
     mut inputs: HaInputs,
-    views: HaViews,
+    view: Arc<AdminView>,
     metrics: crate::metrics::AppMetrics,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), exec::HaError> {
@@ -162,7 +137,6 @@ pub(crate) async fn run(
             }
             Some((id, outcome)) = outcomes.recv() => steps.push((id, Input::Outcome(outcome))),
             r = inputs.desired.changed() => if r.is_err() { break },
-            r = inputs.placements.changed() => if r.is_err() { break },
             r = inputs.peers.changed() => if r.is_err() { break },
             r = inputs.claims.changed() => if r.is_err() { break },
             r = inputs.health.changed() => if r.is_err() { break },
@@ -174,7 +148,9 @@ pub(crate) async fn run(
                 .step(now, id, input, &mut exec, &inputs, &outcomes_tx)
                 .await;
         }
-        state.publish(&views);
+        if state.publish(&view.ha) {
+            view.refresh();
+        }
     }
     let now = Instant::now();
     let ids: Vec<LoadBalancerId> = state.instances.keys().copied().collect();
@@ -204,14 +180,13 @@ impl State {
     ) -> Vec<(LoadBalancerId, Input)> {
         let desired = inputs.desired.borrow_and_update().clone();
         let model = &desired.model;
-        let placements = inputs.placements.borrow_and_update().clone();
         let claims = inputs.claims.borrow_and_update().clone();
         let connected = inputs.health.borrow_and_update().connected;
         inputs.peers.borrow_and_update();
         let mut steps = Vec::new();
         let mut wanted = BTreeMap::new();
         for lb in &model.load_balancers {
-            let Some(placement) = placements.get(&lb.id) else {
+            let Some(placement) = desired.placements.get(&lb.id) else {
                 continue;
             };
             let addresses = addresses(lb);
@@ -299,26 +274,31 @@ impl State {
         }
     }
 
-    fn publish(&self, views: &HaViews) {
-        let mut views = views.lock().unwrap_or_else(PoisonError::into_inner);
-        views.clear();
-        for (id, instance) in &self.instances {
-            let s = instance.election.status();
-            views.insert(
-                *id,
-                HaView {
+    /// Shares the elections' status; whether it changed.
+    fn publish(&self, views: &HaViews) -> bool {
+        let now: BTreeMap<LoadBalancerId, HaView> = self
+            .instances
+            .iter()
+            .map(|(id, instance)| {
+                let s = instance.election.status();
+                let view = HaView {
                     holding: s.holding,
                     holder: s.holder,
                     epoch: s.epoch,
-                },
-            );
-        }
+                };
+                (*id, view)
+            })
+            .collect();
+        let mut views = views.lock().unwrap_or_else(PoisonError::into_inner);
+        let changed = *views != now;
+        *views = now;
+        changed
     }
 }
 
 /// The addresses the active agent of `lb` holds.
 fn addresses(lb: &portico_model::LoadBalancer) -> Vec<IpAddr> {
-    let mut out: Vec<IpAddr> = lb.vip.into_iter().collect();
+    let mut out: Vec<IpAddr> = lb.vip.into_iter().chain(lb.floating_ip).collect();
     out.sort();
     out.dedup();
     out

@@ -123,3 +123,57 @@ async fn metrics_count_requests_latency_generation_objects_and_diagnostics() {
         "three 2xx requests to adm_web_80:\n{text}"
     );
 }
+
+/// A raw HTTP/1.1 GET to the admin API with `host`; the status code, or 0 when the
+/// connection closed without an answer.
+async fn admin_status(p: &Portico, host: &str) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(p.admin).await.unwrap();
+    let req =
+        format!("GET /api/v1/ingresses HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut buf = Vec::new();
+    let _ = s.read_to_end(&mut buf).await;
+    let text = String::from_utf8_lossy(&buf);
+    text.split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn the_admin_api_refuses_rebound_names_and_silent_connections_do_not_hold_it() {
+    let (_m, p) = served().await;
+    let port = p.admin.port();
+    assert_eq!(admin_status(&p, &format!("127.0.0.1:{port}")).await, 200);
+    assert_eq!(admin_status(&p, &format!("localhost:{port}")).await, 200);
+    // A DNS-rebinding page reaches 127.0.0.1 under its own name.
+    assert_eq!(
+        admin_status(&p, &format!("attacker.example:{port}")).await,
+        421
+    );
+
+    // More silent connections than the cap: the extra ones are closed at once, the others
+    // after the header timeout; then the API answers again.
+    let mut silent = Vec::new();
+    for _ in 0..80 {
+        silent.push(tokio::net::TcpStream::connect(p.admin).await.unwrap());
+    }
+    let start = std::time::Instant::now();
+    let mut closed = 0;
+    for s in &mut silent {
+        use tokio::io::AsyncReadExt;
+        let mut b = [0u8; 1];
+        match tokio::time::timeout(std::time::Duration::from_secs(15), s.read(&mut b)).await {
+            Ok(Ok(0) | Err(_)) => closed += 1,
+            other => panic!("a silent admin connection got {other:?}"),
+        }
+    }
+    assert_eq!(closed, 80);
+    assert!(
+        start.elapsed() < std::time::Duration::from_secs(14),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_eq!(admin_status(&p, &format!("127.0.0.1:{port}")).await, 200);
+}

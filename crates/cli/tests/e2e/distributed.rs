@@ -59,7 +59,7 @@ impl Rest {
 }
 
 /// `--store` and its TLS flags for `etcd`.
-fn store_args(etcd: &EtcdCluster) -> Vec<String> {
+pub fn store_args(etcd: &EtcdCluster) -> Vec<String> {
     let mut args = vec![format!("--store=etcd://{}", etcd.endpoints().join(","))];
     if let Some(tls) = etcd.tls() {
         args[0] = format!("--store=etcds://{}", etcd.endpoints().join(","));
@@ -98,7 +98,7 @@ fn controller_command(dir: &Path, etcd: &EtcdCluster, identity: &str) -> Command
 }
 
 /// The admin address a controller prints first; its later stdout is drained.
-async fn admin_address(child: &mut Child) -> SocketAddr {
+pub async fn admin_address(child: &mut Child) -> SocketAddr {
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let first = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
         .await

@@ -3,7 +3,6 @@
 //! namespace on the bridge's address, echo backends there too, and probes in a client
 //! namespace. The agents hold their load balancers' VIPs on `eth0` and move them on failure.
 
-use crate::distributed::controller;
 use crate::netns::{Lab, Probe, eventually, exec};
 use crate::support::BIN;
 use portico_testkit::etcd::EtcdCluster;
@@ -16,6 +15,20 @@ use tokio::process::{Child, Command};
 
 /// The heartbeat port of every agent.
 const HEARTBEAT: u16 = 9182;
+
+/// A placed load balancer of the controller's list, with both addresses.
+fn lb_of(v: &Value) -> Option<Lb> {
+    let ip = |k: &str| v[k].as_str()?.parse::<Ipv4Addr>().ok();
+    let ingress = v["origin"]["name"].as_str()?;
+    Some(Lb {
+        id: v["id"].as_str()?.to_owned(),
+        vip: ip("vip")?,
+        fip: ip("floating_ip")?,
+        service: format!("svc-{}", ingress.strip_prefix("in-")?),
+        active: v["placement"]["active"].as_str()?.to_owned(),
+        standby: v["placement"]["standby"].as_str()?.to_owned(),
+    })
+}
 
 /// One agent in its namespace.
 pub struct AgentNode {
@@ -71,30 +84,40 @@ impl Drop for AgentNode {
 pub struct Ha {
     pub lab: Lab,
     pub etcd: EtcdCluster,
-    pub _controller: Child,
+    pub _controller: Option<Child>,
     pub controller_admin: SocketAddr,
     pub agents: Vec<AgentNode>,
     pub client: String,
     _manifests: crate::support::Manifests,
 }
 
-/// An IngressClass with a VIP on ports 80 and 443.
-fn class(name: &str, vip: Ipv4Addr) -> String {
-    format!(
-        "---\napiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata:\n  name: {name}\n  annotations:\n    portico.dev/vip: \"{vip}\"\n    portico.dev/http-port: \"80\"\n    portico.dev/https-port: \"443\"\nspec:\n  controller: portico.dev/ingress-controller\n"
-    )
+/// A dedicated IngressClass: one load balancer per Ingress, on ports 80 and 443.
+const CLASS: &str = "---\napiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata:\n  name: ha\n  annotations:\n    portico.dev/topology: dedicated\nspec:\n  controller: portico.dev/ingress-controller\n";
+
+/// One load balancer as the controller shows it.
+#[derive(Debug, Clone)]
+pub struct Lb {
+    pub id: String,
+    pub vip: Ipv4Addr,
+    pub fip: Ipv4Addr,
+    /// Its Ingress's backend.
+    pub service: String,
+    pub active: String,
+    pub standby: String,
 }
 
 impl Ha {
-    /// A lab with `agents` agents (hosts .11, .12, …), a client (.2), and one load balancer
-    /// per class `c<i>` with VIP 198.18.N.(100 + i), routing every host to service `svc-<i>`.
-    pub async fn start(agents: usize, classes: usize) -> Ha {
+    /// A lab with `agents` agents (hosts .11, .12, …), a client (.2), and `ingresses` Ingresses
+    /// `in-<i>` of a dedicated class routing everything to service `svc-<i>`; the controller
+    /// allocates VIPs from 198.18.N.96/28 and floating IPs from 198.18.N.112/28 and places the
+    /// load balancers. The agents start first, so that the first placement sees them all.
+    pub async fn start(agents: usize, ingresses: usize) -> Ha {
         let mut lab = Lab::new();
         let client = lab.namespace("cl", 2);
         let etcd = EtcdCluster::start_on(lab.addr(1).into());
         let m = crate::support::Manifests::new();
-        let mut yaml = String::new();
-        for i in 0..classes {
+        let mut yaml = CLASS.to_owned();
+        for i in 0..ingresses {
             let service = format!("svc-{i}");
             let bind = SocketAddr::new(lab.addr(1).into(), 0);
             let pod = portico_echo::spawn(bind, &service, &format!("{service}-0"))
@@ -102,44 +125,97 @@ impl Ha {
                 .unwrap();
             let eps = crate::support::ready(&[pod]);
             yaml.push_str(&crate::support::service("default", &service, &eps));
-            yaml.push_str(&class(&format!("c{i}"), lab.addr(100 + i as u8)));
             let ingress = crate::support::ingress(
                 "default",
                 &format!("in-{i}"),
                 "2024-01-01T00:00:00Z",
                 &[("", "/", "Prefix", &service, "80")],
             );
-            yaml.push_str(&ingress.replace(
-                "ingressClassName: portico",
-                &format!("ingressClassName: c{i}"),
-            ));
+            yaml.push_str(&ingress.replace("ingressClassName: portico", "ingressClassName: ha"));
         }
         m.write("all.yaml", &yaml);
-        let (controller, controller_admin) = controller(m.path(), &etcd, "c1").await;
-        let mut ha = Ha {
-            lab,
-            etcd,
-            _controller: controller,
-            controller_admin,
-            agents: vec![],
-            client,
-            _manifests: m,
-        };
+        let mut nodes = vec![];
         for i in 0..agents {
             let node = format!("n{i}");
-            let ns = ha.lab.namespace(&node, 11 + i as u8);
-            let ip = ha.lab.addr(11 + i as u8);
+            let ns = lab.namespace(&node, 11 + i as u8);
+            let ip = lab.addr(11 + i as u8);
             let state = tempfile::tempdir().unwrap();
-            ha.agents.push(AgentNode {
+            nodes.push(AgentNode {
                 node,
                 ns,
                 ip,
                 child: None,
                 state,
             });
+        }
+        let mut ha = Ha {
+            lab,
+            etcd,
+            _controller: None,
+            controller_admin: SocketAddr::from(([127, 0, 0, 1], 0)),
+            agents: nodes,
+            client,
+            _manifests: m,
+        };
+        for i in 0..agents {
             ha.spawn_agent(i).await;
         }
+        eventually(
+            Duration::from_secs(20),
+            "every agent registered",
+            async || {
+                let keys = ha
+                    .etcd
+                    .etcdctl(&["get", "--prefix", "--keys-only", "/portico/agents/"]);
+                keys.lines().filter(|l| !l.is_empty()).count() == agents
+            },
+        )
+        .await;
+        let (child, admin) = ha.start_controller().await;
+        ha._controller = Some(child);
+        ha.controller_admin = admin;
         ha
+    }
+
+    async fn start_controller(&self) -> (Child, SocketAddr) {
+        let n = self.lab.n;
+        let mut child = Command::new(BIN)
+            .arg("controller")
+            .arg("-f")
+            .arg(self._manifests.path())
+            .args(crate::distributed::store_args(&self.etcd))
+            .args(["--admin-listen=127.0.0.1:0", "--identity=c1"])
+            .arg(format!("--vip-pool=198.18.{n}.96/28"))
+            .arg(format!("--fip-pool=198.18.{n}.112/28"))
+            .env("PORTICO_LOG", "warn")
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let admin = crate::distributed::admin_address(&mut child).await;
+        (child, admin)
+    }
+
+    /// The controller's `n` load balancers once each has a VIP, a floating IP and a pair.
+    pub async fn load_balancers(&self, n: usize) -> Vec<Lb> {
+        let url = format!("http://{}/api/v1/loadbalancers", self.controller_admin);
+        let mut found = vec![];
+        eventually(
+            Duration::from_secs(20),
+            "the controller placed the load balancers",
+            async || {
+                let out = std::process::Command::new("curl")
+                    .args(["-sf", &url])
+                    .output()
+                    .unwrap();
+                let all = serde_json::from_slice::<Vec<Value>>(&out.stdout).unwrap_or_default();
+                found = all.iter().filter_map(lb_of).collect();
+                found.len() == n
+            },
+        )
+        .await;
+        found.sort_by_key(|lb| lb.service.clone());
+        found
     }
 
     /// Starts (again) agent `i`.
@@ -170,42 +246,6 @@ impl Ha {
         assert!(matches!(first, Ok(Ok(Some(_)))), "agent {} started", a.node);
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
         a.child = Some(child);
-    }
-
-    /// The controller's load balancers, once there are `n`.
-    pub async fn load_balancers(&self, n: usize) -> Vec<Value> {
-        let url = format!("http://{}/api/v1/loadbalancers", self.controller_admin);
-        let mut found = vec![];
-        eventually(
-            Duration::from_secs(20),
-            "the controller lists the load balancers",
-            async || {
-                let out = std::process::Command::new("curl")
-                    .args(["-sf", &url])
-                    .output()
-                    .unwrap();
-                found = serde_json::from_slice::<Vec<Value>>(&out.stdout).unwrap_or_default();
-                found.len() == n
-            },
-        )
-        .await;
-        found.sort_by_key(|lb| lb["vip"].as_str().unwrap_or("").to_owned());
-        found
-    }
-
-    /// Places load balancer `id` on agents `active` and `standby`.
-    // Until the controller places load balancers itself (issue 12's controller side).
-    pub fn place(&self, id: &str, active: usize, standby: usize) {
-        let value = serde_json::json!({
-            "active": self.agents[active].node,
-            "standby": self.agents[standby].node,
-            "epoch": 1,
-        });
-        self.etcd.etcdctl(&[
-            "put",
-            &format!("/portico/placement/{id}"),
-            &value.to_string(),
-        ]);
     }
 
     /// The claim's holder of load balancer `id`.
@@ -302,54 +342,76 @@ async fn two_load_balancers_on_two_pairs_answer_on_their_vips_from_the_right_bac
     }
     let ha = Ha::start(4, 2).await;
     let lbs = ha.load_balancers(2).await;
-    for (i, lb) in lbs.iter().enumerate() {
-        ha.place(lb["id"].as_str().unwrap(), 2 * i, 2 * i + 1);
-    }
-    for (i, lb) in lbs.iter().enumerate() {
-        let vip = ha.lab.addr(100 + i as u8);
-        let id = lb["id"].as_str().unwrap();
-        let active = ha.wait_active(id, vip, &format!("svc-{i}")).await;
-        assert_eq!(active, 2 * i, "the placed active holds the VIP");
-        assert!(!ha.agents[2 * i + 1].has(vip), "the standby does not");
+    let pairs: Vec<[&str; 2]> = lbs
+        .iter()
+        .map(|lb| [lb.active.as_str(), lb.standby.as_str()])
+        .collect();
+    assert!(
+        pairs[0].iter().all(|n| !pairs[1].contains(n)),
+        "the controller spread the load balancers on two pairs: {pairs:?}"
+    );
+    for lb in &lbs {
+        let active = ha.wait_active(&lb.id, lb.vip, &lb.service).await;
+        assert_eq!(
+            ha.agents[active].node, lb.active,
+            "the placed active holds the addresses"
+        );
+        assert!(ha.agents[active].has(lb.fip), "with the floating IP");
         for (j, other) in ha.agents.iter().enumerate() {
-            if j != 2 * i {
-                assert!(!other.has(vip), "only the active holds {vip}");
+            if j != active {
+                assert!(
+                    !other.has(lb.vip) && !other.has(lb.fip),
+                    "only the active holds {lb:?}"
+                );
             }
         }
     }
-    // Each VIP answers from its own backend only, many times.
-    for i in 0..2 {
-        let vip = ha.lab.addr(100 + i as u8);
-        let lines = Probe::http(&ha.client, vip, 80, "x.test", 0.5, 10)
-            .lines()
-            .await;
-        let (_, wrong) = gap(&lines, &format!("svc-{i}"));
-        assert!(
-            wrong.is_empty(),
-            "{vip}: answers of another backend: {wrong:?}"
-        );
-        assert!(lines.iter().filter(|(_, l)| l.starts_with("ok ")).count() > 20);
+    // Each VIP and floating IP answers from its own backend only, many times.
+    for lb in &lbs {
+        for ip in [lb.vip, lb.fip] {
+            let lines = Probe::http(&ha.client, ip, 80, "x.test", 0.5, 10)
+                .lines()
+                .await;
+            let (_, wrong) = gap(&lines, &lb.service);
+            assert!(
+                wrong.is_empty(),
+                "{ip}: answers of another backend: {wrong:?}"
+            );
+            let ok = lines
+                .iter()
+                .filter(|(_, l)| l == &format!("ok {}", lb.service))
+                .count();
+            assert!(ok > 20, "{ip}: {ok} answers of {}", lb.service);
+        }
     }
+    // The agents' admin API shows the pair, the active being the claim's holder.
+    let a = &ha.agents[ha.index(&lbs[0].active)];
+    let url = format!("http://{}:9180/api/v1/loadbalancers/{}", a.ip, lbs[0].id);
+    let out = std::process::Command::new("curl")
+        .args(["-sf", &url])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["placement"]["active"], lbs[0].active.as_str(), "{v}");
+    assert_eq!(v["floating_ip"], lbs[0].fip.to_string());
 }
 
 /// Kills (`signal`) the active agent of one load balancer `kills` times while the client sends
 /// a request every 10 ms; returns each gap in milliseconds.
 async fn failovers(signal: i32, kills: usize) -> Vec<u64> {
     let mut ha = Ha::start(2, 1).await;
-    let lbs = ha.load_balancers(1).await;
-    let id = lbs[0]["id"].as_str().unwrap().to_owned();
-    ha.place(&id, 0, 1);
-    let vip = ha.lab.addr(100);
+    let lb = ha.load_balancers(1).await.remove(0);
+    let (id, vip) = (lb.id.clone(), lb.vip);
     let mut gaps = vec![];
     for k in 0..kills {
-        let active = ha.wait_active(&id, vip, "svc-0").await;
+        let active = ha.wait_active(&id, vip, &lb.service).await;
         ha.wait_standby_heard(1 - active).await;
         let epoch = ha.holder(&id).unwrap().1;
         let probe = Probe::http(&ha.client, vip, 80, "x.test", 2.5, 10);
         tokio::time::sleep(Duration::from_millis(700)).await;
         ha.agents[active].signal(signal).await;
         let lines = probe.lines().await;
-        let (g, wrong) = gap(&lines, "svc-0");
+        let (g, wrong) = gap(&lines, &lb.service);
         assert!(wrong.is_empty(), "answers of another backend: {wrong:?}");
         let (holder, new_epoch) = ha.holder(&id).expect("a holder after the failover");
         assert_eq!(
@@ -418,26 +480,28 @@ struct Keepalived {
 }
 
 impl Keepalived {
-    fn config(ha: &Ha, i: usize, advert: &str, v3: bool) -> String {
+    fn config(ha: &Ha, vip: Ipv4Addr, i: usize, advert: &str, v3: bool) -> String {
         let me = &ha.agents[i];
         let peer = &ha.agents[1 - i];
         let version = if v3 { "vrrp_version 3\n" } else { "" };
         format!(
             "global_defs {{\n  {version}  enable_script_security\n}}\nvrrp_instance pt {{\n  state BACKUP\n  nopreempt\n  interface eth0\n  virtual_router_id 51\n  priority 100\n  advert_int {advert}\n  unicast_src_ip {}\n  unicast_peer {{\n    {}\n  }}\n  virtual_ipaddress {{\n    {}/32 dev eth0\n  }}\n}}\n",
-            me.ip,
-            peer.ip,
-            ha.lab.addr(100)
+            me.ip, peer.ip, vip
         )
     }
 
-    fn start(ha: &Ha, advert: &str, v3: bool) -> Keepalived {
+    fn start(ha: &Ha, vip: Ipv4Addr, advert: &str, v3: bool) -> Keepalived {
         let dir = tempfile::tempdir().unwrap();
         let mut k = Keepalived {
             children: vec![None, None],
             dir,
         };
         for i in 0..2 {
-            std::fs::write(k.file(i, "conf"), Keepalived::config(ha, i, advert, v3)).unwrap();
+            std::fs::write(
+                k.file(i, "conf"),
+                Keepalived::config(ha, vip, i, advert, v3),
+            )
+            .unwrap();
             k.spawn(ha, i);
         }
         k
@@ -508,9 +572,15 @@ impl Drop for Keepalived {
 /// keepalived's failover gaps: both agents serve the load balancer (no `--interface`: they
 /// listen on the VIP without holding it), keepalived moves the VIP; a kill is SIGKILL of the
 /// master's keepalived and agent, as a kill of Portico's active agent leaves its address.
-async fn keepalived_failovers(ha: &mut Ha, advert: &str, v3: bool, kills: usize) -> Vec<u64> {
-    let vip = ha.lab.addr(100);
-    let mut k = Keepalived::start(ha, advert, v3);
+async fn keepalived_failovers(
+    ha: &mut Ha,
+    lb: &Lb,
+    advert: &str,
+    v3: bool,
+    kills: usize,
+) -> Vec<u64> {
+    let vip = lb.vip;
+    let mut k = Keepalived::start(ha, vip, advert, v3);
     let mut gaps = vec![];
     for n in 0..kills {
         let mut master = 0;
@@ -523,7 +593,7 @@ async fn keepalived_failovers(ha: &mut Ha, advert: &str, v3: bool, kills: usize)
                     return false;
                 }
                 master = holders[0];
-                ha.answers(vip, "svc-0").await
+                ha.answers(vip, &lb.service).await
             },
         )
         .await;
@@ -534,7 +604,7 @@ async fn keepalived_failovers(ha: &mut Ha, advert: &str, v3: bool, kills: usize)
         k.kill(master).await;
         ha.agents[master].signal(9).await;
         let lines = probe.lines().await;
-        let (g, _) = gap(&lines, "svc-0");
+        let (g, _) = gap(&lines, &lb.service);
         eprintln!("keepalived advert {advert} s kill {n}: gap {g} ms");
         gaps.push(g);
         // The node returns: its address is cleared (as a rebooted node's), agent and
@@ -608,12 +678,28 @@ async fn benchmark() {
     let sigkill = failovers(9, kills).await;
     let sigterm = failovers(15, kills).await;
     let mut ha = Ha::start(2, 1).await;
+    let lb = ha.load_balancers(1).await.remove(0);
     for i in 0..2 {
         ha.agents[i].signal(9).await;
+        for ip in [lb.vip, lb.fip] {
+            let _ = std::process::Command::new("ip")
+                .args([
+                    "netns",
+                    "exec",
+                    &ha.agents[i].ns,
+                    "ip",
+                    "address",
+                    "del",
+                    &format!("{ip}/32"),
+                    "dev",
+                    "eth0",
+                ])
+                .output();
+        }
         ha.spawn_plain_agent(i).await;
     }
-    let v2 = keepalived_failovers(&mut ha, "1", false, kills).await;
-    let v3 = keepalived_failovers(&mut ha, "0.1", true, kills).await;
+    let v2 = keepalived_failovers(&mut ha, &lb, "1", false, kills).await;
+    let v3 = keepalived_failovers(&mut ha, &lb, "0.1", true, kills).await;
     println!("| failover | kills | p50 ms | p90 ms | max ms |");
     println!("| --- | --- | --- | --- | --- |");
     println!(
@@ -688,11 +774,9 @@ async fn a_cut_heartbeat_link_never_leaves_two_agents_answering_arp() {
         return;
     }
     let ha = Ha::start(2, 1).await;
-    let lbs = ha.load_balancers(1).await;
-    let id = lbs[0]["id"].as_str().unwrap().to_owned();
-    ha.place(&id, 0, 1);
-    let vip = ha.lab.addr(100);
-    let active = ha.wait_active(&id, vip, "svc-0").await;
+    let lb = ha.load_balancers(1).await.remove(0);
+    let (id, vip) = (lb.id.clone(), lb.vip);
+    let active = ha.wait_active(&id, vip, &lb.service).await;
     let standby = 1 - active;
     let (_, epoch) = ha.holder(&id).unwrap();
     let mac = |i: usize| ha.lab.mac(&ha.agents[i].ns);

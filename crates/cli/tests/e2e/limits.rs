@@ -11,25 +11,7 @@ use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
-/// One test per (scenario, provider): `limits::proxy::…`, `limits::haproxy::…`.
-macro_rules! per_provider {
-    ($($scenario:ident),* $(,)?) => {
-        mod proxy {
-            $(#[tokio::test]
-            async fn $scenario() {
-                super::$scenario(super::Provider::Proxy).await
-            })*
-        }
-        mod haproxy {
-            $(#[tokio::test]
-            async fn $scenario() {
-                super::$scenario(super::Provider::Haproxy).await
-            })*
-        }
-    };
-}
-
-per_provider!(
+proxy_and_haproxy!(
     smuggling_and_limit_requests_get_their_status_and_connection_state,
     silent_and_half_sent_connections_are_closed_after_the_header_timeout,
     an_idle_keep_alive_connection_is_closed_after_the_keepalive_timeout,

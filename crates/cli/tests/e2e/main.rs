@@ -1,15 +1,37 @@
 //! Black-box tests: the real `portico` binary against echo backends on 127.0.0.1.
 #![allow(clippy::unwrap_used)] // tests may unwrap
 
+/// One test per (scenario, provider) for the two L7 providers: `<module>::proxy::<scenario>`
+/// and `<module>::haproxy::<scenario>`, each calling `super::<scenario>(Provider::…)`.
+macro_rules! proxy_and_haproxy {
+    ($($scenario:ident),* $(,)?) => {
+        mod proxy {
+            $(#[tokio::test]
+            async fn $scenario() {
+                super::$scenario($crate::conformance::Provider::Proxy).await
+            })*
+        }
+        mod haproxy {
+            $(#[tokio::test]
+            async fn $scenario() {
+                super::$scenario($crate::conformance::Provider::Haproxy).await
+            })*
+        }
+    };
+}
+
 mod kube_support;
 mod netns;
 mod raw_client;
 mod support;
 mod tls_support;
+mod unprivileged;
 
 mod access_log;
+mod active_standby;
 mod admin;
 mod allocator;
+mod annotations;
 mod backends;
 mod bad_input;
 mod classes;
@@ -20,6 +42,7 @@ mod drain;
 mod failover;
 mod haproxy;
 mod host_rules;
+mod hostile;
 mod kubernetes;
 mod limits;
 mod live;

@@ -389,3 +389,18 @@ pub fn ingress(
     }
     y
 }
+
+/// `manifest` (one Ingress from [`ingress`]) with `annotations` added to its metadata.
+pub fn annotated(manifest: &str, annotations: &[(&str, &str)]) -> String {
+    let mut block = String::from("  annotations:\n");
+    for (key, value) in annotations {
+        // A JSON string is a valid YAML double-quoted scalar.
+        let _ = writeln!(block, "    {key}: {}", serde_json::Value::from(*value));
+    }
+    let at = manifest
+        .find("  namespace:")
+        .expect("an Ingress from ingress()");
+    let mut out = manifest.to_owned();
+    out.insert_str(at, &block);
+    out
+}

@@ -9,25 +9,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
 
-/// One test per (scenario, provider): `upgrades::proxy::…`, `upgrades::haproxy::…`.
-macro_rules! per_provider {
-    ($($scenario:ident),* $(,)?) => {
-        mod proxy {
-            $(#[tokio::test]
-            async fn $scenario() {
-                super::$scenario(super::Provider::Proxy).await
-            })*
-        }
-        mod haproxy {
-            $(#[tokio::test]
-            async fn $scenario() {
-                super::$scenario(super::Provider::Haproxy).await
-            })*
-        }
-    };
-}
-
-per_provider!(
+proxy_and_haproxy!(
     a_websocket_echo_survives_20_configuration_changes_made_while_it_is_open,
     a_websocket_opens_over_http2_extended_connect,
 );

@@ -3,33 +3,19 @@
 
 use crate::render::{BAD_GATEWAY_FILE, BAD_GATEWAY_RESPONSE, CRT_LIST_FILE};
 use std::collections::BTreeMap;
-use std::io::Write as _;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::Path;
 use std::sync::Arc;
 
-/// Creates `dir` and its parents, readable by this user only.
+/// Creates `dir` and its parents, readable by this user only, and refuses a directory that
+/// is not this user's own or that others can write to (see `portico_statedir`).
 pub(crate) fn create_dir(dir: &Path) -> std::io::Result<()> {
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
+    portico_statedir::ensure_private_dir(dir).map_err(std::io::Error::other)
 }
 
-/// Writes `bytes` to `path` through a temporary file and a rename, mode `mode`.
+/// Writes `bytes` to `path` through an exclusive temporary file with a random name and a
+/// rename, mode `mode` (see `portico_statedir::write_file`).
 pub(crate) fn write(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = std::path::PathBuf::from(tmp);
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(mode)
-        .open(&tmp)?;
-    file.write_all(bytes)?;
-    file.sync_all()?;
-    std::fs::rename(&tmp, path)
+    portico_statedir::write_file(path, bytes, mode)
 }
 
 /// The certificate files (name → PEM, key included): written 0600, unchanged ones left alone.

@@ -189,6 +189,7 @@ fn placeholder(class: &str) -> LoadBalancer {
         origin: ObjectRef::new("IngressClass", "", class),
         provider: PROVIDER.to_owned(),
         vip: None,
+        floating_ip: None,
         listeners: Arc::new(vec![
             listener(Protocol::Http, 80),
             listener(Protocol::TerminatedHttps, 443),

@@ -136,6 +136,7 @@ fn model(fields: &[(String, String)], sni: &[String]) -> LoadBalancer {
         origin: portico_model::ObjectRef::new("IngressClass", "", "portico"),
         provider: "haproxy".into(),
         vip: None,
+        floating_ip: None,
         listeners: std::sync::Arc::new(vec![
             listener(Protocol::Http, None),
             listener(Protocol::TerminatedHttps, Some(tls)),
@@ -146,6 +147,7 @@ fn model(fields: &[(String, String)], sni: &[String]) -> LoadBalancer {
             service: ObjectRef::new("Service", "default", "web"),
             service_port: "80".into(),
             algorithm: Algorithm::RoundRobin,
+            settings: Default::default(),
             protocol: PoolProtocol::Http,
             members: vec![],
         }],

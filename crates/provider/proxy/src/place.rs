@@ -3,7 +3,7 @@
 use portico_model::{LoadBalancer, Model, Protocol};
 use std::collections::BTreeMap;
 use std::fmt;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 
 /// Where a load balancer's HTTP and TERMINATED_HTTPS listeners are bound.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -23,8 +23,9 @@ impl fmt::Display for Bind {
     }
 }
 
-/// The load balancers of `model` (the registry hands this provider only its own) by where they are served: by their VIP and ports,
-/// else on the default listeners. A VIP whose ports are the default listeners' addresses is
+/// The load balancers of `model` (the registry hands this provider only its own) by where they
+/// are served: on their VIP and on their floating IP, each with the listeners' ports, else on
+/// the default listeners. A VIP whose ports are the default listeners' addresses is
 /// the default listeners (one route table, merged).
 pub fn place(
     model: &Model,
@@ -32,25 +33,30 @@ pub fn place(
 ) -> BTreeMap<Bind, Vec<&LoadBalancer>> {
     let mut out: BTreeMap<Bind, Vec<&LoadBalancer>> = BTreeMap::new();
     for lb in &model.load_balancers {
-        let bind = match lb.vip {
-            None => Bind::Default,
-            Some(ip) => {
-                let port = |protocol| {
-                    lb.listeners
-                        .iter()
-                        .find(|l| l.protocol == protocol)
-                        .map_or(0, |l| l.port)
-                };
-                let http = SocketAddr::new(ip, port(Protocol::Http));
-                let https = SocketAddr::new(ip, port(Protocol::TerminatedHttps));
-                if defaults == Some((http, https)) {
-                    Bind::Default
-                } else {
-                    Bind::Vip { http, https }
-                }
+        let addresses: Vec<IpAddr> = lb.vip.into_iter().chain(lb.floating_ip).collect();
+        if addresses.is_empty() {
+            out.entry(Bind::Default).or_default().push(lb);
+            continue;
+        }
+        for ip in addresses {
+            let port = |protocol| {
+                lb.listeners
+                    .iter()
+                    .find(|l| l.protocol == protocol)
+                    .map_or(0, |l| l.port)
+            };
+            let http = SocketAddr::new(ip, port(Protocol::Http));
+            let https = SocketAddr::new(ip, port(Protocol::TerminatedHttps));
+            let bind = if defaults == Some((http, https)) {
+                Bind::Default
+            } else {
+                Bind::Vip { http, https }
+            };
+            let group = out.entry(bind).or_default();
+            if !group.iter().any(|l| l.id == lb.id) {
+                group.push(lb);
             }
-        };
-        out.entry(bind).or_default().push(lb);
+        }
     }
     out
 }
@@ -79,6 +85,7 @@ mod tests {
             origin: ObjectRef::new("IngressClass", "", name),
             provider: provider.into(),
             vip: vip.map(|v| v.parse().unwrap()),
+            floating_ip: None,
             listeners: Arc::new(vec![
                 listener(Protocol::Http, ports.0),
                 listener(Protocol::TerminatedHttps, ports.1),
@@ -119,5 +126,25 @@ mod tests {
             3,
             "haproxy's load balancer is not the proxy's"
         );
+    }
+
+    #[test]
+    fn a_floating_ip_is_served_like_a_second_vip() {
+        let mut b = lb("b", "proxy", Some("198.18.0.5"), (80, 443));
+        b.floating_ip = Some("198.19.0.5".parse().unwrap());
+        let mut same = lb("s", "proxy", Some("198.18.0.7"), (80, 443));
+        same.floating_ip = same.vip;
+        let model = Model {
+            load_balancers: vec![b, same],
+        };
+        let placed = place(&model, None);
+        let bind = |ip: &str| Bind::Vip {
+            http: format!("{ip}:80").parse().unwrap(),
+            https: format!("{ip}:443").parse().unwrap(),
+        };
+        assert_eq!(names(&placed[&bind("198.18.0.5")]), ["b"]);
+        assert_eq!(names(&placed[&bind("198.19.0.5")]), ["b"]);
+        assert_eq!(names(&placed[&bind("198.18.0.7")]), ["s"], "once");
+        assert_eq!(placed.len(), 3);
     }
 }

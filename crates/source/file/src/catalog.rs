@@ -5,6 +5,7 @@ use crate::assemble::assemble;
 use crate::decode::FILE_KIND;
 use crate::object::Object;
 use crate::parse::{Parsed, parse_documents};
+use crate::read::{ReadLimits, read_bounded};
 use crate::walk::{has_manifest_extension, is_hidden, list_files};
 use portico_model::{Diagnostic, ObjectRef};
 use portico_translate::Loaded;
@@ -16,8 +17,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 /// Reads the manifest files once: no cache is kept.
-pub fn load(paths: &[PathBuf]) -> Loaded {
-    Catalog::new().reload(paths)
+pub fn load(paths: &[PathBuf], limits: ReadLimits) -> Loaded {
+    Catalog::with_limits(limits).reload(paths)
 }
 
 /// A file modified this recently before it was read may change again without its length or
@@ -33,6 +34,7 @@ pub struct Catalog {
     path_diagnostics: Vec<Diagnostic>,
     parses: u64,
     loaded_once: bool,
+    limits: ReadLimits,
 }
 
 #[derive(Debug)]
@@ -57,6 +59,13 @@ struct Stamp {
 impl Catalog {
     pub fn new() -> Self {
         Catalog::default()
+    }
+
+    pub fn with_limits(limits: ReadLimits) -> Self {
+        Catalog {
+            limits,
+            ..Catalog::default()
+        }
     }
 
     /// Lists, re-reads what changed, and assembles the objects of all files.
@@ -144,7 +153,7 @@ impl Catalog {
             return Ok(false);
         }
         let read_at = SystemTime::now();
-        let bytes = fs::read(path)?;
+        let bytes = read_bounded(path, self.limits)?;
         let hash = hash(&bytes);
         if let Some(entry) = self.files.get_mut(path).filter(|e| e.hash == hash) {
             (entry.stamp, entry.read_at) = (stamp, read_at);

@@ -9,10 +9,15 @@ use serde_json::{Map, Value};
 /// The kind of the diagnostics that are about a file rather than an object in it.
 pub const FILE_KIND: &str = "File";
 
+/// The most diagnostics one file gives; the rest are counted in one last "… and N more".
+pub const MAX_FILE_DIAGNOSTICS: usize = 100;
+
 /// Collects the objects and diagnostics of one file.
 pub(crate) struct Decoder<'a> {
     origin: &'a str,
     out: Parsed,
+    /// Diagnostics left out past [`MAX_FILE_DIAGNOSTICS`].
+    dropped: usize,
 }
 
 /// apiVersion and kind for the items of a typed list (`kind: IngressList`) that omit them.
@@ -23,11 +28,31 @@ impl<'a> Decoder<'a> {
         Decoder {
             origin,
             out: Parsed::default(),
+            dropped: 0,
         }
     }
 
-    pub fn finish(self) -> Parsed {
+    pub fn finish(mut self) -> Parsed {
+        if self.dropped > 0 {
+            let file = ObjectRef::new(FILE_KIND, "", self.origin);
+            let message = format!(
+                "… and {} more problems in this file (only the first {MAX_FILE_DIAGNOSTICS} \
+                 are shown)",
+                self.dropped
+            );
+            self.out
+                .diagnostics
+                .push(Diagnostic::error(file, "", message));
+        }
         self.out
+    }
+
+    fn report(&mut self, diagnostic: Diagnostic) {
+        if self.out.diagnostics.len() < MAX_FILE_DIAGNOSTICS {
+            self.out.diagnostics.push(diagnostic);
+        } else {
+            self.dropped += 1;
+        }
     }
 
     /// Reports a document that is not valid YAML or JSON.
@@ -83,10 +108,11 @@ impl<'a> Decoder<'a> {
             return self.file_error(field.to_owned(), message);
         };
         let Some(known) = Kind::recognise(api_version, kind) else {
+            // Debug formatting: the values are the file's, control characters escaped.
             tracing::debug!(
-                origin = self.origin,
-                api_version,
-                kind,
+                origin = ?self.origin,
+                api_version = ?api_version,
+                kind = ?kind,
                 "ignoring an object of a kind Portico does not read"
             );
             return;
@@ -95,25 +121,17 @@ impl<'a> Decoder<'a> {
         let object = object_ref(&map, known);
         if object.name.is_empty() {
             let message = format!("metadata.name is required ({} {field})", self.origin);
-            return self
-                .out
-                .diagnostics
-                .push(Diagnostic::error(object, "metadata.name", message));
+            return self.report(Diagnostic::error(object, "metadata.name", message));
         }
         match known.decode(Value::Object(map)) {
             Ok(decoded) => self.out.objects.push(decoded),
-            Err(err) => self
-                .out
-                .diagnostics
-                .push(invalid_field(object, known, &err)),
+            Err(err) => self.report(invalid_field(object, known, &err)),
         }
     }
 
     fn file_error(&mut self, field: String, message: String) {
         let file = ObjectRef::new(FILE_KIND, "", self.origin);
-        self.out
-            .diagnostics
-            .push(Diagnostic::error(file, field, message));
+        self.report(Diagnostic::error(file, field, message));
     }
 }
 

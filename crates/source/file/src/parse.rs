@@ -2,6 +2,7 @@
 
 use crate::decode::Decoder;
 use crate::object::Object;
+use crate::skim::Skim;
 use crate::split::{Chunk, split_documents};
 use portico_model::Diagnostic;
 use serde_json::Value;
@@ -20,8 +21,8 @@ pub fn parse_documents(origin: &str, text: &str) -> Parsed {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut decoder = Decoder::new(origin);
     if looks_like_json(text) {
-        match serde_json::from_str::<Value>(text) {
-            Ok(value) => {
+        match serde_json::from_str::<Skim>(text) {
+            Ok(Skim(value)) => {
                 decoder.document(0, value);
                 return decoder.finish();
             }
@@ -48,7 +49,8 @@ fn looks_like_json(text: &str) -> bool {
 
 /// One chunk may still hold several documents when they are separated by `...` alone.
 fn parse_chunk(chunk: Chunk<'_>) -> Result<Vec<Value>, String> {
-    serde_saphyr::from_multiple_with_options::<Value>(chunk.text, yaml_options())
+    serde_saphyr::from_multiple_with_options::<Skim>(chunk.text, yaml_options())
+        .map(|docs| docs.into_iter().map(|Skim(v)| v).collect())
         .map_err(|err| yaml_error_message(&err, chunk.first_line))
 }
 
@@ -58,8 +60,8 @@ fn yaml_options() -> serde_saphyr::Options {
     serde_saphyr::options! {
         with_snippet: false,
         budget: serde_saphyr::budget! {
-            max_events: 50_000_000,
-            max_nodes: 20_000_000,
+            max_events: 5_000_000,
+            max_nodes: 2_500_000,
         },
     }
 }

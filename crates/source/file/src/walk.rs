@@ -62,7 +62,9 @@ impl Walk {
         for path in entries.into_iter().filter(|p| !is_hidden(p)) {
             match fs::metadata(&path) {
                 Ok(meta) if meta.is_dir() => self.dir(&path),
-                Ok(meta) if meta.is_file() && has_manifest_extension(&path) => self.file(path),
+                // Anything else with a manifest's name (a FIFO, a device, a socket) is listed
+                // too: reading it refuses it with a diagnostic, without blocking.
+                Ok(_) if has_manifest_extension(&path) => self.file(path),
                 Ok(_) => {}
                 // A dangling symlink or a file deleted while we walk: nothing to read.
                 Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}

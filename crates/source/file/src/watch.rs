@@ -1,6 +1,7 @@
 //! Watching the manifest files: file-system events → debounced reloads → new `Loaded` values.
 
 use crate::catalog::Catalog;
+use crate::read::ReadLimits;
 use crate::target::{Target, Touch};
 use notify::event::{AccessKind, AccessMode};
 use notify::{Event, EventKind, RecommendedWatcher, Watcher};
@@ -71,7 +72,7 @@ impl FileSource {
 /// through its parent directory, so that an atomic replace (write a temp file, rename it over
 /// the old one) or a delete and re-create is seen. Paths may be relative (to the working
 /// directory), hold `..` or go through symlinks; files are named as the paths give them.
-pub fn watch(paths: Vec<PathBuf>) -> Result<FileSource, SourceError> {
+pub fn watch(paths: Vec<PathBuf>, limits: ReadLimits) -> Result<FileSource, SourceError> {
     let (events_tx, events) = mpsc::channel();
     let retired = events_tx.clone();
     let watch_error = |path: &Path| {
@@ -93,7 +94,7 @@ pub fn watch(paths: Vec<PathBuf>) -> Result<FileSource, SourceError> {
         watcher.watch(dir, mode).map_err(watch_error(path))?;
         targets.push(target);
     }
-    let mut catalog = Catalog::new();
+    let mut catalog = Catalog::with_limits(limits);
     let (updates_tx, updates) = watch::channel(Arc::new(catalog.reload(&paths)));
     let reloader = Reloader {
         catalog,

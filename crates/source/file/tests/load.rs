@@ -4,7 +4,7 @@ mod common;
 
 use common::{ingress, ingress_class, service};
 use portico_model::{ObjectRef, Severity};
-use portico_source_file::{Catalog, load};
+use portico_source_file::{Catalog, ReadLimits, load};
 use portico_translate::ObjectKey;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -44,7 +44,7 @@ fn directories_are_walked_for_yaml_yml_and_json_files_only() {
     write(dir.path(), "nested/c.json", json);
     write(dir.path(), "notes.txt", &service("default", "txt", 80));
     write(dir.path(), ".a.yaml.swp", &service("default", "swap", 80));
-    let loaded = load(&[dir.path().to_path_buf()]);
+    let loaded = load(&[dir.path().to_path_buf()], ReadLimits::default());
     let names: Vec<_> = loaded
         .objects
         .services
@@ -61,7 +61,7 @@ fn a_duplicate_object_keeps_the_later_file_and_warns_naming_both() {
     let dir = tempfile::tempdir().unwrap();
     write(dir.path(), "a.yaml", &service("default", "web", 80));
     write(dir.path(), "b.yaml", &service("default", "web", 8080));
-    let loaded = load(&[dir.path().to_path_buf()]);
+    let loaded = load(&[dir.path().to_path_buf()], ReadLimits::default());
     assert_eq!(service_port(&loaded, "web"), 8080);
     let [d] = &loaded.diagnostics[..] else {
         panic!("{:?}", loaded.diagnostics)
@@ -79,7 +79,10 @@ fn an_unreadable_path_is_an_error_and_the_rest_is_loaded() {
     let dir = tempfile::tempdir().unwrap();
     write(dir.path(), "a.yaml", &service("default", "a", 80));
     let missing = dir.path().join("missing.yaml");
-    let loaded = load(&[missing.clone(), dir.path().to_path_buf()]);
+    let loaded = load(
+        &[missing.clone(), dir.path().to_path_buf()],
+        ReadLimits::default(),
+    );
     assert_eq!(loaded.objects.services.len(), 1);
     let d = &loaded.diagnostics[0];
     assert_eq!(
@@ -94,7 +97,7 @@ fn diagnostics_of_every_file_are_reported() {
     let dir = tempfile::tempdir().unwrap();
     write(dir.path(), "bad.yaml", "kind: Service\n\tbroken: [");
     write(dir.path(), "ing.yaml", &ingress("shop", "web", "web"));
-    let loaded = load(&[dir.path().to_path_buf()]);
+    let loaded = load(&[dir.path().to_path_buf()], ReadLimits::default());
     assert_eq!(loaded.objects.ingresses.len(), 1);
     let bad = dir.path().join("bad.yaml").display().to_string();
     assert_eq!(
@@ -208,7 +211,7 @@ fn ingresses_without_a_class_get_the_default_class_from_another_file() {
         "shop/ing.yaml",
         &(ingress("shop", "web", "web") + &named),
     );
-    let loaded = load(&[dir.path().to_path_buf()]);
+    let loaded = load(&[dir.path().to_path_buf()], ReadLimits::default());
     let class = |name: &str| {
         let ingress = &loaded.objects.ingresses[&ObjectKey::new("shop", name)];
         ingress.spec.as_ref().unwrap().ingress_class_name.clone()

@@ -244,3 +244,19 @@ fn a_secret_prints_without_its_data() {
         "{printed}"
     );
 }
+
+#[test]
+fn diagnostics_are_capped_per_file_ending_with_how_many_more() {
+    let mut yaml = String::from("apiVersion: v1\nkind: List\nitems:\n");
+    for _ in 0..1000 {
+        yaml.push_str("- 1\n");
+    }
+    let parsed = parse_documents("huge.yaml", &yaml);
+    assert_eq!(parsed.diagnostics.len(), 101);
+    let last = parsed.diagnostics.last().unwrap();
+    assert!(
+        last.message.starts_with("… and 900 more problems"),
+        "{}",
+        last.message
+    );
+}

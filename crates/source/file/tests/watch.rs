@@ -5,7 +5,7 @@ mod common;
 
 use common::service;
 use common::watching::{SECOND, has_service, port_is, replace_atomically, start, wait_for};
-use portico_source_file::{Loaded, SourceError, watch};
+use portico_source_file::{Loaded, ReadLimits, SourceError, watch};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -175,7 +175,7 @@ async fn dropping_the_source_stops_the_watch() {
 #[tokio::test]
 async fn a_path_whose_directory_does_not_exist_is_an_error_naming_it() {
     let missing = PathBuf::from("/nonexistent/portico/manifests.yaml");
-    let err = watch(vec![missing]).unwrap_err();
+    let err = watch(vec![missing], ReadLimits::default()).unwrap_err();
     assert!(matches!(err, SourceError::Watch { .. }));
     assert!(err.to_string().contains("/nonexistent/portico"), "{err}");
 }

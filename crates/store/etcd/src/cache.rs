@@ -10,9 +10,7 @@ use bytes::Bytes;
 use portico_store::kv::{Entry, View};
 use sha1::{Digest, Sha1};
 use std::collections::BTreeMap;
-use std::fs::{File, OpenOptions};
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -41,15 +39,7 @@ pub fn save(path: &Path, view: &View) -> Result<(), CacheError> {
         source,
     };
     let bytes = encode(view);
-    let (temp, mut file) = create_temp(path).map_err(io)?;
-    let written = file
-        .write_all(&bytes)
-        .and_then(|()| file.sync_all())
-        .and_then(|()| std::fs::rename(&temp, path));
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&temp);
-        return Err(io(e));
-    }
+    portico_statedir::write_file(path, &bytes, 0o600).map_err(io)?;
     sync_dir(path).map_err(io)
 }
 
@@ -140,26 +130,6 @@ impl<'a> Reader<'a> {
         let len = u32::from_le_bytes(self.array()?);
         self.take(usize::try_from(len).ok()?)
     }
-}
-
-/// A new file next to `path`, readable by the owner only; a name left by a crash is skipped.
-fn create_temp(path: &Path) -> std::io::Result<(PathBuf, File)> {
-    let name = path.file_name().unwrap_or_default().to_string_lossy();
-    let mut last = None;
-    for attempt in 0..16 {
-        let temp = path.with_file_name(format!(".{name}.{}.{attempt}.tmp", std::process::id()));
-        let opened = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&temp);
-        match opened {
-            Ok(file) => return Ok((temp, file)),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
-            Err(e) => return Err(e),
-        }
-    }
-    Err(last.unwrap_or_else(|| std::io::Error::other("no temp file name left")))
 }
 
 /// Makes the rename itself durable.

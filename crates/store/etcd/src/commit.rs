@@ -6,7 +6,7 @@
 use crate::client::Etcd;
 use crate::election::Leadership;
 use crate::error::EtcdError;
-use crate::keys::{COMMIT, DESIRED, PENDING};
+use crate::keys::{COMMIT, DESIRED, PENDING, PLACEMENT};
 
 use etcd_client::{Compare, CompareOp, Txn, TxnOp};
 use portico_store::kv::{Key, Op, View};
@@ -21,7 +21,7 @@ const OP_OVERHEAD: usize = 32;
 const TXN_RESERVE: usize = 1024;
 
 impl Etcd {
-    /// Writes `ops` (keys under `desired/`; for one key the last op wins) as one commit and
+    /// Writes `ops` (keys under `desired/` or `placement/`; for one key the last op wins) as one commit and
     /// returns its revision, which is the `revision` of the [`View`] readers publish for it.
     /// Nothing to write returns the last commit's revision (or writes the very first marker). After an error the commit may be
     /// partly written (invisible to readers): read the stored state again with
@@ -53,11 +53,13 @@ impl Etcd {
         Ok(revision)
     }
 
-    /// Every key under `desired/` as stored now (including the part of a commit that a
-    /// deposed leader left half-written), for a new leader to diff against.
+    /// Every key under `desired/` and `placement/` as stored now (including the part of a
+    /// commit that a deposed leader left half-written), for a new leader to diff against.
     pub async fn read_desired(&self) -> Result<View, EtcdError> {
         let (revision, kvs) = self.range(DESIRED, 0).await?;
-        let entries = self.entries(kvs);
+        let mut entries = self.entries(kvs);
+        let (_, kvs) = self.range(PLACEMENT, revision).await?;
+        entries.extend(self.entries(kvs));
         Ok(View {
             revision,
             entries: Arc::new(entries),
@@ -107,11 +109,12 @@ impl Etcd {
 }
 
 /// The ops by key, the last op of a key winning (etcd refuses a txn that names a key twice);
-/// every key must be under `desired/`.
+/// every key must be under `desired/` or `placement/`.
 fn normalize(ops: Vec<Op>) -> Result<Vec<Op>, EtcdError> {
     let mut by_key: BTreeMap<Key, Op> = BTreeMap::new();
     for op in ops {
-        if !op.key().starts_with(DESIRED) || op.key().len() == DESIRED.len() {
+        let under = |subtree: &str| op.key().len() > subtree.len() && op.key().starts_with(subtree);
+        if !under(DESIRED) && !under(PLACEMENT) {
             return Err(EtcdError::OutsideDesired {
                 key: op.key().to_owned(),
             });

@@ -33,7 +33,7 @@ pub enum EtcdError {
     LeaseLost,
     #[error("not the leader: the election key {key} is gone or belongs to another campaign")]
     NotLeader { key: String },
-    #[error("key `{key}` is outside the desired/ subtree")]
+    #[error("key `{key}` is outside the desired/ and placement/ subtrees")]
     OutsideDesired { key: String },
     #[error("the op on `{key}` is {size} bytes, more than one txn may carry ({limit})")]
     OpTooLarge {

@@ -7,6 +7,7 @@
 //! | `desired-pending` | present while a commit too big for one txn is being written (its generation) |
 //! | `desired-commit` | the commit marker: the generation of the last whole commit; readers publish at its writes |
 //! | `agents/<node>` | each agent's registration and feedback, under the agent's lease |
+//! | `placement/<lb uuid>` | where a load balancer runs (active, standby, epoch); written by the leader in its commits, mirrored by agents |
 //! | `ha/<lb-uuid>` | who is active for a load balancer (`{holder, epoch}`), changed only by compare-and-swap ([`crate::Swap`]) |
 
 /// The desired subtree, relative to the prefix.
@@ -15,6 +16,8 @@ pub const DESIRED: &str = "desired/";
 pub const COMMIT: &str = "desired-commit";
 /// The in-progress mark of a commit written in several txns, relative to the prefix.
 pub const PENDING: &str = "desired-pending";
+/// The placements' subtree, relative to the prefix.
+pub const PLACEMENT: &str = "placement/";
 /// The agents' subtree, relative to the prefix.
 pub const AGENTS: &str = "agents/";
 /// The election's subtree, relative to the prefix.

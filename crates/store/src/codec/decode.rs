@@ -20,7 +20,7 @@ use std::sync::Arc;
 enum Item {
     LoadBalancer(Arc<LoadBalancer>),
     Fragment(Arc<Fragment>),
-    Pool(Pool),
+    Pool(Box<Pool>),
     Certificate(ObjectRef, Arc<Material>),
     Bad(Diagnostic),
 }
@@ -152,6 +152,7 @@ impl Decoder {
             certificates,
             delta: Delta::Full,
             diagnostics,
+            ..Desired::default()
         }
     }
 }
@@ -239,7 +240,7 @@ fn decode_item(key: &str, value: &[u8]) -> Item {
             }
         }),
         KIND_FRAGMENT => parse::<Fragment>(value, kind).map(|f| Item::Fragment(Arc::new(f))),
-        KIND_POOL => parse::<Pool>(value, kind).map(Item::Pool),
+        KIND_POOL => parse::<Pool>(value, kind).map(|p| Item::Pool(Box::new(p))),
         _ => parse::<CertificateValue>(value, kind).and_then(|c| {
             match Material::from_pem(c.chain_pem.as_bytes(), c.key_pem.as_bytes()) {
                 Ok(m) => Ok(Item::Certificate(c.secret, Arc::new(m))),
@@ -257,7 +258,7 @@ struct Head {
     kind: String,
 }
 
-fn parse<T: DeserializeOwned>(value: &[u8], kind: &str) -> Result<T, String> {
+pub(super) fn parse<T: DeserializeOwned>(value: &[u8], kind: &str) -> Result<T, String> {
     let envelope: Head =
         serde_json::from_slice(value).map_err(|e| format!("not a value envelope: {e}"))?;
     if envelope.schema != SCHEMA {

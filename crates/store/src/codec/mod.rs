@@ -7,7 +7,9 @@
 //!   source object (an Ingress) gives that load balancer's listeners;
 //! - `desired/lb/<lb-uuid>/pool/<pool-uuid>`: one pool with its members;
 //! - `desired/cert/<hash of the Secret>`: certificate material (key material: protect the store);
-//! - `agents/<node>`: an agent's [`Feedback`](crate::Feedback).
+//! - `agents/<node>`: an agent's [`Feedback`](crate::Feedback);
+//! - `placement/<lb-uuid>`: where a load balancer runs (see [`placement`]); its addresses (VIP,
+//!   floating IP) are in its header.
 //!
 //! So a change to one Ingress writes that Ingress's fragment and, when they change, the pools it
 //! names; an endpoint change writes one pool: the bytes written per change do not grow with
@@ -19,9 +21,11 @@
 
 mod decode;
 mod encode;
+mod placement;
 
 pub use decode::Decoder;
 pub use encode::{Encoder, encode};
+pub use placement::{addresses, decode_placements, encode_placements, placement_key};
 
 use portico_model::{L7Policy, ListenerId, ObjectRef, SniCertificate};
 use serde::{Deserialize, Serialize};
@@ -30,6 +34,8 @@ use serde::{Deserialize, Serialize};
 pub const DESIRED: &str = "desired/";
 /// The subtree of the agents' feedback.
 pub const AGENTS: &str = "agents/";
+/// The subtree of the placements (written with the desired state, mirrored by agents).
+pub const PLACEMENT: &str = "placement/";
 
 /// The key of an agent's feedback.
 pub fn agent_key(node: &str) -> String {

@@ -190,3 +190,37 @@ fn an_encoder_gives_what_encode_gives_and_keeps_the_bytes_of_what_did_not_change
         );
     }
 }
+
+#[test]
+fn placements_round_trip_and_a_bad_value_is_a_diagnostic_naming_its_key() {
+    let id = portico_model::LoadBalancerId::derive("lb");
+    let placement = portico_model::Placement {
+        active: "a".into(),
+        standby: Some("b".into()),
+        epoch: 3,
+    };
+    let placements = BTreeMap::from([(id, placement)]);
+    let mut entries = encode_placements(&placements);
+    assert_eq!(entries.keys().next().unwrap(), &format!("placement/{id}"));
+    entries.insert("placement/nope".into(), Bytes::from_static(b"{}"));
+    let (decoded, diagnostics) = decode_placements(&view(&entries, None, 1));
+    assert_eq!(decoded, placements);
+    assert_eq!(diagnostics.len(), 1);
+    assert_eq!(diagnostics[0].object.name, "placement/nope");
+}
+
+#[test]
+fn headers_give_back_the_allocated_addresses() {
+    let mut model = golden_models().remove(0).1;
+    let lb = &mut model.load_balancers[0];
+    lb.vip = Some([198, 18, 0, 1].into());
+    lb.floating_ip = Some([198, 19, 0, 7].into());
+    let id = lb.id;
+    let entries = encode(&model, &Certificates::new());
+    let got = addresses(&view(&entries, None, 1));
+    assert_eq!(
+        got.get(&id),
+        Some(&(Some([198, 18, 0, 1].into()), Some([198, 19, 0, 7].into())))
+    );
+    assert_eq!(got.len(), model.load_balancers.len());
+}

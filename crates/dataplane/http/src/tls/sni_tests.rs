@@ -41,6 +41,7 @@ fn model(name: &str, provider: &str, sni: &[(&str, &str)], default: Option<&str>
             origin: ObjectRef::new("IngressClass", "", name),
             provider: provider.into(),
             vip: None,
+            floating_ip: None,
             listeners: std::sync::Arc::new(vec![listener]),
             pools: vec![],
         }],

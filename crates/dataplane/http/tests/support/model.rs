@@ -82,6 +82,7 @@ impl ModelBuilder {
             service,
             service_port: "80".into(),
             algorithm: Algorithm::RoundRobin,
+            settings: Default::default(),
             protocol: PoolProtocol::Http,
             members,
         };
@@ -169,6 +170,7 @@ impl ModelBuilder {
             origin: portico_model::ObjectRef::new("IngressClass", "", "portico"),
             provider: "proxy".into(),
             vip: None,
+            floating_ip: None,
             listeners: std::sync::Arc::new(std::iter::once(listener).chain(https).collect()),
             pools: self.pools.clone(),
         }

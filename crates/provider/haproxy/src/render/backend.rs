@@ -121,6 +121,8 @@ fn server_line(pool: &Pool, server: &Server) -> String {
     let proto = match pool.protocol {
         PoolProtocol::H2c => " proto h2",
         PoolProtocol::Http => "",
+        PoolProtocol::Https => " ssl verify none",
+        PoolProtocol::H2 => " ssl verify none alpn h2",
     };
     let disabled = if server.ready { "" } else { " disabled" };
     let addr = SocketAddr::new(server.address, server.port);

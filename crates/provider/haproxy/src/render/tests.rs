@@ -29,6 +29,7 @@ fn lb(policies: Vec<L7Policy>, members: Vec<Member>) -> LoadBalancer {
         origin: portico_model::ObjectRef::new("IngressClass", "", "portico"),
         provider: "haproxy".into(),
         vip: None,
+        floating_ip: None,
         listeners: std::sync::Arc::new(vec![Listener {
             id: ListenerId::derive("http"),
             name: "HTTP:80".into(),
@@ -45,6 +46,7 @@ fn lb(policies: Vec<L7Policy>, members: Vec<Member>) -> LoadBalancer {
             service: ObjectRef::new("Service", "default", "web"),
             service_port: "80".into(),
             algorithm: Algorithm::RoundRobin,
+            settings: Default::default(),
             protocol: PoolProtocol::Http,
             members,
         }],

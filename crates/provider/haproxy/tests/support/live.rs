@@ -89,6 +89,7 @@ pub fn model(port: u16, members: &[(SocketAddr, bool)]) -> Model {
             origin: portico_model::ObjectRef::new("IngressClass", "", "haproxy"),
             provider: "haproxy".into(),
             vip: Some([127, 0, 0, 1].into()),
+            floating_ip: None,
             listeners: std::sync::Arc::new(vec![Listener {
                 id: ListenerId::derive("http"),
                 name: "HTTP".into(),
@@ -105,6 +106,7 @@ pub fn model(port: u16, members: &[(SocketAddr, bool)]) -> Model {
                 service: ObjectRef::new("Service", "default", "web"),
                 service_port: "80".into(),
                 algorithm: Algorithm::RoundRobin,
+                settings: Default::default(),
                 protocol: PoolProtocol::Http,
                 members: members
                     .iter()

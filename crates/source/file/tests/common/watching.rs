@@ -1,6 +1,6 @@
 //! Watching helpers: start a watch, wait for what it publishes, change files as editors do.
 
-use portico_source_file::{FileSource, Loaded, watch};
+use portico_source_file::{FileSource, Loaded, ReadLimits, watch};
 use portico_translate::ObjectKey;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -54,7 +54,7 @@ pub fn replace_atomically(path: &Path, text: &str) {
 }
 
 pub fn start(paths: Vec<PathBuf>) -> (FileSource, Receiver<Arc<Loaded>>) {
-    let source = watch(paths).unwrap();
+    let source = watch(paths, ReadLimits::default()).unwrap();
     let updates = source.subscribe();
     (source, updates)
 }

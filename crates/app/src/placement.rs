@@ -1,0 +1,150 @@
+//! The controller's placement of load balancers on agents (svc-monitor's scheduling): the pure
+//! `portico_ha::place` over the agents registered in the store, kept sticky from one change to
+//! the next, and its epochs never going back (a load balancer that lost every agent continues
+//! from its last epoch when it is placed again).
+
+use portico_ha::{Agent, Request};
+use portico_model::{LoadBalancerId, Model, Placement};
+use portico_store::Feedback;
+use std::collections::BTreeMap;
+
+/// The load balancers' placements and what they were computed from.
+#[derive(Debug, Default)]
+pub(crate) struct Placer {
+    placements: BTreeMap<LoadBalancerId, Placement>,
+    /// Last epochs of load balancers left without a placement.
+    epochs: BTreeMap<LoadBalancerId, u64>,
+    /// The registered agents; `None` until the store has been read once.
+    agents: Option<Vec<Agent>>,
+}
+
+impl Placer {
+    pub(crate) fn placements(&self) -> &BTreeMap<LoadBalancerId, Placement> {
+        &self.placements
+    }
+
+    /// Takes `placements` (read from the store) as the previous ones.
+    pub(crate) fn seed(&mut self, placements: BTreeMap<LoadBalancerId, Placement>) {
+        self.placements = placements;
+    }
+
+    /// The agents registered now (their feedback keys); whether they changed.
+    pub(crate) fn set_agents(&mut self, feedback: &BTreeMap<String, Feedback>) -> bool {
+        let agents: Vec<Agent> = feedback
+            .values()
+            .map(|f| Agent {
+                node: f.node.clone(),
+                zone: f.zone.clone(),
+                labels: f.labels.clone(),
+            })
+            .collect();
+        let changed = self.agents.as_ref() != Some(&agents);
+        self.agents = Some(agents);
+        changed
+    }
+
+    /// Places every load balancer of `model` served by agents (all but `l4`'s); returns how
+    /// many placements changed. Nothing happens before the agents are known.
+    pub(crate) fn place(&mut self, model: &Model) -> usize {
+        let Some(agents) = &self.agents else {
+            return 0;
+        };
+        let requests: Vec<Request> = (model.load_balancers.iter())
+            .filter(|lb| lb.provider != "l4")
+            .map(|lb| Request {
+                id: lb.id,
+                selector: BTreeMap::new(),
+                previous: self.placements.get(&lb.id).cloned(),
+            })
+            .collect();
+        let mut placed = portico_ha::place(&requests, agents);
+        for (id, p) in &mut placed {
+            if !self.placements.contains_key(id)
+                && let Some(last) = self.epochs.get(id)
+            {
+                p.epoch = last + 1;
+            }
+        }
+        for (id, old) in &self.placements {
+            if !placed.contains_key(id) {
+                self.epochs.insert(*id, old.epoch);
+            }
+        }
+        let ids: std::collections::HashSet<_> = model.load_balancers.iter().map(|l| l.id).collect();
+        self.epochs
+            .retain(|id, _| ids.contains(id) && !placed.contains_key(id));
+        let changed = placed
+            .iter()
+            .filter(|(id, p)| self.placements.get(id) != Some(p))
+            .count()
+            + (self.placements.keys())
+                .filter(|id| !placed.contains_key(id))
+                .count();
+        self.placements = placed;
+        changed
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use portico_model::LoadBalancer;
+
+    fn model(names: &[&str]) -> Model {
+        let lb = |n: &str| LoadBalancer {
+            id: LoadBalancerId::derive(n),
+            name: n.into(),
+            origin: portico_model::ObjectRef::new("Ingress", "ns", n),
+            provider: "proxy".into(),
+            vip: None,
+            floating_ip: None,
+            listeners: Default::default(),
+            pools: vec![],
+        };
+        Model {
+            load_balancers: names.iter().map(|n| lb(n)).collect(),
+        }
+    }
+
+    fn agents(nodes: &[&str]) -> BTreeMap<String, Feedback> {
+        let feedback = |n: &str| Feedback {
+            node: n.into(),
+            ..Feedback::default()
+        };
+        nodes
+            .iter()
+            .map(|n| ((*n).to_owned(), feedback(n)))
+            .collect()
+    }
+
+    #[test]
+    fn nothing_is_placed_before_the_agents_are_known() {
+        let mut placer = Placer::default();
+        assert_eq!(placer.place(&model(&["a"])), 0);
+        assert!(placer.placements().is_empty());
+        assert!(placer.set_agents(&agents(&["n1", "n2"])));
+        assert!(!placer.set_agents(&agents(&["n1", "n2"])));
+        assert_eq!(placer.place(&model(&["a"])), 1);
+        let p = &placer.placements()[&LoadBalancerId::derive("a")];
+        assert_eq!((p.standby.is_some(), p.epoch), (true, 1));
+    }
+
+    #[test]
+    fn epochs_go_on_after_every_agent_left_and_came_back() {
+        let mut placer = Placer::default();
+        let m = model(&["a"]);
+        placer.set_agents(&agents(&["n1", "n2"]));
+        placer.place(&m);
+        placer.set_agents(&agents(&["n2"]));
+        placer.place(&m);
+        let epoch = placer.placements()[&LoadBalancerId::derive("a")].epoch;
+        assert_eq!(epoch, 2);
+        placer.set_agents(&agents(&[]));
+        assert_eq!(placer.place(&m), 1);
+        assert!(placer.placements().is_empty());
+        placer.set_agents(&agents(&["n3", "n4"]));
+        placer.place(&m);
+        assert_eq!(placer.placements()[&LoadBalancerId::derive("a")].epoch, 3);
+    }
+}

@@ -1,0 +1,167 @@
+//! The addresses of load balancers beyond `portico.dev/vip` ([`crate::assign_vips`]): the VIP
+//! from a pool, and the floating IP from a pool or pinned.
+//!
+//! - VIP: the IngressClass's `portico.dev/vip` wins (a fixed address); else the class's
+//!   `portico.dev/vip-pool`, else `--vip-pool`.
+//! - Floating IP: pinned by `portico.dev/external-ip`, on the Ingress for a dedicated class (on
+//!   the IngressClass for a shared one, whose one load balancer carries every Ingress; there the
+//!   Ingress annotation is ignored with a warning); else the class's `portico.dev/fip-pool`,
+//!   else `--fip-pool`.
+//!
+//! A pass over a translated model, after `assign_vips`; the allocation itself is the pure
+//! [`allocate`], fed with the previous allocations (the store keeps them in the load balancers'
+//! headers), so that a restarted controller or a new leader hands out the same addresses.
+
+mod alloc;
+mod cidr;
+
+pub use alloc::{AddressRequest, Addresses, Allocations, Want, allocate};
+pub use cidr::Cidr;
+
+use crate::class::{class_of, ingress_class, owned_classes};
+use crate::{Config, ObjectKey, Objects, VIP_ANNOTATION};
+use portico_model::{Diagnostic, LoadBalancer, Model, ObjectRef};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// IngressClass annotation: the pool of its load balancers' VIPs (overrides `--vip-pool`).
+pub const VIP_POOL_ANNOTATION: &str = "portico.dev/vip-pool";
+/// IngressClass annotation: the pool of its load balancers' floating IPs (overrides
+/// `--fip-pool`).
+pub const FIP_POOL_ANNOTATION: &str = "portico.dev/fip-pool";
+/// Ingress annotation (dedicated topology) or IngressClass annotation (shared topology): the
+/// floating IP of the load balancer, pinned.
+pub const EXTERNAL_IP_ANNOTATION: &str = "portico.dev/external-ip";
+
+/// Sets every load balancer's VIP (unless `portico.dev/vip` fixed it) and floating IP, keeping
+/// `previous` allocations where they still fit. Returns the allocations and the problems.
+pub fn assign_addresses(
+    model: &mut Model,
+    objects: &Objects,
+    config: &Config,
+    previous: &Allocations,
+) -> (Allocations, Vec<Diagnostic>) {
+    let mut diagnostics = Vec::new();
+    let requests: Vec<AddressRequest> = (model.load_balancers.iter())
+        .map(|lb| request(lb, objects, config, &mut diagnostics))
+        .collect();
+    let (allocations, problems) = allocate(previous, &requests);
+    diagnostics.extend(problems);
+    for lb in &mut model.load_balancers {
+        let a = allocations.get(&lb.id).copied().unwrap_or_default();
+        lb.vip = a.vip;
+        lb.floating_ip = a.floating_ip;
+    }
+    ignored_pins(model, objects, config, &mut diagnostics);
+    diagnostics.sort();
+    diagnostics.dedup();
+    (allocations, diagnostics)
+}
+
+fn request(
+    lb: &LoadBalancer,
+    objects: &Objects,
+    config: &Config,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> AddressRequest {
+    let class = class_of(lb, objects).unwrap_or_default();
+    let annotations = objects
+        .ingress_classes
+        .get(class)
+        .and_then(|c| c.metadata.annotations.clone())
+        .unwrap_or_default();
+    let class_ref = ObjectRef::new("IngressClass", "", class);
+    let mut pool = |key: &str, flag: &str, default: Option<Cidr>| match annotations.get(key) {
+        Some(v) => match v.parse::<Cidr>() {
+            Ok(pool) => Want::Pool {
+                pool,
+                field: field(key),
+            },
+            Err(message) => {
+                diagnostics.push(Diagnostic::error(class_ref.clone(), field(key), message));
+                Want::None
+            }
+        },
+        None => default.map_or(Want::None, |pool| Want::Pool {
+            pool,
+            field: flag.to_owned(),
+        }),
+    };
+    // Both pools are read even when not used, so that a bad value is always reported.
+    let vip_pool = pool(VIP_POOL_ANNOTATION, "--vip-pool", config.vip_pool);
+    let fip_pool = pool(FIP_POOL_ANNOTATION, "--fip-pool", config.fip_pool);
+    let vip = match (annotations.contains_key(VIP_ANNOTATION), lb.vip) {
+        (true, Some(ip)) => Want::Fixed(ip),
+        // A bad `portico.dev/vip` was reported by `assign_vips`: no VIP rather than a guess.
+        (true, None) => Want::None,
+        (false, _) => vip_pool,
+    };
+    let pin = match lb.origin.kind.as_str() {
+        "Ingress" => ingress_annotation(objects, &lb.origin, EXTERNAL_IP_ANNOTATION),
+        _ => annotations.get(EXTERNAL_IP_ANNOTATION).cloned(),
+    };
+    let floating_ip = match pin {
+        Some(v) => match v.trim().parse() {
+            Ok(ip) => Want::Pinned {
+                ip,
+                field: field(EXTERNAL_IP_ANNOTATION),
+            },
+            Err(_) => {
+                let message = format!("{v:?} is not an IP address");
+                let f = field(EXTERNAL_IP_ANNOTATION);
+                diagnostics.push(Diagnostic::error(lb.origin.clone(), f, message));
+                Want::None
+            }
+        },
+        None => fip_pool,
+    };
+    AddressRequest {
+        id: lb.id,
+        object: lb.origin.clone(),
+        vip,
+        floating_ip,
+    }
+}
+
+fn field(annotation: &str) -> String {
+    format!("metadata.annotations[{annotation}]")
+}
+
+fn ingress_annotation(objects: &Objects, ingress: &ObjectRef, key: &str) -> Option<String> {
+    let key_of = ObjectKey::new(&ingress.namespace, &ingress.name);
+    let ingress = objects.ingresses.get(&key_of)?;
+    let annotations = ingress.metadata.annotations.as_ref()?;
+    annotations.get(key).cloned()
+}
+
+/// A warning on each owned Ingress that pins a floating IP without a load balancer of its own
+/// (its class is shared, or it is not served).
+fn ignored_pins(
+    model: &Model,
+    objects: &Objects,
+    config: &Config,
+    diagnostics: &mut Vec<Diagnostic>,
+) {
+    let own: BTreeSet<(&str, &str)> = (model.load_balancers.iter())
+        .filter(|lb| lb.origin.kind == "Ingress")
+        .map(|lb| (lb.origin.namespace.as_str(), lb.origin.name.as_str()))
+        .collect();
+    let owned = owned_classes(objects, config);
+    let pinning: BTreeMap<&ObjectKey, _> = (objects.ingresses.iter())
+        .filter(|(_, i)| {
+            let annotations = i.metadata.annotations.as_ref();
+            annotations.is_some_and(|a| a.contains_key(EXTERNAL_IP_ANNOTATION))
+        })
+        .collect();
+    for (key, ingress) in pinning {
+        let ours = ingress_class(ingress).is_some_and(|c| owned.contains(c));
+        if !ours || own.contains(&(key.namespace.as_str(), key.name.as_str())) {
+            continue;
+        }
+        let object = ObjectRef::new("Ingress", &key.namespace, &key.name);
+        let message = "ignored: only an Ingress of a class with portico.dev/topology: dedicated \
+                       (and served) has a floating IP of its own; a shared class takes it on the \
+                       IngressClass";
+        let f = field(EXTERNAL_IP_ANNOTATION);
+        diagnostics.push(Diagnostic::warning(object, f, message));
+    }
+}
