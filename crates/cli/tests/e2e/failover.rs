@@ -534,20 +534,24 @@ impl Keepalived {
         self.children[i] = Some(child);
     }
 
-    /// SIGKILL of keepalived on node `i` (its VRRP child dies with it: it watches its parent).
+    /// SIGKILL of keepalived on node `i`: its VRRP child first, in the same call as the
+    /// parent (killed alone, the parent's death would reach the child as SIGTERM, and a child
+    /// stopped that way hands over at once with priority 0 adverts).
     async fn kill(&mut self, i: usize) {
         if let Some(mut child) = self.children[i].take() {
             let vrrp = std::fs::read_to_string(self.file(i, "vrrp.pid")).unwrap_or_default();
-            if let Some(pid) = child.id() {
-                let _ = std::process::Command::new("kill")
-                    .args(["-9", &pid.to_string()])
-                    .status();
-            }
-            if let Ok(pid) = vrrp.trim().parse::<u32>() {
-                let _ = std::process::Command::new("kill")
-                    .args(["-9", &pid.to_string()])
-                    .status();
-            }
+            let mut pids: Vec<String> = vrrp
+                .trim()
+                .parse::<u32>()
+                .ok()
+                .map(|p| p.to_string())
+                .into_iter()
+                .collect();
+            pids.extend(child.id().map(|p| p.to_string()));
+            let _ = std::process::Command::new("kill")
+                .arg("-9")
+                .args(&pids)
+                .status();
             let _ = child.wait().await;
         }
     }
