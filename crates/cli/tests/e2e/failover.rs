@@ -290,10 +290,9 @@ impl Ha {
         lines.iter().any(|(_, l)| l == &format!("ok {service}"))
     }
 
-    /// Waits until agent `i` no longer holds `vip` and another holds it.
-    pub async fn wait_standby_heard(&self, i: usize) {
-        // Three adverts at least, so that the pair hears each other again.
-        let _ = i;
+    /// Gives a pair time to hear each other again after a restart (many adverts), so that a
+    /// kill measures a failover from a settled pair.
+    pub async fn settle(&self) {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
@@ -405,7 +404,7 @@ async fn failovers(signal: i32, kills: usize) -> Vec<u64> {
     let mut gaps = vec![];
     for k in 0..kills {
         let active = ha.wait_active(&id, vip, &lb.service).await;
-        ha.wait_standby_heard(1 - active).await;
+        ha.settle().await;
         let epoch = ha.holder(&id).unwrap().1;
         let probe = Probe::http(&ha.client, vip, 80, "x.test", 2.5, 10);
         tokio::time::sleep(Duration::from_millis(700)).await;
