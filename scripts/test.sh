@@ -9,7 +9,7 @@ source scripts/lib.sh
 # for the TLS checks; haproxy for the haproxy provider (its conformance run, golden configs
 # checked with `haproxy -c`, reloads and restarts); etcd and etcdctl for the etcd store's tests
 # and protoc to build etcd-client: never skipped.
-apt_install curl openssl python3 sslscan testssl.sh haproxy etcd-server etcd-client protobuf-compiler iproute2 iputils-arping nftables
+apt_install curl openssl python3 sslscan testssl.sh haproxy etcd-server etcd-client protobuf-compiler iproute2 nftables
 # sed, not head: head exits after one line and haproxy then dies of SIGPIPE (pipefail).
 haproxy -v | sed -n 1p
 

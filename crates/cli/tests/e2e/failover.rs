@@ -290,34 +290,57 @@ impl Ha {
         lines.iter().any(|(_, l)| l == &format!("ok {service}"))
     }
 
-    /// Gives a pair time to hear each other again after a restart (many adverts), so that a
+    /// Waits until the controller has placed `lb` on both agents again (a returning agent is
+    /// the standby), then gives the pair time to hear each other (many adverts), so that a
     /// kill measures a failover from a settled pair.
-    pub async fn settle(&self) {
-        tokio::time::sleep(Duration::from_millis(500)).await;
+    pub async fn settle(&self, lb: &Lb) {
+        let mut nodes: Vec<&str> = self.agents.iter().map(|a| a.node.as_str()).collect();
+        nodes.sort_unstable();
+        eventually(
+            Duration::from_secs(20),
+            "the load balancer is placed on both agents",
+            async || {
+                let placed = self
+                    .load_balancers(1)
+                    .await
+                    .into_iter()
+                    .find(|l| l.id == lb.id);
+                let mut pair: Vec<String> = placed
+                    .map(|l| vec![l.active, l.standby])
+                    .unwrap_or_default();
+                pair.sort_unstable();
+                pair == nodes
+            },
+        )
+        .await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
     }
 }
 
 /// The gap: the longest time between two requests (by start) answered fast (100 ms) by
-/// `service` while the probe ran; and every answer from another service.
+/// `service` while the probe ran, its start and end included; and every answer from another
+/// service.
 fn gap(lines: &[(u64, String)], service: &str) -> (u64, Vec<String>) {
     let want = format!("ok {service}");
     let mut lines = lines.to_vec();
     lines.sort();
-    let mut last = None;
+    let end = lines.last().map_or(0, |(t, _)| *t);
+    // From the probe's start until the first fast answer, between answers, and from the last
+    // one to the probe's end.
+    let mut last = 0;
     let mut worst = 0;
     let mut wrong = vec![];
     for (t, line) in &lines {
         if line == &want {
-            if let Some(l) = last {
-                worst = worst.max(t - l);
-            }
-            last = Some(*t);
+            worst = worst.max(t - last);
+            last = *t;
         } else if (line.starts_with("ok ") || line.starts_with("slow "))
             && !line.ends_with(&format!(" {service}"))
         {
             wrong.push(line.clone());
         }
     }
+    worst = worst.max(end - last);
     (worst, wrong)
 }
 
@@ -404,7 +427,7 @@ async fn failovers(signal: i32, kills: usize) -> Vec<u64> {
     let mut gaps = vec![];
     for k in 0..kills {
         let active = ha.wait_active(&id, vip, &lb.service).await;
-        ha.settle().await;
+        ha.settle(&lb).await;
         let epoch = ha.holder(&id).unwrap().1;
         let probe = Probe::http(&ha.client, vip, 80, "x.test", 2.5, 10);
         tokio::time::sleep(Duration::from_millis(700)).await;
@@ -419,7 +442,11 @@ async fn failovers(signal: i32, kills: usize) -> Vec<u64> {
             "kill {k}: the standby took over"
         );
         assert!(new_epoch > epoch);
-        eprintln!("failover (signal {signal}) {k}: gap {g} ms");
+        let missed = lines.iter().filter(|(_, l)| !l.starts_with("ok ")).count();
+        eprintln!(
+            "failover (signal {signal}) {k}: gap {g} ms, {missed} of {} requests missed",
+            lines.len()
+        );
         gaps.push(g);
         // The agent returns, as standby.
         ha.spawn_agent(active).await;

@@ -293,15 +293,19 @@ impl Election {
         let silent = now.duration_since(self.peer_active_at.unwrap_or(self.assigned_at)) > dead;
         let unchanged = now.duration_since(self.claim_changed_at) > dead;
         let gone = silent && unchanged;
+        // Nobody of the pair holds the claim: the placed active takes it at once; the standby
+        // gives it longer (the active may just be starting), then takes it.
+        let slow = now.duration_since(self.claim_changed_at.max(self.assigned_at)) > dead * 5;
+        let unheld = assignment.role == Role::Active || (gone && slow);
         let Some(seen) = &self.claim else {
-            return assignment.role == Role::Active || gone;
+            return unheld;
         };
         let claim = &seen.claim;
         if claim.released || claim.holder == self.node {
             return true;
         }
         if Some(claim.holder.as_str()) != self.peer() {
-            return assignment.role == Role::Active || gone;
+            return unheld;
         }
         let released = self
             .peer_released_at

@@ -546,3 +546,24 @@ proptest! {
         prop_assert_eq!(sim.overlaps, 0);
     }
 }
+
+#[test]
+fn a_standby_takes_an_unclaimed_load_balancer_only_after_five_dead_intervals() {
+    let start = Instant::now();
+    let lb = LoadBalancerId::derive("lb");
+    let mut b = Election::new("b".into(), lb, Timing::default(), start);
+    b.step(start, Input::Placement(Some(assignment(B))));
+    b.step(start, Input::Etcd(true));
+    b.step(start, Input::Claim(None));
+    let claims = |a: &Action| matches!(a, Action::Claim { claim, .. } if claim.epoch == 1);
+    let at = (1..1000)
+        .map(|i| start + TICK * i)
+        .find(|t| b.step(*t, Input::Tick).iter().any(claims))
+        .unwrap();
+    let dead = Timing::default().dead();
+    assert!(
+        at - start > dead * 5 && at - start <= dead * 5 + TICK,
+        "{:?}",
+        at - start
+    );
+}
