@@ -123,26 +123,33 @@ pub(crate) async fn run(
     };
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // The store's inputs are read at the first pass and whenever one of them changed.
+    let mut changed = true;
     loop {
-        let now = Instant::now();
         let mut steps: Vec<(LoadBalancerId, Input)> = Vec::new();
-        tokio::select! {
-            _ = tick.tick() => {
-                steps.extend(state.instances.keys().map(|id| (*id, Input::Tick)));
-            }
-            received = exec.heartbeat.recv() => {
-                if let Ok((advert, _)) = received {
-                    steps.push((advert.lb, Input::Advert(advert)));
+        if !changed {
+            tokio::select! {
+                _ = tick.tick() => {
+                    steps.extend(state.instances.keys().map(|id| (*id, Input::Tick)));
                 }
+                received = exec.heartbeat.recv() => {
+                    if let Ok((advert, _)) = received {
+                        steps.push((advert.lb, Input::Advert(advert)));
+                    }
+                }
+                Some((id, outcome)) = outcomes.recv() => steps.push((id, Input::Outcome(outcome))),
+                r = inputs.desired.changed() => if r.is_err() { break } else { changed = true },
+                r = inputs.peers.changed() => if r.is_err() { break } else { changed = true },
+                r = inputs.claims.changed() => if r.is_err() { break } else { changed = true },
+                r = inputs.health.changed() => if r.is_err() { break } else { changed = true },
+                _ = shutdown.wait_for(|s| *s) => break,
             }
-            Some((id, outcome)) = outcomes.recv() => steps.push((id, Input::Outcome(outcome))),
-            r = inputs.desired.changed() => if r.is_err() { break },
-            r = inputs.peers.changed() => if r.is_err() { break },
-            r = inputs.claims.changed() => if r.is_err() { break },
-            r = inputs.health.changed() => if r.is_err() { break },
-            _ = shutdown.wait_for(|s| *s) => break,
         }
-        steps.extend(state.reconcile(now, &mut inputs, &mut exec).await);
+        // After the wait: the time an input is given is the time it arrived.
+        let now = Instant::now();
+        if std::mem::take(&mut changed) {
+            steps.extend(state.reconcile(now, &mut inputs, &mut exec).await);
+        }
         for (id, input) in steps {
             state
                 .step(now, id, input, &mut exec, &inputs, &outcomes_tx)
