@@ -4,8 +4,8 @@
 //! controllers' fenced leader election and atomic commits of the desired state (split into
 //! several txns when too big for one, made visible at a commit marker), the agents' mirrors
 //! (snapshot, then watch; relist and sweep on compaction or a broken stream; health), leased
-//! agent keys, compare-and-swap of the agents' claims (`ha/<lb>`), and the agents' checksummed local cache of the last view. The key layout is in
-//! [`keys`].
+//! agent keys, compare-and-swap of the agents' claims (`ha/<lb>`), and the agents' checksummed
+//! local cache of the last view. The key layout is in [`keys`].
 //!
 //! It may depend on `portico-store`, `portico-model`, etcd-client and tokio; it must not depend
 //! on data planes, providers or Kubernetes types.
