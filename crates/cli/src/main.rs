@@ -3,6 +3,7 @@
 
 mod alloc;
 mod demo;
+mod get;
 mod limits;
 mod render;
 mod validate;
@@ -46,6 +47,9 @@ enum Command {
     /// Distributed mode: serve the desired state in etcd on this node (providers, listeners,
     /// admin API) and report what is served back to the store.
     Agent(Box<AgentArgs>),
+    /// List what a running Portico serves (loadbalancers, ingresses, pools, diagnostics) from
+    /// its admin API, as a table or as JSON or YAML.
+    Get(get::GetArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -528,6 +532,7 @@ fn main() -> ExitCode {
         Command::Render(args) => render::run(&args),
         Command::Controller(args) => runtime(0).and_then(|rt| rt.block_on(controller(*args))),
         Command::Agent(args) => runtime(args.workers).and_then(|rt| rt.block_on(agent(*args))),
+        Command::Get(args) => runtime(1).and_then(|rt| rt.block_on(get::run(&args))),
         Command::Demo(args) => {
             runtime(args.listen.workers).and_then(|rt| rt.block_on(demo::run(&args.listen)))
         }

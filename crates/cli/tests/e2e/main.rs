@@ -38,6 +38,7 @@ mod conformance;
 mod demo;
 mod distributed;
 mod drain;
+mod get;
 mod haproxy;
 mod host_rules;
 mod hostile;
