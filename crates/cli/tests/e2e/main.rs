@@ -27,6 +27,7 @@ mod paths;
 mod seed_examples;
 mod tls;
 mod upgrades;
+mod upstreams;
 mod vips;
 mod websocket;
 

@@ -2,6 +2,7 @@
 
 use super::ProxyBody;
 use crate::limits::BodyFault;
+use crate::upstream::UpstreamError;
 use bytes::Bytes;
 use http::header::{CONNECTION, CONTENT_TYPE, HeaderValue};
 use http::{Response, StatusCode};
@@ -30,6 +31,8 @@ pub(crate) enum ProxyError {
         pool: PoolId,
         upstream: std::net::SocketAddr,
     },
+    #[error("the client's address is not among the allowed sources of pool {pool}")]
+    SourceNotAllowed { pool: PoolId },
     #[error("no route matches the request")]
     NoRoute,
     #[error("a policy rejects the request with status {0}")]
@@ -59,7 +62,12 @@ impl ProxyError {
                 StatusCode::PAYLOAD_TOO_LARGE
             }
             ProxyError::Body(BodyFault::TooSlow) => StatusCode::REQUEST_TIMEOUT,
-            ProxyError::UpstreamTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
+            ProxyError::UpstreamTimeout { .. }
+            | ProxyError::Upstream {
+                source: UpstreamError::ConnectTimeout(_),
+                ..
+            } => StatusCode::GATEWAY_TIMEOUT,
+            ProxyError::SourceNotAllowed { .. } => StatusCode::FORBIDDEN,
             ProxyError::NoRoute => StatusCode::NOT_FOUND,
             ProxyError::Rejected(status) => {
                 StatusCode::from_u16(*status).unwrap_or(StatusCode::FORBIDDEN)
@@ -88,7 +96,10 @@ impl ProxyError {
 
     /// A policy's own answer, not a fault of the request.
     fn is_policy(&self) -> bool {
-        matches!(self, ProxyError::Rejected(_))
+        matches!(
+            self,
+            ProxyError::Rejected(_) | ProxyError::SourceNotAllowed { .. }
+        )
     }
 }
 

@@ -1,5 +1,6 @@
 //! Compiling the model's HTTP listeners into a [`RouteTable`].
 
+use super::budget::RetryBudget;
 use super::host::wildcard_suffix;
 use super::path::{PathMatch, PathTable};
 use super::pool::{PoolState, Target};
@@ -9,7 +10,8 @@ use crate::metrics::{PoolMetrics, ProxyMetrics};
 use crate::upstream::{Endpoint, Endpoints};
 use portico_model::{Listener, LoadBalancer, Model, PolicyAction, Pool, PoolId, Protocol};
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 /// The provider type this data plane serves.
 pub const PROVIDER: &str = "proxy";
@@ -125,6 +127,11 @@ impl<'a> Compiler<'a> {
             .unwrap_or_default();
         let previous = self.previous.and_then(|t| t.pools.get(&id));
         let cursor = previous.map(|p| p.cursor().clone());
+        let settings = pool.map(|p| p.settings.clone()).unwrap_or_default();
+        let budget = previous.map(|p| p.budget.clone()).unwrap_or_else(|| {
+            let percent = settings.retry_budget_percent();
+            Arc::new(Mutex::new(RetryBudget::new(percent, Instant::now())))
+        });
         // The same pool under the same name keeps its series (resolving them hashes labels).
         let kept = previous
             .filter(|p| p.name() == name)
@@ -140,6 +147,8 @@ impl<'a> Compiler<'a> {
             endpoints,
             cursor.unwrap_or_default(),
             metrics,
+            settings,
+            budget,
         ));
         self.pools.insert(id, state.clone());
         state

@@ -8,6 +8,24 @@ use hyper::client::conn::http1::SendRequest;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::time::{Instant, Sleep};
+
+/// Why an upstream response body failed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ResponseBodyError {
+    #[error("{0}")]
+    Upstream(#[from] hyper::Error),
+    #[error("the upstream sent nothing for {0:?} (read timeout)")]
+    ReadTimeout(Duration),
+}
+
+/// The longest wait between two reads of a response body.
+#[derive(Debug)]
+struct ReadDeadline {
+    timeout: Duration,
+    timer: Pin<Box<Sleep>>,
+}
 
 /// An upstream response body. When it ends, its connection goes back to the endpoint's idle
 /// pool; when it is dropped before the end, the connection is dropped with it (hyper closes
@@ -16,6 +34,7 @@ use std::task::{Context, Poll};
 pub(crate) struct UpstreamBody {
     inner: Incoming,
     conn: Option<(Arc<Endpoint>, SendRequest<ClientBody>)>,
+    deadline: Option<ReadDeadline>,
 }
 
 impl UpstreamBody {
@@ -27,6 +46,7 @@ impl UpstreamBody {
         let mut body = UpstreamBody {
             inner,
             conn: Some((endpoint, sender)),
+            deadline: None,
         };
         // A response without a body (204, 304, HEAD, Content-Length: 0) is complete already.
         if body.inner.is_end_stream() {
@@ -37,7 +57,19 @@ impl UpstreamBody {
 
     /// A body whose connection is not handed back (HTTP/2: the connection is shared).
     pub(crate) fn detached(inner: Incoming) -> Self {
-        UpstreamBody { inner, conn: None }
+        UpstreamBody {
+            inner,
+            conn: None,
+            deadline: None,
+        }
+    }
+
+    /// Fails the body when the upstream sends nothing for `timeout` (`proxy-read-timeout`
+    /// between two reads).
+    pub(crate) fn read_timeout(mut self, timeout: Duration) -> Self {
+        let timer = Box::pin(tokio::time::sleep(timeout));
+        self.deadline = Some(ReadDeadline { timeout, timer });
+        self
     }
 
     fn release(&mut self) {
@@ -61,20 +93,33 @@ async fn idle_when_ready(endpoint: Arc<Endpoint>, mut sender: SendRequest<Client
 
 impl Body for UpstreamBody {
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = ResponseBodyError;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, ResponseBodyError>>> {
         let polled = Pin::new(&mut self.inner).poll_frame(cx);
         match &polled {
             Poll::Ready(None) => self.release(),
             Poll::Ready(Some(Ok(_))) if self.inner.is_end_stream() => self.release(),
             Poll::Ready(Some(Err(_))) => self.conn = None,
-            _ => {}
+            Poll::Pending => {
+                if let Some(deadline) = self.deadline.as_mut()
+                    && deadline.timer.as_mut().poll(cx).is_ready()
+                {
+                    let timeout = deadline.timeout;
+                    self.conn = None;
+                    return Poll::Ready(Some(Err(ResponseBodyError::ReadTimeout(timeout))));
+                }
+            }
+            Poll::Ready(Some(Ok(_))) => {}
         }
-        polled
+        if let (Poll::Ready(Some(Ok(_))), Some(deadline)) = (&polled, self.deadline.as_mut()) {
+            let next = Instant::now() + deadline.timeout;
+            deadline.timer.as_mut().reset(next);
+        }
+        polled.map(|frame| frame.map(|result| result.map_err(ResponseBodyError::from)))
     }
 
     fn is_end_stream(&self) -> bool {

@@ -15,7 +15,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
 
-pub(super) const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Idle connections older than this are closed rather than reused (backends commonly close
 /// theirs after 60-120 s; reusing one they are closing would fail the request).
 const IDLE_TIMEOUT: Duration = Duration::from_secs(50);
@@ -33,6 +32,40 @@ pub(crate) enum UpstreamError {
     Handshake(#[source] hyper::Error),
     #[error("{0}")]
     Request(#[source] hyper::Error),
+}
+
+impl UpstreamError {
+    /// A failure before any response byte arrived (a reset or a close), not a response the
+    /// member sent and the proxy could not read, nor the request's own fault.
+    pub(crate) fn before_response(&self) -> bool {
+        match self {
+            UpstreamError::Request(e) => !e.is_parse() && !e.is_user(),
+            _ => true,
+        }
+    }
+}
+
+/// A failed send: why, and the request when none of it was sent (so it can go elsewhere).
+#[derive(Debug)]
+pub(crate) struct SendFailed {
+    pub(crate) error: UpstreamError,
+    pub(crate) unsent: Option<Request<ClientBody>>,
+}
+
+impl SendFailed {
+    pub(super) fn unsent(error: UpstreamError, req: Request<ClientBody>) -> Self {
+        SendFailed {
+            error,
+            unsent: Some(req),
+        }
+    }
+
+    pub(super) fn sent(error: UpstreamError) -> Self {
+        SendFailed {
+            error,
+            unsent: None,
+        }
+    }
 }
 
 struct Idle {
@@ -75,30 +108,43 @@ impl Endpoint {
         self.addr
     }
 
-    /// Sends `req` on an idle connection, or on a new one. A pooled connection that turns out
-    /// to be closed before the request was written gives the request back, and it is retried.
+    /// Sends `req` on an idle connection, or on a new one (within `connect_timeout`). A pooled
+    /// connection that turns out to be closed before the request was written gives the
+    /// request back, and it is retried. A failure gives the request back when none of it was
+    /// sent.
     pub(crate) async fn send(
         self: &Arc<Self>,
         mut req: Request<ClientBody>,
-    ) -> Result<Response<UpstreamBody>, UpstreamError> {
+        connect_timeout: Duration,
+    ) -> Result<Response<UpstreamBody>, SendFailed> {
         if let Some(h2c) = &self.h2c {
-            return h2c.send(self.addr, req).await;
+            return h2c.send(self.addr, req, connect_timeout).await;
         }
         while let Some(mut sender) = self.checkout() {
             match sender.try_send_request(req).await {
                 Ok(response) => return Ok(self.wrap(response, sender)),
                 Err(mut failed) => match failed.take_message() {
                     Some(unsent) => req = unsent,
-                    None => return Err(UpstreamError::Request(failed.into_error())),
+                    None => {
+                        return Err(SendFailed::sent(UpstreamError::Request(
+                            failed.into_error(),
+                        )));
+                    }
                 },
             }
         }
-        let mut sender = self.connect().await?;
-        let response = sender
-            .send_request(req)
-            .await
-            .map_err(UpstreamError::Request)?;
-        Ok(self.wrap(response, sender))
+        let mut sender = match self.connect(connect_timeout).await {
+            Ok(sender) => sender,
+            Err(error) => return Err(SendFailed::unsent(error, req)),
+        };
+        match sender.try_send_request(req).await {
+            Ok(response) => Ok(self.wrap(response, sender)),
+            Err(mut failed) => {
+                let unsent = failed.take_message();
+                let error = UpstreamError::Request(failed.into_error());
+                Err(SendFailed { error, unsent })
+            }
+        }
     }
 
     fn wrap(
@@ -137,8 +183,9 @@ impl Endpoint {
     pub(crate) async fn open_tunnel(
         &self,
         req: Request<Empty<Bytes>>,
+        connect_timeout: Duration,
     ) -> Result<Response<Incoming>, UpstreamError> {
-        let stream = connect_tcp(self.addr).await?;
+        let stream = connect_tcp(self.addr, connect_timeout).await?;
         let (mut sender, connection) = http1::handshake(TokioIo::new(stream))
             .await
             .map_err(UpstreamError::Handshake)?;
@@ -154,8 +201,8 @@ impl Endpoint {
             .map_err(UpstreamError::Request)
     }
 
-    async fn connect(&self) -> Result<SendRequest<ClientBody>, UpstreamError> {
-        let stream = connect_tcp(self.addr).await?;
+    async fn connect(&self, timeout: Duration) -> Result<SendRequest<ClientBody>, UpstreamError> {
+        let stream = connect_tcp(self.addr, timeout).await?;
         let (sender, connection) = http1::Builder::new()
             .handshake(TokioIo::new(stream))
             .await
@@ -170,12 +217,15 @@ impl Endpoint {
     }
 }
 
-/// A TCP connection to `addr`, within the connect timeout, without Nagle's delay.
-pub(super) async fn connect_tcp(addr: SocketAddr) -> Result<TcpStream, UpstreamError> {
+/// A TCP connection to `addr` within `timeout`, without Nagle's delay.
+pub(super) async fn connect_tcp(
+    addr: SocketAddr,
+    timeout: Duration,
+) -> Result<TcpStream, UpstreamError> {
     let connecting = TcpStream::connect(addr);
-    let stream = tokio::time::timeout(CONNECT_TIMEOUT, connecting)
+    let stream = tokio::time::timeout(timeout, connecting)
         .await
-        .map_err(|_| UpstreamError::ConnectTimeout(CONNECT_TIMEOUT))?
+        .map_err(|_| UpstreamError::ConnectTimeout(timeout))?
         .map_err(UpstreamError::Connect)?;
     let _ = stream.set_nodelay(true);
     Ok(stream)

@@ -2,13 +2,14 @@
 //! connection per endpoint, opened on first use and again when it closes.
 
 use super::body::UpstreamBody;
-use super::endpoint::{UpstreamError, connect_tcp};
+use super::endpoint::{SendFailed, UpstreamError, connect_tcp};
 use crate::limits::ClientBody;
 use http::{Request, Response};
 use hyper::client::conn::http2::{self, SendRequest};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use std::net::SocketAddr;
 use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
 
 /// The endpoint's current HTTP/2 connection, if it has one that is open.
 #[derive(Default)]
@@ -23,14 +24,23 @@ impl H2c {
         &self,
         addr: SocketAddr,
         req: Request<ClientBody>,
-    ) -> Result<Response<UpstreamBody>, UpstreamError> {
+        connect_timeout: Duration,
+    ) -> Result<Response<UpstreamBody>, SendFailed> {
         let mut sender = match self.current() {
             Some(sender) => sender,
-            None => self.connect(addr).await?,
+            None => match self.connect(addr, connect_timeout).await {
+                Ok(sender) => sender,
+                Err(error) => return Err(SendFailed::unsent(error, req)),
+            },
         };
-        let response = sender.send_request(req).await;
-        let response = response.map_err(UpstreamError::Request)?;
-        Ok(response.map(UpstreamBody::detached))
+        match sender.try_send_request(req).await {
+            Ok(response) => Ok(response.map(UpstreamBody::detached)),
+            Err(mut failed) => {
+                let unsent = failed.take_message();
+                let error = UpstreamError::Request(failed.into_error());
+                Err(SendFailed { error, unsent })
+            }
+        }
     }
 
     fn current(&self) -> Option<SendRequest<ClientBody>> {
@@ -38,8 +48,12 @@ impl H2c {
         conn.as_ref().filter(|s| !s.is_closed()).cloned()
     }
 
-    async fn connect(&self, addr: SocketAddr) -> Result<SendRequest<ClientBody>, UpstreamError> {
-        let stream = connect_tcp(addr).await?;
+    async fn connect(
+        &self,
+        addr: SocketAddr,
+        timeout: Duration,
+    ) -> Result<SendRequest<ClientBody>, UpstreamError> {
+        let stream = connect_tcp(addr, timeout).await?;
         let mut builder = http2::Builder::new(TokioExecutor::new());
         builder.timer(TokioTimer::new());
         let (sender, connection) = builder

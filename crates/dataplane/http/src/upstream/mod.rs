@@ -13,7 +13,7 @@ mod endpoint;
 mod h2c;
 
 pub(crate) use body::UpstreamBody;
-pub(crate) use endpoint::{Endpoint, UpstreamError};
+pub(crate) use endpoint::{Endpoint, SendFailed, UpstreamError};
 
 use portico_model::PoolProtocol;
 use std::collections::HashMap;

@@ -2,7 +2,7 @@
 //! matches, a policy's rejection, the HTTP → HTTPS redirect.
 
 use super::Server;
-use portico_model::{LoadBalancer, Pool, PoolId, PoolProtocol};
+use portico_model::{Limits, LoadBalancer, Pool, PoolId, PoolProtocol, PoolSettings};
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::net::SocketAddr;
@@ -97,10 +97,17 @@ fn pool_header(id: PoolId, first: &str) -> String {
 }
 
 /// The backends of the load balancer's pools, in pool order; `servers` gets each server.
-pub(super) fn pools(lb: &LoadBalancer, servers: &mut Vec<Server>, logged: bool) -> String {
+pub(super) fn pools(
+    lb: &LoadBalancer,
+    servers: &mut Vec<Server>,
+    logged: bool,
+    limits: &Limits,
+) -> String {
     let mut s = String::new();
     for pool in &lb.pools {
-        s.push_str(&pool_header(pool.id, &super::access::backend(pool, logged)));
+        let mut first = super::access::backend(pool, logged);
+        first.push_str(&settings(pool, limits));
+        s.push_str(&pool_header(pool.id, &first));
         for member in &pool.members {
             let server = Server {
                 backend: pool.id,
@@ -116,6 +123,72 @@ pub(super) fn pools(lb: &LoadBalancer, servers: &mut Vec<Server>, logged: bool) 
     }
     s
 }
+
+/// The pool's settings, as the built-in proxy applies them: who may use it (403), the body
+/// size (413), timeouts and retries. Every value is a number or an address range the model
+/// parsed: nothing here is the user's text.
+fn settings(pool: &Pool, limits: &Limits) -> String {
+    let settings = &pool.settings;
+    let mut s = String::new();
+    if !settings.allow_sources.is_empty() {
+        let ranges: Vec<String> = settings
+            .allow_sources
+            .iter()
+            .map(|c| c.to_string())
+            .collect();
+        let _ = writeln!(
+            s,
+            "    http-request deny deny_status 403 unless {{ src {} }}",
+            ranges.join(" ")
+        );
+    }
+    let max_body = settings.max_body_bytes.unwrap_or(limits.max_body_bytes);
+    if max_body > 0 {
+        let _ = writeln!(
+            s,
+            "    http-request deny deny_status 413 if {{ req.hdr_val(content-length) gt {max_body} }}"
+        );
+        // A chunked body has no length up front: haproxy waits for up to the limit and one
+        // byte more, as far as its buffer holds (docs/upstreams.md).
+        if max_body < CHUNKED_CHECK_MAX {
+            let _ = writeln!(
+                s,
+                "    http-request wait-for-body time {} at-least {} if {{ req.hdr(transfer-encoding) -m found }}
+    http-request deny deny_status 413 if {{ req.body_size gt {max_body} }}",
+                super::global::millis(limits.body_timeout),
+                max_body + 1
+            );
+        }
+    }
+    let connect = settings
+        .connect_timeout()
+        .unwrap_or(PoolSettings::DEFAULT_CONNECT_TIMEOUT);
+    let _ = writeln!(s, "    timeout connect {}", super::global::millis(connect));
+    if let Some(read) = settings.read_timeout() {
+        let _ = writeln!(s, "    timeout server {}", super::global::millis(read));
+    }
+    let members = pool.members.len().max(1);
+    let tries = match usize::try_from(settings.tries()).unwrap_or(usize::MAX) {
+        0 => members,
+        tries => tries.min(members),
+    };
+    // A retry goes to another server (`redispatch 1`), after a failed connect, or after a
+    // close without any response byte for an idempotent request without a body, as in the
+    // proxy: haproxy itself would replay any request it kept.
+    let _ = writeln!(
+        s,
+        "    retries {}
+    option redispatch 1
+    retry-on conn-failure empty-response
+    http-request disable-l7-retry if !{{ method GET HEAD OPTIONS TRACE PUT DELETE }} || {{ req.hdr_val(content-length) gt 0 }} || {{ req.hdr(transfer-encoding) -m found }}",
+        tries - 1
+    );
+    s
+}
+
+/// Chunked bodies are measured only below this size: haproxy holds what it waits for in one
+/// buffer (`tune.bufsize`, the head's limit plus 1 KiB).
+const CHUNKED_CHECK_MAX: u64 = 8 * 1024;
 
 fn server_line(pool: &Pool, server: &Server) -> String {
     let proto = match pool.protocol {

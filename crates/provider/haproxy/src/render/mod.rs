@@ -114,6 +114,7 @@ pub fn render(lb: &LoadBalancer, input: &Input<'_>) -> Rendered {
         lb,
         &mut out.servers,
         input.access_log.is_some(),
+        input.limits,
     ));
     out.crt_list = crt_list(lb, input, &mut out.diagnostics);
     text.push_str(&specials.render(lb, input.binds.https));
