@@ -107,7 +107,9 @@ impl PoolState {
     pub(crate) fn untried(&self, tried: &[SocketAddr]) -> Option<Arc<Endpoint>> {
         let endpoints = self.endpoints.load();
         let len = endpoints.len();
-        let start = next_index(&self.cursor, len)?;
+        // From where the rotation stands, without moving it: the next request still gets
+        // the member after the one that failed.
+        let start = self.cursor.load(Ordering::Relaxed) % len.max(1);
         let mut rotation = (0..len).map(|k| &endpoints[(start + k) % len]);
         rotation.find(|e| !tried.contains(&e.addr())).cloned()
     }
