@@ -43,6 +43,49 @@ per_provider!(
     a_member_killed_under_load_fails_no_request_after_its_detection,
 );
 
+/// The send timeout is the built-in proxy's alone (haproxy's `timeout server` covers both
+/// directions: docs/upstreams.md).
+#[tokio::test]
+async fn a_member_that_stops_reading_the_body_fails_after_the_send_timeout() {
+    let m = Manifests::new();
+    let deaf = silent_backend();
+    let mut y = service(NS, "deaf", &ready(&[deaf]));
+    let settings = [("proxy-send-timeout", "1"), ("proxy-body-size", "0")];
+    y.push_str(&annotated("deaf", "deaf.test", "deaf", &settings));
+    m.write("deaf.yaml", &y);
+    let p = start(Provider::Proxy, m.path()).await;
+    let size = 64 * 1024 * 1024;
+    let stream = TcpStream::connect(p.http).await.unwrap();
+    let (mut rx, mut tx) = stream.into_split();
+    let head = format!("POST / HTTP/1.1\r\nHost: deaf.test\r\nContent-Length: {size}\r\n\r\n");
+    let writer = tokio::spawn(async move {
+        tx.write_all(head.as_bytes()).await?;
+        let chunk = vec![b'z'; 64 * 1024];
+        for _ in 0..size / chunk.len() {
+            tx.write_all(&chunk).await?;
+        }
+        Ok::<_, std::io::Error>(tx)
+    });
+    let started = Instant::now();
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 1024];
+    let read = tokio::time::timeout(Duration::from_secs(20), async {
+        while !answer.windows(4).any(|w| w == b"\r\n\r\n") {
+            match rx.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => answer.extend_from_slice(&buf[..n]),
+            }
+        }
+    });
+    read.await.expect("an answer within 20 s");
+    let took = started.elapsed();
+    writer.abort();
+    let text = String::from_utf8_lossy(&answer);
+    assert!(text.starts_with("HTTP/1.1 504"), "{text:?} after {took:?}");
+    // Loopback buffers take a few MiB first; then the member reads nothing for a second.
+    assert!(took < Duration::from_secs(10), "504 after {took:?}");
+}
+
 /// The retry budget is the built-in proxy's alone (haproxy has none: docs/upstreams.md).
 #[tokio::test]
 async fn with_a_zero_budget_only_the_minimum_per_second_is_retried() {

@@ -3,7 +3,7 @@
 use super::error::ProxyError;
 use super::headers::{Forwarded, Scheme, strip_hop_by_hop};
 use super::tries::{
-    connect_timeout, is_idempotent, max_body, may_retry, read_timeout, source_allowed,
+    connect_timeout, is_idempotent, max_body, may_retry, read_timeout, send_timeout, source_allowed,
 };
 use super::tunnel::is_upgrade;
 use super::{Phase, Proxy, ProxyBody};
@@ -318,14 +318,15 @@ impl Conn {
             .then(|| Replay::new(&parts));
         let (body, mut fault) = ClientBody::new(body, limits, max_body(pool, limits));
         let mut req = Request::from_parts(parts, body);
-        let (connect, read) = (connect_timeout(pool), read_timeout(pool, limits));
+        let read = read_timeout(pool, limits);
+        let timeouts = (connect_timeout(pool), read, send_timeout(pool));
         lock(&pool.budget).request(std::time::Instant::now());
         let mut tried: Vec<SocketAddr> = Vec::new();
         loop {
             let started = Instant::now();
             entry.upstream(endpoint.addr(), &fault);
             let upstream = endpoint.addr();
-            let failed = match try_once(&endpoint, req, &fault, connect, read).await {
+            let failed = match try_once(&endpoint, req, &fault, timeouts).await {
                 Ok(response) => {
                     pool.metrics.observe_latency(started.elapsed());
                     entry.answered(started.elapsed());
@@ -387,10 +388,9 @@ async fn try_once(
     endpoint: &Arc<Endpoint>,
     req: Request<ClientBody>,
     fault: &Fault,
-    connect: Duration,
-    read: Duration,
+    (connect, read, send_timeout): (Duration, Duration, Duration),
 ) -> Result<Response<crate::upstream::UpstreamBody>, Try> {
-    let send = endpoint.send(req, connect);
+    let send = endpoint.send(req, connect, send_timeout);
     // The upstream's time to answer counts from the end of the request body.
     let late = async {
         fault.ended().await;

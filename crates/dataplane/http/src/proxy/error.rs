@@ -2,7 +2,6 @@
 
 use super::ProxyBody;
 use crate::limits::BodyFault;
-use crate::upstream::UpstreamError;
 use bytes::Bytes;
 use http::header::{CONNECTION, CONTENT_TYPE, HeaderValue};
 use http::{Response, StatusCode};
@@ -62,11 +61,10 @@ impl ProxyError {
                 StatusCode::PAYLOAD_TOO_LARGE
             }
             ProxyError::Body(BodyFault::TooSlow) => StatusCode::REQUEST_TIMEOUT,
-            ProxyError::UpstreamTimeout { .. }
-            | ProxyError::Upstream {
-                source: UpstreamError::ConnectTimeout(_),
-                ..
-            } => StatusCode::GATEWAY_TIMEOUT,
+            ProxyError::UpstreamTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
+            ProxyError::Upstream { source, .. } if source.is_timeout() => {
+                StatusCode::GATEWAY_TIMEOUT
+            }
             ProxyError::SourceNotAllowed { .. } => StatusCode::FORBIDDEN,
             ProxyError::NoRoute => StatusCode::NOT_FOUND,
             ProxyError::Rejected(status) => {

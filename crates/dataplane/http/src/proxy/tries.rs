@@ -22,6 +22,12 @@ pub(super) fn read_timeout(pool: &PoolState, limits: &Limits) -> Duration {
         .unwrap_or(limits.upstream_timeout)
 }
 
+/// Between two writes of the request to the member: the pool's `proxy-send-timeout`, else
+/// none (`Duration::ZERO`; the client's pace is bounded by `--client-body-timeout`).
+pub(super) fn send_timeout(pool: &PoolState) -> Duration {
+    pool.settings.send_timeout().unwrap_or(Duration::ZERO)
+}
+
 /// The largest request body: the pool's `proxy-body-size`, else `--max-body-bytes`; 0: none.
 pub(super) fn max_body(pool: &PoolState, limits: &Limits) -> u64 {
     pool.settings

@@ -1,10 +1,8 @@
 //! The response body from an upstream: hands its connection back to the endpoint at the end.
 
-use super::endpoint::Endpoint;
-use crate::limits::ClientBody;
+use super::endpoint::{Endpoint, Pooled};
 use bytes::Bytes;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
-use hyper::client::conn::http1::SendRequest;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -33,19 +31,15 @@ struct ReadDeadline {
 #[derive(Debug)]
 pub(crate) struct UpstreamBody {
     inner: Incoming,
-    conn: Option<(Arc<Endpoint>, SendRequest<ClientBody>)>,
+    conn: Option<(Arc<Endpoint>, Pooled)>,
     deadline: Option<ReadDeadline>,
 }
 
 impl UpstreamBody {
-    pub(crate) fn new(
-        inner: Incoming,
-        endpoint: Arc<Endpoint>,
-        sender: SendRequest<ClientBody>,
-    ) -> Self {
+    pub(crate) fn new(inner: Incoming, endpoint: Arc<Endpoint>, conn: Pooled) -> Self {
         let mut body = UpstreamBody {
             inner,
-            conn: Some((endpoint, sender)),
+            conn: Some((endpoint, conn)),
             deadline: None,
         };
         // A response without a body (204, 304, HEAD, Content-Length: 0) is complete already.
@@ -73,21 +67,21 @@ impl UpstreamBody {
     }
 
     fn release(&mut self) {
-        if let Some((endpoint, sender)) = self.conn.take() {
-            if sender.is_ready() {
-                endpoint.checkin(sender);
+        if let Some((endpoint, conn)) = self.conn.take() {
+            if conn.sender.is_ready() {
+                endpoint.checkin(conn);
             } else {
                 // The connection has not yet noticed the end of the message: let it settle
                 // before anyone else may use it.
-                tokio::spawn(idle_when_ready(endpoint, sender));
+                tokio::spawn(idle_when_ready(endpoint, conn));
             }
         }
     }
 }
 
-async fn idle_when_ready(endpoint: Arc<Endpoint>, mut sender: SendRequest<ClientBody>) {
-    if sender.ready().await.is_ok() {
-        endpoint.checkin(sender);
+async fn idle_when_ready(endpoint: Arc<Endpoint>, mut conn: Pooled) {
+    if conn.sender.ready().await.is_ok() {
+        endpoint.checkin(conn);
     }
 }
 

@@ -2,6 +2,7 @@
 
 use super::body::UpstreamBody;
 use super::h2c::H2c;
+use super::io::{SendDeadline, SendTimeout};
 use crate::limits::ClientBody;
 use bytes::Bytes;
 use http::{Request, Response};
@@ -11,6 +12,7 @@ use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
 use portico_model::PoolProtocol;
 use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
@@ -35,6 +37,28 @@ pub(crate) enum UpstreamError {
 }
 
 impl UpstreamError {
+    /// A connect or a send that timed out: `504`, as nginx answers, where other failures
+    /// are `502`.
+    pub(crate) fn is_timeout(&self) -> bool {
+        match self {
+            UpstreamError::ConnectTimeout(_) => true,
+            UpstreamError::Request(e) => {
+                let mut source = std::error::Error::source(e);
+                while let Some(cause) = source {
+                    if cause
+                        .downcast_ref::<std::io::Error>()
+                        .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut)
+                    {
+                        return true;
+                    }
+                    source = cause.source();
+                }
+                false
+            }
+            _ => false,
+        }
+    }
+
     /// A failure before any response byte arrived (a reset or a close), not a response the
     /// member sent and the proxy could not read, nor the request's own fault.
     pub(crate) fn before_response(&self) -> bool {
@@ -68,8 +92,15 @@ impl SendFailed {
     }
 }
 
+/// An HTTP/1.1 connection: its sender and the send timeout its I/O applies.
+#[derive(Debug)]
+pub(crate) struct Pooled {
+    pub(super) sender: SendRequest<ClientBody>,
+    pub(super) send_timeout: SendTimeout,
+}
+
 struct Idle {
-    sender: SendRequest<ClientBody>,
+    conn: Pooled,
     since: Instant,
 }
 
@@ -116,13 +147,16 @@ impl Endpoint {
         self: &Arc<Self>,
         mut req: Request<ClientBody>,
         connect_timeout: Duration,
+        send_timeout: Duration,
     ) -> Result<Response<UpstreamBody>, SendFailed> {
+        let send_ms = u64::try_from(send_timeout.as_millis()).unwrap_or(u64::MAX);
         if let Some(h2c) = &self.h2c {
-            return h2c.send(self.addr, req, connect_timeout).await;
+            return h2c.send(self.addr, req, connect_timeout, send_ms).await;
         }
-        while let Some(mut sender) = self.checkout() {
-            match sender.try_send_request(req).await {
-                Ok(response) => return Ok(self.wrap(response, sender)),
+        while let Some(mut conn) = self.checkout() {
+            conn.send_timeout.store(send_ms, Ordering::Relaxed);
+            match conn.sender.try_send_request(req).await {
+                Ok(response) => return Ok(self.wrap(response, conn)),
                 Err(mut failed) => match failed.take_message() {
                     Some(unsent) => req = unsent,
                     None => {
@@ -133,12 +167,13 @@ impl Endpoint {
                 },
             }
         }
-        let mut sender = match self.connect(connect_timeout).await {
-            Ok(sender) => sender,
+        let mut conn = match self.connect(connect_timeout).await {
+            Ok(conn) => conn,
             Err(error) => return Err(SendFailed::unsent(error, req)),
         };
-        match sender.try_send_request(req).await {
-            Ok(response) => Ok(self.wrap(response, sender)),
+        conn.send_timeout.store(send_ms, Ordering::Relaxed);
+        match conn.sender.try_send_request(req).await {
+            Ok(response) => Ok(self.wrap(response, conn)),
             Err(mut failed) => {
                 let unsent = failed.take_message();
                 let error = UpstreamError::Request(failed.into_error());
@@ -150,30 +185,30 @@ impl Endpoint {
     fn wrap(
         self: &Arc<Self>,
         response: Response<Incoming>,
-        sender: SendRequest<ClientBody>,
+        conn: Pooled,
     ) -> Response<UpstreamBody> {
-        response.map(|body| UpstreamBody::new(body, self.clone(), sender))
+        response.map(|body| UpstreamBody::new(body, self.clone(), conn))
     }
 
-    fn checkout(&self) -> Option<SendRequest<ClientBody>> {
+    fn checkout(&self) -> Option<Pooled> {
         let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
         while let Some(entry) = idle.pop() {
-            if !entry.sender.is_closed() && entry.since.elapsed() < IDLE_TIMEOUT {
-                return Some(entry.sender);
+            if !entry.conn.sender.is_closed() && entry.since.elapsed() < IDLE_TIMEOUT {
+                return Some(entry.conn);
             }
         }
         None
     }
 
     /// Takes a connection back once its response has been read to the end.
-    pub(crate) fn checkin(&self, sender: SendRequest<ClientBody>) {
-        if sender.is_closed() {
+    pub(crate) fn checkin(&self, conn: Pooled) {
+        if conn.sender.is_closed() {
             return;
         }
         let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
         if idle.len() < MAX_IDLE {
             let since = Instant::now();
-            idle.push(Idle { sender, since });
+            idle.push(Idle { conn, since });
         }
     }
 
@@ -201,10 +236,12 @@ impl Endpoint {
             .map_err(UpstreamError::Request)
     }
 
-    async fn connect(&self, timeout: Duration) -> Result<SendRequest<ClientBody>, UpstreamError> {
+    async fn connect(&self, timeout: Duration) -> Result<Pooled, UpstreamError> {
         let stream = connect_tcp(self.addr, timeout).await?;
+        let send_timeout = SendTimeout::default();
+        let io = SendDeadline::new(stream, send_timeout.clone());
         let (sender, connection) = http1::Builder::new()
-            .handshake(TokioIo::new(stream))
+            .handshake(TokioIo::new(io))
             .await
             .map_err(UpstreamError::Handshake)?;
         let addr = self.addr;
@@ -213,7 +250,10 @@ impl Endpoint {
                 tracing::debug!(%addr, %error, "upstream connection ended with an error");
             }
         });
-        Ok(sender)
+        Ok(Pooled {
+            sender,
+            send_timeout,
+        })
     }
 }
 

@@ -3,11 +3,13 @@
 
 use super::body::UpstreamBody;
 use super::endpoint::{SendFailed, UpstreamError, connect_tcp};
+use super::io::{SendDeadline, SendTimeout};
 use crate::limits::ClientBody;
 use http::{Request, Response};
 use hyper::client::conn::http2::{self, SendRequest};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
@@ -15,6 +17,8 @@ use std::time::Duration;
 #[derive(Default)]
 pub(super) struct H2c {
     conn: Mutex<Option<SendRequest<ClientBody>>>,
+    /// The send timeout of the shared connection: the last request's (streams share it).
+    send_timeout: SendTimeout,
 }
 
 impl H2c {
@@ -25,7 +29,9 @@ impl H2c {
         addr: SocketAddr,
         req: Request<ClientBody>,
         connect_timeout: Duration,
+        send_ms: u64,
     ) -> Result<Response<UpstreamBody>, SendFailed> {
+        self.send_timeout.store(send_ms, Ordering::Relaxed);
         let mut sender = match self.current() {
             Some(sender) => sender,
             None => match self.connect(addr, connect_timeout).await {
@@ -56,8 +62,9 @@ impl H2c {
         let stream = connect_tcp(addr, timeout).await?;
         let mut builder = http2::Builder::new(TokioExecutor::new());
         builder.timer(TokioTimer::new());
+        let io = SendDeadline::new(stream, self.send_timeout.clone());
         let (sender, connection) = builder
-            .handshake(TokioIo::new(stream))
+            .handshake(TokioIo::new(io))
             .await
             .map_err(UpstreamError::Handshake)?;
         tokio::spawn(async move {

@@ -11,6 +11,7 @@
 mod body;
 mod endpoint;
 mod h2c;
+mod io;
 
 pub(crate) use body::UpstreamBody;
 pub(crate) use endpoint::{Endpoint, SendFailed, UpstreamError};
