@@ -41,6 +41,7 @@ per_provider!(
     gets_succeed_when_one_of_two_members_refuses_connections,
     a_post_to_a_member_that_resets_after_reading_it_is_not_retried,
     a_member_killed_under_load_fails_no_request_after_its_detection,
+    backend_protocols_https_grpcs_and_grpc_reach_tls_and_h2_backends,
 );
 
 /// The send timeout is the built-in proxy's alone (haproxy's `timeout server` covers both
@@ -502,4 +503,125 @@ async fn a_member_killed_under_load_fails_no_request_after_its_detection(provide
         "requests failed after the detection: {after:?}"
     );
     drop(victim);
+}
+
+/// A TLS echo backend (HTTP/1.1 and HTTP/2 by ALPN) whose certificate names `web.up.svc` and
+/// chains to a new authority: it answers `{"service": service, "proto": …}`.
+async fn tls_echo(service: &'static str) -> SocketAddr {
+    use hyper::service::service_fn;
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    let ca = portico_tls::generate::Authority::new("upstream test CA").unwrap();
+    let issued = ca.issue(&["web.up.svc"]).unwrap();
+    let material =
+        portico_tls::Material::from_pem(issued.chain_pem.as_bytes(), issued.key_pem.as_bytes())
+            .unwrap();
+    let builder = rustls::ServerConfig::builder_with_provider(portico_tls::provider())
+        .with_safe_default_protocol_versions()
+        .unwrap();
+    let mut config = builder
+        .with_no_client_auth()
+        .with_cert_resolver(Arc::new(Fixed(material.certified_key().clone())));
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(stream).await else {
+                    return;
+                };
+                let svc = service_fn(
+                    move |req: http::Request<hyper::body::Incoming>| async move {
+                        let body = format!(
+                            "{{\"service\":\"{service}\",\"proto\":\"{:?}\"}}",
+                            req.version()
+                        );
+                        Ok::<_, std::convert::Infallible>(http::Response::new(
+                            http_body_util::Full::new(bytes::Bytes::from(body)),
+                        ))
+                    },
+                );
+                let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+                let _ = builder.serve_connection(TokioIo::new(tls), svc).await;
+            });
+        }
+    });
+    addr
+}
+
+#[derive(Debug)]
+struct Fixed(Arc<rustls::sign::CertifiedKey>);
+
+impl rustls::server::ResolvesServerCert for Fixed {
+    fn resolve(
+        &self,
+        _: rustls::server::ClientHello<'_>,
+    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        Some(self.0.clone())
+    }
+}
+
+async fn backend_protocols_https_grpcs_and_grpc_reach_tls_and_h2_backends(provider: Provider) {
+    let m = Manifests::new();
+    let secure = tls_echo("secure").await;
+    let plain = echo_pods("plain", 1).await;
+    let mut y = service(NS, "web", &ready(&[secure]));
+    y.push_str(&service(NS, "plain", &ready(&plain)));
+    y.push_str(&annotated(
+        "https",
+        "https.test",
+        "web",
+        &[("backend-protocol", "HTTPS")],
+    ));
+    y.push_str(&annotated(
+        "grpcs",
+        "grpcs.test",
+        "web",
+        &[("backend-protocol", "GRPCS")],
+    ));
+    y.push_str(&annotated(
+        "verified",
+        "verified.test",
+        "web",
+        &[
+            ("backend-protocol", "HTTPS"),
+            ("proxy-ssl-verify", "true"),
+            ("proxy-ssl-secret", "up/upstream-ca"),
+            ("proxy-ssl-server-name", "true"),
+        ],
+    ));
+    y.push_str(&annotated(
+        "grpc",
+        "grpc.test",
+        "plain",
+        &[("backend-protocol", "GRPC")],
+    ));
+    m.write("protocols.yaml", &y);
+    let p = start(provider, m.path()).await;
+    let https = p.get("https.test", "/").await;
+    assert_eq!(
+        (https.status, https.service()),
+        (200, "secure".into()),
+        "{https:?}"
+    );
+    assert_eq!(https.json()["proto"], "HTTP/1.1");
+    let grpcs = p.get("grpcs.test", "/").await;
+    assert_eq!(
+        (grpcs.status, grpcs.service()),
+        (200, "secure".into()),
+        "{grpcs:?}"
+    );
+    assert_eq!(grpcs.json()["proto"], "HTTP/2.0");
+    let grpc = p.get("grpc.test", "/").await;
+    assert_eq!(
+        (grpc.status, grpc.service()),
+        (200, "plain".into()),
+        "{grpc:?}"
+    );
+    assert_eq!(grpc.json()["proto"], "HTTP/2.0");
+    // Verification on: the CA bundle does not reach the data planes yet, so it fails closed.
+    let verified = p.get("verified.test", "/").await;
+    assert_eq!(verified.status, 502, "{verified:?}");
 }

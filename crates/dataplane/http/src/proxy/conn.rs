@@ -545,7 +545,8 @@ fn to_h2c(parts: &mut http::request::Parts, host: &HeaderValue, to: &Endpoint, t
         .and_then(|h| h.parse::<uri::Authority>().ok());
     let authority = authority.or_else(|| to.addr().to_string().parse().ok());
     let path = parts.uri.path_and_query().cloned();
-    let mut builder = Uri::builder().scheme("http");
+    let scheme = if to.is_tls() { "https" } else { "http" };
+    let mut builder = Uri::builder().scheme(scheme);
     if let Some(authority) = authority {
         builder = builder.authority(authority);
     }

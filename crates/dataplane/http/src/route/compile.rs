@@ -8,7 +8,9 @@ use super::reduce::{HostMatch, reduce};
 use super::{FxMap, RouteTable, Routes};
 use crate::metrics::{PoolMetrics, ProxyMetrics};
 use crate::upstream::{Endpoint, Endpoints};
-use portico_model::{Listener, LoadBalancer, Model, PolicyAction, Pool, PoolId, Protocol};
+use portico_model::{
+    Listener, LoadBalancer, Model, PolicyAction, Pool, PoolId, Protocol, UpstreamTls,
+};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -198,8 +200,26 @@ impl RoutesBuilder {
 /// The upstreams of the members that may receive traffic, in the pool's protocol. Weights are
 /// not used yet: round robin is unweighted.
 pub(crate) fn ready_endpoints(pool: &Pool, endpoints: &Endpoints) -> Vec<Arc<Endpoint>> {
+    let tls = upstream_tls(pool);
     let ready = pool.members.iter().filter(|m| m.ready);
     ready
-        .map(|m| endpoints.get(SocketAddr::new(m.address, m.port), pool.protocol))
+        .map(|m| {
+            let addr = SocketAddr::new(m.address, m.port);
+            endpoints.get(addr, pool.protocol, tls.as_ref())
+        })
         .collect()
+}
+
+/// The pool's upstream TLS settings, for TLS protocols: the server name defaults to the
+/// Service's cluster name `service.namespace.svc`.
+fn upstream_tls(pool: &Pool) -> Option<UpstreamTls> {
+    if !pool.protocol.is_tls() {
+        return None;
+    }
+    let mut tls = pool.settings.upstream_tls.clone().unwrap_or_default();
+    if tls.server_name.is_none() {
+        let service = &pool.service;
+        tls.server_name = Some(format!("{}.{}.svc", service.name, service.namespace));
+    }
+    Some(tls)
 }

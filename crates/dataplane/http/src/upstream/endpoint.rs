@@ -3,6 +3,7 @@
 use super::body::UpstreamBody;
 use super::h2c::H2c;
 use super::io::{SendDeadline, SendTimeout};
+use super::tls::TlsClient;
 use crate::limits::ClientBody;
 use bytes::Bytes;
 use http::{Request, Response};
@@ -10,11 +11,12 @@ use http_body_util::Empty;
 use hyper::body::Incoming;
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
-use portico_model::PoolProtocol;
+use portico_model::{PoolProtocol, UpstreamTls};
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
 /// Idle connections older than this are closed rather than reused (backends commonly close
@@ -30,6 +32,8 @@ pub(crate) enum UpstreamError {
     Connect(#[source] std::io::Error),
     #[error("connecting: no answer within {0:?}")]
     ConnectTimeout(Duration),
+    #[error("TLS handshake: {0}")]
+    Tls(#[source] std::io::Error),
     #[error("handshake: {0}")]
     Handshake(#[source] hyper::Error),
     #[error("{0}")]
@@ -109,9 +113,16 @@ struct Idle {
 pub(crate) struct Endpoint {
     addr: SocketAddr,
     idle: Mutex<Vec<Idle>>,
-    /// Set for h2c members: requests go there instead.
+    /// Set for HTTP/2 members (h2c, h2 over TLS): requests go there instead.
     h2c: Option<H2c>,
+    /// Set for TLS members (`Https`, `H2`).
+    tls: Option<TlsClient>,
 }
+
+/// An upstream connection's byte stream: TCP, or TLS over TCP.
+pub(crate) trait Io: AsyncRead + AsyncWrite + Send + Unpin {}
+
+impl<T: AsyncRead + AsyncWrite + Send + Unpin> Io for T {}
 
 impl std::fmt::Debug for Endpoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -122,17 +133,39 @@ impl std::fmt::Debug for Endpoint {
 }
 
 impl Endpoint {
-    pub(crate) fn new(addr: SocketAddr, protocol: PoolProtocol) -> Self {
+    /// The endpoint of `addr` in `protocol`; `tls` (server name filled in) for TLS protocols.
+    pub(crate) fn new(addr: SocketAddr, protocol: PoolProtocol, tls: Option<&UpstreamTls>) -> Self {
+        let tls = tls.filter(|_| protocol.is_tls());
         Endpoint {
             addr,
             idle: Mutex::new(Vec::new()),
-            h2c: (protocol == PoolProtocol::H2c).then(H2c::default),
+            h2c: protocol.is_h2().then(H2c::default),
+            tls: tls.map(|t| TlsClient::new(protocol, t)),
         }
     }
 
     /// Whether requests to this endpoint go over HTTP/2 (and need an absolute URI).
     pub(crate) fn is_h2c(&self) -> bool {
         self.h2c.is_some()
+    }
+
+    /// Whether connections to this endpoint use TLS.
+    pub(crate) fn is_tls(&self) -> bool {
+        self.tls.is_some()
+    }
+
+    /// A new connection's byte stream within `timeout`: TCP, then the TLS handshake if any.
+    pub(super) async fn open(&self, timeout: Duration) -> Result<Box<dyn Io>, UpstreamError> {
+        let started = Instant::now();
+        let stream = connect_tcp(self.addr, timeout).await?;
+        let Some(tls) = &self.tls else {
+            return Ok(Box::new(stream));
+        };
+        let left = timeout.saturating_sub(started.elapsed());
+        match tokio::time::timeout(left, tls.connect(stream)).await {
+            Ok(stream) => Ok(Box::new(stream?)),
+            Err(_) => Err(UpstreamError::ConnectTimeout(timeout)),
+        }
     }
 
     pub(crate) fn addr(&self) -> SocketAddr {
@@ -151,7 +184,7 @@ impl Endpoint {
     ) -> Result<Response<UpstreamBody>, SendFailed> {
         let send_ms = u64::try_from(send_timeout.as_millis()).unwrap_or(u64::MAX);
         if let Some(h2c) = &self.h2c {
-            return h2c.send(self.addr, req, connect_timeout, send_ms).await;
+            return h2c.send(self, req, connect_timeout, send_ms).await;
         }
         while let Some(mut conn) = self.checkout() {
             conn.send_timeout.store(send_ms, Ordering::Relaxed);
@@ -220,7 +253,7 @@ impl Endpoint {
         req: Request<Empty<Bytes>>,
         connect_timeout: Duration,
     ) -> Result<Response<Incoming>, UpstreamError> {
-        let stream = connect_tcp(self.addr, connect_timeout).await?;
+        let stream = self.open(connect_timeout).await?;
         let (mut sender, connection) = http1::handshake(TokioIo::new(stream))
             .await
             .map_err(UpstreamError::Handshake)?;
@@ -237,7 +270,7 @@ impl Endpoint {
     }
 
     async fn connect(&self, timeout: Duration) -> Result<Pooled, UpstreamError> {
-        let stream = connect_tcp(self.addr, timeout).await?;
+        let stream = self.open(timeout).await?;
         let send_timeout = SendTimeout::default();
         let io = SendDeadline::new(stream, send_timeout.clone());
         let (sender, connection) = http1::Builder::new()
@@ -258,10 +291,7 @@ impl Endpoint {
 }
 
 /// A TCP connection to `addr` within `timeout`, without Nagle's delay.
-pub(super) async fn connect_tcp(
-    addr: SocketAddr,
-    timeout: Duration,
-) -> Result<TcpStream, UpstreamError> {
+async fn connect_tcp(addr: SocketAddr, timeout: Duration) -> Result<TcpStream, UpstreamError> {
     let connecting = TcpStream::connect(addr);
     let stream = tokio::time::timeout(timeout, connecting)
         .await

@@ -2,13 +2,12 @@
 //! connection per endpoint, opened on first use and again when it closes.
 
 use super::body::UpstreamBody;
-use super::endpoint::{SendFailed, UpstreamError, connect_tcp};
+use super::endpoint::{Endpoint, SendFailed, UpstreamError};
 use super::io::{SendDeadline, SendTimeout};
 use crate::limits::ClientBody;
 use http::{Request, Response};
 use hyper::client::conn::http2::{self, SendRequest};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
@@ -26,7 +25,7 @@ impl H2c {
     /// shared connection, opening one first when there is none.
     pub(super) async fn send(
         &self,
-        addr: SocketAddr,
+        endpoint: &Endpoint,
         req: Request<ClientBody>,
         connect_timeout: Duration,
         send_ms: u64,
@@ -34,7 +33,7 @@ impl H2c {
         self.send_timeout.store(send_ms, Ordering::Relaxed);
         let mut sender = match self.current() {
             Some(sender) => sender,
-            None => match self.connect(addr, connect_timeout).await {
+            None => match self.connect(endpoint, connect_timeout).await {
                 Ok(sender) => sender,
                 Err(error) => return Err(SendFailed::unsent(error, req)),
             },
@@ -56,10 +55,11 @@ impl H2c {
 
     async fn connect(
         &self,
-        addr: SocketAddr,
+        endpoint: &Endpoint,
         timeout: Duration,
     ) -> Result<SendRequest<ClientBody>, UpstreamError> {
-        let stream = connect_tcp(addr, timeout).await?;
+        let addr = endpoint.addr();
+        let stream = endpoint.open(timeout).await?;
         let mut builder = http2::Builder::new(TokioExecutor::new());
         builder.timer(TokioTimer::new());
         let io = SendDeadline::new(stream, self.send_timeout.clone());

@@ -102,9 +102,11 @@ pub(super) fn pools(
     servers: &mut Vec<Server>,
     logged: bool,
     limits: &Limits,
+    no_ca: &str,
 ) -> String {
     let mut s = String::new();
     for pool in &lb.pools {
+        let proto = protocol(pool, no_ca);
         let mut first = super::access::backend(pool, logged);
         first.push_str(&settings(pool, limits));
         s.push_str(&pool_header(pool.id, &first));
@@ -117,7 +119,7 @@ pub(super) fn pools(
                 weight: member.weight.min(MAX_WEIGHT),
                 ready: member.ready,
             };
-            s.push_str(&server_line(pool, &server));
+            s.push_str(&server_line(&proto, &server));
             servers.push(server);
         }
     }
@@ -190,13 +192,39 @@ fn settings(pool: &Pool, limits: &Limits) -> String {
 /// buffer (`tune.bufsize`, the head's limit plus 1 KiB).
 const CHUNKED_CHECK_MAX: u64 = 8 * 1024;
 
-fn server_line(pool: &Pool, server: &Server) -> String {
-    let proto = match pool.protocol {
-        PoolProtocol::H2c => " proto h2",
-        PoolProtocol::Http => "",
-        PoolProtocol::Https => " ssl verify none",
-        PoolProtocol::H2 => " ssl verify none alpn h2",
+/// The `server` parameters of the pool's protocol. TLS: `verify none` unless the pool asks to
+/// verify; then against the CA bundle, which does not reach haproxy yet: `no_ca` (Portico's
+/// own self-signed certificate, which no member's chains to) makes verification fail closed.
+fn protocol(pool: &Pool, no_ca: &str) -> String {
+    let alpn = match pool.protocol {
+        PoolProtocol::H2c => return " proto h2".to_owned(),
+        PoolProtocol::Http => return String::new(),
+        PoolProtocol::Https => "",
+        PoolProtocol::H2 => " alpn h2",
     };
+    let tls = pool.settings.upstream_tls.clone().unwrap_or_default();
+    let service = &pool.service;
+    let name = tls
+        .server_name
+        .clone()
+        .unwrap_or_else(|| format!("{}.{}.svc", service.name, service.namespace));
+    let Ok(name) = crate::quote::word(&name) else {
+        return " ssl verify none".to_owned();
+    };
+    let verify = if tls.verify {
+        format!(" verify required ca-file {no_ca} verifyhost {name}")
+    } else {
+        " verify none".to_owned()
+    };
+    let sni = if tls.sni {
+        format!(" sni str({name})")
+    } else {
+        String::new()
+    };
+    format!(" ssl{verify}{sni}{alpn}")
+}
+
+fn server_line(proto: &str, server: &Server) -> String {
     let disabled = if server.ready { "" } else { " disabled" };
     let addr = SocketAddr::new(server.address, server.port);
     format!(
