@@ -20,7 +20,8 @@ use std::sync::Arc;
 enum Item {
     LoadBalancer(Arc<LoadBalancer>),
     Fragment(Arc<Fragment>),
-    Pool(Pool),
+    /// Boxed: a pool with its settings is several times the size of the other items.
+    Pool(Box<Pool>),
     Certificate(ObjectRef, Arc<Material>),
     Bad(Diagnostic),
 }
@@ -118,7 +119,7 @@ impl Decoder {
                 }
                 Item::Pool(pool) => {
                     let p = parts.entry(lb_key.unwrap_or(key)).or_default();
-                    p.pools.push(pool);
+                    p.pools.push(pool.as_ref());
                 }
             }
         }
@@ -239,7 +240,7 @@ fn decode_item(key: &str, value: &[u8]) -> Item {
             }
         }),
         KIND_FRAGMENT => parse::<Fragment>(value, kind).map(|f| Item::Fragment(Arc::new(f))),
-        KIND_POOL => parse::<Pool>(value, kind).map(Item::Pool),
+        KIND_POOL => parse::<Pool>(value, kind).map(|p| Item::Pool(Box::new(p))),
         _ => parse::<CertificateValue>(value, kind).and_then(|c| {
             match Material::from_pem(c.chain_pem.as_bytes(), c.key_pem.as_bytes()) {
                 Ok(m) => Ok(Item::Certificate(c.secret, Arc::new(m))),

@@ -345,7 +345,7 @@ impl Conn {
                 }
                 Err(Try::Failed(failed)) => failed,
             };
-            let SendFailed { error, unsent } = failed;
+            let SendFailed { error, unsent } = *failed;
             let give_up = |source| match fault.get() {
                 Some(fault) => ProxyError::Body(fault),
                 None => ProxyError::Upstream {
@@ -397,7 +397,7 @@ async fn try_once(
         tokio::time::sleep(read).await;
     };
     tokio::select! {
-        sent = send => sent.map_err(Try::Failed),
+        sent = send => sent.map_err(|failed| Try::Failed(Box::new(failed))),
         () = late => Err(Try::TimedOut),
     }
 }
@@ -405,7 +405,7 @@ async fn try_once(
 /// How one try failed.
 enum Try {
     TimedOut,
-    Failed(SendFailed),
+    Failed(Box<SendFailed>),
 }
 
 /// The head of a request without a body, to send it again after a failed try.

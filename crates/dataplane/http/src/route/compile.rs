@@ -149,8 +149,7 @@ impl<'a> Compiler<'a> {
             endpoints,
             cursor.unwrap_or_default(),
             metrics,
-            settings,
-            budget,
+            (settings, budget),
         ));
         self.pools.insert(id, state.clone());
         state

@@ -48,8 +48,7 @@ impl PoolState {
         endpoints: Vec<Arc<Endpoint>>,
         cursor: Arc<AtomicUsize>,
         metrics: PoolMetrics,
-        settings: PoolSettings,
-        budget: Arc<Mutex<RetryBudget>>,
+        (settings, budget): (PoolSettings, Arc<Mutex<RetryBudget>>),
     ) -> Self {
         PoolState {
             id,

@@ -42,9 +42,10 @@ impl TlsClient {
         &self,
         stream: TcpStream,
     ) -> Result<TlsStream<TcpStream>, UpstreamError> {
-        let connector = self.connector.as_ref().map_err(|why| {
-            UpstreamError::Tls(std::io::Error::new(std::io::ErrorKind::Other, why.clone()))
-        })?;
+        let connector = self
+            .connector
+            .as_ref()
+            .map_err(|why| UpstreamError::Tls(std::io::Error::other(why.clone())))?;
         connector
             .connect(self.server_name.clone(), stream)
             .await
