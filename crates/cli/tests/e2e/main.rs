@@ -51,6 +51,7 @@ mod paths;
 mod seed_examples;
 mod tls;
 mod upgrades;
+mod upstreams;
 mod vips;
 mod websocket;
 
