@@ -15,25 +15,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 
-/// One test per (scenario, provider): `upstreams::proxy::…`, `upstreams::haproxy::…`.
-macro_rules! per_provider {
-    ($($scenario:ident),* $(,)?) => {
-        mod proxy {
-            $(#[tokio::test]
-            async fn $scenario() {
-                super::$scenario(super::Provider::Proxy).await
-            })*
-        }
-        mod haproxy {
-            $(#[tokio::test]
-            async fn $scenario() {
-                super::$scenario(super::Provider::Haproxy).await
-            })*
-        }
-    };
-}
-
-per_provider!(
+proxy_and_haproxy!(
     a_slow_backend_gets_504_after_the_pools_read_timeout,
     a_connect_that_times_out_goes_to_the_next_member,
     a_body_over_the_pools_size_gets_413_while_another_pool_accepts_it,
