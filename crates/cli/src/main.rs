@@ -540,10 +540,27 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("portico: error: {e:#}");
+            eprintln!("portico: error: {}", describe(&e));
             ExitCode::from(2)
         }
     }
+}
+
+/// The error and its causes, each said once: a cause whose text an outer message already
+/// quotes (many errors include their source) is not repeated.
+fn describe(err: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    portico_model::Escaped(&out).to_string()
 }
 
 /// One worker: a current-thread runtime (no work stealing, no cross-thread wake-ups);
