@@ -34,14 +34,7 @@ async fn start(provider: Provider, dir: &Path, flags: &[&str]) -> Portico {
 /// that accepts connections and never answers.
 async fn manifests() -> Manifests {
     let m = crate::backends("limits", &[("web", 1)]).await;
-    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = silent.local_addr().unwrap();
-    std::thread::spawn(move || {
-        let mut held = Vec::new();
-        for stream in silent.incoming().flatten() {
-            held.push(stream);
-        }
-    });
+    let addr = silent_backend();
     m.write("slow.yaml", &service("limits", "slow", &ready(&[addr])));
     let rules = [
         (HOST, "/", "Prefix", "web", "80"),

@@ -103,19 +103,6 @@ fn annotated(name: &str, host: &str, svc: &str, annotations: &[(&str, &str)]) ->
     y
 }
 
-/// A backend that accepts connections and never answers.
-fn silent_backend() -> SocketAddr {
-    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = silent.local_addr().unwrap();
-    std::thread::spawn(move || {
-        let mut held = Vec::new();
-        for stream in silent.incoming().flatten() {
-            held.push(stream);
-        }
-    });
-    addr
-}
-
 /// An address where connections are refused: a port bound and released.
 fn refusing_backend() -> SocketAddr {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

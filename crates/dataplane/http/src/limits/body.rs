@@ -101,31 +101,24 @@ impl std::fmt::Debug for ClientBody {
 impl ClientBody {
     /// The body of a request with `limits`, its size limit being `max` (0: none).
     pub(crate) fn new(inner: Incoming, limits: &Limits, max: u64) -> (Self, Arc<Fault>) {
-        let fault = Arc::new(Fault::default());
-        if inner.is_end_stream() {
-            fault.end();
-        }
-        let body = ClientBody {
-            inner: Some(inner),
-            fault: fault.clone(),
-            max,
-            read: 0,
-            window: limits.body_timeout,
-            per_window: limits.body_bytes_per_window(),
-            window_read: 0,
-            timer: Box::pin(tokio::time::sleep(limits.body_timeout)),
-        };
-        (body, fault)
+        let ended = inner.is_end_stream();
+        Self::with(Some(inner), ended, limits, max)
     }
 
     /// An empty body, ended already: what a request without a body sends when tried again.
     pub(crate) fn empty(limits: &Limits) -> (Self, Arc<Fault>) {
+        Self::with(None, true, limits, 0)
+    }
+
+    fn with(inner: Option<Incoming>, ended: bool, limits: &Limits, max: u64) -> (Self, Arc<Fault>) {
         let fault = Arc::new(Fault::default());
-        fault.end();
+        if ended {
+            fault.end();
+        }
         let body = ClientBody {
-            inner: None,
+            inner,
             fault: fault.clone(),
-            max: 0,
+            max,
             read: 0,
             window: limits.body_timeout,
             per_window: limits.body_bytes_per_window(),
