@@ -8,12 +8,14 @@
 //! ([`Delta::Members`]); otherwise an incremental translation.
 
 use crate::tls::CertificateStage;
+use portico_model::LoadBalancerId;
 use portico_model::{Diagnostic, Model};
 use portico_store::{Delta, Desired};
 use portico_translate::{
-    Allocations, Config, Loaded, Memo, Previous, Translation, translate_incremental,
+    Allocations, Config, Loaded, Memo, Previous, Selector, Translation, agent_selectors,
+    translate_incremental,
 };
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 /// One compile's result.
@@ -25,6 +27,8 @@ pub struct Compiled {
     pub loaded: Arc<Loaded>,
     /// The translation's Ingress states and diagnostics (its model is `desired.model`).
     pub translation: Translation,
+    /// The agents' labels each load balancer needs (`portico.dev/agent-selector`).
+    pub selectors: BTreeMap<LoadBalancerId, Selector>,
 }
 
 impl Compiled {
@@ -87,6 +91,7 @@ impl Compiler {
                         desired,
                         loaded,
                         translation: previous.translation,
+                        selectors: previous.selectors,
                     };
                     return (compiled, Some(previous.loaded));
                 }
@@ -125,6 +130,8 @@ impl Compiler {
             portico_translate::assign_addresses(&mut translation.model, objects, config, previous);
         self.allocations = allocations;
         translation.diagnostics.extend(problems);
+        let (selectors, problems) = agent_selectors(&translation.model, objects);
+        translation.diagnostics.extend(problems);
         let model = Arc::new(std::mem::take(&mut translation.model));
         let certificates = self.certificates.apply(objects, &mut translation, config);
         let desired = Desired {
@@ -136,6 +143,7 @@ impl Compiler {
             desired,
             loaded,
             translation,
+            selectors,
         }
     }
 }

@@ -63,7 +63,7 @@ impl Controller {
         let Some(compiled) = &mut self.compiled else {
             return 0;
         };
-        let changed = self.placer.place(&compiled.desired.model);
+        let changed = (self.placer).place(&compiled.desired.model, &compiled.selectors);
         if changed > 0 {
             metrics.placement_changed(changed);
             tracing::info!(changed, "load balancers placed");

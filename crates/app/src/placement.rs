@@ -6,6 +6,7 @@
 use portico_ha::{Agent, Request};
 use portico_model::{LoadBalancerId, Model, Placement};
 use portico_store::Feedback;
+use portico_translate::Selector;
 use std::collections::BTreeMap;
 
 /// The load balancers' placements and what they were computed from.
@@ -43,9 +44,14 @@ impl Placer {
         changed
     }
 
-    /// Places every load balancer of `model` served by agents (all but `l4`'s); returns how
-    /// many placements changed. Nothing happens before the agents are known.
-    pub(crate) fn place(&mut self, model: &Model) -> usize {
+    /// Places every load balancer of `model` served by agents (all but `l4`'s) on agents with
+    /// the labels of its selector; returns how many placements changed. Nothing happens before
+    /// the agents are known.
+    pub(crate) fn place(
+        &mut self,
+        model: &Model,
+        selectors: &BTreeMap<LoadBalancerId, Selector>,
+    ) -> usize {
         let Some(agents) = &self.agents else {
             return 0;
         };
@@ -53,7 +59,7 @@ impl Placer {
             .filter(|lb| lb.provider != "l4")
             .map(|lb| Request {
                 id: lb.id,
-                selector: BTreeMap::new(),
+                selector: selectors.get(&lb.id).cloned().unwrap_or_default(),
                 previous: self.placements.get(&lb.id).cloned(),
             })
             .collect();
@@ -107,9 +113,18 @@ mod tests {
         }
     }
 
+    fn none() -> BTreeMap<LoadBalancerId, Selector> {
+        BTreeMap::new()
+    }
+
     fn agents(nodes: &[&str]) -> BTreeMap<String, Feedback> {
         let feedback = |n: &str| Feedback {
             node: n.into(),
+            labels: if n.ends_with("-ssd") {
+                [("disk".to_owned(), "ssd".to_owned())].into()
+            } else {
+                BTreeMap::new()
+            },
             ..Feedback::default()
         };
         nodes
@@ -121,11 +136,11 @@ mod tests {
     #[test]
     fn nothing_is_placed_before_the_agents_are_known() {
         let mut placer = Placer::default();
-        assert_eq!(placer.place(&model(&["a"])), 0);
+        assert_eq!(placer.place(&model(&["a"]), &none()), 0);
         assert!(placer.placements().is_empty());
         assert!(placer.set_agents(&agents(&["n1", "n2"])));
         assert!(!placer.set_agents(&agents(&["n1", "n2"])));
-        assert_eq!(placer.place(&model(&["a"])), 1);
+        assert_eq!(placer.place(&model(&["a"]), &none()), 1);
         let p = &placer.placements()[&LoadBalancerId::derive("a")];
         assert_eq!((p.standby.is_some(), p.epoch), (true, 1));
     }
@@ -135,16 +150,34 @@ mod tests {
         let mut placer = Placer::default();
         let m = model(&["a"]);
         placer.set_agents(&agents(&["n1", "n2"]));
-        placer.place(&m);
+        placer.place(&m, &none());
         placer.set_agents(&agents(&["n2"]));
-        placer.place(&m);
+        placer.place(&m, &none());
         let epoch = placer.placements()[&LoadBalancerId::derive("a")].epoch;
         assert_eq!(epoch, 2);
         placer.set_agents(&agents(&[]));
-        assert_eq!(placer.place(&m), 1);
+        assert_eq!(placer.place(&m, &none()), 1);
         assert!(placer.placements().is_empty());
         placer.set_agents(&agents(&["n3", "n4"]));
-        placer.place(&m);
+        placer.place(&m, &none());
         assert_eq!(placer.placements()[&LoadBalancerId::derive("a")].epoch, 3);
+    }
+
+    #[test]
+    fn a_selector_keeps_load_balancers_on_agents_with_its_labels() {
+        let mut placer = Placer::default();
+        placer.set_agents(&agents(&["n1", "n2", "n3-ssd", "n4-ssd"]));
+        let selector: Selector = [("disk".to_owned(), "ssd".to_owned())].into();
+        let selectors = BTreeMap::from([(LoadBalancerId::derive("a"), selector)]);
+        placer.place(&model(&["a", "b"]), &selectors);
+        let a = &placer.placements()[&LoadBalancerId::derive("a")];
+        let mut pair = [a.active.as_str(), a.standby.as_deref().unwrap_or_default()];
+        pair.sort_unstable();
+        assert_eq!(pair, ["n3-ssd", "n4-ssd"]);
+        assert!(
+            placer
+                .placements()
+                .contains_key(&LoadBalancerId::derive("b"))
+        );
     }
 }

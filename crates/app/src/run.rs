@@ -43,7 +43,7 @@ pub struct Bound {
 
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
-    #[error("cannot listen on {addr} for {what}: {source}")]
+    #[error("cannot listen on {addr} for {what}: {source}{}", bind_hint(source))]
     Bind {
         what: &'static str,
         addr: SocketAddr,
@@ -234,5 +234,21 @@ fn publish_address(
             vec![]
         }
         None => status_addresses(Some(&http.ip().to_string())),
+    }
+}
+
+/// What to do about a failed bind.
+fn bind_hint(err: &std::io::Error) -> &'static str {
+    match err.kind() {
+        std::io::ErrorKind::AddrInUse => {
+            "; another process listens there: stop it, or give another address to the flag"
+        }
+        std::io::ErrorKind::PermissionDenied => {
+            "; ports below 1024 need root or CAP_NET_BIND_SERVICE: use a higher port or grant it"
+        }
+        std::io::ErrorKind::AddrNotAvailable => {
+            "; the address is not on this machine: give one of its addresses (or 0.0.0.0)"
+        }
+        _ => "",
     }
 }

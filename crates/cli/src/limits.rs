@@ -21,7 +21,8 @@ pub struct LimitArgs {
     /// Bytes per second a request body must sustain (built-in proxy only).
     #[arg(long, value_name = "BYTES", default_value_t = 100)]
     client_body_min_rate: u64,
-    /// Time an upstream has, after the request is sent, to begin its response; else 504.
+    /// Time an upstream has, after the request is sent, to begin its response (else 504), and
+    /// between two reads of its response. A pool's `proxy-read-timeout` replaces it.
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = duration)]
     upstream_response_timeout: Duration,
     /// Largest request head (request line and header fields), at least 8192; else 431 (400
@@ -33,7 +34,7 @@ pub struct LimitArgs {
     #[arg(long, value_name = "N", default_value_t = 100,
           value_parser = clap::value_parser!(u16).range(1..))]
     max_headers: u16,
-    /// Largest request body, else 413; 0 means no limit.
+    /// Largest request body, else 413; 0 means no limit. A pool's `proxy-body-size` replaces it.
     #[arg(long, value_name = "BYTES", default_value_t = 1024 * 1024)]
     max_body_bytes: u64,
     /// Client connections open at once, in all.

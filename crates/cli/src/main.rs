@@ -3,6 +3,7 @@
 
 mod alloc;
 mod demo;
+mod get;
 mod limits;
 mod render;
 mod validate;
@@ -46,6 +47,9 @@ enum Command {
     /// Distributed mode: serve the desired state in etcd on this node (providers, listeners,
     /// admin API) and report what is served back to the store.
     Agent(Box<AgentArgs>),
+    /// List what a running Portico serves (loadbalancers, ingresses, pools, diagnostics) from
+    /// its admin API, as a table or as JSON or YAML.
+    Get(get::GetArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -565,6 +569,7 @@ fn main() -> ExitCode {
         Command::Render(args) => render::run(&args),
         Command::Controller(args) => runtime(0).and_then(|rt| rt.block_on(controller(*args))),
         Command::Agent(args) => runtime(args.workers).and_then(|rt| rt.block_on(agent(*args))),
+        Command::Get(args) => runtime(1).and_then(|rt| rt.block_on(get::run(&args))),
         Command::Demo(args) => {
             runtime(args.listen.workers).and_then(|rt| rt.block_on(demo::run(&args.listen)))
         }
@@ -572,10 +577,27 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("portico: error: {e:#}");
+            eprintln!("portico: error: {}", describe(&e));
             ExitCode::from(2)
         }
     }
+}
+
+/// The error and its causes, each said once: a cause whose text an outer message already
+/// quotes (many errors include their source) is not repeated.
+fn describe(err: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    portico_model::Escaped(&out).to_string()
 }
 
 /// One worker: a current-thread runtime (no work stealing, no cross-thread wake-ups);

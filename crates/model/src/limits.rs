@@ -17,7 +17,8 @@ pub struct Limits {
     pub body_timeout: Duration,
     /// Bytes per second a request body must sustain, averaged over each `body_timeout` window.
     pub body_min_rate: u64,
-    /// From the end of the request until the upstream's response head, else 504.
+    /// From the end of the request until the upstream's response head, else 504; also between
+    /// two reads of the response. A pool's read timeout replaces it.
     pub upstream_timeout: Duration,
     /// Largest request head (request line and header fields), in bytes.
     pub max_header_bytes: usize,

@@ -264,6 +264,18 @@ async fn dedicated_load_balancers_get_pool_addresses_and_a_pair_of_agents_that_f
         }
     }
     assert_eq!(addresses(&after), addresses(&lbs), "addresses stay");
+    let metrics = survivor
+        .request(admin, "GET", "localhost", "/metrics", &[], "")
+        .await;
+    let metrics = String::from_utf8_lossy(&metrics.unwrap().body).into_owned();
+    let changes = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("portico_placement_changes_total "))
+        .and_then(|n| n.trim().parse::<u64>().ok());
+    assert!(
+        changes >= Some(3),
+        "two placed, at least one re-placed: {metrics}"
+    );
 
     // An exhausted pool and a colliding pin: diagnostics on those Ingresses, nothing else
     // blocked (a small /30 pool has two usable addresses).

@@ -182,3 +182,32 @@ async fn a_file_turning_bad_keeps_its_last_good_objects() {
     m.remove("other.yaml");
     p.wait_route("other.test", "/", 404, "").await;
 }
+
+/// A busy port: the cause is said once, with the flag and what to do.
+#[test]
+fn a_busy_port_is_named_once_with_its_flag_and_what_to_do() {
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = busy.local_addr().unwrap().port();
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(BIN)
+        .args(["run", "-f"])
+        .arg(dir.path())
+        .args([
+            &format!("--http-listen=127.0.0.1:{port}"),
+            "--https-listen=127.0.0.1:0",
+            "--admin-listen=127.0.0.1:0",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        stderr.matches("Address already in use").count(),
+        1,
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("--http-listen") && stderr.contains("stop it"),
+        "{stderr}"
+    );
+}

@@ -4,17 +4,7 @@ use crate::support::*;
 
 #[tokio::test]
 async fn demo_serves_the_three_seed_examples() {
-    let args = [
-        "demo",
-        "--http-listen",
-        "127.0.0.1:0",
-        "--https-listen",
-        "127.0.0.1:0",
-        "--admin-listen",
-        "127.0.0.1:0",
-    ]
-    .map(String::from);
-    let p = Portico::spawn(&args).await;
+    let p = Portico::spawn(&demo_args()).await;
     crate::expect_routes(
         &p,
         &[

@@ -40,6 +40,7 @@ mod demo;
 mod distributed;
 mod drain;
 mod failover;
+mod get;
 mod haproxy;
 mod host_rules;
 mod hostile;
@@ -52,6 +53,7 @@ mod paths;
 mod seed_examples;
 mod tls;
 mod upgrades;
+mod upstreams;
 mod vips;
 mod websocket;
 

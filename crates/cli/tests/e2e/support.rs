@@ -177,17 +177,7 @@ impl Portico {
 
     pub fn run_args(dir: &Path, extra: &[&str]) -> Vec<String> {
         let mut args: Vec<String> = vec!["run".into(), "-f".into(), dir.display().to_string()];
-        args.extend(
-            [
-                "--http-listen",
-                "127.0.0.1:0",
-                "--https-listen",
-                "127.0.0.1:0",
-                "--admin-listen",
-                "127.0.0.1:0",
-            ]
-            .map(String::from),
-        );
+        args.extend(EPHEMERAL_LISTENERS.map(String::from));
         args.extend(extra.iter().map(|s| s.to_string()));
         args
     }
@@ -388,6 +378,37 @@ pub fn ingress(
         );
     }
     y
+}
+
+/// A backend that accepts connections and never answers (a thread holds them).
+pub fn silent_backend() -> SocketAddr {
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = silent.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in silent.incoming().flatten() {
+            held.push(stream);
+        }
+    });
+    addr
+}
+
+/// The three listeners of `run` and `demo` on ports the system picks.
+pub const EPHEMERAL_LISTENERS: [&str; 6] = [
+    "--http-listen",
+    "127.0.0.1:0",
+    "--https-listen",
+    "127.0.0.1:0",
+    "--admin-listen",
+    "127.0.0.1:0",
+];
+
+/// `portico demo` on ports the system picks.
+pub fn demo_args() -> Vec<String> {
+    std::iter::once("demo")
+        .chain(EPHEMERAL_LISTENERS)
+        .map(String::from)
+        .collect()
 }
 
 /// `manifest` (one Ingress from [`ingress`]) with `annotations` added to its metadata.

@@ -27,6 +27,18 @@ fn is_root() -> bool {
     std::fs::metadata("/proc/self").unwrap().uid() == 0
 }
 
+/// A world-writable, sticky directory like /tmp, and a file of root's in it.
+fn shared_tmp_with_victim() -> (tempfile::TempDir, std::path::PathBuf) {
+    assert!(
+        is_root(),
+        "this test plays two users: run it as root (CI does)"
+    );
+    let tmp = shared_tmp();
+    let victim = tmp.path().join("victim");
+    std::fs::write(&victim, "root's file").unwrap();
+    (tmp, victim)
+}
+
 /// A world-writable, sticky directory like /tmp, owned by root.
 fn shared_tmp() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
@@ -63,13 +75,7 @@ fn run_with_state_dir(state: &Path) -> std::process::Output {
 
 #[test]
 fn a_state_directory_another_user_owns_or_can_write_is_refused() {
-    assert!(
-        is_root(),
-        "this test plays two users: run it as root (CI does)"
-    );
-    let tmp = shared_tmp();
-    let victim = tmp.path().join("victim");
-    std::fs::write(&victim, "root's file").unwrap();
+    let (tmp, victim) = shared_tmp_with_victim();
     // nobody prepares a state directory with the temporary names Portico used to write keys
     // through, pointing at root's file.
     let state = tmp.path().join("state");
@@ -99,13 +105,7 @@ fn a_state_directory_another_user_owns_or_can_write_is_refused() {
 
 #[tokio::test]
 async fn the_demo_directory_cannot_be_hijacked() {
-    assert!(
-        is_root(),
-        "this test plays two users: run it as root (CI does)"
-    );
-    let tmp = shared_tmp();
-    let victim = tmp.path().join("victim");
-    std::fs::write(&victim, "root's file").unwrap();
+    let (tmp, victim) = shared_tmp_with_victim();
     // nobody plants the names the demo used to take (`portico-demo-<pid>`) for the next PIDs,
     // as directories it owns and as symlinks to root's file.
     let last: u32 = std::fs::read_to_string("/proc/sys/kernel/ns_last_pid")
@@ -122,16 +122,7 @@ async fn the_demo_directory_cannot_be_hijacked() {
     }
     script.push_str("true");
     as_nobody(&script);
-    let args = [
-        "demo",
-        "--http-listen",
-        "127.0.0.1:0",
-        "--https-listen",
-        "127.0.0.1:0",
-        "--admin-listen",
-        "127.0.0.1:0",
-    ]
-    .map(String::from);
+    let args = demo_args();
     let tmpdir = tmp.path().display().to_string();
     let p = Portico::spawn_with_env(&args, &[("TMPDIR", &tmpdir)]).await;
     p.wait_route("demo.test", "/", 200, "webservice-1").await;

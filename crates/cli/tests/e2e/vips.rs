@@ -62,29 +62,15 @@ async fn start(dir: &std::path::Path, haproxy: bool) -> Portico {
     }
 }
 
-macro_rules! per_provider {
-    ($($test:ident),* $(,)?) => {
-        mod proxy {
-            $(#[tokio::test]
-            async fn $test() {
-                super::$test(false).await
-            })*
-        }
-        mod haproxy {
-            $(#[tokio::test]
-            async fn $test() {
-                super::$test(true).await
-            })*
-        }
-    };
-}
-
-per_provider!(
+proxy_and_haproxy!(
     load_balancers_are_served_on_their_vip_and_share_an_address_merged_by_host,
     two_classes_without_a_vip_share_the_default_listeners,
 );
 
-async fn load_balancers_are_served_on_their_vip_and_share_an_address_merged_by_host(haproxy: bool) {
+async fn load_balancers_are_served_on_their_vip_and_share_an_address_merged_by_host(
+    provider: crate::conformance::Provider,
+) {
+    let haproxy = matches!(provider, crate::conformance::Provider::Haproxy);
     let m = crate::backends("default", &[("web", 1), ("api", 1)]).await;
     let (http, https) = (free_port(), free_port());
     m.write(
@@ -148,7 +134,10 @@ async fn a_vip_that_cannot_be_bound_is_an_error_on_its_class_and_the_rest_is_ser
     drop(taken);
 }
 
-async fn two_classes_without_a_vip_share_the_default_listeners(haproxy: bool) {
+async fn two_classes_without_a_vip_share_the_default_listeners(
+    provider: crate::conformance::Provider,
+) {
+    let haproxy = matches!(provider, crate::conformance::Provider::Haproxy);
     let m = crate::backends("default", &[("web", 1), ("api", 1)]).await;
     let other = "---\napiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata:\n  name: other\nspec:\n  controller: portico.dev/ingress-controller\n";
     m.write("a.yaml", &ingress_of("portico", "a", "a.test", "web"));

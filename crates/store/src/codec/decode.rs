@@ -20,6 +20,7 @@ use std::sync::Arc;
 enum Item {
     LoadBalancer(Arc<LoadBalancer>),
     Fragment(Arc<Fragment>),
+    /// Boxed: a pool with its settings is several times the size of the other items.
     Pool(Box<Pool>),
     Certificate(ObjectRef, Arc<Material>),
     Bad(Diagnostic),
@@ -118,7 +119,7 @@ impl Decoder {
                 }
                 Item::Pool(pool) => {
                     let p = parts.entry(lb_key.unwrap_or(key)).or_default();
-                    p.pools.push(pool);
+                    p.pools.push(pool.as_ref());
                 }
             }
         }

@@ -67,10 +67,10 @@ fn request(
     let annotations = objects
         .ingress_classes
         .get(class)
-        .and_then(|c| c.metadata.annotations.clone())
-        .unwrap_or_default();
+        .and_then(|c| c.metadata.annotations.as_ref());
+    let get = |key: &str| annotations.and_then(|a| a.get(key));
     let class_ref = ObjectRef::new("IngressClass", "", class);
-    let mut pool = |key: &str, flag: &str, default: Option<Cidr>| match annotations.get(key) {
+    let mut pool = |key: &str, flag: &str, default: Option<Cidr>| match get(key) {
         Some(v) => match v.parse::<Cidr>() {
             Ok(pool) => Want::Pool {
                 pool,
@@ -89,7 +89,7 @@ fn request(
     // Both pools are read even when not used, so that a bad value is always reported.
     let vip_pool = pool(VIP_POOL_ANNOTATION, "--vip-pool", config.vip_pool);
     let fip_pool = pool(FIP_POOL_ANNOTATION, "--fip-pool", config.fip_pool);
-    let vip = match (annotations.contains_key(VIP_ANNOTATION), lb.vip) {
+    let vip = match (get(VIP_ANNOTATION).is_some(), lb.vip) {
         (true, Some(ip)) => Want::Fixed(ip),
         // A bad `portico.dev/vip` was reported by `assign_vips`: no VIP rather than a guess.
         (true, None) => Want::None,
@@ -97,7 +97,7 @@ fn request(
     };
     let pin = match lb.origin.kind.as_str() {
         "Ingress" => ingress_annotation(objects, &lb.origin, EXTERNAL_IP_ANNOTATION),
-        _ => annotations.get(EXTERNAL_IP_ANNOTATION).cloned(),
+        _ => get(EXTERNAL_IP_ANNOTATION).cloned(),
     };
     let floating_ip = match pin {
         Some(v) => match v.trim().parse() {

@@ -79,7 +79,8 @@ impl Fault {
 
 /// The request body as the upstream reads it.
 pub(crate) struct ClientBody {
-    inner: Incoming,
+    /// `None`: an empty body (a request tried again whose body was empty).
+    inner: Option<Incoming>,
     fault: Arc<Fault>,
     max: u64,
     read: u64,
@@ -98,15 +99,26 @@ impl std::fmt::Debug for ClientBody {
 }
 
 impl ClientBody {
-    pub(crate) fn new(inner: Incoming, limits: &Limits) -> (Self, Arc<Fault>) {
+    /// The body of a request with `limits`, its size limit being `max` (0: none).
+    pub(crate) fn new(inner: Incoming, limits: &Limits, max: u64) -> (Self, Arc<Fault>) {
+        let ended = inner.is_end_stream();
+        Self::with(Some(inner), ended, limits, max)
+    }
+
+    /// An empty body, ended already: what a request without a body sends when tried again.
+    pub(crate) fn empty(limits: &Limits) -> (Self, Arc<Fault>) {
+        Self::with(None, true, limits, 0)
+    }
+
+    fn with(inner: Option<Incoming>, ended: bool, limits: &Limits, max: u64) -> (Self, Arc<Fault>) {
         let fault = Arc::new(Fault::default());
-        if inner.is_end_stream() {
+        if ended {
             fault.end();
         }
         let body = ClientBody {
             inner,
             fault: fault.clone(),
-            max: limits.max_body_bytes,
+            max,
             read: 0,
             window: limits.body_timeout,
             per_window: limits.body_bytes_per_window(),
@@ -124,7 +136,7 @@ impl ClientBody {
         if self.max > 0 && self.read > self.max {
             return Err(self.fault.set(BodyFault::TooLarge));
         }
-        if self.inner.is_end_stream() {
+        if self.is_end_stream() {
             self.fault.end();
         }
         Ok(())
@@ -156,7 +168,10 @@ impl Body for ClientBody {
         if let Some(fault) = self.fault.get() {
             return Poll::Ready(Some(Err(fault)));
         }
-        match Pin::new(&mut self.inner).poll_frame(cx) {
+        let Some(inner) = self.inner.as_mut() else {
+            return Poll::Ready(None);
+        };
+        match Pin::new(inner).poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => {
                 let len = frame.data_ref().map_or(0, Bytes::len);
                 Poll::Ready(Some(self.data(len).map(|()| frame)))
@@ -174,10 +189,13 @@ impl Body for ClientBody {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        self.inner.as_ref().is_none_or(Incoming::is_end_stream)
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
+        match &self.inner {
+            Some(inner) => inner.size_hint(),
+            None => SizeHint::with_exact(0),
+        }
     }
 }

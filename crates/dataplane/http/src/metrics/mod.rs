@@ -35,6 +35,7 @@ type LatencyFamily = Family<PoolLabel, LatencyHistogram>;
 pub struct ProxyMetrics {
     requests: Family<RequestLabels, Counter>,
     latency: LatencyFamily,
+    retries: RetryFamilies,
     generation: Gauge,
     connections: Gauge,
     /// Requests that matched no pool carry `pool=""`.
@@ -56,10 +57,20 @@ impl ProxyMetrics {
         registry.register("portico_config_generation", help, generation.clone());
         let help = "Open client connections";
         registry.register("portico_http_connections_active", help, connections.clone());
-        let unrouted = pool_metrics(&requests, &latency, "");
+        let retries = RetryFamilies::default();
+        let help = "Requests tried again on another member after a failed try, by pool";
+        registry.register("portico_upstream_retries", help, retries.retries.clone());
+        let help = "Retries not made because the pool's retry budget was spent, by pool";
+        registry.register(
+            "portico_upstream_retry_budget_exhausted",
+            help,
+            retries.exhausted.clone(),
+        );
+        let unrouted = pool_metrics(&requests, &latency, &retries, "");
         ProxyMetrics {
             requests,
             latency,
+            retries,
             generation,
             connections,
             unrouted,
@@ -67,7 +78,7 @@ impl ProxyMetrics {
     }
 
     pub(crate) fn pool(&self, name: &str) -> PoolMetrics {
-        pool_metrics(&self.requests, &self.latency, name)
+        pool_metrics(&self.requests, &self.latency, &self.retries, name)
     }
 
     /// Removes the series of pool `name`.
@@ -76,9 +87,12 @@ impl ProxyMetrics {
             let pool = name.to_owned();
             self.requests.remove(&RequestLabels { pool, code_class });
         }
-        self.latency.remove(&PoolLabel {
+        let label = PoolLabel {
             pool: name.to_owned(),
-        });
+        };
+        self.latency.remove(&label);
+        self.retries.retries.remove(&label);
+        self.retries.exhausted.remove(&label);
     }
 
     pub(crate) fn unrouted(&self) -> &PoolMetrics {
@@ -95,9 +109,17 @@ impl ProxyMetrics {
     }
 }
 
+/// Retries made and retries refused by the budget, per pool.
+#[derive(Clone, Debug, Default)]
+struct RetryFamilies {
+    retries: Family<PoolLabel, Counter>,
+    exhausted: Family<PoolLabel, Counter>,
+}
+
 fn pool_metrics(
     requests: &Family<RequestLabels, Counter>,
     latency: &LatencyFamily,
+    retry: &RetryFamilies,
     pool: &str,
 ) -> PoolMetrics {
     let codes = CODE_CLASSES.map(|code_class| {
@@ -112,7 +134,17 @@ fn pool_metrics(
             pool: pool.to_owned(),
         })
         .clone();
-    PoolMetrics { codes, latency }
+    let label = PoolLabel {
+        pool: pool.to_owned(),
+    };
+    let retries = retry.retries.get_or_create(&label).clone();
+    let exhausted = retry.exhausted.get_or_create(&label).clone();
+    PoolMetrics {
+        codes,
+        latency,
+        retries,
+        exhausted,
+    }
 }
 
 /// The series of one pool, resolved ahead of the requests that update them.
@@ -120,6 +152,8 @@ fn pool_metrics(
 pub(crate) struct PoolMetrics {
     codes: [Counter; 4],
     latency: LatencyHistogram,
+    retries: Counter,
+    exhausted: Counter,
 }
 
 impl PoolMetrics {
@@ -128,6 +162,8 @@ impl PoolMetrics {
         PoolMetrics {
             codes: Default::default(),
             latency: LatencyHistogram::default(),
+            retries: Counter::default(),
+            exhausted: Counter::default(),
         }
     }
 
@@ -138,6 +174,16 @@ impl PoolMetrics {
 
     pub(crate) fn observe_latency(&self, elapsed: Duration) {
         self.latency.observe(elapsed);
+    }
+
+    /// A request tried again on another member.
+    pub(crate) fn retried(&self) {
+        self.retries.inc();
+    }
+
+    /// A retry the budget refused.
+    pub(crate) fn budget_exhausted(&self) {
+        self.exhausted.inc();
     }
 }
 

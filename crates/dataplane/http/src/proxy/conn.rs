@@ -2,19 +2,22 @@
 
 use super::error::ProxyError;
 use super::headers::{Forwarded, Scheme, strip_hop_by_hop};
+use super::tries::{
+    connect_timeout, is_idempotent, max_body, may_retry, read_timeout, send_timeout, source_allowed,
+};
 use super::tunnel::is_upgrade;
 use super::{Phase, Proxy, ProxyBody};
 use crate::access::{Asked, Entry, Logged, ensure_request_id};
-use crate::limits::{Activity, ClientBody, Tracked, Watched};
+use crate::limits::{Activity, ClientBody, Fault, Tracked, Watched};
 use crate::metrics::PoolMetrics;
 use crate::route::{PoolState, Target, normalize_host};
-use crate::upstream::Endpoint;
+use crate::upstream::{Endpoint, SendFailed};
 use bytes::Bytes;
 use http::header::{CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, HOST, HeaderValue, LOCATION, TE};
 use http::uri::{self, Uri};
 use http::{Request, Response, StatusCode, Version};
 use http_body_util::{Either, Full};
-use hyper::body::Incoming;
+use hyper::body::{Body as _, Incoming};
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use prometheus_client::metrics::gauge::Gauge;
@@ -24,7 +27,7 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinSet;
@@ -42,6 +45,8 @@ pub(super) struct Conn {
     activity: Arc<Activity>,
     /// Tunnels opened by upgrades, run by the connection's task.
     tunnels: mpsc::UnboundedSender<Tunnel>,
+    /// The client's address (the TCP peer), as allowed source ranges see it.
+    peer: std::net::IpAddr,
     /// The client speaks HTTP/2 (seen on its first request).
     h2: AtomicBool,
     /// Wakes the connection to send GOAWAY: an HTTP/2 request arrived while draining.
@@ -66,6 +71,7 @@ impl Proxy {
             forwarded: Forwarded { client, scheme },
             activity: activity.clone(),
             tunnels: tunnels_tx,
+            peer: peer.ip().to_canonical(),
             h2: AtomicBool::new(false),
             goaway: Notify::new(),
         });
@@ -190,6 +196,9 @@ impl Conn {
             Err(error) => return rescue(self.proxy.metrics.unrouted(), &error),
         };
         entry.pool(&pool);
+        if let Err(error) = self.admit_to(&pool, &req) {
+            return rescue(&pool.metrics, &error);
+        }
         let forwarded = if is_upgrade(&req) {
             self.upgrade(&pool, req).await
         } else {
@@ -214,7 +223,17 @@ impl Conn {
         if req.uri().path().split('/').any(is_dot_segment) {
             return Err(ProxyError::DotSegment);
         }
-        let max = self.proxy.limits.max_body_bytes;
+        Ok(())
+    }
+
+    /// What the pool refuses before its members are asked: a client outside its allowed
+    /// sources (403), a declared body over its limit (413; the pool's `proxy-body-size`, else
+    /// `--max-body-bytes`).
+    fn admit_to(&self, pool: &PoolState, req: &Request<Incoming>) -> Result<(), ProxyError> {
+        if !source_allowed(pool, self.peer) {
+            return Err(ProxyError::SourceNotAllowed { pool: pool.id() });
+        }
+        let max = max_body(pool, &self.proxy.limits);
         let declared = req.headers().get(CONTENT_LENGTH);
         let declared = declared.and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
         if max > 0 && declared.is_some_and(|length| length > max) {
@@ -280,8 +299,9 @@ impl Conn {
         entry: &mut Entry,
     ) -> Result<Response<ProxyBody>, ProxyError> {
         let no_member = || ProxyError::NoReadyMember { pool: pool.id() };
-        let endpoint = pool.next_endpoint().ok_or_else(no_member)?;
+        let mut endpoint = pool.next_endpoint().ok_or_else(no_member)?;
         let host = host_value(&req).ok_or(ProxyError::MissingHost)?;
+        let limits = &self.proxy.limits;
         let (mut parts, body) = req.into_parts();
         let trailers = wants_trailers(&parts.headers);
         self.forwarded.apply(&mut parts.headers, host.clone());
@@ -291,37 +311,136 @@ impl Conn {
             origin_form(&mut parts.uri);
             parts.version = Version::HTTP_11;
         }
-        let started = Instant::now();
-        let limits = &self.proxy.limits;
-        let (body, fault) = ClientBody::new(body, limits);
-        entry.upstream(endpoint.addr(), &fault);
-        let send = endpoint.send(Request::from_parts(parts, body));
-        // The upstream's time to answer counts from the end of the request body.
-        let late = async {
-            fault.ended().await;
-            tokio::time::sleep(limits.upstream_timeout).await;
-        };
-        let (pool_id, upstream) = (pool.id(), endpoint.addr());
-        let sent = tokio::select! {
-            sent = send => sent,
-            () = late => return Err(ProxyError::UpstreamTimeout { pool: pool_id, upstream }),
-        };
-        let response = sent.map_err(|source| match fault.get() {
-            Some(fault) => ProxyError::Body(fault),
-            None => ProxyError::Upstream {
-                pool: pool_id,
-                upstream,
-                source,
-            },
-        })?;
-        pool.metrics.observe_latency(started.elapsed());
-        entry.answered(started.elapsed());
-        let (mut parts, body) = response.into_parts();
-        strip_hop_by_hop(&mut parts.headers);
-        // The client's hop is ours: an HTTP/1.0 or HTTP/2 upstream does not change it.
-        parts.version = Version::HTTP_11;
-        Ok(Response::from_parts(parts, Either::Left(body)))
+        let max_tries = pool.max_tries();
+        // What a try that failed after sending needs to send the request again: an idempotent
+        // request without a body is rebuilt from its head (bodies are streamed, not kept).
+        let replay = (max_tries > 1 && is_idempotent(&parts.method) && body.is_end_stream())
+            .then(|| Replay::new(&parts));
+        let (body, mut fault) = ClientBody::new(body, limits, max_body(pool, limits));
+        let mut req = Request::from_parts(parts, body);
+        let read = read_timeout(pool, limits);
+        let timeouts = (connect_timeout(pool), read, send_timeout(pool));
+        lock(&pool.budget).request(std::time::Instant::now());
+        let mut tried: Vec<SocketAddr> = Vec::new();
+        loop {
+            let started = Instant::now();
+            entry.upstream(endpoint.addr(), &fault);
+            let upstream = endpoint.addr();
+            let failed = match try_once(&endpoint, req, &fault, timeouts).await {
+                Ok(response) => {
+                    pool.metrics.observe_latency(started.elapsed());
+                    entry.answered(started.elapsed());
+                    let (mut parts, body) = response.into_parts();
+                    strip_hop_by_hop(&mut parts.headers);
+                    // The client's hop is ours: an HTTP/1.0 or HTTP/2 upstream does not change it.
+                    parts.version = Version::HTTP_11;
+                    return Ok(Response::from_parts(
+                        parts,
+                        Either::Left(body.read_timeout(read)),
+                    ));
+                }
+                Err(Try::TimedOut) => {
+                    let pool = pool.id();
+                    return Err(ProxyError::UpstreamTimeout { pool, upstream });
+                }
+                Err(Try::Failed(failed)) => failed,
+            };
+            let SendFailed { error, unsent } = *failed;
+            let give_up = |source| match fault.get() {
+                Some(fault) => ProxyError::Body(fault),
+                None => ProxyError::Upstream {
+                    pool: pool.id(),
+                    upstream,
+                    source,
+                },
+            };
+            if fault.get().is_some() {
+                return Err(give_up(error));
+            }
+            let again = match unsent {
+                Some(unsent) => Some((unsent, fault.clone())),
+                None if may_retry(false, replay.is_some(), &error) => {
+                    replay.as_ref().map(|r| r.request(limits))
+                }
+                None => None,
+            };
+            tried.push(upstream);
+            let next = (tried.len() < max_tries)
+                .then(|| pool.untried(&tried))
+                .flatten();
+            let (Some((again, again_fault)), Some(next)) = (again, next) else {
+                return Err(give_up(error));
+            };
+            if !lock(&pool.budget).try_retry(std::time::Instant::now()) {
+                pool.metrics.budget_exhausted();
+                return Err(give_up(error));
+            }
+            tracing::debug!(%upstream, next = %next.addr(), %error, "trying another member");
+            pool.metrics.retried();
+            (req, fault, endpoint) = (again, again_fault, next);
+        }
     }
+}
+
+/// One try on `endpoint`: its response head, a timeout (no head within `read` after the
+/// request body ended), or a failure.
+async fn try_once(
+    endpoint: &Arc<Endpoint>,
+    req: Request<ClientBody>,
+    fault: &Fault,
+    (connect, read, send_timeout): (Duration, Duration, Duration),
+) -> Result<Response<crate::upstream::UpstreamBody>, Try> {
+    let send = endpoint.send(req, connect, send_timeout);
+    // The upstream's time to answer counts from the end of the request body.
+    let late = async {
+        fault.ended().await;
+        tokio::time::sleep(read).await;
+    };
+    tokio::select! {
+        sent = send => sent.map_err(|failed| Try::Failed(Box::new(failed))),
+        () = late => Err(Try::TimedOut),
+    }
+}
+
+/// How one try failed.
+enum Try {
+    TimedOut,
+    Failed(Box<SendFailed>),
+}
+
+/// The head of a request without a body, to send it again after a failed try.
+struct Replay {
+    method: http::Method,
+    uri: Uri,
+    version: Version,
+    headers: http::HeaderMap,
+}
+
+impl Replay {
+    fn new(parts: &http::request::Parts) -> Self {
+        Replay {
+            method: parts.method.clone(),
+            uri: parts.uri.clone(),
+            version: parts.version,
+            headers: parts.headers.clone(),
+        }
+    }
+
+    fn request(&self, limits: &portico_model::Limits) -> (Request<ClientBody>, Arc<Fault>) {
+        let (body, fault) = ClientBody::empty(limits);
+        let mut req = Request::new(body);
+        *req.method_mut() = self.method.clone();
+        *req.uri_mut() = self.uri.clone();
+        *req.version_mut() = self.version;
+        *req.headers_mut() = self.headers.clone();
+        (req, fault)
+    }
+}
+
+fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// The single place where errors become responses.
@@ -426,7 +545,8 @@ fn to_h2c(parts: &mut http::request::Parts, host: &HeaderValue, to: &Endpoint, t
         .and_then(|h| h.parse::<uri::Authority>().ok());
     let authority = authority.or_else(|| to.addr().to_string().parse().ok());
     let path = parts.uri.path_and_query().cloned();
-    let mut builder = Uri::builder().scheme("http");
+    let scheme = if to.is_tls() { "https" } else { "http" };
+    let mut builder = Uri::builder().scheme(scheme);
     if let Some(authority) = authority {
         builder = builder.authority(authority);
     }

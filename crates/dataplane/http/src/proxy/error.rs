@@ -30,6 +30,8 @@ pub(crate) enum ProxyError {
         pool: PoolId,
         upstream: std::net::SocketAddr,
     },
+    #[error("the client's address is not among the allowed sources of pool {pool}")]
+    SourceNotAllowed { pool: PoolId },
     #[error("no route matches the request")]
     NoRoute,
     #[error("a policy rejects the request with status {0}")]
@@ -60,6 +62,10 @@ impl ProxyError {
             }
             ProxyError::Body(BodyFault::TooSlow) => StatusCode::REQUEST_TIMEOUT,
             ProxyError::UpstreamTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
+            ProxyError::Upstream { source, .. } if source.is_timeout() => {
+                StatusCode::GATEWAY_TIMEOUT
+            }
+            ProxyError::SourceNotAllowed { .. } => StatusCode::FORBIDDEN,
             ProxyError::NoRoute => StatusCode::NOT_FOUND,
             ProxyError::Rejected(status) => {
                 StatusCode::from_u16(*status).unwrap_or(StatusCode::FORBIDDEN)
@@ -88,7 +94,10 @@ impl ProxyError {
 
     /// A policy's own answer, not a fault of the request.
     fn is_policy(&self) -> bool {
-        matches!(self, ProxyError::Rejected(_))
+        matches!(
+            self,
+            ProxyError::Rejected(_) | ProxyError::SourceNotAllowed { .. }
+        )
     }
 }
 

@@ -5,6 +5,7 @@ mod drain;
 mod error;
 mod headers;
 mod https;
+mod tries;
 mod tunnel;
 
 pub use headers::Scheme;

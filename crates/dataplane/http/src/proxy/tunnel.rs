@@ -8,6 +8,7 @@ use super::ProxyBody;
 use super::conn::{Conn, host_value, origin_form};
 use super::error::ProxyError;
 use super::headers::strip_hop_by_hop;
+use super::tries::{connect_timeout, read_timeout};
 use crate::route::PoolState;
 use crate::upstream::UpstreamBody;
 use bytes::Bytes;
@@ -87,8 +88,9 @@ impl Conn {
         parts.extensions = http::Extensions::new();
         let req = Request::from_parts(parts, Empty::<Bytes>::new());
         let started = std::time::Instant::now();
-        let timeout = self.proxy.limits.upstream_timeout;
-        let opened = tokio::time::timeout(timeout, endpoint.open_tunnel(req)).await;
+        let timeout = read_timeout(pool, &self.proxy.limits);
+        let opening = endpoint.open_tunnel(req, connect_timeout(pool));
+        let opened = tokio::time::timeout(timeout, opening).await;
         let mut response = match opened {
             Err(_) => {
                 return Err(ProxyError::UpstreamTimeout {

@@ -1,5 +1,6 @@
 //! Compiling the model's HTTP listeners into a [`RouteTable`].
 
+use super::budget::RetryBudget;
 use super::host::wildcard_suffix;
 use super::path::{PathMatch, PathTable};
 use super::pool::{PoolState, Target};
@@ -7,9 +8,12 @@ use super::reduce::{HostMatch, reduce};
 use super::{FxMap, RouteTable, Routes};
 use crate::metrics::{PoolMetrics, ProxyMetrics};
 use crate::upstream::{Endpoint, Endpoints};
-use portico_model::{Listener, LoadBalancer, Model, PolicyAction, Pool, PoolId, Protocol};
+use portico_model::{
+    Listener, LoadBalancer, Model, PolicyAction, Pool, PoolId, Protocol, UpstreamTls,
+};
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 /// The provider type this data plane serves.
 pub const PROVIDER: &str = "proxy";
@@ -125,6 +129,11 @@ impl<'a> Compiler<'a> {
             .unwrap_or_default();
         let previous = self.previous.and_then(|t| t.pools.get(&id));
         let cursor = previous.map(|p| p.cursor().clone());
+        let settings = pool.map(|p| p.settings.clone()).unwrap_or_default();
+        let budget = previous.map(|p| p.budget.clone()).unwrap_or_else(|| {
+            let percent = settings.retry_budget_percent();
+            Arc::new(Mutex::new(RetryBudget::new(percent, Instant::now())))
+        });
         // The same pool under the same name keeps its series (resolving them hashes labels).
         let kept = previous
             .filter(|p| p.name() == name)
@@ -140,6 +149,7 @@ impl<'a> Compiler<'a> {
             endpoints,
             cursor.unwrap_or_default(),
             metrics,
+            (settings, budget),
         ));
         self.pools.insert(id, state.clone());
         state
@@ -189,8 +199,26 @@ impl RoutesBuilder {
 /// The upstreams of the members that may receive traffic, in the pool's protocol. Weights are
 /// not used yet: round robin is unweighted.
 pub(crate) fn ready_endpoints(pool: &Pool, endpoints: &Endpoints) -> Vec<Arc<Endpoint>> {
+    let tls = upstream_tls(pool);
     let ready = pool.members.iter().filter(|m| m.ready);
     ready
-        .map(|m| endpoints.get(SocketAddr::new(m.address, m.port), pool.protocol))
+        .map(|m| {
+            let addr = SocketAddr::new(m.address, m.port);
+            endpoints.get(addr, pool.protocol, tls.as_ref())
+        })
         .collect()
+}
+
+/// The pool's upstream TLS settings, for TLS protocols: the server name defaults to the
+/// Service's cluster name `service.namespace.svc`.
+fn upstream_tls(pool: &Pool) -> Option<UpstreamTls> {
+    if !pool.protocol.is_tls() {
+        return None;
+    }
+    let mut tls = pool.settings.upstream_tls.clone().unwrap_or_default();
+    if tls.server_name.is_none() {
+        let service = &pool.service;
+        tls.server_name = Some(format!("{}.{}.svc", service.name, service.namespace));
+    }
+    Some(tls)
 }

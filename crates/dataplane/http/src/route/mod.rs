@@ -24,6 +24,7 @@
 //! translator's order (longest path first, Exact before Prefix, exact hosts before wildcards
 //! before host-less rules) that is the Ingress precedence.
 
+pub(crate) mod budget;
 mod compile;
 mod fxhash;
 mod host;

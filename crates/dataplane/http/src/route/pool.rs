@@ -1,12 +1,13 @@
 //! Route targets: pools with their ready members and round-robin cursor.
 
+use super::budget::RetryBudget;
 use crate::metrics::PoolMetrics;
 use crate::upstream::Endpoint;
 use arc_swap::ArcSwap;
-use portico_model::PoolId;
+use portico_model::{PoolId, PoolSettings};
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// What a matched route does with a request.
 #[derive(Debug, Clone)]
@@ -33,6 +34,10 @@ pub struct PoolState {
     /// (e.g. when scaling) does not restart the rotation.
     cursor: Arc<AtomicUsize>,
     pub(crate) metrics: PoolMetrics,
+    /// The pool's settings from its Ingress's annotations.
+    pub(crate) settings: PoolSettings,
+    /// Shared with the previous configuration's state for this pool id, as the cursor is.
+    pub(crate) budget: Arc<Mutex<RetryBudget>>,
 }
 
 impl PoolState {
@@ -43,6 +48,7 @@ impl PoolState {
         endpoints: Vec<Arc<Endpoint>>,
         cursor: Arc<AtomicUsize>,
         metrics: PoolMetrics,
+        (settings, budget): (PoolSettings, Arc<Mutex<RetryBudget>>),
     ) -> Self {
         PoolState {
             id,
@@ -51,6 +57,8 @@ impl PoolState {
             endpoints: ArcSwap::from_pointee(endpoints),
             cursor,
             metrics,
+            settings,
+            budget,
         }
     }
 
@@ -90,6 +98,29 @@ impl PoolState {
     pub(crate) fn next_endpoint(&self) -> Option<Arc<Endpoint>> {
         let endpoints = self.endpoints.load();
         next_index(&self.cursor, endpoints.len()).map(|i| endpoints[i].clone())
+    }
+
+    /// The member for the next try of a request that already tried `tried`: the next in
+    /// rotation that is not among them, or `None` when every member was tried. (With the
+    /// balancer's `choose(request, exclude)` this becomes a call to it.)
+    pub(crate) fn untried(&self, tried: &[SocketAddr]) -> Option<Arc<Endpoint>> {
+        let endpoints = self.endpoints.load();
+        let len = endpoints.len();
+        // From where the rotation stands, without moving it: the next request still gets
+        // the member after the one that failed.
+        let start = self.cursor.load(Ordering::Relaxed) % len.max(1);
+        let mut rotation = (0..len).map(|k| &endpoints[(start + k) % len]);
+        rotation.find(|e| !tried.contains(&e.addr())).cloned()
+    }
+
+    /// How many members a request may try in all: the pool's tries (0: every member), never
+    /// more than there are members.
+    pub(crate) fn max_tries(&self) -> usize {
+        let members = self.endpoints.load().len().max(1);
+        match usize::try_from(self.settings.tries()).unwrap_or(usize::MAX) {
+            0 => members,
+            tries => tries.min(members),
+        }
     }
 }
 

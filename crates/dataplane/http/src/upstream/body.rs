@@ -1,13 +1,29 @@
 //! The response body from an upstream: hands its connection back to the endpoint at the end.
 
-use super::endpoint::Endpoint;
-use crate::limits::ClientBody;
+use super::endpoint::{Endpoint, Pooled};
 use bytes::Bytes;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
-use hyper::client::conn::http1::SendRequest;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::time::{Instant, Sleep};
+
+/// Why an upstream response body failed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ResponseBodyError {
+    #[error("{0}")]
+    Upstream(#[from] hyper::Error),
+    #[error("the upstream sent nothing for {0:?} (read timeout)")]
+    ReadTimeout(Duration),
+}
+
+/// The longest wait between two reads of a response body.
+#[derive(Debug)]
+struct ReadDeadline {
+    timeout: Duration,
+    timer: Pin<Box<Sleep>>,
+}
 
 /// An upstream response body. When it ends, its connection goes back to the endpoint's idle
 /// pool; when it is dropped before the end, the connection is dropped with it (hyper closes
@@ -15,18 +31,16 @@ use std::task::{Context, Poll};
 #[derive(Debug)]
 pub(crate) struct UpstreamBody {
     inner: Incoming,
-    conn: Option<(Arc<Endpoint>, SendRequest<ClientBody>)>,
+    conn: Option<(Arc<Endpoint>, Pooled)>,
+    deadline: Option<ReadDeadline>,
 }
 
 impl UpstreamBody {
-    pub(crate) fn new(
-        inner: Incoming,
-        endpoint: Arc<Endpoint>,
-        sender: SendRequest<ClientBody>,
-    ) -> Self {
+    pub(crate) fn new(inner: Incoming, endpoint: Arc<Endpoint>, conn: Pooled) -> Self {
         let mut body = UpstreamBody {
             inner,
-            conn: Some((endpoint, sender)),
+            conn: Some((endpoint, conn)),
+            deadline: None,
         };
         // A response without a body (204, 304, HEAD, Content-Length: 0) is complete already.
         if body.inner.is_end_stream() {
@@ -37,44 +51,69 @@ impl UpstreamBody {
 
     /// A body whose connection is not handed back (HTTP/2: the connection is shared).
     pub(crate) fn detached(inner: Incoming) -> Self {
-        UpstreamBody { inner, conn: None }
+        UpstreamBody {
+            inner,
+            conn: None,
+            deadline: None,
+        }
+    }
+
+    /// Fails the body when the upstream sends nothing for `timeout` (`proxy-read-timeout`
+    /// between two reads).
+    pub(crate) fn read_timeout(mut self, timeout: Duration) -> Self {
+        let timer = Box::pin(tokio::time::sleep(timeout));
+        self.deadline = Some(ReadDeadline { timeout, timer });
+        self
     }
 
     fn release(&mut self) {
-        if let Some((endpoint, sender)) = self.conn.take() {
-            if sender.is_ready() {
-                endpoint.checkin(sender);
+        if let Some((endpoint, conn)) = self.conn.take() {
+            if conn.sender.is_ready() {
+                endpoint.checkin(conn);
             } else {
                 // The connection has not yet noticed the end of the message: let it settle
                 // before anyone else may use it.
-                tokio::spawn(idle_when_ready(endpoint, sender));
+                tokio::spawn(idle_when_ready(endpoint, conn));
             }
         }
     }
 }
 
-async fn idle_when_ready(endpoint: Arc<Endpoint>, mut sender: SendRequest<ClientBody>) {
-    if sender.ready().await.is_ok() {
-        endpoint.checkin(sender);
+async fn idle_when_ready(endpoint: Arc<Endpoint>, mut conn: Pooled) {
+    if conn.sender.ready().await.is_ok() {
+        endpoint.checkin(conn);
     }
 }
 
 impl Body for UpstreamBody {
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = ResponseBodyError;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, ResponseBodyError>>> {
         let polled = Pin::new(&mut self.inner).poll_frame(cx);
         match &polled {
             Poll::Ready(None) => self.release(),
             Poll::Ready(Some(Ok(_))) if self.inner.is_end_stream() => self.release(),
             Poll::Ready(Some(Err(_))) => self.conn = None,
-            _ => {}
+            Poll::Pending => {
+                if let Some(deadline) = self.deadline.as_mut()
+                    && deadline.timer.as_mut().poll(cx).is_ready()
+                {
+                    let timeout = deadline.timeout;
+                    self.conn = None;
+                    return Poll::Ready(Some(Err(ResponseBodyError::ReadTimeout(timeout))));
+                }
+            }
+            Poll::Ready(Some(Ok(_))) => {}
         }
-        polled
+        if let (Poll::Ready(Some(Ok(_))), Some(deadline)) = (&polled, self.deadline.as_mut()) {
+            let next = Instant::now() + deadline.timeout;
+            deadline.timer.as_mut().reset(next);
+        }
+        polled.map(|frame| frame.map(|result| result.map_err(ResponseBodyError::from)))
     }
 
     fn is_end_stream(&self) -> bool {

@@ -2,6 +2,8 @@
 
 use super::body::UpstreamBody;
 use super::h2c::H2c;
+use super::io::{SendDeadline, SendTimeout};
+use super::tls::TlsClient;
 use crate::limits::ClientBody;
 use bytes::Bytes;
 use http::{Request, Response};
@@ -9,13 +11,14 @@ use http_body_util::Empty;
 use hyper::body::Incoming;
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
-use portico_model::PoolProtocol;
+use portico_model::{PoolProtocol, UpstreamTls};
 use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
-pub(super) const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Idle connections older than this are closed rather than reused (backends commonly close
 /// theirs after 60-120 s; reusing one they are closing would fail the request).
 const IDLE_TIMEOUT: Duration = Duration::from_secs(50);
@@ -29,14 +32,79 @@ pub(crate) enum UpstreamError {
     Connect(#[source] std::io::Error),
     #[error("connecting: no answer within {0:?}")]
     ConnectTimeout(Duration),
+    #[error("TLS handshake: {0}")]
+    Tls(#[source] std::io::Error),
     #[error("handshake: {0}")]
     Handshake(#[source] hyper::Error),
     #[error("{0}")]
     Request(#[source] hyper::Error),
 }
 
+impl UpstreamError {
+    /// A connect or a send that timed out: `504`, as nginx answers, where other failures
+    /// are `502`.
+    pub(crate) fn is_timeout(&self) -> bool {
+        match self {
+            UpstreamError::ConnectTimeout(_) => true,
+            UpstreamError::Request(e) => {
+                let mut source = std::error::Error::source(e);
+                while let Some(cause) = source {
+                    if cause
+                        .downcast_ref::<std::io::Error>()
+                        .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut)
+                    {
+                        return true;
+                    }
+                    source = cause.source();
+                }
+                false
+            }
+            _ => false,
+        }
+    }
+
+    /// A failure before any response byte arrived (a reset or a close), not a response the
+    /// member sent and the proxy could not read, nor the request's own fault.
+    pub(crate) fn before_response(&self) -> bool {
+        match self {
+            UpstreamError::Request(e) => !e.is_parse() && !e.is_user(),
+            _ => true,
+        }
+    }
+}
+
+/// A failed send: why, and the request when none of it was sent (so it can go elsewhere).
+#[derive(Debug)]
+pub(crate) struct SendFailed {
+    pub(crate) error: UpstreamError,
+    pub(crate) unsent: Option<Request<ClientBody>>,
+}
+
+impl SendFailed {
+    pub(super) fn unsent(error: UpstreamError, req: Request<ClientBody>) -> Self {
+        SendFailed {
+            error,
+            unsent: Some(req),
+        }
+    }
+
+    pub(super) fn sent(error: UpstreamError) -> Self {
+        SendFailed {
+            error,
+            unsent: None,
+        }
+    }
+}
+
+/// An HTTP/1.1 connection: its sender and the send timeout its I/O applies.
+#[derive(Debug)]
+pub(crate) struct Pooled {
+    pub(super) sender: SendRequest<ClientBody>,
+    pub(super) send_timeout: SendTimeout,
+}
+
 struct Idle {
-    sender: SendRequest<ClientBody>,
+    conn: Pooled,
     since: Instant,
 }
 
@@ -45,9 +113,16 @@ struct Idle {
 pub(crate) struct Endpoint {
     addr: SocketAddr,
     idle: Mutex<Vec<Idle>>,
-    /// Set for h2c members: requests go there instead.
+    /// Set for HTTP/2 members (h2c, h2 over TLS): requests go there instead.
     h2c: Option<H2c>,
+    /// Set for TLS members (`Https`, `H2`).
+    tls: Option<TlsClient>,
 }
+
+/// An upstream connection's byte stream: TCP, or TLS over TCP.
+pub(crate) trait Io: AsyncRead + AsyncWrite + Send + Unpin {}
+
+impl<T: AsyncRead + AsyncWrite + Send + Unpin> Io for T {}
 
 impl std::fmt::Debug for Endpoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -58,11 +133,14 @@ impl std::fmt::Debug for Endpoint {
 }
 
 impl Endpoint {
-    pub(crate) fn new(addr: SocketAddr, protocol: PoolProtocol) -> Self {
+    /// The endpoint of `addr` in `protocol`; `tls` (server name filled in) for TLS protocols.
+    pub(crate) fn new(addr: SocketAddr, protocol: PoolProtocol, tls: Option<&UpstreamTls>) -> Self {
+        let tls = tls.filter(|_| protocol.is_tls());
         Endpoint {
             addr,
             idle: Mutex::new(Vec::new()),
-            h2c: (protocol == PoolProtocol::H2c).then(H2c::default),
+            h2c: protocol.is_h2().then(H2c::default),
+            tls: tls.map(|t| TlsClient::new(protocol, t)),
         }
     }
 
@@ -71,63 +149,99 @@ impl Endpoint {
         self.h2c.is_some()
     }
 
+    /// Whether connections to this endpoint use TLS.
+    pub(crate) fn is_tls(&self) -> bool {
+        self.tls.is_some()
+    }
+
+    /// A new connection's byte stream within `timeout`: TCP, then the TLS handshake if any.
+    pub(super) async fn open(&self, timeout: Duration) -> Result<Box<dyn Io>, UpstreamError> {
+        let started = Instant::now();
+        let stream = connect_tcp(self.addr, timeout).await?;
+        let Some(tls) = &self.tls else {
+            return Ok(Box::new(stream));
+        };
+        let left = timeout.saturating_sub(started.elapsed());
+        match tokio::time::timeout(left, tls.connect(stream)).await {
+            Ok(stream) => Ok(Box::new(stream?)),
+            Err(_) => Err(UpstreamError::ConnectTimeout(timeout)),
+        }
+    }
+
     pub(crate) fn addr(&self) -> SocketAddr {
         self.addr
     }
 
-    /// Sends `req` on an idle connection, or on a new one. A pooled connection that turns out
-    /// to be closed before the request was written gives the request back, and it is retried.
+    /// Sends `req` on an idle connection, or on a new one (within `connect_timeout`). A pooled
+    /// connection that turns out to be closed before the request was written gives the
+    /// request back, and it is retried. A failure gives the request back when none of it was
+    /// sent.
     pub(crate) async fn send(
         self: &Arc<Self>,
         mut req: Request<ClientBody>,
-    ) -> Result<Response<UpstreamBody>, UpstreamError> {
+        connect_timeout: Duration,
+        send_timeout: Duration,
+    ) -> Result<Response<UpstreamBody>, SendFailed> {
+        let send_ms = u64::try_from(send_timeout.as_millis()).unwrap_or(u64::MAX);
         if let Some(h2c) = &self.h2c {
-            return h2c.send(self.addr, req).await;
+            return h2c.send(self, req, connect_timeout, send_ms).await;
         }
-        while let Some(mut sender) = self.checkout() {
-            match sender.try_send_request(req).await {
-                Ok(response) => return Ok(self.wrap(response, sender)),
+        while let Some(mut conn) = self.checkout() {
+            conn.send_timeout.store(send_ms, Ordering::Relaxed);
+            match conn.sender.try_send_request(req).await {
+                Ok(response) => return Ok(self.wrap(response, conn)),
                 Err(mut failed) => match failed.take_message() {
                     Some(unsent) => req = unsent,
-                    None => return Err(UpstreamError::Request(failed.into_error())),
+                    None => {
+                        return Err(SendFailed::sent(UpstreamError::Request(
+                            failed.into_error(),
+                        )));
+                    }
                 },
             }
         }
-        let mut sender = self.connect().await?;
-        let response = sender
-            .send_request(req)
-            .await
-            .map_err(UpstreamError::Request)?;
-        Ok(self.wrap(response, sender))
+        let mut conn = match self.connect(connect_timeout).await {
+            Ok(conn) => conn,
+            Err(error) => return Err(SendFailed::unsent(error, req)),
+        };
+        conn.send_timeout.store(send_ms, Ordering::Relaxed);
+        match conn.sender.try_send_request(req).await {
+            Ok(response) => Ok(self.wrap(response, conn)),
+            Err(mut failed) => {
+                let unsent = failed.take_message();
+                let error = UpstreamError::Request(failed.into_error());
+                Err(SendFailed { error, unsent })
+            }
+        }
     }
 
     fn wrap(
         self: &Arc<Self>,
         response: Response<Incoming>,
-        sender: SendRequest<ClientBody>,
+        conn: Pooled,
     ) -> Response<UpstreamBody> {
-        response.map(|body| UpstreamBody::new(body, self.clone(), sender))
+        response.map(|body| UpstreamBody::new(body, self.clone(), conn))
     }
 
-    fn checkout(&self) -> Option<SendRequest<ClientBody>> {
+    fn checkout(&self) -> Option<Pooled> {
         let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
         while let Some(entry) = idle.pop() {
-            if !entry.sender.is_closed() && entry.since.elapsed() < IDLE_TIMEOUT {
-                return Some(entry.sender);
+            if !entry.conn.sender.is_closed() && entry.since.elapsed() < IDLE_TIMEOUT {
+                return Some(entry.conn);
             }
         }
         None
     }
 
     /// Takes a connection back once its response has been read to the end.
-    pub(crate) fn checkin(&self, sender: SendRequest<ClientBody>) {
-        if sender.is_closed() {
+    pub(crate) fn checkin(&self, conn: Pooled) {
+        if conn.sender.is_closed() {
             return;
         }
         let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
         if idle.len() < MAX_IDLE {
             let since = Instant::now();
-            idle.push(Idle { sender, since });
+            idle.push(Idle { conn, since });
         }
     }
 
@@ -137,8 +251,9 @@ impl Endpoint {
     pub(crate) async fn open_tunnel(
         &self,
         req: Request<Empty<Bytes>>,
+        connect_timeout: Duration,
     ) -> Result<Response<Incoming>, UpstreamError> {
-        let stream = connect_tcp(self.addr).await?;
+        let stream = self.open(connect_timeout).await?;
         let (mut sender, connection) = http1::handshake(TokioIo::new(stream))
             .await
             .map_err(UpstreamError::Handshake)?;
@@ -154,10 +269,12 @@ impl Endpoint {
             .map_err(UpstreamError::Request)
     }
 
-    async fn connect(&self) -> Result<SendRequest<ClientBody>, UpstreamError> {
-        let stream = connect_tcp(self.addr).await?;
+    async fn connect(&self, timeout: Duration) -> Result<Pooled, UpstreamError> {
+        let stream = self.open(timeout).await?;
+        let send_timeout = SendTimeout::default();
+        let io = SendDeadline::new(stream, send_timeout.clone());
         let (sender, connection) = http1::Builder::new()
-            .handshake(TokioIo::new(stream))
+            .handshake(TokioIo::new(io))
             .await
             .map_err(UpstreamError::Handshake)?;
         let addr = self.addr;
@@ -166,16 +283,19 @@ impl Endpoint {
                 tracing::debug!(%addr, %error, "upstream connection ended with an error");
             }
         });
-        Ok(sender)
+        Ok(Pooled {
+            sender,
+            send_timeout,
+        })
     }
 }
 
-/// A TCP connection to `addr`, within the connect timeout, without Nagle's delay.
-pub(super) async fn connect_tcp(addr: SocketAddr) -> Result<TcpStream, UpstreamError> {
+/// A TCP connection to `addr` within `timeout`, without Nagle's delay.
+async fn connect_tcp(addr: SocketAddr, timeout: Duration) -> Result<TcpStream, UpstreamError> {
     let connecting = TcpStream::connect(addr);
-    let stream = tokio::time::timeout(CONNECT_TIMEOUT, connecting)
+    let stream = tokio::time::timeout(timeout, connecting)
         .await
-        .map_err(|_| UpstreamError::ConnectTimeout(CONNECT_TIMEOUT))?
+        .map_err(|_| UpstreamError::ConnectTimeout(timeout))?
         .map_err(UpstreamError::Connect)?;
     let _ = stream.set_nodelay(true);
     Ok(stream)

@@ -2,18 +2,22 @@
 //! connection per endpoint, opened on first use and again when it closes.
 
 use super::body::UpstreamBody;
-use super::endpoint::{UpstreamError, connect_tcp};
+use super::endpoint::{Endpoint, SendFailed, UpstreamError};
+use super::io::{SendDeadline, SendTimeout};
 use crate::limits::ClientBody;
 use http::{Request, Response};
 use hyper::client::conn::http2::{self, SendRequest};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
 use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
 
 /// The endpoint's current HTTP/2 connection, if it has one that is open.
 #[derive(Default)]
 pub(super) struct H2c {
     conn: Mutex<Option<SendRequest<ClientBody>>>,
+    /// The send timeout of the shared connection: the last request's (streams share it).
+    send_timeout: SendTimeout,
 }
 
 impl H2c {
@@ -21,16 +25,27 @@ impl H2c {
     /// shared connection, opening one first when there is none.
     pub(super) async fn send(
         &self,
-        addr: SocketAddr,
+        endpoint: &Endpoint,
         req: Request<ClientBody>,
-    ) -> Result<Response<UpstreamBody>, UpstreamError> {
+        connect_timeout: Duration,
+        send_ms: u64,
+    ) -> Result<Response<UpstreamBody>, SendFailed> {
+        self.send_timeout.store(send_ms, Ordering::Relaxed);
         let mut sender = match self.current() {
             Some(sender) => sender,
-            None => self.connect(addr).await?,
+            None => match self.connect(endpoint, connect_timeout).await {
+                Ok(sender) => sender,
+                Err(error) => return Err(SendFailed::unsent(error, req)),
+            },
         };
-        let response = sender.send_request(req).await;
-        let response = response.map_err(UpstreamError::Request)?;
-        Ok(response.map(UpstreamBody::detached))
+        match sender.try_send_request(req).await {
+            Ok(response) => Ok(response.map(UpstreamBody::detached)),
+            Err(mut failed) => {
+                let unsent = failed.take_message();
+                let error = UpstreamError::Request(failed.into_error());
+                Err(SendFailed { error, unsent })
+            }
+        }
     }
 
     fn current(&self) -> Option<SendRequest<ClientBody>> {
@@ -38,12 +53,18 @@ impl H2c {
         conn.as_ref().filter(|s| !s.is_closed()).cloned()
     }
 
-    async fn connect(&self, addr: SocketAddr) -> Result<SendRequest<ClientBody>, UpstreamError> {
-        let stream = connect_tcp(addr).await?;
+    async fn connect(
+        &self,
+        endpoint: &Endpoint,
+        timeout: Duration,
+    ) -> Result<SendRequest<ClientBody>, UpstreamError> {
+        let addr = endpoint.addr();
+        let stream = endpoint.open(timeout).await?;
         let mut builder = http2::Builder::new(TokioExecutor::new());
         builder.timer(TokioTimer::new());
+        let io = SendDeadline::new(stream, self.send_timeout.clone());
         let (sender, connection) = builder
-            .handshake(TokioIo::new(stream))
+            .handshake(TokioIo::new(io))
             .await
             .map_err(UpstreamError::Handshake)?;
         tokio::spawn(async move {

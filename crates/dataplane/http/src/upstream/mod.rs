@@ -11,32 +11,45 @@
 mod body;
 mod endpoint;
 mod h2c;
+mod io;
+mod tls;
 
 pub(crate) use body::UpstreamBody;
-pub(crate) use endpoint::{Endpoint, UpstreamError};
+pub(crate) use endpoint::{Endpoint, SendFailed, UpstreamError};
 
-use portico_model::PoolProtocol;
+use portico_model::{PoolProtocol, UpstreamTls};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
+
+/// An endpoint's identity: address, protocol and TLS settings (pools that verify differently
+/// do not share connections).
+type Key = (SocketAddr, PoolProtocol, Option<UpstreamTls>);
 
 /// Endpoints by address, so that a new configuration reuses the idle connections of the
 /// previous one. Consulted only when a route table is compiled, never per request.
 #[derive(Debug, Default)]
 pub(crate) struct Endpoints {
-    by_addr: Mutex<HashMap<(SocketAddr, PoolProtocol), Weak<Endpoint>>>,
+    by_addr: Mutex<HashMap<Key, Weak<Endpoint>>>,
 }
 
 impl Endpoints {
-    /// The endpoint for `addr` in `protocol`: the live one if any configuration still uses it,
-    /// else new.
-    pub(crate) fn get(&self, addr: SocketAddr, protocol: PoolProtocol) -> Arc<Endpoint> {
+    /// The endpoint for `addr` in `protocol` (with `tls` for TLS protocols): the live one if
+    /// any configuration still uses it, else new.
+    pub(crate) fn get(
+        &self,
+        addr: SocketAddr,
+        protocol: PoolProtocol,
+        tls: Option<&UpstreamTls>,
+    ) -> Arc<Endpoint> {
+        let tls = tls.filter(|_| protocol.is_tls());
+        let key = (addr, protocol, tls.cloned());
         let mut map = self.by_addr.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(live) = map.get(&(addr, protocol)).and_then(Weak::upgrade) {
+        if let Some(live) = map.get(&key).and_then(Weak::upgrade) {
             return live;
         }
-        let endpoint = Arc::new(Endpoint::new(addr, protocol));
-        map.insert((addr, protocol), Arc::downgrade(&endpoint));
+        let endpoint = Arc::new(Endpoint::new(addr, protocol, tls));
+        map.insert(key, Arc::downgrade(&endpoint));
         endpoint
     }
 
@@ -55,14 +68,14 @@ mod tests {
     fn an_address_in_use_keeps_its_endpoint_and_an_unused_one_is_pruned() {
         let endpoints = Endpoints::default();
         let addr: SocketAddr = "127.0.0.1:9".parse().unwrap();
-        let first = endpoints.get(addr, PoolProtocol::Http);
+        let first = endpoints.get(addr, PoolProtocol::Http, None);
         assert!(Arc::ptr_eq(
             &first,
-            &endpoints.get(addr, PoolProtocol::Http)
+            &endpoints.get(addr, PoolProtocol::Http, None)
         ));
         assert!(!Arc::ptr_eq(
             &first,
-            &endpoints.get(addr, PoolProtocol::H2c)
+            &endpoints.get(addr, PoolProtocol::H2c, None)
         ));
         drop(first);
         endpoints.prune();

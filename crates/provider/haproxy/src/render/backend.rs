@@ -2,7 +2,7 @@
 //! matches, a policy's rejection, the HTTP → HTTPS redirect.
 
 use super::Server;
-use portico_model::{LoadBalancer, Pool, PoolId, PoolProtocol};
+use portico_model::{Limits, LoadBalancer, Pool, PoolId, PoolProtocol, PoolSettings};
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::net::SocketAddr;
@@ -97,10 +97,19 @@ fn pool_header(id: PoolId, first: &str) -> String {
 }
 
 /// The backends of the load balancer's pools, in pool order; `servers` gets each server.
-pub(super) fn pools(lb: &LoadBalancer, servers: &mut Vec<Server>, logged: bool) -> String {
+pub(super) fn pools(
+    lb: &LoadBalancer,
+    servers: &mut Vec<Server>,
+    logged: bool,
+    limits: &Limits,
+    no_ca: &str,
+) -> String {
     let mut s = String::new();
     for pool in &lb.pools {
-        s.push_str(&pool_header(pool.id, &super::access::backend(pool, logged)));
+        let proto = protocol(pool, no_ca);
+        let mut first = super::access::backend(pool, logged);
+        first.push_str(&settings(pool, limits));
+        s.push_str(&pool_header(pool.id, &first));
         for member in &pool.members {
             let server = Server {
                 backend: pool.id,
@@ -110,20 +119,112 @@ pub(super) fn pools(lb: &LoadBalancer, servers: &mut Vec<Server>, logged: bool) 
                 weight: member.weight.min(MAX_WEIGHT),
                 ready: member.ready,
             };
-            s.push_str(&server_line(pool, &server));
+            s.push_str(&server_line(&proto, &server));
             servers.push(server);
         }
     }
     s
 }
 
-fn server_line(pool: &Pool, server: &Server) -> String {
-    let proto = match pool.protocol {
-        PoolProtocol::H2c => " proto h2",
-        PoolProtocol::Http => "",
-        PoolProtocol::Https => " ssl verify none",
-        PoolProtocol::H2 => " ssl verify none alpn h2",
+/// The pool's settings, as the built-in proxy applies them: who may use it (403), the body
+/// size (413), timeouts and retries. Every value is a number or an address range the model
+/// parsed: nothing here is the user's text.
+fn settings(pool: &Pool, limits: &Limits) -> String {
+    let settings = &pool.settings;
+    let mut s = String::new();
+    if !settings.allow_sources.is_empty() {
+        let ranges: Vec<String> = settings
+            .allow_sources
+            .iter()
+            .map(|c| c.to_string())
+            .collect();
+        let _ = writeln!(
+            s,
+            "    http-request deny deny_status 403 unless {{ src {} }}",
+            ranges.join(" ")
+        );
+    }
+    let max_body = settings.max_body_bytes.unwrap_or(limits.max_body_bytes);
+    if max_body > 0 {
+        let _ = writeln!(
+            s,
+            "    http-request deny deny_status 413 if {{ req.hdr_val(content-length) gt {max_body} }}"
+        );
+        // A chunked body has no length up front: haproxy waits for up to the limit and one
+        // byte more, as far as its buffer holds (docs/upstreams.md).
+        if max_body < CHUNKED_CHECK_MAX {
+            let _ = writeln!(
+                s,
+                "    http-request wait-for-body time {} at-least {} if {{ req.hdr(transfer-encoding) -m found }}
+    http-request deny deny_status 413 if {{ req.body_size gt {max_body} }}",
+                super::global::millis(limits.body_timeout),
+                max_body + 1
+            );
+        }
+    }
+    let connect = settings
+        .connect_timeout()
+        .unwrap_or(PoolSettings::DEFAULT_CONNECT_TIMEOUT);
+    let _ = writeln!(s, "    timeout connect {}", super::global::millis(connect));
+    if let Some(read) = settings.read_timeout() {
+        let _ = writeln!(s, "    timeout server {}", super::global::millis(read));
+    }
+    let members = pool.members.len().max(1);
+    let tries = match usize::try_from(settings.tries()).unwrap_or(usize::MAX) {
+        0 => members,
+        tries => tries.min(members),
     };
+    // A retry goes to another server (`redispatch 1`), after a failed connect, or after a
+    // close without any response byte for an idempotent request without a body, as in the
+    // proxy: haproxy itself would replay any request it kept.
+    let _ = writeln!(
+        s,
+        "    retries {}
+    option redispatch 1
+    retry-on conn-failure empty-response
+    http-request disable-l7-retry if !{{ method GET HEAD OPTIONS TRACE PUT DELETE }} || {{ req.hdr_val(content-length) gt 0 }} || {{ req.hdr(transfer-encoding) -m found }}",
+        tries - 1
+    );
+    s
+}
+
+/// Chunked bodies are measured only below this size: haproxy holds what it waits for in one
+/// buffer (`tune.bufsize`, the head's limit plus 1 KiB).
+const CHUNKED_CHECK_MAX: u64 = 8 * 1024;
+
+/// The `server` parameters of the pool's protocol. TLS: `verify none` unless the pool asks to
+/// verify; then against the CA bundle, which does not reach haproxy yet: `no_ca` (Portico's
+/// own self-signed certificate, which no member's chains to) makes verification fail closed.
+fn protocol(pool: &Pool, no_ca: &str) -> String {
+    let alpn = match pool.protocol {
+        PoolProtocol::H2c => return " proto h2".to_owned(),
+        PoolProtocol::Http => return String::new(),
+        PoolProtocol::Https => "",
+        PoolProtocol::H2 => " alpn h2",
+    };
+    let tls = pool.settings.upstream_tls.clone().unwrap_or_default();
+    let service = &pool.service;
+    let name = tls
+        .server_name
+        .clone()
+        .unwrap_or_else(|| format!("{}.{}.svc", service.name, service.namespace));
+    let Ok(name) = crate::quote::word(&name) else {
+        return " ssl verify none".to_owned();
+    };
+    let verify = if tls.verify {
+        format!(" verify required ca-file {no_ca} verifyhost {name}")
+    } else {
+        " verify none".to_owned()
+    };
+    let sni = if tls.sni {
+        format!(" sni str({name})")
+    } else {
+        String::new()
+    };
+    format!(" ssl{verify}{sni}{alpn}")
+}
+
+fn server_line(proto: &str, server: &Server) -> String {
     let disabled = if server.ready { "" } else { " disabled" };
     let addr = SocketAddr::new(server.address, server.port);
     format!(

@@ -82,7 +82,7 @@ pub(super) fn header(
 const TUNNEL_TIMEOUT: Duration = Duration::from_secs(3600);
 
 /// A duration as haproxy reads it: whole seconds as `60s`, else milliseconds.
-fn millis(duration: Duration) -> String {
+pub(super) fn millis(duration: Duration) -> String {
     let ms = duration.as_millis().max(1);
     if ms.is_multiple_of(1000) {
         format!("{}s", ms / 1000)
@@ -92,11 +92,11 @@ fn millis(duration: Duration) -> String {
 }
 
 /// The rules every frontend starts with: the per-client connection cap, then what the
-/// built-in proxy refuses before routing (two hosts, dot segments, a declared body over the
-/// limit), answered the same way.
+/// built-in proxy refuses before routing (two hosts, dot segments), answered the same way.
+/// The body size is each pool's (its backend's rules).
 /// `first` comes after the connection rules and before the `deny` rules.
 pub(super) fn frontend_limits(limits: &Limits, first: &str) -> String {
-    let mut s = format!(
+    let s = format!(
         "    tcp-request connection track-sc0 src table {CLIENT_TABLE}\n\
          \x20   tcp-request connection reject if {{ sc0_conn_cur({CLIENT_TABLE}) gt {per_client} }}\n\
          {first}\
@@ -106,13 +106,6 @@ pub(super) fn frontend_limits(limits: &Limits, first: &str) -> String {
          \x20   http-request deny deny_status 400 if {{ path -m reg '(^|/)(\\.|%2[eE]){{1,2}}(/|$)' }}\n",
         per_client = limits.max_connections_per_client,
     );
-    if limits.max_body_bytes > 0 {
-        let _ = writeln!(
-            s,
-            "    http-request deny deny_status 413 if {{ req.hdr_val(content-length) gt {} }}",
-            limits.max_body_bytes
-        );
-    }
     s
 }
 

@@ -114,6 +114,8 @@ pub fn render(lb: &LoadBalancer, input: &Input<'_>) -> Rendered {
         lb,
         &mut out.servers,
         input.access_log.is_some(),
+        input.limits,
+        &crate::quote::path(&input.dir.join(DEFAULT_CERTIFICATE_FILE)).unwrap_or_default(),
     ));
     out.crt_list = crt_list(lb, input, &mut out.diagnostics);
     text.push_str(&specials.render(lb, input.binds.https));

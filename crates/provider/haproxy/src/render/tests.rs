@@ -222,3 +222,45 @@ fn shape_ignores_only_the_runtime_state_of_servers() {
     let c = rendered(&lb(vec![], vec![member(1, true), member(2, true)]));
     assert_ne!(a.shape(), c.shape());
 }
+
+#[test]
+fn pool_settings_become_backend_rules_timeouts_and_retries() {
+    let mut lb = lb(
+        vec![policy("all", vec![], to_pool())],
+        vec![member(1, true), member(2, true), member(3, false)],
+    );
+    let settings = &mut lb.pools[0].settings;
+    settings.allow_sources = vec!["10.0.0.0/8".parse().unwrap(), "::1".parse().unwrap()];
+    settings.max_body_bytes = Some(1024);
+    settings.connect_timeout_ms = Some(250);
+    settings.read_timeout_ms = Some(2000);
+    settings.tries = Some(0);
+    let r = rendered(&lb);
+    let backend = r.config.split("\nbackend ").nth(1).unwrap();
+    let rules: Vec<&str> = backend.lines().map(str::trim).collect();
+    let at = |needle: &str| {
+        rules
+            .iter()
+            .position(|l| l.starts_with(needle))
+            .unwrap_or_else(|| panic!("no {needle:?} in\n{backend}"))
+    };
+    assert_eq!(
+        rules[at("http-request deny deny_status 403")],
+        "http-request deny deny_status 403 unless { src 10.0.0.0/8 ::1/128 }"
+    );
+    assert_eq!(
+        rules[at("http-request deny deny_status 413 if { req.hdr")],
+        "http-request deny deny_status 413 if { req.hdr_val(content-length) gt 1024 }"
+    );
+    assert!(rules[at("http-request wait-for-body")].contains("at-least 1025"));
+    assert_eq!(rules[at("timeout connect")], "timeout connect 250ms");
+    assert_eq!(rules[at("timeout server")], "timeout server 2s");
+    // Tries 0: every member (three), so two retries.
+    assert_eq!(rules[at("retries")], "retries 2");
+    assert!(at("retry-on") > 0 && at("option redispatch 1") > 0);
+    // The pool's refusals come before its 503.
+    assert!(at("http-request deny deny_status 403") < at("http-request return status 503"));
+    // The frontend no longer refuses bodies: each pool does, with its own limit.
+    let frontend = r.config.split("\nbackend ").next().unwrap();
+    assert!(!frontend.contains("deny_status 413"), "{frontend}");
+}

@@ -181,3 +181,64 @@ fn fixed_addresses_are_shared_and_never_handed_out_by_a_pool() {
     assert_eq!(diagnostics.len(), 1, "{diagnostics:?}");
     assert_eq!(diagnostics[0].object.name, "c");
 }
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A want over a /29 pool (6 usable addresses) and pins inside and outside it.
+    fn want() -> impl Strategy<Value = Want> {
+        prop_oneof![
+            Just(Want::None),
+            Just(pool("198.18.0.0/29")),
+            (0..10u8).prop_map(|i| pinned(&format!("198.18.0.{i}"))),
+            (0..2u8).prop_map(|i| Want::Fixed(ip(&format!("198.18.0.{}", i + 1)))),
+        ]
+    }
+
+    fn requests() -> impl Strategy<Value = Vec<AddressRequest>> {
+        prop::collection::vec((want(), want()), 0..9).prop_map(|wants| {
+            wants
+                .into_iter()
+                .enumerate()
+                .map(|(i, (vip, fip))| request(&format!("lb{i}"), vip, fip))
+                .collect()
+        })
+    }
+
+    proptest! {
+        /// Whatever was there before: no address goes to two load balancers (fixed ones
+        /// aside), pool addresses are usable ones of their pool, pins are honoured or refused
+        /// with a diagnostic, every want is met or reported, and allocating again with the
+        /// result as the previous allocations changes nothing.
+        #[test]
+        fn allocations_are_exclusive_valid_and_stable(
+            before in requests(),
+            now in requests(),
+        ) {
+            let (previous, _) = allocate(&Allocations::new(), &before);
+            let (got, diagnostics) = allocate(&previous, &now);
+            let mut owners: BTreeMap<IpAddr, LoadBalancerId> = BTreeMap::new();
+            let mut unmet = 0;
+            for r in &now {
+                let a = got[&r.id];
+                for (want, have) in [(&r.vip, a.vip), (&r.floating_ip, a.floating_ip)] {
+                    match (want, have) {
+                        (Want::None, h) => prop_assert_eq!(h, None),
+                        (Want::Fixed(ip), h) => prop_assert_eq!(h, Some(*ip)),
+                        (Want::Pinned { ip, .. }, Some(h)) => prop_assert_eq!(h, *ip),
+                        (Want::Pool { pool, .. }, Some(h)) => prop_assert!(pool.usable(h)),
+                        (_, None) => unmet += 1,
+                    }
+                    if let (Some(h), false) = (have, matches!(want, Want::Fixed(_))) {
+                        let owner = owners.insert(h, r.id);
+                        prop_assert!(owner.is_none() || owner == Some(r.id), "{h} given twice");
+                    }
+                }
+            }
+            prop_assert_eq!(unmet, diagnostics.len());
+            let (again, _) = allocate(&got, &now);
+            prop_assert_eq!(again, got);
+        }
+    }
+}

@@ -1,0 +1,127 @@
+//! TLS towards the members of `Https` and `H2` pools (`backend-protocol: HTTPS`, `GRPCS`): a
+//! rustls client configuration per pool settings, ALPN `h2` or `http/1.1`.
+//!
+//! With `proxy-ssl-verify` on, the member's certificate must chain to the pool's CA bundle and
+//! name the server name; without a CA bundle the connection fails (closed: `502`), it never
+//! falls back to no verification. With it off (ingress-nginx's default), any certificate is
+//! accepted: [`AcceptAnyServerCertificate`].
+
+use super::endpoint::UpstreamError;
+use portico_model::{PoolProtocol, UpstreamTls};
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::{CryptoProvider, verify_tls12_signature, verify_tls13_signature};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{ClientConfig, DigitallySignedStruct, SignatureScheme};
+use std::sync::Arc;
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+use tokio_rustls::client::TlsStream;
+
+/// How an endpoint's connections start TLS.
+pub(crate) struct TlsClient {
+    /// `Err`: why no connection can be verified (they all fail).
+    connector: Result<TlsConnector, String>,
+    server_name: ServerName<'static>,
+}
+
+impl TlsClient {
+    /// The client for a pool speaking `protocol` with `tls` (its server name filled in).
+    pub(crate) fn new(protocol: PoolProtocol, tls: &UpstreamTls) -> Self {
+        let name = tls.server_name.clone().unwrap_or_default();
+        let server_name = ServerName::try_from(name.clone())
+            .unwrap_or_else(|_| ServerName::try_from("invalid.invalid").expect("a DNS name"));
+        let connector = config(protocol, tls).map(|c| TlsConnector::from(Arc::new(c)));
+        TlsClient {
+            connector,
+            server_name,
+        }
+    }
+
+    /// The TLS handshake on `stream`.
+    pub(crate) async fn connect(
+        &self,
+        stream: TcpStream,
+    ) -> Result<TlsStream<TcpStream>, UpstreamError> {
+        let connector = self
+            .connector
+            .as_ref()
+            .map_err(|why| UpstreamError::Tls(std::io::Error::other(why.clone())))?;
+        connector
+            .connect(self.server_name.clone(), stream)
+            .await
+            .map_err(UpstreamError::Tls)
+    }
+}
+
+fn config(protocol: PoolProtocol, tls: &UpstreamTls) -> Result<ClientConfig, String> {
+    let provider = portico_tls::provider();
+    let builder = ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?;
+    let mut config = if tls.verify {
+        // The CA bundles of `proxy-ssl-secret` do not reach the data plane yet: verification
+        // fails closed.
+        let ca = tls.ca.as_ref().map_or_else(
+            || "no proxy-ssl-secret".to_owned(),
+            |ca| format!("Secret {}/{}", ca.namespace, ca.name),
+        );
+        return Err(format!(
+            "verifying the member's certificate needs the CA bundle of {ca}, which this data plane does not have"
+        ));
+    } else {
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AcceptAnyServerCertificate(provider)))
+            .with_no_client_auth()
+    };
+    config.enable_sni = tls.sni;
+    config.alpn_protocols = match protocol {
+        PoolProtocol::H2 => vec![b"h2".to_vec()],
+        _ => vec![b"http/1.1".to_vec()],
+    };
+    Ok(config)
+}
+
+/// Accepts every server certificate without looking at its chain, names or dates: what
+/// `proxy-ssl-verify: "false"` (the default) asks for, as nginx's `proxy_ssl_verify off`
+/// does. The connection is encrypted, not authenticated. The handshake's signatures are still
+/// checked (the server holds the key of the certificate it sent).
+#[derive(Debug)]
+pub(crate) struct AcceptAnyServerCertificate(Arc<CryptoProvider>);
+
+impl ServerCertVerifier for AcceptAnyServerCertificate {
+    fn verify_server_cert(
+        &self,
+        _: &CertificateDer<'_>,
+        _: &[CertificateDer<'_>],
+        _: &ServerName<'_>,
+        _: &[u8],
+        _: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        let algs = &self.0.signature_verification_algorithms;
+        verify_tls12_signature(message, cert, dss, algs)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        let algs = &self.0.signature_verification_algorithms;
+        verify_tls13_signature(message, cert, dss, algs)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
