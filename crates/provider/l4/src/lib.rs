@@ -3,7 +3,8 @@
 //! rebinding; listeners that are gone stop accepting and their flows drain. A load balancer
 //! without a VIP is not served (a diagnostic says so): give Portico a `--vip-pool`.
 
-use portico_dataplane_l4::{L4Limits, Target, TcpHandle, UdpHandle, serve_tcp, serve_udp};
+pub use portico_dataplane_l4::L4Limits;
+use portico_dataplane_l4::{Target, TcpHandle, UdpHandle, serve_tcp, serve_udp};
 use portico_model::{Diagnostic, LoadBalancer, Model, PoolId, Protocol};
 use portico_provider::{Certificates, Provider};
 use std::collections::{HashMap, HashSet};
