@@ -374,3 +374,28 @@ async fn client_ip_affinity_and_source_ranges() {
         );
     }
 }
+
+#[tokio::test]
+async fn without_a_vip_pool_the_service_is_not_served_and_says_why() {
+    let pod = tcp_pod("x0").await;
+    let port = free_port();
+    let m = Manifests::new();
+    let svc = l4_service(
+        "novip",
+        "",
+        &format!("  - {{name: app, port: {port}}}\n"),
+        &[tcp_endpoint(&["app"], pod, true)],
+    );
+    m.write("svc.yaml", &svc);
+    let p = Portico::start(m.path(), &[]).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let diagnostics = p.admin_json("/api/v1/diagnostics").await.to_string();
+        if diagnostics.contains("provider l4 needs a VIP") {
+            assert!(diagnostics.contains("novip"), "{diagnostics}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "no diagnostic: {diagnostics}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
