@@ -1,5 +1,5 @@
-//! The provider registry of the all-in-one process: the built-in proxy as provider `proxy`
-//! and haproxy as provider `haproxy`.
+//! The provider registry of the all-in-one process: the built-in proxy as provider `proxy`,
+//! haproxy as provider `haproxy` and the L4 data plane as provider `l4`.
 
 use portico_model::Limits;
 use portico_provider::Registry;
@@ -68,5 +68,8 @@ pub(crate) fn registry(
     let mut registry = Registry::default();
     registry.register(Arc::new(proxy));
     registry.register(provider.clone());
+    registry.register(Arc::new(portico_provider_l4::L4Provider::new(
+        portico_provider_l4::L4Limits::default(),
+    )));
     Ok((registry, provider))
 }

@@ -148,6 +148,7 @@ async fn run_in(dir: &Path, listen: &ListenArgs) -> anyhow::Result<ExitCode> {
         provider: "proxy".into(),
         vip_pool: None,
         fip_pool: None,
+        l4_all_services: false,
     };
     let banner = BANNER.replace("{dir}", &dir.display().to_string());
     let tls = TlsArgs {

@@ -237,6 +237,10 @@ struct ClassArgs {
     /// may pin one (`portico.dev/external-ip`).
     #[arg(long, value_name = "CIDR", value_parser = cidr)]
     fip_pool: Option<portico_translate::Cidr>,
+    /// Serve every Service of type LoadBalancer without `spec.loadBalancerClass` with provider
+    /// `l4` too (those of class `portico.dev/l4` always are).
+    #[arg(long)]
+    l4_all_services: bool,
 }
 
 fn cidr(value: &str) -> Result<portico_translate::Cidr, String> {
@@ -519,6 +523,7 @@ fn translate_config(class: &ClassArgs, tls: &TlsArgs) -> portico_translate::Conf
         default_certificate: tls.default_certificate.clone(),
         vip_pool: class.vip_pool,
         fip_pool: class.fip_pool,
+        l4_all_services: class.l4_all_services,
         ..portico_translate::Config::default()
     }
 }

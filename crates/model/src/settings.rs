@@ -44,6 +44,10 @@ pub struct PoolSettings {
     /// Others get 403.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allow_sources: Vec<Cidr>,
+    /// L4 pools with `sessionAffinity: ClientIP`: how long, in seconds, a client address keeps
+    /// its member after its last flow ended (the Service's `timeoutSeconds`, default 10800).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_affinity_timeout_s: Option<u64>,
     /// TLS towards the members, when the protocol is `Https` or `H2`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upstream_tls: Option<UpstreamTls>,

@@ -3,9 +3,9 @@
 //!
 //! A [`Provider`] serves the LoadBalancers of the model whose `provider` is its
 //! [`Provider::kind`]; the [`Registry`] hands every model to each registered provider and reports
-//! the load balancers whose provider type nobody serves. Types: `proxy` (the built-in L7 proxy)
-//! and `haproxy` (the seed's "opencontrail" driver: a generated haproxy.conf and a real haproxy
-//! per load balancer).
+//! the load balancers whose provider type nobody serves. Types: `proxy` (the built-in L7 proxy),
+//! `haproxy` (the seed's "opencontrail" driver: a generated haproxy.conf and a real haproxy
+//! per load balancer) and `l4` (Services of type LoadBalancer over TCP and UDP).
 //!
 //! This crate knows the model and certificate material only: no Kubernetes types, no sources,
 //! no data plane.

@@ -18,6 +18,9 @@ pub const TOPOLOGY_ANNOTATION: &str = "portico.dev/topology";
 /// they are redirected to HTTPS with a 308).
 pub const SSL_REDIRECT_ANNOTATION: &str = "portico.dev/ssl-redirect";
 
+/// The `spec.loadBalancerClass` of Services Portico's `l4` provider serves.
+pub const L4_CLASS: &str = "portico.dev/l4";
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
     /// IngressClasses whose `spec.controller` equals this are ours.
@@ -37,6 +40,9 @@ pub struct Config {
     pub vip_pool: Option<Cidr>,
     /// Where load balancers get their floating IP unless it is pinned (`--fip-pool`).
     pub fip_pool: Option<Cidr>,
+    /// Services of type LoadBalancer without `spec.loadBalancerClass` become `l4` load
+    /// balancers too (`--l4-all-services`); those of class [`L4_CLASS`] always do.
+    pub l4_all_services: bool,
 }
 
 impl Default for Config {
@@ -50,6 +56,7 @@ impl Default for Config {
             default_certificate: None,
             vip_pool: None,
             fip_pool: None,
+            l4_all_services: false,
         }
     }
 }

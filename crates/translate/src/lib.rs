@@ -55,6 +55,7 @@ mod policy;
 mod pool;
 mod route;
 mod selector;
+mod service;
 mod source;
 mod tls;
 mod translate;
@@ -67,7 +68,7 @@ pub use address::{
 pub use certificates::{Certificates, SecretError, certificates};
 pub use class::referenced_secrets;
 pub use config::{
-    CONTROLLER_NAME, Config, DEFAULT_CLASS_ANNOTATION, LEGACY_CLASS_ANNOTATION,
+    CONTROLLER_NAME, Config, DEFAULT_CLASS_ANNOTATION, L4_CLASS, LEGACY_CLASS_ANNOTATION,
     PROVIDER_ANNOTATION, SSL_REDIRECT_ANNOTATION, TOPOLOGY_ANNOTATION,
 };
 pub use incremental::{endpoint_only_change, refresh_members};
@@ -75,5 +76,6 @@ pub use loaded::Loaded;
 pub use memo::{Memo, Previous};
 pub use objects::{ObjectKey, Objects};
 pub use selector::{AGENT_SELECTOR_ANNOTATION, Selector, agent_selectors};
+pub use service::L4_PROVIDER;
 pub use translate::{IngressState, Translation, translate, translate_incremental};
 pub use vip::{HTTP_PORT_ANNOTATION, HTTPS_PORT_ANNOTATION, VIP_ANNOTATION, assign_vips};

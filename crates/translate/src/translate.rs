@@ -143,6 +143,12 @@ pub fn translate_incremental(
         );
         load_balancers.push(lb);
     }
+    load_balancers.extend(crate::service::load_balancers(
+        objects,
+        config,
+        &mut pools,
+        &mut diagnostics,
+    ));
     load_balancers.sort_by_key(|lb| lb.id);
     diagnostics.sort();
     diagnostics.dedup();

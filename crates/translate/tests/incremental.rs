@@ -219,11 +219,17 @@ impl World {
         }
         for (s, ip) in self.services.iter().enumerate() {
             if let Some(ip) = ip {
-                docs.extend(service(
-                    "default",
-                    &format!("s{s}"),
-                    &format!("10.0.0.{ip}"),
-                ));
+                let mut objects = service("default", &format!("s{s}"), &format!("10.0.0.{ip}"));
+                // s2 is also an `l4` load balancer, s1 a LoadBalancer Service of no class
+                // (not Portico's without --l4-all-services).
+                if s >= 1 {
+                    objects[0]["spec"]["type"] = json!("LoadBalancer");
+                }
+                if s == 2 {
+                    objects[0]["spec"]["loadBalancerClass"] = json!("portico.dev/l4");
+                    objects[0]["spec"]["sessionAffinity"] = json!("ClientIP");
+                }
+                docs.extend(objects);
             }
         }
         docs

@@ -45,6 +45,7 @@ mod haproxy;
 mod host_rules;
 mod hostile;
 mod kubernetes;
+mod l4;
 mod limits;
 mod live;
 mod merging;

@@ -1,0 +1,140 @@
+//! TCP: accept, choose, connect (next member on failure), copy both ways with half-close.
+
+use crate::target::{Affinity, Target};
+use crate::{L4Limits, drained, idle, now_ms};
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// A serving TCP listener. Dropping it stops accepting; its connections drain.
+#[derive(Debug)]
+pub struct TcpHandle {
+    target: watch::Sender<Arc<Target>>,
+    accept: JoinHandle<()>,
+    local: SocketAddr,
+}
+
+impl TcpHandle {
+    /// New connections use `target` from now on.
+    pub fn set(&self, target: Target) {
+        self.target.send_replace(Arc::new(target));
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+}
+
+impl Drop for TcpHandle {
+    fn drop(&mut self) {
+        self.accept.abort();
+    }
+}
+
+/// Serves `listener` (a bound, listening socket) with `target`. Must be called within a tokio
+/// runtime.
+pub fn serve_tcp(
+    listener: std::net::TcpListener,
+    target: Target,
+    limits: L4Limits,
+) -> io::Result<TcpHandle> {
+    listener.set_nonblocking(true)?;
+    let listener = TcpListener::from_std(listener)?;
+    let local = listener.local_addr()?;
+    let (tx, rx) = watch::channel(Arc::new(target));
+    let accept = tokio::spawn(accept_loop(listener, rx, limits));
+    Ok(TcpHandle {
+        target: tx,
+        accept,
+        local,
+    })
+}
+
+async fn accept_loop(listener: TcpListener, rx: watch::Receiver<Arc<Target>>, limits: L4Limits) {
+    let affinity = Arc::new(Affinity::default());
+    loop {
+        let (client, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                // Out of descriptors and the like: back off rather than spin.
+                tracing::warn!(error = %e, "l4: accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let target = rx.borrow().clone();
+        if !target.allows(peer.ip()) {
+            drop(client);
+            continue;
+        }
+        let (rx, affinity) = (rx.clone(), affinity.clone());
+        tokio::spawn(async move {
+            connection(client, peer, target, rx, &affinity, limits).await;
+        });
+    }
+}
+
+async fn connection(
+    client: TcpStream,
+    peer: SocketAddr,
+    target: Arc<Target>,
+    rx: watch::Receiver<Arc<Target>>,
+    affinity: &Affinity,
+    limits: L4Limits,
+) {
+    let mut upstream = None;
+    for member in target.choose(peer, affinity, limits.tries) {
+        match tokio::time::timeout(limits.connect_timeout, TcpStream::connect(member)).await {
+            Ok(Ok(stream)) => {
+                upstream = Some((stream, member));
+                break;
+            }
+            Ok(Err(e)) => tracing::debug!(%member, error = %e, "l4: connect failed"),
+            Err(_) => tracing::debug!(%member, "l4: connect timed out"),
+        }
+    }
+    let Some((upstream, member)) = upstream else {
+        return;
+    };
+    if let Some(timeout) = target.affinity_timeout() {
+        affinity.touch(peer.ip(), member, timeout);
+    }
+    let _ = client.set_nodelay(true);
+    let _ = upstream.set_nodelay(true);
+    let last = AtomicU64::new(now_ms());
+    let (client_read, client_write) = client.into_split();
+    let (member_read, member_write) = upstream.into_split();
+    let copy = async {
+        let _ = tokio::join!(
+            pipe(client_read, member_write, &last),
+            pipe(member_read, client_write, &last)
+        );
+    };
+    tokio::select! {
+        () = copy => {}
+        () = idle(&last, limits.idle_timeout) => {}
+        () = drained(rx, member, limits.drain) => {}
+    }
+    if let Some(timeout) = target.affinity_timeout() {
+        affinity.touch(peer.ip(), member, timeout);
+    }
+}
+
+/// Copies until end of stream, then half-closes the other side.
+async fn pipe(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, last: &AtomicU64) -> io::Result<()> {
+    let mut buf = vec![0u8; 32 * 1024];
+    loop {
+        let n = from.read(&mut buf).await?;
+        if n == 0 {
+            return to.shutdown().await;
+        }
+        to.write_all(&buf[..n]).await?;
+        last.store(now_ms(), Ordering::Relaxed);
+    }
+}

@@ -1,0 +1,208 @@
+//! Services of type LoadBalancer → `l4` load balancers: one TCP or UDP listener per Service
+//! port, each with a pool of the port's endpoints (from EndpointSlices, so a `targetPort` by
+//! name is already resolved to each endpoint's number).
+//!
+//! A Service is Portico's when its `spec.loadBalancerClass` is [`L4_CLASS`], or, with
+//! [`Config::l4_all_services`], when it names no class. Honoured: ports with names and
+//! protocols (TCP, UDP), `sessionAffinity: ClientIP` with `timeoutSeconds`,
+//! `loadBalancerSourceRanges`. SCTP ports and fields Portico does not implement are warnings
+//! naming the field (docs/l4.md lists them).
+
+use crate::backend::{PoolKey, PortRef};
+use crate::config::L4_CLASS;
+use crate::memo::Pools;
+use crate::pool::pool_id;
+use crate::{Config, ObjectKey, Objects, annotations::Upstream};
+use k8s_openapi::api::core::v1::Service;
+use portico_model::{
+    Algorithm, Cidr, Diagnostic, HashKey, Listener, ListenerId, LoadBalancer, LoadBalancerId,
+    ObjectRef, Protocol,
+};
+use std::sync::Arc;
+
+/// The provider type of Services' load balancers.
+pub const L4_PROVIDER: &str = "l4";
+/// `sessionAffinityConfig.clientIP.timeoutSeconds` when unset (Kubernetes' default, 3 hours).
+const DEFAULT_AFFINITY_TIMEOUT_S: u64 = 10_800;
+
+/// Whether Portico serves this Service as an `l4` load balancer.
+pub(crate) fn is_l4(service: &Service, config: &Config) -> bool {
+    let Some(spec) = service.spec.as_ref() else {
+        return false;
+    };
+    if spec.type_.as_deref() != Some("LoadBalancer") {
+        return false;
+    }
+    match spec.load_balancer_class.as_deref() {
+        Some(class) => class == L4_CLASS,
+        None => config.l4_all_services,
+    }
+}
+
+/// The `l4` load balancers of every served Service.
+pub(crate) fn load_balancers(
+    objects: &Objects,
+    config: &Config,
+    pools: &mut Pools<'_>,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Vec<LoadBalancer> {
+    (objects.services.iter())
+        .filter(|(_, s)| is_l4(s, config))
+        .map(|(key, service)| build(key, service, pools, diagnostics))
+        .collect()
+}
+
+fn build(
+    key: &ObjectKey,
+    service: &Service,
+    pools: &mut Pools<'_>,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> LoadBalancer {
+    let name = format!("service/{}/{}", key.namespace, key.name);
+    let id = LoadBalancerId::derive(&format!("loadbalancer/{name}"));
+    let origin = ObjectRef::new("Service", &key.namespace, &key.name);
+    let mut warn = |field: String, message: String| {
+        diagnostics.push(Diagnostic::warning(origin.clone(), field, message));
+    };
+    let spec = service.spec.clone().unwrap_or_default();
+
+    let mut settings = portico_model::PoolSettings::default();
+    let mut algorithm = Algorithm::default();
+    match spec.session_affinity.as_deref() {
+        None | Some("None") => {}
+        Some("ClientIP") => {
+            algorithm = Algorithm::Hash(HashKey::ClientAddress);
+            let timeout = (spec.session_affinity_config.as_ref())
+                .and_then(|c| c.client_ip.as_ref())
+                .and_then(|c| c.timeout_seconds);
+            let timeout = match timeout {
+                None => DEFAULT_AFFINITY_TIMEOUT_S,
+                Some(t) if (1..=86_400).contains(&t) => t as u64,
+                Some(t) => {
+                    warn(
+                        "spec.sessionAffinityConfig.clientIP.timeoutSeconds".into(),
+                        format!("{t} is not within 1-86400; using {DEFAULT_AFFINITY_TIMEOUT_S}"),
+                    );
+                    DEFAULT_AFFINITY_TIMEOUT_S
+                }
+            };
+            settings.client_affinity_timeout_s = Some(timeout);
+        }
+        Some(other) => warn(
+            "spec.sessionAffinity".into(),
+            format!("{other:?} is not supported (None or ClientIP); ignored"),
+        ),
+    }
+    for (i, range) in (spec.load_balancer_source_ranges.iter().flatten()).enumerate() {
+        match range.trim().parse::<Cidr>() {
+            Ok(cidr) => settings.allow_sources.push(cidr),
+            Err(e) => warn(
+                format!("spec.loadBalancerSourceRanges[{i}]"),
+                format!("{e}; ignored"),
+            ),
+        }
+    }
+    let ranges_given = spec.load_balancer_source_ranges.as_ref();
+    if settings.allow_sources.is_empty() && ranges_given.is_some_and(|r| !r.is_empty()) {
+        // Every range was bad: refusing everyone is safer than allowing everyone. The
+        // unspecified addresses are never a client's.
+        let nobody = ["0.0.0.0/32", "::/128"].map(|c| c.parse::<Cidr>());
+        settings.allow_sources.extend(nobody.into_iter().flatten());
+    }
+    ignored_fields(service, &mut warn);
+
+    let mut listeners = Vec::new();
+    let mut lb_pools = Vec::new();
+    for (i, port) in (spec.ports.iter().flatten()).enumerate() {
+        let protocol = match port.protocol.as_deref().unwrap_or("TCP") {
+            "TCP" => Protocol::Tcp,
+            "UDP" => Protocol::Udp,
+            other => {
+                warn(
+                    format!("spec.ports[{i}].protocol"),
+                    format!(
+                        "{other} is not supported by provider l4 (TCP and UDP are); port skipped"
+                    ),
+                );
+                continue;
+            }
+        };
+        let Some(number) = u16::try_from(port.port).ok().filter(|p| *p != 0) else {
+            warn(
+                format!("spec.ports[{i}].port"),
+                format!("{} is not a port (1-65535); port skipped", port.port),
+            );
+            continue;
+        };
+        let port_ref = match port.name.as_deref().filter(|n| !n.is_empty()) {
+            Some(name) => PortRef::Name(name.to_owned()),
+            None => PortRef::Number(port.port),
+        };
+        let pool_key = PoolKey {
+            service: key.clone(),
+            port: port_ref,
+            upstream: Upstream::default_arc(),
+        };
+        let mut pool = pools.pool(pool_id(id, &pool_key), &pool_key);
+        pool.algorithm = algorithm.clone();
+        pool.settings = settings.clone();
+        let tag = match protocol {
+            Protocol::Udp => "UDP",
+            _ => "TCP",
+        };
+        listeners.push(Listener {
+            id: ListenerId::derive(&format!("{id}/listener/{tag}/{number}")),
+            name: format!("{tag}:{number}"),
+            protocol,
+            port: number,
+            policies: Vec::new(),
+            default_pool: Some(pool.id),
+            default_source: Some(origin.clone()),
+            tls: None,
+        });
+        lb_pools.push(pool);
+    }
+    lb_pools.sort_by_key(|p| p.id);
+    lb_pools.dedup_by_key(|p| p.id);
+    LoadBalancer {
+        id,
+        name,
+        origin,
+        provider: L4_PROVIDER.to_owned(),
+        vip: None,
+        floating_ip: None,
+        listeners: Arc::new(listeners),
+        pools: lb_pools,
+    }
+}
+
+/// Warnings for the fields of a served Service that Portico does not implement.
+fn ignored_fields(service: &Service, warn: &mut impl FnMut(String, String)) {
+    let Some(spec) = service.spec.as_ref() else {
+        return;
+    };
+    if spec
+        .load_balancer_ip
+        .as_deref()
+        .is_some_and(|ip| !ip.is_empty())
+    {
+        warn(
+            "spec.loadBalancerIP".into(),
+            "ignored: the VIP comes from --vip-pool".into(),
+        );
+    }
+    if spec.external_traffic_policy.as_deref() == Some("Local") {
+        warn(
+            "spec.externalTrafficPolicy".into(),
+            "Local is ignored: every ready endpoint is used and the client address is not \
+             preserved"
+                .into(),
+        );
+    }
+    if spec.health_check_node_port.is_some_and(|p| p != 0) {
+        warn(
+            "spec.healthCheckNodePort".into(),
+            "ignored: provider l4 does not use node ports".into(),
+        );
+    }
+}
