@@ -79,6 +79,12 @@ impl PartialEq for CaBundle {
 
 impl Eq for CaBundle {}
 
+impl std::hash::Hash for CaBundle {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.pem.hash(state);
+    }
+}
+
 /// The count only: Secret data never reaches a log.
 impl fmt::Debug for CaBundle {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -1,16 +1,17 @@
 //! Key-value entries → desired state, reusing what unchanged entries gave last time.
 
 use super::{
-    CertificateValue, DESIRED, Envelope, Fragment, KIND_CERTIFICATE, KIND_FRAGMENT,
+    CaBundleValue, CertificateValue, DESIRED, Envelope, Fragment, KIND_CA_BUNDLE, KIND_CERTIFICATE,
+    KIND_FRAGMENT,
     KIND_LOAD_BALANCER, KIND_POOL,
 };
 use crate::kv::{Key, View};
-use crate::{Certificates, Delta, Desired, SCHEMA};
+use crate::{CaBundles, Certificates, Delta, Desired, SCHEMA};
 use portico_model::order;
 use portico_model::{
     Diagnostic, Listener, LoadBalancer, LoadBalancerId, Model, ObjectRef, Pool, PoolId,
 };
-use portico_tls::Material;
+use portico_tls::{CaBundle, Material};
 use serde::de::DeserializeOwned;
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -23,6 +24,7 @@ enum Item {
     /// Boxed: a pool with its settings is several times the size of the other items.
     Pool(Box<Pool>),
     Certificate(ObjectRef, Arc<Material>),
+    CaBundle(ObjectRef, Arc<CaBundle>),
     Bad(Diagnostic),
 }
 
@@ -101,6 +103,7 @@ impl Decoder {
     fn assemble(&mut self) -> Desired {
         let mut diagnostics = Vec::new();
         let mut certificates = Certificates::new();
+        let mut ca_bundles = CaBundles::new();
         let mut parts: BTreeMap<&str, LbParts<'_>> = BTreeMap::new();
         for (key, cached) in &self.cache {
             let lb_key = lb_of(key);
@@ -108,6 +111,9 @@ impl Decoder {
                 Item::Bad(d) => diagnostics.push(d.clone()),
                 Item::Certificate(secret, material) => {
                     certificates.insert(secret.clone(), material.clone());
+                }
+                Item::CaBundle(secret, bundle) => {
+                    ca_bundles.insert(secret.clone(), bundle.clone());
                 }
                 Item::LoadBalancer(lb) => {
                     let p = parts.entry(lb_key.unwrap_or(key)).or_default();
@@ -151,6 +157,7 @@ impl Decoder {
             revision: 0,
             model: Arc::new(Model { load_balancers }),
             certificates,
+            ca_bundles,
             delta: Delta::Full,
             diagnostics,
             ..Desired::default()
@@ -214,6 +221,9 @@ fn kind_of(key: &str) -> Option<&'static str> {
     if rest.starts_with("cert/") {
         return Some(KIND_CERTIFICATE);
     }
+    if rest.starts_with("ca/") {
+        return Some(KIND_CA_BUNDLE);
+    }
     let lb = rest.strip_prefix("lb/")?;
     match lb.split('/').collect::<Vec<_>>().as_slice() {
         [_] => Some(KIND_LOAD_BALANCER),
@@ -242,6 +252,12 @@ fn decode_item(key: &str, value: &[u8]) -> Item {
         }),
         KIND_FRAGMENT => parse::<Fragment>(value, kind).map(|f| Item::Fragment(Arc::new(f))),
         KIND_POOL => parse::<Pool>(value, kind).map(|p| Item::Pool(Box::new(p))),
+        KIND_CA_BUNDLE => parse::<CaBundleValue>(value, kind).and_then(|c| {
+            match CaBundle::from_pem(c.ca_pem.as_bytes()) {
+                Ok(b) => Ok(Item::CaBundle(c.secret, Arc::new(b))),
+                Err(e) => Err(format!("CA bundle of {}: {e}", c.secret)),
+            }
+        }),
         _ => parse::<CertificateValue>(value, kind).and_then(|c| {
             match Material::from_pem(c.chain_pem.as_bytes(), c.key_pem.as_bytes()) {
                 Ok(m) => Ok(Item::Certificate(c.secret, Arc::new(m))),

@@ -17,20 +17,29 @@ mod tls;
 pub(crate) use body::UpstreamBody;
 pub(crate) use endpoint::{Endpoint, SendFailed, UpstreamError};
 
+use crate::tls::CaBySecret;
 use portico_model::{PoolProtocol, UpstreamTls};
+use portico_tls::CaBundle;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
-/// An endpoint's identity: address, protocol and TLS settings (pools that verify differently
-/// do not share connections).
-type Key = (SocketAddr, PoolProtocol, Option<UpstreamTls>);
+/// An endpoint's identity: address, protocol, TLS settings and the CA bundle verified against
+/// (pools that verify differently do not share connections).
+type Key = (
+    SocketAddr,
+    PoolProtocol,
+    Option<UpstreamTls>,
+    Option<Arc<CaBundle>>,
+);
 
 /// Endpoints by address, so that a new configuration reuses the idle connections of the
 /// previous one. Consulted only when a route table is compiled, never per request.
 #[derive(Debug, Default)]
 pub(crate) struct Endpoints {
     by_addr: Mutex<HashMap<Key, Weak<Endpoint>>>,
+    /// The CA bundles verifying pools name, as last set.
+    ca: Mutex<CaBySecret>,
 }
 
 impl Endpoints {
@@ -43,14 +52,26 @@ impl Endpoints {
         tls: Option<&UpstreamTls>,
     ) -> Arc<Endpoint> {
         let tls = tls.filter(|_| protocol.is_tls());
-        let key = (addr, protocol, tls.cloned());
+        let ca = tls.filter(|t| t.verify).and_then(|t| t.ca.as_ref()).and_then(|ca| {
+            let bundles = self.ca.lock().unwrap_or_else(PoisonError::into_inner);
+            bundles.get(ca).cloned()
+        });
+        let key = (addr, protocol, tls.cloned(), ca.clone());
         let mut map = self.by_addr.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(live) = map.get(&key).and_then(Weak::upgrade) {
             return live;
         }
-        let endpoint = Arc::new(Endpoint::new(addr, protocol, tls));
+        let endpoint = Arc::new(Endpoint::new(addr, protocol, tls, ca.as_deref()));
         map.insert(key, Arc::downgrade(&endpoint));
         endpoint
+    }
+
+    /// The CA bundles endpoints made from now on verify against.
+    pub(crate) fn set_ca_bundles(&self, bundles: &CaBySecret) {
+        let mut ca = self.ca.lock().unwrap_or_else(PoisonError::into_inner);
+        if *ca != *bundles {
+            *ca = bundles.clone();
+        }
     }
 
     /// Forgets endpoints no configuration uses any more (their connections are already gone).
