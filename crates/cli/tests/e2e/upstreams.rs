@@ -614,7 +614,7 @@ async fn backend_protocols_https_grpcs_and_grpc_reach_tls_and_h2_backends(provid
         "{grpc:?}"
     );
     assert_eq!(grpc.json()["proto"], "HTTP/2.0");
-    // Verification on: the CA bundle does not reach the data planes yet, so it fails closed.
+    // Verification on, its CA Secret absent: it fails closed.
     let verified = p.get("verified.test", "/").await;
     assert_eq!(verified.status, 502, "{verified:?}");
 }
@@ -668,12 +668,18 @@ async fn upstream_verification_trusts_only_the_named_ca_and_server_name(provider
         let r = p.get(host, "/").await;
         assert_eq!(r.status, 502, "{host}: {r:?}");
     }
-    let diagnostics = p.admin_json("/api/v1/diagnostics").await;
-    let text = diagnostics.to_string();
-    assert!(
-        text.contains("metadata.annotations[portico.dev/proxy-ssl-secret]")
-            && text.contains("secret \\\"up/no-such-ca\\\" not found"),
-        "{diagnostics:#}"
-    );
-    assert!(!text.contains("BEGIN CERTIFICATE"), "Secret data in {diagnostics:#}");
+    let missing = p.ingress(NS, "missing").await;
+    let found: Vec<_> = (missing["diagnostics"].as_array().cloned().unwrap_or_default())
+        .into_iter()
+        .filter(|d| d["field"] == "metadata.annotations[portico.dev/proxy-ssl-secret]")
+        .collect();
+    assert_eq!(found.len(), 1, "{missing:#}");
+    assert_eq!(found[0]["severity"], "warning", "{missing:#}");
+    let message = found[0]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("secret \"up/no-such-ca\" not found"), "{message}");
+    // The Ingresses whose CA Secret is usable carry no such warning, and no Secret data shows.
+    let good = p.ingress(NS, "good").await;
+    assert!(!good.to_string().contains("proxy-ssl-secret"), "{good:#}");
+    let all = p.admin_json("/api/v1/diagnostics").await.to_string();
+    assert!(!all.contains("BEGIN CERTIFICATE"), "Secret data in {all}");
 }
