@@ -60,7 +60,11 @@ impl Registry {
     ) -> Applied {
         let mut diagnostics = self.unknown(model);
         for provider in self.providers.values() {
-            diagnostics.extend(provider.apply(&own(model, provider.kind()), certificates, ca_bundles));
+            diagnostics.extend(provider.apply(
+                &own(model, provider.kind()),
+                certificates,
+                ca_bundles,
+            ));
         }
         diagnostics.sort();
         diagnostics.dedup();

@@ -165,7 +165,11 @@ impl Certificates {
     /// The CA bundles of the pools that verify their members, with a warning on each served
     /// Ingress whose `proxy-ssl-secret` names one that cannot be used.
     fn upstream_cas(&mut self, objects: &Objects, translation: &Translation, previous: &Self) {
-        let pools = translation.model.load_balancers.iter().flat_map(|lb| &lb.pools);
+        let pools = translation
+            .model
+            .load_balancers
+            .iter()
+            .flat_map(|lb| &lb.pools);
         let wanted: std::collections::BTreeSet<&ObjectRef> = pools
             .filter(|p| p.protocol.is_tls())
             .filter_map(|p| p.settings.upstream_tls.as_ref())

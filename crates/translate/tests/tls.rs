@@ -534,7 +534,10 @@ fn ca_secrets_of_verifying_pools_give_bundles_and_unusable_ones_a_warning_on_the
     let objects = objects(vec![
         ca_secret("good", json!({"ca.crt": ca.cert_pem()})),
         ca_secret("nokey", json!({"tls.crt": ca.cert_pem()})),
-        ca_secret("garbage", json!({"ca.crt": "-----BEGIN CERTIFICATE-----\nc2VjcmV0\n-----END CERTIFICATE-----\n"})),
+        ca_secret(
+            "garbage",
+            json!({"ca.crt": "-----BEGIN CERTIFICATE-----\nc2VjcmV0\n-----END CERTIFICATE-----\n"}),
+        ),
         verifying_ingress("a", "a.shop.test", nginx, "good"),
         verifying_ingress("b", "b.shop.test", portico, "missing"),
         verifying_ingress("c", "c.shop.test", nginx, "shop/nokey"),
@@ -557,15 +560,27 @@ fn ca_secrets_of_verifying_pools_give_bundles_and_unusable_ones_a_warning_on_the
     let messages: Vec<&str> = (certs.diagnostics.iter())
         .map(|d| d.message.as_str())
         .collect();
-    assert!(messages[0].contains("secret \"shop/missing\" not found"), "{messages:?}");
-    assert!(messages[1].contains("no data key \"ca.crt\""), "{messages:?}");
-    assert!(messages[2].contains("ca.crt: certificate 1 cannot be parsed"), "{messages:?}");
+    assert!(
+        messages[0].contains("secret \"shop/missing\" not found"),
+        "{messages:?}"
+    );
+    assert!(
+        messages[1].contains("no data key \"ca.crt\""),
+        "{messages:?}"
+    );
+    assert!(
+        messages[2].contains("ca.crt: certificate 1 cannot be parsed"),
+        "{messages:?}"
+    );
     assert!(messages.iter().all(|m| m.contains("(502)")), "{messages:?}");
     assert!(!messages.iter().any(|m| m.contains("c2VjcmV0")));
 
     // Unchanged Secrets keep their parsed bundle.
     let again = load_certs(&objects, &certs);
-    assert!(Arc::ptr_eq(&again.ca.values().next().unwrap(), &certs.ca.values().next().unwrap()));
+    assert!(Arc::ptr_eq(
+        &again.ca.values().next().unwrap(),
+        &certs.ca.values().next().unwrap()
+    ));
 }
 
 #[test]

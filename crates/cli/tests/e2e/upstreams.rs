@@ -522,10 +522,9 @@ async fn tls_echo_with_ca(service: &'static str) -> (SocketAddr, String) {
                     return;
                 };
                 let sni = tls.get_ref().1.server_name().unwrap_or_default().to_owned();
-                let svc = service_fn(
-                    move |req: http::Request<hyper::body::Incoming>| {
-                        let sni = sni.clone();
-                        async move {
+                let svc = service_fn(move |req: http::Request<hyper::body::Incoming>| {
+                    let sni = sni.clone();
+                    async move {
                         let body = format!(
                             "{{\"service\":\"{service}\",\"proto\":\"{:?}\",\"sni\":\"{sni}\"}}",
                             req.version()
@@ -533,9 +532,8 @@ async fn tls_echo_with_ca(service: &'static str) -> (SocketAddr, String) {
                         Ok::<_, std::convert::Infallible>(http::Response::new(
                             http_body_util::Full::new(bytes::Bytes::from(body)),
                         ))
-                        }
-                    },
-                );
+                    }
+                });
                 let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
                 let _ = builder.serve_connection(TokioIo::new(tls), svc).await;
             });
@@ -644,20 +642,44 @@ async fn upstream_verification_trusts_only_the_named_ca_and_server_name(provider
     let mut sni = verify("upstream-ca");
     sni.push(("proxy-ssl-server-name", "true"));
     y.push_str(&annotated("good", "good.test", "web", &sni));
-    y.push_str(&annotated("nosni", "nosni.test", "web", &verify("upstream-ca")));
-    y.push_str(&annotated("stranger", "stranger.test", "web", &verify("other-ca")));
+    y.push_str(&annotated(
+        "nosni",
+        "nosni.test",
+        "web",
+        &verify("upstream-ca"),
+    ));
+    y.push_str(&annotated(
+        "stranger",
+        "stranger.test",
+        "web",
+        &verify("other-ca"),
+    ));
     let mut wrong_name = verify("upstream-ca");
     wrong_name.push(("proxy-ssl-name", "other.up.svc"));
-    y.push_str(&annotated("wrongname", "wrongname.test", "web", &wrong_name));
+    y.push_str(&annotated(
+        "wrongname",
+        "wrongname.test",
+        "web",
+        &wrong_name,
+    ));
     let mut named = verify("upstream-ca");
     named.push(("proxy-ssl-name", "web.up.svc"));
     y.push_str(&annotated("named", "named.test", "web", &named));
-    y.push_str(&annotated("missing", "missing.test", "web", &verify("no-such-ca")));
+    y.push_str(&annotated(
+        "missing",
+        "missing.test",
+        "web",
+        &verify("no-such-ca"),
+    ));
     m.write("verify.yaml", &y);
     let p = start(provider, m.path()).await;
 
     let good = p.get("good.test", "/").await;
-    assert_eq!((good.status, good.service()), (200, "secure".into()), "{good:?}");
+    assert_eq!(
+        (good.status, good.service()),
+        (200, "secure".into()),
+        "{good:?}"
+    );
     assert_eq!(good.json()["sni"], "web.up.svc", "{good:?}");
     let nosni = p.get("nosni.test", "/").await;
     assert_eq!(nosni.status, 200, "{nosni:?}");
@@ -669,14 +691,20 @@ async fn upstream_verification_trusts_only_the_named_ca_and_server_name(provider
         assert_eq!(r.status, 502, "{host}: {r:?}");
     }
     let missing = p.ingress(NS, "missing").await;
-    let found: Vec<_> = (missing["diagnostics"].as_array().cloned().unwrap_or_default())
-        .into_iter()
-        .filter(|d| d["field"] == "metadata.annotations[portico.dev/proxy-ssl-secret]")
-        .collect();
+    let found: Vec<_> = (missing["diagnostics"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default())
+    .into_iter()
+    .filter(|d| d["field"] == "metadata.annotations[portico.dev/proxy-ssl-secret]")
+    .collect();
     assert_eq!(found.len(), 1, "{missing:#}");
     assert_eq!(found[0]["severity"], "warning", "{missing:#}");
     let message = found[0]["message"].as_str().unwrap_or_default();
-    assert!(message.contains("secret \"up/no-such-ca\" not found"), "{message}");
+    assert!(
+        message.contains("secret \"up/no-such-ca\" not found"),
+        "{message}"
+    );
     // The Ingresses whose CA Secret is usable carry no such warning, and no Secret data shows.
     let good = p.ingress(NS, "good").await;
     assert!(!good.to_string().contains("proxy-ssl-secret"), "{good:#}");

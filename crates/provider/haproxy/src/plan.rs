@@ -107,7 +107,14 @@ pub fn plan(
             diagnostics.push(*d);
             continue;
         }
-        match one(&lb, binds, class, (certificates, ca_bundles), settings, fallback) {
+        match one(
+            &lb,
+            binds,
+            class,
+            (certificates, ca_bundles),
+            settings,
+            fallback,
+        ) {
             Ok(p) => {
                 diagnostics.extend(p.desired.rendered.diagnostics.iter().cloned());
                 planned.push(p);
@@ -118,7 +125,14 @@ pub fn plan(
     if let Some(binds) = settings.default_binds.filter(|_| !default_taken) {
         let lb = placeholder(&settings.default_class);
         let class = lb.origin.clone();
-        match one(&lb, binds, class, (certificates, ca_bundles), settings, fallback) {
+        match one(
+            &lb,
+            binds,
+            class,
+            (certificates, ca_bundles),
+            settings,
+            fallback,
+        ) {
             Ok(p) => planned.push(p),
             Err(d) => diagnostics.push(*d),
         }
@@ -296,7 +310,10 @@ fn ca_files(
     files: &mut Files,
 ) -> BTreeMap<ObjectRef, String> {
     let mut names = BTreeMap::new();
-    let tls = lb.pools.iter().filter_map(|p| p.settings.upstream_tls.as_ref());
+    let tls = lb
+        .pools
+        .iter()
+        .filter_map(|p| p.settings.upstream_tls.as_ref());
     for secret in tls.filter(|t| t.verify).filter_map(|t| t.ca.as_ref()) {
         if let Some(bundle) = ca_bundles.get(secret) {
             let pem = Arc::new(bundle.pem().to_vec());

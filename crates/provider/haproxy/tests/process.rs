@@ -30,7 +30,10 @@ async fn serves_reloads_without_failing_requests_and_cleans_up() {
     let front: SocketAddr = ([127, 0, 0, 1], port).into();
     let p = provider(state.path());
     let none = Certificates::new();
-    assert!(p.apply(&model(port, &[(a, true)]), &none, &CaBundles::new()).is_empty());
+    assert!(
+        p.apply(&model(port, &[(a, true)]), &none, &CaBundles::new())
+            .is_empty()
+    );
     wait_ready(&p).await;
     wait_for(front, "/", 200, "a").await;
     let conf = std::fs::read_to_string(dir(state.path()).join("haproxy.conf")).unwrap();
@@ -125,7 +128,11 @@ async fn a_killed_haproxy_is_started_again_and_serves() {
     let port = free_port();
     let front: SocketAddr = ([127, 0, 0, 1], port).into();
     let p = provider(state.path());
-    p.apply(&model(port, &[(a, true)]), &Certificates::new(), &CaBundles::new());
+    p.apply(
+        &model(port, &[(a, true)]),
+        &Certificates::new(),
+        &CaBundles::new(),
+    );
     wait_ready(&p).await;
     wait_for(front, "/", 200, "a").await;
     let pid = master_pid(state.path());

@@ -2,8 +2,7 @@
 
 use super::{
     CaBundleValue, CertificateValue, DESIRED, Envelope, Fragment, KIND_CA_BUNDLE, KIND_CERTIFICATE,
-    KIND_FRAGMENT,
-    KIND_LOAD_BALANCER, KIND_POOL,
+    KIND_FRAGMENT, KIND_LOAD_BALANCER, KIND_POOL,
 };
 use crate::kv::{Key, View};
 use crate::{CaBundles, Certificates, Delta, Desired, SCHEMA};
@@ -241,30 +240,31 @@ fn decode_item(key: &str, value: &[u8]) -> Item {
     let Some(kind) = kind_of(key) else {
         return bad("not a key of the desired state's layout".to_owned());
     };
-    let result = match kind {
-        KIND_LOAD_BALANCER => parse::<LoadBalancer>(value, kind).and_then(|lb| {
-            let expected = key.rsplit('/').next().unwrap_or_default();
-            if lb.id.to_string() == expected {
-                Ok(Item::LoadBalancer(Arc::new(lb)))
-            } else {
-                Err(format!("holds load balancer {}, not {expected}", lb.id))
-            }
-        }),
-        KIND_FRAGMENT => parse::<Fragment>(value, kind).map(|f| Item::Fragment(Arc::new(f))),
-        KIND_POOL => parse::<Pool>(value, kind).map(|p| Item::Pool(Box::new(p))),
-        KIND_CA_BUNDLE => parse::<CaBundleValue>(value, kind).and_then(|c| {
-            match CaBundle::from_pem(c.ca_pem.as_bytes()) {
-                Ok(b) => Ok(Item::CaBundle(c.secret, Arc::new(b))),
-                Err(e) => Err(format!("CA bundle of {}: {e}", c.secret)),
-            }
-        }),
-        _ => parse::<CertificateValue>(value, kind).and_then(|c| {
-            match Material::from_pem(c.chain_pem.as_bytes(), c.key_pem.as_bytes()) {
-                Ok(m) => Ok(Item::Certificate(c.secret, Arc::new(m))),
-                Err(e) => Err(format!("certificate of {}: {e}", c.secret)),
-            }
-        }),
-    };
+    let result =
+        match kind {
+            KIND_LOAD_BALANCER => parse::<LoadBalancer>(value, kind).and_then(|lb| {
+                let expected = key.rsplit('/').next().unwrap_or_default();
+                if lb.id.to_string() == expected {
+                    Ok(Item::LoadBalancer(Arc::new(lb)))
+                } else {
+                    Err(format!("holds load balancer {}, not {expected}", lb.id))
+                }
+            }),
+            KIND_FRAGMENT => parse::<Fragment>(value, kind).map(|f| Item::Fragment(Arc::new(f))),
+            KIND_POOL => parse::<Pool>(value, kind).map(|p| Item::Pool(Box::new(p))),
+            KIND_CA_BUNDLE => parse::<CaBundleValue>(value, kind).and_then(|c| {
+                match CaBundle::from_pem(c.ca_pem.as_bytes()) {
+                    Ok(b) => Ok(Item::CaBundle(c.secret, Arc::new(b))),
+                    Err(e) => Err(format!("CA bundle of {}: {e}", c.secret)),
+                }
+            }),
+            _ => parse::<CertificateValue>(value, kind).and_then(|c| {
+                match Material::from_pem(c.chain_pem.as_bytes(), c.key_pem.as_bytes()) {
+                    Ok(m) => Ok(Item::Certificate(c.secret, Arc::new(m))),
+                    Err(e) => Err(format!("certificate of {}: {e}", c.secret)),
+                }
+            }),
+        };
     result.unwrap_or_else(bad)
 }
 

@@ -1,8 +1,8 @@
 //! Desired state → key-value entries.
 
 use super::{
-    CaBundleValue, CertificateValue, DESIRED, KIND_CA_BUNDLE, Envelope, Fragment, KIND_CERTIFICATE, KIND_FRAGMENT,
-    KIND_LOAD_BALANCER, KIND_POOL, ListenerPart, object_hash,
+    CaBundleValue, CertificateValue, DESIRED, Envelope, Fragment, KIND_CA_BUNDLE, KIND_CERTIFICATE,
+    KIND_FRAGMENT, KIND_LOAD_BALANCER, KIND_POOL, ListenerPart, object_hash,
 };
 use crate::kv::Key;
 use crate::{CaBundles, Certificates, SCHEMA};

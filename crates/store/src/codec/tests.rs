@@ -180,7 +180,9 @@ fn ca_bundles_travel_under_their_own_keys_and_a_bad_one_is_a_diagnostic() {
     assert!(desired.ca_bundles.is_empty());
     let messages: Vec<_> = desired.diagnostics.iter().map(|d| &d.message).collect();
     assert!(
-        messages.iter().any(|m| m.contains("CA bundle of Secret default/upstream-ca")),
+        messages
+            .iter()
+            .any(|m| m.contains("CA bundle of Secret default/upstream-ca")),
         "{messages:?}"
     );
 }
@@ -190,7 +192,11 @@ fn an_encoder_gives_what_encode_gives_and_keeps_the_bytes_of_what_did_not_change
     for (name, model) in golden_models() {
         let mut encoder = Encoder::default();
         let first = encoder.encode(&model, &Certificates::new(), &CaBundles::new());
-        assert_eq!(first, encode(&model, &Certificates::new(), &CaBundles::new()), "{name}");
+        assert_eq!(
+            first,
+            encode(&model, &Certificates::new(), &CaBundles::new()),
+            "{name}"
+        );
         let mut changed = model.clone();
         let Some(lb) = changed.load_balancers.first_mut() else {
             continue;
@@ -205,7 +211,11 @@ fn an_encoder_gives_what_encode_gives_and_keeps_the_bytes_of_what_did_not_change
             p.position += u32::try_from(i).unwrap() + 1;
         }
         let second = encoder.encode(&changed, &Certificates::new(), &CaBundles::new());
-        assert_eq!(second, encode(&changed, &Certificates::new(), &CaBundles::new()), "{name}");
+        assert_eq!(
+            second,
+            encode(&changed, &Certificates::new(), &CaBundles::new()),
+            "{name}"
+        );
         let changed_keys = changes(&first, &second);
         assert_eq!(changed_keys.len(), 1, "{name}: {changed_keys:?}");
         let same = second

@@ -52,10 +52,13 @@ impl Endpoints {
         tls: Option<&UpstreamTls>,
     ) -> Arc<Endpoint> {
         let tls = tls.filter(|_| protocol.is_tls());
-        let ca = tls.filter(|t| t.verify).and_then(|t| t.ca.as_ref()).and_then(|ca| {
-            let bundles = self.ca.lock().unwrap_or_else(PoisonError::into_inner);
-            bundles.get(ca).cloned()
-        });
+        let ca = tls
+            .filter(|t| t.verify)
+            .and_then(|t| t.ca.as_ref())
+            .and_then(|ca| {
+                let bundles = self.ca.lock().unwrap_or_else(PoisonError::into_inner);
+                bundles.get(ca).cloned()
+            });
         let key = (addr, protocol, tls.cloned(), ca.clone());
         let mut map = self.by_addr.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(live) = map.get(&key).and_then(Weak::upgrade) {

@@ -275,7 +275,10 @@ fn pool_settings_become_backend_rules_timeouts_and_retries() {
 #[test]
 fn verifying_pools_name_their_ca_file_server_name_and_sni_and_fail_closed_without_one() {
     let server = |tls: UpstreamTls| {
-        let mut lb = lb(vec![policy("all", vec![], to_pool())], vec![member(1, true)]);
+        let mut lb = lb(
+            vec![policy("all", vec![], to_pool())],
+            vec![member(1, true)],
+        );
         lb.pools[0].protocol = PoolProtocol::Https;
         lb.pools[0].settings.upstream_tls = Some(tls);
         let r = rendered(&lb);
