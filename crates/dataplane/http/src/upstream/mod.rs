@@ -105,4 +105,43 @@ mod tests {
         endpoints.prune();
         assert!(endpoints.by_addr.lock().unwrap().is_empty());
     }
+
+    #[test]
+    fn a_verifying_pool_keeps_its_endpoint_until_its_ca_bundle_changes() {
+        use portico_model::ObjectRef;
+        let endpoints = Endpoints::default();
+        let addr: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        let secret = ObjectRef::new("Secret", "ns", "ca");
+        let tls = UpstreamTls {
+            verify: true,
+            ca: Some(secret.clone()),
+            server_name: Some("web.ns.svc".into()),
+            sni: false,
+        };
+        let bundle = |name: &str| {
+            let ca = portico_tls::generate::Authority::new(name).unwrap();
+            let bundle = CaBundle::from_pem(ca.cert_pem().as_bytes()).unwrap();
+            CaBySecret::from([(secret.clone(), Arc::new(bundle))])
+        };
+        let get = || endpoints.get(addr, PoolProtocol::Https, Some(&tls));
+        let unknown = get();
+        let first_bundle = bundle("first");
+        endpoints.set_ca_bundles(&first_bundle);
+        let first = get();
+        assert!(!Arc::ptr_eq(&unknown, &first));
+        // The same content in a new map (as a new desired state brings it).
+        let copied: CaBySecret = (first_bundle.iter())
+            .map(|(k, v)| (k.clone(), Arc::new(CaBundle::clone(v))))
+            .collect();
+        endpoints.set_ca_bundles(&copied);
+        assert!(
+            Arc::ptr_eq(&first, &get()),
+            "an unchanged bundle keeps the endpoint"
+        );
+        endpoints.set_ca_bundles(&bundle("second"));
+        assert!(
+            !Arc::ptr_eq(&first, &get()),
+            "a new bundle gets a new endpoint"
+        );
+    }
 }
