@@ -282,8 +282,9 @@ fn verifying_pools_name_their_ca_file_server_name_and_sni_and_fail_closed_withou
         lb.pools[0].protocol = PoolProtocol::Https;
         lb.pools[0].settings.upstream_tls = Some(tls);
         let r = rendered(&lb);
-        let line = lines_with(&r, "server ")[0].to_owned();
-        line.split_once(" weight 1").unwrap().1.to_owned()
+        let line = lines_with(&r, " 10.0.0.1:8080 ")[0].to_owned();
+        let after = line.split_once(" weight ").unwrap().1;
+        after.split_once(' ').map_or("", |(_, rest)| rest).to_owned()
     };
     let ca = Some(ObjectRef::new("Secret", "default", "upstream-ca"));
     assert_eq!(
@@ -293,7 +294,7 @@ fn verifying_pools_name_their_ca_file_server_name_and_sni_and_fail_closed_withou
             server_name: None,
             sni: false
         }),
-        " ssl verify required ca-file \"/state/lb/ca-0123.pem\" verifyhost \"web.default.svc\""
+        "ssl verify required ca-file \"/state/lb/ca-0123.pem\" verifyhost \"web.default.svc\""
     );
     assert_eq!(
         server(UpstreamTls {
@@ -302,7 +303,7 @@ fn verifying_pools_name_their_ca_file_server_name_and_sni_and_fail_closed_withou
             server_name: Some("api.internal".into()),
             sni: true
         }),
-        " ssl verify required ca-file \"/state/lb/ca-0123.pem\" verifyhost \"api.internal\" sni str(\"api.internal\")"
+        "ssl verify required ca-file \"/state/lb/ca-0123.pem\" verifyhost \"api.internal\" sni str(\"api.internal\")"
     );
     // A Secret without a usable bundle: the default certificate stands in, which signed no
     // member's certificate.
@@ -315,7 +316,7 @@ fn verifying_pools_name_their_ca_file_server_name_and_sni_and_fail_closed_withou
             sni: false
         }),
         format!(
-            " ssl verify required ca-file \"/state/lb/{DEFAULT_CERTIFICATE_FILE}\" verifyhost \"web.default.svc\""
+            "ssl verify required ca-file \"/state/lb/{DEFAULT_CERTIFICATE_FILE}\" verifyhost \"web.default.svc\""
         )
     );
     assert_eq!(
@@ -325,6 +326,6 @@ fn verifying_pools_name_their_ca_file_server_name_and_sni_and_fail_closed_withou
             server_name: None,
             sni: false
         }),
-        " ssl verify none"
+        "ssl verify none"
     );
 }
