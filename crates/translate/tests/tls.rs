@@ -578,8 +578,8 @@ fn ca_secrets_of_verifying_pools_give_bundles_and_unusable_ones_a_warning_on_the
     // Unchanged Secrets keep their parsed bundle.
     let again = load_certs(&objects, &certs);
     assert!(Arc::ptr_eq(
-        &again.ca.values().next().unwrap(),
-        &certs.ca.values().next().unwrap()
+        again.ca.values().next().unwrap(),
+        certs.ca.values().next().unwrap()
     ));
 }
 

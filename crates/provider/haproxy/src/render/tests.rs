@@ -284,7 +284,10 @@ fn verifying_pools_name_their_ca_file_server_name_and_sni_and_fail_closed_withou
         let r = rendered(&lb);
         let line = lines_with(&r, " 10.0.0.1:8080 ")[0].to_owned();
         let after = line.split_once(" weight ").unwrap().1;
-        after.split_once(' ').map_or("", |(_, rest)| rest).to_owned()
+        after
+            .split_once(' ')
+            .map_or("", |(_, rest)| rest)
+            .to_owned()
     };
     let ca = Some(ObjectRef::new("Secret", "default", "upstream-ca"));
     assert_eq!(
