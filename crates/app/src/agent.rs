@@ -52,7 +52,7 @@ impl Agent {
             }
             _ => {
                 self.registry
-                    .apply(model, &desired.certificates)
+                    .apply(model, &desired.certificates, &desired.ca_bundles)
                     .diagnostics
             }
         };

@@ -84,6 +84,7 @@ impl Compiler {
                     let desired = Desired {
                         model: Arc::new(model),
                         certificates: previous.desired.certificates,
+                        ca_bundles: previous.desired.ca_bundles,
                         delta: Delta::Members(pools),
                         ..Desired::default()
                     };
@@ -132,11 +133,12 @@ impl Compiler {
         translation.diagnostics.extend(problems);
         let (selectors, problems) = agent_selectors(&translation.model, objects);
         translation.diagnostics.extend(problems);
+        let (certificates, ca_bundles) = self.certificates.apply(objects, &mut translation, config);
         let model = Arc::new(std::mem::take(&mut translation.model));
-        let certificates = self.certificates.apply(objects, &mut translation, config);
         let desired = Desired {
             model,
             certificates,
+            ca_bundles,
             ..Desired::default()
         };
         Compiled {

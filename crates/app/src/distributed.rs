@@ -551,8 +551,9 @@ impl ControllerWork<'_> {
         else {
             return Ok(0);
         };
+        let desired = &compiled.desired;
         let mut new =
-            (self.encoder).encode(&compiled.desired.model, &compiled.desired.certificates);
+            (self.encoder).encode(&desired.model, &desired.certificates, &desired.ca_bundles);
         new.extend(codec::encode_placements(&compiled.desired.placements));
         let ops = portico_store::kv::changes(&old, &new);
         // A new leader commits even nothing, so that agents see a first state (maybe empty).

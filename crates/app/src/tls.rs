@@ -1,7 +1,7 @@
 //! The certificates step of the pipeline: after each translation, load the key material of the
-//! Secrets the served Ingresses name (reusing what unchanged Secrets gave last time), hand it to
-//! the providers for new TLS handshakes, and add the warnings about unusable Secrets to the
-//! translation's diagnostics.
+//! Secrets the served Ingresses name and the CA bundles verifying pools name (reusing what
+//! unchanged Secrets gave last time), hand them to the providers, and add the warnings about
+//! unusable Secrets to the translation's diagnostics.
 
 use portico_translate::{Certificates, Config, Objects, Translation};
 use std::sync::{Mutex, PoisonError};
@@ -13,16 +13,17 @@ pub(crate) struct CertificateStage {
 }
 
 impl CertificateStage {
-    /// Loads the certificates `translation` names; returns the usable material by Secret.
+    /// Loads the certificates and CA bundles `translation` names; returns the usable ones by
+    /// Secret.
     pub(crate) fn apply(
         &self,
         objects: &Objects,
         translation: &mut Translation,
         config: &Config,
-    ) -> portico_provider::Certificates {
+    ) -> (portico_provider::Certificates, portico_provider::CaBundles) {
         let mut served = self.served.lock().unwrap_or_else(PoisonError::into_inner);
         let loaded = portico_translate::certificates(objects, translation, config, &served);
-        let material = loaded.material.clone();
+        let material = (loaded.material.clone(), loaded.ca.clone());
         if !loaded.diagnostics.is_empty() {
             let diagnostics = &mut translation.diagnostics;
             diagnostics.extend(loaded.diagnostics.iter().cloned());

@@ -11,7 +11,8 @@ pub(crate) fn plan_haproxy(
     settings: &PlanSettings,
     fallback: &Arc<Vec<u8>>,
 ) -> (Vec<Planned>, Vec<Diagnostic>) {
-    plan(&desired.model, &desired.certificates, settings, fallback)
+    let (model, ca) = (&desired.model, &desired.ca_bundles);
+    plan(model, &desired.certificates, ca, settings, fallback)
 }
 
 /// `portico render`: the same load, translation and certificates as `run`, then the haproxy

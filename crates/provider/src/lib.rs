@@ -15,13 +15,17 @@ mod registry;
 pub use registry::{Applied, Registry};
 
 use portico_model::{Diagnostic, Model, ObjectRef, PoolId};
-use portico_tls::Material;
+use portico_tls::{CaBundle, Material};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use tokio::sync::watch;
 
 /// Usable key material by Secret reference (kind `Secret`), as the model's listeners name them.
 pub type Certificates = BTreeMap<ObjectRef, Arc<Material>>;
+
+/// Trusted CA bundles by Secret reference (kind `Secret`), as pools' `upstream_tls.ca` name
+/// them: what verifying pools check their members' certificates against.
+pub type CaBundles = BTreeMap<ObjectRef, Arc<CaBundle>>;
 
 /// What a provider reports between changes: whether it serves its first configuration yet,
 /// and the problems it found while applying (asynchronously, e.g. a configuration its data
@@ -50,7 +54,12 @@ pub trait Provider: Send + Sync {
     /// Serves the load balancers of `model` from now on (the registry hands each provider
     /// only those of its [`Provider::kind`]), and stops serving those that are gone. Returns the problems found at once (a field the
     /// provider cannot serve); later ones come through [`Provider::status`].
-    fn apply(&self, model: &Model, certificates: &Certificates) -> Vec<Diagnostic>;
+    fn apply(
+        &self,
+        model: &Model,
+        certificates: &Certificates,
+        ca_bundles: &CaBundles,
+    ) -> Vec<Diagnostic>;
 
     /// Only the members of `pools` changed since the last [`Provider::apply`] (`model` has
     /// them); the rest of the model stands.

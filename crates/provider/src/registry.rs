@@ -1,6 +1,6 @@
 //! The registry: providers by type, each handed the load balancers of its type.
 
-use crate::{Certificates, Provider};
+use crate::{CaBundles, Certificates, Provider};
 use portico_model::{Diagnostic, Model, PoolId};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -52,10 +52,19 @@ impl Registry {
 
     /// Hands `model` to every provider; a load balancer whose provider type is not registered
     /// is not served and gets an error on its IngressClass.
-    pub fn apply(&self, model: &Model, certificates: &Certificates) -> Applied {
+    pub fn apply(
+        &self,
+        model: &Model,
+        certificates: &Certificates,
+        ca_bundles: &CaBundles,
+    ) -> Applied {
         let mut diagnostics = self.unknown(model);
         for provider in self.providers.values() {
-            diagnostics.extend(provider.apply(&own(model, provider.kind()), certificates));
+            diagnostics.extend(provider.apply(
+                &own(model, provider.kind()),
+                certificates,
+                ca_bundles,
+            ));
         }
         diagnostics.sort();
         diagnostics.dedup();
@@ -140,7 +149,7 @@ mod tests {
         fn kind(&self) -> &'static str {
             "test"
         }
-        fn apply(&self, model: &Model, _: &Certificates) -> Vec<Diagnostic> {
+        fn apply(&self, model: &Model, _: &Certificates, _: &CaBundles) -> Vec<Diagnostic> {
             let given = model.load_balancers.iter();
             *self.served.lock().unwrap() = given.map(|lb| lb.name.clone()).collect();
             vec![]
@@ -177,7 +186,7 @@ mod tests {
         let model = Model {
             load_balancers: vec![lb("a", "test"), lb("b", "nginx")],
         };
-        let applied = registry.apply(&model, &Certificates::new());
+        let applied = registry.apply(&model, &Certificates::new(), &CaBundles::new());
         assert_eq!(*recorder.served.lock().unwrap(), ["a"]);
         assert_eq!(applied.generation, 1);
         assert_eq!(applied.diagnostics.len(), 1);

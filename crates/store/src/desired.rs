@@ -2,7 +2,7 @@
 //! the certificate material it names) at a revision, and what agents report back.
 
 use portico_model::{Diagnostic, LoadBalancerId, Model, ObjectRef, Placement, PoolId};
-use portico_tls::Material;
+use portico_tls::{CaBundle, Material};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashSet};
 use std::net::IpAddr;
@@ -11,6 +11,10 @@ use std::sync::Arc;
 /// Usable key material by Secret reference (kind `Secret`), as the model's listeners name them.
 pub type Certificates = BTreeMap<ObjectRef, Arc<Material>>;
 
+/// Trusted CA bundles by Secret reference (kind `Secret`), as pools' `upstream_tls.ca` name
+/// them (`proxy-ssl-secret`).
+pub type CaBundles = BTreeMap<ObjectRef, Arc<CaBundle>>;
+
 /// The desired state at one store revision.
 #[derive(Debug, Clone, Default)]
 pub struct Desired {
@@ -18,6 +22,8 @@ pub struct Desired {
     pub revision: u64,
     pub model: Arc<Model>,
     pub certificates: Certificates,
+    /// The CA bundles verifying pools trust.
+    pub ca_bundles: CaBundles,
     /// Where each load balancer runs (active and standby agents, epoch), as the controller
     /// placed them; empty where nothing is placed (no agent yet). Not part of `delta`: a
     /// placement change alone does not touch the providers' configuration.

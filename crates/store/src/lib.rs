@@ -12,7 +12,7 @@ mod desired;
 pub mod kv;
 mod memory;
 
-pub use desired::{Certificates, Delta, Desired, Feedback};
+pub use desired::{CaBundles, Certificates, Delta, Desired, Feedback};
 pub use memory::MemoryStore;
 
 /// The version of the value format written under the store's prefix. A value of another

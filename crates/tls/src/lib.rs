@@ -10,11 +10,13 @@
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+mod ca;
 pub mod generate;
 mod material;
 mod provider;
 mod self_signed;
 
+pub use ca::{CaBundle, CaBundleError};
 pub use material::{Material, MaterialError};
 pub use provider::{PROTOCOL_VERSIONS, provider};
 pub use self_signed::{SELF_SIGNED_SUBJECT, SelfSignedError, self_signed};

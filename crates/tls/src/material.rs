@@ -141,7 +141,7 @@ fn private_key(pem: &[u8]) -> Result<PrivateKeyDer<'static>, MaterialError> {
 }
 
 /// The kind of PEM error, without the bytes some variants carry (they could be key material).
-fn reason(error: &pem::Error) -> &'static str {
+pub(crate) fn reason(error: &pem::Error) -> &'static str {
     match error {
         pem::Error::MissingSectionEnd { .. } => "a section has no END line",
         pem::Error::IllegalSectionStart { .. } => "a BEGIN line is malformed",

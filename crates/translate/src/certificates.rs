@@ -1,6 +1,9 @@
 //! Key material for TLS: the Secrets named by served Ingresses' `spec.tls` and by
 //! `--default-certificate`, parsed and checked, with a warning for each one that cannot be
 //! used (its hosts are then served with the default certificate; nothing else is affected).
+//! Also the CA bundles (`ca.crt`) of the Secrets that verifying pools name in
+//! `proxy-ssl-secret`: one that cannot be used is a warning on the Ingress, and its pools'
+//! verification fails closed (502).
 //!
 //! Apart from [`crate::translate`] because parsing keys costs far more than translating: a
 //! Secret whose content did not change keeps the material of the previous call.
@@ -10,7 +13,7 @@ use crate::{Config, ObjectKey, Objects};
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::networking::v1::Ingress;
 use portico_model::{Diagnostic, ObjectRef};
-use portico_tls::{Material, MaterialError};
+use portico_tls::{CaBundle, CaBundleError, Material, MaterialError};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
@@ -18,17 +21,24 @@ use std::sync::Arc;
 /// The data keys of a `kubernetes.io/tls` Secret.
 const CERT_KEY: &str = "tls.crt";
 const KEY_KEY: &str = "tls.key";
+/// The data key of the CA certificates in a `proxy-ssl-secret` (as ingress-nginx reads it).
+const CA_KEY: &str = "ca.crt";
 
 /// Usable material by Secret, and the warnings about the Secrets that are not usable.
 #[derive(Clone, Default)]
 pub struct Certificates {
     /// By Secret reference (kind `Secret`), as the model's listeners name them.
     pub material: BTreeMap<ObjectRef, Arc<Material>>,
+    /// Usable CA bundles by Secret reference (kind `Secret`), as pools' `upstream_tls.ca`
+    /// name them.
+    pub ca: BTreeMap<ObjectRef, Arc<CaBundle>>,
     /// Sorted: warnings on Ingresses (`spec.tls[i].secretName`) and on the default
     /// certificate's Secret.
     pub diagnostics: Vec<Diagnostic>,
     /// Each Secret looked at, with what it gave, for the next call.
     loaded: BTreeMap<ObjectKey, Loaded>,
+    /// Each CA Secret looked at, with what it gave, for the next call.
+    loaded_ca: BTreeMap<ObjectKey, LoadedCa>,
 }
 
 /// Counts only: material prints redacted anyway, but there is no need to list it.
@@ -36,6 +46,7 @@ impl fmt::Debug for Certificates {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Certificates")
             .field("material", &self.material.len())
+            .field("ca", &self.ca.len())
             .field("diagnostics", &self.diagnostics)
             .finish()
     }
@@ -47,6 +58,12 @@ struct Loaded {
     result: Result<Arc<Material>, SecretError>,
 }
 
+#[derive(Clone)]
+struct LoadedCa {
+    secret: Option<Arc<Secret>>,
+    result: Result<Arc<CaBundle>, SecretError>,
+}
+
 /// Why a Secret gives no certificate. Never quotes Secret data.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SecretError {
@@ -56,6 +73,8 @@ pub enum SecretError {
     MissingKey(ObjectKey, &'static str),
     #[error("secret \"{0}\": {1}")]
     Material(ObjectKey, MaterialError),
+    #[error("secret \"{0}\": {1}")]
+    CaBundle(ObjectKey, CaBundleError),
 }
 
 /// Loads the certificates that `translation`'s served Ingresses and `config` name, reusing
@@ -83,6 +102,7 @@ pub fn certificates(
         out.diagnostics
             .push(Diagnostic::warning(object, "", message));
     }
+    out.upstream_cas(objects, translation, previous);
     out.diagnostics.sort();
     out.diagnostics.dedup();
     out
@@ -139,6 +159,91 @@ impl Certificates {
         self.loaded.insert(key.clone(), loaded);
         result
     }
+}
+
+impl Certificates {
+    /// The CA bundles of the pools that verify their members, with a warning on each served
+    /// Ingress whose `proxy-ssl-secret` names one that cannot be used.
+    fn upstream_cas(&mut self, objects: &Objects, translation: &Translation, previous: &Self) {
+        let pools = translation
+            .model
+            .load_balancers
+            .iter()
+            .flat_map(|lb| &lb.pools);
+        let wanted: std::collections::BTreeSet<&ObjectRef> = pools
+            .filter(|p| p.protocol.is_tls())
+            .filter_map(|p| p.settings.upstream_tls.as_ref())
+            .filter(|t| t.verify)
+            .filter_map(|t| t.ca.as_ref())
+            .collect();
+        if wanted.is_empty() {
+            return;
+        }
+        for state in translation.ingresses.iter().filter(|s| s.served) {
+            let key = &state.key;
+            let Some(ingress) = objects.ingresses.get(key) else {
+                continue;
+            };
+            let Some((annotation, ca)) = crate::annotations::ca_secret(ingress, &key.namespace)
+            else {
+                continue;
+            };
+            if !wanted.contains(&ca) {
+                continue;
+            }
+            let secret = ObjectKey::new(&ca.namespace, &ca.name);
+            if let Err(error) = self.load_ca(objects, &secret, previous) {
+                let object = ObjectRef::new("Ingress", &key.namespace, &key.name);
+                let field = format!("metadata.annotations[{annotation}]");
+                let message = format!(
+                    "{error}; the upstream certificates cannot be verified: every connection \
+                     to its backends fails (502) until the Secret holds the CA certificates \
+                     under ca.crt"
+                );
+                self.diagnostics
+                    .push(Diagnostic::warning(object, field, message));
+            }
+        }
+    }
+
+    /// The CA bundle of Secret `key`, parsed once per call and only when it changed since
+    /// `previous`.
+    fn load_ca(
+        &mut self,
+        objects: &Objects,
+        key: &ObjectKey,
+        previous: &Self,
+    ) -> Result<Arc<CaBundle>, SecretError> {
+        if let Some(done) = self.loaded_ca.get(key) {
+            return done.result.clone();
+        }
+        let secret = objects.secrets.get(key);
+        let reused = previous
+            .loaded_ca
+            .get(key)
+            .filter(|p| same(p.secret.as_ref(), secret));
+        let result = match reused {
+            Some(p) => p.result.clone(),
+            None => parse_ca(key, secret.map(Arc::as_ref)),
+        };
+        if let Ok(bundle) = &result {
+            let object = ObjectRef::new("Secret", &key.namespace, &key.name);
+            self.ca.insert(object, bundle.clone());
+        }
+        let loaded = LoadedCa {
+            secret: secret.cloned(),
+            result: result.clone(),
+        };
+        self.loaded_ca.insert(key.clone(), loaded);
+        result
+    }
+}
+
+fn parse_ca(key: &ObjectKey, secret: Option<&Secret>) -> Result<Arc<CaBundle>, SecretError> {
+    let secret = secret.ok_or_else(|| SecretError::NotFound(key.clone()))?;
+    let pem = value(secret, CA_KEY).ok_or(SecretError::MissingKey(key.clone(), CA_KEY))?;
+    let bundle = CaBundle::from_pem(pem).map_err(|e| SecretError::CaBundle(key.clone(), e))?;
+    Ok(Arc::new(bundle))
 }
 
 fn same(a: Option<&Arc<Secret>>, b: Option<&Arc<Secret>>) -> bool {

@@ -111,7 +111,8 @@ pub(crate) fn provider(objects: &Objects, class: &str, config: &Config) -> Strin
 }
 
 /// The Secrets a source must keep: those named by `spec.tls` of Ingresses whose class is ours,
-/// in the Ingress's namespace, and the `--default-certificate` Secret. A Kubernetes source
+/// in the Ingress's namespace, their upstream CA Secrets (`proxy-ssl-secret`), and the
+/// `--default-certificate` Secret. A Kubernetes source
 /// keeps only these in memory (Secrets are the largest objects and mostly not ours).
 pub fn referenced_secrets(objects: &Objects, config: &Config) -> BTreeSet<ObjectKey> {
     let owned = owned_classes(objects, config);
@@ -124,6 +125,9 @@ pub fn referenced_secrets(objects: &Objects, config: &Config) -> BTreeSet<Object
         let names = tls.unwrap_or_default().iter();
         let names = names.filter_map(|t| t.secret_name.as_deref().filter(|n| !n.is_empty()));
         secrets.extend(names.map(|name| ObjectKey::new(&key.namespace, name)));
+        if let Some((_, ca)) = crate::annotations::ca_secret(ingress, &key.namespace) {
+            secrets.insert(ObjectKey::new(&ca.namespace, &ca.name));
+        }
     }
     secrets
 }
@@ -153,11 +157,28 @@ mod tests {
     }
 
     #[test]
-    fn only_owned_ingresses_and_the_default_certificate_reference_secrets() {
+    fn only_owned_ingresses_their_ca_secrets_and_the_default_certificate_reference_secrets() {
         let mut objects = Objects::default();
-        let ours = ingress(Some("portico"), &["a", "", "b"]);
-        objects.ingresses.insert(ObjectKey::new("ns", "ours"), ours);
-        let theirs = ingress(Some("nginx"), &["c"]);
+        let mut ours = Arc::unwrap_or_clone(ingress(Some("portico"), &["a", "", "b"]));
+        ours.metadata.annotations = Some(
+            [(
+                "nginx.ingress.kubernetes.io/proxy-ssl-secret".to_owned(),
+                "ns/upstream-ca".to_owned(),
+            )]
+            .into(),
+        );
+        objects
+            .ingresses
+            .insert(ObjectKey::new("ns", "ours"), Arc::new(ours));
+        let mut theirs = Arc::unwrap_or_clone(ingress(Some("nginx"), &["c"]));
+        theirs.metadata.annotations = Some(
+            [(
+                "portico.dev/proxy-ssl-secret".to_owned(),
+                "their-ca".to_owned(),
+            )]
+            .into(),
+        );
+        let theirs = Arc::new(theirs);
         objects
             .ingresses
             .insert(ObjectKey::new("ns", "theirs"), theirs);
@@ -173,6 +194,9 @@ mod tests {
             .iter()
             .map(ToString::to_string)
             .collect();
-        assert_eq!(got, ["ns/a", "ns/b", "system/default-tls"]);
+        assert_eq!(
+            got,
+            ["ns/a", "ns/b", "ns/upstream-ca", "system/default-tls"]
+        );
     }
 }

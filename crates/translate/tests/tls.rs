@@ -504,3 +504,96 @@ fn a_missing_default_certificate_is_reported_on_its_secret() {
     );
     assert!(certs.diagnostics[0].message.contains("self-signed"));
 }
+
+// --- CA bundles of proxy-ssl-secret ---
+
+fn verifying_ingress(name: &str, host: &str, annotation: &str, ca: &str) -> Value {
+    let mut value = ingress(
+        "shop",
+        name,
+        Some("2026-01-01T00:00:00Z"),
+        json!({"rules": [web_rule(host)]}),
+    );
+    value["metadata"]["annotations"] = json!({
+        "nginx.ingress.kubernetes.io/backend-protocol": "HTTPS",
+        "nginx.ingress.kubernetes.io/proxy-ssl-verify": "true",
+        annotation: ca,
+    });
+    value
+}
+
+#[test]
+fn ca_secrets_of_verifying_pools_give_bundles_and_unusable_ones_a_warning_on_the_annotation() {
+    let ca = Authority::new("upstream ca").unwrap();
+    let ca_secret = |name: &str, data: Value| {
+        json!({"apiVersion": "v1", "kind": "Secret",
+               "metadata": {"name": name, "namespace": "shop"}, "stringData": data})
+    };
+    let nginx = "nginx.ingress.kubernetes.io/proxy-ssl-secret";
+    let portico = "portico.dev/proxy-ssl-secret";
+    let objects = objects(vec![
+        ca_secret("good", json!({"ca.crt": ca.cert_pem()})),
+        ca_secret("nokey", json!({"tls.crt": ca.cert_pem()})),
+        ca_secret(
+            "garbage",
+            json!({"ca.crt": "-----BEGIN CERTIFICATE-----\nc2VjcmV0\n-----END CERTIFICATE-----\n"}),
+        ),
+        verifying_ingress("a", "a.shop.test", nginx, "good"),
+        verifying_ingress("b", "b.shop.test", portico, "missing"),
+        verifying_ingress("c", "c.shop.test", nginx, "shop/nokey"),
+        verifying_ingress("d", "d.shop.test", nginx, "garbage"),
+    ]);
+    let certs = load_certs(&objects, &Certificates::default());
+    let bundles: Vec<_> = certs.ca.keys().map(ToString::to_string).collect();
+    assert_eq!(bundles, ["Secret shop/good"]);
+    assert_eq!(certs.ca.values().next().unwrap().len(), 1);
+    let field = |ingress: &str, annotation: &str| {
+        (
+            format!("Ingress shop/{ingress}"),
+            format!("metadata.annotations[{annotation}]"),
+        )
+    };
+    assert_eq!(
+        warnings(&certs),
+        vec![field("b", portico), field("c", nginx), field("d", nginx)]
+    );
+    let messages: Vec<&str> = (certs.diagnostics.iter())
+        .map(|d| d.message.as_str())
+        .collect();
+    assert!(
+        messages[0].contains("secret \"shop/missing\" not found"),
+        "{messages:?}"
+    );
+    assert!(
+        messages[1].contains("no data key \"ca.crt\""),
+        "{messages:?}"
+    );
+    assert!(
+        messages[2].contains("ca.crt: certificate 1 cannot be parsed"),
+        "{messages:?}"
+    );
+    assert!(messages.iter().all(|m| m.contains("(502)")), "{messages:?}");
+    assert!(!messages.iter().any(|m| m.contains("c2VjcmV0")));
+
+    // Unchanged Secrets keep their parsed bundle.
+    let again = load_certs(&objects, &certs);
+    assert!(Arc::ptr_eq(
+        again.ca.values().next().unwrap(),
+        certs.ca.values().next().unwrap()
+    ));
+}
+
+#[test]
+fn a_ca_secret_of_a_pool_that_does_not_verify_is_not_loaded() {
+    let mut plain = verifying_ingress(
+        "a",
+        "a.shop.test",
+        "nginx.ingress.kubernetes.io/proxy-ssl-secret",
+        "missing",
+    );
+    plain["metadata"]["annotations"]["nginx.ingress.kubernetes.io/proxy-ssl-verify"] =
+        json!("false");
+    let certs = load_certs(&objects(vec![plain]), &Certificates::default());
+    assert!(certs.ca.is_empty());
+    assert!(certs.diagnostics.is_empty(), "{:?}", certs.diagnostics);
+}

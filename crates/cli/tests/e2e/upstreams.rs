@@ -24,6 +24,7 @@ proxy_and_haproxy!(
     a_post_to_a_member_that_resets_after_reading_it_is_not_retried,
     a_member_killed_under_load_fails_no_request_after_its_detection,
     backend_protocols_https_grpcs_and_grpc_reach_tls_and_h2_backends,
+    upstream_verification_trusts_only_the_named_ca_and_server_name,
 );
 
 /// The send timeout is the built-in proxy's alone (haproxy's `timeout server` covers both
@@ -477,6 +478,12 @@ async fn a_member_killed_under_load_fails_no_request_after_its_detection(provide
 /// A TLS echo backend (HTTP/1.1 and HTTP/2 by ALPN) whose certificate names `web.up.svc` and
 /// chains to a new authority: it answers `{"service": service, "proto": …}`.
 async fn tls_echo(service: &'static str) -> SocketAddr {
+    tls_echo_with_ca(service).await.0
+}
+
+/// [`tls_echo`], with the PEM of the authority that signed its certificate; its answers also
+/// name the SNI the client sent (`"sni"`, empty without one).
+async fn tls_echo_with_ca(service: &'static str) -> (SocketAddr, String) {
     use hyper::service::service_fn;
     use hyper_util::rt::{TokioExecutor, TokioIo};
     let ca = portico_tls::generate::Authority::new("upstream test CA").unwrap();
@@ -501,23 +508,25 @@ async fn tls_echo(service: &'static str) -> SocketAddr {
                 let Ok(tls) = acceptor.accept(stream).await else {
                     return;
                 };
-                let svc = service_fn(
-                    move |req: http::Request<hyper::body::Incoming>| async move {
+                let sni = tls.get_ref().1.server_name().unwrap_or_default().to_owned();
+                let svc = service_fn(move |req: http::Request<hyper::body::Incoming>| {
+                    let sni = sni.clone();
+                    async move {
                         let body = format!(
-                            "{{\"service\":\"{service}\",\"proto\":\"{:?}\"}}",
+                            "{{\"service\":\"{service}\",\"proto\":\"{:?}\",\"sni\":\"{sni}\"}}",
                             req.version()
                         );
                         Ok::<_, std::convert::Infallible>(http::Response::new(
                             http_body_util::Full::new(bytes::Bytes::from(body)),
                         ))
-                    },
-                );
+                    }
+                });
                 let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
                 let _ = builder.serve_connection(TokioIo::new(tls), svc).await;
             });
         }
     });
-    addr
+    (addr, ca.cert_pem().to_owned())
 }
 
 #[derive(Debug)]
@@ -590,7 +599,102 @@ async fn backend_protocols_https_grpcs_and_grpc_reach_tls_and_h2_backends(provid
         "{grpc:?}"
     );
     assert_eq!(grpc.json()["proto"], "HTTP/2.0");
-    // Verification on: the CA bundle does not reach the data planes yet, so it fails closed.
+    // Verification on, its CA Secret absent: it fails closed.
     let verified = p.get("verified.test", "/").await;
     assert_eq!(verified.status, 502, "{verified:?}");
+}
+
+/// A Secret `name` in the test namespace holding `ca_pem` under `ca.crt`.
+fn ca_secret(name: &str, ca_pem: &str) -> String {
+    let indented: String = ca_pem.lines().map(|l| format!("    {l}\n")).collect();
+    format!(
+        "---\napiVersion: v1\nkind: Secret\nmetadata:\n  name: {name}\n  namespace: {NS}\nstringData:\n  ca.crt: |\n{indented}"
+    )
+}
+
+async fn upstream_verification_trusts_only_the_named_ca_and_server_name(provider: Provider) {
+    let m = Manifests::new();
+    let (secure, ca_pem) = tls_echo_with_ca("secure").await;
+    let stranger = portico_tls::generate::Authority::new("another CA").unwrap();
+    let mut y = service(NS, "web", &ready(&[secure]));
+    y.push_str(&ca_secret("upstream-ca", &ca_pem));
+    y.push_str(&ca_secret("other-ca", stranger.cert_pem()));
+    let verify = |secret: &'static str| {
+        vec![
+            ("backend-protocol", "HTTPS"),
+            ("proxy-ssl-verify", "true"),
+            ("proxy-ssl-secret", secret),
+        ]
+    };
+    let mut sni = verify("upstream-ca");
+    sni.push(("proxy-ssl-server-name", "true"));
+    y.push_str(&annotated("good", "good.test", "web", &sni));
+    y.push_str(&annotated(
+        "nosni",
+        "nosni.test",
+        "web",
+        &verify("upstream-ca"),
+    ));
+    y.push_str(&annotated(
+        "stranger",
+        "stranger.test",
+        "web",
+        &verify("other-ca"),
+    ));
+    let mut wrong_name = verify("upstream-ca");
+    wrong_name.push(("proxy-ssl-name", "other.up.svc"));
+    y.push_str(&annotated(
+        "wrongname",
+        "wrongname.test",
+        "web",
+        &wrong_name,
+    ));
+    let mut named = verify("upstream-ca");
+    named.push(("proxy-ssl-name", "web.up.svc"));
+    y.push_str(&annotated("named", "named.test", "web", &named));
+    y.push_str(&annotated(
+        "missing",
+        "missing.test",
+        "web",
+        &verify("no-such-ca"),
+    ));
+    m.write("verify.yaml", &y);
+    let p = start(provider, m.path()).await;
+
+    let good = p.get("good.test", "/").await;
+    assert_eq!(
+        (good.status, good.service()),
+        (200, "secure".into()),
+        "{good:?}"
+    );
+    assert_eq!(good.json()["sni"], "web.up.svc", "{good:?}");
+    let nosni = p.get("nosni.test", "/").await;
+    assert_eq!(nosni.status, 200, "{nosni:?}");
+    assert_eq!(nosni.json()["sni"], "", "{nosni:?}");
+    let named = p.get("named.test", "/").await;
+    assert_eq!(named.status, 200, "{named:?}");
+    for host in ["stranger.test", "wrongname.test", "missing.test"] {
+        let r = p.get(host, "/").await;
+        assert_eq!(r.status, 502, "{host}: {r:?}");
+    }
+    let missing = p.ingress(NS, "missing").await;
+    let found: Vec<_> = (missing["diagnostics"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default())
+    .into_iter()
+    .filter(|d| d["field"] == "metadata.annotations[portico.dev/proxy-ssl-secret]")
+    .collect();
+    assert_eq!(found.len(), 1, "{missing:#}");
+    assert_eq!(found[0]["severity"], "warning", "{missing:#}");
+    let message = found[0]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("secret \"up/no-such-ca\" not found"),
+        "{message}"
+    );
+    // The Ingresses whose CA Secret is usable carry no such warning, and no Secret data shows.
+    let good = p.ingress(NS, "good").await;
+    assert!(!good.to_string().contains("proxy-ssl-secret"), "{good:#}");
+    let all = p.admin_json("/api/v1/diagnostics").await.to_string();
+    assert!(!all.contains("BEGIN CERTIFICATE"), "Secret data in {all}");
 }

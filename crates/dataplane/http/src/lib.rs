@@ -22,4 +22,4 @@ pub use access::{AccessLog, Destination};
 pub use metrics::ProxyMetrics;
 pub use proxy::{Proxy, Scheme};
 pub use route::{PROVIDER, PoolState, RouteTable, Target, compile};
-pub use tls::{MaterialBySecret, SniMap};
+pub use tls::{CaBySecret, MaterialBySecret, SniMap};

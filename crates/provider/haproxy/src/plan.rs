@@ -7,7 +7,7 @@ use crate::render::{Binds, DEFAULT_CERTIFICATE_FILE, Input, STATS_SOCKET, render
 use portico_model::{
     Diagnostic, Listener, LoadBalancer, LoadBalancerId, Model, ObjectRef, Protocol,
 };
-use portico_provider::Certificates;
+use portico_provider::{CaBundles, Certificates};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -66,6 +66,7 @@ impl Planned {
 pub fn plan(
     model: &Model,
     certificates: &Certificates,
+    ca_bundles: &CaBundles,
     settings: &PlanSettings,
     fallback: &Arc<Vec<u8>>,
 ) -> (Vec<Planned>, Vec<Diagnostic>) {
@@ -106,7 +107,14 @@ pub fn plan(
             diagnostics.push(*d);
             continue;
         }
-        match one(&lb, binds, class, certificates, settings, fallback) {
+        match one(
+            &lb,
+            binds,
+            class,
+            (certificates, ca_bundles),
+            settings,
+            fallback,
+        ) {
             Ok(p) => {
                 diagnostics.extend(p.desired.rendered.diagnostics.iter().cloned());
                 planned.push(p);
@@ -117,7 +125,14 @@ pub fn plan(
     if let Some(binds) = settings.default_binds.filter(|_| !default_taken) {
         let lb = placeholder(&settings.default_class);
         let class = lb.origin.clone();
-        match one(&lb, binds, class, certificates, settings, fallback) {
+        match one(
+            &lb,
+            binds,
+            class,
+            (certificates, ca_bundles),
+            settings,
+            fallback,
+        ) {
             Ok(p) => planned.push(p),
             Err(d) => diagnostics.push(*d),
         }
@@ -202,19 +217,21 @@ fn one(
     lb: &LoadBalancer,
     binds: Binds,
     object: ObjectRef,
-    certificates: &Certificates,
+    (certificates, ca_bundles): (&Certificates, &CaBundles),
     settings: &PlanSettings,
     fallback: &Arc<Vec<u8>>,
 ) -> Result<Planned, Box<Diagnostic>> {
     let dir = settings.root.join(lb.id.to_string());
     check_socket_paths(&dir).map_err(|m| Box::new(Diagnostic::error(object.clone(), "", m)))?;
-    let (names, files) = certificate_files(lb, certificates, fallback);
+    let (names, mut files) = certificate_files(lb, certificates, fallback);
+    let ca_files = ca_files(lb, ca_bundles, &mut files);
     let rendered = render(
         lb,
         &Input {
             dir: &dir,
             binds,
             certificates: &names,
+            ca_files: &ca_files,
             limits: &settings.limits,
             access_log: settings.access_log.as_deref(),
         },
@@ -282,6 +299,30 @@ fn certificate_files(
     }
     files.insert(DEFAULT_CERTIFICATE_FILE.to_owned(), default);
     (names, files)
+}
+
+/// File names for the CA bundles the load balancer's verifying pools name (`ca-<digest>.pem`,
+/// by content, written 0600 with the certificates and removed with them); adds them to
+/// `files`.
+fn ca_files(
+    lb: &LoadBalancer,
+    ca_bundles: &CaBundles,
+    files: &mut Files,
+) -> BTreeMap<ObjectRef, String> {
+    let mut names = BTreeMap::new();
+    let tls = lb
+        .pools
+        .iter()
+        .filter_map(|p| p.settings.upstream_tls.as_ref());
+    for secret in tls.filter(|t| t.verify).filter_map(|t| t.ca.as_ref()) {
+        if let Some(bundle) = ca_bundles.get(secret) {
+            let pem = Arc::new(bundle.pem().to_vec());
+            let name = format!("ca-{}.pem", digest(&pem));
+            names.insert(secret.clone(), name.clone());
+            files.insert(name, pem);
+        }
+    }
+    names
 }
 
 /// A short content digest for file names (not a secret: SHA-1 of the PEM, 64 bits shown).

@@ -6,7 +6,7 @@ use crate::instance::{Binary, Instance, MASTER_SOCKET};
 use crate::plan::{PlanSettings, plan};
 use crate::status::Statuses;
 use portico_model::{Diagnostic, LoadBalancerId, Model, PoolId};
-use portico_provider::{Certificates, Provider, Status};
+use portico_provider::{CaBundles, Certificates, Provider, Status};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use tokio::sync::watch;
@@ -31,7 +31,7 @@ pub struct HaproxyProvider {
     fallback: Arc<Vec<u8>>,
     instances: Mutex<BTreeMap<LoadBalancerId, Instance>>,
     statuses: Arc<Statuses>,
-    certificates: Mutex<Certificates>,
+    certificates: Mutex<(Certificates, CaBundles)>,
 }
 
 impl std::fmt::Debug for HaproxyProvider {
@@ -56,7 +56,7 @@ impl HaproxyProvider {
             fallback: Arc::new(fallback.pem()),
             instances: Mutex::new(BTreeMap::new()),
             statuses: Statuses::new(),
-            certificates: Mutex::new(Certificates::new()),
+            certificates: Mutex::default(),
         })
     }
 
@@ -113,12 +113,19 @@ impl Provider for HaproxyProvider {
         PROVIDER
     }
 
-    fn apply(&self, model: &Model, certificates: &Certificates) -> Vec<Diagnostic> {
+    fn apply(
+        &self,
+        model: &Model,
+        certificates: &Certificates,
+        ca_bundles: &CaBundles,
+    ) -> Vec<Diagnostic> {
         *self
             .certificates
             .lock()
-            .unwrap_or_else(PoisonError::into_inner) = certificates.clone();
-        let (planned, diagnostics) = plan(model, certificates, &self.settings.plan, &self.fallback);
+            .unwrap_or_else(PoisonError::into_inner) = (certificates.clone(), ca_bundles.clone());
+        let settings = &self.settings.plan;
+        let (planned, diagnostics) =
+            plan(model, certificates, ca_bundles, settings, &self.fallback);
         let mut instances = self.lock_instances();
         let keep: HashSet<LoadBalancerId> = planned.iter().map(|p| p.id).collect();
         let gone: Vec<LoadBalancerId> = instances
@@ -146,12 +153,12 @@ impl Provider for HaproxyProvider {
     /// Renders again: servers whose readiness or weight changed go through the runtime API,
     /// added or removed members through a reload.
     fn update_members(&self, model: &Model, _pools: &HashSet<PoolId>) {
-        let certificates = self
+        let (certificates, ca_bundles) = self
             .certificates
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone();
-        let _ = self.apply(model, &certificates);
+        let _ = self.apply(model, &certificates, &ca_bundles);
     }
 
     fn status(&self) -> Status {

@@ -5,7 +5,7 @@
 
 mod support;
 
-use portico_provider::{Certificates, Provider};
+use portico_provider::{CaBundles, Certificates, Provider};
 use portico_testkit::free_port;
 use std::collections::HashSet;
 use std::net::SocketAddr;
@@ -30,7 +30,10 @@ async fn serves_reloads_without_failing_requests_and_cleans_up() {
     let front: SocketAddr = ([127, 0, 0, 1], port).into();
     let p = provider(state.path());
     let none = Certificates::new();
-    assert!(p.apply(&model(port, &[(a, true)]), &none).is_empty());
+    assert!(
+        p.apply(&model(port, &[(a, true)]), &none, &CaBundles::new())
+            .is_empty()
+    );
     wait_ready(&p).await;
     wait_for(front, "/", 200, "a").await;
     let conf = std::fs::read_to_string(dir(state.path()).join("haproxy.conf")).unwrap();
@@ -62,7 +65,7 @@ async fn serves_reloads_without_failing_requests_and_cleans_up() {
         } else {
             vec![(b, true)]
         };
-        p.apply(&model(port, &members), &none);
+        p.apply(&model(port, &members), &none, &CaBundles::new());
         let expect = if i % 2 == 0 { "a" } else { "b" };
         wait_for(front, "/", 200, expect).await;
     }
@@ -76,7 +79,7 @@ async fn serves_reloads_without_failing_requests_and_cleans_up() {
     );
     assert!(ok.load(Ordering::Relaxed) > 10);
 
-    p.apply(&portico_model::Model::default(), &none);
+    p.apply(&portico_model::Model::default(), &none, &CaBundles::new());
     let deadline = Instant::now() + Duration::from_secs(10);
     while dir(state.path()).exists() || get(front, "/").await.is_ok() {
         assert!(
@@ -95,7 +98,7 @@ async fn readiness_changes_go_through_the_runtime_api_without_a_reload() {
     let front: SocketAddr = ([127, 0, 0, 1], port).into();
     let p = provider(state.path());
     let none = Certificates::new();
-    p.apply(&model(port, &[(a, true)]), &none);
+    p.apply(&model(port, &[(a, true)]), &none, &CaBundles::new());
     wait_ready(&p).await;
     wait_for(front, "/", 200, "a").await;
     let pid = master_pid(state.path());
@@ -125,7 +128,11 @@ async fn a_killed_haproxy_is_started_again_and_serves() {
     let port = free_port();
     let front: SocketAddr = ([127, 0, 0, 1], port).into();
     let p = provider(state.path());
-    p.apply(&model(port, &[(a, true)]), &Certificates::new());
+    p.apply(
+        &model(port, &[(a, true)]),
+        &Certificates::new(),
+        &CaBundles::new(),
+    );
     wait_ready(&p).await;
     wait_for(front, "/", 200, "a").await;
     let pid = master_pid(state.path());

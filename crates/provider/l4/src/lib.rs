@@ -6,7 +6,7 @@
 pub use portico_dataplane_l4::L4Limits;
 use portico_dataplane_l4::{Target, TcpHandle, UdpHandle, serve_tcp, serve_udp};
 use portico_model::{Diagnostic, LoadBalancer, Model, PoolId, Protocol};
-use portico_provider::{Certificates, Provider};
+use portico_provider::{CaBundles, Certificates, Provider};
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::Mutex;
@@ -80,7 +80,12 @@ impl Provider for L4Provider {
         KIND
     }
 
-    fn apply(&self, model: &Model, _certificates: &Certificates) -> Vec<Diagnostic> {
+    fn apply(
+        &self,
+        model: &Model,
+        _certificates: &Certificates,
+        _ca_bundles: &CaBundles,
+    ) -> Vec<Diagnostic> {
         let mut diagnostics = Vec::new();
         let mut bound = self.bound.lock().unwrap_or_else(|e| e.into_inner());
         let mut wanted = HashSet::new();

@@ -14,7 +14,7 @@ pub use place::{Bind, place};
 
 use portico_dataplane_http::{AccessLog, Proxy, ProxyMetrics};
 use portico_model::{Diagnostic, Limits, LoadBalancer, Model, PoolId};
-use portico_provider::{Certificates, Provider};
+use portico_provider::{CaBundles, Certificates, Provider};
 use std::collections::{BTreeMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -123,7 +123,12 @@ impl Provider for ProxyProvider {
         PROVIDER
     }
 
-    fn apply(&self, model: &Model, certificates: &Certificates) -> Vec<Diagnostic> {
+    fn apply(
+        &self,
+        model: &Model,
+        certificates: &Certificates,
+        ca_bundles: &CaBundles,
+    ) -> Vec<Diagnostic> {
         let mut diagnostics = Vec::new();
         let groups = place(model, self.defaults);
         let mut served = self.served.lock().unwrap_or_else(PoisonError::into_inner);
@@ -152,6 +157,7 @@ impl Provider for ProxyProvider {
                     load_balancers: lbs.iter().map(|lb| (*lb).clone()).collect(),
                 };
                 s.proxy.set_certificates(&part, certificates);
+                s.proxy.set_ca_bundles(ca_bundles);
                 s.proxy.apply(&part);
             }
         }

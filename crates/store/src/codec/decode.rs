@@ -1,16 +1,16 @@
 //! Key-value entries → desired state, reusing what unchanged entries gave last time.
 
 use super::{
-    CertificateValue, DESIRED, Envelope, Fragment, KIND_CERTIFICATE, KIND_FRAGMENT,
-    KIND_LOAD_BALANCER, KIND_POOL,
+    CaBundleValue, CertificateValue, DESIRED, Envelope, Fragment, KIND_CA_BUNDLE, KIND_CERTIFICATE,
+    KIND_FRAGMENT, KIND_LOAD_BALANCER, KIND_POOL,
 };
 use crate::kv::{Key, View};
-use crate::{Certificates, Delta, Desired, SCHEMA};
+use crate::{CaBundles, Certificates, Delta, Desired, SCHEMA};
 use portico_model::order;
 use portico_model::{
     Diagnostic, Listener, LoadBalancer, LoadBalancerId, Model, ObjectRef, Pool, PoolId,
 };
-use portico_tls::Material;
+use portico_tls::{CaBundle, Material};
 use serde::de::DeserializeOwned;
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -23,6 +23,7 @@ enum Item {
     /// Boxed: a pool with its settings is several times the size of the other items.
     Pool(Box<Pool>),
     Certificate(ObjectRef, Arc<Material>),
+    CaBundle(ObjectRef, Arc<CaBundle>),
     Bad(Diagnostic),
 }
 
@@ -101,6 +102,7 @@ impl Decoder {
     fn assemble(&mut self) -> Desired {
         let mut diagnostics = Vec::new();
         let mut certificates = Certificates::new();
+        let mut ca_bundles = CaBundles::new();
         let mut parts: BTreeMap<&str, LbParts<'_>> = BTreeMap::new();
         for (key, cached) in &self.cache {
             let lb_key = lb_of(key);
@@ -108,6 +110,9 @@ impl Decoder {
                 Item::Bad(d) => diagnostics.push(d.clone()),
                 Item::Certificate(secret, material) => {
                     certificates.insert(secret.clone(), material.clone());
+                }
+                Item::CaBundle(secret, bundle) => {
+                    ca_bundles.insert(secret.clone(), bundle.clone());
                 }
                 Item::LoadBalancer(lb) => {
                     let p = parts.entry(lb_key.unwrap_or(key)).or_default();
@@ -151,6 +156,7 @@ impl Decoder {
             revision: 0,
             model: Arc::new(Model { load_balancers }),
             certificates,
+            ca_bundles,
             delta: Delta::Full,
             diagnostics,
             ..Desired::default()
@@ -214,6 +220,9 @@ fn kind_of(key: &str) -> Option<&'static str> {
     if rest.starts_with("cert/") {
         return Some(KIND_CERTIFICATE);
     }
+    if rest.starts_with("ca/") {
+        return Some(KIND_CA_BUNDLE);
+    }
     let lb = rest.strip_prefix("lb/")?;
     match lb.split('/').collect::<Vec<_>>().as_slice() {
         [_] => Some(KIND_LOAD_BALANCER),
@@ -231,24 +240,31 @@ fn decode_item(key: &str, value: &[u8]) -> Item {
     let Some(kind) = kind_of(key) else {
         return bad("not a key of the desired state's layout".to_owned());
     };
-    let result = match kind {
-        KIND_LOAD_BALANCER => parse::<LoadBalancer>(value, kind).and_then(|lb| {
-            let expected = key.rsplit('/').next().unwrap_or_default();
-            if lb.id.to_string() == expected {
-                Ok(Item::LoadBalancer(Arc::new(lb)))
-            } else {
-                Err(format!("holds load balancer {}, not {expected}", lb.id))
-            }
-        }),
-        KIND_FRAGMENT => parse::<Fragment>(value, kind).map(|f| Item::Fragment(Arc::new(f))),
-        KIND_POOL => parse::<Pool>(value, kind).map(|p| Item::Pool(Box::new(p))),
-        _ => parse::<CertificateValue>(value, kind).and_then(|c| {
-            match Material::from_pem(c.chain_pem.as_bytes(), c.key_pem.as_bytes()) {
-                Ok(m) => Ok(Item::Certificate(c.secret, Arc::new(m))),
-                Err(e) => Err(format!("certificate of {}: {e}", c.secret)),
-            }
-        }),
-    };
+    let result =
+        match kind {
+            KIND_LOAD_BALANCER => parse::<LoadBalancer>(value, kind).and_then(|lb| {
+                let expected = key.rsplit('/').next().unwrap_or_default();
+                if lb.id.to_string() == expected {
+                    Ok(Item::LoadBalancer(Arc::new(lb)))
+                } else {
+                    Err(format!("holds load balancer {}, not {expected}", lb.id))
+                }
+            }),
+            KIND_FRAGMENT => parse::<Fragment>(value, kind).map(|f| Item::Fragment(Arc::new(f))),
+            KIND_POOL => parse::<Pool>(value, kind).map(|p| Item::Pool(Box::new(p))),
+            KIND_CA_BUNDLE => parse::<CaBundleValue>(value, kind).and_then(|c| {
+                match CaBundle::from_pem(c.ca_pem.as_bytes()) {
+                    Ok(b) => Ok(Item::CaBundle(c.secret, Arc::new(b))),
+                    Err(e) => Err(format!("CA bundle of {}: {e}", c.secret)),
+                }
+            }),
+            _ => parse::<CertificateValue>(value, kind).and_then(|c| {
+                match Material::from_pem(c.chain_pem.as_bytes(), c.key_pem.as_bytes()) {
+                    Ok(m) => Ok(Item::Certificate(c.secret, Arc::new(m))),
+                    Err(e) => Err(format!("certificate of {}: {e}", c.secret)),
+                }
+            }),
+        };
     result.unwrap_or_else(bad)
 }
 

@@ -1,11 +1,11 @@
 //! Desired state → key-value entries.
 
 use super::{
-    CertificateValue, DESIRED, Envelope, Fragment, KIND_CERTIFICATE, KIND_FRAGMENT,
-    KIND_LOAD_BALANCER, KIND_POOL, ListenerPart, object_hash,
+    CaBundleValue, CertificateValue, DESIRED, Envelope, Fragment, KIND_CA_BUNDLE, KIND_CERTIFICATE,
+    KIND_FRAGMENT, KIND_LOAD_BALANCER, KIND_POOL, ListenerPart, object_hash,
 };
 use crate::kv::Key;
-use crate::{Certificates, SCHEMA};
+use crate::{CaBundles, Certificates, SCHEMA};
 use bytes::Bytes;
 use portico_model::{
     L7Policy, Listener, ListenerId, LoadBalancer, Model, ObjectRef, SniCertificate,
@@ -15,9 +15,14 @@ use std::collections::{BTreeMap, HashMap};
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 
-/// Every key and value of `model` and `certificates` (see the module's key layout).
-pub fn encode(model: &Model, certificates: &Certificates) -> BTreeMap<Key, Bytes> {
-    Encoder::default().encode(model, certificates)
+/// Every key and value of `model`, `certificates` and `ca_bundles` (see the module's key
+/// layout).
+pub fn encode(
+    model: &Model,
+    certificates: &Certificates,
+    ca_bundles: &CaBundles,
+) -> BTreeMap<Key, Bytes> {
+    Encoder::default().encode(model, certificates, ca_bundles)
 }
 
 /// [`encode`] for one state after another: a fragment or a pool whose content did not change
@@ -30,14 +35,20 @@ pub struct Encoder {
 }
 
 impl Encoder {
-    /// Every key and value of `model` and `certificates`.
-    pub fn encode(&mut self, model: &Model, certificates: &Certificates) -> BTreeMap<Key, Bytes> {
+    /// Every key and value of `model`, `certificates` and `ca_bundles`.
+    pub fn encode(
+        &mut self,
+        model: &Model,
+        certificates: &Certificates,
+        ca_bundles: &CaBundles,
+    ) -> BTreeMap<Key, Bytes> {
         let mut out = BTreeMap::new();
         let mut next = HashMap::with_capacity(self.last.len());
         for lb in &model.load_balancers {
             self.encode_load_balancer(lb, &mut out, &mut next);
         }
         encode_certificates(certificates, &mut out);
+        encode_ca_bundles(ca_bundles, &mut out);
         self.last = next;
         out
     }
@@ -153,6 +164,17 @@ fn encode_certificates(certificates: &Certificates, out: &mut BTreeMap<Key, Byte
         };
         let key = format!("{DESIRED}cert/{}", object_hash(secret));
         out.insert(key, envelope(KIND_CERTIFICATE, &value));
+    }
+}
+
+fn encode_ca_bundles(ca_bundles: &CaBundles, out: &mut BTreeMap<Key, Bytes>) {
+    for (secret, bundle) in ca_bundles {
+        let value = CaBundleValue {
+            secret: secret.clone(),
+            ca_pem: String::from_utf8_lossy(bundle.pem()).into_owned(),
+        };
+        let key = format!("{DESIRED}ca/{}", object_hash(secret));
+        out.insert(key, envelope(KIND_CA_BUNDLE, &value));
     }
 }
 

@@ -7,6 +7,7 @@
 //!   source object (an Ingress) gives that load balancer's listeners;
 //! - `desired/lb/<lb-uuid>/pool/<pool-uuid>`: one pool with its members;
 //! - `desired/cert/<hash of the Secret>`: certificate material (key material: protect the store);
+//! - `desired/ca/<hash of the Secret>`: a CA bundle that pools verify their members against;
 //! - `agents/<node>`: an agent's [`Feedback`](crate::Feedback);
 //! - `placement/<lb-uuid>`: where a load balancer runs (see [`placement`]); its addresses (VIP,
 //!   floating IP) are in its header.
@@ -53,6 +54,7 @@ const KIND_LOAD_BALANCER: &str = "LoadBalancer";
 const KIND_FRAGMENT: &str = "Fragment";
 const KIND_POOL: &str = "Pool";
 const KIND_CERTIFICATE: &str = "Certificate";
+const KIND_CA_BUNDLE: &str = "CaBundle";
 
 /// What one source object gives a load balancer's listeners.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -77,6 +79,14 @@ struct CertificateValue {
     secret: ObjectRef,
     chain_pem: String,
     key_pem: String,
+}
+
+/// A Secret's CA bundle as stored.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CaBundleValue {
+    secret: ObjectRef,
+    ca_pem: String,
 }
 
 /// A stable, key-safe name for an object: hex of a SHA-1 of its identity.

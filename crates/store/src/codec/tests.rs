@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::kv::{Entry, View, changes};
-use crate::{Certificates, Delta};
+use crate::{CaBundles, Certificates, Delta};
 use bytes::Bytes;
 use portico_model::{Model, PolicyAction};
 use std::collections::BTreeMap;
@@ -52,7 +52,7 @@ fn view(entries: &BTreeMap<String, Bytes>, old: Option<&View>, revision: i64) ->
 #[test]
 fn every_golden_model_comes_back_from_the_store_as_it_went_in() {
     for (name, model) in golden_models() {
-        let entries = encode(&model, &Certificates::new());
+        let entries = encode(&model, &Certificates::new(), &CaBundles::new());
         let desired = Decoder::default().decode(&view(&entries, None, 7));
         assert_eq!(*desired.model, model, "{name}");
         assert!(
@@ -78,8 +78,8 @@ fn a_change_to_one_source_writes_only_that_sources_fragment() {
     let source = policy.source.clone();
     policy.action = PolicyAction::Reject { status: 403 };
     let ops = changes(
-        &encode(&model, &Certificates::new()),
-        &encode(&changed, &Certificates::new()),
+        &encode(&model, &Certificates::new(), &CaBundles::new()),
+        &encode(&changed, &Certificates::new(), &CaBundles::new()),
     );
     assert_eq!(ops.len(), 1, "{ops:?}");
     let expected = format!("desired/lb/{lb_id}/src/{}", object_hash(&source));
@@ -93,7 +93,7 @@ fn a_pool_change_alone_is_a_members_delta_and_keeps_the_listeners() {
         .find(|(n, _)| n.ends_with("seed-simple-fanout"))
         .unwrap();
     let mut decoder = Decoder::default();
-    let first_entries = encode(&model, &Certificates::new());
+    let first_entries = encode(&model, &Certificates::new(), &CaBundles::new());
     let first_view = view(&first_entries, None, 1);
     let first = decoder.decode(&first_view);
     assert_eq!(first.delta, Delta::Full);
@@ -103,7 +103,7 @@ fn a_pool_change_alone_is_a_members_delta_and_keeps_the_listeners() {
     pool.members[0].ready = !pool.members[0].ready;
     let pool_id = pool.id;
     let second = decoder.decode(&view(
-        &encode(&changed, &Certificates::new()),
+        &encode(&changed, &Certificates::new(), &CaBundles::new()),
         Some(&first_view),
         2,
     ));
@@ -121,7 +121,7 @@ fn a_malformed_value_is_a_diagnostic_naming_its_key_and_the_rest_is_served() {
         .into_iter()
         .find(|(n, _)| n.ends_with("seed-name-virtual-hosting"))
         .unwrap();
-    let mut entries = encode(&model, &Certificates::new());
+    let mut entries = encode(&model, &Certificates::new(), &CaBundles::new());
     entries.insert("desired/cert/zzz".into(), Bytes::from_static(b"{not json"));
     let wrong_schema = br#"{"schema":99,"kind":"Pool","data":{}}"#;
     entries.insert(
@@ -152,17 +152,51 @@ fn certificates_travel_with_their_key_material() {
             .unwrap();
     let secret = ObjectRef::new("Secret", "default", "a-tls");
     let certificates = Certificates::from([(secret.clone(), Arc::new(material))]);
-    let entries = encode(&Model::default(), &certificates);
+    let entries = encode(&Model::default(), &certificates, &CaBundles::new());
     let desired = Decoder::default().decode(&view(&entries, None, 1));
     assert_eq!(desired.certificates, certificates);
+}
+
+#[test]
+fn ca_bundles_travel_under_their_own_keys_and_a_bad_one_is_a_diagnostic() {
+    let a = portico_tls::generate::Authority::new("ca a").unwrap();
+    let b = portico_tls::generate::Authority::new("ca b").unwrap();
+    let pem = format!("{}{}", a.cert_pem(), b.cert_pem());
+    let bundle = portico_tls::CaBundle::from_pem(pem.as_bytes()).unwrap();
+    let secret = ObjectRef::new("Secret", "default", "upstream-ca");
+    let ca_bundles = CaBundles::from([(secret.clone(), Arc::new(bundle))]);
+    let mut entries = encode(&Model::default(), &Certificates::new(), &ca_bundles);
+    let key = format!("desired/ca/{}", object_hash(&secret));
+    assert_eq!(entries.keys().collect::<Vec<_>>(), [&key]);
+    let desired = Decoder::default().decode(&view(&entries, None, 1));
+    assert_eq!(desired.ca_bundles, ca_bundles);
+    assert!(desired.certificates.is_empty());
+    assert!(desired.diagnostics.is_empty(), "{:?}", desired.diagnostics);
+
+    let broken = serde_json::json!({"schema": 1, "kind": "CaBundle",
+        "data": {"secret": secret, "caPem": "no certificate"}});
+    entries.insert(key.clone(), Bytes::from(broken.to_string()));
+    let desired = Decoder::default().decode(&view(&entries, None, 2));
+    assert!(desired.ca_bundles.is_empty());
+    let messages: Vec<_> = desired.diagnostics.iter().map(|d| &d.message).collect();
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.contains("CA bundle of Secret default/upstream-ca")),
+        "{messages:?}"
+    );
 }
 
 #[test]
 fn an_encoder_gives_what_encode_gives_and_keeps_the_bytes_of_what_did_not_change() {
     for (name, model) in golden_models() {
         let mut encoder = Encoder::default();
-        let first = encoder.encode(&model, &Certificates::new());
-        assert_eq!(first, encode(&model, &Certificates::new()), "{name}");
+        let first = encoder.encode(&model, &Certificates::new(), &CaBundles::new());
+        assert_eq!(
+            first,
+            encode(&model, &Certificates::new(), &CaBundles::new()),
+            "{name}"
+        );
         let mut changed = model.clone();
         let Some(lb) = changed.load_balancers.first_mut() else {
             continue;
@@ -176,8 +210,12 @@ fn an_encoder_gives_what_encode_gives_and_keeps_the_bytes_of_what_did_not_change
         for (i, p) in listeners[0].policies.iter_mut().enumerate() {
             p.position += u32::try_from(i).unwrap() + 1;
         }
-        let second = encoder.encode(&changed, &Certificates::new());
-        assert_eq!(second, encode(&changed, &Certificates::new()), "{name}");
+        let second = encoder.encode(&changed, &Certificates::new(), &CaBundles::new());
+        assert_eq!(
+            second,
+            encode(&changed, &Certificates::new(), &CaBundles::new()),
+            "{name}"
+        );
         let changed_keys = changes(&first, &second);
         assert_eq!(changed_keys.len(), 1, "{name}: {changed_keys:?}");
         let same = second
@@ -216,7 +254,7 @@ fn headers_give_back_the_allocated_addresses() {
     lb.vip = Some([198, 18, 0, 1].into());
     lb.floating_ip = Some([198, 19, 0, 7].into());
     let id = lb.id;
-    let entries = encode(&model, &Certificates::new());
+    let entries = encode(&model, &Certificates::new(), &CaBundles::new());
     let got = addresses(&view(&entries, None, 1));
     assert_eq!(
         got.get(&id),

@@ -198,6 +198,23 @@ pub(crate) fn upstream(
     Arc::new(u)
 }
 
+/// The Secret `ingress` names for its upstream CA certificates (`proxy-ssl-secret`), with the
+/// full annotation name that names it; none when unset or invalid (the translation warns about
+/// an invalid one).
+pub(crate) fn ca_secret(ingress: &Ingress, namespace: &str) -> Option<(String, ObjectRef)> {
+    let annotations = ingress.metadata.annotations.as_ref()?;
+    let object = ObjectRef::new("Ingress", namespace, "");
+    let mut diagnostics = Vec::new();
+    let r = Reader {
+        object: &object,
+        annotations,
+        diagnostics: &mut diagnostics,
+    };
+    let (name, raw) = r.get("proxy-ssl-secret", true)?;
+    let secret = parse::secret_ref(raw, namespace).ok()?;
+    Some((name, secret))
+}
+
 /// Warns about snippets (refused), unknown `portico.dev/` keys (a typo would otherwise go
 /// unnoticed) and ingress-nginx keys Portico does not serve.
 fn refuse_unknown(r: &mut Reader<'_>) {

@@ -21,6 +21,13 @@ impl Proxy {
         self.resolver.store(SniMap::build(model, material));
     }
 
+    /// Verifying pools trust the CA bundles of `bundles` from the next [`Proxy::apply`] on
+    /// (a pool whose bundle is not there fails closed: 502). Endpoints whose pool settings and
+    /// bundle are unchanged keep their TLS client and connections.
+    pub fn set_ca_bundles(&self, bundles: &crate::tls::CaBySecret) {
+        self.endpoints.set_ca_bundles(bundles);
+    }
+
     /// Accepts TLS connections until `shutdown` turns true, like [`Proxy::serve`]; requests
     /// are routed on the TERMINATED_HTTPS listeners and forwarded with
     /// `X-Forwarded-Proto: https`. HTTP redirects name this listener's port.

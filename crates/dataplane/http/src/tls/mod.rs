@@ -7,6 +7,10 @@ mod sni;
 
 pub use sni::SniMap;
 
+/// Trusted CA bundles by Secret reference, as pools' `upstream_tls.ca` name them.
+pub type CaBySecret =
+    std::collections::BTreeMap<portico_model::ObjectRef, Arc<portico_tls::CaBundle>>;
+
 use arc_swap::ArcSwap;
 use portico_tls::Material;
 use rustls::ServerConfig;

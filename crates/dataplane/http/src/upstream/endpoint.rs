@@ -134,13 +134,19 @@ impl std::fmt::Debug for Endpoint {
 
 impl Endpoint {
     /// The endpoint of `addr` in `protocol`; `tls` (server name filled in) for TLS protocols.
-    pub(crate) fn new(addr: SocketAddr, protocol: PoolProtocol, tls: Option<&UpstreamTls>) -> Self {
+    /// `ca`: the bundle a verifying pool trusts, if it is known.
+    pub(crate) fn new(
+        addr: SocketAddr,
+        protocol: PoolProtocol,
+        tls: Option<&UpstreamTls>,
+        ca: Option<&portico_tls::CaBundle>,
+    ) -> Self {
         let tls = tls.filter(|_| protocol.is_tls());
         Endpoint {
             addr,
             idle: Mutex::new(Vec::new()),
             h2c: protocol.is_h2().then(H2c::default),
-            tls: tls.map(|t| TlsClient::new(protocol, t)),
+            tls: tls.map(|t| TlsClient::new(protocol, t, ca)),
         }
     }
 

@@ -17,20 +17,29 @@ mod tls;
 pub(crate) use body::UpstreamBody;
 pub(crate) use endpoint::{Endpoint, SendFailed, UpstreamError};
 
+use crate::tls::CaBySecret;
 use portico_model::{PoolProtocol, UpstreamTls};
+use portico_tls::CaBundle;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
-/// An endpoint's identity: address, protocol and TLS settings (pools that verify differently
-/// do not share connections).
-type Key = (SocketAddr, PoolProtocol, Option<UpstreamTls>);
+/// An endpoint's identity: address, protocol, TLS settings and the CA bundle verified against
+/// (pools that verify differently do not share connections).
+type Key = (
+    SocketAddr,
+    PoolProtocol,
+    Option<UpstreamTls>,
+    Option<Arc<CaBundle>>,
+);
 
 /// Endpoints by address, so that a new configuration reuses the idle connections of the
 /// previous one. Consulted only when a route table is compiled, never per request.
 #[derive(Debug, Default)]
 pub(crate) struct Endpoints {
     by_addr: Mutex<HashMap<Key, Weak<Endpoint>>>,
+    /// The CA bundles verifying pools name, as last set.
+    ca: Mutex<CaBySecret>,
 }
 
 impl Endpoints {
@@ -43,14 +52,29 @@ impl Endpoints {
         tls: Option<&UpstreamTls>,
     ) -> Arc<Endpoint> {
         let tls = tls.filter(|_| protocol.is_tls());
-        let key = (addr, protocol, tls.cloned());
+        let ca = tls
+            .filter(|t| t.verify)
+            .and_then(|t| t.ca.as_ref())
+            .and_then(|ca| {
+                let bundles = self.ca.lock().unwrap_or_else(PoisonError::into_inner);
+                bundles.get(ca).cloned()
+            });
+        let key = (addr, protocol, tls.cloned(), ca.clone());
         let mut map = self.by_addr.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(live) = map.get(&key).and_then(Weak::upgrade) {
             return live;
         }
-        let endpoint = Arc::new(Endpoint::new(addr, protocol, tls));
+        let endpoint = Arc::new(Endpoint::new(addr, protocol, tls, ca.as_deref()));
         map.insert(key, Arc::downgrade(&endpoint));
         endpoint
+    }
+
+    /// The CA bundles endpoints made from now on verify against.
+    pub(crate) fn set_ca_bundles(&self, bundles: &CaBySecret) {
+        let mut ca = self.ca.lock().unwrap_or_else(PoisonError::into_inner);
+        if *ca != *bundles {
+            *ca = bundles.clone();
+        }
     }
 
     /// Forgets endpoints no configuration uses any more (their connections are already gone).
@@ -80,5 +104,44 @@ mod tests {
         drop(first);
         endpoints.prune();
         assert!(endpoints.by_addr.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_verifying_pool_keeps_its_endpoint_until_its_ca_bundle_changes() {
+        use portico_model::ObjectRef;
+        let endpoints = Endpoints::default();
+        let addr: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        let secret = ObjectRef::new("Secret", "ns", "ca");
+        let tls = UpstreamTls {
+            verify: true,
+            ca: Some(secret.clone()),
+            server_name: Some("web.ns.svc".into()),
+            sni: false,
+        };
+        let bundle = |name: &str| {
+            let ca = portico_tls::generate::Authority::new(name).unwrap();
+            let bundle = CaBundle::from_pem(ca.cert_pem().as_bytes()).unwrap();
+            CaBySecret::from([(secret.clone(), Arc::new(bundle))])
+        };
+        let get = || endpoints.get(addr, PoolProtocol::Https, Some(&tls));
+        let unknown = get();
+        let first_bundle = bundle("first");
+        endpoints.set_ca_bundles(&first_bundle);
+        let first = get();
+        assert!(!Arc::ptr_eq(&unknown, &first));
+        // The same content in a new map (as a new desired state brings it).
+        let copied: CaBySecret = (first_bundle.iter())
+            .map(|(k, v)| (k.clone(), Arc::new(CaBundle::clone(v))))
+            .collect();
+        endpoints.set_ca_bundles(&copied);
+        assert!(
+            Arc::ptr_eq(&first, &get()),
+            "an unchanged bundle keeps the endpoint"
+        );
+        endpoints.set_ca_bundles(&bundle("second"));
+        assert!(
+            !Arc::ptr_eq(&first, &get()),
+            "a new bundle gets a new endpoint"
+        );
     }
 }

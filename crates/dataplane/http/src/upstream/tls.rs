@@ -1,13 +1,14 @@
 //! TLS towards the members of `Https` and `H2` pools (`backend-protocol: HTTPS`, `GRPCS`): a
 //! rustls client configuration per pool settings, ALPN `h2` or `http/1.1`.
 //!
-//! With `proxy-ssl-verify` on, the member's certificate must chain to the pool's CA bundle and
-//! name the server name; without a CA bundle the connection fails (closed: `502`), it never
-//! falls back to no verification. With it off (ingress-nginx's default), any certificate is
+//! With `proxy-ssl-verify` on, the member's certificate must chain to the pool's CA bundle
+//! (`proxy-ssl-secret`) and name the server name (webpki verification); without a usable CA
+//! bundle the connection fails (closed: `502`), it never falls back to no verification. With it off (ingress-nginx's default), any certificate is
 //! accepted: [`AcceptAnyServerCertificate`].
 
 use super::endpoint::UpstreamError;
 use portico_model::{PoolProtocol, UpstreamTls};
+use portico_tls::CaBundle;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::{CryptoProvider, verify_tls12_signature, verify_tls13_signature};
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
@@ -26,11 +27,12 @@ pub(crate) struct TlsClient {
 
 impl TlsClient {
     /// The client for a pool speaking `protocol` with `tls` (its server name filled in).
-    pub(crate) fn new(protocol: PoolProtocol, tls: &UpstreamTls) -> Self {
+    /// `ca`: the bundle to verify against, when `tls.verify` (none: every connection fails).
+    pub(crate) fn new(protocol: PoolProtocol, tls: &UpstreamTls, ca: Option<&CaBundle>) -> Self {
         let name = tls.server_name.clone().unwrap_or_default();
         let server_name = ServerName::try_from(name.clone())
             .unwrap_or_else(|_| ServerName::try_from("invalid.invalid").expect("a DNS name"));
-        let connector = config(protocol, tls).map(|c| TlsConnector::from(Arc::new(c)));
+        let connector = config(protocol, tls, ca).map(|c| TlsConnector::from(Arc::new(c)));
         TlsClient {
             connector,
             server_name,
@@ -53,21 +55,28 @@ impl TlsClient {
     }
 }
 
-fn config(protocol: PoolProtocol, tls: &UpstreamTls) -> Result<ClientConfig, String> {
+fn config(
+    protocol: PoolProtocol,
+    tls: &UpstreamTls,
+    ca: Option<&CaBundle>,
+) -> Result<ClientConfig, String> {
     let provider = portico_tls::provider();
     let builder = ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?;
     let mut config = if tls.verify {
-        // The CA bundles of `proxy-ssl-secret` do not reach the data plane yet: verification
-        // fails closed.
-        let ca = tls.ca.as_ref().map_or_else(
-            || "no proxy-ssl-secret".to_owned(),
-            |ca| format!("Secret {}/{}", ca.namespace, ca.name),
-        );
-        return Err(format!(
-            "verifying the member's certificate needs the CA bundle of {ca}, which this data plane does not have"
-        ));
+        let Some(bundle) = ca else {
+            let ca = tls.ca.as_ref().map_or_else(
+                || "no proxy-ssl-secret".to_owned(),
+                |ca| format!("Secret {}/{}", ca.namespace, ca.name),
+            );
+            return Err(format!(
+                "verifying the member's certificate needs a usable CA bundle (ca.crt) of {ca}"
+            ));
+        };
+        builder
+            .with_root_certificates(bundle.roots().clone())
+            .with_no_client_auth()
     } else {
         builder
             .dangerous()

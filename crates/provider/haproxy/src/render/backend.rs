@@ -101,12 +101,12 @@ pub(super) fn pools(
     lb: &LoadBalancer,
     servers: &mut Vec<Server>,
     logged: bool,
-    limits: &Limits,
-    no_ca: &str,
+    input: &super::Input<'_>,
 ) -> String {
+    let limits = input.limits;
     let mut s = String::new();
     for pool in &lb.pools {
-        let proto = protocol(pool, no_ca);
+        let proto = protocol(pool, input);
         let mut first = super::access::backend(pool, logged);
         first.push_str(&settings(pool, limits));
         s.push_str(&pool_header(pool.id, &first));
@@ -193,9 +193,11 @@ fn settings(pool: &Pool, limits: &Limits) -> String {
 const CHUNKED_CHECK_MAX: u64 = 8 * 1024;
 
 /// The `server` parameters of the pool's protocol. TLS: `verify none` unless the pool asks to
-/// verify; then against the CA bundle, which does not reach haproxy yet: `no_ca` (Portico's
-/// own self-signed certificate, which no member's chains to) makes verification fail closed.
-fn protocol(pool: &Pool, no_ca: &str) -> String {
+/// verify; then against the pool's CA bundle file (`proxy-ssl-secret`) and its server name.
+/// Without a usable bundle, the default certificate file stands in as the CA (Portico's own
+/// self-signed certificate or the operator's, which no member's chain names as its issuer):
+/// verification fails closed (502), never open.
+fn protocol(pool: &Pool, input: &super::Input<'_>) -> String {
     let alpn = match pool.protocol {
         PoolProtocol::H2c => return " proto h2".to_owned(),
         PoolProtocol::Http => return String::new(),
@@ -212,7 +214,12 @@ fn protocol(pool: &Pool, no_ca: &str) -> String {
         return " ssl verify none".to_owned();
     };
     let verify = if tls.verify {
-        format!(" verify required ca-file {no_ca} verifyhost {name}")
+        let file = tls.ca.as_ref().and_then(|ca| input.ca_files.get(ca));
+        let file = file.map_or(super::DEFAULT_CERTIFICATE_FILE, String::as_str);
+        let Ok(ca) = crate::quote::path(&input.dir.join(file)) else {
+            return " ssl verify required ca-file /dev/null".to_owned();
+        };
+        format!(" verify required ca-file {ca} verifyhost {name}")
     } else {
         " verify none".to_owned()
     };

@@ -50,6 +50,8 @@ pub struct Input<'a> {
     pub binds: Binds,
     /// The certificate file (inside `dir`) of each Secret with usable material.
     pub certificates: &'a BTreeMap<ObjectRef, String>,
+    /// The CA bundle file (inside `dir`) of each `proxy-ssl-secret` with a usable bundle.
+    pub ca_files: &'a BTreeMap<ObjectRef, String>,
     /// Deadlines, sizes and connection caps.
     pub limits: &'a Limits,
     /// The unix datagram socket access log lines go to; `None`: no access log.
@@ -114,8 +116,7 @@ pub fn render(lb: &LoadBalancer, input: &Input<'_>) -> Rendered {
         lb,
         &mut out.servers,
         input.access_log.is_some(),
-        input.limits,
-        &crate::quote::path(&input.dir.join(DEFAULT_CERTIFICATE_FILE)).unwrap_or_default(),
+        input,
     ));
     out.crt_list = crt_list(lb, input, &mut out.diagnostics);
     text.push_str(&specials.render(lb, input.binds.https));

@@ -69,6 +69,12 @@ fn member(last: u8, ready: bool) -> Member {
     }
 }
 
+/// The CA bundle file of Secret default/upstream-ca.
+fn ca_files() -> BTreeMap<ObjectRef, String> {
+    let ca = ObjectRef::new("Secret", "default", "upstream-ca");
+    BTreeMap::from([(ca, "ca-0123.pem".to_owned())])
+}
+
 fn rendered(lb: &LoadBalancer) -> Rendered {
     let dir = PathBuf::from("/state/lb");
     let certificates = BTreeMap::new();
@@ -79,6 +85,7 @@ fn rendered(lb: &LoadBalancer) -> Rendered {
             https: Some(([127, 0, 0, 1], 8443).into()),
         },
         certificates: &certificates,
+        ca_files: &ca_files(),
         limits: &portico_model::Limits::default(),
         access_log: None,
     };
@@ -263,4 +270,65 @@ fn pool_settings_become_backend_rules_timeouts_and_retries() {
     // The frontend no longer refuses bodies: each pool does, with its own limit.
     let frontend = r.config.split("\nbackend ").next().unwrap();
     assert!(!frontend.contains("deny_status 413"), "{frontend}");
+}
+
+#[test]
+fn verifying_pools_name_their_ca_file_server_name_and_sni_and_fail_closed_without_one() {
+    let server = |tls: UpstreamTls| {
+        let mut lb = lb(
+            vec![policy("all", vec![], to_pool())],
+            vec![member(1, true)],
+        );
+        lb.pools[0].protocol = PoolProtocol::Https;
+        lb.pools[0].settings.upstream_tls = Some(tls);
+        let r = rendered(&lb);
+        let line = lines_with(&r, " 10.0.0.1:8080 ")[0].to_owned();
+        let after = line.split_once(" weight ").unwrap().1;
+        after
+            .split_once(' ')
+            .map_or("", |(_, rest)| rest)
+            .to_owned()
+    };
+    let ca = Some(ObjectRef::new("Secret", "default", "upstream-ca"));
+    assert_eq!(
+        server(UpstreamTls {
+            verify: true,
+            ca: ca.clone(),
+            server_name: None,
+            sni: false
+        }),
+        "ssl verify required ca-file \"/state/lb/ca-0123.pem\" verifyhost \"web.default.svc\""
+    );
+    assert_eq!(
+        server(UpstreamTls {
+            verify: true,
+            ca: ca.clone(),
+            server_name: Some("api.internal".into()),
+            sni: true
+        }),
+        "ssl verify required ca-file \"/state/lb/ca-0123.pem\" verifyhost \"api.internal\" sni str(\"api.internal\")"
+    );
+    // A Secret without a usable bundle: the default certificate stands in, which signed no
+    // member's certificate.
+    let missing = Some(ObjectRef::new("Secret", "default", "missing"));
+    assert_eq!(
+        server(UpstreamTls {
+            verify: true,
+            ca: missing,
+            server_name: None,
+            sni: false
+        }),
+        format!(
+            "ssl verify required ca-file \"/state/lb/{DEFAULT_CERTIFICATE_FILE}\" verifyhost \"web.default.svc\""
+        )
+    );
+    assert_eq!(
+        server(UpstreamTls {
+            verify: false,
+            ca,
+            server_name: None,
+            sni: false
+        }),
+        "ssl verify none"
+    );
 }

@@ -40,6 +40,7 @@ pub fn render_in(lb: &LoadBalancer, dir: &Path) -> Rendered {
             dir,
             binds: binds(),
             certificates: &certificates,
+            ca_files: &std::collections::BTreeMap::new(),
             limits: &portico_model::Limits::default(),
             access_log: Some(Path::new("/state/access-log.sock")),
         },
