@@ -20,6 +20,7 @@ macro_rules! proxy_and_haproxy {
     };
 }
 
+mod cdp;
 mod kube_support;
 mod raw_client;
 mod support;
@@ -35,6 +36,7 @@ mod backends;
 mod bad_input;
 mod classes;
 mod conformance;
+mod dashboard;
 mod demo;
 mod distributed;
 mod drain;
