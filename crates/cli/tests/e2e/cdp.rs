@@ -22,7 +22,8 @@ pub fn chromium_path() -> PathBuf {
 
 /// A headless Chromium with its own profile directory; killed when dropped.
 pub struct Browser {
-    child: Child,
+    /// Killed on drop.
+    _child: Child,
     _profile: tempfile::TempDir,
     /// The browser's DevTools port on 127.0.0.1.
     pub port: u16,
@@ -68,7 +69,7 @@ impl Browser {
         // Keep draining stderr so that chromium never blocks on it.
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
         Browser {
-            child,
+            _child: child,
             _profile: profile,
             port,
         }
@@ -93,22 +94,26 @@ impl Browser {
         }
         page
     }
-
-    pub fn pid(&self) -> Option<u32> {
-        self.child.id()
-    }
 }
 
 async fn http_get(port: u16, path: &str) -> String {
     let mut s = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
     let req = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n");
     s.write_all(req.as_bytes()).await.unwrap();
-    let mut out = Vec::new();
-    s.read_to_end(&mut out).await.unwrap();
-    let text = String::from_utf8_lossy(&out).into_owned();
-    text.split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_owned())
-        .unwrap_or_default()
+    // Chromium may keep the connection open: read the head, then Content-Length bytes.
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        head.push(s.read_u8().await.unwrap());
+    }
+    let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
+    let len: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("a Content-Length");
+    let mut body = vec![0u8; len];
+    s.read_exact(&mut body).await.unwrap();
+    String::from_utf8_lossy(&body).into_owned()
 }
 
 /// One page's DevTools session.
@@ -178,7 +183,9 @@ impl Page {
 
     /// The page's visible text.
     pub async fn text(&mut self) -> String {
-        let v = self.eval("document.body.innerText").await;
+        let v = self
+            .eval("document.body ? document.body.innerText : \"\"")
+            .await;
         v.as_str().unwrap_or_default().to_owned()
     }
 
