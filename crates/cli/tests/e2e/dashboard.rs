@@ -198,6 +198,7 @@ async fn dashboard_serves_its_files_with_a_strict_policy() {
 /// little and paints quickly; the load balancer's view pages its 10,000 policies. Prints the
 /// measurements (docs/benchmarks.md).
 #[tokio::test]
+#[ignore = "a benchmark (about a minute in a debug build): scripts/dashboard-bench.sh"]
 async fn dashboard_stays_small_with_10000_ingresses() {
     const N: usize = 10_000;
     let m = Manifests::new();
