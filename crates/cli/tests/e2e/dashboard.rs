@@ -270,8 +270,11 @@ async fn dashboard_stays_small_with_10000_ingresses() {
         .to_owned();
     page.eval(&format!("location.hash = '#/lb/{id}'")).await;
     let policies = summary["counts"]["policies"].as_u64().unwrap();
-    page.wait_text(&[&format!("1–50 of {policies}"), "Host h0.example.com"], WAIT)
-        .await;
+    page.wait_text(
+        &[&format!("1–50 of {policies}"), "Host h0.example.com"],
+        WAIT,
+    )
+    .await;
     let nodes = page.eval("document.getElementsByTagName('*').length").await;
     assert!(nodes.as_u64().unwrap() < 3000, "{nodes} DOM elements");
     page.drain(Duration::from_millis(300)).await;
