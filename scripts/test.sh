@@ -8,8 +8,9 @@ source scripts/lib.sh
 # curl and python3 (a plain backend) for the smoke scripts; openssl, sslscan and testssl.sh
 # for the TLS checks; haproxy for the haproxy provider (its conformance run, golden configs
 # checked with `haproxy -c`, reloads and restarts); etcd and etcdctl for the etcd store's tests
-# and protoc to build etcd-client: never skipped.
-apt_install curl openssl python3 sslscan testssl.sh haproxy etcd-server etcd-client protobuf-compiler iproute2 nftables
+# and protoc to build etcd-client; iproute2 and nftables for the failover tests in network
+# namespaces; chromium (headless) for the dashboard's tests: never skipped.
+apt_install curl openssl python3 sslscan testssl.sh haproxy etcd-server etcd-client protobuf-compiler iproute2 nftables chromium
 # sed, not head: head exits after one line and haproxy then dies of SIGPIPE (pipefail).
 haproxy -v | sed -n 1p
 

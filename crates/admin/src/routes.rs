@@ -1,4 +1,5 @@
-use crate::{Admin, dashboard};
+use crate::views::{self, Filter};
+use crate::{Admin, assets};
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode, header};
 use http_body_util::Full;
@@ -6,7 +7,7 @@ use portico_model::{LoadBalancer, Placement};
 use portico_status::Snapshot;
 use serde::Serialize;
 
-type Body = Full<Bytes>;
+pub(crate) type Body = Full<Bytes>;
 
 /// The one place where admin requests become responses.
 pub(crate) fn handle<B>(admin: &Admin, req: Request<B>) -> Response<Body> {
@@ -30,14 +31,48 @@ pub(crate) fn handle<B>(admin: &Admin, req: Request<B>) -> Response<Body> {
             &with_detail("not ready: first sync not served yet", &snap.detail),
         ),
         "/metrics" => metrics(admin),
-        "/api/v1/ingresses" => page(&snap.ingresses, req.uri().query()),
+        "/api/v1/ingresses" => {
+            let query = req.uri().query();
+            let f = Filter::parse(query);
+            let ingresses: Vec<_> = (snap.ingresses.iter())
+                .filter(|i| {
+                    let class = i.ingress_class_name.as_deref().unwrap_or_default();
+                    f.text(&format!("{}/{}", i.namespace, i.name)) || f.text(class)
+                })
+                .collect();
+            page(&ingresses, query)
+        }
         "/api/v1/diagnostics" => page(&snap.diagnostics, req.uri().query()),
         "/api/v1/loadbalancers" => json(&load_balancers(&snap)),
-        "/" | "/dashboard" => html(dashboard::render(&snap)),
-        _ => match path.strip_prefix("/api/v1/loadbalancers/") {
-            Some(id) => load_balancer(&snap, id),
-            None => text(StatusCode::NOT_FOUND, "not found\n"),
-        },
+        "/api/v1/summary" => json(&views::summary(&snap, &admin.registry)),
+        "/" | "/dashboard" => assets::index(),
+        _ => {
+            if let Some(asset) = path.strip_prefix("/assets/") {
+                return assets::asset(asset);
+            }
+            match path.strip_prefix("/api/v1/loadbalancers/") {
+                Some(rest) => load_balancer_part(&snap, rest, req.uri().query()),
+                None => text(StatusCode::NOT_FOUND, "not found\n"),
+            }
+        }
+    }
+}
+
+/// `{id}`, `{id}/policies` or `{id}/pools` (paged, filtered with `?q=`; policies also with
+/// `?source=namespace/name`).
+fn load_balancer_part(snap: &Snapshot, rest: &str, query: Option<&str>) -> Response<Body> {
+    let (id, part) = rest.split_once('/').unwrap_or((rest, ""));
+    let found =
+        (snap.model.load_balancers.iter()).find(|lb| lb.id.to_string() == id || lb.name == id);
+    let Some(lb) = found else {
+        return text(StatusCode::NOT_FOUND, "no such load balancer\n");
+    };
+    let filter = Filter::parse(query);
+    match part {
+        "" => json(&view(snap, lb)),
+        "policies" => page(&views::policies(lb, &filter), query),
+        "pools" => page(&views::pools(lb, &filter), query),
+        _ => text(StatusCode::NOT_FOUND, "not found\n"),
     }
 }
 
@@ -135,15 +170,6 @@ fn load_balancers(snap: &Snapshot) -> Vec<LoadBalancerView<'_>> {
     lbs.map(|lb| view(snap, lb)).collect()
 }
 
-fn load_balancer(snap: &Snapshot, id: &str) -> Response<Body> {
-    let found =
-        (snap.model.load_balancers.iter()).find(|lb| lb.id.to_string() == id || lb.name == id);
-    match found {
-        Some(lb) => json(&view(snap, lb)),
-        None => text(StatusCode::NOT_FOUND, "no such load balancer\n"),
-    }
-}
-
 fn metrics(admin: &Admin) -> Response<Body> {
     let mut out = String::new();
     if prometheus_client::encoding::text::encode(&mut out, &admin.registry).is_err() {
@@ -169,16 +195,16 @@ fn json<T: Serialize + ?Sized>(value: &T) -> Response<Body> {
     }
 }
 
-fn html(body: String) -> Response<Body> {
-    respond(StatusCode::OK, "text/html; charset=utf-8", body)
-}
-
-fn text(status: StatusCode, body: &str) -> Response<Body> {
+pub(crate) fn text(status: StatusCode, body: &str) -> Response<Body> {
     respond(status, "text/plain; charset=utf-8", body.to_owned())
 }
 
-fn respond(status: StatusCode, content_type: &'static str, body: String) -> Response<Body> {
-    let mut resp = Response::new(Full::new(Bytes::from(body)));
+pub(crate) fn respond(
+    status: StatusCode,
+    content_type: &'static str,
+    body: impl Into<Bytes>,
+) -> Response<Body> {
+    let mut resp = Response::new(Full::new(body.into()));
     *resp.status_mut() = status;
     resp.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -236,6 +262,7 @@ mod tests {
             ingresses: vec![view],
             diagnostics: vec![],
             detail: vec![],
+            applied_at: None,
         });
         a
     }

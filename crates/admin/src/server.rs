@@ -41,7 +41,16 @@ impl Admin {
         })
     }
 
-    pub fn publish(&self, snapshot: Snapshot) {
+    /// Serves `snapshot` from now on. Its `applied_at` is now when its generation is new,
+    /// else the time the generation was first published (unless the caller set one).
+    pub fn publish(&self, mut snapshot: Snapshot) {
+        if snapshot.applied_at.is_none() {
+            let current = self.snapshot.load();
+            snapshot.applied_at = match current.applied_at {
+                Some(t) if current.generation == snapshot.generation => Some(t),
+                _ => Some(std::time::SystemTime::now()),
+            };
+        }
         self.snapshot.store(Arc::new(snapshot));
     }
 }

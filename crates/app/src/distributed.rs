@@ -166,6 +166,7 @@ fn agent_snapshot(agent: &Agent, feedback: &Feedback) -> portico_admin::Snapshot
         ingresses: vec![],
         diagnostics: feedback.diagnostics.clone(),
         detail,
+        applied_at: None,
     }
 }
 

@@ -66,6 +66,7 @@ pub fn build_snapshot(
         ingresses,
         diagnostics: others,
         detail: vec![],
+        applied_at: None,
     }
 }
 

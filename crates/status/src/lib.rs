@@ -24,6 +24,9 @@ pub struct Snapshot {
     pub diagnostics: Vec<Diagnostic>,
     /// Lines `/readyz` adds to its answer (e.g. an agent that does not reach its store).
     pub detail: Vec<String>,
+    /// When this generation was first published to the admin API (set by the admin API when
+    /// the generation changes; a republished generation keeps its time).
+    pub applied_at: Option<std::time::SystemTime>,
 }
 
 /// One Ingress as `GET /api/v1/ingresses` shows it.

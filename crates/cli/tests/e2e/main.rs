@@ -20,6 +20,7 @@ macro_rules! proxy_and_haproxy {
     };
 }
 
+mod cdp;
 mod kube_support;
 mod netns;
 mod raw_client;
@@ -36,6 +37,7 @@ mod backends;
 mod bad_input;
 mod classes;
 mod conformance;
+mod dashboard;
 mod demo;
 mod distributed;
 mod drain;

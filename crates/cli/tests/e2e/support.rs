@@ -202,7 +202,7 @@ impl Portico {
             .unwrap();
         let stdout = child.stdout.take().unwrap();
         let mut lines = BufReader::new(stdout).lines();
-        let first = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+        let first = tokio::time::timeout(Duration::from_secs(120), lines.next_line())
             .await
             .expect("portico printed its addresses in time")
             .unwrap()
