@@ -5,6 +5,7 @@
 
 mod histogram;
 
+use crate::route::{MemberLabels, MemberMetrics};
 use histogram::LatencyHistogram;
 use std::time::Duration;
 
@@ -39,6 +40,8 @@ pub struct ProxyMetrics {
     connections: Gauge,
     /// Requests that matched no pool carry `pool=""`.
     unrouted: PoolMetrics,
+    member_healthy: Family<MemberLabels, Gauge>,
+    member_ejections: Family<MemberLabels, Counter>,
 }
 
 impl ProxyMetrics {
@@ -56,6 +59,12 @@ impl ProxyMetrics {
         registry.register("portico_config_generation", help, generation.clone());
         let help = "Open client connections";
         registry.register("portico_http_connections_active", help, connections.clone());
+        let member_healthy = Family::default();
+        let member_ejections = Family::default();
+        let help = "Whether a pool member is in rotation (1) or out: ejected or failing checks (0)";
+        registry.register("portico_member_healthy", help, member_healthy.clone());
+        let help = "Ejections of a pool member by passive health";
+        registry.register("portico_member_ejections", help, member_ejections.clone());
         let unrouted = pool_metrics(&requests, &latency, "");
         ProxyMetrics {
             requests,
@@ -63,11 +72,23 @@ impl ProxyMetrics {
             generation,
             connections,
             unrouted,
+            member_healthy,
+            member_ejections,
         }
     }
 
     pub(crate) fn pool(&self, name: &str) -> PoolMetrics {
         pool_metrics(&self.requests, &self.latency, name)
+    }
+
+    /// Where the member series of pool `name` go (removed by the pool's state when members
+    /// or the pool go).
+    pub(crate) fn members(&self, name: &str) -> MemberMetrics {
+        MemberMetrics {
+            pool: name.to_owned(),
+            healthy: self.member_healthy.clone(),
+            ejections: self.member_ejections.clone(),
+        }
     }
 
     /// Removes the series of pool `name`.

@@ -7,10 +7,12 @@ use super::{Phase, Proxy, ProxyBody};
 use crate::access::{Asked, Entry, Logged, ensure_request_id};
 use crate::limits::{Activity, ClientBody, Tracked, Watched};
 use crate::metrics::PoolMetrics;
-use crate::route::{PoolState, Target, normalize_host};
-use crate::upstream::Endpoint;
+use crate::route::{Outcome, PoolState, RequestInfo, Target, normalize_host};
+use crate::upstream::{Endpoint, UpstreamError};
 use bytes::Bytes;
-use http::header::{CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, HOST, HeaderValue, LOCATION, TE};
+use http::header::{
+    CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, HOST, HeaderValue, LOCATION, SET_COOKIE, TE,
+};
 use http::uri::{self, Uri};
 use http::{Request, Response, StatusCode, Version};
 use http_body_util::{Either, Full};
@@ -20,7 +22,7 @@ use hyper_util::rt::TokioIo;
 use prometheus_client::metrics::gauge::Gauge;
 use std::convert::Infallible;
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -39,6 +41,8 @@ enum Routed {
 pub(super) struct Conn {
     pub(super) proxy: Arc<Proxy>,
     pub(super) forwarded: Forwarded,
+    /// The client's address (the TCP peer), for hashing on it.
+    pub(super) peer: IpAddr,
     activity: Arc<Activity>,
     /// Tunnels opened by upgrades, run by the connection's task.
     tunnels: mpsc::UnboundedSender<Tunnel>,
@@ -64,6 +68,7 @@ impl Proxy {
         let conn = Arc::new(Conn {
             proxy: self.clone(),
             forwarded: Forwarded { client, scheme },
+            peer: peer.ip().to_canonical(),
             activity: activity.clone(),
             tunnels: tunnels_tx,
             h2: AtomicBool::new(false),
@@ -280,8 +285,15 @@ impl Conn {
         entry: &mut Entry,
     ) -> Result<Response<ProxyBody>, ProxyError> {
         let no_member = || ProxyError::NoReadyMember { pool: pool.id() };
-        let endpoint = pool.next_endpoint().ok_or_else(no_member)?;
         let host = host_value(&req).ok_or(ProxyError::MissingHost)?;
+        let request = RequestInfo {
+            headers: req.headers(),
+            uri: req.uri(),
+            client: self.peer,
+        };
+        let pick = pool.choose(&request, &[]).ok_or_else(no_member)?;
+        let endpoint = pick.endpoint().clone();
+        let set_cookie = pick.set_cookie().cloned();
         let (mut parts, body) = req.into_parts();
         let trailers = wants_trailers(&parts.headers);
         self.forwarded.apply(&mut parts.headers, host.clone());
@@ -304,20 +316,41 @@ impl Conn {
         let (pool_id, upstream) = (pool.id(), endpoint.addr());
         let sent = tokio::select! {
             sent = send => sent,
-            () = late => return Err(ProxyError::UpstreamTimeout { pool: pool_id, upstream }),
+            () = late => {
+                let latency = started.elapsed();
+                pool.record(pick, Outcome::Timeout { latency });
+                return Err(ProxyError::UpstreamTimeout { pool: pool_id, upstream });
+            }
         };
-        let response = sent.map_err(|source| match fault.get() {
-            Some(fault) => ProxyError::Body(fault),
-            None => ProxyError::Upstream {
-                pool: pool_id,
-                upstream,
-                source,
-            },
-        })?;
-        pool.metrics.observe_latency(started.elapsed());
-        entry.answered(started.elapsed());
+        let response = match sent {
+            Ok(response) => response,
+            Err(source) => {
+                // The client's body failed: not the member's fault (the pick is dropped).
+                if let Some(fault) = fault.get() {
+                    return Err(ProxyError::Body(fault));
+                }
+                pool.record(pick, failure_outcome(&source));
+                return Err(ProxyError::Upstream {
+                    pool: pool_id,
+                    upstream,
+                    source,
+                });
+            }
+        };
+        let latency = started.elapsed();
+        pool.metrics.observe_latency(latency);
+        entry.answered(latency);
+        let outcome = if response.status().is_server_error() {
+            Outcome::Status5xx { latency }
+        } else {
+            Outcome::Success { latency }
+        };
+        pool.record(pick, outcome);
         let (mut parts, body) = response.into_parts();
         strip_hop_by_hop(&mut parts.headers);
+        if let Some(cookie) = set_cookie {
+            parts.headers.append(SET_COOKIE, cookie);
+        }
         // The client's hop is ours: an HTTP/1.0 or HTTP/2 upstream does not change it.
         parts.version = Version::HTTP_11;
         Ok(Response::from_parts(parts, Either::Left(body)))
@@ -508,5 +541,13 @@ mod tests {
         ] {
             assert!(!is_dot_segment(segment), "{segment}");
         }
+    }
+}
+
+/// How a failed try counts for passive health.
+pub(super) fn failure_outcome(error: &UpstreamError) -> Outcome {
+    match error {
+        UpstreamError::Connect(_) | UpstreamError::ConnectTimeout(_) => Outcome::ConnectFailed,
+        UpstreamError::Handshake(_) | UpstreamError::Request(_) => Outcome::Reset,
     }
 }

@@ -1,12 +1,13 @@
 //! Compiling the model's HTTP listeners into a [`RouteTable`].
 
+use super::balance::{Balance, MemberSpec};
 use super::host::wildcard_suffix;
 use super::path::{PathMatch, PathTable};
 use super::pool::{PoolState, Target};
 use super::reduce::{HostMatch, reduce};
 use super::{FxMap, RouteTable, Routes};
 use crate::metrics::{PoolMetrics, ProxyMetrics};
-use crate::upstream::{Endpoint, Endpoints};
+use crate::upstream::Endpoints;
 use portico_model::{Listener, LoadBalancer, Model, PolicyAction, Pool, PoolId, Protocol};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -120,11 +121,24 @@ impl<'a> Compiler<'a> {
         }
         let pool = lb.pools.get(&id).copied();
         let name = pool.map_or_else(|| id.to_string(), |p| p.name.clone());
-        let endpoints = pool
-            .map(|p| ready_endpoints(p, self.endpoints))
+        let members = pool
+            .map(|p| ready_members(p, self.endpoints))
             .unwrap_or_default();
         let previous = self.previous.and_then(|t| t.pools.get(&id));
-        let cursor = previous.map(|p| p.cursor().clone());
+        // The pool id covers the algorithm and the settings: the same id, the same balance.
+        let balance = previous.map(|p| p.balance().clone()).unwrap_or_else(|| {
+            let member_metrics = self.metrics.map(|m| m.members(&name));
+            Arc::new(match pool {
+                Some(p) => Balance::new(
+                    p.algorithm.clone(),
+                    p.settings.clone(),
+                    format!("{}.{}.svc", p.service.name, p.service.namespace),
+                    member_metrics,
+                ),
+                None => Balance::new(Default::default(), Default::default(), String::new(), None),
+            })
+        });
+        balance.set_members(members);
         // The same pool under the same name keeps its series (resolving them hashes labels).
         let kept = previous
             .filter(|p| p.name() == name)
@@ -133,14 +147,7 @@ impl<'a> Compiler<'a> {
             self.metrics
                 .map_or_else(PoolMetrics::detached, |m| m.pool(&name))
         });
-        let state = Arc::new(PoolState::new(
-            id,
-            &name,
-            lb.name.clone(),
-            endpoints,
-            cursor.unwrap_or_default(),
-            metrics,
-        ));
+        let state = Arc::new(PoolState::new(id, &name, lb.name.clone(), balance, metrics));
         self.pools.insert(id, state.clone());
         state
     }
@@ -186,11 +193,15 @@ impl RoutesBuilder {
     }
 }
 
-/// The upstreams of the members that may receive traffic, in the pool's protocol. Weights are
-/// not used yet: round robin is unweighted.
-pub(crate) fn ready_endpoints(pool: &Pool, endpoints: &Endpoints) -> Vec<Arc<Endpoint>> {
+/// The members that may receive traffic, with their weights and upstreams in the pool's
+/// protocol.
+pub(crate) fn ready_members(pool: &Pool, endpoints: &Endpoints) -> Vec<MemberSpec> {
     let ready = pool.members.iter().filter(|m| m.ready);
     ready
-        .map(|m| endpoints.get(SocketAddr::new(m.address, m.port), pool.protocol))
+        .map(|m| MemberSpec {
+            id: m.id,
+            weight: m.weight,
+            endpoint: endpoints.get(SocketAddr::new(m.address, m.port), pool.protocol),
+        })
         .collect()
 }
