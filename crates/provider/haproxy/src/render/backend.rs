@@ -2,7 +2,7 @@
 //! matches, a policy's rejection, the HTTP → HTTPS redirect.
 
 use super::Server;
-use portico_model::{LoadBalancer, Pool, PoolId, PoolProtocol};
+use portico_model::{Diagnostic, LoadBalancer, Pool, PoolId, PoolProtocol};
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::net::SocketAddr;
@@ -56,7 +56,7 @@ impl Specials {
     pub(super) fn render(&self, lb: &LoadBalancer, https: Option<SocketAddr>) -> String {
         let mut s = String::new();
         for id in self.pools.iter().filter(|id| lb.pool(**id).is_none()) {
-            s.push_str(&pool_header(*id, ""));
+            s.push_str(&pool_header(*id, "    balance roundrobin\n", ""));
         }
         if self.no_route {
             s.push_str(&returning("portico_no_route", 404));
@@ -89,18 +89,29 @@ fn returning(name: &str, status: u16) -> String {
     )
 }
 
-/// `first` comes before the 503 answer (the access log's pool name).
-fn pool_header(id: PoolId, first: &str) -> String {
+/// `balance` holds the balancing lines; `first` comes before the 503 answer (the access
+/// log's pool name).
+fn pool_header(id: PoolId, balance: &str, first: &str) -> String {
     format!(
-        "\nbackend {id}\n    balance roundrobin\n{first}    http-request return status 503 {PLAIN} string \"503 Service Unavailable\\n\" if {{ nbsrv eq 0 }} !{{ stopping }}\n"
+        "\nbackend {id}\n{balance}{first}    http-request return status 503 {PLAIN} string \"503 Service Unavailable\\n\" if {{ nbsrv eq 0 }} !{{ stopping }}\n"
     )
 }
 
 /// The backends of the load balancer's pools, in pool order; `servers` gets each server.
-pub(super) fn pools(lb: &LoadBalancer, servers: &mut Vec<Server>, logged: bool) -> String {
+pub(super) fn pools(
+    lb: &LoadBalancer,
+    servers: &mut Vec<Server>,
+    logged: bool,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> String {
     let mut s = String::new();
     for pool in &lb.pools {
-        s.push_str(&pool_header(pool.id, &super::access::backend(pool, logged)));
+        let balance = super::balance::backend_lines(pool, diagnostics);
+        s.push_str(&pool_header(
+            pool.id,
+            &balance,
+            &super::access::backend(pool, logged),
+        ));
         for member in &pool.members {
             let server = Server {
                 backend: pool.id,
@@ -126,8 +137,9 @@ fn server_line(pool: &Pool, server: &Server) -> String {
     };
     let disabled = if server.ready { "" } else { " disabled" };
     let addr = SocketAddr::new(server.address, server.port);
+    let options = super::balance::server_options(pool, server.name);
     format!(
-        "    server {} {addr} weight {}{proto}{disabled}\n",
+        "    server {} {addr} weight {}{proto}{options}{disabled}\n",
         server.name, server.weight
     )
 }

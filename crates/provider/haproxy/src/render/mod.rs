@@ -10,6 +10,7 @@
 
 mod access;
 mod backend;
+mod balance;
 mod frontend;
 mod global;
 mod reduce;
@@ -114,6 +115,7 @@ pub fn render(lb: &LoadBalancer, input: &Input<'_>) -> Rendered {
         lb,
         &mut out.servers,
         input.access_log.is_some(),
+        &mut out.diagnostics,
     ));
     out.crt_list = crt_list(lb, input, &mut out.diagnostics);
     text.push_str(&specials.render(lb, input.binds.https));
