@@ -10,6 +10,7 @@ mod access_log;
 mod admin;
 mod allocator;
 mod backends;
+mod balancing;
 mod bad_input;
 mod classes;
 mod conformance;
