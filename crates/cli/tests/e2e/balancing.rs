@@ -264,11 +264,19 @@ async fn active_checks_take_out_a_failing_member_and_bring_it_back(provider: Pro
     let annotations = [
         ("portico.dev/health-check-path", "/healthz"),
         ("portico.dev/health-check-interval", "200ms"),
-        ("portico.dev/health-check-timeout", "150ms"),
+        ("portico.dev/health-check-timeout", "1s"),
         ("portico.dev/health-check-healthy-threshold", "2"),
         ("portico.dev/health-check-unhealthy-threshold", "2"),
     ];
     let (_m, p) = serve(provider, &pods, &annotations).await;
+    // A few passed checks first (haproxy takes a server that never passed one out at its first
+    // failed check).
+    let start = Instant::now();
+    while pods.behaviour[0].checks.load(Ordering::Relaxed) < 3 {
+        assert!(start.elapsed() < Duration::from_secs(5), "no checks");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let before = pods.behaviour[0].checks.load(Ordering::Relaxed);
     pods.behaviour[0].unhealthy.store(true, Ordering::Relaxed);
     let start = Instant::now();
     loop {
@@ -282,7 +290,8 @@ async fn active_checks_take_out_a_failing_member_and_bring_it_back(provider: Pro
     // It stays out while its checks fail.
     let counts = spread(&p, 30, &[]).await;
     assert!(!counts.contains_key("web-0"), "{counts:?}");
-    assert!(pods.behaviour[0].checks.load(Ordering::Relaxed) >= 2);
+    let failed = pods.behaviour[0].checks.load(Ordering::Relaxed) - before;
+    assert!(failed >= 2, "out after {failed} failed checks");
     pods.behaviour[0].unhealthy.store(false, Ordering::Relaxed);
     let start = Instant::now();
     loop {
