@@ -73,7 +73,11 @@ async fn pods(n: usize) -> Pods {
 
 /// The Service `web` on `addrs` and an Ingress for every path of `balance.test` with these
 /// annotations; waits until the route serves.
-async fn serve(provider: Provider, pods: &Pods, annotations: &[(&str, &str)]) -> (Manifests, Portico) {
+async fn serve(
+    provider: Provider,
+    pods: &Pods,
+    annotations: &[(&str, &str)],
+) -> (Manifests, Portico) {
     let m = Manifests::new();
     m.write("web.yaml", &service(NS, "web", &ready(&pods.addrs)));
     m.write("ingress.yaml", &annotated_ingress(annotations));
@@ -83,7 +87,12 @@ async fn serve(provider: Provider, pods: &Pods, annotations: &[(&str, &str)]) ->
 }
 
 fn annotated_ingress(annotations: &[(&str, &str)]) -> String {
-    let y = ingress(NS, "web", "2026-01-01T00:00:00Z", &[(HOST, "/", "Prefix", "web", "80")]);
+    let y = ingress(
+        NS,
+        "web",
+        "2026-01-01T00:00:00Z",
+        &[(HOST, "/", "Prefix", "web", "80")],
+    );
     let mut a = String::from("  annotations:\n");
     for (k, v) in annotations {
         a.push_str(&format!("    {k}: \"{v}\"\n"));
@@ -108,7 +117,10 @@ fn pod(r: &Reply) -> String {
 async fn spread(p: &Portico, n: usize, headers: &[(&str, &str)]) -> BTreeMap<String, usize> {
     let mut counts = BTreeMap::new();
     for _ in 0..n {
-        let r = p.request(p.http, "GET", HOST, "/", headers, "").await.unwrap();
+        let r = p
+            .request(p.http, "GET", HOST, "/", headers, "")
+            .await
+            .unwrap();
         *counts.entry(pod(&r)).or_default() += 1;
     }
     counts
@@ -152,19 +164,36 @@ async fn load(p: &Portico, concurrency: usize, duration: Duration) -> BTreeMap<S
 async fn least_request_sends_fewer_requests_to_a_slow_member(provider: Provider) {
     let pods = pods(3).await;
     pods.behaviour[2].delay_ms.store(50, Ordering::Relaxed);
-    let (_m, p) = serve(provider, &pods, &[("nginx.ingress.kubernetes.io/load-balance", "ewma")]).await;
+    let (_m, p) = serve(
+        provider,
+        &pods,
+        &[("nginx.ingress.kubernetes.io/load-balance", "ewma")],
+    )
+    .await;
     let counts = load(&p, 6, Duration::from_secs(3)).await;
     let total: usize = counts.values().sum();
     let slow = counts.get("web-2").copied().unwrap_or(0);
     // Round robin would give it a third.
-    assert!(slow * 10 < total, "the slow member got {slow} of {total}: {counts:?}");
-    assert!(counts.get("web-0").is_some_and(|n| *n > total / 4), "{counts:?}");
-    assert!(counts.get("web-1").is_some_and(|n| *n > total / 4), "{counts:?}");
+    assert!(
+        slow * 10 < total,
+        "the slow member got {slow} of {total}: {counts:?}"
+    );
+    assert!(
+        counts.get("web-0").is_some_and(|n| *n > total / 4),
+        "{counts:?}"
+    );
+    assert!(
+        counts.get("web-1").is_some_and(|n| *n > total / 4),
+        "{counts:?}"
+    );
 }
 
 async fn hash_by_header_keeps_a_key_on_one_member_and_spreads_keys(provider: Provider) {
     let pods = pods(3).await;
-    let annotations = [("nginx.ingress.kubernetes.io/upstream-hash-by", "$http_x_user")];
+    let annotations = [(
+        "nginx.ingress.kubernetes.io/upstream-hash-by",
+        "$http_x_user",
+    )];
     let (_m, p) = serve(provider, &pods, &annotations).await;
     let mut members = HashSet::new();
     for user in 0..30 {
@@ -208,14 +237,24 @@ async fn cookie_affinity_keeps_a_client_and_rechooses_when_its_member_is_gone(pr
     m.write("web.yaml", &service(NS, "web", &ready(&rest)));
     let start = Instant::now();
     loop {
-        let r = p.request(p.http, "GET", HOST, "/", &[("cookie", &cookie)], "").await.unwrap();
+        let r = p
+            .request(p.http, "GET", HOST, "/", &[("cookie", &cookie)], "")
+            .await
+            .unwrap();
         if r.status == 200 && pod(&r) != member {
             let again = r.headers.get("set-cookie").expect("a new Set-Cookie");
             let again = again.to_str().unwrap();
-            assert!(again.starts_with("route=") && !again.starts_with(&cookie), "{again}");
+            assert!(
+                again.starts_with("route=") && !again.starts_with(&cookie),
+                "{again}"
+            );
             break;
         }
-        assert!(start.elapsed() < Duration::from_secs(10), "still {}", pod(&r));
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "still {}",
+            pod(&r)
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -230,7 +269,10 @@ async fn passive_health_ejects_a_failing_member_and_brings_it_back(provider: Pro
     pods.behaviour[1].status.store(500, Ordering::Relaxed);
     let counts = spread(&p, 30, &[]).await;
     let failed = counts.get("web-1").copied().unwrap_or(0);
-    assert!(failed <= 4, "the failing member got {failed} of 30: {counts:?}");
+    assert!(
+        failed <= 4,
+        "the failing member got {failed} of 30: {counts:?}"
+    );
     if matches!(provider, Provider::Proxy) {
         let metrics = p
             .request(p.admin, "GET", "localhost", "/metrics", &[], "")
@@ -241,11 +283,17 @@ async fn passive_health_ejects_a_failing_member_and_brings_it_back(provider: Pro
         let healthy = text
             .lines()
             .find(|l| l.starts_with("portico_member_healthy{") && l.contains(&addr));
-        assert!(healthy.is_some_and(|l| l.ends_with(" 0")), "{healthy:?}\n{text}");
+        assert!(
+            healthy.is_some_and(|l| l.ends_with(" 0")),
+            "{healthy:?}\n{text}"
+        );
         let ejections = text
             .lines()
             .find(|l| l.starts_with("portico_member_ejections_total{") && l.contains(&addr));
-        assert!(ejections.is_some_and(|l| l.ends_with(" 1")), "{ejections:?}");
+        assert!(
+            ejections.is_some_and(|l| l.ends_with(" 1")),
+            "{ejections:?}"
+        );
     }
     pods.behaviour[1].status.store(0, Ordering::Relaxed);
     let start = Instant::now();
@@ -254,7 +302,10 @@ async fn passive_health_ejects_a_failing_member_and_brings_it_back(provider: Pro
         if counts.contains_key("web-1") {
             break;
         }
-        assert!(start.elapsed() < Duration::from_secs(8), "web-1 did not come back");
+        assert!(
+            start.elapsed() < Duration::from_secs(8),
+            "web-1 did not come back"
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
@@ -284,7 +335,10 @@ async fn active_checks_take_out_a_failing_member_and_bring_it_back(provider: Pro
         if !counts.contains_key("web-0") {
             break;
         }
-        assert!(start.elapsed() < Duration::from_secs(5), "web-0 still served: {counts:?}");
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "web-0 still served: {counts:?}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     // It stays out while its checks fail.
@@ -299,7 +353,10 @@ async fn active_checks_take_out_a_failing_member_and_bring_it_back(provider: Pro
         if counts.contains_key("web-0") {
             break;
         }
-        assert!(start.elapsed() < Duration::from_secs(5), "web-0 did not come back");
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "web-0 did not come back"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }

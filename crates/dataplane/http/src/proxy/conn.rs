@@ -491,6 +491,14 @@ impl Drop for Active {
     }
 }
 
+/// How a failed try counts for passive health.
+pub(super) fn failure_outcome(error: &UpstreamError) -> Outcome {
+    match error {
+        UpstreamError::Connect(_) | UpstreamError::ConnectTimeout(_) => Outcome::ConnectFailed,
+        UpstreamError::Handshake(_) | UpstreamError::Request(_) => Outcome::Reset,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -541,13 +549,5 @@ mod tests {
         ] {
             assert!(!is_dot_segment(segment), "{segment}");
         }
-    }
-}
-
-/// How a failed try counts for passive health.
-pub(super) fn failure_outcome(error: &UpstreamError) -> Outcome {
-    match error {
-        UpstreamError::Connect(_) | UpstreamError::ConnectTimeout(_) => Outcome::ConnectFailed,
-        UpstreamError::Handshake(_) | UpstreamError::Request(_) => Outcome::Reset,
     }
 }

@@ -319,12 +319,12 @@ impl Balance {
             let m = &list[i];
             !exclude.contains(&m.endpoint.addr()) && m.in_rotation(now)
         };
-        if let Some(affinity) = &self.settings.affinity {
-            if let Some(value) = cookie(request.headers, &affinity.name) {
-                let named = list.iter().position(|m| m.cookie.as_bytes() == value);
-                if let Some(i) = named.filter(|&i| eligible(i)) {
-                    return Some(self.pick(list[i].clone(), None));
-                }
+        let affinity = self.settings.affinity.as_ref();
+        let value = affinity.and_then(|a| cookie(request.headers, &a.name));
+        if let Some(value) = value {
+            let named = list.iter().position(|m| m.cookie.as_bytes() == value);
+            if let Some(i) = named.filter(|&i| eligible(i)) {
+                return Some(self.pick(list[i].clone(), None));
             }
         }
         let chosen = match &self.algorithm {
