@@ -24,6 +24,7 @@ pub(crate) fn handle<B>(admin: &Admin, req: Request<B>) -> Response<Body> {
         "/api/v1/ingresses" => json(&snap.ingresses),
         "/api/v1/diagnostics" => json(&snap.diagnostics),
         "/api/v1/loadbalancers" => json(&snap.model.load_balancers),
+        "/api/v1/pools" => json(&admin.pool_health()),
         "/" | "/dashboard" => html(dashboard::render(&snap)),
         _ => match path.strip_prefix("/api/v1/loadbalancers/") {
             Some(id) => load_balancer(&snap.model, id),

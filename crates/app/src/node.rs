@@ -95,6 +95,14 @@ impl Node {
             shutdown,
         );
         tasks.extend(proxy_tasks);
+        let proxy = Arc::new(proxy);
+        let health = Arc::downgrade(&proxy);
+        admin.set_pool_health(Box::new(move || {
+            let Some(proxy) = health.upgrade() else {
+                return Vec::new();
+            };
+            crate::providers::pool_health(&proxy)
+        }));
         let (registry, haproxy) = crate::providers::registry(
             proxy,
             haproxy,

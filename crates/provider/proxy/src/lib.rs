@@ -12,7 +12,7 @@ mod place;
 
 pub use place::{Bind, place};
 
-use portico_dataplane_http::{AccessLog, Proxy, ProxyMetrics};
+use portico_dataplane_http::{AccessLog, Health, Proxy, ProxyMetrics};
 use portico_model::{Diagnostic, Limits, LoadBalancer, Model, PoolId};
 use portico_provider::{Certificates, Provider};
 use std::collections::{BTreeMap, HashSet};
@@ -102,6 +102,25 @@ impl ProxyProvider {
             proxy,
             stop: Some(stop),
         })
+    }
+}
+
+impl ProxyProvider {
+    /// Every served pool's members and their health now: (pool id, pool name, members).
+    pub fn pool_health(&self) -> Vec<(PoolId, String, Vec<(SocketAddr, Health)>)> {
+        let served = self.served.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut out = Vec::new();
+        let mut seen = HashSet::new();
+        for s in served.values() {
+            let table = s.proxy.table();
+            for pool in table.pools() {
+                if seen.insert(pool.id()) {
+                    out.push((pool.id(), pool.name().to_owned(), pool.health()));
+                }
+            }
+        }
+        out.sort_by(|a, b| a.1.cmp(&b.1));
+        out
     }
 }
 
