@@ -77,12 +77,11 @@ pub(crate) fn pool_health(proxy: &ProxyProvider) -> Vec<portico_admin::PoolHealt
     use portico_dataplane_http::Health;
     let pools = proxy.pool_health().into_iter();
     pools
-        .map(|(id, name, members)| PoolHealthView {
-            id: id.to_string(),
-            name,
+        .map(|pool| PoolHealthView {
+            id: pool.id.to_string(),
+            name: pool.name,
             provider: portico_dataplane_http::PROVIDER.to_owned(),
-            members: members
-                .into_iter()
+            members: (pool.members.into_iter())
                 .map(|(addr, health)| {
                     let (health, ejected_for_ms) = match health {
                         Health::Healthy => ("healthy", None),

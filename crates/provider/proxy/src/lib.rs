@@ -105,9 +105,17 @@ impl ProxyProvider {
     }
 }
 
+/// One served pool and its members' health.
+#[derive(Debug, Clone)]
+pub struct PoolHealth {
+    pub id: PoolId,
+    pub name: String,
+    pub members: Vec<(SocketAddr, Health)>,
+}
+
 impl ProxyProvider {
-    /// Every served pool's members and their health now: (pool id, pool name, members).
-    pub fn pool_health(&self) -> Vec<(PoolId, String, Vec<(SocketAddr, Health)>)> {
+    /// Every served pool's members and their health now, by pool name.
+    pub fn pool_health(&self) -> Vec<PoolHealth> {
         let served = self.served.lock().unwrap_or_else(PoisonError::into_inner);
         let mut out = Vec::new();
         let mut seen = HashSet::new();
@@ -115,11 +123,15 @@ impl ProxyProvider {
             let table = s.proxy.table();
             for pool in table.pools() {
                 if seen.insert(pool.id()) {
-                    out.push((pool.id(), pool.name().to_owned(), pool.health()));
+                    out.push(PoolHealth {
+                        id: pool.id(),
+                        name: pool.name().to_owned(),
+                        members: pool.health(),
+                    });
                 }
             }
         }
-        out.sort_by(|a, b| a.1.cmp(&b.1));
+        out.sort_by(|a, b| a.name.cmp(&b.name));
         out
     }
 }

@@ -20,7 +20,7 @@ use std::sync::Arc;
 enum Item {
     LoadBalancer(Arc<LoadBalancer>),
     Fragment(Arc<Fragment>),
-    Pool(Pool),
+    Pool(Box<Pool>),
     Certificate(ObjectRef, Arc<Material>),
     Bad(Diagnostic),
 }
@@ -239,7 +239,7 @@ fn decode_item(key: &str, value: &[u8]) -> Item {
             }
         }),
         KIND_FRAGMENT => parse::<Fragment>(value, kind).map(|f| Item::Fragment(Arc::new(f))),
-        KIND_POOL => parse::<Pool>(value, kind).map(Item::Pool),
+        KIND_POOL => parse::<Pool>(value, kind).map(|p| Item::Pool(Box::new(p))),
         _ => parse::<CertificateValue>(value, kind).and_then(|c| {
             match Material::from_pem(c.chain_pem.as_bytes(), c.key_pem.as_bytes()) {
                 Ok(m) => Ok(Item::Certificate(c.secret, Arc::new(m))),
