@@ -24,13 +24,25 @@ pub(crate) fn handle<B>(admin: &Admin, req: Request<B>) -> Response<Body> {
         "/api/v1/ingresses" => json(&snap.ingresses),
         "/api/v1/diagnostics" => json(&snap.diagnostics),
         "/api/v1/loadbalancers" => json(&snap.model.load_balancers),
-        "/api/v1/pools" => json(&admin.pool_health()),
+        "/api/v1/pools" => json(&pools(admin, &snap.model)),
         "/" | "/dashboard" => html(dashboard::render(&snap)),
         _ => match path.strip_prefix("/api/v1/loadbalancers/") {
             Some(id) => load_balancer(&snap.model, id),
             None => text(StatusCode::NOT_FOUND, "not found\n"),
         },
     }
+}
+
+/// The data planes' pools now, each named as the model names it.
+fn pools(admin: &Admin, model: &portico_model::Model) -> Vec<crate::PoolHealthView> {
+    let mut pools = admin.pool_health();
+    for view in pools.iter_mut().filter(|v| v.name.is_empty()) {
+        let all = model.load_balancers.iter().flat_map(|lb| lb.pools.iter());
+        if let Some(pool) = all.into_iter().find(|p| p.id.to_string() == view.id) {
+            view.name = pool.name.clone();
+        }
+    }
+    pools
 }
 
 /// `first`, then each detail line.

@@ -101,3 +101,31 @@ pub(crate) fn pool_health(proxy: &ProxyProvider) -> Vec<portico_admin::PoolHealt
         })
         .collect()
 }
+
+/// haproxy's pools and their servers' health (servers in maintenance, the members not ready,
+/// left out); the admin API fills in the pool names. `down`: failing checks or marked down
+/// after errors (haproxy does not tell which).
+pub(crate) fn haproxy_pool_health(haproxy: &HaproxyProvider) -> Vec<portico_admin::PoolHealthView> {
+    use portico_admin::{MemberHealthView, PoolHealthView};
+    let mut pools: std::collections::BTreeMap<String, Vec<MemberHealthView>> = Default::default();
+    for s in haproxy.server_states() {
+        if s.maintenance {
+            continue;
+        }
+        let health = if s.up { "healthy" } else { "down" };
+        pools.entry(s.backend).or_default().push(MemberHealthView {
+            address: format!("{}:{}", s.address, s.port),
+            health: health.to_owned(),
+            ejected_for_ms: None,
+        });
+    }
+    pools
+        .into_iter()
+        .map(|(id, members)| PoolHealthView {
+            id,
+            name: String::new(),
+            provider: "haproxy".to_owned(),
+            members,
+        })
+        .collect()
+}

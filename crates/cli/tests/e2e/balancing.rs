@@ -300,6 +300,11 @@ async fn passive_health_ejects_a_failing_member_and_brings_it_back(provider: Pro
             member["ejectedForMs"].as_u64().is_some_and(|ms| ms <= 2000),
             "{member}"
         );
+    } else {
+        // haproxy's runtime API: marked down after errors.
+        let member = admin_member(&p, pods.addrs[1]).await;
+        assert_eq!(member["health"], "down", "{member}");
+        assert_eq!(member["provider"], "haproxy", "{member}");
     }
     pods.behaviour[1].status.store(0, Ordering::Relaxed);
     let start = Instant::now();
@@ -350,12 +355,20 @@ async fn active_checks_take_out_a_failing_member_and_bring_it_back(provider: Pro
     // It stays out while its checks fail.
     let counts = spread(&p, 30, &[]).await;
     assert!(!counts.contains_key("web-0"), "{counts:?}");
-    if matches!(provider, Provider::Proxy) {
-        let member = admin_member(&p, pods.addrs[0]).await;
-        assert_eq!(member["health"], "failing_checks", "{member}");
-        let other = admin_member(&p, pods.addrs[1]).await;
-        assert_eq!(other["health"], "healthy", "{other}");
-    }
+    let out = match provider {
+        Provider::Haproxy => "down",
+        _ => "failing_checks",
+    };
+    let member = admin_member(&p, pods.addrs[0]).await;
+    assert_eq!(member["health"], out, "{member}");
+    let other = admin_member(&p, pods.addrs[1]).await;
+    assert_eq!(other["health"], "healthy", "{other}");
+    assert!(
+        other["pool"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("balance_web_80")),
+        "{other}"
+    );
     let failed = pods.behaviour[0].checks.load(Ordering::Relaxed) - before;
     assert!(failed >= 2, "out after {failed} failed checks");
     pods.behaviour[0].unhealthy.store(false, Ordering::Relaxed);
@@ -376,8 +389,14 @@ async fn active_checks_take_out_a_failing_member_and_bring_it_back(provider: Pro
 /// The member at `addr` in `GET /api/v1/pools`.
 async fn admin_member(p: &Portico, addr: SocketAddr) -> serde_json::Value {
     let pools = p.admin_json("/api/v1/pools").await;
-    let members = pools.as_array().into_iter().flatten();
-    let members = members.flat_map(|pool| pool["members"].as_array().cloned().unwrap_or_default());
+    let members = pools.as_array().into_iter().flatten().flat_map(|pool| {
+        let members = pool["members"].as_array().cloned().unwrap_or_default();
+        members.into_iter().map(move |mut m| {
+            m["pool"] = pool["name"].clone();
+            m["provider"] = pool["provider"].clone();
+            m
+        })
+    });
     let mut found = members.filter(|m| m["address"] == addr.to_string());
     found
         .next()
