@@ -125,9 +125,11 @@ fn cluster(addrs: &[SocketAddr]) -> String {
             "---\napiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: {name}\n  \
              namespace: bench\n  annotations:\n    nginx.ingress.kubernetes.io/load-balance: \
              {algorithm}\nspec:\n  ingressClassName: portico\n  rules:\n    - host: {host}\n      \
-             http:\n        paths:\n          - path: /\n            pathType: Prefix\n            \
-             backend:\n              service:\n                name: web\n                port:\n  \
-                            number: 80\n"
+             http:\n        paths:\n          - path: /\n            pathType: Prefix\n"
+        );
+        y.push_str(
+            "            backend:\n              service:\n                name: web\n                \
+             port: {number: 80}\n"
         );
     }
     y
