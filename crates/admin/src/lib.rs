@@ -9,5 +9,7 @@ mod dashboard;
 mod routes;
 mod server;
 
-pub use portico_status::{IngressView, LoadBalancerAddress, Snapshot};
-pub use server::{Admin, serve};
+pub use portico_status::{
+    IngressView, LoadBalancerAddress, MemberHealthView, PoolHealthView, Snapshot,
+};
+pub use server::{Admin, PoolHealthSource, serve};

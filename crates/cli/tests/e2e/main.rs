@@ -33,6 +33,7 @@ mod allocator;
 mod annotations;
 mod backends;
 mod bad_input;
+mod balancing;
 mod classes;
 mod conformance;
 mod demo;

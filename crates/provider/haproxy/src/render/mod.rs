@@ -10,6 +10,7 @@
 
 mod access;
 mod backend;
+mod balance;
 mod frontend;
 mod global;
 mod reduce;
@@ -116,6 +117,7 @@ pub fn render(lb: &LoadBalancer, input: &Input<'_>) -> Rendered {
         input.access_log.is_some(),
         input.limits,
         &crate::quote::path(&input.dir.join(DEFAULT_CERTIFICATE_FILE)).unwrap_or_default(),
+        &mut out.diagnostics,
     ));
     out.crt_list = crt_list(lb, input, &mut out.diagnostics);
     text.push_str(&specials.render(lb, input.binds.https));

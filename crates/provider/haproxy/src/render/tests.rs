@@ -175,7 +175,8 @@ fn no_match_and_no_default_backend_is_404_and_an_empty_pool_is_503() {
     assert_eq!(
         lines_with(&r, "    server "),
         [format!(
-            "server {} 10.0.0.1:8080 weight 1 disabled",
+            "server {} 10.0.0.1:8080 weight 1 check inter 10000ms downinter 10000ms fall 3 rise 1 \
+             observe layer7 error-limit 5 on-error mark-down disabled",
             MemberId::derive("1")
         )]
     );
