@@ -19,6 +19,7 @@ cargo build --release --locked -q -p portico -p portico-bench
 TARGET=${CARGO_TARGET_DIR:-$PWD/target}/release
 
 work=$(mktemp -d)
+chmod 755 "$work" # haproxy runs as an unprivileged user
 trap 'rm -rf "$work"' EXIT
 
 "$TARGET/portico-bench" balance --portico "$TARGET/portico" --dir "$work" \
