@@ -265,9 +265,9 @@ async fn gets_succeed_when_one_of_two_members_refuses_connections(provider: Prov
     let m = Manifests::new();
     let good = echo_pods("half", 1).await;
     let mut y = service(NS, "half", &ready(&[refusing_backend(), good[0]]));
-    // Half the requests need a retry (no passive health takes the member out here): a
-    // budget that allows them.
-    let settings = [("retry-budget", "100")];
+    // Half the requests need a retry (passive health, off here, would take the member out):
+    // a budget that allows them.
+    let settings = [("retry-budget", "100"), ("passive-health-failures", "0")];
     y.push_str(&annotated("half", "half.test", "half", &settings));
     m.write("half.yaml", &y);
     let p = start(provider, m.path()).await;
@@ -339,7 +339,7 @@ async fn budget_zero(provider: Provider) {
         "thrifty",
         "thrifty.test",
         "thrifty",
-        &[("retry-budget", "0")],
+        &[("retry-budget", "0"), ("passive-health-failures", "0")],
     ));
     m.write("thrifty.yaml", &y);
     let p = start(provider, m.path()).await;
