@@ -11,5 +11,7 @@ mod routes;
 mod server;
 mod views;
 
-pub use portico_status::{IngressView, LoadBalancerAddress, Snapshot};
-pub use server::{Admin, serve};
+pub use portico_status::{
+    IngressView, LoadBalancerAddress, MemberHealthView, PoolHealthView, Snapshot,
+};
+pub use server::{Admin, PoolHealthSource, serve};

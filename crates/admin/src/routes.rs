@@ -44,6 +44,7 @@ pub(crate) fn handle<B>(admin: &Admin, req: Request<B>) -> Response<Body> {
         }
         "/api/v1/diagnostics" => page(&snap.diagnostics, req.uri().query()),
         "/api/v1/loadbalancers" => json(&load_balancers(&snap)),
+        "/api/v1/pools" => json(&pools(admin, &snap.model)),
         "/api/v1/summary" => json(&views::summary(&snap, &admin.registry)),
         "/" | "/dashboard" => assets::index(),
         _ => {
@@ -137,6 +138,18 @@ fn page<T: Serialize>(items: &[T], query: Option<&str>) -> Response<Body> {
     resp.headers_mut()
         .insert("x-total-count", header::HeaderValue::from(items.len()));
     resp
+}
+
+/// The data planes' pools now, each named as the model names it.
+fn pools(admin: &Admin, model: &portico_model::Model) -> Vec<crate::PoolHealthView> {
+    let mut pools = admin.pool_health();
+    for view in pools.iter_mut().filter(|v| v.name.is_empty()) {
+        let all = model.load_balancers.iter().flat_map(|lb| lb.pools.iter());
+        if let Some(pool) = all.into_iter().find(|p| p.id.to_string() == view.id) {
+            view.name = pool.name.clone();
+        }
+    }
+    pools
 }
 
 /// `first`, then each detail line.

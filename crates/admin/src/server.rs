@@ -1,4 +1,4 @@
-use crate::{Snapshot, routes};
+use crate::{PoolHealthView, Snapshot, routes};
 use arc_swap::ArcSwap;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -22,7 +22,12 @@ pub struct Admin {
     pub snapshot: ArcSwap<Snapshot>,
     pub registry: Arc<Registry>,
     pub(crate) hosts: Vec<String>,
+    /// Reads the data planes' pool health at each `GET /api/v1/pools`; none: an empty list.
+    pools: std::sync::OnceLock<PoolHealthSource>,
 }
+
+/// What `GET /api/v1/pools` calls.
+pub type PoolHealthSource = Box<dyn Fn() -> Vec<PoolHealthView> + Send + Sync>;
 
 impl Admin {
     pub fn new(registry: Arc<Registry>) -> Arc<Self> {
@@ -38,7 +43,18 @@ impl Admin {
             snapshot: ArcSwap::from_pointee(Snapshot::default()),
             registry,
             hosts,
+            pools: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Sets where `GET /api/v1/pools` reads pool health (once; later calls are ignored).
+    pub fn set_pool_health(&self, source: PoolHealthSource) {
+        let _ = self.pools.set(source);
+    }
+
+    /// The data planes' pool health now.
+    pub fn pool_health(&self) -> Vec<PoolHealthView> {
+        self.pools.get().map(|f| f()).unwrap_or_default()
     }
 
     /// Serves `snapshot` from now on. Its `applied_at` is now when its generation is new,

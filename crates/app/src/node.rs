@@ -99,6 +99,8 @@ impl Node {
             shutdown,
         );
         tasks.extend(proxy_tasks);
+        let proxy = Arc::new(proxy);
+        let health = Arc::downgrade(&proxy);
         let (registry, haproxy) = crate::providers::registry(
             proxy,
             haproxy,
@@ -107,6 +109,17 @@ impl Node {
             listen.limits,
             haproxy_socket,
         )?;
+        let haproxy_health = Arc::downgrade(&haproxy);
+        admin.set_pool_health(Box::new(move || {
+            let mut pools = health
+                .upgrade()
+                .map(|proxy| crate::providers::pool_health(&proxy))
+                .unwrap_or_default();
+            if let Some(haproxy) = haproxy_health.upgrade() {
+                pools.extend(crate::providers::haproxy_pool_health(&haproxy));
+            }
+            pools
+        }));
         // The admin API outlives the grace period, so that /readyz can answer 503 meanwhile.
         let (admin_stop, admin_stopped) = watch::channel(false);
         let admin_task = portico_admin::serve(admin_listener, admin.clone(), admin_stopped);

@@ -46,7 +46,7 @@ pub fn haproxy_plan(
 
 /// The registry with both providers; the haproxy one is returned too, to be shut down.
 pub(crate) fn registry(
-    proxy: ProxyProvider,
+    proxy: Arc<ProxyProvider>,
     haproxy: &HaproxySettings,
     default_binds: Option<(SocketAddr, SocketAddr)>,
     class: &str,
@@ -66,10 +66,69 @@ pub(crate) fn registry(
     })?;
     let provider = Arc::new(provider);
     let mut registry = Registry::default();
-    registry.register(Arc::new(proxy));
+    registry.register(proxy);
     registry.register(provider.clone());
     registry.register(Arc::new(portico_provider_l4::L4Provider::new(
         portico_provider_l4::L4Limits::default(),
     )));
     Ok((registry, provider))
+}
+
+/// The built-in proxy's pools and their members' health, as `GET /api/v1/pools` shows them.
+pub(crate) fn pool_health(proxy: &ProxyProvider) -> Vec<portico_admin::PoolHealthView> {
+    use portico_admin::{MemberHealthView, PoolHealthView};
+    use portico_dataplane_http::Health;
+    let pools = proxy.pool_health().into_iter();
+    pools
+        .map(|pool| PoolHealthView {
+            id: pool.id.to_string(),
+            name: pool.name,
+            provider: portico_dataplane_http::PROVIDER.to_owned(),
+            members: (pool.members.into_iter())
+                .map(|(addr, health)| {
+                    let (health, ejected_for_ms) = match health {
+                        Health::Healthy => ("healthy", None),
+                        Health::Ejected { remaining } => (
+                            "ejected",
+                            Some(u64::try_from(remaining.as_millis()).unwrap_or(u64::MAX)),
+                        ),
+                        Health::FailingChecks => ("failing_checks", None),
+                    };
+                    MemberHealthView {
+                        address: addr.to_string(),
+                        health: health.to_owned(),
+                        ejected_for_ms,
+                    }
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+/// haproxy's pools and their servers' health (servers in maintenance, the members not ready,
+/// left out); the admin API fills in the pool names. `down`: failing checks or marked down
+/// after errors (haproxy does not tell which).
+pub(crate) fn haproxy_pool_health(haproxy: &HaproxyProvider) -> Vec<portico_admin::PoolHealthView> {
+    use portico_admin::{MemberHealthView, PoolHealthView};
+    let mut pools: std::collections::BTreeMap<String, Vec<MemberHealthView>> = Default::default();
+    for s in haproxy.server_states() {
+        if s.maintenance {
+            continue;
+        }
+        let health = if s.up { "healthy" } else { "down" };
+        pools.entry(s.backend).or_default().push(MemberHealthView {
+            address: format!("{}:{}", s.address, s.port),
+            health: health.to_owned(),
+            ejected_for_ms: None,
+        });
+    }
+    pools
+        .into_iter()
+        .map(|(id, members)| PoolHealthView {
+            id,
+            name: String::new(),
+            provider: "haproxy".to_owned(),
+            members,
+        })
+        .collect()
 }

@@ -11,6 +11,7 @@
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+mod balance;
 mod distributed;
 mod generate;
 mod http;
@@ -43,6 +44,27 @@ enum Command {
     Scale(ScaleArgs),
     /// Run the cluster through etcd (a controller, two agents) at each size; print a table.
     Distributed(DistributedArgs),
+    /// Least request against round robin with one slow member, both providers; print a table.
+    Balance(BalanceArgs),
+}
+
+#[derive(Args, Debug)]
+struct BalanceArgs {
+    /// The `portico` binary to measure.
+    #[arg(long)]
+    portico: PathBuf,
+    /// Work directory: manifests, logs, haproxy's state (left for the caller to remove).
+    #[arg(long)]
+    dir: PathBuf,
+    /// Seconds of load per provider and algorithm.
+    #[arg(long, default_value_t = 10)]
+    duration: u64,
+    /// Clients sending requests back to back.
+    #[arg(long, default_value_t = 16)]
+    concurrency: usize,
+    /// The slow member's added delay, in milliseconds.
+    #[arg(long, default_value_t = 50)]
+    delay_ms: u64,
 }
 
 #[derive(Args, Debug, Clone, Copy)]
@@ -168,7 +190,22 @@ fn main() -> anyhow::Result<()> {
         Command::Gen(args) => generate(args),
         Command::Scale(args) => scale(args),
         Command::Distributed(args) => distributed(args),
+        Command::Balance(args) => balance(args),
     }
+}
+
+fn balance(args: BalanceArgs) -> anyhow::Result<()> {
+    let options = balance::Options {
+        portico: args.portico,
+        dir: args.dir,
+        duration: Duration::from_secs(args.duration),
+        concurrency: args.concurrency,
+        delay: Duration::from_millis(args.delay_ms),
+    };
+    let runtime = tokio::runtime::Runtime::new()?;
+    let table = runtime.block_on(balance::run(options))?;
+    print!("{table}");
+    Ok(())
 }
 
 fn distributed(args: DistributedArgs) -> anyhow::Result<()> {

@@ -10,6 +10,30 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+/// One pool's members and their health as a data plane sees them now
+/// (`GET /api/v1/pools`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolHealthView {
+    pub id: String,
+    pub name: String,
+    pub provider: String,
+    pub members: Vec<MemberHealthView>,
+}
+
+/// One member of a [`PoolHealthView`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MemberHealthView {
+    /// `address:port`.
+    pub address: String,
+    /// `healthy`, `ejected` (passive health) or `failing_checks` (active health).
+    pub health: String,
+    /// While ejected: how much longer, in milliseconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ejected_for_ms: Option<u64>,
+}
+
 /// What the admin API shows for one configuration generation.
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {

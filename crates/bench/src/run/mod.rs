@@ -4,7 +4,7 @@
 
 mod changes;
 mod memory;
-mod portico;
+pub(crate) mod portico;
 
 use crate::generate::{self, Layout, PortCycle, Sizes};
 use crate::http::Http;

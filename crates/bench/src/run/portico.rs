@@ -32,8 +32,20 @@ impl Portico {
         log: &Path,
         http: &Http,
     ) -> anyhow::Result<(Self, Duration)> {
+        Self::start_with(bin, dir, log, http, &[]).await
+    }
+
+    /// Like [`Portico::start`] with more arguments, which may override the listen addresses
+    /// (the last occurrence of a flag wins).
+    pub async fn start_with(
+        bin: &Path,
+        dir: &Path,
+        log: &Path,
+        http: &Http,
+        extra: &[String],
+    ) -> anyhow::Result<(Self, Duration)> {
         let started = Instant::now();
-        let mut child = spawn(bin, dir, log)?;
+        let mut child = spawn(bin, dir, log, extra)?;
         let pid = child.id().context("portico exited at once")?;
         let (http_addr, admin) = banner(&mut child).await?;
         let portico = Portico {
@@ -72,21 +84,23 @@ impl Portico {
     }
 }
 
-fn spawn(bin: &Path, dir: &Path, log: &Path) -> anyhow::Result<Child> {
+fn spawn(bin: &Path, dir: &Path, log: &Path, extra: &[String]) -> anyhow::Result<Child> {
     let log = std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
+    // Listen addresses in `extra` replace the kernel-chosen ones (haproxy needs fixed ports).
+    let own = |flag: &str| extra.iter().any(|a| a.starts_with(flag));
+    let mut listen = Vec::new();
+    for flag in ["--http-listen", "--https-listen", "--admin-listen"] {
+        if !own(flag) {
+            listen.extend([flag, "127.0.0.1:0"]);
+        }
+    }
     Command::new(bin)
         .arg("run")
         .arg("-f")
         .arg(dir)
-        .args([
-            "--http-listen",
-            "127.0.0.1:0",
-            "--https-listen",
-            "127.0.0.1:0",
-            "--admin-listen",
-            "127.0.0.1:0",
-        ])
+        .args(listen)
         .args(["--log", "warn"])
+        .args(extra)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(log)

@@ -35,6 +35,7 @@ mod allocator;
 mod annotations;
 mod backends;
 mod bad_input;
+mod balancing;
 mod classes;
 mod conformance;
 mod dashboard;

@@ -266,9 +266,9 @@ async fn gets_succeed_when_one_of_two_members_refuses_connections(provider: Prov
     let m = Manifests::new();
     let good = echo_pods("half", 1).await;
     let mut y = service(NS, "half", &ready(&[refusing_backend(), good[0]]));
-    // Half the requests need a retry (no passive health takes the member out here): a
-    // budget that allows them.
-    let settings = [("retry-budget", "100")];
+    // Half the requests need a retry (passive health, off here, would take the member out):
+    // a budget that allows them.
+    let settings = [("retry-budget", "100"), ("passive-health-failures", "0")];
     y.push_str(&annotated("half", "half.test", "half", &settings));
     m.write("half.yaml", &y);
     let p = start(provider, m.path()).await;
@@ -340,7 +340,7 @@ async fn budget_zero(provider: Provider) {
         "thrifty",
         "thrifty.test",
         "thrifty",
-        &[("retry-budget", "0")],
+        &[("retry-budget", "0"), ("passive-health-failures", "0")],
     ));
     m.write("thrifty.yaml", &y);
     let p = start(provider, m.path()).await;
@@ -412,10 +412,9 @@ async fn a_member_killed_under_load_fails_no_request_after_its_detection(provide
     }
     let m = Manifests::new();
     let mut y = service(NS, "kill", &ready(&members));
-    // Until passive health takes the dead member out, a third of the requests need a retry:
-    // more than the default budget (20 %) allows.
-    let settings = [("retry-budget", "50")];
-    y.push_str(&annotated("kill", "kill.test", "kill", &settings));
+    // The default retry budget (20 %): passive health takes the dead member out after its
+    // first failed tries, so few requests need a retry.
+    y.push_str(&annotated("kill", "kill.test", "kill", &[]));
     m.write("kill.yaml", &y);
     let p = Arc::new(start(provider, m.path()).await);
     p.wait_route("kill.test", "/", 200, "kill").await;

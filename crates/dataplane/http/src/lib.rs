@@ -21,5 +21,7 @@ mod upstream;
 pub use access::{AccessLog, Destination};
 pub use metrics::ProxyMetrics;
 pub use proxy::{Proxy, Scheme};
-pub use route::{PROVIDER, PoolState, RouteTable, Target, compile};
+pub use route::{
+    Health, Outcome, PROVIDER, Pick, PoolState, RequestInfo, RouteTable, Target, compile,
+};
 pub use tls::{CaBySecret, MaterialBySecret, SniMap};

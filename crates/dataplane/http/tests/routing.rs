@@ -313,3 +313,58 @@ fn https_listeners_route_apart_from_http_over_the_same_pools() {
     };
     assert!(std::sync::Arc::ptr_eq(&https, table.pool(web).unwrap()));
 }
+
+/// A request without key, cookie or history.
+fn plain_choose(
+    pool: &portico_dataplane_http::PoolState,
+    exclude: &[std::net::SocketAddr],
+) -> portico_dataplane_http::Pick {
+    let headers = http::HeaderMap::new();
+    let uri = http::Uri::from_static("/");
+    let request = portico_dataplane_http::RequestInfo {
+        headers: &headers,
+        uri: &uri,
+        client: [127, 0, 0, 1].into(),
+    };
+    pool.choose(&request, exclude).unwrap()
+}
+
+#[test]
+fn member_health_and_rotation_survive_a_configuration_swap_that_keeps_the_pool() {
+    use portico_dataplane_http::{Health, Outcome, Proxy, ProxyMetrics};
+    let mut registry = prometheus_client::registry::Registry::default();
+    let proxy = Proxy::new(ProxyMetrics::new(&mut registry));
+    let mut m = ModelBuilder::new("swap");
+    let p = m.pool("p", &[addr(1), addr(2), addr(3)]);
+    m.policy(vec![], p);
+    proxy.apply(&m.build());
+    let table = proxy.table();
+    let pool = table.pool(p).unwrap();
+    // Eject addr(2) (five failures in a row, the default).
+    for _ in 0..5 {
+        let pick = plain_choose(pool, &[addr(1), addr(3)]);
+        assert_eq!(pick.addr(), addr(2));
+        pool.record(pick, Outcome::ConnectFailed);
+    }
+    let first = plain_choose(pool, &[]).addr();
+    // A new configuration: another policy, one member more; the pool keeps its id.
+    let mut m = ModelBuilder::new("swap");
+    let p2 = m.pool("p", &[addr(1), addr(2), addr(3), addr(4)]);
+    assert_eq!(p, p2);
+    m.policy(vec![host("a.com")], p);
+    m.policy(vec![], p);
+    proxy.apply(&m.build());
+    let table = proxy.table();
+    let pool = table.pool(p).unwrap();
+    let health = pool.health();
+    assert!(
+        matches!(health[1], (a, Health::Ejected { .. }) if a == addr(2)),
+        "{health:?}"
+    );
+    assert_eq!(health[3], (addr(4), Health::Healthy));
+    // The rotation goes on where it was (it does not start over at the first member).
+    let next = plain_choose(pool, &[]).addr();
+    assert_ne!(next, first, "the rotation restarted");
+    let picks: Vec<_> = (0..6).map(|_| plain_choose(pool, &[]).addr()).collect();
+    assert!(!picks.contains(&addr(2)), "{picks:?}");
+}

@@ -21,6 +21,7 @@ mod plan;
 mod provider;
 pub mod quote;
 mod render;
+pub mod servers;
 mod status;
 
 pub use instance::Binary;

@@ -72,6 +72,16 @@ impl HaproxyProvider {
         }
     }
 
+    /// Every server of every haproxy this provider runs, as its runtime API shows it now
+    /// (blocking: a local socket per load balancer, 500 ms at most each).
+    pub fn server_states(&self) -> Vec<crate::servers::ServerState> {
+        let ids: Vec<LoadBalancerId> = self.lock_instances().keys().copied().collect();
+        let root = &self.settings.plan.root;
+        ids.iter()
+            .flat_map(|id| crate::servers::query(&root.join(id.to_string())))
+            .collect()
+    }
+
     fn lock_instances(&self) -> std::sync::MutexGuard<'_, BTreeMap<LoadBalancerId, Instance>> {
         self.instances
             .lock()

@@ -17,6 +17,7 @@ const CASES: &[&str] = &[
     "path-rules",
     "host-rules",
     "tls",
+    "balancing",
 ];
 
 fn model(case: &str) -> Model {

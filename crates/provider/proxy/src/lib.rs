@@ -12,7 +12,7 @@ mod place;
 
 pub use place::{Bind, place};
 
-use portico_dataplane_http::{AccessLog, Proxy, ProxyMetrics};
+use portico_dataplane_http::{AccessLog, Health, Proxy, ProxyMetrics};
 use portico_model::{Diagnostic, Limits, LoadBalancer, Model, PoolId};
 use portico_provider::{CaBundles, Certificates, Provider};
 use std::collections::{BTreeMap, HashSet};
@@ -116,6 +116,37 @@ fn bind_nonlocal(addr: SocketAddr) -> std::io::Result<TcpListener> {
     socket.listen(1024)?;
     socket.set_nonblocking(true)?;
     TcpListener::from_std(socket.into())
+}
+
+/// One served pool and its members' health.
+#[derive(Debug, Clone)]
+pub struct PoolHealth {
+    pub id: PoolId,
+    pub name: String,
+    pub members: Vec<(SocketAddr, Health)>,
+}
+
+impl ProxyProvider {
+    /// Every served pool's members and their health now, by pool name.
+    pub fn pool_health(&self) -> Vec<PoolHealth> {
+        let served = self.served.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut out = Vec::new();
+        let mut seen = HashSet::new();
+        for s in served.values() {
+            let table = s.proxy.table();
+            for pool in table.pools() {
+                if seen.insert(pool.id()) {
+                    out.push(PoolHealth {
+                        id: pool.id(),
+                        name: pool.name().to_owned(),
+                        members: pool.health(),
+                    });
+                }
+            }
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        out
+    }
 }
 
 impl Provider for ProxyProvider {

@@ -5,6 +5,7 @@
 
 mod histogram;
 
+use crate::route::{MemberLabels, MemberMetrics};
 use histogram::LatencyHistogram;
 use std::time::Duration;
 
@@ -40,6 +41,8 @@ pub struct ProxyMetrics {
     connections: Gauge,
     /// Requests that matched no pool carry `pool=""`.
     unrouted: PoolMetrics,
+    member_healthy: Family<MemberLabels, Gauge>,
+    member_ejections: Family<MemberLabels, Counter>,
 }
 
 impl ProxyMetrics {
@@ -66,6 +69,12 @@ impl ProxyMetrics {
             help,
             retries.exhausted.clone(),
         );
+        let member_healthy = Family::default();
+        let member_ejections = Family::default();
+        let help = "Whether a pool member is in rotation (1) or out: ejected or failing checks (0)";
+        registry.register("portico_member_healthy", help, member_healthy.clone());
+        let help = "Ejections of a pool member by passive health";
+        registry.register("portico_member_ejections", help, member_ejections.clone());
         let unrouted = pool_metrics(&requests, &latency, &retries, "");
         ProxyMetrics {
             requests,
@@ -74,11 +83,23 @@ impl ProxyMetrics {
             generation,
             connections,
             unrouted,
+            member_healthy,
+            member_ejections,
         }
     }
 
     pub(crate) fn pool(&self, name: &str) -> PoolMetrics {
         pool_metrics(&self.requests, &self.latency, &self.retries, name)
+    }
+
+    /// Where the member series of pool `name` go (removed by the pool's state when members
+    /// or the pool go).
+    pub(crate) fn members(&self, name: &str) -> MemberMetrics {
+        MemberMetrics {
+            pool: name.to_owned(),
+            healthy: self.member_healthy.clone(),
+            ejections: self.member_ejections.clone(),
+        }
     }
 
     /// Removes the series of pool `name`.

@@ -10,10 +10,12 @@ use super::{Phase, Proxy, ProxyBody};
 use crate::access::{Asked, Entry, Logged, ensure_request_id};
 use crate::limits::{Activity, ClientBody, Fault, Tracked, Watched};
 use crate::metrics::PoolMetrics;
-use crate::route::{PoolState, Target, normalize_host};
-use crate::upstream::{Endpoint, SendFailed};
+use crate::route::{Outcome, PoolState, RequestInfo, Target, normalize_host};
+use crate::upstream::{Endpoint, SendFailed, UpstreamError};
 use bytes::Bytes;
-use http::header::{CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, HOST, HeaderValue, LOCATION, TE};
+use http::header::{
+    CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, HOST, HeaderValue, LOCATION, SET_COOKIE, TE,
+};
 use http::uri::{self, Uri};
 use http::{Request, Response, StatusCode, Version};
 use http_body_util::{Either, Full};
@@ -23,7 +25,7 @@ use hyper_util::rt::TokioIo;
 use prometheus_client::metrics::gauge::Gauge;
 use std::convert::Infallible;
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -42,11 +44,12 @@ enum Routed {
 pub(super) struct Conn {
     pub(super) proxy: Arc<Proxy>,
     pub(super) forwarded: Forwarded,
+    /// The client's address (the TCP peer), for hashing on it and as allowed source ranges
+    /// see it.
+    pub(super) peer: IpAddr,
     activity: Arc<Activity>,
     /// Tunnels opened by upgrades, run by the connection's task.
     tunnels: mpsc::UnboundedSender<Tunnel>,
-    /// The client's address (the TCP peer), as allowed source ranges see it.
-    peer: std::net::IpAddr,
     /// The client speaks HTTP/2 (seen on its first request).
     h2: AtomicBool,
     /// Wakes the connection to send GOAWAY: an HTTP/2 request arrived while draining.
@@ -69,9 +72,9 @@ impl Proxy {
         let conn = Arc::new(Conn {
             proxy: self.clone(),
             forwarded: Forwarded { client, scheme },
+            peer: peer.ip().to_canonical(),
             activity: activity.clone(),
             tunnels: tunnels_tx,
-            peer: peer.ip().to_canonical(),
             h2: AtomicBool::new(false),
             goaway: Notify::new(),
         });
@@ -299,14 +302,20 @@ impl Conn {
         entry: &mut Entry,
     ) -> Result<Response<ProxyBody>, ProxyError> {
         let no_member = || ProxyError::NoReadyMember { pool: pool.id() };
-        let mut endpoint = pool.next_endpoint().ok_or_else(no_member)?;
         let host = host_value(&req).ok_or(ProxyError::MissingHost)?;
+        let request = RequestInfo {
+            headers: req.headers(),
+            uri: req.uri(),
+            client: self.peer,
+        };
+        let pick = pool.choose(&request, &[]).ok_or_else(no_member)?;
         let limits = &self.proxy.limits;
         let (mut parts, body) = req.into_parts();
         let trailers = wants_trailers(&parts.headers);
         self.forwarded.apply(&mut parts.headers, host.clone());
-        if endpoint.is_h2c() {
-            to_h2c(&mut parts, &host, &endpoint, trailers);
+        // A pool's members all speak its protocol: the first pick's stands for every try.
+        if pick.endpoint().is_h2c() {
+            to_h2c(&mut parts, &host, pick.endpoint(), trailers);
         } else {
             origin_form(&mut parts.uri);
             parts.version = Version::HTTP_11;
@@ -322,16 +331,29 @@ impl Conn {
         let timeouts = (connect_timeout(pool), read, send_timeout(pool));
         lock(&pool.budget).request(std::time::Instant::now());
         let mut tried: Vec<SocketAddr> = Vec::new();
+        let mut pick = pick;
         loop {
             let started = Instant::now();
+            let endpoint = pick.endpoint().clone();
             entry.upstream(endpoint.addr(), &fault);
             let upstream = endpoint.addr();
             let failed = match try_once(&endpoint, req, &fault, timeouts).await {
                 Ok(response) => {
-                    pool.metrics.observe_latency(started.elapsed());
-                    entry.answered(started.elapsed());
+                    let latency = started.elapsed();
+                    pool.metrics.observe_latency(latency);
+                    entry.answered(latency);
+                    let outcome = if response.status().is_server_error() {
+                        Outcome::Status5xx { latency }
+                    } else {
+                        Outcome::Success { latency }
+                    };
+                    let set_cookie = pick.set_cookie().cloned();
+                    pool.record(pick, outcome);
                     let (mut parts, body) = response.into_parts();
                     strip_hop_by_hop(&mut parts.headers);
+                    if let Some(cookie) = set_cookie {
+                        parts.headers.append(SET_COOKIE, cookie);
+                    }
                     // The client's hop is ours: an HTTP/1.0 or HTTP/2 upstream does not change it.
                     parts.version = Version::HTTP_11;
                     return Ok(Response::from_parts(
@@ -340,6 +362,8 @@ impl Conn {
                     ));
                 }
                 Err(Try::TimedOut) => {
+                    let latency = started.elapsed();
+                    pool.record(pick, Outcome::Timeout { latency });
                     let pool = pool.id();
                     return Err(ProxyError::UpstreamTimeout { pool, upstream });
                 }
@@ -354,9 +378,12 @@ impl Conn {
                     source,
                 },
             };
+            // The client's body failed: not the member's fault (the pick is dropped).
             if fault.get().is_some() {
                 return Err(give_up(error));
             }
+            // Every failed try counts for the member's passive health, retried or not.
+            pool.record(pick, failure_outcome(&error));
             let again = match unsent {
                 Some(unsent) => Some((unsent, fault.clone())),
                 None if may_retry(false, replay.is_some(), &error) => {
@@ -365,10 +392,17 @@ impl Conn {
                 None => None,
             };
             tried.push(upstream);
-            let next = (tried.len() < max_tries)
-                .then(|| pool.untried(&tried))
-                .flatten();
-            let (Some((again, again_fault)), Some(next)) = (again, next) else {
+            let Some((again, again_fault)) = again.filter(|_| tried.len() < max_tries) else {
+                return Err(give_up(error));
+            };
+            // The next member by the pool's algorithm (affinity, hash, least request), never
+            // one this request tried nor one out of rotation.
+            let request = RequestInfo {
+                headers: again.headers(),
+                uri: again.uri(),
+                client: self.peer,
+            };
+            let Some(next) = pool.choose(&request, &tried) else {
                 return Err(give_up(error));
             };
             if !lock(&pool.budget).try_retry(std::time::Instant::now()) {
@@ -377,7 +411,7 @@ impl Conn {
             }
             tracing::debug!(%upstream, next = %next.addr(), %error, "trying another member");
             pool.metrics.retried();
-            (req, fault, endpoint) = (again, again_fault, next);
+            (req, fault, pick) = (again, again_fault, next);
         }
     }
 }
@@ -575,6 +609,16 @@ impl Active {
 impl Drop for Active {
     fn drop(&mut self) {
         self.0.dec();
+    }
+}
+
+/// How a failed try counts for passive health.
+pub(super) fn failure_outcome(error: &UpstreamError) -> Outcome {
+    match error {
+        UpstreamError::Connect(_) | UpstreamError::ConnectTimeout(_) | UpstreamError::Tls(_) => {
+            Outcome::ConnectFailed
+        }
+        UpstreamError::Handshake(_) | UpstreamError::Request(_) => Outcome::Reset,
     }
 }
 

@@ -13,7 +13,7 @@ pub use headers::Scheme;
 use crate::access::AccessLog;
 use crate::limits::Caps;
 use crate::metrics::ProxyMetrics;
-use crate::route::{Compiler, RouteTable, ready_endpoints};
+use crate::route::{Compiler, RouteTable, ensure_checks, ready_members};
 use crate::tls::{Resolver, server_config};
 use crate::upstream::{Endpoints, UpstreamBody};
 use arc_swap::ArcSwap;
@@ -113,6 +113,7 @@ impl Proxy {
         let gone = previous.pool_names().filter(|name| !served.contains(name));
         gone.for_each(|name| self.metrics.forget_pool(name));
         drop(served);
+        table.pools().for_each(|p| ensure_checks(p.balance()));
         self.table.store(Arc::new(table));
         drop(previous);
         self.next_generation()
@@ -129,7 +130,9 @@ impl Proxy {
         let table = self.table.load();
         for pool in pools {
             if let Some(state) = table.pool(pool.id) {
-                state.set_endpoints(ready_endpoints(pool, &self.endpoints));
+                state
+                    .balance()
+                    .set_members(ready_members(pool, &self.endpoints));
             }
         }
         self.next_generation()

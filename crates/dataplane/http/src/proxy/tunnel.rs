@@ -5,11 +5,11 @@
 //! closes. A tunnel holds no route table: configuration changes do not touch it.
 
 use super::ProxyBody;
-use super::conn::{Conn, host_value, origin_form};
+use super::conn::{Conn, failure_outcome, host_value, origin_form};
 use super::error::ProxyError;
 use super::headers::strip_hop_by_hop;
 use super::tries::{connect_timeout, read_timeout};
-use crate::route::PoolState;
+use crate::route::{Outcome, PoolState, RequestInfo};
 use crate::upstream::UpstreamBody;
 use bytes::Bytes;
 use http::header::{
@@ -60,7 +60,13 @@ impl Conn {
     ) -> Result<Response<ProxyBody>, ProxyError> {
         let (pool_id, metrics) = (pool.id(), &pool.metrics);
         let no_member = || ProxyError::NoReadyMember { pool: pool_id };
-        let endpoint = pool.next_endpoint().ok_or_else(no_member)?;
+        let request = RequestInfo {
+            headers: req.headers(),
+            uri: req.uri(),
+            client: self.peer,
+        };
+        let pick = pool.choose(&request, &[]).ok_or_else(no_member)?;
+        let endpoint = pick.endpoint().clone();
         if endpoint.is_h2c() {
             return Err(ProxyError::UpgradeToH2c { pool: pool_id });
         }
@@ -93,12 +99,15 @@ impl Conn {
         let opened = tokio::time::timeout(timeout, opening).await;
         let mut response = match opened {
             Err(_) => {
+                let latency = started.elapsed();
+                pool.record(pick, Outcome::Timeout { latency });
                 return Err(ProxyError::UpstreamTimeout {
                     pool: pool_id,
                     upstream,
                 });
             }
             Ok(Err(source)) => {
+                pool.record(pick, failure_outcome(&source));
                 return Err(ProxyError::Upstream {
                     pool: pool_id,
                     upstream,
@@ -107,7 +116,14 @@ impl Conn {
             }
             Ok(Ok(response)) => response,
         };
-        metrics.observe_latency(started.elapsed());
+        let latency = started.elapsed();
+        metrics.observe_latency(latency);
+        let outcome = if response.status().is_server_error() {
+            Outcome::Status5xx { latency }
+        } else {
+            Outcome::Success { latency }
+        };
+        pool.record(pick, outcome);
         if response.status() != StatusCode::SWITCHING_PROTOCOLS {
             return Ok(declined(response));
         }

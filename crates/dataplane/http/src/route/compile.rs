@@ -1,5 +1,6 @@
 //! Compiling the model's HTTP listeners into a [`RouteTable`].
 
+use super::balance::{Balance, MemberSpec};
 use super::budget::RetryBudget;
 use super::host::wildcard_suffix;
 use super::path::{PathMatch, PathTable};
@@ -7,7 +8,7 @@ use super::pool::{PoolState, Target};
 use super::reduce::{HostMatch, reduce};
 use super::{FxMap, RouteTable, Routes};
 use crate::metrics::{PoolMetrics, ProxyMetrics};
-use crate::upstream::{Endpoint, Endpoints};
+use crate::upstream::Endpoints;
 use portico_model::{
     Listener, LoadBalancer, Model, PolicyAction, Pool, PoolId, Protocol, UpstreamTls,
 };
@@ -124,11 +125,24 @@ impl<'a> Compiler<'a> {
         }
         let pool = lb.pools.get(&id).copied();
         let name = pool.map_or_else(|| id.to_string(), |p| p.name.clone());
-        let endpoints = pool
-            .map(|p| ready_endpoints(p, self.endpoints))
+        let members = pool
+            .map(|p| ready_members(p, self.endpoints))
             .unwrap_or_default();
         let previous = self.previous.and_then(|t| t.pools.get(&id));
-        let cursor = previous.map(|p| p.cursor().clone());
+        // The pool id covers the algorithm and the settings: the same id, the same balance.
+        let balance = previous.map(|p| p.balance().clone()).unwrap_or_else(|| {
+            let member_metrics = self.metrics.map(|m| m.members(&name));
+            Arc::new(match pool {
+                Some(p) => Balance::new(
+                    p.algorithm.clone(),
+                    p.settings.clone(),
+                    format!("{}.{}.svc", p.service.name, p.service.namespace),
+                    member_metrics,
+                ),
+                None => Balance::new(Default::default(), Default::default(), String::new(), None),
+            })
+        });
+        balance.set_members(members);
         let settings = pool.map(|p| p.settings.clone()).unwrap_or_default();
         let budget = previous.map(|p| p.budget.clone()).unwrap_or_else(|| {
             let percent = settings.retry_budget_percent();
@@ -146,8 +160,7 @@ impl<'a> Compiler<'a> {
             id,
             &name,
             lb.name.clone(),
-            endpoints,
-            cursor.unwrap_or_default(),
+            balance,
             metrics,
             (settings, budget),
         ));
@@ -196,15 +209,20 @@ impl RoutesBuilder {
     }
 }
 
-/// The upstreams of the members that may receive traffic, in the pool's protocol. Weights are
-/// not used yet: round robin is unweighted.
-pub(crate) fn ready_endpoints(pool: &Pool, endpoints: &Endpoints) -> Vec<Arc<Endpoint>> {
+/// The members that may receive traffic, with their weights and upstreams in the pool's
+/// protocol.
+pub(crate) fn ready_members(pool: &Pool, endpoints: &Endpoints) -> Vec<MemberSpec> {
     let tls = upstream_tls(pool);
     let ready = pool.members.iter().filter(|m| m.ready);
     ready
-        .map(|m| {
-            let addr = SocketAddr::new(m.address, m.port);
-            endpoints.get(addr, pool.protocol, tls.as_ref())
+        .map(|m| MemberSpec {
+            id: m.id,
+            weight: m.weight,
+            endpoint: endpoints.get(
+                SocketAddr::new(m.address, m.port),
+                pool.protocol,
+                tls.as_ref(),
+            ),
         })
         .collect()
 }

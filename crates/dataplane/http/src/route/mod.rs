@@ -24,7 +24,9 @@
 //! translator's order (longest path first, Exact before Prefix, exact hosts before wildcards
 //! before host-less rules) that is the Ingress precedence.
 
+mod balance;
 pub(crate) mod budget;
+mod check;
 mod compile;
 mod fxhash;
 mod host;
@@ -32,7 +34,10 @@ mod path;
 mod pool;
 mod reduce;
 
-pub(crate) use compile::{Compiler, ready_endpoints};
+pub use balance::{Health, Outcome, Pick, RequestInfo};
+pub(crate) use balance::{MemberLabels, MemberMetrics};
+pub(crate) use check::ensure_checks;
+pub(crate) use compile::{Compiler, ready_members};
 pub use compile::{PROVIDER, compile};
 pub use pool::{PoolState, Target};
 
@@ -83,6 +88,11 @@ impl RouteTable {
     /// The names of the pools this table serves.
     pub(crate) fn pool_names(&self) -> impl Iterator<Item = &str> {
         self.pools.values().map(|p| p.name())
+    }
+
+    /// The pools this table serves.
+    pub fn pools(&self) -> impl Iterator<Item = &Arc<PoolState>> {
+        self.pools.values()
     }
 }
 

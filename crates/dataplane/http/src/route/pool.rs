@@ -1,12 +1,12 @@
-//! Route targets: pools with their ready members and round-robin cursor.
+//! Route targets: pools with their members, member selection and health (`balance.rs`).
 
+use super::balance::{Balance, Health, Outcome, Pick, RequestInfo};
 use super::budget::RetryBudget;
 use crate::metrics::PoolMetrics;
 use crate::upstream::Endpoint;
-use arc_swap::ArcSwap;
+use http::{HeaderMap, Uri};
 use portico_model::{PoolId, PoolSettings};
-use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
 
 /// What a matched route does with a request.
@@ -20,19 +20,17 @@ pub enum Target {
     RedirectToHttps(u16),
 }
 
-/// One pool as the data plane sees it: its members (swapped whole when only endpoints change)
-/// and a shared round-robin cursor.
+/// One pool as the data plane sees it: its members (swapped whole when only endpoints change),
+/// their selection and health state.
 #[derive(Debug)]
 pub struct PoolState {
     id: PoolId,
     name: String,
     /// The load balancer whose listener first named the pool, as the access log shows it.
     load_balancer: Arc<str>,
-    /// The upstream of each ready member, with its idle connections.
-    endpoints: ArcSwap<Vec<Arc<Endpoint>>>,
     /// Shared with the previous configuration's state for this pool id, so that re-applying
-    /// (e.g. when scaling) does not restart the rotation.
-    cursor: Arc<AtomicUsize>,
+    /// (e.g. when scaling) keeps the rotation, the latency averages and the members' health.
+    balance: Arc<Balance>,
     pub(crate) metrics: PoolMetrics,
     /// The pool's settings from its Ingress's annotations.
     pub(crate) settings: PoolSettings,
@@ -45,8 +43,7 @@ impl PoolState {
         id: PoolId,
         name: &str,
         load_balancer: Arc<str>,
-        endpoints: Vec<Arc<Endpoint>>,
-        cursor: Arc<AtomicUsize>,
+        balance: Arc<Balance>,
         metrics: PoolMetrics,
         (settings, budget): (PoolSettings, Arc<Mutex<RetryBudget>>),
     ) -> Self {
@@ -54,8 +51,7 @@ impl PoolState {
             id,
             name: name.to_owned(),
             load_balancer,
-            endpoints: ArcSwap::from_pointee(endpoints),
-            cursor,
+            balance,
             metrics,
             settings,
             budget,
@@ -78,55 +74,58 @@ impl PoolState {
 
     /// Ready members, in model order.
     pub fn members(&self) -> Vec<SocketAddr> {
-        self.endpoints.load().iter().map(|e| e.addr()).collect()
+        self.balance.endpoints().iter().map(|e| e.addr()).collect()
     }
 
-    /// Replaces the members: requests routed from now on use the new ones.
-    pub(crate) fn set_endpoints(&self, endpoints: Vec<Arc<Endpoint>>) {
-        self.endpoints.store(Arc::new(endpoints));
+    /// Each ready member's health: healthy, ejected (passive health) or failing its checks.
+    pub fn health(&self) -> Vec<(SocketAddr, Health)> {
+        self.balance.health()
     }
 
-    pub(crate) fn cursor(&self) -> &Arc<AtomicUsize> {
-        &self.cursor
+    pub(crate) fn balance(&self) -> &Arc<Balance> {
+        &self.balance
     }
 
-    /// The next member in round-robin order, or `None` when no member is ready.
+    /// The member for one try of `request`: never one of `exclude` (the members this request
+    /// already tried), never one out of rotation; by the pool's algorithm, or the member its
+    /// affinity cookie names. `None` when no member may take it. The [`Pick`] counts as a
+    /// request in flight on the member until it is given to [`PoolState::record`] (or
+    /// dropped); its [`Pick::set_cookie`] goes on the response.
+    pub fn choose(&self, request: &RequestInfo<'_>, exclude: &[SocketAddr]) -> Option<Pick> {
+        self.balance.choose(request, exclude)
+    }
+
+    /// How the try of `pick` went: a success (any status below 500) or a failure (refused
+    /// connection, reset, 5xx, timeout), for passive health and the latency average. Call it
+    /// once per try, as soon as the response head (or the failure) is known.
+    pub fn record(&self, pick: Pick, outcome: Outcome) {
+        self.balance.record(pick, outcome);
+    }
+
+    /// The member the next request without key, cookie or history would get (tests).
     pub fn next_member(&self) -> Option<SocketAddr> {
-        self.next_endpoint().map(|e| e.addr())
+        let headers = HeaderMap::new();
+        let uri = Uri::from_static("/");
+        let request = RequestInfo {
+            headers: &headers,
+            uri: &uri,
+            client: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        };
+        self.choose(&request, &[]).map(|p| p.addr())
     }
 
-    pub(crate) fn next_endpoint(&self) -> Option<Arc<Endpoint>> {
-        let endpoints = self.endpoints.load();
-        next_index(&self.cursor, endpoints.len()).map(|i| endpoints[i].clone())
-    }
-
-    /// The member for the next try of a request that already tried `tried`: the next in
-    /// rotation that is not among them, or `None` when every member was tried. (With the
-    /// balancer's `choose(request, exclude)` this becomes a call to it.)
-    pub(crate) fn untried(&self, tried: &[SocketAddr]) -> Option<Arc<Endpoint>> {
-        let endpoints = self.endpoints.load();
-        let len = endpoints.len();
-        // From where the rotation stands, without moving it: the next request still gets
-        // the member after the one that failed.
-        let start = self.cursor.load(Ordering::Relaxed) % len.max(1);
-        let mut rotation = (0..len).map(|k| &endpoints[(start + k) % len]);
-        rotation.find(|e| !tried.contains(&e.addr())).cloned()
+    #[allow(dead_code)]
+    pub(crate) fn endpoints(&self) -> Vec<Arc<Endpoint>> {
+        self.balance.endpoints()
     }
 
     /// How many members a request may try in all: the pool's tries (0: every member), never
     /// more than there are members.
     pub(crate) fn max_tries(&self) -> usize {
-        let members = self.endpoints.load().len().max(1);
+        let members = self.balance.endpoints().len().max(1);
         match usize::try_from(self.settings.tries()).unwrap_or(usize::MAX) {
             0 => members,
             tries => tries.min(members),
         }
-    }
-}
-
-fn next_index(cursor: &AtomicUsize, len: usize) -> Option<usize> {
-    match len {
-        0 => None,
-        n => Some(cursor.fetch_add(1, Ordering::Relaxed) % n),
     }
 }

@@ -2,7 +2,7 @@
 //! matches, a policy's rejection, the HTTP → HTTPS redirect.
 
 use super::Server;
-use portico_model::{Limits, LoadBalancer, Pool, PoolId, PoolProtocol, PoolSettings};
+use portico_model::{Diagnostic, Limits, LoadBalancer, Pool, PoolId, PoolProtocol, PoolSettings};
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::net::SocketAddr;
@@ -56,7 +56,7 @@ impl Specials {
     pub(super) fn render(&self, lb: &LoadBalancer, https: Option<SocketAddr>) -> String {
         let mut s = String::new();
         for id in self.pools.iter().filter(|id| lb.pool(**id).is_none()) {
-            s.push_str(&pool_header(*id, ""));
+            s.push_str(&pool_header(*id, "    balance roundrobin\n", ""));
         }
         if self.no_route {
             s.push_str(&returning("portico_no_route", 404));
@@ -89,10 +89,11 @@ fn returning(name: &str, status: u16) -> String {
     )
 }
 
-/// `first` comes before the 503 answer (the access log's pool name).
-fn pool_header(id: PoolId, first: &str) -> String {
+/// `balance` holds the balancing lines; `first` comes before the 503 answer (the access
+/// log's pool name).
+fn pool_header(id: PoolId, balance: &str, first: &str) -> String {
     format!(
-        "\nbackend {id}\n    balance roundrobin\n{first}    http-request return status 503 {PLAIN} string \"503 Service Unavailable\\n\" if {{ nbsrv eq 0 }} !{{ stopping }}\n"
+        "\nbackend {id}\n{balance}{first}    http-request return status 503 {PLAIN} string \"503 Service Unavailable\\n\" if {{ nbsrv eq 0 }} !{{ stopping }}\n"
     )
 }
 
@@ -102,14 +103,16 @@ pub(super) fn pools(
     servers: &mut Vec<Server>,
     logged: bool,
     input: &super::Input<'_>,
+    diagnostics: &mut Vec<Diagnostic>,
 ) -> String {
     let limits = input.limits;
     let mut s = String::new();
     for pool in &lb.pools {
         let proto = protocol(pool, input);
+        let balance = super::balance::backend_lines(pool, diagnostics);
         let mut first = super::access::backend(pool, logged);
         first.push_str(&settings(pool, limits));
-        s.push_str(&pool_header(pool.id, &first));
+        s.push_str(&pool_header(pool.id, &balance, &first));
         for member in &pool.members {
             let server = Server {
                 backend: pool.id,
@@ -119,7 +122,7 @@ pub(super) fn pools(
                 weight: member.weight.min(MAX_WEIGHT),
                 ready: member.ready,
             };
-            s.push_str(&server_line(&proto, &server));
+            s.push_str(&server_line(pool, &proto, &server));
             servers.push(server);
         }
     }
@@ -231,11 +234,12 @@ fn protocol(pool: &Pool, input: &super::Input<'_>) -> String {
     format!(" ssl{verify}{sni}{alpn}")
 }
 
-fn server_line(proto: &str, server: &Server) -> String {
+fn server_line(pool: &Pool, proto: &str, server: &Server) -> String {
     let disabled = if server.ready { "" } else { " disabled" };
     let addr = SocketAddr::new(server.address, server.port);
+    let options = super::balance::server_options(pool, server.name);
     format!(
-        "    server {} {addr} weight {}{proto}{disabled}\n",
+        "    server {} {addr} weight {}{proto}{options}{disabled}\n",
         server.name, server.weight
     )
 }

@@ -10,6 +10,7 @@
 
 mod access;
 mod backend;
+mod balance;
 mod frontend;
 mod global;
 mod reduce;
@@ -117,6 +118,7 @@ pub fn render(lb: &LoadBalancer, input: &Input<'_>) -> Rendered {
         &mut out.servers,
         input.access_log.is_some(),
         input,
+        &mut out.diagnostics,
     ));
     out.crt_list = crt_list(lb, input, &mut out.diagnostics);
     text.push_str(&specials.render(lb, input.binds.https));

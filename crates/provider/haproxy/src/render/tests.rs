@@ -182,7 +182,8 @@ fn no_match_and_no_default_backend_is_404_and_an_empty_pool_is_503() {
     assert_eq!(
         lines_with(&r, "    server "),
         [format!(
-            "server {} 10.0.0.1:8080 weight 1 disabled",
+            "server {} 10.0.0.1:8080 weight 1 check inter 10000ms downinter 10000ms fall 3 rise 1 \
+             observe layer7 error-limit 5 on-error mark-down disabled",
             MemberId::derive("1")
         )]
     );
@@ -284,10 +285,9 @@ fn verifying_pools_name_their_ca_file_server_name_and_sni_and_fail_closed_withou
         let r = rendered(&lb);
         let line = lines_with(&r, " 10.0.0.1:8080 ")[0].to_owned();
         let after = line.split_once(" weight ").unwrap().1;
-        after
-            .split_once(' ')
-            .map_or("", |(_, rest)| rest)
-            .to_owned()
+        let tls = after.split_once(' ').map_or("", |(_, rest)| rest);
+        // Passive health's options follow the TLS ones.
+        tls.split(" check ").next().unwrap_or_default().to_owned()
     };
     let ca = Some(ObjectRef::new("Secret", "default", "upstream-ca"));
     assert_eq!(
