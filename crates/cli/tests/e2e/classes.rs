@@ -133,3 +133,41 @@ async fn custom_ingress_class_flag_is_owned() {
     let p = Portico::start(m.path(), &["--ingress-class", "internal"]).await;
     expect_routes(&p, &[("flag.test", "/", 200, "web")]).await;
 }
+
+/// Two IngressClasses marked default, as the API server's DefaultIngressClass admission plugin
+/// does it today (plugin/pkg/admission/network/defaultingressclass: the newest by
+/// creationTimestamp, then the first by name): an Ingress without a class gets the newer one,
+/// and the choice is a warning on that class naming both.
+#[tokio::test]
+async fn with_two_default_classes_the_newest_is_assigned_and_reported() {
+    let m = backends("dc2", &[("web", 1)]).await;
+    let class = |name: &str, created: &str| {
+        ingress_class(name, "portico.dev/ingress-controller", true).replace(
+            "metadata:\n",
+            &format!("metadata:\n  creationTimestamp: \"{created}\"\n"),
+        )
+    };
+    let classes =
+        class("old-edge", "2025-01-01T00:00:00Z") + &class("new-edge", "2026-01-01T00:00:00Z");
+    m.write("classes.yaml", &classes);
+    let y = ingress(
+        "dc2",
+        "no-class",
+        "2026-02-01T00:00:00Z",
+        &[("dc2.test", "/", "Prefix", "web", "80")],
+    );
+    m.write("ing.yaml", &with_class(&y, ""));
+    let p = Portico::start(m.path(), &[]).await;
+    expect_routes(&p, &[("dc2.test", "/", 200, "web")]).await;
+    assert_eq!(
+        p.ingress("dc2", "no-class").await["ingressClassName"],
+        "new-edge"
+    );
+    let diagnostics = p.admin_json("/api/v1/diagnostics").await.to_string();
+    assert!(
+        diagnostics.contains("2 IngressClasses are marked default")
+            && diagnostics.contains("IngressClass")
+            && diagnostics.contains("new-edge"),
+        "{diagnostics}"
+    );
+}
