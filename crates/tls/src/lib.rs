@@ -10,12 +10,14 @@
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+mod accept_any;
 mod ca;
 pub mod generate;
 mod material;
 mod provider;
 mod self_signed;
 
+pub use accept_any::AcceptAnyServerCertificate;
 pub use ca::{CaBundle, CaBundleError};
 pub use material::{Material, MaterialError};
 pub use provider::{PROTOCOL_VERSIONS, provider};

@@ -264,10 +264,7 @@ async fn dedicated_load_balancers_get_pool_addresses_and_a_pair_of_agents_that_f
         }
     }
     assert_eq!(addresses(&after), addresses(&lbs), "addresses stay");
-    let metrics = survivor
-        .request(admin, "GET", "localhost", "/metrics", &[], "")
-        .await;
-    let metrics = String::from_utf8_lossy(&metrics.unwrap().body).into_owned();
+    let metrics = survivor.metrics_at(admin).await;
     let changes = metrics
         .lines()
         .find_map(|l| l.strip_prefix("portico_placement_changes_total "))

@@ -88,12 +88,7 @@ async fn metrics_count_requests_latency_generation_objects_and_diagnostics() {
         assert_eq!(p.get("adm.test", "/").await.status, 200);
     }
     assert_eq!(p.get("nothing.test", "/x").await.status, 404);
-    let r = p
-        .request(p.admin, "GET", "localhost", "/metrics", &[], "")
-        .await
-        .unwrap();
-    assert_eq!(r.status, 200);
-    let text = String::from_utf8_lossy(&r.body).into_owned();
+    let text = p.metrics().await;
     let has = |needle: &str| {
         assert!(
             text.lines().any(|l| l.contains(needle)),

@@ -274,11 +274,7 @@ async fn passive_health_ejects_a_failing_member_and_brings_it_back(provider: Pro
         "the failing member got {failed} of 30: {counts:?}"
     );
     if matches!(provider, Provider::Proxy) {
-        let metrics = p
-            .request(p.admin, "GET", "localhost", "/metrics", &[], "")
-            .await
-            .unwrap();
-        let text = String::from_utf8_lossy(&metrics.body).into_owned();
+        let text = p.metrics().await;
         let addr = pods.addrs[1].to_string();
         let healthy = text
             .lines()

@@ -13,17 +13,7 @@ use std::time::{Duration, Instant};
 const WAIT: Duration = Duration::from_secs(20);
 
 async fn demo() -> Portico {
-    let args = [
-        "demo",
-        "--http-listen",
-        "127.0.0.1:0",
-        "--https-listen",
-        "127.0.0.1:0",
-        "--admin-listen",
-        "127.0.0.1:0",
-    ]
-    .map(String::from);
-    Portico::spawn(&args).await
+    Portico::spawn(&demo_args()).await
 }
 
 /// The directory `portico demo` printed (`Manifests: DIR (…)`).

@@ -201,11 +201,7 @@ async fn both_agents_serve_a_change_and_keep_serving_while_etcd_is_down() {
         let (status, body) = readyz(&p).await;
         if body.contains("etcd is unreachable") {
             assert_eq!(status, 200, "an agent without etcd still serves: {body}");
-            let metrics = p
-                .request(p.admin, "GET", "localhost", "/metrics", &[], "")
-                .await
-                .unwrap();
-            let metrics = String::from_utf8_lossy(&metrics.body).into_owned();
+            let metrics = p.metrics().await;
             assert!(metrics.contains("portico_store_connected 0"), "{metrics}");
             break;
         }

@@ -299,6 +299,21 @@ impl Portico {
         r.json()
     }
 
+    /// The Prometheus text of the admin API at `admin` (this process's, or another's).
+    pub async fn metrics_at(&self, admin: SocketAddr) -> String {
+        let r = self
+            .request(admin, "GET", "localhost", "/metrics", &[], "")
+            .await
+            .unwrap();
+        assert_eq!(r.status, 200, "GET /metrics");
+        String::from_utf8_lossy(&r.body).into_owned()
+    }
+
+    /// The Prometheus text of this process's admin API.
+    pub async fn metrics(&self) -> String {
+        self.metrics_at(self.admin).await
+    }
+
     /// The `/api/v1/ingresses` entry for `ns/name` (in the distributed shape, the controller's,
     /// once an agent's feedback gave it its status).
     pub async fn ingress(&self, ns: &str, name: &str) -> Value {

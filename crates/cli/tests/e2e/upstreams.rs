@@ -284,11 +284,7 @@ async fn gets_succeed_when_one_of_two_members_refuses_connections(provider: Prov
         assert_eq!(r.unwrap().status, 200, "POST {i}");
     }
     if matches!(provider, Provider::Proxy) {
-        let metrics = p
-            .request(p.admin, "GET", "localhost", "/metrics", &[], "")
-            .await
-            .unwrap();
-        let text = String::from_utf8_lossy(&metrics.body).into_owned();
+        let text = p.metrics().await;
         let retries = text
             .lines()
             .find(|l| l.starts_with("portico_upstream_retries_total{") && l.contains("half"))

@@ -4,15 +4,13 @@
 //! With `proxy-ssl-verify` on, the member's certificate must chain to the pool's CA bundle
 //! (`proxy-ssl-secret`) and name the server name (webpki verification); without a usable CA
 //! bundle the connection fails (closed: `502`), it never falls back to no verification. With it off (ingress-nginx's default), any certificate is
-//! accepted: [`AcceptAnyServerCertificate`].
+//! accepted: [`portico_tls::AcceptAnyServerCertificate`].
 
 use super::endpoint::UpstreamError;
 use portico_model::{PoolProtocol, UpstreamTls};
-use portico_tls::CaBundle;
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::crypto::{CryptoProvider, verify_tls12_signature, verify_tls13_signature};
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{ClientConfig, DigitallySignedStruct, SignatureScheme};
+use portico_tls::{AcceptAnyServerCertificate, CaBundle};
+use rustls::ClientConfig;
+use rustls::pki_types::ServerName;
 use std::sync::Arc;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
@@ -80,7 +78,7 @@ fn config(
     } else {
         builder
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(AcceptAnyServerCertificate(provider)))
+            .with_custom_certificate_verifier(Arc::new(AcceptAnyServerCertificate::new(provider)))
             .with_no_client_auth()
     };
     config.enable_sni = tls.sni;
@@ -89,48 +87,4 @@ fn config(
         _ => vec![b"http/1.1".to_vec()],
     };
     Ok(config)
-}
-
-/// Accepts every server certificate without looking at its chain, names or dates: what
-/// `proxy-ssl-verify: "false"` (the default) asks for, as nginx's `proxy_ssl_verify off`
-/// does. The connection is encrypted, not authenticated. The handshake's signatures are still
-/// checked (the server holds the key of the certificate it sent).
-#[derive(Debug)]
-pub(crate) struct AcceptAnyServerCertificate(Arc<CryptoProvider>);
-
-impl ServerCertVerifier for AcceptAnyServerCertificate {
-    fn verify_server_cert(
-        &self,
-        _: &CertificateDer<'_>,
-        _: &[CertificateDer<'_>],
-        _: &ServerName<'_>,
-        _: &[u8],
-        _: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        let algs = &self.0.signature_verification_algorithms;
-        verify_tls12_signature(message, cert, dss, algs)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        let algs = &self.0.signature_verification_algorithms;
-        verify_tls13_signature(message, cert, dss, algs)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
 }
