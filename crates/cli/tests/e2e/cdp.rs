@@ -20,13 +20,38 @@ pub fn chromium_path() -> PathBuf {
     panic!("chromium is not installed (scripts/test.sh installs Debian's chromium)");
 }
 
-/// A headless Chromium with its own profile directory; killed when dropped.
+/// A headless Chromium with its own profile directory; on drop its process group is killed
+/// and waited for before the profile is removed (a dying renderer still writes into it, and
+/// the directory was left behind).
 pub struct Browser {
-    /// Killed on drop.
-    _child: Child,
+    child: Child,
     _profile: tempfile::TempDir,
     /// The browser's DevTools port on 127.0.0.1.
     pub port: u16,
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let Some(pid) = self.child.id() else { return };
+        let group = format!("-{pid}");
+        let kill = |signal: &str| {
+            std::process::Command::new("kill")
+                .args([signal, "--", &group])
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        kill("-KILL");
+        // Reap the browser, then wait (bounded) until no process of its group is left.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            let reaped = self.child.try_wait().is_ok_and(|s| s.is_some());
+            if reaped && !kill("-0") {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
 }
 
 impl Browser {
@@ -52,6 +77,8 @@ impl Browser {
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .kill_on_drop(true)
+            // Its own process group: the helpers it forks are killed with it.
+            .process_group(0)
             .spawn()
             .unwrap();
         let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
@@ -69,7 +96,7 @@ impl Browser {
         // Keep draining stderr so that chromium never blocks on it.
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
         Browser {
-            _child: child,
+            child,
             _profile: profile,
             port,
         }
