@@ -373,7 +373,7 @@ async fn load_balancing(provider: Provider) {
     let mut pods = std::collections::BTreeSet::new();
     for _ in 0..100 {
         let r = p.get("load-balancing", "/").await;
-        assert_eq!(r.status, 200);
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
         pods.insert(r.json()["pod"].as_str().unwrap_or("").to_owned());
     }
     assert_eq!(pods.len(), 10, "{pods:?}");

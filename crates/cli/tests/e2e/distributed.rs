@@ -27,22 +27,15 @@ pub struct Rest {
 }
 
 impl Rest {
-    /// The controller's view of `ns/name`, polled until an agent serves it (status set).
+    /// The controller's view of `ns/name`, polled until an agent serves it (status set) and
+    /// the agent `p` serves the controller's model too: the status says that *an* agent
+    /// serves the Ingress, and the kit's requests go to `p`, which may be a moment behind.
     pub async fn ingress(&self, p: &Portico, ns: &str, name: &str) -> Value {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            let reply = p
-                .request(
-                    self.controller_admin,
-                    "GET",
-                    "localhost",
-                    "/api/v1/ingresses",
-                    &[],
-                    "",
-                )
-                .await
-                .unwrap();
-            let all = reply.json();
+            let all = p
+                .admin_json_at(self.controller_admin, "/api/v1/ingresses")
+                .await;
             let found = all.as_array().and_then(|a| {
                 a.iter()
                     .find(|i| i["namespace"] == ns && i["name"] == name)
@@ -50,11 +43,50 @@ impl Rest {
             });
             let found = found.unwrap_or(Value::Null);
             let has_status = found["status"]["loadBalancer"]["ingress"][0].is_object();
-            if has_status || Instant::now() > deadline {
+            if has_status && self.serves_controller_model(p).await || Instant::now() > deadline {
                 return found;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    }
+
+    /// Waits (10 s at most) until the controller has written its first state and agent `p`
+    /// serves it: an agent is ready once it serves *a* state, maybe one before the files.
+    async fn settle(&self, p: &Portico) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let summary = p
+                .admin_json_at(self.controller_admin, "/api/v1/summary")
+                .await;
+            let written = summary["generation"].as_u64().unwrap_or(0) > 0;
+            if written && self.serves_controller_model(p).await || Instant::now() > deadline {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Whether agent `p` serves as many load balancers, listeners, policies, pools and
+    /// members as the controller's model holds.
+    async fn serves_controller_model(&self, p: &Portico) -> bool {
+        let counts = |summary: Value| {
+            let c = &summary["counts"];
+            [
+                "loadBalancers",
+                "listeners",
+                "policies",
+                "pools",
+                "members",
+                "membersReady",
+            ]
+            .map(|k| c[k].clone())
+        };
+        let want = counts(
+            p.admin_json_at(self.controller_admin, "/api/v1/summary")
+                .await,
+        );
+        let have = counts(p.admin_json("/api/v1/summary").await);
+        want == have
     }
 }
 
@@ -140,13 +172,15 @@ pub async fn start(dir: &Path, tls: bool, serve_from: usize) -> Portico {
     let a = agent(&etcd, "node-a", "127.0.0.2", states[0].path()).await;
     let b = agent(&etcd, "node-b", "127.0.0.3", states[1].path()).await;
     let (mut served, other) = if serve_from == 0 { (a, b) } else { (b, a) };
-    served.distributed = Some(Box::new(Rest {
+    let rest = Rest {
         etcd,
         controller,
         controller_admin,
         other: Some(other),
         _state: states.into(),
-    }));
+    };
+    rest.settle(&served).await;
+    served.distributed = Some(Box::new(rest));
     served
 }
 

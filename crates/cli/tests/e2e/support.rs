@@ -291,8 +291,13 @@ impl Portico {
     }
 
     pub async fn admin_json(&self, path: &str) -> Value {
+        self.admin_json_at(self.admin, path).await
+    }
+
+    /// `GET path` on the admin API at `admin` (this process's, or another's), as JSON.
+    pub async fn admin_json_at(&self, admin: SocketAddr, path: &str) -> Value {
         let r = self
-            .request(self.admin, "GET", "localhost", path, &[], "")
+            .request(admin, "GET", "localhost", path, &[], "")
             .await
             .unwrap();
         assert_eq!(r.status, 200, "GET {path}");
