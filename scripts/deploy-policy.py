@@ -32,6 +32,7 @@ ALLOWED = {
     ("cluster", "", "secrets"): READ,
     ("cluster", "discovery.k8s.io", "endpointslices"): READ,
     ("cluster", "networking.k8s.io", "ingresses/status"): ("update", "patch"),
+    ("cluster", "", "services/status"): ("update", "patch"),
     ("cluster", "events.k8s.io", "events"): ("create", "patch"),
     (NAMESPACE, "coordination.k8s.io", "leases"): ("get", "create", "update"),
 }

@@ -12,6 +12,6 @@ mod server;
 mod views;
 
 pub use portico_status::{
-    IngressView, LoadBalancerAddress, MemberHealthView, PoolHealthView, Snapshot,
+    IngressView, LoadBalancerAddress, MemberHealthView, PoolHealthView, ServiceView, Snapshot,
 };
 pub use server::{Admin, PoolHealthSource, serve};

@@ -42,6 +42,14 @@ pub(crate) fn handle<B>(admin: &Admin, req: Request<B>) -> Response<Body> {
                 .collect();
             page(&ingresses, query)
         }
+        "/api/v1/services" => {
+            let query = req.uri().query();
+            let f = Filter::parse(query);
+            let services: Vec<_> = (snap.services.iter())
+                .filter(|s| f.text(&format!("{}/{}", s.namespace, s.name)))
+                .collect();
+            page(&services, query)
+        }
         "/api/v1/diagnostics" => page(&snap.diagnostics, req.uri().query()),
         "/api/v1/loadbalancers" => json(&load_balancers(&snap)),
         "/api/v1/pools" => json(&pools(admin, &snap.model)),
@@ -273,6 +281,11 @@ mod tests {
                 .into(),
             ),
             ingresses: vec![view],
+            services: vec![portico_status::ServiceView::new(
+                "apps".into(),
+                "dns".into(),
+                vec![],
+            )],
             diagnostics: vec![],
             detail: vec![],
             applied_at: None,
@@ -335,6 +348,19 @@ mod tests {
             v[0]["status"]["loadBalancer"]["ingress"],
             serde_json::json!([])
         );
+    }
+
+    #[test]
+    fn services_are_listed_and_filtered() {
+        let (status, body) = get(&admin(true), "/api/v1/services");
+        assert_eq!(status, StatusCode::OK);
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(
+            (v[0]["namespace"].as_str(), v[0]["name"].as_str()),
+            (Some("apps"), Some("dns"))
+        );
+        let (_, body) = get(&admin(true), "/api/v1/services?q=nothing");
+        assert_eq!(body.trim(), "[]");
     }
 
     #[test]

@@ -165,6 +165,20 @@ impl Controller {
                 _ => addresses.clear(),
             }
         }
+        snapshot.services = (model.load_balancers.iter())
+            .filter(|lb| lb.origin.kind == "Service")
+            .map(|lb| {
+                let mut addresses = vec![];
+                if served.contains(&lb.id) {
+                    with_addresses(&mut addresses, lb);
+                }
+                let (namespace, name) = (lb.origin.namespace.clone(), lb.origin.name.clone());
+                portico_admin::ServiceView::new(namespace, name, addresses)
+            })
+            .collect();
+        snapshot
+            .services
+            .sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
         snapshot.placements = Arc::new(self.placer.placements().clone());
         snapshot.ready = !feedback.is_empty() && feedback.values().all(|f| f.ready);
         let agents = feedback

@@ -164,6 +164,7 @@ fn agent_snapshot(agent: &Agent, feedback: &Feedback) -> portico_admin::Snapshot
         model,
         placements: Arc::new(placements),
         ingresses: vec![],
+        services: vec![],
         diagnostics: feedback.diagnostics.clone(),
         detail,
         applied_at: None,

@@ -64,6 +64,7 @@ pub fn build_snapshot(
         model,
         placements: Default::default(),
         ingresses,
+        services: vec![],
         diagnostics: others,
         detail: vec![],
         applied_at: None,

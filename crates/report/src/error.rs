@@ -19,8 +19,9 @@ pub enum Error {
         name: String,
         after: Duration,
     },
-    #[error("status of Ingress {key}: {source}")]
+    #[error("status of {kind:?} {key}: {source}")]
     Status {
+        kind: crate::StatusKind,
         key: ObjectKey,
         #[source]
         source: Box<kube::Error>,

@@ -26,7 +26,7 @@ mod writer;
 
 pub use error::Error;
 pub use events::{EventLedger, MAX_NOTE_BYTES, Reporting, Stamps, event, event_name, note, reason};
-pub use report::{DiagnosticReport, IngressReport, Report, observed, reference, report};
+pub use report::{DiagnosticReport, Report, StatusKind, StatusReport, observed, reference, report};
 pub use status::{StatusLedger, StatusPatch, patch_body};
 pub use writer::{EVENTS_PER_PASS, IN_FLIGHT};
 

@@ -9,28 +9,43 @@ use portico_translate::{ObjectKey, Objects};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Everything the leader should make true in the API: the status of every Ingress the source
-/// reported and one Event per diagnostic about a Kubernetes object.
+/// reported and of every Service Portico serves as a load balancer, and one Event per
+/// diagnostic about a Kubernetes object.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Report {
     /// One entry per Ingress in the source's objects, ordered by key.
-    pub ingresses: Vec<IngressReport>,
+    pub ingresses: Vec<StatusReport>,
+    /// One entry per Service of type LoadBalancer that is Portico's (provider `l4`), ordered
+    /// by key.
+    pub services: Vec<StatusReport>,
     /// Diagnostics about Kubernetes objects (not files), sorted and without duplicates.
     pub diagnostics: Vec<DiagnosticReport>,
     /// The addresses this controller publishes; a status equal to them is known to be ours.
     pub publish: Vec<LoadBalancerAddress>,
 }
 
-/// One Ingress: the status it should have and the status it had when the source last saw it.
+/// Which kind of object a [`StatusReport`] is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum StatusKind {
+    Ingress,
+    Service,
+}
+
+/// One Ingress or Service: the status it should have and the status it had when the source
+/// last saw it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct IngressReport {
+pub struct StatusReport {
+    pub kind: StatusKind,
     pub key: ObjectKey,
     pub uid: Option<String>,
     /// The resourceVersion the source saw; it tells a watch that lags behind a write we made
     /// from a status someone wrote since.
     pub resource_version: Option<String>,
-    /// Whether this controller owns the Ingress (its class is ours).
+    /// Whether this controller owns the object (its class is ours).
     pub owned: bool,
-    /// The publish addresses if the Ingress is owned and served, else empty.
+    /// The addresses if the object is owned and served, else empty: the publish addresses
+    /// (and the load balancer's VIP and floating IP) for an Ingress, the VIP and floating IP
+    /// for a Service.
     pub desired: Vec<LoadBalancerAddress>,
     /// `status.loadBalancer.ingress` as observed (ports are not compared, so not kept).
     pub observed: Vec<LoadBalancerAddress>,
@@ -67,6 +82,27 @@ pub fn report(objects: &Objects, snapshot: &Snapshot, publish: &[LoadBalancerAdd
             ingress_report(key, ingress, owned, desired)
         })
         .collect();
+    let served: BTreeMap<(&str, &str), _> = (snapshot.services.iter())
+        .map(|v| ((v.namespace.as_str(), v.name.as_str()), v))
+        .collect();
+    let services = (objects.services.iter())
+        .filter_map(|(key, service)| {
+            let view = served.get(&(key.namespace.as_str(), key.name.as_str()))?;
+            let observed = (service.status.as_ref())
+                .and_then(|s| s.load_balancer.as_ref())
+                .and_then(|lb| lb.ingress.as_ref());
+            let observed = addresses(observed.into_iter().flatten().map(|e| (&e.ip, &e.hostname)));
+            Some(StatusReport {
+                kind: StatusKind::Service,
+                key: key.clone(),
+                uid: service.metadata.uid.clone(),
+                resource_version: service.metadata.resource_version.clone(),
+                owned: true,
+                desired: view.status.load_balancer.ingress.clone(),
+                observed,
+            })
+        })
+        .collect();
     let all: BTreeSet<&Diagnostic> = snapshot
         .ingresses
         .iter()
@@ -85,6 +121,7 @@ pub fn report(objects: &Objects, snapshot: &Snapshot, publish: &[LoadBalancerAdd
         .collect();
     Report {
         ingresses,
+        services,
         diagnostics,
         publish: publish.to_vec(),
     }
@@ -95,8 +132,9 @@ fn ingress_report(
     ingress: &Ingress,
     owned: bool,
     desired: Vec<LoadBalancerAddress>,
-) -> IngressReport {
-    IngressReport {
+) -> StatusReport {
+    StatusReport {
+        kind: StatusKind::Ingress,
         key: key.clone(),
         uid: ingress.metadata.uid.clone(),
         resource_version: ingress.metadata.resource_version.clone(),
@@ -113,12 +151,17 @@ pub fn observed(ingress: &Ingress) -> Vec<LoadBalancerAddress> {
         .as_ref()
         .and_then(|s| s.load_balancer.as_ref())
         .and_then(|lb| lb.ingress.as_ref());
+    addresses(entries.into_iter().flatten().map(|e| (&e.ip, &e.hostname)))
+}
+
+/// `(ip, hostname)` entries of a `status.loadBalancer.ingress` list, in order.
+fn addresses<'a>(
+    entries: impl Iterator<Item = (&'a Option<String>, &'a Option<String>)>,
+) -> Vec<LoadBalancerAddress> {
     entries
-        .into_iter()
-        .flatten()
-        .map(|e| LoadBalancerAddress {
-            ip: e.ip.clone(),
-            hostname: e.hostname.clone(),
+        .map(|(ip, hostname)| LoadBalancerAddress {
+            ip: ip.clone(),
+            hostname: hostname.clone(),
         })
         .collect()
 }

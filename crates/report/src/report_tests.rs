@@ -94,7 +94,7 @@ fn snapshot() -> Snapshot {
     }
 }
 
-fn find<'a>(r: &'a Report, name: &str) -> &'a IngressReport {
+fn find<'a>(r: &'a Report, name: &str) -> &'a StatusReport {
     let found = r.ingresses.iter().find(|i| i.key.name == name);
     found.unwrap_or_else(|| panic!("no report for {name}"))
 }
@@ -192,4 +192,44 @@ fn duplicate_diagnostics_are_reported_once() {
 fn empty_inputs_give_an_empty_report() {
     let r = report(&Objects::default(), &Snapshot::default(), &[]);
     assert_eq!(r, Report::default());
+}
+
+#[test]
+fn services_portico_serves_want_their_load_balancers_addresses() {
+    use k8s_openapi::api::core::v1::{LoadBalancerIngress, LoadBalancerStatus, ServiceStatus};
+    let mut o = objects();
+    for (name, observed) in [("dns", Some("10.0.0.5")), ("plain", None)] {
+        let ingress = observed.map(|a| LoadBalancerIngress {
+            ip: Some(a.to_owned()),
+            ..LoadBalancerIngress::default()
+        });
+        let service = k8s_openapi::api::core::v1::Service {
+            metadata: meta(Some("shop"), name, &format!("uid-{name}")),
+            status: Some(ServiceStatus {
+                load_balancer: Some(LoadBalancerStatus {
+                    ingress: Some(ingress.into_iter().collect()),
+                }),
+                ..ServiceStatus::default()
+            }),
+            ..Default::default()
+        };
+        o.services
+            .insert(ObjectKey::new("shop", name), Arc::new(service));
+    }
+    let mut snap = snapshot();
+    let view = |a: &[&str]| a.iter().map(|a| ip(a)).collect();
+    snap.services = vec![portico_status::ServiceView::new(
+        "shop".into(),
+        "dns".into(),
+        view(&["10.0.0.9", "203.0.113.4"]),
+    )];
+    let r = report(&o, &snap, &[ip("10.0.0.1")]);
+    // Only the Service with a view (Portico's) is reported; "plain" is somebody else's.
+    assert_eq!(r.services.len(), 1, "{:?}", r.services);
+    let dns = &r.services[0];
+    assert_eq!(dns.kind, StatusKind::Service);
+    assert_eq!(dns.key, ObjectKey::new("shop", "dns"));
+    assert_eq!(dns.desired, view(&["10.0.0.9", "203.0.113.4"]));
+    assert_eq!(dns.observed, view(&["10.0.0.5"]));
+    assert_eq!(dns.uid.as_deref(), Some("uid-dns"));
 }

@@ -1,6 +1,7 @@
-//! The pure half of the status writer: which Ingresses need a status patch, and the patch.
+//! The pure half of the status writer: which Ingresses and Services need a status patch, and
+//! the patch.
 //!
-//! Rules, per Ingress:
+//! Rules, per Ingress or Service:
 //! - nothing is written where the observed status already equals the desired one;
 //! - a desired list of addresses (owned and served) is written over anything else;
 //! - an empty desired list (not owned, or not served) only clears a status this controller
@@ -10,15 +11,17 @@
 //!   resourceVersion it had before the write (the watch lags behind); once the source reports
 //!   a newer version that disagrees, it is written again.
 
-use crate::report::Report;
+use crate::report::{Report, StatusKind};
 use portico_status::LoadBalancerAddress;
 use portico_translate::ObjectKey;
 use serde_json::{Map, Value, json};
 use std::collections::HashMap;
 
-/// One status write: set `status.loadBalancer.ingress` of `key` to `addresses`.
+/// One status write: set `status.loadBalancer.ingress` of the `kind` object `key` to
+/// `addresses`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StatusPatch {
+    pub kind: StatusKind,
     pub key: ObjectKey,
     pub addresses: Vec<LoadBalancerAddress>,
     /// The uid of the Ingress the patch was planned for: the patch carries it, so that an
@@ -29,20 +32,21 @@ pub struct StatusPatch {
     pub seen: Option<String>,
 }
 
-/// What this process believes it wrote, per Ingress. Starts empty on becoming leader.
+/// What this process believes it wrote, per object. Starts empty on becoming leader.
 #[derive(Debug, Default)]
 pub struct StatusLedger {
-    written: HashMap<ObjectKey, StatusPatch>,
+    written: HashMap<(StatusKind, ObjectKey), StatusPatch>,
 }
 
 impl StatusLedger {
     /// The patches that make the report true; forgets Ingresses that are gone.
     pub fn plan(&mut self, report: &Report) -> Vec<StatusPatch> {
+        let all = || report.ingresses.iter().chain(&report.services);
         self.written
-            .retain(|key, _| report.ingresses.iter().any(|i| &i.key == key));
+            .retain(|(kind, key), _| all().any(|i| i.kind == *kind && &i.key == key));
         let mut patches = Vec::new();
-        for i in &report.ingresses {
-            let written = self.written.get(&i.key);
+        for i in all() {
+            let written = self.written.get(&(i.kind, i.key.clone()));
             if i.observed == i.desired {
                 continue;
             }
@@ -57,6 +61,7 @@ impl StatusLedger {
                 continue;
             }
             patches.push(StatusPatch {
+                kind: i.kind,
                 key: i.key.clone(),
                 addresses: i.desired.clone(),
                 uid: i.uid.clone(),
@@ -68,7 +73,7 @@ impl StatusLedger {
 
     /// Records a patch the API server accepted.
     pub fn written(&mut self, patch: StatusPatch) {
-        self.written.insert(patch.key.clone(), patch);
+        self.written.insert((patch.kind, patch.key.clone()), patch);
     }
 }
 

@@ -1,5 +1,5 @@
 use super::*;
-use crate::report::IngressReport;
+use crate::report::{StatusKind, StatusReport};
 
 fn ip(a: &str) -> LoadBalancerAddress {
     LoadBalancerAddress {
@@ -8,8 +8,9 @@ fn ip(a: &str) -> LoadBalancerAddress {
     }
 }
 
-fn ingress(name: &str, rv: &str, desired: &[&str], observed: &[&str]) -> IngressReport {
-    IngressReport {
+fn ingress(name: &str, rv: &str, desired: &[&str], observed: &[&str]) -> StatusReport {
+    StatusReport {
+        kind: StatusKind::Ingress,
         key: ObjectKey::new("shop", name),
         uid: None,
         resource_version: Some(rv.to_owned()),
@@ -19,9 +20,10 @@ fn ingress(name: &str, rv: &str, desired: &[&str], observed: &[&str]) -> Ingress
     }
 }
 
-fn report(ingresses: Vec<IngressReport>) -> Report {
+fn report(ingresses: Vec<StatusReport>) -> Report {
     Report {
         ingresses,
+        services: vec![],
         diagnostics: vec![],
         publish: vec![ip("10.0.0.1")],
     }
@@ -38,6 +40,7 @@ fn a_differing_status_is_written() {
     assert_eq!(
         patches,
         vec![StatusPatch {
+            kind: StatusKind::Ingress,
             key: ObjectKey::new("shop", "web"),
             addresses: vec![ip("10.0.0.1")],
             uid: None,
@@ -102,6 +105,7 @@ fn another_controllers_addresses_are_never_cleared() {
 fn addresses_this_process_wrote_are_cleared_even_if_not_the_publish_addresses() {
     let mut ledger = StatusLedger::default();
     ledger.written(StatusPatch {
+        kind: StatusKind::Ingress,
         key: ObjectKey::new("shop", "web"),
         addresses: vec![ip("10.5.5.5")],
         uid: None,
@@ -131,6 +135,44 @@ fn gone_ingresses_are_forgotten() {
     ledger.plan(&report(vec![]));
     // Recreated with the same resourceVersion string: written again, not taken for a lag.
     assert_eq!(names(&ledger.plan(&r)), ["web"]);
+}
+
+#[test]
+fn a_service_and_an_ingress_of_one_name_are_written_apart() {
+    let mut ledger = StatusLedger::default();
+    let service = StatusReport {
+        kind: StatusKind::Service,
+        ..ingress("web", "1", &["10.0.0.9"], &[])
+    };
+    let mut r = report(vec![ingress("web", "1", &["10.0.0.1"], &[])]);
+    r.services.push(service);
+    let patches = ledger.plan(&r);
+    let kinds: Vec<_> = patches
+        .iter()
+        .map(|p| (p.kind, p.addresses[0].clone()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            (StatusKind::Ingress, ip("10.0.0.1")),
+            (StatusKind::Service, ip("10.0.0.9"))
+        ]
+    );
+    for p in patches {
+        ledger.written(p);
+    }
+    // The Service's write is remembered under its own kind: the lagging watch is not written
+    // again, and a Service's clear of a status it wrote is planned.
+    assert!(ledger.plan(&r).is_empty());
+    r.services[0].desired.clear();
+    r.services[0].observed = vec![ip("10.0.0.9")];
+    r.services[0].resource_version = Some("2".to_owned());
+    let patches = ledger.plan(&r);
+    assert_eq!(patches.len(), 1);
+    assert_eq!(
+        (patches[0].kind, patches[0].addresses.len()),
+        (StatusKind::Service, 0)
+    );
 }
 
 #[test]

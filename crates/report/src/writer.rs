@@ -15,10 +15,11 @@
 
 use crate::error::Error;
 use crate::events::{EventLedger, Reporting, Stamps, event};
-use crate::report::{DiagnosticReport, Report};
+use crate::report::{DiagnosticReport, Report, StatusKind};
 use crate::status::{StatusLedger, StatusPatch, patch_body};
 use crate::{ReportSettings, shutdown_requested};
 use futures::{StreamExt, stream};
+use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::networking::v1::Ingress;
 use k8s_openapi::jiff::Timestamp;
@@ -114,13 +115,22 @@ impl Writer {
     /// Sends the patches; true if one failed in a way worth retrying.
     async fn write_status(&mut self, patches: Vec<StatusPatch>) -> bool {
         let sends = patches.into_iter().map(|p| {
-            let api = Api::<Ingress>::namespaced(self.client.clone(), &p.key.namespace);
+            let client = self.client.clone();
             async move {
                 let body = Patch::Merge(patch_body(p.uid.as_deref(), &p.addresses));
-                let result = api
-                    .patch_status(&p.key.name, &PatchParams::default(), &body)
-                    .await;
-                let outcome = outcome(result.map(drop).map_err(|source| Error::Status {
+                let (ns, name, params) = (&p.key.namespace, &p.key.name, &PatchParams::default());
+                let result = match p.kind {
+                    StatusKind::Ingress => Api::<Ingress>::namespaced(client, ns)
+                        .patch_status(name, params, &body)
+                        .await
+                        .map(drop),
+                    StatusKind::Service => Api::<Service>::namespaced(client, ns)
+                        .patch_status(name, params, &body)
+                        .await
+                        .map(drop),
+                };
+                let outcome = outcome(result.map_err(|source| Error::Status {
+                    kind: p.kind,
                     key: p.key.clone(),
                     source: Box::new(source),
                 }));

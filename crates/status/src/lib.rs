@@ -44,6 +44,8 @@ pub struct Snapshot {
     /// Where each load balancer runs (active-standby), as the store records it.
     pub placements: Arc<BTreeMap<LoadBalancerId, Placement>>,
     pub ingresses: Vec<IngressView>,
+    /// Services of type LoadBalancer served by provider `l4`, with the status they should have.
+    pub services: Vec<ServiceView>,
     /// Diagnostics about objects that are not Ingresses (files, Services, …).
     pub diagnostics: Vec<Diagnostic>,
     /// Lines `/readyz` adds to its answer (e.g. an agent that does not reach its store).
@@ -66,6 +68,17 @@ pub struct IngressView {
     pub diagnostics: Vec<Diagnostic>,
 }
 
+/// One Service of type LoadBalancer as `GET /api/v1/services` shows it: its load balancer's
+/// VIP and floating IP once an agent serves it, else no address.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceView {
+    pub namespace: String,
+    pub name: String,
+    /// `status.loadBalancer` as Portico writes it (the same shape as an Ingress's).
+    pub status: IngressStatusView,
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct IngressStatusView {
@@ -84,6 +97,17 @@ pub struct LoadBalancerAddress {
     pub ip: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hostname: Option<String>,
+}
+
+impl ServiceView {
+    pub fn new(namespace: String, name: String, addresses: Vec<LoadBalancerAddress>) -> Self {
+        let load_balancer = LoadBalancerStatusView { ingress: addresses };
+        ServiceView {
+            namespace,
+            name,
+            status: IngressStatusView { load_balancer },
+        }
+    }
 }
 
 impl IngressView {

@@ -69,10 +69,24 @@ impl Cluster {
 
     /// Polls until the stored Ingress's `status.loadBalancer.ingress` is `want`.
     pub async fn wait_status(&self, ns: &str, name: &str, want: Value) -> Duration {
+        self.wait_object_status("networking.k8s.io/v1", "Ingress", ns, name, want)
+            .await
+    }
+
+    /// Polls until the stored object's `status.loadBalancer.ingress` is `want` (20 s at most).
+    pub async fn wait_object_status(
+        &self,
+        api_version: &str,
+        kind: &str,
+        ns: &str,
+        name: &str,
+        want: Value,
+    ) -> Duration {
         let start = Instant::now();
         loop {
-            let ingress = self.ingress(ns, name);
-            let got = &ingress["status"]["loadBalancer"]["ingress"];
+            let object = self.api.get(api_version, kind, Some(ns), name);
+            let object = object.unwrap_or(Value::Null);
+            let got = &object["status"]["loadBalancer"]["ingress"];
             let got = if got.is_null() {
                 &Value::Array(vec![])
             } else {
@@ -83,7 +97,7 @@ impl Cluster {
             }
             assert!(
                 start.elapsed() < Duration::from_secs(20),
-                "status of {ns}/{name} is {got}, want {want}"
+                "status of {kind} {ns}/{name} is {got}, want {want}"
             );
             tokio::time::sleep(Duration::from_millis(25)).await;
         }

@@ -399,3 +399,42 @@ async fn without_a_vip_pool_the_service_is_not_served_and_says_why() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// Through the Kubernetes API, a Service Portico serves gets its VIP in
+/// `status.loadBalancer.ingress` (and the admin API lists it); a Service of another class is
+/// left alone.
+#[tokio::test]
+async fn a_served_service_gets_its_vip_as_its_status_through_the_api() {
+    let pod = tcp_pod("s0").await;
+    let port = free_port();
+    let ports = format!("  - {{name: tcp-a, port: {port}, protocol: TCP, targetPort: 9000}}\n");
+    let ours = l4_service("status", "", &ports, &[tcp_endpoint(&["tcp-a"], pod, true)]);
+    let theirs = l4_service("foreign", "", &ports, &[]).replace(
+        "loadBalancerClass: portico.dev/l4",
+        "loadBalancerClass: example.com/other",
+    );
+    let cluster = crate::kube_support::Cluster::new().await;
+    cluster.apply(&ours);
+    cluster.apply(&theirs);
+    let p = Portico::start_kube(&cluster, &["--vip-pool=127.0.58.0/24"]).await;
+    let vip = vip_of(&p, "status").await;
+    let mut conn = wait_connect(SocketAddr::new(vip, port)).await;
+    assert_eq!(conn.pod, "s0");
+    conn.echo("hello").await.unwrap();
+    let want = serde_json::json!([{ "ip": vip.to_string() }]);
+    cluster
+        .wait_object_status("v1", "Service", "apps", "status", want.clone())
+        .await;
+    let listed = p.admin_json("/api/v1/services").await;
+    assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
+    assert_eq!(listed[0]["name"], "status");
+    assert_eq!(listed[0]["status"]["loadBalancer"]["ingress"], want);
+    let patched: Vec<String> = (cluster.api.status_patches().into_iter())
+        .filter(|r| r.status < 300)
+        .map(|r| r.path)
+        .collect();
+    assert!(
+        !patched.iter().any(|p| p.contains("/services/foreign")),
+        "another class's Service was written: {patched:?}"
+    );
+}
