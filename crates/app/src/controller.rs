@@ -19,6 +19,9 @@ pub struct Controller {
     compiler: Compiler,
     compiled: Option<Compiled>,
     placer: Placer,
+    /// Who holds each load balancer's claim (`ha/<lb>`) now: the admin API shows the holder
+    /// as active, which after a failover is the placed standby.
+    holders: BTreeMap<LoadBalancerId, String>,
 }
 
 impl Controller {
@@ -27,7 +30,18 @@ impl Controller {
             compiler: Compiler::new(config),
             compiled: None,
             placer: Placer::default(),
+            holders: BTreeMap::new(),
         }
+    }
+
+    /// The claims' holders as the store has them now.
+    pub(crate) fn set_holders(&mut self, holders: BTreeMap<LoadBalancerId, String>) {
+        self.holders = holders;
+    }
+
+    /// The load balancers placed on agents.
+    pub(crate) fn placed(&self) -> impl Iterator<Item = LoadBalancerId> + '_ {
+        self.placer.placements().keys().copied()
     }
 
     /// Takes the addresses and placements the store holds (what the last leader decided) as
@@ -179,7 +193,10 @@ impl Controller {
         snapshot
             .services
             .sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
-        snapshot.placements = Arc::new(self.placer.placements().clone());
+        snapshot.placements = Arc::new(crate::failover::as_held(
+            self.placer.placements().clone(),
+            |id| self.holders.get(id).cloned(),
+        ));
         snapshot.ready = !feedback.is_empty() && feedback.values().all(|f| f.ready);
         let agents = feedback
             .values()

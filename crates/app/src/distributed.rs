@@ -422,6 +422,8 @@ impl ControllerWork<'_> {
         let mut updates = source.subscribe();
         let agents = self.etcd.mirror(codec::AGENTS);
         let mut agent_views = agents.views();
+        let claims = self.etcd.mirror(portico_store_etcd::HA);
+        let mut claim_views = claims.views();
         let mut first = matches!(source, Source::Kube { .. });
         let mut compile = !first;
         let mut dirty = false;
@@ -459,6 +461,10 @@ impl ControllerWork<'_> {
                 }
             }
             if !first {
+                let claims = claim_views.borrow_and_update();
+                let holders = crate::failover::holders(&claims, self.controller.placed());
+                drop(claims);
+                self.controller.set_holders(holders);
                 let revision =
                     revision.max(feedback.values().map(|f| f.revision).max().unwrap_or(0));
                 (self.controller).publish(source, self.admin, revision, &feedback, &self.publish);
@@ -479,6 +485,7 @@ impl ControllerWork<'_> {
                     compile = true;
                 }
                 changed = agent_views.changed() => if changed.is_err() { break },
+                changed = claim_views.changed() => if changed.is_err() { break },
                 Some(l) = campaign.recv() => {
                     tracing::info!(identity = %self.identity, "leading: this controller writes the desired state");
                     self.leadership = Some(l);

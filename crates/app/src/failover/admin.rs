@@ -45,16 +45,8 @@ impl AdminView {
         if ha.is_empty() {
             return snapshot;
         }
-        let mut placements = (*snapshot.placements).clone();
-        for (id, placement) in placements.iter_mut() {
-            let Some(holder) = ha.get(id).and_then(|v| v.holder.clone()) else {
-                continue;
-            };
-            if placement.standby.as_ref() == Some(&holder) {
-                let placed = std::mem::replace(&mut placement.active, holder);
-                placement.standby = Some(placed);
-            }
-        }
+        let placements = (*snapshot.placements).clone();
+        let placements = super::as_held(placements, |id| ha.get(id).and_then(|v| v.holder.clone()));
         snapshot.placements = Arc::new(placements);
         snapshot
     }

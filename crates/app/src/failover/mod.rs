@@ -332,6 +332,38 @@ pub(crate) fn claim_key(id: LoadBalancerId) -> String {
     format!("{HA}{id}")
 }
 
+/// Placements as the claims have them: where `holder` names a load balancer's placed standby
+/// (it took over), that agent is shown active and the placed active standby.
+pub(crate) fn as_held(
+    mut placements: BTreeMap<LoadBalancerId, portico_model::Placement>,
+    holder: impl Fn(&LoadBalancerId) -> Option<String>,
+) -> BTreeMap<LoadBalancerId, portico_model::Placement> {
+    for (id, placement) in placements.iter_mut() {
+        let Some(holder) = holder(id) else {
+            continue;
+        };
+        if placement.standby.as_ref() == Some(&holder) {
+            let placed = std::mem::replace(&mut placement.active, holder);
+            placement.standby = Some(placed);
+        }
+    }
+    placements
+}
+
+/// The holder of each of `ids`'s claims in the mirrored `ha/` view; a released, unreadable or
+/// absent claim has none.
+pub(crate) fn holders(
+    claims: &View,
+    ids: impl Iterator<Item = LoadBalancerId>,
+) -> BTreeMap<LoadBalancerId, String> {
+    ids.filter_map(|id| {
+        let seen = seen(claims, id)?;
+        let held = !seen.claim.released && !seen.claim.holder.is_empty();
+        held.then_some((id, seen.claim.holder))
+    })
+    .collect()
+}
+
 /// The claim of `id` in the mirrored `ha/` view; an unreadable value counts as held by
 /// nobody of the pair (the placed active may overwrite it).
 fn seen(claims: &View, id: LoadBalancerId) -> Option<Seen> {
@@ -380,4 +412,68 @@ fn peer_socket(
         .borrow()
         .get(peer)
         .map(|ip| SocketAddr::new(*ip, port))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use portico_store::kv::Entry;
+
+    fn claims(entries: &[(LoadBalancerId, &str)]) -> View {
+        let entries = (entries.iter())
+            .map(|(id, value)| {
+                let entry = Entry {
+                    value: bytes::Bytes::copy_from_slice(value.as_bytes()),
+                    mod_revision: 3,
+                };
+                (claim_key(*id), entry)
+            })
+            .collect();
+        View {
+            revision: 3,
+            entries: Arc::new(entries),
+        }
+    }
+
+    fn placement(active: &str, standby: &str) -> portico_model::Placement {
+        portico_model::Placement {
+            active: active.into(),
+            standby: Some(standby.into()),
+            epoch: 2,
+        }
+    }
+
+    #[test]
+    fn the_claims_holder_is_shown_active_where_it_is_the_placed_standby() {
+        let [taken, kept, released, foreign, unreadable] =
+            ["a", "b", "c", "d", "e"].map(LoadBalancerId::derive);
+        let view = claims(&[
+            (taken, r#"{"holder":"n2","epoch":5}"#),
+            (kept, r#"{"holder":"n1","epoch":5}"#),
+            (released, r#"{"holder":"n2","epoch":5,"released":true}"#),
+            (foreign, r#"{"holder":"n9","epoch":5}"#),
+            (unreadable, "{"),
+        ]);
+        let all = [taken, kept, released, foreign, unreadable];
+        let held = holders(&view, all.into_iter());
+        assert_eq!(
+            held,
+            BTreeMap::from([
+                (taken, "n2".to_owned()),
+                (kept, "n1".to_owned()),
+                (foreign, "n9".to_owned())
+            ]),
+            "released and unreadable claims have no holder"
+        );
+        let placed: BTreeMap<_, _> = all.iter().map(|id| (*id, placement("n1", "n2"))).collect();
+        let shown = as_held(placed.clone(), |id| held.get(id).cloned());
+        assert_eq!(
+            shown[&taken],
+            placement("n2", "n1"),
+            "the standby took over"
+        );
+        for id in [kept, released, foreign, unreadable] {
+            assert_eq!(shown[&id], placed[&id], "as placed");
+        }
+    }
 }

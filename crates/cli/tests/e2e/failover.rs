@@ -218,6 +218,24 @@ impl Ha {
         found
     }
 
+    /// Waits (`within`) until the controller's API shows `node` as the active agent of `id`.
+    pub async fn wait_shown_active(&self, id: &str, node: &str, within: Duration) {
+        let url = format!("http://{}/api/v1/loadbalancers", self.controller_admin);
+        eventually(
+            within,
+            "the controller shows the claim's holder as active",
+            async || {
+                let out = std::process::Command::new("curl")
+                    .args(["-sf", &url])
+                    .output()
+                    .unwrap();
+                let all = serde_json::from_slice::<Vec<Value>>(&out.stdout).unwrap_or_default();
+                (all.iter()).any(|lb| lb["id"] == id && lb["placement"]["active"] == node)
+            },
+        )
+        .await;
+    }
+
     /// Starts (again) agent `i`.
     pub async fn spawn_agent(&mut self, i: usize) {
         let endpoints = self.etcd.endpoints().join(",");
@@ -432,7 +450,13 @@ async fn failovers(signal: i32, kills: usize) -> Vec<u64> {
         let probe = Probe::http(&ha.client, vip, 80, "x.test", 2.5, 10);
         tokio::time::sleep(Duration::from_millis(700)).await;
         ha.agents[active].signal(signal).await;
-        let lines = probe.lines().await;
+        // The controller shows the claim's holder as active before the dead agent's lease
+        // (5 s) expires and the pair is placed again.
+        let standby = ha.agents[1 - active].node.clone();
+        let (lines, ()) = tokio::join!(
+            probe.lines(),
+            ha.wait_shown_active(&id, &standby, Duration::from_secs(3))
+        );
         let (g, wrong) = gap(&lines, &lb.service);
         assert!(wrong.is_empty(), "answers of another backend: {wrong:?}");
         let (holder, new_epoch) = ha.holder(&id).expect("a holder after the failover");
