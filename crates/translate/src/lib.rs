@@ -41,6 +41,7 @@ mod annotations;
 mod backend;
 mod certificates;
 mod class;
+mod collision;
 mod compat;
 mod config;
 mod incremental;
@@ -67,6 +68,7 @@ pub use address::{
 };
 pub use certificates::{Certificates, SecretError, certificates};
 pub use class::referenced_secrets;
+pub use collision::l4_collisions;
 pub use config::{
     CONTROLLER_NAME, Config, DEFAULT_CLASS_ANNOTATION, L4_CLASS, LEGACY_CLASS_ANNOTATION,
     PROVIDER_ANNOTATION, SSL_REDIRECT_ANNOTATION, TOPOLOGY_ANNOTATION,

@@ -5,7 +5,7 @@
 //! A Service is Portico's when its `spec.loadBalancerClass` is [`L4_CLASS`], or, with
 //! [`Config::l4_all_services`], when it names no class. Honoured: ports with names and
 //! protocols (TCP, UDP), `sessionAffinity: ClientIP` with `timeoutSeconds`,
-//! `loadBalancerSourceRanges`. SCTP ports and fields Portico does not implement are warnings
+//! `loadBalancerSourceRanges`, and `loadBalancerIP` (a fixed VIP, in `crate::address`). SCTP ports and fields Portico does not implement are warnings
 //! naming the field (docs/l4.md lists them).
 
 use crate::backend::{PoolKey, PortRef};
@@ -181,16 +181,6 @@ fn ignored_fields(service: &Service, warn: &mut impl FnMut(String, String)) {
     let Some(spec) = service.spec.as_ref() else {
         return;
     };
-    if spec
-        .load_balancer_ip
-        .as_deref()
-        .is_some_and(|ip| !ip.is_empty())
-    {
-        warn(
-            "spec.loadBalancerIP".into(),
-            "ignored: the VIP comes from --vip-pool".into(),
-        );
-    }
     if spec.external_traffic_policy.as_deref() == Some("Local") {
         warn(
             "spec.externalTrafficPolicy".into(),

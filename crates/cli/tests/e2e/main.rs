@@ -49,6 +49,7 @@ mod host_rules;
 mod hostile;
 mod kubernetes;
 mod l4;
+mod l4_collisions;
 mod l4_limits;
 mod limits;
 mod live;

@@ -5,7 +5,7 @@
 
 pub use portico_dataplane_l4::L4Limits;
 use portico_dataplane_l4::{Target, TcpHandle, UdpHandle, serve_tcp, serve_udp};
-use portico_model::{Diagnostic, LoadBalancer, Model, PoolId, Protocol};
+use portico_model::{Diagnostic, LoadBalancer, LoadBalancerId, Model, PoolId, Protocol};
 use portico_provider::{CaBundles, Certificates, Provider};
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
@@ -33,6 +33,8 @@ impl Handle {
 #[derive(Debug)]
 struct Bound {
     handle: Handle,
+    /// The load balancer served there.
+    owner: LoadBalancerId,
     pool: Option<PoolId>,
 }
 
@@ -88,7 +90,9 @@ impl Provider for L4Provider {
     ) -> Vec<Diagnostic> {
         let mut diagnostics = Vec::new();
         let mut bound = self.bound.lock().unwrap_or_else(|e| e.into_inner());
-        let mut wanted = HashSet::new();
+        // Who asked first for each address this time (the compile step already settles
+        // collisions between Services; this keeps a model from elsewhere from rebinding).
+        let mut wanted: HashMap<(Protocol, SocketAddr), &portico_model::ObjectRef> = HashMap::new();
         for lb in &model.load_balancers {
             let Some(vip) = lb.vip else {
                 diagnostics.push(Diagnostic::warning(
@@ -109,16 +113,32 @@ impl Provider for L4Provider {
                 }
                 let key = (listener.protocol, SocketAddr::new(vip, listener.port));
                 let pool = listener.default_pool;
-                wanted.insert(key);
+                if let Some(first) = wanted.get(&key) {
+                    diagnostics.push(Diagnostic::warning(
+                        lb.origin.clone(),
+                        format!("listener {}", listener.name),
+                        format!("{} is already served for {first}; not served", key.1),
+                    ));
+                    continue;
+                }
+                wanted.insert(key, &lb.origin);
                 if let Some(existing) = bound.get_mut(&key) {
                     existing.handle.set(target(lb, pool));
+                    existing.owner = lb.id;
                     existing.pool = pool;
                     continue;
                 }
                 match self.bind(key.0, key.1, target(lb, pool)) {
                     Ok(handle) => {
                         tracing::info!(lb = %lb.name, listener = %listener.name, addr = %key.1, "l4: listening");
-                        bound.insert(key, Bound { handle, pool });
+                        bound.insert(
+                            key,
+                            Bound {
+                                handle,
+                                owner: lb.id,
+                                pool,
+                            },
+                        );
                     }
                     Err(e) => diagnostics.push(Diagnostic::error(
                         lb.origin.clone(),
@@ -128,7 +148,7 @@ impl Provider for L4Provider {
                 }
             }
         }
-        bound.retain(|key, _| wanted.contains(key));
+        bound.retain(|key, _| wanted.contains_key(key));
         diagnostics
     }
 
@@ -138,7 +158,7 @@ impl Provider for L4Provider {
             let Some(vip) = lb.vip else { continue };
             for listener in lb.listeners.iter() {
                 let key = (listener.protocol, SocketAddr::new(vip, listener.port));
-                let Some(existing) = bound.get(&key) else {
+                let Some(existing) = bound.get(&key).filter(|b| b.owner == lb.id) else {
                     continue;
                 };
                 if existing.pool.is_some_and(|p| pools.contains(&p)) {
