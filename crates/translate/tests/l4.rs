@@ -144,3 +144,47 @@ fn a_load_balancer_ip_that_is_no_address_is_a_warning_and_the_pool_gives_one() {
     let vip = model.load_balancers[0].vip.unwrap();
     assert!(vip.to_string().starts_with("198.51.100."), "{vip}");
 }
+
+/// The Service `pp` with `portico.dev/proxy-protocol: <value>`, a TCP and a UDP port.
+fn proxied(value: &str) -> (portico_model::Model, Vec<portico_model::Diagnostic>) {
+    let yaml = format!(
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: pp\n  namespace: apps\n  annotations: {{portico.dev/proxy-protocol: \"{value}\"}}\nspec:\n  type: LoadBalancer\n  loadBalancerClass: portico.dev/l4\n  ports: [{{name: web, port: 80}}, {{name: dns, port: 53, protocol: UDP}}]\n"
+    );
+    let t = translate(&support::load(&yaml), &Config::default());
+    (t.model, t.diagnostics)
+}
+
+#[test]
+fn proxy_protocol_v2_is_set_on_tcp_pools_and_udp_ports_are_told_they_get_none() {
+    use portico_model::ProxyProtocol;
+    let (model, diagnostics) = proxied("v2");
+    let lb = &model.load_balancers[0];
+    let setting = |port: u16| {
+        let listener = lb.listeners.iter().find(|l| l.port == port).unwrap();
+        let pool = lb.pool(listener.default_pool.unwrap()).unwrap();
+        pool.settings.proxy_protocol
+    };
+    assert_eq!(setting(80), Some(ProxyProtocol::V2));
+    assert_eq!(setting(53), None);
+    assert_eq!(diagnostics.len(), 1, "{diagnostics:?}");
+    assert_eq!(diagnostics[0].field, "spec.ports[1]");
+
+    let (model, diagnostics) = proxied("none");
+    assert!(diagnostics.is_empty(), "{diagnostics:?}");
+    let pools = &model.load_balancers[0].pools;
+    assert!(pools.iter().all(|p| p.settings.proxy_protocol.is_none()));
+}
+
+#[test]
+fn an_unknown_proxy_protocol_version_is_a_warning_and_sends_none() {
+    let (model, diagnostics) = proxied("v1");
+    assert_eq!(diagnostics.len(), 1, "{diagnostics:?}");
+    let d = &diagnostics[0];
+    assert_eq!(d.field, "metadata.annotations[portico.dev/proxy-protocol]");
+    assert_eq!(
+        d.message,
+        "\"v1\" is not a PROXY protocol version (v2 or none); none is sent"
+    );
+    let pools = &model.load_balancers[0].pools;
+    assert!(pools.iter().all(|p| p.settings.proxy_protocol.is_none()));
+}

@@ -51,6 +51,7 @@ mod kubernetes;
 mod l4;
 mod l4_collisions;
 mod l4_limits;
+mod l4_proxy_protocol;
 mod limits;
 mod live;
 mod merging;
