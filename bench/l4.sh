@@ -90,7 +90,7 @@ start_haproxy() {
   {
     echo "global
   nbthread 1
-  maxconn 20000
+  maxconn 9000
 defaults
   mode tcp
   timeout connect 5s
@@ -115,7 +115,7 @@ start_nginx() {
   {
     echo "load_module $NGINX_STREAM;
 worker_processes 1; daemon off; pid $work/nginx/nginx.pid; error_log $work/nginx/error.log warn;
-events { worker_connections 20000; }
+events { worker_connections 9000; }
 stream {
   upstream echo {"
     for port in "${BACKEND_PORTS[@]}"; do echo "    server 127.0.0.1:$port;"; done
