@@ -1,5 +1,6 @@
 //! Services of type LoadBalancer → `l4` load balancers: which Services are served, and their
 //! listeners and pools (the golden case `l4-services` shows a whole one).
+#![allow(clippy::unwrap_used)] // tests may unwrap
 
 mod support;
 

@@ -52,6 +52,7 @@ fn v6(ip: IpAddr) -> [u8; 16] {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
