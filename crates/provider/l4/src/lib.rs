@@ -250,7 +250,6 @@ mod tests {
         let (a, b) = (member("a").await, member("b").await);
         let model = Model {
             load_balancers: vec![lb("first", port, a), lb("second", port, b)],
-            ..Model::default()
         };
         let provider = L4Provider::default();
         let diagnostics = provider.apply(&model, &Default::default(), &Default::default());
