@@ -131,6 +131,8 @@ impl Compiler {
             portico_translate::assign_addresses(&mut translation.model, objects, config, previous);
         self.allocations = allocations;
         translation.diagnostics.extend(problems);
+        let collisions = portico_translate::l4_collisions(&mut translation.model, objects);
+        translation.diagnostics.extend(collisions);
         let (selectors, problems) = agent_selectors(&translation.model, objects);
         translation.diagnostics.extend(problems);
         let (certificates, ca_bundles) = self.certificates.apply(objects, &mut translation, config);

@@ -24,6 +24,7 @@ pub use failover::HaSettings;
 pub use node::ListenSettings;
 pub use portico_dataplane_http::Destination as AccessLogDestination;
 pub use portico_ha::election::Timing as HaTiming;
+pub use portico_provider_l4::L4Limits;
 pub use providers::{HaproxySettings, haproxy_plan};
 pub use run::{AppError, Bound, Settings, run};
 pub use snapshot::{build_snapshot, status_addresses};

@@ -29,6 +29,8 @@ pub struct ListenSettings {
     pub class: String,
     /// Limits against abuse, served the same by every provider.
     pub limits: portico_model::Limits,
+    /// Deadlines of provider `l4`.
+    pub l4_limits: portico_provider_l4::L4Limits,
     /// Where both providers' access log lines go.
     pub access_log: crate::AccessLogDestination,
 }
@@ -107,6 +109,7 @@ impl Node {
             default_binds,
             &listen.class,
             listen.limits,
+            listen.l4_limits,
             haproxy_socket,
         )?;
         let haproxy_health = Arc::downgrade(&haproxy);

@@ -51,6 +51,7 @@ pub(crate) fn registry(
     default_binds: Option<(SocketAddr, SocketAddr)>,
     class: &str,
     limits: Limits,
+    l4_limits: portico_provider_l4::L4Limits,
     access_log: Option<PathBuf>,
 ) -> Result<(Registry, Arc<HaproxyProvider>), portico_provider_haproxy::StartError> {
     let binds = default_binds.map(|(http, https)| Binds {
@@ -68,9 +69,7 @@ pub(crate) fn registry(
     let mut registry = Registry::default();
     registry.register(proxy);
     registry.register(provider.clone());
-    registry.register(Arc::new(portico_provider_l4::L4Provider::new(
-        portico_provider_l4::L4Limits::default(),
-    )));
+    registry.register(Arc::new(portico_provider_l4::L4Provider::new(l4_limits)));
     Ok((registry, provider))
 }
 

@@ -29,6 +29,8 @@ pub struct Settings {
     pub haproxy: HaproxySettings,
     /// Deadlines, sizes and connection caps of both data planes.
     pub limits: portico_model::Limits,
+    /// Deadlines of provider `l4`.
+    pub l4_limits: portico_provider_l4::L4Limits,
     /// Where both providers' access log lines go.
     pub access_log: crate::AccessLogDestination,
 }
@@ -85,6 +87,7 @@ pub async fn run(
         haproxy_listens: settings.translate.default_provider == portico_provider_haproxy::PROVIDER,
         class: settings.translate.ingress_class.clone(),
         limits: settings.limits,
+        l4_limits: settings.l4_limits,
         access_log: settings.access_log.clone(),
     };
     let mut node = Node::start(&listen, &settings.haproxy, &shutdown).await?;

@@ -5,7 +5,8 @@
 //! much memory comes back after deletion, beside nginx's config check, start and reload on the
 //! same routes, and prints a Markdown table. `distributed` runs the same cluster through etcd:
 //! `portico controller` and two `portico agent`s, changes observed on both agents, what etcd
-//! wrote per change, and an agent's cold start from etcd and from its cache. It is a measurement, not a test: a missed target is
+//! wrote per change, and an agent's cold start from etcd and from its cache. `l4-echo` and
+//! `l4-load` are the TCP backends and load of `bench/l4.sh`. It is a measurement, not a test: a missed target is
 //! printed, never turned into a failure. It depends on `portico-echo` only, for the echo
 //! backends, and talks to Portico and nginx as an outsider (processes, files, HTTP).
 
@@ -15,6 +16,7 @@ mod balance;
 mod distributed;
 mod generate;
 mod http;
+mod l4;
 mod nginx;
 mod plan;
 mod poll;
@@ -46,6 +48,34 @@ enum Command {
     Distributed(DistributedArgs),
     /// Least request against round robin with one slow member, both providers; print a table.
     Balance(BalanceArgs),
+    /// TCP echo backends on the given addresses, until stopped (bench/l4.sh).
+    L4Echo(L4EchoArgs),
+    /// TCP load against one address for a while; prints the totals (bench/l4.sh).
+    L4Load(L4LoadArgs),
+}
+
+#[derive(Args, Debug)]
+struct L4EchoArgs {
+    /// Where to listen (repeatable).
+    #[arg(long = "listen", required = true)]
+    listen: Vec<std::net::SocketAddr>,
+}
+
+#[derive(Args, Debug)]
+struct L4LoadArgs {
+    #[arg(long)]
+    target: std::net::SocketAddr,
+    #[arg(long, value_enum)]
+    mode: l4::Mode,
+    /// Clients at once (short connections) or long connections.
+    #[arg(long, default_value_t = 32)]
+    concurrency: usize,
+    /// Seconds of load.
+    #[arg(long, default_value_t = 5)]
+    duration: u64,
+    /// Bytes per write (each short connection sends and reads back one write).
+    #[arg(long, default_value_t = 64)]
+    size: usize,
 }
 
 #[derive(Args, Debug)]
@@ -191,7 +221,32 @@ fn main() -> anyhow::Result<()> {
         Command::Scale(args) => scale(args),
         Command::Distributed(args) => distributed(args),
         Command::Balance(args) => balance(args),
+        Command::L4Echo(args) => {
+            let runtime = tokio::runtime::Runtime::new()?;
+            runtime.block_on(l4::echo(args.listen))
+        }
+        Command::L4Load(args) => l4_load(args),
     }
+}
+
+fn l4_load(args: L4LoadArgs) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Runtime::new()?;
+    let duration = Duration::from_secs(args.duration);
+    let totals = runtime.block_on(l4::load(
+        args.target,
+        args.mode,
+        args.concurrency,
+        duration,
+        args.size,
+    ));
+    println!(
+        "connections={} bytes={} errors={} seconds={:.3}",
+        totals.connections,
+        totals.bytes,
+        totals.errors,
+        totals.elapsed.as_secs_f64()
+    );
+    Ok(())
 }
 
 fn balance(args: BalanceArgs) -> anyhow::Result<()> {

@@ -1,5 +1,5 @@
 //! The flags of the data planes' limits (docs/limits.md): deadlines, sizes and connection
-//! caps, the same for the built-in proxy and haproxy.
+//! caps, the same for the built-in proxy and haproxy; and the deadlines of provider `l4`.
 
 use clap::Args;
 use portico_model::Limits;
@@ -52,6 +52,21 @@ pub struct LimitArgs {
     /// After the grace period: the longest wait for requests and tunnels in flight.
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration)]
     shutdown_timeout: Duration,
+    /// Provider `l4`: time to connect to one member of a TCP listener's pool before the next
+    /// is tried.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = duration)]
+    l4_connect_timeout: Duration,
+    /// Provider `l4`: a TCP connection without a byte either way for this long is closed.
+    #[arg(long, value_name = "DURATION", default_value = "60m", value_parser = duration)]
+    l4_tcp_idle_timeout: Duration,
+    /// Provider `l4`: a UDP flow (client address and port) without a datagram either way for
+    /// this long ends.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration)]
+    l4_udp_idle_timeout: Duration,
+    /// Provider `l4`: how long flows to a member that left its pool, or of a removed listener,
+    /// go on before they are closed.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration_or_zero)]
+    l4_drain_timeout: Duration,
 }
 
 impl LimitArgs {
@@ -69,6 +84,16 @@ impl LimitArgs {
             max_connections_per_client: self.max_connections_per_client as usize,
             shutdown_grace: self.shutdown_grace,
             shutdown_timeout: self.shutdown_timeout,
+        }
+    }
+
+    pub fn l4_limits(&self) -> portico_app::L4Limits {
+        portico_app::L4Limits {
+            connect_timeout: self.l4_connect_timeout,
+            idle_timeout: self.l4_tcp_idle_timeout,
+            udp_idle_timeout: self.l4_udp_idle_timeout,
+            drain: self.l4_drain_timeout,
+            ..portico_app::L4Limits::default()
         }
     }
 }
@@ -120,6 +145,7 @@ mod tests {
     fn the_flag_defaults_are_the_model_defaults() {
         let cli = Cli::try_parse_from(["portico"]).unwrap();
         assert_eq!(cli.limits.limits(), Limits::default());
+        assert_eq!(cli.limits.l4_limits(), portico_app::L4Limits::default());
     }
 
     #[test]

@@ -545,6 +545,7 @@ fn settings(
         translate: translate_config(class, tls),
         haproxy: haproxy.settings()?,
         limits: listen.limits.limits(),
+        l4_limits: listen.limits.l4_limits(),
         access_log: listen.access_log.clone(),
     })
 }
@@ -700,6 +701,7 @@ async fn agent(args: AgentArgs) -> anyhow::Result<ExitCode> {
             haproxy_listens: args.provider == "haproxy",
             class: args.ingress_class.clone(),
             limits: args.limits.limits(),
+            l4_limits: args.limits.l4_limits(),
             access_log: args.access_log.clone(),
         },
         haproxy: args.haproxy.settings()?,

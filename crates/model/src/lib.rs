@@ -24,7 +24,8 @@ pub use merge::merge;
 pub use object::ObjectRef;
 pub use placement::Placement;
 pub use settings::{
-    ActiveHealth, Cidr, CidrError, CookieAffinity, PassiveHealth, PoolSettings, UpstreamTls,
+    ActiveHealth, Cidr, CidrError, CookieAffinity, PassiveHealth, PoolSettings, ProxyProtocol,
+    UpstreamTls,
 };
 pub use tree::{
     Algorithm, CompareType, HashKey, L7Policy, L7Rule, Listener, ListenerTls, LoadBalancer, Member,

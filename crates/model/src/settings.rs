@@ -48,6 +48,10 @@ pub struct PoolSettings {
     /// its member after its last flow ended (the Service's `timeoutSeconds`, default 10800).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_affinity_timeout_s: Option<u64>,
+    /// L4 pools: a PROXY protocol header sent to the member before the client's first byte
+    /// (the Service's `portico.dev/proxy-protocol`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy_protocol: Option<ProxyProtocol>,
     /// TLS towards the members, when the protocol is `Https` or `H2`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upstream_tls: Option<UpstreamTls>,
@@ -92,6 +96,14 @@ impl PoolSettings {
     /// Default connect timeout when neither the pool nor a flag sets one (nginx's 5 s in
     /// ingress-nginx).
     pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+}
+
+/// The version of the PROXY protocol sent towards members (haproxy's proxy-protocol.txt).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProxyProtocol {
+    /// The binary header (version 2, command PROXY).
+    V2,
 }
 
 /// Cookie session affinity (`affinity: cookie`).

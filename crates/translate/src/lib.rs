@@ -41,6 +41,7 @@ mod annotations;
 mod backend;
 mod certificates;
 mod class;
+mod collision;
 mod compat;
 mod config;
 mod incremental;
@@ -67,6 +68,7 @@ pub use address::{
 };
 pub use certificates::{Certificates, SecretError, certificates};
 pub use class::referenced_secrets;
+pub use collision::l4_collisions;
 pub use config::{
     CONTROLLER_NAME, Config, DEFAULT_CLASS_ANNOTATION, L4_CLASS, LEGACY_CLASS_ANNOTATION,
     PROVIDER_ANNOTATION, SSL_REDIRECT_ANNOTATION, TOPOLOGY_ANNOTATION,
@@ -76,6 +78,6 @@ pub use loaded::Loaded;
 pub use memo::{Memo, Previous};
 pub use objects::{ObjectKey, Objects};
 pub use selector::{AGENT_SELECTOR_ANNOTATION, Selector, agent_selectors};
-pub use service::L4_PROVIDER;
+pub use service::{L4_PROVIDER, PROXY_PROTOCOL_ANNOTATION};
 pub use translate::{IngressState, Translation, translate, translate_incremental};
 pub use vip::{HTTP_PORT_ANNOTATION, HTTPS_PORT_ANNOTATION, VIP_ANNOTATION, assign_vips};

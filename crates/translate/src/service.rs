@@ -5,7 +5,8 @@
 //! A Service is Portico's when its `spec.loadBalancerClass` is [`L4_CLASS`], or, with
 //! [`Config::l4_all_services`], when it names no class. Honoured: ports with names and
 //! protocols (TCP, UDP), `sessionAffinity: ClientIP` with `timeoutSeconds`,
-//! `loadBalancerSourceRanges`. SCTP ports and fields Portico does not implement are warnings
+//! `loadBalancerSourceRanges`, and `loadBalancerIP` (a fixed VIP, in `crate::address`); the
+//! annotation [`PROXY_PROTOCOL_ANNOTATION`] on TCP ports. SCTP ports and fields Portico does not implement are warnings
 //! naming the field (docs/l4.md lists them).
 
 use crate::backend::{PoolKey, PortRef};
@@ -16,12 +17,15 @@ use crate::{Config, ObjectKey, Objects, annotations::Upstream};
 use k8s_openapi::api::core::v1::Service;
 use portico_model::{
     Algorithm, Cidr, Diagnostic, HashKey, Listener, ListenerId, LoadBalancer, LoadBalancerId,
-    ObjectRef, Protocol,
+    ObjectRef, Protocol, ProxyProtocol,
 };
 use std::sync::Arc;
 
 /// The provider type of Services' load balancers.
 pub const L4_PROVIDER: &str = "l4";
+/// Service annotation: `v2` sends each TCP port's members a PROXY protocol v2 header;
+/// `none` (or no annotation) sends none.
+pub const PROXY_PROTOCOL_ANNOTATION: &str = "portico.dev/proxy-protocol";
 /// `sessionAffinityConfig.clientIP.timeoutSeconds` when unset (Kubernetes' default, 3 hours).
 const DEFAULT_AFFINITY_TIMEOUT_S: u64 = 10_800;
 
@@ -110,6 +114,7 @@ fn build(
         settings.allow_sources.extend(nobody.into_iter().flatten());
     }
     ignored_fields(service, &mut warn);
+    let proxy_protocol = proxy_protocol(service, &mut warn);
 
     let mut listeners = Vec::new();
     let mut lb_pools = Vec::new();
@@ -146,6 +151,14 @@ fn build(
         let mut pool = pools.pool(pool_id(id, &pool_key), &pool_key);
         pool.algorithm = algorithm.clone();
         pool.settings = settings.clone();
+        match protocol {
+            Protocol::Tcp => pool.settings.proxy_protocol = proxy_protocol,
+            _ if proxy_protocol.is_some() => warn(
+                format!("spec.ports[{i}]"),
+                "no PROXY protocol header on UDP ports (TCP ports only)".into(),
+            ),
+            _ => {}
+        }
         let tag = match protocol {
             Protocol::Udp => "UDP",
             _ => "TCP",
@@ -176,21 +189,32 @@ fn build(
     }
 }
 
+/// The Service's `portico.dev/proxy-protocol`; a value other than `v2` or `none` is a warning
+/// and sends no header.
+fn proxy_protocol(
+    service: &Service,
+    warn: &mut impl FnMut(String, String),
+) -> Option<ProxyProtocol> {
+    let annotations = service.metadata.annotations.as_ref()?;
+    let value = annotations.get(PROXY_PROTOCOL_ANNOTATION)?;
+    match value.trim() {
+        "v2" => Some(ProxyProtocol::V2),
+        "none" | "" => None,
+        other => {
+            warn(
+                format!("metadata.annotations[{PROXY_PROTOCOL_ANNOTATION}]"),
+                format!("{other:?} is not a PROXY protocol version (v2 or none); none is sent"),
+            );
+            None
+        }
+    }
+}
+
 /// Warnings for the fields of a served Service that Portico does not implement.
 fn ignored_fields(service: &Service, warn: &mut impl FnMut(String, String)) {
     let Some(spec) = service.spec.as_ref() else {
         return;
     };
-    if spec
-        .load_balancer_ip
-        .as_deref()
-        .is_some_and(|ip| !ip.is_empty())
-    {
-        warn(
-            "spec.loadBalancerIP".into(),
-            "ignored: the VIP comes from --vip-pool".into(),
-        );
-    }
     if spec.external_traffic_policy.as_deref() == Some("Local") {
         warn(
             "spec.externalTrafficPolicy".into(),

@@ -11,7 +11,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpSocket, TcpStream, UdpSocket};
 
 /// A TCP backend: greets each connection with `<name>\n`, then echoes.
-async fn tcp_pod(name: &str) -> SocketAddr {
+pub(crate) async fn tcp_pod(name: &str) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let name = name.to_owned();
@@ -47,12 +47,12 @@ async fn udp_pod(name: &str) -> SocketAddr {
 }
 
 /// One endpoint: its ports by Service port name, and readiness.
-struct Endpoint {
-    ports: Vec<(&'static str, &'static str, u16)>,
-    ready: bool,
+pub(crate) struct Endpoint {
+    pub(crate) ports: Vec<(&'static str, &'static str, u16)>,
+    pub(crate) ready: bool,
 }
 
-fn tcp_endpoint(names: &[&'static str], addr: SocketAddr, ready: bool) -> Endpoint {
+pub(crate) fn tcp_endpoint(names: &[&'static str], addr: SocketAddr, ready: bool) -> Endpoint {
     Endpoint {
         ports: names.iter().map(|n| (*n, "TCP", addr.port())).collect(),
         ready,
@@ -61,7 +61,12 @@ fn tcp_endpoint(names: &[&'static str], addr: SocketAddr, ready: bool) -> Endpoi
 
 /// A Service of class `portico.dev/l4` with `spec_extra` (YAML lines under `spec:`), `ports`
 /// (YAML list items), and one EndpointSlice per endpoint (all on 127.0.0.1).
-fn l4_service(name: &str, spec_extra: &str, ports: &str, endpoints: &[Endpoint]) -> String {
+pub(crate) fn l4_service(
+    name: &str,
+    spec_extra: &str,
+    ports: &str,
+    endpoints: &[Endpoint],
+) -> String {
     let mut y = format!(
         "---\napiVersion: v1\nkind: Service\nmetadata: {{name: {name}, namespace: apps}}\nspec:\n  type: LoadBalancer\n  loadBalancerClass: portico.dev/l4\n  selector: {{app: {name}}}\n{spec_extra}  ports:\n{ports}"
     );
@@ -80,7 +85,7 @@ fn l4_service(name: &str, spec_extra: &str, ports: &str, endpoints: &[Endpoint])
 }
 
 /// The VIP of the load balancer of Service `apps/<name>`, once it has one.
-async fn vip_of(p: &Portico, name: &str) -> IpAddr {
+pub(crate) async fn vip_of(p: &Portico, name: &str) -> IpAddr {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let all = p.admin_json("/api/v1/loadbalancers").await;
@@ -95,12 +100,15 @@ async fn vip_of(p: &Portico, name: &str) -> IpAddr {
 }
 
 /// A TCP connection through the load balancer: its pod's name, and the stream.
-struct Conn {
-    pod: String,
-    stream: BufReader<TcpStream>,
+pub(crate) struct Conn {
+    pub(crate) pod: String,
+    pub(crate) stream: BufReader<TcpStream>,
 }
 
-async fn connect_from(source: Option<IpAddr>, addr: SocketAddr) -> std::io::Result<Conn> {
+pub(crate) async fn connect_from(
+    source: Option<IpAddr>,
+    addr: SocketAddr,
+) -> std::io::Result<Conn> {
     let socket = TcpSocket::new_v4()?;
     if let Some(ip) = source {
         socket.bind(SocketAddr::new(ip, 0))?;
@@ -123,7 +131,7 @@ async fn connect_from(source: Option<IpAddr>, addr: SocketAddr) -> std::io::Resu
 }
 
 /// Connects until the listener answers (it is bound after the first translation).
-async fn wait_connect(addr: SocketAddr) -> Conn {
+pub(crate) async fn wait_connect(addr: SocketAddr) -> Conn {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         match connect_from(None, addr).await {
@@ -136,7 +144,7 @@ async fn wait_connect(addr: SocketAddr) -> Conn {
 
 impl Conn {
     /// Sends a line and expects it back.
-    async fn echo(&mut self, line: &str) -> std::io::Result<()> {
+    pub(crate) async fn echo(&mut self, line: &str) -> std::io::Result<()> {
         self.stream
             .get_mut()
             .write_all(format!("{line}\n").as_bytes())
@@ -153,7 +161,7 @@ impl Conn {
 }
 
 /// Sends `payload` over UDP from a new socket; the reply.
-async fn udp_ask(addr: SocketAddr, payload: &str) -> Option<String> {
+pub(crate) async fn udp_ask(addr: SocketAddr, payload: &str) -> Option<String> {
     let socket = UdpSocket::bind("127.0.0.1:0").await.unwrap();
     let mut buf = [0u8; 2048];
     for _ in 0..5 {

@@ -13,7 +13,10 @@
 //!   established flows stay on their member (the connection or session is the flow table);
 //!   new flows follow the new table; flows to a member that left end after the drain limit.
 //! - Clients outside the source ranges are refused: connections closed, datagrams dropped.
+//! - TCP pools may ask for a PROXY protocol v2 header towards their members
+//!   ([`proxy_protocol`]), written before the client's first byte.
 
+pub mod proxy_protocol;
 mod target;
 mod tcp;
 mod udp;

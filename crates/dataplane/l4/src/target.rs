@@ -3,7 +3,7 @@
 
 use portico_balance::hash::hash64;
 use portico_balance::maglev::Maglev;
-use portico_model::{Algorithm, Cidr, HashKey, Pool};
+use portico_model::{Algorithm, Cidr, HashKey, Pool, ProxyProtocol};
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Mutex;
@@ -22,6 +22,8 @@ pub struct Target {
     /// ClientIP affinity: its timeout; `None` hashes the client's address and port.
     affinity: Option<Duration>,
     allow: Vec<Cidr>,
+    /// Send members a PROXY protocol v2 header first (TCP).
+    proxy_protocol: bool,
 }
 
 impl Target {
@@ -40,7 +42,9 @@ impl Target {
             )),
             _ => None,
         };
-        Target::new(members, affinity, pool.settings.allow_sources.clone())
+        let mut target = Target::new(members, affinity, pool.settings.allow_sources.clone());
+        target.proxy_protocol = pool.settings.proxy_protocol == Some(ProxyProtocol::V2);
+        target
     }
 
     /// `members` in any order (they are sorted), ClientIP affinity, allowed sources (empty:
@@ -57,7 +61,13 @@ impl Target {
             table,
             affinity,
             allow,
+            proxy_protocol: false,
         }
+    }
+
+    /// Whether members get a PROXY protocol v2 header before the client's bytes.
+    pub fn proxy_protocol(&self) -> bool {
+        self.proxy_protocol
     }
 
     pub fn members(&self) -> &[SocketAddr] {

@@ -99,9 +99,21 @@ async fn connection(
             Err(_) => tracing::debug!(%member, "l4: connect timed out"),
         }
     }
-    let Some((upstream, member)) = upstream else {
+    let Some((mut upstream, member)) = upstream else {
         return;
     };
+    if target.proxy_protocol() {
+        let local = client.local_addr();
+        let header = local.map(|local| crate::proxy_protocol::v2_tcp_header(peer, local));
+        let sent = match header {
+            Ok(header) => upstream.write_all(&header).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = sent {
+            tracing::debug!(%member, error = %e, "l4: PROXY header not sent");
+            return;
+        }
+    }
     if let Some(timeout) = target.affinity_timeout() {
         affinity.touch(peer.ip(), member, timeout);
     }

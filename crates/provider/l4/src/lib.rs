@@ -5,7 +5,7 @@
 
 pub use portico_dataplane_l4::L4Limits;
 use portico_dataplane_l4::{Target, TcpHandle, UdpHandle, serve_tcp, serve_udp};
-use portico_model::{Diagnostic, LoadBalancer, Model, PoolId, Protocol};
+use portico_model::{Diagnostic, LoadBalancer, LoadBalancerId, Model, PoolId, Protocol};
 use portico_provider::{CaBundles, Certificates, Provider};
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
@@ -33,6 +33,8 @@ impl Handle {
 #[derive(Debug)]
 struct Bound {
     handle: Handle,
+    /// The load balancer served there.
+    owner: LoadBalancerId,
     pool: Option<PoolId>,
 }
 
@@ -88,7 +90,9 @@ impl Provider for L4Provider {
     ) -> Vec<Diagnostic> {
         let mut diagnostics = Vec::new();
         let mut bound = self.bound.lock().unwrap_or_else(|e| e.into_inner());
-        let mut wanted = HashSet::new();
+        // Who asked first for each address this time (the compile step already settles
+        // collisions between Services; this keeps a model from elsewhere from rebinding).
+        let mut wanted: HashMap<(Protocol, SocketAddr), &portico_model::ObjectRef> = HashMap::new();
         for lb in &model.load_balancers {
             let Some(vip) = lb.vip else {
                 diagnostics.push(Diagnostic::warning(
@@ -109,16 +113,32 @@ impl Provider for L4Provider {
                 }
                 let key = (listener.protocol, SocketAddr::new(vip, listener.port));
                 let pool = listener.default_pool;
-                wanted.insert(key);
+                if let Some(first) = wanted.get(&key) {
+                    diagnostics.push(Diagnostic::warning(
+                        lb.origin.clone(),
+                        format!("listener {}", listener.name),
+                        format!("{} is already served for {first}; not served", key.1),
+                    ));
+                    continue;
+                }
+                wanted.insert(key, &lb.origin);
                 if let Some(existing) = bound.get_mut(&key) {
                     existing.handle.set(target(lb, pool));
+                    existing.owner = lb.id;
                     existing.pool = pool;
                     continue;
                 }
                 match self.bind(key.0, key.1, target(lb, pool)) {
                     Ok(handle) => {
                         tracing::info!(lb = %lb.name, listener = %listener.name, addr = %key.1, "l4: listening");
-                        bound.insert(key, Bound { handle, pool });
+                        bound.insert(
+                            key,
+                            Bound {
+                                handle,
+                                owner: lb.id,
+                                pool,
+                            },
+                        );
                     }
                     Err(e) => diagnostics.push(Diagnostic::error(
                         lb.origin.clone(),
@@ -128,7 +148,7 @@ impl Provider for L4Provider {
                 }
             }
         }
-        bound.retain(|key, _| wanted.contains(key));
+        bound.retain(|key, _| wanted.contains_key(key));
         diagnostics
     }
 
@@ -138,7 +158,7 @@ impl Provider for L4Provider {
             let Some(vip) = lb.vip else { continue };
             for listener in lb.listeners.iter() {
                 let key = (listener.protocol, SocketAddr::new(vip, listener.port));
-                let Some(existing) = bound.get(&key) else {
+                let Some(existing) = bound.get(&key).filter(|b| b.owner == lb.id) else {
                     continue;
                 };
                 if existing.pool.is_some_and(|p| pools.contains(&p)) {
@@ -146,5 +166,104 @@ impl Provider for L4Provider {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use portico_model::{
+        Algorithm, Listener, ListenerId, Member, MemberId, ObjectRef, Pool, PoolProtocol,
+    };
+    use std::sync::Arc;
+    use tokio::io::AsyncReadExt;
+
+    /// A member that greets each connection with `name`.
+    async fn member(name: &'static str) -> SocketAddr {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                use tokio::io::AsyncWriteExt;
+                let _ = s.write_all(name.as_bytes()).await;
+            }
+        });
+        addr
+    }
+
+    /// A load balancer `name` on 127.0.0.1 with one TCP listener on `port` to `member`.
+    fn lb(name: &str, port: u16, member: SocketAddr) -> LoadBalancer {
+        let id = LoadBalancerId::derive(name);
+        let pool = Pool {
+            id: PoolId::derive(&format!("{name}/pool")),
+            name: name.to_owned(),
+            service: ObjectRef::new("Service", "apps", name),
+            service_port: "app".to_owned(),
+            algorithm: Algorithm::default(),
+            protocol: PoolProtocol::default(),
+            settings: Default::default(),
+            members: vec![Member {
+                id: MemberId::derive(&format!("{name}/member")),
+                address: member.ip(),
+                port: member.port(),
+                weight: 1,
+                ready: true,
+            }],
+        };
+        let listener = Listener {
+            id: ListenerId::derive(&format!("{name}/listener")),
+            name: format!("TCP:{port}"),
+            protocol: Protocol::Tcp,
+            port,
+            policies: Vec::new(),
+            default_pool: Some(pool.id),
+            default_source: None,
+            tls: None,
+        };
+        LoadBalancer {
+            id,
+            name: name.to_owned(),
+            origin: ObjectRef::new("Service", "apps", name),
+            provider: KIND.to_owned(),
+            vip: Some([127, 0, 0, 1].into()),
+            floating_ip: None,
+            listeners: Arc::new(vec![listener]),
+            pools: vec![pool],
+        }
+    }
+
+    async fn greeting(addr: SocketAddr) -> String {
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let mut buf = [0u8; 16];
+        let n = s.read(&mut buf).await.unwrap();
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    }
+
+    #[tokio::test]
+    async fn the_first_load_balancer_keeps_an_address_asked_twice_and_the_second_is_told() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let (a, b) = (member("a").await, member("b").await);
+        let model = Model {
+            load_balancers: vec![lb("first", port, a), lb("second", port, b)],
+        };
+        let provider = L4Provider::default();
+        let diagnostics = provider.apply(&model, &Default::default(), &Default::default());
+        assert_eq!(diagnostics.len(), 1, "{diagnostics:?}");
+        assert_eq!(diagnostics[0].object.name, "second");
+        assert!(
+            diagnostics[0].message.contains("Service apps/first"),
+            "{diagnostics:?}"
+        );
+        let addr = SocketAddr::new([127, 0, 0, 1].into(), port);
+        assert_eq!(greeting(addr).await, "a");
+        // A member change of the second's pool does not touch the first's listener.
+        let pools = model.load_balancers.iter().flat_map(|l| &l.pools);
+        provider.update_members(&model, &pools.map(|p| p.id).collect());
+        assert_eq!(greeting(addr).await, "a");
     }
 }

@@ -2,7 +2,8 @@
 //! from a pool, and the floating IP from a pool or pinned.
 //!
 //! - VIP: the IngressClass's `portico.dev/vip` wins (a fixed address); else the class's
-//!   `portico.dev/vip-pool`, else `--vip-pool`.
+//!   `portico.dev/vip-pool`, else `--vip-pool`. A Service's `spec.loadBalancerIP` is a fixed
+//!   address too (Services may share one on different ports; see [`crate::l4_collisions`]).
 //! - Floating IP: pinned by `portico.dev/external-ip`, on the Ingress for a dedicated class (on
 //!   the IngressClass for a shared one, whose one load balancer carries every Ingress; there the
 //!   Ingress annotation is ignored with a warning); else the class's `portico.dev/fip-pool`,
@@ -93,7 +94,7 @@ fn request(
         (true, Some(ip)) => Want::Fixed(ip),
         // A bad `portico.dev/vip` was reported by `assign_vips`: no VIP rather than a guess.
         (true, None) => Want::None,
-        (false, _) => vip_pool,
+        (false, _) => service_ip(lb, objects, diagnostics).map_or(vip_pool, Want::Fixed),
     };
     let pin = match lb.origin.kind.as_str() {
         "Ingress" => ingress_annotation(objects, &lb.origin, EXTERNAL_IP_ANNOTATION),
@@ -119,6 +120,33 @@ fn request(
         object: lb.origin.clone(),
         vip,
         floating_ip,
+    }
+}
+
+/// A Service's `spec.loadBalancerIP`: a fixed VIP, which other Services may share (on other
+/// ports). A value that is not an IP address is a warning; the VIP then comes from the pool.
+fn service_ip(
+    lb: &LoadBalancer,
+    objects: &Objects,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Option<std::net::IpAddr> {
+    if lb.origin.kind != "Service" {
+        return None;
+    }
+    let key = ObjectKey::new(&lb.origin.namespace, &lb.origin.name);
+    let spec = objects.services.get(&key)?.spec.as_ref()?;
+    let value = spec.load_balancer_ip.as_deref()?.trim();
+    if value.is_empty() {
+        return None;
+    }
+    match value.parse() {
+        Ok(ip) => Some(ip),
+        Err(_) => {
+            let message = format!("{value:?} is not an IP address; the VIP comes from the pool");
+            let field = "spec.loadBalancerIP";
+            diagnostics.push(Diagnostic::warning(lb.origin.clone(), field, message));
+            None
+        }
     }
 }
 
