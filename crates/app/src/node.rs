@@ -204,6 +204,8 @@ fn start_access_log(
             tasks: Vec::new(),
         });
     }
+    crate::access_log::prepare(&haproxy.state_dir)
+        .map_err(failed(haproxy.state_dir.display().to_string()))?;
     let socket = crate::access_log::socket_path(&haproxy.state_dir);
     let task = crate::access_log::forward(socket.clone(), access.clone(), shutdown.clone())
         .map_err(failed(socket.display().to_string()))?;

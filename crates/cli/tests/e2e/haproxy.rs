@@ -179,3 +179,31 @@ async fn validate_reports_haproxy_plan_errors() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{text}");
 }
+
+/// A state directory longer than a unix socket's path allows: haproxy's stats and master
+/// sockets and the access log's socket are reached through short aliases; haproxy serves, its
+/// access log lines arrive, and the sockets themselves are in the state directory.
+#[tokio::test]
+async fn a_state_directory_too_long_for_unix_sockets_serves() {
+    let m = backends("hx", &[("web", 1)]).await;
+    m.write("ing.yaml", &web_ingress());
+    let below = format!("{}/state", "long-state-directory-".repeat(5));
+    let p = Portico::start_haproxy_below(m.path(), &below, &[]).await;
+    assert!(p.state_dir().as_os_str().len() > 100);
+    p.wait_route("web.test", "/", 200, "web").await;
+    let root = p.state_dir().join("loadbalancer/haproxy");
+    let dir = std::fs::read_dir(&root)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    for name in ["haproxy.sock", "master.sock"] {
+        assert!(dir.join(name).exists(), "{name} in {}", dir.display());
+    }
+    let logged = || {
+        let lines = p.stdout.lock().unwrap();
+        lines.iter().any(|l| l.contains("\"host\":\"web.test\""))
+    };
+    wait_for("haproxy's access log line", logged).await;
+}

@@ -12,6 +12,15 @@ pub(crate) fn create_dir(dir: &Path) -> std::io::Result<()> {
     portico_statedir::ensure_private_dir(dir).map_err(std::io::Error::other)
 }
 
+/// The path to bind or reach the socket `name` of `dir` by: `dir/name`, or a short alias when
+/// that is too long for a unix socket (`portico_statedir::socket_path`; [`plan`] refuses a
+/// directory for which even the alias is too long).
+///
+/// [`plan`]: crate::plan
+pub(crate) fn socket(dir: &Path, name: &str) -> std::path::PathBuf {
+    portico_statedir::socket_path(dir, name).unwrap_or_else(|| dir.join(name))
+}
+
 /// Writes `bytes` to `path` through an exclusive temporary file with a random name and a
 /// rename, mode `mode` (see `portico_statedir::write_file`).
 pub(crate) fn write(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {

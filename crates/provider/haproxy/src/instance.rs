@@ -180,6 +180,9 @@ impl Manager {
     async fn stage(&self, desired: &Desired) -> Result<(), String> {
         let io = |e: std::io::Error| format!("cannot write {}: {e}", self.dir.display());
         files::create_dir(&self.dir).map_err(io)?;
+        for name in [STATS_SOCKET, MASTER_SOCKET] {
+            portico_statedir::make_socket_alias(&self.dir, name).map_err(io)?;
+        }
         files::write_certificates(&self.dir, &desired.certificates).map_err(io)?;
         files::write_lists(&self.dir, &desired.rendered.crt_list).map_err(io)?;
         let candidate = self.dir.join(CANDIDATE);
@@ -192,7 +195,6 @@ impl Manager {
     async fn check(&self, config: &Path) -> Result<(), String> {
         let out = Command::new(&self.binary.haproxy)
             .arg("-c")
-            .arg("-q")
             .arg("-f")
             .arg(config)
             .stdin(Stdio::null())
@@ -202,15 +204,9 @@ impl Manager {
         if out.status.success() {
             return Ok(());
         }
-        let text = String::from_utf8_lossy(&out.stderr);
-        let alerts: Vec<&str> = text
-            .lines()
-            .filter(|l| l.contains("ALERT"))
-            .take(5)
-            .collect();
         Err(format!(
             "haproxy -c rejected the new configuration ({}); the last good configuration keeps serving",
-            alerts.join(" | ").trim()
+            check_reason(&out.stdout, &out.stderr, out.status)
         ))
     }
 
@@ -271,7 +267,7 @@ impl Manager {
         forward(child.stdout.take(), self.dir.clone(), alerts.clone());
         forward(child.stderr.take(), self.dir.clone(), alerts.clone());
         let started = Instant::now();
-        let socket = self.dir.join(STATS_SOCKET);
+        let socket = files::socket(&self.dir, STATS_SOCKET);
         while started.elapsed() < READY_TIMEOUT {
             if let Ok(Some(status)) = child.try_wait() {
                 tokio::time::sleep(Duration::from_millis(50)).await;
@@ -291,7 +287,7 @@ impl Manager {
 
     /// A hitless reload through the master CLI: the new worker gets the listening sockets.
     async fn reload(&self) -> Result<(), String> {
-        let master = self.dir.join(MASTER_SOCKET);
+        let master = files::socket(&self.dir, MASTER_SOCKET);
         let proc = |e: std::io::Error| format!("haproxy master CLI: {e}");
         let before = command(&master, "show proc").await.map_err(proc)?;
         let (reloads, failed) = master_reloads(&before).ok_or("unreadable show proc")?;
@@ -308,7 +304,8 @@ impl Manager {
                 }
                 Some((r, _))
                     if r > reloads
-                        && command_ok(&self.dir.join(STATS_SOCKET), "show info").await =>
+                        && command_ok(&files::socket(&self.dir, STATS_SOCKET), "show info")
+                            .await =>
                 {
                     return Ok(());
                 }
@@ -328,7 +325,7 @@ impl Manager {
         if commands.is_empty() {
             return Ok(());
         }
-        let socket = self.dir.join(STATS_SOCKET);
+        let socket = files::socket(&self.dir, STATS_SOCKET);
         let answer = command(&socket, &commands.join(";"))
             .await
             .map_err(|e| e.to_string())?;
@@ -346,17 +343,55 @@ impl Manager {
 
     async fn shutdown(&mut self) {
         if let Some(mut process) = self.process.take() {
-            let master = self.dir.join(MASTER_SOCKET);
+            let master = files::socket(&self.dir, MASTER_SOCKET);
             terminate(&mut process.child, &master, self.stop_timeout).await;
         }
+        portico_statedir::remove_socket_alias(&self.dir);
         let _ = std::fs::remove_dir_all(&self.dir);
         self.reporter.remove();
     }
 }
 
+/// Why `haproxy -c` refused a configuration: its first alerts (the ones naming a line come
+/// first), else the last lines it printed, else its exit status. Never empty.
+fn check_reason(stdout: &[u8], stderr: &[u8], status: std::process::ExitStatus) -> String {
+    let text = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(stderr),
+        String::from_utf8_lossy(stdout)
+    );
+    let strip = |l: &str| {
+        // "[ALERT]    (1234) : config : parsing ..." → "parsing ..."
+        let l = l.trim();
+        l.split_once(") : ")
+            .map_or(l, |(_, rest)| rest)
+            .trim()
+            .to_owned()
+    };
+    let alerts: Vec<String> = text
+        .lines()
+        .filter(|l| l.contains("ALERT"))
+        .map(strip)
+        .filter(|l| !l.is_empty())
+        .take(5)
+        .collect();
+    if !alerts.is_empty() {
+        return alerts.join(" | ");
+    }
+    let lines: Vec<String> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.contains("NOTICE"))
+        .map(strip)
+        .collect();
+    match lines.len() {
+        0 => format!("haproxy exited with {status} and printed no reason"),
+        n => lines[n.saturating_sub(5)..].join(" | "),
+    }
+}
+
 /// `-S <path>,mode,600`: the master CLI for this user only (the path holds no comma).
 fn master_socket_arg(dir: &Path) -> std::ffi::OsString {
-    let mut arg = dir.join(MASTER_SOCKET).into_os_string();
+    let mut arg = files::socket(dir, MASTER_SOCKET).into_os_string();
     arg.push(",mode,600");
     arg
 }

@@ -7,7 +7,7 @@ use portico_model::{LoadBalancerId, ObjectRef};
 use tokio::io::AsyncWriteExt;
 
 fn config(dir: &Path, port: u16, body: &str, extra: &str) -> Desired {
-    let socket = crate::quote::path(&dir.join(STATS_SOCKET)).unwrap();
+    let socket = crate::quote::path(&files::socket(dir, STATS_SOCKET)).unwrap();
     let text = format!(
         "global\n    stats socket {socket} mode 600 level admin expose-fd listeners\n\
          defaults\n    mode http\n    timeout connect 1s\n    timeout client 5s\n    timeout server 5s\n\
@@ -47,7 +47,8 @@ async fn until(what: &str, mut f: impl AsyncFnMut() -> bool) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_configuration_that_fails_the_check_leaves_the_last_good_one_serving() {
     let state = tempfile::tempdir().unwrap();
-    let dir = state.path().join("lb");
+    // Longer than a unix socket's path allows: the sockets are reached through an alias.
+    let dir = state.path().join("l".repeat(100)).join("lb");
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -83,6 +84,11 @@ async fn a_configuration_that_fails_the_check_leaves_the_last_good_one_serving()
     .await;
     let d = &statuses.status().diagnostics[0];
     assert!(d.message.contains("haproxy -c rejected"), "{d}");
+    // haproxy's own reason, with the line it names.
+    assert!(
+        d.message.contains("unknown keyword 'no-such-directive'") && d.message.contains(":10]"),
+        "{d}"
+    );
     assert_eq!(d.object, ObjectRef::new("IngressClass", "", "c"));
     assert_eq!(
         body(port).await.as_deref(),

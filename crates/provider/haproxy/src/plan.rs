@@ -16,9 +16,6 @@ use std::sync::Arc;
 /// Certificate files: name → PEM.
 type Files = BTreeMap<String, Arc<Vec<u8>>>;
 
-/// The longest path a unix socket can have (`sun_path` less its NUL).
-const MAX_SOCKET_PATH: usize = 107;
-
 /// Settings shared by every load balancer.
 #[derive(Debug, Clone)]
 pub struct PlanSettings {
@@ -250,14 +247,13 @@ fn one(
 
 fn check_socket_paths(dir: &Path) -> Result<(), String> {
     for name in [STATS_SOCKET, MASTER_SOCKET] {
-        let path = dir.join(name);
-        let len = path.as_os_str().len();
-        if len > MAX_SOCKET_PATH {
+        let Some(path) = portico_statedir::socket_path(dir, name) else {
             return Err(format!(
-                "the socket path {} is {len} bytes long, more than a unix socket allows ({MAX_SOCKET_PATH}): choose a shorter --state-dir",
-                path.display()
+                "no path for the socket {name} of {} fits in the {} bytes haproxy allows, even through a short alias in the temporary directory: set TMPDIR to a short directory",
+                dir.display(),
+                portico_statedir::MAX_SOCKET_PATH
             ));
-        }
+        };
         if path.to_string_lossy().contains(',') {
             return Err(format!(
                 "the socket path {} holds a comma, which haproxy's -S reads as an option separator: choose another --state-dir",

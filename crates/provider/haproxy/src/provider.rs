@@ -101,10 +101,12 @@ pub fn remove_stale(root: &std::path::Path) -> Vec<std::path::PathBuf> {
     for entry in entries.flatten() {
         let dir = entry.path();
         let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
-        let live = std::os::unix::net::UnixStream::connect(dir.join(MASTER_SOCKET)).is_ok();
+        let master = crate::files::socket(&dir, MASTER_SOCKET);
+        let live = std::os::unix::net::UnixStream::connect(master).is_ok();
         if !is_dir || live {
             continue;
         }
+        portico_statedir::remove_socket_alias(&dir);
         match std::fs::remove_dir_all(&dir) {
             Ok(()) => {
                 tracing::info!(dir = %dir.display(), "removed a stale haproxy directory");

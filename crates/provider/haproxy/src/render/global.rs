@@ -13,7 +13,7 @@ pub(super) fn header(
     input: &Input<'_>,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> String {
-    let socket = quote::path(&input.dir.join(STATS_SOCKET));
+    let socket = quote::path(&crate::files::socket(input.dir, STATS_SOCKET));
     let base = quote::path(input.dir);
     let bad_gateway = quote::path(&input.dir.join(BAD_GATEWAY_FILE));
     let (Ok(socket), Ok(base), Ok(bad_gateway)) = (socket, base, bad_gateway) else {
