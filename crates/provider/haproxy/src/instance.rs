@@ -23,7 +23,12 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
 /// A process that ran this long before dying starts the back-off afresh.
 const STABLE: Duration = Duration::from_secs(30);
-const READY_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a starting or reloading haproxy that is still alive may take to answer: it parses
+/// its whole configuration first (seconds for tens of thousands of backends), so this only
+/// catches a process that hangs; an exit ends the wait at once.
+const LOAD_LIMIT: Duration = Duration::from_secs(600);
+/// How often a start or reload that takes long is logged.
+const PROGRESS_EVERY: Duration = Duration::from_secs(5);
 /// After a hard stop (SIGTERM): the master's time to exit before SIGKILL.
 const KILL_MARGIN: Duration = Duration::from_secs(2);
 
@@ -66,6 +71,8 @@ impl Instance {
             reporter,
             applied: None,
             process: None,
+            backoff: FIRST_BACKOFF,
+            restart_at: None,
         };
         let task = tokio::spawn(manager.run(rx));
         Instance { desired, task }
@@ -103,12 +110,14 @@ struct Manager {
     /// What haproxy.conf holds: the last configuration that passed the check.
     applied: Option<Arc<Desired>>,
     process: Option<Process>,
+    /// The wait before the next start after a failed one or an exit.
+    backoff: Duration,
+    /// When haproxy is started again (after a failed start or an exit).
+    restart_at: Option<tokio::time::Instant>,
 }
 
 impl Manager {
     async fn run(mut self, mut rx: watch::Receiver<Option<Arc<Desired>>>) {
-        let mut backoff = FIRST_BACKOFF;
-        let mut restart_at: Option<tokio::time::Instant> = None;
         loop {
             tokio::select! {
                 changed = rx.changed() => {
@@ -123,16 +132,12 @@ impl Manager {
                 exit = exited(&mut self.process) => {
                     let ran = self.process.take().map(|p| p.started.elapsed()).unwrap_or_default();
                     if ran > STABLE {
-                        backoff = FIRST_BACKOFF;
+                        self.backoff = FIRST_BACKOFF;
                     }
-                    let problem = format!("haproxy exited ({exit}); starting it again in {backoff:?}");
-                    tracing::warn!(dir = %self.dir.display(), "{problem}");
-                    self.reporter.set(false, Some(problem));
-                    restart_at = Some(tokio::time::Instant::now() + backoff);
-                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                    self.retry_later(format!("haproxy exited ({exit})"));
                 }
-                () = sleep_until(restart_at), if restart_at.is_some() => {
-                    restart_at = None;
+                () = sleep_until(self.restart_at), if self.restart_at.is_some() => {
+                    self.restart_at = None;
                     self.start_serving().await;
                 }
             }
@@ -220,21 +225,31 @@ impl Manager {
         }
     }
 
-    /// Starts haproxy on haproxy.conf (when there is one) and waits until it answers.
+    /// Starts haproxy on haproxy.conf (when there is one) and waits until it answers; a start
+    /// that fails is tried again after the back-off.
     async fn start_serving(&mut self) {
-        if self.applied.is_none() {
+        if self.applied.is_none() || self.process.is_some() {
             return;
         }
+        self.restart_at = None;
         match self.spawn().await {
             Ok(process) => {
                 self.process = Some(process);
                 self.reporter.set(true, None);
             }
-            Err(problem) => {
-                tracing::warn!(dir = %self.dir.display(), "{problem}");
-                self.reporter.set(false, Some(problem));
-            }
+            Err(problem) => self.retry_later(problem),
         }
+    }
+
+    /// Not serving because of `problem`: reported (not ready, a diagnostic) and haproxy is
+    /// started again after the back-off, which doubles up to its maximum.
+    fn retry_later(&mut self, problem: String) {
+        let backoff = self.backoff;
+        let problem = format!("{problem}; starting it again in {backoff:?}");
+        tracing::warn!(dir = %self.dir.display(), "{problem}");
+        self.reporter.set(false, Some(problem));
+        self.restart_at = Some(tokio::time::Instant::now() + backoff);
+        self.backoff = (backoff * 2).min(MAX_BACKOFF);
     }
 
     async fn spawn(&self) -> Result<Process, String> {
@@ -268,33 +283,53 @@ impl Manager {
         forward(child.stderr.take(), self.dir.clone(), alerts.clone());
         let started = Instant::now();
         let socket = files::socket(&self.dir, STATS_SOCKET);
-        while started.elapsed() < READY_TIMEOUT {
+        let mut progress = started + PROGRESS_EVERY;
+        // While the process lives it is loading its configuration: wait for it (only a hang
+        // is cut, after LOAD_LIMIT). An exit ends the wait with what haproxy said.
+        while started.elapsed() < LOAD_LIMIT {
             if let Ok(Some(status)) = child.try_wait() {
                 tokio::time::sleep(Duration::from_millis(50)).await;
-                return Err(format!(
-                    "haproxy exited at start ({status}): {}",
-                    alerts.text()
-                ));
+                let said = alerts.text();
+                let said = if said.is_empty() {
+                    "it printed no alert".to_owned()
+                } else {
+                    said
+                };
+                return Err(format!("haproxy exited at start ({status}): {said}"));
             }
             if command_ok(&socket, "show info").await {
-                tracing::info!(dir = %self.dir.display(), pid = child.id(), "haproxy serves");
+                tracing::info!(dir = %self.dir.display(), pid = child.id(), took = ?started.elapsed(), "haproxy serves");
                 return Ok(Process { child, started });
+            }
+            if Instant::now() > progress {
+                progress += PROGRESS_EVERY;
+                tracing::info!(dir = %self.dir.display(), for_ = ?started.elapsed(), "haproxy is still loading its configuration");
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        Err("haproxy did not answer on its stats socket in time".to_owned())
+        let _ = child.kill().await;
+        Err(format!(
+            "haproxy was alive but did not answer on its stats socket within {LOAD_LIMIT:?}; it was killed"
+        ))
     }
 
     /// A hitless reload through the master CLI: the new worker gets the listening sockets.
-    async fn reload(&self) -> Result<(), String> {
+    async fn reload(&mut self) -> Result<(), String> {
         let master = files::socket(&self.dir, MASTER_SOCKET);
         let proc = |e: std::io::Error| format!("haproxy master CLI: {e}");
         let before = command(&master, "show proc").await.map_err(proc)?;
         let (reloads, failed) = master_reloads(&before).ok_or("unreadable show proc")?;
         let _ = command(&master, "reload").await;
-        let deadline = Instant::now() + READY_TIMEOUT;
+        // The master parses the new configuration before it answers again: wait as long as
+        // it lives (it is the process this manager watches), up to LOAD_LIMIT.
+        let deadline = Instant::now() + LOAD_LIMIT;
         while Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
+            let master_exited = (self.process.as_mut())
+                .is_none_or(|p| p.child.try_wait().is_ok_and(|s| s.is_some()));
+            if master_exited {
+                return Err("haproxy exited during its reload".to_owned());
+            }
             let Ok(now) = command(&master, "show proc").await else {
                 continue;
             };
