@@ -89,6 +89,10 @@ impl Node {
             haproxy_socket,
             mut tasks,
         } = start_access_log(&listen.access_log, haproxy, &mut prometheus, shutdown)?;
+        let haproxy_counters = Arc::new(portico_provider_haproxy::Counters::default());
+        prometheus.register_collector(Box::new(crate::metrics::HaproxyCollector(
+            haproxy_counters.clone(),
+        )));
         let admin = Admin::with_hosts(Arc::new(prometheus), listen.admin_hosts.clone());
         let default_binds = listen.haproxy_listens.then_some((bound.http, bound.https));
         let (proxy, proxy_tasks) = ProxyProvider::new(
@@ -108,6 +112,7 @@ impl Node {
             &listen.class,
             listen.limits,
             haproxy_socket,
+            haproxy_counters,
         )?;
         let haproxy_health = Arc::downgrade(&haproxy);
         admin.set_pool_health(Box::new(move || {

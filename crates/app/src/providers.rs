@@ -52,6 +52,7 @@ pub(crate) fn registry(
     class: &str,
     limits: Limits,
     access_log: Option<PathBuf>,
+    counters: Arc<portico_provider_haproxy::Counters>,
 ) -> Result<(Registry, Arc<HaproxyProvider>), portico_provider_haproxy::StartError> {
     let binds = default_binds.map(|(http, https)| Binds {
         http: Some(http),
@@ -63,6 +64,7 @@ pub(crate) fn registry(
             haproxy: haproxy.binary.clone(),
             setpriv: setpriv(),
         },
+        counters,
     })?;
     let provider = Arc::new(provider);
     let mut registry = Registry::default();

@@ -41,10 +41,17 @@ fn render_prints_the_config_of_each_haproxy_load_balancer_and_says_when_there_is
     };
     let text = run("haproxy");
     assert!(text.contains("/loadbalancer/haproxy/"), "{text}");
+    // Routing is by maps written beside the configuration, not by ACLs.
     assert!(
-        text.contains("acl ") && text.contains("var(txn.host) -m str -- \"web.test\""),
+        !text.contains("acl ") && text.contains(",map_beg(routes-"),
         "{text}"
     );
+    let maps: String = walk(state.path())
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "map"))
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .collect();
+    assert!(maps.contains("web.test/ "), "{maps}");
     assert!(text.contains("bind 127.0.0.1:8080"), "{text}");
     assert!(text.contains("crt-list"), "{text}");
     // What render prints passes `haproxy -c` as printed: the files it names exist.
@@ -62,6 +69,20 @@ fn render_prints_the_config_of_each_haproxy_load_balancer_and_says_when_there_is
         String::from_utf8_lossy(&check.stderr)
     );
     assert!(run("proxy").contains("no load balancer has provider haproxy"));
+}
+
+/// Every file below `dir`.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
 }
 
 async fn wait_for<F: Fn() -> bool>(what: &str, f: F) {

@@ -52,6 +52,25 @@ pub(crate) fn write_lists(dir: &Path, crt_list: &str) -> std::io::Result<()> {
     Ok(())
 }
 
+/// The route maps (0600; unchanged ones left alone), and no other `routes-*.map` file.
+pub(crate) fn write_maps(dir: &Path, maps: &crate::routes::Maps) -> std::io::Result<()> {
+    for (name, entries) in maps {
+        let text = crate::routes::file_text(entries);
+        let path = dir.join(name);
+        if std::fs::read(&path).is_ok_and(|old| old == text.as_bytes()) {
+            continue;
+        }
+        write(&path, text.as_bytes(), 0o600)?;
+    }
+    for entry in std::fs::read_dir(dir)?.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with("routes-") && name.ends_with(".map") && !maps.contains_key(&name) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+    Ok(())
+}
+
 /// Removes the `.pem` files of `dir` that `keep` does not name.
 pub(crate) fn remove_other_certificates(dir: &Path, keep: &BTreeMap<String, Arc<Vec<u8>>>) {
     let Ok(entries) = std::fs::read_dir(dir) else {

@@ -4,7 +4,7 @@
 
 use crate::cli::{command, master_reloads};
 use crate::files;
-use crate::render::{CONFIG_FILE, Rendered, STATS_SOCKET, Server};
+use crate::render::{CONFIG_FILE, Rendered, STATS_SOCKET};
 use crate::status::Reporter;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -62,6 +62,7 @@ impl Instance {
         binary: Arc<Binary>,
         reporter: Reporter,
         stop_timeout: Duration,
+        counters: Arc<crate::Counters>,
     ) -> Self {
         let (desired, rx) = watch::channel(None);
         let manager = Manager {
@@ -73,6 +74,7 @@ impl Instance {
             process: None,
             backoff: FIRST_BACKOFF,
             restart_at: None,
+            counters,
         };
         let task = tokio::spawn(manager.run(rx));
         Instance { desired, task }
@@ -114,6 +116,7 @@ struct Manager {
     backoff: Duration,
     /// When haproxy is started again (after a failed start or an exit).
     restart_at: Option<tokio::time::Instant>,
+    counters: Arc<crate::Counters>,
 }
 
 impl Manager {
@@ -147,7 +150,12 @@ impl Manager {
 
     /// Check, write, then start, reload or change members through the runtime API.
     async fn apply(&mut self, desired: Arc<Desired>) {
-        if let Err(problem) = self.stage(&desired).await {
+        // Runtime-only changes (servers' state, route map entries) cannot make the
+        // configuration invalid: no `haproxy -c` (seconds on a large configuration) for them.
+        let plan = (self.applied.as_ref())
+            .filter(|applied| applied.certificates == desired.certificates)
+            .and_then(|applied| crate::runtime::commands(&applied.rendered, &desired.rendered));
+        if let Err(problem) = self.stage(&desired, plan.is_none()).await {
             tracing::warn!(dir = %self.dir.display(), "{problem}");
             self.restore();
             let serving = self.process.is_some();
@@ -160,11 +168,8 @@ impl Manager {
                 self.start_serving().await;
                 return;
             }
-            (Some(_), Some(previous)) if member_only(&previous.rendered, &desired.rendered) => {
-                match self
-                    .runtime(&previous.rendered.servers, &desired.rendered.servers)
-                    .await
-                {
+            (Some(_), Some(_)) if plan.is_some() => {
+                match self.runtime(plan.unwrap_or_default()).await {
                     Ok(()) => Ok(()),
                     Err(error) => {
                         tracing::info!(%error, "runtime API change failed; reloading instead");
@@ -182,7 +187,7 @@ impl Manager {
     }
 
     /// Writes the files and checks the candidate; on success it becomes haproxy.conf.
-    async fn stage(&self, desired: &Desired) -> Result<(), String> {
+    async fn stage(&self, desired: &Desired, check: bool) -> Result<(), String> {
         let io = |e: std::io::Error| format!("cannot write {}: {e}", self.dir.display());
         files::create_dir(&self.dir).map_err(io)?;
         for name in [STATS_SOCKET, MASTER_SOCKET] {
@@ -190,9 +195,12 @@ impl Manager {
         }
         files::write_certificates(&self.dir, &desired.certificates).map_err(io)?;
         files::write_lists(&self.dir, &desired.rendered.crt_list).map_err(io)?;
+        files::write_maps(&self.dir, &desired.rendered.maps).map_err(io)?;
         let candidate = self.dir.join(CANDIDATE);
         files::write(&candidate, desired.rendered.config.as_bytes(), 0o600).map_err(io)?;
-        self.check(&candidate).await?;
+        if check {
+            self.check(&candidate).await?;
+        }
         std::fs::rename(&candidate, self.dir.join(CONFIG_FILE)).map_err(io)
     }
 
@@ -220,6 +228,7 @@ impl Manager {
         let _ = std::fs::remove_file(self.dir.join(CANDIDATE));
         if let Some(applied) = &self.applied {
             let _ = files::write_lists(&self.dir, &applied.rendered.crt_list);
+            let _ = files::write_maps(&self.dir, &applied.rendered.maps);
             let _ = files::write_certificates(&self.dir, &applied.certificates);
             files::remove_other_certificates(&self.dir, &applied.certificates);
         }
@@ -320,6 +329,7 @@ impl Manager {
         let before = command(&master, "show proc").await.map_err(proc)?;
         let (reloads, failed) = master_reloads(&before).ok_or("unreadable show proc")?;
         let _ = command(&master, "reload").await;
+        (self.counters.reloads).fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         // The master parses the new configuration before it answers again: wait as long as
         // it lives (it is the process this manager watches), up to LOAD_LIMIT.
         let deadline = Instant::now() + LOAD_LIMIT;
@@ -351,29 +361,28 @@ impl Manager {
     }
 
     /// Member readiness and weight through the runtime API, without a reload.
-    async fn runtime(&self, old: &[Server], new: &[Server]) -> Result<(), String> {
-        let commands: Vec<String> = old
-            .iter()
-            .zip(new)
-            .flat_map(|(a, b)| changes(a, b))
-            .collect();
-        if commands.is_empty() {
-            return Ok(());
-        }
+    /// Route map entries and servers' state through the runtime API, without a reload (the
+    /// files are written already, so a later reload agrees). Each exchange must be answered
+    /// with nothing but blank lines.
+    async fn runtime(&self, exchanges: Vec<String>) -> Result<(), String> {
         let socket = files::socket(&self.dir, STATS_SOCKET);
-        let answer = command(&socket, &commands.join(";"))
-            .await
-            .map_err(|e| e.to_string())?;
-        let answer = answer.trim();
-        if answer.is_empty() {
-            tracing::debug!(
-                commands = commands.len(),
-                "members changed through the runtime API"
-            );
-            Ok(())
-        } else {
-            Err(answer.to_owned())
+        for exchange in &exchanges {
+            let answer = command(&socket, exchange)
+                .await
+                .map_err(|e| e.to_string())?;
+            let answer = answer.trim();
+            if !answer.is_empty() {
+                return Err(answer.to_owned());
+            }
         }
+        if !exchanges.is_empty() {
+            (self.counters.runtime_updates).fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            tracing::debug!(
+                exchanges = exchanges.len(),
+                "routes and members changed through the runtime API"
+            );
+        }
+        Ok(())
     }
 
     async fn shutdown(&mut self) {
@@ -429,33 +438,6 @@ fn master_socket_arg(dir: &Path) -> std::ffi::OsString {
     let mut arg = files::socket(dir, MASTER_SOCKET).into_os_string();
     arg.push(",mode,600");
     arg
-}
-
-/// The runtime API commands that turn server `a` into `b` (same backend and name).
-fn changes(a: &Server, b: &Server) -> Vec<String> {
-    let target = format!("{}/{}", b.backend, b.name);
-    let mut out = Vec::new();
-    if (a.address, a.port) != (b.address, b.port) {
-        out.push(format!(
-            "set server {target} addr {} port {}",
-            b.address, b.port
-        ));
-    }
-    if a.weight != b.weight {
-        out.push(format!("set weight {target} {}", b.weight));
-    }
-    if a.ready != b.ready {
-        let state = if b.ready { "ready" } else { "maint" };
-        out.push(format!("set server {target} state {state}"));
-    }
-    out
-}
-
-/// Only servers' runtime state differs: same configuration shape, same servers.
-fn member_only(old: &Rendered, new: &Rendered) -> bool {
-    old.crt_list == new.crt_list
-        && old.servers.len() == new.servers.len()
-        && old.shape() == new.shape()
 }
 
 async fn command_ok(socket: &Path, cmd: &str) -> bool {

@@ -63,7 +63,13 @@ async fn a_configuration_that_fails_the_check_leaves_the_last_good_one_serving()
         haproxy: "haproxy".into(),
         setpriv: None,
     });
-    let instance = Instance::start(dir.clone(), binary, reporter, Duration::from_secs(3));
+    let instance = Instance::start(
+        dir.clone(),
+        binary,
+        reporter,
+        Duration::from_secs(3),
+        Arc::default(),
+    );
 
     instance.set(Arc::new(config(&dir, port, "one", "")));
     until("the first configuration", async || {
@@ -146,6 +152,7 @@ async fn a_failed_start_is_reported_and_retried_until_it_serves() {
         binary,
         reporter(&statuses),
         Duration::from_secs(3),
+        Arc::default(),
     );
     instance.set(Arc::new(config(&dir, port, "one", "")));
     until("the failed start's diagnostic", async || {
@@ -208,6 +215,7 @@ async fn a_slow_start_is_waited_for_while_haproxy_lives() {
         binary,
         reporter(&statuses),
         Duration::from_secs(3),
+        Arc::default(),
     );
     let started = Instant::now();
     instance.set(Arc::new(config(&dir, port, "slow", "")));

@@ -48,13 +48,15 @@ impl Planned {
         &self.desired.rendered.config
     }
 
-    /// Writes the files the configuration names (certificates with mode 0600, crt-lists) into
+    /// Writes the files the configuration names (certificates with mode 0600, crt-lists, route
+    /// maps) into
     /// its directory, as the provider does before a check: `portico render` does it so that
     /// what it prints passes `haproxy -c` as printed.
     pub fn write_files(&self) -> std::io::Result<()> {
         crate::files::create_dir(&self.dir)?;
         crate::files::write_certificates(&self.dir, &self.desired.certificates)?;
-        crate::files::write_lists(&self.dir, &self.desired.rendered.crt_list)
+        crate::files::write_lists(&self.dir, &self.desired.rendered.crt_list)?;
+        crate::files::write_maps(&self.dir, &self.desired.rendered.maps)
     }
 }
 

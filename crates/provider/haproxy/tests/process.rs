@@ -166,3 +166,48 @@ fn worker_pids(pid: i32) -> Vec<i32> {
         .filter_map(|p| p.parse().ok())
         .collect()
 }
+
+/// Routes that change (a path added, one removed) reach the running haproxy through its
+/// runtime API (`add map`, `del map`): the same worker serves, no reload is counted, and the
+/// map files on disk follow, so a later reload agrees.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn route_changes_go_through_the_runtime_api_without_a_reload() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let state = tempfile::tempdir().unwrap();
+    let a = echo("a").await;
+    let port = free_port();
+    let front: SocketAddr = ([127, 0, 0, 1], port).into();
+    let (p, counters) = provider_counted(state.path());
+    let none = Certificates::new();
+    let apply = |paths: &[(&str, bool)]| {
+        p.apply(&routed(port, &[(a, true)], paths), &none, &CaBundles::new());
+    };
+    apply(&[("/a", false)]);
+    wait_ready(&p).await;
+    wait_for(front, "/a/x", 200, "a").await;
+    wait_for(front, "/b", 404, "404 Not Found\n").await;
+    let pid = master_pid(state.path());
+    let worker = worker_pids(pid);
+
+    apply(&[("/a", false), ("/b", true)]);
+    wait_for(front, "/b", 200, "a").await;
+    wait_for(front, "/b/c", 404, "404 Not Found\n").await;
+    apply(&[("/b", true)]);
+    wait_for(front, "/a/x", 404, "404 Not Found\n").await;
+    wait_for(front, "/b", 200, "a").await;
+
+    assert_eq!(worker_pids(pid), worker, "the same worker serves");
+    assert_eq!(counters.reloads.load(Relaxed), 0, "no reload");
+    assert!(counters.runtime_updates.load(Relaxed) >= 2);
+    let maps: String = std::fs::read_dir(dir(state.path()))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "map"))
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .collect();
+    assert_eq!(
+        maps,
+        format!("test/b {}\n", portico_model::PoolId::derive("pool"))
+    );
+    p.shutdown().await;
+}

@@ -37,6 +37,7 @@ pub(super) fn header(
          \x20   tune.ssl.default-dh-param 2048\n\
          \x20   stats socket {socket} mode 600 level admin expose-fd listeners\n\
          \x20   crt-base {base}\n\
+         \x20   default-path origin {base}\n\
          {log}\
          \x20   hard-stop-after {hard_stop}\n\
          \x20   ssl-default-bind-ciphers ECDHE+AESGCM:ECDHE+CHACHA20\n\

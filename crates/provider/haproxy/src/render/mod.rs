@@ -1,12 +1,13 @@
-//! Pure: one LoadBalancer → its haproxy.conf and crt-list, in the seed's shape (`global` with
-//! a stats socket, `defaults`, a `frontend` per listener named by its UUID with ACLs named by
-//! rule UUID and `use_backend … if …` lines in policy order, a `backend` per pool named by its
-//! UUID with `server <member-uuid> <ip>:<port> weight <w>`), with exact Ingress v1 semantics
-//! and the built-in proxy's 404 / 503 / 502 answers.
+//! Pure: one LoadBalancer → its haproxy.conf, crt-list and route maps (`global` with a stats
+//! socket, `defaults`, a `frontend` per listener named by its UUID that looks the request up
+//! in the listener's route maps ([`routes`]: host and path → backend, a fixed number of lines
+//! however many Ingresses), a `backend` per pool named by its UUID with `server <member-uuid>
+//! <ip>:<port> weight <w>`), with exact Ingress v1 semantics and the built-in proxy's 404 /
+//! 503 / 502 answers.
 //!
 //! Every value from the model that is not Portico's own (ids, numbers, addresses) is quoted by
-//! [`crate::quote`]; a rule value haproxy cannot carry makes its policy unserved, with a
-//! diagnostic on the Ingress it came from.
+//! [`crate::quote`]; map entries hold visible ASCII only; a rule value haproxy cannot carry
+//! makes its policy unserved, with a diagnostic on the Ingress it came from.
 
 mod access;
 mod backend;
@@ -14,6 +15,7 @@ mod balance;
 mod frontend;
 mod global;
 mod reduce;
+pub mod routes;
 
 use portico_model::{Diagnostic, Limits, LoadBalancer, MemberId, ObjectRef, PoolId};
 use std::collections::BTreeMap;
@@ -79,6 +81,8 @@ pub struct Rendered {
     pub crt_list: String,
     /// Every server, in configuration order.
     pub servers: Vec<Server>,
+    /// The route maps (file name in the directory → key → backend), see [`routes`].
+    pub maps: routes::Maps,
     pub diagnostics: Vec<Diagnostic>,
 }
 
