@@ -75,6 +75,7 @@ impl Instance {
             backoff: FIRST_BACKOFF,
             restart_at: None,
             counters,
+            live: crate::runtime::Live::default(),
         };
         let task = tokio::spawn(manager.run(rx));
         Instance { desired, task }
@@ -117,6 +118,8 @@ struct Manager {
     /// When haproxy is started again (after a failed start or an exit).
     restart_at: Option<tokio::time::Instant>,
     counters: Arc<crate::Counters>,
+    /// Which server slot holds which member in the running haproxy.
+    live: crate::runtime::Live,
 }
 
 impl Manager {
@@ -154,7 +157,9 @@ impl Manager {
         // configuration invalid: no `haproxy -c` (seconds on a large configuration) for them.
         let plan = (self.applied.as_ref())
             .filter(|applied| applied.certificates == desired.certificates)
-            .and_then(|applied| crate::runtime::commands(&applied.rendered, &desired.rendered));
+            .and_then(|applied| {
+                crate::runtime::commands(&applied.rendered, &desired.rendered, &self.live)
+            });
         if let Err(problem) = self.stage(&desired, plan.is_none()).await {
             tracing::warn!(dir = %self.dir.display(), "{problem}");
             self.restore();
@@ -169,15 +174,19 @@ impl Manager {
                 return;
             }
             (Some(_), Some(_)) if plan.is_some() => {
-                match self.runtime(plan.unwrap_or_default()).await {
-                    Ok(()) => Ok(()),
+                let (exchanges, live) = plan.unwrap_or_default();
+                match self.runtime(exchanges).await {
+                    Ok(()) => {
+                        self.live = live;
+                        Ok(())
+                    }
                     Err(error) => {
                         tracing::info!(%error, "runtime API change failed; reloading instead");
-                        self.reload().await
+                        self.reload_applied().await
                     }
                 }
             }
-            (Some(_), _) => self.reload().await,
+            (Some(_), _) => self.reload_applied().await,
         };
         files::remove_other_certificates(&self.dir, &desired.certificates);
         match outcome {
@@ -244,6 +253,9 @@ impl Manager {
         match self.spawn().await {
             Ok(process) => {
                 self.process = Some(process);
+                if let Some(applied) = &self.applied {
+                    self.live = crate::runtime::Live::of(&applied.rendered);
+                }
                 self.reporter.set(true, None);
             }
             Err(problem) => self.retry_later(problem),
@@ -322,6 +334,16 @@ impl Manager {
         ))
     }
 
+    /// A reload of what `applied` holds; the slots are then what its files say (whatever the
+    /// outcome: a failed reload keeps the old worker, whose slots the next reload replaces).
+    async fn reload_applied(&mut self) -> Result<(), String> {
+        let outcome = self.reload().await;
+        if let Some(applied) = &self.applied {
+            self.live = crate::runtime::Live::of(&applied.rendered);
+        }
+        outcome
+    }
+
     /// A hitless reload through the master CLI: the new worker gets the listening sockets.
     async fn reload(&mut self) -> Result<(), String> {
         let master = files::socket(&self.dir, MASTER_SOCKET);
@@ -370,9 +392,8 @@ impl Manager {
             let answer = command(&socket, exchange)
                 .await
                 .map_err(|e| e.to_string())?;
-            let answer = answer.trim();
-            if !answer.is_empty() {
-                return Err(answer.to_owned());
+            if crate::runtime::failed(&answer) {
+                return Err(answer.trim().to_owned());
             }
         }
         if !exchanges.is_empty() {

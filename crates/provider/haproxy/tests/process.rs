@@ -113,8 +113,13 @@ async fn readiness_changes_go_through_the_runtime_api_without_a_reload() {
         "the same worker serves: no reload"
     );
     let conf = std::fs::read_to_string(dir(state.path()).join("haproxy.conf")).unwrap();
+    let member = format!(
+        "server {} ",
+        portico_model::MemberId::derive(&a.to_string())
+    );
+    let line = conf.lines().find(|l| l.contains(&member)).unwrap();
     assert!(
-        !conf.contains(" disabled"),
+        !line.contains(" disabled"),
         "the file follows runtime changes:\n{conf}"
     );
     p.shutdown().await;
@@ -209,5 +214,58 @@ async fn route_changes_go_through_the_runtime_api_without_a_reload() {
         maps,
         format!("test/b {}\n", portico_model::PoolId::derive("pool"))
     );
+    p.shutdown().await;
+}
+
+/// Endpoints that change (one replaced by a new address, one added) take spare server slots
+/// through the runtime API: the new ones serve, the gone one gets nothing, the same worker
+/// serves and no reload is counted; the file on disk names the new members.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn endpoint_changes_take_spare_slots_without_a_reload() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let state = tempfile::tempdir().unwrap();
+    let (a, b, c) = (echo("a").await, echo("b").await, echo("c").await);
+    let (d, e) = (echo("d").await, echo("e").await);
+    let port = free_port();
+    let front: SocketAddr = ([127, 0, 0, 1], port).into();
+    let (p, counters) = provider_counted(state.path());
+    let none = Certificates::new();
+    p.apply(
+        &model(port, &[(a, true), (b, true), (c, true)]),
+        &none,
+        &CaBundles::new(),
+    );
+    wait_ready(&p).await;
+    wait_for(front, "/", 200, "c").await;
+    let pid = master_pid(state.path());
+    let worker = worker_pids(pid);
+
+    let members = [(a, true), (b, true), (d, true), (e, true)];
+    p.update_members(&model(port, &members), &HashSet::new());
+    wait_for(front, "/", 200, "d").await;
+    wait_for(front, "/", 200, "e").await;
+    let mut seen = std::collections::BTreeMap::new();
+    for _ in 0..40 {
+        let (status, body) = get(front, "/").await.unwrap();
+        assert_eq!(status, 200);
+        *seen.entry(body).or_insert(0) += 1;
+    }
+    assert!(
+        !seen.contains_key("c"),
+        "the gone endpoint served: {seen:?}"
+    );
+    assert_eq!(seen.len(), 4, "{seen:?}");
+
+    assert_eq!(worker_pids(pid), worker, "the same worker serves");
+    assert_eq!(counters.reloads.load(Relaxed), 0, "no reload");
+    assert!(counters.runtime_updates.load(Relaxed) >= 1);
+    let conf = std::fs::read_to_string(dir(state.path()).join("haproxy.conf")).unwrap();
+    for (addr, _) in members {
+        assert!(conf.contains(&format!(
+            "server {} {addr} ",
+            portico_model::MemberId::derive(&addr.to_string())
+        )));
+    }
+    assert!(!conf.contains(&c.to_string()));
     p.shutdown().await;
 }

@@ -236,14 +236,19 @@ fn no_match_and_no_default_backend_is_404_and_an_empty_pool_is_503() {
         r.config
             .contains("string \"503 Service Unavailable\\n\" if { nbsrv eq 0 } !{ stopping }")
     );
-    assert_eq!(
-        lines_with(&r, "    server "),
-        [format!(
-            "server {} 10.0.0.1:8080 weight 1 check inter 10000ms downinter 10000ms fall 3 rise 1 \
-             observe layer7 error-limit 5 on-error mark-down disabled",
-            MemberId::derive("1")
-        )]
-    );
+    let options = "check inter 10000ms downinter 10000ms fall 3 rise 1 observe layer7 \
+                   error-limit 5 on-error mark-down disabled";
+    let mut expected = vec![format!(
+        "server {} 10.0.0.1:8080 weight 1 {options}",
+        MemberId::derive("1")
+    )];
+    // The spare slots members added later take without a reload: the same options.
+    for n in 1..=SPARE_SLOTS {
+        expected.push(format!(
+            "server portico-spare-{n} 0.0.0.0:0 weight 1 {options}"
+        ));
+    }
+    assert_eq!(lines_with(&r, "    server "), expected);
 }
 
 #[test]
@@ -277,15 +282,40 @@ fn redirects_name_the_https_port_and_keep_path_and_query() {
 }
 
 #[test]
-fn shape_ignores_only_the_runtime_state_of_servers() {
+fn shape_ignores_only_the_members() {
     let a = rendered(&lb(vec![], vec![member(1, true)]));
     let mut changed = vec![member(1, false)];
     changed[0].weight = 7;
     let b = rendered(&lb(vec![], changed));
     assert_ne!(a.config, b.config);
     assert_eq!(a.shape(), b.shape());
+    // Members come and go through spare slots: the same shape, as long as the retry count
+    // (the pool's tries, at most one per member) stays.
+    let three = rendered(&lb(vec![], (1..=3).map(|n| member(n, true)).collect()));
+    let four = rendered(&lb(vec![], (1..=4).map(|n| member(n, true)).collect()));
+    assert_eq!(three.shape(), four.shape());
     let c = rendered(&lb(vec![], vec![member(1, true), member(2, true)]));
     assert_ne!(a.shape(), c.shape());
+    // Not with cookie affinity (a cookie value per member, no spares).
+    let sticky = |members| {
+        let mut l = lb(vec![], members);
+        l.pools[0].settings.affinity = Some(CookieAffinity {
+            name: "c".into(),
+            max_age_s: None,
+            path: None,
+        });
+        rendered(&l)
+    };
+    let one = sticky(vec![member(1, true)]);
+    assert!(!one.config.contains("portico-spare-"));
+    assert_ne!(
+        one.shape(),
+        sticky(vec![member(1, true), member(2, true)]).shape()
+    );
+    // Other settings change the shape.
+    let mut slow = lb(vec![], vec![member(1, true)]);
+    slow.pools[0].settings.passive.failures = 9;
+    assert_ne!(a.shape(), rendered(&slow).shape());
 }
 
 #[test]
