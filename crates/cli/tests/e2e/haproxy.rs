@@ -228,3 +228,59 @@ async fn a_state_directory_too_long_for_unix_sockets_serves() {
     };
     wait_for("haproxy's access log line", logged).await;
 }
+
+/// `portico_haproxy_reloads_total` and `portico_haproxy_runtime_updates_total` through the
+/// real binary: an endpoint replaced by a new one and a path added to the Ingress are served
+/// by the running haproxy through its runtime API, and no reload is counted.
+#[tokio::test]
+async fn endpoint_and_route_changes_are_served_without_a_reload() {
+    let m = Manifests::new();
+    let pods = echo_pods("web", 3).await;
+    m.write("backends.yaml", &service("hx", "web", &ready(&pods)));
+    m.write("ing.yaml", &web_ingress());
+    let p = Portico::start_haproxy(m.path(), &[]).await;
+    p.wait_route("web.test", "/", 200, "web").await;
+    let counter = |text: &str, name: &str| -> u64 {
+        let line = text.lines().find(|l| l.starts_with(name));
+        line.and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+            .unwrap_or_else(|| panic!("{name} missing in:\n{text}"))
+    };
+    let before = p.metrics().await;
+    assert_eq!(counter(&before, "portico_haproxy_reloads_total"), 0);
+
+    // One endpoint replaced by a new pod.
+    let new = portico_echo::spawn(([127, 0, 0, 1], 0).into(), "web", "web-new")
+        .await
+        .unwrap();
+    let moved = [pods[0], pods[1], new];
+    m.write("backends.yaml", &service("hx", "web", &ready(&moved)));
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let r = p.get("web.test", "/").await;
+        if r.json()["pod"] == "web-new" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the new endpoint never answered");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    // A path added to the Ingress.
+    let y = ingress(
+        "hx",
+        "web",
+        "2026-01-01T00:00:00Z",
+        &[
+            ("web.test", "/", "Prefix", "web", "80"),
+            ("other.test", "/only", "Exact", "web", "80"),
+        ],
+    );
+    m.write("ing.yaml", &y);
+    p.wait_route("other.test", "/only", 200, "web").await;
+
+    let after = p.metrics().await;
+    assert_eq!(
+        counter(&after, "portico_haproxy_reloads_total"),
+        0,
+        "no reload"
+    );
+    assert!(counter(&after, "portico_haproxy_runtime_updates_total") >= 2);
+}
