@@ -24,6 +24,7 @@ pub struct Options {
     pub portico: PathBuf,
     pub dir: PathBuf,
     pub sizes: Sizes,
+    pub cycle: PortCycle,
     pub changes: usize,
     pub backends: usize,
     pub rate: u32,
@@ -60,7 +61,7 @@ pub async fn run(o: Options) -> anyhow::Result<String> {
     let began = Instant::now();
     let http = Http::default();
     let ports = crate::run::start_backends(o.backends).await?;
-    let layout = Layout::new(o.sizes, ports, PortCycle::PerEndpoint).map_err(anyhow::Error::msg)?;
+    let layout = Layout::new(o.sizes, ports, o.cycle).map_err(anyhow::Error::msg)?;
     let plan = Plan::new(&layout, o.changes, 100);
     let manifests = o.dir.join("manifests");
     progress(began, "writing the manifests");
@@ -138,7 +139,8 @@ async fn measure(
     r.ingress = changes::ingresses(t, &plan.ingress_changes).await?;
     let middle = counter(http, portico.admin, "portico_haproxy_reloads_total").await;
     progress(began, "endpoint changes");
-    r.endpoint = one_endpoint_changes(t, &plan.endpoint_changes).await?;
+    let per_endpoint = o.cycle == PortCycle::PerEndpoint;
+    r.endpoint = one_endpoint_changes(t, &plan.endpoint_changes, per_endpoint).await?;
     let after = counter(http, portico.admin, "portico_haproxy_reloads_total").await;
     r.ingress_reloads = middle - before;
     r.endpoint_reloads = after - middle;
@@ -163,11 +165,14 @@ async fn measure(
     Ok(r)
 }
 
-/// Each change moves the first endpoint of a Service to a new marker backend (the other
-/// endpoints stay) and is timed until the marker answers; then the Service is restored.
+/// Each change moves a Service's endpoints to a new marker backend and is timed until the
+/// marker answers; then the Service is restored. With a port per endpoint (every endpoint a
+/// distinct member) only the first endpoint moves; otherwise (every endpoint of a Service at
+/// one address and port: one member) all of them do, as in `scale`.
 async fn one_endpoint_changes(
     t: Target<'_>,
     changes: &[EndpointChange],
+    per_endpoint: bool,
 ) -> anyhow::Result<Vec<Option<Duration>>> {
     let started = Instant::now();
     let mut out = Vec::new();
@@ -181,9 +186,13 @@ async fn one_endpoint_changes(
             .context("starting a marker backend")?;
         let file = generate::service_file(t.dir, t.layout, c.service);
         let route = t.layout.route(c.route);
-        let mut ports = t.layout.service_ports(c.service);
-        ports[0] = marker.port();
-        let moved = generate::yaml::service(&t.layout.service_name(c.service), &ports);
+        let moved = if per_endpoint {
+            let mut ports = t.layout.service_ports(c.service);
+            ports[0] = marker.port();
+            generate::yaml::service(&t.layout.service_name(c.service), &ports)
+        } else {
+            generate::service_yaml_on(t.layout, c.service, marker.port())
+        };
         let staged = Staged::write(&file, &moved)?;
         let start = Instant::now();
         staged.commit()?;
@@ -325,9 +334,18 @@ fn free_port() -> anyhow::Result<u16> {
 fn report(o: &Options, results: &[(Provider, anyhow::Result<Results>)]) -> String {
     let s = &o.sizes;
     let mut t = format!(
-        "\n{} Ingresses, {} paths over {} hosts, {} Services, {} endpoints (distinct members), \
-         light traffic {} requests/s\n\n",
-        s.ingresses, s.paths, s.hosts, s.services, s.endpoints, o.rate
+        "\n{} Ingresses, {} paths over {} hosts, {} Services, {} endpoints ({}), light traffic \
+         {} requests/s\n\n",
+        s.ingresses,
+        s.paths,
+        s.hosts,
+        s.services,
+        s.endpoints,
+        match o.cycle {
+            PortCycle::PerEndpoint => "each a distinct pool member",
+            PortCycle::PerService => "those of a Service at one address and port: one member",
+        },
+        o.rate
     );
     t.push_str("| measure | target | haproxy | built-in proxy |\n| --- | --- | --- | --- |\n");
     let cell = |p: Provider, f: &dyn Fn(&Results) -> String| -> String {
@@ -375,7 +393,7 @@ fn report(o: &Options, results: &[(Provider, anyhow::Result<Results>)]) -> Strin
             Box::new(|r| r.ingress_reloads.to_string()),
         ),
         (
-            "one-endpoint change served",
+            "endpoint change served",
             "",
             Box::new(move |r| summary(summarize(&r.endpoint))),
         ),

@@ -271,6 +271,7 @@ fn haproxy_scale(args: HaproxyScaleArgs) -> anyhow::Result<()> {
         portico: args.portico,
         dir: args.dir,
         sizes: args.sizes.into(),
+        cycle: args.sizes.cycle(),
         changes: args.changes,
         backends: args.backends,
         rate: args.rate,

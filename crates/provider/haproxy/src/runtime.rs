@@ -3,10 +3,11 @@
 //! crt-list and the same map files are applied by commands on the stats socket: route map
 //! entries (`add map`, `set map`, `del map`) and members. A member keeps its server slot
 //! (named by its id) while it stays: its address, weight and readiness are set in place; a
-//! member that goes puts its slot in maintenance; a new member takes a free spare slot
-//! (`portico-spare-<n>`, [`crate::render::SPARE_SLOTS`] per pool) or its own slot again.
-//! When no slot is free, or anything else changed, only a reload can apply the change; the
-//! reload starts from the files, which name every member by its id, so both agree.
+//! member that goes puts its slot in maintenance; a new member takes its own slot again, else a
+//! spare slot (`portico-spare-<n>`, [`crate::render::SPARE_SLOTS`] per pool), else a slot a
+//! gone member freed (a replaced endpoint needs no spare). When no slot is free, or anything
+//! else changed, only a reload can apply the change; the reload starts from the files, which
+//! name every member by its id, so both agree.
 
 use crate::render::{Rendered, Server, routes};
 use portico_model::{MemberId, PoolId};
@@ -94,15 +95,14 @@ fn members(live: &Live, desired: &[Server]) -> Option<(Vec<String>, Live)> {
             }
         }
         for (member, server) in wanted {
-            let free = |s: &&mut Slot| s.holds.is_none();
-            let slot = match slots
-                .iter_mut()
-                .filter(free)
-                .find(|s| s.own == Some(member))
-            {
-                Some(own) => own,
-                None => slots.iter_mut().filter(free).find(|s| s.own.is_none())?,
+            // Its own slot, else a spare, else any slot a gone member freed.
+            let free = |want: &dyn Fn(&Slot) -> bool| {
+                slots.iter().position(|s| s.holds.is_none() && want(s))
             };
+            let index = free(&|s| s.own == Some(member))
+                .or_else(|| free(&|s| s.own.is_none()))
+                .or_else(|| free(&|_| true))?;
+            let slot = &mut slots[index];
             let target = format!("{pool}/{}", slot.name);
             commands.extend(changes(&target, None, &server));
             slot.holds = Some(server);
@@ -215,36 +215,24 @@ mod tests {
             }
         }
         assert_eq!(commands, expected);
-        // No spare left: the next new member needs a reload; the gone member's own slot is
-        // kept for it.
-        assert!(
-            members(
-                &live,
-                &[
-                    server("p", "b", 2, true),
-                    server("p", "c", 3, false),
-                    server("p", "d", 4, true)
-                ]
-            )
-            .is_none()
-        );
-        let (commands, _) = members(
-            &live,
-            &[
-                server("p", "a", 1, true),
-                server("p", "b", 2, true),
-                server("p", "c", 3, false),
-            ],
-        )
-        .unwrap();
+        // A gone member's slot serves a new one (a replaced endpoint needs no spare).
+        let three = [
+            server("p", "b", 2, true),
+            server("p", "c", 3, false),
+            server("p", "d", 4, true),
+        ];
+        let (commands, _) = members(&live, &three).unwrap();
         assert_eq!(
             commands,
             [
-                format!("set server {pool}/{a} addr 10.0.0.1 port 80"),
+                format!("set server {pool}/{a} addr 10.0.0.4 port 80"),
                 format!("set weight {pool}/{a} 1"),
                 format!("set server {pool}/{a} state ready"),
             ]
         );
+        // No free slot left: the next new member needs a reload.
+        let four = [three.as_slice(), &[server("p", "e", 5, true)]].concat();
+        assert!(members(&live, &four).is_none());
     }
 
     #[test]

@@ -130,9 +130,12 @@ pub(super) fn pools(
     s
 }
 
-/// Spare server slots per pool: members added later take one through the runtime API
-/// instead of a reload. None for cookie affinity, whose cookie value is the member's own.
-pub const SPARE_SLOTS: usize = 4;
+/// Spare server slots per pool: a member added later takes one through the runtime API
+/// instead of a reload (a replaced member takes the slot of the one it replaces). One: every
+/// server with checks holds a file descriptor haproxy reserves at start, so spares cost
+/// descriptors (haproxy refuses to start when its limit is short). None for cookie affinity,
+/// whose cookie value is the member's own.
+pub const SPARE_SLOTS: usize = 1;
 
 /// The name of spare slot `n` (from 1).
 fn spare_name(n: usize) -> String {
