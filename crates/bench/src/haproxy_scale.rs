@@ -331,6 +331,9 @@ fn free_port() -> anyhow::Result<u16> {
         .port())
 }
 
+/// How one row of the table shows a provider's results.
+type Cell = Box<dyn Fn(&Results) -> String>;
+
 fn report(o: &Options, results: &[(Provider, anyhow::Result<Results>)]) -> String {
     let s = &o.sizes;
     let mut t = format!(
@@ -370,7 +373,7 @@ fn report(o: &Options, results: &[(Provider, anyhow::Result<Results>)]) -> Strin
             )
         })
     };
-    let rows: Vec<(&str, &str, Box<dyn Fn(&Results) -> String>)> = vec![
+    let rows: Vec<(&str, &str, Cell)> = vec![
         ("cold start to /readyz", "", Box::new(|r| duration(r.ready))),
         (
             "cold start to serving (first and last route)",
