@@ -160,7 +160,10 @@ impl Manager {
             .and_then(|applied| {
                 crate::runtime::commands(&applied.rendered, &desired.rendered, &self.live)
             });
-        if let Err(problem) = self.stage(&desired, plan.is_none()).await {
+        // The very first configuration has no last good one to protect: the start parses it
+        // (and reports haproxy's alerts when it fails), so it is not parsed twice.
+        let first = self.applied.is_none() && self.process.is_none();
+        if let Err(problem) = self.stage(&desired, plan.is_none() && !first).await {
             tracing::warn!(dir = %self.dir.display(), "{problem}");
             self.restore();
             let serving = self.process.is_some();

@@ -234,3 +234,49 @@ async fn a_slow_start_is_waited_for_while_haproxy_lives() {
     assert!(statuses.status().diagnostics.is_empty());
     instance.stop().await;
 }
+
+/// A broken first configuration (no last good one to keep) is not checked apart: the start
+/// fails with haproxy's own reason, reported and retried, until a good one comes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broken_first_configuration_fails_its_start_with_haproxys_reason() {
+    let state = tempfile::tempdir().unwrap();
+    let dir = state.path().join("lb");
+    let port = port();
+    let statuses = Statuses::new();
+    let binary = Arc::new(Binary {
+        haproxy: "haproxy".into(),
+        setpriv: None,
+    });
+    let instance = Instance::start(
+        dir.clone(),
+        binary,
+        reporter(&statuses),
+        Duration::from_secs(3),
+        Arc::default(),
+    );
+    instance.set(Arc::new(config(
+        &dir,
+        port,
+        "one",
+        "    no-such-directive here\n",
+    )));
+    until("the failed start's diagnostic", async || {
+        !statuses.status().diagnostics.is_empty()
+    })
+    .await;
+    let status = statuses.status();
+    assert!(!status.ready);
+    let message = &status.diagnostics[0].message;
+    assert!(
+        message.contains("unknown keyword 'no-such-directive'")
+            && message.contains("starting it again in"),
+        "{message}"
+    );
+    instance.set(Arc::new(config(&dir, port, "two", "")));
+    until("serving the good one", async || {
+        body(port).await.as_deref() == Some("two")
+    })
+    .await;
+    until("ready", async || statuses.status().ready).await;
+    instance.stop().await;
+}
