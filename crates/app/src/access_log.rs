@@ -9,9 +9,24 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 /// The socket's path under the state directory: one per process, so that two Portico
-/// processes sharing a state directory do not take each other's lines.
+/// processes sharing a state directory do not take each other's lines. When that path is too
+/// long for a unix socket, a short alias of the state directory stands in
+/// (`portico_statedir::socket_path`).
 pub(crate) fn socket_path(state_dir: &Path) -> PathBuf {
-    state_dir.join(format!("access-log.{}.sock", std::process::id()))
+    let name = socket_name();
+    portico_statedir::socket_path(state_dir, &name).unwrap_or_else(|| state_dir.join(name))
+}
+
+fn socket_name() -> String {
+    format!("access-log.{}.sock", std::process::id())
+}
+
+/// Creates the state directory and, when the socket's path needs one, its short alias.
+pub(crate) fn prepare(state_dir: &Path) -> std::io::Result<()> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .create(state_dir)?;
+    portico_statedir::make_socket_alias(state_dir, &socket_name())
 }
 
 /// Binds `path` (replacing a stale file of this process id) and forwards every datagram to
@@ -21,9 +36,6 @@ pub(crate) fn forward(
     log: AccessLog,
     mut shutdown: watch::Receiver<bool>,
 ) -> std::io::Result<JoinHandle<()>> {
-    if let Some(dir) = path.parent() {
-        std::fs::DirBuilder::new().recursive(true).create(dir)?;
-    }
     let _ = std::fs::remove_file(&path);
     let socket = UnixDatagram::bind(&path)?;
     Ok(tokio::spawn(async move {

@@ -131,3 +131,36 @@ impl AppMetrics {
         }
     }
 }
+
+/// The haproxy provider's counters, read at each scrape.
+#[derive(Debug)]
+pub(crate) struct HaproxyCollector(pub(crate) std::sync::Arc<portico_provider_haproxy::Counters>);
+
+impl prometheus_client::collector::Collector for HaproxyCollector {
+    fn encode(
+        &self,
+        mut encoder: prometheus_client::encoding::DescriptorEncoder,
+    ) -> Result<(), std::fmt::Error> {
+        use prometheus_client::encoding::EncodeMetric;
+        use prometheus_client::metrics::counter::ConstCounter;
+        use std::sync::atomic::Ordering::Relaxed;
+        let counters = [
+            (
+                "portico_haproxy_reloads",
+                "haproxy reloads (a new worker on a new configuration), every attempt",
+                self.0.reloads.load(Relaxed),
+            ),
+            (
+                "portico_haproxy_runtime_updates",
+                "Changes haproxy took through its runtime API alone, without a reload (route map entries, servers' addresses, weights and states)",
+                self.0.runtime_updates.load(Relaxed),
+            ),
+        ];
+        for (name, help, value) in counters {
+            let counter = ConstCounter::new(value);
+            let metric = encoder.encode_descriptor(name, help, None, counter.metric_type())?;
+            counter.encode(metric)?;
+        }
+        Ok(())
+    }
+}

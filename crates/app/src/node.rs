@@ -91,6 +91,10 @@ impl Node {
             haproxy_socket,
             mut tasks,
         } = start_access_log(&listen.access_log, haproxy, &mut prometheus, shutdown)?;
+        let haproxy_counters = Arc::new(portico_provider_haproxy::Counters::default());
+        prometheus.register_collector(Box::new(crate::metrics::HaproxyCollector(
+            haproxy_counters.clone(),
+        )));
         let admin = Admin::with_hosts(Arc::new(prometheus), listen.admin_hosts.clone());
         let default_binds = listen.haproxy_listens.then_some((bound.http, bound.https));
         let (proxy, proxy_tasks) = ProxyProvider::new(
@@ -111,6 +115,7 @@ impl Node {
             listen.limits,
             listen.l4_limits,
             haproxy_socket,
+            haproxy_counters,
         )?;
         let haproxy_health = Arc::downgrade(&haproxy);
         admin.set_pool_health(Box::new(move || {
@@ -207,6 +212,8 @@ fn start_access_log(
             tasks: Vec::new(),
         });
     }
+    crate::access_log::prepare(&haproxy.state_dir)
+        .map_err(failed(haproxy.state_dir.display().to_string()))?;
     let socket = crate::access_log::socket_path(&haproxy.state_dir);
     let task = crate::access_log::forward(socket.clone(), access.clone(), shutdown.clone())
         .map_err(failed(socket.display().to_string()))?;

@@ -53,6 +53,7 @@ pub(crate) fn registry(
     limits: Limits,
     l4_limits: portico_provider_l4::L4Limits,
     access_log: Option<PathBuf>,
+    counters: Arc<portico_provider_haproxy::Counters>,
 ) -> Result<(Registry, Arc<HaproxyProvider>), portico_provider_haproxy::StartError> {
     let binds = default_binds.map(|(http, https)| Binds {
         http: Some(http),
@@ -64,6 +65,7 @@ pub(crate) fn registry(
             haproxy: haproxy.binary.clone(),
             setpriv: setpriv(),
         },
+        counters,
     })?;
     let provider = Arc::new(provider);
     let mut registry = Registry::default();

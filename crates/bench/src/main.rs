@@ -15,6 +15,7 @@
 mod balance;
 mod distributed;
 mod generate;
+mod haproxy_scale;
 mod http;
 mod l4;
 mod nginx;
@@ -44,6 +45,9 @@ enum Command {
     Gen(GenArgs),
     /// Generate the cluster, measure Portico and nginx against it, print a Markdown table.
     Scale(ScaleArgs),
+    /// The 10,000-Ingress cluster served by the haproxy provider and by the built-in proxy:
+    /// cold start, change latencies, reloads, failures, CPU per request.
+    HaproxyScale(HaproxyScaleArgs),
     /// Run the cluster through etcd (a controller, two agents) at each size; print a table.
     Distributed(DistributedArgs),
     /// Least request against round robin with one slow member, both providers; print a table.
@@ -187,6 +191,33 @@ struct ScaleArgs {
 }
 
 #[derive(Args, Debug)]
+struct HaproxyScaleArgs {
+    /// The `portico` binary to measure.
+    #[arg(long)]
+    portico: PathBuf,
+    /// Work directory: manifests, logs, the haproxy state directory.
+    #[arg(long)]
+    dir: PathBuf,
+    #[command(flatten)]
+    sizes: SizeArgs,
+    /// How many Ingress changes and how many endpoint changes to time, per provider.
+    #[arg(long, default_value_t = 50)]
+    changes: usize,
+    /// Echo backends to start; each Service's endpoints cycle over their ports.
+    #[arg(long, default_value_t = 10)]
+    backends: usize,
+    /// Requests per second of the light traffic.
+    #[arg(long, default_value_t = 100)]
+    rate: u32,
+    /// Seconds each change phase may take.
+    #[arg(long, default_value_t = 120)]
+    phase_budget: u64,
+    /// Requests per route for the CPU measurement.
+    #[arg(long, default_value_t = 4000)]
+    cpu_requests: usize,
+}
+
+#[derive(Args, Debug)]
 struct DistributedArgs {
     /// The `portico` binary to measure.
     #[arg(long)]
@@ -219,6 +250,7 @@ fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Gen(args) => generate(args),
         Command::Scale(args) => scale(args),
+        Command::HaproxyScale(args) => haproxy_scale(args),
         Command::Distributed(args) => distributed(args),
         Command::Balance(args) => balance(args),
         Command::L4Echo(args) => {
@@ -287,6 +319,24 @@ fn generate(args: GenArgs) -> anyhow::Result<()> {
     let layout = layout.with_tls(args.sizes.tls_secrets);
     generate::write_all(&args.dir, &layout)
         .with_context(|| format!("writing {}", args.dir.display()))
+}
+
+fn haproxy_scale(args: HaproxyScaleArgs) -> anyhow::Result<()> {
+    let options = haproxy_scale::Options {
+        portico: args.portico,
+        dir: args.dir,
+        sizes: args.sizes.into(),
+        cycle: args.sizes.cycle(),
+        changes: args.changes,
+        backends: args.backends,
+        rate: args.rate,
+        phase_budget: Duration::from_secs(args.phase_budget),
+        cpu_requests: args.cpu_requests,
+    };
+    let runtime = tokio::runtime::Runtime::new()?;
+    let table = runtime.block_on(haproxy_scale::run(options))?;
+    print!("{table}");
+    Ok(())
 }
 
 fn scale(args: ScaleArgs) -> anyhow::Result<()> {

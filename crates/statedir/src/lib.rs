@@ -8,8 +8,14 @@
 //!   an unpredictable name, created exclusively without following symlinks, with its final
 //!   mode from the start, then renamed over the old one: a file another user planted is never
 //!   written through.
+//! - Unix sockets whose path would be too long are reached through a short private alias
+//!   ([`socket_path`]).
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
+
+mod sockets;
+
+pub use sockets::{MAX_SOCKET_PATH, make_socket_alias, remove_socket_alias, socket_path};
 
 use rustix::fs::{AtFlags, Mode, OFlags};
 use std::fmt::Write as _;

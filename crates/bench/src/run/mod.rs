@@ -2,7 +2,7 @@
 //! under light traffic (cold start, memory, Ingress and endpoint changes, memory return), then
 //! nginx on the same routes; the report comes last.
 
-mod changes;
+pub(crate) mod changes;
 mod memory;
 pub(crate) mod portico;
 

@@ -41,10 +41,17 @@ fn render_prints_the_config_of_each_haproxy_load_balancer_and_says_when_there_is
     };
     let text = run("haproxy");
     assert!(text.contains("/loadbalancer/haproxy/"), "{text}");
+    // Routing is by maps written beside the configuration, not by ACLs.
     assert!(
-        text.contains("acl ") && text.contains("var(txn.host) -m str -- \"web.test\""),
+        !text.contains("acl ") && text.contains(",map_beg(routes-"),
         "{text}"
     );
+    let maps: String = walk(state.path())
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "map"))
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .collect();
+    assert!(maps.contains("web.test/ "), "{maps}");
     assert!(text.contains("bind 127.0.0.1:8080"), "{text}");
     assert!(text.contains("crt-list"), "{text}");
     // What render prints passes `haproxy -c` as printed: the files it names exist.
@@ -62,6 +69,20 @@ fn render_prints_the_config_of_each_haproxy_load_balancer_and_says_when_there_is
         String::from_utf8_lossy(&check.stderr)
     );
     assert!(run("proxy").contains("no load balancer has provider haproxy"));
+}
+
+/// Every file below `dir`.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
 }
 
 async fn wait_for<F: Fn() -> bool>(what: &str, f: F) {
@@ -178,4 +199,88 @@ async fn validate_reports_haproxy_plan_errors() {
     let out = validate(&["--provider", "haproxy"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{text}");
+}
+
+/// A state directory longer than a unix socket's path allows: haproxy's stats and master
+/// sockets and the access log's socket are reached through short aliases; haproxy serves, its
+/// access log lines arrive, and the sockets themselves are in the state directory.
+#[tokio::test]
+async fn a_state_directory_too_long_for_unix_sockets_serves() {
+    let m = backends("hx", &[("web", 1)]).await;
+    m.write("ing.yaml", &web_ingress());
+    let below = format!("{}/state", "long-state-directory-".repeat(5));
+    let p = Portico::start_haproxy_below(m.path(), &below, &[]).await;
+    assert!(p.state_dir().as_os_str().len() > 100);
+    p.wait_route("web.test", "/", 200, "web").await;
+    let root = p.state_dir().join("loadbalancer/haproxy");
+    let dir = std::fs::read_dir(&root)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    for name in ["haproxy.sock", "master.sock"] {
+        assert!(dir.join(name).exists(), "{name} in {}", dir.display());
+    }
+    let logged = || {
+        let lines = p.stdout.lock().unwrap();
+        lines.iter().any(|l| l.contains("\"host\":\"web.test\""))
+    };
+    wait_for("haproxy's access log line", logged).await;
+}
+
+/// `portico_haproxy_reloads_total` and `portico_haproxy_runtime_updates_total` through the
+/// real binary: an endpoint replaced by a new one and a path added to the Ingress are served
+/// by the running haproxy through its runtime API, and no reload is counted.
+#[tokio::test]
+async fn endpoint_and_route_changes_are_served_without_a_reload() {
+    let m = Manifests::new();
+    let pods = echo_pods("web", 3).await;
+    m.write("backends.yaml", &service("hx", "web", &ready(&pods)));
+    m.write("ing.yaml", &web_ingress());
+    let p = Portico::start_haproxy(m.path(), &[]).await;
+    p.wait_route("web.test", "/", 200, "web").await;
+    let counter = |text: &str, name: &str| -> u64 {
+        let line = text.lines().find(|l| l.starts_with(name));
+        line.and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+            .unwrap_or_else(|| panic!("{name} missing in:\n{text}"))
+    };
+    let before = p.metrics().await;
+    assert_eq!(counter(&before, "portico_haproxy_reloads_total"), 0);
+
+    // One endpoint replaced by a new pod.
+    let new = portico_echo::spawn(([127, 0, 0, 1], 0).into(), "web", "web-new")
+        .await
+        .unwrap();
+    let moved = [pods[0], pods[1], new];
+    m.write("backends.yaml", &service("hx", "web", &ready(&moved)));
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let r = p.get("web.test", "/").await;
+        if r.json()["pod"] == "web-new" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the new endpoint never answered");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    // A path added to the Ingress.
+    let y = ingress(
+        "hx",
+        "web",
+        "2026-01-01T00:00:00Z",
+        &[
+            ("web.test", "/", "Prefix", "web", "80"),
+            ("other.test", "/only", "Exact", "web", "80"),
+        ],
+    );
+    m.write("ing.yaml", &y);
+    p.wait_route("other.test", "/only", 200, "web").await;
+
+    let after = p.metrics().await;
+    assert_eq!(
+        counter(&after, "portico_haproxy_reloads_total"),
+        0,
+        "no reload"
+    );
+    assert!(counter(&after, "portico_haproxy_runtime_updates_total") >= 2);
 }

@@ -126,6 +126,8 @@ pub struct Portico {
     child: Child,
     /// The haproxy provider's state directory, when the test made one.
     _state: Option<tempfile::TempDir>,
+    /// Where in `_state` the state directory is (`--state-dir`).
+    state_below: Option<String>,
     /// The fake API server, when the objects come from it (`--kubernetes`).
     pub cluster: Option<crate::kube_support::Cluster>,
     /// In the distributed shape, the controller (whose admin API shows Ingress status), the
@@ -153,7 +155,13 @@ impl Portico {
     /// Like [`Portico::start`] with `--provider haproxy`: haproxy binds free loopback ports
     /// chosen now (it cannot be given port 0) and keeps its files in a new state directory.
     pub async fn start_haproxy(dir: &Path, extra: &[&str]) -> Self {
+        Self::start_haproxy_below(dir, "", extra).await
+    }
+
+    /// Like [`Portico::start_haproxy`] with the state directory `below` inside the new one.
+    pub async fn start_haproxy_below(dir: &Path, below: &str, extra: &[&str]) -> Self {
         let state = tempfile::tempdir().unwrap();
+        let state_dir = state.path().join(below);
         let (http, https) = (free_port(), free_port());
         let mut args: Vec<String> = vec!["run".into(), "-f".into(), dir.display().to_string()];
         let listen = [
@@ -161,18 +169,22 @@ impl Portico {
             format!("--https-listen=127.0.0.1:{https}"),
             "--admin-listen=127.0.0.1:0".to_owned(),
             "--provider=haproxy".to_owned(),
-            format!("--state-dir={}", state.path().display()),
+            format!("--state-dir={}", state_dir.display()),
         ];
         args.extend(listen);
         args.extend(extra.iter().map(|s| s.to_string()));
         let mut p = Self::spawn(&args).await;
         p._state = Some(state);
+        p.state_below = Some(below.to_owned());
         p
     }
 
     /// The haproxy provider's state directory (only with [`Portico::start_haproxy`]).
-    pub fn state_dir(&self) -> &Path {
-        self._state.as_ref().expect("started with haproxy").path()
+    pub fn state_dir(&self) -> PathBuf {
+        let state = self._state.as_ref().expect("started with haproxy").path();
+        self.state_below
+            .as_ref()
+            .map_or_else(|| state.to_owned(), |b| state.join(b))
     }
 
     pub fn run_args(dir: &Path, extra: &[&str]) -> Vec<String> {
@@ -219,6 +231,7 @@ impl Portico {
         let p = Portico {
             child,
             _state: None,
+            state_below: None,
             cluster: None,
             distributed: None,
             http,

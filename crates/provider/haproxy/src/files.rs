@@ -12,6 +12,15 @@ pub(crate) fn create_dir(dir: &Path) -> std::io::Result<()> {
     portico_statedir::ensure_private_dir(dir).map_err(std::io::Error::other)
 }
 
+/// The path to bind or reach the socket `name` of `dir` by: `dir/name`, or a short alias when
+/// that is too long for a unix socket (`portico_statedir::socket_path`; [`plan`] refuses a
+/// directory for which even the alias is too long).
+///
+/// [`plan`]: crate::plan
+pub(crate) fn socket(dir: &Path, name: &str) -> std::path::PathBuf {
+    portico_statedir::socket_path(dir, name).unwrap_or_else(|| dir.join(name))
+}
+
 /// Writes `bytes` to `path` through an exclusive temporary file with a random name and a
 /// rename, mode `mode` (see `portico_statedir::write_file`).
 pub(crate) fn write(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
@@ -39,6 +48,25 @@ pub(crate) fn write_lists(dir: &Path, crt_list: &str) -> std::io::Result<()> {
     let error = dir.join(BAD_GATEWAY_FILE);
     if !error.exists() {
         write(&error, BAD_GATEWAY_RESPONSE.as_bytes(), 0o644)?;
+    }
+    Ok(())
+}
+
+/// The route maps (0600; unchanged ones left alone), and no other `routes-*.map` file.
+pub(crate) fn write_maps(dir: &Path, maps: &crate::routes::Maps) -> std::io::Result<()> {
+    for (name, entries) in maps {
+        let text = crate::routes::file_text(entries);
+        let path = dir.join(name);
+        if std::fs::read(&path).is_ok_and(|old| old == text.as_bytes()) {
+            continue;
+        }
+        write(&path, text.as_bytes(), 0o600)?;
+    }
+    for entry in std::fs::read_dir(dir)?.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with("routes-") && name.ends_with(".map") && !maps.contains_key(&name) {
+            let _ = std::fs::remove_file(entry.path());
+        }
     }
     Ok(())
 }

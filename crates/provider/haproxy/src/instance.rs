@@ -4,7 +4,7 @@
 
 use crate::cli::{command, master_reloads};
 use crate::files;
-use crate::render::{CONFIG_FILE, Rendered, STATS_SOCKET, Server};
+use crate::render::{CONFIG_FILE, Rendered, STATS_SOCKET};
 use crate::status::Reporter;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -23,7 +23,12 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
 /// A process that ran this long before dying starts the back-off afresh.
 const STABLE: Duration = Duration::from_secs(30);
-const READY_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a starting or reloading haproxy that is still alive may take to answer: it parses
+/// its whole configuration first (seconds for tens of thousands of backends), so this only
+/// catches a process that hangs; an exit ends the wait at once.
+const LOAD_LIMIT: Duration = Duration::from_secs(600);
+/// How often a start or reload that takes long is logged.
+const PROGRESS_EVERY: Duration = Duration::from_secs(5);
 /// After a hard stop (SIGTERM): the master's time to exit before SIGKILL.
 const KILL_MARGIN: Duration = Duration::from_secs(2);
 
@@ -57,6 +62,7 @@ impl Instance {
         binary: Arc<Binary>,
         reporter: Reporter,
         stop_timeout: Duration,
+        counters: Arc<crate::Counters>,
     ) -> Self {
         let (desired, rx) = watch::channel(None);
         let manager = Manager {
@@ -66,6 +72,10 @@ impl Instance {
             reporter,
             applied: None,
             process: None,
+            backoff: FIRST_BACKOFF,
+            restart_at: None,
+            counters,
+            live: crate::runtime::Live::default(),
         };
         let task = tokio::spawn(manager.run(rx));
         Instance { desired, task }
@@ -103,12 +113,17 @@ struct Manager {
     /// What haproxy.conf holds: the last configuration that passed the check.
     applied: Option<Arc<Desired>>,
     process: Option<Process>,
+    /// The wait before the next start after a failed one or an exit.
+    backoff: Duration,
+    /// When haproxy is started again (after a failed start or an exit).
+    restart_at: Option<tokio::time::Instant>,
+    counters: Arc<crate::Counters>,
+    /// Which server slot holds which member in the running haproxy.
+    live: crate::runtime::Live,
 }
 
 impl Manager {
     async fn run(mut self, mut rx: watch::Receiver<Option<Arc<Desired>>>) {
-        let mut backoff = FIRST_BACKOFF;
-        let mut restart_at: Option<tokio::time::Instant> = None;
         loop {
             tokio::select! {
                 changed = rx.changed() => {
@@ -123,16 +138,12 @@ impl Manager {
                 exit = exited(&mut self.process) => {
                     let ran = self.process.take().map(|p| p.started.elapsed()).unwrap_or_default();
                     if ran > STABLE {
-                        backoff = FIRST_BACKOFF;
+                        self.backoff = FIRST_BACKOFF;
                     }
-                    let problem = format!("haproxy exited ({exit}); starting it again in {backoff:?}");
-                    tracing::warn!(dir = %self.dir.display(), "{problem}");
-                    self.reporter.set(false, Some(problem));
-                    restart_at = Some(tokio::time::Instant::now() + backoff);
-                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                    self.retry_later(format!("haproxy exited ({exit})"));
                 }
-                () = sleep_until(restart_at), if restart_at.is_some() => {
-                    restart_at = None;
+                () = sleep_until(self.restart_at), if self.restart_at.is_some() => {
+                    self.restart_at = None;
                     self.start_serving().await;
                 }
             }
@@ -142,7 +153,17 @@ impl Manager {
 
     /// Check, write, then start, reload or change members through the runtime API.
     async fn apply(&mut self, desired: Arc<Desired>) {
-        if let Err(problem) = self.stage(&desired).await {
+        // Runtime-only changes (servers' state, route map entries) cannot make the
+        // configuration invalid: no `haproxy -c` (seconds on a large configuration) for them.
+        let plan = (self.applied.as_ref())
+            .filter(|applied| applied.certificates == desired.certificates)
+            .and_then(|applied| {
+                crate::runtime::commands(&applied.rendered, &desired.rendered, &self.live)
+            });
+        // The very first configuration has no last good one to protect: the start parses it
+        // (and reports haproxy's alerts when it fails), so it is not parsed twice.
+        let first = self.applied.is_none() && self.process.is_none();
+        if let Err(problem) = self.stage(&desired, plan.is_none() && !first).await {
             tracing::warn!(dir = %self.dir.display(), "{problem}");
             self.restore();
             let serving = self.process.is_some();
@@ -155,19 +176,20 @@ impl Manager {
                 self.start_serving().await;
                 return;
             }
-            (Some(_), Some(previous)) if member_only(&previous.rendered, &desired.rendered) => {
-                match self
-                    .runtime(&previous.rendered.servers, &desired.rendered.servers)
-                    .await
-                {
-                    Ok(()) => Ok(()),
+            (Some(_), Some(_)) if plan.is_some() => {
+                let (exchanges, live) = plan.unwrap_or_default();
+                match self.runtime(exchanges).await {
+                    Ok(()) => {
+                        self.live = live;
+                        Ok(())
+                    }
                     Err(error) => {
                         tracing::info!(%error, "runtime API change failed; reloading instead");
-                        self.reload().await
+                        self.reload_applied().await
                     }
                 }
             }
-            (Some(_), _) => self.reload().await,
+            (Some(_), _) => self.reload_applied().await,
         };
         files::remove_other_certificates(&self.dir, &desired.certificates);
         match outcome {
@@ -177,14 +199,20 @@ impl Manager {
     }
 
     /// Writes the files and checks the candidate; on success it becomes haproxy.conf.
-    async fn stage(&self, desired: &Desired) -> Result<(), String> {
+    async fn stage(&self, desired: &Desired, check: bool) -> Result<(), String> {
         let io = |e: std::io::Error| format!("cannot write {}: {e}", self.dir.display());
         files::create_dir(&self.dir).map_err(io)?;
+        for name in [STATS_SOCKET, MASTER_SOCKET] {
+            portico_statedir::make_socket_alias(&self.dir, name).map_err(io)?;
+        }
         files::write_certificates(&self.dir, &desired.certificates).map_err(io)?;
         files::write_lists(&self.dir, &desired.rendered.crt_list).map_err(io)?;
+        files::write_maps(&self.dir, &desired.rendered.maps).map_err(io)?;
         let candidate = self.dir.join(CANDIDATE);
         files::write(&candidate, desired.rendered.config.as_bytes(), 0o600).map_err(io)?;
-        self.check(&candidate).await?;
+        if check {
+            self.check(&candidate).await?;
+        }
         std::fs::rename(&candidate, self.dir.join(CONFIG_FILE)).map_err(io)
     }
 
@@ -192,7 +220,6 @@ impl Manager {
     async fn check(&self, config: &Path) -> Result<(), String> {
         let out = Command::new(&self.binary.haproxy)
             .arg("-c")
-            .arg("-q")
             .arg("-f")
             .arg(config)
             .stdin(Stdio::null())
@@ -202,15 +229,9 @@ impl Manager {
         if out.status.success() {
             return Ok(());
         }
-        let text = String::from_utf8_lossy(&out.stderr);
-        let alerts: Vec<&str> = text
-            .lines()
-            .filter(|l| l.contains("ALERT"))
-            .take(5)
-            .collect();
         Err(format!(
             "haproxy -c rejected the new configuration ({}); the last good configuration keeps serving",
-            alerts.join(" | ").trim()
+            check_reason(&out.stdout, &out.stderr, out.status)
         ))
     }
 
@@ -219,26 +240,40 @@ impl Manager {
         let _ = std::fs::remove_file(self.dir.join(CANDIDATE));
         if let Some(applied) = &self.applied {
             let _ = files::write_lists(&self.dir, &applied.rendered.crt_list);
+            let _ = files::write_maps(&self.dir, &applied.rendered.maps);
             let _ = files::write_certificates(&self.dir, &applied.certificates);
             files::remove_other_certificates(&self.dir, &applied.certificates);
         }
     }
 
-    /// Starts haproxy on haproxy.conf (when there is one) and waits until it answers.
+    /// Starts haproxy on haproxy.conf (when there is one) and waits until it answers; a start
+    /// that fails is tried again after the back-off.
     async fn start_serving(&mut self) {
-        if self.applied.is_none() {
+        if self.applied.is_none() || self.process.is_some() {
             return;
         }
+        self.restart_at = None;
         match self.spawn().await {
             Ok(process) => {
                 self.process = Some(process);
+                if let Some(applied) = &self.applied {
+                    self.live = crate::runtime::Live::of(&applied.rendered);
+                }
                 self.reporter.set(true, None);
             }
-            Err(problem) => {
-                tracing::warn!(dir = %self.dir.display(), "{problem}");
-                self.reporter.set(false, Some(problem));
-            }
+            Err(problem) => self.retry_later(problem),
         }
+    }
+
+    /// Not serving because of `problem`: reported (not ready, a diagnostic) and haproxy is
+    /// started again after the back-off, which doubles up to its maximum.
+    fn retry_later(&mut self, problem: String) {
+        let backoff = self.backoff;
+        let problem = format!("{problem}; starting it again in {backoff:?}");
+        tracing::warn!(dir = %self.dir.display(), "{problem}");
+        self.reporter.set(false, Some(problem));
+        self.restart_at = Some(tokio::time::Instant::now() + backoff);
+        self.backoff = (backoff * 2).min(MAX_BACKOFF);
     }
 
     async fn spawn(&self) -> Result<Process, String> {
@@ -271,34 +306,65 @@ impl Manager {
         forward(child.stdout.take(), self.dir.clone(), alerts.clone());
         forward(child.stderr.take(), self.dir.clone(), alerts.clone());
         let started = Instant::now();
-        let socket = self.dir.join(STATS_SOCKET);
-        while started.elapsed() < READY_TIMEOUT {
+        let socket = files::socket(&self.dir, STATS_SOCKET);
+        let mut progress = started + PROGRESS_EVERY;
+        // While the process lives it is loading its configuration: wait for it (only a hang
+        // is cut, after LOAD_LIMIT). An exit ends the wait with what haproxy said.
+        while started.elapsed() < LOAD_LIMIT {
             if let Ok(Some(status)) = child.try_wait() {
                 tokio::time::sleep(Duration::from_millis(50)).await;
-                return Err(format!(
-                    "haproxy exited at start ({status}): {}",
-                    alerts.text()
-                ));
+                let said = alerts.text();
+                let said = if said.is_empty() {
+                    "it printed no alert".to_owned()
+                } else {
+                    said
+                };
+                return Err(format!("haproxy exited at start ({status}): {said}"));
             }
             if command_ok(&socket, "show info").await {
-                tracing::info!(dir = %self.dir.display(), pid = child.id(), "haproxy serves");
+                tracing::info!(dir = %self.dir.display(), pid = child.id(), took = ?started.elapsed(), "haproxy serves");
                 return Ok(Process { child, started });
+            }
+            if Instant::now() > progress {
+                progress += PROGRESS_EVERY;
+                tracing::info!(dir = %self.dir.display(), for_ = ?started.elapsed(), "haproxy is still loading its configuration");
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        Err("haproxy did not answer on its stats socket in time".to_owned())
+        let _ = child.kill().await;
+        Err(format!(
+            "haproxy was alive but did not answer on its stats socket within {LOAD_LIMIT:?}; it was killed"
+        ))
+    }
+
+    /// A reload of what `applied` holds; the slots are then what its files say (whatever the
+    /// outcome: a failed reload keeps the old worker, whose slots the next reload replaces).
+    async fn reload_applied(&mut self) -> Result<(), String> {
+        let outcome = self.reload().await;
+        if let Some(applied) = &self.applied {
+            self.live = crate::runtime::Live::of(&applied.rendered);
+        }
+        outcome
     }
 
     /// A hitless reload through the master CLI: the new worker gets the listening sockets.
-    async fn reload(&self) -> Result<(), String> {
-        let master = self.dir.join(MASTER_SOCKET);
+    async fn reload(&mut self) -> Result<(), String> {
+        let master = files::socket(&self.dir, MASTER_SOCKET);
         let proc = |e: std::io::Error| format!("haproxy master CLI: {e}");
         let before = command(&master, "show proc").await.map_err(proc)?;
         let (reloads, failed) = master_reloads(&before).ok_or("unreadable show proc")?;
         let _ = command(&master, "reload").await;
-        let deadline = Instant::now() + READY_TIMEOUT;
+        (self.counters.reloads).fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // The master parses the new configuration before it answers again: wait as long as
+        // it lives (it is the process this manager watches), up to LOAD_LIMIT.
+        let deadline = Instant::now() + LOAD_LIMIT;
         while Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
+            let master_exited = (self.process.as_mut())
+                .is_none_or(|p| p.child.try_wait().is_ok_and(|s| s.is_some()));
+            if master_exited {
+                return Err("haproxy exited during its reload".to_owned());
+            }
             let Ok(now) = command(&master, "show proc").await else {
                 continue;
             };
@@ -308,7 +374,8 @@ impl Manager {
                 }
                 Some((r, _))
                     if r > reloads
-                        && command_ok(&self.dir.join(STATS_SOCKET), "show info").await =>
+                        && command_ok(&files::socket(&self.dir, STATS_SOCKET), "show info")
+                            .await =>
                 {
                     return Ok(());
                 }
@@ -319,73 +386,82 @@ impl Manager {
     }
 
     /// Member readiness and weight through the runtime API, without a reload.
-    async fn runtime(&self, old: &[Server], new: &[Server]) -> Result<(), String> {
-        let commands: Vec<String> = old
-            .iter()
-            .zip(new)
-            .flat_map(|(a, b)| changes(a, b))
-            .collect();
-        if commands.is_empty() {
-            return Ok(());
+    /// Route map entries and servers' state through the runtime API, without a reload (the
+    /// files are written already, so a later reload agrees). Each exchange must be answered
+    /// with nothing but blank lines.
+    async fn runtime(&self, exchanges: Vec<String>) -> Result<(), String> {
+        let socket = files::socket(&self.dir, STATS_SOCKET);
+        for exchange in &exchanges {
+            let answer = command(&socket, exchange)
+                .await
+                .map_err(|e| e.to_string())?;
+            if crate::runtime::failed(&answer) {
+                return Err(answer.trim().to_owned());
+            }
         }
-        let socket = self.dir.join(STATS_SOCKET);
-        let answer = command(&socket, &commands.join(";"))
-            .await
-            .map_err(|e| e.to_string())?;
-        let answer = answer.trim();
-        if answer.is_empty() {
+        if !exchanges.is_empty() {
+            (self.counters.runtime_updates).fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             tracing::debug!(
-                commands = commands.len(),
-                "members changed through the runtime API"
+                exchanges = exchanges.len(),
+                "routes and members changed through the runtime API"
             );
-            Ok(())
-        } else {
-            Err(answer.to_owned())
         }
+        Ok(())
     }
 
     async fn shutdown(&mut self) {
         if let Some(mut process) = self.process.take() {
-            let master = self.dir.join(MASTER_SOCKET);
+            let master = files::socket(&self.dir, MASTER_SOCKET);
             terminate(&mut process.child, &master, self.stop_timeout).await;
         }
+        portico_statedir::remove_socket_alias(&self.dir);
         let _ = std::fs::remove_dir_all(&self.dir);
         self.reporter.remove();
     }
 }
 
+/// Why `haproxy -c` refused a configuration: its first alerts (the ones naming a line come
+/// first), else the last lines it printed, else its exit status. Never empty.
+fn check_reason(stdout: &[u8], stderr: &[u8], status: std::process::ExitStatus) -> String {
+    let text = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(stderr),
+        String::from_utf8_lossy(stdout)
+    );
+    let strip = |l: &str| {
+        // "[ALERT]    (1234) : config : parsing ..." → "parsing ..."
+        let l = l.trim();
+        l.split_once(") : ")
+            .map_or(l, |(_, rest)| rest)
+            .trim()
+            .to_owned()
+    };
+    let alerts: Vec<String> = text
+        .lines()
+        .filter(|l| l.contains("ALERT"))
+        .map(strip)
+        .filter(|l| !l.is_empty())
+        .take(5)
+        .collect();
+    if !alerts.is_empty() {
+        return alerts.join(" | ");
+    }
+    let lines: Vec<String> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.contains("NOTICE"))
+        .map(strip)
+        .collect();
+    match lines.len() {
+        0 => format!("haproxy exited with {status} and printed no reason"),
+        n => lines[n.saturating_sub(5)..].join(" | "),
+    }
+}
+
 /// `-S <path>,mode,600`: the master CLI for this user only (the path holds no comma).
 fn master_socket_arg(dir: &Path) -> std::ffi::OsString {
-    let mut arg = dir.join(MASTER_SOCKET).into_os_string();
+    let mut arg = files::socket(dir, MASTER_SOCKET).into_os_string();
     arg.push(",mode,600");
     arg
-}
-
-/// The runtime API commands that turn server `a` into `b` (same backend and name).
-fn changes(a: &Server, b: &Server) -> Vec<String> {
-    let target = format!("{}/{}", b.backend, b.name);
-    let mut out = Vec::new();
-    if (a.address, a.port) != (b.address, b.port) {
-        out.push(format!(
-            "set server {target} addr {} port {}",
-            b.address, b.port
-        ));
-    }
-    if a.weight != b.weight {
-        out.push(format!("set weight {target} {}", b.weight));
-    }
-    if a.ready != b.ready {
-        let state = if b.ready { "ready" } else { "maint" };
-        out.push(format!("set server {target} state {state}"));
-    }
-    out
-}
-
-/// Only servers' runtime state differs: same configuration shape, same servers.
-fn member_only(old: &Rendered, new: &Rendered) -> bool {
-    old.crt_list == new.crt_list
-        && old.servers.len() == new.servers.len()
-        && old.shape() == new.shape()
 }
 
 async fn command_ok(socket: &Path, cmd: &str) -> bool {

@@ -21,16 +21,17 @@ mod plan;
 mod provider;
 pub mod quote;
 mod render;
+mod runtime;
 pub mod servers;
 mod status;
 
 pub use instance::Binary;
 pub use plan::{PlanSettings, Planned, plan};
-pub use provider::{HaproxyProvider, Settings, StartError, remove_stale};
+pub use provider::{Counters, HaproxyProvider, Settings, StartError, remove_stale};
 
 pub use render::{
     BAD_GATEWAY_FILE, BAD_GATEWAY_RESPONSE, Binds, CONFIG_FILE, CRT_LIST_FILE,
-    DEFAULT_CERTIFICATE_FILE, Input, Rendered, STATS_SOCKET, Server, render,
+    DEFAULT_CERTIFICATE_FILE, Input, Rendered, SPARE_SLOTS, STATS_SOCKET, Server, render, routes,
 };
 
 /// The provider type this crate serves.

@@ -16,9 +16,6 @@ use std::sync::Arc;
 /// Certificate files: name → PEM.
 type Files = BTreeMap<String, Arc<Vec<u8>>>;
 
-/// The longest path a unix socket can have (`sun_path` less its NUL).
-const MAX_SOCKET_PATH: usize = 107;
-
 /// Settings shared by every load balancer.
 #[derive(Debug, Clone)]
 pub struct PlanSettings {
@@ -51,13 +48,15 @@ impl Planned {
         &self.desired.rendered.config
     }
 
-    /// Writes the files the configuration names (certificates with mode 0600, crt-lists) into
+    /// Writes the files the configuration names (certificates with mode 0600, crt-lists, route
+    /// maps) into
     /// its directory, as the provider does before a check: `portico render` does it so that
     /// what it prints passes `haproxy -c` as printed.
     pub fn write_files(&self) -> std::io::Result<()> {
         crate::files::create_dir(&self.dir)?;
         crate::files::write_certificates(&self.dir, &self.desired.certificates)?;
-        crate::files::write_lists(&self.dir, &self.desired.rendered.crt_list)
+        crate::files::write_lists(&self.dir, &self.desired.rendered.crt_list)?;
+        crate::files::write_maps(&self.dir, &self.desired.rendered.maps)
     }
 }
 
@@ -250,14 +249,13 @@ fn one(
 
 fn check_socket_paths(dir: &Path) -> Result<(), String> {
     for name in [STATS_SOCKET, MASTER_SOCKET] {
-        let path = dir.join(name);
-        let len = path.as_os_str().len();
-        if len > MAX_SOCKET_PATH {
+        let Some(path) = portico_statedir::socket_path(dir, name) else {
             return Err(format!(
-                "the socket path {} is {len} bytes long, more than a unix socket allows ({MAX_SOCKET_PATH}): choose a shorter --state-dir",
-                path.display()
+                "no path for the socket {name} of {} fits in the {} bytes haproxy allows, even through a short alias in the temporary directory: set TMPDIR to a short directory",
+                dir.display(),
+                portico_statedir::MAX_SOCKET_PATH
             ));
-        }
+        };
         if path.to_string_lossy().contains(',') {
             return Err(format!(
                 "the socket path {} holds a comma, which haproxy's -S reads as an option separator: choose another --state-dir",

@@ -8,6 +8,7 @@ use crate::status::Statuses;
 use portico_model::{Diagnostic, LoadBalancerId, Model, PoolId};
 use portico_provider::{CaBundles, Certificates, Provider, Status};
 use std::collections::{BTreeMap, HashSet};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, PoisonError};
 use tokio::sync::watch;
 
@@ -16,6 +17,17 @@ use tokio::sync::watch;
 pub struct Settings {
     pub plan: PlanSettings,
     pub binary: Binary,
+    /// Where the provider counts what it does (shared with the metrics).
+    pub counters: Arc<Counters>,
+}
+
+/// What every haproxy of the provider did, counted since start.
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// Reloads through the master CLI (every attempt, failed ones too).
+    pub reloads: AtomicU64,
+    /// Changes applied through the runtime API alone (route map entries, servers).
+    pub runtime_updates: AtomicU64,
 }
 
 /// Why the provider cannot start.
@@ -101,10 +113,12 @@ pub fn remove_stale(root: &std::path::Path) -> Vec<std::path::PathBuf> {
     for entry in entries.flatten() {
         let dir = entry.path();
         let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
-        let live = std::os::unix::net::UnixStream::connect(dir.join(MASTER_SOCKET)).is_ok();
+        let master = crate::files::socket(&dir, MASTER_SOCKET);
+        let live = std::os::unix::net::UnixStream::connect(master).is_ok();
         if !is_dir || live {
             continue;
         }
+        portico_statedir::remove_socket_alias(&dir);
         match std::fs::remove_dir_all(&dir) {
             Ok(()) => {
                 tracing::info!(dir = %dir.display(), "removed a stale haproxy directory");
@@ -153,7 +167,13 @@ impl Provider for HaproxyProvider {
             let instance = instances.entry(p.id).or_insert_with(|| {
                 let reporter = self.statuses.reporter(p.id, p.object.clone());
                 let timeout = self.settings.plan.limits.shutdown_timeout;
-                Instance::start(p.dir.clone(), self.binary.clone(), reporter, timeout)
+                Instance::start(
+                    p.dir.clone(),
+                    self.binary.clone(),
+                    reporter,
+                    timeout,
+                    self.settings.counters.clone(),
+                )
             });
             instance.set(Arc::new(p.desired));
         }

@@ -28,7 +28,7 @@ pub struct ServerState {
 /// answer).
 pub fn query(dir: &Path) -> Vec<ServerState> {
     let ask = || -> std::io::Result<String> {
-        let mut stream = UnixStream::connect(dir.join(STATS_SOCKET))?;
+        let mut stream = UnixStream::connect(crate::files::socket(dir, STATS_SOCKET))?;
         stream.set_read_timeout(Some(TIMEOUT))?;
         stream.set_write_timeout(Some(TIMEOUT))?;
         stream.write_all(b"show servers state\n")?;

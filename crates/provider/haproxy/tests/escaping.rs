@@ -2,7 +2,9 @@
 //! wildcard hosts, Exact and Prefix paths, TLS hosts) never produce an extra directive. The
 //! configuration is read back with haproxy's own quoting rules (section 2.2 of its manual):
 //! it has exactly the lines and words of the same model with harmless values, and each value
-//! comes back as one word equal to the original. `haproxy -c` accepts a sample of them.
+//! comes back as one word equal to the original. The route map files hold one key and one
+//! backend per line, and each host and path comes back whole in its key or its policy is not
+//! served (an error). `haproxy -c` accepts a sample of them.
 
 #![allow(clippy::unwrap_used)]
 
@@ -203,19 +205,36 @@ proptest! {
             prop_assert_eq!(got.len(), want.len(), "{:?} vs {:?}", line, reference);
             prop_assert_eq!(got.first(), want.first(), "{:?}", line);
         }
-        // Each value comes back whole, as the pattern of its ACL.
+        // The route maps: every line is one key and one backend of Portico's, read as map
+        // files are read (words split on spaces and tabs, `#` starts a comment), and each
+        // policy's host and path come back whole as the start of its key, or the policy is
+        // left out with an error on its Ingress.
+        let pool = PoolId::derive("pool").to_string();
+        for (name, entries) in &actual.maps {
+            let text = portico_provider_haproxy::routes::file_text(entries);
+            prop_assert_eq!(text.lines().count(), entries.len(), "{}", name);
+            for line in text.lines() {
+                prop_assert!(!line.starts_with('#'), "{:?}", line);
+                let words: Vec<&str> = line.split([' ', '\t']).collect();
+                prop_assert_eq!(words.len(), 2, "{:?}", line);
+                prop_assert_eq!(words[1], pool.as_str());
+                prop_assert!(words[0].bytes().all(|b| b.is_ascii_graphic()), "{:?}", line);
+            }
+        }
+        let all_keys: Vec<&String> = actual.maps.values().flat_map(|m| m.keys()).collect();
         for (n, (host, path)) in fields.iter().enumerate() {
-            let id = L7PolicyId::derive(&n.to_string());
-            if host.contains('\0') || path.contains('\0') {
-                continue;
+            let host = host.to_ascii_lowercase();
+            let host = if n % 2 == 1 { format!("*.{host}") } else { host };
+            let mappable = [&host, path].iter().all(|v| v.bytes().all(|b| b.is_ascii_graphic()))
+                && !host.starts_with('#')
+                && !(host.is_empty() && path.starts_with('#'));
+            let key = format!("{host}{}", if n % 3 == 0 { path.as_str() } else { path.trim_end_matches('/') });
+            if mappable && !host.contains('/') && !path.is_empty() && path.starts_with('/') {
+                prop_assert!(all_keys.iter().any(|k| k.starts_with(&key)), "{:?} not in {:?}", key, all_keys);
             }
-            let host_acl = lines.iter().find(|l| l.contains(&format!("acl {id}_host "))).unwrap();
-            let mut pattern = host.to_ascii_lowercase().into_bytes();
-            if n % 2 == 1 {
-                pattern.insert(0, b'.');
+            if !mappable && !host.contains('\0') && !path.contains('\0') {
+                prop_assert!(!actual.diagnostics.is_empty(), "{:?} {:?}", host, path);
             }
-            let acl_words = words(host_acl).unwrap();
-            prop_assert_eq!(acl_words.last().unwrap(), &pattern);
         }
         // crt-list lines: a file and a host, nothing else.
         for line in actual.crt_list.lines() {

@@ -1,6 +1,6 @@
 //! Golden haproxy configurations: the models of the translator's golden cases (the three seed
 //! Ingress types, the path and host rule cases, TLS) rendered for haproxy must equal
-//! `tests/golden/<case>.conf`, and every one must pass `haproxy -c`.
+//! `tests/golden/<case>.conf` (the route maps follow, commented), and every one must pass `haproxy -c`.
 //! `PORTICO_BLESS=1 cargo test -p portico-provider-haproxy --test golden` rewrites them.
 
 #![allow(clippy::unwrap_used)]
@@ -43,11 +43,15 @@ fn every_golden_model_renders_to_its_expected_config_which_haproxy_accepts() {
             "{case}: {:?}",
             rendered.diagnostics
         );
-        let actual = format!(
+        let mut actual = format!(
             "{}# crt-list.txt\n{}",
             rendered.config,
             commented(&rendered.crt_list)
         );
+        for (name, entries) in &rendered.maps {
+            let text = portico_provider_haproxy::routes::file_text(entries);
+            actual.push_str(&format!("# {name}\n{}", commented(&text)));
+        }
         let path = golden.join(format!("{case}.conf"));
         if bless {
             std::fs::write(&path, &actual).unwrap();

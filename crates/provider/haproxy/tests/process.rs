@@ -113,8 +113,13 @@ async fn readiness_changes_go_through_the_runtime_api_without_a_reload() {
         "the same worker serves: no reload"
     );
     let conf = std::fs::read_to_string(dir(state.path()).join("haproxy.conf")).unwrap();
+    let member = format!(
+        "server {} ",
+        portico_model::MemberId::derive(&a.to_string())
+    );
+    let line = conf.lines().find(|l| l.contains(&member)).unwrap();
     assert!(
-        !conf.contains(" disabled"),
+        !line.contains(" disabled"),
         "the file follows runtime changes:\n{conf}"
     );
     p.shutdown().await;
@@ -165,4 +170,102 @@ fn worker_pids(pid: i32) -> Vec<i32> {
         .split_whitespace()
         .filter_map(|p| p.parse().ok())
         .collect()
+}
+
+/// Routes that change (a path added, one removed) reach the running haproxy through its
+/// runtime API (`add map`, `del map`): the same worker serves, no reload is counted, and the
+/// map files on disk follow, so a later reload agrees.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn route_changes_go_through_the_runtime_api_without_a_reload() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let state = tempfile::tempdir().unwrap();
+    let a = echo("a").await;
+    let port = free_port();
+    let front: SocketAddr = ([127, 0, 0, 1], port).into();
+    let (p, counters) = provider_counted(state.path());
+    let none = Certificates::new();
+    let apply = |paths: &[(&str, bool)]| {
+        p.apply(&routed(port, &[(a, true)], paths), &none, &CaBundles::new());
+    };
+    apply(&[("/a", false)]);
+    wait_ready(&p).await;
+    wait_for(front, "/a/x", 200, "a").await;
+    wait_for(front, "/b", 404, "404 Not Found\n").await;
+    let pid = master_pid(state.path());
+    let worker = worker_pids(pid);
+
+    apply(&[("/a", false), ("/b", true)]);
+    wait_for(front, "/b", 200, "a").await;
+    wait_for(front, "/b/c", 404, "404 Not Found\n").await;
+    apply(&[("/b", true)]);
+    wait_for(front, "/a/x", 404, "404 Not Found\n").await;
+    wait_for(front, "/b", 200, "a").await;
+
+    assert_eq!(worker_pids(pid), worker, "the same worker serves");
+    assert_eq!(counters.reloads.load(Relaxed), 0, "no reload");
+    assert!(counters.runtime_updates.load(Relaxed) >= 2);
+    let maps: String = std::fs::read_dir(dir(state.path()))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "map"))
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .collect();
+    assert_eq!(
+        maps,
+        format!("test/b {}\n", portico_model::PoolId::derive("pool"))
+    );
+    p.shutdown().await;
+}
+
+/// Endpoints that change (one replaced by a new address, one added) take spare server slots
+/// through the runtime API: the new ones serve, the gone one gets nothing, the same worker
+/// serves and no reload is counted; the file on disk names the new members.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn endpoint_changes_take_spare_slots_without_a_reload() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let state = tempfile::tempdir().unwrap();
+    let (a, b, c) = (echo("a").await, echo("b").await, echo("c").await);
+    let (d, e) = (echo("d").await, echo("e").await);
+    let port = free_port();
+    let front: SocketAddr = ([127, 0, 0, 1], port).into();
+    let (p, counters) = provider_counted(state.path());
+    let none = Certificates::new();
+    p.apply(
+        &model(port, &[(a, true), (b, true), (c, true)]),
+        &none,
+        &CaBundles::new(),
+    );
+    wait_ready(&p).await;
+    wait_for(front, "/", 200, "c").await;
+    let pid = master_pid(state.path());
+    let worker = worker_pids(pid);
+
+    let members = [(a, true), (b, true), (d, true), (e, true)];
+    p.update_members(&model(port, &members), &HashSet::new());
+    wait_for(front, "/", 200, "d").await;
+    wait_for(front, "/", 200, "e").await;
+    let mut seen = std::collections::BTreeMap::new();
+    for _ in 0..40 {
+        let (status, body) = get(front, "/").await.unwrap();
+        assert_eq!(status, 200);
+        *seen.entry(body).or_insert(0) += 1;
+    }
+    assert!(
+        !seen.contains_key("c"),
+        "the gone endpoint served: {seen:?}"
+    );
+    assert_eq!(seen.len(), 4, "{seen:?}");
+
+    assert_eq!(worker_pids(pid), worker, "the same worker serves");
+    assert_eq!(counters.reloads.load(Relaxed), 0, "no reload");
+    assert!(counters.runtime_updates.load(Relaxed) >= 1);
+    let conf = std::fs::read_to_string(dir(state.path()).join("haproxy.conf")).unwrap();
+    for (addr, _) in members {
+        assert!(conf.contains(&format!(
+            "server {} {addr} ",
+            portico_model::MemberId::derive(&addr.to_string())
+        )));
+    }
+    assert!(!conf.contains(&c.to_string()));
+    p.shutdown().await;
 }

@@ -125,8 +125,40 @@ pub(super) fn pools(
             s.push_str(&server_line(pool, &proto, &server));
             servers.push(server);
         }
+        s.push_str(&spare_lines(pool, &proto));
     }
     s
+}
+
+/// Spare server slots per pool: a member added later takes one through the runtime API
+/// instead of a reload (a replaced member takes the slot of the one it replaces). One: every
+/// server with checks holds a file descriptor haproxy reserves at start, so spares cost
+/// descriptors (haproxy refuses to start when its limit is short). None for cookie affinity,
+/// whose cookie value is the member's own.
+pub const SPARE_SLOTS: usize = 1;
+
+/// The name of spare slot `n` (from 1).
+fn spare_name(n: usize) -> String {
+    format!("portico-spare-{n}")
+}
+
+/// The names of `pool`'s spare slots.
+pub(super) fn spares(pool: &Pool) -> Vec<String> {
+    let n = if pool.settings.affinity.is_some() {
+        0
+    } else {
+        SPARE_SLOTS
+    };
+    (1..=n).map(spare_name).collect()
+}
+
+/// The spare slots: the members' options, no address, in maintenance.
+fn spare_lines(pool: &Pool, proto: &str) -> String {
+    let options = super::balance::server_options(pool, portico_model::MemberId::derive(""));
+    spares(pool)
+        .iter()
+        .map(|name| format!("    server {name} 0.0.0.0:0 weight 1{proto}{options} disabled\n"))
+        .collect()
 }
 
 /// The pool's settings, as the built-in proxy applies them: who may use it (403), the body

@@ -1,10 +1,11 @@
-//! One `frontend` per listener: the bind, the normalized host, ACLs named by policy UUID and
-//! `use_backend` lines in policy order.
+//! One `frontend` per listener: the bind, the normalized host, and the lookups in the
+//! listener's route maps ([`super::routes`]) that choose the backend.
 
 use super::backend::Specials;
-use super::reduce::{HostMatch, PathMatch, reduce};
+use super::reduce::reduce;
+use super::routes;
 use super::{CRT_LIST_FILE, DEFAULT_CERTIFICATE_FILE, Input, Rendered};
-use crate::quote::{self, Unquotable};
+use crate::quote;
 use portico_model::{Diagnostic, L7Policy, Listener, LoadBalancer, PolicyAction, Protocol};
 use std::fmt::Write as _;
 
@@ -36,12 +37,13 @@ pub(super) fn frontend(
     );
     let _ = writeln!(s, "    http-request set-header X-Forwarded-Proto {scheme}");
     s.push_str("    http-request set-header X-Forwarded-Host %[req.hdr(host)]\n");
+    routes::empty(&mut out.maps, listener.id);
     for policy in &listener.policies {
-        match policy_lines(policy, specials) {
-            Ok(lines) => s.push_str(&lines),
-            Err(Unquotable) => out.diagnostics.push(unquotable(policy)),
+        if let Err(routes::Unmappable) = policy_entries(listener, policy, specials, &mut out.maps) {
+            out.diagnostics.push(unmappable(policy));
         }
     }
+    s.push_str(&routes::frontend_lines(listener.id));
     let default = match listener.default_pool {
         Some(pool) => {
             specials.pool(pool);
@@ -53,13 +55,13 @@ pub(super) fn frontend(
     s
 }
 
-fn unquotable(policy: &L7Policy) -> Diagnostic {
+fn unmappable(policy: &L7Policy) -> Diagnostic {
     Diagnostic::error(
         policy.source.clone(),
         "spec.rules",
         format!(
-            "a host or path of policy {} {}; it is not served by haproxy",
-            policy.id, Unquotable
+            "a host or path of policy {} holds a space, a control character or a non-ASCII byte, which haproxy's route maps cannot hold (and no request can carry); it is not served by haproxy",
+            policy.id
         ),
     )
 }
@@ -94,59 +96,16 @@ fn bind_line(
     }
 }
 
-/// The ACLs and the `use_backend` line of one policy; nothing when its rules never match.
-fn policy_lines(policy: &L7Policy, specials: &mut Specials) -> Result<String, Unquotable> {
+/// The map entries of one policy; nothing when its rules never match.
+fn policy_entries(
+    listener: &Listener,
+    policy: &L7Policy,
+    specials: &mut Specials,
+    maps: &mut routes::Maps,
+) -> Result<(), routes::Unmappable> {
     let Some((host, path)) = reduce(&policy.rules) else {
-        return Ok(String::new());
+        return Ok(());
     };
-    let id = policy.id;
-    let mut acls = String::new();
-    let mut conditions = Vec::new();
-    match host {
-        HostMatch::Any => {}
-        HostMatch::Exact(h) => {
-            let _ = writeln!(
-                acls,
-                "    acl {id}_host var(txn.host) -m str -- {}",
-                quote::word(&h)?
-            );
-            conditions.push(format!("{id}_host"));
-        }
-        HostMatch::Wildcard(suffix) => {
-            let end = quote::word(&format!(".{suffix}"))?;
-            let dots = suffix.bytes().filter(|b| *b == b'.').count() + 1;
-            let _ = writeln!(acls, "    acl {id}_host var(txn.host) -m end -- {end}");
-            let _ = writeln!(
-                acls,
-                "    acl {id}_label var(txn.host) -m reg -- '^[^.]+(\\.[^.]*){{{dots}}}$'"
-            );
-            conditions.push(format!("{id}_host {id}_label"));
-        }
-    }
-    match path {
-        PathMatch::Prefix(p) if p == "/" => {}
-        PathMatch::Prefix(p) => {
-            let _ = writeln!(
-                acls,
-                "    acl {id}_path path -m str -- {}",
-                quote::word(&p)?
-            );
-            let _ = writeln!(
-                acls,
-                "    acl {id}_path path -m beg -- {}",
-                quote::word(&format!("{p}/"))?
-            );
-            conditions.push(format!("{id}_path"));
-        }
-        PathMatch::Exact(p) => {
-            let _ = writeln!(
-                acls,
-                "    acl {id}_path path -m str -- {}",
-                quote::word(&p)?
-            );
-            conditions.push(format!("{id}_path"));
-        }
-    }
     let backend = match &policy.action {
         PolicyAction::RedirectToPool { pool } => {
             specials.pool(*pool);
@@ -155,11 +114,5 @@ fn policy_lines(policy: &L7Policy, specials: &mut Specials) -> Result<String, Un
         PolicyAction::Reject { status } => specials.reject(*status),
         PolicyAction::RedirectToHttps { status } => specials.redirect(*status),
     };
-    let condition = if conditions.is_empty() {
-        String::new()
-    } else {
-        format!(" if {}", conditions.join(" "))
-    };
-    let _ = writeln!(acls, "    use_backend {backend}{condition}");
-    Ok(acls)
+    routes::add(maps, listener.id, &host, &path, &backend)
 }

@@ -13,7 +13,7 @@ pub(super) fn header(
     input: &Input<'_>,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> String {
-    let socket = quote::path(&input.dir.join(STATS_SOCKET));
+    let socket = quote::path(&crate::files::socket(input.dir, STATS_SOCKET));
     let base = quote::path(input.dir);
     let bad_gateway = quote::path(&input.dir.join(BAD_GATEWAY_FILE));
     let (Ok(socket), Ok(base), Ok(bad_gateway)) = (socket, base, bad_gateway) else {
@@ -37,6 +37,7 @@ pub(super) fn header(
          \x20   tune.ssl.default-dh-param 2048\n\
          \x20   stats socket {socket} mode 600 level admin expose-fd listeners\n\
          \x20   crt-base {base}\n\
+         \x20   default-path origin {base}\n\
          {log}\
          \x20   hard-stop-after {hard_stop}\n\
          \x20   ssl-default-bind-ciphers ECDHE+AESGCM:ECDHE+CHACHA20\n\

@@ -1,12 +1,13 @@
-//! Pure: one LoadBalancer → its haproxy.conf and crt-list, in the seed's shape (`global` with
-//! a stats socket, `defaults`, a `frontend` per listener named by its UUID with ACLs named by
-//! rule UUID and `use_backend … if …` lines in policy order, a `backend` per pool named by its
-//! UUID with `server <member-uuid> <ip>:<port> weight <w>`), with exact Ingress v1 semantics
-//! and the built-in proxy's 404 / 503 / 502 answers.
+//! Pure: one LoadBalancer → its haproxy.conf, crt-list and route maps (`global` with a stats
+//! socket, `defaults`, a `frontend` per listener named by its UUID that looks the request up
+//! in the listener's route maps ([`routes`]: host and path → backend, a fixed number of lines
+//! however many Ingresses), a `backend` per pool named by its UUID with `server <member-uuid>
+//! <ip>:<port> weight <w>`), with exact Ingress v1 semantics and the built-in proxy's 404 /
+//! 503 / 502 answers.
 //!
 //! Every value from the model that is not Portico's own (ids, numbers, addresses) is quoted by
-//! [`crate::quote`]; a rule value haproxy cannot carry makes its policy unserved, with a
-//! diagnostic on the Ingress it came from.
+//! [`crate::quote`]; map entries hold visible ASCII only; a rule value haproxy cannot carry
+//! makes its policy unserved, with a diagnostic on the Ingress it came from.
 
 mod access;
 mod backend;
@@ -14,6 +15,7 @@ mod balance;
 mod frontend;
 mod global;
 mod reduce;
+pub mod routes;
 
 use portico_model::{Diagnostic, Limits, LoadBalancer, MemberId, ObjectRef, PoolId};
 use std::collections::BTreeMap;
@@ -28,6 +30,7 @@ pub const BAD_GATEWAY_FILE: &str = "502.http";
 pub const DEFAULT_CERTIFICATE_FILE: &str = "default.pem";
 /// The stick table that counts each client address's open connections.
 pub const CLIENT_TABLE: &str = "client_connections";
+pub use backend::SPARE_SLOTS;
 
 /// The body haproxy answers with when every connection to a pool's members failed: the
 /// built-in proxy's 502.
@@ -79,24 +82,57 @@ pub struct Rendered {
     pub crt_list: String,
     /// Every server, in configuration order.
     pub servers: Vec<Server>,
+    /// The route maps (file name in the directory → key → backend), see [`routes`].
+    pub maps: routes::Maps,
+    /// Each pool's spare server slots (see [`SPARE_SLOTS`]).
+    pub spares: BTreeMap<PoolId, Vec<String>>,
     pub diagnostics: Vec<Diagnostic>,
 }
 
 impl Rendered {
-    /// The configuration without the runtime state of its servers: two renders whose shapes
-    /// are equal differ only in what [`Server`] holds.
+    /// The configuration without its members: two renders whose shapes are equal differ only
+    /// in their members (which spare slots and the runtime API can take: address, weight,
+    /// readiness). A member's server line is left out when its options are those of its
+    /// pool's spare slots; otherwise (cookie affinity: a cookie per member) its options stay,
+    /// so adding or removing such a member changes the shape.
     pub fn shape(&self) -> String {
-        let lines = self.config.lines().map(|line| match server_name(line) {
-            Some(name) => format!("    server {name}"),
-            None => line.to_owned(),
-        });
-        lines.collect::<Vec<_>>().join("\n")
+        let mut spare_options: BTreeMap<&str, &str> = BTreeMap::new();
+        let mut backend = "";
+        for line in self.config.lines() {
+            if let Some(name) = line.strip_prefix("backend ") {
+                backend = name;
+            }
+            if let Some((name, options)) = server_parts(line)
+                && name.starts_with("portico-spare-")
+            {
+                spare_options.insert(backend, options);
+            }
+        }
+        let mut out = Vec::new();
+        let mut backend = "";
+        for line in self.config.lines() {
+            if let Some(name) = line.strip_prefix("backend ") {
+                backend = name;
+            }
+            match server_parts(line) {
+                Some((name, _)) if name.starts_with("portico-spare-") => out.push(line.to_owned()),
+                Some((_, options)) if spare_options.get(backend) == Some(&options) => {}
+                Some((_, options)) => out.push(format!("    server * {options}")),
+                None => out.push(line.to_owned()),
+            }
+        }
+        out.join("\n")
     }
 }
 
-fn server_name(line: &str) -> Option<&str> {
-    let rest = line.trim_start().strip_prefix("server ")?;
-    rest.split_whitespace().next()
+/// A server line's name and its options: what follows the address and weight, without
+/// `disabled`.
+fn server_parts(line: &str) -> Option<(&str, &str)> {
+    let rest = line.strip_prefix("    server ")?;
+    let (name, rest) = rest.split_once(' ')?;
+    let rest = rest.strip_suffix(" disabled").unwrap_or(rest);
+    let (_address, rest) = rest.split_once(" weight ")?;
+    Some((name, rest.split_once(' ').map_or("", |(_, o)| o)))
 }
 
 /// Renders `lb`'s haproxy.conf and crt-list.
@@ -112,6 +148,9 @@ pub fn render(lb: &LoadBalancer, input: &Input<'_>) -> Rendered {
             &mut specials,
             &mut out,
         ));
+    }
+    for pool in &lb.pools {
+        out.spares.insert(pool.id, backend::spares(pool));
     }
     text.push_str(&backend::pools(
         lb,

@@ -2,4 +2,4 @@
 //! [`portico_model::matching::reduce`], which the built-in proxy uses too, so both providers
 //! agree on every odd combination.
 
-pub(super) use portico_model::matching::{HostMatch, PathMatch, reduce};
+pub(super) use portico_model::matching::reduce;

@@ -100,6 +100,25 @@ fn lines_with<'a>(r: &'a Rendered, needle: &str) -> Vec<&'a str> {
         .collect()
 }
 
+/// Every entry of the listener's maps: (tier-kind, key, backend).
+fn entries(r: &Rendered) -> Vec<(String, String, String)> {
+    let l = ListenerId::derive("http");
+    let mut out = Vec::new();
+    for tier in ["host", "wild", "any"] {
+        for kind in ["exact", "prefix"] {
+            let name = routes::map_name(l, tier, kind);
+            for (k, v) in &r.maps[&name] {
+                out.push((format!("{tier}-{kind}"), k.clone(), v.clone()));
+            }
+        }
+    }
+    out
+}
+
+fn e(map: &str, key: &str, backend: &str) -> (String, String, String) {
+    (map.to_owned(), key.to_owned(), backend.to_owned())
+}
+
 #[test]
 fn prefix_is_the_path_itself_or_the_path_and_a_slash() {
     let p = policy(
@@ -108,30 +127,61 @@ fn prefix_is_the_path_itself_or_the_path_and_a_slash() {
         to_pool(),
     );
     let r = rendered(&lb(vec![p], vec![]));
-    let id = L7PolicyId::derive("p");
+    let pool = PoolId::derive("pool").to_string();
     assert_eq!(
-        lines_with(&r, "_path"),
+        entries(&r),
         [
-            format!("acl {id}_path path -m str -- \"/foo\""),
-            format!("acl {id}_path path -m beg -- \"/foo/\""),
-            format!("use_backend {} if {id}_path", PoolId::derive("pool")),
+            e("any-exact", "/foo", &pool),
+            e("any-prefix", "/foo/", &pool)
         ]
     );
 }
 
 #[test]
-fn root_prefix_without_host_matches_everything_unconditionally() {
+fn routing_is_by_maps_with_a_fixed_number_of_lines_per_listener() {
+    let policies: Vec<L7Policy> = (0..50)
+        .map(|n| {
+            let rules = vec![
+                rule(
+                    RuleType::HostName,
+                    CompareType::EqualTo,
+                    &format!("h{n}.test"),
+                ),
+                rule(RuleType::Path, CompareType::PathPrefix, "/app"),
+            ];
+            policy(&n.to_string(), rules, to_pool())
+        })
+        .collect();
+    let many = rendered(&lb(policies, vec![]));
+    let none = rendered(&lb(vec![], vec![]));
+    let frontend = |r: &Rendered| r.config.split("\nbackend ").next().unwrap().lines().count();
+    assert_eq!(frontend(&many), frontend(&none));
+    assert!(lines_with(&many, "acl ").is_empty());
+    assert_eq!(entries(&many).len(), 100);
+    let l = ListenerId::derive("http");
+    assert!(many.config.contains(&format!(
+        "var(txn.route_host),map_beg({})",
+        routes::map_name(l, "host", "prefix")
+    )));
+    assert_eq!(
+        lines_with(&many, "use_backend"),
+        ["use_backend %[var(txn.route)] if { var(txn.route) -m found }"]
+    );
+}
+
+#[test]
+fn root_prefix_without_host_matches_everything() {
     let p = policy(
         "p",
         vec![rule(RuleType::Path, CompareType::PathPrefix, "/")],
         to_pool(),
     );
     let r = rendered(&lb(vec![p], vec![]));
+    let pool = PoolId::derive("pool").to_string();
     assert_eq!(
-        lines_with(&r, "use_backend"),
-        [format!("use_backend {}", PoolId::derive("pool"))]
+        entries(&r),
+        [e("any-exact", "/", &pool), e("any-prefix", "/", &pool)]
     );
-    assert!(lines_with(&r, "acl ").is_empty());
 }
 
 #[test]
@@ -146,12 +196,19 @@ fn wildcard_host_is_the_suffix_and_exactly_one_more_label() {
         to_pool(),
     );
     let r = rendered(&lb(vec![p], vec![]));
-    let id = L7PolicyId::derive("p");
+    let pool = PoolId::derive("pool").to_string();
     assert_eq!(
-        lines_with(&r, "acl "),
+        entries(&r),
         [
-            format!("acl {id}_host var(txn.host) -m end -- \".foo.com\""),
-            format!("acl {id}_label var(txn.host) -m reg -- '^[^.]+(\\.[^.]*){{2}}$'"),
+            e("wild-exact", "*.foo.com/", &pool),
+            e("wild-prefix", "*.foo.com/", &pool)
+        ]
+    );
+    // The request's wildcard key: its first label replaced by `*`, only when it has one.
+    assert_eq!(
+        lines_with(&r, "set-var(txn.route_wild)"),
+        [
+            "http-request set-var(txn.route_wild) var(txn.host),regsub('^[^.]+\\.','*.'),concat(,txn.route_path) if { var(txn.host) -m reg ^[^./]+\\.[^/]*$ }"
         ]
     );
 }
@@ -163,7 +220,7 @@ fn policies_that_can_never_match_are_left_out() {
         rule(RuleType::HostName, CompareType::EqualTo, "b.com"),
     ];
     let r = rendered(&lb(vec![policy("p", rules, to_pool())], vec![]));
-    assert!(lines_with(&r, "use_backend").is_empty());
+    assert!(entries(&r).is_empty());
     assert!(r.diagnostics.is_empty());
 }
 
@@ -179,14 +236,19 @@ fn no_match_and_no_default_backend_is_404_and_an_empty_pool_is_503() {
         r.config
             .contains("string \"503 Service Unavailable\\n\" if { nbsrv eq 0 } !{ stopping }")
     );
-    assert_eq!(
-        lines_with(&r, "    server "),
-        [format!(
-            "server {} 10.0.0.1:8080 weight 1 check inter 10000ms downinter 10000ms fall 3 rise 1 \
-             observe layer7 error-limit 5 on-error mark-down disabled",
-            MemberId::derive("1")
-        )]
-    );
+    let options = "check inter 10000ms downinter 10000ms fall 3 rise 1 observe layer7 \
+                   error-limit 5 on-error mark-down disabled";
+    let mut expected = vec![format!(
+        "server {} 10.0.0.1:8080 weight 1 {options}",
+        MemberId::derive("1")
+    )];
+    // The spare slots members added later take without a reload: the same options.
+    for n in 1..=SPARE_SLOTS {
+        expected.push(format!(
+            "server portico-spare-{n} 0.0.0.0:0 weight 1 {options}"
+        ));
+    }
+    assert_eq!(lines_with(&r, "    server "), expected);
 }
 
 #[test]
@@ -197,7 +259,7 @@ fn a_nul_byte_leaves_the_policy_out_with_an_error_on_its_ingress() {
         to_pool(),
     );
     let r = rendered(&lb(vec![p], vec![]));
-    assert!(lines_with(&r, "use_backend").is_empty());
+    assert!(entries(&r).is_empty());
     assert_eq!(r.diagnostics.len(), 1);
     assert_eq!(
         r.diagnostics[0].object,
@@ -220,15 +282,40 @@ fn redirects_name_the_https_port_and_keep_path_and_query() {
 }
 
 #[test]
-fn shape_ignores_only_the_runtime_state_of_servers() {
+fn shape_ignores_only_the_members() {
     let a = rendered(&lb(vec![], vec![member(1, true)]));
     let mut changed = vec![member(1, false)];
     changed[0].weight = 7;
     let b = rendered(&lb(vec![], changed));
     assert_ne!(a.config, b.config);
     assert_eq!(a.shape(), b.shape());
+    // Members come and go through spare slots: the same shape, as long as the retry count
+    // (the pool's tries, at most one per member) stays.
+    let three = rendered(&lb(vec![], (1..=3).map(|n| member(n, true)).collect()));
+    let four = rendered(&lb(vec![], (1..=4).map(|n| member(n, true)).collect()));
+    assert_eq!(three.shape(), four.shape());
     let c = rendered(&lb(vec![], vec![member(1, true), member(2, true)]));
     assert_ne!(a.shape(), c.shape());
+    // Not with cookie affinity (a cookie value per member, no spares).
+    let sticky = |members| {
+        let mut l = lb(vec![], members);
+        l.pools[0].settings.affinity = Some(CookieAffinity {
+            name: "c".into(),
+            max_age_s: None,
+            path: None,
+        });
+        rendered(&l)
+    };
+    let one = sticky(vec![member(1, true)]);
+    assert!(!one.config.contains("portico-spare-"));
+    assert_ne!(
+        one.shape(),
+        sticky(vec![member(1, true), member(2, true)]).shape()
+    );
+    // Other settings change the shape.
+    let mut slow = lb(vec![], vec![member(1, true)]);
+    slow.pools[0].settings.passive.failures = 9;
+    assert_ne!(a.shape(), rendered(&slow).shape());
 }
 
 #[test]

@@ -124,7 +124,18 @@ pub fn model(port: u16, members: &[(SocketAddr, bool)]) -> Model {
 }
 
 pub fn provider(state: &std::path::Path) -> HaproxyProvider {
-    HaproxyProvider::new(Settings {
+    provider_counted(state).0
+}
+
+/// A provider and its counters.
+pub fn provider_counted(
+    state: &std::path::Path,
+) -> (
+    HaproxyProvider,
+    std::sync::Arc<portico_provider_haproxy::Counters>,
+) {
+    let counters = std::sync::Arc::new(portico_provider_haproxy::Counters::default());
+    let provider = HaproxyProvider::new(Settings {
         plan: PlanSettings {
             root: state.join("loadbalancer/haproxy"),
             default_binds: None::<Binds>,
@@ -137,8 +148,50 @@ pub fn provider(state: &std::path::Path) -> HaproxyProvider {
             setpriv: Some("setpriv".into())
                 .filter(|_| std::path::Path::new("/usr/bin/setpriv").exists()),
         },
+        counters: counters.clone(),
     })
-    .unwrap()
+    .unwrap();
+    (provider, counters)
+}
+
+/// [`model`] with no default pool and one policy per `(path, exact)` on host `test` (the
+/// host [`get`] sends) to the pool: a request no path matches gets 404.
+pub fn routed(port: u16, members: &[(SocketAddr, bool)], paths: &[(&str, bool)]) -> Model {
+    let mut m = model(port, members);
+    let lb = &mut m.load_balancers[0];
+    let mut listener = lb.listeners[0].clone();
+    listener.default_pool = None;
+    listener.policies = paths
+        .iter()
+        .map(|(path, exact)| {
+            let rule = |rule_type, compare_type, value: &str| L7Rule {
+                id: L7RuleId::derive(&format!("{path}/{value}")),
+                rule_type,
+                compare_type,
+                value: value.to_owned(),
+            };
+            let compare = if *exact {
+                CompareType::EqualTo
+            } else {
+                CompareType::PathPrefix
+            };
+            L7Policy {
+                id: L7PolicyId::derive(path),
+                position: 0,
+                action: PolicyAction::RedirectToPool {
+                    pool: PoolId::derive("pool"),
+                },
+                rules: vec![
+                    rule(RuleType::HostName, CompareType::EqualTo, "test"),
+                    rule(RuleType::Path, compare, path),
+                ],
+                source: ObjectRef::new("Ingress", "default", "web"),
+            }
+        })
+        .collect();
+    portico_model::order::sort(&mut listener.policies);
+    lb.listeners = std::sync::Arc::new(vec![listener]);
+    m
 }
 
 /// The load balancer's directory.

@@ -8,7 +8,7 @@ pub mod live;
 use portico_model::{LoadBalancer, ObjectRef};
 use portico_provider_haproxy::{
     BAD_GATEWAY_FILE, BAD_GATEWAY_RESPONSE, Binds, CONFIG_FILE, CRT_LIST_FILE,
-    DEFAULT_CERTIFICATE_FILE, Input, Rendered, render,
+    DEFAULT_CERTIFICATE_FILE, Input, Rendered, render, routes,
 };
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -79,5 +79,8 @@ pub fn write_files<'a>(dir: &Path, rendered: &Rendered, certs: impl Iterator<Ite
     std::fs::write(dir.join(DEFAULT_CERTIFICATE_FILE), material.pem()).unwrap();
     for name in certs {
         std::fs::write(dir.join(name), material.pem()).unwrap();
+    }
+    for (name, entries) in &rendered.maps {
+        std::fs::write(dir.join(name), routes::file_text(entries)).unwrap();
     }
 }
