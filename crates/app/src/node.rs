@@ -111,9 +111,7 @@ impl Node {
             proxy,
             haproxy,
             default_binds,
-            &listen.class,
-            listen.limits,
-            listen.l4_limits,
+            listen,
             haproxy_socket,
             haproxy_counters,
         )?;

@@ -49,9 +49,7 @@ pub(crate) fn registry(
     proxy: Arc<ProxyProvider>,
     haproxy: &HaproxySettings,
     default_binds: Option<(SocketAddr, SocketAddr)>,
-    class: &str,
-    limits: Limits,
-    l4_limits: portico_provider_l4::L4Limits,
+    listen: &crate::node::ListenSettings,
     access_log: Option<PathBuf>,
     counters: Arc<portico_provider_haproxy::Counters>,
 ) -> Result<(Registry, Arc<HaproxyProvider>), portico_provider_haproxy::StartError> {
@@ -60,7 +58,7 @@ pub(crate) fn registry(
         https: Some(https),
     });
     let provider = HaproxyProvider::new(portico_provider_haproxy::Settings {
-        plan: haproxy_plan(haproxy, binds, class, limits, access_log),
+        plan: haproxy_plan(haproxy, binds, &listen.class, listen.limits, access_log),
         binary: Binary {
             haproxy: haproxy.binary.clone(),
             setpriv: setpriv(),
@@ -71,7 +69,8 @@ pub(crate) fn registry(
     let mut registry = Registry::default();
     registry.register(proxy);
     registry.register(provider.clone());
-    registry.register(Arc::new(portico_provider_l4::L4Provider::new(l4_limits)));
+    let l4 = portico_provider_l4::L4Provider::new(listen.l4_limits);
+    registry.register(Arc::new(l4));
     Ok((registry, provider))
 }
 
