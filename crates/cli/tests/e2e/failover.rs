@@ -83,20 +83,21 @@ impl AgentNode {
     }
 }
 
-impl Drop for AgentNode {
-    fn drop(&mut self) {
-        // Nothing the test started outlives it: the agent and anything left in its namespace
-        // (its haproxy), by PID.
-        for pid in self
-            .pid()
-            .into_iter()
-            .map(|p| p as u32)
-            .chain(self.processes())
-        {
+impl AgentNode {
+    /// Kills, by PID, the agent and anything left in its namespace (its haproxy).
+    fn kill_all(&self) {
+        let agent = self.pid().into_iter().map(|p| p as u32);
+        for pid in agent.chain(self.processes()) {
             let _ = std::process::Command::new("kill")
                 .args(["-9", &pid.to_string()])
                 .status();
         }
+    }
+}
+
+impl Drop for AgentNode {
+    fn drop(&mut self) {
+        self.kill_all();
         // A failed test shows what the agents logged.
         if std::thread::panicking() {
             let log =
@@ -125,6 +126,16 @@ pub struct Ha {
     /// `proxy` or `haproxy`: the controller's default provider and the agents' `--provider`.
     pub provider: &'static str,
     _manifests: crate::support::Manifests,
+}
+
+impl Drop for Ha {
+    /// Nothing the test started outlives it: every process in the agents' namespaces is
+    /// killed, by PID, while the namespaces still exist (the lab deletes them when dropped).
+    fn drop(&mut self) {
+        for a in &self.agents {
+            a.kill_all();
+        }
+    }
 }
 
 /// A dedicated IngressClass: one load balancer per Ingress, on ports 80 and 443.
