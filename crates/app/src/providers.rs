@@ -56,6 +56,7 @@ pub(crate) fn registry(
     let binds = default_binds.map(|(http, https)| Binds {
         http: Some(http),
         https: Some(https),
+        transparent: false,
     });
     let provider = HaproxyProvider::new(portico_provider_haproxy::Settings {
         plan: haproxy_plan(haproxy, binds, &listen.class, listen.limits, access_log),

@@ -28,6 +28,7 @@ pub fn run(args: &RenderArgs) -> anyhow::Result<ExitCode> {
         (config.default_provider == portico_provider_haproxy::PROVIDER).then_some(Binds {
             http: Some(args.http_listen),
             https: Some(args.https_listen),
+            transparent: false,
         });
     let settings = portico_app::haproxy_plan(
         &args.haproxy.settings()?,

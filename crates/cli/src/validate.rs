@@ -16,6 +16,7 @@ pub fn run(
         portico_provider_haproxy::Binds {
             http: Some(crate::DEFAULT_HTTP_LISTEN.parse()?),
             https: Some(crate::DEFAULT_HTTPS_LISTEN.parse()?),
+            transparent: false,
         },
     );
     let settings = portico_provider_haproxy::PlanSettings {

@@ -54,6 +54,28 @@ impl AgentNode {
         }
     }
 
+    /// The processes left in this node's namespace (the agent and what it started).
+    pub fn processes(&self) -> Vec<u32> {
+        let out = std::process::Command::new("ip")
+            .args(["netns", "pids", &self.ns])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        out.split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect()
+    }
+
+    /// The names of the processes listening on TCP `addr` in this node's namespace.
+    pub fn listeners(&self, addr: SocketAddr) -> Vec<String> {
+        let out = exec(&self.ns, &["ss", "-Hltnp", "src", &addr.to_string()]);
+        out.split('"')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_owned)
+            .collect()
+    }
+
     /// Whether the VIP `vip` is on this node's `eth0`.
     pub fn has(&self, vip: Ipv4Addr) -> bool {
         exec(&self.ns, &["ip", "-o", "address", "show", "dev", "eth0"])
@@ -61,8 +83,21 @@ impl AgentNode {
     }
 }
 
+impl AgentNode {
+    /// Kills, by PID, the agent and anything left in its namespace (its haproxy).
+    fn kill_all(&self) {
+        let agent = self.pid().into_iter().map(|p| p as u32);
+        for pid in agent.chain(self.processes()) {
+            let _ = std::process::Command::new("kill")
+                .args(["-9", &pid.to_string()])
+                .status();
+        }
+    }
+}
+
 impl Drop for AgentNode {
     fn drop(&mut self) {
+        self.kill_all();
         // A failed test shows what the agents logged.
         if std::thread::panicking() {
             let log =
@@ -88,7 +123,19 @@ pub struct Ha {
     pub controller_admin: SocketAddr,
     pub agents: Vec<AgentNode>,
     pub client: String,
+    /// `proxy` or `haproxy`: the controller's default provider and the agents' `--provider`.
+    pub provider: &'static str,
     _manifests: crate::support::Manifests,
+}
+
+impl Drop for Ha {
+    /// Nothing the test started outlives it: every process in the agents' namespaces is
+    /// killed, by PID, while the namespaces still exist (the lab deletes them when dropped).
+    fn drop(&mut self) {
+        for a in &self.agents {
+            a.kill_all();
+        }
+    }
 }
 
 /// A dedicated IngressClass: one load balancer per Ingress, on ports 80 and 443.
@@ -112,6 +159,11 @@ impl Ha {
     /// allocates VIPs from 198.18.N.96/28 and floating IPs from 198.18.N.112/28 and places the
     /// load balancers. The agents start first, so that the first placement sees them all.
     pub async fn start(agents: usize, ingresses: usize) -> Ha {
+        Ha::start_with("proxy", agents, ingresses).await
+    }
+
+    /// [`Ha::start`] with the load balancers served by `provider` (`proxy` or `haproxy`).
+    pub async fn start_with(provider: &'static str, agents: usize, ingresses: usize) -> Ha {
         let mut lab = Lab::new();
         let client = lab.namespace("cl", 2);
         let etcd = EtcdCluster::start_on(lab.addr(1).into());
@@ -155,6 +207,7 @@ impl Ha {
             controller_admin: SocketAddr::from(([127, 0, 0, 1], 0)),
             agents: nodes,
             client,
+            provider,
             _manifests: m,
         };
         for i in 0..agents {
@@ -185,6 +238,7 @@ impl Ha {
             .arg(self._manifests.path())
             .args(crate::distributed::store_args(&self.etcd))
             .args(["--admin-listen=127.0.0.1:0", "--identity=c1"])
+            .arg(format!("--provider={}", self.provider))
             .arg(format!("--vip-pool=198.18.{n}.96/28"))
             .arg(format!("--fip-pool=198.18.{n}.112/28"))
             .env("PORTICO_LOG", "warn")
@@ -239,6 +293,7 @@ impl Ha {
     /// Starts (again) agent `i`.
     pub async fn spawn_agent(&mut self, i: usize) {
         let endpoints = self.etcd.endpoints().join(",");
+        let provider = self.provider;
         let a = &mut self.agents[i];
         let log = std::fs::File::create(a.state.path().join("agent.log")).unwrap();
         let mut child = Command::new("ip")
@@ -246,6 +301,7 @@ impl Ha {
             .arg(format!("--node={}", a.node))
             .arg(format!("--store=etcd://{endpoints}"))
             .arg("--interface=eth0")
+            .arg(format!("--provider={provider}"))
             .arg(format!("--advertise-address={}", a.ip))
             .arg(format!("--heartbeat-port={HEARTBEAT}"))
             .arg(format!("--http-listen={}:8080", a.ip))
@@ -439,7 +495,14 @@ async fn two_load_balancers_on_two_pairs_answer_on_their_vips_from_the_right_bac
 /// Kills (`signal`) the active agent of one load balancer `kills` times while the client sends
 /// a request every 10 ms; returns each gap in milliseconds.
 async fn failovers(signal: i32, kills: usize) -> Vec<u64> {
-    let mut ha = Ha::start(2, 1).await;
+    failovers_with("proxy", signal, kills).await
+}
+
+/// [`failovers`] with the load balancer served by `provider`. Before each kill the standby
+/// already listens on the VIP (it does not hold it); after it the killed agent left no process
+/// behind (with haproxy: no haproxy).
+async fn failovers_with(provider: &'static str, signal: i32, kills: usize) -> Vec<u64> {
+    let mut ha = Ha::start_with(provider, 2, 1).await;
     let lb = ha.load_balancers(1).await.remove(0);
     let (id, vip) = (lb.id.clone(), lb.vip);
     let mut gaps = vec![];
@@ -447,9 +510,27 @@ async fn failovers(signal: i32, kills: usize) -> Vec<u64> {
         let active = ha.wait_active(&id, vip, &lb.service).await;
         ha.settle(&lb).await;
         let epoch = ha.holder(&id).unwrap().1;
+        let standby_node = &ha.agents[1 - active];
+        assert!(!standby_node.has(vip), "the standby does not hold the VIP");
+        let listening = standby_node.listeners(SocketAddr::new(vip.into(), 80));
+        let want = if provider == "haproxy" {
+            "haproxy"
+        } else {
+            "portico"
+        };
+        assert!(
+            listening.iter().any(|name| name == want),
+            "the standby's {want} listens on {vip}:80 before the kill: {listening:?}"
+        );
         let probe = Probe::http(&ha.client, vip, 80, "x.test", 2.5, 10);
         tokio::time::sleep(Duration::from_millis(700)).await;
         ha.agents[active].signal(signal).await;
+        eventually(
+            Duration::from_secs(3),
+            "the killed agent left no process behind",
+            async || ha.agents[active].processes().is_empty(),
+        )
+        .await;
         // The controller shows the claim's holder as active before the dead agent's lease
         // (5 s) expires and the pair is placed again.
         let standby = ha.agents[1 - active].node.clone();
@@ -509,6 +590,17 @@ async fn sigkill_of_the_active_moves_the_vip_in_under_a_second() {
         return;
     }
     let gaps = failovers(9, kills()).await;
+    assert!(*gaps.last().unwrap() < 1000, "gaps {gaps:?}");
+}
+
+/// The same with `--provider haproxy`: the agents run haproxy, which binds the VIP with
+/// `transparent` on both, so the standby's haproxy already listens when the VIP moves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn with_haproxy_sigkill_of_the_active_moves_the_vip_to_a_listening_standby() {
+    if skip() {
+        return;
+    }
+    let gaps = failovers_with("haproxy", 9, kills()).await;
     assert!(*gaps.last().unwrap() < 1000, "gaps {gaps:?}");
 }
 

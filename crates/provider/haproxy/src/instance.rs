@@ -319,7 +319,8 @@ impl Manager {
                 } else {
                     said
                 };
-                return Err(format!("haproxy exited at start ({status}): {said}"));
+                let fix = crate::render::bind_fix(&said);
+                return Err(format!("haproxy exited at start ({status}): {said}{fix}"));
             }
             if command_ok(&socket, "show info").await {
                 tracing::info!(dir = %self.dir.display(), pid = child.id(), took = ?started.elapsed(), "haproxy serves");

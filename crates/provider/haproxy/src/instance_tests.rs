@@ -165,6 +165,8 @@ async fn a_failed_start_is_reported_and_retried_until_it_serves() {
     assert!(
         message.contains("haproxy exited at start")
             && message.contains("cannot bind socket")
+            && message.contains(&format!("127.0.0.1:{port}"))
+            && message.contains("another process listens on that address and port")
             && message.contains("starting it again in"),
         "{message}"
     );

@@ -139,7 +139,8 @@ pub fn plan(
     (planned, diagnostics)
 }
 
-/// The VIP and each listener's port.
+/// The VIP and each listener's port, bound whether or not the VIP is on this node (an
+/// active-standby pair's standby, or keepalived's backup, does not hold it).
 fn vip_binds(lb: &LoadBalancer, vip: std::net::IpAddr) -> Binds {
     let port = |protocol| {
         let listener = lb
@@ -151,6 +152,7 @@ fn vip_binds(lb: &LoadBalancer, vip: std::net::IpAddr) -> Binds {
     Binds {
         http: port(Protocol::Http),
         https: port(Protocol::TerminatedHttps),
+        transparent: true,
     }
 }
 
@@ -328,4 +330,54 @@ fn digest(bytes: &[u8]) -> String {
     use sha1::Digest;
     let hash = sha1::Sha1::digest(bytes);
     hash[..8].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A VIP may be held by the other agent of a pair: its binds are `transparent`. The run's
+    /// listeners (`--http-listen`, `--https-listen`) are this node's: theirs are not.
+    #[test]
+    fn vip_binds_are_transparent_and_the_default_listeners_are_not() {
+        let mut with_vip = placeholder("a");
+        with_vip.vip = Some("198.18.0.5".parse().unwrap());
+        let vip = vip_binds(&with_vip, "198.18.0.5".parse().unwrap());
+        assert!(vip.transparent);
+        assert_eq!(vip.http, Some("198.18.0.5:80".parse().unwrap()));
+        let settings = PlanSettings {
+            root: PathBuf::from("/state/loadbalancer/haproxy"),
+            default_binds: Some(Binds {
+                http: Some("127.0.0.1:8080".parse().unwrap()),
+                https: Some("127.0.0.1:8443".parse().unwrap()),
+                transparent: false,
+            }),
+            default_class: "portico".into(),
+            limits: portico_model::Limits::default(),
+            access_log: None,
+        };
+        let model = Model {
+            load_balancers: vec![with_vip],
+        };
+        let fallback = Arc::new(Vec::new());
+        let (planned, _) = plan(
+            &model,
+            &Certificates::new(),
+            &CaBundles::new(),
+            &settings,
+            &fallback,
+        );
+        let transparent: Vec<bool> = planned.iter().map(|p| p.binds.transparent).collect();
+        assert_eq!(
+            transparent,
+            [true, false],
+            "the VIP's, then the placeholder's"
+        );
+        assert!(
+            planned[0]
+                .config()
+                .contains("bind 198.18.0.5:80 transparent\n")
+        );
+        assert!(planned[1].config().contains("bind 127.0.0.1:8080\n"));
+    }
 }

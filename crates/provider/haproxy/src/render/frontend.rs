@@ -74,13 +74,19 @@ fn bind_line(
     input: &Input<'_>,
     out: &mut Rendered,
 ) -> Option<String> {
+    // The bind succeeds while the address is not on any interface (see Binds::transparent).
+    let transparent = if input.binds.transparent {
+        " transparent"
+    } else {
+        ""
+    };
     match listener.protocol {
-        Protocol::Http => Some(format!("    bind {}\n", input.binds.http?)),
+        Protocol::Http => Some(format!("    bind {}{transparent}\n", input.binds.http?)),
         Protocol::TerminatedHttps => {
             let addr = input.binds.https?;
             let list = quote::path(&input.dir.join(CRT_LIST_FILE)).ok()?;
             Some(format!(
-                "    bind {addr} ssl crt {DEFAULT_CERTIFICATE_FILE} crt-list {list} alpn h2,http/1.1 ssl-min-ver TLSv1.2\n"
+                "    bind {addr}{transparent} ssl crt {DEFAULT_CERTIFICATE_FILE} crt-list {list} alpn h2,http/1.1 ssl-min-ver TLSv1.2\n"
             ))
         }
         Protocol::Tcp | Protocol::Udp => {
@@ -93,6 +99,22 @@ fn bind_line(
                 .push(Diagnostic::warning(class, "", message));
             None
         }
+    }
+}
+
+/// What to do about a `bind` line haproxy could not bind, from its alerts (which name the
+/// address): empty when they show no bind failure.
+pub(crate) fn bind_fix(alerts: &str) -> &'static str {
+    if !alerts.contains("cannot bind socket") {
+        ""
+    } else if alerts.contains("Address already in use") {
+        "; another process listens on that address and port: stop it, or give the load balancer another address or port (portico.dev/vip, portico.dev/http-port, portico.dev/https-port)"
+    } else if alerts.contains("Permission denied") {
+        "; ports below 1024 need CAP_NET_BIND_SERVICE for haproxy (run Portico with it, or lower net.ipv4.ip_unprivileged_port_start)"
+    } else if alerts.contains("Cannot assign requested address") {
+        "; that address is on no interface of this node (VIPs are bound with `transparent` and need no more; --http-listen and --https-listen must be local): check the address, or set the sysctl net.ipv4.ip_nonlocal_bind=1 (net.ipv6.ip_nonlocal_bind for IPv6)"
+    } else {
+        "; check that the address is this node's or a VIP, and that no other process listens on it"
     }
 }
 

@@ -31,6 +31,7 @@ pub const DEFAULT_CERTIFICATE_FILE: &str = "default.pem";
 /// The stick table that counts each client address's open connections.
 pub const CLIENT_TABLE: &str = "client_connections";
 pub use backend::SPARE_SLOTS;
+pub(crate) use frontend::bind_fix;
 
 /// The body haproxy answers with when every connection to a pool's members failed: the
 /// built-in proxy's 502.
@@ -43,6 +44,10 @@ pub struct Binds {
     pub http: Option<SocketAddr>,
     /// For the TERMINATED_HTTPS listener.
     pub https: Option<SocketAddr>,
+    /// Bind even while the address is not on any interface: haproxy's `transparent`, which
+    /// sets IP_TRANSPARENT and, without CAP_NET_ADMIN, falls back to IP_FREEBIND (haproxy 2.6
+    /// has no `freebind` keyword). For VIPs: a standby listens on them before it holds them.
+    pub transparent: bool,
 }
 
 /// What the render needs besides the load balancer.

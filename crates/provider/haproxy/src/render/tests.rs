@@ -83,6 +83,7 @@ fn rendered(lb: &LoadBalancer) -> Rendered {
         binds: Binds {
             http: Some(([127, 0, 0, 1], 8080).into()),
             https: Some(([127, 0, 0, 1], 8443).into()),
+            transparent: false,
         },
         certificates: &certificates,
         ca_files: &ca_files(),
@@ -417,5 +418,70 @@ fn verifying_pools_name_their_ca_file_server_name_and_sni_and_fail_closed_withou
             sni: false
         }),
         "ssl verify none"
+    );
+}
+
+#[test]
+fn transparent_binds_say_so_on_the_http_and_https_bind_lines_only_then() {
+    let dir = PathBuf::from("/state/lb");
+    let certificates = BTreeMap::new();
+    let mut lb = lb(vec![], vec![member(1, true)]);
+    let mut listeners = (*lb.listeners).clone();
+    let mut https = listeners[0].clone();
+    https.id = ListenerId::derive("https");
+    https.protocol = Protocol::TerminatedHttps;
+    https.port = 443;
+    listeners.push(https);
+    lb.listeners = std::sync::Arc::new(listeners);
+    for transparent in [true, false] {
+        let input = Input {
+            dir: &dir,
+            binds: Binds {
+                http: Some(([198, 18, 0, 5], 80).into()),
+                https: Some(([198, 18, 0, 5], 443).into()),
+                transparent,
+            },
+            certificates: &certificates,
+            ca_files: &ca_files(),
+            limits: &portico_model::Limits::default(),
+            access_log: None,
+        };
+        let r = render(&lb, &input);
+        let binds = lines_with(&r, "bind 198.18.0.5:");
+        assert_eq!(binds.len(), 2, "{binds:?}");
+        assert!(
+            binds[0] == "bind 198.18.0.5:80 transparent" || !transparent,
+            "{binds:?}"
+        );
+        assert!(
+            binds[1].starts_with("bind 198.18.0.5:443 transparent ssl ") || !transparent,
+            "{binds:?}"
+        );
+        if !transparent {
+            assert!(
+                binds.iter().all(|b| !b.contains("transparent")),
+                "{binds:?}"
+            );
+        }
+    }
+}
+
+/// haproxy's own alerts (2.6) for a bind that failed get the fix; others get nothing.
+#[test]
+fn a_failed_bind_names_its_fix() {
+    let alert = |why: &str| {
+        format!(
+            "[ALERT]    (8368) : Binding [a.cfg:9] for frontend f: cannot bind socket ({why}) for [198.18.250.7:18080]"
+        )
+    };
+    assert!(bind_fix(&alert("Address already in use")).contains("another process listens"));
+    assert!(bind_fix(&alert("Permission denied")).contains("CAP_NET_BIND_SERVICE"));
+    assert!(
+        bind_fix(&alert("Cannot assign requested address")).contains("net.ipv4.ip_nonlocal_bind=1")
+    );
+    assert!(!bind_fix(&alert("Something else")).is_empty());
+    assert_eq!(
+        bind_fix("[ALERT] parsing [a.cfg:3]: unknown keyword 'freebind'"),
+        ""
     );
 }
