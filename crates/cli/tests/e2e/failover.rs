@@ -252,18 +252,12 @@ impl Ha {
 
     /// The controller's `n` load balancers once each has a VIP, a floating IP and a pair.
     pub async fn load_balancers(&self, n: usize) -> Vec<Lb> {
-        let url = format!("http://{}/api/v1/loadbalancers", self.controller_admin);
         let mut found = vec![];
         eventually(
             Duration::from_secs(20),
             "the controller placed the load balancers",
             async || {
-                let out = std::process::Command::new("curl")
-                    .args(["-sf", &url])
-                    .output()
-                    .unwrap();
-                let all = serde_json::from_slice::<Vec<Value>>(&out.stdout).unwrap_or_default();
-                found = all.iter().filter_map(lb_of).collect();
+                found = self.controller_lbs().iter().filter_map(lb_of).collect();
                 found.len() == n
             },
         )
@@ -274,20 +268,25 @@ impl Ha {
 
     /// Waits (`within`) until the controller's API shows `node` as the active agent of `id`.
     pub async fn wait_shown_active(&self, id: &str, node: &str, within: Duration) {
-        let url = format!("http://{}/api/v1/loadbalancers", self.controller_admin);
         eventually(
             within,
             "the controller shows the claim's holder as active",
             async || {
-                let out = std::process::Command::new("curl")
-                    .args(["-sf", &url])
-                    .output()
-                    .unwrap();
-                let all = serde_json::from_slice::<Vec<Value>>(&out.stdout).unwrap_or_default();
-                (all.iter()).any(|lb| lb["id"] == id && lb["placement"]["active"] == node)
+                (self.controller_lbs().iter())
+                    .any(|lb| lb["id"] == id && lb["placement"]["active"] == node)
             },
         )
         .await;
+    }
+
+    /// The controller's `/api/v1/loadbalancers` now (empty when it does not answer).
+    fn controller_lbs(&self) -> Vec<Value> {
+        let url = format!("http://{}/api/v1/loadbalancers", self.controller_admin);
+        let out = std::process::Command::new("curl")
+            .args(["-sf", &url])
+            .output()
+            .unwrap();
+        serde_json::from_slice::<Vec<Value>>(&out.stdout).unwrap_or_default()
     }
 
     /// Starts (again) agent `i`.
