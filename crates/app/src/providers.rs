@@ -57,6 +57,7 @@ pub(crate) fn registry(
         http: Some(http),
         https: Some(https),
         transparent: false,
+        floating: None,
     });
     let provider = HaproxyProvider::new(portico_provider_haproxy::Settings {
         plan: haproxy_plan(haproxy, binds, &listen.class, listen.limits, access_log),

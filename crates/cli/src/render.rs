@@ -29,6 +29,7 @@ pub fn run(args: &RenderArgs) -> anyhow::Result<ExitCode> {
             http: Some(args.http_listen),
             https: Some(args.https_listen),
             transparent: false,
+            floating: None,
         });
     let settings = portico_app::haproxy_plan(
         &args.haproxy.settings()?,

@@ -17,6 +17,7 @@ pub fn run(
             http: Some(crate::DEFAULT_HTTP_LISTEN.parse()?),
             https: Some(crate::DEFAULT_HTTPS_LISTEN.parse()?),
             transparent: false,
+            floating: None,
         },
     );
     let settings = portico_provider_haproxy::PlanSettings {

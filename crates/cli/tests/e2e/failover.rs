@@ -521,6 +521,18 @@ async fn failovers_with(provider: &'static str, signal: i32, kills: usize) -> Ve
             listening.iter().any(|name| name == want),
             "the standby's {want} listens on {vip}:80 before the kill: {listening:?}"
         );
+        let on_fip = standby_node.listeners(SocketAddr::new(lb.fip.into(), 80));
+        assert!(
+            on_fip.iter().any(|name| name == want),
+            "the standby's {want} listens on the floating IP {}:80 too: {on_fip:?}",
+            lb.fip
+        );
+        eventually(
+            Duration::from_secs(5),
+            "the floating IP answers from the active",
+            async || ha.answers(lb.fip, &lb.service).await,
+        )
+        .await;
         let probe = Probe::http(&ha.client, vip, 80, "x.test", 2.5, 10);
         tokio::time::sleep(Duration::from_millis(700)).await;
         ha.agents[active].signal(signal).await;

@@ -153,6 +153,7 @@ fn vip_binds(lb: &LoadBalancer, vip: std::net::IpAddr) -> Binds {
         http: port(Protocol::Http),
         https: port(Protocol::TerminatedHttps),
         transparent: true,
+        floating: lb.floating_ip,
     }
 }
 
@@ -164,7 +165,7 @@ fn claim(
     lb: &LoadBalancer,
     class: &ObjectRef,
 ) -> Result<(), Box<Diagnostic>> {
-    let addrs: Vec<SocketAddr> = [binds.http, binds.https].into_iter().flatten().collect();
+    let addrs = binds.all();
     let field = "metadata.annotations[portico.dev/vip]";
     for addr in &addrs {
         if addr.port() == 0 {
@@ -351,6 +352,7 @@ mod tests {
                 http: Some("127.0.0.1:8080".parse().unwrap()),
                 https: Some("127.0.0.1:8443".parse().unwrap()),
                 transparent: false,
+                floating: None,
             }),
             default_class: "portico".into(),
             limits: portico_model::Limits::default(),

@@ -8,6 +8,7 @@ use super::{CRT_LIST_FILE, DEFAULT_CERTIFICATE_FILE, Input, Rendered};
 use crate::quote;
 use portico_model::{Diagnostic, L7Policy, Listener, LoadBalancer, PolicyAction, Protocol};
 use std::fmt::Write as _;
+use std::net::SocketAddr;
 
 /// The request host as the proxy routes on it: lower-cased, without port, without a trailing
 /// dot (`[::1]:80` keeps its brackets).
@@ -80,14 +81,22 @@ fn bind_line(
     } else {
         ""
     };
+    // The floating IP, when there is one, on the same port and with the same options.
+    let addrs = |addr: SocketAddr| {
+        let floating = input.binds.floating;
+        std::iter::once(addr).chain(floating.map(|ip| SocketAddr::new(ip, addr.port())))
+    };
     match listener.protocol {
-        Protocol::Http => Some(format!("    bind {}{transparent}\n", input.binds.http?)),
+        Protocol::Http => Some(
+            addrs(input.binds.http?)
+                .map(|a| format!("    bind {a}{transparent}\n"))
+                .collect(),
+        ),
         Protocol::TerminatedHttps => {
-            let addr = input.binds.https?;
             let list = quote::path(&input.dir.join(CRT_LIST_FILE)).ok()?;
-            Some(format!(
+            Some(addrs(input.binds.https?).map(|addr| format!(
                 "    bind {addr}{transparent} ssl crt {DEFAULT_CERTIFICATE_FILE} crt-list {list} alpn h2,http/1.1 ssl-min-ver TLSv1.2\n"
-            ))
+            )).collect())
         }
         Protocol::Tcp | Protocol::Udp => {
             let class = lb.origin.clone();

@@ -48,6 +48,24 @@ pub struct Binds {
     /// sets IP_TRANSPARENT and, without CAP_NET_ADMIN, falls back to IP_FREEBIND (haproxy 2.6
     /// has no `freebind` keyword). For VIPs: a standby listens on them before it holds them.
     pub transparent: bool,
+    /// A second address on the same ports: the load balancer's floating IP, which moves with
+    /// its VIP.
+    pub floating: Option<std::net::IpAddr>,
+}
+
+impl Binds {
+    /// Every address and port bound: the HTTP and HTTPS addresses, and the floating IP on
+    /// their ports.
+    pub fn all(&self) -> Vec<SocketAddr> {
+        let own = [self.http, self.https].into_iter().flatten();
+        let floating = self.floating.into_iter().flat_map(|ip| {
+            [self.http, self.https]
+                .into_iter()
+                .flatten()
+                .map(move |a| SocketAddr::new(ip, a.port()))
+        });
+        own.chain(floating).collect()
+    }
 }
 
 /// What the render needs besides the load balancer.

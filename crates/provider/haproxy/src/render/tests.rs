@@ -84,6 +84,7 @@ fn rendered(lb: &LoadBalancer) -> Rendered {
             http: Some(([127, 0, 0, 1], 8080).into()),
             https: Some(([127, 0, 0, 1], 8443).into()),
             transparent: false,
+            floating: None,
         },
         certificates: &certificates,
         ca_files: &ca_files(),
@@ -440,6 +441,7 @@ fn transparent_binds_say_so_on_the_http_and_https_bind_lines_only_then() {
                 http: Some(([198, 18, 0, 5], 80).into()),
                 https: Some(([198, 18, 0, 5], 443).into()),
                 transparent,
+                floating: None,
             },
             certificates: &certificates,
             ca_files: &ca_files(),
@@ -464,6 +466,47 @@ fn transparent_binds_say_so_on_the_http_and_https_bind_lines_only_then() {
             );
         }
     }
+}
+
+/// A floating IP is bound beside the VIP on every listener's port, with the same options.
+#[test]
+fn the_floating_ip_is_bound_beside_the_vip_on_the_same_ports() {
+    let dir = PathBuf::from("/state/lb");
+    let certificates = BTreeMap::new();
+    let mut lb = lb(vec![], vec![member(1, true)]);
+    let mut listeners = (*lb.listeners).clone();
+    let mut https = listeners[0].clone();
+    https.id = ListenerId::derive("https");
+    https.protocol = Protocol::TerminatedHttps;
+    https.port = 443;
+    listeners.push(https);
+    lb.listeners = std::sync::Arc::new(listeners);
+    let binds = Binds {
+        http: Some(([198, 18, 0, 5], 80).into()),
+        https: Some(([198, 18, 0, 5], 443).into()),
+        transparent: true,
+        floating: Some([198, 19, 0, 7].into()),
+    };
+    let input = Input {
+        dir: &dir,
+        binds,
+        certificates: &certificates,
+        ca_files: &ca_files(),
+        limits: &portico_model::Limits::default(),
+        access_log: None,
+    };
+    let r = render(&lb, &input);
+    let floating = lines_with(&r, "bind 198.19.0.7:");
+    assert_eq!(floating.len(), 2, "{floating:?}");
+    assert_eq!(floating[0], "bind 198.19.0.7:80 transparent");
+    assert!(
+        floating[1].starts_with("bind 198.19.0.7:443 transparent ssl "),
+        "{floating:?}"
+    );
+    assert_eq!(lines_with(&r, "bind 198.18.0.5:").len(), 2);
+    let all = binds.all();
+    assert_eq!(all.len(), 4, "{all:?}");
+    assert!(all.contains(&([198, 19, 0, 7], 443).into()));
 }
 
 /// haproxy's own alerts (2.6) for a bind that failed get the fix; others get nothing.

@@ -19,6 +19,7 @@ pub fn binds() -> Binds {
         http: Some(([127, 0, 0, 1], 8080).into()),
         https: Some(([127, 0, 0, 1], 8443).into()),
         transparent: false,
+        floating: None,
     }
 }
 
