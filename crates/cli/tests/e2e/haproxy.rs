@@ -284,3 +284,80 @@ async fn endpoint_and_route_changes_are_served_without_a_reload() {
     );
     assert!(counter(&after, "portico_haproxy_runtime_updates_total") >= 2);
 }
+
+/// An endpoint-only change (one pod replaced) on the real haproxy: served through the runtime
+/// API without a reload, haproxy.conf follows a little later (off the hot path), and a later
+/// reload (a new Service and path: a new backend) serves the same members, the replaced pod
+/// never again.
+#[tokio::test]
+async fn an_endpoint_only_change_is_served_without_a_reload_and_the_files_follow() {
+    let m = Manifests::new();
+    let pods = echo_pods("web", 2).await;
+    m.write("backends.yaml", &service("hx", "web", &ready(&pods)));
+    m.write("ing.yaml", &web_ingress());
+    let p = Portico::start_haproxy(m.path(), &[]).await;
+    p.wait_route("web.test", "/", 200, "web").await;
+    let reloads = async || {
+        let text = p.metrics().await;
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("portico_haproxy_reloads_total"));
+        let value = line.and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok());
+        value.unwrap_or_else(|| panic!("no reload counter in:\n{text}"))
+    };
+    assert_eq!(reloads().await, 0);
+    let root = p.state_dir().join("loadbalancer/haproxy");
+    let dir = std::fs::read_dir(&root)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let config = || std::fs::read_to_string(dir.join("haproxy.conf")).unwrap();
+    assert!(config().contains(&pods[1].to_string()));
+
+    // web-1 is replaced by web-new.
+    let new = portico_echo::spawn(([127, 0, 0, 1], 0).into(), "web", "web-new")
+        .await
+        .unwrap();
+    m.write(
+        "backends.yaml",
+        &service("hx", "web", &ready(&[pods[0], new])),
+    );
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while p.get("web.test", "/").await.json()["pod"] != "web-new" {
+        assert!(Instant::now() < deadline, "the new endpoint never answered");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(reloads().await, 0, "an endpoint-only change reloaded");
+    wait_for("haproxy.conf with the new endpoint", || {
+        let text = config();
+        text.contains(&new.to_string()) && !text.contains(&pods[1].to_string())
+    })
+    .await;
+    assert_eq!(reloads().await, 0, "rewriting the files reloaded");
+
+    // A new backend: a reload, from the files.
+    let api = echo_pods("api", 1).await;
+    m.write("api.yaml", &service("hx", "api", &ready(&api)));
+    let y = ingress(
+        "hx",
+        "web",
+        "2026-01-01T00:00:00Z",
+        &[
+            ("web.test", "/", "Prefix", "web", "80"),
+            ("web.test", "/api", "Prefix", "api", "80"),
+        ],
+    );
+    m.write("ing.yaml", &y);
+    p.wait_route("web.test", "/api", 200, "api").await;
+    assert_eq!(reloads().await, 1);
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..20 {
+        let r = p.get("web.test", "/").await;
+        assert_eq!(r.status, 200);
+        seen.insert(r.json()["pod"].as_str().unwrap_or_default().to_owned());
+    }
+    let expected = ["web-0", "web-new"].map(String::from);
+    assert_eq!(seen, expected.into(), "after the reload");
+}

@@ -4,16 +4,18 @@
 
 use crate::cli::{command, master_reloads};
 use crate::files;
-use crate::render::{CONFIG_FILE, Rendered, STATS_SOCKET};
+use crate::render::{CONFIG_FILE, Rendered, STATS_SOCKET, Server};
 use crate::status::Reporter;
+use portico_model::PoolId;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::process::{Child, Command};
-use tokio::sync::watch;
+use tokio::sync::{Notify, mpsc, watch};
 use tokio::task::JoinHandle;
 
 pub(crate) const MASTER_SOCKET: &str = "master.sock";
@@ -49,9 +51,24 @@ pub(crate) struct Desired {
     pub certificates: BTreeMap<String, Arc<Vec<u8>>>,
 }
 
-/// The handle of one load balancer's task; dropping the sender stops it.
+/// Endpoints only: each pool's members now (every other setting unchanged), applied through
+/// the runtime API alone; the files keep the configuration last handed to [`Instance::set`]
+/// until the next one (which the provider renders off the hot path).
+#[derive(Debug)]
+pub(crate) struct Members {
+    pub servers: BTreeMap<PoolId, Vec<Server>>,
+}
+
+/// The handle of one load balancer's task; dropping the senders stops it. Every change
+/// carries its order: the task drops one older than what it applied already.
 pub(crate) struct Instance {
-    desired: watch::Sender<Option<Arc<Desired>>>,
+    desired: watch::Sender<Option<(u64, Arc<Desired>)>>,
+    members: mpsc::UnboundedSender<(u64, Arc<Members>)>,
+    /// The order of the next change.
+    next: AtomicU64,
+    /// Whether members went since the last [`Instance::set`]: the next one is sent even when
+    /// it equals the last (the running haproxy may differ from it).
+    members_sent: AtomicBool,
     task: JoinHandle<()>,
 }
 
@@ -63,8 +80,10 @@ impl Instance {
         reporter: Reporter,
         stop_timeout: Duration,
         counters: Arc<crate::Counters>,
+        reload_wanted: Arc<Notify>,
     ) -> Self {
         let (desired, rx) = watch::channel(None);
+        let (members, members_rx) = mpsc::unbounded_channel();
         let manager = Manager {
             dir,
             stop_timeout,
@@ -76,20 +95,38 @@ impl Instance {
             restart_at: None,
             counters,
             live: crate::runtime::Live::default(),
+            seen: 0,
+            live_unknown: false,
+            reload_wanted,
         };
-        let task = tokio::spawn(manager.run(rx));
-        Instance { desired, task }
+        let task = tokio::spawn(manager.run(rx, members_rx));
+        Instance {
+            desired,
+            members,
+            next: AtomicU64::new(1),
+            members_sent: AtomicBool::new(false),
+            task,
+        }
     }
 
     /// Converge to `desired` (a no-op when it is what the task already has).
     pub(crate) fn set(&self, desired: Arc<Desired>) {
+        let order = self.next.fetch_add(1, Ordering::Relaxed);
+        let force = self.members_sent.swap(false, Ordering::Relaxed);
         self.desired.send_if_modified(|current| {
-            let same = current.as_ref().is_some_and(|c| **c == *desired);
+            let same = !force && current.as_ref().is_some_and(|(_, c)| **c == *desired);
             if !same {
-                *current = Some(desired);
+                *current = Some((order, desired));
             }
             !same
         });
+    }
+
+    /// Endpoints only: the members of `members`' pools through the runtime API, at once.
+    pub(crate) fn members(&self, members: Arc<Members>) {
+        let order = self.next.fetch_add(1, Ordering::Relaxed);
+        self.members_sent.store(true, Ordering::Relaxed);
+        let _ = self.members.send((order, members));
     }
 
     /// Stops haproxy and removes the directory.
@@ -120,19 +157,39 @@ struct Manager {
     counters: Arc<crate::Counters>,
     /// Which server slot holds which member in the running haproxy.
     live: crate::runtime::Live,
+    /// The order of the last change taken (see [`Instance`]).
+    seen: u64,
+    /// A runtime API change failed half-way: `live` may not be what runs, the next
+    /// configuration is reloaded.
+    live_unknown: bool,
+    /// Told when an endpoints-only change needs a reload (no free slot, or the runtime API
+    /// failed): the provider then renders the whole configuration at once.
+    reload_wanted: Arc<Notify>,
 }
 
 impl Manager {
-    async fn run(mut self, mut rx: watch::Receiver<Option<Arc<Desired>>>) {
+    async fn run(
+        mut self,
+        mut rx: watch::Receiver<Option<(u64, Arc<Desired>)>>,
+        mut members: mpsc::UnboundedReceiver<(u64, Arc<Members>)>,
+    ) {
         loop {
             tokio::select! {
+                biased;
                 changed = rx.changed() => {
                     if changed.is_err() {
                         break;
                     }
                     let desired = rx.borrow_and_update().clone();
-                    if let Some(desired) = desired {
+                    if let Some((order, desired)) = desired.filter(|(o, _)| *o >= self.seen) {
+                        self.seen = order;
                         self.apply(desired).await;
+                    }
+                }
+                Some((order, update)) = members.recv() => {
+                    if order >= self.seen {
+                        self.seen = order;
+                        self.members(&update).await;
                     }
                 }
                 exit = exited(&mut self.process) => {
@@ -156,6 +213,7 @@ impl Manager {
         // Runtime-only changes (servers' state, route map entries) cannot make the
         // configuration invalid: no `haproxy -c` (seconds on a large configuration) for them.
         let plan = (self.applied.as_ref())
+            .filter(|_| !std::mem::take(&mut self.live_unknown))
             .filter(|applied| applied.certificates == desired.certificates)
             .and_then(|applied| {
                 crate::runtime::commands(&applied.rendered, &desired.rendered, &self.live)
@@ -195,6 +253,30 @@ impl Manager {
         match outcome {
             Ok(()) => self.reporter.set(true, None),
             Err(problem) => self.reporter.set(true, Some(problem)),
+        }
+    }
+
+    /// Endpoints only: the slot commands of the changed pools alone, through the runtime API.
+    /// The files stay what they were (`applied`, which a restart reads): the provider hands
+    /// the whole configuration with these members later, which writes them (and sends
+    /// nothing more, `live` having them). When only a reload can, the provider is told.
+    async fn members(&mut self, update: &Members) {
+        if self.process.is_none() || self.applied.is_none() {
+            return; // Not serving: the next configuration starts it with these members.
+        }
+        let Some((exchanges, part)) = crate::runtime::pool_commands(&self.live, &update.servers)
+        else {
+            tracing::debug!(dir = %self.dir.display(), "no free server slot: reloading");
+            self.reload_wanted.notify_one();
+            return;
+        };
+        match self.runtime(exchanges).await {
+            Ok(()) => self.live.merge(part),
+            Err(error) => {
+                tracing::info!(%error, "runtime API change failed; reloading instead");
+                self.live_unknown = true;
+                self.reload_wanted.notify_one();
+            }
         }
     }
 

@@ -8,9 +8,16 @@ use crate::status::Statuses;
 use portico_model::{Diagnostic, LoadBalancerId, Model, PoolId};
 use portico_provider::{CaBundles, Certificates, Provider, Status};
 use std::collections::{BTreeMap, HashSet};
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use tokio::sync::watch;
+use std::time::Duration;
+use tokio::sync::{Notify, watch};
+
+/// After an endpoints-only change, how long no other change must come before the files are
+/// rewritten (a render of the whole configuration, off the hot path)…
+const REWRITE_QUIET: Duration = Duration::from_millis(500);
+/// …and how long they may be late at most under a stream of changes.
+const REWRITE_LATEST: Duration = Duration::from_secs(5);
 
 /// Everything the provider is told at start.
 #[derive(Debug, Clone)]
@@ -37,13 +44,31 @@ pub enum StartError {
     Certificate(String),
 }
 
+type Instances = Arc<Mutex<BTreeMap<LoadBalancerId, Instance>>>;
+
 pub struct HaproxyProvider {
     settings: Settings,
     binary: Arc<Binary>,
     fallback: Arc<Vec<u8>>,
-    instances: Mutex<BTreeMap<LoadBalancerId, Instance>>,
+    instances: Instances,
     statuses: Arc<Statuses>,
-    certificates: Mutex<(Certificates, CaBundles)>,
+    certificates: Arc<Mutex<(Certificates, CaBundles)>>,
+    /// The files of endpoints-only changes, written later (see [`Rewrite`]).
+    rewrite: Arc<Rewrite>,
+}
+
+/// Endpoints-only changes go through the runtime API at once; the files that say the same
+/// (haproxy.conf's server lines: a render of the whole configuration) are written by a task
+/// once the changes pause ([`REWRITE_QUIET`], [`REWRITE_LATEST`] at most), or at once when
+/// an instance needs a reload. Any other change renders everything and supersedes it.
+#[derive(Default)]
+struct Rewrite {
+    /// Counts the changes handed to the instances: a late render of an older model is dropped.
+    changes: AtomicU64,
+    /// The model to write and its change number; whether the task runs.
+    state: Mutex<(Option<(u64, Model)>, bool)>,
+    /// An instance needs the whole configuration now (a reload).
+    now: Arc<Notify>,
 }
 
 impl std::fmt::Debug for HaproxyProvider {
@@ -66,9 +91,10 @@ impl HaproxyProvider {
             binary: Arc::new(settings.binary.clone()),
             settings,
             fallback: Arc::new(fallback.pem()),
-            instances: Mutex::new(BTreeMap::new()),
+            instances: Arc::default(),
             statuses: Statuses::new(),
-            certificates: Mutex::default(),
+            certificates: Arc::default(),
+            rewrite: Arc::default(),
         })
     }
 
@@ -98,6 +124,76 @@ impl HaproxyProvider {
         self.instances
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Rewrite {
+    fn lock(&self) -> std::sync::MutexGuard<'_, (Option<(u64, Model)>, bool)> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The task that writes the files of endpoints-only changes (see [`Rewrite`]).
+struct Rewriter {
+    rewrite: Arc<Rewrite>,
+    instances: Instances,
+    certificates: Arc<Mutex<(Certificates, CaBundles)>>,
+    settings: PlanSettings,
+    fallback: Arc<Vec<u8>>,
+}
+
+impl Rewriter {
+    async fn run(self) {
+        loop {
+            let started = tokio::time::Instant::now();
+            loop {
+                let before = self.rewrite.changes.load(Ordering::Relaxed);
+                tokio::select! {
+                    () = tokio::time::sleep(REWRITE_QUIET) => {}
+                    () = self.rewrite.now.notified() => break,
+                }
+                let quiet = self.rewrite.changes.load(Ordering::Relaxed) == before;
+                if quiet || started.elapsed() >= REWRITE_LATEST {
+                    break;
+                }
+            }
+            let pending = {
+                let mut state = self.rewrite.lock();
+                let pending = state.0.take();
+                if pending.is_none() {
+                    state.1 = false;
+                    return;
+                }
+                pending
+            };
+            let Some((change, model)) = pending else {
+                continue;
+            };
+            let (certificates, ca_bundles) = self
+                .certificates
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone();
+            let (settings, fallback) = (self.settings.clone(), self.fallback.clone());
+            let planned = tokio::task::spawn_blocking(move || {
+                plan(&model, &certificates, &ca_bundles, &settings, &fallback).0
+            })
+            .await;
+            let Ok(planned) = planned else { continue };
+            let instances = self
+                .instances
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            // A change since the model was taken: the newer one writes the files.
+            if self.rewrite.changes.load(Ordering::Relaxed) != change {
+                continue;
+            }
+            for p in planned {
+                if let Some(instance) = instances.get(&p.id) {
+                    instance.set(Arc::new(p.desired));
+                }
+            }
+        }
     }
 }
 
@@ -147,6 +243,8 @@ impl Provider for HaproxyProvider {
             .certificates
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = (certificates.clone(), ca_bundles.clone());
+        self.rewrite.changes.fetch_add(1, Ordering::Relaxed);
+        self.rewrite.lock().0 = None;
         let settings = &self.settings.plan;
         let (planned, diagnostics) =
             plan(model, certificates, ca_bundles, settings, &self.fallback);
@@ -173,6 +271,7 @@ impl Provider for HaproxyProvider {
                     reporter,
                     timeout,
                     self.settings.counters.clone(),
+                    self.rewrite.now.clone(),
                 )
             });
             instance.set(Arc::new(p.desired));
@@ -180,15 +279,40 @@ impl Provider for HaproxyProvider {
         diagnostics
     }
 
-    /// Renders again: servers whose readiness or weight changed go through the runtime API,
-    /// added or removed members through a reload.
-    fn update_members(&self, model: &Model, _pools: &HashSet<PoolId>) {
-        let (certificates, ca_bundles) = self
-            .certificates
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        let _ = self.apply(model, &certificates, &ca_bundles);
+    /// Only the members of `pools` changed: their server slots change through the runtime
+    /// API at once (no render of the whole configuration); the files follow off the hot path
+    /// ([`Rewrite`]). Pools with cookie affinity (a server line per member) render again.
+    fn update_members(&self, model: &Model, pools: &HashSet<PoolId>) {
+        let Some(servers) = crate::render::pool_servers(model, pools) else {
+            let (certificates, ca_bundles) = self
+                .certificates
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone();
+            let _ = self.apply(model, &certificates, &ca_bundles);
+            return;
+        };
+        if servers.is_empty() {
+            return; // Pools of other providers.
+        }
+        let change = self.rewrite.changes.fetch_add(1, Ordering::Relaxed) + 1;
+        let members = Arc::new(crate::instance::Members { servers });
+        for instance in self.lock_instances().values() {
+            instance.members(members.clone());
+        }
+        let mut state = self.rewrite.lock();
+        state.0 = Some((change, model.clone()));
+        if !state.1 {
+            state.1 = true;
+            let task = Rewriter {
+                rewrite: self.rewrite.clone(),
+                instances: self.instances.clone(),
+                certificates: self.certificates.clone(),
+                settings: self.settings.plan.clone(),
+                fallback: self.fallback.clone(),
+            };
+            tokio::spawn(task.run());
+        }
     }
 
     fn status(&self) -> Status {

@@ -62,6 +62,31 @@ pub(crate) fn commands(old: &Rendered, new: &Rendered, live: &Live) -> Option<(V
     Some((out, live))
 }
 
+/// Endpoints only: the runtime API exchanges that put `servers` (each pool's members, every
+/// other setting unchanged) into the slots of those pools the running haproxy has (pools it
+/// lacks belong to another load balancer and are left out), and those pools' slots after them
+/// (see [`Live::merge`]); `None` when a pool has no free slot for a new member (a reload).
+pub(crate) fn pool_commands(
+    live: &Live,
+    servers: &BTreeMap<PoolId, Vec<Server>>,
+) -> Option<(Vec<String>, Live)> {
+    let part: BTreeMap<PoolId, Vec<Slot>> = (servers.keys())
+        .filter_map(|pool| Some((*pool, live.0.get(pool)?.clone())))
+        .collect();
+    let desired: Vec<Server> = (part.keys())
+        .flat_map(|pool| servers[pool].iter().copied())
+        .collect();
+    let (commands, part) = members(&Live(part), &desired)?;
+    Some((joined(commands), part))
+}
+
+impl Live {
+    /// Takes the slots of the pools `part` has (from [`pool_commands`]).
+    pub(crate) fn merge(&mut self, part: Live) {
+        self.0.extend(part.0);
+    }
+}
+
 /// The commands that put `desired` into the slots of `live`, and the slots after them.
 fn members(live: &Live, desired: &[Server]) -> Option<(Vec<String>, Live)> {
     let mut wanted: BTreeMap<PoolId, BTreeMap<MemberId, Server>> = BTreeMap::new();
@@ -254,6 +279,45 @@ mod tests {
         );
         // A pool the running haproxy does not have: a reload.
         assert!(members(&live, &[server("other", "x", 9, true)]).is_none());
+    }
+
+    #[test]
+    fn endpoints_only_plans_the_touched_pools_alone() {
+        let (p, q) = (PoolId::derive("p"), PoolId::derive("q"));
+        let mut before = rendered(vec![server("p", "a", 1, true), server("q", "b", 2, true)]);
+        before.spares.insert(q, vec!["portico-spare-1".into()]);
+        let mut live = Live::of(&before);
+        // Pool p's member moves to a new endpoint; q is not touched, "other" is not this
+        // haproxy's.
+        let servers = BTreeMap::from([
+            (p, vec![server("p", "c", 3, true)]),
+            (PoolId::derive("other"), vec![server("other", "x", 9, true)]),
+        ]);
+        let (commands, part) = pool_commands(&live, &servers).unwrap();
+        let a = MemberId::derive("a");
+        let spare = format!("{p}/portico-spare-1");
+        assert_eq!(
+            commands,
+            [[
+                format!("set server {p}/{a} state maint"),
+                format!("set server {spare} addr 10.0.0.3 port 80"),
+                format!("set weight {spare} 1"),
+                format!("set server {spare} state ready"),
+            ]
+            .join(";")]
+        );
+        assert_eq!(part.0.keys().collect::<Vec<_>>(), [&p]);
+        live.merge(part);
+        // The slots now are those of a full plan of the same members.
+        let after = [server("p", "c", 3, true), server("q", "b", 2, true)];
+        let (full, _) = members(&Live::of(&before), &after).unwrap();
+        assert_eq!(full.join(";"), commands[0]);
+        assert_eq!(members(&live, &after).unwrap().0, Vec::<String>::new());
+        // Three slots (a's and two spares) but four new members: a reload.
+        let four = ["d", "e", "f", "g"]
+            .map(|m| server("p", m, 4, true))
+            .to_vec();
+        assert!(pool_commands(&live, &BTreeMap::from([(p, four)])).is_none());
     }
 
     #[test]

@@ -114,20 +114,25 @@ pub(super) fn pools(
         first.push_str(&settings(pool, limits));
         s.push_str(&pool_header(pool.id, &balance, &first));
         for member in &pool.members {
-            let server = Server {
-                backend: pool.id,
-                name: member.id,
-                address: member.address,
-                port: member.port,
-                weight: member.weight.min(MAX_WEIGHT),
-                ready: member.ready,
-            };
+            let server = server(pool, member);
             s.push_str(&server_line(pool, &proto, &server));
             servers.push(server);
         }
         s.push_str(&spare_lines(pool, &proto));
     }
     s
+}
+
+/// The server slot contents of `pool`'s `member`.
+pub(super) fn server(pool: &Pool, member: &portico_model::Member) -> Server {
+    Server {
+        backend: pool.id,
+        name: member.id,
+        address: member.address,
+        port: member.port,
+        weight: member.weight.min(MAX_WEIGHT),
+        ready: member.ready,
+    }
 }
 
 /// Spare server slots per pool: a member added later takes one through the runtime API

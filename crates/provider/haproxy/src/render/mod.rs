@@ -158,6 +158,29 @@ fn server_parts(line: &str) -> Option<(&str, &str)> {
     Some((name, rest.split_once(' ').map_or("", |(_, o)| o)))
 }
 
+/// Pure: the servers of `pools` in the model's haproxy load balancers, per pool, when each of
+/// them can change through the runtime API alone: `None` when one uses cookie affinity (its
+/// members' server lines carry their own cookie, so only a reload changes them). Pools no
+/// haproxy load balancer has are left out.
+pub(crate) fn pool_servers(
+    model: &portico_model::Model,
+    pools: &std::collections::HashSet<PoolId>,
+) -> Option<BTreeMap<PoolId, Vec<Server>>> {
+    let mut out = BTreeMap::new();
+    let haproxy = (model.load_balancers.iter()).filter(|lb| lb.provider == crate::PROVIDER);
+    for pool in haproxy.flat_map(|lb| &lb.pools) {
+        if !pools.contains(&pool.id) || out.contains_key(&pool.id) {
+            continue;
+        }
+        if pool.settings.affinity.is_some() {
+            return None;
+        }
+        let servers = pool.members.iter().map(|m| backend::server(pool, m));
+        out.insert(pool.id, servers.collect());
+    }
+    Some(out)
+}
+
 /// Renders `lb`'s haproxy.conf and crt-list.
 pub fn render(lb: &LoadBalancer, input: &Input<'_>) -> Rendered {
     let mut out = Rendered::default();
