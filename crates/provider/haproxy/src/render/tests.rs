@@ -422,10 +422,8 @@ fn verifying_pools_name_their_ca_file_server_name_and_sni_and_fail_closed_withou
     );
 }
 
-#[test]
-fn transparent_binds_say_so_on_the_http_and_https_bind_lines_only_then() {
-    let dir = PathBuf::from("/state/lb");
-    let certificates = BTreeMap::new();
+/// A load balancer with one member, its HTTP listener and a TERMINATED_HTTPS one on 443.
+fn lb_with_https() -> LoadBalancer {
     let mut lb = lb(vec![], vec![member(1, true)]);
     let mut listeners = (*lb.listeners).clone();
     let mut https = listeners[0].clone();
@@ -434,6 +432,14 @@ fn transparent_binds_say_so_on_the_http_and_https_bind_lines_only_then() {
     https.port = 443;
     listeners.push(https);
     lb.listeners = std::sync::Arc::new(listeners);
+    lb
+}
+
+#[test]
+fn transparent_binds_say_so_on_the_http_and_https_bind_lines_only_then() {
+    let dir = PathBuf::from("/state/lb");
+    let certificates = BTreeMap::new();
+    let lb = lb_with_https();
     for transparent in [true, false] {
         let input = Input {
             dir: &dir,
@@ -473,14 +479,7 @@ fn transparent_binds_say_so_on_the_http_and_https_bind_lines_only_then() {
 fn the_floating_ip_is_bound_beside_the_vip_on_the_same_ports() {
     let dir = PathBuf::from("/state/lb");
     let certificates = BTreeMap::new();
-    let mut lb = lb(vec![], vec![member(1, true)]);
-    let mut listeners = (*lb.listeners).clone();
-    let mut https = listeners[0].clone();
-    https.id = ListenerId::derive("https");
-    https.protocol = Protocol::TerminatedHttps;
-    https.port = 443;
-    listeners.push(https);
-    lb.listeners = std::sync::Arc::new(listeners);
+    let lb = lb_with_https();
     let binds = Binds {
         http: Some(([198, 18, 0, 5], 80).into()),
         https: Some(([198, 18, 0, 5], 443).into()),
