@@ -3,7 +3,7 @@
 //! silent, idle and slow connections and backends, and the per-client connection cap.
 
 use crate::conformance::Provider;
-use crate::raw_client::{After, closed_within, connect_from, exchange, read_response};
+use crate::raw_client::{After, closed_within, connect_from, exchange, pipelined, read_response};
 use crate::support::*;
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
@@ -13,6 +13,7 @@ use tokio::net::TcpStream;
 
 proxy_and_haproxy!(
     smuggling_and_limit_requests_get_their_status_and_connection_state,
+    pipelined_requests_answer_each_and_refuse_only_the_one_with_both_lengths,
     silent_and_half_sent_connections_are_closed_after_the_header_timeout,
     an_idle_keep_alive_connection_is_closed_after_the_keepalive_timeout,
     a_request_body_that_stalls_is_cut_after_the_body_timeout,
@@ -61,6 +62,9 @@ fn cases() -> Vec<Case> {
     let big = format!("X-Big: {}\r\n", "a".repeat(20_000));
     let chunked =
         |body: &str| format!("POST / HTTP/1.1\r\n{h}Transfer-Encoding: chunked\r\n\r\n{body}");
+    let both_lengths = format!(
+        "POST / HTTP/1.1\r\n{h}Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+    );
     let small_chunks = format!("100\r\n{}\r\n0\r\n\r\n", "b".repeat(256));
     let over_limit: String = (0..8)
         .map(|_| format!("100\r\n{}\r\n", "b".repeat(256)))
@@ -68,15 +72,31 @@ fn cases() -> Vec<Case> {
         + "0\r\n\r\n";
     vec![
         ("a plain request", get("/", &h), (200, Kept), (200, Kept)),
-        // Both parsers drop Content-Length, read the chunked body and close the connection
-        // after answering (RFC 9112 section 6.3); neither lets a rule see the pair.
+        // haproxy's parser drops Content-Length, serves the request by its chunks and closes
+        // the connection after answering (RFC 9112 section 6.1 allows either); no rule of
+        // haproxy 2.6 sees the pair.
         (
             "Content-Length with Transfer-Encoding",
+            both_lengths.clone(),
+            (400, Closed),
+            (200, Closed),
+        ),
+        (
+            "Transfer-Encoding with Content-Length",
             format!(
-                "POST / HTTP/1.1\r\n{h}Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+                "POST / HTTP/1.1\r\n{h}Transfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n"
             ),
+            (400, Closed),
             (200, Closed),
-            (200, Closed),
+        ),
+        (
+            "a body that reads like a head with both lengths",
+            format!(
+                "POST / HTTP/1.1\r\n{h}Content-Length: {}\r\n\r\n{both_lengths}",
+                both_lengths.len()
+            ),
+            (200, Kept),
+            (200, Kept),
         ),
         (
             "differing duplicate Content-Length",
@@ -237,6 +257,34 @@ async fn smuggling_and_limit_requests_get_their_status_and_connection_state(prov
         failures.is_empty(),
         "{provider:?}:\n{}",
         failures.join("\n")
+    );
+}
+
+/// Requests pipelined on one connection, the third declaring both lengths, after a chunked
+/// body whose chunk reads like such a head: each request before it is answered as usual.
+async fn pipelined_requests_answer_each_and_refuse_only_the_one_with_both_lengths(
+    provider: Provider,
+) {
+    let m = manifests().await;
+    let p = start(provider, m.path(), &[]).await;
+    p.wait_route(HOST, "/", 200, "web").await;
+    let h = format!("Host: {HOST}\r\n");
+    let both = format!(
+        "POST / HTTP/1.1\r\n{h}Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+    );
+    let raw = format!(
+        "GET / HTTP/1.1\r\n{h}\r\nPOST / HTTP/1.1\r\n{h}Transfer-Encoding: chunked\r\n\r\n{:x}\r\n{both}\r\n0\r\n\r\n{both}GET / HTTP/1.1\r\n{h}\r\n",
+        both.len()
+    );
+    let (statuses, after) = pipelined(p.http, raw.as_bytes()).await;
+    let refused = match provider {
+        Provider::Haproxy => 200,
+        _ => 400,
+    };
+    assert_eq!(
+        (statuses, after),
+        (vec![200, 200, refused], After::Closed),
+        "{provider:?}: the fourth request must not be served after the one with both lengths"
     );
 }
 

@@ -107,3 +107,39 @@ pub async fn closed_within(stream: &mut TcpStream, within: Duration) -> Option<D
         .ok()
         .map(|()| start.elapsed())
 }
+
+/// Sends `raw` (several pipelined requests) on a new connection and reads until the server
+/// closes it or stays silent past the patience: the status of each whole response in order
+/// (each with a Content-Length body), and whether the server closed the connection.
+pub async fn pipelined(to: SocketAddr, raw: &[u8]) -> (Vec<u16>, After) {
+    let mut stream = TcpStream::connect(to).await.unwrap();
+    stream.write_all(raw).await.unwrap();
+    let mut buf = Vec::new();
+    let closed = tokio::time::timeout(PATIENCE, async {
+        let mut chunk = [0u8; 4096];
+        loop {
+            match stream.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        }
+    })
+    .await
+    .is_ok();
+    let mut statuses = Vec::new();
+    let mut rest = &buf[..];
+    while let Some(head_end) = find(rest, b"\r\n\r\n").map(|at| at + 4) {
+        let head = String::from_utf8_lossy(&rest[..head_end]).to_ascii_lowercase();
+        let Some(status) = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()) else {
+            break;
+        };
+        statuses.push(status);
+        let length: usize = (head.lines())
+            .find_map(|l| l.strip_prefix("content-length:"))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0);
+        rest = &rest[(head_end + length).min(rest.len())..];
+    }
+    let after = if closed { After::Closed } else { After::Kept };
+    (statuses, after)
+}

@@ -1,6 +1,8 @@
-//! The client connection's I/O, telling its [`Activity`] when bytes arrive.
+//! The client connection's I/O, telling its [`Activity`] when bytes arrive and its
+//! [`Framing`] what they are.
 
 use super::Activity;
+use super::framing::Framing;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -10,11 +12,16 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 pub(crate) struct Watched<IO> {
     io: IO,
     activity: Arc<Activity>,
+    framing: Framing,
 }
 
 impl<IO> Watched<IO> {
-    pub(crate) fn new(io: IO, activity: Arc<Activity>) -> Self {
-        Watched { io, activity }
+    pub(crate) fn new(io: IO, activity: Arc<Activity>, framing: Framing) -> Self {
+        Watched {
+            io,
+            activity,
+            framing,
+        }
     }
 }
 
@@ -28,6 +35,7 @@ impl<IO: AsyncRead + Unpin> AsyncRead for Watched<IO> {
         let polled = Pin::new(&mut self.io).poll_read(cx, buf);
         if matches!(polled, Poll::Ready(Ok(()))) && buf.filled().len() > before {
             self.activity.read();
+            self.framing.feed(&buf.filled()[before..]);
         }
         polled
     }

@@ -8,7 +8,7 @@ use super::tries::{
 use super::tunnel::is_upgrade;
 use super::{Phase, Proxy, ProxyBody};
 use crate::access::{Asked, Entry, Logged, ensure_request_id};
-use crate::limits::{Activity, ClientBody, Fault, Tracked, Watched};
+use crate::limits::{Activity, Ambiguous, ClientBody, Fault, Framing, Tracked, Watched};
 use crate::metrics::PoolMetrics;
 use crate::route::{Outcome, PoolState, RequestInfo, Target, normalize_host};
 use crate::upstream::{Endpoint, SendFailed, UpstreamError};
@@ -28,7 +28,7 @@ use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{Notify, mpsc};
@@ -54,6 +54,10 @@ pub(super) struct Conn {
     h2: AtomicBool,
     /// Wakes the connection to send GOAWAY: an HTTP/2 request arrived while draining.
     goaway: Notify,
+    /// Requests begun so far: the ordinal of the next one.
+    requests: AtomicU64,
+    /// Which HTTP/1 request declared both Content-Length and Transfer-Encoding.
+    ambiguous: Arc<Ambiguous>,
 }
 
 impl Proxy {
@@ -69,6 +73,8 @@ impl Proxy {
         let client = client.unwrap_or(HeaderValue::from_static("unknown"));
         let activity = Activity::new();
         let (tunnels_tx, mut opened) = mpsc::unbounded_channel();
+        let ambiguous = Ambiguous::new();
+        let framing = Framing::new(self.limits.max_header_bytes.max(8192), ambiguous.clone());
         let conn = Arc::new(Conn {
             proxy: self.clone(),
             forwarded: Forwarded { client, scheme },
@@ -77,19 +83,22 @@ impl Proxy {
             tunnels: tunnels_tx,
             h2: AtomicBool::new(false),
             goaway: Notify::new(),
+            requests: AtomicU64::new(0),
+            ambiguous,
         });
         let handler = conn.clone();
         let service = service_fn(move |req: Request<Incoming>| {
             let conn = handler.clone();
             let in_flight = conn.activity.request();
+            let ordinal = conn.requests.fetch_add(1, Ordering::Relaxed);
             async move {
                 let version = req.version();
-                let mut response = conn.handle(req).await;
+                let mut response = conn.handle(req, ordinal).await;
                 conn.ask_to_close(version, &mut response);
                 Ok::<_, Infallible>(response.map(|body| Tracked::new(body, in_flight)))
             }
         });
-        let io = TokioIo::new(Watched::new(io, activity.clone()));
+        let io = TokioIo::new(Watched::new(io, activity.clone(), framing));
         let served = self.server.serve_connection_with_upgrades(io, service);
         tokio::pin!(served);
         let mut phase = self.phase.subscribe();
@@ -160,10 +169,14 @@ impl Conn {
     }
 
     /// Gives the request its id, answers it, and logs it once the response body is done.
-    async fn handle(&self, mut req: Request<Incoming>) -> Response<Logged<ProxyBody>> {
+    async fn handle(
+        &self,
+        mut req: Request<Incoming>,
+        ordinal: u64,
+    ) -> Response<Logged<ProxyBody>> {
         let request_id = ensure_request_id(req.headers_mut());
         let mut entry = self.begin_entry(&req, &request_id);
-        let response = self.respond(req, &mut entry).await;
+        let response = self.respond(req, ordinal, &mut entry).await;
         entry.status(response.status().as_u16());
         response.map(|body| Logged::new(body, entry))
     }
@@ -189,8 +202,13 @@ impl Conn {
         Entry::begin(log, &asked)
     }
 
-    async fn respond(&self, req: Request<Incoming>, entry: &mut Entry) -> Response<ProxyBody> {
-        if let Err(error) = self.admit(&req) {
+    async fn respond(
+        &self,
+        req: Request<Incoming>,
+        ordinal: u64,
+        entry: &mut Entry,
+    ) -> Response<ProxyBody> {
+        if let Err(error) = self.admit(&req, ordinal) {
             return rescue(self.proxy.metrics.unrouted(), &error);
         }
         let pool = match self.route(&req) {
@@ -217,9 +235,12 @@ impl Conn {
     }
 
     /// What is refused before routing, as haproxy's `http-request deny` rules refuse it: a
-    /// request naming more than one host, a path with dot segments, a declared body over the
-    /// limit.
-    fn admit(&self, req: &Request<Incoming>) -> Result<(), ProxyError> {
+    /// request declaring both Content-Length and Transfer-Encoding (haproxy's parser serves
+    /// it by its chunks and closes), naming more than one host, a path with dot segments.
+    fn admit(&self, req: &Request<Incoming>, ordinal: u64) -> Result<(), ProxyError> {
+        if self.ambiguous.is(ordinal) {
+            return Err(ProxyError::AmbiguousLength);
+        }
         if names_two_hosts(req) {
             return Err(ProxyError::AmbiguousHost);
         }

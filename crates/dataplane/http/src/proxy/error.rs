@@ -19,6 +19,8 @@ pub(crate) enum ProxyError {
         "request names more than one host (Host and authority differ, two Host fields or a list)"
     )]
     AmbiguousHost,
+    #[error("request declares both Content-Length and Transfer-Encoding")]
+    AmbiguousLength,
     #[error("request path has a dot segment")]
     DotSegment,
     #[error("request declares a body larger than the limit")]
@@ -55,6 +57,7 @@ impl ProxyError {
             ProxyError::MissingHost
             | ProxyError::BadTarget
             | ProxyError::AmbiguousHost
+            | ProxyError::AmbiguousLength
             | ProxyError::DotSegment
             | ProxyError::Body(BodyFault::Malformed) => StatusCode::BAD_REQUEST,
             ProxyError::TooLarge | ProxyError::Body(BodyFault::TooLarge) => {
