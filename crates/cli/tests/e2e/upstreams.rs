@@ -6,6 +6,7 @@
 use crate::conformance::Provider;
 use crate::raw_client::{connect_from, read_response};
 use crate::support::*;
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
@@ -25,6 +26,7 @@ proxy_and_haproxy!(
     a_member_killed_under_load_fails_no_request_after_its_detection,
     backend_protocols_https_grpcs_and_grpc_reach_tls_and_h2_backends,
     upstream_verification_trusts_only_the_named_ca_and_server_name,
+    active_checks_reach_tls_and_h2_members_as_their_traffic_does,
 );
 
 /// The send timeout is the built-in proxy's alone (haproxy's `timeout server` covers both
@@ -479,6 +481,11 @@ async fn tls_echo(service: &'static str) -> SocketAddr {
 /// [`tls_echo`], with the PEM of the authority that signed its certificate; its answers also
 /// name the SNI the client sent (`"sni"`, empty without one).
 async fn tls_echo_with_ca(service: &'static str) -> (SocketAddr, String) {
+    tls_backend(service, false).await
+}
+
+/// [`tls_echo_with_ca`]; when `sick`, `/healthz` answers 503.
+async fn tls_backend(service: &'static str, sick: bool) -> (SocketAddr, String) {
     use hyper::service::service_fn;
     use hyper_util::rt::{TokioExecutor, TokioIo};
     let ca = portico_tls::generate::Authority::new("upstream test CA").unwrap();
@@ -511,9 +518,13 @@ async fn tls_echo_with_ca(service: &'static str) -> (SocketAddr, String) {
                             "{{\"service\":\"{service}\",\"proto\":\"{:?}\",\"sni\":\"{sni}\"}}",
                             req.version()
                         );
-                        Ok::<_, std::convert::Infallible>(http::Response::new(
-                            http_body_util::Full::new(bytes::Bytes::from(body)),
-                        ))
+                        let mut response = http::Response::new(http_body_util::Full::new(
+                            bytes::Bytes::from(body),
+                        ));
+                        if sick && req.uri().path() == "/healthz" {
+                            *response.status_mut() = http::StatusCode::SERVICE_UNAVAILABLE;
+                        }
+                        Ok::<_, std::convert::Infallible>(response)
                     }
                 });
                 let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
@@ -597,6 +608,51 @@ async fn backend_protocols_https_grpcs_and_grpc_reach_tls_and_h2_backends(provid
     // Verification on, its CA Secret absent: it fails closed.
     let verified = p.get("verified.test", "/").await;
     assert_eq!(verified.status, 502, "{verified:?}");
+}
+
+/// Active health checks speak what the pool speaks: TLS for `HTTPS`, HTTP/2 over TLS for
+/// `GRPCS`. Of two members, the one whose `/healthz` fails leaves the rotation and the other
+/// keeps serving (checked in plain HTTP/1.1, both would fail and the pool would answer 503).
+async fn active_checks_reach_tls_and_h2_members_as_their_traffic_does(provider: Provider) {
+    let m = Manifests::new();
+    let (good, _) = tls_backend("good", false).await;
+    let (sick, _) = tls_backend("sick", true).await;
+    let mut y = service(NS, "web", &ready(&[good, sick]));
+    let checks = [
+        ("health-check-path", "/healthz"),
+        ("health-check-interval", "200ms"),
+        ("health-check-unhealthy-threshold", "2"),
+    ];
+    for (name, protocol) in [("https", "HTTPS"), ("grpcs", "GRPCS")] {
+        let mut annotations = vec![("backend-protocol", protocol)];
+        annotations.extend(checks);
+        y.push_str(&annotated(
+            name,
+            &format!("{name}.test"),
+            "web",
+            &annotations,
+        ));
+    }
+    m.write("checked.yaml", &y);
+    let p = start(provider, m.path()).await;
+    for host in ["https.test", "grpcs.test"] {
+        let start = Instant::now();
+        loop {
+            let mut served = BTreeMap::new();
+            for _ in 0..8 {
+                let r = p.get(host, "/").await;
+                *served.entry((r.status, r.service())).or_insert(0) += 1;
+            }
+            if served.len() == 1 && served.contains_key(&(200, "good".into())) {
+                break;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(8),
+                "{host}: still {served:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
 }
 
 /// A Secret `name` in the test namespace holding `ca_pem` under `ca.crt`.

@@ -1,7 +1,8 @@
 //! Active HTTP health checks: one task per pool whose settings ask for them, sending
 //! `GET path` with the Service's cluster name as `Host` to every member each interval, over a
-//! new HTTP/1.1 connection (`Connection: close`). A status from 200 to 399 within the timeout
-//! passes. Members whose checks fail `unhealthy` times in a row leave the rotation until
+//! new connection that speaks what the pool's traffic speaks (HTTP/1.1 with `Connection:
+//! close`, or HTTP/2 for HTTP/2 pools; over TLS with the pool's verification for TLS pools:
+//! `Endpoint::probe`). A status from 200 to 399 within the timeout passes. Members whose checks fail `unhealthy` times in a row leave the rotation until
 //! `healthy` checks in a row pass.
 //!
 //! The task holds only a weak reference to the pool's [`Balance`]: it ends when no
@@ -9,12 +10,10 @@
 //! task and its members' state.
 
 use super::balance::Balance;
-use std::net::SocketAddr;
+use http::StatusCode;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError, Weak};
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::task::JoinSet;
 
 /// Starts the check task of `balance` if its settings ask for checks and none runs; needs a
@@ -44,11 +43,12 @@ async fn run(balance: Weak<Balance>, active: portico_model::ActiveHealth) {
         drop(b);
         let mut checks = JoinSet::new();
         for (i, m) in members.iter().enumerate() {
-            let (addr, host, path) = (m.endpoint.addr(), host.clone(), active.path.clone());
+            let (endpoint, host, path) = (m.endpoint.clone(), host.clone(), active.path.clone());
             let timeout = active.timeout();
             checks.spawn(async move {
-                let passed = tokio::time::timeout(timeout, check(addr, &host, &path)).await;
-                (i, matches!(passed, Ok(Ok(true))))
+                let probe = endpoint.probe(&host, &path, timeout);
+                let status = tokio::time::timeout(timeout, probe).await;
+                (i, matches!(status, Ok(Ok(s)) if passes(s)))
             });
         }
         let mut outcomes = Vec::with_capacity(members.len());
@@ -77,49 +77,30 @@ async fn run(balance: Weak<Balance>, active: portico_model::ActiveHealth) {
     }
 }
 
-/// One check: whether `GET path` answers 200-399.
-async fn check(addr: SocketAddr, host: &str, path: &str) -> std::io::Result<bool> {
-    let mut stream = TcpStream::connect(addr).await?;
-    let request = format!(
-        "GET {path} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: portico-health-check\r\n\
-         Connection: close\r\n\r\n"
-    );
-    stream.write_all(request.as_bytes()).await?;
-    let mut head = Vec::with_capacity(64);
-    let mut buf = [0u8; 64];
-    while !head.contains(&b'\n') && head.len() < 1024 {
-        let n = stream.read(&mut buf).await?;
-        if n == 0 {
-            break;
-        }
-        head.extend_from_slice(&buf[..n]);
-    }
-    Ok(passes(&head))
-}
-
-/// Whether a response's status line has a status from 200 to 399.
-fn passes(head: &[u8]) -> bool {
-    let line = head.split(|b| *b == b'\n').next().unwrap_or_default();
-    let mut parts = line.split(|b| *b == b' ');
-    let version = parts.next().unwrap_or_default();
-    let status = parts.next().unwrap_or_default();
-    version.starts_with(b"HTTP/1.")
-        && status.len() == 3
-        && matches!(status.first(), Some(b'2' | b'3'))
-        && status.iter().all(u8::is_ascii_digit)
+/// Whether a check's answer passes: a status from 200 to 399.
+fn passes(status: StatusCode) -> bool {
+    (200..400).contains(&status.as_u16())
 }
 
 #[cfg(test)]
 mod tests {
-    use super::passes;
+    use super::*;
 
     #[test]
-    fn status_lines() {
-        assert!(passes(b"HTTP/1.1 200 OK\r\n"));
-        assert!(passes(b"HTTP/1.0 302 Found\r\n"));
-        assert!(!passes(b"HTTP/1.1 404 Not Found\r\n"));
-        assert!(!passes(b"HTTP/1.1 500 Oops\r\n"));
-        assert!(!passes(b""));
-        assert!(!passes(b"garbage 200"));
+    fn statuses_from_200_to_399_pass() {
+        for (status, pass) in [
+            (200, true),
+            (302, true),
+            (399, true),
+            (404, false),
+            (503, false),
+            (101, false),
+        ] {
+            assert_eq!(
+                passes(StatusCode::from_u16(status).unwrap()),
+                pass,
+                "{status}"
+            );
+        }
     }
 }

@@ -6,11 +6,13 @@ use super::io::{SendDeadline, SendTimeout};
 use super::tls::TlsClient;
 use crate::limits::ClientBody;
 use bytes::Bytes;
-use http::{Request, Response};
+use http::header::{CONNECTION, HOST, USER_AGENT};
+use http::{Request, Response, StatusCode};
 use http_body_util::Empty;
 use hyper::body::Incoming;
 use hyper::client::conn::http1::{self, SendRequest};
-use hyper_util::rt::TokioIo;
+use hyper::client::conn::http2;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use portico_model::{PoolProtocol, UpstreamTls};
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -275,6 +277,45 @@ impl Endpoint {
             .map_err(UpstreamError::Request)
     }
 
+    /// One active health check: `GET path` with `Host: host` on a connection of its own,
+    /// speaking what the pool's traffic speaks (TLS with the pool's verification, HTTP/2 for
+    /// HTTP/2 pools); the response's status. `timeout` bounds the connect and handshake.
+    pub(crate) async fn probe(
+        &self,
+        host: &str,
+        path: &str,
+        timeout: Duration,
+    ) -> Result<StatusCode, UpstreamError> {
+        let io = TokioIo::new(self.open(timeout).await?);
+        let request = Request::get(path)
+            .header(HOST, host)
+            .header(USER_AGENT, "portico-health-check");
+        if self.h2c.is_some() {
+            let scheme = if self.is_tls() { "https" } else { "http" };
+            let uri = format!("{scheme}://{host}{path}");
+            let request = request.uri(uri).body(Empty::<Bytes>::new());
+            let request = request.map_err(unsendable)?;
+            let (mut sender, connection) = http2::Builder::new(TokioExecutor::new())
+                .timer(TokioTimer::new())
+                .handshake(io)
+                .await
+                .map_err(UpstreamError::Handshake)?;
+            tokio::spawn(connection);
+            let response = sender.send_request(request).await;
+            return Ok(response.map_err(UpstreamError::Request)?.status());
+        }
+        let request = request
+            .header(CONNECTION, "close")
+            .body(Empty::<Bytes>::new());
+        let request = request.map_err(unsendable)?;
+        let (mut sender, connection) = http1::handshake(io)
+            .await
+            .map_err(UpstreamError::Handshake)?;
+        tokio::spawn(connection);
+        let response = sender.send_request(request).await;
+        Ok(response.map_err(UpstreamError::Request)?.status())
+    }
+
     async fn connect(&self, timeout: Duration) -> Result<Pooled, UpstreamError> {
         let stream = self.open(timeout).await?;
         let send_timeout = SendTimeout::default();
@@ -294,6 +335,12 @@ impl Endpoint {
             send_timeout,
         })
     }
+}
+
+/// A health check request that cannot be built (its host or path is not valid in a request):
+/// it fails as a connect would.
+fn unsendable(error: http::Error) -> UpstreamError {
+    UpstreamError::Connect(std::io::Error::new(std::io::ErrorKind::InvalidInput, error))
 }
 
 /// A TCP connection to `addr` within `timeout`, without Nagle's delay.
