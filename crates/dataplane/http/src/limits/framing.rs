@@ -12,6 +12,7 @@
 //! refuse anyway, bytes past an upgrade) turns it off for the rest of the connection, and
 //! hyper's own parsing decides.
 
+use std::mem::MaybeUninit;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -190,9 +191,10 @@ impl Framing {
     /// Parses the head at the start of `input`: counts it, flags it if it carries both
     /// lengths, and says how its body is framed.
     fn head(&mut self, input: &[u8]) -> Head {
-        let mut fields = [httparse::EMPTY_HEADER; MAX_FIELDS];
-        let mut request = httparse::Request::new(&mut fields);
-        let size = match request.parse(input) {
+        // Uninitialised: filling 256 empty fields per head would cost more than the parse.
+        let mut fields = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_FIELDS];
+        let mut request = httparse::Request::new(&mut []);
+        let size = match request.parse_with_uninit_headers(input, &mut fields) {
             Ok(httparse::Status::Complete(size)) => size,
             Ok(httparse::Status::Partial) => return Head::Partial,
             Err(_) => return Head::Done(input.len(), State::Off),
