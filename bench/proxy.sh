@@ -13,12 +13,16 @@
 # proxy and case: req/s, p50/p99 latency, proxy CPU time per request (utime + stime from
 # /proc), peak RSS (VmHWM). RUNS runs each (default 5); the table shows medians with min-max,
 # and the ratios Portico/nginx and Portico/haproxy.
+# `floor` is `portico-bench hyper-floor`: the least a reverse proxy on hyper can do (HTTP/1.1
+# only, the same routes, round robin, keep-alive upstreams, X-Forwarded-For; no limits, health,
+# logs or metrics), pinned the same way: what Portico costs beyond it is Portico's own. It runs
+# the HTTP cases only.
 # Portico runs without an access log, as nginx and haproxy do here; `portico-log` is a second
 # Portico with `--access-log FILE` (one JSON line per request, written to a file in the work
 # directory), measured against `portico` for the access log's cost (bench/access-log.sh).
 #
 # Usage: bash bench/proxy.sh            (RUNS=5 DURATION=8 CONNECTIONS=50 TLS_CLIENTS=4 by default;
-#        PROXIES="portico portico-log nginx haproxy" and CASES="small-keepalive tls-close ..." choose a subset)
+#        PROXIES="portico portico-log nginx haproxy floor" and CASES="small-keepalive tls-close ..." choose a subset)
 # It starts and stops only its own processes, by PID, and sends traffic only to 127.0.0.1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,14 +31,15 @@ DURATION=${DURATION:-8}
 CONNECTIONS=${CONNECTIONS:-50}
 PROXY_CPU=${PROXY_CPU:-0}
 LOAD_CPU=${LOAD_CPU:-1}
-PROXIES=${PROXIES:-portico nginx haproxy}
+PROXIES=${PROXIES:-portico nginx haproxy floor}
 CASES=${CASES:-small-keepalive small-close large-keepalive large-close tls-keepalive tls-close tls-handshake}
 TLS_CLIENTS=${TLS_CLIENTS:-4}
 
 source scripts/lib.sh
 apt_install nginx haproxy wrk openssl
-cargo build --release --locked -q -p portico
+cargo build --release --locked -q -p portico -p portico-bench
 PORTICO=${CARGO_TARGET_DIR:-$PWD/target}/release/portico
+BENCH=${CARGO_TARGET_DIR:-$PWD/target}/release/portico-bench
 
 work=$(mktemp -d)
 chmod 755 "$work" # the nginx workers run as an unprivileged user
@@ -49,7 +54,7 @@ trap cleanup EXIT
 BACKEND_PORTS=(18101 18102 18103 18104 18105 18106)
 HOSTS=(h1.bench h2.bench h3.bench)
 PREFIXES=(a b c)
-PORTICO_PORT=18080 HAPROXY_PORT=18081 NGINX_PORT=18082 LOGGING_PORT=18083
+PORTICO_PORT=18080 HAPROXY_PORT=18081 NGINX_PORT=18082 LOGGING_PORT=18083 FLOOR_PORT=18084
 PORTICO_TLS_PORT=18443 HAPROXY_TLS_PORT=18444 NGINX_TLS_PORT=18445 LOGGING_TLS_PORT=18446
 
 # One certificate for the three hosts, served by every proxy (haproxy reads chain + key in one file).
@@ -288,6 +293,20 @@ start_nginx() {
   wait_port "$NGINX_PORT"
 }
 
+start_floor() {
+  local routes=() i j p
+  for i in 0 1 2; do
+    for j in 0 1 2; do
+      p=$(pool_of $i $j)
+      routes+=(--route "${HOSTS[$i]}/${PREFIXES[$j]}=127.0.0.1:${BACKEND_PORTS[$((2 * p))]},127.0.0.1:${BACKEND_PORTS[$((2 * p + 1))]}")
+    done
+  done
+  taskset -c "$PROXY_CPU" "$BENCH" hyper-floor --listen "127.0.0.1:$FLOOR_PORT" "${routes[@]}" &
+  pids+=($!)
+  FLOOR_PID=$!
+  wait_port "$FLOOR_PORT"
+}
+
 wanted() { [[ " $PROXIES " == *" $1 "* ]]; }
 make_certificate
 start_backends
@@ -309,6 +328,10 @@ fi
 if wanted nginx; then
   start_nginx
   urls+=("http://127.0.0.1:$NGINX_PORT" "https://127.0.0.1:$NGINX_TLS_PORT")
+fi
+if wanted floor; then
+  start_floor
+  urls+=("http://127.0.0.1:$FLOOR_PORT")
 fi
 for size in small large; do for close in keepalive close; do wrk_script "$size" "$close"; done; done
 
@@ -343,7 +366,9 @@ for case in $CASES; do
         portico-log) port=$LOGGING_PORT tls_port=$LOGGING_TLS_PORT; procs=("$LOGGING_PID") ;;
         haproxy) port=$HAPROXY_PORT tls_port=$HAPROXY_TLS_PORT; procs=("$HAPROXY_PID") ;;
         nginx) port=$NGINX_PORT tls_port=$NGINX_TLS_PORT; procs=("$NGINX_PID" $(pgrep -P "$NGINX_PID")) ;;
+        floor) port=$FLOOR_PORT tls_port=; procs=("$FLOOR_PID") ;;
       esac
+      if [ "$scheme" = https ] && [ -z "$tls_port" ]; then continue; fi
       if [ "$scheme" = https ]; then port=$tls_port; fi
       echo "$case $proxy $run $(measure "$scheme" "$port" "$size" "$close" "${procs[@]}")" | tee -a "$results" >&2
     done
@@ -354,6 +379,7 @@ done
   if wanted portico-log; then echo "peak_rss_kib portico-log $(peak_rss "$LOGGING_PID")"; fi
   if wanted haproxy; then echo "peak_rss_kib haproxy $(peak_rss "$HAPROXY_PID")"; fi
   if wanted nginx; then echo "peak_rss_kib nginx $(peak_rss "$NGINX_PID" $(pgrep -P "$NGINX_PID"))"; fi
+  if wanted floor; then echo "peak_rss_kib floor $(peak_rss "$FLOOR_PID")"; fi
 } >>"$results"
 if wanted portico-log; then
   echo "access_log_lines portico-log $(wc -l <"$work/access.log")" >>"$results"

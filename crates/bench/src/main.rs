@@ -14,6 +14,7 @@
 
 mod balance;
 mod distributed;
+mod floor;
 mod generate;
 mod haproxy_scale;
 mod http;
@@ -56,6 +57,19 @@ enum Command {
     L4Echo(L4EchoArgs),
     /// TCP load against one address for a while; prints the totals (bench/l4.sh).
     L4Load(L4LoadArgs),
+    /// A minimal reverse proxy on hyper (HTTP/1.1, one thread, round robin, keep-alive
+    /// upstreams): the floor of the library's cost per request (bench/proxy.sh, proxy `floor`).
+    HyperFloor(HyperFloorArgs),
+}
+
+#[derive(Args, Debug)]
+struct HyperFloorArgs {
+    #[arg(long)]
+    listen: std::net::SocketAddr,
+    /// `HOST/PREFIX=ADDR,ADDR…`: requests for HOST whose path starts with /PREFIX/ go round
+    /// robin to the addresses (repeatable).
+    #[arg(long = "route", required = true)]
+    routes: Vec<floor::Route>,
 }
 
 #[derive(Args, Debug)]
@@ -258,6 +272,7 @@ fn main() -> anyhow::Result<()> {
             runtime.block_on(l4::echo(args.listen))
         }
         Command::L4Load(args) => l4_load(args),
+        Command::HyperFloor(args) => floor::run(args.listen, args.routes),
     }
 }
 
