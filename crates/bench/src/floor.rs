@@ -186,10 +186,9 @@ impl Body for Returning {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
         let polled = Pin::new(&mut self.body).poll_frame(cx);
-        if matches!(polled, Poll::Ready(None)) || self.body.is_end_stream() {
-            if let Some(sender) = self.sender.take() {
-                self.idle.borrow_mut().push(sender);
-            }
+        let ended = matches!(polled, Poll::Ready(None)) || self.body.is_end_stream();
+        if ended && let Some(sender) = self.sender.take() {
+            self.idle.borrow_mut().push(sender);
         }
         polled
     }
