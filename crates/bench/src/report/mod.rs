@@ -25,6 +25,8 @@ pub struct PorticoResults {
     pub deleted_rss_kib: u64,
     /// VmHWM at the end of the run.
     pub run_hwm_kib: u64,
+    /// RSS across the long series of changes.
+    pub drift: crate::run::changes::Drift,
 }
 
 /// Everything measured on nginx.

@@ -28,14 +28,18 @@ pub async fn idle(bin: &Path, dir: &Path, http: &Http) -> anyhow::Result<u64> {
     Ok(rss?.0)
 }
 
-/// Deletes every generated file, waits until no Ingress is listed, then 2 s more; the RSS.
+/// Deletes every generated file (and in Kubernetes mode every object), waits until no Ingress is listed, then 2 s more; the RSS.
 pub async fn after_deletion(
     portico: &Portico,
     manifests: &Path,
     http: &Http,
+    api: Option<&super::kube::FakeApi>,
 ) -> anyhow::Result<u64> {
     for sub in ["ingresses", "services"] {
         std::fs::remove_dir_all(manifests.join(sub))?;
+    }
+    if let Some(api) = api {
+        api.delete_all().await?;
     }
     let deadline = Instant::now() + EMPTY_TIMEOUT;
     while portico.ingresses(http).await? > 0 {
