@@ -9,6 +9,7 @@ const RSS_TARGET_KIB: u64 = 100 * 1024;
 pub fn rows(r: Report<'_>) -> Vec<Row> {
     vec![
         cold_start(r),
+        quiet(r),
         listed(r),
         rss(r),
         ingress_change(r),
@@ -57,6 +58,20 @@ fn cold_start(r: Report<'_>) -> Row {
         "< 3 s",
         Some(p < Duration::from_secs(3)),
         nginx,
+    )
+}
+
+fn quiet(r: Report<'_>) -> Row {
+    let value = match r.portico.quiet_after {
+        Some(d) => duration(d),
+        None => "— (file mode, or never)".to_owned(),
+    };
+    row(
+        "Kubernetes mode: ready to quiet (< 0.2 core for 1 s; the status writes done)".into(),
+        value,
+        "—",
+        None,
+        "—".into(),
     )
 }
 

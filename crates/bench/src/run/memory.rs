@@ -51,3 +51,19 @@ pub async fn after_deletion(
     tokio::time::sleep(AFTER_EMPTY).await;
     rss_kib(portico.pid).context("no VmRSS: did portico exit?")
 }
+
+/// How long until `pid` spends less than a fifth of a core for a whole second (checked every
+/// second, for 10 minutes at most); `None` when it never does.
+pub async fn quiet(pid: u32) -> Option<std::time::Duration> {
+    let started = Instant::now();
+    let mut last = crate::process::cpu_time(pid)?;
+    while started.elapsed() < Duration::from_secs(600) {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let now = crate::process::cpu_time(pid)?;
+        if now.saturating_sub(last) < Duration::from_millis(200) {
+            return Some(started.elapsed());
+        }
+        last = now;
+    }
+    None
+}

@@ -103,6 +103,20 @@ async fn measure_portico(
     let routes = traffic_routes(layout, &plan.traffic);
     let load = traffic::start(http.clone(), portico.http, routes, o.rate);
     let ingresses_listed = portico.ingresses(http).await?;
+    // Kubernetes mode: once ready, the leader writes every Ingress's status, and each write
+    // comes back as a watch event; the timed changes start once that has died down.
+    let quiet_after = match api {
+        Some(_) => {
+            progress(
+                began,
+                "waiting until Portico is quiet after its status writes",
+            );
+            let quiet = memory::quiet(portico.pid).await;
+            progress(began, &format!("quiet after {quiet:?}"));
+            quiet
+        }
+        None => None,
+    };
     let (rss_kib, hwm_kib) = memory::settled(portico.pid).await?;
     let t = Target {
         http,
@@ -138,6 +152,7 @@ async fn measure_portico(
         deleted_rss_kib,
         run_hwm_kib,
         drift,
+        quiet_after,
     })
 }
 
