@@ -134,6 +134,7 @@ async fn measure(
         dir: &manifests,
         layout,
         budget: o.phase_budget,
+        api: None,
     };
     let before = counter(http, portico.admin, "portico_haproxy_reloads_total").await;
     r.ingress = changes::ingresses(t, &plan.ingress_changes).await?;

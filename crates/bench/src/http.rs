@@ -14,6 +14,8 @@ const TIMEOUT: Duration = Duration::from_secs(5);
 #[derive(Debug)]
 pub struct Reply {
     pub status: u16,
+    /// `X-Total-Count` (the admin API's lists), when present.
+    pub total: Option<usize>,
     pub body: Bytes,
 }
 
@@ -50,6 +52,8 @@ impl Http {
         let exchange = async {
             let resp = self.client.request(req).await.map_err(|e| e.to_string())?;
             let status = resp.status().as_u16();
+            let total =
+                (resp.headers().get("x-total-count")).and_then(|v| v.to_str().ok()?.parse().ok());
             let body = resp
                 .into_body()
                 .collect()
@@ -57,6 +61,7 @@ impl Http {
                 .map_err(|e| e.to_string())?;
             Ok(Reply {
                 status,
+                total,
                 body: body.to_bytes(),
             })
         };

@@ -171,6 +171,9 @@ struct GenArgs {
     /// Backend ports on 127.0.0.1 the endpoints cycle over.
     #[arg(long, value_delimiter = ',', default_value = "8081")]
     backends: Vec<u16>,
+    /// Ingresses per Ingress file and Services per Service file (multi-document files).
+    #[arg(long, default_value_t = 1)]
+    per_file: usize,
 }
 
 #[derive(Args, Debug)]
@@ -202,6 +205,19 @@ struct ScaleArgs {
     /// table gives the number measured).
     #[arg(long, default_value_t = 300)]
     phase_budget: u64,
+    /// Ingresses per Ingress file and Services per Service file: with more than 1, the
+    /// manifests are multi-document files and a change rewrites a whole file.
+    #[arg(long, default_value_t = 1)]
+    per_file: usize,
+    /// Ingress changes in a row after the timed ones, for RSS drift (after the first tenth,
+    /// against the end); 0 skips them.
+    #[arg(long, default_value_t = 1000)]
+    drift_changes: usize,
+    /// Kubernetes mode: serve the generated objects from this fake API server binary
+    /// (`cargo build --release -p portico-fake-apiserver --example fake-apiserver`) and run
+    /// `portico run --kubernetes` against it instead of `-f`.
+    #[arg(long, value_name = "BIN")]
+    fake_apiserver: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -331,7 +347,9 @@ fn distributed(args: DistributedArgs) -> anyhow::Result<()> {
 fn generate(args: GenArgs) -> anyhow::Result<()> {
     let (sizes, cycle) = (args.sizes.into(), args.sizes.cycle());
     let layout = Layout::new(sizes, args.backends, cycle).map_err(anyhow::Error::msg)?;
-    let layout = layout.with_tls(args.sizes.tls_secrets);
+    let layout = layout
+        .with_tls(args.sizes.tls_secrets)
+        .with_per_file(args.per_file);
     generate::write_all(&args.dir, &layout)
         .with_context(|| format!("writing {}", args.dir.display()))
 }
@@ -367,6 +385,9 @@ fn scale(args: ScaleArgs) -> anyhow::Result<()> {
         nginx: args.nginx,
         reloads: args.reloads,
         phase_budget: Duration::from_secs(args.phase_budget),
+        per_file: args.per_file,
+        drift_changes: args.drift_changes,
+        fake_apiserver: args.fake_apiserver,
     };
     let runtime = tokio::runtime::Runtime::new()?;
     let table = runtime.block_on(run::scale(options))?;

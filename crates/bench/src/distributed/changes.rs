@@ -102,7 +102,7 @@ async fn ingress(t: Target<'_>, c: &IngressChange) -> anyhow::Result<Sample> {
             );
         }
     }
-    let text = generate::ingress_yaml(t.layout, c.ingress, Some((c.route, &c.new_path)));
+    let text = generate::ingress_file_yaml(t.layout, c.ingress, Some((c.route, &c.new_path)));
     let staged = Staged::write(&generate::ingress_file(t.dir, t.layout, c.ingress), &text)?;
     let served = |agent: SocketAddr| {
         let (host, path) = (host.clone(), c.new_path.clone());
@@ -140,14 +140,18 @@ async fn endpoint(t: Target<'_>, c: &EndpointChange, n: usize) -> anyhow::Result
         .context("starting a marker backend")?;
     let file = generate::service_file(t.dir, t.layout, c.service);
     let route = t.layout.route(c.route);
-    let moved = generate::service_yaml_on(t.layout, c.service, marker.port());
+    let moved = generate::service_file_yaml(t.layout, c.service, Some(marker.port()));
     let staged = Staged::write(&file, &moved)?;
     let by_marker = |agent: SocketAddr| {
         let (route, pod) = (route.clone(), pod.clone());
         async move || answered_by(t.http, agent, &route, &pod).await == Some(true)
     };
     let sample = timed(t, staged, [by_marker(t.agents[0]), by_marker(t.agents[1])]).await?;
-    Staged::write(&file, &generate::service_yaml(t.layout, c.service))?.commit()?;
+    Staged::write(
+        &file,
+        &generate::service_file_yaml(t.layout, c.service, None),
+    )?
+    .commit()?;
     for agent in t.agents {
         let restored = async || answered_by(t.http, agent, &route, &pod).await == Some(false);
         if observed_after(Instant::now(), restored).await.is_none() {

@@ -88,6 +88,9 @@ pub struct Layout {
     pub ports: Vec<u16>,
     pub cycle: PortCycle,
     pub tls_secrets: usize,
+    /// Ingresses per Ingress file and Services per Service file (multi-document YAML); 1
+    /// gives one object per file.
+    pub per_file: usize,
 }
 
 impl Layout {
@@ -101,12 +104,19 @@ impl Layout {
             ports,
             cycle,
             tls_secrets: 0,
+            per_file: 1,
         })
     }
 
     /// `secrets` Ingresses (at most all), spread evenly, get `spec.tls` and a Secret each.
     pub fn with_tls(mut self, secrets: usize) -> Self {
         self.tls_secrets = secrets.min(self.sizes.ingresses);
+        self
+    }
+
+    /// `n` Ingresses per Ingress file and `n` Services per Service file (at least 1).
+    pub fn with_per_file(mut self, n: usize) -> Self {
+        self.per_file = n.max(1);
         self
     }
 

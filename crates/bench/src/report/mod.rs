@@ -25,6 +25,11 @@ pub struct PorticoResults {
     pub deleted_rss_kib: u64,
     /// VmHWM at the end of the run.
     pub run_hwm_kib: u64,
+    /// RSS across the long series of changes.
+    pub drift: crate::run::changes::Drift,
+    /// Kubernetes mode: from ready until Portico's CPU use died down (its own status writes
+    /// come back as watch events); `None` in file mode or when it never did.
+    pub quiet_after: Option<Duration>,
 }
 
 /// Everything measured on nginx.

@@ -9,12 +9,15 @@ const RSS_TARGET_KIB: u64 = 100 * 1024;
 pub fn rows(r: Report<'_>) -> Vec<Row> {
     vec![
         cold_start(r),
+        quiet(r),
         listed(r),
         rss(r),
         ingress_change(r),
         endpoint_change(r),
         failed(r),
         idle(r),
+        drift(r),
+        change_cpu(r),
         deleted(r),
         peak(r),
     ]
@@ -55,6 +58,20 @@ fn cold_start(r: Report<'_>) -> Row {
         "< 3 s",
         Some(p < Duration::from_secs(3)),
         nginx,
+    )
+}
+
+fn quiet(r: Report<'_>) -> Row {
+    let value = match r.portico.quiet_after {
+        Some(d) => duration(d),
+        None => "— (file mode, or never)".to_owned(),
+    };
+    row(
+        "Kubernetes mode: ready to quiet (< 0.2 core for 1 s; the status writes done)".into(),
+        value,
+        "—",
+        None,
+        "—".into(),
     )
 }
 
@@ -159,6 +176,60 @@ fn deleted(r: Report<'_>) -> Row {
     )
 }
 
+fn drift(r: Report<'_>) -> Row {
+    let d = r.portico.drift;
+    if d.changes == 0 {
+        return row(
+            "RSS drift".into(),
+            "not measured".into(),
+            "< 5 %",
+            None,
+            "—".into(),
+        );
+    }
+    let drift = (d.end_rss_kib as f64 / d.warm_rss_kib.max(1) as f64 - 1.0) * 100.0;
+    let value = format!(
+        "{} after {}, {} after {}: {drift:+.1} %{}",
+        mib(d.warm_rss_kib),
+        d.warm_up,
+        mib(d.end_rss_kib),
+        d.changes,
+        match d.timeouts {
+            0 => String::new(),
+            t => format!(" ({t} not served within 30 s)"),
+        }
+    );
+    row(
+        format!(
+            "RSS drift over {} Ingress changes (after the first {})",
+            d.changes, d.warm_up
+        ),
+        value,
+        "< 5 %",
+        Some(drift < 5.0 && d.timeouts == 0),
+        "—".into(),
+    )
+}
+
+/// CPU per change is steadier than latency on a shared machine: other processes' load delays
+/// a change but does not add to what Portico spends on it.
+fn change_cpu(r: Report<'_>) -> Row {
+    let d = r.portico.drift;
+    let measured = d.changes.saturating_sub(d.warm_up);
+    let value = if measured == 0 || d.cpu.is_zero() {
+        "not measured".to_owned()
+    } else {
+        duration(d.cpu / measured as u32)
+    };
+    row(
+        format!("Portico CPU per Ingress change (mean of {measured}, traffic included)"),
+        value,
+        "—",
+        None,
+        "—".into(),
+    )
+}
+
 fn peak(r: Report<'_>) -> Row {
     row(
         "peak RSS over the run (VmHWM)".into(),
@@ -254,6 +325,19 @@ mod tests {
         assert_eq!(met("endpoint change", &p), Some(false));
         assert_eq!(met("failed", &p), Some(true));
         assert_eq!(met("RSS after every file", &p), Some(false));
+        assert_eq!(met("RSS drift", &p), None, "not measured");
+        let mut p = results();
+        p.drift = crate::run::changes::Drift {
+            changes: 1000,
+            warm_up: 100,
+            warm_rss_kib: 100_000,
+            end_rss_kib: 104_000,
+            timeouts: 0,
+            cpu: Duration::from_secs(9),
+        };
+        assert_eq!(met("RSS drift", &p), Some(true));
+        p.drift.end_rss_kib = 106_000;
+        assert_eq!(met("RSS drift", &p), Some(false));
     }
 
     #[test]

@@ -28,14 +28,18 @@ pub async fn idle(bin: &Path, dir: &Path, http: &Http) -> anyhow::Result<u64> {
     Ok(rss?.0)
 }
 
-/// Deletes every generated file, waits until no Ingress is listed, then 2 s more; the RSS.
+/// Deletes every generated file (and in Kubernetes mode every object), waits until no Ingress is listed, then 2 s more; the RSS.
 pub async fn after_deletion(
     portico: &Portico,
     manifests: &Path,
     http: &Http,
+    api: Option<&super::kube::FakeApi>,
 ) -> anyhow::Result<u64> {
     for sub in ["ingresses", "services"] {
         std::fs::remove_dir_all(manifests.join(sub))?;
+    }
+    if let Some(api) = api {
+        api.delete_all().await?;
     }
     let deadline = Instant::now() + EMPTY_TIMEOUT;
     while portico.ingresses(http).await? > 0 {
@@ -46,4 +50,20 @@ pub async fn after_deletion(
     }
     tokio::time::sleep(AFTER_EMPTY).await;
     rss_kib(portico.pid).context("no VmRSS: did portico exit?")
+}
+
+/// How long until `pid` spends less than a fifth of a core for a whole second (checked every
+/// second, for 10 minutes at most); `None` when it never does.
+pub async fn quiet(pid: u32) -> Option<std::time::Duration> {
+    let started = Instant::now();
+    let mut last = crate::process::cpu_time(pid)?;
+    while started.elapsed() < Duration::from_secs(600) {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let now = crate::process::cpu_time(pid)?;
+        if now.saturating_sub(last) < Duration::from_millis(200) {
+            return Some(started.elapsed());
+        }
+        last = now;
+    }
+    None
 }

@@ -3,6 +3,7 @@
 //! nginx on the same routes; the report comes last.
 
 pub(crate) mod changes;
+pub(crate) mod kube;
 mod memory;
 pub(crate) mod portico;
 
@@ -34,6 +35,12 @@ pub struct Options {
     pub nginx: PathBuf,
     pub reloads: usize,
     pub phase_budget: Duration,
+    /// Ingresses per Ingress file and Services per Service file.
+    pub per_file: usize,
+    /// Ingress changes for the RSS drift (0: none).
+    pub drift_changes: usize,
+    /// Kubernetes mode: the fake API server's binary, serving the generated objects.
+    pub fake_apiserver: Option<PathBuf>,
 }
 
 /// Runs every measurement; returns the report.
@@ -42,14 +49,30 @@ pub async fn scale(o: Options) -> anyhow::Result<String> {
     let http = Http::default();
     let ports = start_backends(o.backends).await?;
     let layout = Layout::new(o.sizes, ports, o.cycle).map_err(anyhow::Error::msg)?;
-    let layout = layout.with_tls(o.tls_secrets);
+    let layout = layout.with_tls(o.tls_secrets).with_per_file(o.per_file);
     let plan = Plan::new(&layout, o.changes, TRAFFIC_SPREAD);
     progress(began, "idle Portico on an empty directory");
     let idle_rss_kib = memory::idle(&o.portico, &o.dir, &http).await?;
     progress(began, "writing the manifests");
     let manifests = o.dir.join("manifests");
     generate::write_all(&manifests, &layout)?;
-    let mut results = measure_portico(&o, &layout, &plan, &http, began).await?;
+    let api = match &o.fake_apiserver {
+        Some(bin) => {
+            progress(began, "loading the fake API server");
+            let api = kube::FakeApi::start(bin, &o.dir, &manifests).await?;
+            progress(
+                began,
+                &format!("the fake API server holds {} objects", api.objects),
+            );
+            Some(api)
+        }
+        None => None,
+    };
+    let measured = measure_portico(&o, &layout, &plan, &http, began, api.as_ref()).await;
+    if let Some(api) = api {
+        api.stop().await;
+    }
+    let mut results = measured?;
     results.idle_rss_kib = idle_rss_kib;
     progress(began, "nginx");
     let nginx = compare_nginx(&o, &layout, &plan, &http).await;
@@ -68,14 +91,32 @@ async fn measure_portico(
     plan: &Plan,
     http: &Http,
     began: Instant,
+    api: Option<&kube::FakeApi>,
 ) -> anyhow::Result<PorticoResults> {
     let manifests = o.dir.join("manifests");
     progress(began, "cold start");
     let log = o.dir.join("portico.log");
-    let (portico, cold_start) = Portico::start(&o.portico, &manifests, &log, http).await?;
+    let (portico, cold_start) = match api {
+        Some(api) => Portico::start_kube(&o.portico, &api.kubeconfig, &log, http).await?,
+        None => Portico::start(&o.portico, &manifests, &log, http).await?,
+    };
     let routes = traffic_routes(layout, &plan.traffic);
     let load = traffic::start(http.clone(), portico.http, routes, o.rate);
     let ingresses_listed = portico.ingresses(http).await?;
+    // Kubernetes mode: once ready, the leader writes every Ingress's status, and each write
+    // comes back as a watch event; the timed changes start once that has died down.
+    let quiet_after = match api {
+        Some(_) => {
+            progress(
+                began,
+                "waiting until Portico is quiet after its status writes",
+            );
+            let quiet = memory::quiet(portico.pid).await;
+            progress(began, &format!("quiet after {quiet:?}"));
+            quiet
+        }
+        None => None,
+    };
     let (rss_kib, hwm_kib) = memory::settled(portico.pid).await?;
     let t = Target {
         http,
@@ -83,6 +124,7 @@ async fn measure_portico(
         dir: &manifests,
         layout,
         budget: o.phase_budget,
+        api,
     };
     progress(
         began,
@@ -91,9 +133,11 @@ async fn measure_portico(
     let ingress_changes = changes::ingresses(t, &plan.ingress_changes).await?;
     progress(began, "endpoint changes");
     let endpoint_changes = changes::endpoints(t, &plan.endpoint_changes).await?;
+    progress(began, &format!("{} changes for RSS drift", o.drift_changes));
+    let drift = changes::drift(t, &plan.ingress_changes, o.drift_changes, portico.pid).await?;
     let traffic = load.stop().await;
     progress(began, "deleting every file");
-    let deleted_rss_kib = memory::after_deletion(&portico, &manifests, http).await?;
+    let deleted_rss_kib = memory::after_deletion(&portico, &manifests, http, api).await?;
     let run_hwm_kib = process::hwm_kib(portico.pid).unwrap_or_default();
     portico.stop().await;
     Ok(PorticoResults {
@@ -107,6 +151,8 @@ async fn measure_portico(
         idle_rss_kib: 0,
         deleted_rss_kib,
         run_hwm_kib,
+        drift,
+        quiet_after,
     })
 }
 

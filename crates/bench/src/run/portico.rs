@@ -1,9 +1,10 @@
-//! One `portico run` process on ports chosen by the kernel: start, readiness, the Ingresses it
-//! lists, stop. Its log (at `warn`) goes to a file beside the manifests.
+//! One `portico run` process (manifest files, or Kubernetes mode) on ports chosen by the
+//! kernel: start, readiness, the Ingresses it lists, stop. Its log (at `warn`) goes to a file beside the manifests.
 
 use crate::http::Http;
 use crate::process;
 use anyhow::{Context, bail};
+use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::Stdio;
@@ -44,8 +45,37 @@ impl Portico {
         http: &Http,
         extra: &[String],
     ) -> anyhow::Result<(Self, Duration)> {
+        let source = [OsString::from("-f"), dir.as_os_str().to_owned()];
+        Self::start_source(bin, &source, log, http, extra).await
+    }
+
+    /// Spawns `bin run --kubernetes --kubeconfig KUBECONFIG` and returns once `/readyz`
+    /// answers 200 (every kind listed and served), with the time from spawn to that answer.
+    pub async fn start_kube(
+        bin: &Path,
+        kubeconfig: &Path,
+        log: &Path,
+        http: &Http,
+    ) -> anyhow::Result<(Self, Duration)> {
+        let source = [
+            OsString::from("--kubernetes"),
+            OsString::from("--kubeconfig"),
+            kubeconfig.as_os_str().to_owned(),
+            OsString::from("--identity"),
+            OsString::from("portico-bench"),
+        ];
+        Self::start_source(bin, &source, log, http, &[]).await
+    }
+
+    async fn start_source(
+        bin: &Path,
+        source: &[OsString],
+        log: &Path,
+        http: &Http,
+        extra: &[String],
+    ) -> anyhow::Result<(Self, Duration)> {
         let started = Instant::now();
-        let mut child = spawn(bin, dir, log, extra)?;
+        let mut child = spawn(bin, source, log, extra)?;
         let pid = child.id().context("portico exited at once")?;
         let (http_addr, admin) = banner(&mut child).await?;
         let portico = Portico {
@@ -69,14 +99,15 @@ impl Portico {
         bail!("portico was not ready within {READY_TIMEOUT:?}")
     }
 
-    /// How many entries `GET /api/v1/ingresses` lists.
+    /// How many Ingresses `GET /api/v1/ingresses` lists (its `X-Total-Count`: the list
+    /// itself is paged).
     pub async fn ingresses(&self, http: &Http) -> anyhow::Result<usize> {
-        let reply = http.get(self.admin, "localhost", "/api/v1/ingresses").await;
+        let path = "/api/v1/ingresses?limit=1";
+        let reply = http.get(self.admin, "localhost", path).await;
         let reply = reply.map_err(anyhow::Error::msg)?;
-        let list: serde_json::Value = serde_json::from_slice(&reply.body)?;
-        list.as_array()
-            .map(Vec::len)
-            .context("/api/v1/ingresses is not a list")
+        reply
+            .total
+            .context("/api/v1/ingresses gave no X-Total-Count")
     }
 
     pub async fn stop(mut self) {
@@ -84,7 +115,7 @@ impl Portico {
     }
 }
 
-fn spawn(bin: &Path, dir: &Path, log: &Path, extra: &[String]) -> anyhow::Result<Child> {
+fn spawn(bin: &Path, source: &[OsString], log: &Path, extra: &[String]) -> anyhow::Result<Child> {
     let log = std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
     // Listen addresses in `extra` replace the kernel-chosen ones (haproxy needs fixed ports).
     let own = |flag: &str| extra.iter().any(|a| a.starts_with(flag));
@@ -96,8 +127,7 @@ fn spawn(bin: &Path, dir: &Path, log: &Path, extra: &[String]) -> anyhow::Result
     }
     Command::new(bin)
         .arg("run")
-        .arg("-f")
-        .arg(dir)
+        .args(source)
         .args(listen)
         .args(["--log", "warn"])
         .args(extra)

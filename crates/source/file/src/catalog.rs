@@ -4,7 +4,7 @@ use crate::admission::admit;
 use crate::assemble::assemble;
 use crate::decode::FILE_KIND;
 use crate::object::Object;
-use crate::parse::{Parsed, parse_documents};
+use crate::parse::{Documents, Parsed, parse_reusing};
 use crate::read::{ReadLimits, read_bounded};
 use crate::walk::{has_manifest_extension, is_hidden, list_files};
 use portico_model::{Diagnostic, ObjectRef};
@@ -33,6 +33,8 @@ pub struct Catalog {
     order: Vec<PathBuf>,
     path_diagnostics: Vec<Diagnostic>,
     parses: u64,
+    /// Documents parsed (a document unchanged in a re-read file is not).
+    documents_parsed: u64,
     loaded_once: bool,
     limits: ReadLimits,
 }
@@ -46,6 +48,8 @@ struct FileEntry {
     /// The objects served from this file: the last parse, plus the last good version of
     /// objects that the last parse could not read.
     served: Vec<Object>,
+    /// The objects of its documents by their text, for the next parse to reuse.
+    documents: Documents,
 }
 
 /// What the file system says about a file without reading it.
@@ -115,6 +119,12 @@ impl Catalog {
         self.parses
     }
 
+    /// How many YAML documents were parsed since this catalog was made: a re-read file's
+    /// documents whose text did not change are not parsed again (their objects are reused).
+    pub fn document_parse_count(&self) -> u64 {
+        self.documents_parsed
+    }
+
     fn refresh(&mut self, paths: &[PathBuf]) -> bool {
         let listing = list_files(paths);
         let mut diagnostics = listing.diagnostics;
@@ -159,20 +169,22 @@ impl Catalog {
             (entry.stamp, entry.read_at) = (stamp, read_at);
             return Ok(false);
         }
-        let parsed = parse_bytes(path, &bytes);
-        self.parses += 1;
-        let previous = self
-            .files
-            .remove(path)
-            .map(|e| e.served)
+        let previous = self.files.remove(path);
+        let (served, documents) = previous
+            .map(|e| (e.served, e.documents))
             .unwrap_or_default();
-        let served = keep_last_good(previous, &parsed);
+        let (parsed, documents, count) = parse_bytes(path, &bytes, &documents);
+        drop(bytes);
+        self.parses += 1;
+        self.documents_parsed += count as u64;
+        let served = keep_last_good(served, &parsed);
         let entry = FileEntry {
             stamp,
             read_at,
             hash,
             diagnostics: parsed.diagnostics,
             served,
+            documents,
         };
         self.files.insert(path.to_path_buf(), entry);
         Ok(true)
@@ -252,17 +264,19 @@ fn hash(bytes: &[u8]) -> u64 {
     hasher.finish()
 }
 
-fn parse_bytes(path: &Path, bytes: &[u8]) -> Parsed {
+/// The file's objects, the documents to reuse next time and how many documents were parsed.
+fn parse_bytes(path: &Path, bytes: &[u8], previous: &Documents) -> (Parsed, Documents, usize) {
     let origin = path.display().to_string();
     match std::str::from_utf8(bytes) {
-        Ok(text) => parse_documents(&origin, text),
+        Ok(text) => parse_reusing(&origin, text, previous),
         Err(err) => {
             let file = ObjectRef::new(FILE_KIND, "", &origin);
             let message = format!("the file is not UTF-8 text: {err}");
-            Parsed {
+            let parsed = Parsed {
                 objects: Vec::new(),
                 diagnostics: vec![Diagnostic::error(file, "", message)],
-            }
+            };
+            (parsed, Documents::default(), 0)
         }
     }
 }

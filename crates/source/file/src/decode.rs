@@ -1,7 +1,7 @@
 //! Generic documents (`serde_json::Value`) → typed objects, with the API server's defaulting
 //! of `metadata.namespace`. Every failure becomes a diagnostic; nothing here stops a file.
 
-use crate::object::{DecodeError, Kind};
+use crate::object::{DecodeError, Kind, Object};
 use crate::parse::Parsed;
 use portico_model::{Diagnostic, ObjectRef};
 use serde_json::{Map, Value};
@@ -45,6 +45,26 @@ impl<'a> Decoder<'a> {
                 .push(Diagnostic::error(file, "", message));
         }
         self.out
+    }
+
+    /// How many problems were found so far (those left out included).
+    pub fn problems(&self) -> usize {
+        self.out.diagnostics.len() + self.dropped
+    }
+
+    /// How many objects were decoded so far.
+    pub fn objects(&self) -> usize {
+        self.out.objects.len()
+    }
+
+    /// The objects decoded since there were `first`.
+    pub fn objects_since(&self, first: usize) -> &[Object] {
+        &self.out.objects[first..]
+    }
+
+    /// Takes the objects of a document decoded before, unchanged.
+    pub fn reuse(&mut self, objects: &[Object]) {
+        self.out.objects.extend_from_slice(objects);
     }
 
     fn report(&mut self, diagnostic: Diagnostic) {

@@ -248,3 +248,81 @@ fn a_dirty_reload_of_an_unknown_manifest_lists_everything() {
     let dirty = [dir.path().join(".new.yaml.tmp")].into_iter().collect();
     assert!(catalog.reload_dirty(&paths, &dirty).is_none());
 }
+
+/// The Services of `names` with their ports, as one multi-document file.
+fn services_file(entries: &[(&str, u16)]) -> String {
+    let docs: Vec<String> = entries
+        .iter()
+        .map(|(name, port)| service("default", name, *port))
+        .collect();
+    docs.concat()
+}
+
+#[test]
+fn a_rewritten_multi_document_file_changes_only_the_objects_of_changed_documents() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = [dir.path().to_path_buf()];
+    write(
+        dir.path(),
+        "all.yaml",
+        &services_file(&[("a", 80), ("b", 80), ("c", 80)]),
+    );
+    let mut catalog = Catalog::new();
+    let before = catalog.reload(&paths);
+    assert_eq!(catalog.document_parse_count(), 3);
+    write(
+        dir.path(),
+        "all.yaml",
+        &services_file(&[("a", 80), ("b", 8080), ("c", 80)]),
+    );
+    let after = catalog.reload_if_changed(&paths).expect("the file changed");
+    assert_eq!(
+        catalog.document_parse_count(),
+        4,
+        "only b's document is parsed again"
+    );
+    let key = |name| ObjectKey::new("default", name);
+    let same = |name| {
+        std::sync::Arc::ptr_eq(
+            &before.objects.services[&key(name)],
+            &after.objects.services[&key(name)],
+        )
+    };
+    assert!(
+        same("a") && same("c"),
+        "unchanged documents keep their objects"
+    );
+    assert!(!same("b"));
+    assert_eq!(service_port(&after, "b"), 8080);
+
+    // Reordered and with a new document: only the new one is parsed; all are served.
+    write(
+        dir.path(),
+        "all.yaml",
+        &services_file(&[("d", 81), ("c", 80), ("a", 80), ("b", 8080)]),
+    );
+    let reordered = catalog.reload_if_changed(&paths).unwrap();
+    assert_eq!(catalog.document_parse_count(), 5);
+    assert_eq!(reordered.objects.services.len(), 4);
+    assert_eq!(service_port(&reordered, "d"), 81);
+}
+
+#[test]
+fn a_document_with_a_problem_is_parsed_again_and_its_diagnostic_names_its_position() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = [dir.path().to_path_buf()];
+    let bad = "apiVersion: v1\nkind: Service\nmetadata: {namespace: default}\n";
+    let text = format!("{}---\n{bad}", services_file(&[("a", 80)]));
+    write(dir.path(), "all.yaml", &text);
+    let mut catalog = Catalog::new();
+    let first = catalog.reload(&paths);
+    assert_eq!(catalog.document_parse_count(), 2);
+    assert_eq!(first.diagnostics.len(), 1, "{:?}", first.diagnostics);
+    // Moved to the front: the problem is found again, at its new place.
+    let text = format!("{bad}{}", services_file(&[("a", 80)]));
+    write(dir.path(), "all.yaml", &text);
+    let second = catalog.reload_if_changed(&paths).unwrap();
+    assert_eq!(catalog.document_parse_count(), 3, "a's document is reused");
+    assert_eq!(second.diagnostics.len(), 1, "{:?}", second.diagnostics);
+    assert_eq!(second.objects.services.len(), 1);
+}

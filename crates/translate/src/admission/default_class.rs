@@ -25,9 +25,13 @@ pub fn assign_default_class(objects: &mut Objects) -> Vec<Diagnostic> {
     };
     let chosen = (*chosen).clone();
     let diagnostics = several_defaults_warning(&chosen, &defaults);
-    for ingress in objects.ingresses.values_mut().map(std::sync::Arc::make_mut) {
+    // Only the Ingresses that name no class are copied: the others stay the source's shared
+    // objects, which later stages compare by pointer.
+    for ingress in objects.ingresses.values_mut() {
         if names_no_class(ingress) {
-            let spec = ingress.spec.get_or_insert_default();
+            let spec = std::sync::Arc::make_mut(ingress)
+                .spec
+                .get_or_insert_default();
             spec.ingress_class_name = Some(chosen.clone());
         }
     }

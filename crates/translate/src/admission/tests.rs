@@ -349,10 +349,17 @@ fn default_class_goes_only_to_ingresses_naming_no_class() {
         class("portico", Some("true"), None),
         class("x", None, None),
     ]);
+    let before = objects.clone();
     assert!(assign_default_class(&mut objects).is_empty());
     assert_eq!(class_of(&objects, "plain").as_deref(), Some("portico"));
     assert_eq!(class_of(&objects, "named").as_deref(), Some("other"));
     assert_eq!(class_of(&objects, "legacy"), None);
+    // The Ingresses left alone stay the shared objects (compared by pointer downstream).
+    let shared = |name| {
+        let key = ObjectKey::new("default", name);
+        std::sync::Arc::ptr_eq(&before.ingresses[&key], &objects.ingresses[&key])
+    };
+    assert!(shared("named") && shared("legacy") && !shared("plain"));
 }
 
 #[test]
