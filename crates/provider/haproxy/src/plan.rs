@@ -28,6 +28,8 @@ pub struct PlanSettings {
     pub default_class: String,
     /// Deadlines, sizes and connection caps, the same as the built-in proxy's.
     pub limits: portico_model::Limits,
+    /// Deadlines of Services' TCP listeners, the same as provider `l4`'s.
+    pub tcp: crate::render::TcpLimits,
     /// The unix datagram socket haproxy sends access log lines to; `None`: no access log.
     pub access_log: Option<PathBuf>,
 }
@@ -79,6 +81,19 @@ pub fn plan(
         .iter()
         .filter(|lb| lb.provider == PROVIDER)
     {
+        if crate::render::is_l4(lb) {
+            // A Service's: its own VIP and ports, never merged with another's (each listener
+            // is one Service port), never on the run's listeners.
+            match lb.vip {
+                Some(vip) => groups.push((vip_binds(lb, vip), vec![lb])),
+                None => diagnostics.push(Diagnostic::warning(
+                    lb.origin.clone(),
+                    "status.loadBalancer.ingress",
+                    "not served: provider haproxy needs a VIP for a Service (start Portico with --vip-pool, or set spec.loadBalancerIP)",
+                )),
+            }
+            continue;
+        }
         let binds = match (lb.vip, settings.default_binds) {
             (Some(vip), _) => vip_binds(lb, vip),
             (None, Some(binds)) => binds,
@@ -89,14 +104,16 @@ pub fn plan(
                 continue;
             }
         };
-        match groups.iter_mut().find(|(b, _)| *b == binds) {
+        let shared = |(b, lbs): &&mut (Binds, Vec<&LoadBalancer>)| {
+            *b == binds && !lbs.iter().any(|lb| crate::render::is_l4(lb))
+        };
+        match groups.iter_mut().find(shared) {
             Some((_, lbs)) => lbs.push(lb),
             None => groups.push((binds, vec![lb])),
         }
     }
-    let default_taken = groups
-        .iter()
-        .any(|(b, _)| Some(*b) == settings.default_binds);
+    let default_taken = (groups.iter())
+        .any(|(b, lbs)| Some(*b) == settings.default_binds && !crate::render::is_l4(lbs[0]));
     for (binds, lbs) in groups {
         let Some(lb) = portico_model::merge(&lbs) else {
             continue;
@@ -165,8 +182,17 @@ fn claim(
     lb: &LoadBalancer,
     class: &ObjectRef,
 ) -> Result<(), Box<Diagnostic>> {
-    let addrs = binds.all();
-    let field = "metadata.annotations[portico.dev/vip]";
+    let mut addrs = binds.all();
+    // A Service's TCP listeners: the VIP and the floating IP at each port.
+    let ips = lb.vip.into_iter().chain(binds.floating);
+    let tcp = (lb.listeners.iter()).filter(|l| l.protocol == Protocol::Tcp);
+    let ports: Vec<u16> = tcp.map(|l| l.port).collect();
+    addrs.extend(ips.flat_map(|ip| ports.iter().map(move |p| SocketAddr::new(ip, *p))));
+    let field = if lb.origin.kind == "Service" {
+        "spec.ports"
+    } else {
+        "metadata.annotations[portico.dev/vip]"
+    };
     for addr in &addrs {
         if addr.port() == 0 {
             let message = format!(
@@ -235,6 +261,7 @@ fn one(
             certificates: &names,
             ca_files: &ca_files,
             limits: &settings.limits,
+            tcp: settings.tcp,
             access_log: settings.access_log.as_deref(),
         },
     );
@@ -356,6 +383,7 @@ mod tests {
             }),
             default_class: "portico".into(),
             limits: portico_model::Limits::default(),
+            tcp: Default::default(),
             access_log: None,
         };
         let model = Model {
