@@ -83,7 +83,11 @@ pub fn plan(
     {
         if crate::render::is_l4(lb) {
             // A Service's: its own VIP and ports, never merged with another's (each listener
-            // is one Service port), never on the run's listeners.
+            // is one Service port), never on the run's listeners. Without a TCP port (UDP
+            // ones are skipped with a warning on the Service) there is nothing to serve.
+            if !lb.listeners.iter().any(|l| l.protocol == Protocol::Tcp) {
+                continue;
+            }
             match lb.vip {
                 Some(vip) => groups.push((vip_binds(lb, vip), vec![lb])),
                 None => diagnostics.push(Diagnostic::warning(

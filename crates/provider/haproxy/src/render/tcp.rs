@@ -25,9 +25,10 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 
-/// Whether `lb` is a Service's load balancer: it has TCP or UDP listeners.
+/// Whether `lb` is a Service's load balancer (or has TCP or UDP listeners).
 pub(crate) fn is_l4(lb: &LoadBalancer) -> bool {
-    (lb.listeners.iter()).any(|l| matches!(l.protocol, Protocol::Tcp | Protocol::Udp))
+    lb.origin.kind == "Service"
+        || (lb.listeners.iter()).any(|l| matches!(l.protocol, Protocol::Tcp | Protocol::Udp))
 }
 
 /// The session variable holding the client's port, for the flow hash.
