@@ -97,12 +97,13 @@ endpoints: [{addresses: [127.0.0.1], conditions: {ready: true}}]" >>"$work/porti
   wait_port "$PORTICO_PORT"
 }
 
-start_haproxy() { # name port extra-defaults-lines
-  local name=$1 port=$2 extra=$3
+start_haproxy() { # name port extra-global-lines extra-defaults-lines
+  local name=$1 port=$2 global=$3 extra=$4
   {
     echo "global
   nbthread 1
   maxconn 9000
+$global
 defaults
   mode tcp
   timeout connect 5s
@@ -199,9 +200,10 @@ EOF
 
 start_backends
 start_portico
-start_haproxy haproxy "$HAPROXY_PORT" ""
+start_haproxy haproxy "$HAPROXY_PORT" "" ""
 HAPROXY_PID=${pids[-1]}
-start_haproxy haproxy-splice "$SPLICE_PORT" "  option splice-request
+# Each pipe is two descriptors: the default (maxconn / 4 pipes) would pass the usual limit.
+start_haproxy haproxy-splice "$SPLICE_PORT" "  maxpipes 512" "  option splice-request
   option splice-response"
 SPLICE_PID=${pids[-1]}
 start_nginx
