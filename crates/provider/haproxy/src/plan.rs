@@ -414,4 +414,53 @@ mod tests {
         );
         assert!(planned[1].config().contains("bind 127.0.0.1:8080\n"));
     }
+
+    /// A Service's load balancer never takes the run's listeners: without a VIP it is not
+    /// served (and says so), without a TCP port it gets no haproxy.
+    #[test]
+    fn a_services_load_balancer_needs_its_vip_and_a_tcp_port() {
+        let service = |name: &str, protocol| {
+            let mut lb = placeholder(name);
+            lb.origin = ObjectRef::new("Service", "apps", name);
+            lb.listeners = Arc::new(
+                (lb.listeners.iter().take(1).cloned())
+                    .map(|l| Listener { protocol, ..l })
+                    .collect(),
+            );
+            lb
+        };
+        let settings = PlanSettings {
+            root: PathBuf::from("/state/loadbalancer/haproxy"),
+            default_binds: Some(Binds {
+                http: Some("127.0.0.1:8080".parse().unwrap()),
+                https: Some("127.0.0.1:8443".parse().unwrap()),
+                transparent: false,
+                floating: None,
+            }),
+            default_class: "portico".into(),
+            limits: portico_model::Limits::default(),
+            tcp: Default::default(),
+            access_log: None,
+        };
+        let mut empty = service("udp-only", Protocol::Tcp);
+        empty.listeners = Arc::new(Vec::new());
+        let model = Model {
+            load_balancers: vec![service("novip", Protocol::Tcp), empty],
+        };
+        let fallback = Arc::new(Vec::new());
+        let none = (Certificates::new(), CaBundles::new());
+        let (planned, diagnostics) = plan(&model, &none.0, &none.1, &settings, &fallback);
+        let names: Vec<&str> = planned.iter().map(|p| p.object.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["portico"],
+            "only the placeholder on the run's listeners"
+        );
+        assert!(
+            diagnostics
+                .iter()
+                .any(|d| d.object.name == "novip" && d.message.contains("needs a VIP")),
+            "{diagnostics:?}"
+        );
+    }
 }
