@@ -1,5 +1,6 @@
-//! Services' TCP and UDP listeners (providers `l4` and `haproxy`) that ask for the same VIP, port and protocol (two Services with one
-//! `spec.loadBalancerIP`, or one Service listing a port twice): the oldest Service keeps it
+//! Services' TCP and UDP listeners (providers `l4` and `haproxy`) that ask for the same VIP,
+//! port and protocol (two Services with one `spec.loadBalancerIP`, or one Service listing a
+//! port twice): the oldest Service keeps it
 //! (creation time, then namespace and name, then the order of its ports), the others lose that
 //! listener with a warning naming both Services and ports. Their other listeners are served.
 //!

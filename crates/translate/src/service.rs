@@ -1,4 +1,5 @@
-//! Services of type LoadBalancer → `l4` load balancers: one TCP or UDP listener per Service
+//! Services of type LoadBalancer → load balancers of provider `l4` (or `haproxy`, chosen by
+//! the Service's `portico.dev/provider`, which then skips UDP ports with a warning): one TCP or UDP listener per Service
 //! port, each with a pool of the port's endpoints (from EndpointSlices, so a `targetPort` by
 //! name is already resolved to each endpoint's number).
 //!
