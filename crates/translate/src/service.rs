@@ -1,7 +1,7 @@
 //! Services of type LoadBalancer → load balancers of provider `l4` (or `haproxy`, chosen by
-//! the Service's `portico.dev/provider`, which then skips UDP ports with a warning): one TCP or UDP listener per Service
-//! port, each with a pool of the port's endpoints (from EndpointSlices, so a `targetPort` by
-//! name is already resolved to each endpoint's number).
+//! the Service's `portico.dev/provider`, which then skips UDP ports with a warning): one TCP
+//! or UDP listener per Service port, each with a pool of the port's endpoints (from
+//! EndpointSlices, so a `targetPort` by name is already resolved to each endpoint's number).
 //!
 //! A Service is Portico's when its `spec.loadBalancerClass` is [`L4_CLASS`], or, with
 //! [`Config::l4_all_services`], when it names no class. Honoured: ports with names and
