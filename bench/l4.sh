@@ -1,21 +1,28 @@
 #!/usr/bin/env bash
-# L4 benchmark: Portico's provider `l4` side by side with haproxy (`mode tcp`) and nginx
-# (`stream`), on loopback, in one run.
+# L4 benchmark: Portico's provider `l4` side by side with haproxy (`mode tcp`, without and with
+# splicing) and nginx (`stream`), on loopback, in one run.
 #
 # Each balancer spreads TCP connections over the same BACKENDS echo servers (`portico-bench
-# l4-echo`) with one worker thread pinned to core PROXY_CPU (taskset); the load generator
-# (`portico-bench l4-load`) and the backends share core LOAD_CPU. Portico serves a Service of
-# class portico.dev/l4 with `loadBalancerIP: 127.0.0.1` (Maglev over the endpoints); haproxy
-# and nginx balance round robin. Cases:
+# l4-echo`, TCP and UDP on each port) with one worker thread pinned to core PROXY_CPU
+# (taskset); the load generator (`portico-bench l4-load`) and the backends share core LOAD_CPU.
+# Portico serves a Service of class portico.dev/l4 with `loadBalancerIP: 127.0.0.1` (Maglev
+# over the endpoints) with a TCP and a UDP port; haproxy and nginx balance round robin.
+# `haproxy+splice` is a second haproxy with `option splice-request` and `option
+# splice-response` (the kernel moves the bytes between the sockets through a pipe, no copy to
+# user space; it pays for bulk transfers, not for short exchanges). Cases:
 # - `conn`: CONN_CLIENTS clients each opening a connection, sending 64 bytes, reading them back
 #   and closing, again and again: connections per second.
 # - `stream`: STREAM_CLIENTS long connections writing 64 KiB chunks and reading them back:
 #   MB/s echoed (through the balancer both ways).
+# - `udp`: UDP_CLIENTS clients each sending a 64-byte datagram and waiting for the echo
+#   (one in flight each): datagrams answered per second, Portico against nginx's `stream`
+#   (`listen ... udp`; haproxy 2.6 has no UDP proxying).
 # For each balancer and case: the rate, the balancer's CPU time per connection (conn) or per
-# MB (stream) from /proc (utime + stime), and its peak RSS (VmHWM) at the end. RUNS runs each
-# (default 3, medians); the table gives ratios Portico/haproxy and Portico/nginx.
+# MB (stream) or per datagram (udp) from /proc (utime + stime), and its peak RSS (VmHWM) at the end.
+# RUNS runs each (default 3, medians); the table gives ratios of Portico to each.
 #
-# Usage: bash bench/l4.sh     (RUNS=3 DURATION=5 CONN_CLIENTS=32 STREAM_CLIENTS=4 BACKENDS=4)
+# Usage: bash bench/l4.sh
+#   (RUNS=3 DURATION=5 CONN_CLIENTS=32 STREAM_CLIENTS=4 UDP_CLIENTS=16 BACKENDS=4)
 # It starts and stops only its own processes, by PID, and sends traffic only to 127.0.0.1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,6 +30,7 @@ RUNS=${RUNS:-3}
 DURATION=${DURATION:-5}
 CONN_CLIENTS=${CONN_CLIENTS:-32}
 STREAM_CLIENTS=${STREAM_CLIENTS:-4}
+UDP_CLIENTS=${UDP_CLIENTS:-16}
 BACKENDS=${BACKENDS:-4}
 PROXY_CPU=${PROXY_CPU:-0}
 LOAD_CPU=${LOAD_CPU:-1}
@@ -45,7 +53,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-PORTICO_PORT=19000 HAPROXY_PORT=19001 NGINX_PORT=19002 ADMIN_PORT=19180
+PORTICO_PORT=19000 HAPROXY_PORT=19001 NGINX_PORT=19002 ADMIN_PORT=19180 SPLICE_PORT=19003
+PORTICO_UDP_PORT=19010 NGINX_UDP_PORT=19012
 BACKEND_PORTS=()
 for i in $(seq "$BACKENDS"); do BACKEND_PORTS+=($((19100 + i))); done
 
@@ -68,14 +77,16 @@ spec:
   type: LoadBalancer
   loadBalancerClass: portico.dev/l4
   loadBalancerIP: 127.0.0.1
-  ports: [{name: echo, port: $PORTICO_PORT, protocol: TCP}]" >>"$work/portico/svc.yaml"
+  ports:
+  - {name: echo, port: $PORTICO_PORT, protocol: TCP}
+  - {name: echo-udp, port: $PORTICO_UDP_PORT, protocol: UDP}" >>"$work/portico/svc.yaml"
   for port in "${BACKEND_PORTS[@]}"; do
     echo "---
 apiVersion: discovery.k8s.io/v1
 kind: EndpointSlice
 metadata: {name: echo-$port, namespace: bench, labels: {kubernetes.io/service-name: echo}}
 addressType: IPv4
-ports: [{name: echo, port: $port, protocol: TCP}]
+ports: [{name: echo, port: $port, protocol: TCP}, {name: echo-udp, port: $port, protocol: UDP}]
 endpoints: [{addresses: [127.0.0.1], conditions: {ready: true}}]" >>"$work/portico/svc.yaml"
   done
   taskset -c "$PROXY_CPU" "$PORTICO" run -f "$work/portico" --workers 1 --log warn \
@@ -86,28 +97,30 @@ endpoints: [{addresses: [127.0.0.1], conditions: {ready: true}}]" >>"$work/porti
   wait_port "$PORTICO_PORT"
 }
 
-start_haproxy() {
+start_haproxy() { # name port extra-global-lines extra-defaults-lines
+  local name=$1 port=$2 global=$3 extra=$4
   {
     echo "global
   nbthread 1
   maxconn 9000
+$global
 defaults
   mode tcp
   timeout connect 5s
   timeout client 1h
   timeout server 1h
+$extra
 frontend l4
-  bind 127.0.0.1:$HAPROXY_PORT
+  bind 127.0.0.1:$port
   default_backend echo
 backend echo
   balance roundrobin"
-    for port in "${BACKEND_PORTS[@]}"; do echo "  server s$port 127.0.0.1:$port"; done
-  } >"$work/haproxy.cfg"
-  haproxy -c -q -f "$work/haproxy.cfg"
-  taskset -c "$PROXY_CPU" haproxy -db -f "$work/haproxy.cfg" &
+    for p in "${BACKEND_PORTS[@]}"; do echo "  server s$p 127.0.0.1:$p"; done
+  } >"$work/$name.cfg"
+  haproxy -c -q -f "$work/$name.cfg"
+  taskset -c "$PROXY_CPU" haproxy -db -f "$work/$name.cfg" &
   pids+=($!)
-  HAPROXY_PID=$!
-  wait_port "$HAPROXY_PORT"
+  wait_port "$port"
 }
 
 start_nginx() {
@@ -121,6 +134,10 @@ stream {
     for port in "${BACKEND_PORTS[@]}"; do echo "    server 127.0.0.1:$port;"; done
     echo "  }
   server { listen 127.0.0.1:$NGINX_PORT; proxy_pass echo; proxy_connect_timeout 5s; proxy_timeout 1h; }
+  upstream echo_udp {"
+    for port in "${BACKEND_PORTS[@]}"; do echo "    server 127.0.0.1:$port;"; done
+    echo "  }
+  server { listen 127.0.0.1:$NGINX_UDP_PORT udp; proxy_pass echo_udp; proxy_responses 1; proxy_timeout 30s; }
 }"
   } >"$work/nginx/nginx.conf"
   taskset -c "$PROXY_CPU" nginx -c "$work/nginx/nginx.conf" -e "$work/nginx/error.log" &
@@ -134,28 +151,35 @@ balancer_pids() {
   case $1 in
   portico) echo "$PORTICO_PID" ;;
   haproxy) echo "$HAPROXY_PID" ;;
+  haproxy+splice) echo "$SPLICE_PID" ;;
   nginx) echo "$NGINX_PID $(pgrep -P "$NGINX_PID" | tr '\n' ' ')" ;;
   esac
 }
 
-port_of() {
-  case $1 in
-  portico) echo "$PORTICO_PORT" ;;
-  haproxy) echo "$HAPROXY_PORT" ;;
-  nginx) echo "$NGINX_PORT" ;;
+port_of() { # balancer case
+  case $1/$2 in
+  portico/udp) echo "$PORTICO_UDP_PORT" ;;
+  nginx/udp) echo "$NGINX_UDP_PORT" ;;
+  portico/*) echo "$PORTICO_PORT" ;;
+  haproxy/*) echo "$HAPROXY_PORT" ;;
+  haproxy+splice/*) echo "$SPLICE_PORT" ;;
+  nginx/*) echo "$NGINX_PORT" ;;
   esac
 }
 
 # One run: "rate cpu_per_unit errors" (conn: connections/s and CPU µs per connection; stream:
-# MB/s and CPU ms per MB).
+# MB/s and CPU ms per MB; udp: datagrams/s and CPU µs per datagram).
 measure() { # balancer case
   local name=$1 case=$2 mode clients size before after out
   # shellcheck disable=SC2046
   set -- $(balancer_pids "$name")
-  if [ "$case" = conn ]; then mode=connections clients=$CONN_CLIENTS size=64; else
-    mode=throughput clients=$STREAM_CLIENTS size=65536; fi
+  case $case in
+  conn) mode=connections clients=$CONN_CLIENTS size=64 ;;
+  stream) mode=throughput clients=$STREAM_CLIENTS size=65536 ;;
+  udp) mode=udp clients=$UDP_CLIENTS size=64 ;;
+  esac
   before=$(cpu_ticks "$@")
-  out=$(taskset -c "$LOAD_CPU" "$BENCH" l4-load --target "127.0.0.1:$(port_of "$name")" \
+  out=$(taskset -c "$LOAD_CPU" "$BENCH" l4-load --target "127.0.0.1:$(port_of "$name" "$case")" \
     --mode "$mode" --concurrency "$clients" --duration "$DURATION" --size "$size")
   after=$(cpu_ticks "$@")
   python3 - "$case" "$out" "$before" "$after" "$(getconf CLK_TCK)" <<'EOF'
@@ -165,7 +189,7 @@ kv = dict(x.split("=") for x in sys.argv[2].split())
 (t0, _), (t1, _) = (map(int, a.split()) for a in sys.argv[3:5])
 cpu = (t1 - t0) / int(sys.argv[5])
 secs = float(kv["seconds"])
-if case == "conn":
+if case in ("conn", "udp"):
     n = int(kv["connections"])
     print(f"{n / secs:.0f} {cpu * 1e6 / max(n, 1):.1f} {kv['errors']}")
 else:
@@ -176,14 +200,29 @@ EOF
 
 start_backends
 start_portico
-start_haproxy
+start_haproxy haproxy "$HAPROXY_PORT" "" ""
+HAPROXY_PID=${pids[-1]}
+# Each pipe is two descriptors: the default (maxconn / 4 pipes) would pass the usual limit.
+start_haproxy haproxy-splice "$SPLICE_PORT" "  maxpipes 512" "  option splice-request
+  option splice-response"
+SPLICE_PID=${pids[-1]}
 start_nginx
-BALANCERS="portico haproxy nginx"
+wait_udp_port() { # port: the UDP port answers
+  local deadline=$((SECONDS + 10))
+  until taskset -c "$LOAD_CPU" "$BENCH" l4-load --target "127.0.0.1:$1" --mode udp \
+    --concurrency 1 --duration 1 --size 8 | grep -qv '^connections=0 '; do
+    [ $SECONDS -lt $deadline ] || { echo "UDP port $1 never answered" >&2; exit 1; }
+  done
+}
+wait_udp_port "$PORTICO_UDP_PORT"
+wait_udp_port "$NGINX_UDP_PORT"
+BALANCERS="portico haproxy haproxy+splice nginx"
 results=$work/results
 : >"$results"
 for run in $(seq "$RUNS"); do
-  for case in conn stream; do
+  for case in conn stream udp; do
     for name in $BALANCERS; do
+      if [ "$case" = udp ] && [[ $name == haproxy* ]]; then continue; fi
       echo "$name $case $(measure "$name" "$case")" >>"$results"
       sleep 1 # let TIME_WAIT and the backends settle
     done
@@ -195,7 +234,7 @@ for name in $BALANCERS; do
   echo "rss $name $(peak_rss $(balancer_pids "$name"))" >>"$results"
 done
 
-python3 - "$results" "$RUNS" "$DURATION" "$CONN_CLIENTS" "$STREAM_CLIENTS" "$BACKENDS" <<'EOF'
+python3 - "$results" "$RUNS" "$DURATION" "$CONN_CLIENTS" "$STREAM_CLIENTS" "$UDP_CLIENTS" "$BACKENDS" <<'EOF'
 import statistics, sys
 rows, rss = {}, {}
 for line in open(sys.argv[1]):
@@ -204,26 +243,34 @@ for line in open(sys.argv[1]):
         rss[f[1]] = int(f[2])
     else:
         rows.setdefault((f[0], f[1]), []).append((float(f[2]), float(f[3]), int(f[4])))
-runs, duration, cc, sc, backends = sys.argv[2:]
-names = ["portico", "haproxy", "nginx"]
-med = lambda k, i: statistics.median(r[i] for r in rows[k])
+runs, duration, cc, sc, uc, backends = sys.argv[2:]
+names = ["portico", "haproxy", "haproxy+splice", "nginx"]
+def med(k, i):
+    return statistics.median(r[i] for r in rows[k]) if k in rows else None
 print(f"L4 balancers on loopback, 1 worker thread each, {backends} echo backends, "
       f"{runs} runs x {duration} s, medians")
 print()
-print("| case | metric | portico | haproxy | nginx | portico/haproxy | portico/nginx |")
-print("| --- | --- | --- | --- | --- | --- | --- |")
+print("| case | metric | portico | haproxy | haproxy+splice | nginx "
+      "| portico/haproxy | portico/haproxy+splice | portico/nginx |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+def cells(v, fmt):
+    shown = [fmt.format(x) if x is not None else "-" for x in v]
+    ratios = [f"{v[0] / x:.2f}" if x else "-" for x in v[1:]]
+    return " | ".join(shown + ratios)
 def line(case, metric, i, fmt):
     v = [med((n, case), i) for n in names]
-    print(f"| {case} | {metric} | " + " | ".join(fmt.format(x) for x in v)
-          + f" | {v[0] / v[1]:.2f} | {v[0] / v[2]:.2f} |")
+    print(f"| {case} | {metric} | {cells(v, fmt)} |")
 line("conn", f"connections/s ({cc} clients, 64 B each way)", 0, "{:.0f}")
 line("conn", "CPU µs per connection", 1, "{:.1f}")
 line("stream", f"MB/s echoed ({sc} connections)", 0, "{:.0f}")
 line("stream", "CPU ms per MB", 1, "{:.2f}")
+line("udp", f"datagrams/s answered ({uc} clients, 64 B)", 0, "{:.0f}")
+line("udp", "CPU µs per datagram", 1, "{:.1f}")
 v = [rss[n] / 1024 for n in names]
-print(f"| all | peak RSS (MiB) | " + " | ".join(f"{x:.1f}" for x in v)
-      + f" | {v[0] / v[1]:.2f} | {v[0] / v[2]:.2f} |")
-errors = {n: sum(r[2] for c in ("conn", "stream") for r in rows[(n, c)]) for n in names}
+print(f"| all | peak RSS (MiB) | {cells(v, '{:.1f}')} |")
+errors = {n: sum(r[2] for c in ("conn", "stream", "udp") for r in rows.get((n, c), []))
+          for n in names}
 print()
-print("client errors (timeouts, refused): " + ", ".join(f"{n} {e}" for n, e in errors.items()))
+print("client errors (timeouts, refused, lost datagrams): "
+      + ", ".join(f"{n} {e}" for n, e in errors.items()))
 EOF

@@ -41,6 +41,7 @@ pub fn haproxy_plan(
         root: settings.state_dir.join("loadbalancer").join("haproxy"),
         default_binds,
         default_class: class.to_owned(),
+        tcp: portico_provider_haproxy::TcpLimits::default(),
     }
 }
 
@@ -59,8 +60,15 @@ pub(crate) fn registry(
         transparent: false,
         floating: None,
     });
+    let mut plan = haproxy_plan(haproxy, binds, &listen.class, listen.limits, access_log);
+    // Services served by haproxy keep provider l4's deadlines (`--l4-*`).
+    plan.tcp = portico_provider_haproxy::TcpLimits {
+        connect_timeout: listen.l4_limits.connect_timeout,
+        idle_timeout: listen.l4_limits.idle_timeout,
+        tries: listen.l4_limits.tries,
+    };
     let provider = HaproxyProvider::new(portico_provider_haproxy::Settings {
-        plan: haproxy_plan(haproxy, binds, &listen.class, listen.limits, access_log),
+        plan,
         binary: Binary {
             haproxy: haproxy.binary.clone(),
             setpriv: setpriv(),

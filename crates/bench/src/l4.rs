@@ -1,19 +1,27 @@
-//! The TCP side of `bench/l4.sh`: echo backends, and a load generator that measures either the
-//! rate of short connections (connect, send a few bytes, read them back, close) or the
-//! throughput of a few long connections (write and read back continuously). Loopback only; it
-//! stops after the given duration.
+//! The load side of `bench/l4.sh`: echo backends (TCP and UDP on each address), and a load
+//! generator that measures the rate of short connections (connect, send a few bytes, read them
+//! back, close), the throughput of a few long connections (write and read back
+//! continuously), or UDP datagrams answered per second (each client one socket, one datagram
+//! in flight). Loopback only; it stops after the given duration.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::{TcpListener, TcpStream, UdpSocket};
 
-/// Serves TCP echo on every address until the process is stopped.
+/// Serves TCP and UDP echo on every address until the process is stopped.
 pub async fn echo(addrs: Vec<SocketAddr>) -> anyhow::Result<()> {
     let mut tasks = Vec::new();
     for addr in addrs {
+        let socket = UdpSocket::bind(addr).await?;
+        tasks.push(tokio::spawn(async move {
+            let mut buf = vec![0u8; 65536];
+            while let Ok((n, peer)) = socket.recv_from(&mut buf).await {
+                let _ = socket.send_to(&buf[..n], peer).await;
+            }
+        }));
         let listener = TcpListener::bind(addr).await?;
         tasks.push(tokio::spawn(async move {
             while let Ok((mut s, _)) = listener.accept().await {
@@ -38,6 +46,9 @@ pub enum Mode {
     Connections,
     /// Long connections streaming `size`-byte writes both ways.
     Throughput,
+    /// UDP: each client sends a `size`-byte datagram and waits for it back, again and again
+    /// (`connections` counts the datagrams answered).
+    Udp,
 }
 
 /// The totals of one run.
@@ -74,6 +85,7 @@ pub async fn load(
             match mode {
                 Mode::Connections => short_loop(target, size, &counters, &stop).await,
                 Mode::Throughput => stream(target, size, &counters, &stop).await,
+                Mode::Udp => udp_loop(target, size, &counters, &stop).await,
             }
         }));
     }
@@ -144,4 +156,33 @@ async fn stream(target: SocketAddr, size: usize, counters: &Counters, stop: &Ato
         }
     };
     tokio::join!(writer, reader);
+}
+
+async fn udp_loop(target: SocketAddr, size: usize, counters: &Counters, stop: &AtomicBool) {
+    let Ok(socket) = UdpSocket::bind("127.0.0.1:0").await else {
+        counters.errors.fetch_add(1, Ordering::Relaxed);
+        return;
+    };
+    if socket.connect(target).await.is_err() {
+        counters.errors.fetch_add(1, Ordering::Relaxed);
+        return;
+    }
+    let payload = vec![b'u'; size];
+    let mut back = vec![0u8; size.max(1) + 1];
+    while !stop.load(Ordering::Relaxed) {
+        let round = async {
+            socket.send(&payload).await?;
+            socket.recv(&mut back).await
+        };
+        match tokio::time::timeout(Duration::from_millis(500), round).await {
+            Ok(Ok(n)) if n == size => {
+                counters.connections.fetch_add(1, Ordering::Relaxed);
+                counters.bytes.fetch_add(size as u64, Ordering::Relaxed);
+            }
+            // A lost datagram (or a refused port): counted, and the client goes on.
+            _ => {
+                counters.errors.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
 }

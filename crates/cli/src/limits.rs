@@ -52,11 +52,12 @@ pub struct LimitArgs {
     /// After the grace period: the longest wait for requests and tunnels in flight.
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration)]
     shutdown_timeout: Duration,
-    /// Provider `l4`: time to connect to one member of a TCP listener's pool before the next
-    /// is tried.
+    /// Services (providers `l4` and `haproxy`): time to connect to one member of a TCP
+    /// listener's pool before the next is tried.
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = duration)]
     l4_connect_timeout: Duration,
-    /// Provider `l4`: a TCP connection without a byte either way for this long is closed.
+    /// Services (providers `l4` and `haproxy`): a TCP connection without a byte either way
+    /// for this long is closed.
     #[arg(long, value_name = "DURATION", default_value = "60m", value_parser = duration)]
     l4_tcp_idle_timeout: Duration,
     /// Provider `l4`: a UDP flow (client address and port) without a datagram either way for

@@ -26,6 +26,7 @@ pub fn run(
         default_binds,
         default_class: config.ingress_class.clone(),
         limits: portico_model::Limits::default(),
+        tcp: Default::default(),
         access_log: None,
     };
     let (_, planned) =

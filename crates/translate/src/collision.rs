@@ -1,11 +1,11 @@
-//! `l4` listeners that ask for the same VIP, port and protocol (two Services with one
-//! `spec.loadBalancerIP`, or one Service listing a port twice): the oldest Service keeps it
+//! Services' TCP and UDP listeners (providers `l4` and `haproxy`) that ask for the same VIP,
+//! port and protocol (two Services with one `spec.loadBalancerIP`, or one Service listing a
+//! port twice): the oldest Service keeps it
 //! (creation time, then namespace and name, then the order of its ports), the others lose that
 //! listener with a warning naming both Services and ports. Their other listeners are served.
 //!
 //! A pass over a model whose addresses are assigned (after [`crate::assign_addresses`]).
 
-use crate::service::L4_PROVIDER;
 use crate::{ObjectKey, Objects};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use portico_model::{Diagnostic, Listener, LoadBalancer, Model, ObjectRef, Protocol};
@@ -61,8 +61,10 @@ pub fn l4_collisions(model: &mut Model, objects: &Objects) -> Vec<Diagnostic> {
     diagnostics
 }
 
+/// A Service's load balancer with its VIP, whichever provider serves it (`l4` or `haproxy`:
+/// both bind the VIP's ports).
 fn is_bound(lb: &LoadBalancer) -> bool {
-    lb.provider == L4_PROVIDER && lb.vip.is_some()
+    lb.origin.kind == "Service" && lb.vip.is_some()
 }
 
 fn key(vip: IpAddr, listener: &Listener) -> Option<Key> {

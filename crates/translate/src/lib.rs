@@ -78,6 +78,6 @@ pub use loaded::Loaded;
 pub use memo::{Memo, Previous};
 pub use objects::{ObjectKey, Objects};
 pub use selector::{AGENT_SELECTOR_ANNOTATION, Selector, agent_selectors};
-pub use service::{L4_PROVIDER, PROXY_PROTOCOL_ANNOTATION};
+pub use service::{L4_PROVIDER, PROXY_PROTOCOL_ANNOTATION, SERVICE_PROVIDERS};
 pub use translate::{IngressState, Translation, translate, translate_incremental};
 pub use vip::{HTTP_PORT_ANNOTATION, HTTPS_PORT_ANNOTATION, VIP_ANNOTATION, assign_vips};

@@ -1,6 +1,7 @@
-//! Services of type LoadBalancer → `l4` load balancers: one TCP or UDP listener per Service
-//! port, each with a pool of the port's endpoints (from EndpointSlices, so a `targetPort` by
-//! name is already resolved to each endpoint's number).
+//! Services of type LoadBalancer → load balancers of provider `l4` (or `haproxy`, chosen by
+//! the Service's `portico.dev/provider`, which then skips UDP ports with a warning): one TCP
+//! or UDP listener per Service port, each with a pool of the port's endpoints (from
+//! EndpointSlices, so a `targetPort` by name is already resolved to each endpoint's number).
 //!
 //! A Service is Portico's when its `spec.loadBalancerClass` is [`L4_CLASS`], or, with
 //! [`Config::l4_all_services`], when it names no class. Honoured: ports with names and
@@ -21,8 +22,13 @@ use portico_model::{
 };
 use std::sync::Arc;
 
-/// The provider type of Services' load balancers.
+/// The provider type of Services' load balancers, unless [`crate::config::PROVIDER_ANNOTATION`]
+/// on the Service names another that serves Services ([`SERVICE_PROVIDERS`]).
 pub const L4_PROVIDER: &str = "l4";
+/// The providers a Service may choose with `portico.dev/provider`: `l4` (TCP and UDP) and
+/// `haproxy` (TCP only: haproxy 2.6 has no UDP proxying, so its UDP ports are skipped with a
+/// warning).
+pub const SERVICE_PROVIDERS: [&str; 2] = [L4_PROVIDER, "haproxy"];
 /// Service annotation: `v2` sends each TCP port's members a PROXY protocol v2 header;
 /// `none` (or no annotation) sends none.
 pub const PROXY_PROTOCOL_ANNOTATION: &str = "portico.dev/proxy-protocol";
@@ -115,6 +121,7 @@ fn build(
     }
     ignored_fields(service, &mut warn);
     let proxy_protocol = proxy_protocol(service, &mut warn);
+    let provider = provider(service, &mut warn);
 
     let mut listeners = Vec::new();
     let mut lb_pools = Vec::new();
@@ -132,6 +139,17 @@ fn build(
                 continue;
             }
         };
+        if protocol == Protocol::Udp && provider != L4_PROVIDER {
+            warn(
+                format!("spec.ports[{i}].protocol"),
+                format!(
+                    "UDP is not served by provider {provider} (haproxy 2.6 has no UDP proxying; \
+                     provider l4 serves UDP); port {} skipped",
+                    port.port
+                ),
+            );
+            continue;
+        }
         let Some(number) = u16::try_from(port.port).ok().filter(|p| *p != 0) else {
             warn(
                 format!("spec.ports[{i}].port"),
@@ -181,7 +199,7 @@ fn build(
         id,
         name,
         origin,
-        provider: L4_PROVIDER.to_owned(),
+        provider: provider.to_owned(),
         vip: None,
         floating_ip: None,
         listeners: Arc::new(listeners),
@@ -208,6 +226,25 @@ fn proxy_protocol(
             None
         }
     }
+}
+
+/// The Service's `portico.dev/provider`: one of [`SERVICE_PROVIDERS`]; another value is a
+/// warning naming the annotation, and the Service is served by `l4`.
+fn provider(service: &Service, warn: &mut impl FnMut(String, String)) -> &'static str {
+    let annotation = crate::config::PROVIDER_ANNOTATION;
+    let Some(value) = (service.metadata.annotations.as_ref()).and_then(|a| a.get(annotation))
+    else {
+        return L4_PROVIDER;
+    };
+    let value = value.trim();
+    if let Some(known) = SERVICE_PROVIDERS.iter().find(|p| **p == value) {
+        return known;
+    }
+    warn(
+        format!("metadata.annotations[{annotation}]"),
+        format!("{value:?} is not a provider of Services (l4 or haproxy); served by {L4_PROVIDER}"),
+    );
+    L4_PROVIDER
 }
 
 /// Warnings for the fields of a served Service that Portico does not implement.

@@ -1,6 +1,8 @@
-//! Provider `l4`: Services of type LoadBalancer (class `portico.dev/l4`) served by the real
-//! binary on VIPs from a loopback `--vip-pool`, against TCP and UDP echo backends that say
-//! which pod they are.
+//! Services of type LoadBalancer (class `portico.dev/l4`) served by the real binary on VIPs
+//! from a loopback `--vip-pool`, against TCP and UDP echo backends that say which pod they
+//! are: the L4 kit, each TCP case run against provider `l4` and against provider `haproxy`
+//! (the Service annotation `portico.dev/provider: haproxy`). UDP cases run for `l4` only:
+//! haproxy 2.6 has no UDP proxying (its load balancer says so; a test checks the warning).
 
 use crate::support::{Manifests, Portico, free_port};
 use std::collections::{BTreeMap, BTreeSet};
@@ -99,6 +101,24 @@ pub(crate) async fn vip_of(p: &Portico, name: &str) -> IpAddr {
     }
 }
 
+/// [`vip_of`], after checking that `provider` serves the Service's load balancer.
+pub(crate) async fn vip_by(p: &Portico, name: &str, provider: Provider) -> IpAddr {
+    let vip = vip_of(p, name).await;
+    let all = p.admin_json("/api/v1/loadbalancers").await;
+    let lb = (all.as_array().into_iter().flatten())
+        .find(|lb| lb["name"] == format!("service/apps/{name}"));
+    let want = match provider {
+        Provider::L4 => "l4",
+        Provider::Haproxy => "haproxy",
+    };
+    assert_eq!(
+        lb.map(|lb| lb["provider"].clone()),
+        Some(want.into()),
+        "{all}"
+    );
+    vip
+}
+
 /// A TCP connection through the load balancer: its pod's name, and the stream.
 pub(crate) struct Conn {
     pub(crate) pod: String,
@@ -176,18 +196,84 @@ pub(crate) async fn udp_ask(addr: SocketAddr, payload: &str) -> Option<String> {
     None
 }
 
-fn start_args(pool: &str) -> Vec<String> {
-    vec![format!("--vip-pool={pool}")]
+/// Which provider serves the Services of a test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Provider {
+    L4,
+    Haproxy,
 }
 
-async fn start(m: &Manifests, pool: &str) -> Portico {
-    let args = start_args(pool);
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    Portico::start(m.path(), &args).await
+/// `yaml` with every Service handed to `provider` (the annotation `portico.dev/provider`
+/// added to the Services' one-line metadata; `l4` is the default and needs none).
+pub(crate) fn served_by(yaml: &str, provider: Provider) -> String {
+    if provider == Provider::L4 {
+        return yaml.to_owned();
+    }
+    let mut out = String::new();
+    let mut service = false;
+    for line in yaml.split_inclusive('\n') {
+        let line = match line.strip_prefix("metadata: {") {
+            Some(rest) if service => match rest.split_once("annotations: {") {
+                Some((before, after)) => format!(
+                    "metadata: {{{before}annotations: {{portico.dev/provider: haproxy, {after}"
+                ),
+                None => {
+                    format!("metadata: {{annotations: {{portico.dev/provider: haproxy}}, {rest}")
+                }
+            },
+            _ => line.to_owned(),
+        };
+        service = line.trim_end() == "kind: Service";
+        out.push_str(&line);
+    }
+    out
+}
+
+/// Portico with `args`; for haproxy, with a state directory of its own.
+pub(crate) async fn start_for(provider: Provider, m: &Manifests, args: &[&str]) -> Portico {
+    match provider {
+        Provider::L4 => Portico::start(m.path(), args).await,
+        Provider::Haproxy => Portico::start_with_state(m.path(), args).await,
+    }
+}
+
+async fn start(provider: Provider, m: &Manifests, pool: &str) -> Portico {
+    let arg = format!("--vip-pool={pool}");
+    start_for(provider, m, &[&arg]).await
+}
+
+/// Waits for a diagnostic whose text holds every one of `parts`.
+pub(crate) async fn wait_diagnostic(p: &Portico, parts: &[&str]) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let all = p.admin_json("/api/v1/diagnostics").await;
+        let found = (all.as_array().into_iter().flatten()).any(|d| {
+            let text = d.to_string();
+            parts.iter().all(|p| text.contains(p))
+        });
+        if found {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no diagnostic with {parts:?}: {all}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 #[tokio::test]
-async fn tcp_and_udp_echo_on_several_ports_with_named_target_ports_and_unready_skipped() {
+async fn tcp_and_udp_echo_on_several_ports_with_named_target_ports_and_unready_skipped_l4() {
+    echo_on_several_ports(Provider::L4).await;
+}
+
+/// The UDP port is not served by haproxy: a warning names it, the TCP ports are served.
+#[tokio::test]
+async fn tcp_echo_on_several_ports_with_named_target_ports_and_unready_skipped_haproxy() {
+    echo_on_several_ports(Provider::Haproxy).await;
+}
+
+async fn echo_on_several_ports(provider: Provider) {
     let (t0, t1, t2) = (
         tcp_pod("t0").await,
         tcp_pod("t1").await,
@@ -211,10 +297,15 @@ async fn tcp_and_udp_echo_on_several_ports_with_named_target_ports_and_unready_s
         udp(u1),
     ];
     let m = Manifests::new();
-    m.write("svc.yaml", &l4_service("mixed", "", &ports, &endpoints));
-    let p = start(&m, "127.0.51.0/24").await;
-    let vip = vip_of(&p, "mixed").await;
-    assert!(vip.to_string().starts_with("127.0.51."), "{vip}");
+    let yaml = l4_service("mixed", "", &ports, &endpoints);
+    m.write("svc.yaml", &served_by(&yaml, provider));
+    let net = match provider {
+        Provider::L4 => "127.0.51.0/24",
+        Provider::Haproxy => "127.0.61.0/24",
+    };
+    let p = start(provider, &m, net).await;
+    let vip = vip_by(&p, "mixed", provider).await;
+    assert!(vip.to_string().starts_with(&net[..9]), "{vip}");
 
     for port in [pa, pb] {
         let addr = SocketAddr::new(vip, port);
@@ -230,6 +321,12 @@ async fn tcp_and_udp_echo_on_several_ports_with_named_target_ports_and_unready_s
     }
 
     let addr = SocketAddr::new(vip, pu);
+    if provider == Provider::Haproxy {
+        let field = "spec.ports[2].protocol";
+        wait_diagnostic(&p, &["mixed", field, "not served by provider haproxy"]).await;
+        assert_eq!(udp_ask(addr, "q").await, None, "no UDP on haproxy");
+        return;
+    }
     let mut seen = BTreeSet::new();
     for i in 0..40 {
         let reply = udp_ask(addr, &format!("q{i}")).await.expect("a UDP reply");
@@ -241,7 +338,16 @@ async fn tcp_and_udp_echo_on_several_ports_with_named_target_ports_and_unready_s
 }
 
 #[tokio::test]
-async fn scale_up_and_down_under_traffic_breaks_no_established_connection() {
+async fn scale_up_and_down_under_traffic_breaks_no_established_connection_l4() {
+    scale_under_traffic(Provider::L4, "127.0.52.0/24").await;
+}
+
+#[tokio::test]
+async fn scale_up_and_down_under_traffic_breaks_no_established_connection_haproxy() {
+    scale_under_traffic(Provider::Haproxy, "127.0.62.0/24").await;
+}
+
+async fn scale_under_traffic(provider: Provider, net: &str) {
     let mut pods = Vec::new();
     for i in 0..5 {
         pods.push(tcp_pod(&format!("p{i}")).await);
@@ -252,12 +358,12 @@ async fn scale_up_and_down_under_traffic_breaks_no_established_connection() {
         let eps: Vec<Endpoint> = (pods[..n].iter())
             .map(|a| tcp_endpoint(&["app"], *a, true))
             .collect();
-        l4_service("scaled", "", &ports, &eps)
+        served_by(&l4_service("scaled", "", &ports, &eps), provider)
     };
     let m = Manifests::new();
     m.write("svc.yaml", &with(3));
-    let p = start(&m, "127.0.52.0/24").await;
-    let addr = SocketAddr::new(vip_of(&p, "scaled").await, port);
+    let p = start(provider, &m, net).await;
+    let addr = SocketAddr::new(vip_by(&p, "scaled", provider).await, port);
     wait_connect(addr).await;
 
     let mut conns = Vec::new();
@@ -278,6 +384,16 @@ async fn scale_up_and_down_under_traffic_breaks_no_established_connection() {
     let grown = wait_pods(addr, &["p3", "p4"]).await;
     check(&mut conns, 2).await;
     assert!(grown.iter().all(|p| p.starts_with('p')));
+    // Connections opened on the grown pool (for haproxy: on the worker that takes the
+    // shrink through its runtime API), to pods that then leave.
+    let mut grown_conns = Vec::new();
+    while !["p3", "p4"]
+        .iter()
+        .all(|p| grown_conns.iter().any(|c: &Conn| c.pod == *p))
+    {
+        assert!(grown_conns.len() < 200, "p3 and p4 never answered");
+        grown_conns.push(connect_from(None, addr).await.unwrap());
+    }
     m.write("svc.yaml", &with(2));
     // New connections only reach p0 and p1 once the change is applied.
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -292,8 +408,9 @@ async fn scale_up_and_down_under_traffic_breaks_no_established_connection() {
         assert!(Instant::now() < deadline, "still reaching {seen:?}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    // Established connections, also those to p2 (drained, not cut), go on.
+    // Established connections, also those to p2, p3 and p4 (drained, not cut), go on.
     check(&mut conns, 3).await;
+    check(&mut grown_conns, 4).await;
     assert_eq!(pods_of(&conns), before, "connections keep their pod");
 }
 
@@ -321,7 +438,16 @@ async fn wait_pods(addr: SocketAddr, pods: &[&str]) -> BTreeSet<String> {
 }
 
 #[tokio::test]
-async fn client_ip_affinity_and_source_ranges() {
+async fn client_ip_affinity_and_source_ranges_l4() {
+    affinity_and_ranges(Provider::L4, "127.0.53.0/24").await;
+}
+
+#[tokio::test]
+async fn client_ip_affinity_and_source_ranges_haproxy() {
+    affinity_and_ranges(Provider::Haproxy, "127.0.63.0/24").await;
+}
+
+async fn affinity_and_ranges(provider: Provider, net: &str) {
     let mut pods = Vec::new();
     for i in 0..4 {
         pods.push(tcp_pod(&format!("a{i}")).await);
@@ -345,10 +471,10 @@ async fn client_ip_affinity_and_source_ranges() {
         &eps("app"),
     );
     let m = Manifests::new();
-    m.write("svc.yaml", &(affinity + &ranged));
-    let p = start(&m, "127.0.53.0/24").await;
+    m.write("svc.yaml", &served_by(&(affinity + &ranged), provider));
+    let p = start(provider, &m, net).await;
 
-    let sticky = SocketAddr::new(vip_of(&p, "sticky").await, pa);
+    let sticky = SocketAddr::new(vip_by(&p, "sticky", provider).await, pa);
     wait_connect(sticky).await;
     let mut by_client: BTreeMap<IpAddr, BTreeSet<String>> = BTreeMap::new();
     for host in 1..=12u8 {
@@ -365,7 +491,7 @@ async fn client_ip_affinity_and_source_ranges() {
     let used: BTreeSet<_> = by_client.values().flatten().collect();
     assert!(used.len() >= 2, "clients spread over pods: {by_client:?}");
 
-    let ranged = SocketAddr::new(vip_of(&p, "ranged").await, pr);
+    let ranged = SocketAddr::new(vip_by(&p, "ranged", provider).await, pr);
     let allowed = |host: u8| connect_from(Some([127, 0, 0, host].into()), ranged);
     let deadline = Instant::now() + Duration::from_secs(10);
     while allowed(2).await.is_err() {
@@ -384,7 +510,16 @@ async fn client_ip_affinity_and_source_ranges() {
 }
 
 #[tokio::test]
-async fn without_a_vip_pool_the_service_is_not_served_and_says_why() {
+async fn without_a_vip_pool_the_service_is_not_served_and_says_why_l4() {
+    without_a_vip_pool(Provider::L4).await;
+}
+
+#[tokio::test]
+async fn without_a_vip_pool_the_service_is_not_served_and_says_why_haproxy() {
+    without_a_vip_pool(Provider::Haproxy).await;
+}
+
+async fn without_a_vip_pool(provider: Provider) {
     let pod = tcp_pod("x0").await;
     let port = free_port();
     let m = Manifests::new();
@@ -394,18 +529,44 @@ async fn without_a_vip_pool_the_service_is_not_served_and_says_why() {
         &format!("  - {{name: app, port: {port}}}\n"),
         &[tcp_endpoint(&["app"], pod, true)],
     );
+    m.write("svc.yaml", &served_by(&svc, provider));
+    let p = start_for(provider, &m, &[]).await;
+    let says = match provider {
+        Provider::L4 => "provider l4 needs a VIP",
+        Provider::Haproxy => "provider haproxy needs a VIP",
+    };
+    wait_diagnostic(&p, &["novip", says]).await;
+}
+
+/// A Service naming a provider that does not serve Services is told so, naming the
+/// annotation, and is served by `l4`.
+#[tokio::test]
+async fn a_bad_provider_annotation_is_named_and_l4_serves() {
+    let pod = tcp_pod("b0").await;
+    let port = free_port();
+    let m = Manifests::new();
+    let svc = l4_service(
+        "badprov",
+        "",
+        &format!("  - {{name: app, port: {port}}}\n"),
+        &[tcp_endpoint(&["app"], pod, true)],
+    )
+    .replacen(
+        "metadata: {name: badprov,",
+        "metadata: {annotations: {portico.dev/provider: \"ha proxy\"}, name: badprov,",
+        1,
+    );
     m.write("svc.yaml", &svc);
-    let p = Portico::start(m.path(), &[]).await;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let diagnostics = p.admin_json("/api/v1/diagnostics").await.to_string();
-        if diagnostics.contains("provider l4 needs a VIP") {
-            assert!(diagnostics.contains("novip"), "{diagnostics}");
-            break;
-        }
-        assert!(Instant::now() < deadline, "no diagnostic: {diagnostics}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let p = start(Provider::L4, &m, "127.0.64.0/24").await;
+    let field = "metadata.annotations[portico.dev/provider]";
+    wait_diagnostic(&p, &["badprov", field, "is not a provider of Services"]).await;
+    let mut c = wait_connect(SocketAddr::new(
+        vip_by(&p, "badprov", Provider::L4).await,
+        port,
+    ))
+    .await;
+    assert_eq!(c.pod, "b0");
+    c.echo("served by l4").await.unwrap();
 }
 
 /// Through the Kubernetes API, a Service Portico serves gets its VIP in

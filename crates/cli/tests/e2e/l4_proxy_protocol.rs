@@ -1,9 +1,9 @@
-//! Provider `l4` with `portico.dev/proxy-protocol: "v2"`: the member, a TCP server here that
+//! Providers `l4` and `haproxy` (`send-proxy-v2`) with `portico.dev/proxy-protocol: "v2"`: the member, a TCP server here that
 //! parses the header itself, learns the client's address and port and the VIP and port it
 //! reached; without the annotation the member gets the client's bytes only.
 
-use crate::l4::{l4_service, tcp_endpoint, vip_of};
-use crate::support::{Manifests, Portico, free_port};
+use crate::l4::{Provider, l4_service, served_by, start_for, tcp_endpoint, vip_by};
+use crate::support::{Manifests, free_port};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -84,6 +84,15 @@ async fn ask(source: IpAddr, addr: SocketAddr) -> std::io::Result<(String, Socke
 
 #[tokio::test]
 async fn proxy_protocol_v2_tells_the_member_the_client_and_the_vip() {
+    proxy_protocol(Provider::L4, "--vip-pool=127.0.57.0/24").await;
+}
+
+#[tokio::test]
+async fn proxy_protocol_v2_tells_the_member_the_client_and_the_vip_haproxy() {
+    proxy_protocol(Provider::Haproxy, "--vip-pool=127.0.66.0/24").await;
+}
+
+async fn proxy_protocol(provider: Provider, pool: &str) {
     let (with, without) = (member(true).await, member(false).await);
     let (pw, pp) = (free_port(), free_port());
     let annotated = l4_service(
@@ -104,9 +113,9 @@ async fn proxy_protocol_v2_tells_the_member_the_client_and_the_vip() {
         &[tcp_endpoint(&["app"], without, true)],
     );
     let m = Manifests::new();
-    m.write("svc.yaml", &(annotated + &plain));
-    let p = Portico::start(m.path(), &["--vip-pool=127.0.57.0/24"]).await;
-    let vip = SocketAddr::new(vip_of(&p, "pp").await, pw);
+    m.write("svc.yaml", &served_by(&(annotated + &plain), provider));
+    let p = start_for(provider, &m, &[pool]).await;
+    let vip = SocketAddr::new(vip_by(&p, "pp", provider).await, pw);
     let client: IpAddr = [127, 0, 0, 9].into();
 
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -122,7 +131,7 @@ async fn proxy_protocol_v2_tells_the_member_the_client_and_the_vip() {
     // After the header, the client's bytes arrive untouched (`hello\n` was echoed first).
     assert_eq!(echo, "hello\n");
 
-    let plain = SocketAddr::new(vip_of(&p, "plain").await, pp);
+    let plain = SocketAddr::new(vip_by(&p, "plain", provider).await, pp);
     let (line, _, _) = ask(client, plain).await.unwrap();
     assert_eq!(line, "plain hello", "no header without the annotation");
 }

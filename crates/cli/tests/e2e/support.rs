@@ -179,6 +179,18 @@ impl Portico {
         p
     }
 
+    /// Like [`Portico::start`] with `--state-dir` a new directory: for load balancers a
+    /// Service hands to provider haproxy while the default provider stays the built-in proxy.
+    pub async fn start_with_state(dir: &Path, extra: &[&str]) -> Self {
+        let state = tempfile::tempdir().unwrap();
+        let mut args = Self::run_args(dir, extra);
+        args.push(format!("--state-dir={}", state.path().display()));
+        let mut p = Self::spawn(&args).await;
+        p._state = Some(state);
+        p.state_below = Some(String::new());
+        p
+    }
+
     /// The haproxy provider's state directory (only with [`Portico::start_haproxy`]).
     pub fn state_dir(&self) -> PathBuf {
         let state = self._state.as_ref().expect("started with haproxy").path();

@@ -31,7 +31,8 @@ pub use provider::{Counters, HaproxyProvider, Settings, StartError, remove_stale
 
 pub use render::{
     BAD_GATEWAY_FILE, BAD_GATEWAY_RESPONSE, Binds, CONFIG_FILE, CRT_LIST_FILE,
-    DEFAULT_CERTIFICATE_FILE, Input, Rendered, SPARE_SLOTS, STATS_SOCKET, Server, render, routes,
+    DEFAULT_CERTIFICATE_FILE, Input, Rendered, SPARE_SLOTS, STATS_SOCKET, Server, TcpLimits,
+    render, routes,
 };
 
 /// The provider type this crate serves.

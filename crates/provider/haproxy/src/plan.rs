@@ -28,6 +28,8 @@ pub struct PlanSettings {
     pub default_class: String,
     /// Deadlines, sizes and connection caps, the same as the built-in proxy's.
     pub limits: portico_model::Limits,
+    /// Deadlines of Services' TCP listeners, the same as provider `l4`'s.
+    pub tcp: crate::render::TcpLimits,
     /// The unix datagram socket haproxy sends access log lines to; `None`: no access log.
     pub access_log: Option<PathBuf>,
 }
@@ -79,6 +81,23 @@ pub fn plan(
         .iter()
         .filter(|lb| lb.provider == PROVIDER)
     {
+        if crate::render::is_l4(lb) {
+            // A Service's: its own VIP and ports, never merged with another's (each listener
+            // is one Service port), never on the run's listeners. Without a TCP port (UDP
+            // ones are skipped with a warning on the Service) there is nothing to serve.
+            if !lb.listeners.iter().any(|l| l.protocol == Protocol::Tcp) {
+                continue;
+            }
+            match lb.vip {
+                Some(vip) => groups.push((vip_binds(lb, vip), vec![lb])),
+                None => diagnostics.push(Diagnostic::warning(
+                    lb.origin.clone(),
+                    "status.loadBalancer.ingress",
+                    "not served: provider haproxy needs a VIP for a Service (start Portico with --vip-pool, or set spec.loadBalancerIP)",
+                )),
+            }
+            continue;
+        }
         let binds = match (lb.vip, settings.default_binds) {
             (Some(vip), _) => vip_binds(lb, vip),
             (None, Some(binds)) => binds,
@@ -89,14 +108,16 @@ pub fn plan(
                 continue;
             }
         };
-        match groups.iter_mut().find(|(b, _)| *b == binds) {
+        let shared = |(b, lbs): &&mut (Binds, Vec<&LoadBalancer>)| {
+            *b == binds && !lbs.iter().any(|lb| crate::render::is_l4(lb))
+        };
+        match groups.iter_mut().find(shared) {
             Some((_, lbs)) => lbs.push(lb),
             None => groups.push((binds, vec![lb])),
         }
     }
-    let default_taken = groups
-        .iter()
-        .any(|(b, _)| Some(*b) == settings.default_binds);
+    let default_taken = (groups.iter())
+        .any(|(b, lbs)| Some(*b) == settings.default_binds && !crate::render::is_l4(lbs[0]));
     for (binds, lbs) in groups {
         let Some(lb) = portico_model::merge(&lbs) else {
             continue;
@@ -165,8 +186,17 @@ fn claim(
     lb: &LoadBalancer,
     class: &ObjectRef,
 ) -> Result<(), Box<Diagnostic>> {
-    let addrs = binds.all();
-    let field = "metadata.annotations[portico.dev/vip]";
+    let mut addrs = binds.all();
+    // A Service's TCP listeners: the VIP and the floating IP at each port.
+    let ips = lb.vip.into_iter().chain(binds.floating);
+    let tcp = (lb.listeners.iter()).filter(|l| l.protocol == Protocol::Tcp);
+    let ports: Vec<u16> = tcp.map(|l| l.port).collect();
+    addrs.extend(ips.flat_map(|ip| ports.iter().map(move |p| SocketAddr::new(ip, *p))));
+    let field = if lb.origin.kind == "Service" {
+        "spec.ports"
+    } else {
+        "metadata.annotations[portico.dev/vip]"
+    };
     for addr in &addrs {
         if addr.port() == 0 {
             let message = format!(
@@ -235,6 +265,7 @@ fn one(
             certificates: &names,
             ca_files: &ca_files,
             limits: &settings.limits,
+            tcp: settings.tcp,
             access_log: settings.access_log.as_deref(),
         },
     );
@@ -356,6 +387,7 @@ mod tests {
             }),
             default_class: "portico".into(),
             limits: portico_model::Limits::default(),
+            tcp: Default::default(),
             access_log: None,
         };
         let model = Model {
@@ -381,5 +413,54 @@ mod tests {
                 .contains("bind 198.18.0.5:80 transparent\n")
         );
         assert!(planned[1].config().contains("bind 127.0.0.1:8080\n"));
+    }
+
+    /// A Service's load balancer never takes the run's listeners: without a VIP it is not
+    /// served (and says so), without a TCP port it gets no haproxy.
+    #[test]
+    fn a_services_load_balancer_needs_its_vip_and_a_tcp_port() {
+        let service = |name: &str, protocol| {
+            let mut lb = placeholder(name);
+            lb.origin = ObjectRef::new("Service", "apps", name);
+            lb.listeners = Arc::new(
+                (lb.listeners.iter().take(1).cloned())
+                    .map(|l| Listener { protocol, ..l })
+                    .collect(),
+            );
+            lb
+        };
+        let settings = PlanSettings {
+            root: PathBuf::from("/state/loadbalancer/haproxy"),
+            default_binds: Some(Binds {
+                http: Some("127.0.0.1:8080".parse().unwrap()),
+                https: Some("127.0.0.1:8443".parse().unwrap()),
+                transparent: false,
+                floating: None,
+            }),
+            default_class: "portico".into(),
+            limits: portico_model::Limits::default(),
+            tcp: Default::default(),
+            access_log: None,
+        };
+        let mut empty = service("udp-only", Protocol::Tcp);
+        empty.listeners = Arc::new(Vec::new());
+        let model = Model {
+            load_balancers: vec![service("novip", Protocol::Tcp), empty],
+        };
+        let fallback = Arc::new(Vec::new());
+        let none = (Certificates::new(), CaBundles::new());
+        let (planned, diagnostics) = plan(&model, &none.0, &none.1, &settings, &fallback);
+        let names: Vec<&str> = planned.iter().map(|p| p.object.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["portico"],
+            "only the placeholder on the run's listeners"
+        );
+        assert!(
+            diagnostics
+                .iter()
+                .any(|d| d.object.name == "novip" && d.message.contains("needs a VIP")),
+            "{diagnostics:?}"
+        );
     }
 }

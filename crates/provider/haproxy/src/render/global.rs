@@ -1,6 +1,6 @@
 //! The `global` and `defaults` sections.
 
-use super::{BAD_GATEWAY_FILE, CLIENT_TABLE, Input, STATS_SOCKET};
+use super::{BAD_GATEWAY_FILE, CLIENT_TABLE, Input, STATS_SOCKET, TcpLimits};
 use crate::quote;
 use portico_model::{Diagnostic, Limits, LoadBalancer};
 use std::fmt::Write as _;
@@ -8,9 +8,11 @@ use std::time::Duration;
 
 /// The header comment, `global` and `defaults`. The directory is Portico's own (the state
 /// directory); it is quoted all the same.
+/// `tcp`: the load balancer is a Service's (TCP listeners), with these limits.
 pub(super) fn header(
     lb: &LoadBalancer,
     input: &Input<'_>,
+    tcp: Option<&TcpLimits>,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> String {
     let socket = quote::path(&crate::files::socket(input.dir, STATS_SOCKET));
@@ -43,7 +45,28 @@ pub(super) fn header(
          \x20   ssl-default-bind-ciphers ECDHE+AESGCM:ECDHE+CHACHA20\n\
          \x20   ssl-default-bind-ciphersuites TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256\n\
          \n\
-         defaults\n\
+         {defaults}",
+        id = lb.id,
+        log = super::access::global(input.access_log),
+        defaults = match tcp {
+            Some(tcp) => tcp_defaults(limits, tcp),
+            None => http_defaults(lb, input, &bad_gateway),
+        },
+        maxconn = limits.max_connections,
+        // The request head must fit in the buffer less the room kept for rewrites
+        // (tune.maxrewrite, 1024 by default).
+        bufsize = limits.max_header_bytes + 1024,
+        maxhdr = limits.max_headers,
+        hard_stop = millis(limits.shutdown_timeout),
+    );
+    s
+}
+
+/// The `defaults` of a load balancer of HTTP listeners.
+fn http_defaults(lb: &LoadBalancer, input: &Input<'_>, bad_gateway: &str) -> String {
+    let limits = input.limits;
+    format!(
+        "defaults\n\
          \x20   mode http\n\
          \x20   retries 3\n\
          \x20   option redispatch\n\
@@ -59,22 +82,31 @@ pub(super) fn header(
          \x20   errorfile 502 {bad_gateway}\n\
          \x20   errorfile 503 {bad_gateway}\n\
          {log_format}",
-        id = lb.id,
-        log = super::access::global(input.access_log),
         log_format = super::access::defaults(lb, input.access_log.is_some()),
         maxconn = limits.max_connections,
-        // The request head must fit in the buffer less the room kept for rewrites
-        // (tune.maxrewrite, 1024 by default).
-        bufsize = limits.max_header_bytes + 1024,
-        maxhdr = limits.max_headers,
         client = millis(limits.body_timeout),
         server = millis(limits.upstream_timeout),
         request = millis(limits.header_timeout),
         keepalive = millis(limits.keepalive_timeout),
-        hard_stop = millis(limits.shutdown_timeout),
         tunnel = millis(TUNNEL_TIMEOUT),
-    );
-    s
+    )
+}
+
+/// The `defaults` of a Service's load balancer (TCP listeners): `mode tcp`, the `--l4-*`
+/// connect and idle timeouts (a connection without bytes either way for the idle timeout is
+/// closed, as provider `l4` does), no HTTP rules and no access log.
+fn tcp_defaults(limits: &Limits, tcp: &TcpLimits) -> String {
+    format!(
+        "defaults\n\
+         \x20   mode tcp\n\
+         \x20   maxconn {maxconn}\n\
+         \x20   timeout connect {connect}\n\
+         \x20   timeout client {idle}\n\
+         \x20   timeout server {idle}\n",
+        maxconn = limits.max_connections,
+        connect = millis(tcp.connect_timeout),
+        idle = millis(tcp.idle_timeout),
+    )
 }
 
 /// Inactivity allowed on an upgraded connection (WebSocket) once both sides switched: an hour,

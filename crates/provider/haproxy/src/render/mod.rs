@@ -16,6 +16,7 @@ mod frontend;
 mod global;
 mod reduce;
 pub mod routes;
+mod tcp;
 
 use portico_model::{Diagnostic, Limits, LoadBalancer, MemberId, ObjectRef, PoolId};
 use std::collections::BTreeMap;
@@ -32,6 +33,7 @@ pub const DEFAULT_CERTIFICATE_FILE: &str = "default.pem";
 pub const CLIENT_TABLE: &str = "client_connections";
 pub use backend::SPARE_SLOTS;
 pub(crate) use frontend::bind_fix;
+pub(crate) use tcp::is_l4;
 
 /// The body haproxy answers with when every connection to a pool's members failed: the
 /// built-in proxy's 502.
@@ -68,6 +70,30 @@ impl Binds {
     }
 }
 
+/// Deadlines of a Service's load balancer (TCP listeners): the `--l4-*` flags, as provider
+/// `l4` applies them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TcpLimits {
+    /// `timeout connect`: connecting to one member.
+    pub connect_timeout: std::time::Duration,
+    /// `timeout client` and `timeout server`: a connection without bytes either way for this
+    /// long is closed.
+    pub idle_timeout: std::time::Duration,
+    /// Most members one connection is tried on (`retries` is one less).
+    pub tries: usize,
+}
+
+impl Default for TcpLimits {
+    /// Provider `l4`'s defaults.
+    fn default() -> Self {
+        TcpLimits {
+            connect_timeout: std::time::Duration::from_secs(5),
+            idle_timeout: std::time::Duration::from_secs(3600),
+            tries: 3,
+        }
+    }
+}
+
 /// What the render needs besides the load balancer.
 #[derive(Debug, Clone)]
 pub struct Input<'a> {
@@ -81,6 +107,8 @@ pub struct Input<'a> {
     pub ca_files: &'a BTreeMap<ObjectRef, String>,
     /// Deadlines, sizes and connection caps.
     pub limits: &'a Limits,
+    /// Deadlines of Services' TCP listeners.
+    pub tcp: TcpLimits,
     /// The unix datagram socket access log lines go to; `None`: no access log.
     pub access_log: Option<&'a Path>,
 }
@@ -181,10 +209,13 @@ pub(crate) fn pool_servers(
     Some(out)
 }
 
-/// Renders `lb`'s haproxy.conf and crt-list.
+/// Renders `lb`'s haproxy.conf and crt-list (a Service's load balancer: see [`tcp`]).
 pub fn render(lb: &LoadBalancer, input: &Input<'_>) -> Rendered {
+    if tcp::is_l4(lb) {
+        return tcp::render(lb, input, &input.tcp);
+    }
     let mut out = Rendered::default();
-    let mut text = global::header(lb, input, &mut out.diagnostics);
+    let mut text = global::header(lb, input, None, &mut out.diagnostics);
     let mut specials = backend::Specials::default();
     for listener in lb.listeners.iter() {
         text.push_str(&frontend::frontend(

@@ -89,6 +89,7 @@ fn rendered(lb: &LoadBalancer) -> Rendered {
         certificates: &certificates,
         ca_files: &ca_files(),
         limits: &portico_model::Limits::default(),
+        tcp: Default::default(),
         access_log: None,
     };
     render(lb, &input)
@@ -452,6 +453,7 @@ fn transparent_binds_say_so_on_the_http_and_https_bind_lines_only_then() {
             certificates: &certificates,
             ca_files: &ca_files(),
             limits: &portico_model::Limits::default(),
+            tcp: Default::default(),
             access_log: None,
         };
         let r = render(&lb, &input);
@@ -492,6 +494,7 @@ fn the_floating_ip_is_bound_beside_the_vip_on_the_same_ports() {
         certificates: &certificates,
         ca_files: &ca_files(),
         limits: &portico_model::Limits::default(),
+        tcp: Default::default(),
         access_log: None,
     };
     let r = render(&lb, &input);

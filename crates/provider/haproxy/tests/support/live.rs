@@ -141,6 +141,7 @@ pub fn provider_counted(
             default_binds: None::<Binds>,
             default_class: "portico".into(),
             limits: portico_model::Limits::default(),
+            tcp: Default::default(),
             access_log: None,
         },
         binary: Binary {

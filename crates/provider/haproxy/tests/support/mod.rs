@@ -44,6 +44,7 @@ pub fn render_in(lb: &LoadBalancer, dir: &Path) -> Rendered {
             certificates: &certificates,
             ca_files: &std::collections::BTreeMap::new(),
             limits: &portico_model::Limits::default(),
+            tcp: Default::default(),
             access_log: Some(Path::new("/state/access-log.sock")),
         },
     )
