@@ -37,7 +37,7 @@ impl Kind {
 
 /// A watched Kubernetes kind.
 pub(crate) trait Watched:
-    Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static
+    Resource<DynamicType = ()> + Clone + PartialEq + DeserializeOwned + Debug + Send + Sync + 'static
 {
     const KIND: Kind;
     type Key: Ord + Clone + Debug + Send + Sync + 'static;
@@ -49,6 +49,24 @@ pub(crate) trait Watched:
     fn secret(_key: &Self::Key) -> Option<&ObjectKey> {
         None
     }
+    /// Clears the status, for kinds whose status Portico writes and never serves from.
+    fn clear_status(&mut self) {}
+}
+
+/// Whether `new` differs from `old` only where nothing served is read: the resource version
+/// and managed fields, and the status of Ingresses and Services. Portico writes those statuses
+/// itself; each write comes back as a watch event, and at 10,000 Ingresses rerunning the
+/// pipeline for each kept the leader busy for minutes after it became ready.
+pub(crate) fn same_for_serving<K: Watched>(old: &K, new: &K) -> bool {
+    let unserved = |object: &K| {
+        let mut object = object.clone();
+        let meta = object.meta_mut();
+        meta.resource_version = None;
+        meta.managed_fields = None;
+        object.clear_status();
+        object
+    };
+    unserved(old) == unserved(new)
 }
 
 fn namespaced<K: Resource>(object: &K) -> ObjectKey {
@@ -60,7 +78,7 @@ fn namespaced<K: Resource>(object: &K) -> ObjectKey {
 }
 
 macro_rules! namespaced_kind {
-    ($ty:ty, $kind:expr, $field:ident) => {
+    ($ty:ty, $kind:expr, $field:ident $(, $status:ident)?) => {
         impl Watched for $ty {
             const KIND: Kind = $kind;
             type Key = ObjectKey;
@@ -70,12 +88,17 @@ macro_rules! namespaced_kind {
             fn map(objects: &mut Objects) -> &mut BTreeMap<ObjectKey, Arc<Self>> {
                 &mut objects.$field
             }
+            $(
+                fn clear_status(&mut self) {
+                    self.$status = None;
+                }
+            )?
         }
     };
 }
 
-namespaced_kind!(Ingress, Kind::Ingress, ingresses);
-namespaced_kind!(Service, Kind::Service, services);
+namespaced_kind!(Ingress, Kind::Ingress, ingresses, status);
+namespaced_kind!(Service, Kind::Service, services, status);
 namespaced_kind!(EndpointSlice, Kind::EndpointSlice, endpoint_slices);
 
 impl Watched for Secret {

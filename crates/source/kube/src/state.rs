@@ -10,7 +10,7 @@
 //! not kept, the source fetches it ([`State::fetch_done`]); a per-Secret event counter makes a
 //! fetch that raced with a watch event lose to the event, which is newer.
 
-use crate::kinds::{Kind, Watched};
+use crate::kinds::{Kind, Watched, same_for_serving};
 use portico_translate::{Config, ObjectKey, Objects, referenced_secrets};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -68,13 +68,17 @@ impl State {
         K::secret(key).is_none_or(|k| self.referenced.contains(k))
     }
 
-    /// An added or modified object.
+    /// An added or modified object. One that differs from the known one only in its status or
+    /// resource version is kept without a change (`kinds::same_for_serving`): the next
+    /// snapshot carries it, and the status report then sees what was written.
     pub fn apply<K: Watched>(&mut self, object: K) -> Effects {
         let key = object.key();
         self.secret_event::<K>(&key, false);
         let changed = if self.keeps::<K>(&key) {
-            K::map(&mut self.objects).insert(key, Arc::new(object));
-            true
+            let map = K::map(&mut self.objects);
+            let same = (map.get(&key)).is_some_and(|old| same_for_serving(old.as_ref(), &object));
+            map.insert(key, Arc::new(object));
+            !same
         } else {
             K::map(&mut self.objects).remove(&key).is_some()
         };
@@ -273,6 +277,45 @@ mod tests {
         state.relisted::<k8s_openapi::api::discovery::v1::EndpointSlice>(vec![]);
         state.relisted::<Secret>(vec![]);
         state
+    }
+
+    /// `ingress` as the API server sends it back after a status write.
+    fn with_status(mut ingress: Ingress, ip: &str, version: &str) -> Ingress {
+        use k8s_openapi::api::networking::v1::{
+            IngressLoadBalancerIngress, IngressLoadBalancerStatus, IngressStatus,
+        };
+        ingress.metadata.resource_version = Some(version.into());
+        ingress.status = Some(IngressStatus {
+            load_balancer: Some(IngressLoadBalancerStatus {
+                ingress: Some(vec![IngressLoadBalancerIngress {
+                    ip: Some(ip.into()),
+                    ..IngressLoadBalancerIngress::default()
+                }]),
+            }),
+        });
+        ingress
+    }
+
+    #[test]
+    fn a_status_or_version_only_update_is_kept_without_a_change() {
+        let mut state = synced();
+        assert!(state.apply(ingress("web", "portico", "tls")).changed);
+        let written = with_status(ingress("web", "portico", "tls"), "10.0.0.1", "7");
+        assert!(!state.apply(written.clone()).changed);
+        // The next snapshot carries what was written.
+        let kept = state.objects().ingresses.values().next().cloned().unwrap();
+        assert_eq!(*kept, written);
+        let mut service_written = service("lb");
+        assert!(state.apply(service_written.clone()).changed);
+        service_written.metadata.resource_version = Some("9".into());
+        service_written.status = Some(Default::default());
+        assert!(!state.apply(service_written).changed);
+        // What is served from is a change: the spec, an annotation.
+        let moved = with_status(ingress("web", "other", "tls"), "10.0.0.1", "8");
+        assert!(state.apply(moved).changed);
+        let mut annotated = with_status(ingress("web", "other", "tls"), "10.0.0.1", "9");
+        annotated.metadata.annotations = Some([("a".to_owned(), "b".to_owned())].into());
+        assert!(state.apply(annotated).changed);
     }
 
     #[test]

@@ -19,6 +19,10 @@ use tokio::task::JoinHandle;
 /// of events (a rollout's EndpointSlices) becomes one translation.
 const COALESCE: Duration = Duration::from_millis(10);
 
+/// How often the objects are published without a change, as ingress-nginx syncs status every
+/// minute: the report then writes back a status someone else changed.
+const RESYNC: Duration = Duration::from_secs(60);
+
 /// Where to watch.
 #[derive(Debug, Clone, Default)]
 pub struct Scope {
@@ -157,10 +161,15 @@ async fn fetch(shared: Arc<Shared>, key: ObjectKey, events: u64) {
     shared.effects(effects);
 }
 
-/// Publishes the objects after each burst of changes, once every kind is synced.
+/// Publishes the objects after each burst of changes, once every kind is synced, and every
+/// [`RESYNC`] without one: status-only updates do not count as changes (`State::apply`), so
+/// a status another writer changed is written back by the next resync at the latest.
 async fn publish(shared: Arc<Shared>, tx: watch::Sender<Arc<Loaded>>) {
     loop {
-        shared.changed.notified().await;
+        tokio::select! {
+            () = shared.changed.notified() => {}
+            () = tokio::time::sleep(RESYNC) => {}
+        }
         tokio::time::sleep(COALESCE).await;
         let objects = {
             let state = shared.state();
