@@ -368,16 +368,9 @@ fn digest(bytes: &[u8]) -> String {
 mod tests {
     use super::*;
 
-    /// A VIP may be held by the other agent of a pair: its binds are `transparent`. The run's
-    /// listeners (`--http-listen`, `--https-listen`) are this node's: theirs are not.
-    #[test]
-    fn vip_binds_are_transparent_and_the_default_listeners_are_not() {
-        let mut with_vip = placeholder("a");
-        with_vip.vip = Some("198.18.0.5".parse().unwrap());
-        let vip = vip_binds(&with_vip, "198.18.0.5".parse().unwrap());
-        assert!(vip.transparent);
-        assert_eq!(vip.http, Some("198.18.0.5:80".parse().unwrap()));
-        let settings = PlanSettings {
+    /// Settings with the run's listeners on 127.0.0.1:8080 and :8443.
+    fn with_default_listeners() -> PlanSettings {
+        PlanSettings {
             root: PathBuf::from("/state/loadbalancer/haproxy"),
             default_binds: Some(Binds {
                 http: Some("127.0.0.1:8080".parse().unwrap()),
@@ -389,7 +382,19 @@ mod tests {
             limits: portico_model::Limits::default(),
             tcp: Default::default(),
             access_log: None,
-        };
+        }
+    }
+
+    /// A VIP may be held by the other agent of a pair: its binds are `transparent`. The run's
+    /// listeners (`--http-listen`, `--https-listen`) are this node's: theirs are not.
+    #[test]
+    fn vip_binds_are_transparent_and_the_default_listeners_are_not() {
+        let mut with_vip = placeholder("a");
+        with_vip.vip = Some("198.18.0.5".parse().unwrap());
+        let vip = vip_binds(&with_vip, "198.18.0.5".parse().unwrap());
+        assert!(vip.transparent);
+        assert_eq!(vip.http, Some("198.18.0.5:80".parse().unwrap()));
+        let settings = with_default_listeners();
         let model = Model {
             load_balancers: vec![with_vip],
         };
@@ -429,19 +434,7 @@ mod tests {
             );
             lb
         };
-        let settings = PlanSettings {
-            root: PathBuf::from("/state/loadbalancer/haproxy"),
-            default_binds: Some(Binds {
-                http: Some("127.0.0.1:8080".parse().unwrap()),
-                https: Some("127.0.0.1:8443".parse().unwrap()),
-                transparent: false,
-                floating: None,
-            }),
-            default_class: "portico".into(),
-            limits: portico_model::Limits::default(),
-            tcp: Default::default(),
-            access_log: None,
-        };
+        let settings = with_default_listeners();
         let mut empty = service("udp-only", Protocol::Tcp);
         empty.listeners = Arc::new(Vec::new());
         let model = Model {
