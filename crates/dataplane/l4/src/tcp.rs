@@ -81,7 +81,7 @@ async fn accept_loop(listener: TcpListener, rx: watch::Receiver<Arc<Target>>, li
 }
 
 async fn connection(
-    client: TcpStream,
+    mut client: TcpStream,
     peer: SocketAddr,
     target: Arc<Target>,
     rx: watch::Receiver<Arc<Target>>,
@@ -120,7 +120,6 @@ async fn connection(
     let _ = client.set_nodelay(true);
     let _ = upstream.set_nodelay(true);
     let last = AtomicU64::new(now_ms());
-    let mut client = client;
     let (client_read, client_write) = client.split();
     let (member_read, member_write) = upstream.split();
     let copy = async {

@@ -164,16 +164,6 @@ async fn a_killed_haproxy_is_started_again_and_serves() {
     p.shutdown().await;
 }
 
-/// The worker processes of master `pid`.
-fn worker_pids(pid: i32) -> Vec<i32> {
-    let children =
-        std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
-    children
-        .split_whitespace()
-        .filter_map(|p| p.parse().ok())
-        .collect()
-}
-
 /// Routes that change (a path added, one removed) reach the running haproxy through its
 /// runtime API (`add map`, `del map`): the same worker serves, no reload is counted, and the
 /// map files on disk follow, so a later reload agrees.

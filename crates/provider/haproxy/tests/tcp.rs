@@ -47,15 +47,7 @@ fn service_lb(
             algorithm,
             settings,
             protocol: PoolProtocol::Http,
-            members: (members.iter())
-                .map(|(addr, ready)| Member {
-                    id: MemberId::derive(&addr.to_string()),
-                    address: addr.ip(),
-                    port: addr.port(),
-                    weight: 1,
-                    ready: *ready,
-                })
-                .collect(),
+            members: support::live::pool_members(members),
         });
     };
     for (port, algorithm, settings) in tcp {
@@ -248,7 +240,7 @@ async fn haproxy_serves_a_services_tcp_port_and_member_changes_keep_connections(
     let (name, mut held) = connect(front).await.unwrap();
     assert_eq!(name, "a");
     let pid = support::live::master_pid(state.path());
-    let workers = worker_pids(pid);
+    let workers = support::live::worker_pids(pid);
 
     // b joins through a spare slot, then a leaves: no reload, and the connection to a stays.
     let all: std::collections::HashSet<PoolId> =
@@ -260,20 +252,10 @@ async fn haproxy_serves_a_services_tcp_port_and_member_changes_keep_connections(
     wait_members(front, &["b"]).await;
     echo(&mut held, "after a left").await;
     assert_eq!(
-        worker_pids(pid),
+        support::live::worker_pids(pid),
         workers,
         "the same worker serves: no reload"
     );
     drop(held);
     p.shutdown().await;
-}
-
-/// The worker processes of master `pid`.
-fn worker_pids(pid: i32) -> Vec<i32> {
-    let children =
-        std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
-    children
-        .split_whitespace()
-        .filter_map(|p| p.parse().ok())
-        .collect()
 }

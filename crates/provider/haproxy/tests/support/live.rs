@@ -78,6 +78,19 @@ pub async fn wait_for(addr: SocketAddr, path: &str, status: u16, body: &str) {
     }
 }
 
+/// Pool members at these addresses, each with its ready flag.
+pub fn pool_members(members: &[(SocketAddr, bool)]) -> Vec<Member> {
+    (members.iter())
+        .map(|(addr, ready)| Member {
+            id: MemberId::derive(&addr.to_string()),
+            address: addr.ip(),
+            port: addr.port(),
+            weight: 1,
+            ready: *ready,
+        })
+        .collect()
+}
+
 /// A haproxy load balancer on `vip`:`port` whose one pool has the given members (ready flag).
 pub fn model(port: u16, members: &[(SocketAddr, bool)]) -> Model {
     let pool = PoolId::derive("pool");
@@ -108,16 +121,7 @@ pub fn model(port: u16, members: &[(SocketAddr, bool)]) -> Model {
                 algorithm: Algorithm::RoundRobin,
                 settings: Default::default(),
                 protocol: PoolProtocol::Http,
-                members: members
-                    .iter()
-                    .map(|(addr, ready)| Member {
-                        id: MemberId::derive(&addr.to_string()),
-                        address: addr.ip(),
-                        port: addr.port(),
-                        weight: 1,
-                        ready: *ready,
-                    })
-                    .collect(),
+                members: pool_members(members),
             }],
         }],
     }
@@ -206,4 +210,14 @@ pub fn dir(state: &std::path::Path) -> std::path::PathBuf {
 pub fn master_pid(state: &std::path::Path) -> i32 {
     let text = std::fs::read_to_string(dir(state).join("haproxy.pid")).unwrap();
     text.trim().parse().unwrap()
+}
+
+/// The worker processes of master `pid`.
+pub fn worker_pids(pid: i32) -> Vec<i32> {
+    let children =
+        std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
+    children
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
 }
