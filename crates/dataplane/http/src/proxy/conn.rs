@@ -74,7 +74,7 @@ impl Proxy {
         let activity = Activity::new();
         let (tunnels_tx, mut opened) = mpsc::unbounded_channel();
         let ambiguous = Ambiguous::new();
-        let framing = Framing::new(self.limits.max_header_bytes.max(8192), ambiguous.clone());
+        let framing = Framing::new(super::head_buffer(&self.limits), ambiguous.clone());
         let conn = Arc::new(Conn {
             proxy: self.clone(),
             forwarded: Forwarded { client, scheme },

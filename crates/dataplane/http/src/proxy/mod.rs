@@ -250,6 +250,12 @@ async fn accept_failed(error: std::io::Error) {
     tokio::time::sleep(Duration::from_millis(50)).await;
 }
 
+/// The read buffer a request head must fit in (hyper needs at least 8 KiB): hyper's, and the
+/// bound of what each connection's framing scanner follows.
+pub(super) fn head_buffer(limits: &Limits) -> usize {
+    limits.max_header_bytes.max(8192)
+}
+
 /// hyper's own limits. Its HTTP/1 header timer starts when a connection waits for a request
 /// head, idle or not, so it is only a backstop here: the first-bytes, header and keep-alive
 /// deadlines are each connection's watchdog's (`limits::Activity`).
@@ -261,8 +267,7 @@ fn server_builder(limits: &Limits) -> auto::Builder<TokioExecutor> {
         .timer(TokioTimer::new())
         .header_read_timeout(backstop)
         .max_headers(limits.max_headers)
-        // The read buffer a request head must fit in; hyper needs at least 8 KiB.
-        .max_buf_size(limits.max_header_bytes.max(8192));
+        .max_buf_size(head_buffer(limits));
     let list_size = u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX);
     builder
         .http2()
