@@ -6,11 +6,12 @@ use crate::compile::{Compiled, Compiler};
 use crate::metrics::AppMetrics;
 use crate::placement::Placer;
 use crate::snapshot::build_snapshot;
+use foldhash::{HashMap, HashMapExt, HashSet};
 use portico_admin::{LoadBalancerAddress, Snapshot};
 use portico_model::{LoadBalancer, LoadBalancerId, Placement};
 use portico_store::Feedback;
 use portico_translate::{Allocations, Config, Loaded};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// Compiles each new load and keeps the result for the next one.

@@ -148,6 +148,11 @@ impl ControllerLoop<'_> {
         let mut revision = 0;
         let mut compile = !first;
         loop {
+            // A new revision is published once the agent reports it (its feedback names the
+            // revision it serves, so every write is followed by a feedback change): building
+            // the snapshot right after the compile too would cost the CPU twice, beside the
+            // agent's apply.
+            let mut written = false;
             if compile {
                 compile = false;
                 let loaded = updates.borrow_and_update().clone();
@@ -156,9 +161,10 @@ impl ControllerLoop<'_> {
                 }
                 if let Some(compiled) = self.controller.compiled() {
                     revision = self.store.write(compiled.desired.clone());
+                    written = true;
                 }
             }
-            if !first {
+            if !first && !written {
                 let reports = feedback.borrow_and_update().clone();
                 // The one agent of this process: placements show in the admin API only.
                 self.controller.set_agents(&reports, self.metrics);

@@ -5,7 +5,7 @@
 use crate::backend::PoolKey;
 use crate::memo::Pools;
 use crate::merge::{default_backend, merge};
-use crate::policy::{build_policy, order};
+use crate::policy::build_policy;
 use crate::route::Route;
 use crate::source::{ClassIds, Source};
 use crate::{Config, Objects, class};
@@ -56,8 +56,7 @@ pub(crate) fn build_load_balancer(
         let source = &**source;
         source.routes.iter().map(move |spec| Route { source, spec })
     });
-    let mut winners = merge(all, diagnostics);
-    order(&mut winners);
+    let winners = merge(all, diagnostics);
     let default = default_backend(sources, diagnostics);
 
     let mut used: BTreeMap<PoolId, &PoolKey> = winners

@@ -3,9 +3,10 @@
 use crate::backend::{PoolKey, resolve};
 use crate::compat::ListField;
 use crate::{ObjectKey, Objects};
+use foldhash::{HashMap, HashMapExt};
 use k8s_openapi::api::core::v1::Endpoints;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 pub(crate) const SLICE_SERVICE_LABEL: &str = "kubernetes.io/service-name";

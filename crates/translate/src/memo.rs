@@ -12,16 +12,60 @@ use crate::members::{SLICE_SERVICE_LABEL, SliceIndex};
 use crate::pool::build_pool;
 use crate::source::Source;
 use crate::{ObjectKey, Objects};
+use foldhash::{HashMap, HashSet, HashSetExt};
 use portico_model::{Model, Pool, PoolId};
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
-/// The prepared Ingresses of the last translation, by key. Only valid together with the
-/// objects and the model of that translation (see [`Previous`]).
+/// The prepared Ingresses of the last translation, in key order (a translation walks them in
+/// step with the Ingresses, which come in key order too: no key is hashed or copied). Only
+/// valid together with the objects and the model of that translation (see [`Previous`]).
 #[derive(Debug, Default, Clone)]
 pub struct Memo {
-    pub(crate) sources: HashMap<ObjectKey, Arc<Source>>,
+    pub(crate) sources: Vec<Arc<Source>>,
+    /// How many of them the last translation took over from the one before.
+    pub(crate) reused: usize,
+}
+
+impl Memo {
+    /// How many prepared Ingresses the last translation reused rather than prepared again.
+    pub fn reused(&self) -> usize {
+        self.reused
+    }
+}
+
+/// The previous translation's prepared Ingresses, looked up in ascending key order.
+pub(crate) struct Reusable {
+    sources: std::vec::IntoIter<Arc<Source>>,
+    next: Option<Arc<Source>>,
+}
+
+impl Reusable {
+    pub(crate) fn new(sources: Vec<Arc<Source>>) -> Self {
+        let mut sources = sources.into_iter();
+        let next = sources.next();
+        Reusable { sources, next }
+    }
+
+    /// The prepared Ingress of `key`, if the last translation had one. Keys must be asked for
+    /// in ascending order; the ones skipped are dropped.
+    pub(crate) fn take(&mut self, key: &ObjectKey) -> Option<Arc<Source>> {
+        while let Some(source) = self.next.take() {
+            match source.key.cmp(key) {
+                Ordering::Less => self.next = self.sources.next(),
+                Ordering::Equal => {
+                    self.next = self.sources.next();
+                    return Some(source);
+                }
+                Ordering::Greater => {
+                    self.next = Some(source);
+                    return None;
+                }
+            }
+        }
+        None
+    }
 }
 
 /// The last translation's input and model, and what it left in its [`Memo`].

@@ -1,31 +1,39 @@
 //! Merging the routes of several Ingresses of one class: identical matches go to the oldest
 //! Ingress, and so does the listener's default backend. Losers are reported.
 
+use crate::policy::sort_key;
 use crate::route::{Backend, Route};
 use crate::source::Source;
 use portico_model::{CompareType, Diagnostic};
-use std::collections::HashMap;
-use std::collections::hash_map::Entry;
 use std::sync::Arc;
 
-/// Keeps the first route for each (host, path match). `routes` must come oldest Ingress first,
-/// each Ingress's in YAML order, so the first is the one the oldest Ingress wrote first.
+/// Keeps the first route for each (host, path match), in evaluation order (see
+/// [`crate::policy::sort_key`]). `routes` must come oldest Ingress first, each Ingress's in YAML
+/// order, so the first is the one the oldest Ingress wrote first.
+///
+/// Sorting by the evaluation order with the arrival as the last key puts every route next to
+/// those with the same host and path, the first arrival leading: no map of the matches is
+/// built (hashing 20,000 hosts and paths cost more than the sort, which is needed anyway).
 pub(crate) fn merge<'a>(
     routes: impl Iterator<Item = Route<'a>>,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Vec<Route<'a>> {
-    let mut winners = HashMap::new();
-    let mut kept = Vec::new();
-    for route in routes {
-        match winners.entry((&route.spec.host, &route.spec.path)) {
-            Entry::Occupied(winner) => diagnostics.push(conflict(&route, &kept[*winner.get()])),
-            Entry::Vacant(slot) => {
-                slot.insert(kept.len());
-                kept.push(route);
+    let mut all: Vec<(usize, Route<'a>)> = routes.enumerate().collect();
+    all.sort_unstable_by(|(i, a), (j, b)| sort_key(a).cmp(&sort_key(b)).then(i.cmp(j)));
+    let mut kept: Vec<Route<'a>> = Vec::with_capacity(all.len());
+    for (_, route) in all {
+        match kept.last() {
+            Some(winner) if same_match(winner, &route) => {
+                diagnostics.push(conflict(&route, winner));
             }
+            _ => kept.push(route),
         }
     }
     kept
+}
+
+fn same_match(a: &Route<'_>, b: &Route<'_>) -> bool {
+    a.spec.host == b.spec.host && a.spec.path == b.spec.path
 }
 
 fn conflict(loser: &Route<'_>, winner: &Route<'_>) -> Diagnostic {

@@ -4,16 +4,12 @@ use crate::route::{HostMatch, PolicyIds, Route, RouteSpec};
 use portico_model::{CompareType, L7Policy, L7Rule, PolicyAction, RuleType};
 use std::cmp::Reverse;
 
-/// Exact hosts, then wildcard hosts, then host-less rules; within a group by host, longer
-/// paths first, Exact before Prefix at equal length, then by path. Merged routes differ in
-/// host or path, so this order is total.
-pub(crate) fn order(routes: &mut [Route<'_>]) {
-    routes.sort_unstable_by(|a, b| sort_key(a).cmp(&sort_key(b)));
-}
-
+/// The evaluation order: exact hosts, then wildcard hosts, then host-less rules; within a group
+/// by host, longer paths first, Exact before Prefix at equal length, then by path. Merged
+/// routes differ in host or path, so this order is total on them.
 type SortKey<'r> = (u8, &'r HostMatch, Reverse<usize>, bool, &'r str);
 
-fn sort_key<'r>(route: &'r Route<'_>) -> SortKey<'r> {
+pub(crate) fn sort_key<'r>(route: &'r Route<'_>) -> SortKey<'r> {
     let RouteSpec { host, path, .. } = route.spec;
     let prefix = path.compare != CompareType::EqualTo;
     (

@@ -9,10 +9,10 @@ use crate::admission::validate_ingress;
 use crate::annotations::upstream;
 use crate::route::{Backend, Lookups, RouteSpec, backend_key, routes};
 use crate::{Config, ObjectKey, Objects};
+use foldhash::HashSet;
 use k8s_openapi::api::networking::v1::Ingress;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use portico_model::{Diagnostic, ListenerId, LoadBalancerId, ObjectRef};
-use std::collections::HashSet;
 use std::sync::Arc;
 
 /// The ids of a class's load balancer and of its listeners, which the ids of policies, rules

@@ -2,11 +2,12 @@
 
 use crate::class::{Topology, ingress_class, load_balancer_classes, owned_classes, topology};
 use crate::loadbalancer::{Identity, build_load_balancer};
-use crate::memo::{Memo, Pools, Previous, changed_services};
+use crate::memo::{Memo, Pools, Previous, Reusable, changed_services};
 use crate::source::{ClassIds, Source, by_age};
 use crate::{Config, ObjectKey, Objects};
+use foldhash::{HashMap, HashMapExt};
 use portico_model::{Diagnostic, Model};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 /// The model, every diagnostic, and the verdict on every Ingress.
@@ -53,6 +54,8 @@ pub fn translate_incremental(
     if changed_services.is_none() {
         reusable.clear();
     }
+    let mut reusable = Reusable::new(reusable);
+    memo.reused = 0;
     let changed_services = changed_services.unwrap_or_default();
 
     let owned = owned_classes(objects, config);
@@ -75,12 +78,15 @@ pub fn translate_incremental(
                         .or_insert_with(|| ClassIds::new(class, config)),
                     Topology::Dedicated => ClassIds::dedicated(key, config),
                 };
-                let source = match reusable.remove(key) {
-                    Some(s) if s.still_holds(ingress, ids, &changed_services) => s,
+                let source = match reusable.take(key) {
+                    Some(s) if s.still_holds(ingress, ids, &changed_services) => {
+                        memo.reused += 1;
+                        s
+                    }
                     _ => Arc::new(Source::prepare(key, ingress, ids, objects)),
                 };
                 diagnostics.extend(source.diagnostics.iter().cloned());
-                memo.sources.insert(key.clone(), source.clone());
+                memo.sources.push(source.clone());
                 let served = source.served;
                 match topology {
                     // The class gets its load balancer even when this Ingress is not admitted.

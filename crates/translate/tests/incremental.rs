@@ -68,6 +68,61 @@ fn an_ingress_change_needs_a_full_translation() {
     assert_eq!(endpoint_only_change(&old, &new), None);
 }
 
+/// Ingresses in several namespaces, one of which (`b/web`) gets `extra` as another path.
+fn ingresses(extra: Option<&str>) -> Vec<Value> {
+    let mut docs = vec![];
+    for (namespace, name) in [("a", "web"), ("b", "api"), ("b", "web"), ("c", "web")] {
+        let mut paths = vec![("/", "Prefix", "a")];
+        if let (Some(p), ("b", "web")) = (extra, (namespace, name)) {
+            paths.push((p, "Exact", "a"));
+        }
+        let host = format!("{name}.{namespace}.test");
+        let spec = json!({"rules": [rule(&host, &paths)]});
+        docs.push(ingress(namespace, name, None, spec));
+        docs.extend(service(namespace, "a", "10.0.0.1"));
+    }
+    docs
+}
+
+#[test]
+fn a_changed_ingress_is_prepared_again_and_the_others_are_reused() {
+    let config = Config::default();
+    let old = load_values(ingresses(None));
+    let new = load_values(ingresses(Some("/new")));
+    let mut memo = Memo::default();
+    let first = translate_incremental(&old, &config, None, &mut memo);
+    assert_eq!(memo.reused(), 0);
+    let previous = Previous {
+        objects: &old,
+        model: &first.model,
+    };
+    let second = translate_incremental(&new, &config, Some(previous), &mut memo);
+    assert_eq!(memo.reused(), 3, "every Ingress but b/web is reused");
+    assert_eq!(second.model, translate(&new, &config).model);
+    let previous = Previous {
+        objects: &new,
+        model: &second.model,
+    };
+    let third = translate_incremental(&new, &config, Some(previous), &mut memo);
+    assert_eq!(memo.reused(), 4, "nothing changed: all four are reused");
+
+    // b/api deleted, b/new added before b/web in key order: the walk skips one, misses one.
+    let docs = ingresses(Some("/new")).into_iter().map(|mut doc| {
+        if doc["kind"] == "Ingress" && doc["metadata"]["name"] == "api" {
+            doc["metadata"]["name"] = json!("new");
+        }
+        doc
+    });
+    let renamed = load_values(docs.collect());
+    let previous = Previous {
+        objects: &new,
+        model: &third.model,
+    };
+    let fourth = translate_incremental(&renamed, &config, Some(previous), &mut memo);
+    assert_eq!(memo.reused(), 3, "a/web, b/web and c/web");
+    assert_eq!(fourth.model, translate(&renamed, &config).model);
+}
+
 #[test]
 fn refreshed_members_equal_a_full_translation() {
     let config = Config::default();
