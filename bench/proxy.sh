@@ -6,9 +6,10 @@
 # to core 0 (taskset); wrk and the backends (one nginx worker serving static files) share core 1.
 # Cases: a ~100-byte and a 16 KiB response, each with keep-alive and with a new connection per
 # request; and over TLS (the same ECDSA P-256 certificate for all three, made here with openssl),
-# the small response: `tls-keepalive` (HTTPS requests on open connections), `tls-close` (a new
-# TCP connection and TLS handshake per request; wrk resumes TLS sessions with tickets, which
-# all three offer by default), `tls-handshake` (full handshakes, no resumption: TLS_CLIENTS
+# `tls-keepalive` (HTTPS requests on open connections), `tls-close` (a new TCP connection and
+# TLS handshake per request; wrk resumes TLS sessions with tickets, which all three offer by
+# default), the same two with the 16 KiB response (`tls-large-keepalive`, `tls-large-close`),
+# and `tls-handshake` (full handshakes, no resumption: TLS_CLIENTS
 # parallel `openssl s_time -new` loops; req/s is handshakes/s, no latency percentiles). For each
 # proxy and case: req/s, p50/p99 latency, proxy CPU time per request (utime + stime from
 # /proc), peak RSS (VmHWM). RUNS runs each (default 5); the table shows medians with min-max,
@@ -32,7 +33,7 @@ CONNECTIONS=${CONNECTIONS:-50}
 PROXY_CPU=${PROXY_CPU:-0}
 LOAD_CPU=${LOAD_CPU:-1}
 PROXIES=${PROXIES:-portico nginx haproxy floor}
-CASES=${CASES:-small-keepalive small-close large-keepalive large-close tls-keepalive tls-close tls-handshake}
+CASES=${CASES:-small-keepalive small-close large-keepalive large-close tls-keepalive tls-close tls-large-keepalive tls-large-close tls-handshake}
 TLS_CLIENTS=${TLS_CLIENTS:-4}
 
 source scripts/lib.sh
@@ -356,8 +357,14 @@ done
 results=$work/results.txt
 echo "# case proxy run rps p50_us p99_us cpu_us_per_req errors sys_us_per_req" >"$results"
 for case in $CASES; do
-  size=${case%-*} close=${case#*-} scheme=http
-  if [ "$size" = tls ]; then size=small scheme=https; fi
+  # tls-keepalive, tls-close and tls-handshake are the small response over HTTPS;
+  # tls-large-keepalive and tls-large-close the 16 KiB one.
+  rest=$case scheme=http
+  if [[ $case == tls-* ]]; then rest=${case#tls-} scheme=https; fi
+  case $rest in
+    *-*) size=${rest%-*} close=${rest#*-} ;;
+    *) size=small close=$rest ;;
+  esac
   for run in $(seq "$RUNS"); do
     # Interleave the proxies within each run so drift hits them alike.
     for proxy in $PROXIES; do

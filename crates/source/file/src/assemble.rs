@@ -1,76 +1,115 @@
 //! The objects of all files → one `Objects`, the later file winning on duplicates.
 
 use crate::object::Object;
+use k8s_openapi::api::core::v1::{Endpoints, Secret, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use portico_model::{Diagnostic, ObjectRef};
 use portico_translate::{ObjectKey, Objects};
+use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 
 /// Builds `Objects` from each file's objects, in file order. An object defined twice (same
 /// kind, namespace and name) keeps its later definition, and a warning names both origins.
 ///
-/// Objects are shared, so this costs a pointer copy and a map insert per object; origins are
-/// only turned into text for the (rare) duplicates.
+/// Objects are shared, so this costs a pointer copy and a key per object: each kind's objects
+/// are sorted by key (a stable sort, so equal keys stay in file order and runs already in
+/// order cost one pass) and the maps are built from the sorted runs at once, which is several
+/// times cheaper than inserting 20,000 objects one by one. Origins are only turned into text
+/// for the (rare) duplicates.
 pub(crate) fn assemble(files: &[(&Path, &[Object])]) -> (Objects, Vec<Diagnostic>) {
-    let mut objects = Objects::default();
-    let mut diagnostics = Vec::new();
-    for (index, (origin, file_objects)) in files.iter().enumerate() {
+    let mut kinds = Kinds::default();
+    for (file, (_, file_objects)) in files.iter().enumerate() {
         for (position, object) in file_objects.iter().enumerate() {
-            if insert(&mut objects, object.clone()) {
-                let object_ref = object.object_ref();
-                let first = first_origin(&files[..=index], &object_ref, (index, position));
-                diagnostics.push(duplicate(object_ref, &first, &origin.display().to_string()));
-            }
+            kinds.push(object, (file, position));
         }
     }
+    let mut duplicates = Vec::new();
+    let objects = Objects {
+        ingresses: build(kinds.ingresses, &mut duplicates),
+        ingress_classes: build(kinds.ingress_classes, &mut duplicates),
+        services: build(kinds.services, &mut duplicates),
+        endpoint_slices: build(kinds.endpoint_slices, &mut duplicates),
+        endpoints: build(kinds.endpoints, &mut duplicates),
+        secrets: build(kinds.secrets, &mut duplicates),
+    };
+    // In the order the later definitions come in the files.
+    duplicates.sort_by_key(|(_, later)| *later);
+    let diagnostics = duplicates
+        .into_iter()
+        .map(|(earlier, later)| {
+            let object = files[later.0].1[later.1].object_ref();
+            duplicate(object, files[earlier.0].0, files[later.0].0)
+        })
+        .collect();
     (objects, diagnostics)
 }
 
-/// The file of the latest definition of `object` before `before` (file index, position).
-fn first_origin(
-    files: &[(&Path, &[Object])],
-    object: &ObjectRef,
-    before: (usize, usize),
-) -> String {
-    let earlier = files
-        .iter()
-        .enumerate()
-        .rev()
-        .find(|(index, (_, objects))| {
-            let end = if *index == before.0 {
-                before.1
-            } else {
-                objects.len()
-            };
-            objects[..end].iter().any(|o| o.object_ref() == *object)
-        });
-    earlier.map_or_else(String::new, |(_, (path, _))| path.display().to_string())
+/// Where an object is defined: the file's index and the object's position in it.
+type Origin = (usize, usize);
+
+type Entries<K, V> = Vec<(K, Arc<V>, Origin)>;
+
+/// Every object by kind, with its key and origin, in file order.
+#[derive(Default)]
+struct Kinds {
+    ingresses: Entries<ObjectKey, Ingress>,
+    ingress_classes: Entries<String, IngressClass>,
+    services: Entries<ObjectKey, Service>,
+    endpoint_slices: Entries<ObjectKey, EndpointSlice>,
+    endpoints: Entries<ObjectKey, Endpoints>,
+    secrets: Entries<ObjectKey, Secret>,
 }
 
-fn duplicate(object: ObjectRef, first: &str, second: &str) -> Diagnostic {
+impl Kinds {
+    fn push(&mut self, object: &Object, origin: Origin) {
+        let meta = object.metadata();
+        let name = meta.name.clone().unwrap_or_default();
+        let key = || ObjectKey {
+            namespace: meta.namespace.clone().unwrap_or_default(),
+            name: name.clone(),
+        };
+        match object {
+            Object::Ingress(o) => self.ingresses.push((key(), o.clone(), origin)),
+            Object::IngressClass(o) => self.ingress_classes.push((name, o.clone(), origin)),
+            Object::Service(o) => self.services.push((key(), o.clone(), origin)),
+            Object::EndpointSlice(o) => self.endpoint_slices.push((key(), o.clone(), origin)),
+            Object::Endpoints(o) => self.endpoints.push((key(), o.clone(), origin)),
+            Object::Secret(o) => self.secrets.push((key(), o.clone(), origin)),
+        }
+    }
+}
+
+/// One kind's map: the last definition of each key wins; each replaced definition is recorded
+/// in `duplicates` as (the definition replaced, the one replacing it).
+fn build<K: Ord, V>(
+    mut entries: Entries<K, V>,
+    duplicates: &mut Vec<(Origin, Origin)>,
+) -> BTreeMap<K, Arc<V>> {
+    entries.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut kept: Vec<(K, Arc<V>, Origin)> = Vec::with_capacity(entries.len());
+    for entry in entries {
+        match kept.last_mut() {
+            Some(last) if last.0 == entry.0 => {
+                duplicates.push((last.2, entry.2));
+                *last = entry;
+            }
+            _ => kept.push(entry),
+        }
+    }
+    // Sorted and without equal keys: the map is built in one pass.
+    kept.into_iter().map(|(k, v, _)| (k, v)).collect()
+}
+
+fn duplicate(object: ObjectRef, first: &Path, second: &Path) -> Diagnostic {
+    let (first, second) = (first.display().to_string(), second.display().to_string());
     let message = if first == second {
         format!("defined twice in {first}; the later definition is used")
     } else {
         format!("defined in {first} and again in {second}; the one in {second} is used")
     };
     Diagnostic::warning(object, "", message)
-}
-
-/// Inserts `object`; true when it replaced one of the same kind, namespace and name.
-fn insert(objects: &mut Objects, object: Object) -> bool {
-    let meta = object.metadata();
-    let name = meta.name.clone().unwrap_or_default();
-    let key = ObjectKey {
-        namespace: meta.namespace.clone().unwrap_or_default(),
-        name: name.clone(),
-    };
-    match object {
-        Object::Ingress(o) => objects.ingresses.insert(key, o).is_some(),
-        Object::IngressClass(o) => objects.ingress_classes.insert(name, o).is_some(),
-        Object::Service(o) => objects.services.insert(key, o).is_some(),
-        Object::EndpointSlice(o) => objects.endpoint_slices.insert(key, o).is_some(),
-        Object::Endpoints(o) => objects.endpoints.insert(key, o).is_some(),
-        Object::Secret(o) => objects.secrets.insert(key, o).is_some(),
-    }
 }
 
 #[cfg(test)]
@@ -114,6 +153,34 @@ mod tests {
         let (objects, diagnostics) = assemble(&[(Path::new("a.yaml"), &a[..])]);
         assert_eq!(objects.services.len(), 2);
         assert!(diagnostics.is_empty());
+    }
+
+    #[test]
+    fn three_definitions_keep_the_last_and_each_replacement_is_named_in_file_order() {
+        let a = [service("default", "zeta", 1), service("default", "web", 80)];
+        let b = [
+            service("default", "web", 81),
+            service("default", "alpha", 2),
+        ];
+        let c = [service("default", "web", 82)];
+        let files = [
+            (Path::new("a.yaml"), &a[..]),
+            (Path::new("b.yaml"), &b[..]),
+            (Path::new("c.yaml"), &c[..]),
+        ];
+        let (objects, diagnostics) = assemble(&files);
+        assert_eq!(port(&objects, "web"), 82);
+        assert_eq!((port(&objects, "zeta"), port(&objects, "alpha")), (1, 2));
+        let keys: Vec<_> = objects.services.keys().map(|k| k.name.as_str()).collect();
+        assert_eq!(keys, ["alpha", "web", "zeta"]);
+        let messages: Vec<_> = diagnostics.iter().map(|d| d.message.as_str()).collect();
+        assert_eq!(
+            messages,
+            [
+                "defined in a.yaml and again in b.yaml; the one in b.yaml is used",
+                "defined in b.yaml and again in c.yaml; the one in c.yaml is used",
+            ]
+        );
     }
 
     #[test]
