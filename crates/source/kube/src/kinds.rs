@@ -53,6 +53,24 @@ pub(crate) trait Watched:
     fn clear_status(&mut self) {}
 }
 
+/// What `kubectl apply` keeps in an annotation: the whole object as last applied, again.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// Drops what the API server and kubectl add to every object and nothing in Portico reads:
+/// `managedFields` (often larger than the spec) and kubectl's last-applied copy of the object.
+/// Kept objects stay as small as the manifests they came from.
+pub(crate) fn slim<K: Watched>(mut object: K) -> K {
+    let meta = object.meta_mut();
+    meta.managed_fields = None;
+    if let Some(annotations) = &mut meta.annotations {
+        annotations.remove(LAST_APPLIED);
+        if annotations.is_empty() {
+            meta.annotations = None;
+        }
+    }
+    object
+}
+
 /// Whether `new` differs from `old` only where nothing served is read: the resource version
 /// and managed fields, and the status of Ingresses and Services. Portico writes those statuses
 /// itself; each write comes back as a watch event, and at 10,000 Ingresses rerunning the

@@ -10,7 +10,7 @@
 //! not kept, the source fetches it ([`State::fetch_done`]); a per-Secret event counter makes a
 //! fetch that raced with a watch event lose to the event, which is newer.
 
-use crate::kinds::{Kind, Watched, same_for_serving};
+use crate::kinds::{Kind, Watched, same_for_serving, slim};
 use portico_translate::{Config, ObjectKey, Objects, referenced_secrets};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -72,6 +72,7 @@ impl State {
     /// resource version is kept without a change (`kinds::same_for_serving`): the next
     /// snapshot carries it, and the status report then sees what was written.
     pub fn apply<K: Watched>(&mut self, object: K) -> Effects {
+        let object = slim(object);
         let key = object.key();
         self.secret_event::<K>(&key, false);
         let changed = if self.keeps::<K>(&key) {
@@ -99,7 +100,7 @@ impl State {
         for object in objects {
             let key = object.key();
             if self.keeps::<K>(&key) {
-                map.insert(key, Arc::new(object));
+                map.insert(key, Arc::new(slim(object)));
             }
         }
         if K::KIND == Kind::Secret {
@@ -316,6 +317,42 @@ mod tests {
         let mut annotated = with_status(ingress("web", "other", "tls"), "10.0.0.1", "9");
         annotated.metadata.annotations = Some([("a".to_owned(), "b".to_owned())].into());
         assert!(state.apply(annotated).changed);
+    }
+
+    #[test]
+    fn managed_fields_and_the_last_applied_copy_are_not_kept() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
+        let fat = |mut ingress: Ingress| {
+            let meta = &mut ingress.metadata;
+            meta.managed_fields = Some(vec![ManagedFieldsEntry {
+                manager: Some("kubectl".into()),
+                ..ManagedFieldsEntry::default()
+            }]);
+            let last = (
+                "kubectl.kubernetes.io/last-applied-configuration".into(),
+                "{}".into(),
+            );
+            let own = ("portico.dev/ssl-redirect".to_owned(), "false".to_owned());
+            meta.annotations = Some([last, own].into());
+            ingress
+        };
+        let mut state = synced();
+        state.apply(fat(ingress("web", "portico", "tls")));
+        state.relisted(vec![fat(ingress("api", "portico", "tls"))]);
+        state.apply(fat(ingress("web", "portico", "tls")));
+        let objects = state.objects();
+        assert_eq!(objects.ingresses.len(), 2);
+        for kept in objects.ingresses.values() {
+            assert_eq!(kept.metadata.managed_fields, None);
+            let annotations = kept.metadata.annotations.clone().unwrap_or_default();
+            let keys: Vec<_> = annotations.keys().map(String::as_str).collect();
+            assert_eq!(
+                keys,
+                ["portico.dev/ssl-redirect"],
+                "{}",
+                kept.metadata.name.as_deref().unwrap_or("")
+            );
+        }
     }
 
     #[test]
