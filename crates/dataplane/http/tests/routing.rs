@@ -368,3 +368,42 @@ fn member_health_and_rotation_survive_a_configuration_swap_that_keeps_the_pool()
     let picks: Vec<_> = (0..6).map(|_| plain_choose(pool, &[]).addr()).collect();
     assert!(!picks.contains(&addr(2)), "{picks:?}");
 }
+
+#[test]
+fn an_unchanged_pool_keeps_its_state_and_a_changed_one_is_built_again() {
+    use portico_dataplane_http::{Proxy, ProxyMetrics};
+    use std::sync::Arc;
+    let mut registry = prometheus_client::registry::Registry::default();
+    let proxy = Proxy::new(ProxyMetrics::new(&mut registry));
+    let model = |q_members: &[std::net::SocketAddr]| {
+        let mut m = ModelBuilder::new("reuse");
+        let p = m.pool("p", &[addr(1), addr(2)]);
+        let q = m.pool("q", q_members);
+        m.policy(vec![host("p.test")], p);
+        m.policy(vec![host("q.test")], q);
+        (m.build(), p, q)
+    };
+    let (first, p, q) = model(&[addr(3)]);
+    proxy.apply(&first);
+    let before = proxy.table();
+    let (second, _, _) = model(&[addr(3), addr(4)]);
+    proxy.apply(&second);
+    let after = proxy.table();
+    let kept = Arc::ptr_eq(before.pool(p).unwrap(), after.pool(p).unwrap());
+    assert!(kept, "the unchanged pool p was built again");
+    let rebuilt = !Arc::ptr_eq(before.pool(q).unwrap(), after.pool(q).unwrap());
+    assert!(rebuilt, "the changed pool q kept its old state");
+    assert_eq!(after.pool(q).unwrap().members(), [addr(3), addr(4)]);
+
+    // Members moved apart from a compile (the endpoint fast path), then a full configuration
+    // whose pool p is the one compiled before: p must get those members back.
+    let (mut moved, _, _) = model(&[addr(3), addr(4)]);
+    let lb = &mut moved.load_balancers[0];
+    let pool = lb.pools.iter_mut().find(|pool| pool.id == p).unwrap();
+    pool.members.truncate(1);
+    proxy.update_members([&*pool]);
+    assert_eq!(proxy.table().pool(p).unwrap().members(), [addr(1)]);
+    proxy.apply(&second);
+    assert_eq!(proxy.table().pool(p).unwrap().members(), [addr(1), addr(2)]);
+    assert_eq!(proxy.table().pool(q).unwrap().members(), [addr(3), addr(4)]);
+}

@@ -130,9 +130,7 @@ impl Proxy {
         let table = self.table.load();
         for pool in pools {
             if let Some(state) = table.pool(pool.id) {
-                state
-                    .balance()
-                    .set_members(ready_members(pool, &self.endpoints));
+                state.set_members(ready_members(pool, &self.endpoints));
             }
         }
         self.next_generation()

@@ -12,8 +12,9 @@ use crate::upstream::Endpoints;
 use portico_model::{
     Listener, LoadBalancer, Model, PolicyAction, Pool, PoolId, Protocol, UpstreamTls,
 };
+use std::hash::BuildHasher;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Instant;
 
 /// The provider type this data plane serves.
@@ -124,11 +125,19 @@ impl<'a> Compiler<'a> {
             return state.clone();
         }
         let pool = lb.pools.get(&id).copied();
+        let previous = self.previous.and_then(|t| t.pools.get(&id));
+        // The same pool as last time (members, settings, name, load balancer): its state as
+        // it is, with no member list, settings or metric handles built again.
+        let fingerprint = pool.map_or(0, |p| fingerprint(p, &lb.name));
+        if let Some(state) = previous.filter(|s| fingerprint != 0 && s.fingerprint() == fingerprint)
+        {
+            self.pools.insert(id, state.clone());
+            return state.clone();
+        }
         let name = pool.map_or_else(|| id.to_string(), |p| p.name.clone());
         let members = pool
             .map(|p| ready_members(p, self.endpoints))
             .unwrap_or_default();
-        let previous = self.previous.and_then(|t| t.pools.get(&id));
         // The pool id covers the algorithm and the settings: the same id, the same balance.
         let balance = previous.map(|p| p.balance().clone()).unwrap_or_else(|| {
             let member_metrics = self.metrics.map(|m| m.members(&name));
@@ -163,6 +172,7 @@ impl<'a> Compiler<'a> {
             balance,
             metrics,
             (settings, budget),
+            fingerprint,
         ));
         self.pools.insert(id, state.clone());
         state
@@ -211,6 +221,13 @@ impl RoutesBuilder {
 
 /// The members that may receive traffic, with their weights and upstreams in the pool's
 /// protocol.
+/// A hash of what a pool's state is compiled from, never 0 (0 means unknown). The hasher is
+/// seeded per process, so pools cannot be written to collide.
+fn fingerprint(pool: &Pool, load_balancer: &str) -> u64 {
+    static STATE: LazyLock<foldhash::quality::RandomState> = LazyLock::new(Default::default);
+    STATE.hash_one((pool, load_balancer)).max(1)
+}
+
 pub(crate) fn ready_members(pool: &Pool, endpoints: &Endpoints) -> Vec<MemberSpec> {
     let tls = upstream_tls(pool);
     let ready = pool.members.iter().filter(|m| m.ready);

@@ -7,6 +7,7 @@ use crate::upstream::Endpoint;
 use http::{HeaderMap, Uri};
 use portico_model::{PoolId, PoolSettings};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// What a matched route does with a request.
@@ -36,6 +37,10 @@ pub struct PoolState {
     pub(crate) settings: PoolSettings,
     /// Shared with the previous configuration's state for this pool id, as the cursor is.
     pub(crate) budget: Arc<Mutex<RetryBudget>>,
+    /// A hash of the model pool (and load balancer name) this state was compiled from: the
+    /// next compile reuses the state whole when its pool hashes the same. 0 once the members
+    /// were replaced apart from a compile ([`crate::Proxy::update_members`]).
+    fingerprint: AtomicU64,
 }
 
 impl PoolState {
@@ -46,6 +51,7 @@ impl PoolState {
         balance: Arc<Balance>,
         metrics: PoolMetrics,
         (settings, budget): (PoolSettings, Arc<Mutex<RetryBudget>>),
+        fingerprint: u64,
     ) -> Self {
         PoolState {
             id,
@@ -55,7 +61,20 @@ impl PoolState {
             metrics,
             settings,
             budget,
+            fingerprint: AtomicU64::new(fingerprint),
         }
+    }
+
+    /// The hash of what this state was compiled from; 0 when unknown.
+    pub(crate) fn fingerprint(&self) -> u64 {
+        self.fingerprint.load(Ordering::Relaxed)
+    }
+
+    /// Replaces the members apart from a compile: the state no longer matches the model pool
+    /// it was compiled from, so the next compile builds it again.
+    pub(crate) fn set_members(&self, members: Vec<super::balance::MemberSpec>) {
+        self.fingerprint.store(0, Ordering::Relaxed);
+        self.balance.set_members(members);
     }
 
     pub fn id(&self) -> PoolId {
