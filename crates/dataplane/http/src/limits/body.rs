@@ -63,6 +63,11 @@ impl Fault {
         }
     }
 
+    /// Whether the body has been read to its end (or failed).
+    pub(crate) fn is_ended(&self) -> bool {
+        self.ended.load(Ordering::SeqCst)
+    }
+
     /// Resolves once the body has been read to its end (or failed).
     pub(crate) async fn ended(&self) {
         loop {
