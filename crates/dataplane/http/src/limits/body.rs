@@ -63,11 +63,6 @@ impl Fault {
         }
     }
 
-    /// Whether the body has been read to its end (or failed).
-    pub(crate) fn is_ended(&self) -> bool {
-        self.ended.load(Ordering::SeqCst)
-    }
-
     /// Resolves once the body has been read to its end (or failed).
     pub(crate) async fn ended(&self) {
         loop {

@@ -445,7 +445,7 @@ async fn try_once(
     fault: &Fault,
     (connect, read, send_timeout): (Duration, Duration, Duration),
 ) -> Result<Response<crate::upstream::UpstreamBody>, Try> {
-    let send = endpoint.send(req, fault, connect, send_timeout);
+    let send = endpoint.send(req, connect, send_timeout);
     // The upstream's time to answer counts from the end of the request body.
     let late = async {
         fault.ended().await;

@@ -1,8 +1,6 @@
-//! The response body from an upstream: drives its HTTP/1.1 connection while it is read, and
-//! hands it back to the endpoint at the end.
+//! The response body from an upstream: hands its connection back to the endpoint at the end.
 
-use super::endpoint::Endpoint;
-use super::http1::{Http1, quiet};
+use super::endpoint::{Endpoint, Pooled};
 use bytes::Bytes;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use std::pin::Pin;
@@ -27,18 +25,18 @@ struct ReadDeadline {
     timer: Pin<Box<Sleep>>,
 }
 
-/// An upstream response body. Reading it polls its HTTP/1.1 connection (which runs in no task
-/// of its own); when it ends, the connection goes back to the endpoint's idle pool; when it is
-/// dropped before the end, the connection is dropped (closed) with it.
+/// An upstream response body. When it ends, its connection goes back to the endpoint's idle
+/// pool; when it is dropped before the end, the connection is dropped with it (hyper closes
+/// a connection whose response was not read to the end).
 #[derive(Debug)]
 pub(crate) struct UpstreamBody {
     inner: Incoming,
-    conn: Option<(Arc<Endpoint>, Http1)>,
+    conn: Option<(Arc<Endpoint>, Pooled)>,
     deadline: Option<ReadDeadline>,
 }
 
 impl UpstreamBody {
-    pub(crate) fn new(inner: Incoming, endpoint: Arc<Endpoint>, conn: Http1) -> Self {
+    pub(crate) fn new(inner: Incoming, endpoint: Arc<Endpoint>, conn: Pooled) -> Self {
         let mut body = UpstreamBody {
             inner,
             conn: Some((endpoint, conn)),
@@ -51,8 +49,7 @@ impl UpstreamBody {
         body
     }
 
-    /// A body whose connection is not handed back (HTTP/2: the connection is shared; a
-    /// connection in a task of its own).
+    /// A body whose connection is not handed back (HTTP/2: the connection is shared).
     pub(crate) fn detached(inner: Incoming) -> Self {
         UpstreamBody {
             inner,
@@ -69,12 +66,22 @@ impl UpstreamBody {
         self
     }
 
-    /// Back to the pool: the next request settles the connection (`Http1::settle`) if it has
-    /// not yet noticed the end of the message.
     fn release(&mut self) {
         if let Some((endpoint, conn)) = self.conn.take() {
-            endpoint.checkin(conn);
+            if conn.sender.is_ready() {
+                endpoint.checkin(conn);
+            } else {
+                // The connection has not yet noticed the end of the message: let it settle
+                // before anyone else may use it.
+                tokio::spawn(idle_when_ready(endpoint, conn));
+            }
         }
+    }
+}
+
+async fn idle_when_ready(endpoint: Arc<Endpoint>, mut conn: Pooled) {
+    if conn.sender.ready().await.is_ok() {
+        endpoint.checkin(conn);
     }
 }
 
@@ -86,20 +93,7 @@ impl Body for UpstreamBody {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, ResponseBodyError>>> {
-        let this = &mut *self;
-        let polled = match this.conn.as_mut() {
-            // Only the connection, driven here with `cx`, feeds the body: polled without a
-            // waker, before and after (nothing buffered: the connection reads on).
-            Some((_, conn)) => {
-                let mut polled = Pin::new(&mut this.inner).poll_frame(&mut quiet());
-                if polled.is_pending() {
-                    conn.drive(cx);
-                    polled = Pin::new(&mut this.inner).poll_frame(&mut quiet());
-                }
-                polled
-            }
-            None => Pin::new(&mut this.inner).poll_frame(cx),
-        };
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
         match &polled {
             Poll::Ready(None) => self.release(),
             Poll::Ready(Some(Ok(_))) if self.inner.is_end_stream() => self.release(),

@@ -2,19 +2,20 @@
 
 use super::body::UpstreamBody;
 use super::h2c::H2c;
-use super::http1::Http1;
+use super::io::{SendDeadline, SendTimeout};
 use super::tls::TlsClient;
-use crate::limits::{ClientBody, Fault};
+use crate::limits::ClientBody;
 use bytes::Bytes;
 use http::header::{CONNECTION, HOST, USER_AGENT};
 use http::{Request, Response, StatusCode};
 use http_body_util::Empty;
 use hyper::body::Incoming;
-use hyper::client::conn::http1;
+use hyper::client::conn::http1::{self, SendRequest};
 use hyper::client::conn::http2;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use portico_model::{PoolProtocol, UpstreamTls};
 use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -97,8 +98,15 @@ impl SendFailed {
     }
 }
 
+/// An HTTP/1.1 connection: its sender and the send timeout its I/O applies.
+#[derive(Debug)]
+pub(crate) struct Pooled {
+    pub(super) sender: SendRequest<ClientBody>,
+    pub(super) send_timeout: SendTimeout,
+}
+
 struct Idle {
-    conn: Http1,
+    conn: Pooled,
     since: Instant,
 }
 
@@ -175,11 +183,10 @@ impl Endpoint {
     /// Sends `req` on an idle connection, or on a new one (within `connect_timeout`). A pooled
     /// connection that turns out to be closed before the request was written gives the
     /// request back, and it is retried. A failure gives the request back when none of it was
-    /// sent. `request_body`: how the request's body fares (whether it has ended).
+    /// sent.
     pub(crate) async fn send(
         self: &Arc<Self>,
         mut req: Request<ClientBody>,
-        request_body: &Fault,
         connect_timeout: Duration,
         send_timeout: Duration,
     ) -> Result<Response<UpstreamBody>, SendFailed> {
@@ -188,12 +195,9 @@ impl Endpoint {
             return h2c.send(self, req, connect_timeout, send_ms).await;
         }
         while let Some(mut conn) = self.checkout() {
-            if !conn.settle().await {
-                continue;
-            }
-            conn.set_send_timeout(send_ms);
-            match conn.send(req).await {
-                Ok(response) => return Ok(self.wrap(response, conn, request_body)),
+            conn.send_timeout.store(send_ms, Ordering::Relaxed);
+            match conn.sender.try_send_request(req).await {
+                Ok(response) => return Ok(self.wrap(response, conn)),
                 Err(mut failed) => match failed.take_message() {
                     Some(unsent) => req = unsent,
                     None => {
@@ -208,9 +212,9 @@ impl Endpoint {
             Ok(conn) => conn,
             Err(error) => return Err(SendFailed::unsent(error, req)),
         };
-        conn.set_send_timeout(send_ms);
-        match conn.send(req).await {
-            Ok(response) => Ok(self.wrap(response, conn, request_body)),
+        conn.send_timeout.store(send_ms, Ordering::Relaxed);
+        match conn.sender.try_send_request(req).await {
+            Ok(response) => Ok(self.wrap(response, conn)),
             Err(mut failed) => {
                 let unsent = failed.take_message();
                 let error = UpstreamError::Request(failed.into_error());
@@ -219,26 +223,18 @@ impl Endpoint {
         }
     }
 
-    /// The response with a body that drives `conn` while it is read and gives it back at its
-    /// end; or, when the request body is still being sent, with `conn` in a task of its own
-    /// (the request must keep flowing whatever pace the client reads the response at).
     fn wrap(
         self: &Arc<Self>,
         response: Response<Incoming>,
-        conn: Http1,
-        request_body: &Fault,
+        conn: Pooled,
     ) -> Response<UpstreamBody> {
-        if !request_body.is_ended() {
-            conn.detach(self.addr);
-            return response.map(UpstreamBody::detached);
-        }
         response.map(|body| UpstreamBody::new(body, self.clone(), conn))
     }
 
-    fn checkout(&self) -> Option<Http1> {
+    fn checkout(&self) -> Option<Pooled> {
         let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
         while let Some(entry) = idle.pop() {
-            if entry.conn.is_open() && entry.since.elapsed() < IDLE_TIMEOUT {
+            if !entry.conn.sender.is_closed() && entry.since.elapsed() < IDLE_TIMEOUT {
                 return Some(entry.conn);
             }
         }
@@ -246,8 +242,8 @@ impl Endpoint {
     }
 
     /// Takes a connection back once its response has been read to the end.
-    pub(crate) fn checkin(&self, conn: Http1) {
-        if !conn.is_open() {
+    pub(crate) fn checkin(&self, conn: Pooled) {
+        if conn.sender.is_closed() {
             return;
         }
         let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
@@ -320,11 +316,24 @@ impl Endpoint {
         Ok(response.map_err(UpstreamError::Request)?.status())
     }
 
-    async fn connect(&self, timeout: Duration) -> Result<Http1, UpstreamError> {
+    async fn connect(&self, timeout: Duration) -> Result<Pooled, UpstreamError> {
         let stream = self.open(timeout).await?;
-        Http1::handshake(stream)
+        let send_timeout = SendTimeout::default();
+        let io = SendDeadline::new(stream, send_timeout.clone());
+        let (sender, connection) = http1::Builder::new()
+            .handshake(TokioIo::new(io))
             .await
-            .map_err(UpstreamError::Handshake)
+            .map_err(UpstreamError::Handshake)?;
+        let addr = self.addr;
+        tokio::spawn(async move {
+            if let Err(error) = connection.await {
+                tracing::debug!(%addr, %error, "upstream connection ended with an error");
+            }
+        });
+        Ok(Pooled {
+            sender,
+            send_timeout,
+        })
     }
 }
 

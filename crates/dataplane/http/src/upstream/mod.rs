@@ -6,14 +6,11 @@
 //! scheme + authority behind one lock, a checkout future, a task spawned per response to wait
 //! for the connection to become idle again) showed up in the profile of the proxy benchmark.
 //! Here the member already *is* the pool key, a connection goes back to its endpoint when the
-//! response body ends, and nothing is spawned per request. Nor per connection: an HTTP/1.1
-//! connection is polled by the task of the request using it (`http1.rs`), so a request and
-//! its response cross no task boundary.
+//! response body ends, and nothing is spawned per request.
 
 mod body;
 mod endpoint;
 mod h2c;
-mod http1;
 mod io;
 mod tls;
 
