@@ -382,7 +382,11 @@ async fn one_upstream_connection_carries_sequential_requests_with_large_bodies()
     let mut client = h.client().await;
     let large = "0123456789abcdef".repeat(16 * 1024);
     for n in 0..20 {
-        let body = if n % 2 == 0 { large.clone() } else { format!("small {n}") };
+        let body = if n % 2 == 0 {
+            large.clone()
+        } else {
+            format!("small {n}")
+        };
         let body = http_body_util::Full::new(Bytes::from(body.clone()));
         let req = Request::post("/echo")
             .header("host", "x")
@@ -390,7 +394,11 @@ async fn one_upstream_connection_carries_sequential_requests_with_large_bodies()
             .unwrap();
         let r = client.send(req).await;
         assert_eq!(r.status, 200, "request {n}");
-        let expected = if n % 2 == 0 { large.clone() } else { format!("small {n}") };
+        let expected = if n % 2 == 0 {
+            large.clone()
+        } else {
+            format!("small {n}")
+        };
         assert_eq!(r.field("body"), Some(expected.as_str()), "request {n}");
         let r = client.get("x", "/").await;
         assert_eq!(r.status, 200);
@@ -435,7 +443,9 @@ async fn a_response_streams_back_while_its_request_body_is_still_sent() {
             tx.send(Bytes::from_static(b"one")).await.unwrap();
             sender.send_request(req).await.unwrap()
         });
-        let mut response = response.await.expect("the response head before the body ends");
+        let mut response = response
+            .await
+            .expect("the response head before the body ends");
         assert_eq!(response.status(), 200);
         for chunk in ["one", "two", "three"] {
             if chunk != "one" {
