@@ -5,13 +5,16 @@
 //! members, idle upstream connections (hyper's client connection, its own task) kept per member
 //! and reused once a response body has ended, `X-Forwarded-For` added. No limits, no health,
 //! no logs, no metrics, no TLS: everything Portico does beyond this is Portico's own cost.
+//! `--inline`: each upstream connection runs in no task of its own but is polled by the client
+//! connection's task that uses it (while sending and while its response body is read); an
+//! idle one is polled by no one, and one found closed on its next use is replaced.
 
 use bytes::Bytes;
 use http::header::{HOST, HeaderValue};
 use http::{Request, Response, StatusCode};
 use http_body_util::{Either, Empty};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
-use hyper::client::conn::http1::SendRequest;
+use hyper::client::conn::http1::{Connection, SendRequest};
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use std::cell::{Cell, RefCell};
@@ -52,7 +55,28 @@ impl std::str::FromStr for Route {
     }
 }
 
-type Idle = Rc<RefCell<Vec<SendRequest<Incoming>>>>;
+/// An upstream connection: its sender, and its connection future when the floor runs it
+/// inline (`None`: spawned, or ended).
+struct Upstream {
+    sender: SendRequest<Incoming>,
+    /// Boxed: the connection is large, and the upstream moves from the idle stack to the
+    /// request and its response body and back.
+    conn: Option<Box<Connection<TokioIo<TcpStream>, Incoming>>>,
+}
+
+impl Upstream {
+    /// Polls an inline connection once; drops it once it has ended (failing or giving back
+    /// the request it held).
+    fn drive(&mut self, cx: &mut Context<'_>) {
+        if let Some(conn) = self.conn.as_mut()
+            && conn.poll_without_shutdown(cx).is_ready()
+        {
+            self.conn = None;
+        }
+    }
+}
+
+type Idle = Rc<RefCell<Vec<Upstream>>>;
 
 struct Pool {
     members: Vec<(SocketAddr, Idle)>,
@@ -61,18 +85,20 @@ struct Pool {
 
 struct Floor {
     routes: HashMap<(String, String), Rc<Pool>>,
+    inline: bool,
 }
 
-/// Serves `listen` with `routes` until the process is stopped.
-pub fn run(listen: SocketAddr, routes: Vec<Route>) -> anyhow::Result<()> {
+/// Serves `listen` with `routes` until the process is stopped; `inline`: upstream connections
+/// are polled by the tasks using them rather than spawned.
+pub fn run(listen: SocketAddr, routes: Vec<Route>, inline: bool) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     let local = tokio::task::LocalSet::new();
-    local.block_on(&runtime, serve(listen, routes))
+    local.block_on(&runtime, serve(listen, routes, inline))
 }
 
-async fn serve(listen: SocketAddr, routes: Vec<Route>) -> anyhow::Result<()> {
+async fn serve(listen: SocketAddr, routes: Vec<Route>, inline: bool) -> anyhow::Result<()> {
     let mut pools: HashMap<Vec<SocketAddr>, Rc<Pool>> = HashMap::new();
     let mut table = HashMap::new();
     for route in routes {
@@ -86,7 +112,10 @@ async fn serve(listen: SocketAddr, routes: Vec<Route>) -> anyhow::Result<()> {
         });
         table.insert((route.host, route.prefix), pool.clone());
     }
-    let floor = Rc::new(Floor { routes: table });
+    let floor = Rc::new(Floor {
+        routes: table,
+        inline,
+    });
     let listener = TcpListener::bind(listen).await?;
     loop {
         let (stream, peer) = listener.accept().await?;
@@ -122,26 +151,40 @@ impl Floor {
         req.headers_mut().append("x-forwarded-for", client);
         let popped = idle.borrow_mut().pop();
         let reused = match popped {
-            Some(mut sender) => sender.ready().await.is_ok().then_some(sender),
+            Some(upstream) => ready(upstream).await,
             None => None,
         };
-        let mut sender = match reused {
-            Some(sender) => sender,
-            None => match connect(*addr).await {
-                Ok(sender) => sender,
+        let mut upstream = match reused {
+            Some(upstream) => upstream,
+            None => match connect(*addr, self.inline).await {
+                Ok(upstream) => upstream,
                 Err(_) => return status(StatusCode::BAD_GATEWAY),
             },
         };
-        match sender.send_request(req).await {
-            Ok(response) => response.map(|body| {
-                Either::Left(Returning {
-                    body,
-                    sender: Some(sender),
-                    idle: idle.clone(),
-                })
-            }),
-            Err(_) => status(StatusCode::BAD_GATEWAY),
-        }
+        let sent = match send(&mut upstream, req).await {
+            Ok(response) => Ok(response),
+            // An idle inline connection found closed gives the request back: a new one.
+            Err(mut failed) => match failed.take_message() {
+                Some(req) if self.inline => match connect(*addr, true).await {
+                    Ok(fresh) => {
+                        upstream = fresh;
+                        send(&mut upstream, req).await
+                    }
+                    Err(_) => return status(StatusCode::BAD_GATEWAY),
+                },
+                _ => Err(failed),
+            },
+        };
+        let Ok(response) = sent else {
+            return status(StatusCode::BAD_GATEWAY);
+        };
+        response.map(|body| {
+            Either::Left(Returning {
+                body,
+                upstream: Some(upstream),
+                idle: idle.clone(),
+            })
+        })
     }
 
     fn route(&self, req: &Request<Incoming>) -> Option<&Rc<Pool>> {
@@ -153,14 +196,58 @@ impl Floor {
     }
 }
 
-async fn connect(addr: SocketAddr) -> std::io::Result<SendRequest<Incoming>> {
+/// A reused connection once it can take a request; `None` when it has closed.
+async fn ready(mut upstream: Upstream) -> Option<Upstream> {
+    if upstream.conn.is_none() {
+        return upstream.sender.ready().await.is_ok().then_some(upstream);
+    }
+    std::future::poll_fn(|cx| {
+        if !upstream.sender.is_ready() {
+            upstream.drive(cx);
+        }
+        Poll::Ready(())
+    })
+    .await;
+    (upstream.conn.is_some() && upstream.sender.is_ready()).then_some(upstream)
+}
+
+/// Sends `req`, polling an inline connection until the response head is there.
+async fn send(
+    upstream: &mut Upstream,
+    req: Request<Incoming>,
+) -> Result<Response<Incoming>, hyper::client::conn::TrySendError<Request<Incoming>>> {
+    let mut sending = std::pin::pin!(upstream.sender.try_send_request(req));
+    std::future::poll_fn(|cx| {
+        if upstream.conn.is_none() {
+            return sending.as_mut().poll(cx);
+        }
+        upstream.drive(cx);
+        // Only the connection, polled just now, can answer: waking this task for it would
+        // only poll it once more for nothing.
+        sending.as_mut().poll(&mut quiet())
+    })
+    .await
+}
+
+async fn connect(addr: SocketAddr, inline: bool) -> std::io::Result<Upstream> {
     let stream = TcpStream::connect(addr).await?;
     let _ = stream.set_nodelay(true);
     let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
         .map_err(std::io::Error::other)?;
+    if inline {
+        return Ok(Upstream {
+            sender,
+            conn: Some(Box::new(conn)),
+        });
+    }
     tokio::task::spawn_local(conn);
-    Ok(sender)
+    Ok(Upstream { sender, conn: None })
+}
+
+/// A context that wakes no one, for what only a connection this task drives can make ready.
+fn quiet() -> Context<'static> {
+    Context::from_waker(std::task::Waker::noop())
 }
 
 fn status(status: StatusCode) -> Response<FloorBody> {
@@ -173,7 +260,7 @@ fn status(status: StatusCode) -> Response<FloorBody> {
 /// it ends.
 struct Returning {
     body: Incoming,
-    sender: Option<SendRequest<Incoming>>,
+    upstream: Option<Upstream>,
     idle: Idle,
 }
 
@@ -185,10 +272,23 @@ impl Body for Returning {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
-        let polled = Pin::new(&mut self.body).poll_frame(cx);
+        let inline = self.upstream.as_ref().is_some_and(|u| u.conn.is_some());
+        let polled = if inline {
+            // Only the connection, driven here, feeds the body: no wake-up for it.
+            let mut polled = Pin::new(&mut self.body).poll_frame(&mut quiet());
+            if polled.is_pending()
+                && let Some(upstream) = self.upstream.as_mut()
+            {
+                upstream.drive(cx);
+                polled = Pin::new(&mut self.body).poll_frame(&mut quiet());
+            }
+            polled
+        } else {
+            Pin::new(&mut self.body).poll_frame(cx)
+        };
         let ended = matches!(polled, Poll::Ready(None)) || self.body.is_end_stream();
-        if ended && let Some(sender) = self.sender.take() {
-            self.idle.borrow_mut().push(sender);
+        if ended && let Some(upstream) = self.upstream.take() {
+            self.idle.borrow_mut().push(upstream);
         }
         polled
     }

@@ -70,6 +70,10 @@ struct HyperFloorArgs {
     /// robin to the addresses (repeatable).
     #[arg(long = "route", required = true)]
     routes: Vec<floor::Route>,
+    /// Drive each upstream connection inside the client connection's task that uses it
+    /// (polled beside the request and the response body) instead of in a task of its own.
+    #[arg(long)]
+    inline: bool,
 }
 
 #[derive(Args, Debug)]
@@ -288,7 +292,7 @@ fn main() -> anyhow::Result<()> {
             runtime.block_on(l4::echo(args.listen))
         }
         Command::L4Load(args) => l4_load(args),
-        Command::HyperFloor(args) => floor::run(args.listen, args.routes),
+        Command::HyperFloor(args) => floor::run(args.listen, args.routes, args.inline),
     }
 }
 

@@ -11,7 +11,7 @@ use prometheus_client::encoding::text::encode;
 use prometheus_client::registry::Registry;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use support::client::{Client, channel, full};
 use support::echo::Echo;
@@ -312,8 +312,152 @@ async fn a_pooled_connection_the_backend_closed_is_not_used_again() {
     let mut client = h.client().await;
     for _ in 0..5 {
         assert_eq!(client.get("x", "/").await.status, 200);
-        // Give the proxy's connection task time to read the backend's close.
+        // Let the backend's close reach the proxy's idle connection.
         tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A backend that reads one whole request per connection (its head, then `Content-Length`
+/// bytes of body), answers it, and closes the connection without warning; counts connections.
+async fn one_shot_reading_backend() -> (SocketAddr, Arc<AtomicUsize>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let count = accepted.clone();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            count.fetch_add(1, Ordering::SeqCst);
+            let mut request = Vec::new();
+            let mut buf = [0u8; 4096];
+            loop {
+                let mut headers = [httparse::EMPTY_HEADER; 32];
+                let mut parsed = httparse::Request::new(&mut headers);
+                if let Ok(httparse::Status::Complete(head)) = parsed.parse(&request) {
+                    let length = (parsed.headers.iter())
+                        .find(|h| h.name.eq_ignore_ascii_case("content-length"))
+                        .and_then(|h| std::str::from_utf8(h.value).ok()?.parse().ok())
+                        .unwrap_or(0usize);
+                    if request.len() >= head + length {
+                        break;
+                    }
+                }
+                match stream.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => request.extend_from_slice(&buf[..n]),
+                }
+            }
+            let reply = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+            let _ = stream.write_all(reply).await;
+            let _ = stream.shutdown().await;
+        }
+    });
+    (addr, accepted)
+}
+
+#[tokio::test]
+async fn a_post_after_the_member_closed_the_idle_connection_goes_on_a_new_one() {
+    // A POST is never tried again once any of it was sent: each one succeeding shows that the
+    // closed idle connection gave the request back before writing it.
+    let (backend, connections) = one_shot_reading_backend().await;
+    let h = Harness::start(&all_to("web", &[backend])).await;
+    let mut client = h.client().await;
+    for n in 1..=4 {
+        let req = Request::post("/form")
+            .header("host", "x")
+            .body(full("name=value"))
+            .unwrap();
+        let r = client.send(req).await;
+        assert_eq!((r.status, r.body.as_str()), (200, "ok"), "POST {n}");
+        assert_eq!(connections.load(Ordering::SeqCst), n);
+        // Let the member's close reach the proxy's idle connection.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn one_upstream_connection_carries_sequential_requests_with_large_bodies() {
+    let echo = Echo::start("echo").await;
+    let h = Harness::start(&all_to("web", &[echo.addr])).await;
+    let mut client = h.client().await;
+    let large = "0123456789abcdef".repeat(16 * 1024);
+    for n in 0..20 {
+        let body = if n % 2 == 0 {
+            large.clone()
+        } else {
+            format!("small {n}")
+        };
+        let body = http_body_util::Full::new(Bytes::from(body.clone()));
+        let req = Request::post("/echo")
+            .header("host", "x")
+            .body(http_body_util::BodyExt::boxed(body))
+            .unwrap();
+        let r = client.send(req).await;
+        assert_eq!(r.status, 200, "request {n}");
+        let expected = if n % 2 == 0 {
+            large.clone()
+        } else {
+            format!("small {n}")
+        };
+        assert_eq!(r.field("body"), Some(expected.as_str()), "request {n}");
+        let r = client.get("x", "/").await;
+        assert_eq!(r.status, 200);
+    }
+    assert_eq!(echo.connections.load(Ordering::SeqCst), 1);
+}
+
+/// A backend that answers at once and streams the request body back as the response body,
+/// chunk by chunk, while the request body is still coming.
+async fn duplex_backend() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let service = hyper::service::service_fn(|req: Request<hyper::body::Incoming>| async {
+                Ok::<_, std::convert::Infallible>(http::Response::new(req.into_body()))
+            });
+            let conn = hyper::server::conn::http1::Builder::new()
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+            tokio::spawn(conn);
+        }
+    });
+    addr
+}
+
+#[tokio::test]
+async fn a_response_streams_back_while_its_request_body_is_still_sent() {
+    use http_body_util::BodyExt;
+    let backend = duplex_backend().await;
+    let h = Harness::start(&all_to("web", &[backend])).await;
+    for _ in 0..2 {
+        let stream = TcpStream::connect(h.addr).await.unwrap();
+        let io = hyper_util::rt::TokioIo::new(stream);
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(io).await.unwrap();
+        tokio::spawn(conn);
+        let (tx, body) = channel();
+        let req = Request::post("/duplex")
+            .header("host", "x")
+            .body(body)
+            .unwrap();
+        let response = tokio::time::timeout(Duration::from_secs(5), async {
+            tx.send(Bytes::from_static(b"one")).await.unwrap();
+            sender.send_request(req).await.unwrap()
+        });
+        let mut response = response
+            .await
+            .expect("the response head before the body ends");
+        assert_eq!(response.status(), 200);
+        for chunk in ["one", "two", "three"] {
+            if chunk != "one" {
+                tx.send(Bytes::from(chunk)).await.unwrap();
+            }
+            let frame = tokio::time::timeout(Duration::from_secs(5), response.frame()).await;
+            let data = frame.expect("the echoed chunk").unwrap().unwrap();
+            assert_eq!(data.into_data().unwrap(), chunk.as_bytes());
+        }
+        drop(tx);
+        let end = tokio::time::timeout(Duration::from_secs(5), response.frame()).await;
+        assert!(end.expect("the end of the response").is_none());
     }
 }
 
