@@ -21,7 +21,8 @@ use std::process::ExitCode;
     about = "Kubernetes Ingress controller and load balancer"
 )]
 struct Cli {
-    /// Log filter, e.g. `info`, `debug`, `portico_app=debug` (also RUST_LOG).
+    /// Log filter, e.g. `info`, `debug`, `portico_app=debug` (also RUST_LOG). rustls logs
+    /// only errors unless the filter names it (`rustls=warn`): its warnings are per client.
     #[arg(long, global = true, default_value = "info", env = "PORTICO_LOG")]
     log: String,
     #[command(subcommand)]
@@ -621,12 +622,25 @@ fn runtime(workers: usize) -> anyhow::Result<tokio::runtime::Runtime> {
 
 fn init_logging(filter: &str) {
     let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| filter.to_owned());
+    let filter = quiet_libraries(&filter);
     let env = tracing_subscriber::EnvFilter::try_new(&filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     tracing_subscriber::fmt()
         .with_env_filter(env)
         .with_writer(std::io::stderr)
         .init();
+}
+
+/// `filter` with rustls's own log at `error` unless it names rustls: rustls warns about each
+/// client that misbehaves in a handshake (an IP address sent as SNI, which many clients do), a
+/// line per connection that any client can cause. Failed handshakes are Portico's own `debug`
+/// lines.
+fn quiet_libraries(filter: &str) -> String {
+    if filter.contains("rustls") {
+        filter.to_owned()
+    } else {
+        format!("{filter},rustls=error")
+    }
 }
 
 /// Runs the pipeline until SIGINT or SIGTERM; prints the bound addresses on stdout.
@@ -734,5 +748,22 @@ async fn wait_for_signal() {
         Err(_) => {
             let _ = tokio::signal::ctrl_c().await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::quiet_libraries;
+
+    #[test]
+    fn rustls_logs_errors_only_unless_the_filter_names_it() {
+        assert_eq!(quiet_libraries("info"), "info,rustls=error");
+        assert_eq!(
+            quiet_libraries("warn,portico_app=debug"),
+            "warn,portico_app=debug,rustls=error"
+        );
+        assert_eq!(quiet_libraries("info,rustls=warn"), "info,rustls=warn");
+        // The result is a filter tracing accepts.
+        assert!(tracing_subscriber::EnvFilter::try_new(quiet_libraries("debug")).is_ok());
     }
 }
