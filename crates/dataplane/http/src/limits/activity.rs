@@ -7,13 +7,11 @@ use portico_model::Limits;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
-use tokio::sync::Notify;
 use tokio::time::Instant;
 
 /// One client connection's activity, shared by its I/O, its requests and its watchdog.
 pub(crate) struct Activity {
     state: Mutex<State>,
-    changed: Notify,
 }
 
 struct State {
@@ -36,7 +34,6 @@ impl Activity {
                 idle_since: now,
                 first_byte: None,
             }),
-            changed: Notify::new(),
         })
     }
 
@@ -44,12 +41,12 @@ impl Activity {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Bytes came from the client.
+    /// Bytes came from the client. No wake-up: the watchdog looks again within a header
+    /// timeout of any moment (see [`Activity::expired`]), before a deadline this sets.
     pub(crate) fn read(&self) {
         let mut state = self.state();
         if state.in_flight == 0 && state.first_byte.is_none() {
             state.first_byte = Some(Instant::now());
-            self.changed.notify_one();
         }
     }
 
@@ -77,18 +74,20 @@ impl Activity {
     }
 
     /// Resolves when the connection has been idle past its deadline.
+    ///
+    /// Nothing wakes it per request (a wake-up of the connection's task per request cost more
+    /// than the check): it sleeps until the deadline it computes, but never longer than a
+    /// header timeout, and computes it again. A first byte after idling sets a deadline a
+    /// header timeout after it, so it is never later than the next look; the end of a
+    /// request sets one a keep-alive timeout after it, never before the next look either.
     pub(crate) async fn expired(&self, limits: &Limits) {
         loop {
-            let changed = self.changed.notified();
+            let now = Instant::now();
+            let look_again = now + limits.header_timeout.min(limits.keepalive_timeout);
             match self.deadline(limits) {
-                None => changed.await,
-                Some(at) if at <= Instant::now() => return,
-                Some(at) => {
-                    tokio::select! {
-                        () = tokio::time::sleep_until(at) => {}
-                        () = changed => {}
-                    }
-                }
+                Some(at) if at <= now => return,
+                Some(at) => tokio::time::sleep_until(at.min(look_again)).await,
+                None => tokio::time::sleep_until(look_again).await,
             }
         }
     }
@@ -105,8 +104,6 @@ impl Drop for InFlight {
             state.idle_since = Instant::now();
             state.first_byte = None;
         }
-        drop(state);
-        self.0.changed.notify_one();
     }
 }
 
@@ -203,5 +200,38 @@ mod tests {
         let expired = tokio::time::timeout(KEEPALIVE * 2, activity.expired(&limits));
         assert!(expired.await.is_err());
         drop(in_flight);
+    }
+
+    /// Runs the watchdog in a task of its own; it gives the time it expired.
+    fn watchdog(activity: &Arc<Activity>) -> tokio::task::JoinHandle<Instant> {
+        let activity = activity.clone();
+        tokio::spawn(async move {
+            activity.expired(&limits()).await;
+            Instant::now()
+        })
+    }
+
+    #[tokio::test]
+    async fn a_waiting_watchdog_keeps_the_header_timeout_of_a_first_byte_without_a_wake_up() {
+        let activity = Activity::new();
+        drop(activity.request());
+        let watchdog = watchdog(&activity);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let read = Instant::now();
+        activity.read();
+        let expired = watchdog.await.unwrap();
+        assert!(about(expired - read, HEADER), "{:?}", expired - read);
+    }
+
+    #[tokio::test]
+    async fn a_waiting_watchdog_keeps_the_keepalive_timeout_from_the_end_of_a_request() {
+        let activity = Activity::new();
+        let in_flight = activity.request();
+        let watchdog = watchdog(&activity);
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        let ended = Instant::now();
+        drop(in_flight);
+        let expired = watchdog.await.unwrap();
+        assert!(about(expired - ended, KEEPALIVE), "{:?}", expired - ended);
     }
 }
