@@ -66,17 +66,17 @@ impl Kinds {
     fn push(&mut self, object: &Object, origin: Origin) {
         let meta = object.metadata();
         let name = meta.name.clone().unwrap_or_default();
-        let key = || ObjectKey {
+        let key = |name| ObjectKey {
             namespace: meta.namespace.clone().unwrap_or_default(),
-            name: name.clone(),
+            name,
         };
         match object {
-            Object::Ingress(o) => self.ingresses.push((key(), o.clone(), origin)),
+            Object::Ingress(o) => self.ingresses.push((key(name), o.clone(), origin)),
             Object::IngressClass(o) => self.ingress_classes.push((name, o.clone(), origin)),
-            Object::Service(o) => self.services.push((key(), o.clone(), origin)),
-            Object::EndpointSlice(o) => self.endpoint_slices.push((key(), o.clone(), origin)),
-            Object::Endpoints(o) => self.endpoints.push((key(), o.clone(), origin)),
-            Object::Secret(o) => self.secrets.push((key(), o.clone(), origin)),
+            Object::Service(o) => self.services.push((key(name), o.clone(), origin)),
+            Object::EndpointSlice(o) => self.endpoint_slices.push((key(name), o.clone(), origin)),
+            Object::Endpoints(o) => self.endpoints.push((key(name), o.clone(), origin)),
+            Object::Secret(o) => self.secrets.push((key(name), o.clone(), origin)),
         }
     }
 }

@@ -219,8 +219,6 @@ impl RoutesBuilder {
     }
 }
 
-/// The members that may receive traffic, with their weights and upstreams in the pool's
-/// protocol.
 /// A hash of what a pool's state is compiled from, never 0 (0 means unknown). The hasher is
 /// seeded per process, so pools cannot be written to collide.
 fn fingerprint(pool: &Pool, load_balancer: &str) -> u64 {
@@ -228,6 +226,8 @@ fn fingerprint(pool: &Pool, load_balancer: &str) -> u64 {
     STATE.hash_one((pool, load_balancer)).max(1)
 }
 
+/// The members that may receive traffic, with their weights and upstreams in the pool's
+/// protocol.
 pub(crate) fn ready_members(pool: &Pool, endpoints: &Endpoints) -> Vec<MemberSpec> {
     let tls = upstream_tls(pool);
     let ready = pool.members.iter().filter(|m| m.ready);
