@@ -636,7 +636,17 @@ fn init_logging(filter: &str) {
 /// line per connection that any client can cause. Failed handshakes are Portico's own `debug`
 /// lines.
 fn quiet_libraries(filter: &str) -> String {
-    if filter.contains("rustls") {
+    // A directive's target is what comes before `=` or `[`; `rustls::…` names rustls too,
+    // `tokio_rustls` does not.
+    let names_rustls = filter.split(',').any(|directive| {
+        let target = directive
+            .split(['=', '['])
+            .next()
+            .unwrap_or_default()
+            .trim();
+        target == "rustls" || target.starts_with("rustls::")
+    });
+    if names_rustls {
         filter.to_owned()
     } else {
         format!("{filter},rustls=error")
@@ -763,6 +773,14 @@ mod tests {
             "warn,portico_app=debug,rustls=error"
         );
         assert_eq!(quiet_libraries("info,rustls=warn"), "info,rustls=warn");
+        assert_eq!(
+            quiet_libraries("rustls::server=debug"),
+            "rustls::server=debug"
+        );
+        assert_eq!(
+            quiet_libraries("info,tokio_rustls=debug"),
+            "info,tokio_rustls=debug,rustls=error"
+        );
         // The result is a filter tracing accepts.
         assert!(tracing_subscriber::EnvFilter::try_new(quiet_libraries("debug")).is_ok());
     }

@@ -83,7 +83,11 @@ impl Activity {
     pub(crate) async fn expired(&self, limits: &Limits) {
         loop {
             let now = Instant::now();
-            let look_again = now + limits.header_timeout.min(limits.keepalive_timeout);
+            // At least a millisecond apart: a zero timeout (the command line refuses one)
+            // must not make a watchdog of a request in flight spin.
+            let period = (limits.header_timeout.min(limits.keepalive_timeout))
+                .max(std::time::Duration::from_millis(1));
+            let look_again = now + period;
             match self.deadline(limits) {
                 Some(at) if at <= now => return,
                 Some(at) => tokio::time::sleep_until(at.min(look_again)).await,
