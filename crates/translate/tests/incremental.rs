@@ -84,26 +84,27 @@ fn ingresses(extra: Option<&str>) -> Vec<Value> {
     docs
 }
 
+/// Translates `new` incrementally after `old`, whose translation gave `model`.
+fn after(old: &Objects, model: &Model, new: &Objects, memo: &mut Memo) -> Model {
+    let previous = Previous {
+        objects: old,
+        model,
+    };
+    translate_incremental(new, &Config::default(), Some(previous), memo).model
+}
+
 #[test]
 fn a_changed_ingress_is_prepared_again_and_the_others_are_reused() {
     let config = Config::default();
     let old = load_values(ingresses(None));
     let new = load_values(ingresses(Some("/new")));
     let mut memo = Memo::default();
-    let first = translate_incremental(&old, &config, None, &mut memo);
+    let first = translate_incremental(&old, &config, None, &mut memo).model;
     assert_eq!(memo.reused(), 0);
-    let previous = Previous {
-        objects: &old,
-        model: &first.model,
-    };
-    let second = translate_incremental(&new, &config, Some(previous), &mut memo);
+    let second = after(&old, &first, &new, &mut memo);
     assert_eq!(memo.reused(), 3, "every Ingress but b/web is reused");
-    assert_eq!(second.model, translate(&new, &config).model);
-    let previous = Previous {
-        objects: &new,
-        model: &second.model,
-    };
-    let third = translate_incremental(&new, &config, Some(previous), &mut memo);
+    assert_eq!(second, translate(&new, &config).model);
+    let third = after(&new, &second, &new, &mut memo);
     assert_eq!(memo.reused(), 4, "nothing changed: all four are reused");
 
     // b/api deleted, b/new added before b/web in key order: the walk skips one, misses one.
@@ -114,13 +115,9 @@ fn a_changed_ingress_is_prepared_again_and_the_others_are_reused() {
         doc
     });
     let renamed = load_values(docs.collect());
-    let previous = Previous {
-        objects: &new,
-        model: &third.model,
-    };
-    let fourth = translate_incremental(&renamed, &config, Some(previous), &mut memo);
+    let fourth = after(&new, &third, &renamed, &mut memo);
     assert_eq!(memo.reused(), 3, "a/web, b/web and c/web");
-    assert_eq!(fourth.model, translate(&renamed, &config).model);
+    assert_eq!(fourth, translate(&renamed, &config).model);
 }
 
 #[test]
