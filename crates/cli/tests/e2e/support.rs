@@ -124,6 +124,9 @@ impl Reply {
 /// A running `portico run` process; killed when dropped.
 pub struct Portico {
     child: Child,
+    /// The process's TMPDIR, removed with the test (after the process is killed: `child`
+    /// comes first).
+    _tmp: tempfile::TempDir,
     /// The haproxy provider's state directory, when the test made one.
     _state: Option<tempfile::TempDir>,
     /// Where in `_state` the state directory is (`--state-dir`).
@@ -215,9 +218,14 @@ impl Portico {
     }
 
     async fn spawn_with(args: &[String], level: &str, stderr: Stdio, env: &[(&str, &str)]) -> Self {
+        // A temporary directory of the test's own (unless `env` names one): what the process
+        // leaves there when it is killed (the demo's directory, socket aliases) goes with
+        // the test.
+        let tmp = tempfile::tempdir().unwrap();
         let mut child = Command::new(BIN)
             .args(args)
             .env("PORTICO_LOG", level)
+            .env("TMPDIR", tmp.path())
             .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(stderr)
@@ -242,6 +250,7 @@ impl Portico {
         let client = Client::builder(TokioExecutor::new()).build_http();
         let p = Portico {
             child,
+            _tmp: tmp,
             _state: None,
             state_below: None,
             cluster: None,
