@@ -5,6 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 source scripts/lib.sh
+# A fresh clone gains nothing from incremental compilation, and its caches took gigabytes.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 # curl and python3 (a plain backend) for the smoke scripts; openssl, sslscan and testssl.sh
 # for the TLS checks; haproxy for the haproxy provider (its conformance run, golden configs
 # checked with `haproxy -c`, reloads and restarts); etcd and etcdctl for the etcd store's tests
