@@ -50,17 +50,17 @@ fn objects() -> Objects {
         ("idle", vec![]),
         ("other", vec!["10.9.9.9"]),
     ] {
-        o.ingresses
+        std::sync::Arc::make_mut(&mut o.ingresses)
             .insert(ObjectKey::new("shop", name), ingress(name, &status));
     }
-    o.ingress_classes.insert(
+    std::sync::Arc::make_mut(&mut o.ingress_classes).insert(
         "portico".to_owned(),
         Arc::new(IngressClass {
             metadata: meta(None, "portico", "uid-class"),
             ..IngressClass::default()
         }),
     );
-    o.secrets.insert(
+    std::sync::Arc::make_mut(&mut o.secrets).insert(
         ObjectKey::new("shop", "tls"),
         Arc::new(Secret {
             metadata: meta(Some("shop"), "tls", "uid-secret"),
@@ -213,7 +213,7 @@ fn services_portico_serves_want_their_load_balancers_addresses() {
             }),
             ..Default::default()
         };
-        o.services
+        std::sync::Arc::make_mut(&mut o.services)
             .insert(ObjectKey::new("shop", name), Arc::new(service));
     }
     let mut snap = snapshot();

@@ -117,7 +117,7 @@ pub(crate) fn provider(objects: &Objects, class: &str, config: &Config) -> Strin
 pub fn referenced_secrets(objects: &Objects, config: &Config) -> BTreeSet<ObjectKey> {
     let owned = owned_classes(objects, config);
     let mut secrets: BTreeSet<ObjectKey> = config.default_certificate.iter().cloned().collect();
-    for (key, ingress) in &objects.ingresses {
+    for (key, ingress) in objects.ingresses.iter() {
         if !ingress_class(ingress).is_some_and(|c| owned.contains(c)) {
             continue;
         }
@@ -167,8 +167,7 @@ mod tests {
             )]
             .into(),
         );
-        objects
-            .ingresses
+        std::sync::Arc::make_mut(&mut objects.ingresses)
             .insert(ObjectKey::new("ns", "ours"), Arc::new(ours));
         let mut theirs = Arc::unwrap_or_clone(ingress(Some("nginx"), &["c"]));
         theirs.metadata.annotations = Some(
@@ -179,12 +178,10 @@ mod tests {
             .into(),
         );
         let theirs = Arc::new(theirs);
-        objects
-            .ingresses
+        std::sync::Arc::make_mut(&mut objects.ingresses)
             .insert(ObjectKey::new("ns", "theirs"), theirs);
         let classless = ingress(None, &["d"]);
-        objects
-            .ingresses
+        std::sync::Arc::make_mut(&mut objects.ingresses)
             .insert(ObjectKey::new("other", "none"), classless);
         let config = Config {
             default_certificate: Some(ObjectKey::new("system", "default-tls")),

@@ -71,10 +71,11 @@ pub fn refresh_members(
 }
 
 fn same<K: Ord, V: PartialEq>(a: &BTreeMap<K, Arc<V>>, b: &BTreeMap<K, Arc<V>>) -> bool {
-    a.len() == b.len()
-        && a.iter()
-            .zip(b)
-            .all(|((ka, va), (kb, vb))| ka == kb && (Arc::ptr_eq(va, vb) || va == vb))
+    std::ptr::eq(a, b)
+        || a.len() == b.len()
+            && a.iter()
+                .zip(b)
+                .all(|((ka, va), (kb, vb))| ka == kb && (Arc::ptr_eq(va, vb) || va == vb))
 }
 
 fn slice_service(slice: &EndpointSlice) -> Option<&str> {

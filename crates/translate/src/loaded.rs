@@ -44,9 +44,7 @@ mod tests {
             ..Secret::default()
         };
         let mut loaded = Loaded::default();
-        loaded
-            .objects
-            .secrets
+        std::sync::Arc::make_mut(&mut loaded.objects.secrets)
             .insert(ObjectKey::new("a", "s"), std::sync::Arc::new(secret));
         let printed = format!("{loaded:?}");
         assert!(printed.contains("secrets: 1"), "{printed}");

@@ -24,7 +24,7 @@ pub(crate) struct SliceIndex<'a> {
 impl<'a> SliceIndex<'a> {
     pub(crate) fn new(objects: &'a Objects) -> Self {
         let mut by_service: HashMap<_, Vec<_>> = HashMap::new();
-        for (key, slice) in &objects.endpoint_slices {
+        for (key, slice) in objects.endpoint_slices.iter() {
             let labels = slice.metadata.labels.as_ref();
             if let Some(service) = labels.and_then(|l| l.get(SLICE_SERVICE_LABEL)) {
                 let service_key = ObjectKey::new(&key.namespace, service);

@@ -103,6 +103,10 @@ pub(crate) fn for_each_change<'a, K: Ord, V: PartialEq>(
     new: &'a BTreeMap<K, Arc<V>>,
     mut f: impl FnMut(&'a K, &'a V),
 ) {
+    // One map shared by both loads (`Objects` shares a kind's map that did not change).
+    if std::ptr::eq(old, new) {
+        return;
+    }
     let (mut a, mut b) = (old.iter().peekable(), new.iter().peekable());
     loop {
         let order = match (a.peek(), b.peek()) {

@@ -30,14 +30,17 @@ impl fmt::Display for ObjectKey {
 /// The facts a source reports: every object of the kinds Portico reads, keyed by identity.
 /// IngressClasses are cluster-scoped and keyed by name.
 ///
-/// Objects are shared (`Arc`): a source keeps them between changes and hands out a new
-/// `Objects` per change without copying the objects that did not change.
+/// Objects are shared (`Arc`), and so is each kind's map: a source keeps them between changes
+/// and hands out a new `Objects` per change without copying the objects, or the maps of the
+/// kinds, that did not change (`Arc::make_mut` copies a map that a previous `Objects` still
+/// shares). A map shared with the previous `Objects` is unchanged: later stages compare maps by
+/// pointer first.
 #[derive(Debug, Clone, Default)]
 pub struct Objects {
-    pub ingresses: BTreeMap<ObjectKey, Arc<Ingress>>,
-    pub ingress_classes: BTreeMap<String, Arc<IngressClass>>,
-    pub services: BTreeMap<ObjectKey, Arc<Service>>,
-    pub endpoint_slices: BTreeMap<ObjectKey, Arc<EndpointSlice>>,
-    pub endpoints: BTreeMap<ObjectKey, Arc<Endpoints>>,
-    pub secrets: BTreeMap<ObjectKey, Arc<Secret>>,
+    pub ingresses: Arc<BTreeMap<ObjectKey, Arc<Ingress>>>,
+    pub ingress_classes: Arc<BTreeMap<String, Arc<IngressClass>>>,
+    pub services: Arc<BTreeMap<ObjectKey, Arc<Service>>>,
+    pub endpoint_slices: Arc<BTreeMap<ObjectKey, Arc<EndpointSlice>>>,
+    pub endpoints: Arc<BTreeMap<ObjectKey, Arc<Endpoints>>>,
+    pub secrets: Arc<BTreeMap<ObjectKey, Arc<Secret>>>,
 }

@@ -302,10 +302,16 @@ fn reload(previous: &Objects, docs: Vec<Value>) -> Objects {
         }
     }
     let mut objects = load_values(docs);
-    keep(&previous.ingresses, &mut objects.ingresses);
-    keep(&previous.ingress_classes, &mut objects.ingress_classes);
-    keep(&previous.services, &mut objects.services);
-    keep(&previous.endpoint_slices, &mut objects.endpoint_slices);
+    keep(&previous.ingresses, Arc::make_mut(&mut objects.ingresses));
+    keep(
+        &previous.ingress_classes,
+        Arc::make_mut(&mut objects.ingress_classes),
+    );
+    keep(&previous.services, Arc::make_mut(&mut objects.services));
+    keep(
+        &previous.endpoint_slices,
+        Arc::make_mut(&mut objects.endpoint_slices),
+    );
     objects
 }
 

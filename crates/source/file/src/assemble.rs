@@ -1,6 +1,6 @@
 //! The objects of all files → one `Objects`, the later file winning on duplicates.
 
-use crate::object::Object;
+use crate::object::{Kind, Object};
 use k8s_openapi::api::core::v1::{Endpoints, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
@@ -10,30 +10,125 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
+/// A set of kinds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct KindSet(u8);
+
+impl KindSet {
+    pub(crate) const ALL: KindSet = KindSet(0b11_1111);
+
+    fn bit(kind: Kind) -> u8 {
+        1 << kind as u8
+    }
+
+    pub(crate) fn insert(&mut self, kind: Kind) {
+        self.0 |= Self::bit(kind);
+    }
+
+    pub(crate) fn contains(self, kind: Kind) -> bool {
+        self.0 & Self::bit(kind) != 0
+    }
+
+    pub(crate) fn union(&mut self, other: KindSet) {
+        self.0 |= other.0;
+    }
+
+    /// The kinds of `objects`.
+    pub(crate) fn of(objects: &[Object]) -> KindSet {
+        let mut set = KindSet::default();
+        objects.iter().for_each(|o| set.insert(o.known_kind()));
+        set
+    }
+
+    /// The kinds whose objects differ between two versions of one file: another object, another
+    /// value or another order of that kind's objects.
+    pub(crate) fn changed(old: &[Object], new: &[Object]) -> KindSet {
+        let mut changed = KindSet::default();
+        for kind in Kind::ALL {
+            let mut a = old.iter().filter(|o| o.known_kind() == kind);
+            let mut b = new.iter().filter(|o| o.known_kind() == kind);
+            let same = loop {
+                match (a.next(), b.next()) {
+                    (None, None) => break true,
+                    (Some(a), Some(b)) if a.same(b) => {}
+                    _ => break false,
+                }
+            };
+            if !same {
+                changed.insert(kind);
+            }
+        }
+        changed
+    }
+}
+
+/// What the last assembly built, for the next one to reuse: a kind whose objects did not change
+/// keeps its map (shared, not copied).
+#[derive(Debug, Default)]
+pub(crate) struct Previous {
+    pub(crate) objects: Objects,
+    /// Kinds with a key defined twice: always rebuilt, for their warnings.
+    pub(crate) duplicated: KindSet,
+}
+
 /// Builds `Objects` from each file's objects, in file order. An object defined twice (same
 /// kind, namespace and name) keeps its later definition, and a warning names both origins.
 ///
-/// Objects are shared, so this costs a pointer copy and a key per object: each kind's objects
-/// are sorted by key (a stable sort, so equal keys stay in file order and runs already in
-/// order cost one pass) and the maps are built from the sorted runs at once, which is several
+/// A kind that is not in `dirty` and had no duplicate in `previous` keeps `previous`'s map: a
+/// change to one file rebuilds only the maps of the kinds that file changed. The Ingress map
+/// is also rebuilt when the IngressClasses changed, because admission gave its Ingresses the
+/// default class (see `Catalog::assemble`).
+///
+/// Objects are shared, so a rebuilt map costs a pointer copy and a key per object: each kind's
+/// objects are sorted by key (a stable sort, so equal keys stay in file order and runs already
+/// in order cost one pass) and the map is built from the sorted runs at once, which is several
 /// times cheaper than inserting 20,000 objects one by one. Origins are only turned into text
 /// for the (rare) duplicates.
-pub(crate) fn assemble(files: &[(&Path, &[Object])]) -> (Objects, Vec<Diagnostic>) {
+pub(crate) fn assemble(
+    files: &[(&Path, &[Object])],
+    previous: &Previous,
+    dirty: KindSet,
+) -> (Objects, Vec<Diagnostic>, KindSet) {
+    let mut rebuild = dirty;
+    rebuild.union(previous.duplicated);
+    if rebuild.contains(Kind::IngressClass) {
+        rebuild.insert(Kind::Ingress);
+    }
     let mut kinds = Kinds::default();
     for (file, (_, file_objects)) in files.iter().enumerate() {
         for (position, object) in file_objects.iter().enumerate() {
-            kinds.push(object, (file, position));
+            if rebuild.contains(object.known_kind()) {
+                kinds.push(object, (file, position));
+            }
         }
     }
-    let mut duplicates = Vec::new();
-    let objects = Objects {
-        ingresses: build(kinds.ingresses, &mut duplicates),
-        ingress_classes: build(kinds.ingress_classes, &mut duplicates),
-        services: build(kinds.services, &mut duplicates),
-        endpoint_slices: build(kinds.endpoint_slices, &mut duplicates),
-        endpoints: build(kinds.endpoints, &mut duplicates),
-        secrets: build(kinds.secrets, &mut duplicates),
+    let mut built = Built {
+        rebuild,
+        duplicates: Vec::new(),
+        duplicated: KindSet::default(),
     };
+    let old = &previous.objects;
+    let objects = Objects {
+        ingresses: built.kind(Kind::Ingress, &old.ingresses, kinds.ingresses),
+        ingress_classes: (built).kind(
+            Kind::IngressClass,
+            &old.ingress_classes,
+            kinds.ingress_classes,
+        ),
+        services: built.kind(Kind::Service, &old.services, kinds.services),
+        endpoint_slices: (built).kind(
+            Kind::EndpointSlice,
+            &old.endpoint_slices,
+            kinds.endpoint_slices,
+        ),
+        endpoints: built.kind(Kind::Endpoints, &old.endpoints, kinds.endpoints),
+        secrets: built.kind(Kind::Secret, &old.secrets, kinds.secrets),
+    };
+    let Built {
+        mut duplicates,
+        duplicated,
+        ..
+    } = built;
     // In the order the later definitions come in the files.
     duplicates.sort_by_key(|(_, later)| *later);
     let diagnostics = duplicates
@@ -43,7 +138,34 @@ pub(crate) fn assemble(files: &[(&Path, &[Object])]) -> (Objects, Vec<Diagnostic
             duplicate(object, files[earlier.0].0, files[later.0].0)
         })
         .collect();
-    (objects, diagnostics)
+    (objects, diagnostics, duplicated)
+}
+
+/// The maps of one assembly, and the duplicates found building them.
+struct Built {
+    rebuild: KindSet,
+    duplicates: Vec<(Origin, Origin)>,
+    duplicated: KindSet,
+}
+
+impl Built {
+    /// `kind`'s map: built from `entries`, or `old` when the kind is not rebuilt.
+    fn kind<K: Ord, V>(
+        &mut self,
+        kind: Kind,
+        old: &Arc<BTreeMap<K, Arc<V>>>,
+        entries: Entries<K, V>,
+    ) -> Arc<BTreeMap<K, Arc<V>>> {
+        if !self.rebuild.contains(kind) {
+            return Arc::clone(old);
+        }
+        let before = self.duplicates.len();
+        let map = build(entries, &mut self.duplicates);
+        if self.duplicates.len() > before {
+            self.duplicated.insert(kind);
+        }
+        Arc::new(map)
+    }
 }
 
 /// Where an object is defined: the file's index and the object's position in it.
@@ -125,6 +247,11 @@ mod tests {
         parse_documents("test", &text).objects.remove(0)
     }
 
+    fn assemble_all(files: &[(&Path, &[Object])]) -> (Objects, Vec<Diagnostic>) {
+        let (objects, diagnostics, _) = assemble(files, &Previous::default(), KindSet::ALL);
+        (objects, diagnostics)
+    }
+
     fn port(objects: &Objects, name: &str) -> i32 {
         let service = &objects.services[&ObjectKey::new("default", name)];
         service.spec.as_ref().unwrap().ports.as_ref().unwrap()[0].port
@@ -135,7 +262,7 @@ mod tests {
         let a = [service("default", "web", 80)];
         let b = [service("default", "web", 8080)];
         let (objects, diagnostics) =
-            assemble(&[(Path::new("a.yaml"), &a[..]), (Path::new("b.yaml"), &b[..])]);
+            assemble_all(&[(Path::new("a.yaml"), &a[..]), (Path::new("b.yaml"), &b[..])]);
         assert_eq!(port(&objects, "web"), 8080);
         assert_eq!(diagnostics.len(), 1);
         let d = &diagnostics[0];
@@ -150,7 +277,7 @@ mod tests {
     #[test]
     fn same_name_in_other_namespaces_is_no_duplicate() {
         let a = [service("default", "web", 80), service("other", "web", 81)];
-        let (objects, diagnostics) = assemble(&[(Path::new("a.yaml"), &a[..])]);
+        let (objects, diagnostics) = assemble_all(&[(Path::new("a.yaml"), &a[..])]);
         assert_eq!(objects.services.len(), 2);
         assert!(diagnostics.is_empty());
     }
@@ -168,7 +295,7 @@ mod tests {
             (Path::new("b.yaml"), &b[..]),
             (Path::new("c.yaml"), &c[..]),
         ];
-        let (objects, diagnostics) = assemble(&files);
+        let (objects, diagnostics) = assemble_all(&files);
         assert_eq!(port(&objects, "web"), 82);
         assert_eq!((port(&objects, "zeta"), port(&objects, "alpha")), (1, 2));
         let keys: Vec<_> = objects.services.keys().map(|k| k.name.as_str()).collect();
@@ -186,7 +313,7 @@ mod tests {
     #[test]
     fn a_duplicate_inside_one_file_keeps_the_later_document() {
         let a = [service("default", "web", 80), service("default", "web", 81)];
-        let (objects, diagnostics) = assemble(&[(Path::new("a.yaml"), &a[..])]);
+        let (objects, diagnostics) = assemble_all(&[(Path::new("a.yaml"), &a[..])]);
         assert_eq!(port(&objects, "web"), 81);
         assert!(diagnostics[0].message.contains("twice in a.yaml"));
     }

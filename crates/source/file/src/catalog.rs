@@ -1,7 +1,7 @@
 //! The per-file cache behind `load` and `watch`: a reload re-parses only the files that changed.
 
 use crate::admission::admit;
-use crate::assemble::assemble;
+use crate::assemble::{KindSet, Previous, assemble};
 use crate::decode::FILE_KIND;
 use crate::object::Object;
 use crate::parse::{Documents, Parsed, parse_reusing};
@@ -37,6 +37,10 @@ pub struct Catalog {
     documents_parsed: u64,
     loaded_once: bool,
     limits: ReadLimits,
+    /// The kinds whose objects changed since the last assembly.
+    dirty: KindSet,
+    /// The last assembly, whose maps the next one reuses for the kinds not in `dirty`.
+    previous: Previous,
 }
 
 #[derive(Debug)]
@@ -142,10 +146,21 @@ impl Catalog {
         }
         let listed: HashSet<&PathBuf> = order.iter().collect();
         let before = self.files.len();
-        self.files.retain(|path, _| listed.contains(path));
+        let dirty = &mut self.dirty;
+        self.files.retain(|path, entry| {
+            let kept = listed.contains(path);
+            if !kept {
+                dirty.union(KindSet::of(&entry.served));
+            }
+            kept
+        });
         // Deleting most files gives their table's memory back.
         if self.files.capacity() > 4 * self.files.len().max(64) {
             self.files.shrink_to_fit();
+        }
+        if order != self.order {
+            // The later file wins a duplicate: another order may change any kind's map.
+            self.dirty = KindSet::ALL;
         }
         changed |= self.files.len() != before || order != self.order;
         changed |= diagnostics != self.path_diagnostics;
@@ -177,7 +192,9 @@ impl Catalog {
         drop(bytes);
         self.parses += 1;
         self.documents_parsed += count as u64;
+        let before = served.clone();
         let served = keep_last_good(served, &parsed);
+        self.dirty.union(KindSet::changed(&before, &served));
         let entry = FileEntry {
             stamp,
             read_at,
@@ -191,6 +208,9 @@ impl Catalog {
     }
 
     fn assemble(&mut self) -> Loaded {
+        if !self.loaded_once {
+            self.dirty = KindSet::ALL;
+        }
         self.loaded_once = true;
         let entries: Vec<(&Path, &FileEntry)> = (self.order.iter())
             .filter_map(|p| Some((p.as_path(), self.files.get(p)?)))
@@ -199,7 +219,7 @@ impl Catalog {
             .iter()
             .map(|(path, e)| (*path, &e.served[..]))
             .collect();
-        let (mut objects, duplicates) = assemble(&files);
+        let (mut objects, duplicates, duplicated) = assemble(&files, &self.previous, self.dirty);
         let mut diagnostics = self.path_diagnostics.clone();
         diagnostics.extend(
             entries
@@ -208,6 +228,11 @@ impl Catalog {
         );
         diagnostics.extend(duplicates);
         diagnostics.extend(admit(&mut objects));
+        self.dirty = KindSet::default();
+        self.previous = Previous {
+            objects: objects.clone(),
+            duplicated,
+        };
         Loaded {
             objects,
             diagnostics,

@@ -46,6 +46,22 @@ impl Object {
         }
     }
 
+    /// The same object: the same allocation, or an equal value of the same kind.
+    pub(crate) fn same(&self, other: &Object) -> bool {
+        fn same<T: PartialEq>(a: &Arc<T>, b: &Arc<T>) -> bool {
+            Arc::ptr_eq(a, b) || a == b
+        }
+        match (self, other) {
+            (Object::Ingress(a), Object::Ingress(b)) => same(a, b),
+            (Object::IngressClass(a), Object::IngressClass(b)) => same(a, b),
+            (Object::Service(a), Object::Service(b)) => same(a, b),
+            (Object::EndpointSlice(a), Object::EndpointSlice(b)) => same(a, b),
+            (Object::Endpoints(a), Object::Endpoints(b)) => same(a, b),
+            (Object::Secret(a), Object::Secret(b)) => same(a, b),
+            _ => false,
+        }
+    }
+
     pub(crate) fn known_kind(&self) -> Kind {
         match self {
             Object::Ingress(_) => Kind::Ingress,
@@ -86,6 +102,15 @@ pub(crate) enum Kind {
 pub(crate) type DecodeError = serde_path_to_error::Error<serde_json::Error>;
 
 impl Kind {
+    pub const ALL: [Kind; 6] = [
+        Kind::Ingress,
+        Kind::IngressClass,
+        Kind::Service,
+        Kind::EndpointSlice,
+        Kind::Endpoints,
+        Kind::Secret,
+    ];
+
     pub fn recognise(api_version: &str, kind: &str) -> Option<Kind> {
         match (api_version, kind) {
             ("networking.k8s.io/v1", "Ingress") => Some(Kind::Ingress),

@@ -326,3 +326,76 @@ fn a_document_with_a_problem_is_parsed_again_and_its_diagnostic_names_its_positi
     assert_eq!(second.diagnostics.len(), 1, "{:?}", second.diagnostics);
     assert_eq!(second.objects.services.len(), 1);
 }
+
+#[test]
+fn a_change_to_one_kind_keeps_the_other_kinds_maps_shared_and_a_class_change_readmits() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = [dir.path().to_path_buf()];
+    write(
+        dir.path(),
+        "classes.yaml",
+        &(ingress_class("portico", true) + &ingress_class("other", false)),
+    );
+    write(dir.path(), "ing.yaml", &ingress("shop", "web", "web"));
+    // A file of two kinds: its Service changes, its Ingress does not.
+    let mixed = |port| ingress("shop", "mixed", "b") + &service("default", "b", port);
+    write(dir.path(), "mixed.yaml", &mixed(80));
+    write(dir.path(), "svc.yaml", &services_file(&[("a", 80)]));
+    let mut catalog = Catalog::new();
+    let before = catalog.reload(&paths);
+
+    write(dir.path(), "mixed.yaml", &mixed(8080));
+    let after = catalog.reload_if_changed(&paths).expect("the file changed");
+    let shared = |a: &portico_source_file::Loaded, b: &portico_source_file::Loaded| {
+        (
+            std::sync::Arc::ptr_eq(&a.objects.ingresses, &b.objects.ingresses),
+            std::sync::Arc::ptr_eq(&a.objects.ingress_classes, &b.objects.ingress_classes),
+            std::sync::Arc::ptr_eq(&a.objects.services, &b.objects.services),
+        )
+    };
+    assert_eq!(shared(&before, &after), (true, true, false));
+    assert_eq!(service_port(&after, "b"), 8080);
+    assert_eq!(service_port(&after, "a"), 80);
+
+    // Another default class: every Ingress without a class is admitted again.
+    let class = |loaded: &portico_source_file::Loaded, name: &str| {
+        let ingress = &loaded.objects.ingresses[&ObjectKey::new("shop", name)];
+        ingress.spec.as_ref().unwrap().ingress_class_name.clone()
+    };
+    assert_eq!(class(&after, "web").as_deref(), Some("portico"));
+    write(
+        dir.path(),
+        "classes.yaml",
+        &(ingress_class("portico", false) + &ingress_class("other", true)),
+    );
+    let reclassed = catalog.reload_if_changed(&paths).expect("the file changed");
+    assert_eq!(shared(&after, &reclassed), (false, false, true));
+    assert_eq!(class(&reclassed, "web").as_deref(), Some("other"));
+    assert_eq!(class(&reclassed, "mixed").as_deref(), Some("other"));
+}
+
+#[test]
+fn a_duplicate_warning_stays_while_other_kinds_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = [dir.path().to_path_buf()];
+    write(dir.path(), "a.yaml", &service("default", "dup", 80));
+    write(dir.path(), "b.yaml", &service("default", "dup", 81));
+    write(dir.path(), "ing.yaml", &ingress("shop", "web", "dup"));
+    let mut catalog = Catalog::new();
+    let first = catalog.reload(&paths);
+    let warnings = |loaded: &portico_source_file::Loaded| {
+        (loaded.diagnostics.iter())
+            .filter(|d| d.object == ObjectRef::new("Service", "default", "dup"))
+            .count()
+    };
+    assert_eq!(warnings(&first), 1);
+    write(dir.path(), "ing.yaml", &ingress("shop", "web", "other"));
+    let second = catalog.reload_if_changed(&paths).expect("the file changed");
+    assert_eq!(warnings(&second), 1, "{:?}", second.diagnostics);
+    assert_eq!(service_port(&second, "dup"), 81);
+    // The duplicate gone: so is its warning.
+    fs::remove_file(dir.path().join("a.yaml")).unwrap();
+    let third = catalog.reload_if_changed(&paths).expect("a file went");
+    assert_eq!(warnings(&third), 0, "{:?}", third.diagnostics);
+    assert_eq!(service_port(&third, "dup"), 81);
+}

@@ -104,7 +104,7 @@ macro_rules! namespaced_kind {
                 namespaced(self)
             }
             fn map(objects: &mut Objects) -> &mut BTreeMap<ObjectKey, Arc<Self>> {
-                &mut objects.$field
+                Arc::make_mut(&mut objects.$field)
             }
             $(
                 fn clear_status(&mut self) {
@@ -126,7 +126,7 @@ impl Watched for Secret {
         namespaced(self)
     }
     fn map(objects: &mut Objects) -> &mut BTreeMap<ObjectKey, Arc<Self>> {
-        &mut objects.secrets
+        Arc::make_mut(&mut objects.secrets)
     }
     fn secret(key: &ObjectKey) -> Option<&ObjectKey> {
         Some(key)
@@ -140,6 +140,6 @@ impl Watched for IngressClass {
         self.metadata.name.clone().unwrap_or_default()
     }
     fn map(objects: &mut Objects) -> &mut BTreeMap<String, Arc<Self>> {
-        &mut objects.ingress_classes
+        Arc::make_mut(&mut objects.ingress_classes)
     }
 }

@@ -137,7 +137,7 @@ impl State {
         }
         match secret {
             Some(secret) => {
-                self.objects.secrets.insert(key.clone(), Arc::new(secret));
+                Arc::make_mut(&mut self.objects.secrets).insert(key.clone(), Arc::new(secret));
                 Effects {
                     changed: true,
                     fetch: vec![],
@@ -178,9 +178,11 @@ impl State {
         if K::KIND.names_secrets() && changed {
             self.referenced = referenced_secrets(&self.objects, &self.config);
             let referenced = &self.referenced;
-            let before = self.objects.secrets.len();
-            self.objects.secrets.retain(|k, _| referenced.contains(k));
-            effects.changed |= self.objects.secrets.len() != before;
+            // The map is copied (when shared) only if a Secret is dropped.
+            if self.objects.secrets.keys().any(|k| !referenced.contains(k)) {
+                Arc::make_mut(&mut self.objects.secrets).retain(|k, _| referenced.contains(k));
+                effects.changed = true;
+            }
             self.missing.retain(|k| referenced.contains(k));
             // Counters live while a Secret is referenced or being fetched, so that a fetch in
             // flight still sees every event that came after it was decided.

@@ -27,7 +27,12 @@ pub fn assign_default_class(objects: &mut Objects) -> Vec<Diagnostic> {
     let diagnostics = several_defaults_warning(&chosen, &defaults);
     // Only the Ingresses that name no class are copied: the others stay the source's shared
     // objects, which later stages compare by pointer.
-    for ingress in objects.ingresses.values_mut() {
+    // The map is copied only when some Ingress needs the class: a map that already has it
+    // (the source reused it) stays shared.
+    if !objects.ingresses.values().any(|i| names_no_class(i)) {
+        return diagnostics;
+    }
+    for ingress in std::sync::Arc::make_mut(&mut objects.ingresses).values_mut() {
         if names_no_class(ingress) {
             let spec = std::sync::Arc::make_mut(ingress)
                 .spec

@@ -320,14 +320,14 @@ fn objects(classes: Vec<IngressClass>) -> Objects {
     let mut objects = Objects::default();
     for c in classes {
         let name = c.metadata.name.clone().unwrap_or_default();
-        objects.ingress_classes.insert(name, std::sync::Arc::new(c));
+        std::sync::Arc::make_mut(&mut objects.ingress_classes).insert(name, std::sync::Arc::new(c));
     }
     for (name, class, legacy) in [
         ("plain", None, None),
         ("named", Some("other"), None),
         ("legacy", None, Some("old")),
     ] {
-        objects.ingresses.insert(
+        std::sync::Arc::make_mut(&mut objects.ingresses).insert(
             ObjectKey::new("default", name),
             std::sync::Arc::new(ingress(name, class, legacy)),
         );

@@ -97,27 +97,24 @@ fn add(objects: &mut Objects, doc: Value) {
     let kind = doc["kind"].as_str().unwrap_or_default().to_owned();
     let key = key_of(&doc);
     match kind.as_str() {
-        "Ingress" => objects
-            .ingresses
+        "Ingress" => std::sync::Arc::make_mut(&mut objects.ingresses)
             .insert(key, typed::<Ingress>(doc))
             .map(drop),
-        "IngressClass" => objects
-            .ingress_classes
+        "IngressClass" => std::sync::Arc::make_mut(&mut objects.ingress_classes)
             .insert(key.name, typed::<IngressClass>(doc))
             .map(drop),
-        "Service" => objects
-            .services
+        "Service" => std::sync::Arc::make_mut(&mut objects.services)
             .insert(key, typed::<Service>(doc))
             .map(drop),
-        "EndpointSlice" => objects
-            .endpoint_slices
+        "EndpointSlice" => std::sync::Arc::make_mut(&mut objects.endpoint_slices)
             .insert(key, typed::<EndpointSlice>(doc))
             .map(drop),
-        "Endpoints" => objects
-            .endpoints
+        "Endpoints" => std::sync::Arc::make_mut(&mut objects.endpoints)
             .insert(key, typed::<Endpoints>(doc))
             .map(drop),
-        "Secret" => objects.secrets.insert(key, typed::<Secret>(doc)).map(drop),
+        "Secret" => std::sync::Arc::make_mut(&mut objects.secrets)
+            .insert(key, typed::<Secret>(doc))
+            .map(drop),
         other => panic!("test loader does not know kind {other:?}"),
     };
 }
