@@ -1,7 +1,8 @@
 //! The registry: providers by type, each handed the load balancers of its type.
 
 use crate::{CaBundles, Certificates, Provider};
-use portico_model::{Diagnostic, Model, PoolId};
+use portico_model::{Diagnostic, LoadBalancer, Model, PoolId};
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -31,12 +32,16 @@ pub struct Applied {
 }
 
 /// The load balancers of `model` that provider type `kind` serves: each provider is handed
-/// its own, so no data plane looks at provider names.
-fn own(model: &Model, kind: &str) -> Model {
-    let mine = model.load_balancers.iter().filter(|lb| lb.provider == kind);
-    Model {
-        load_balancers: mine.cloned().collect(),
+/// its own, so no data plane looks at provider names. When they are all its own (one provider
+/// type serves everything, the common case) the model is handed on without a copy.
+fn own<'a>(model: &'a Model, kind: &str) -> Cow<'a, Model> {
+    let mine = |lb: &&LoadBalancer| lb.provider == kind;
+    if model.load_balancers.iter().all(|lb| mine(&lb)) {
+        return Cow::Borrowed(model);
     }
+    Cow::Owned(Model {
+        load_balancers: model.load_balancers.iter().filter(mine).cloned().collect(),
+    })
 }
 
 impl Registry {
@@ -77,7 +82,13 @@ impl Registry {
     /// Only the members of `pools` changed: each provider updates them in place.
     pub fn update_members(&self, model: &Model, pools: &HashSet<PoolId>) -> u64 {
         for provider in self.providers.values() {
-            provider.update_members(&own(model, provider.kind()), pools);
+            let kind = provider.kind();
+            // A provider none of whose load balancers has a changed pool has nothing to do.
+            let touched = (model.load_balancers.iter())
+                .any(|lb| lb.provider == kind && lb.pools.iter().any(|p| pools.contains(&p.id)));
+            if touched {
+                provider.update_members(&own(model, kind), pools);
+            }
         }
         self.next_generation()
     }
@@ -197,8 +208,28 @@ mod tests {
             "{d}"
         );
         assert!(!registry.ready());
-        let pools = HashSet::from([PoolId::derive("p")]);
+        // A changed pool of another provider's load balancer: nothing to update.
+        let (mut model, p) = (model, PoolId::derive("p"));
+        model.load_balancers[1].pools.push(pool(p));
+        let pools = HashSet::from([p]);
         assert_eq!(registry.update_members(&model, &pools), 2);
+        assert_eq!(*recorder.members.lock().unwrap(), 0);
+        // One of its own.
+        model.load_balancers[0].pools.push(pool(p));
+        assert_eq!(registry.update_members(&model, &pools), 3);
         assert_eq!(*recorder.members.lock().unwrap(), 1);
+    }
+
+    fn pool(id: PoolId) -> portico_model::Pool {
+        portico_model::Pool {
+            id,
+            name: "default_web_80".into(),
+            service: ObjectRef::new("Service", "default", "web"),
+            service_port: "80".into(),
+            algorithm: Default::default(),
+            protocol: Default::default(),
+            settings: Default::default(),
+            members: vec![],
+        }
     }
 }

@@ -43,7 +43,7 @@ pub fn refresh_members(
     objects: &Objects,
     services: &BTreeSet<ObjectKey>,
 ) -> Vec<PoolId> {
-    let slices = SliceIndex::new(objects);
+    let slices = SliceIndex::of_services(objects, services);
     let mut changed = Vec::new();
     for lb in &mut model.load_balancers {
         for pool in &mut lb.pools {

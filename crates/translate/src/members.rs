@@ -6,7 +6,7 @@ use crate::{ObjectKey, Objects};
 use foldhash::{HashMap, HashMapExt};
 use k8s_openapi::api::core::v1::Endpoints;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
 pub(crate) const SLICE_SERVICE_LABEL: &str = "kubernetes.io/service-name";
@@ -29,6 +29,30 @@ impl<'a> SliceIndex<'a> {
             if let Some(service) = labels.and_then(|l| l.get(SLICE_SERVICE_LABEL)) {
                 let service_key = ObjectKey::new(&key.namespace, service);
                 by_service.entry(service_key).or_default().push(&**slice);
+            }
+        }
+        SliceIndex { by_service }
+    }
+
+    /// Like [`SliceIndex::new`], but only the slices of `services`: the endpoint fast path
+    /// refreshes a few Services, and indexing every slice (a key allocated for each) cost more
+    /// than the refresh itself. With many Services the whole index is cheaper than the lookups.
+    pub(crate) fn of_services(objects: &'a Objects, services: &BTreeSet<ObjectKey>) -> Self {
+        if services.len() > 16 {
+            return SliceIndex::new(objects);
+        }
+        let mut by_service: HashMap<_, Vec<_>> = HashMap::new();
+        for (key, slice) in objects.endpoint_slices.iter() {
+            let labels = slice.metadata.labels.as_ref();
+            let Some(service) = labels.and_then(|l| l.get(SLICE_SERVICE_LABEL)) else {
+                continue;
+            };
+            let wanted = |s: &&ObjectKey| s.namespace == key.namespace && s.name == *service;
+            if let Some(service_key) = services.iter().find(wanted) {
+                by_service
+                    .entry(service_key.clone())
+                    .or_default()
+                    .push(&**slice);
             }
         }
         SliceIndex { by_service }
