@@ -51,7 +51,7 @@ fn flatten(model: &Model) -> BTreeMap<(ElementKind, Uuid), serde_json::Value> {
             }
         }
         for pool in &lb.pools {
-            let mut shell = pool.clone();
+            let mut shell = crate::Pool::clone(pool);
             shell.members.clear();
             put(ElementKind::Pool, pool.id.0, json(&shell));
             for m in &pool.members {
@@ -105,7 +105,7 @@ mod tests {
                 vip: None,
                 floating_ip: None,
                 listeners: Default::default(),
-                pools: vec![Pool {
+                pools: vec![std::sync::Arc::new(Pool {
                     id: pool,
                     name: "default_web_80".into(),
                     service: ObjectRef::new("Service", "default", "web"),
@@ -120,7 +120,7 @@ mod tests {
                         weight: 1,
                         ready,
                     }],
-                }],
+                })],
             }],
         }
     }

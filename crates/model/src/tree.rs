@@ -34,8 +34,10 @@ pub struct LoadBalancer {
     /// Shared: the endpoint fast path gives a load balancer new pools without copying its
     /// listeners and their policies.
     pub listeners: Arc<Vec<Listener>>,
-    /// Pools referenced by this load balancer's listeners, ordered by id.
-    pub pools: Vec<Pool>,
+    /// Pools referenced by this load balancer's listeners, ordered by id. Shared: a new model
+    /// keeps the previous one's pools that did not change (the endpoint fast path copies
+    /// pointers, not 5,000 pools).
+    pub pools: Vec<Arc<Pool>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -251,6 +253,6 @@ impl LoadBalancer {
     }
 
     pub fn pool(&self, id: PoolId) -> Option<&Pool> {
-        self.pools.iter().find(|p| p.id == id)
+        self.pools.iter().find(|p| p.id == id).map(|p| &**p)
     }
 }

@@ -210,12 +210,12 @@ mod tests {
         assert!(!registry.ready());
         // A changed pool of another provider's load balancer: nothing to update.
         let (mut model, p) = (model, PoolId::derive("p"));
-        model.load_balancers[1].pools.push(pool(p));
+        model.load_balancers[1].pools.push(Arc::new(pool(p)));
         let pools = HashSet::from([p]);
         assert_eq!(registry.update_members(&model, &pools), 2);
         assert_eq!(*recorder.members.lock().unwrap(), 0);
         // One of its own.
-        model.load_balancers[0].pools.push(pool(p));
+        model.load_balancers[0].pools.push(Arc::new(pool(p)));
         assert_eq!(registry.update_members(&model, &pools), 3);
         assert_eq!(*recorder.members.lock().unwrap(), 1);
     }

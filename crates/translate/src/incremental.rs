@@ -62,7 +62,7 @@ pub fn refresh_members(
             };
             let fresh = build_pool(pool.id, &key, objects, &slices);
             if fresh.members != pool.members {
-                pool.members = fresh.members;
+                Arc::make_mut(pool).members = fresh.members;
                 changed.push(pool.id);
             }
         }

@@ -135,7 +135,7 @@ pub(crate) fn for_each_change<'a, K: Ord, V: PartialEq>(
 pub(crate) struct Pools<'a> {
     objects: &'a Objects,
     slices: Option<SliceIndex<'a>>,
-    previous: HashMap<PoolId, &'a Pool>,
+    previous: HashMap<PoolId, &'a Arc<Pool>>,
     changed_services: &'a HashSet<ObjectKey>,
 }
 
@@ -156,14 +156,14 @@ impl<'a> Pools<'a> {
         }
     }
 
-    pub(crate) fn pool(&mut self, id: PoolId, key: &PoolKey) -> Pool {
+    pub(crate) fn pool(&mut self, id: PoolId, key: &PoolKey) -> Arc<Pool> {
         if let Some(pool) = self.previous.get(&id)
             && !self.changed_services.contains(&key.service)
         {
-            return Pool::clone(pool);
+            return Arc::clone(pool);
         }
         let objects = self.objects;
         let slices = self.slices.get_or_insert_with(|| SliceIndex::new(objects));
-        build_pool(id, key, objects, slices)
+        Arc::new(build_pool(id, key, objects, slices))
     }
 }

@@ -167,10 +167,11 @@ fn build(
             upstream: Upstream::default_arc(),
         };
         let mut pool = pools.pool(pool_id(id, &pool_key), &pool_key);
-        pool.algorithm = algorithm.clone();
-        pool.settings = settings.clone();
+        let settable = std::sync::Arc::make_mut(&mut pool);
+        settable.algorithm = algorithm.clone();
+        settable.settings = settings.clone();
         match protocol {
-            Protocol::Tcp => pool.settings.proxy_protocol = proxy_protocol,
+            Protocol::Tcp => settable.settings.proxy_protocol = proxy_protocol,
             _ if proxy_protocol.is_some() => warn(
                 format!("spec.ports[{i}]"),
                 "no PROXY protocol header on UDP ports (TCP ports only)".into(),

@@ -481,7 +481,9 @@ async fn updated_members_serve_without_a_new_route_table() {
     assert_eq!(client.get("x", "/").await.backend(), Some("a"));
     let table = h.proxy.table();
     let moved = all_to("web", &[b.addr]);
-    let generation = h.proxy.update_members(moved.load_balancers[0].pools.iter());
+    let generation = h
+        .proxy
+        .update_members(moved.load_balancers[0].pools.iter().map(|p| &**p));
     assert_eq!(generation, 2);
     assert!(Arc::ptr_eq(&table, &h.proxy.table()), "same route table");
     for _ in 0..3 {
@@ -489,6 +491,7 @@ async fn updated_members_serve_without_a_new_route_table() {
     }
     // To no member at all: 503.
     let none = all_to("web", &[]);
-    h.proxy.update_members(none.load_balancers[0].pools.iter());
+    h.proxy
+        .update_members(none.load_balancers[0].pools.iter().map(|p| &**p));
     assert_eq!(client.get("x", "/").await.status, 503);
 }

@@ -400,8 +400,8 @@ fn an_unchanged_pool_keeps_its_state_and_a_changed_one_is_built_again() {
     let (mut moved, _, _) = model(&[addr(3), addr(4)]);
     let lb = &mut moved.load_balancers[0];
     let pool = lb.pools.iter_mut().find(|pool| pool.id == p).unwrap();
-    pool.members.truncate(1);
-    proxy.update_members([&*pool]);
+    std::sync::Arc::make_mut(pool).members.truncate(1);
+    proxy.update_members([&**pool]);
     assert_eq!(proxy.table().pool(p).unwrap().members(), [addr(1)]);
     proxy.apply(&second);
     assert_eq!(proxy.table().pool(p).unwrap().members(), [addr(1), addr(2)]);

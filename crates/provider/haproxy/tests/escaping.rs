@@ -143,7 +143,7 @@ fn model(fields: &[(String, String)], sni: &[String]) -> LoadBalancer {
             listener(Protocol::Http, None),
             listener(Protocol::TerminatedHttps, Some(tls)),
         ]),
-        pools: vec![Pool {
+        pools: vec![std::sync::Arc::new(Pool {
             id: pool,
             name: "p".into(),
             service: ObjectRef::new("Service", "default", "web"),
@@ -152,7 +152,7 @@ fn model(fields: &[(String, String)], sni: &[String]) -> LoadBalancer {
             settings: Default::default(),
             protocol: PoolProtocol::Http,
             members: vec![],
-        }],
+        })],
     }
 }
 

@@ -69,7 +69,7 @@ fn service_lb(
         vip: Some(vip),
         floating_ip: None,
         listeners: std::sync::Arc::new(listeners),
-        pools,
+        pools: pools.into_iter().map(std::sync::Arc::new).collect(),
     }
 }
 

@@ -229,7 +229,7 @@ mod tests {
             vip: Some([127, 0, 0, 1].into()),
             floating_ip: None,
             listeners: Arc::new(vec![listener]),
-            pools: vec![pool],
+            pools: vec![Arc::new(pool)],
         }
     }
 

@@ -208,7 +208,7 @@ impl Provider for ProxyProvider {
             .filter(|p| pools.contains(&p.id))
             .collect();
         for s in served.values() {
-            s.proxy.update_members(changed.iter().copied());
+            s.proxy.update_members(changed.iter().map(|p| &***p));
         }
     }
 }

@@ -145,7 +145,9 @@ impl Decoder {
             listeners.insert(header.id, (signature, built.clone()));
             load_balancers.push(LoadBalancer {
                 listeners: built,
-                pools: p.pools.into_iter().cloned().collect(),
+                pools: (p.pools.into_iter())
+                    .map(|p| std::sync::Arc::new(p.clone()))
+                    .collect(),
                 ..LoadBalancer::clone(header)
             });
         }

@@ -99,7 +99,7 @@ fn a_pool_change_alone_is_a_members_delta_and_keeps_the_listeners() {
     assert_eq!(first.delta, Delta::Full);
 
     let mut changed = model.clone();
-    let pool = &mut changed.load_balancers[0].pools[0];
+    let pool = std::sync::Arc::make_mut(&mut changed.load_balancers[0].pools[0]);
     pool.members[0].ready = !pool.members[0].ready;
     let pool_id = pool.id;
     let second = decoder.decode(&view(

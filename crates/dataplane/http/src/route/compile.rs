@@ -88,7 +88,7 @@ impl<'a> Compiler<'a> {
         routes.entries.reserve_exact(count);
         for lb in lbs {
             let listeners = lb.listeners.iter().filter(|l| l.protocol == protocol);
-            let pools: FxMap<PoolId, &Pool> = lb.pools.iter().map(|p| (p.id, p)).collect();
+            let pools: FxMap<PoolId, &Pool> = lb.pools.iter().map(|p| (p.id, &**p)).collect();
             let lb = Named {
                 pools,
                 name: Arc::from(lb.name.as_str()),

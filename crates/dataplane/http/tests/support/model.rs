@@ -172,7 +172,12 @@ impl ModelBuilder {
             vip: None,
             floating_ip: None,
             listeners: std::sync::Arc::new(std::iter::once(listener).chain(https).collect()),
-            pools: self.pools.clone(),
+            pools: self
+                .pools
+                .iter()
+                .cloned()
+                .map(std::sync::Arc::new)
+                .collect(),
         }
     }
 

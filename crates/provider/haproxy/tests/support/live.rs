@@ -113,7 +113,7 @@ pub fn model(port: u16, members: &[(SocketAddr, bool)]) -> Model {
                 default_source: None,
                 tls: None,
             }]),
-            pools: vec![Pool {
+            pools: vec![std::sync::Arc::new(Pool {
                 id: pool,
                 name: "default_web_80".into(),
                 service: ObjectRef::new("Service", "default", "web"),
@@ -122,7 +122,7 @@ pub fn model(port: u16, members: &[(SocketAddr, bool)]) -> Model {
                 settings: Default::default(),
                 protocol: PoolProtocol::Http,
                 members: pool_members(members),
-            }],
+            })],
         }],
     }
 }
