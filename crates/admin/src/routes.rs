@@ -280,7 +280,7 @@ mod tests {
                 )]
                 .into(),
             ),
-            ingresses: vec![view],
+            ingresses: vec![view].into(),
             services: vec![portico_status::ServiceView::new(
                 "apps".into(),
                 "dns".into(),

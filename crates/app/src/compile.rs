@@ -29,6 +29,9 @@ pub struct Compiled {
     pub translation: Translation,
     /// The agents' labels each load balancer needs (`portico.dev/agent-selector`).
     pub selectors: BTreeMap<LoadBalancerId, Selector>,
+    /// Which translation `translation` is: a new number for each, kept by an endpoint change
+    /// (whose translation is the previous one).
+    pub translation_id: u64,
 }
 
 impl Compiled {
@@ -49,6 +52,8 @@ pub struct Compiler {
     memo: Memo,
     /// The addresses handed out by the last compile: the next one keeps them.
     allocations: Allocations,
+    /// Translations made so far.
+    translations: u64,
 }
 
 impl Compiler {
@@ -58,6 +63,7 @@ impl Compiler {
             certificates: CertificateStage::default(),
             memo: Memo::default(),
             allocations: Allocations::new(),
+            translations: 0,
         }
     }
 
@@ -93,6 +99,7 @@ impl Compiler {
                         loaded,
                         translation: previous.translation,
                         selectors: previous.selectors,
+                        translation_id: previous.translation_id,
                     };
                     return (compiled, Some(previous.loaded));
                 }
@@ -143,11 +150,13 @@ impl Compiler {
             ca_bundles,
             ..Desired::default()
         };
+        self.translations += 1;
         Compiled {
             desired,
             loaded,
             translation,
             selectors,
+            translation_id: self.translations,
         }
     }
 }

@@ -12,7 +12,8 @@ use portico_model::{LoadBalancer, LoadBalancerId, Placement};
 use portico_store::Feedback;
 use portico_translate::{Allocations, Config, Loaded};
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// Compiles each new load and keeps the result for the next one.
 #[derive(Debug)]
@@ -23,6 +24,8 @@ pub struct Controller {
     /// Who holds each load balancer's claim (`ha/<lb>`) now: the admin API shows the holder
     /// as active, which after a failover is the placed standby.
     holders: BTreeMap<LoadBalancerId, String>,
+    /// The last snapshot's views, for the next to share.
+    views: Mutex<Views>,
 }
 
 impl Controller {
@@ -32,6 +35,7 @@ impl Controller {
             compiled: None,
             placer: Placer::default(),
             holders: BTreeMap::new(),
+            views: Mutex::new(Views::default()),
         }
     }
 
@@ -143,8 +147,101 @@ impl Controller {
             .flat_map(|f| f.served.iter().copied())
             .collect();
         let model = compiled.desired.model.clone();
+        let key = ViewsKey::new(compiled, &served, publish);
+        let mut views = self.views.lock().unwrap_or_else(PoisonError::into_inner);
+        if views.key.as_ref() != Some(&key) {
+            *views = Views::build(compiled, &served, publish);
+            views.key = Some(key);
+        }
+        let services = (model.load_balancers.iter())
+            .filter(|lb| lb.origin.kind == "Service")
+            .map(|lb| {
+                let mut addresses = vec![];
+                if served.contains(&lb.id) {
+                    with_addresses(&mut addresses, lb);
+                }
+                let (namespace, name) = (lb.origin.namespace.clone(), lb.origin.name.clone());
+                portico_admin::ServiceView::new(namespace, name, addresses)
+            });
+        let mut services: Vec<_> = services.collect();
+        services.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+        let placements = Arc::new(crate::failover::as_held(
+            self.placer.placements().clone(),
+            |id| self.holders.get(id).cloned(),
+        ));
+        let mut diagnostics = views.diagnostics.clone();
+        let agents = feedback
+            .values()
+            .flat_map(|f| f.diagnostics.iter().cloned());
+        diagnostics.extend(agents);
+        diagnostics.sort();
+        diagnostics.dedup();
+        Some(Snapshot {
+            generation: revision,
+            ready: !feedback.is_empty() && feedback.values().all(|f| f.ready),
+            model,
+            placements,
+            ingresses: views.ingresses.clone(),
+            services,
+            diagnostics,
+            detail: vec![],
+            applied_at: None,
+        })
+    }
+}
+
+/// The Ingress views and the other objects' diagnostics of the last snapshot. They are what
+/// costs in a snapshot (10,000 Ingresses: 10,000 views), and an endpoint change leaves them as
+/// they were: the next snapshot shares them when [`ViewsKey`] says nothing they show changed.
+#[derive(Debug, Default)]
+struct Views {
+    key: Option<ViewsKey>,
+    ingresses: Arc<Vec<portico_admin::IngressView>>,
+    diagnostics: Vec<portico_model::Diagnostic>,
+}
+
+/// What the views are made of: the translation (its Ingress states and diagnostics), the
+/// source's diagnostics, the addresses to publish, which load balancers are served and their
+/// addresses.
+#[derive(Debug, PartialEq)]
+struct ViewsKey {
+    translation: u64,
+    source_diagnostics: Vec<portico_model::Diagnostic>,
+    publish: Vec<LoadBalancerAddress>,
+    served: Vec<LoadBalancerId>,
+    addresses: Vec<(LoadBalancerId, Option<IpAddr>, Option<IpAddr>)>,
+}
+
+impl ViewsKey {
+    fn new(
+        compiled: &Compiled,
+        served: &HashSet<LoadBalancerId>,
+        publish: &[LoadBalancerAddress],
+    ) -> Self {
+        let mut served: Vec<_> = served.iter().copied().collect();
+        served.sort();
+        let lbs = compiled.desired.model.load_balancers.iter();
+        ViewsKey {
+            translation: compiled.translation_id,
+            source_diagnostics: compiled.loaded.diagnostics.clone(),
+            publish: publish.to_vec(),
+            served,
+            addresses: lbs.map(|lb| (lb.id, lb.vip, lb.floating_ip)).collect(),
+        }
+    }
+}
+
+impl Views {
+    /// Every Ingress with its class, diagnostics and addresses: those of its load balancer and
+    /// the published ones, where an agent serves the load balancer and the Ingress is served.
+    fn build(
+        compiled: &Compiled,
+        served: &HashSet<LoadBalancerId>,
+        publish: &[LoadBalancerAddress],
+    ) -> Views {
+        let model = compiled.desired.model.clone();
         let mut snapshot = build_snapshot(
-            revision,
+            0,
             &compiled.loaded.diagnostics,
             &compiled.translation,
             model.clone(),
@@ -165,7 +262,8 @@ impl Controller {
                 }
             };
         }
-        for ingress in &mut snapshot.ingresses {
+        let mut ingresses = Arc::unwrap_or_clone(std::mem::take(&mut snapshot.ingresses));
+        for ingress in &mut ingresses {
             let key = (ingress.namespace.as_str(), ingress.name.as_str());
             let class = ingress.ingress_class_name.as_deref();
             let lb = (dedicated.get(&key).copied())
@@ -180,32 +278,11 @@ impl Controller {
                 _ => addresses.clear(),
             }
         }
-        snapshot.services = (model.load_balancers.iter())
-            .filter(|lb| lb.origin.kind == "Service")
-            .map(|lb| {
-                let mut addresses = vec![];
-                if served.contains(&lb.id) {
-                    with_addresses(&mut addresses, lb);
-                }
-                let (namespace, name) = (lb.origin.namespace.clone(), lb.origin.name.clone());
-                portico_admin::ServiceView::new(namespace, name, addresses)
-            })
-            .collect();
-        snapshot
-            .services
-            .sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
-        snapshot.placements = Arc::new(crate::failover::as_held(
-            self.placer.placements().clone(),
-            |id| self.holders.get(id).cloned(),
-        ));
-        snapshot.ready = !feedback.is_empty() && feedback.values().all(|f| f.ready);
-        let agents = feedback
-            .values()
-            .flat_map(|f| f.diagnostics.iter().cloned());
-        snapshot.diagnostics.extend(agents);
-        snapshot.diagnostics.sort();
-        snapshot.diagnostics.dedup();
-        Some(snapshot)
+        Views {
+            key: None,
+            ingresses: Arc::new(ingresses),
+            diagnostics: snapshot.diagnostics,
+        }
     }
 }
 
@@ -225,4 +302,139 @@ fn with_addresses(addresses: &mut Vec<LoadBalancerAddress>, lb: &LoadBalancer) {
         }
     }
     *addresses = all;
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use portico_source_file::Catalog;
+    use std::path::{Path, PathBuf};
+
+    const INGRESS: &str = "apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: web, namespace: default}
+spec:
+  ingressClassName: portico
+  rules:
+  - host: HOST
+    http:
+      paths:
+      - {path: /, pathType: Prefix, backend: {service: {name: web, port: {number: 80}}}}
+---
+apiVersion: networking.k8s.io/v1
+kind: IngressClass
+metadata: {name: portico}
+spec: {controller: portico.dev/ingress-controller}
+";
+
+    const SERVICE: &str = "apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: default}
+spec: {ports: [{port: 80, targetPort: 8080}]}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: web-1
+  namespace: default
+  labels: {kubernetes.io/service-name: web}
+addressType: IPv4
+ports: [{port: 8080}]
+endpoints: [{addresses: [ADDRESS], conditions: {ready: true}}]
+";
+
+    fn write(dir: &Path, name: &str, text: &str) {
+        std::fs::write(dir.join(name), text).unwrap();
+    }
+
+    fn served(controller: &Controller) -> BTreeMap<String, Feedback> {
+        let lbs = controller
+            .compiled()
+            .unwrap()
+            .desired
+            .model
+            .load_balancers
+            .iter();
+        let feedback = Feedback {
+            served: lbs.map(|lb| lb.id).collect(),
+            ready: true,
+            ..Feedback::default()
+        };
+        BTreeMap::from([("local".to_owned(), feedback)])
+    }
+
+    fn members(snapshot: &Snapshot) -> Vec<IpAddr> {
+        let pools = snapshot
+            .model
+            .load_balancers
+            .iter()
+            .flat_map(|lb| &lb.pools);
+        pools.flat_map(|p| &p.members).map(|m| m.address).collect()
+    }
+
+    #[test]
+    fn an_endpoint_change_shares_the_last_snapshots_ingress_views_and_other_changes_do_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths: [PathBuf; 1] = [dir.path().to_path_buf()];
+        write(
+            dir.path(),
+            "ingress.yaml",
+            &INGRESS.replace("HOST", "a.test"),
+        );
+        write(
+            dir.path(),
+            "service.yaml",
+            &SERVICE.replace("ADDRESS", "10.0.0.1"),
+        );
+        let mut catalog = Catalog::new();
+        let metrics = AppMetrics::new(&mut prometheus_client::registry::Registry::default());
+        let mut controller = Controller::new(Config::default());
+        let publish = [LoadBalancerAddress {
+            ip: Some("192.0.2.1".into()),
+            hostname: None,
+        }];
+        controller.compile(Arc::new(catalog.reload(&paths)), &metrics);
+        let feedback = served(&controller);
+        let first = controller.snapshot(1, &feedback, &publish).unwrap();
+        let addresses = |s: &Snapshot| s.ingresses[0].status.load_balancer.ingress.clone();
+        assert_eq!(addresses(&first), publish);
+
+        // Endpoints only: new members, the same views.
+        write(
+            dir.path(),
+            "service.yaml",
+            &SERVICE.replace("ADDRESS", "10.0.0.2"),
+        );
+        controller.compile(Arc::new(catalog.reload(&paths)), &metrics);
+        let second = controller.snapshot(2, &feedback, &publish).unwrap();
+        assert_eq!(members(&second), ["10.0.0.2".parse::<IpAddr>().unwrap()]);
+        assert!(Arc::ptr_eq(&first.ingresses, &second.ingresses));
+
+        // Other addresses to publish: built again.
+        let other = [LoadBalancerAddress {
+            ip: Some("192.0.2.9".into()),
+            hostname: None,
+        }];
+        let third = controller.snapshot(3, &feedback, &other).unwrap();
+        assert!(!Arc::ptr_eq(&second.ingresses, &third.ingresses));
+        assert_eq!(addresses(&third), other);
+
+        // No agent serves the load balancer any more: no address.
+        let fourth = controller.snapshot(4, &BTreeMap::new(), &other).unwrap();
+        assert!(addresses(&fourth).is_empty());
+
+        // The Ingress changed (a host with a problem), nothing else: built again, with its
+        // diagnostic.
+        let fifth = controller.snapshot(5, &feedback, &other).unwrap();
+        write(
+            dir.path(),
+            "ingress.yaml",
+            &INGRESS.replace("HOST", "Bad_Host"),
+        );
+        controller.compile(Arc::new(catalog.reload(&paths)), &metrics);
+        let sixth = controller.snapshot(6, &feedback, &other).unwrap();
+        assert!(fifth.ingresses[0].diagnostics.is_empty());
+        assert!(!sixth.ingresses[0].diagnostics.is_empty());
+    }
 }

@@ -163,7 +163,7 @@ fn agent_snapshot(agent: &Agent, feedback: &Feedback) -> portico_admin::Snapshot
         ready: feedback.ready && feedback.revision > 0,
         model,
         placements: Arc::new(placements),
-        ingresses: vec![],
+        ingresses: Default::default(),
         services: vec![],
         diagnostics: feedback.diagnostics.clone(),
         detail,

@@ -63,7 +63,7 @@ pub fn build_snapshot(
         ready: true,
         model,
         placements: Default::default(),
-        ingresses,
+        ingresses: Arc::new(ingresses),
         services: vec![],
         diagnostics: others,
         detail: vec![],

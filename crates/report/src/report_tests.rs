@@ -83,7 +83,8 @@ fn snapshot() -> Snapshot {
             view("idle", true, vec![]),
             view("other", false, vec![]),
             view("undecodable", false, vec![]),
-        ],
+        ]
+        .into(),
         diagnostics: vec![
             Diagnostic::error(ObjectRef::new("Secret", "shop", "tls"), "data", "bad key"),
             Diagnostic::error(ObjectRef::new("IngressClass", "", "portico"), "", "x"),

@@ -43,7 +43,8 @@ pub struct Snapshot {
     pub model: Arc<Model>,
     /// Where each load balancer runs (active-standby), as the store records it.
     pub placements: Arc<BTreeMap<LoadBalancerId, Placement>>,
-    pub ingresses: Vec<IngressView>,
+    /// Shared: a snapshot after an endpoint change shows the same Ingresses as the last one.
+    pub ingresses: Arc<Vec<IngressView>>,
     /// Services of type LoadBalancer served by provider `l4`, with the status they should have.
     pub services: Vec<ServiceView>,
     /// Diagnostics about objects that are not Ingresses (files, Services, …).

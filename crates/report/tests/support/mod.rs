@@ -203,7 +203,7 @@ fn report_of(items: Vec<Ingress>) -> Report {
         std::sync::Arc::make_mut(&mut objects.ingresses).insert(key, Arc::new(ingress));
     }
     let snapshot = Snapshot {
-        ingresses: views,
+        ingresses: views.into(),
         ..Snapshot::default()
     };
     portico_report::report(&objects, &snapshot, &publish)
