@@ -43,8 +43,8 @@ pub(crate) trait Watched:
     type Key: Ord + Clone + Debug + Send + Sync + 'static;
     /// The key of this object in its map.
     fn key(&self) -> Self::Key;
-    /// This kind's map in `objects`.
-    fn map(objects: &mut Objects) -> &mut BTreeMap<Self::Key, Arc<Self>>;
+    /// This kind's map in `objects` (shared: `Arc::make_mut` it to change it).
+    fn map(objects: &mut Objects) -> &mut Arc<BTreeMap<Self::Key, Arc<Self>>>;
     /// For Secrets, the key as a Secret key: they are kept only while referenced.
     fn secret(_key: &Self::Key) -> Option<&ObjectKey> {
         None
@@ -103,8 +103,8 @@ macro_rules! namespaced_kind {
             fn key(&self) -> ObjectKey {
                 namespaced(self)
             }
-            fn map(objects: &mut Objects) -> &mut BTreeMap<ObjectKey, Arc<Self>> {
-                Arc::make_mut(&mut objects.$field)
+            fn map(objects: &mut Objects) -> &mut Arc<BTreeMap<ObjectKey, Arc<Self>>> {
+                &mut objects.$field
             }
             $(
                 fn clear_status(&mut self) {
@@ -125,8 +125,8 @@ impl Watched for Secret {
     fn key(&self) -> ObjectKey {
         namespaced(self)
     }
-    fn map(objects: &mut Objects) -> &mut BTreeMap<ObjectKey, Arc<Self>> {
-        Arc::make_mut(&mut objects.secrets)
+    fn map(objects: &mut Objects) -> &mut Arc<BTreeMap<ObjectKey, Arc<Self>>> {
+        &mut objects.secrets
     }
     fn secret(key: &ObjectKey) -> Option<&ObjectKey> {
         Some(key)
@@ -139,7 +139,7 @@ impl Watched for IngressClass {
     fn key(&self) -> String {
         self.metadata.name.clone().unwrap_or_default()
     }
-    fn map(objects: &mut Objects) -> &mut BTreeMap<String, Arc<Self>> {
-        Arc::make_mut(&mut objects.ingress_classes)
+    fn map(objects: &mut Objects) -> &mut Arc<BTreeMap<String, Arc<Self>>> {
+        &mut objects.ingress_classes
     }
 }

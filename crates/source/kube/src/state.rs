@@ -78,10 +78,10 @@ impl State {
         let changed = if self.keeps::<K>(&key) {
             let map = K::map(&mut self.objects);
             let same = (map.get(&key)).is_some_and(|old| same_for_serving(old.as_ref(), &object));
-            map.insert(key, Arc::new(object));
+            Arc::make_mut(map).insert(key, Arc::new(object));
             !same
         } else {
-            K::map(&mut self.objects).remove(&key).is_some()
+            remove::<K>(&mut self.objects, &key)
         };
         self.after::<K>(changed)
     }
@@ -90,7 +90,7 @@ impl State {
     pub fn delete<K: Watched>(&mut self, object: &K) -> Effects {
         let key = object.key();
         self.secret_event::<K>(&key, true);
-        let changed = K::map(&mut self.objects).remove(&key).is_some();
+        let changed = remove::<K>(&mut self.objects, &key);
         self.after::<K>(changed)
     }
 
@@ -108,7 +108,7 @@ impl State {
             // the list was taken before they were named.
             self.missing.clear();
         }
-        *K::map(&mut self.objects) = map;
+        *K::map(&mut self.objects) = Arc::new(map);
         self.synced.insert(K::KIND);
         self.after::<K>(true)
     }
@@ -215,6 +215,14 @@ impl State {
         }
         fetch
     }
+}
+
+/// Removes `key` from its kind's map; whether it was there. A map shared with a published
+/// snapshot is copied only when something is removed (an event for a Secret not kept, or a
+/// delete of an object never seen, changes nothing).
+fn remove<K: Watched>(objects: &mut Objects, key: &K::Key) -> bool {
+    let map = K::map(objects);
+    map.contains_key(key) && Arc::make_mut(map).remove(key).is_some()
 }
 
 #[cfg(test)]
@@ -513,5 +521,25 @@ mod tests {
         state.apply(ingress("ours", "portico", "tls"));
         state.fetch_failed(&key);
         assert_eq!(state.apply(ingress("other", "x", "y")).fetch, [(key, 0)]);
+    }
+
+    #[test]
+    fn an_event_that_changes_nothing_leaves_the_published_maps_shared() {
+        let mut state = synced();
+        state.apply(ingress("web", "portico", "tls"));
+        state.apply(secret("tls", "a"));
+        let published = state.objects();
+        // A Secret no Ingress names, and a delete of a Service never seen.
+        assert!(!state.apply(secret("other", "b")).changed);
+        assert!(!state.delete(&service("gone")).changed);
+        let now = state.objects();
+        assert!(Arc::ptr_eq(&published.secrets, &now.secrets));
+        assert!(Arc::ptr_eq(&published.services, &now.services));
+        // A change copies its kind's map only.
+        state.apply(secret("tls", "c"));
+        let after = state.objects();
+        assert!(!Arc::ptr_eq(&now.secrets, &after.secrets));
+        assert!(Arc::ptr_eq(&now.ingresses, &after.ingresses));
+        assert_eq!(kept(&state), ["ns/tls"]);
     }
 }
