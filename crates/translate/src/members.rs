@@ -23,15 +23,9 @@ pub(crate) struct SliceIndex<'a> {
 
 impl<'a> SliceIndex<'a> {
     pub(crate) fn new(objects: &'a Objects) -> Self {
-        let mut by_service: HashMap<_, Vec<_>> = HashMap::new();
-        for (key, slice) in objects.endpoint_slices.iter() {
-            let labels = slice.metadata.labels.as_ref();
-            if let Some(service) = labels.and_then(|l| l.get(SLICE_SERVICE_LABEL)) {
-                let service_key = ObjectKey::new(&key.namespace, service);
-                by_service.entry(service_key).or_default().push(&**slice);
-            }
-        }
-        SliceIndex { by_service }
+        SliceIndex::build(objects, |namespace, service| {
+            Some(ObjectKey::new(namespace, service))
+        })
     }
 
     /// Like [`SliceIndex::new`], but only the slices of `services`: the endpoint fast path
@@ -41,18 +35,24 @@ impl<'a> SliceIndex<'a> {
         if services.len() > 16 {
             return SliceIndex::new(objects);
         }
+        SliceIndex::build(objects, |namespace, service| {
+            let wanted = |s: &&ObjectKey| s.namespace == namespace && s.name == service;
+            services.iter().find(wanted).cloned()
+        })
+    }
+
+    /// Every slice with a Service label, under the key `service_key` gives its namespace and
+    /// Service name (none: left out).
+    fn build(
+        objects: &'a Objects,
+        mut service_key: impl FnMut(&str, &str) -> Option<ObjectKey>,
+    ) -> Self {
         let mut by_service: HashMap<_, Vec<_>> = HashMap::new();
         for (key, slice) in objects.endpoint_slices.iter() {
             let labels = slice.metadata.labels.as_ref();
-            let Some(service) = labels.and_then(|l| l.get(SLICE_SERVICE_LABEL)) else {
-                continue;
-            };
-            let wanted = |s: &&ObjectKey| s.namespace == key.namespace && s.name == *service;
-            if let Some(service_key) = services.iter().find(wanted) {
-                by_service
-                    .entry(service_key.clone())
-                    .or_default()
-                    .push(&**slice);
+            let service = labels.and_then(|l| l.get(SLICE_SERVICE_LABEL));
+            if let Some(service_key) = service.and_then(|s| service_key(&key.namespace, s)) {
+                by_service.entry(service_key).or_default().push(&**slice);
             }
         }
         SliceIndex { by_service }
