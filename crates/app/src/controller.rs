@@ -150,8 +150,7 @@ impl Controller {
         let key = ViewsKey::new(compiled, &served, publish);
         let mut views = self.views.lock().unwrap_or_else(PoisonError::into_inner);
         if views.key.as_ref() != Some(&key) {
-            *views = Views::build(compiled, &served, publish);
-            views.key = Some(key);
+            *views = Views::build(key, compiled, &served, publish);
         }
         let services = (model.load_balancers.iter())
             .filter(|lb| lb.origin.kind == "Service")
@@ -235,6 +234,7 @@ impl Views {
     /// Every Ingress with its class, diagnostics and addresses: those of its load balancer and
     /// the published ones, where an agent serves the load balancer and the Ingress is served.
     fn build(
+        key: ViewsKey,
         compiled: &Compiled,
         served: &HashSet<LoadBalancerId>,
         publish: &[LoadBalancerAddress],
@@ -279,7 +279,7 @@ impl Views {
             }
         }
         Views {
-            key: None,
+            key: Some(key),
             ingresses: Arc::new(ingresses),
             diagnostics: snapshot.diagnostics,
         }
@@ -390,10 +390,11 @@ endpoints: [{addresses: [ADDRESS], conditions: {ready: true}}]
         let mut catalog = Catalog::new();
         let metrics = AppMetrics::new(&mut prometheus_client::registry::Registry::default());
         let mut controller = Controller::new(Config::default());
-        let publish = [LoadBalancerAddress {
-            ip: Some("192.0.2.1".into()),
+        let address = |ip: &str| LoadBalancerAddress {
+            ip: Some(ip.into()),
             hostname: None,
-        }];
+        };
+        let publish = [address("192.0.2.1")];
         controller.compile(Arc::new(catalog.reload(&paths)), &metrics);
         let feedback = served(&controller);
         let first = controller.snapshot(1, &feedback, &publish).unwrap();
@@ -412,10 +413,7 @@ endpoints: [{addresses: [ADDRESS], conditions: {ready: true}}]
         assert!(Arc::ptr_eq(&first.ingresses, &second.ingresses));
 
         // Other addresses to publish: built again.
-        let other = [LoadBalancerAddress {
-            ip: Some("192.0.2.9".into()),
-            hostname: None,
-        }];
+        let other = [address("192.0.2.9")];
         let third = controller.snapshot(3, &feedback, &other).unwrap();
         assert!(!Arc::ptr_eq(&second.ingresses, &third.ingresses));
         assert_eq!(addresses(&third), other);

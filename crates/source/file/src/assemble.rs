@@ -110,13 +110,13 @@ pub(crate) fn assemble(
     let old = &previous.objects;
     let objects = Objects {
         ingresses: built.kind(Kind::Ingress, &old.ingresses, kinds.ingresses),
-        ingress_classes: (built).kind(
+        ingress_classes: built.kind(
             Kind::IngressClass,
             &old.ingress_classes,
             kinds.ingress_classes,
         ),
         services: built.kind(Kind::Service, &old.services, kinds.services),
-        endpoint_slices: (built).kind(
+        endpoint_slices: built.kind(
             Kind::EndpointSlice,
             &old.endpoint_slices,
             kinds.endpoint_slices,

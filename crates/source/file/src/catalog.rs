@@ -192,8 +192,8 @@ impl Catalog {
         drop(bytes);
         self.parses += 1;
         self.documents_parsed += count as u64;
-        let before = served.clone();
-        let served = keep_last_good(served, &parsed);
+        let before = served;
+        let served = keep_last_good(&before, &parsed);
         self.dirty.union(KindSet::changed(&before, &served));
         let entry = FileEntry {
             stamp,
@@ -314,7 +314,7 @@ fn read_error(path: &Path, err: &io::Error) -> Diagnostic {
 /// Like the API server rejecting a bad update: an object whose new version cannot be read
 /// keeps its last good version, and so does every object of a file with a document that
 /// does not parse (which objects that document held is unknown).
-fn keep_last_good(previous: Vec<Object>, parsed: &Parsed) -> Vec<Object> {
+fn keep_last_good(previous: &[Object], parsed: &Parsed) -> Vec<Object> {
     let errors = || parsed.diagnostics.iter().filter(|d| d.is_error());
     let file_broken = errors().any(|d| d.object.kind == FILE_KIND);
     let failed: BTreeSet<&ObjectRef> = errors().map(|d| &d.object).collect();
@@ -323,7 +323,7 @@ fn keep_last_good(previous: Vec<Object>, parsed: &Parsed) -> Vec<Object> {
     for old in previous {
         let old_ref = old.object_ref();
         if !present.contains(&old_ref) && (file_broken || failed.contains(&old_ref)) {
-            served.push(old);
+            served.push(old.clone());
         }
     }
     served
