@@ -167,16 +167,20 @@ fn build(
             upstream: Upstream::default_arc(),
         };
         let mut pool = pools.pool(pool_id(id, &pool_key), &pool_key);
-        let settable = std::sync::Arc::make_mut(&mut pool);
-        settable.algorithm = algorithm.clone();
-        settable.settings = settings.clone();
+        let mut pool_settings = settings.clone();
         match protocol {
-            Protocol::Tcp => settable.settings.proxy_protocol = proxy_protocol,
+            Protocol::Tcp => pool_settings.proxy_protocol = proxy_protocol,
             _ if proxy_protocol.is_some() => warn(
                 format!("spec.ports[{i}]"),
                 "no PROXY protocol header on UDP ports (TCP ports only)".into(),
             ),
             _ => {}
+        }
+        // A pool reused from the previous model is shared: copied only if its settings change.
+        if pool.algorithm != algorithm || pool.settings != pool_settings {
+            let settable = std::sync::Arc::make_mut(&mut pool);
+            settable.algorithm = algorithm.clone();
+            settable.settings = pool_settings;
         }
         let tag = match protocol {
             Protocol::Udp => "UDP",
