@@ -2,6 +2,7 @@ use crate::Objects;
 use portico_model::Diagnostic;
 use std::fmt;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// What a source reports: the objects, what was wrong with them, and the files they were read
 /// from (none for the Kubernetes API).
@@ -9,7 +10,8 @@ use std::path::PathBuf;
 pub struct Loaded {
     pub objects: Objects,
     pub diagnostics: Vec<Diagnostic>,
-    pub files: Vec<PathBuf>,
+    /// Shared: a reload that lists the same files hands over the same list.
+    pub files: Arc<Vec<PathBuf>>,
 }
 
 /// Counts only: `Objects`' own Debug would print Secret data.

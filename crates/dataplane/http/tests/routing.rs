@@ -407,3 +407,32 @@ fn an_unchanged_pool_keeps_its_state_and_a_changed_one_is_built_again() {
     assert_eq!(proxy.table().pool(p).unwrap().members(), [addr(1), addr(2)]);
     assert_eq!(proxy.table().pool(q).unwrap().members(), [addr(3), addr(4)]);
 }
+
+#[test]
+fn a_pool_changed_in_place_in_the_model_is_built_again() {
+    use portico_dataplane_http::{Proxy, ProxyMetrics};
+    use std::sync::Arc;
+    let mut registry = prometheus_client::registry::Registry::default();
+    let proxy = Proxy::new(ProxyMetrics::new(&mut registry));
+    let mut m = ModelBuilder::new("in-place");
+    let p = m.pool("p", &[addr(1), addr(2)]);
+    let q = m.pool("q", &[addr(3)]);
+    m.policy(vec![host("p.test")], p);
+    m.policy(vec![host("q.test")], q);
+    let mut model = m.build();
+    proxy.apply(&model);
+    let before = proxy.table();
+    // The same model again: its pools are the very `Arc`s compiled before.
+    proxy.apply(&model);
+    let after = proxy.table();
+    assert!(Arc::ptr_eq(before.pool(p).unwrap(), after.pool(p).unwrap()));
+    assert!(Arc::ptr_eq(before.pool(q).unwrap(), after.pool(q).unwrap()));
+    // The model is the pool's only holder: `make_mut` changes it without a copy of its own.
+    drop((before, after));
+    let lb = &mut model.load_balancers[0];
+    let pool = lb.pools.iter_mut().find(|pool| pool.id == q).unwrap();
+    Arc::make_mut(pool).members.truncate(0);
+    proxy.apply(&model);
+    assert_eq!(proxy.table().pool(q).unwrap().members(), []);
+    assert_eq!(proxy.table().pool(p).unwrap().members(), [addr(1), addr(2)]);
+}

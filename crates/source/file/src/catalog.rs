@@ -10,10 +10,12 @@ use crate::walk::{has_manifest_extension, is_hidden, list_files};
 use portico_model::{Diagnostic, ObjectRef};
 use portico_translate::Loaded;
 use std::collections::{BTreeSet, HashMap, HashSet};
+use std::ffi::{OsStr, OsString};
 use std::fs::{self, Metadata};
 use std::hash::{DefaultHasher, Hasher};
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 /// Reads the manifest files once: no cache is kept.
@@ -28,9 +30,12 @@ const RACY_WINDOW: Duration = Duration::from_secs(1);
 /// The parsed documents of every file, kept between reloads.
 #[derive(Debug, Default)]
 pub struct Catalog {
-    /// By path; hashed because a change to one of many files looks up every listed path.
-    files: HashMap<PathBuf, FileEntry>,
-    order: Vec<PathBuf>,
+    /// By path, spelled as the listing spells it (the watcher names changed files the same
+    /// way; a path spelled otherwise takes a full listing). Keyed by the path's bytes: hashing
+    /// a `Path` walks its components, and every reload looks up every listed path.
+    files: HashMap<OsString, FileEntry>,
+    /// The listed files in listing order, shared with every `Loaded`.
+    order: Arc<Vec<PathBuf>>,
     path_diagnostics: Vec<Diagnostic>,
     parses: u64,
     /// Documents parsed (a document unchanged in a re-read file is not).
@@ -94,13 +99,13 @@ impl Catalog {
     /// directory, a deleted or unreadable path) takes a full listing. With thousands of files,
     /// this is what keeps one changed file from costing a stat of every other.
     pub fn reload_dirty(&mut self, paths: &[PathBuf], dirty: &HashSet<PathBuf>) -> Option<Loaded> {
-        let known = |p: &PathBuf| self.files.contains_key(p) || is_ignorable(p);
+        let known = |p: &PathBuf| self.files.contains_key(p.as_os_str()) || is_ignorable(p);
         if !self.loaded_once || !dirty.iter().all(known) {
             return self.reload_if_changed(paths);
         }
         let mut changed = false;
         let files: Vec<PathBuf> = (dirty.iter())
-            .filter(|p| self.files.contains_key(*p))
+            .filter(|p| self.files.contains_key(p.as_os_str()))
             .cloned()
             .collect();
         for path in &files {
@@ -140,15 +145,15 @@ impl Catalog {
                 Err(err) if err.kind() == io::ErrorKind::NotFound => continue,
                 Err(err) => diagnostics.push(read_error(&path, &err)),
             }
-            if self.files.contains_key(&path) {
+            if self.files.contains_key(path.as_os_str()) {
                 order.push(path);
             }
         }
-        let listed: HashSet<&PathBuf> = order.iter().collect();
+        let listed: HashSet<&OsStr> = order.iter().map(|p| p.as_os_str()).collect();
         let before = self.files.len();
         let dirty = &mut self.dirty;
         self.files.retain(|path, entry| {
-            let kept = listed.contains(path);
+            let kept = listed.contains(path.as_os_str());
             if !kept {
                 dirty.union(KindSet::of(&entry.served));
             }
@@ -158,13 +163,14 @@ impl Catalog {
         if self.files.capacity() > 4 * self.files.len().max(64) {
             self.files.shrink_to_fit();
         }
-        if order != self.order {
+        let reordered = order != *self.order;
+        if reordered {
             // The later file wins a duplicate: another order may change any kind's map.
             self.dirty = KindSet::ALL;
+            self.order = Arc::new(order);
         }
-        changed |= self.files.len() != before || order != self.order;
+        changed |= self.files.len() != before || reordered;
         changed |= diagnostics != self.path_diagnostics;
-        self.order = order;
         self.path_diagnostics = diagnostics;
         changed
     }
@@ -173,18 +179,18 @@ impl Catalog {
     /// re-parses it when its content changed. True when the content changed.
     fn refresh_file(&mut self, path: &Path) -> io::Result<bool> {
         let stamp = Stamp::of(&fs::metadata(path)?);
-        let cached = self.files.get(path);
+        let cached = self.files.get(path.as_os_str());
         if cached.is_some_and(|e| e.stamp == stamp && e.is_settled()) {
             return Ok(false);
         }
         let read_at = SystemTime::now();
         let bytes = read_bounded(path, self.limits)?;
         let hash = hash(&bytes);
-        if let Some(entry) = self.files.get_mut(path).filter(|e| e.hash == hash) {
+        if let Some(entry) = (self.files.get_mut(path.as_os_str())).filter(|e| e.hash == hash) {
             (entry.stamp, entry.read_at) = (stamp, read_at);
             return Ok(false);
         }
-        let previous = self.files.remove(path);
+        let previous = self.files.remove(path.as_os_str());
         let (served, documents) = previous
             .map(|e| (e.served, e.documents))
             .unwrap_or_default();
@@ -203,7 +209,7 @@ impl Catalog {
             served,
             documents,
         };
-        self.files.insert(path.to_path_buf(), entry);
+        self.files.insert(path.as_os_str().to_owned(), entry);
         Ok(true)
     }
 
@@ -213,7 +219,7 @@ impl Catalog {
         }
         self.loaded_once = true;
         let entries: Vec<(&Path, &FileEntry)> = (self.order.iter())
-            .filter_map(|p| Some((p.as_path(), self.files.get(p)?)))
+            .filter_map(|p| Some((p.as_path(), self.files.get(p.as_os_str())?)))
             .collect();
         let files: Vec<(&Path, &[Object])> = entries
             .iter()

@@ -149,7 +149,7 @@ fn a_deleted_file_takes_its_objects_with_it() {
     fs::remove_file(dir.path().join("b.yaml")).unwrap();
     let loaded = catalog.reload_if_changed(&paths).expect("a change");
     assert_eq!(loaded.objects.services.len(), 1);
-    assert_eq!(loaded.files, vec![dir.path().join("a.yaml")]);
+    assert_eq!(*loaded.files, vec![dir.path().join("a.yaml")]);
 }
 
 #[test]
@@ -398,4 +398,28 @@ fn a_duplicate_warning_stays_while_other_kinds_change() {
     let third = catalog.reload_if_changed(&paths).expect("a file went");
     assert_eq!(warnings(&third), 0, "{:?}", third.diagnostics);
     assert_eq!(service_port(&third, "dup"), 81);
+}
+
+#[test]
+fn reloads_share_the_file_list_until_it_changes_and_a_path_spelled_otherwise_is_still_read() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "a.yaml", &service("default", "a", 80));
+    let paths = [dir.path().to_path_buf()];
+    let mut catalog = Catalog::new();
+    let first = catalog.reload(&paths);
+    write(dir.path(), "a.yaml", &service("default", "a", 8081));
+    let dirty = [dir.path().join("a.yaml")].into_iter().collect();
+    let second = catalog.reload_dirty(&paths, &dirty).unwrap();
+    assert_eq!(service_port(&second, "a"), 8081);
+    assert!(std::sync::Arc::ptr_eq(&first.files, &second.files));
+    // Named with a `.` in it, the path is not the listing's: a full listing reads it.
+    write(dir.path(), "a.yaml", &service("default", "a", 80));
+    let dirty = [dir.path().join(".").join("a.yaml")].into_iter().collect();
+    let third = catalog.reload_dirty(&paths, &dirty).unwrap();
+    assert_eq!(service_port(&third, "a"), 80);
+    write(dir.path(), "b.yaml", &service("default", "b", 80));
+    let dirty = [dir.path().join("b.yaml")].into_iter().collect();
+    let fourth = catalog.reload_dirty(&paths, &dirty).unwrap();
+    assert!(!std::sync::Arc::ptr_eq(&first.files, &fourth.files));
+    assert_eq!(fourth.files.len(), 2);
 }

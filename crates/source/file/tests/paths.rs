@@ -136,7 +136,7 @@ async fn a_single_file_given_relatively_sees_edits_replaces_and_re_creation() {
 /// The file names in what was published, and the objects its diagnostics name.
 fn named(loaded: &Loaded) -> (Vec<PathBuf>, Vec<String>) {
     let diagnosed = loaded.diagnostics.iter().map(|d| d.object.name.clone());
-    (loaded.files.clone(), diagnosed.collect())
+    (loaded.files.to_vec(), diagnosed.collect())
 }
 
 #[tokio::test]

@@ -181,7 +181,7 @@ async fn publish(shared: Arc<Shared>, tx: watch::Sender<Arc<Loaded>>) {
         let loaded = Loaded {
             objects,
             diagnostics: vec![],
-            files: vec![],
+            files: Default::default(),
         };
         if tx.send(Arc::new(loaded)).is_err() {
             return;

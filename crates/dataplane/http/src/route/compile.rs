@@ -39,7 +39,7 @@ pub(crate) struct Compiler<'a> {
 
 /// A load balancer's pools by id, and its name.
 struct Named<'a> {
-    pools: FxMap<PoolId, &'a Pool>,
+    pools: FxMap<PoolId, &'a Arc<Pool>>,
     name: Arc<str>,
 }
 
@@ -88,7 +88,7 @@ impl<'a> Compiler<'a> {
         routes.entries.reserve_exact(count);
         for lb in lbs {
             let listeners = lb.listeners.iter().filter(|l| l.protocol == protocol);
-            let pools: FxMap<PoolId, &Pool> = lb.pools.iter().map(|p| (p.id, &**p)).collect();
+            let pools: FxMap<PoolId, &Arc<Pool>> = lb.pools.iter().map(|p| (p.id, p)).collect();
             let lb = Named {
                 pools,
                 name: Arc::from(lb.name.as_str()),
@@ -124,8 +124,15 @@ impl<'a> Compiler<'a> {
         if let Some(state) = self.pools.get(&id) {
             return state.clone();
         }
-        let pool = lb.pools.get(&id).copied();
+        let origin = lb.pools.get(&id).copied();
         let previous = self.previous.and_then(|t| t.pools.get(&id));
+        if let (Some(state), Some(origin)) = (previous, origin)
+            && state.built_from(origin, &lb.name)
+        {
+            self.pools.insert(id, state.clone());
+            return state.clone();
+        }
+        let pool = origin.map(|p| &**p);
         // The same pool as last time (members, settings, name, load balancer): its state as
         // it is, with no member list, settings or metric handles built again.
         let fingerprint = pool.map_or(0, |p| fingerprint(p, &lb.name));
@@ -172,7 +179,7 @@ impl<'a> Compiler<'a> {
             balance,
             metrics,
             (settings, budget),
-            fingerprint,
+            (fingerprint, origin.map(Arc::downgrade).unwrap_or_default()),
         ));
         self.pools.insert(id, state.clone());
         state

@@ -5,10 +5,10 @@ use super::budget::RetryBudget;
 use crate::metrics::PoolMetrics;
 use crate::upstream::Endpoint;
 use http::{HeaderMap, Uri};
-use portico_model::{PoolId, PoolSettings};
+use portico_model::{Pool, PoolId, PoolSettings};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 /// What a matched route does with a request.
 #[derive(Debug, Clone)]
@@ -41,6 +41,10 @@ pub struct PoolState {
     /// next compile reuses the state whole when its pool hashes the same. 0 once the members
     /// were replaced apart from a compile ([`crate::Proxy::update_members`]).
     fingerprint: AtomicU64,
+    /// The model pool this state was compiled from: while the model still holds that very
+    /// `Arc` (and the members were not replaced since), the state is reused without hashing
+    /// the pool. Weak, so that the address cannot be reused by another pool meanwhile.
+    origin: Weak<Pool>,
 }
 
 impl PoolState {
@@ -51,7 +55,7 @@ impl PoolState {
         balance: Arc<Balance>,
         metrics: PoolMetrics,
         (settings, budget): (PoolSettings, Arc<Mutex<RetryBudget>>),
-        fingerprint: u64,
+        (fingerprint, origin): (u64, Weak<Pool>),
     ) -> Self {
         PoolState {
             id,
@@ -62,7 +66,16 @@ impl PoolState {
             settings,
             budget,
             fingerprint: AtomicU64::new(fingerprint),
+            origin,
         }
+    }
+
+    /// Compiled from `pool` itself (the same `Arc`) for `load_balancer`, with the members it
+    /// was compiled with.
+    pub(crate) fn built_from(&self, pool: &Arc<Pool>, load_balancer: &str) -> bool {
+        self.fingerprint() != 0
+            && std::ptr::eq(self.origin.as_ptr(), Arc::as_ptr(pool))
+            && *self.load_balancer == *load_balancer
     }
 
     /// The hash of what this state was compiled from; 0 when unknown.
