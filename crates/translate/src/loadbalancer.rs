@@ -4,9 +4,8 @@
 
 use crate::backend::PoolKey;
 use crate::memo::Pools;
-use crate::merge::{default_backend, merge};
+use crate::merge::{Entry, default_backend, merge, order};
 use crate::policy::build_policy;
-use crate::route::Route;
 use crate::source::{ClassIds, Source};
 use crate::{Config, Objects, class};
 use portico_model::{Diagnostic, Listener, LoadBalancer, PoolId, Protocol};
@@ -41,7 +40,9 @@ impl<'a> Identity<'a> {
     }
 }
 
-/// `sources` are the served Ingresses the load balancer carries, oldest first.
+/// `sources` are the served Ingresses the load balancer carries, oldest first. `order` is the
+/// merged order of its routes the last translation made (see [`order`]), if any; it is
+/// replaced by this one's.
 pub(crate) fn build_load_balancer(
     identity: Identity<'_>,
     ids: ClassIds,
@@ -50,13 +51,11 @@ pub(crate) fn build_load_balancer(
     pools: &mut Pools<'_>,
     config: &Config,
     diagnostics: &mut Vec<Diagnostic>,
+    order_memo: &mut Option<Vec<Entry>>,
 ) -> LoadBalancer {
     let port = config.http_port;
-    let all = sources.iter().flat_map(|source| {
-        let source = &**source;
-        source.routes.iter().map(move |spec| Route { source, spec })
-    });
-    let winners = merge(all, diagnostics);
+    let routes = order(sources, order_memo.take());
+    let winners = merge(&routes, diagnostics);
     let default = default_backend(sources, diagnostics);
 
     let mut used: BTreeMap<PoolId, &PoolKey> = winners
@@ -84,7 +83,7 @@ pub(crate) fn build_load_balancer(
         default_source: default.map(|(_, source)| source.object.clone()),
         tls: None,
     };
-    LoadBalancer {
+    let load_balancer = LoadBalancer {
         id: ids.load_balancer,
         provider: class::provider(objects, identity.class, config),
         name: identity.name,
@@ -100,5 +99,8 @@ pub(crate) fn build_load_balancer(
             diagnostics,
         )),
         pools,
-    }
+    };
+    drop(winners);
+    *order_memo = Some(routes);
+    load_balancer
 }

@@ -24,6 +24,8 @@ use std::sync::Arc;
 #[derive(Debug, Default, Clone)]
 pub struct Memo {
     pub(crate) sources: Vec<Arc<Source>>,
+    /// Each shared load balancer's merged route order, by load balancer name.
+    pub(crate) orders: HashMap<String, Vec<crate::merge::Entry>>,
     /// How many of them the last translation took over from the one before.
     pub(crate) reused: usize,
 }

@@ -9,8 +9,8 @@ use std::cmp::Reverse;
 /// routes differ in host or path, so this order is total on them.
 type SortKey<'r> = (u8, &'r HostMatch, Reverse<usize>, bool, &'r str);
 
-pub(crate) fn sort_key<'r>(route: &'r Route<'_>) -> SortKey<'r> {
-    let RouteSpec { host, path, .. } = route.spec;
+pub(crate) fn sort_key(spec: &RouteSpec) -> SortKey<'_> {
+    let RouteSpec { host, path, .. } = spec;
     let prefix = path.compare != CompareType::EqualTo;
     (
         host.group(),

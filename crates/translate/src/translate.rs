@@ -51,8 +51,10 @@ pub fn translate_incremental(
 ) -> Translation {
     let changed_services = previous.map(|p| changed_services(p.objects, objects));
     let mut reusable = std::mem::take(&mut memo.sources);
+    let mut orders = std::mem::take(&mut memo.orders);
     if changed_services.is_none() {
         reusable.clear();
+        orders.clear();
     }
     let mut reusable = Reusable::new(reusable);
     memo.reused = 0;
@@ -123,8 +125,10 @@ pub fn translate_incremental(
             let ids = (ids_of.get(class.as_str()).copied())
                 .unwrap_or_else(|| ClassIds::new(class, config));
             let identity = Identity::shared(class);
+            let mut order = orders.remove(&identity.name);
+            let name = identity.name.clone();
             let (sources, pools) = (&sources[..], &mut pools);
-            build_load_balancer(
+            let lb = build_load_balancer(
                 identity,
                 ids,
                 sources,
@@ -132,7 +136,10 @@ pub fn translate_incremental(
                 pools,
                 config,
                 &mut diagnostics,
-            )
+                &mut order,
+            );
+            memo.orders.extend(order.map(|order| (name, order)));
+            lb
         })
         .collect();
     for (class, source) in dedicated {
@@ -146,6 +153,7 @@ pub fn translate_incremental(
             &mut pools,
             config,
             &mut diagnostics,
+            &mut None,
         );
         load_balancers.push(lb);
     }

@@ -42,21 +42,19 @@ impl PathTable {
         table
     }
 
-    /// Folds shorter prefixes into longer ones, so a lookup can stop at its first hit.
+    /// Folds shorter prefixes into longer ones, so a lookup can stop at its first hit. Only
+    /// the entries whose rank changes are copied out (most tables have none).
     fn resolve(&mut self) {
-        let keys: Vec<Box<str>> = self.prefix.keys().cloned().collect();
-        for key in &keys {
-            let best = self.walk_prefixes(key);
-            if let (Some(best), Some(slot)) = (best, self.prefix.get_mut(key)) {
-                *slot = best;
-            }
+        let better = |map: &FxMap<Box<str>, u32>, best: &dyn Fn(&str) -> Option<u32>| {
+            (map.iter())
+                .filter_map(|(key, &rank)| best(key).filter(|&b| b < rank).map(|b| (key.clone(), b)))
+                .collect::<Vec<_>>()
+        };
+        for (key, best) in better(&self.prefix, &|key| self.walk_prefixes(key)) {
+            self.prefix.insert(key, best);
         }
-        let exact: Vec<Box<str>> = self.exact.keys().cloned().collect();
-        for key in exact {
-            let via_prefix = self.lookup_prefix(&key);
-            if let (Some(p), Some(slot)) = (via_prefix, self.exact.get_mut(&key)) {
-                *slot = (*slot).min(p);
-            }
+        for (key, best) in better(&self.exact, &|key| self.lookup_prefix(key)) {
+            self.exact.insert(key, best);
         }
     }
 
