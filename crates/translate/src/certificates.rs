@@ -86,9 +86,12 @@ pub fn certificates(
     previous: &Certificates,
 ) -> Certificates {
     let mut out = Certificates::default();
+    // Both in key order, one state per Ingress: walked in step rather than looked up.
+    let mut all = objects.ingresses.iter().peekable();
     for state in translation.ingresses.iter().filter(|s| s.served) {
-        if let Some(ingress) = objects.ingresses.get(&state.key) {
-            out.ingress(objects, &state.key, ingress, previous);
+        while all.next_if(|(key, _)| **key < state.key).is_some() {}
+        if let Some((key, ingress)) = all.next_if(|(key, _)| **key == state.key) {
+            out.ingress(objects, key, ingress, previous);
         }
     }
     if let Some(key) = &config.default_certificate

@@ -12,20 +12,23 @@ use portico_model::{Diagnostic, Listener, LoadBalancer, PoolId, Protocol};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-/// What a load balancer is made for: its name, the object it reports to, and its class.
+/// What a load balancer is made for: its name, the object it reports to, its class and its
+/// ids.
 pub(crate) struct Identity<'a> {
     pub name: String,
     pub origin: portico_model::ObjectRef,
     pub class: &'a str,
+    pub ids: ClassIds,
 }
 
 impl<'a> Identity<'a> {
     /// A class's shared load balancer.
-    pub(crate) fn shared(class: &'a str) -> Self {
+    pub(crate) fn shared(class: &'a str, ids: ClassIds) -> Self {
         Identity {
             name: format!("ingressclass/{class}"),
             origin: portico_model::ObjectRef::new("IngressClass", "", class),
             class,
+            ids,
         }
     }
 
@@ -36,6 +39,7 @@ impl<'a> Identity<'a> {
             name: format!("ingress/{}/{}", key.namespace, key.name),
             origin: source.object.clone(),
             class,
+            ids: source.ids,
         }
     }
 }
@@ -45,7 +49,6 @@ impl<'a> Identity<'a> {
 /// replaced by this one's.
 pub(crate) fn build_load_balancer(
     identity: Identity<'_>,
-    ids: ClassIds,
     sources: &[Arc<Source>],
     objects: &Objects,
     pools: &mut Pools<'_>,
@@ -53,6 +56,7 @@ pub(crate) fn build_load_balancer(
     diagnostics: &mut Vec<Diagnostic>,
     order_memo: &mut Option<Vec<Entry>>,
 ) -> LoadBalancer {
+    let ids = identity.ids;
     let port = config.http_port;
     let routes = order(sources, order_memo.take());
     let winners = merge(&routes, diagnostics);

@@ -124,13 +124,12 @@ pub fn translate_incremental(
             by_age(&mut sources);
             let ids = (ids_of.get(class.as_str()).copied())
                 .unwrap_or_else(|| ClassIds::new(class, config));
-            let identity = Identity::shared(class);
+            let identity = Identity::shared(class, ids);
             let mut order = orders.remove(&identity.name);
             let name = identity.name.clone();
             let (sources, pools) = (&sources[..], &mut pools);
             let lb = build_load_balancer(
                 identity,
-                ids,
                 sources,
                 objects,
                 pools,
@@ -144,10 +143,9 @@ pub fn translate_incremental(
         .collect();
     for (class, source) in dedicated {
         let identity = Identity::dedicated(class, &source);
-        let (ids, sources) = (source.ids, std::slice::from_ref(&source));
+        let sources = std::slice::from_ref(&source);
         let lb = build_load_balancer(
             identity,
-            ids,
             sources,
             objects,
             &mut pools,
