@@ -10,7 +10,7 @@ use crate::walk::{has_manifest_extension, is_hidden, list_files};
 use portico_model::{Diagnostic, ObjectRef};
 use portico_translate::Loaded;
 use std::collections::{BTreeSet, HashMap, HashSet};
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsString;
 use std::fs::{self, Metadata};
 use std::hash::{DefaultHasher, Hasher};
 use std::io;
@@ -30,10 +30,13 @@ const RACY_WINDOW: Duration = Duration::from_secs(1);
 /// The parsed documents of every file, kept between reloads.
 #[derive(Debug, Default)]
 pub struct Catalog {
-    /// By path, spelled as the listing spells it (the watcher names changed files the same
-    /// way; a path spelled otherwise takes a full listing). Keyed by the path's bytes: hashing
-    /// a `Path` walks its components, and every reload looks up every listed path.
-    files: HashMap<OsString, FileEntry>,
+    /// The files, in listing order once a listing is done: `entries[i]` is `order[i]`'s, so
+    /// an assembly walks them without a lookup.
+    entries: Vec<FileEntry>,
+    /// Each file's place in `entries`, by path spelled as the listing spells it (the watcher
+    /// names changed files the same way; a path spelled otherwise takes a full listing).
+    /// Keyed by the path's bytes: hashing a `Path` walks its components.
+    index: HashMap<OsString, usize>,
     /// The listed files in listing order, shared with every `Loaded`.
     order: Arc<Vec<PathBuf>>,
     path_diagnostics: Vec<Diagnostic>,
@@ -99,13 +102,13 @@ impl Catalog {
     /// directory, a deleted or unreadable path) takes a full listing. With thousands of files,
     /// this is what keeps one changed file from costing a stat of every other.
     pub fn reload_dirty(&mut self, paths: &[PathBuf], dirty: &HashSet<PathBuf>) -> Option<Loaded> {
-        let known = |p: &PathBuf| self.files.contains_key(p.as_os_str()) || is_ignorable(p);
+        let known = |p: &PathBuf| self.index.contains_key(p.as_os_str()) || is_ignorable(p);
         if !self.loaded_once || !dirty.iter().all(known) {
             return self.reload_if_changed(paths);
         }
         let mut changed = false;
         let files: Vec<PathBuf> = (dirty.iter())
-            .filter(|p| self.files.contains_key(p.as_os_str()))
+            .filter(|p| self.index.contains_key(p.as_os_str()))
             .cloned()
             .collect();
         for path in &files {
@@ -145,31 +148,41 @@ impl Catalog {
                 Err(err) if err.kind() == io::ErrorKind::NotFound => continue,
                 Err(err) => diagnostics.push(read_error(&path, &err)),
             }
-            if self.files.contains_key(path.as_os_str()) {
+            if self.index.contains_key(path.as_os_str()) {
                 order.push(path);
             }
         }
-        let listed: HashSet<&OsStr> = order.iter().map(|p| p.as_os_str()).collect();
-        let before = self.files.len();
-        let dirty = &mut self.dirty;
-        self.files.retain(|path, entry| {
-            let kept = listed.contains(path.as_os_str());
-            if !kept {
-                dirty.union(KindSet::of(&entry.served));
+        // The entries in the listing's order (those no longer listed go), unless they are in
+        // it already: the same listing, and no file added.
+        let before = self.entries.len();
+        if order != *self.order || before != order.len() {
+            let mut old: Vec<Option<FileEntry>> = self.entries.drain(..).map(Some).collect();
+            for path in &order {
+                let entry = (self.index.get(path.as_os_str()))
+                    .and_then(|&i| old.get_mut(i)?.take());
+                self.entries.extend(entry);
             }
-            kept
-        });
-        // Deleting most files gives their table's memory back.
-        if self.files.capacity() > 4 * self.files.len().max(64) {
-            self.files.shrink_to_fit();
+            for gone in old.into_iter().flatten() {
+                self.dirty.union(KindSet::of(&gone.served));
+            }
+        }
+        let removed = self.entries.len() != before;
+        // Deleting most files gives their memory back.
+        if self.entries.capacity() > 4 * self.entries.len().max(64) {
+            self.entries.shrink_to_fit();
         }
         let reordered = order != *self.order;
         if reordered {
             // The later file wins a duplicate: another order may change any kind's map.
             self.dirty = KindSet::ALL;
+        }
+        if reordered || removed {
+            self.index = (order.iter().enumerate())
+                .map(|(i, path)| (path.as_os_str().to_owned(), i))
+                .collect();
             self.order = Arc::new(order);
         }
-        changed |= self.files.len() != before || reordered;
+        changed |= removed || reordered;
         changed |= diagnostics != self.path_diagnostics;
         self.path_diagnostics = diagnostics;
         changed
@@ -179,20 +192,22 @@ impl Catalog {
     /// re-parses it when its content changed. True when the content changed.
     fn refresh_file(&mut self, path: &Path) -> io::Result<bool> {
         let stamp = Stamp::of(&fs::metadata(path)?);
-        let cached = self.files.get(path.as_os_str());
+        let slot = self.index.get(path.as_os_str()).copied();
+        let cached = slot.and_then(|i| self.entries.get(i));
         if cached.is_some_and(|e| e.stamp == stamp && e.is_settled()) {
             return Ok(false);
         }
         let read_at = SystemTime::now();
         let bytes = read_bounded(path, self.limits)?;
         let hash = hash(&bytes);
-        if let Some(entry) = (self.files.get_mut(path.as_os_str())).filter(|e| e.hash == hash) {
+        let cached = slot.and_then(|i| self.entries.get_mut(i));
+        if let Some(entry) = cached.filter(|e| e.hash == hash) {
             (entry.stamp, entry.read_at) = (stamp, read_at);
             return Ok(false);
         }
-        let previous = self.files.remove(path.as_os_str());
+        let previous = slot.and_then(|i| self.entries.get_mut(i));
         let (served, documents) = previous
-            .map(|e| (e.served, e.documents))
+            .map(|e| (std::mem::take(&mut e.served), std::mem::take(&mut e.documents)))
             .unwrap_or_default();
         let (parsed, documents, count) = parse_bytes(path, &bytes, &documents);
         drop(bytes);
@@ -209,7 +224,14 @@ impl Catalog {
             served,
             documents,
         };
-        self.files.insert(path.as_os_str().to_owned(), entry);
+        match slot.and_then(|i| self.entries.get_mut(i)) {
+            Some(slot) => *slot = entry,
+            // A new file goes last until the listing puts it in its place.
+            None => {
+                self.index.insert(path.as_os_str().to_owned(), self.entries.len());
+                self.entries.push(entry);
+            }
+        }
         Ok(true)
     }
 
@@ -219,7 +241,8 @@ impl Catalog {
         }
         self.loaded_once = true;
         let entries: Vec<(&Path, &FileEntry)> = (self.order.iter())
-            .filter_map(|p| Some((p.as_path(), self.files.get(p.as_os_str())?)))
+            .map(PathBuf::as_path)
+            .zip(&self.entries)
             .collect();
         let files: Vec<(&Path, &[Object])> = entries
             .iter()

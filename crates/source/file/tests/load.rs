@@ -423,3 +423,26 @@ fn reloads_share_the_file_list_until_it_changes_and_a_path_spelled_otherwise_is_
     assert!(!std::sync::Arc::ptr_eq(&first.files, &fourth.files));
     assert_eq!(fourth.files.len(), 2);
 }
+
+#[test]
+fn files_added_and_deleted_between_others_keep_every_file_with_its_own_objects() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut catalog, paths) = catalog_of(dir.path(), &["a", "c", "e"]);
+    // b and d come between the others in the listing; a goes.
+    write(dir.path(), "b.yaml", &service("default", "b", 81));
+    write(dir.path(), "d.yaml", &service("default", "d", 82));
+    fs::remove_file(dir.path().join("a.yaml")).unwrap();
+    let loaded = catalog.reload(&paths);
+    assert_eq!(loaded.files.len(), 4);
+    assert!(!loaded.objects.services.contains_key(&ObjectKey::new("default", "a")));
+    // Each known file re-read alone changes its own objects and no other's.
+    for (name, port) in [("e", 8083u16), ("b", 8081), ("c", 8082), ("d", 8084)] {
+        write(dir.path(), &format!("{name}.yaml"), &service("default", name, port));
+        let dirty = [dir.path().join(format!("{name}.yaml"))].into_iter().collect();
+        let loaded = catalog.reload_dirty(&paths, &dirty).unwrap();
+        assert_eq!(service_port(&loaded, name), i32::from(port));
+    }
+    let loaded = catalog.reload(&paths);
+    let ports = ["b", "c", "d", "e"].map(|n| service_port(&loaded, n));
+    assert_eq!(ports, [8081, 8082, 8084, 8083]);
+}
