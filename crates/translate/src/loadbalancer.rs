@@ -6,9 +6,10 @@ use crate::backend::PoolKey;
 use crate::memo::Pools;
 use crate::merge::{Entry, default_backend, merge, order};
 use crate::policy::build_policy;
+use crate::route::Route;
 use crate::source::{ClassIds, Source};
 use crate::{Config, Objects, class};
-use portico_model::{Diagnostic, Listener, LoadBalancer, PoolId, Protocol};
+use portico_model::{Diagnostic, L7Policy, Listener, LoadBalancer, PoolId, Protocol};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -73,16 +74,13 @@ pub(crate) fn build_load_balancer(
         .into_iter()
         .map(|(id, key)| pools.pool(id, key))
         .collect();
-    let policies = winners.iter().enumerate();
-    let policies = policies.map(|(i, route)| build_policy(i, route, &route.spec.http));
-    let https_policies = winners.iter().enumerate();
-    let https_policies = https_policies.map(|(i, route)| build_policy(i, route, &route.spec.https));
+    let (policies, https_policies) = policies(&winners);
     let listener = Listener {
         id: ids.listener,
         name: format!("HTTP:{port}"),
         protocol: Protocol::Http,
         port,
-        policies: policies.collect(),
+        policies,
         default_pool: default.map(|(backend, _)| backend.pool),
         default_source: default.map(|(_, source)| source.object.clone()),
         tls: None,
@@ -97,7 +95,7 @@ pub(crate) fn build_load_balancer(
         listeners: Arc::new(crate::tls::listeners(
             ids.https_listener,
             listener,
-            https_policies.collect(),
+            https_policies,
             sources,
             config,
             diagnostics,
@@ -107,4 +105,27 @@ pub(crate) fn build_load_balancer(
     drop(winners);
     *order_memo = Some(routes);
     load_balancer
+}
+
+/// From this many routes on, the two listeners' policies are built on two threads.
+const PARALLEL_ROUTES: usize = 2048;
+
+/// The policies of the HTTP and of the TERMINATED_HTTPS listener: the same routes in the same
+/// order, under each listener's ids.
+fn policies(winners: &[Route<'_>]) -> (Vec<L7Policy>, Vec<L7Policy>) {
+    let build = |https: bool| -> Vec<L7Policy> {
+        let ids = |route: &Route<'_>| if https { route.spec.https } else { route.spec.http };
+        let all = winners.iter().enumerate();
+        all.map(|(i, route)| build_policy(i, route, &ids(route)))
+            .collect()
+    };
+    if winners.len() < PARALLEL_ROUTES {
+        return (build(false), build(true));
+    }
+    std::thread::scope(|scope| {
+        let https = scope.spawn(|| build(true));
+        let http = build(false);
+        let https = https.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
+        (http, https)
+    })
 }

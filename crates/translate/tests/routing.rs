@@ -311,3 +311,31 @@ fn different_default_backends_conflict_and_the_oldest_wins() {
         )]
     );
 }
+
+/// Past a few thousand routes the two listeners' policies are built on two threads: each
+/// listener still gets its own ids, in evaluation order.
+#[test]
+fn a_large_load_balancer_gets_each_listeners_own_policies_in_order() {
+    let translate_rules = |hosts: &[String]| {
+        let rules: Vec<Value> = hosts.iter().map(|h| rule(h, &[("/", "Prefix", "a")])).collect();
+        let spec = json!({"rules": rules});
+        translate_values(with_services(vec![ingress("default", "big", None, spec)], &["a"]))
+    };
+    let hosts: Vec<String> = (0..2100).map(|i| format!("h{i:04}.test")).collect();
+    let big = translate_rules(&hosts);
+    let small = translate_rules(&hosts[1234..1235]);
+    let listeners = |t: &portico_translate::Translation| t.model.load_balancers[0].listeners.clone();
+    let (big, small) = (listeners(&big), listeners(&small));
+    assert_eq!(big.len(), 2);
+    for (listener, alone) in big.iter().zip(small.iter()) {
+        assert_eq!(listener.protocol, alone.protocol);
+        assert_eq!(listener.policies.len(), hosts.len());
+        let positions: Vec<u32> = listener.policies.iter().map(|p| p.position).collect();
+        assert_eq!(positions, (0..hosts.len() as u32).collect::<Vec<_>>());
+        // The same route has the same policy, ids and all, whatever else is on the listener.
+        let mut expected = alone.policies[0].clone();
+        expected.position = 1234;
+        assert_eq!(listener.policies[1234], expected);
+    }
+    assert_ne!(big[0].policies[0].id, big[1].policies[0].id);
+}

@@ -436,3 +436,50 @@ fn a_pool_changed_in_place_in_the_model_is_built_again() {
     assert_eq!(proxy.table().pool(q).unwrap().members(), []);
     assert_eq!(proxy.table().pool(p).unwrap().members(), [addr(1), addr(2)]);
 }
+
+/// Past a few thousand policies the HTTP and HTTPS routes compile on two threads: both must
+/// route as they would alone, over the same pool states.
+#[test]
+fn a_large_table_compiled_on_two_threads_routes_both_listeners() {
+    let mut m = ModelBuilder::new("large");
+    let pools: Vec<_> = (0..50)
+        .map(|i| m.pool(&format!("p{i}"), &[addr(1 + (i % 4) as u8)]))
+        .collect();
+    for h in 0..2500 {
+        let host_name = format!("h{h}.test");
+        m.http_only(
+            vec![host(&host_name), prefix("/secure")],
+            PolicyAction::RedirectToHttps { status: 308 },
+        );
+        m.policy(vec![host(&host_name), prefix("/")], pools[h % pools.len()]);
+    }
+    m.default_pool(pools[7]);
+    m.tls(&[], None);
+    let model = m.build();
+    let policies: usize = (model.load_balancers[0].listeners.iter())
+        .map(|l| l.policies.len())
+        .sum();
+    assert!(policies >= 4096, "{policies} policies do not take the two threads");
+    let table = compile(&model);
+    let name = |t: Option<&Target>| match t {
+        Some(Target::Pool(pool)) => pool.name().to_owned(),
+        Some(Target::RedirectToHttps(s)) => format!("redirect {s}"),
+        other => format!("{other:?}"),
+    };
+    for h in [0usize, 1, 777, 2499] {
+        let host_name = format!("h{h}.test");
+        let pool = format!("p{}", h % pools.len());
+        assert_eq!(name(table.route(&host_name, "/x")), pool);
+        assert_eq!(name(table.route(&host_name, "/secure/a")), "redirect 308");
+        assert_eq!(name(table.route_https(&host_name, "/secure/a")), pool);
+    }
+    assert_eq!(name(table.route("nowhere.test", "/")), "p7");
+    assert_eq!(name(table.route_https("nowhere.test", "/")), "p7");
+    // One state per pool, shared by both protocols.
+    let (Some(Target::Pool(a)), Some(Target::Pool(b))) =
+        (table.route("h3.test", "/"), table.route_https("h3.test", "/"))
+    else {
+        panic!("h3.test is not routed to a pool");
+    };
+    assert!(std::sync::Arc::ptr_eq(a, b));
+}

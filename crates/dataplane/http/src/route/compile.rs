@@ -43,6 +43,18 @@ struct Named<'a> {
     name: Arc<str>,
 }
 
+/// From this many policies on, the HTTP and the HTTPS routes are compiled on two threads.
+const PARALLEL_POLICIES: usize = 4096;
+
+impl<'a> Named<'a> {
+    fn of(lb: &'a LoadBalancer) -> Self {
+        Named {
+            pools: lb.pools.iter().map(|p| (p.id, p)).collect(),
+            name: Arc::from(lb.name.as_str()),
+        }
+    }
+}
+
 /// The routes of one protocol's listeners being compiled: targets by rank, rules.
 #[derive(Default)]
 struct RoutesBuilder {
@@ -68,8 +80,44 @@ impl<'a> Compiler<'a> {
     pub(crate) fn compile(mut self, model: &Model) -> RouteTable {
         let mut lbs: Vec<&LoadBalancer> = model.load_balancers.iter().collect();
         lbs.sort_by_key(|lb| lb.id);
-        let http = self.routes(&lbs, Protocol::Http);
-        let https = self.routes(&lbs, Protocol::TerminatedHttps);
+        // Every pool a listener names first (pools carry state over from the previous table),
+        // then the two protocols' routes, which only read the pools: side by side on two
+        // threads when there are many.
+        // In the order the routes name them: the first to name a pool gives it its load
+        // balancer.
+        let named: Vec<Named<'_>> = lbs.iter().map(|lb| Named::of(lb)).collect();
+        for protocol in [Protocol::Http, Protocol::TerminatedHttps] {
+            // Only the first default pool serves (see `add_listener`).
+            let mut default = None;
+            for (lb, named) in lbs.iter().zip(&named) {
+                for listener in lb.listeners.iter().filter(|l| l.protocol == protocol) {
+                    for policy in &listener.policies {
+                        if let PolicyAction::RedirectToPool { pool } = policy.action {
+                            self.pool(named, pool);
+                        }
+                    }
+                    if let (None, Some(pool)) = (&default, listener.default_pool) {
+                        default = Some(self.pool(named, pool));
+                    }
+                }
+            }
+        }
+        drop(named);
+        let this = &self;
+        let policies: usize = (lbs.iter().flat_map(|lb| lb.listeners.iter()))
+            .map(|l| l.policies.len())
+            .sum();
+        let (http, https) = if policies >= PARALLEL_POLICIES {
+            std::thread::scope(|scope| {
+                let https = scope.spawn(|| this.routes(&lbs, Protocol::TerminatedHttps));
+                let http = this.routes(&lbs, Protocol::Http);
+                let https = https.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
+                (http, https)
+            })
+        } else {
+            let http = this.routes(&lbs, Protocol::Http);
+            (http, this.routes(&lbs, Protocol::TerminatedHttps))
+        };
         RouteTable {
             http,
             https,
@@ -77,8 +125,8 @@ impl<'a> Compiler<'a> {
         }
     }
 
-    /// The routes of the listeners of `protocol`.
-    fn routes(&mut self, lbs: &[&LoadBalancer], protocol: Protocol) -> Routes {
+    /// The routes of the listeners of `protocol`, over the pools resolved before.
+    fn routes(&self, lbs: &[&LoadBalancer], protocol: Protocol) -> Routes {
         let mut routes = RoutesBuilder::default();
         let listeners = lbs.iter().flat_map(|lb| lb.listeners.iter());
         let count = (listeners.filter(|l| l.protocol == protocol))
@@ -87,24 +135,18 @@ impl<'a> Compiler<'a> {
         routes.targets.reserve_exact(count);
         routes.entries.reserve_exact(count);
         for lb in lbs {
-            let listeners = lb.listeners.iter().filter(|l| l.protocol == protocol);
-            let pools: FxMap<PoolId, &Arc<Pool>> = lb.pools.iter().map(|p| (p.id, p)).collect();
-            let lb = Named {
-                pools,
-                name: Arc::from(lb.name.as_str()),
-            };
-            for listener in listeners {
-                self.add_listener(&mut routes, &lb, listener);
+            for listener in lb.listeners.iter().filter(|l| l.protocol == protocol) {
+                self.add_listener(&mut routes, listener);
             }
         }
         routes.finish()
     }
 
-    fn add_listener(&mut self, routes: &mut RoutesBuilder, lb: &Named<'_>, listener: &Listener) {
+    fn add_listener(&self, routes: &mut RoutesBuilder, listener: &Listener) {
         for policy in &listener.policies {
             let rank = u32::try_from(routes.targets.len()).unwrap_or(u32::MAX);
             let target = match &policy.action {
-                PolicyAction::RedirectToPool { pool } => Target::Pool(self.pool(lb, *pool)),
+                PolicyAction::RedirectToPool { pool } => self.resolved(*pool),
                 PolicyAction::Reject { status } => Target::Reject(*status),
                 PolicyAction::RedirectToHttps { status } => Target::RedirectToHttps(*status),
             };
@@ -114,7 +156,16 @@ impl<'a> Compiler<'a> {
             }
         }
         if let (None, Some(pool)) = (&routes.default, listener.default_pool) {
-            routes.default = Some(Target::Pool(self.pool(lb, pool)));
+            routes.default = Some(self.resolved(pool));
+        }
+    }
+
+    /// The target of a pool resolved by [`Compiler::compile`]'s first pass (every pool a
+    /// listener names is).
+    fn resolved(&self, id: PoolId) -> Target {
+        match self.pools.get(&id) {
+            Some(state) => Target::Pool(state.clone()),
+            None => Target::Reject(503),
         }
     }
 
