@@ -39,8 +39,46 @@ pub(crate) enum Source {
         /// `--publish-service`'s addresses, when given.
         publish: Option<(watch::Receiver<Vec<String>>, tokio::task::JoinHandle<()>)>,
         reporter: portico_report::Reporter,
-        reports: watch::Sender<Arc<portico_report::Report>>,
+        /// What the next report is made from, for the task that makes it.
+        inputs: watch::Sender<Option<Arc<ReportInput>>>,
+        reporting: tokio::task::JoinHandle<()>,
     },
+}
+
+/// What a report is made from (see [`portico_report::report`]).
+pub(crate) struct ReportInput {
+    objects: portico_translate::Objects,
+    snapshot: portico_admin::Snapshot,
+    publish: Vec<portico_admin::LoadBalancerAddress>,
+}
+
+/// Makes the reports apart from the controller's loop (comparing 10,000 Ingresses' status
+/// takes milliseconds the next change should not wait for), the latest input only, and hands
+/// them to the writer in order.
+fn spawn_reporting(
+    reports: watch::Sender<Arc<portico_report::Report>>,
+) -> (
+    watch::Sender<Option<Arc<ReportInput>>>,
+    tokio::task::JoinHandle<()>,
+) {
+    let (inputs, mut rx) = watch::channel(None::<Arc<ReportInput>>);
+    let task = tokio::spawn(async move {
+        while rx.changed().await.is_ok() {
+            let Some(input) = rx.borrow_and_update().clone() else {
+                continue;
+            };
+            let made = tokio::task::spawn_blocking(move || {
+                portico_report::report(&input.objects, &input.snapshot, &input.publish)
+            });
+            match made.await {
+                Ok(report) => {
+                    reports.send_replace(Arc::new(report));
+                }
+                Err(_) => break,
+            }
+        }
+    });
+    (inputs, task)
 }
 
 impl Source {
@@ -64,11 +102,13 @@ impl Source {
                 let (reports, rx) = watch::channel(Arc::new(portico_report::Report::default()));
                 let reporter =
                     portico_report::spawn(client, kube.report.clone(), rx, shutdown.clone());
+                let (inputs, reporting) = spawn_reporting(reports);
                 Ok(Source::Kube {
                     source,
                     publish,
                     reporter,
-                    reports,
+                    inputs,
+                    reporting,
                 })
             }
         }
@@ -107,9 +147,12 @@ impl Source {
         snapshot: &portico_admin::Snapshot,
         publish: &[portico_admin::LoadBalancerAddress],
     ) {
-        if let Source::Kube { reports, .. } = self {
-            let report = portico_report::report(objects, snapshot, publish);
-            reports.send_replace(Arc::new(report));
+        if let Source::Kube { inputs, .. } = self {
+            inputs.send_replace(Some(Arc::new(ReportInput {
+                objects: objects.clone(),
+                snapshot: snapshot.clone(),
+                publish: publish.to_vec(),
+            })));
         }
     }
 
@@ -121,14 +164,16 @@ impl Source {
                 source,
                 publish,
                 reporter,
-                reports,
+                inputs,
+                reporting,
             } => {
                 drop(source);
                 if let Some((_, task)) = publish {
                     task.abort();
                 }
                 reporter.stopped().await;
-                drop(reports);
+                drop(inputs);
+                let _ = reporting.await;
             }
         }
     }
