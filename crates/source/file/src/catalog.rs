@@ -27,6 +27,29 @@ pub fn load(paths: &[PathBuf], limits: ReadLimits) -> Loaded {
 /// modification time changing (timestamps are coarse): such a file is re-read and hashed.
 const RACY_WINDOW: Duration = Duration::from_secs(1);
 
+/// From this many listed files on, they are read and parsed on several threads.
+const PARALLEL_FILES: usize = 256;
+
+/// What reading a file found.
+enum Examined {
+    /// Its stamp is the cached entry's: not read.
+    Unchanged,
+    /// Read, and its bytes are the cached entry's.
+    SameContent { stamp: Stamp, read_at: SystemTime },
+    /// Read and parsed: new content.
+    Parsed(Box<Fresh>),
+}
+
+/// A file's new content, parsed.
+struct Fresh {
+    stamp: Stamp,
+    read_at: SystemTime,
+    hash: u64,
+    parsed: Parsed,
+    documents: Documents,
+    count: usize,
+}
+
 /// The parsed documents of every file, kept between reloads.
 #[derive(Debug, Default)]
 pub struct Catalog {
@@ -142,8 +165,9 @@ impl Catalog {
         let mut diagnostics = listing.diagnostics;
         let mut changed = false;
         let mut order = Vec::with_capacity(listing.files.len());
-        for path in listing.files {
-            match self.refresh_file(&path) {
+        let examined = self.examine_all(&listing.files);
+        for (path, looked) in listing.files.into_iter().zip(examined) {
+            match looked.map(|looked| self.apply(&path, looked)) {
                 Ok(file_changed) => changed |= file_changed,
                 Err(err) if err.kind() == io::ErrorKind::NotFound => continue,
                 Err(err) => diagnostics.push(read_error(&path, &err)),
@@ -191,38 +215,84 @@ impl Catalog {
     /// Re-reads a file whose stamp changed (or that was written just before the last read), and
     /// re-parses it when its content changed. True when the content changed.
     fn refresh_file(&mut self, path: &Path) -> io::Result<bool> {
+        let looked = self.examine(path)?;
+        Ok(self.apply(path, looked))
+    }
+
+    /// What reading `path` finds against the cached entry, without changing the catalog (so
+    /// that many files can be examined at once, see [`Catalog::examine_all`]).
+    fn examine(&self, path: &Path) -> io::Result<Examined> {
         let stamp = Stamp::of(&fs::metadata(path)?);
-        let slot = self.index.get(path.as_os_str()).copied();
-        let cached = slot.and_then(|i| self.entries.get(i));
+        let cached = (self.index.get(path.as_os_str())).and_then(|&i| self.entries.get(i));
         if cached.is_some_and(|e| e.stamp == stamp && e.is_settled()) {
-            return Ok(false);
+            return Ok(Examined::Unchanged);
         }
         let read_at = SystemTime::now();
         let bytes = read_bounded(path, self.limits)?;
         let hash = hash(&bytes);
-        let cached = slot.and_then(|i| self.entries.get_mut(i));
-        if let Some(entry) = cached.filter(|e| e.hash == hash) {
-            (entry.stamp, entry.read_at) = (stamp, read_at);
-            return Ok(false);
+        if cached.is_some_and(|e| e.hash == hash) {
+            return Ok(Examined::SameContent { stamp, read_at });
         }
-        let previous = slot.and_then(|i| self.entries.get_mut(i));
-        let (served, documents) = previous
-            .map(|e| (std::mem::take(&mut e.served), std::mem::take(&mut e.documents)))
-            .unwrap_or_default();
-        let (parsed, documents, count) = parse_bytes(path, &bytes, &documents);
-        drop(bytes);
-        self.parses += 1;
-        self.documents_parsed += count as u64;
-        let before = served;
-        let served = keep_last_good(&before, &parsed);
-        self.dirty.union(KindSet::changed(&before, &served));
-        let entry = FileEntry {
+        let empty = Documents::default();
+        let previous = cached.map_or(&empty, |e| &e.documents);
+        let (parsed, documents, count) = parse_bytes(path, &bytes, previous);
+        Ok(Examined::Parsed(Box::new(Fresh {
             stamp,
             read_at,
             hash,
-            diagnostics: parsed.diagnostics,
-            served,
+            parsed,
             documents,
+            count,
+        })))
+    }
+
+    /// [`Catalog::examine`] of every path, on a few threads when there are many: the first
+    /// load of thousands of files is mostly reading and parsing them.
+    fn examine_all(&self, paths: &[PathBuf]) -> Vec<io::Result<Examined>> {
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+        if threads < 2 || paths.len() < PARALLEL_FILES {
+            return paths.iter().map(|p| self.examine(p)).collect();
+        }
+        let chunk = paths.len().div_ceil(threads);
+        std::thread::scope(|scope| {
+            let workers: Vec<_> = (paths.chunks(chunk))
+                .map(|part| scope.spawn(move || part.iter().map(|p| self.examine(p)).collect()))
+                .collect();
+            let joined = workers.into_iter().map(|w| w.join());
+            let parts: Vec<Vec<_>> = joined
+                .map(|part| part.unwrap_or_else(|e| std::panic::resume_unwind(e)))
+                .collect();
+            parts.into_iter().flatten().collect()
+        })
+    }
+
+    /// Takes what [`Catalog::examine`] found for `path` into the catalog. True when the
+    /// content changed.
+    fn apply(&mut self, path: &Path, looked: Examined) -> bool {
+        let slot = self.index.get(path.as_os_str()).copied();
+        let cached = slot.and_then(|i| self.entries.get_mut(i));
+        let fresh = match looked {
+            Examined::Unchanged => return false,
+            Examined::SameContent { stamp, read_at } => {
+                if let Some(entry) = cached {
+                    (entry.stamp, entry.read_at) = (stamp, read_at);
+                }
+                return false;
+            }
+            Examined::Parsed(fresh) => *fresh,
+        };
+        let before = cached.map(|e| std::mem::take(&mut e.served)).unwrap_or_default();
+        self.parses += 1;
+        self.documents_parsed += fresh.count as u64;
+        let served = keep_last_good(&before, &fresh.parsed);
+        self.dirty.union(KindSet::changed(&before, &served));
+        let entry = FileEntry {
+            stamp: fresh.stamp,
+            read_at: fresh.read_at,
+            hash: fresh.hash,
+            diagnostics: fresh.parsed.diagnostics,
+            served,
+            documents: fresh.documents,
         };
         match slot.and_then(|i| self.entries.get_mut(i)) {
             Some(slot) => *slot = entry,
@@ -232,7 +302,7 @@ impl Catalog {
                 self.entries.push(entry);
             }
         }
-        Ok(true)
+        true
     }
 
     fn assemble(&mut self) -> Loaded {

@@ -446,3 +446,35 @@ fn files_added_and_deleted_between_others_keep_every_file_with_its_own_objects()
     let ports = ["b", "c", "d", "e"].map(|n| service_port(&loaded, n));
     assert_eq!(ports, [8081, 8082, 8084, 8083]);
 }
+
+/// Hundreds of files are read and parsed on several threads: every file's objects, problems
+/// and place in the order (the later file wins a duplicate) are as if read one by one.
+#[test]
+fn many_files_read_side_by_side_load_as_one_by_one() {
+    let dir = tempfile::tempdir().unwrap();
+    for i in 0..600 {
+        write(dir.path(), &format!("s{i:03}.yaml"), &service("default", &format!("s{i}"), 80));
+    }
+    // The same Service in the first and in the last file; a broken file in the middle.
+    write(dir.path(), "s000.yaml", &service("default", "twice", 1));
+    write(dir.path(), "s599.yaml", &service("default", "twice", 2));
+    write(dir.path(), "s300.yaml", "kind: [");
+    let paths = [dir.path().to_path_buf()];
+    let mut catalog = Catalog::new();
+    let loaded = catalog.reload(&paths);
+    assert_eq!(loaded.files.len(), 600);
+    assert_eq!(loaded.objects.services.len(), 600 - 3 + 1);
+    assert_eq!(service_port(&loaded, "twice"), 2);
+    assert_eq!(service_port(&loaded, "s450"), 80);
+    let problems: Vec<_> = loaded.diagnostics.iter().map(|d| d.to_string()).collect();
+    assert_eq!(problems.len(), 2, "{problems:?}");
+    assert!(problems.iter().any(|p| p.contains("s300.yaml")), "{problems:?}");
+    assert!(
+        problems.iter().any(|p| p.contains("s000.yaml") && p.contains("s599.yaml")),
+        "{problems:?}"
+    );
+    assert_eq!(catalog.parse_count(), 600);
+    // Nothing changed: a listing reads nothing again.
+    assert!(catalog.reload_if_changed(&paths).is_none());
+    assert_eq!(catalog.parse_count(), 600);
+}
