@@ -114,7 +114,13 @@ const PARALLEL_ROUTES: usize = 2048;
 /// order, under each listener's ids.
 fn policies(winners: &[Route<'_>]) -> (Vec<L7Policy>, Vec<L7Policy>) {
     let build = |https: bool| -> Vec<L7Policy> {
-        let ids = |route: &Route<'_>| if https { route.spec.https } else { route.spec.http };
+        let ids = |route: &Route<'_>| {
+            if https {
+                route.spec.https
+            } else {
+                route.spec.http
+            }
+        };
         let all = winners.iter().enumerate();
         all.map(|(i, route)| build_policy(i, route, &ids(route)))
             .collect()
@@ -125,7 +131,9 @@ fn policies(winners: &[Route<'_>]) -> (Vec<L7Policy>, Vec<L7Policy>) {
     std::thread::scope(|scope| {
         let https = scope.spawn(|| build(true));
         let http = build(false);
-        let https = https.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
+        let https = https
+            .join()
+            .unwrap_or_else(|e| std::panic::resume_unwind(e));
         (http, https)
     })
 }

@@ -4,8 +4,8 @@
 use crate::policy::sort_key;
 use crate::route::{Backend, Route};
 use crate::source::Source;
-use portico_model::{CompareType, Diagnostic};
 use foldhash::HashSet;
+use portico_model::{CompareType, Diagnostic};
 use std::cmp::Ordering;
 use std::sync::Arc;
 

@@ -317,14 +317,21 @@ fn different_default_backends_conflict_and_the_oldest_wins() {
 #[test]
 fn a_large_load_balancer_gets_each_listeners_own_policies_in_order() {
     let translate_rules = |hosts: &[String]| {
-        let rules: Vec<Value> = hosts.iter().map(|h| rule(h, &[("/", "Prefix", "a")])).collect();
+        let rules: Vec<Value> = hosts
+            .iter()
+            .map(|h| rule(h, &[("/", "Prefix", "a")]))
+            .collect();
         let spec = json!({"rules": rules});
-        translate_values(with_services(vec![ingress("default", "big", None, spec)], &["a"]))
+        translate_values(with_services(
+            vec![ingress("default", "big", None, spec)],
+            &["a"],
+        ))
     };
     let hosts: Vec<String> = (0..2100).map(|i| format!("h{i:04}.test")).collect();
     let big = translate_rules(&hosts);
     let small = translate_rules(&hosts[1234..1235]);
-    let listeners = |t: &portico_translate::Translation| t.model.load_balancers[0].listeners.clone();
+    let listeners =
+        |t: &portico_translate::Translation| t.model.load_balancers[0].listeners.clone();
     let (big, small) = (listeners(&big), listeners(&small));
     assert_eq!(big.len(), 2);
     for (listener, alone) in big.iter().zip(small.iter()) {

@@ -459,7 +459,10 @@ fn a_large_table_compiled_on_two_threads_routes_both_listeners() {
     let policies: usize = (model.load_balancers[0].listeners.iter())
         .map(|l| l.policies.len())
         .sum();
-    assert!(policies >= 4096, "{policies} policies do not take the two threads");
+    assert!(
+        policies >= 4096,
+        "{policies} policies do not take the two threads"
+    );
     let table = compile(&model);
     let name = |t: Option<&Target>| match t {
         Some(Target::Pool(pool)) => pool.name().to_owned(),
@@ -476,9 +479,10 @@ fn a_large_table_compiled_on_two_threads_routes_both_listeners() {
     assert_eq!(name(table.route("nowhere.test", "/")), "p7");
     assert_eq!(name(table.route_https("nowhere.test", "/")), "p7");
     // One state per pool, shared by both protocols.
-    let (Some(Target::Pool(a)), Some(Target::Pool(b))) =
-        (table.route("h3.test", "/"), table.route_https("h3.test", "/"))
-    else {
+    let (Some(Target::Pool(a)), Some(Target::Pool(b))) = (
+        table.route("h3.test", "/"),
+        table.route_https("h3.test", "/"),
+    ) else {
         panic!("h3.test is not routed to a pool");
     };
     assert!(std::sync::Arc::ptr_eq(a, b));

@@ -182,8 +182,8 @@ impl Catalog {
         if order != *self.order || before != order.len() {
             let mut old: Vec<Option<FileEntry>> = self.entries.drain(..).map(Some).collect();
             for path in &order {
-                let entry = (self.index.get(path.as_os_str()))
-                    .and_then(|&i| old.get_mut(i)?.take());
+                let entry =
+                    (self.index.get(path.as_os_str())).and_then(|&i| old.get_mut(i)?.take());
                 self.entries.extend(entry);
             }
             for gone in old.into_iter().flatten() {
@@ -281,7 +281,9 @@ impl Catalog {
             }
             Examined::Parsed(fresh) => *fresh,
         };
-        let before = cached.map(|e| std::mem::take(&mut e.served)).unwrap_or_default();
+        let before = cached
+            .map(|e| std::mem::take(&mut e.served))
+            .unwrap_or_default();
         self.parses += 1;
         self.documents_parsed += fresh.count as u64;
         let served = keep_last_good(&before, &fresh.parsed);
@@ -298,7 +300,8 @@ impl Catalog {
             Some(slot) => *slot = entry,
             // A new file goes last until the listing puts it in its place.
             None => {
-                self.index.insert(path.as_os_str().to_owned(), self.entries.len());
+                self.index
+                    .insert(path.as_os_str().to_owned(), self.entries.len());
                 self.entries.push(entry);
             }
         }

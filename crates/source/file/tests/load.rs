@@ -434,11 +434,22 @@ fn files_added_and_deleted_between_others_keep_every_file_with_its_own_objects()
     fs::remove_file(dir.path().join("a.yaml")).unwrap();
     let loaded = catalog.reload(&paths);
     assert_eq!(loaded.files.len(), 4);
-    assert!(!loaded.objects.services.contains_key(&ObjectKey::new("default", "a")));
+    assert!(
+        !loaded
+            .objects
+            .services
+            .contains_key(&ObjectKey::new("default", "a"))
+    );
     // Each known file re-read alone changes its own objects and no other's.
     for (name, port) in [("e", 8083u16), ("b", 8081), ("c", 8082), ("d", 8084)] {
-        write(dir.path(), &format!("{name}.yaml"), &service("default", name, port));
-        let dirty = [dir.path().join(format!("{name}.yaml"))].into_iter().collect();
+        write(
+            dir.path(),
+            &format!("{name}.yaml"),
+            &service("default", name, port),
+        );
+        let dirty = [dir.path().join(format!("{name}.yaml"))]
+            .into_iter()
+            .collect();
         let loaded = catalog.reload_dirty(&paths, &dirty).unwrap();
         assert_eq!(service_port(&loaded, name), i32::from(port));
     }
@@ -453,7 +464,11 @@ fn files_added_and_deleted_between_others_keep_every_file_with_its_own_objects()
 fn many_files_read_side_by_side_load_as_one_by_one() {
     let dir = tempfile::tempdir().unwrap();
     for i in 0..600 {
-        write(dir.path(), &format!("s{i:03}.yaml"), &service("default", &format!("s{i}"), 80));
+        write(
+            dir.path(),
+            &format!("s{i:03}.yaml"),
+            &service("default", &format!("s{i}"), 80),
+        );
     }
     // The same Service in the first and in the last file; a broken file in the middle.
     write(dir.path(), "s000.yaml", &service("default", "twice", 1));
@@ -468,9 +483,14 @@ fn many_files_read_side_by_side_load_as_one_by_one() {
     assert_eq!(service_port(&loaded, "s450"), 80);
     let problems: Vec<_> = loaded.diagnostics.iter().map(|d| d.to_string()).collect();
     assert_eq!(problems.len(), 2, "{problems:?}");
-    assert!(problems.iter().any(|p| p.contains("s300.yaml")), "{problems:?}");
     assert!(
-        problems.iter().any(|p| p.contains("s000.yaml") && p.contains("s599.yaml")),
+        problems.iter().any(|p| p.contains("s300.yaml")),
+        "{problems:?}"
+    );
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("s000.yaml") && p.contains("s599.yaml")),
         "{problems:?}"
     );
     assert_eq!(catalog.parse_count(), 600);

@@ -111,7 +111,9 @@ impl<'a> Compiler<'a> {
             std::thread::scope(|scope| {
                 let https = scope.spawn(|| this.routes(&lbs, Protocol::TerminatedHttps));
                 let http = this.routes(&lbs, Protocol::Http);
-                let https = https.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
+                let https = https
+                    .join()
+                    .unwrap_or_else(|e| std::panic::resume_unwind(e));
                 (http, https)
             })
         } else {

@@ -47,7 +47,9 @@ impl PathTable {
     fn resolve(&mut self) {
         let better = |map: &FxMap<Box<str>, u32>, best: &dyn Fn(&str) -> Option<u32>| {
             (map.iter())
-                .filter_map(|(key, &rank)| best(key).filter(|&b| b < rank).map(|b| (key.clone(), b)))
+                .filter_map(|(key, &rank)| {
+                    best(key).filter(|&b| b < rank).map(|b| (key.clone(), b))
+                })
                 .collect::<Vec<_>>()
         };
         for (key, best) in better(&self.prefix, &|key| self.walk_prefixes(key)) {
