@@ -45,9 +45,9 @@ impl<'a> Identity<'a> {
     }
 }
 
-/// `sources` are the served Ingresses the load balancer carries, oldest first. `order` is the
-/// merged order of its routes the last translation made (see [`order`]), if any; it is
-/// replaced by this one's.
+/// `sources` are the served Ingresses the load balancer carries, oldest first. `order_memo`
+/// is the merged order of its routes the last translation made (see [`order`]), if any; it
+/// is replaced by this one's.
 pub(crate) fn build_load_balancer(
     identity: Identity<'_>,
     sources: &[Arc<Source>],
