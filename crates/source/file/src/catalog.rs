@@ -179,7 +179,8 @@ impl Catalog {
         // The entries in the listing's order (those no longer listed go), unless they are in
         // it already: the same listing, and no file added.
         let before = self.entries.len();
-        if order != *self.order || before != order.len() {
+        let reordered = order != *self.order;
+        if reordered || before != order.len() {
             let mut old: Vec<Option<FileEntry>> = self.entries.drain(..).map(Some).collect();
             for path in &order {
                 let entry =
@@ -195,7 +196,6 @@ impl Catalog {
         if self.entries.capacity() > 4 * self.entries.len().max(64) {
             self.entries.shrink_to_fit();
         }
-        let reordered = order != *self.order;
         if reordered {
             // The later file wins a duplicate: another order may change any kind's map.
             self.dirty = KindSet::ALL;
@@ -249,8 +249,12 @@ impl Catalog {
     /// [`Catalog::examine`] of every path, on a few threads when there are many: the first
     /// load of thousands of files is mostly reading and parsing them.
     fn examine_all(&self, paths: &[PathBuf]) -> Vec<io::Result<Examined>> {
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
-        if threads < 2 || paths.len() < PARALLEL_FILES {
+        // The parallelism is asked for (it reads the cgroup's limits) only for many files.
+        let threads = match paths.len() {
+            n if n < PARALLEL_FILES => 1,
+            _ => std::thread::available_parallelism().map_or(1, |n| n.get().min(4)),
+        };
+        if threads < 2 {
             return paths.iter().map(|p| self.examine(p)).collect();
         }
         let chunk = paths.len().div_ceil(threads);

@@ -81,10 +81,9 @@ impl<'a> Compiler<'a> {
         let mut lbs: Vec<&LoadBalancer> = model.load_balancers.iter().collect();
         lbs.sort_by_key(|lb| lb.id);
         // Every pool a listener names first (pools carry state over from the previous table),
-        // then the two protocols' routes, which only read the pools: side by side on two
-        // threads when there are many.
-        // In the order the routes name them: the first to name a pool gives it its load
-        // balancer.
+        // in the order the routes name them: the first to name a pool gives it its load
+        // balancer. Then the two protocols' routes, which only read the pools: side by side on
+        // two threads when there are many.
         let named: Vec<Named<'_>> = lbs.iter().map(|lb| Named::of(lb)).collect();
         for protocol in [Protocol::Http, Protocol::TerminatedHttps] {
             // Only the first default pool serves (see `add_listener`).
