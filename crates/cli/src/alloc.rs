@@ -13,10 +13,15 @@
 //! [`configure`] therefore runs Portico again in place (`exec`: same PID, same arguments) with
 //! the variables set, unless the environment already sets them. Setting them yourself, to any
 //! value, skips the re-execution.
+//!
+//! Built with the `system-allocator` feature, the binary uses the system's malloc instead and
+//! does not run itself again: heap profilers that wrap malloc (heaptrack, valgrind's massif)
+//! then see every allocation. For measuring where memory goes, not for running.
 
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 
+#[cfg(not(feature = "system-allocator"))]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -29,6 +34,9 @@ pub const OPTIONS: [(&str, &str); 2] = [
 /// Call first thing in `main`. Returns only when the options are in force, or when Portico
 /// cannot run itself again (then it goes on with mimalloc's defaults, after a warning).
 pub fn configure() {
+    if cfg!(feature = "system-allocator") {
+        return;
+    }
     let missing: Vec<_> = OPTIONS
         .iter()
         .filter(|(variable, _)| std::env::var_os(variable).is_none())

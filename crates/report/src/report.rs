@@ -201,7 +201,7 @@ fn uid(objects: &Objects, object: &ObjectRef) -> Option<String> {
         // Only the metadata of a Secret is read here, never its data.
         "Secret" => &objects.secrets.get(&key)?.metadata,
         "Endpoints" => &objects.endpoints.get(&key)?.metadata,
-        "EndpointSlice" => &objects.endpoint_slices.get(&key)?.metadata,
+        "EndpointSlice" => return objects.endpoint_slices.get(&key)?.uid.clone(),
         _ => return None,
     };
     meta.uid.clone()

@@ -4,11 +4,10 @@
 
 use crate::annotations::Upstream;
 use crate::backend::{PoolKey, PortRef};
-use crate::members::{SLICE_SERVICE_LABEL, SliceIndex};
+use crate::members::SliceIndex;
 use crate::memo::for_each_change;
 use crate::pool::build_pool;
 use crate::{ObjectKey, Objects};
-use k8s_openapi::api::discovery::v1::EndpointSlice;
 use portico_model::{Model, PoolId};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -26,7 +25,7 @@ pub fn endpoint_only_change(old: &Objects, new: &Objects) -> Option<BTreeSet<Obj
     }
     let mut services = BTreeSet::new();
     for_each_change(&old.endpoint_slices, &new.endpoint_slices, |key, slice| {
-        if let Some(service) = slice_service(slice) {
+        if let Some(service) = &slice.service {
             services.insert(ObjectKey::new(&key.namespace, service));
         }
     });
@@ -76,9 +75,4 @@ fn same<K: Ord, V: PartialEq>(a: &BTreeMap<K, Arc<V>>, b: &BTreeMap<K, Arc<V>>) 
             && a.iter()
                 .zip(b)
                 .all(|((ka, va), (kb, vb))| ka == kb && (Arc::ptr_eq(va, vb) || va == vb))
-}
-
-fn slice_service(slice: &EndpointSlice) -> Option<&str> {
-    let labels = slice.metadata.labels.as_ref()?;
-    labels.get(SLICE_SERVICE_LABEL).map(String::as_str)
 }

@@ -1,11 +1,9 @@
 //! Pool members: the endpoints of one Service port, from EndpointSlices or legacy Endpoints.
 
 use crate::backend::{PoolKey, resolve};
-use crate::compat::ListField;
-use crate::{ObjectKey, Objects};
+use crate::{CompactSlice, ObjectKey, Objects};
 use foldhash::{HashMap, HashMapExt};
 use k8s_openapi::api::core::v1::Endpoints;
-use k8s_openapi::api::discovery::v1::EndpointSlice;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
@@ -18,7 +16,7 @@ pub(crate) type EndpointSet = BTreeMap<(IpAddr, u16), bool>;
 /// built once per translation so finding a pool's slices is a lookup, not a scan.
 #[derive(Debug, Default)]
 pub(crate) struct SliceIndex<'a> {
-    by_service: HashMap<ObjectKey, Vec<&'a EndpointSlice>>,
+    by_service: HashMap<ObjectKey, Vec<&'a CompactSlice>>,
 }
 
 impl<'a> SliceIndex<'a> {
@@ -49,8 +47,7 @@ impl<'a> SliceIndex<'a> {
     ) -> Self {
         let mut by_service: HashMap<_, Vec<_>> = HashMap::new();
         for (key, slice) in objects.endpoint_slices.iter() {
-            let labels = slice.metadata.labels.as_ref();
-            let service = labels.and_then(|l| l.get(SLICE_SERVICE_LABEL));
+            let service = slice.service.as_deref();
             if let Some(service_key) = service.and_then(|s| service_key(&key.namespace, s)) {
                 by_service.entry(service_key).or_default().push(&**slice);
             }
@@ -58,7 +55,7 @@ impl<'a> SliceIndex<'a> {
         SliceIndex { by_service }
     }
 
-    fn of(&self, service: &ObjectKey) -> &[&'a EndpointSlice] {
+    fn of(&self, service: &ObjectKey) -> &[&'a CompactSlice] {
         self.by_service.get(service).map_or(&[], Vec::as_slice)
     }
 }
@@ -92,26 +89,18 @@ fn valid_port(port: i32) -> Option<u16> {
     u16::try_from(port).ok().filter(|p| *p != 0)
 }
 
-fn from_slice(found: &mut EndpointSet, slice: &EndpointSlice, port_name: &str) {
-    if !matches!(slice.address_type.as_str(), "IPv4" | "IPv6") {
+fn from_slice(found: &mut EndpointSet, slice: &CompactSlice, port_name: &str) {
+    if !slice.ip {
         return;
     }
-    let port = slice
-        .ports
-        .iter()
-        .flatten()
-        .find(|p| p.name.as_deref().unwrap_or_default() == port_name)
+    let port = (slice.ports.iter())
+        .find(|p| p.name == port_name)
         .and_then(|p| p.port)
         .and_then(valid_port);
     let Some(port) = port else { return };
-    for endpoint in slice.endpoints.items() {
-        let ready = endpoint
-            .conditions
-            .as_ref()
-            .and_then(|c| c.ready)
-            .unwrap_or(true);
-        for address in &endpoint.addresses {
-            add(found, address, port, ready);
+    for endpoint in &slice.endpoints {
+        for &address in &endpoint.addresses {
+            *found.entry((address, port)).or_insert(false) |= endpoint.ready;
         }
     }
 }

@@ -8,7 +8,7 @@
 //! the result equals a full translation (the tests compare the two).
 
 use crate::backend::PoolKey;
-use crate::members::{SLICE_SERVICE_LABEL, SliceIndex};
+use crate::members::SliceIndex;
 use crate::pool::build_pool;
 use crate::source::Source;
 use crate::{ObjectKey, Objects};
@@ -89,8 +89,7 @@ pub(crate) fn changed_services(old: &Objects, new: &Objects) -> HashSet<ObjectKe
         changed.insert(key.clone());
     });
     for_each_change(&old.endpoint_slices, &new.endpoint_slices, |key, slice| {
-        let labels = slice.metadata.labels.as_ref();
-        if let Some(service) = labels.and_then(|l| l.get(SLICE_SERVICE_LABEL)) {
+        if let Some(service) = &slice.service {
             changed.insert(ObjectKey::new(&key.namespace, service));
         }
     });

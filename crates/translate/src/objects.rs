@@ -1,8 +1,11 @@
+use crate::compat::ListField;
+use crate::members::SLICE_SERVICE_LABEL;
 use k8s_openapi::api::core::v1::{Endpoints, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use std::collections::BTreeMap;
 use std::fmt;
+use std::net::IpAddr;
 use std::sync::Arc;
 
 /// Namespace and name of a namespaced object.
@@ -40,7 +43,151 @@ pub struct Objects {
     pub ingresses: Arc<BTreeMap<ObjectKey, Arc<Ingress>>>,
     pub ingress_classes: Arc<BTreeMap<String, Arc<IngressClass>>>,
     pub services: Arc<BTreeMap<ObjectKey, Arc<Service>>>,
-    pub endpoint_slices: Arc<BTreeMap<ObjectKey, Arc<EndpointSlice>>>,
+    /// Kept compact ([`CompactSlice`]): the one kind that is converted when read.
+    pub endpoint_slices: Arc<BTreeMap<ObjectKey, Arc<CompactSlice>>>,
     pub endpoints: Arc<BTreeMap<ObjectKey, Arc<Endpoints>>>,
     pub secrets: Arc<BTreeMap<ObjectKey, Arc<Secret>>>,
+}
+
+/// An EndpointSlice as Portico keeps it: only what translation and the status report read.
+///
+/// k8s-openapi's `Endpoint` takes about 350 bytes whatever it holds (a dozen optional fields,
+/// a topology map, a whole object reference); at 50,000 endpoints the decoded slices were the
+/// largest item of the heap. Sources decode the full object, so that a malformed field is
+/// reported as before, then keep this.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CompactSlice {
+    pub namespace: String,
+    pub name: String,
+    /// `metadata.uid`: Events about the slice name it.
+    pub uid: Option<String>,
+    /// The `kubernetes.io/service-name` label: the Service whose endpoints these are.
+    pub service: Option<String>,
+    /// Whether `addressType` is `IPv4` or `IPv6`. Slices of other types (`FQDN`) give no
+    /// members, and their endpoints are not kept.
+    pub ip: bool,
+    pub ports: Vec<SlicePort>,
+    pub endpoints: Vec<SliceEndpoint>,
+}
+
+/// A port of a [`CompactSlice`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SlicePort {
+    /// Empty for an unnamed port, as the API defaults it.
+    pub name: String,
+    pub port: Option<i32>,
+}
+
+/// An endpoint of a [`CompactSlice`]: its addresses that parse as IP addresses (no other
+/// address can be a member) and whether it is ready (`conditions.ready`, true when unset).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SliceEndpoint {
+    pub addresses: Box<[IpAddr]>,
+    pub ready: bool,
+}
+
+impl From<&EndpointSlice> for CompactSlice {
+    fn from(slice: &EndpointSlice) -> Self {
+        let meta = &slice.metadata;
+        let labels = meta.labels.as_ref();
+        let ip = matches!(slice.address_type.as_str(), "IPv4" | "IPv6");
+        let endpoints = if ip {
+            let endpoints = slice.endpoints.items().iter();
+            endpoints
+                .map(|endpoint| SliceEndpoint {
+                    addresses: (endpoint.addresses.iter())
+                        .filter_map(|a| a.parse().ok())
+                        .collect(),
+                    ready: (endpoint.conditions.as_ref())
+                        .and_then(|c| c.ready)
+                        .unwrap_or(true),
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        CompactSlice {
+            namespace: meta.namespace.clone().unwrap_or_default(),
+            name: meta.name.clone().unwrap_or_default(),
+            uid: meta.uid.clone(),
+            service: labels.and_then(|l| l.get(SLICE_SERVICE_LABEL)).cloned(),
+            ip,
+            ports: (slice.ports.iter().flatten())
+                .map(|p| SlicePort {
+                    name: p.name.clone().unwrap_or_default(),
+                    port: p.port,
+                })
+                .collect(),
+            endpoints,
+        }
+    }
+}
+
+impl From<EndpointSlice> for CompactSlice {
+    fn from(slice: EndpointSlice) -> Self {
+        CompactSlice::from(&slice)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn slice(address_type: &str) -> EndpointSlice {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"namespace": "shop", "name": "web-1", "uid": "u-1",
+                         "labels": {"kubernetes.io/service-name": "web", "other": "x"}},
+            "addressType": address_type,
+            "ports": [{"port": 8080}, {"name": "admin", "port": 9090}],
+            "endpoints": [
+                {"addresses": ["10.0.0.1", "not an address"], "nodeName": "n1",
+                 "targetRef": {"kind": "Pod", "name": "web-a"}},
+                {"addresses": ["10.0.0.2"], "conditions": {"ready": false}},
+            ],
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_compact_slice_keeps_what_members_and_events_read() {
+        let compact = CompactSlice::from(slice("IPv4"));
+        let ip = |a: &str| a.parse::<IpAddr>().unwrap();
+        let expected = CompactSlice {
+            namespace: "shop".into(),
+            name: "web-1".into(),
+            uid: Some("u-1".into()),
+            service: Some("web".into()),
+            ip: true,
+            ports: vec![
+                SlicePort {
+                    name: String::new(),
+                    port: Some(8080),
+                },
+                SlicePort {
+                    name: "admin".into(),
+                    port: Some(9090),
+                },
+            ],
+            endpoints: vec![
+                SliceEndpoint {
+                    addresses: Box::new([ip("10.0.0.1")]),
+                    ready: true,
+                },
+                SliceEndpoint {
+                    addresses: Box::new([ip("10.0.0.2")]),
+                    ready: false,
+                },
+            ],
+        };
+        assert_eq!(compact, expected);
+    }
+
+    #[test]
+    fn a_compact_slice_of_host_names_keeps_no_endpoints() {
+        let compact = CompactSlice::from(slice("FQDN"));
+        assert!(!compact.ip);
+        assert!(compact.endpoints.is_empty());
+        assert_eq!(compact.service.as_deref(), Some("web"));
+    }
 }

@@ -130,11 +130,46 @@ fn to_json(object: &Object) -> Value {
         Object::Ingress(o) => serde_json::to_value(&**o),
         Object::IngressClass(o) => serde_json::to_value(&**o),
         Object::Service(o) => serde_json::to_value(&**o),
-        Object::EndpointSlice(o) => serde_json::to_value(&**o),
+        Object::EndpointSlice(o) => return slice_json(o),
         Object::Endpoints(o) => serde_json::to_value(&**o),
         Object::Secret(o) => serde_json::to_value(&**o),
     };
     value.unwrap()
+}
+
+/// An EndpointSlice again from what the file source keeps of it (the fields Portico reads).
+fn slice_json(slice: &portico_translate::CompactSlice) -> Value {
+    let first = slice
+        .endpoints
+        .iter()
+        .flat_map(|e| e.addresses.iter())
+        .next();
+    let address_type = match first {
+        _ if !slice.ip => "FQDN",
+        Some(std::net::IpAddr::V6(_)) => "IPv6",
+        _ => "IPv4",
+    };
+    let ports: Vec<Value> = (slice.ports.iter())
+        .map(|p| serde_json::json!({"name": p.name, "port": p.port}))
+        .collect();
+    let endpoints: Vec<Value> = (slice.endpoints.iter())
+        .map(|e| {
+            let addresses: Vec<String> = e.addresses.iter().map(|a| a.to_string()).collect();
+            serde_json::json!({"addresses": addresses, "conditions": {"ready": e.ready}})
+        })
+        .collect();
+    let mut labels = serde_json::Map::new();
+    if let Some(service) = &slice.service {
+        labels.insert("kubernetes.io/service-name".into(), service.clone().into());
+    }
+    serde_json::json!({
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {"namespace": slice.namespace, "name": slice.name, "labels": labels},
+        "addressType": address_type,
+        "ports": ports,
+        "endpoints": endpoints,
+    })
 }
 
 impl Portico {

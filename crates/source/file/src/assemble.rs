@@ -2,10 +2,9 @@
 
 use crate::object::{Kind, Object};
 use k8s_openapi::api::core::v1::{Endpoints, Secret, Service};
-use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use portico_model::{Diagnostic, ObjectRef};
-use portico_translate::{ObjectKey, Objects};
+use portico_translate::{CompactSlice, ObjectKey, Objects};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -179,17 +178,17 @@ struct Kinds {
     ingresses: Entries<ObjectKey, Ingress>,
     ingress_classes: Entries<String, IngressClass>,
     services: Entries<ObjectKey, Service>,
-    endpoint_slices: Entries<ObjectKey, EndpointSlice>,
+    endpoint_slices: Entries<ObjectKey, CompactSlice>,
     endpoints: Entries<ObjectKey, Endpoints>,
     secrets: Entries<ObjectKey, Secret>,
 }
 
 impl Kinds {
     fn push(&mut self, object: &Object, origin: Origin) {
-        let meta = object.metadata();
-        let name = meta.name.clone().unwrap_or_default();
+        let (namespace, name) = object.names();
+        let name = name.to_owned();
         let key = |name| ObjectKey {
-            namespace: meta.namespace.clone().unwrap_or_default(),
+            namespace: namespace.to_owned(),
             name,
         };
         match object {

@@ -3,6 +3,7 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use portico_model::ObjectRef;
+use portico_translate::CompactSlice;
 use serde::de::DeserializeOwned;
 use std::fmt;
 use std::sync::Arc;
@@ -14,7 +15,8 @@ pub enum Object {
     Ingress(Arc<Ingress>),
     IngressClass(Arc<IngressClass>),
     Service(Arc<Service>),
-    EndpointSlice(Arc<EndpointSlice>),
+    /// Kept compact: see [`CompactSlice`].
+    EndpointSlice(Arc<CompactSlice>),
     Endpoints(Arc<Endpoints>),
     Secret(Arc<Secret>),
 }
@@ -27,22 +29,23 @@ impl Object {
 
     /// Kind, namespace (empty for IngressClass) and name.
     pub fn object_ref(&self) -> ObjectRef {
-        let meta = self.metadata();
-        ObjectRef::new(
-            self.kind(),
-            meta.namespace.as_deref().unwrap_or_default(),
-            meta.name.as_deref().unwrap_or_default(),
-        )
+        let (namespace, name) = self.names();
+        ObjectRef::new(self.kind(), namespace, name)
     }
 
-    pub fn metadata(&self) -> &ObjectMeta {
+    /// Namespace (empty when unset) and name.
+    pub fn names(&self) -> (&str, &str) {
+        fn meta(meta: &ObjectMeta) -> (&str, &str) {
+            let namespace = meta.namespace.as_deref().unwrap_or_default();
+            (namespace, meta.name.as_deref().unwrap_or_default())
+        }
         match self {
-            Object::Ingress(o) => &o.metadata,
-            Object::IngressClass(o) => &o.metadata,
-            Object::Service(o) => &o.metadata,
-            Object::EndpointSlice(o) => &o.metadata,
-            Object::Endpoints(o) => &o.metadata,
-            Object::Secret(o) => &o.metadata,
+            Object::Ingress(o) => meta(&o.metadata),
+            Object::IngressClass(o) => meta(&o.metadata),
+            Object::Service(o) => meta(&o.metadata),
+            Object::EndpointSlice(o) => (&o.namespace, &o.name),
+            Object::Endpoints(o) => meta(&o.metadata),
+            Object::Secret(o) => meta(&o.metadata),
         }
     }
 
@@ -144,7 +147,10 @@ impl Kind {
             Kind::Ingress => Object::Ingress(Arc::new(de(value)?)),
             Kind::IngressClass => Object::IngressClass(Arc::new(de(value)?)),
             Kind::Service => Object::Service(Arc::new(de(value)?)),
-            Kind::EndpointSlice => Object::EndpointSlice(Arc::new(de(value)?)),
+            Kind::EndpointSlice => {
+                let slice: EndpointSlice = de(value)?;
+                Object::EndpointSlice(Arc::new(CompactSlice::from(slice)))
+            }
             Kind::Endpoints => Object::Endpoints(Arc::new(de(value)?)),
             Kind::Secret => Object::Secret(Arc::new(de(value)?)),
         })

@@ -71,10 +71,8 @@ fn all_six_kinds_are_read_and_other_kinds_ignored() {
     let Object::EndpointSlice(slice) = &parsed.objects[3] else {
         panic!("not a slice")
     };
-    assert_eq!(
-        slice.endpoints.as_ref().unwrap()[0].addresses,
-        vec!["10.0.0.1"]
-    );
+    let address: std::net::IpAddr = "10.0.0.1".parse().unwrap();
+    assert_eq!(*slice.endpoints[0].addresses, [address]);
 }
 
 #[test]
@@ -157,11 +155,8 @@ fn a_bad_field_names_the_object_and_field_and_spares_the_others() {
 fn a_missing_namespace_defaults_to_default_but_not_for_ingress_classes() {
     let text = "apiVersion: v1\nkind: Service\nmetadata: {name: web}\n---\napiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata: {name: c, namespace: stray}\n";
     let parsed = parse_documents("ns.yaml", text);
-    assert_eq!(
-        parsed.objects[0].metadata().namespace.as_deref(),
-        Some("default")
-    );
-    assert_eq!(parsed.objects[1].metadata().namespace, None);
+    assert_eq!(parsed.objects[0].names(), ("default", "web"));
+    assert_eq!(parsed.objects[1].names(), ("", "c"));
 }
 
 #[test]

@@ -4,7 +4,7 @@ use k8s_openapi::api::core::v1::{Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use kube::Resource;
-use portico_translate::{ObjectKey, Objects};
+use portico_translate::{CompactSlice, ObjectKey, Objects};
 use serde::de::DeserializeOwned;
 use std::collections::BTreeMap;
 use std::fmt::Debug;
@@ -41,10 +41,16 @@ pub(crate) trait Watched:
 {
     const KIND: Kind;
     type Key: Ord + Clone + Debug + Send + Sync + 'static;
+    /// What is kept of an object of this kind: the object itself, or a compact form.
+    type Stored: PartialEq + Debug + Send + Sync + 'static;
     /// The key of this object in its map.
     fn key(&self) -> Self::Key;
+    /// What is kept of this object (after [`slim`]).
+    fn store(self) -> Self::Stored;
+    /// Whether a kept object and its replacement serve the same (see [`same_for_serving`]).
+    fn same_for_serving(old: &Self::Stored, new: &Self::Stored) -> bool;
     /// This kind's map in `objects` (shared: `Arc::make_mut` it to change it).
-    fn map(objects: &mut Objects) -> &mut Arc<BTreeMap<Self::Key, Arc<Self>>>;
+    fn map(objects: &mut Objects) -> &mut Arc<BTreeMap<Self::Key, Arc<Self::Stored>>>;
     /// For Secrets, the key as a Secret key: they are kept only while referenced.
     fn secret(_key: &Self::Key) -> Option<&ObjectKey> {
         None
@@ -75,7 +81,7 @@ pub(crate) fn slim<K: Watched>(mut object: K) -> K {
 /// and managed fields, and the status of Ingresses and Services. Portico writes those statuses
 /// itself; each write comes back as a watch event, and at 10,000 Ingresses rerunning the
 /// pipeline for each kept the leader busy for minutes after it became ready.
-pub(crate) fn same_for_serving<K: Watched>(old: &K, new: &K) -> bool {
+fn same_for_serving<K: Watched>(old: &K, new: &K) -> bool {
     let unserved = |object: &K| {
         let mut object = object.clone();
         let meta = object.meta_mut();
@@ -95,11 +101,25 @@ fn namespaced<K: Resource>(object: &K) -> ObjectKey {
     )
 }
 
+/// A kind kept as it is.
+macro_rules! kept_whole {
+    () => {
+        type Stored = Self;
+        fn store(self) -> Self {
+            self
+        }
+        fn same_for_serving(old: &Self, new: &Self) -> bool {
+            same_for_serving(old, new)
+        }
+    };
+}
+
 macro_rules! namespaced_kind {
     ($ty:ty, $kind:expr, $field:ident $(, $status:ident)?) => {
         impl Watched for $ty {
             const KIND: Kind = $kind;
             type Key = ObjectKey;
+            kept_whole!();
             fn key(&self) -> ObjectKey {
                 namespaced(self)
             }
@@ -117,11 +137,31 @@ macro_rules! namespaced_kind {
 
 namespaced_kind!(Ingress, Kind::Ingress, ingresses, status);
 namespaced_kind!(Service, Kind::Service, services, status);
-namespaced_kind!(EndpointSlice, Kind::EndpointSlice, endpoint_slices);
+
+/// Kept compact ([`CompactSlice`]): 50,000 endpoints as k8s-openapi objects were the largest
+/// item of the heap. The compact form has no resource version to ignore.
+impl Watched for EndpointSlice {
+    const KIND: Kind = Kind::EndpointSlice;
+    type Key = ObjectKey;
+    type Stored = CompactSlice;
+    fn key(&self) -> ObjectKey {
+        namespaced(self)
+    }
+    fn store(self) -> CompactSlice {
+        CompactSlice::from(self)
+    }
+    fn same_for_serving(old: &CompactSlice, new: &CompactSlice) -> bool {
+        old == new
+    }
+    fn map(objects: &mut Objects) -> &mut Arc<BTreeMap<ObjectKey, Arc<CompactSlice>>> {
+        &mut objects.endpoint_slices
+    }
+}
 
 impl Watched for Secret {
     const KIND: Kind = Kind::Secret;
     type Key = ObjectKey;
+    kept_whole!();
     fn key(&self) -> ObjectKey {
         namespaced(self)
     }
@@ -136,6 +176,7 @@ impl Watched for Secret {
 impl Watched for IngressClass {
     const KIND: Kind = Kind::IngressClass;
     type Key = String;
+    kept_whole!();
     fn key(&self) -> String {
         self.metadata.name.clone().unwrap_or_default()
     }

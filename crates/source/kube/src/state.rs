@@ -10,7 +10,7 @@
 //! not kept, the source fetches it ([`State::fetch_done`]); a per-Secret event counter makes a
 //! fetch that raced with a watch event lose to the event, which is newer.
 
-use crate::kinds::{Kind, Watched, same_for_serving, slim};
+use crate::kinds::{Kind, Watched, slim};
 use portico_translate::{Config, ObjectKey, Objects, referenced_secrets};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -69,15 +69,16 @@ impl State {
     }
 
     /// An added or modified object. One that differs from the known one only in its status or
-    /// resource version is kept without a change (`kinds::same_for_serving`): the next
+    /// resource version is kept without a change (`Watched::same_for_serving`): the next
     /// snapshot carries it, and the status report then sees what was written.
     pub fn apply<K: Watched>(&mut self, object: K) -> Effects {
         let object = slim(object);
         let key = object.key();
         self.secret_event::<K>(&key, false);
         let changed = if self.keeps::<K>(&key) {
+            let object = object.store();
             let map = K::map(&mut self.objects);
-            let same = (map.get(&key)).is_some_and(|old| same_for_serving(old.as_ref(), &object));
+            let same = (map.get(&key)).is_some_and(|old| K::same_for_serving(old, &object));
             Arc::make_mut(map).insert(key, Arc::new(object));
             !same
         } else {
@@ -100,7 +101,7 @@ impl State {
         for object in objects {
             let key = object.key();
             if self.keeps::<K>(&key) {
-                map.insert(key, Arc::new(slim(object)));
+                map.insert(key, Arc::new(slim(object).store()));
             }
         }
         if K::KIND == Kind::Secret {

@@ -6,9 +6,10 @@ use k8s_openapi::api::core::v1::{Endpoints, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use portico_model::{Diagnostic, Severity};
-use portico_translate::{Config, ObjectKey, Objects, Translation, translate};
+use portico_translate::{CompactSlice, Config, ObjectKey, Objects, Translation, translate};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
+use std::sync::Arc;
 
 /// Parses every document of `yaml` into its typed object; panics on kinds it does not know.
 pub fn load(yaml: &str) -> Objects {
@@ -107,7 +108,10 @@ fn add(objects: &mut Objects, doc: Value) {
             .insert(key, typed::<Service>(doc))
             .map(drop),
         "EndpointSlice" => std::sync::Arc::make_mut(&mut objects.endpoint_slices)
-            .insert(key, typed::<EndpointSlice>(doc))
+            .insert(
+                key,
+                Arc::new(CompactSlice::from(&*typed::<EndpointSlice>(doc))),
+            )
             .map(drop),
         "Endpoints" => std::sync::Arc::make_mut(&mut objects.endpoints)
             .insert(key, typed::<Endpoints>(doc))
