@@ -93,7 +93,7 @@ mod tests {
                 rule(RuleType::HostName, CompareType::EqualTo, host),
                 rule(RuleType::Path, CompareType::PathPrefix, path),
             ],
-            source: ObjectRef::new("Ingress", "default", lb),
+            source: Arc::new(ObjectRef::new("Ingress", "default", lb)),
         }
     }
 

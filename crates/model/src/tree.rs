@@ -118,8 +118,9 @@ pub struct L7Policy {
     pub position: u32,
     pub action: PolicyAction,
     pub rules: Vec<L7Rule>,
-    /// The Ingress this policy comes from.
-    pub source: ObjectRef,
+    /// The Ingress this policy comes from. Shared: every policy of an Ingress, on both
+    /// listeners, points at one reference (serialized as the reference itself).
+    pub source: Arc<ObjectRef>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

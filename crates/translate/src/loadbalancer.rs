@@ -38,7 +38,7 @@ impl<'a> Identity<'a> {
         let key = &source.key;
         Identity {
             name: format!("ingress/{}/{}", key.namespace, key.name),
-            origin: source.object.clone(),
+            origin: portico_model::ObjectRef::clone(&source.object),
             class,
             ids: source.ids,
         }
@@ -82,7 +82,7 @@ pub(crate) fn build_load_balancer(
         port,
         policies,
         default_pool: default.map(|(backend, _)| backend.pool),
-        default_source: default.map(|(_, source)| source.object.clone()),
+        default_source: default.map(|(_, source)| portico_model::ObjectRef::clone(&source.object)),
         tls: None,
     };
     let load_balancer = LoadBalancer {

@@ -104,7 +104,11 @@ fn conflict(loser: &Route<'_>, winner: &Route<'_>) -> Diagnostic {
         loser.spec.host, loser.spec.path.value
     );
     let field = format!("{}.path", loser.spec.field());
-    Diagnostic::warning(loser.source.object.clone(), field, message)
+    Diagnostic::warning(
+        portico_model::ObjectRef::clone(&loser.source.object),
+        field,
+        message,
+    )
 }
 
 /// The listener's default backend: the oldest Ingress's `spec.defaultBackend`. Returns it and
@@ -129,7 +133,11 @@ pub(crate) fn default_backend<'a>(
                     first.key
                 );
                 let field = "spec.defaultBackend";
-                diagnostics.push(Diagnostic::warning(source.object.clone(), field, message));
+                diagnostics.push(Diagnostic::warning(
+                    portico_model::ObjectRef::clone(&source.object),
+                    field,
+                    message,
+                ));
             }
         }
     }

@@ -58,7 +58,8 @@ pub(crate) struct Source {
     pub key: ObjectKey,
     pub ingress: Arc<Ingress>,
     pub ids: ClassIds,
-    pub object: ObjectRef,
+    /// Shared with the policies made from it.
+    pub object: Arc<ObjectRef>,
     /// Admitted (no Error diagnostic): its routes are served.
     pub served: bool,
     /// Admission errors and warnings, and the warnings of its backends.
@@ -79,7 +80,7 @@ impl Source {
         ids: ClassIds,
         objects: &Objects,
     ) -> Self {
-        let object = ObjectRef::new("Ingress", &key.namespace, &key.name);
+        let object = Arc::new(ObjectRef::new("Ingress", &key.namespace, &key.name));
         let mut lookups = Lookups {
             diagnostics: validate_ingress(key, ingress),
             ..Lookups::default()

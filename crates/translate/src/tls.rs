@@ -45,9 +45,9 @@ struct TlsHosts {
     sni: BTreeMap<String, SniCertificate>,
     /// Hosts whose HTTP requests are redirected: named in `spec.tls` by an Ingress that does
     /// not opt out; each with the oldest such Ingress.
-    redirect: BTreeMap<String, ObjectRef>,
+    redirect: BTreeMap<String, Arc<ObjectRef>>,
     /// Ingresses with `portico.dev/ssl-redirect: "false"`.
-    opted_out: BTreeSet<ObjectRef>,
+    opted_out: BTreeSet<Arc<ObjectRef>>,
 }
 
 impl TlsHosts {
@@ -88,7 +88,7 @@ impl TlsHosts {
         match self.sni.entry(host) {
             Entry::Vacant(slot) => {
                 let host = slot.key().clone();
-                let source = source.object.clone();
+                let source = ObjectRef::clone(&source.object);
                 slot.insert(SniCertificate {
                     host,
                     certificate,
@@ -103,7 +103,7 @@ impl TlsHosts {
                      this entry's certificate is not used for it",
                     winner.host, winner.certificate, winner.source
                 );
-                let loser = source.object.clone();
+                let loser = ObjectRef::clone(&source.object);
                 diagnostics.push(Diagnostic::warning(loser, field, message));
             }
         }
@@ -153,7 +153,11 @@ fn ssl_redirect(source: &Source, diagnostics: &mut Vec<Diagnostic>) -> bool {
                 "invalid value {value:?}: must be \"true\" or \"false\"; the default \
                  (\"true\") applies"
             );
-            diagnostics.push(Diagnostic::warning(source.object.clone(), field, message));
+            diagnostics.push(Diagnostic::warning(
+                ObjectRef::clone(&source.object),
+                field,
+                message,
+            ));
             true
         }
     }
@@ -203,7 +207,7 @@ fn policy_host(policy: &L7Policy) -> Option<String> {
 
 /// Whether requests for `host` (a policy's) go to HTTPS: the host itself or the wildcard one
 /// label above it has TLS.
-fn covered(host: &str, redirect: &BTreeMap<String, ObjectRef>) -> bool {
+fn covered(host: &str, redirect: &BTreeMap<String, Arc<ObjectRef>>) -> bool {
     if redirect.contains_key(host) {
         return true;
     }
@@ -216,8 +220,8 @@ fn covered(host: &str, redirect: &BTreeMap<String, ObjectRef>) -> bool {
 /// that every HTTP request for it goes to HTTPS.
 fn redirect(
     http: &mut Listener,
-    hosts: &BTreeMap<String, ObjectRef>,
-    opted_out: &BTreeSet<ObjectRef>,
+    hosts: &BTreeMap<String, Arc<ObjectRef>>,
+    opted_out: &BTreeSet<Arc<ObjectRef>>,
 ) {
     if hosts.is_empty() {
         return;
@@ -282,7 +286,7 @@ fn host_order(policy: &L7Policy) -> (u8, &str) {
 
 /// A redirect of every path of `host` (as `spec.tls` writes it), placed last among the
 /// host's policies (the shortest path).
-fn catch_all(listener: ListenerId, host: &str, source: &ObjectRef) -> L7Policy {
+fn catch_all(listener: ListenerId, host: &str, source: &Arc<ObjectRef>) -> L7Policy {
     let id = L7PolicyId::derive(&format!("{listener}/policy/redirect/{host}"));
     let (compare_type, value) = match host.strip_prefix("*.") {
         Some(suffix) => (CompareType::WildcardLabel, suffix),

@@ -106,7 +106,7 @@ fn model(fields: &[(String, String)], sni: &[String]) -> LoadBalancer {
                 rule(RuleType::HostName, host_compare, host, n),
                 rule(RuleType::Path, path_compare, path, n),
             ],
-            source: ObjectRef::new("Ingress", "default", "web"),
+            source: std::sync::Arc::new(ObjectRef::new("Ingress", "default", "web")),
         }
     });
     let policies: Vec<L7Policy> = policies.collect();

@@ -110,7 +110,7 @@ impl ModelBuilder {
     fn new_policy(&self, rules: Vec<L7Rule>, action: PolicyAction) -> L7Policy {
         let position = (self.policies.len() + self.http_only.len()) as u32;
         let id = L7PolicyId::derive(&format!("{}/{position}", self.name));
-        let source = ObjectRef::new("Ingress", "default", &self.name);
+        let source = std::sync::Arc::new(ObjectRef::new("Ingress", "default", &self.name));
         L7Policy {
             id,
             position,

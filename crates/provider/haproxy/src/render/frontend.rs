@@ -58,7 +58,7 @@ pub(super) fn frontend(
 
 fn unmappable(policy: &L7Policy) -> Diagnostic {
     Diagnostic::error(
-        policy.source.clone(),
+        portico_model::ObjectRef::clone(&policy.source),
         "spec.rules",
         format!(
             "a host or path of policy {} holds a space, a control character or a non-ASCII byte, which haproxy's route maps cannot hold (and no request can carry); it is not served by haproxy",

@@ -410,7 +410,7 @@ mod tests {
                     position: 0,
                     action: portico_model::PolicyAction::Reject { status: 403 },
                     rules,
-                    source: portico_model::ObjectRef::new("Ingress", "default", &n.to_string()),
+                    source: std::sync::Arc::new(portico_model::ObjectRef::new("Ingress", "default", &n.to_string())),
                 });
             }
             portico_model::order::sort(&mut model);

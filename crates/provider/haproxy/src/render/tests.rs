@@ -17,7 +17,7 @@ fn policy(name: &str, rules: Vec<L7Rule>, action: PolicyAction) -> L7Policy {
         position: 0,
         action,
         rules,
-        source: ObjectRef::new("Ingress", "default", "web"),
+        source: std::sync::Arc::new(ObjectRef::new("Ingress", "default", "web")),
     }
 }
 

@@ -190,7 +190,7 @@ pub fn routed(port: u16, members: &[(SocketAddr, bool)], paths: &[(&str, bool)])
                     rule(RuleType::HostName, CompareType::EqualTo, "test"),
                     rule(RuleType::Path, compare, path),
                 ],
-                source: ObjectRef::new("Ingress", "default", "web"),
+                source: std::sync::Arc::new(ObjectRef::new("Ingress", "default", "web")),
             }
         })
         .collect();
