@@ -272,6 +272,38 @@ async fn requests_are_counted_by_pool_and_code_class() {
 }
 
 #[tokio::test]
+async fn a_pool_gets_its_series_on_its_first_request_and_loses_them_when_it_goes() {
+    let echo = Echo::start("echo").await;
+    let h = Harness::start(&all_to("one", &[echo.addr])).await;
+    let series = "portico_http_requests_total{pool=\"one\",code_class=\"2xx\"}";
+    // The request series: member series (health) are there from the start.
+    let any = [
+        "portico_http_requests_total{pool=\"one\"",
+        "latency_seconds_count{pool=\"one\"",
+    ];
+    assert!(
+        !any.iter().any(|s| h.metrics().contains(s)),
+        "{}",
+        h.metrics()
+    );
+    let mut client = h.client().await;
+    assert_eq!(client.get("x", "/").await.status, 200);
+    h.proxy.apply(&all_to("one", &[echo.addr]));
+    assert_eq!(client.get("x", "/").await.status, 200);
+    assert!(
+        h.metrics().contains(&format!("{series} 2\n")),
+        "{}",
+        h.metrics()
+    );
+    h.proxy.apply(&all_to("two", &[echo.addr]));
+    assert!(
+        !any.iter().any(|s| h.metrics().contains(s)),
+        "{}",
+        h.metrics()
+    );
+}
+
+#[tokio::test]
 async fn shutdown_finishes_in_flight_requests_and_stops_accepting() {
     let echo = Echo::start("echo").await;
     let h = Harness::start(&all_to("web", &[echo.addr])).await;

@@ -110,8 +110,8 @@ impl Proxy {
         // A pool that is gone takes its series with it, so /metrics and memory do not grow
         // with every pool that ever existed.
         let served: HashSet<&str> = table.pool_names().collect();
-        let gone = previous.pool_names().filter(|name| !served.contains(name));
-        gone.for_each(|name| self.metrics.forget_pool(name));
+        let gone = previous.pools().filter(|p| !served.contains(p.name()));
+        gone.for_each(|p| p.metrics.forget());
         drop(served);
         table.pools().for_each(|p| ensure_checks(p.balance()));
         self.table.store(Arc::new(table));

@@ -165,7 +165,8 @@ impl MemberMetrics {
 #[derive(Debug)]
 pub(crate) struct Balance {
     algorithm: Algorithm,
-    pub(crate) settings: PoolSettings,
+    /// Shared with the pool's state (see [`super::PoolState`]).
+    pub(crate) settings: Arc<PoolSettings>,
     /// `Host` of active checks: the Service's cluster name.
     pub(crate) check_host: String,
     members: ArcSwap<Members>,
@@ -188,7 +189,7 @@ pub(crate) struct MemberSpec {
 impl Balance {
     pub(crate) fn new(
         algorithm: Algorithm,
-        settings: PoolSettings,
+        settings: Arc<PoolSettings>,
         check_host: String,
         metrics: Option<MemberMetrics>,
     ) -> Self {
@@ -500,7 +501,12 @@ mod tests {
     use portico_model::{CookieAffinity, PoolProtocol};
 
     fn balance(algorithm: Algorithm, settings: PoolSettings, n: u16) -> Balance {
-        let b = Balance::new(algorithm, settings, "web.default.svc".into(), None);
+        let b = Balance::new(
+            algorithm,
+            Arc::new(settings),
+            "web.default.svc".into(),
+            None,
+        );
         let specs = (0..n)
             .map(|i| MemberSpec {
                 id: MemberId::derive(&format!("m{i}")),

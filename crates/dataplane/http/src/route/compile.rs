@@ -197,21 +197,23 @@ impl<'a> Compiler<'a> {
         let members = pool
             .map(|p| ready_members(p, self.endpoints))
             .unwrap_or_default();
-        // The pool id covers the algorithm and the settings: the same id, the same balance.
+        // The pool id covers the algorithm and the settings: the same id, the same balance,
+        // whose settings the state shares.
         let balance = previous.map(|p| p.balance().clone()).unwrap_or_else(|| {
             let member_metrics = self.metrics.map(|m| m.members(&name));
+            let settings = Arc::new(pool.map(|p| p.settings.clone()).unwrap_or_default());
             Arc::new(match pool {
                 Some(p) => Balance::new(
                     p.algorithm.clone(),
-                    p.settings.clone(),
+                    settings,
                     format!("{}.{}.svc", p.service.name, p.service.namespace),
                     member_metrics,
                 ),
-                None => Balance::new(Default::default(), Default::default(), String::new(), None),
+                None => Balance::new(Default::default(), settings, String::new(), None),
             })
         });
         balance.set_members(members);
-        let settings = pool.map(|p| p.settings.clone()).unwrap_or_default();
+        let settings = balance.settings.clone();
         let budget = previous.map(|p| p.budget.clone()).unwrap_or_else(|| {
             let percent = settings.retry_budget_percent();
             Arc::new(Mutex::new(RetryBudget::new(percent, Instant::now())))

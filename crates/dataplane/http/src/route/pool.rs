@@ -33,8 +33,9 @@ pub struct PoolState {
     /// (e.g. when scaling) keeps the rotation, the latency averages and the members' health.
     balance: Arc<Balance>,
     pub(crate) metrics: PoolMetrics,
-    /// The pool's settings from its Ingress's annotations.
-    pub(crate) settings: PoolSettings,
+    /// The pool's settings from its Ingress's annotations. Shared with its balance: at 5,000
+    /// pools two copies cost megabytes.
+    pub(crate) settings: Arc<PoolSettings>,
     /// Shared with the previous configuration's state for this pool id, as the cursor is.
     pub(crate) budget: Arc<Mutex<RetryBudget>>,
     /// A hash of the model pool (and load balancer name) this state was compiled from: the
@@ -54,7 +55,7 @@ impl PoolState {
         load_balancer: Arc<str>,
         balance: Arc<Balance>,
         metrics: PoolMetrics,
-        (settings, budget): (PoolSettings, Arc<Mutex<RetryBudget>>),
+        (settings, budget): (Arc<PoolSettings>, Arc<Mutex<RetryBudget>>),
         (fingerprint, origin): (u64, Weak<Pool>),
     ) -> Self {
         PoolState {
