@@ -233,6 +233,14 @@ impl FakeApiServer {
             .collect()
     }
 
+    /// TCP connections accepted so far.
+    pub fn connection_count(&self) -> usize {
+        self.inner
+            .shared
+            .connections_accepted
+            .load(Ordering::Relaxed)
+    }
+
     /// Watch streams opened so far (including those answered with a 410 `ERROR` event).
     pub fn watch_count(&self) -> usize {
         self.inner.shared.watches_opened.load(Ordering::Relaxed)

@@ -15,7 +15,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use std::collections::VecDeque;
 use std::convert::Infallible;
-use std::sync::atomic::{AtomicU64, AtomicUsize};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
@@ -29,6 +29,7 @@ pub struct Shared {
     pub log: Mutex<Vec<Request>>,
     pub failures: Mutex<VecDeque<Failure>>,
     pub watches_opened: AtomicUsize,
+    pub connections_accepted: AtomicUsize,
     pub bookmark_every_ms: Arc<AtomicU64>,
 }
 
@@ -47,6 +48,7 @@ impl Shared {
             log: Mutex::default(),
             failures: Mutex::default(),
             watches_opened: AtomicUsize::new(0),
+            connections_accepted: AtomicUsize::new(0),
             bookmark_every_ms: Arc::new(AtomicU64::new(1000)),
         }
     }
@@ -66,6 +68,7 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>) {
             continue;
         };
         let _ = stream.set_nodelay(true);
+        shared.connections_accepted.fetch_add(1, Ordering::Relaxed);
         let shared = shared.clone();
         connections.spawn(async move {
             let service = service_fn(move |req| handle(shared.clone(), req));

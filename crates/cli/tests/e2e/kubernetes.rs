@@ -249,6 +249,51 @@ async fn namespace_scope_and_only_referenced_secrets() {
 }
 
 #[tokio::test]
+async fn secrets_named_all_at_once_are_fetched_over_a_few_connections() {
+    const SECRETS: usize = 48;
+    let cluster = Cluster::new().await;
+    services(&cluster, &["web"]).await;
+    for i in 0..SECRETS {
+        let secret = crate::tls_support::tls_secret(NS, &format!("cert-{i}"), "chain", "key");
+        cluster.apply(&secret);
+    }
+    let p = Portico::start_kube(&cluster, &[]).await;
+    // Listed while no Ingress named them: none is kept, so each Ingress below makes a fetch.
+    let before = cluster.api.connection_count();
+    let ingresses: String = (0..SECRETS)
+        .map(|i| {
+            let host = format!("t{i}.example");
+            let tls = format!("  tls:\n  - hosts: [{host}]\n    secretName: cert-{i}\n");
+            route(&format!("t{i}"), &host, "/", "web")
+                .replace("  rules:\n", &format!("{tls}  rules:\n"))
+        })
+        .collect();
+    cluster.apply(&ingresses);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let fetched = || {
+        let requests = cluster.api.requests();
+        let gets = requests.iter().filter(|r| {
+            r.method == "GET" && r.path.contains("/secrets/cert-") && r.query.is_empty()
+        });
+        gets.count()
+    };
+    while fetched() < SECRETS {
+        assert!(
+            Instant::now() < deadline,
+            "only {} Secrets fetched",
+            fetched()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let opened = cluster.api.connection_count() - before;
+    assert!(
+        opened <= 12,
+        "{SECRETS} fetches opened {opened} connections to the API server"
+    );
+    drop(p);
+}
+
+#[tokio::test]
 async fn two_replicas_one_writes_status_and_a_successor_takes_over_within_15s() {
     let cluster = Cluster::new().await;
     services(&cluster, &["web"]).await;

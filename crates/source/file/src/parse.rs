@@ -70,7 +70,12 @@ pub(crate) fn parse_reusing(
             Err(_) => {}
         }
     }
-    for (index, chunk) in split_documents(text).into_iter().enumerate() {
+    let chunks = split_documents(text);
+    // A file of one document keeps none: the catalog parses a file again only when its text
+    // changed, and then that document changed too. At one object per file, 21,000 maps of
+    // one entry each cost megabytes for nothing.
+    let keep = chunks.len() > 1;
+    for (index, chunk) in chunks.into_iter().enumerate() {
         let key = (text_hash(chunk.text), chunk.text.len());
         if let Some(objects) = previous.by_text.get(&key) {
             decoder.reuse(objects);
@@ -83,7 +88,7 @@ pub(crate) fn parse_reusing(
             Ok(values) => values.into_iter().for_each(|v| decoder.document(index, v)),
             Err(message) => decoder.syntax_error(index, message),
         }
-        if decoder.problems() == problems {
+        if keep && decoder.problems() == problems {
             next.by_text
                 .insert(key, decoder.objects_since(first).to_vec());
         }
@@ -162,6 +167,13 @@ mod tests {
         assert!(same(&first.objects[0], &second.objects[0]), "a is reused");
         assert!(!same(&first.objects[1], &second.objects[1]), "b changed");
         assert_eq!(second, parse_documents("f.yaml", &text), "as a fresh parse");
+    }
+
+    #[test]
+    fn a_file_of_one_document_keeps_none() {
+        let (parsed, documents, count) =
+            parse_reusing("f.yaml", &service("a", 80), &Documents::default());
+        assert_eq!((count, documents.len(), parsed.objects.len()), (1, 0, 1));
     }
 
     #[test]

@@ -12,12 +12,17 @@ use kube::{Api, Client};
 use portico_translate::{Config, Loaded, ObjectKey};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
-use tokio::sync::{Notify, watch};
+use tokio::sync::{Notify, Semaphore, watch};
 use tokio::task::JoinHandle;
 
 /// How long the publisher waits after a change for more before it publishes, so that a burst
 /// of events (a rollout's EndpointSlices) becomes one translation.
 const COALESCE: Duration = Duration::from_millis(10);
+
+/// How many referenced Secrets are fetched at once. An Ingress list naming 1,000 Secrets that
+/// the Secret watcher dropped (listed before the Ingresses named them) would otherwise open
+/// 1,000 connections to the API server, whose buffers then sit in the client's pool.
+const FETCHES: usize = 8;
 
 /// How often the objects are published without a change, as ingress-nginx syncs status every
 /// minute: the report then writes back a status someone else changed.
@@ -45,6 +50,7 @@ impl KubeSource {
             state: Mutex::new(State::new(config)),
             changed: Notify::new(),
             client: client.clone(),
+            fetches: Semaphore::new(FETCHES),
         });
         let (tx, updates) = watch::channel(Arc::new(Loaded::default()));
         let ns = scope.namespace.as_deref();
@@ -87,6 +93,8 @@ struct Shared {
     state: Mutex<State>,
     changed: Notify,
     client: Client,
+    /// [`FETCHES`] permits.
+    fetches: Semaphore,
 }
 
 impl Shared {
@@ -148,6 +156,10 @@ async fn run_watcher<K: Watched>(shared: Arc<Shared>, api: Api<K>) {
 
 /// Fetches one referenced Secret that the state does not keep.
 async fn fetch(shared: Arc<Shared>, key: ObjectKey, events: u64) {
+    // Never closed.
+    let Ok(_permit) = shared.fetches.acquire().await else {
+        return;
+    };
     let api: Api<Secret> = Api::namespaced(shared.client.clone(), &key.namespace);
     let effects = match api.get_opt(&key.name).await {
         Ok(secret) => shared.state().fetch_done(&key, events, secret),
