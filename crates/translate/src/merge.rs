@@ -119,7 +119,7 @@ pub(crate) fn default_backend<'a>(
 ) -> Option<(&'a Backend, &'a Source)> {
     let mut winner: Option<(&Backend, &Source)> = None;
     for source in sources {
-        let Some(backend) = &source.default else {
+        let Some(backend) = source.default.as_deref() else {
             continue;
         };
         match winner {

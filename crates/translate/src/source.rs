@@ -68,8 +68,9 @@ pub(crate) struct Source {
     pub services: Vec<ObjectKey>,
     /// In YAML order; empty when not served.
     pub routes: Vec<RouteSpec>,
-    /// `spec.defaultBackend`, when served and it names a Service.
-    pub default: Option<Backend>,
+    /// `spec.defaultBackend`, when served and it names a Service. Boxed: few Ingresses have
+    /// one, and a `Source` is kept per Ingress.
+    pub default: Option<Box<Backend>>,
 }
 
 impl Source {
@@ -99,7 +100,7 @@ impl Source {
                 let field = || "spec.defaultBackend".to_owned();
                 backend_key(key, &object, objects, backend, field, &mut lookups)
             });
-            (routes, default.map(|k| Backend::new(&ids, k)))
+            (routes, default.map(|k| Box::new(Backend::new(&ids, k))))
         } else {
             (Vec::new(), None)
         };
