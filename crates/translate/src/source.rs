@@ -11,9 +11,9 @@ use crate::route::{Backend, Lookups, RouteSpec, backend_key, routes};
 use crate::{Config, ObjectKey, Objects};
 use foldhash::HashSet;
 use k8s_openapi::api::networking::v1::Ingress;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use portico_model::{Diagnostic, ListenerId, LoadBalancerId, ObjectRef};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// The ids of a class's load balancer and of its listeners, which the ids of policies, rules
 /// and pools derive from.
@@ -56,7 +56,10 @@ impl ClassIds {
 #[derive(Debug)]
 pub(crate) struct Source {
     pub key: ObjectKey,
-    pub ingress: Arc<Ingress>,
+    /// The Ingress as last seen (see [`Source::ingress`]).
+    ingress: Mutex<Arc<Ingress>>,
+    /// Its creationTimestamp (the same in every version it holds for).
+    created: Option<Time>,
     pub ids: ClassIds,
     /// Shared with the policies made from it.
     pub object: Arc<ObjectRef>,
@@ -109,7 +112,8 @@ impl Source {
         lookups.services.shrink_to_fit();
         Source {
             key: key.clone(),
-            ingress: ingress.clone(),
+            ingress: Mutex::new(ingress.clone()),
+            created: ingress.metadata.creation_timestamp.clone(),
             ids,
             object,
             served,
@@ -122,22 +126,79 @@ impl Source {
 
     /// Older first: by creationTimestamp (a missing one counts as newest), then namespace/name.
     pub(crate) fn age(&self) -> (bool, Option<&Time>, &ObjectKey) {
-        let created = self.ingress.metadata.creation_timestamp.as_ref();
+        let created = self.created.as_ref();
         (created.is_none(), created, &self.key)
     }
 
-    /// Whether this preparation still holds for `ingress` under `ids`, given the Services that
-    /// changed since it was made.
+    /// The Ingress as last seen. A newer version that translates the same replaces it (see
+    /// [`Source::still_holds`]), so that a prepared Ingress keeps no outdated copy alive.
+    pub(crate) fn ingress(&self) -> Arc<Ingress> {
+        let ingress = self.ingress.lock().unwrap_or_else(PoisonError::into_inner);
+        ingress.clone()
+    }
+
+    /// Whether this preparation still holds for `ingress` under `ids` when `changed_services`
+    /// changed. A version of the Ingress that differs only in its status and resourceVersion
+    /// (Portico's own status writes, coming back through the watch) holds too, and takes the
+    /// place of the version kept: at 10,000 Ingresses, keeping both cost megabytes, and
+    /// preparing them all again cost the next change tens of milliseconds.
     pub(crate) fn still_holds(
         &self,
         ingress: &Arc<Ingress>,
         ids: ClassIds,
         changed_services: &HashSet<ObjectKey>,
     ) -> bool {
-        self.ids == ids
-            && (Arc::ptr_eq(&self.ingress, ingress) || self.ingress == *ingress)
-            && !self.services.iter().any(|s| changed_services.contains(s))
+        if self.ids != ids || self.services.iter().any(|s| changed_services.contains(s)) {
+            return false;
+        }
+        let mut kept = self.ingress.lock().unwrap_or_else(PoisonError::into_inner);
+        if Arc::ptr_eq(&kept, ingress) {
+            return true;
+        }
+        let holds = translates_the_same(&kept, ingress);
+        if holds {
+            *kept = ingress.clone();
+        }
+        holds
     }
+}
+
+/// Whether two versions of an Ingress give the same preparation: they differ at most in the
+/// status and in what the API server changes on every write. Every other metadata field is
+/// compared, so that a field added to `ObjectMeta` by a later Kubernetes version fails to
+/// compile here rather than being ignored.
+fn translates_the_same(a: &Ingress, b: &Ingress) -> bool {
+    let ObjectMeta {
+        annotations,
+        creation_timestamp,
+        deletion_grace_period_seconds,
+        deletion_timestamp,
+        finalizers,
+        generate_name,
+        generation: _,
+        labels,
+        managed_fields: _,
+        name,
+        namespace,
+        owner_references,
+        resource_version: _,
+        self_link,
+        uid,
+    } = &a.metadata;
+    let m = &b.metadata;
+    a.spec == b.spec
+        && *annotations == m.annotations
+        && *creation_timestamp == m.creation_timestamp
+        && *deletion_grace_period_seconds == m.deletion_grace_period_seconds
+        && *deletion_timestamp == m.deletion_timestamp
+        && *finalizers == m.finalizers
+        && *generate_name == m.generate_name
+        && *labels == m.labels
+        && *name == m.name
+        && *namespace == m.namespace
+        && *owner_references == m.owner_references
+        && *self_link == m.self_link
+        && *uid == m.uid
 }
 
 /// Sorts sources oldest first.

@@ -58,7 +58,8 @@ impl TlsHosts {
             if !redirects {
                 hosts.opted_out.insert(source.object.clone());
             }
-            let spec = source.ingress.spec.as_ref();
+            let ingress = source.ingress();
+            let spec = ingress.spec.as_ref();
             let entries = spec.and_then(|s| s.tls.as_deref()).unwrap_or_default();
             for (i, entry) in entries.iter().enumerate() {
                 for (host, field) in entry_hosts(source, entry, i) {
@@ -121,7 +122,8 @@ fn entry_hosts(source: &Source, entry: &IngressTLS, i: usize) -> Vec<(String, St
             .map(|(j, h)| (h.to_ascii_lowercase(), field(j)))
             .collect();
     }
-    let spec = source.ingress.spec.as_ref();
+    let ingress = source.ingress();
+    let spec = ingress.spec.as_ref();
     let rules = spec.and_then(|s| s.rules.as_deref()).unwrap_or_default();
     let hosts = rules.iter().filter_map(|r| r.host.as_deref());
     let hosts: BTreeSet<String> = hosts
@@ -136,7 +138,8 @@ fn entry_hosts(source: &Source, entry: &IngressTLS, i: usize) -> Vec<(String, St
 /// `nginx.ingress.kubernetes.io/ssl-redirect`): `"true"` (the default) or `"false"`; any other
 /// value is reported and the default applies.
 fn ssl_redirect(source: &Source, diagnostics: &mut Vec<Diagnostic>) -> bool {
-    let annotations = source.ingress.metadata.annotations.as_ref();
+    let ingress = source.ingress();
+    let annotations = ingress.metadata.annotations.as_ref();
     let nginx = "nginx.ingress.kubernetes.io/ssl-redirect";
     let found = [SSL_REDIRECT_ANNOTATION, nginx]
         .into_iter()

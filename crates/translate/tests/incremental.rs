@@ -121,6 +121,43 @@ fn a_changed_ingress_is_prepared_again_and_the_others_are_reused() {
 }
 
 #[test]
+fn an_ingress_whose_status_alone_changed_is_reused_and_one_with_new_annotations_is_not() {
+    let config = Config::default();
+    let old = load_values(ingresses(None));
+    let mut memo = Memo::default();
+    let first = translate_incremental(&old, &config, None, &mut memo).model;
+    // Portico's own status write coming back: a new status and resourceVersion.
+    let written = ingresses(None).into_iter().map(|mut doc| {
+        if doc["kind"] == "Ingress" && doc["metadata"]["name"] == "api" {
+            doc["metadata"]["resourceVersion"] = json!("7");
+            doc["status"] = json!({"loadBalancer": {"ingress": [{"ip": "192.0.2.1"}]}});
+        }
+        doc
+    });
+    let written = load_values(written.collect());
+    let second = after(&old, &first, &written, &mut memo);
+    assert_eq!(
+        memo.reused(),
+        4,
+        "the status alone does not prepare b/api again"
+    );
+    assert_eq!(second, translate(&written, &config).model);
+    // The prepared Ingress now holds the new version: the old one is no longer referenced.
+    let key = ObjectKey::new("b", "api");
+    assert_eq!(std::sync::Arc::strong_count(&old.ingresses[&key]), 1);
+    let annotated = ingresses(None).into_iter().map(|mut doc| {
+        if doc["kind"] == "Ingress" && doc["metadata"]["name"] == "api" {
+            doc["metadata"]["annotations"] = json!({"portico.dev/ssl-redirect": "false"});
+        }
+        doc
+    });
+    let annotated = load_values(annotated.collect());
+    let third = after(&written, &second, &annotated, &mut memo);
+    assert_eq!(memo.reused(), 3, "new annotations prepare b/api again");
+    assert_eq!(third, translate(&annotated, &config).model);
+}
+
+#[test]
 fn refreshed_members_equal_a_full_translation() {
     let config = Config::default();
     let old = load_values(cluster("10.0.0.1", None));
