@@ -177,10 +177,10 @@ fn build(
             _ => {}
         }
         // A pool reused from the previous model is shared: copied only if its settings change.
-        if pool.algorithm != algorithm || pool.settings != pool_settings {
+        if pool.algorithm != algorithm || *pool.settings != pool_settings {
             let settable = std::sync::Arc::make_mut(&mut pool);
             settable.algorithm = algorithm.clone();
-            settable.settings = pool_settings;
+            settable.settings = std::sync::Arc::new(pool_settings);
         }
         let tag = match protocol {
             Protocol::Udp => "UDP",

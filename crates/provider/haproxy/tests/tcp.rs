@@ -45,7 +45,7 @@ fn service_lb(
             service: origin.clone(),
             service_port: port.to_string(),
             algorithm,
-            settings,
+            settings: std::sync::Arc::new(settings),
             protocol: PoolProtocol::Http,
             members: support::live::pool_members(members),
         });

@@ -29,7 +29,8 @@ pub(crate) struct Upstream {
     pub algorithm: Algorithm,
     /// The protocol `backend-protocol` forces; none: from the Service port's `appProtocol`.
     pub protocol: Option<PoolProtocol>,
-    pub settings: PoolSettings,
+    /// Shared by the pools the Ingress's backends become.
+    pub settings: Arc<PoolSettings>,
     /// Identifies non-default settings (part of the pool id and name); none for the default.
     pub digest: Option<String>,
 }
@@ -171,7 +172,8 @@ pub(crate) fn upstream(
     };
     refuse_unknown(&mut r);
     let mut u = Upstream::default();
-    let s = &mut u.settings;
+    let mut settings = PoolSettings::default();
+    let s = &mut settings;
     s.connect_timeout_ms = r.value("proxy-connect-timeout", true, duration_ms);
     s.read_timeout_ms = r.value("proxy-read-timeout", true, duration_ms);
     s.send_timeout_ms = r.value("proxy-send-timeout", true, duration_ms);
@@ -190,6 +192,7 @@ pub(crate) fn upstream(
     s.upstream_tls = upstream_tls(&mut r, u.protocol);
     s.passive = passive(&mut r);
     s.active = active(&mut r);
+    u.settings = Arc::new(settings);
     if u.algorithm == Algorithm::default() && u.protocol.is_none() && u.settings.is_default() {
         return Upstream::default_arc();
     }

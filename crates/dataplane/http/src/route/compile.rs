@@ -201,7 +201,7 @@ impl<'a> Compiler<'a> {
         // whose settings the state shares.
         let balance = previous.map(|p| p.balance().clone()).unwrap_or_else(|| {
             let member_metrics = self.metrics.map(|m| m.members(&name));
-            let settings = Arc::new(pool.map(|p| p.settings.clone()).unwrap_or_default());
+            let settings = pool.map(|p| p.settings.clone()).unwrap_or_default();
             Arc::new(match pool {
                 Some(p) => Balance::new(
                     p.algorithm.clone(),

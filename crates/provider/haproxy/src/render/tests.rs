@@ -302,7 +302,8 @@ fn shape_ignores_only_the_members() {
     // Not with cookie affinity (a cookie value per member, no spares).
     let sticky = |members| {
         let mut l = lb(vec![], members);
-        std::sync::Arc::make_mut(&mut l.pools[0]).settings.affinity = Some(CookieAffinity {
+        std::sync::Arc::make_mut(&mut std::sync::Arc::make_mut(&mut l.pools[0]).settings)
+            .affinity = Some(CookieAffinity {
             name: "c".into(),
             max_age_s: None,
             path: None,
@@ -317,8 +318,8 @@ fn shape_ignores_only_the_members() {
     );
     // Other settings change the shape.
     let mut slow = lb(vec![], vec![member(1, true)]);
-    std::sync::Arc::make_mut(&mut slow.pools[0])
-        .settings
+    let pool = std::sync::Arc::make_mut(&mut slow.pools[0]);
+    std::sync::Arc::make_mut(&mut pool.settings)
         .passive
         .failures = 9;
     assert_ne!(a.shape(), rendered(&slow).shape());
@@ -331,6 +332,7 @@ fn pool_settings_become_backend_rules_timeouts_and_retries() {
         vec![member(1, true), member(2, true), member(3, false)],
     );
     let settings = &mut std::sync::Arc::make_mut(&mut lb.pools[0]).settings;
+    let settings = std::sync::Arc::make_mut(settings);
     settings.allow_sources = vec!["10.0.0.0/8".parse().unwrap(), "::1".parse().unwrap()];
     settings.max_body_bytes = Some(1024);
     settings.connect_timeout_ms = Some(250);
@@ -374,9 +376,8 @@ fn verifying_pools_name_their_ca_file_server_name_and_sni_and_fail_closed_withou
             vec![member(1, true)],
         );
         std::sync::Arc::make_mut(&mut lb.pools[0]).protocol = PoolProtocol::Https;
-        std::sync::Arc::make_mut(&mut lb.pools[0])
-            .settings
-            .upstream_tls = Some(tls);
+        let pool = std::sync::Arc::make_mut(&mut lb.pools[0]);
+        std::sync::Arc::make_mut(&mut pool.settings).upstream_tls = Some(tls);
         let r = rendered(&lb);
         let line = lines_with(&r, " 10.0.0.1:8080 ")[0].to_owned();
         let after = line.split_once(" weight ").unwrap().1;
