@@ -106,13 +106,9 @@ fn namespaced<K: Resource>(object: &K) -> ObjectKey {
     )
 }
 
-/// Shrinks the lists of an object that translation keeps.
+/// The lists of a kind kept whole, given back their spare capacity.
 trait Shrink {
-    fn shrink_lists(&mut self) {}
-}
-
-fn shrink<T: Shrink>(object: &mut T) {
-    object.shrink_lists();
+    fn shrink_lists(&mut self);
 }
 
 fn shrink_vec<T>(list: &mut Option<Vec<T>>, mut each: impl FnMut(&mut T)) {
@@ -164,7 +160,7 @@ macro_rules! namespaced_kind {
             type Key = ObjectKey;
             kept_whole!();
             fn shrink(&mut self) {
-                shrink(self);
+                Shrink::shrink_lists(self);
             }
             fn key(&self) -> ObjectKey {
                 namespaced(self)
