@@ -79,9 +79,16 @@ pub(crate) fn endpoints(objects: &Objects, slices: &SliceIndex<'_>, key: &PoolKe
     found
 }
 
-fn add(found: &mut EndpointSet, address: &str, port: u16, ready: bool) {
+/// Adds a member; an address listed twice is ready if any listing says so.
+fn add(found: &mut EndpointSet, address: IpAddr, port: u16, ready: bool) {
+    *found.entry((address, port)).or_insert(false) |= ready;
+}
+
+/// Like [`add`], for an address as an Endpoints object writes it; one that is not an IP
+/// address is skipped.
+fn add_written(found: &mut EndpointSet, address: &str, port: u16, ready: bool) {
     if let Ok(address) = address.parse::<IpAddr>() {
-        *found.entry((address, port)).or_insert(false) |= ready;
+        add(found, address, port, ready);
     }
 }
 
@@ -100,7 +107,7 @@ fn from_slice(found: &mut EndpointSet, slice: &CompactSlice, port_name: &str) {
     let Some(port) = port else { return };
     for endpoint in &slice.endpoints {
         for &address in &endpoint.addresses {
-            *found.entry((address, port)).or_insert(false) |= endpoint.ready;
+            add(found, address, port, endpoint.ready);
         }
     }
 }
@@ -115,10 +122,10 @@ fn from_legacy(found: &mut EndpointSet, endpoints: &Endpoints, port_name: &str) 
             .and_then(|p| valid_port(p.port));
         let Some(port) = port else { continue };
         for address in subset.addresses.iter().flatten() {
-            add(found, &address.ip, port, true);
+            add_written(found, &address.ip, port, true);
         }
         for address in subset.not_ready_addresses.iter().flatten() {
-            add(found, &address.ip, port, false);
+            add_written(found, &address.ip, port, false);
         }
     }
 }

@@ -86,10 +86,10 @@ pub struct SliceEndpoint {
     pub ready: bool,
 }
 
-impl From<&EndpointSlice> for CompactSlice {
-    fn from(slice: &EndpointSlice) -> Self {
-        let meta = &slice.metadata;
-        let labels = meta.labels.as_ref();
+impl From<EndpointSlice> for CompactSlice {
+    /// Takes the strings it keeps out of `slice` rather than copying them.
+    fn from(slice: EndpointSlice) -> Self {
+        let meta = slice.metadata;
         let ip = matches!(slice.address_type.as_str(), "IPv4" | "IPv6");
         let endpoints = if ip {
             let endpoints = slice.endpoints.items().iter();
@@ -107,25 +107,19 @@ impl From<&EndpointSlice> for CompactSlice {
             Vec::new()
         };
         CompactSlice {
-            namespace: meta.namespace.clone().unwrap_or_default(),
-            name: meta.name.clone().unwrap_or_default(),
-            uid: meta.uid.clone(),
-            service: labels.and_then(|l| l.get(SLICE_SERVICE_LABEL)).cloned(),
+            namespace: meta.namespace.unwrap_or_default(),
+            name: meta.name.unwrap_or_default(),
+            uid: meta.uid,
+            service: meta.labels.and_then(|mut l| l.remove(SLICE_SERVICE_LABEL)),
             ip,
-            ports: (slice.ports.iter().flatten())
+            ports: (slice.ports.into_iter().flatten())
                 .map(|p| SlicePort {
-                    name: p.name.clone().unwrap_or_default(),
+                    name: p.name.unwrap_or_default(),
                     port: p.port,
                 })
                 .collect(),
             endpoints,
         }
-    }
-}
-
-impl From<EndpointSlice> for CompactSlice {
-    fn from(slice: EndpointSlice) -> Self {
-        CompactSlice::from(&slice)
     }
 }
 

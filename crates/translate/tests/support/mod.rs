@@ -110,7 +110,11 @@ fn add(objects: &mut Objects, doc: Value) {
         "EndpointSlice" => std::sync::Arc::make_mut(&mut objects.endpoint_slices)
             .insert(
                 key,
-                Arc::new(CompactSlice::from(&*typed::<EndpointSlice>(doc))),
+                Arc::new(CompactSlice::from(Arc::unwrap_or_clone(typed::<
+                    EndpointSlice,
+                >(
+                    doc
+                )))),
             )
             .map(drop),
         "Endpoints" => std::sync::Arc::make_mut(&mut objects.endpoints)

@@ -39,9 +39,8 @@ type LatencyFamily = Family<PoolLabel, LatencyHistogram>;
 /// The proxy's metrics; cloning is cheap and clones share the same series.
 #[derive(Clone, Debug)]
 pub struct ProxyMetrics {
-    requests: Family<RequestLabels, Counter>,
-    latency: LatencyFamily,
-    retries: RetryFamilies,
+    /// Where the pools' series are made.
+    pools: Families,
     generation: Gauge,
     connections: Gauge,
     /// Requests that matched no pool carry `pool=""`.
@@ -80,18 +79,16 @@ impl ProxyMetrics {
         registry.register("portico_member_healthy", help, member_healthy.clone());
         let help = "Ejections of a pool member by passive health";
         registry.register("portico_member_ejections", help, member_ejections.clone());
-        let families = Families {
-            requests: requests.clone(),
-            latency: latency.clone(),
-            retries: retries.clone(),
-        };
-        ProxyMetrics {
+        let pools = Families {
             requests,
             latency,
             retries,
+        };
+        ProxyMetrics {
+            unrouted: PoolMetrics::new(Some(pools.clone()), ""),
+            pools,
             generation,
             connections,
-            unrouted: PoolMetrics::new(Some(families), ""),
             member_healthy,
             member_ejections,
         }
@@ -99,15 +96,7 @@ impl ProxyMetrics {
 
     /// The series of pool `name`, made on its first request.
     pub(crate) fn pool(&self, name: &str) -> PoolMetrics {
-        PoolMetrics::new(Some(self.families()), name)
-    }
-
-    fn families(&self) -> Families {
-        Families {
-            requests: self.requests.clone(),
-            latency: self.latency.clone(),
-            retries: self.retries.clone(),
-        }
+        PoolMetrics::new(Some(self.pools.clone()), name)
     }
 
     /// Where the member series of pool `name` go (removed by the pool's state when members

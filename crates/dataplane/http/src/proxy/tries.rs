@@ -10,14 +10,14 @@ use std::time::Duration;
 
 /// Connecting to a member: the pool's `proxy-connect-timeout`, else 5 s.
 pub(super) fn connect_timeout(pool: &PoolState) -> Duration {
-    let own = pool.settings.connect_timeout();
+    let own = pool.settings().connect_timeout();
     own.unwrap_or(PoolSettings::DEFAULT_CONNECT_TIMEOUT)
 }
 
 /// Waiting for the response head and between two reads of the response: the pool's
 /// `proxy-read-timeout`, else `--upstream-timeout`.
 pub(super) fn read_timeout(pool: &PoolState, limits: &Limits) -> Duration {
-    pool.settings
+    pool.settings()
         .read_timeout()
         .unwrap_or(limits.upstream_timeout)
 }
@@ -25,19 +25,19 @@ pub(super) fn read_timeout(pool: &PoolState, limits: &Limits) -> Duration {
 /// Between two writes of the request to the member: the pool's `proxy-send-timeout`, else
 /// none (`Duration::ZERO`; the client's pace is bounded by `--client-body-timeout`).
 pub(super) fn send_timeout(pool: &PoolState) -> Duration {
-    pool.settings.send_timeout().unwrap_or(Duration::ZERO)
+    pool.settings().send_timeout().unwrap_or(Duration::ZERO)
 }
 
 /// The largest request body: the pool's `proxy-body-size`, else `--max-body-bytes`; 0: none.
 pub(super) fn max_body(pool: &PoolState, limits: &Limits) -> u64 {
-    pool.settings
+    pool.settings()
         .max_body_bytes
         .unwrap_or(limits.max_body_bytes)
 }
 
 /// Whether the pool admits a client at `ip` (`allowlist-source-range`; none: everyone).
 pub(super) fn source_allowed(pool: &PoolState, ip: IpAddr) -> bool {
-    let ranges = &pool.settings.allow_sources;
+    let ranges = &pool.settings().allow_sources;
     ranges.is_empty() || ranges.iter().any(|range| range.contains(ip))
 }
 

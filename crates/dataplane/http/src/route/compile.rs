@@ -213,9 +213,8 @@ impl<'a> Compiler<'a> {
             })
         });
         balance.set_members(members);
-        let settings = balance.settings.clone();
         let budget = previous.map(|p| p.budget.clone()).unwrap_or_else(|| {
-            let percent = settings.retry_budget_percent();
+            let percent = balance.settings.retry_budget_percent();
             Arc::new(Mutex::new(RetryBudget::new(percent, Instant::now())))
         });
         // The same pool under the same name keeps its series (resolving them hashes labels).
@@ -232,7 +231,7 @@ impl<'a> Compiler<'a> {
             lb.name.clone(),
             balance,
             metrics,
-            (settings, budget),
+            budget,
             (fingerprint, origin.map(Arc::downgrade).unwrap_or_default()),
         ));
         self.pools.insert(id, state.clone());

@@ -33,9 +33,6 @@ pub struct PoolState {
     /// (e.g. when scaling) keeps the rotation, the latency averages and the members' health.
     balance: Arc<Balance>,
     pub(crate) metrics: PoolMetrics,
-    /// The pool's settings from its Ingress's annotations. Shared with its balance: at 5,000
-    /// pools two copies cost megabytes.
-    pub(crate) settings: Arc<PoolSettings>,
     /// Shared with the previous configuration's state for this pool id, as the cursor is.
     pub(crate) budget: Arc<Mutex<RetryBudget>>,
     /// A hash of the model pool (and load balancer name) this state was compiled from: the
@@ -55,7 +52,7 @@ impl PoolState {
         load_balancer: Arc<str>,
         balance: Arc<Balance>,
         metrics: PoolMetrics,
-        (settings, budget): (Arc<PoolSettings>, Arc<Mutex<RetryBudget>>),
+        budget: Arc<Mutex<RetryBudget>>,
         (fingerprint, origin): (u64, Weak<Pool>),
     ) -> Self {
         PoolState {
@@ -64,11 +61,16 @@ impl PoolState {
             load_balancer,
             balance,
             metrics,
-            settings,
             budget,
             fingerprint: AtomicU64::new(fingerprint),
             origin,
         }
+    }
+
+    /// The pool's settings from its Ingress's annotations: its balance's (the pool id covers
+    /// them, so a balance kept for the id has the same).
+    pub(crate) fn settings(&self) -> &PoolSettings {
+        &self.balance.settings
     }
 
     /// Compiled from `pool` itself (the same `Arc`) for `load_balancer`, with the members it
@@ -156,7 +158,7 @@ impl PoolState {
     /// more than there are members.
     pub(crate) fn max_tries(&self) -> usize {
         let members = self.balance.endpoints().len().max(1);
-        match usize::try_from(self.settings.tries()).unwrap_or(usize::MAX) {
+        match usize::try_from(self.settings().tries()).unwrap_or(usize::MAX) {
             0 => members,
             tries => tries.min(members),
         }
