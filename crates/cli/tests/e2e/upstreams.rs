@@ -18,6 +18,7 @@ use tokio::net::{TcpListener, TcpSocket, TcpStream};
 
 proxy_and_haproxy!(
     a_slow_backend_gets_504_after_the_pools_read_timeout,
+    a_body_that_stalls_is_cut_after_the_read_timeout_and_a_slow_steady_one_is_not,
     a_connect_that_times_out_goes_to_the_next_member,
     a_body_over_the_pools_size_gets_413_while_another_pool_accepts_it,
     a_client_outside_the_allowed_sources_gets_403,
@@ -181,6 +182,91 @@ async fn a_slow_backend_gets_504_after_the_pools_read_timeout(provider: Provider
     assert!(
         took >= Duration::from_millis(900) && took < Duration::from_secs(5),
         "504 after {took:?}"
+    );
+}
+
+/// A backend that answers every connection with a head announcing 100 bytes, then sends
+/// ten bytes every `gap`, `parts` times, and then holds the connection without a word.
+fn trickling_backend(gap: Duration, parts: usize) -> SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            std::thread::spawn(move || trickle(stream, gap, parts));
+        }
+    });
+    addr
+}
+
+fn trickle(mut stream: std::net::TcpStream, gap: Duration, parts: usize) {
+    use std::io::{Read, Write};
+    let mut head = [0u8; 4096];
+    if stream.read(&mut head).is_err() {
+        return;
+    }
+    let reply = b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\nContent-Type: text/plain\r\n\r\n";
+    if stream.write_all(reply).is_err() {
+        return;
+    }
+    for _ in 0..parts {
+        if stream.write_all(b"0123456789").is_err() {
+            return;
+        }
+        std::thread::sleep(gap);
+    }
+    // Held open until the proxy closes it: a read returns then.
+    let _ = stream.read(&mut head);
+}
+
+/// What a client read of one `GET` before the connection closed (or 15 s passed), and when.
+async fn read_until_closed(proxy: SocketAddr, host: &str) -> (String, Duration) {
+    let mut stream = TcpStream::connect(proxy).await.unwrap();
+    let head = format!("GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let started = Instant::now();
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(15), stream.read_to_end(&mut answer));
+    let _ = read.await;
+    (
+        String::from_utf8_lossy(&answer).into_owned(),
+        started.elapsed(),
+    )
+}
+
+/// `proxy-read-timeout` bounds each wait between two reads of the response body, not the
+/// whole body: a body that stops is cut after about the timeout, one that keeps coming in
+/// small parts with shorter gaps arrives whole even though it takes longer in all.
+async fn a_body_that_stalls_is_cut_after_the_read_timeout_and_a_slow_steady_one_is_not(
+    provider: Provider,
+) {
+    let m = Manifests::new();
+    let stalls = trickling_backend(Duration::from_millis(10), 3);
+    let steady = trickling_backend(Duration::from_millis(400), 10);
+    let timeout = [("proxy-read-timeout", "1")];
+    let mut y = service(NS, "stalls", &ready(&[stalls]));
+    y.push_str(&annotated("stalls", "stalls.test", "stalls", &timeout));
+    y.push_str(&service(NS, "steady", &ready(&[steady])));
+    y.push_str(&annotated("steady", "steady.test", "steady", &timeout));
+    m.write("trickle.yaml", &y);
+    let p = start(provider, m.path()).await;
+
+    let (answer, took) = read_until_closed(p.http, "stalls.test").await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer:?}");
+    assert!(
+        answer.ends_with("012345678901234567890123456789"),
+        "{answer:?}"
+    );
+    assert!(
+        took >= Duration::from_millis(900) && took < Duration::from_secs(8),
+        "the stalled body was cut after {took:?}"
+    );
+
+    let (answer, took) = read_until_closed(p.http, "steady.test").await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer:?}");
+    assert!(answer.ends_with(&"0123456789".repeat(10)), "{answer:?}");
+    assert!(
+        took >= Duration::from_millis(3500),
+        "the whole body took only {took:?}"
     );
 }
 

@@ -2,7 +2,7 @@
 //! `uuid` fetch makes) added before the request goes upstream.
 
 use http::HeaderMap;
-use http::header::{HeaderName, HeaderValue};
+use http::header::{Entry, HeaderName, HeaderValue};
 use std::cell::Cell;
 use std::hash::{BuildHasher, RandomState};
 
@@ -16,12 +16,10 @@ thread_local! {
 
 /// The request's id: its first `X-Request-Id`, else a new one, inserted into `headers`.
 pub(crate) fn ensure_request_id(headers: &mut HeaderMap) -> HeaderValue {
-    if let Some(id) = headers.get(&X_REQUEST_ID) {
-        return id.clone();
+    match headers.entry(&X_REQUEST_ID) {
+        Entry::Occupied(id) => id.get().clone(),
+        Entry::Vacant(vacant) => vacant.insert(new_id()).clone(),
     }
-    let id = new_id();
-    headers.insert(X_REQUEST_ID.clone(), id.clone());
-    id
 }
 
 fn next() -> u64 {
@@ -39,16 +37,25 @@ fn next() -> u64 {
 fn new_id() -> HeaderValue {
     let bits = (u128::from(next()) << 64 | u128::from(next())) & !(0xf000u128 << 64) & !(0xc << 60);
     let bits = bits | (0x4000u128 << 64) | (0x8 << 60);
-    let hex = format!("{bits:032x}");
-    let id = format!(
-        "{}-{}-{}-{}-{}",
-        &hex[..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..]
-    );
-    HeaderValue::from_str(&id).unwrap_or(HeaderValue::from_static("-"))
+    HeaderValue::from_bytes(&uuid_text(bits)).unwrap_or(HeaderValue::from_static("-"))
+}
+
+/// The 36 characters of a UUID: 32 lowercase hex digits, most significant first, with a
+/// hyphen after the 8th, 12th, 16th and 20th. (Through `core::fmt`, this was 7 % of the
+/// proxy's instructions per request.)
+fn uuid_text(bits: u128) -> [u8; 36] {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut text = [b'-'; 36];
+    let mut at = 0;
+    for (index, byte) in bits.to_be_bytes().into_iter().enumerate() {
+        if matches!(index, 4 | 6 | 8 | 10) {
+            at += 1;
+        }
+        text[at] = HEX[usize::from(byte >> 4)];
+        text[at + 1] = HEX[usize::from(byte & 0xf)];
+        at += 2;
+    }
+    text
 }
 
 #[cfg(test)]
@@ -73,6 +80,15 @@ mod tests {
         headers.insert(&X_REQUEST_ID, HeaderValue::from_static("abc"));
         assert_eq!(ensure_request_id(&mut headers), "abc");
         assert_eq!(headers.get_all(&X_REQUEST_ID).iter().count(), 1);
+    }
+
+    #[test]
+    fn a_uuid_is_written_most_significant_digit_first_with_its_hyphens() {
+        let bits = 0x0123_4567_89ab_cdef_fedc_ba98_7654_3210_u128;
+        let text = uuid_text(bits);
+        assert_eq!(&text, b"01234567-89ab-cdef-fedc-ba9876543210");
+        let text = uuid_text(u128::MAX);
+        assert_eq!(&text, b"ffffffff-ffff-ffff-ffff-ffffffffffff");
     }
 
     #[test]

@@ -221,7 +221,8 @@ impl Conn {
             return rescue(&pool.metrics, &error);
         }
         let forwarded = if is_upgrade(&req) {
-            self.upgrade(&pool, req).await
+            // Boxed: rare, and its state would lengthen every request's future.
+            Box::pin(self.upgrade(&pool, req)).await
         } else {
             self.forward(&pool, req, entry).await
         };
@@ -244,7 +245,7 @@ impl Conn {
         if names_two_hosts(req) {
             return Err(ProxyError::AmbiguousHost);
         }
-        if req.uri().path().split('/').any(is_dot_segment) {
+        if has_dot_segment(req.uri().path()) {
             return Err(ProxyError::DotSegment);
         }
         Ok(())
@@ -445,12 +446,13 @@ async fn try_once(
     fault: &Fault,
     (connect, read, send_timeout): (Duration, Duration, Duration),
 ) -> Result<Response<crate::upstream::UpstreamBody>, Try> {
-    let send = endpoint.send(req, connect, send_timeout);
+    // Pinned where they are: `select!` would otherwise move them into its own state.
+    let send = std::pin::pin!(endpoint.send(req, connect, send_timeout));
     // The upstream's time to answer counts from the end of the request body.
-    let late = async {
+    let late = std::pin::pin!(async {
         fault.ended().await;
         tokio::time::sleep(read).await;
-    };
+    });
     tokio::select! {
         sent = send => sent.map_err(|failed| Try::Failed(Box::new(failed))),
         () = late => Err(Try::TimedOut),
@@ -552,6 +554,13 @@ fn names_two_hosts<B>(req: &Request<B>) -> bool {
             .eq_ignore_ascii_case(without_userinfo(authority).as_bytes()),
         _ => false,
     }
+}
+
+/// Whether a segment of `path` is a dot segment. Most paths have no `.` and no `%` at all,
+/// which one scan tells.
+fn has_dot_segment(path: &str) -> bool {
+    let suspect = path.bytes().any(|b| b == b'.' || b == b'%');
+    suspect && path.split('/').any(is_dot_segment)
 }
 
 /// `.` or `..`, any dot written plain or as `%2e`: a segment that would move the path
@@ -680,6 +689,12 @@ mod tests {
     fn dot_segments_are_found_plain_or_percent_encoded() {
         for segment in [".", "..", "%2e", "%2E%2e", ".%2E", "%2e."] {
             assert!(is_dot_segment(segment), "{segment}");
+        }
+        for path in ["/a/./b", "/a/%2E%2e", "/..", "/a/b/."] {
+            assert!(has_dot_segment(path), "{path}");
+        }
+        for path in ["/a/b", "/a.b/c.d", "/a/%41", "/a/...", "/"] {
+            assert!(!has_dot_segment(path), "{path}");
         }
         for segment in [
             "",

@@ -2,7 +2,7 @@
 
 use http::HeaderMap;
 use http::header::{
-    CONNECTION, HOST, HeaderName, HeaderValue, TE, TRAILER, TRANSFER_ENCODING, UPGRADE,
+    CONNECTION, Entry, HOST, HeaderName, HeaderValue, TE, TRAILER, TRANSFER_ENCODING, UPGRADE,
 };
 
 static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
@@ -27,34 +27,63 @@ impl Scheme {
     }
 }
 
+/// The fields that describe one connection rather than the message (RFC 9110 §7.6.1), by
+/// [`hop_by_hop`]'s index. `Connection` first: the fields it names go too.
+static HOP_BY_HOP: [&HeaderName; 7] = [
+    &CONNECTION,
+    &KEEP_ALIVE,
+    &PROXY_CONNECTION,
+    &TE,
+    &TRAILER,
+    &TRANSFER_ENCODING,
+    &UPGRADE,
+];
+
+/// `name`'s index in [`HOP_BY_HOP`], if it is one (names are lowercase).
+fn hop_by_hop(name: &HeaderName) -> Option<usize> {
+    Some(match name.as_str() {
+        "connection" => 0,
+        "keep-alive" => 1,
+        "proxy-connection" => 2,
+        "te" => 3,
+        "trailer" => 4,
+        "transfer-encoding" => 5,
+        "upgrade" => 6,
+        _ => return None,
+    })
+}
+
 /// Removes the headers that describe one connection rather than the message (RFC 9110 §7.6.1),
 /// including those the `Connection` header names.
+///
+/// One pass over the field names finds which are present: most messages carry none, or only
+/// `Connection: keep-alive`, and a lookup per name would hash seven names every time.
 pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    if headers.contains_key(CONNECTION) {
+    let mut present = [false; HOP_BY_HOP.len()];
+    for at in headers.keys().filter_map(hop_by_hop) {
+        present[at] = true;
+    }
+    if present[0] {
         for name in connection_named(headers) {
             headers.remove(name);
         }
-        headers.remove(CONNECTION);
     }
-    for name in [
-        &KEEP_ALIVE,
-        &PROXY_CONNECTION,
-        &TE,
-        &TRAILER,
-        &TRANSFER_ENCODING,
-        &UPGRADE,
-    ] {
-        headers.remove(name);
+    for (name, _) in HOP_BY_HOP.iter().zip(present).filter(|(_, there)| *there) {
+        headers.remove(*name);
     }
 }
 
+/// The other fields `Connection` names: those not removed anyway as hop-by-hop (`close` and
+/// `keep-alive`, the usual values, name no field to remove).
 fn connection_named(headers: &HeaderMap) -> Vec<HeaderName> {
     let values = headers
         .get_all(CONNECTION)
         .iter()
         .filter_map(|v| v.to_str().ok());
     let tokens = values.flat_map(|v| v.split(',')).map(str::trim);
-    tokens
+    let named = tokens
+        .filter(|t| !t.eq_ignore_ascii_case("close") && !t.eq_ignore_ascii_case("keep-alive"));
+    named
         .filter_map(|t| HeaderName::from_bytes(t.as_bytes()).ok())
         .collect()
 }
@@ -74,26 +103,30 @@ impl Forwarded {
         strip_hop_by_hop(headers);
         self.append_for(headers);
         headers.insert(X_FORWARDED_PROTO.clone(), self.scheme.header_value());
-        if !headers.contains_key(HOST) {
-            headers.insert(HOST, host.clone());
-        }
+        let host = match headers.entry(HOST) {
+            Entry::Occupied(_) => host,
+            Entry::Vacant(vacant) => vacant.insert(host).clone(),
+        };
         headers.insert(X_FORWARDED_HOST.clone(), host);
     }
 
     /// Appends the client address to any `X-Forwarded-For` list the client sent.
     fn append_for(&self, headers: &mut HeaderMap) {
+        let mut entry = match headers.entry(X_FORWARDED_FOR.clone()) {
+            Entry::Vacant(vacant) => {
+                vacant.insert(self.client.clone());
+                return;
+            }
+            Entry::Occupied(entry) => entry,
+        };
         let mut list = Vec::new();
-        for value in headers.get_all(&X_FORWARDED_FOR) {
+        for value in entry.iter() {
             list.extend_from_slice(value.as_bytes());
             list.extend_from_slice(b", ");
         }
-        if list.is_empty() {
-            headers.insert(X_FORWARDED_FOR.clone(), self.client.clone());
-            return;
-        }
         list.extend_from_slice(self.client.as_bytes());
         let value = HeaderValue::from_bytes(&list).unwrap_or_else(|_| self.client.clone());
-        headers.insert(X_FORWARDED_FOR.clone(), value);
+        entry.insert(value);
     }
 }
 
@@ -130,6 +163,29 @@ mod tests {
         strip_hop_by_hop(&mut h);
         let left: Vec<_> = h.keys().map(|k| k.as_str()).collect();
         assert_eq!(left, ["user-agent"]);
+    }
+
+    #[test]
+    fn every_hop_by_hop_name_is_known_by_its_index() {
+        for (at, name) in HOP_BY_HOP.iter().enumerate() {
+            assert_eq!(hop_by_hop(name), Some(at), "{name}");
+        }
+        assert_eq!(hop_by_hop(&HOST), None);
+        assert_eq!(hop_by_hop(&X_FORWARDED_FOR), None);
+    }
+
+    #[test]
+    fn a_connection_header_of_keep_alive_alone_leaves_the_other_fields() {
+        let mut h = headers(&[
+            ("connection", "Keep-Alive"),
+            ("keep-alive", "timeout=5"),
+            ("content-type", "text/plain"),
+            ("content-length", "3"),
+        ]);
+        strip_hop_by_hop(&mut h);
+        let mut left: Vec<_> = h.keys().map(|k| k.as_str()).collect();
+        left.sort_unstable();
+        assert_eq!(left, ["content-length", "content-type"]);
     }
 
     #[test]

@@ -254,16 +254,15 @@ pub(super) fn head_buffer(limits: &Limits) -> usize {
     limits.max_header_bytes.max(8192)
 }
 
-/// hyper's own limits. Its HTTP/1 header timer starts when a connection waits for a request
-/// head, idle or not, so it is only a backstop here: the first-bytes, header and keep-alive
-/// deadlines are each connection's watchdog's (`limits::Activity`).
+/// hyper's own limits. Its HTTP/1 header timer is off: it would arm a timer for every
+/// request head, idle or not, while the first-bytes, header and keep-alive deadlines are
+/// each connection's watchdog's (`limits::Activity`), which costs nothing per request.
 fn server_builder(limits: &Limits) -> auto::Builder<TokioExecutor> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
-    let backstop = limits.header_timeout.max(limits.keepalive_timeout);
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(backstop)
+        .header_read_timeout(None)
         .max_headers(limits.max_headers)
         .max_buf_size(head_buffer(limits));
     let list_size = u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX);

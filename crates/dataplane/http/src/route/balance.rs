@@ -290,6 +290,11 @@ impl Balance {
         }
     }
 
+    /// How many members the pool has, in rotation or not.
+    pub(crate) fn member_count(&self) -> usize {
+        self.members.load().list.len()
+    }
+
     /// The members, in model order.
     pub(crate) fn endpoints(&self) -> Vec<Arc<Endpoint>> {
         let members = self.members.load();

@@ -157,7 +157,7 @@ impl PoolState {
     /// How many members a request may try in all: the pool's tries (0: every member), never
     /// more than there are members.
     pub(crate) fn max_tries(&self) -> usize {
-        let members = self.balance.endpoints().len().max(1);
+        let members = self.balance.member_count().max(1);
         match usize::try_from(self.settings().tries()).unwrap_or(usize::MAX) {
             0 => members,
             tries => tries.min(members),

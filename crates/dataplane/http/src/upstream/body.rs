@@ -19,10 +19,33 @@ pub(crate) enum ResponseBodyError {
 }
 
 /// The longest wait between two reads of a response body.
+///
+/// The timer is armed when a read finds nothing ready, not at each frame: a response that
+/// arrives whole (most do) never touches the timer wheel, and a client that reads slowly
+/// does not use up the upstream's time.
 #[derive(Debug)]
 struct ReadDeadline {
     timeout: Duration,
-    timer: Pin<Box<Sleep>>,
+    /// Made on the first wait, then reset for each later one.
+    timer: Option<Pin<Box<Sleep>>>,
+    /// The timer counts the current wait (no frame came since it was set).
+    armed: bool,
+}
+
+impl ReadDeadline {
+    /// Starts the wait's timer if this wait has none yet, and polls it.
+    fn expired(&mut self, cx: &mut Context<'_>) -> bool {
+        if !self.armed {
+            let deadline = Instant::now() + self.timeout;
+            match self.timer.as_mut() {
+                Some(timer) => timer.as_mut().reset(deadline),
+                None => self.timer = Some(Box::pin(tokio::time::sleep_until(deadline))),
+            }
+            self.armed = true;
+        }
+        let timer = self.timer.as_mut().map(|t| t.as_mut().poll(cx));
+        timer.is_some_and(|polled| polled.is_ready())
+    }
 }
 
 /// An upstream response body. When it ends, its connection goes back to the endpoint's idle
@@ -61,8 +84,11 @@ impl UpstreamBody {
     /// Fails the body when the upstream sends nothing for `timeout` (`proxy-read-timeout`
     /// between two reads).
     pub(crate) fn read_timeout(mut self, timeout: Duration) -> Self {
-        let timer = Box::pin(tokio::time::sleep(timeout));
-        self.deadline = Some(ReadDeadline { timeout, timer });
+        self.deadline = Some(ReadDeadline {
+            timeout,
+            timer: None,
+            armed: false,
+        });
         self
     }
 
@@ -100,7 +126,7 @@ impl Body for UpstreamBody {
             Poll::Ready(Some(Err(_))) => self.conn = None,
             Poll::Pending => {
                 if let Some(deadline) = self.deadline.as_mut()
-                    && deadline.timer.as_mut().poll(cx).is_ready()
+                    && deadline.expired(cx)
                 {
                     let timeout = deadline.timeout;
                     self.conn = None;
@@ -110,8 +136,7 @@ impl Body for UpstreamBody {
             Poll::Ready(Some(Ok(_))) => {}
         }
         if let (Poll::Ready(Some(Ok(_))), Some(deadline)) = (&polled, self.deadline.as_mut()) {
-            let next = Instant::now() + deadline.timeout;
-            deadline.timer.as_mut().reset(next);
+            deadline.armed = false;
         }
         polled.map(|frame| frame.map(|result| result.map_err(ResponseBodyError::from)))
     }
