@@ -87,7 +87,9 @@ pub(crate) struct ClientBody {
     window: Duration,
     per_window: u64,
     window_read: u64,
-    timer: Pin<Box<Sleep>>,
+    /// The rate window's timer; none for a body that ended before it began (most requests
+    /// have no body, and a timer per request is a heap block and a timer-wheel entry).
+    timer: Option<Pin<Box<Sleep>>>,
 }
 
 impl std::fmt::Debug for ClientBody {
@@ -123,7 +125,7 @@ impl ClientBody {
             window: limits.body_timeout,
             per_window: limits.body_bytes_per_window(),
             window_read: 0,
-            timer: Box::pin(tokio::time::sleep(limits.body_timeout)),
+            timer: (!ended).then(|| Box::pin(tokio::time::sleep(limits.body_timeout))),
         };
         (body, fault)
     }
@@ -144,14 +146,16 @@ impl ClientBody {
 
     /// Whether the current rate window closed without enough bytes.
     fn too_slow(&mut self, cx: &mut Context<'_>) -> bool {
-        while self.timer.as_mut().poll(cx).is_ready() {
+        let Some(timer) = self.timer.as_mut() else {
+            return false;
+        };
+        while timer.as_mut().poll(cx).is_ready() {
             if self.window_read < self.per_window {
                 self.fault.set(BodyFault::TooSlow);
                 return true;
             }
             self.window_read = 0;
-            let next = Instant::now() + self.window;
-            self.timer.as_mut().reset(next);
+            timer.as_mut().reset(Instant::now() + self.window);
         }
         false
     }
