@@ -11,5 +11,5 @@ mod time;
 mod writer;
 
 pub(crate) use entry::{Asked, Entry, Logged};
-pub(crate) use request_id::ensure_request_id;
+pub(crate) use request_id::{X_REQUEST_ID, ensure_request_id};
 pub use writer::{AccessLog, Destination};

@@ -1,13 +1,14 @@
 //! One client connection: routing and forwarding each of its requests.
 
 use super::error::ProxyError;
+use super::gate::Gate;
 use super::headers::{Forwarded, Scheme, strip_hop_by_hop};
 use super::tries::{
     connect_timeout, is_idempotent, max_body, may_retry, read_timeout, send_timeout, source_allowed,
 };
 use super::tunnel::is_upgrade;
 use super::{Phase, Proxy, ProxyBody};
-use crate::access::{Asked, Entry, Logged, ensure_request_id};
+use crate::access::{Asked, Entry, Logged, X_REQUEST_ID, ensure_request_id};
 use crate::limits::{Activity, Ambiguous, ClientBody, Fault, Framing, Tracked, Watched};
 use crate::metrics::PoolMetrics;
 use crate::route::{Outcome, PoolState, RequestInfo, Target, normalize_host};
@@ -24,11 +25,12 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use prometheus_client::metrics::gauge::Gauge;
 use std::convert::Infallible;
-use std::future::Future;
+use std::future::{Future, poll_fn};
 use std::net::{IpAddr, SocketAddr};
-use std::pin::Pin;
+use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::task::Poll;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{Notify, mpsc};
@@ -104,37 +106,83 @@ impl Proxy {
         let mut phase = self.phase.subscribe();
         let (mut done, mut phase_open) = (false, true);
         let mut tunnels = JoinSet::new();
+        let gate = Gate::new();
         loop {
-            tokio::select! {
-                result = served.as_mut(), if !done => {
+            let event = {
+                // The rare events, behind the gate: polled only when one of them woke.
+                let mut expired = pin!(activity.expired(&self.limits));
+                let mut changed = pin!(phase.changed());
+                let mut goaway = pin!(conn.goaway.notified());
+                let mut rare = pin!(poll_fn(|cx| {
+                    if let Poll::Ready(Some(tunnel)) = opened.poll_recv(cx) {
+                        return Poll::Ready(Event::Opened(tunnel));
+                    }
+                    if !tunnels.is_empty() && tunnels.poll_join_next(cx).is_ready() {
+                        return Poll::Ready(Event::TunnelEnded);
+                    }
+                    if done {
+                        return Poll::Pending;
+                    }
+                    if expired.as_mut().poll(cx).is_ready() {
+                        return Poll::Ready(Event::Expired);
+                    }
+                    if phase_open && let Poll::Ready(changed) = changed.as_mut().poll(cx) {
+                        return Poll::Ready(Event::Phase(changed.is_ok()));
+                    }
+                    goaway.as_mut().poll(cx).map(|()| Event::GoAway)
+                }));
+                gate.open();
+                poll_fn(|cx| {
+                    if !done && let Poll::Ready(result) = served.as_mut().poll(cx) {
+                        return Poll::Ready(Event::Served(result.err()));
+                    }
+                    gate.poll(cx, rare.as_mut())
+                })
+                .await
+            };
+            match event {
+                Event::Served(error) => {
                     done = true;
-                    if let Err(error) = result {
+                    if let Some(error) = error {
                         tracing::debug!(%peer, %error, "client connection ended with an error");
                     }
                 }
-                Some(tunnel) = opened.recv() => {
+                Event::Opened(tunnel) => {
                     tunnels.spawn(tunnel);
                 }
-                Some(_) = tunnels.join_next(), if !tunnels.is_empty() => {}
-                () = activity.expired(&self.limits), if !done => {
+                Event::TunnelEnded => {}
+                Event::Expired => {
                     tracing::debug!(%peer, "closing a connection idle past its deadline");
                     return;
                 }
-                changed = phase.changed(), if phase_open && !done => {
-                    phase_open = changed.is_ok();
+                Event::Phase(open) => {
+                    phase_open = open;
                     let now = *phase.borrow_and_update();
                     let h2 = conn.h2.load(Ordering::Relaxed);
                     if now == Phase::Closing || (now == Phase::Draining && h2) {
                         served.as_mut().graceful_shutdown();
                     }
                 }
-                () = conn.goaway.notified(), if !done => served.as_mut().graceful_shutdown(),
+                Event::GoAway => served.as_mut().graceful_shutdown(),
             }
             if done && tunnels.is_empty() && opened.is_empty() {
                 return;
             }
         }
     }
+}
+
+/// What a client connection's task woke for.
+enum Event {
+    /// hyper's connection ended (with its error, if any).
+    Served(Option<Box<dyn std::error::Error + Send + Sync>>),
+    Opened(Tunnel),
+    TunnelEnded,
+    /// Idle past its deadline.
+    Expired,
+    /// The proxy's phase changed (`false`: and can change no more).
+    Phase(bool),
+    GoAway,
 }
 
 /// A tunnel (an upgraded connection to its upstream) to run beside its client connection.
@@ -174,8 +222,8 @@ impl Conn {
         mut req: Request<Incoming>,
         ordinal: u64,
     ) -> Response<Logged<ProxyBody>> {
-        let request_id = ensure_request_id(req.headers_mut());
-        let mut entry = self.begin_entry(&req, &request_id);
+        ensure_request_id(req.headers_mut());
+        let mut entry = self.begin_entry(&req);
         let response = self.respond(req, ordinal, &mut entry).await;
         entry.status(response.status().as_u16());
         response.map(|body| Logged::new(body, entry))
@@ -183,17 +231,18 @@ impl Conn {
 
     /// The access log line's start: what the client asked for (the path without its query,
     /// which may carry tokens).
-    fn begin_entry(&self, req: &Request<Incoming>, request_id: &HeaderValue) -> Entry {
+    fn begin_entry(&self, req: &Request<Incoming>) -> Entry {
         let log = &self.proxy.access;
         if !log.is_on() {
             return Entry::default();
         }
+        let request_id = req.headers().get(&X_REQUEST_ID).map(HeaderValue::as_bytes);
         let host = match req.uri().authority() {
             Some(authority) => without_userinfo(authority).as_bytes(),
             None => req.headers().get(HOST).map_or(&b""[..], |h| h.as_bytes()),
         };
         let asked = Asked {
-            request_id: request_id.as_bytes(),
+            request_id: request_id.unwrap_or_default(),
             client: self.forwarded.client.as_bytes(),
             host,
             method: req.method().as_str(),

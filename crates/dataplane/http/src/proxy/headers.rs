@@ -39,18 +39,10 @@ static HOP_BY_HOP: [&HeaderName; 7] = [
     &UPGRADE,
 ];
 
-/// `name`'s index in [`HOP_BY_HOP`], if it is one (names are lowercase).
+/// `name`'s index in [`HOP_BY_HOP`], if it is one. Names compare by their standard-header
+/// tag where they have one, which is cheaper than reading them as strings.
 fn hop_by_hop(name: &HeaderName) -> Option<usize> {
-    Some(match name.as_str() {
-        "connection" => 0,
-        "keep-alive" => 1,
-        "proxy-connection" => 2,
-        "te" => 3,
-        "trailer" => 4,
-        "transfer-encoding" => 5,
-        "upgrade" => 6,
-        _ => return None,
-    })
+    HOP_BY_HOP.iter().position(|hop| *hop == name)
 }
 
 /// Removes the headers that describe one connection rather than the message (RFC 9110 §7.6.1),

@@ -3,6 +3,7 @@
 mod conn;
 mod drain;
 mod error;
+mod gate;
 mod headers;
 mod https;
 mod tries;
