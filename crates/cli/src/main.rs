@@ -553,6 +553,7 @@ fn settings(
 
 fn main() -> ExitCode {
     alloc::configure();
+    alloc::start_purging();
     let cli = Cli::parse();
     init_logging(&cli.log);
     let result = match cli.command {
