@@ -102,19 +102,29 @@ mod tests {
         }
     }
 
-    /// A future that counts its polls and is ready once `ready` is set.
-    struct Probe<'a> {
-        polls: &'a AtomicUsize,
-        ready: &'a AtomicBool,
-        waker: &'a Mutex<Option<Waker>>,
+    /// What the futures under test share: their polls, whether they are ready, their waker.
+    #[derive(Default)]
+    struct Probed {
+        polls: AtomicUsize,
+        ready: AtomicBool,
+        waker: Mutex<Option<Waker>>,
     }
+
+    impl Probed {
+        fn polls(&self) -> usize {
+            self.polls.load(Ordering::SeqCst)
+        }
+    }
+
+    /// A future that counts its polls and is ready once `ready` is set.
+    struct Probe<'a>(&'a Probed);
 
     impl Future for Probe<'_> {
         type Output = ();
         fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-            self.polls.fetch_add(1, Ordering::SeqCst);
-            *self.waker.lock().unwrap() = Some(cx.waker().clone());
-            if self.ready.load(Ordering::SeqCst) {
+            self.0.polls.fetch_add(1, Ordering::SeqCst);
+            *self.0.waker.lock().unwrap() = Some(cx.waker().clone());
+            if self.0.ready.load(Ordering::SeqCst) {
                 Poll::Ready(())
             } else {
                 Poll::Pending
@@ -122,70 +132,52 @@ mod tests {
         }
     }
 
+    fn task() -> (Arc<Count>, Waker) {
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        (count.clone(), Waker::from(count))
+    }
+
     #[test]
     fn the_future_is_polled_first_then_only_after_its_waker_fired_and_that_wakes_the_task() {
-        let (polls, ready, waker) = (
-            AtomicUsize::new(0),
-            AtomicBool::new(false),
-            Mutex::new(None),
-        );
-        let mut probe = Probe {
-            polls: &polls,
-            ready: &ready,
-            waker: &waker,
-        };
-        let count = Arc::new(Count(AtomicUsize::new(0)));
-        let task = Waker::from(count.clone());
+        let probed = Probed::default();
+        let mut probe = Probe(&probed);
+        let (count, task) = task();
         let mut cx = Context::from_waker(&task);
         let gate = Gate::new();
 
         assert!(gate.poll(&mut cx, Pin::new(&mut probe)).is_pending());
-        assert_eq!(polls.load(Ordering::SeqCst), 1, "a new future is polled");
+        assert_eq!(probed.polls(), 1, "a new future is polled");
         for _ in 0..5 {
             assert!(gate.poll(&mut cx, Pin::new(&mut probe)).is_pending());
         }
-        assert_eq!(
-            polls.load(Ordering::SeqCst),
-            1,
-            "not polled again before its waker fired"
-        );
+        assert_eq!(probed.polls(), 1, "not polled before its waker fired");
 
-        ready.store(true, Ordering::SeqCst);
-        waker.lock().unwrap().take().unwrap().wake();
+        probed.ready.store(true, Ordering::SeqCst);
+        probed.waker.lock().unwrap().take().unwrap().wake();
         assert_eq!(
             count.0.load(Ordering::SeqCst),
             1,
             "its waker wakes the task"
         );
         assert!(gate.poll(&mut cx, Pin::new(&mut probe)).is_ready());
-        assert_eq!(polls.load(Ordering::SeqCst), 2);
+        assert_eq!(probed.polls(), 2);
     }
 
     #[test]
     fn an_opened_gate_polls_a_new_future() {
-        let (polls, ready, waker) = (
-            AtomicUsize::new(0),
-            AtomicBool::new(false),
-            Mutex::new(None),
-        );
-        let task = Waker::from(Arc::new(Count(AtomicUsize::new(0))));
+        let probed = Probed::default();
+        let (_, task) = task();
         let mut cx = Context::from_waker(&task);
         let gate = Gate::new();
-        let mut first = Probe {
-            polls: &polls,
-            ready: &ready,
-            waker: &waker,
-        };
-        assert!(gate.poll(&mut cx, Pin::new(&mut first)).is_pending());
-        let mut second = Probe {
-            polls: &polls,
-            ready: &ready,
-            waker: &waker,
-        };
+        assert!(
+            gate.poll(&mut cx, Pin::new(&mut Probe(&probed)))
+                .is_pending()
+        );
+        let mut second = Probe(&probed);
         assert!(gate.poll(&mut cx, Pin::new(&mut second)).is_pending());
-        assert_eq!(polls.load(Ordering::SeqCst), 1);
+        assert_eq!(probed.polls(), 1);
         gate.open();
         assert!(gate.poll(&mut cx, Pin::new(&mut second)).is_pending());
-        assert_eq!(polls.load(Ordering::SeqCst), 2);
+        assert_eq!(probed.polls(), 2);
     }
 }
