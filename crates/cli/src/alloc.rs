@@ -23,79 +23,85 @@ use std::process::Command;
 
 #[cfg(not(feature = "system-allocator"))]
 #[global_allocator]
-static GLOBAL: Mimalloc = Mimalloc;
+static GLOBAL: mimalloc::Mimalloc = mimalloc::Mimalloc;
 
-/// mimalloc, reached through its plain entry points whenever the layout allows.
-///
-/// The `mimalloc` crate's allocator passes every layout to `mi_malloc_aligned`, whose fast path
-/// covers only blocks up to 1 KiB that happen to be aligned already; anything larger (hyper's
-/// read buffers, request head maps) takes its generic over-allocating path, about ten times
-/// the instructions of `mi_malloc`. Every block `mi_malloc` returns is aligned to 16 bytes
-/// (`MI_MAX_ALIGN_SIZE`), and to its size below that, so an alignment of at most 16 that
-/// does not exceed the size needs nothing more; other layouts go to the aligned entry points.
-/// This is the rule the standard library's own `System` allocator applies to `malloc`.
-#[cfg(not(feature = "system-allocator"))]
-struct Mimalloc;
-
-/// The alignment every mimalloc block of at least this size has (`MI_MAX_ALIGN_SIZE`).
-#[cfg(not(feature = "system-allocator"))]
-const MIN_ALIGN: usize = 16;
-
-#[cfg(not(feature = "system-allocator"))]
-fn plain(layout: std::alloc::Layout) -> bool {
-    layout.align() <= MIN_ALIGN && layout.align() <= layout.size()
-}
-
-// SAFETY: every function hands the layout's size (and alignment, where `plain` does not hold)
-// to the matching mimalloc entry point, which returns a block of at least that size and
-// alignment or null; blocks from either family are freed by `mi_free`.
+/// mimalloc, reached through its C entry points: the binary's only `unsafe` code.
 #[cfg(not(feature = "system-allocator"))]
 #[allow(unsafe_code)]
-unsafe impl std::alloc::GlobalAlloc for Mimalloc {
-    #[inline]
-    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
-        use libmimalloc_sys as mi;
-        // SAFETY: see the impl.
-        unsafe {
-            if plain(layout) {
-                mi::mi_malloc(layout.size()).cast()
-            } else {
-                mi::mi_malloc_aligned(layout.size(), layout.align()).cast()
+mod mimalloc {
+    use libmimalloc_sys as mi;
+    use std::alloc::{GlobalAlloc, Layout};
+
+    /// mimalloc, reached through its plain entry points whenever the layout allows.
+    ///
+    /// The `mimalloc` crate's allocator passes every layout to `mi_malloc_aligned`, whose fast
+    /// path covers only blocks up to 1 KiB that happen to be aligned already; anything larger
+    /// (hyper's read buffers, request head maps) takes its generic over-allocating path, about
+    /// ten times the instructions of `mi_malloc`.
+    pub(super) struct Mimalloc;
+
+    /// The alignment every mimalloc block of at least this size has (`MI_MAX_ALIGN_SIZE`).
+    const MIN_ALIGN: usize = 16;
+
+    /// Whether a block of `size` bytes aligned to `align` may come from the plain entry
+    /// points: every block `mi_malloc` returns is aligned to 16 bytes, and to its size below
+    /// that. This is the rule the standard library's own `System` allocator applies to
+    /// `malloc`.
+    pub(super) fn plain(align: usize, size: usize) -> bool {
+        align <= MIN_ALIGN && align <= size
+    }
+
+    // SAFETY: every function hands the layout's size (and alignment, where `plain` does not
+    // hold) to the matching mimalloc entry point, which returns a block of at least that size
+    // and alignment or null; blocks from either family are freed by `mi_free`.
+    unsafe impl GlobalAlloc for Mimalloc {
+        #[inline]
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            // SAFETY: see the impl.
+            unsafe {
+                if plain(layout.align(), layout.size()) {
+                    mi::mi_malloc(layout.size()).cast()
+                } else {
+                    mi::mi_malloc_aligned(layout.size(), layout.align()).cast()
+                }
+            }
+        }
+
+        #[inline]
+        unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+            // SAFETY: see the impl.
+            unsafe {
+                if plain(layout.align(), layout.size()) {
+                    mi::mi_zalloc(layout.size()).cast()
+                } else {
+                    mi::mi_zalloc_aligned(layout.size(), layout.align()).cast()
+                }
+            }
+        }
+
+        #[inline]
+        unsafe fn dealloc(&self, ptr: *mut u8, _layout: Layout) {
+            // SAFETY: `ptr` came from one of the functions above.
+            unsafe { mi::mi_free(ptr.cast()) }
+        }
+
+        #[inline]
+        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+            // SAFETY: see the impl; `ptr` came from one of the functions above.
+            unsafe {
+                if plain(layout.align(), new_size) {
+                    mi::mi_realloc(ptr.cast(), new_size).cast()
+                } else {
+                    mi::mi_realloc_aligned(ptr.cast(), new_size, layout.align()).cast()
+                }
             }
         }
     }
 
-    #[inline]
-    unsafe fn alloc_zeroed(&self, layout: std::alloc::Layout) -> *mut u8 {
-        use libmimalloc_sys as mi;
-        // SAFETY: see the impl.
-        unsafe {
-            if plain(layout) {
-                mi::mi_zalloc(layout.size()).cast()
-            } else {
-                mi::mi_zalloc_aligned(layout.size(), layout.align()).cast()
-            }
-        }
-    }
-
-    #[inline]
-    unsafe fn dealloc(&self, ptr: *mut u8, _layout: std::alloc::Layout) {
-        // SAFETY: `ptr` came from one of the functions above.
-        unsafe { libmimalloc_sys::mi_free(ptr.cast()) }
-    }
-
-    #[inline]
-    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new_size: usize) -> *mut u8 {
-        use libmimalloc_sys as mi;
-        let align = layout.align();
-        // SAFETY: see the impl; `ptr` came from one of the functions above.
-        unsafe {
-            if align <= MIN_ALIGN && align <= new_size {
-                mi::mi_realloc(ptr.cast(), new_size).cast()
-            } else {
-                mi::mi_realloc_aligned(ptr.cast(), new_size, align).cast()
-            }
-        }
+    /// Purges what is due: pages free for longer than the purge delay go back to the OS.
+    pub(super) fn collect() {
+        // SAFETY: `mi_collect` takes no pointer; any thread may call it at any time.
+        unsafe { mi::mi_collect(false) }
     }
 }
 
@@ -105,11 +111,8 @@ pub const OPTIONS: [(&str, &str); 2] = [
     ("MIMALLOC_PURGE_DELAY", "0"),
 ];
 
-/// How often memory freed at least `MIMALLOC_PURGE_DELAY` ago is handed back to the OS.
-const PURGE_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
-
 /// With a purge delay other than 0 (set in the environment by the user), starts a thread that
-/// hands freed memory back to the OS every [`PURGE_EVERY`].
+/// hands freed memory back to the OS every 100 ms.
 ///
 /// With the default delay of 0, every page freed goes back at once, and the proxy pays for it
 /// on the next request that needs the page: page faults, 0.25 to 0.5 per request
@@ -121,6 +124,7 @@ const PURGE_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
 pub fn start_purging() {
     #[cfg(not(feature = "system-allocator"))]
     {
+        const PURGE_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
         let delay = std::env::var("MIMALLOC_PURGE_DELAY");
         if delay.as_deref().map_or(true, |d| d.trim() == "0") {
             return;
@@ -129,21 +133,13 @@ pub fn start_purging() {
         let started = purging.spawn(|| {
             loop {
                 std::thread::sleep(PURGE_EVERY);
-                collect();
+                mimalloc::collect();
             }
         });
         if let Err(error) = started {
             eprintln!("portico: cannot start the memory purge thread ({error})");
         }
     }
-}
-
-/// Purges what is due: pages free for longer than the purge delay go back to the OS.
-#[cfg(not(feature = "system-allocator"))]
-#[allow(unsafe_code)]
-fn collect() {
-    // SAFETY: `mi_collect` takes no pointer; any thread may call it at any time.
-    unsafe { libmimalloc_sys::mi_collect(false) }
 }
 
 /// Call first thing in `main`. Returns only when the options are in force, or when Portico
@@ -178,17 +174,15 @@ pub fn configure() {
 
 #[cfg(all(test, not(feature = "system-allocator")))]
 mod tests {
-    use super::plain;
-    use std::alloc::Layout;
+    use super::mimalloc::plain;
 
     #[test]
     fn the_plain_entry_points_serve_only_layouts_their_alignment_covers() {
-        let layout = |size, align| Layout::from_size_align(size, align).unwrap();
         for (size, align) in [(8, 8), (1, 1), (24, 8), (4096, 16), (1 << 20, 16)] {
-            assert!(plain(layout(size, align)), "{size} {align}");
+            assert!(plain(align, size), "{size} {align}");
         }
         for (size, align) in [(8, 16), (64, 32), (4096, 4096), (1, 2)] {
-            assert!(!plain(layout(size, align)), "{size} {align}");
+            assert!(!plain(align, size), "{size} {align}");
         }
     }
 

@@ -496,9 +496,9 @@ async fn try_once(
     (connect, read, send_timeout): (Duration, Duration, Duration),
 ) -> Result<Response<crate::upstream::UpstreamBody>, Try> {
     // Pinned where they are: `select!` would otherwise move them into its own state.
-    let send = std::pin::pin!(endpoint.send(req, connect, send_timeout));
+    let send = pin!(endpoint.send(req, connect, send_timeout));
     // The upstream's time to answer counts from the end of the request body.
-    let late = std::pin::pin!(async {
+    let late = pin!(async {
         fault.ended().await;
         tokio::time::sleep(read).await;
     });
