@@ -2,7 +2,7 @@
 //! snapshot the app built from them. No I/O; the writer compares it with what it already wrote.
 
 use k8s_openapi::api::core::v1::ObjectReference;
-use k8s_openapi::api::networking::v1::Ingress;
+use k8s_openapi::api::networking::v1::IngressStatus;
 use portico_model::{Diagnostic, ObjectRef};
 use portico_status::{LoadBalancerAddress, Snapshot};
 use portico_translate::{ObjectKey, Objects};
@@ -79,7 +79,16 @@ pub fn report(objects: &Objects, snapshot: &Snapshot, publish: &[LoadBalancerAdd
                 Some(v) if v.owned => v.status.load_balancer.ingress.clone(),
                 _ => Vec::new(),
             };
-            ingress_report(key, ingress, owned, desired)
+            let (resource_version, status) = objects.ingress_status(key, ingress);
+            StatusReport {
+                kind: StatusKind::Ingress,
+                key: key.clone(),
+                uid: ingress.metadata.uid.clone(),
+                resource_version: resource_version.cloned(),
+                owned,
+                desired,
+                observed: observed(status),
+            }
         })
         .collect();
     let served: BTreeMap<(&str, &str), _> = (snapshot.services.iter())
@@ -88,15 +97,15 @@ pub fn report(objects: &Objects, snapshot: &Snapshot, publish: &[LoadBalancerAdd
     let services = (objects.services.iter())
         .filter_map(|(key, service)| {
             let view = served.get(&(key.namespace.as_str(), key.name.as_str()))?;
-            let observed = (service.status.as_ref())
-                .and_then(|s| s.load_balancer.as_ref())
-                .and_then(|lb| lb.ingress.as_ref());
+            let (resource_version, status) = objects.service_status(key, service);
+            let observed =
+                (status.and_then(|s| s.load_balancer.as_ref())).and_then(|lb| lb.ingress.as_ref());
             let observed = addresses(observed.into_iter().flatten().map(|e| (&e.ip, &e.hostname)));
             Some(StatusReport {
                 kind: StatusKind::Service,
                 key: key.clone(),
                 uid: service.metadata.uid.clone(),
-                resource_version: service.metadata.resource_version.clone(),
+                resource_version: resource_version.cloned(),
                 owned: true,
                 desired: view.status.load_balancer.ingress.clone(),
                 observed,
@@ -127,30 +136,10 @@ pub fn report(objects: &Objects, snapshot: &Snapshot, publish: &[LoadBalancerAdd
     }
 }
 
-fn ingress_report(
-    key: &ObjectKey,
-    ingress: &Ingress,
-    owned: bool,
-    desired: Vec<LoadBalancerAddress>,
-) -> StatusReport {
-    StatusReport {
-        kind: StatusKind::Ingress,
-        key: key.clone(),
-        uid: ingress.metadata.uid.clone(),
-        resource_version: ingress.metadata.resource_version.clone(),
-        owned,
-        desired,
-        observed: observed(ingress),
-    }
-}
-
-/// The addresses in `status.loadBalancer.ingress`, in order.
-pub fn observed(ingress: &Ingress) -> Vec<LoadBalancerAddress> {
-    let entries = ingress
-        .status
-        .as_ref()
-        .and_then(|s| s.load_balancer.as_ref())
-        .and_then(|lb| lb.ingress.as_ref());
+/// The addresses in an Ingress's `status.loadBalancer.ingress`, in order.
+pub fn observed(status: Option<&IngressStatus>) -> Vec<LoadBalancerAddress> {
+    let entries =
+        (status.and_then(|s| s.load_balancer.as_ref())).and_then(|lb| lb.ingress.as_ref());
     addresses(entries.into_iter().flatten().map(|e| (&e.ip, &e.hostname)))
 }
 

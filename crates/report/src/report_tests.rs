@@ -1,10 +1,11 @@
 use super::*;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::networking::v1::{
-    IngressClass, IngressLoadBalancerIngress, IngressLoadBalancerStatus, IngressStatus,
+    Ingress, IngressClass, IngressLoadBalancerIngress, IngressLoadBalancerStatus, IngressStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use portico_status::IngressView;
+use portico_translate::StatusSeen;
 use std::sync::Arc;
 
 fn ip(a: &str) -> LoadBalancerAddress {
@@ -110,6 +111,25 @@ fn owned_served_ingress_wants_the_publish_addresses() {
     assert_eq!(web.uid.as_deref(), Some("uid-web"));
     assert_eq!(web.resource_version.as_deref(), Some("7"));
     assert_eq!(r.publish, vec![ip("10.0.0.1")]);
+}
+
+#[test]
+fn a_status_only_update_noted_apart_is_what_is_observed() {
+    let mut o = objects();
+    let written = ingress("web", &["10.0.0.1"]);
+    let seen = StatusSeen {
+        resource_version: Some("8".to_owned()),
+        status: written.status.clone(),
+    };
+    Arc::make_mut(&mut o.ingress_seen).insert(ObjectKey::new("shop", "web"), Arc::new(seen));
+    let r = report(&o, &snapshot(), &[ip("10.0.0.1")]);
+    let web = find(&r, "web");
+    assert_eq!(web.observed, vec![ip("10.0.0.1")]);
+    assert_eq!(web.resource_version.as_deref(), Some("8"));
+    assert_eq!(web.uid.as_deref(), Some("uid-web"));
+    // The others are read from their objects.
+    assert_eq!(find(&r, "other").observed, vec![ip("10.9.9.9")]);
+    assert_eq!(find(&r, "other").resource_version.as_deref(), Some("7"));
 }
 
 #[test]

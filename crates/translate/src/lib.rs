@@ -76,7 +76,7 @@ pub use config::{
 pub use incremental::{endpoint_only_change, refresh_members};
 pub use loaded::Loaded;
 pub use memo::{Memo, Previous};
-pub use objects::{CompactSlice, ObjectKey, Objects, SliceEndpoint, SlicePort};
+pub use objects::{CompactSlice, ObjectKey, Objects, SliceEndpoint, SlicePort, StatusSeen};
 pub use selector::{AGENT_SELECTOR_ANNOTATION, Selector, agent_selectors};
 pub use service::{L4_PROVIDER, PROXY_PROTOCOL_ANNOTATION, SERVICE_PROVIDERS};
 pub use translate::{IngressState, Translation, translate, translate_incremental};

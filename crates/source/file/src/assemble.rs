@@ -122,6 +122,9 @@ pub(crate) fn assemble(
         ),
         endpoints: built.kind(Kind::Endpoints, &old.endpoints, kinds.endpoints),
         secrets: built.kind(Kind::Secret, &old.secrets, kinds.secrets),
+        // Every object in a file is kept whole, its status included.
+        ingress_seen: Arc::default(),
+        service_seen: Arc::default(),
     };
     let Built {
         mut duplicates,

@@ -4,7 +4,7 @@ use k8s_openapi::api::core::v1::{Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use kube::Resource;
-use portico_translate::{CompactSlice, ObjectKey, Objects};
+use portico_translate::{CompactSlice, ObjectKey, Objects, StatusSeen};
 use serde::de::DeserializeOwned;
 use std::collections::BTreeMap;
 use std::fmt::Debug;
@@ -57,6 +57,13 @@ pub(crate) trait Watched:
     }
     /// Clears the status, for kinds whose status Portico writes and never serves from.
     fn clear_status(&mut self) {}
+    /// For kinds whose status the report reads: notes what a status-only update of the kept
+    /// object `key` changed (see [`StatusSeen`]).
+    fn note_status(_objects: &mut Objects, _key: &Self::Key, _update: Self::Stored) {}
+    /// Forgets the note about `key`: the kept object was replaced or removed.
+    fn forget_status(_objects: &mut Objects, _key: &Self::Key) {}
+    /// Forgets every note of the kind: it was listed again, each object with its status.
+    fn forget_statuses(_objects: &mut Objects) {}
     /// Gives back the spare capacity of the object's lists (see [`slim`]).
     fn shrink(&mut self) {}
 }
@@ -154,7 +161,7 @@ macro_rules! kept_whole {
 }
 
 macro_rules! namespaced_kind {
-    ($ty:ty, $kind:expr, $field:ident $(, $status:ident)?) => {
+    ($ty:ty, $kind:expr, $field:ident $(, $status:ident, $seen:ident)?) => {
         impl Watched for $ty {
             const KIND: Kind = $kind;
             type Key = ObjectKey;
@@ -172,13 +179,30 @@ macro_rules! namespaced_kind {
                 fn clear_status(&mut self) {
                     self.$status = None;
                 }
+                fn note_status(objects: &mut Objects, key: &ObjectKey, update: Self) {
+                    let seen = StatusSeen {
+                        resource_version: update.metadata.resource_version,
+                        status: update.$status,
+                    };
+                    Arc::make_mut(&mut objects.$seen).insert(key.clone(), Arc::new(seen));
+                }
+                fn forget_status(objects: &mut Objects, key: &ObjectKey) {
+                    if objects.$seen.contains_key(key) {
+                        Arc::make_mut(&mut objects.$seen).remove(key);
+                    }
+                }
+                fn forget_statuses(objects: &mut Objects) {
+                    if !objects.$seen.is_empty() {
+                        objects.$seen = Arc::default();
+                    }
+                }
             )?
         }
     };
 }
 
-namespaced_kind!(Ingress, Kind::Ingress, ingresses, status);
-namespaced_kind!(Service, Kind::Service, services, status);
+namespaced_kind!(Ingress, Kind::Ingress, ingresses, status, ingress_seen);
+namespaced_kind!(Service, Kind::Service, services, status, service_seen);
 
 /// Kept compact ([`CompactSlice`]): 50,000 endpoints as k8s-openapi objects were the largest
 /// item of the heap. The compact form has no resource version to ignore.

@@ -69,8 +69,10 @@ impl State {
     }
 
     /// An added or modified object. One that differs from the known one only in its status or
-    /// resource version is kept without a change (`Watched::same_for_serving`): the next
-    /// snapshot carries it, and the status report then sees what was written.
+    /// resource version (`Watched::same_for_serving`) is no change: the known object stays,
+    /// shared with the snapshot already published, and what changed is noted beside it
+    /// (`Watched::note_status`) for the next snapshot, whose status report then sees what was
+    /// written.
     pub fn apply<K: Watched>(&mut self, object: K) -> Effects {
         let object = slim(object);
         let key = object.key();
@@ -79,7 +81,12 @@ impl State {
             let object = object.store();
             let map = K::map(&mut self.objects);
             let same = (map.get(&key)).is_some_and(|old| K::same_for_serving(old, &object));
-            Arc::make_mut(map).insert(key, Arc::new(object));
+            if same {
+                K::note_status(&mut self.objects, &key, object);
+            } else {
+                Arc::make_mut(map).insert(key.clone(), Arc::new(object));
+                K::forget_status(&mut self.objects, &key);
+            }
             !same
         } else {
             remove::<K>(&mut self.objects, &key)
@@ -110,6 +117,7 @@ impl State {
             self.missing.clear();
         }
         *K::map(&mut self.objects) = Arc::new(map);
+        K::forget_statuses(&mut self.objects);
         self.synced.insert(K::KIND);
         self.after::<K>(true)
     }
@@ -223,7 +231,11 @@ impl State {
 /// delete of an object never seen, changes nothing).
 fn remove<K: Watched>(objects: &mut Objects, key: &K::Key) -> bool {
     let map = K::map(objects);
-    map.contains_key(key) && Arc::make_mut(map).remove(key).is_some()
+    let removed = map.contains_key(key) && Arc::make_mut(map).remove(key).is_some();
+    if removed {
+        K::forget_status(objects, key);
+    }
+    removed
 }
 
 #[cfg(test)]
@@ -312,22 +324,47 @@ mod tests {
     fn a_status_or_version_only_update_is_kept_without_a_change() {
         let mut state = synced();
         assert!(state.apply(ingress("web", "portico", "tls")).changed);
+        let published = state.objects().ingresses.values().next().cloned().unwrap();
         let written = with_status(ingress("web", "portico", "tls"), "10.0.0.1", "7");
         assert!(!state.apply(written.clone()).changed);
-        // The next snapshot carries what was written.
-        let kept = state.objects().ingresses.values().next().cloned().unwrap();
-        assert_eq!(*kept, written);
+        // The published object stays; the next snapshot carries what was written beside it.
+        let objects = state.objects();
+        let (key, kept) = objects.ingresses.iter().next().unwrap();
+        assert!(Arc::ptr_eq(kept, &published));
+        let (version, status) = objects.ingress_status(key, kept);
+        assert_eq!(version, written.metadata.resource_version.as_ref());
+        assert_eq!(status, written.status.as_ref());
         let mut service_written = service("lb");
         assert!(state.apply(service_written.clone()).changed);
         service_written.metadata.resource_version = Some("9".into());
         service_written.status = Some(Default::default());
-        assert!(!state.apply(service_written).changed);
-        // What is served from is a change: the spec, an annotation.
-        let moved = with_status(ingress("web", "other", "tls"), "10.0.0.1", "8");
-        assert!(state.apply(moved).changed);
+        assert!(!state.apply(service_written.clone()).changed);
+        let objects = state.objects();
+        let (key, kept) = objects.services.iter().next().unwrap();
+        let (version, status) = objects.service_status(key, kept);
+        assert_eq!(version.map(String::as_str), Some("9"));
+        assert_eq!(status, service_written.status.as_ref());
+        // What is served from is a change: the spec, an annotation. The new object carries its
+        // own status, and the note is forgotten.
+        let moved = with_status(ingress("web", "other", "tls"), "10.0.0.2", "8");
+        assert!(state.apply(moved.clone()).changed);
+        let objects = state.objects();
+        assert!(objects.ingress_seen.is_empty());
+        let (key, kept) = objects.ingresses.iter().next().unwrap();
+        assert_eq!(**kept, moved);
+        assert_eq!(objects.ingress_status(key, kept).1, moved.status.as_ref());
         let mut annotated = with_status(ingress("web", "other", "tls"), "10.0.0.1", "9");
         annotated.metadata.annotations = Some([("a".to_owned(), "b".to_owned())].into());
-        assert!(state.apply(annotated).changed);
+        assert!(state.apply(annotated.clone()).changed);
+        // A delete and a relist forget the notes too.
+        assert!(!state.objects().service_seen.is_empty());
+        assert!(state.delete(&service("lb")).changed);
+        assert!(state.objects().service_seen.is_empty());
+        let rewritten = with_status(annotated, "10.0.0.3", "10");
+        assert!(!state.apply(rewritten).changed);
+        assert!(!state.objects().ingress_seen.is_empty());
+        state.relisted(vec![ingress("web", "other", "tls")]);
+        assert!(state.objects().ingress_seen.is_empty());
     }
 
     #[test]
