@@ -11,11 +11,12 @@
 //!   resourceVersion it had before the write (the watch lags behind); once the source reports
 //!   a newer version that disagrees, it is written again.
 
-use crate::report::{Report, StatusKind};
+use crate::report::{Report, StatusKind, StatusReport};
 use portico_status::LoadBalancerAddress;
 use portico_translate::ObjectKey;
 use serde_json::{Map, Value, json};
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 /// One status write: set `status.loadBalancer.ingress` of the `kind` object `key` to
 /// `addresses`.
@@ -35,30 +36,50 @@ pub struct StatusPatch {
 /// What this process believes it wrote, per object. Starts empty on becoming leader.
 #[derive(Debug, Default)]
 pub struct StatusLedger {
-    written: HashMap<(StatusKind, ObjectKey), StatusPatch>,
+    ingresses: HashMap<ObjectKey, Written>,
+    services: HashMap<ObjectKey, Written>,
+    /// The addresses of the latest entry, shared by the next entry with the same.
+    last: Option<Arc<[LoadBalancerAddress]>>,
+}
+
+/// What was written to one object: the addresses, and the resourceVersion the source had
+/// reported when the write was planned. Kept for every Ingress the controller ever wrote, so
+/// kept small: the key is not repeated, and one list of addresses is shared by every object
+/// that got the same (at scale, nearly all got the publish addresses).
+#[derive(Debug)]
+struct Written {
+    addresses: Arc<[LoadBalancerAddress]>,
+    seen: Option<String>,
 }
 
 impl StatusLedger {
+    fn kind(&self, kind: StatusKind) -> &HashMap<ObjectKey, Written> {
+        match kind {
+            StatusKind::Ingress => &self.ingresses,
+            StatusKind::Service => &self.services,
+        }
+    }
+
     /// The patches that make the report true; forgets Ingresses that are gone.
     pub fn plan(&mut self, report: &Report) -> Vec<StatusPatch> {
-        let all = || report.ingresses.iter().chain(&report.services);
         // Hashed: 10,000 Ingresses each searched for in the report made every pass quadratic.
-        let present: HashSet<(StatusKind, &ObjectKey)> = all().map(|i| (i.kind, &i.key)).collect();
-        self.written
-            .retain(|(kind, key), _| present.contains(&(*kind, key)));
+        let ingresses = present(&report.ingresses);
+        self.ingresses.retain(|key, _| ingresses.contains(key));
+        let services = present(&report.services);
+        self.services.retain(|key, _| services.contains(key));
         let mut patches = Vec::new();
-        for i in all() {
-            let written = self.written.get(&(i.kind, i.key.clone()));
+        for i in report.ingresses.iter().chain(&report.services) {
+            let written = self.kind(i.kind).get(&i.key);
             if i.observed == i.desired {
                 continue;
             }
             let lagging =
-                written.is_some_and(|w| w.addresses == i.desired && w.seen == i.resource_version);
+                written.is_some_and(|w| *w.addresses == *i.desired && w.seen == i.resource_version);
             if lagging {
                 continue;
             }
-            let ours =
-                i.observed == report.publish || written.is_some_and(|w| w.addresses == i.observed);
+            let ours = i.observed == report.publish
+                || written.is_some_and(|w| *w.addresses == *i.observed);
             if i.desired.is_empty() && !ours {
                 continue;
             }
@@ -72,10 +93,30 @@ impl StatusLedger {
         }
         patches
     }
+}
 
+fn present(reports: &[StatusReport]) -> HashSet<&ObjectKey> {
+    reports.iter().map(|i| &i.key).collect()
+}
+
+impl StatusLedger {
     /// Records a patch the API server accepted.
     pub fn written(&mut self, patch: StatusPatch) {
-        self.written.insert((patch.kind, patch.key.clone()), patch);
+        let StatusPatch {
+            kind,
+            key,
+            addresses,
+            seen,
+            ..
+        } = patch;
+        let last = self.last.take().filter(|last| **last == *addresses);
+        let addresses = last.unwrap_or_else(|| addresses.into());
+        self.last = Some(addresses.clone());
+        let map = match kind {
+            StatusKind::Ingress => &mut self.ingresses,
+            StatusKind::Service => &mut self.services,
+        };
+        map.insert(key, Written { addresses, seen });
     }
 }
 

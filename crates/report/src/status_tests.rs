@@ -194,3 +194,25 @@ fn patch_body_sets_addresses_or_removes_the_list() {
         json!({"metadata": {"uid": "u-1"}, "status": {"loadBalancer": {"ingress": null}}})
     );
 }
+
+#[test]
+fn entries_written_with_the_same_addresses_share_one_list() {
+    let mut ledger = StatusLedger::default();
+    let r = report(vec![
+        ingress("a", "1", &["10.0.0.1"], &[]),
+        ingress("b", "1", &["10.0.0.1"], &[]),
+        ingress("c", "1", &["10.0.0.2"], &[]),
+    ]);
+    for p in ledger.plan(&r) {
+        ledger.written(p);
+    }
+    let list = |name| {
+        ledger.ingresses[&ObjectKey::new("shop", name)]
+            .addresses
+            .clone()
+    };
+    assert!(Arc::ptr_eq(&list("a"), &list("b")));
+    assert_eq!(*list("c"), [ip("10.0.0.2")]);
+    // What was written is still known: the watch lags, nothing is written again.
+    assert_eq!(names(&ledger.plan(&r)), Vec::<&str>::new());
+}
