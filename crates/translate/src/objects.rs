@@ -76,13 +76,8 @@ impl Objects {
         key: &ObjectKey,
         ingress: &'a Ingress,
     ) -> (Option<&'a String>, Option<&'a IngressStatus>) {
-        match self.ingress_seen.get(key) {
-            Some(seen) => (seen.resource_version.as_ref(), seen.status.as_ref()),
-            None => (
-                ingress.metadata.resource_version.as_ref(),
-                ingress.status.as_ref(),
-            ),
-        }
+        let own = (&ingress.metadata.resource_version, &ingress.status);
+        last_seen(self.ingress_seen.get(key), own)
     }
 
     /// The same for the kept Service `key`.
@@ -91,13 +86,18 @@ impl Objects {
         key: &ObjectKey,
         service: &'a Service,
     ) -> (Option<&'a String>, Option<&'a ServiceStatus>) {
-        match self.service_seen.get(key) {
-            Some(seen) => (seen.resource_version.as_ref(), seen.status.as_ref()),
-            None => (
-                service.metadata.resource_version.as_ref(),
-                service.status.as_ref(),
-            ),
-        }
+        let own = (&service.metadata.resource_version, &service.status);
+        last_seen(self.service_seen.get(key), own)
+    }
+}
+
+fn last_seen<'a, S>(
+    noted: Option<&'a Arc<StatusSeen<S>>>,
+    (version, status): (&'a Option<String>, &'a Option<S>),
+) -> (Option<&'a String>, Option<&'a S>) {
+    match noted {
+        Some(seen) => (seen.resource_version.as_ref(), seen.status.as_ref()),
+        None => (version.as_ref(), status.as_ref()),
     }
 }
 
