@@ -55,7 +55,7 @@ trap cleanup EXIT
 BACKEND_PORTS=(18101 18102 18103 18104 18105 18106)
 HOSTS=(h1.bench h2.bench h3.bench)
 PREFIXES=(a b c)
-PORTICO_PORT=18080 HAPROXY_PORT=18081 NGINX_PORT=18082 LOGGING_PORT=18083 FLOOR_PORT=18084
+PORTICO_PORT=18080 HAPROXY_PORT=18081 NGINX_PORT=18082 LOGGING_PORT=18083 FLOOR_PORT=18084 RAW_PORT=18085
 PORTICO_TLS_PORT=18443 HAPROXY_TLS_PORT=18444 NGINX_TLS_PORT=18445 LOGGING_TLS_PORT=18446
 
 # One certificate for the three hosts, served by every proxy (haproxy reads chain + key in one file).
@@ -295,17 +295,16 @@ start_nginx() {
 }
 
 start_floor() {
-  local routes=() i j p
+  local command=${1:-hyper-floor} port=${2:-$FLOOR_PORT} routes=() i j p
   for i in 0 1 2; do
     for j in 0 1 2; do
       p=$(pool_of $i $j)
       routes+=(--route "${HOSTS[$i]}/${PREFIXES[$j]}=127.0.0.1:${BACKEND_PORTS[$((2 * p))]},127.0.0.1:${BACKEND_PORTS[$((2 * p + 1))]}")
     done
   done
-  taskset -c "$PROXY_CPU" "$BENCH" hyper-floor --listen "127.0.0.1:$FLOOR_PORT" "${routes[@]}" &
+  taskset -c "$PROXY_CPU" "$BENCH" "$command" --listen "127.0.0.1:$port" "${routes[@]}" &
   pids+=($!)
-  FLOOR_PID=$!
-  wait_port "$FLOOR_PORT"
+  wait_port "$port"
 }
 
 wanted() { [[ " $PROXIES " == *" $1 "* ]]; }
@@ -331,8 +330,14 @@ if wanted nginx; then
   urls+=("http://127.0.0.1:$NGINX_PORT" "https://127.0.0.1:$NGINX_TLS_PORT")
 fi
 if wanted floor; then
-  start_floor
+  start_floor hyper-floor "$FLOOR_PORT"
+  FLOOR_PID=${pids[-1]}
   urls+=("http://127.0.0.1:$FLOOR_PORT")
+fi
+if wanted raw; then
+  start_floor raw-floor "$RAW_PORT"
+  RAW_PID=${pids[-1]}
+  urls+=("http://127.0.0.1:$RAW_PORT")
 fi
 for size in small large; do for close in keepalive close; do wrk_script "$size" "$close"; done; done
 
@@ -374,6 +379,7 @@ for case in $CASES; do
         haproxy) port=$HAPROXY_PORT tls_port=$HAPROXY_TLS_PORT; procs=("$HAPROXY_PID") ;;
         nginx) port=$NGINX_PORT tls_port=$NGINX_TLS_PORT; procs=("$NGINX_PID" $(pgrep -P "$NGINX_PID")) ;;
         floor) port=$FLOOR_PORT tls_port=; procs=("$FLOOR_PID") ;;
+        raw) port=$RAW_PORT tls_port=; procs=("$RAW_PID") ;;
       esac
       if [ "$scheme" = https ] && [ -z "$tls_port" ]; then continue; fi
       if [ "$scheme" = https ]; then port=$tls_port; fi
@@ -387,6 +393,7 @@ done
   if wanted haproxy; then echo "peak_rss_kib haproxy $(peak_rss "$HAPROXY_PID")"; fi
   if wanted nginx; then echo "peak_rss_kib nginx $(peak_rss "$NGINX_PID" $(pgrep -P "$NGINX_PID"))"; fi
   if wanted floor; then echo "peak_rss_kib floor $(peak_rss "$FLOOR_PID")"; fi
+  if wanted raw; then echo "peak_rss_kib raw $(peak_rss "$RAW_PID")"; fi
 } >>"$results"
 if wanted portico-log; then
   echo "access_log_lines portico-log $(wc -l <"$work/access.log")" >>"$results"

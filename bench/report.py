@@ -9,7 +9,7 @@ import statistics
 import sys
 from collections import defaultdict
 
-PROXIES = ["portico", "portico-log", "nginx", "haproxy", "floor"]
+PROXIES = ["portico", "portico-log", "nginx", "haproxy", "floor", "raw"]
 
 
 def load(path):
@@ -73,7 +73,7 @@ def proxy_report(path):
     print("| --- | --- | --- | --- | --- | --- |")
     for case in cases:
         ours = runs.get((case, "portico"))
-        for other in ["nginx", "haproxy", "floor"]:
+        for other in ["nginx", "haproxy", "floor", "raw"]:
             theirs = runs.get((case, other))
             if not ours or not theirs:
                 continue

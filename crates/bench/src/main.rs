@@ -23,6 +23,7 @@ mod nginx;
 mod plan;
 mod poll;
 mod process;
+mod raw_floor;
 mod report;
 mod run;
 mod traffic;
@@ -60,6 +61,19 @@ enum Command {
     /// A minimal reverse proxy on hyper (HTTP/1.1, one thread, round robin, keep-alive
     /// upstreams): the floor of the library's cost per request (bench/proxy.sh, proxy `floor`).
     HyperFloor(HyperFloorArgs),
+    /// The same minimal proxy with an HTTP/1.1 path of its own (httparse, one task per client
+    /// connection, no hyper): the floor of a proxy that does not use the library
+    /// (bench/proxy.sh, proxy `raw`).
+    RawFloor(RawFloorArgs),
+}
+
+#[derive(Args, Debug)]
+struct RawFloorArgs {
+    #[arg(long)]
+    listen: std::net::SocketAddr,
+    /// `HOST/PREFIX=ADDR,ADDR…`, as for `hyper-floor`.
+    #[arg(long = "route", required = true)]
+    routes: Vec<floor::Route>,
 }
 
 #[derive(Args, Debug)]
@@ -293,6 +307,7 @@ fn main() -> anyhow::Result<()> {
         }
         Command::L4Load(args) => l4_load(args),
         Command::HyperFloor(args) => floor::run(args.listen, args.routes, args.inline),
+        Command::RawFloor(args) => raw_floor::run(args.listen, args.routes),
     }
 }
 

@@ -223,7 +223,12 @@ impl Proxy {
                         };
                         // Latency matters more than packet count for a proxy.
                         let _ = stream.set_nodelay(true);
-                        let served = start(self.clone(), stream, peer);
+                        // Boxed here: a connection's future is kilobytes long (hyper's
+                        // connection, the watchdog, the TLS session), and spawning moves what
+                        // it is given through several frames into the task and out again at
+                        // the end. Moved once into a box, it is copied once per connection
+                        // instead of about six times (5,400 instructions, callgrind).
+                        let served = Box::pin(start(self.clone(), stream, peer));
                         connections.spawn(async move {
                             served.await;
                             drop(admitted);
