@@ -89,6 +89,27 @@ impl Entry {
         }
     }
 
+    /// The member a try without a request body went to (the own HTTP/1.1 path).
+    pub(crate) fn upstream_addr(&mut self, addr: SocketAddr) {
+        if let Some(line) = self.line() {
+            line.upstream = Some(addr);
+        }
+    }
+
+    /// Response body bytes sent to the client (the own HTTP/1.1 path).
+    pub(crate) fn sent(&mut self, bytes: usize) {
+        if let Some(line) = self.line() {
+            line.bytes_out += u64::try_from(bytes).unwrap_or(u64::MAX);
+        }
+    }
+
+    /// Sends the line now (the own HTTP/1.1 path, once the response is written).
+    pub(crate) fn end(mut self) {
+        if let Some(line) = self.0.take() {
+            line.finish();
+        }
+    }
+
     pub(crate) fn answered(&mut self, upstream_time: Duration) {
         if let Some(line) = self.line() {
             line.upstream_time = Some(upstream_time);

@@ -35,10 +35,18 @@ fn next() -> u64 {
 }
 
 /// `xxxxxxxx-xxxx-4xxx-yxxx-xxxxxxxxxxxx` from 122 random bits.
-fn new_id() -> HeaderValue {
+/// A new request id's text (a random version 4 UUID).
+pub(crate) fn new_id_text() -> [u8; 36] {
+    uuid_text(new_bits())
+}
+
+fn new_bits() -> u128 {
     let bits = (u128::from(next()) << 64 | u128::from(next())) & !(0xf000u128 << 64) & !(0xc << 60);
-    let bits = bits | (0x4000u128 << 64) | (0x8 << 60);
-    HeaderValue::from_bytes(&uuid_text(bits)).unwrap_or(HeaderValue::from_static("-"))
+    bits | (0x4000u128 << 64) | (0x8 << 60)
+}
+
+fn new_id() -> HeaderValue {
+    HeaderValue::from_bytes(&new_id_text()).unwrap_or(HeaderValue::from_static("-"))
 }
 
 /// The 36 characters of a UUID: 32 lowercase hex digits, most significant first, with a

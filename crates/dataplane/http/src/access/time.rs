@@ -9,6 +9,59 @@ thread_local! {
     static SECOND: RefCell<(u64, String)> = const { RefCell::new((u64::MAX, String::new())) };
 }
 
+thread_local! {
+    /// The last second written as an HTTP date on this thread, and its text.
+    static HTTP_DATE: RefCell<(u64, [u8; 29])> = const { RefCell::new((u64::MAX, [0; 29])) };
+}
+
+/// Now as an HTTP date (see [`http_date`]).
+pub(crate) fn http_date_now() -> [u8; 29] {
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs();
+    HTTP_DATE.with_borrow_mut(|(second, text)| {
+        if *second != secs {
+            *second = secs;
+            *text = imf_fixdate(secs);
+        }
+        *text
+    })
+}
+
+/// Appends `at` as an HTTP date (RFC 9110 IMF-fixdate): `Sun, 06 Nov 1994 08:49:37 GMT`.
+pub(crate) fn http_date(out: &mut Vec<u8>, at: SystemTime) {
+    let secs = at.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
+    HTTP_DATE.with_borrow_mut(|(second, text)| {
+        if *second != secs {
+            *second = secs;
+            *text = imf_fixdate(secs);
+        }
+        out.extend_from_slice(text);
+    });
+}
+
+fn imf_fixdate(secs: u64) -> [u8; 29] {
+    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let (days, rest) = (secs / 86_400, secs % 86_400);
+    let (year, month, day) = civil_from_days(days);
+    let weekday = DAYS[usize::try_from(days % 7).unwrap_or(0)];
+    let month = MONTHS[usize::try_from(month - 1).unwrap_or(0) % 12];
+    let text = format!(
+        "{weekday}, {day:02} {month} {year:04} {:02}:{:02}:{:02} GMT",
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60,
+    );
+    let mut out = [b' '; 29];
+    let n = text.len().min(29);
+    out[..n].copy_from_slice(&text.as_bytes()[..n]);
+    out
+}
+
 /// Appends `at` as `2026-01-02T03:04:05.678Z`.
 pub(crate) fn rfc3339(out: &mut Vec<u8>, at: SystemTime) {
     let since = at.duration_since(UNIX_EPOCH).unwrap_or_default();
@@ -79,5 +132,14 @@ mod tests {
         assert_eq!(at(0, 0), "1970-01-01T00:00:00.000Z");
         assert_eq!(at(951_782_400, 5), "2000-02-29T00:00:00.005Z");
         assert_eq!(at(1_798_761_599, 999), "2026-12-31T23:59:59.999Z");
+    }
+
+    #[test]
+    fn http_dates_are_imf_fixdates() {
+        let at = |secs| String::from_utf8(imf_fixdate(secs).to_vec()).unwrap();
+        assert_eq!(at(784_111_777), "Sun, 06 Nov 1994 08:49:37 GMT");
+        assert_eq!(at(0), "Thu, 01 Jan 1970 00:00:00 GMT");
+        assert_eq!(at(1_795_737_600), "Fri, 27 Nov 2026 00:00:00 GMT");
+        assert_eq!(at(951_782_400), "Tue, 29 Feb 2000 00:00:00 GMT");
     }
 }

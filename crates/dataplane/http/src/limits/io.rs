@@ -36,6 +36,20 @@ impl<IO> Watched<IO> {
         }
     }
 
+    /// Like [`Watched::new`], with `ahead` already read from `io` (by the own HTTP/1.1
+    /// path): handed out first, and seen by the deadlines and the framing scanner now.
+    pub(crate) fn with_ahead(
+        io: IO,
+        activity: Arc<Activity>,
+        framing: Framing,
+        ahead: Vec<u8>,
+    ) -> Self {
+        let mut watched = Watched::new(io, activity, framing);
+        watched.arrived(&ahead);
+        watched.ahead = ahead;
+        watched
+    }
+
     /// Hands out bytes read ahead, if any are left; whether it did.
     fn take_ahead(&mut self, buf: &mut ReadBuf<'_>) -> bool {
         let left = &self.ahead[self.taken..];

@@ -71,6 +71,15 @@ impl Proxy {
         IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
         let _active = Active::new(self.metrics.connections());
+        // The own HTTP/1.1 path first; hyper takes over from the first request it declines.
+        let (io, ahead) = if self.own_http1.load(Ordering::Relaxed) {
+            match self.serve_own(io, peer, scheme).await {
+                Some(declined) => declined,
+                None => return,
+            }
+        } else {
+            (io, Vec::new())
+        };
         let client = HeaderValue::from_str(&peer.ip().to_canonical().to_string());
         let client = client.unwrap_or(HeaderValue::from_static("unknown"));
         let activity = Activity::new();
@@ -100,7 +109,7 @@ impl Proxy {
                 Ok::<_, Infallible>(response.map(|body| Tracked::new(body, in_flight)))
             }
         });
-        let io = TokioIo::new(Watched::new(io, activity.clone(), framing));
+        let io = TokioIo::new(Watched::with_ahead(io, activity.clone(), framing, ahead));
         let served = self.server.serve_connection_with_upgrades(io, service);
         tokio::pin!(served);
         let mut phase = self.phase.subscribe();
@@ -607,7 +616,7 @@ fn names_two_hosts<B>(req: &Request<B>) -> bool {
 
 /// Whether a segment of `path` is a dot segment. Most paths have no `.` and no `%` at all,
 /// which one scan tells.
-fn has_dot_segment(path: &str) -> bool {
+pub(super) fn has_dot_segment(path: &str) -> bool {
     let suspect = path.bytes().any(|b| b == b'.' || b == b'%');
     suspect && path.split('/').any(is_dot_segment)
 }
@@ -697,7 +706,10 @@ pub(super) fn failure_outcome(error: &UpstreamError) -> Outcome {
         UpstreamError::Connect(_) | UpstreamError::ConnectTimeout(_) | UpstreamError::Tls(_) => {
             Outcome::ConnectFailed
         }
-        UpstreamError::Handshake(_) | UpstreamError::Request(_) => Outcome::Reset,
+        UpstreamError::Handshake(_)
+        | UpstreamError::Request(_)
+        | UpstreamError::Io(_)
+        | UpstreamError::Response(_) => Outcome::Reset,
     }
 }
 

@@ -104,7 +104,7 @@ impl ProxyError {
     }
 }
 
-fn body(status: StatusCode) -> Bytes {
+pub(super) fn body(status: StatusCode) -> Bytes {
     match status {
         StatusCode::BAD_REQUEST => Bytes::from_static(b"400 Bad Request\n"),
         StatusCode::NOT_FOUND => Bytes::from_static(b"404 Not Found\n"),

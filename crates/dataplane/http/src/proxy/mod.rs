@@ -4,6 +4,7 @@ mod conn;
 mod drain;
 mod error;
 mod gate;
+mod h1;
 mod headers;
 mod https;
 mod tries;
@@ -62,6 +63,8 @@ pub struct Proxy {
     phase: watch::Sender<Phase>,
     /// Where each request's line goes, if anywhere.
     access: AccessLog,
+    /// Whether HTTP/1.1 requests take the own path (`h1`) before hyper.
+    own_http1: std::sync::atomic::AtomicBool,
 }
 
 impl Proxy {
@@ -93,6 +96,7 @@ impl Proxy {
             limits,
             phase: watch::Sender::new(Phase::Serving),
             access,
+            own_http1: std::sync::atomic::AtomicBool::new(own_http1_from_env()),
         })
     }
 
@@ -144,6 +148,12 @@ impl Proxy {
         let generation = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
         self.metrics.set_generation(generation);
         generation
+    }
+
+    /// Whether new connections' HTTP/1.1 requests take the proxy's own path before hyper (on
+    /// unless `PORTICO_HTTP1=hyper` is set), or go to hyper only.
+    pub fn set_own_http1(&self, on: bool) {
+        self.own_http1.store(on, Ordering::Relaxed);
     }
 
     /// The route table currently served.
@@ -241,6 +251,12 @@ impl Proxy {
             }
         }
     }
+}
+
+/// The own HTTP/1.1 path is on unless `PORTICO_HTTP1=hyper` sends every request through
+/// hyper (to compare the two, or to step around a fault of the own path).
+fn own_http1_from_env() -> bool {
+    std::env::var("PORTICO_HTTP1").map_or(true, |v| v.trim() != "hyper")
 }
 
 /// Resolves once shutdown is requested, or when nobody can request it any more.

@@ -136,6 +136,8 @@ struct Members {
     list: Vec<Arc<MemberState>>,
     weights: Vec<u32>,
     maglev: Option<Maglev>,
+    /// Every member speaks plain HTTP/1.1 (no TLS, no HTTP/2).
+    plain: bool,
 }
 
 /// Where member series go: the families and the pool's name.
@@ -259,10 +261,12 @@ impl Balance {
             Maglev::new(&keys, &weights)
         });
         *wrr = wrr.remap(&previous);
+        let plain = list.iter().all(|m| m.endpoint.is_plain());
         self.members.store(Arc::new(Members {
             list,
             weights,
             maglev,
+            plain,
         }));
     }
 
@@ -288,6 +292,15 @@ impl Balance {
             healthy_gauge,
             ejections,
         }
+    }
+
+    /// Whether the proxy's own HTTP/1.1 path can forward to this pool: its members speak plain
+    /// HTTP/1.1, and choosing one reads nothing of the request (no affinity cookie, no hash
+    /// of a header, cookie or the URI; the client address comes apart).
+    pub(crate) fn own_path_fits(&self) -> bool {
+        let by_request = self.settings.affinity.is_some()
+            || matches!(&self.algorithm, Algorithm::Hash(key) if *key != HashKey::ClientAddress);
+        !by_request && self.members.load().plain
     }
 
     /// How many members the pool has, in rotation or not.

@@ -117,6 +117,11 @@ impl PoolState {
         self.balance.health()
     }
 
+    /// See [`Balance::own_path_fits`].
+    pub(crate) fn own_path_fits(&self) -> bool {
+        self.balance.own_path_fits()
+    }
+
     pub(crate) fn balance(&self) -> &Arc<Balance> {
         &self.balance
     }

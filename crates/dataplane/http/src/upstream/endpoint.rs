@@ -40,6 +40,12 @@ pub(crate) enum UpstreamError {
     Handshake(#[source] hyper::Error),
     #[error("{0}")]
     Request(#[source] hyper::Error),
+    /// The own HTTP/1.1 path: the connection failed before the response head was whole.
+    #[error("connection: {0}")]
+    Io(#[source] std::io::Error),
+    /// The own HTTP/1.1 path: the response head is not valid HTTP/1.1.
+    #[error("invalid response: {0}")]
+    Response(&'static str),
 }
 
 impl UpstreamError {
@@ -48,6 +54,7 @@ impl UpstreamError {
     pub(crate) fn is_timeout(&self) -> bool {
         match self {
             UpstreamError::ConnectTimeout(_) => true,
+            UpstreamError::Io(e) => e.kind() == std::io::ErrorKind::TimedOut,
             UpstreamError::Request(e) => {
                 let mut source = std::error::Error::source(e);
                 while let Some(cause) = source {
@@ -70,6 +77,7 @@ impl UpstreamError {
     pub(crate) fn before_response(&self) -> bool {
         match self {
             UpstreamError::Request(e) => !e.is_parse() && !e.is_user(),
+            UpstreamError::Response(_) => false,
             _ => true,
         }
     }
@@ -115,6 +123,8 @@ struct Idle {
 pub(crate) struct Endpoint {
     addr: SocketAddr,
     idle: Mutex<Vec<Idle>>,
+    /// Idle connections of the proxy's own HTTP/1.1 path (`proxy/h1.rs`), plain members only.
+    raw_idle: Mutex<Vec<(TcpStream, Instant)>>,
     /// Set for HTTP/2 members (h2c, h2 over TLS): requests go there instead.
     h2c: Option<H2c>,
     /// Set for TLS members (`Https`, `H2`).
@@ -147,6 +157,7 @@ impl Endpoint {
         Endpoint {
             addr,
             idle: Mutex::new(Vec::new()),
+            raw_idle: Mutex::new(Vec::new()),
             h2c: protocol.is_h2().then(H2c::default),
             tls: tls.map(|t| TlsClient::new(protocol, t, ca)),
         }
@@ -155,6 +166,40 @@ impl Endpoint {
     /// Whether requests to this endpoint go over HTTP/2 (and need an absolute URI).
     pub(crate) fn is_h2c(&self) -> bool {
         self.h2c.is_some()
+    }
+
+    /// Whether requests to this endpoint go over plain HTTP/1.1 (no TLS, no HTTP/2): what the
+    /// proxy's own HTTP/1.1 path forwards to.
+    pub(crate) fn is_plain(&self) -> bool {
+        self.h2c.is_none() && self.tls.is_none()
+    }
+
+    /// An idle connection of the own HTTP/1.1 path that is still open, most recently used
+    /// first. One the upstream closed (or that has bytes nobody asked for) is readable: the
+    /// reactor already knows, so telling costs no system call.
+    pub(crate) fn checkout_raw(&self) -> Option<TcpStream> {
+        let mut idle = self.raw_idle.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        while let Some((stream, since)) = idle.pop() {
+            let readable = stream.poll_read_ready(&mut cx).is_ready();
+            if !readable && since.elapsed() < IDLE_TIMEOUT {
+                return Some(stream);
+            }
+        }
+        None
+    }
+
+    /// Takes back a connection of the own HTTP/1.1 path whose response was read to its end.
+    pub(crate) fn checkin_raw(&self, stream: TcpStream) {
+        let mut idle = self.raw_idle.lock().unwrap_or_else(PoisonError::into_inner);
+        if idle.len() < MAX_IDLE {
+            idle.push((stream, Instant::now()));
+        }
+    }
+
+    /// A new plain TCP connection within `timeout`, for the own HTTP/1.1 path.
+    pub(crate) async fn connect_raw(&self, timeout: Duration) -> Result<TcpStream, UpstreamError> {
+        connect_tcp(self.addr, timeout).await
     }
 
     /// Whether connections to this endpoint use TLS.

@@ -1,0 +1,668 @@
+//! The proxy's own HTTP/1.1 path: the common request (HTTP/1.1, no body, origin form, to a
+//! pool of plain HTTP/1.1 members chosen without reading the request) served in the client
+//! connection's task, with httparse and byte copies instead of hyper's two state machines,
+//! header maps and the task hand-off between them (docs/benchmarks.md, "Performance II, eighth
+//! pass": a proxy built this way costs half of nginx's instructions per request, one built on
+//! hyper 1.3 times nginx's).
+//!
+//! The first request head it declines (see [`head::inspect`]: bodies, upgrades, HTTP/2,
+//! HTTP/1.0, malformed heads; or a route that is not a pool it can serve) goes to hyper with
+//! the bytes already read, and hyper serves that request and the rest of the connection, errors
+//! included. So whatever this path does not do is done as before.
+//!
+//! Each request keeps what the hyper path does: the same routing, admission by source, member
+//! choice, passive health, retries on another member (a failed connect; any failure before
+//! the response head for idempotent methods), retry budget, connect and read timeouts, the
+//! header rewriting, `X-Request-Id`, the access log line and the pool metrics; the header,
+//! keep-alive and drain deadlines of the connection.
+
+mod chunked;
+mod head;
+
+use super::conn::failure_outcome;
+use super::error::ProxyError;
+use super::tries::{connect_timeout, read_timeout, source_allowed};
+use super::{Phase, Proxy, Scheme};
+use crate::access::{Asked, Entry, http_date, new_id_text};
+use crate::route::{Outcome, PoolState, RequestInfo, Target};
+use crate::upstream::{Endpoint, UpstreamError};
+use chunked::Chunked;
+use head::{Answer, Finish, Forwarding, Framing, Inspected, MAX_FIELDS};
+use http::{HeaderMap, StatusCode, Uri};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant, SystemTime};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+
+/// Room kept free in a read buffer before each read.
+const READ_ROOM: usize = 4096;
+/// The largest response head taken from an upstream (hyper's client allows as much).
+const MAX_RESPONSE_HEAD: usize = 64 * 1024;
+
+/// One client connection on this path.
+struct Client<IO> {
+    io: IO,
+    peer: IpAddr,
+    /// The peer's address as `X-Forwarded-For` and the access log write it.
+    peer_text: String,
+    scheme: Scheme,
+    /// Bytes read and not yet served: the start of the next request head.
+    input: Vec<u8>,
+    /// What is written next, to the upstream or to the client.
+    out: Vec<u8>,
+    /// What the upstream sent, not yet forwarded.
+    upstream: Vec<u8>,
+    /// A response head being written for the client, until it is whole.
+    head: Vec<u8>,
+    phase: watch::Receiver<Phase>,
+    /// For member choice, which reads nothing of the request on this path.
+    no_fields: HeaderMap,
+    no_uri: Uri,
+}
+
+/// How serving a request left the connection.
+enum Next {
+    KeepAlive,
+    Close,
+}
+
+/// A request head on its way to a pool, with what its try needs.
+struct Planned {
+    pool: Arc<PoolState>,
+    pick: crate::route::Pick,
+    idempotent: bool,
+    head: bool,
+    close: bool,
+    entry: Entry,
+}
+
+impl Proxy {
+    /// Serves `io` on the own HTTP/1.1 path until the connection ends (`None`) or a request
+    /// head is declined: then the connection and the bytes read of that head, for hyper.
+    pub(super) async fn serve_own<IO>(
+        self: &Arc<Self>,
+        io: IO,
+        peer: SocketAddr,
+        scheme: Scheme,
+    ) -> Option<(IO, Vec<u8>)>
+    where
+        IO: AsyncRead + AsyncWrite + Unpin,
+    {
+        let peer = peer.ip().to_canonical();
+        let mut client = Client {
+            io,
+            peer,
+            peer_text: peer.to_string(),
+            scheme,
+            input: Vec::new(),
+            out: Vec::new(),
+            upstream: Vec::new(),
+            head: Vec::new(),
+            phase: self.phase.subscribe(),
+            no_fields: HeaderMap::new(),
+            no_uri: Uri::from_static("/"),
+        };
+        // The first head's deadline counts from the accept; later ones from their first byte,
+        // after an idle wait of up to the keep-alive timeout.
+        let mut idle_since = None;
+        let mut first_byte = Instant::now();
+        loop {
+            let planned = loop {
+                match self.plan(&mut client) {
+                    Ok(Some(planned)) => break planned,
+                    Ok(None) => {}
+                    Err(Declined) => return Some((client.io, client.input)),
+                }
+                let deadline = match (idle_since, client.input.is_empty()) {
+                    (Some(idle), true) => idle + self.limits.keepalive_timeout,
+                    _ => first_byte + self.limits.header_timeout,
+                };
+                let was_empty = client.input.is_empty();
+                match client.read_more(deadline).await {
+                    Read::Bytes if was_empty && idle_since.is_some() => {
+                        first_byte = Instant::now();
+                    }
+                    Read::Bytes => {}
+                    Read::Closing | Read::Ended => return None,
+                }
+            };
+            match self.exchange(&mut client, planned).await {
+                Next::KeepAlive => idle_since = Some(Instant::now()),
+                Next::Close => return None,
+            }
+        }
+    }
+
+    /// The request head at the start of the client's input, routed and its member chosen, its
+    /// upstream head in `out`: `Ok(None)` until the head is whole, `Err` when declined.
+    fn plan<IO>(&self, client: &mut Client<IO>) -> Result<Option<Planned>, Declined> {
+        if client.input.is_empty() {
+            return Ok(None);
+        }
+        let mut fields = [httparse::EMPTY_HEADER; MAX_FIELDS];
+        // A head over the size limit goes to hyper, which refuses it as every other one.
+        let max = self.limits.max_header_bytes;
+        let request = match head::inspect(&client.input, &mut fields, self.limits.max_headers) {
+            Inspected::Partial if client.input.len() > max => return Err(Declined),
+            Inspected::Partial => return Ok(None),
+            Inspected::Decline => return Err(Declined),
+            Inspected::Request(request) if request.len > max => return Err(Declined),
+            Inspected::Request(request) => request,
+        };
+        let target: http::uri::PathAndQuery = request.target.parse().map_err(|_| Declined)?;
+        let path = target.path();
+        if super::conn::has_dot_segment(path) {
+            return Err(Declined);
+        }
+        let table = self.table.load();
+        let routed = match client.scheme {
+            Scheme::Http => table.route(request.host, path),
+            Scheme::Https => table.route_https(request.host, path),
+        };
+        let Some(Target::Pool(pool)) = routed else {
+            return Err(Declined);
+        };
+        if !pool.own_path_fits() || !source_allowed(pool, client.peer) {
+            return Err(Declined);
+        }
+        let info = RequestInfo {
+            headers: &client.no_fields,
+            uri: &client.no_uri,
+            client: client.peer,
+        };
+        let pick = pool.choose(&info, &[]).ok_or(Declined)?;
+        let new_id = request.request_id.is_none().then(new_id_text);
+        let forwarding = Forwarding {
+            client: client.peer_text.as_bytes(),
+            proto: match client.scheme {
+                Scheme::Http => b"http",
+                Scheme::Https => b"https",
+            },
+            request_id: new_id.as_ref().map(|id| &id[..]),
+        };
+        client.out.clear();
+        if !head::write_upstream(&mut client.out, &request, &forwarding) {
+            return Err(Declined);
+        }
+        let mut entry = Entry::begin(
+            &self.access,
+            &Asked {
+                request_id: request
+                    .request_id
+                    .or(forwarding.request_id)
+                    .unwrap_or_default(),
+                client: client.peer_text.as_bytes(),
+                host: request.host.as_bytes(),
+                method: request.method,
+                path: path.as_bytes(),
+            },
+        );
+        entry.pool(pool);
+        let planned = Planned {
+            pool: pool.clone(),
+            pick,
+            idempotent: request.idempotent(),
+            head: request.method == "HEAD",
+            close: request.close,
+            entry,
+        };
+        let len = request.len;
+        client.input.drain(..len);
+        Ok(Some(planned))
+    }
+
+    /// Sends the planned request to its member (and others, as the pool's tries allow) and
+    /// the response, or the failure, to the client.
+    async fn exchange<IO>(&self, client: &mut Client<IO>, planned: Planned) -> Next
+    where
+        IO: AsyncRead + AsyncWrite + Unpin,
+    {
+        let Planned {
+            pool,
+            mut pick,
+            idempotent,
+            head,
+            close,
+            mut entry,
+        } = planned;
+        let read = read_timeout(&pool, &self.limits);
+        let connect = connect_timeout(&pool);
+        let date = crate::access::http_date_now();
+        lock(&pool.budget).request(Instant::now());
+        let max_tries = pool.max_tries();
+        let mut tried: Vec<SocketAddr> = Vec::new();
+        loop {
+            let endpoint = pick.endpoint().clone();
+            let upstream = endpoint.addr();
+            entry.upstream_addr(upstream);
+            let started = Instant::now();
+            let try_ = Try {
+                proxy: self,
+                connect,
+                read,
+                idempotent,
+                head,
+                close,
+                date: &date,
+            };
+            let failed = match send(&endpoint, client, &try_).await {
+                Ok((stream, response)) => {
+                    let latency = started.elapsed();
+                    let to = (&endpoint, &pool, pick);
+                    return respond(client, stream, to, response, latency, entry, read).await;
+                }
+                Err(Failed::TimedOut) => {
+                    pool.record(
+                        pick,
+                        Outcome::Timeout {
+                            latency: started.elapsed(),
+                        },
+                    );
+                    let error = ProxyError::UpstreamTimeout {
+                        pool: pool.id(),
+                        upstream,
+                    };
+                    return self.fail(client, &pool, &error, entry).await;
+                }
+                Err(Failed::Error { error, unsent }) => (error, unsent),
+            };
+            let (error, unsent) = failed;
+            pool.record(pick, failure_outcome(&error));
+            tried.push(upstream);
+            let again = unsent || (idempotent && error.before_response());
+            let next = if again && tried.len() < max_tries {
+                let info = RequestInfo {
+                    headers: &client.no_fields,
+                    uri: &client.no_uri,
+                    client: client.peer,
+                };
+                pool.choose(&info, &tried)
+            } else {
+                None
+            };
+            let next = next.filter(|_| {
+                let allowed = lock(&pool.budget).try_retry(Instant::now());
+                if !allowed {
+                    pool.metrics.budget_exhausted();
+                }
+                allowed
+            });
+            let Some(next) = next else {
+                let pool_id = pool.id();
+                let error = ProxyError::Upstream {
+                    pool: pool_id,
+                    upstream,
+                    source: error,
+                };
+                return self.fail(client, &pool, &error, entry).await;
+            };
+            tracing::debug!(%upstream, next = %next.addr(), %error, "trying another member");
+            pool.metrics.retried();
+            pick = next;
+        }
+    }
+
+    /// Answers with `error`'s response, as the hyper path's `rescue` does.
+    async fn fail<IO>(
+        &self,
+        client: &mut Client<IO>,
+        pool: &PoolState,
+        error: &ProxyError,
+        mut entry: Entry,
+    ) -> Next
+    where
+        IO: AsyncRead + AsyncWrite + Unpin,
+    {
+        match error {
+            ProxyError::Upstream { .. } => tracing::warn!(%error, "upstream request failed"),
+            _ => tracing::debug!(%error, "request not forwarded"),
+        }
+        let status = error.status();
+        pool.metrics.record(status);
+        entry.status(status.as_u16());
+        let body = super::error::body(status);
+        client.out.clear();
+        client.out.extend_from_slice(b"HTTP/1.1 ");
+        client.out.extend_from_slice(status.as_str().as_bytes());
+        client.out.push(b' ');
+        let reason = status.canonical_reason().unwrap_or("");
+        client.out.extend_from_slice(reason.as_bytes());
+        client
+            .out
+            .extend_from_slice(b"\r\ncontent-type: text/plain; charset=utf-8\r\n");
+        client.out.extend_from_slice(b"content-length: ");
+        client
+            .out
+            .extend_from_slice(body.len().to_string().as_bytes());
+        client.out.extend_from_slice(b"\r\ndate: ");
+        http_date(&mut client.out, SystemTime::now());
+        let close = self.draining();
+        if close {
+            client.out.extend_from_slice(b"\r\nconnection: close");
+        }
+        client.out.extend_from_slice(b"\r\n\r\n");
+        client.out.extend_from_slice(&body);
+        let sent = client.io.write_all(&client.out).await.is_ok();
+        let flushed = sent && client.io.flush().await.is_ok();
+        entry.sent(if flushed { body.len() } else { 0 });
+        entry.end();
+        if flushed && !close {
+            Next::KeepAlive
+        } else {
+            Next::Close
+        }
+    }
+}
+
+/// The response head the upstream sent (already written for the client in `client.out`),
+/// then its body, to the client.
+async fn respond<IO>(
+    client: &mut Client<IO>,
+    mut stream: TcpStream,
+    (endpoint, pool, pick): (&Arc<Endpoint>, &Arc<PoolState>, crate::route::Pick),
+    response: head::Response,
+    latency: Duration,
+    mut entry: Entry,
+    read: Duration,
+) -> Next
+where
+    IO: AsyncRead + AsyncWrite + Unpin,
+{
+    pool.metrics.observe_latency(latency);
+    entry.answered(latency);
+    let outcome = if response.status >= 500 {
+        Outcome::Status5xx { latency }
+    } else {
+        Outcome::Success { latency }
+    };
+    pool.record(pick, outcome);
+    let status = StatusCode::from_u16(response.status).unwrap_or(StatusCode::BAD_GATEWAY);
+    pool.metrics.record(status);
+    entry.status(response.status);
+    let body = &client.upstream[response.len..];
+    let (forwarded, reusable) = match response.framing {
+        Framing::Empty => {
+            let sent = client.io.write_all(&client.out).await.is_ok();
+            (sent.then_some(0), body.is_empty())
+        }
+        Framing::Length(length) => {
+            let have = body
+                .len()
+                .min(usize::try_from(length).unwrap_or(usize::MAX));
+            let extra = body.len() > have;
+            client.out.extend_from_slice(&body[..have]);
+            let left = length - have as u64;
+            let copied = copy_length(client, &mut stream, left, read).await;
+            (copied.map(|n| n + have as u64), !extra)
+        }
+        Framing::Chunked => copy_chunked(client, &mut stream, response.len, read).await,
+        Framing::UntilClose => {
+            client.out.extend_from_slice(body);
+            let n = body.len() as u64;
+            let copied = copy_until_close(client, &mut stream, read).await;
+            (copied.map(|m| m + n), false)
+        }
+    };
+    let flushed = forwarded.is_some() && client.io.flush().await.is_ok();
+    entry.sent(usize::try_from(forwarded.unwrap_or(0)).unwrap_or(usize::MAX));
+    entry.end();
+    if flushed && reusable && response.reusable {
+        endpoint.checkin_raw(stream);
+    }
+    if flushed && !response.close {
+        Next::KeepAlive
+    } else {
+        Next::Close
+    }
+}
+
+/// The request head was not for this path.
+struct Declined;
+
+/// What one try needs besides the member.
+struct Try<'a> {
+    proxy: &'a Proxy,
+    connect: Duration,
+    read: Duration,
+    idempotent: bool,
+    /// The request is HEAD.
+    head: bool,
+    /// The client asked to close.
+    close: bool,
+    date: &'a [u8],
+}
+
+/// What a wait for client bytes ended with.
+enum Read {
+    Bytes,
+    /// The proxy is closing its connections.
+    Closing,
+    /// The client closed, failed, or let its deadline pass.
+    Ended,
+}
+
+impl<IO: AsyncRead + AsyncWrite + Unpin> Client<IO> {
+    /// Reads what the client sends next, until `deadline`.
+    async fn read_more(&mut self, deadline: Instant) -> Read {
+        self.input.reserve(READ_ROOM);
+        let (io, input, phase) = (&mut self.io, &mut self.input, &mut self.phase);
+        let reading = tokio::time::timeout_at(deadline.into(), io.read_buf(input));
+        let closing = async {
+            loop {
+                if *phase.borrow_and_update() == Phase::Closing {
+                    return;
+                }
+                if phase.changed().await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            }
+        };
+        tokio::select! {
+            biased;
+            read = reading => match read {
+                Ok(Ok(n)) if n > 0 => Read::Bytes,
+                _ => Read::Ended,
+            },
+            () = closing => Read::Closing,
+        }
+    }
+}
+
+/// How a try failed.
+enum Failed {
+    /// No response head within the read timeout.
+    TimedOut,
+    Error {
+        error: UpstreamError,
+        /// Nothing of the request reached the member (it can go elsewhere).
+        unsent: bool,
+    },
+}
+
+/// Sends the upstream head in `client.out` to `endpoint`, on an idle connection or a new one,
+/// and reads the response head into `client.upstream` (interim responses dropped); the
+/// client's head is then in `client.out`. A reused connection that fails before any response
+/// byte is replaced once by a new one for an idempotent request: the member closed it while
+/// idle, which says nothing of its health.
+async fn send<IO>(
+    endpoint: &Endpoint,
+    client: &mut Client<IO>,
+    try_: &Try<'_>,
+) -> Result<(TcpStream, head::Response), Failed> {
+    let mut reused = endpoint.checkout_raw();
+    loop {
+        let fresh = reused.is_none();
+        let mut stream = match reused.take() {
+            Some(stream) => stream,
+            None => (endpoint.connect_raw(try_.connect).await).map_err(|error| Failed::Error {
+                error,
+                unsent: true,
+            })?,
+        };
+        match exchange_head(&mut stream, client, try_).await {
+            Ok(response) => return Ok((stream, response)),
+            Err(Failed::Error { error, .. })
+                if !fresh && try_.idempotent && error.before_response() =>
+            {
+                tracing::debug!(addr = %endpoint.addr(), %error, "idle upstream connection closed");
+            }
+            Err(failed) => return Err(failed),
+        }
+    }
+}
+
+/// Writes the request head and reads the response head, within the read timeout of the
+/// write. `client.out` keeps the request head until a response head replaces it.
+async fn exchange_head<IO>(
+    stream: &mut TcpStream,
+    client: &mut Client<IO>,
+    try_: &Try<'_>,
+) -> Result<head::Response, Failed> {
+    let broken = |error: std::io::Error| Failed::Error {
+        error: UpstreamError::Io(error),
+        unsent: false,
+    };
+    stream.write_all(&client.out).await.map_err(broken)?;
+    let deadline = tokio::time::Instant::now() + try_.read;
+    client.upstream.clear();
+    loop {
+        if !client.upstream.is_empty() {
+            client.head.clear();
+            // Draining is looked at when the answer is there: a request in flight when the
+            // drain began gets `Connection: close` too.
+            let finish = Finish {
+                head: try_.head,
+                close: try_.close || try_.proxy.draining(),
+                date: try_.date,
+            };
+            match head::answer(&client.upstream, &mut client.head, &finish) {
+                Answer::Partial if client.upstream.len() > MAX_RESPONSE_HEAD => {
+                    return Err(bad("response head too large"));
+                }
+                Answer::Partial => {}
+                Answer::Interim(len) => {
+                    client.upstream.drain(..len);
+                    continue;
+                }
+                Answer::Response(response) => {
+                    std::mem::swap(&mut client.out, &mut client.head);
+                    return Ok(response);
+                }
+                Answer::Bad(why) => return Err(bad(why)),
+            }
+        }
+        client.upstream.reserve(READ_ROOM);
+        match tokio::time::timeout_at(deadline, stream.read_buf(&mut client.upstream)).await {
+            Err(_) => return Err(Failed::TimedOut),
+            Ok(Ok(0)) => {
+                let closed = std::io::Error::from(std::io::ErrorKind::UnexpectedEof);
+                return Err(broken(closed));
+            }
+            Ok(Ok(_)) => {}
+            Ok(Err(error)) => return Err(broken(error)),
+        }
+    }
+}
+
+fn bad(why: &'static str) -> Failed {
+    Failed::Error {
+        error: UpstreamError::Response(why),
+        unsent: false,
+    }
+}
+
+/// Writes `client.out` (the head and the body bytes that came with it), then copies `left`
+/// more body bytes; how many body bytes after those in `out` were sent, `None` on a failure.
+async fn copy_length<IO: AsyncRead + AsyncWrite + Unpin>(
+    client: &mut Client<IO>,
+    stream: &mut TcpStream,
+    mut left: u64,
+    read: Duration,
+) -> Option<u64> {
+    client.io.write_all(&client.out).await.ok()?;
+    let mut sent = 0;
+    while left > 0 {
+        client.upstream.clear();
+        client.upstream.reserve(READ_ROOM * 4);
+        let n = tokio::time::timeout(read, stream.read_buf(&mut client.upstream))
+            .await
+            .ok()?
+            .ok()?;
+        if n == 0 {
+            return None;
+        }
+        let n = n.min(usize::try_from(left).unwrap_or(usize::MAX));
+        client.io.write_all(&client.upstream[..n]).await.ok()?;
+        left -= n as u64;
+        sent += n as u64;
+    }
+    Some(sent)
+}
+
+/// Writes `client.out`, then forwards the chunked body that starts at `start` in
+/// `client.upstream`, chunks as they come, to its end: the bytes sent, and whether the body
+/// ended where the upstream's bytes did (so that the connection can be reused).
+async fn copy_chunked<IO: AsyncRead + AsyncWrite + Unpin>(
+    client: &mut Client<IO>,
+    stream: &mut TcpStream,
+    start: usize,
+    read: Duration,
+) -> (Option<u64>, bool) {
+    let mut scanner = Chunked::new();
+    let mut sent = 0u64;
+    let mut at = start;
+    loop {
+        let part = &client.upstream[at..];
+        let (take, ended) = match scanner.feed(part) {
+            Ok(Some(end)) => (end, true),
+            Ok(None) => (part.len(), false),
+            Err(_) => return (None, false),
+        };
+        let extra = part.len() > take;
+        client.out.extend_from_slice(&part[..take]);
+        if client.io.write_all(&client.out).await.is_err() {
+            return (None, false);
+        }
+        sent += take as u64;
+        client.out.clear();
+        if ended {
+            return (Some(sent), !extra);
+        }
+        client.upstream.clear();
+        client.upstream.reserve(READ_ROOM * 4);
+        at = 0;
+        match tokio::time::timeout(read, stream.read_buf(&mut client.upstream)).await {
+            Ok(Ok(n)) if n > 0 => {}
+            _ => return (None, false),
+        }
+    }
+}
+
+/// Writes `client.out`, then copies what the upstream sends until it closes.
+async fn copy_until_close<IO: AsyncRead + AsyncWrite + Unpin>(
+    client: &mut Client<IO>,
+    stream: &mut TcpStream,
+    read: Duration,
+) -> Option<u64> {
+    client.io.write_all(&client.out).await.ok()?;
+    let mut sent = 0;
+    loop {
+        client.upstream.clear();
+        client.upstream.reserve(READ_ROOM * 4);
+        let n = tokio::time::timeout(read, stream.read_buf(&mut client.upstream))
+            .await
+            .ok()?
+            .ok()?;
+        if n == 0 {
+            return Some(sent);
+        }
+        client.io.write_all(&client.upstream[..n]).await.ok()?;
+        sent += n as u64;
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
