@@ -522,3 +522,38 @@ async fn failures_are_retried_on_another_member_or_answered_as_the_hyper_path_do
     assert_eq!(got.status(), 504, "{}", got.head);
     drop(proxy.proxy);
 }
+
+#[tokio::test]
+async fn large_bodies_by_length_and_by_chunks_arrive_whole_and_the_connection_is_reused() {
+    let body: String = (0..100_000)
+        .map(|i| char::from(b'a' + (i % 26) as u8))
+        .collect();
+    let text = body.clone();
+    let script: Script = Arc::new(move |head| {
+        if head.starts_with("GET /chunks") {
+            let mut bytes = String::from("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n");
+            for piece in text.as_bytes().chunks(7_000) {
+                bytes += &format!(
+                    "{:x}\r\n{}\r\n",
+                    piece.len(),
+                    String::from_utf8_lossy(piece)
+                );
+            }
+            bytes += "0\r\n\r\n";
+            return reply(&bytes);
+        }
+        reply(&format!(
+            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{text}",
+            text.len()
+        ))
+    });
+    let member = Member::start(script).await;
+    let proxy = Harness::start(&all_to(&[member.addr]), true).await;
+    let mut client = Raw::connect(proxy.addr).await;
+    for path in ["/length", "/chunks", "/length", "/chunks"] {
+        let got = client.exchange(&get(path, ""), false).await;
+        assert_eq!(got.body.len(), body.len(), "{path}");
+        assert!(got.body == body, "{path}: the body changed on its way");
+    }
+    assert_eq!(member.connections.load(Ordering::SeqCst), 1);
+}

@@ -38,6 +38,11 @@ use tokio::sync::watch;
 
 /// Room kept free in a read buffer before each read.
 const READ_ROOM: usize = 4096;
+/// Room for a body read: a 16 KiB response in one read once the buffer has grown to it.
+const BODY_ROOM: usize = 16 * 1024;
+/// A buffer that grew past this (a huge head) is shrunk once its request is done, so that an
+/// idle connection keeps a few KiB whatever it carried once.
+const KEPT_ROOM: usize = 32 * 1024;
 /// The largest response head taken from an upstream (hyper's client allows as much).
 const MAX_RESPONSE_HEAD: usize = 64 * 1024;
 
@@ -392,19 +397,17 @@ where
                 .len()
                 .min(usize::try_from(length).unwrap_or(usize::MAX));
             let extra = body.len() > have;
-            client.out.extend_from_slice(&body[..have]);
             let left = length - have as u64;
-            let copied = copy_length(client, &mut stream, left, read).await;
-            (copied.map(|n| n + have as u64), !extra)
+            let copied = copy_length(client, &mut stream, (response.len, have), left, read).await;
+            (copied, !extra)
         }
         Framing::Chunked => copy_chunked(client, &mut stream, response.len, read).await,
         Framing::UntilClose => {
-            client.out.extend_from_slice(body);
-            let n = body.len() as u64;
-            let copied = copy_until_close(client, &mut stream, read).await;
-            (copied.map(|m| m + n), false)
+            let copied = copy_until_close(client, &mut stream, response.len, read).await;
+            (copied, false)
         }
     };
+    client.keep_small();
     let flushed = forwarded.is_some() && client.io.flush().await.is_ok();
     entry.sent(usize::try_from(forwarded.unwrap_or(0)).unwrap_or(usize::MAX));
     entry.end();
@@ -441,6 +444,22 @@ enum Read {
     Closing,
     /// The client closed, failed, or let its deadline pass.
     Ended,
+}
+
+impl<IO> Client<IO> {
+    /// Gives back what a buffer took beyond [`KEPT_ROOM`].
+    fn keep_small(&mut self) {
+        for buffer in [
+            &mut self.input,
+            &mut self.out,
+            &mut self.upstream,
+            &mut self.head,
+        ] {
+            if buffer.capacity() > KEPT_ROOM {
+                buffer.shrink_to(READ_ROOM);
+            }
+        }
+    }
 }
 
 impl<IO: AsyncRead + AsyncWrite + Unpin> Client<IO> {
@@ -573,20 +592,39 @@ fn bad(why: &'static str) -> Failed {
     }
 }
 
-/// Writes `client.out` (the head and the body bytes that came with it), then copies `left`
-/// more body bytes; how many body bytes after those in `out` were sent, `None` on a failure.
+/// Writes `head` and then `body` to `io`, in one vectored write where the stream takes one:
+/// the body is not copied into the head's buffer.
+async fn write_two<IO: AsyncWrite + Unpin>(
+    io: &mut IO,
+    head: &[u8],
+    body: &[u8],
+) -> std::io::Result<()> {
+    use bytes::Buf;
+    let mut both = Buf::chain(head, body);
+    io.write_all_buf(&mut both).await
+}
+
+/// Writes the client's head in `client.out` with the `have` body bytes at `start` in
+/// `client.upstream`, then copies `left` more body bytes: how many body bytes were sent, `None`
+/// on a failure.
 async fn copy_length<IO: AsyncRead + AsyncWrite + Unpin>(
     client: &mut Client<IO>,
     stream: &mut TcpStream,
+    (start, have): (usize, usize),
     mut left: u64,
     read: Duration,
 ) -> Option<u64> {
-    client.io.write_all(&client.out).await.ok()?;
-    let mut sent = 0;
+    let Client {
+        io, out, upstream, ..
+    } = client;
+    write_two(io, out, &upstream[start..start + have])
+        .await
+        .ok()?;
+    let mut sent = have as u64;
     while left > 0 {
-        client.upstream.clear();
-        client.upstream.reserve(READ_ROOM * 4);
-        let n = tokio::time::timeout(read, stream.read_buf(&mut client.upstream))
+        upstream.clear();
+        upstream.reserve(BODY_ROOM);
+        let n = tokio::time::timeout(read, stream.read_buf(upstream))
             .await
             .ok()?
             .ok()?;
@@ -594,7 +632,7 @@ async fn copy_length<IO: AsyncRead + AsyncWrite + Unpin>(
             return None;
         }
         let n = n.min(usize::try_from(left).unwrap_or(usize::MAX));
-        client.io.write_all(&client.upstream[..n]).await.ok()?;
+        io.write_all(&upstream[..n]).await.ok()?;
         left -= n as u64;
         sent += n as u64;
     }
@@ -610,55 +648,62 @@ async fn copy_chunked<IO: AsyncRead + AsyncWrite + Unpin>(
     start: usize,
     read: Duration,
 ) -> (Option<u64>, bool) {
+    let Client {
+        io, out, upstream, ..
+    } = client;
     let mut scanner = Chunked::new();
     let mut sent = 0u64;
     let mut at = start;
     loop {
-        let part = &client.upstream[at..];
+        let part = &upstream[at..];
         let (take, ended) = match scanner.feed(part) {
             Ok(Some(end)) => (end, true),
             Ok(None) => (part.len(), false),
             Err(_) => return (None, false),
         };
         let extra = part.len() > take;
-        client.out.extend_from_slice(&part[..take]);
-        if client.io.write_all(&client.out).await.is_err() {
+        if write_two(io, out, &part[..take]).await.is_err() {
             return (None, false);
         }
         sent += take as u64;
-        client.out.clear();
+        out.clear();
         if ended {
             return (Some(sent), !extra);
         }
-        client.upstream.clear();
-        client.upstream.reserve(READ_ROOM * 4);
+        upstream.clear();
+        upstream.reserve(BODY_ROOM);
         at = 0;
-        match tokio::time::timeout(read, stream.read_buf(&mut client.upstream)).await {
+        match tokio::time::timeout(read, stream.read_buf(upstream)).await {
             Ok(Ok(n)) if n > 0 => {}
             _ => return (None, false),
         }
     }
 }
 
-/// Writes `client.out`, then copies what the upstream sends until it closes.
+/// Writes `client.out` and the body bytes from `start` in `client.upstream`, then copies
+/// what the upstream sends until it closes.
 async fn copy_until_close<IO: AsyncRead + AsyncWrite + Unpin>(
     client: &mut Client<IO>,
     stream: &mut TcpStream,
+    start: usize,
     read: Duration,
 ) -> Option<u64> {
-    client.io.write_all(&client.out).await.ok()?;
-    let mut sent = 0;
+    let Client {
+        io, out, upstream, ..
+    } = client;
+    write_two(io, out, &upstream[start..]).await.ok()?;
+    let mut sent = (upstream.len() - start) as u64;
     loop {
-        client.upstream.clear();
-        client.upstream.reserve(READ_ROOM * 4);
-        let n = tokio::time::timeout(read, stream.read_buf(&mut client.upstream))
+        upstream.clear();
+        upstream.reserve(BODY_ROOM);
+        let n = tokio::time::timeout(read, stream.read_buf(upstream))
             .await
             .ok()?
             .ok()?;
         if n == 0 {
             return Some(sent);
         }
-        client.io.write_all(&client.upstream[..n]).await.ok()?;
+        io.write_all(&upstream[..n]).await.ok()?;
         sent += n as u64;
     }
 }
