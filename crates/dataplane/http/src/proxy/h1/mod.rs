@@ -592,6 +592,21 @@ fn bad(why: &'static str) -> Failed {
     }
 }
 
+/// Reads the next body bytes from the member into `upstream` (emptied first) within `read`:
+/// how many (0: the member closed), `None` on a failure or when the read timed out.
+async fn read_body(
+    stream: &mut TcpStream,
+    upstream: &mut Vec<u8>,
+    read: Duration,
+) -> Option<usize> {
+    upstream.clear();
+    upstream.reserve(BODY_ROOM);
+    tokio::time::timeout(read, stream.read_buf(upstream))
+        .await
+        .ok()?
+        .ok()
+}
+
 /// Writes `head` and then `body` to `io`, in one vectored write where the stream takes one:
 /// the body is not copied into the head's buffer.
 async fn write_two<IO: AsyncWrite + Unpin>(
@@ -622,12 +637,7 @@ async fn copy_length<IO: AsyncRead + AsyncWrite + Unpin>(
         .ok()?;
     let mut sent = have as u64;
     while left > 0 {
-        upstream.clear();
-        upstream.reserve(BODY_ROOM);
-        let n = tokio::time::timeout(read, stream.read_buf(upstream))
-            .await
-            .ok()?
-            .ok()?;
+        let n = read_body(stream, upstream, read).await?;
         if n == 0 {
             return None;
         }
@@ -670,11 +680,9 @@ async fn copy_chunked<IO: AsyncRead + AsyncWrite + Unpin>(
         if ended {
             return (Some(sent), !extra);
         }
-        upstream.clear();
-        upstream.reserve(BODY_ROOM);
         at = 0;
-        match tokio::time::timeout(read, stream.read_buf(upstream)).await {
-            Ok(Ok(n)) if n > 0 => {}
+        match read_body(stream, upstream, read).await {
+            Some(n) if n > 0 => {}
             _ => return (None, false),
         }
     }
@@ -694,12 +702,7 @@ async fn copy_until_close<IO: AsyncRead + AsyncWrite + Unpin>(
     write_two(io, out, &upstream[start..]).await.ok()?;
     let mut sent = (upstream.len() - start) as u64;
     loop {
-        upstream.clear();
-        upstream.reserve(BODY_ROOM);
-        let n = tokio::time::timeout(read, stream.read_buf(upstream))
-            .await
-            .ok()?
-            .ok()?;
+        let n = read_body(stream, upstream, read).await?;
         if n == 0 {
             return Some(sent);
         }
