@@ -124,8 +124,12 @@ struct Harness {
 
 impl Harness {
     async fn start(model: &Model, own: bool) -> Harness {
+        Harness::with_limits(model, own, portico_model::Limits::default()).await
+    }
+
+    async fn with_limits(model: &Model, own: bool, limits: portico_model::Limits) -> Harness {
         let mut registry = Registry::default();
-        let proxy = Proxy::new(ProxyMetrics::new(&mut registry));
+        let proxy = Proxy::with_limits(ProxyMetrics::new(&mut registry), limits);
         proxy.set_own_http1(own);
         proxy.apply(model);
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -556,4 +560,26 @@ async fn large_bodies_by_length_and_by_chunks_arrive_whole_and_the_connection_is
         assert!(got.body == body, "{path}: the body changed on its way");
     }
     assert_eq!(member.connections.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn a_pipelined_head_begun_during_a_slow_answer_gets_its_header_timeout_from_then() {
+    let member = Member::start(Arc::new(|head| Reply {
+        delay: Duration::from_millis(if head.contains("/slow") { 600 } else { 0 }),
+        ..answers(head)
+    }))
+    .await;
+    let limits = portico_model::Limits {
+        header_timeout: Duration::from_millis(300),
+        ..Default::default()
+    };
+    let proxy = Harness::with_limits(&all_to(&[member.addr]), true, limits).await;
+    let mut client = Raw::connect(proxy.addr).await;
+    // The slow request and the start of the next one in one write.
+    let first = client
+        .exchange(&(get("/slow", "") + "GET /plain HTTP/1.1\r\nHo"), false)
+        .await;
+    assert_eq!(first.status(), 200, "{}", first.head);
+    let second = client.exchange("st: web.test\r\n\r\n", false).await;
+    assert_eq!(second.body, "body");
 }

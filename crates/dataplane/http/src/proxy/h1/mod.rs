@@ -134,7 +134,12 @@ impl Proxy {
                 }
             };
             match self.exchange(&mut client, planned).await {
-                Next::KeepAlive => idle_since = Some(Instant::now()),
+                Next::KeepAlive => {
+                    let now = Instant::now();
+                    idle_since = Some(now);
+                    // A pipelined head already begun has its header timeout from now.
+                    first_byte = now;
+                }
                 Next::Close => return None,
             }
         }
