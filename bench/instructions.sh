@@ -39,140 +39,26 @@ cleanup() {
 }
 trap cleanup EXIT
 
-PORTS=(18101 18102 18103 18104 18105 18106)
+BACKEND_PORTS=(18101 18102 18103 18104 18105 18106)
 HOSTS=(h1.bench h2.bench h3.bench)
 PREFIXES=(a b c)
 PORT=18090
-pool_of() { echo $((($1 + $2) % 3)); }
+# Every proxy listens on PORT in turn; nginx as one process (callgrind follows no fork).
+NGINX_PORT=$PORT HAPROXY_PORT=$PORT NGINX_MASTER=off LOAD_CPU=1
+source bench/lib-proxy.sh
 
-mkdir -p "$work/www" "$work/backend" "$work/nginx" "$work/portico"
-for p in "${PREFIXES[@]}"; do
-  mkdir -p "$work/www/$p"
-  head -c 100 /dev/zero | tr '\0' 'x' >"$work/www/$p/small"
-done
-{
-  echo "worker_processes 1; daemon off; pid $work/backend/nginx.pid; error_log $work/backend/error.log warn;"
-  echo "events { worker_connections 4096; }"
-  echo "http { access_log off; sendfile on; tcp_nopush on; keepalive_requests 1000000;"
-  echo "  client_body_temp_path $work/backend; proxy_temp_path $work/backend; fastcgi_temp_path $work/backend; uwsgi_temp_path $work/backend; scgi_temp_path $work/backend;"
-  echo "  server { root $work/www; default_type text/plain;"
-  for port in "${PORTS[@]}"; do echo "    listen 127.0.0.1:$port;"; done
-  echo "  } }"
-} >"$work/backend/nginx.conf"
-taskset -c 1 nginx -c "$work/backend/nginx.conf" -e "$work/backend/error.log" &
-pids+=($!)
-wait_port "${PORTS[0]}"
-
+start_backends
+portico_manifests
+nginx_config
+haproxy_config
 routes=()
 for i in 0 1 2; do
   for j in 0 1 2; do
     p=$(pool_of $i $j)
-    routes+=(--route "${HOSTS[$i]}/${PREFIXES[$j]}=127.0.0.1:${PORTS[$((2 * p))]},127.0.0.1:${PORTS[$((2 * p + 1))]}")
+    routes+=(--route "${HOSTS[$i]}/${PREFIXES[$j]}=127.0.0.1:${BACKEND_PORTS[$((2 * p))]},127.0.0.1:${BACKEND_PORTS[$((2 * p + 1))]}")
   done
 done
-for p in 0 1 2; do
-  cat >>"$work/portico/backends.yaml" <<EOF
----
-apiVersion: v1
-kind: Service
-metadata: {name: pool$p, namespace: bench}
-spec:
-  ports: [{name: http, port: 80}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: pool$p, namespace: bench, labels: {kubernetes.io/service-name: pool$p}}
-addressType: IPv4
-ports: [{name: http, port: ${PORTS[$((2 * p))]}}]
-endpoints: [{addresses: [127.0.0.1], conditions: {ready: true}}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: pool$p-b, namespace: bench, labels: {kubernetes.io/service-name: pool$p}}
-addressType: IPv4
-ports: [{name: http, port: ${PORTS[$((2 * p + 1))]}}]
-endpoints: [{addresses: [127.0.0.1], conditions: {ready: true}}]
-EOF
-done
-{
-  echo "apiVersion: networking.k8s.io/v1"
-  echo "kind: Ingress"
-  echo "metadata: {name: bench, namespace: bench}"
-  echo "spec:"
-  echo "  ingressClassName: portico"
-  echo "  rules:"
-  for i in 0 1 2; do
-    echo "  - host: ${HOSTS[$i]}"
-    echo "    http:"
-    echo "      paths:"
-    for j in 0 1 2; do
-      echo "      - {path: /${PREFIXES[$j]}, pathType: Prefix, backend: {service: {name: pool$(pool_of $i $j), port: {number: 80}}}}"
-    done
-  done
-} >"$work/portico/ingress.yaml"
-{
-  echo "worker_processes 1; daemon off; master_process off; pid $work/nginx/nginx.pid; error_log $work/nginx/error.log warn;"
-  echo "events { worker_connections 8000; }"
-  echo "http { access_log off; keepalive_requests 1000000;"
-  echo "  client_body_temp_path $work/nginx; proxy_temp_path $work/nginx; fastcgi_temp_path $work/nginx; uwsgi_temp_path $work/nginx; scgi_temp_path $work/nginx;"
-  for p in 0 1 2; do
-    echo "  upstream pool$p { server 127.0.0.1:${PORTS[$((2 * p))]}; server 127.0.0.1:${PORTS[$((2 * p + 1))]}; keepalive 64; }"
-  done
-  for i in 0 1 2; do
-    echo "  server { listen 127.0.0.1:$PORT; server_name ${HOSTS[$i]};"
-    for j in 0 1 2; do
-      echo "    location /${PREFIXES[$j]} { proxy_pass http://pool$(pool_of $i $j); proxy_http_version 1.1; proxy_set_header Connection \"\"; proxy_set_header Host \$http_host; proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for; }"
-    done
-    echo "  }"
-  done
-  echo "}"
-} >"$work/nginx/nginx.conf"
-{
-  echo "global"
-  echo "  nbthread 1"
-  echo "  maxconn 8000"
-  echo "defaults"
-  echo "  mode http"
-  echo "  timeout connect 5s"
-  echo "  timeout client 60s"
-  echo "  timeout server 60s"
-  echo "  option forwardfor"
-  echo "  http-reuse always"
-  echo "frontend bench"
-  echo "  bind 127.0.0.1:$PORT"
-  echo "  http-request set-var(txn.host) req.hdr(host),field(1,:),lower"
-  for i in 0 1 2; do echo "  acl host_$i var(txn.host) -m str ${HOSTS[$i]}"; done
-  for j in 0 1 2; do
-    echo "  acl path_$j path -m str /${PREFIXES[$j]}"
-    echo "  acl path_$j path -m beg /${PREFIXES[$j]}/"
-  done
-  for i in 0 1 2; do
-    for j in 0 1 2; do echo "  use_backend pool$(pool_of $i $j) if host_$i path_$j"; done
-  done
-  for p in 0 1 2; do
-    echo "backend pool$p"
-    echo "  balance roundrobin"
-    echo "  server s0 127.0.0.1:${PORTS[$((2 * p))]}"
-    echo "  server s1 127.0.0.1:${PORTS[$((2 * p + 1))]}"
-  done
-} >"$work/haproxy.cfg"
-
-for mode in keepalive close; do
-  {
-    echo "local reqs = {} local n = 0"
-    echo "init = function(args)"
-    for i in 0 1 2; do
-      for j in 0 1 2; do
-        hdrs="{[\"Host\"] = \"${HOSTS[$i]}\"}"
-        [ "$mode" = close ] && hdrs="{[\"Host\"] = \"${HOSTS[$i]}\", [\"Connection\"] = \"close\"}"
-        echo "  table.insert(reqs, wrk.format(\"GET\", \"/${PREFIXES[$j]}/small\", $hdrs))"
-      done
-    done
-    echo "end"
-    echo "request = function() n = n % #reqs + 1 return reqs[n] end"
-    echo "done = function(s, lat, r) io.write(string.format('RESULT requests=%d errors=%d\\n', s.requests, s.errors.connect + s.errors.read + s.errors.write + s.errors.status + s.errors.timeout)) end"
-  } >"$work/wrk-$mode.lua"
-done
+for mode in keepalive close; do wrk_script small "$mode"; done
 
 # Starts PROXY under callgrind on core 0 (instrumentation off), in the background: `$!` is
 # valgrind's PID (each branch execs it).
@@ -210,9 +96,9 @@ for proxy in $PROXIES; do
     done
     [ "$code" = 200 ] || { echo "instructions: $proxy does not serve" >&2; cat "$work/valgrind.log" >&2; exit 1; }
     url="http://127.0.0.1:$PORT/"
-    taskset -c 1 wrk -t1 -c"$CONNECTIONS" -d2s -s "$work/wrk-$mode.lua" "$url" >/dev/null
+    taskset -c 1 wrk -t1 -c"$CONNECTIONS" -d2s -s "$work/wrk-small-$mode.lua" "$url" >/dev/null
     callgrind_control -i on "$pid" >/dev/null 2>&1
-    out=$(taskset -c 1 wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" -s "$work/wrk-$mode.lua" "$url")
+    out=$(taskset -c 1 wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" -s "$work/wrk-small-$mode.lua" "$url")
     out=$(grep '^RESULT' <<<"$out") || { echo "instructions: wrk: $out" >&2; exit 1; }
     callgrind_control -i off "$pid" >/dev/null 2>&1
     callgrind_control -d "$pid" >/dev/null 2>&1
