@@ -98,20 +98,27 @@ pub fn run(listen: SocketAddr, routes: Vec<Route>, inline: bool) -> anyhow::Resu
     local.block_on(&runtime, serve(listen, routes, inline))
 }
 
-async fn serve(listen: SocketAddr, routes: Vec<Route>, inline: bool) -> anyhow::Result<()> {
-    let mut pools: HashMap<Vec<SocketAddr>, Rc<Pool>> = HashMap::new();
+/// The routes by host and first path segment; routes that name the same members share one
+/// pool, made by `pool` from its members (for `hyper-floor` and `raw-floor` alike).
+pub(crate) fn table<P>(
+    routes: Vec<Route>,
+    pool: impl Fn(&[SocketAddr]) -> P,
+) -> HashMap<(String, String), Rc<P>> {
+    let mut pools: HashMap<Vec<SocketAddr>, Rc<P>> = HashMap::new();
     let mut table = HashMap::new();
     for route in routes {
-        let pool = pools.entry(route.members.clone()).or_insert_with(|| {
-            Rc::new(Pool {
-                members: (route.members.iter())
-                    .map(|m| (*m, Idle::default()))
-                    .collect(),
-                next: Cell::new(0),
-            })
-        });
-        table.insert((route.host, route.prefix), pool.clone());
+        let shared =
+            (pools.entry(route.members.clone())).or_insert_with(|| Rc::new(pool(&route.members)));
+        table.insert((route.host, route.prefix), shared.clone());
     }
+    table
+}
+
+async fn serve(listen: SocketAddr, routes: Vec<Route>, inline: bool) -> anyhow::Result<()> {
+    let table = table(routes, |members| Pool {
+        members: members.iter().map(|m| (*m, Idle::default())).collect(),
+        next: Cell::new(0),
+    });
     let floor = Rc::new(Floor {
         routes: table,
         inline,

@@ -37,19 +37,10 @@ pub fn run(listen: SocketAddr, routes: Vec<Route>) -> anyhow::Result<()> {
 }
 
 async fn serve(listen: SocketAddr, routes: Vec<Route>) -> anyhow::Result<()> {
-    let mut pools: HashMap<Vec<SocketAddr>, Rc<Pool>> = HashMap::new();
-    let mut table = HashMap::new();
-    for route in routes {
-        let pool = pools.entry(route.members.clone()).or_insert_with(|| {
-            Rc::new(Pool {
-                members: (route.members.iter())
-                    .map(|m| (*m, RefCell::default()))
-                    .collect(),
-                next: Cell::new(0),
-            })
-        });
-        table.insert((route.host, route.prefix), pool.clone());
-    }
+    let table = crate::floor::table(routes, |members| Pool {
+        members: members.iter().map(|m| (*m, RefCell::default())).collect(),
+        next: Cell::new(0),
+    });
     let floor = Rc::new(Floor { routes: table });
     let listener = TcpListener::bind(listen).await?;
     loop {
