@@ -13,5 +13,5 @@ mod writer;
 pub(crate) use entry::{Asked, Entry, Logged};
 pub(crate) use request_id::new_id_text;
 pub(crate) use request_id::{X_REQUEST_ID, ensure_request_id};
-pub(crate) use time::{http_date, http_date_now};
+pub(crate) use time::http_date_now;
 pub use writer::{AccessLog, Destination};

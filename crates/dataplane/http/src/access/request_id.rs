@@ -34,8 +34,8 @@ fn next() -> u64 {
     })
 }
 
-/// `xxxxxxxx-xxxx-4xxx-yxxx-xxxxxxxxxxxx` from 122 random bits.
-/// A new request id's text (a random version 4 UUID).
+/// A new request id's text: `xxxxxxxx-xxxx-4xxx-yxxx-xxxxxxxxxxxx` (a version 4 UUID) from 122
+/// random bits.
 pub(crate) fn new_id_text() -> [u8; 36] {
     uuid_text(new_bits())
 }

@@ -14,7 +14,7 @@ thread_local! {
     static HTTP_DATE: RefCell<(u64, [u8; 29])> = const { RefCell::new((u64::MAX, [0; 29])) };
 }
 
-/// Now as an HTTP date (see [`http_date`]).
+/// Now as an HTTP date (RFC 9110 IMF-fixdate): `Sun, 06 Nov 1994 08:49:37 GMT`.
 pub(crate) fn http_date_now() -> [u8; 29] {
     let secs = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -27,18 +27,6 @@ pub(crate) fn http_date_now() -> [u8; 29] {
         }
         *text
     })
-}
-
-/// Appends `at` as an HTTP date (RFC 9110 IMF-fixdate): `Sun, 06 Nov 1994 08:49:37 GMT`.
-pub(crate) fn http_date(out: &mut Vec<u8>, at: SystemTime) {
-    let secs = at.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
-    HTTP_DATE.with_borrow_mut(|(second, text)| {
-        if *second != secs {
-            *second = secs;
-            *text = imf_fixdate(secs);
-        }
-        out.extend_from_slice(text);
-    });
 }
 
 fn imf_fixdate(secs: u64) -> [u8; 29] {

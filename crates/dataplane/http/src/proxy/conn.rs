@@ -334,11 +334,7 @@ impl Conn {
             return Err(ProxyError::BadTarget);
         }
         let table = self.proxy.table.load();
-        let target = match self.forwarded.scheme {
-            Scheme::Http => table.route(host, path),
-            Scheme::Https => table.route_https(host, path),
-        };
-        match target {
+        match super::target(&table, self.forwarded.scheme, host, path) {
             Some(Target::Pool(pool)) => Ok(Routed::Pool(pool.clone())),
             Some(Target::Reject(status)) => Err(ProxyError::Rejected(*status)),
             Some(Target::RedirectToHttps(status)) => Ok(Routed::RedirectToHttps(*status)),
@@ -403,8 +399,9 @@ impl Conn {
         let max_tries = pool.max_tries();
         // What a try that failed after sending needs to send the request again: an idempotent
         // request without a body is rebuilt from its head (bodies are streamed, not kept).
-        let replay = (max_tries > 1 && is_idempotent(&parts.method) && body.is_end_stream())
-            .then(|| Replay::new(&parts));
+        let replay =
+            (max_tries > 1 && is_idempotent(parts.method.as_str()) && body.is_end_stream())
+                .then(|| Replay::new(&parts));
         let (body, mut fault) = ClientBody::new(body, limits, max_body(pool, limits));
         let mut req = Request::from_parts(parts, body);
         let read = read_timeout(pool, limits);
@@ -552,7 +549,7 @@ impl Replay {
     }
 }
 
-fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(super) fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -560,10 +557,7 @@ fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// The single place where errors become responses.
 fn rescue(metrics: &PoolMetrics, error: &ProxyError) -> Response<ProxyBody> {
-    match error {
-        ProxyError::Upstream { .. } => tracing::warn!(%error, "upstream request failed"),
-        _ => tracing::debug!(%error, "request not forwarded"),
-    }
+    error.log();
     let response = error.response();
     metrics.record(response.status());
     response

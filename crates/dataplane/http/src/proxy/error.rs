@@ -95,6 +95,14 @@ impl ProxyError {
         response
     }
 
+    /// Logs the failure: a member's at `warn`, the request's own at `debug`.
+    pub(crate) fn log(&self) {
+        match self {
+            ProxyError::Upstream { .. } => tracing::warn!(error = %self, "upstream request failed"),
+            _ => tracing::debug!(error = %self, "request not forwarded"),
+        }
+    }
+
     /// A policy's own answer, not a fault of the request.
     fn is_policy(&self) -> bool {
         matches!(

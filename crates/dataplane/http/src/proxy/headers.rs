@@ -19,17 +19,22 @@ pub enum Scheme {
 }
 
 impl Scheme {
-    fn header_value(self) -> HeaderValue {
+    /// `http` or `https`, as `X-Forwarded-Proto` says it.
+    pub(super) fn as_str(self) -> &'static str {
         match self {
-            Scheme::Http => HeaderValue::from_static("http"),
-            Scheme::Https => HeaderValue::from_static("https"),
+            Scheme::Http => "http",
+            Scheme::Https => "https",
         }
+    }
+
+    fn header_value(self) -> HeaderValue {
+        HeaderValue::from_static(self.as_str())
     }
 }
 
 /// The fields that describe one connection rather than the message (RFC 9110 §7.6.1), by
 /// [`hop_by_hop`]'s index. `Connection` first: the fields it names go too.
-static HOP_BY_HOP: [&HeaderName; 7] = [
+pub(super) static HOP_BY_HOP: [&HeaderName; 7] = [
     &CONNECTION,
     &KEEP_ALIVE,
     &PROXY_CONNECTION,

@@ -253,6 +253,19 @@ impl Proxy {
     }
 }
 
+/// Where `host` and `path` go on the routes of the listener the client used (`scheme`).
+fn target<'t>(
+    table: &'t RouteTable,
+    scheme: Scheme,
+    host: &str,
+    path: &str,
+) -> Option<&'t crate::route::Target> {
+    match scheme {
+        Scheme::Http => table.route(host, path),
+        Scheme::Https => table.route_https(host, path),
+    }
+}
+
 /// The own HTTP/1.1 path is on unless `PORTICO_HTTP1=hyper` sends every request through
 /// hyper (to compare the two, or to step around a fault of the own path).
 fn own_http1_from_env() -> bool {

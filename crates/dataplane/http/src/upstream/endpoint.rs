@@ -123,7 +123,7 @@ struct Idle {
 pub(crate) struct Endpoint {
     addr: SocketAddr,
     idle: Mutex<Vec<Idle>>,
-    /// Idle connections of the proxy's own HTTP/1.1 path (`proxy/h1.rs`), plain members only.
+    /// Idle connections of the proxy's own HTTP/1.1 path (`proxy/h1/`), plain members only.
     raw_idle: Mutex<Vec<(TcpStream, Instant)>>,
     /// Set for HTTP/2 members (h2c, h2 over TLS): requests go there instead.
     h2c: Option<H2c>,

@@ -1,22 +1,12 @@
 //! The own HTTP/1.1 path's heads, pure: which request heads it serves (the rest go to hyper),
 //! the request head written for the upstream, and the response head written for the client.
 
+use super::super::headers::HOP_BY_HOP;
 use httparse::{Header, Status};
 
 /// The most fields a head may have here; a head with more goes to hyper (which answers by
 /// `--max-headers`) or, from an upstream, is a bad response.
 pub(super) const MAX_FIELDS: usize = 128;
-
-/// The fields that describe one connection, not the message (RFC 9110 §7.6.1).
-const HOP_BY_HOP: [&str; 7] = [
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-];
 
 /// The most fields `Connection` may name for removal on this path.
 const MAX_NAMED: usize = 8;
@@ -35,16 +25,6 @@ pub(super) struct Request<'a> {
     /// The client's `X-Request-Id`, if it sent one.
     pub(super) request_id: Option<&'a [u8]>,
     pub(super) fields: &'a [Header<'a>],
-}
-
-impl Request<'_> {
-    /// RFC 9110 §9.2.2: a failed try of such a request may be sent again.
-    pub(super) fn idempotent(&self) -> bool {
-        matches!(
-            self.method,
-            "GET" | "HEAD" | "OPTIONS" | "TRACE" | "PUT" | "DELETE"
-        )
-    }
 }
 
 /// What a buffer holds, for the own path.
@@ -158,7 +138,9 @@ fn named_by_connection<'a>(fields: &[Header<'a>]) -> Option<([&'a [u8]; MAX_NAME
 }
 
 fn is_hop_by_hop(name: &str, named: &[&[u8]]) -> bool {
-    HOP_BY_HOP.iter().any(|h| name.eq_ignore_ascii_case(h))
+    HOP_BY_HOP
+        .iter()
+        .any(|h| name.eq_ignore_ascii_case(h.as_str()))
         || named
             .iter()
             .any(|n| n.eq_ignore_ascii_case(name.as_bytes()))
@@ -169,7 +151,7 @@ pub(super) struct Forwarding<'a> {
     /// The client's address, as `X-Forwarded-For` carries it.
     pub(super) client: &'a [u8],
     /// `http` or `https`.
-    pub(super) proto: &'static [u8],
+    pub(super) proto: &'a str,
     /// A new request id, when the client sent none.
     pub(super) request_id: Option<&'a [u8]>,
 }
@@ -216,7 +198,7 @@ pub(super) fn write_upstream(
     }
     out.extend_from_slice(forwarding.client);
     out.extend_from_slice(b"\r\n");
-    field_line(out, b"x-forwarded-proto", forwarding.proto);
+    field_line(out, b"x-forwarded-proto", forwarding.proto.as_bytes());
     field_line(out, b"x-forwarded-host", request.host.as_bytes());
     if let Some(id) = forwarding.request_id {
         field_line(out, b"x-request-id", id);
@@ -449,7 +431,7 @@ mod tests {
         };
         let forwarding = Forwarding {
             client: b"10.0.0.9",
-            proto: b"https",
+            proto: "https",
             request_id,
         };
         let mut out = Vec::new();

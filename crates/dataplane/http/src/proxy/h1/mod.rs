@@ -19,19 +19,19 @@
 mod chunked;
 mod head;
 
-use super::conn::failure_outcome;
+use super::conn::{failure_outcome, lock};
 use super::error::ProxyError;
-use super::tries::{connect_timeout, read_timeout, source_allowed};
+use super::tries::{connect_timeout, is_idempotent, read_timeout, source_allowed};
 use super::{Phase, Proxy, Scheme};
-use crate::access::{Asked, Entry, http_date, new_id_text};
+use crate::access::{Asked, Entry, http_date_now, new_id_text};
 use crate::route::{Outcome, PoolState, RequestInfo, Target};
 use crate::upstream::{Endpoint, UpstreamError};
 use chunked::Chunked;
 use head::{Answer, Finish, Forwarding, Framing, Inspected, MAX_FIELDS};
 use http::{HeaderMap, StatusCode, Uri};
 use std::net::{IpAddr, SocketAddr};
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant, SystemTime};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
@@ -167,29 +167,18 @@ impl Proxy {
             return Err(Declined);
         }
         let table = self.table.load();
-        let routed = match client.scheme {
-            Scheme::Http => table.route(request.host, path),
-            Scheme::Https => table.route_https(request.host, path),
-        };
-        let Some(Target::Pool(pool)) = routed else {
+        let Some(Target::Pool(pool)) = super::target(&table, client.scheme, request.host, path)
+        else {
             return Err(Declined);
         };
         if !pool.own_path_fits() || !source_allowed(pool, client.peer) {
             return Err(Declined);
         }
-        let info = RequestInfo {
-            headers: &client.no_fields,
-            uri: &client.no_uri,
-            client: client.peer,
-        };
-        let pick = pool.choose(&info, &[]).ok_or(Declined)?;
+        let pick = pool.choose(&client.request_info(), &[]).ok_or(Declined)?;
         let new_id = request.request_id.is_none().then(new_id_text);
         let forwarding = Forwarding {
             client: client.peer_text.as_bytes(),
-            proto: match client.scheme {
-                Scheme::Http => b"http",
-                Scheme::Https => b"https",
-            },
+            proto: client.scheme.as_str(),
             request_id: new_id.as_ref().map(|id| &id[..]),
         };
         client.out.clear();
@@ -213,7 +202,7 @@ impl Proxy {
         let planned = Planned {
             pool: pool.clone(),
             pick,
-            idempotent: request.idempotent(),
+            idempotent: is_idempotent(request.method),
             head: request.method == "HEAD",
             close: request.close,
             entry,
@@ -239,7 +228,6 @@ impl Proxy {
         } = planned;
         let read = read_timeout(&pool, &self.limits);
         let connect = connect_timeout(&pool);
-        let date = crate::access::http_date_now();
         lock(&pool.budget).request(Instant::now());
         let max_tries = pool.max_tries();
         let mut tried: Vec<SocketAddr> = Vec::new();
@@ -255,7 +243,6 @@ impl Proxy {
                 idempotent,
                 head,
                 close,
-                date: &date,
             };
             let failed = match send(&endpoint, client, &try_).await {
                 Ok((stream, response)) => {
@@ -283,12 +270,7 @@ impl Proxy {
             tried.push(upstream);
             let again = unsent || (idempotent && error.before_response());
             let next = if again && tried.len() < max_tries {
-                let info = RequestInfo {
-                    headers: &client.no_fields,
-                    uri: &client.no_uri,
-                    client: client.peer,
-                };
-                pool.choose(&info, &tried)
+                pool.choose(&client.request_info(), &tried)
             } else {
                 None
             };
@@ -325,10 +307,7 @@ impl Proxy {
     where
         IO: AsyncRead + AsyncWrite + Unpin,
     {
-        match error {
-            ProxyError::Upstream { .. } => tracing::warn!(%error, "upstream request failed"),
-            _ => tracing::debug!(%error, "request not forwarded"),
-        }
+        error.log();
         let status = error.status();
         pool.metrics.record(status);
         entry.status(status.as_u16());
@@ -347,7 +326,7 @@ impl Proxy {
             .out
             .extend_from_slice(body.len().to_string().as_bytes());
         client.out.extend_from_slice(b"\r\ndate: ");
-        http_date(&mut client.out, SystemTime::now());
+        client.out.extend_from_slice(&http_date_now());
         let close = self.draining();
         if close {
             client.out.extend_from_slice(b"\r\nconnection: close");
@@ -439,7 +418,6 @@ struct Try<'a> {
     head: bool,
     /// The client asked to close.
     close: bool,
-    date: &'a [u8],
 }
 
 /// What a wait for client bytes ended with.
@@ -452,6 +430,15 @@ enum Read {
 }
 
 impl<IO> Client<IO> {
+    /// What member choice sees of a request on this path: the client's address only.
+    fn request_info(&self) -> RequestInfo<'_> {
+        RequestInfo {
+            headers: &self.no_fields,
+            uri: &self.no_uri,
+            client: self.peer,
+        }
+    }
+
     /// Gives back what a buffer took beyond [`KEPT_ROOM`].
     fn keep_small(&mut self) {
         for buffer in [
@@ -554,12 +541,13 @@ async fn exchange_head<IO>(
     loop {
         if !client.upstream.is_empty() {
             client.head.clear();
-            // Draining is looked at when the answer is there: a request in flight when the
-            // drain began gets `Connection: close` too.
+            // Draining and the date are taken when the answer is there: a request in flight
+            // when the drain began gets `Connection: close` too.
+            let date = http_date_now();
             let finish = Finish {
                 head: try_.head,
                 close: try_.close || try_.proxy.draining(),
-                date: try_.date,
+                date: &date,
             };
             match head::answer(&client.upstream, &mut client.head, &finish) {
                 Answer::Partial if client.upstream.len() > MAX_RESPONSE_HEAD => {
@@ -714,8 +702,4 @@ async fn copy_until_close<IO: AsyncRead + AsyncWrite + Unpin>(
         io.write_all(&upstream[..n]).await.ok()?;
         sent += n as u64;
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
