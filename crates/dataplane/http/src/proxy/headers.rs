@@ -1,15 +1,11 @@
 //! Header rewriting between client and upstream: hop-by-hop removal and `X-Forwarded-*`.
 
 use http::HeaderMap;
-use http::header::{
-    CONNECTION, Entry, HOST, HeaderName, HeaderValue, TE, TRAILER, TRANSFER_ENCODING, UPGRADE,
-};
+use http::header::{CONNECTION, Entry, HOST, HeaderName, HeaderValue};
 
 static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 static X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
-static KEEP_ALIVE: HeaderName = HeaderName::from_static("keep-alive");
-static PROXY_CONNECTION: HeaderName = HeaderName::from_static("proxy-connection");
 
 /// The scheme the client used to reach the proxy, as reported in `X-Forwarded-Proto`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,22 +28,34 @@ impl Scheme {
     }
 }
 
-/// The fields that describe one connection rather than the message (RFC 9110 §7.6.1), by
-/// [`hop_by_hop`]'s index. `Connection` first: the fields it names go too.
-pub(super) static HOP_BY_HOP: [&HeaderName; 7] = [
-    &CONNECTION,
-    &KEEP_ALIVE,
-    &PROXY_CONNECTION,
-    &TE,
-    &TRAILER,
-    &TRANSFER_ENCODING,
-    &UPGRADE,
+/// The fields that describe one connection rather than the message (RFC 9110 §7.6.1), as
+/// text: what the own HTTP/1.1 path compares raw field names with.
+pub(super) const HOP_BY_HOP_NAMES: [&str; 7] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
+
+/// The same fields as header names, by [`hop_by_hop`]'s index. `Connection` first: the fields
+/// it names go too.
+static HOP_BY_HOP: [HeaderName; 7] = [
+    HeaderName::from_static(HOP_BY_HOP_NAMES[0]),
+    HeaderName::from_static(HOP_BY_HOP_NAMES[1]),
+    HeaderName::from_static(HOP_BY_HOP_NAMES[2]),
+    HeaderName::from_static(HOP_BY_HOP_NAMES[3]),
+    HeaderName::from_static(HOP_BY_HOP_NAMES[4]),
+    HeaderName::from_static(HOP_BY_HOP_NAMES[5]),
+    HeaderName::from_static(HOP_BY_HOP_NAMES[6]),
 ];
 
 /// `name`'s index in [`HOP_BY_HOP`], if it is one. Names compare by their standard-header
 /// tag where they have one, which is cheaper than reading them as strings.
 fn hop_by_hop(name: &HeaderName) -> Option<usize> {
-    HOP_BY_HOP.iter().position(|hop| *hop == name)
+    HOP_BY_HOP.iter().position(|hop| hop == name)
 }
 
 /// Removes the headers that describe one connection rather than the message (RFC 9110 §7.6.1),
@@ -66,7 +74,7 @@ pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
         }
     }
     for (name, _) in HOP_BY_HOP.iter().zip(present).filter(|(_, there)| *there) {
-        headers.remove(*name);
+        headers.remove(name);
     }
 }
 

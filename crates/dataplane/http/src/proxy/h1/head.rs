@@ -1,7 +1,7 @@
 //! The own HTTP/1.1 path's heads, pure: which request heads it serves (the rest go to hyper),
 //! the request head written for the upstream, and the response head written for the client.
 
-use super::super::headers::HOP_BY_HOP;
+use super::super::headers::HOP_BY_HOP_NAMES;
 use httparse::{Header, Status};
 
 /// The most fields a head may have here; a head with more goes to hyper (which answers by
@@ -138,9 +138,9 @@ fn named_by_connection<'a>(fields: &[Header<'a>]) -> Option<([&'a [u8]; MAX_NAME
 }
 
 fn is_hop_by_hop(name: &str, named: &[&[u8]]) -> bool {
-    HOP_BY_HOP
+    HOP_BY_HOP_NAMES
         .iter()
-        .any(|h| name.eq_ignore_ascii_case(h.as_str()))
+        .any(|h| name.eq_ignore_ascii_case(h))
         || named
             .iter()
             .any(|n| n.eq_ignore_ascii_case(name.as_bytes()))
