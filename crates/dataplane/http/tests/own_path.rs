@@ -29,6 +29,8 @@ struct Reply {
     /// Close the connection after answering (without saying so).
     close: bool,
     delay: Duration,
+    /// More bytes, written after a pause: a response that arrives in two pieces.
+    later: Option<(Duration, Vec<u8>)>,
 }
 
 fn reply(bytes: &str) -> Reply {
@@ -36,6 +38,7 @@ fn reply(bytes: &str) -> Reply {
         bytes: bytes.as_bytes().to_vec(),
         close: false,
         delay: Duration::ZERO,
+        later: None,
     }
 }
 
@@ -97,7 +100,16 @@ async fn serve_member(mut stream: TcpStream, script: Script, seen: Arc<Mutex<Vec
         seen.lock().unwrap().push(format!("{head}{body}"));
         let answer = script(&head);
         tokio::time::sleep(answer.delay).await;
-        if stream.write_all(&answer.bytes).await.is_err() || answer.close {
+        if stream.write_all(&answer.bytes).await.is_err() {
+            return;
+        }
+        if let Some((pause, bytes)) = &answer.later {
+            tokio::time::sleep(*pause).await;
+            if stream.write_all(bytes).await.is_err() {
+                return;
+            }
+        }
+        if answer.close {
             return;
         }
     }
@@ -560,6 +572,86 @@ async fn large_bodies_by_length_and_by_chunks_arrive_whole_and_the_connection_is
         assert!(got.body == body, "{path}: the body changed on its way");
     }
     assert_eq!(member.connections.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn bytes_after_the_announced_body_are_not_forwarded_and_that_member_connection_is_dropped() {
+    // 20,000-byte bodies: more than the first read of a response takes, so that the rest is
+    // gathered at once (`now`) or read after a pause (`later`, `pieces`).
+    let body: String = (0..20_000)
+        .map(|i| char::from(b'a' + (i % 26) as u8))
+        .collect();
+    let text = body.clone();
+    let script: Script = Arc::new(move |head| {
+        let path = head.split(' ').nth(1).unwrap_or("/");
+        let start = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", text.len());
+        let (first, second) = text.split_at(10_000);
+        match path {
+            "/extra-now" => reply(&format!("{start}{text}EXTRA")),
+            "/extra-later" => Reply {
+                later: Some((
+                    Duration::from_millis(50),
+                    format!("{second}EXTRA").into_bytes(),
+                )),
+                ..reply(&format!("{start}{first}"))
+            },
+            "/pieces" => Reply {
+                later: Some((Duration::from_millis(50), second.as_bytes().to_vec())),
+                ..reply(&format!("{start}{first}"))
+            },
+            _ => answers(head),
+        }
+    });
+    let member = Member::start(script).await;
+    let proxy = Harness::start(&all_to(&[member.addr]), true).await;
+    let mut client = Raw::connect(proxy.addr).await;
+    for path in [
+        "/extra-now",
+        "/plain",
+        "/extra-later",
+        "/plain",
+        "/pieces",
+        "/plain",
+    ] {
+        let got = client.exchange(&get(path, ""), false).await;
+        assert_eq!(got.status(), 200, "{path}: {}", got.head);
+        if path == "/plain" {
+            assert_eq!(got.body, "body", "{path}");
+        } else {
+            assert!(got.body == body, "{path}: the body changed on its way");
+        }
+    }
+    // Each member connection that sent too much served no other request; the pieces did not
+    // cost a connection.
+    assert_eq!(member.connections.load(Ordering::SeqCst), 3);
+    assert_eq!(member.received().len(), 6);
+}
+
+#[tokio::test]
+async fn a_connection_starts_with_nothing_left_by_one_that_ended_before() {
+    let member = Member::start(Arc::new(answers)).await;
+    let proxy = Harness::start(&all_to(&[member.addr]), true).await;
+    // A request, the start of a second one, and the end of the connection.
+    let mut first = Raw::connect(proxy.addr).await;
+    let got = first
+        .exchange(&format!("{}GET /left-behind HT", get("/first", "")), false)
+        .await;
+    assert_eq!(got.status(), 200);
+    first.stream.shutdown().await.unwrap();
+    assert!(first.closed().await);
+    // The next connections (on the same thread, with the same buffers) begin afresh.
+    for n in 0..3 {
+        let mut next = Raw::connect(proxy.addr).await;
+        let got = next.exchange(&get(&format!("/next-{n}"), ""), false).await;
+        assert_eq!(got.status(), 200, "{}", got.head);
+        assert_eq!(got.body, "body");
+    }
+    let paths: Vec<String> = member
+        .received()
+        .iter()
+        .map(|head| head.split(' ').nth(1).unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(paths, ["/first", "/next-0", "/next-1", "/next-2"]);
 }
 
 #[tokio::test]

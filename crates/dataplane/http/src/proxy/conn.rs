@@ -80,6 +80,22 @@ impl Proxy {
         } else {
             (io, Vec::new())
         };
+        // Boxed: hyper's connection makes this future kilobytes long, and a connection that
+        // stays on the own path should not allocate (and touch) room for it.
+        Box::pin(self.serve_hyper(io, ahead, peer, scheme)).await;
+    }
+
+    /// Serves `io` with hyper, `ahead` being bytes already read from it, then the tunnels its
+    /// upgrades opened.
+    async fn serve_hyper<IO>(
+        self: Arc<Self>,
+        io: IO,
+        ahead: Vec<u8>,
+        peer: SocketAddr,
+        scheme: Scheme,
+    ) where
+        IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
         let client = HeaderValue::from_str(&peer.ip().to_canonical().to_string());
         let client = client.unwrap_or(HeaderValue::from_static("unknown"));
         let activity = Activity::new();

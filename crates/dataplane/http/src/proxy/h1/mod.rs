@@ -43,6 +43,9 @@ const BODY_ROOM: usize = 16 * 1024;
 /// A buffer that grew past this (a huge head) is shrunk once its request is done, so that an
 /// idle connection keeps a few KiB whatever it carried once.
 const KEPT_ROOM: usize = 32 * 1024;
+/// The most response bytes gathered from a member for one write to the client (nginx buffers
+/// up to 32–64 KiB of a response by default, haproxy 16 KiB).
+const GATHER: usize = 64 * 1024;
 /// The largest response head taken from an upstream (hyper's client allows as much).
 const MAX_RESPONSE_HEAD: usize = 64 * 1024;
 
@@ -65,6 +68,45 @@ struct Client<IO> {
     /// For member choice, which reads nothing of the request on this path.
     no_fields: HeaderMap,
     no_uri: Uri,
+}
+
+/// The read and write buffers of connections that ended on this thread, for its next ones.
+///
+/// A connection's buffers are a few KiB each, and with a new connection per request they were
+/// freed and allocated again for every request. Freed, the allocator's pages they filled
+/// went back to the OS (Portico's allocator returns free pages at once), and the next
+/// connection's buffers touched them again: about one page fault per request, which was most
+/// of what a new connection cost Portico in the kernel beyond nginx's. Kept here they stay
+/// mapped. At most [`MOST_SPARE`] sets of at most [`KEPT_ROOM`] each are kept per thread,
+/// cleared.
+mod spare {
+    use super::KEPT_ROOM;
+    use std::cell::RefCell;
+
+    /// How many sets of buffers a thread keeps for its next connections.
+    pub(super) const MOST_SPARE: usize = 32;
+
+    thread_local! {
+        static SPARE: RefCell<Vec<[Vec<u8>; 4]>> = const { RefCell::new(Vec::new()) };
+    }
+
+    /// A set of buffers: a spare one, or new ones (empty, allocated when first used).
+    pub(super) fn take() -> [Vec<u8>; 4] {
+        SPARE.with_borrow_mut(Vec::pop).unwrap_or_default()
+    }
+
+    /// Keeps `buffers` for the next connection of this thread, unless enough are kept.
+    pub(super) fn give_back(mut buffers: [Vec<u8>; 4]) {
+        if buffers.iter().any(|buffer| buffer.capacity() > KEPT_ROOM) {
+            return;
+        }
+        buffers.iter_mut().for_each(Vec::clear);
+        SPARE.with_borrow_mut(|spare| {
+            if spare.len() < MOST_SPARE {
+                spare.push(buffers);
+            }
+        });
+    }
 }
 
 /// How serving a request left the connection.
@@ -96,15 +138,16 @@ impl Proxy {
         IO: AsyncRead + AsyncWrite + Unpin,
     {
         let peer = peer.ip().to_canonical();
+        let [input, out, upstream, head] = spare::take();
         let mut client = Client {
             io,
             peer,
             peer_text: peer.to_string(),
             scheme,
-            input: Vec::new(),
-            out: Vec::new(),
-            upstream: Vec::new(),
-            head: Vec::new(),
+            input,
+            out,
+            upstream,
+            head,
             phase: self.phase.subscribe(),
             no_fields: HeaderMap::new(),
             no_uri: Uri::from_static("/"),
@@ -118,7 +161,7 @@ impl Proxy {
                 match self.plan(&mut client) {
                     Ok(Some(planned)) => break planned,
                     Ok(None) => {}
-                    Err(Declined) => return Some((client.io, client.input)),
+                    Err(Declined) => return Some(client.hand_over()),
                 }
                 let deadline = match (idle_since, client.input.is_empty()) {
                     (Some(idle), true) => idle + self.limits.keepalive_timeout,
@@ -130,7 +173,10 @@ impl Proxy {
                         first_byte = Instant::now();
                     }
                     Read::Bytes => {}
-                    Read::Closing | Read::Ended => return None,
+                    Read::Closing | Read::Ended => {
+                        client.end();
+                        return None;
+                    }
                 }
             };
             match self.exchange(&mut client, planned).await {
@@ -140,7 +186,10 @@ impl Proxy {
                     // A pipelined head already begun has its header timeout from now.
                     first_byte = now;
                 }
-                Next::Close => return None,
+                Next::Close => {
+                    client.end();
+                    return None;
+                }
             }
         }
     }
@@ -380,10 +429,8 @@ where
             let have = body
                 .len()
                 .min(usize::try_from(length).unwrap_or(usize::MAX));
-            let extra = body.len() > have;
             let left = length - have as u64;
-            let copied = copy_length(client, &mut stream, (response.len, have), left, read).await;
-            (copied, !extra)
+            copy_length(client, &mut stream, (response.len, have), left, read).await
         }
         Framing::Chunked => copy_chunked(client, &mut stream, response.len, read).await,
         Framing::UntilClose => {
@@ -440,6 +487,33 @@ impl<IO> Client<IO> {
     }
 
     /// Gives back what a buffer took beyond [`KEPT_ROOM`].
+    /// The connection ends on this path: its buffers go to this thread's spares.
+    fn end(self) {
+        let Client {
+            input,
+            out,
+            upstream,
+            head,
+            ..
+        } = self;
+        spare::give_back([input, out, upstream, head]);
+    }
+
+    /// The connection goes to hyper with the bytes read of the head declined; the other
+    /// buffers go to this thread's spares.
+    fn hand_over(self) -> (IO, Vec<u8>) {
+        let Client {
+            io,
+            input,
+            out,
+            upstream,
+            head,
+            ..
+        } = self;
+        spare::give_back([Vec::new(), out, upstream, head]);
+        (io, input)
+    }
+
     fn keep_small(&mut self) {
         for buffer in [
             &mut self.input,
@@ -585,19 +659,56 @@ fn bad(why: &'static str) -> Failed {
     }
 }
 
-/// Reads the next body bytes from the member into `upstream` (emptied first) within `read`:
-/// how many (0: the member closed), `None` on a failure or when the read timed out.
+/// Reads the next body bytes from the member into `upstream` (emptied first) within `read`,
+/// into room for `room` of them: how many (0: the member closed), `None` on a failure or when
+/// the read timed out.
 async fn read_body(
     stream: &mut TcpStream,
     upstream: &mut Vec<u8>,
+    room: usize,
     read: Duration,
 ) -> Option<usize> {
+    use bytes::BufMut;
     upstream.clear();
-    upstream.reserve(BODY_ROOM);
-    tokio::time::timeout(read, stream.read_buf(upstream))
+    upstream.reserve(room);
+    tokio::time::timeout(read, stream.read_buf(&mut upstream.limit(room)))
         .await
         .ok()?
         .ok()
+}
+
+/// Room for a read of the body's `left` bytes: one byte more, so that a member that sends more
+/// than it announced is seen, and so that a read that takes the rest is a short read, which
+/// tells tokio the socket is drained (the idle connection's check then costs no system call).
+fn room_for(left: u64) -> usize {
+    usize::try_from(left).map_or(BODY_ROOM, |left| left.saturating_add(1).min(BODY_ROOM))
+}
+
+/// Appends to `upstream` what the member has already sent, without waiting: the body's `left`
+/// bytes at most (one more is a fault of the member's), and no more once `upstream` holds
+/// [`GATHER`]. How many bytes it added. A response that arrived in pieces then goes to the
+/// client in one write, as one segment, instead of a write per piece: with 16 KiB responses on
+/// new connections that was a second write, a second segment and its acknowledgement per
+/// request. A failure or the member's close is left for the next blocking read to see.
+fn gather(stream: &mut TcpStream, upstream: &mut Vec<u8>, left: u64) -> u64 {
+    use bytes::BufMut;
+    use std::future::Future;
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    let mut added = 0u64;
+    while added < left {
+        let room = room_for(left - added).min(GATHER.saturating_sub(upstream.len()));
+        if room == 0 {
+            break;
+        }
+        upstream.reserve(room);
+        let mut limited = upstream.limit(room);
+        let read = std::pin::pin!(stream.read_buf(&mut limited));
+        match read.poll(&mut cx) {
+            std::task::Poll::Ready(Ok(n)) if n > 0 => added += n as u64,
+            _ => break,
+        }
+    }
+    added
 }
 
 /// Writes `head` and then `body` to `io`, in one vectored write where the stream takes one:
@@ -613,33 +724,52 @@ async fn write_two<IO: AsyncWrite + Unpin>(
 }
 
 /// Writes the client's head in `client.out` with the `have` body bytes at `start` in
-/// `client.upstream`, then copies `left` more body bytes: how many body bytes were sent, `None`
-/// on a failure.
+/// `client.upstream`, then copies `left` more body bytes: how many body bytes were sent (`None`
+/// on a failure), and whether the member sent nothing after the body (else its connection is
+/// not used again). What the member has sent already is gathered (see [`gather`]) before each
+/// write.
 async fn copy_length<IO: AsyncRead + AsyncWrite + Unpin>(
     client: &mut Client<IO>,
     stream: &mut TcpStream,
     (start, have): (usize, usize),
     mut left: u64,
     read: Duration,
-) -> Option<u64> {
+) -> (Option<u64>, bool) {
     let Client {
         io, out, upstream, ..
     } = client;
-    write_two(io, out, &upstream[start..start + have])
-        .await
-        .ok()?;
-    let mut sent = have as u64;
-    while left > 0 {
-        let n = read_body(stream, upstream, read).await?;
-        if n == 0 {
-            return None;
+    let mut clean = upstream.len() == start + have;
+    upstream.truncate(start + have);
+    let mut n = gather(stream, upstream, left);
+    let mut sent = 0u64;
+    let mut from = start;
+    loop {
+        if n > left {
+            // The member sent more than it announced: forward the body, drop the rest.
+            clean = false;
+            upstream.truncate(upstream.len() - usize::try_from(n - left).unwrap_or(0));
+            n = left;
         }
-        let n = n.min(usize::try_from(left).unwrap_or(usize::MAX));
-        io.write_all(&upstream[..n]).await.ok()?;
-        left -= n as u64;
-        sent += n as u64;
+        left -= n;
+        let part = &upstream[from..];
+        let written = if from == start {
+            write_two(io, out, part).await
+        } else {
+            io.write_all(part).await
+        };
+        if written.is_err() {
+            return (None, false);
+        }
+        sent += part.len() as u64;
+        if left == 0 {
+            return (Some(sent), clean);
+        }
+        from = 0;
+        match read_body(stream, upstream, room_for(left), read).await {
+            Some(0) | None => return (None, false),
+            Some(got) => n = got as u64 + gather(stream, upstream, left.saturating_sub(got as u64)),
+        }
     }
-    Some(sent)
 }
 
 /// Writes `client.out`, then forwards the chunked body that starts at `start` in
@@ -674,7 +804,7 @@ async fn copy_chunked<IO: AsyncRead + AsyncWrite + Unpin>(
             return (Some(sent), !extra);
         }
         at = 0;
-        match read_body(stream, upstream, read).await {
+        match read_body(stream, upstream, BODY_ROOM, read).await {
             Some(n) if n > 0 => {}
             _ => return (None, false),
         }
@@ -695,7 +825,7 @@ async fn copy_until_close<IO: AsyncRead + AsyncWrite + Unpin>(
     write_two(io, out, &upstream[start..]).await.ok()?;
     let mut sent = (upstream.len() - start) as u64;
     loop {
-        let n = read_body(stream, upstream, read).await?;
+        let n = read_body(stream, upstream, BODY_ROOM, read).await?;
         if n == 0 {
             return Some(sent);
         }
