@@ -17,6 +17,7 @@
 //! keep-alive and drain deadlines of the connection.
 
 mod chunked;
+mod deadline;
 mod head;
 
 use super::conn::{failure_outcome, lock};
@@ -27,6 +28,7 @@ use crate::access::{Asked, Entry, http_date_now, new_id_text};
 use crate::route::{Outcome, PoolState, RequestInfo, Target};
 use crate::upstream::{Endpoint, UpstreamError};
 use chunked::Chunked;
+use deadline::Watch;
 use head::{Answer, Finish, Forwarding, Framing, Inspected, MAX_FIELDS};
 use http::{HeaderMap, StatusCode, Uri};
 use std::net::{IpAddr, SocketAddr};
@@ -65,6 +67,8 @@ struct Client<IO> {
     /// A response head being written for the client, until it is whole.
     head: Vec<u8>,
     phase: watch::Receiver<Phase>,
+    /// The deadline of whatever the connection waits for.
+    watch: Watch,
     /// For member choice, which reads nothing of the request on this path.
     no_fields: HeaderMap,
     no_uri: Uri,
@@ -149,6 +153,7 @@ impl Proxy {
             upstream,
             head,
             phase: self.phase.subscribe(),
+            watch: Watch::new((Instant::now() + self.limits.header_timeout).into()),
             no_fields: HeaderMap::new(),
             no_uri: Uri::from_static("/"),
         };
@@ -533,7 +538,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Client<IO> {
     async fn read_more(&mut self, deadline: Instant) -> Read {
         self.input.reserve(READ_ROOM);
         let (io, input, phase) = (&mut self.io, &mut self.input, &mut self.phase);
-        let reading = tokio::time::timeout_at(deadline.into(), io.read_buf(input));
+        let reading = self.watch.within(deadline.into(), io.read_buf(input));
         let closing = async {
             loop {
                 if *phase.borrow_and_update() == Phase::Closing {
@@ -547,7 +552,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Client<IO> {
         tokio::select! {
             biased;
             read = reading => match read {
-                Ok(Ok(n)) if n > 0 => Read::Bytes,
+                Some(Ok(n)) if n > 0 => Read::Bytes,
                 _ => Read::Ended,
             },
             () = closing => Read::Closing,
@@ -640,14 +645,15 @@ async fn exchange_head<IO>(
             }
         }
         client.upstream.reserve(READ_ROOM);
-        match tokio::time::timeout_at(deadline, stream.read_buf(&mut client.upstream)).await {
-            Err(_) => return Err(Failed::TimedOut),
-            Ok(Ok(0)) => {
+        let reading = stream.read_buf(&mut client.upstream);
+        match client.watch.within(deadline, reading).await {
+            None => return Err(Failed::TimedOut),
+            Some(Ok(0)) => {
                 let closed = std::io::Error::from(std::io::ErrorKind::UnexpectedEof);
                 return Err(broken(closed));
             }
-            Ok(Ok(_)) => {}
-            Ok(Err(error)) => return Err(broken(error)),
+            Some(Ok(_)) => {}
+            Some(Err(error)) => return Err(broken(error)),
         }
     }
 }
@@ -663,7 +669,7 @@ fn bad(why: &'static str) -> Failed {
 /// into room for `room` of them: how many (0: the member closed), `None` on a failure or when
 /// the read timed out.
 async fn read_body(
-    stream: &mut TcpStream,
+    (stream, watch): (&mut TcpStream, &mut Watch),
     upstream: &mut Vec<u8>,
     room: usize,
     read: Duration,
@@ -671,9 +677,11 @@ async fn read_body(
     use bytes::BufMut;
     upstream.clear();
     upstream.reserve(room);
-    tokio::time::timeout(read, stream.read_buf(&mut upstream.limit(room)))
-        .await
-        .ok()?
+    let deadline = tokio::time::Instant::now() + read;
+    let mut limited = upstream.limit(room);
+    watch
+        .within(deadline, stream.read_buf(&mut limited))
+        .await?
         .ok()
 }
 
@@ -736,7 +744,11 @@ async fn copy_length<IO: AsyncRead + AsyncWrite + Unpin>(
     read: Duration,
 ) -> (Option<u64>, bool) {
     let Client {
-        io, out, upstream, ..
+        io,
+        out,
+        upstream,
+        watch,
+        ..
     } = client;
     let mut clean = upstream.len() == start + have;
     upstream.truncate(start + have);
@@ -765,7 +777,7 @@ async fn copy_length<IO: AsyncRead + AsyncWrite + Unpin>(
             return (Some(sent), clean);
         }
         from = 0;
-        match read_body(stream, upstream, room_for(left), read).await {
+        match read_body((stream, watch), upstream, room_for(left), read).await {
             Some(0) | None => return (None, false),
             Some(got) => n = got as u64 + gather(stream, upstream, left.saturating_sub(got as u64)),
         }
@@ -782,7 +794,11 @@ async fn copy_chunked<IO: AsyncRead + AsyncWrite + Unpin>(
     read: Duration,
 ) -> (Option<u64>, bool) {
     let Client {
-        io, out, upstream, ..
+        io,
+        out,
+        upstream,
+        watch,
+        ..
     } = client;
     let mut scanner = Chunked::new();
     let mut sent = 0u64;
@@ -804,7 +820,7 @@ async fn copy_chunked<IO: AsyncRead + AsyncWrite + Unpin>(
             return (Some(sent), !extra);
         }
         at = 0;
-        match read_body(stream, upstream, BODY_ROOM, read).await {
+        match read_body((stream, watch), upstream, BODY_ROOM, read).await {
             Some(n) if n > 0 => {}
             _ => return (None, false),
         }
@@ -820,12 +836,16 @@ async fn copy_until_close<IO: AsyncRead + AsyncWrite + Unpin>(
     read: Duration,
 ) -> Option<u64> {
     let Client {
-        io, out, upstream, ..
+        io,
+        out,
+        upstream,
+        watch,
+        ..
     } = client;
     write_two(io, out, &upstream[start..]).await.ok()?;
     let mut sent = (upstream.len() - start) as u64;
     loop {
-        let n = read_body(stream, upstream, BODY_ROOM, read).await?;
+        let n = read_body((stream, watch), upstream, BODY_ROOM, read).await?;
         if n == 0 {
             return Some(sent);
         }
