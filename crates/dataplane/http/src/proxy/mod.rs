@@ -190,12 +190,13 @@ impl Proxy {
         Fut: Future<Output = ()> + Send + 'static,
     {
         let mut connections = JoinSet::new();
+        let mut nodelay = NoDelay::on(&listener);
         let stop = stopped(&mut shutdown);
-        self.accept_until(&listener, &mut connections, &start, stop)
+        self.accept_until(&listener, (&mut connections, &mut nodelay), &start, stop)
             .await;
         self.enter(Phase::Draining);
         let grace = tokio::time::sleep(self.limits.shutdown_grace);
-        self.accept_until(&listener, &mut connections, &start, grace)
+        self.accept_until(&listener, (&mut connections, &mut nodelay), &start, grace)
             .await;
         drop(listener);
         self.enter(Phase::Closing);
@@ -215,7 +216,7 @@ impl Proxy {
     async fn accept_until<F, Fut>(
         self: &Arc<Self>,
         listener: &TcpListener,
-        connections: &mut JoinSet<()>,
+        (connections, nodelay): (&mut JoinSet<()>, &mut NoDelay),
         start: &F,
         until: impl Future<Output = ()>,
     ) where
@@ -231,8 +232,7 @@ impl Proxy {
                             tracing::debug!(%peer, "connection cap reached: closing");
                             continue;
                         };
-                        // Latency matters more than packet count for a proxy.
-                        let _ = stream.set_nodelay(true);
+                        nodelay.set(&stream);
                         // Boxed here: a connection's future is kilobytes long (hyper's
                         // connection, the watchdog, the TLS session), and spawning moves what
                         // it is given through several frames into the task and out again at
@@ -249,6 +249,37 @@ impl Proxy {
                 Some(_) = connections.join_next(), if !connections.is_empty() => {}
                 () = &mut until => return,
             }
+        }
+    }
+}
+
+/// TCP_NODELAY on every accepted connection: latency matters more than packet count for a
+/// proxy. Linux copies it from the listening socket to each connection accepted from it, so it
+/// is set once on the listener, and per connection only where the first connection shows that
+/// it was not inherited (a system call per new connection saved).
+pub(crate) struct NoDelay {
+    /// Whether connections come with it: unknown until the first one.
+    inherited: Option<bool>,
+}
+
+impl NoDelay {
+    /// Sets TCP_NODELAY on `listener`, for the connections it accepts.
+    pub(crate) fn on(listener: &TcpListener) -> NoDelay {
+        let set = socket2::SockRef::from(listener)
+            .set_tcp_nodelay(true)
+            .is_ok();
+        NoDelay {
+            inherited: (!set).then_some(false),
+        }
+    }
+
+    /// Makes sure `stream` has TCP_NODELAY.
+    pub(crate) fn set(&mut self, stream: &TcpStream) {
+        let inherited = *self
+            .inherited
+            .get_or_insert_with(|| stream.nodelay().unwrap_or(false));
+        if !inherited {
+            let _ = stream.set_nodelay(true);
         }
     }
 }
@@ -308,4 +339,37 @@ fn server_builder(limits: &Limits) -> auto::Builder<TokioExecutor> {
         // RFC 8441: WebSockets (and other upgrades) over HTTP/2 with extended CONNECT.
         .enable_connect_protocol();
     builder
+}
+
+#[cfg(test)]
+mod tests {
+    use super::NoDelay;
+    use tokio::net::{TcpListener, TcpStream};
+
+    /// Accepts `n` connections from `listener` through `nodelay`: whether each has TCP_NODELAY.
+    async fn accepted(listener: &TcpListener, nodelay: &mut NoDelay, n: usize) -> Vec<bool> {
+        let addr = listener.local_addr().unwrap();
+        let mut seen = Vec::new();
+        for _ in 0..n {
+            let _client = TcpStream::connect(addr).await.unwrap();
+            let (stream, _) = listener.accept().await.unwrap();
+            nodelay.set(&stream);
+            seen.push(stream.nodelay().unwrap());
+        }
+        seen
+    }
+
+    #[tokio::test]
+    async fn accepted_connections_have_tcp_nodelay_inherited_or_set_one_by_one() {
+        // Set on the listener: Linux passes it on, and nothing is set per connection.
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut nodelay = NoDelay::on(&listener);
+        assert_eq!(accepted(&listener, &mut nodelay, 3).await, [true; 3]);
+        assert_eq!(nodelay.inherited, Some(true));
+        // A listener without it: the first connection shows it, and each one gets it.
+        let plain = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut nodelay = NoDelay { inherited: None };
+        assert_eq!(accepted(&plain, &mut nodelay, 3).await, [true; 3]);
+        assert_eq!(nodelay.inherited, Some(false));
+    }
 }
