@@ -137,6 +137,28 @@ async fn without_certificates_handshakes_get_the_generated_self_signed_one() {
 }
 
 #[tokio::test]
+async fn a_connection_the_proxy_closes_ends_with_a_close_notify_on_both_http1_paths() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let echo = Echo::start("web").await;
+    let h = Harness::start(&two_hosts(echo.addr), &MaterialBySecret::new()).await;
+    for own in [true, false] {
+        h.proxy.set_own_http1(own);
+        let mut tls = connect(h.https, Some("a.test"), &[]).await;
+        let request = "GET /x HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n";
+        tls.stream.write_all(request.as_bytes()).await.unwrap();
+        // rustls reports a close without close_notify as an error (UnexpectedEof).
+        let mut answer = Vec::new();
+        let read = tls.stream.read_to_end(&mut answer).await;
+        assert!(read.is_ok(), "own path {own}: {read:?}");
+        let answer = String::from_utf8_lossy(&answer);
+        assert!(
+            answer.starts_with("HTTP/1.1 200"),
+            "own path {own}: {answer}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn alpn_h2_gives_http2_to_the_client() {
     let echo = Echo::start("web").await;
     let h = Harness::start(&two_hosts(echo.addr), &MaterialBySecret::new()).await;

@@ -45,6 +45,8 @@ const BODY_ROOM: usize = 16 * 1024;
 /// A buffer that grew past this (a huge head) is shrunk once its request is done, so that an
 /// idle connection keeps a few KiB whatever it carried once.
 const KEPT_ROOM: usize = 32 * 1024;
+/// How long a closing TLS connection may take to send its close_notify.
+const CLOSE_NOTIFY_WAIT: Duration = Duration::from_secs(1);
 /// The most response bytes gathered from a member for one write to the client (nginx buffers
 /// up to 32–64 KiB of a response by default, haproxy 16 KiB).
 const GATHER: usize = 64 * 1024;
@@ -179,7 +181,7 @@ impl Proxy {
                     }
                     Read::Bytes => {}
                     Read::Closing | Read::Ended => {
-                        client.end();
+                        client.close().await;
                         return None;
                     }
                 }
@@ -192,7 +194,7 @@ impl Proxy {
                     first_byte = now;
                 }
                 Next::Close => {
-                    client.end();
+                    client.close().await;
                     return None;
                 }
             }
@@ -492,7 +494,22 @@ impl<IO> Client<IO> {
     }
 
     /// Gives back what a buffer took beyond [`KEPT_ROOM`].
-    /// The connection ends on this path: its buffers go to this thread's spares.
+    /// The connection ends on this path. Over TLS the client gets a close_notify first, as
+    /// TLS asks (RFC 8446, 6.1) and as hyper's path does: without one, OpenSSL clients take the
+    /// close for a truncation and do not resume their session on the next connection, so that
+    /// every new connection cost a full handshake. Then the buffers go to this thread's spares.
+    async fn close(mut self)
+    where
+        IO: AsyncWrite + Unpin,
+    {
+        if self.scheme == Scheme::Https {
+            let deadline = tokio::time::Instant::now() + CLOSE_NOTIFY_WAIT;
+            let _ = self.watch.within(deadline, self.io.shutdown()).await;
+        }
+        self.end();
+    }
+
+    /// The connection's buffers go to this thread's spares.
     fn end(self) {
         let Client {
             input,
