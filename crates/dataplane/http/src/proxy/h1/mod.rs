@@ -144,6 +144,10 @@ impl Proxy {
         IO: AsyncRead + AsyncWrite + Unpin,
     {
         let peer = peer.ip().to_canonical();
+        // The first head's deadline counts from the accept; later ones from their first byte,
+        // after an idle wait of up to the keep-alive timeout.
+        let mut idle_since = None;
+        let mut first_byte = Instant::now();
         let [input, out, upstream, head] = spare::take();
         let mut client = Client {
             io,
@@ -155,14 +159,10 @@ impl Proxy {
             upstream,
             head,
             phase: self.phase.subscribe(),
-            watch: Watch::new((Instant::now() + self.limits.header_timeout).into()),
+            watch: Watch::new((first_byte + self.limits.header_timeout).into()),
             no_fields: HeaderMap::new(),
             no_uri: Uri::from_static("/"),
         };
-        // The first head's deadline counts from the accept; later ones from their first byte,
-        // after an idle wait of up to the keep-alive timeout.
-        let mut idle_since = None;
-        let mut first_byte = Instant::now();
         loop {
             let planned = loop {
                 match self.plan(&mut client) {
@@ -493,11 +493,10 @@ impl<IO> Client<IO> {
         }
     }
 
-    /// Gives back what a buffer took beyond [`KEPT_ROOM`].
     /// The connection ends on this path. Over TLS the client gets a close_notify first, as
-    /// TLS asks (RFC 8446, 6.1) and as hyper's path does: without one, OpenSSL clients take the
-    /// close for a truncation and do not resume their session on the next connection, so that
-    /// every new connection cost a full handshake. Then the buffers go to this thread's spares.
+    /// TLS asks (RFC 8446, 6.1) and as hyper's path does: without one, clients see a truncated
+    /// connection (OpenSSL reports "unexpected eof"). Then the buffers go to this thread's
+    /// spares.
     async fn close(mut self)
     where
         IO: AsyncWrite + Unpin,
@@ -511,19 +510,19 @@ impl<IO> Client<IO> {
 
     /// The connection's buffers go to this thread's spares.
     fn end(self) {
-        let Client {
-            input,
-            out,
-            upstream,
-            head,
-            ..
-        } = self;
-        spare::give_back([input, out, upstream, head]);
+        spare::give_back(self.into_parts().1);
     }
 
     /// The connection goes to hyper with the bytes read of the head declined; the other
     /// buffers go to this thread's spares.
     fn hand_over(self) -> (IO, Vec<u8>) {
+        let (io, [input, out, upstream, head]) = self.into_parts();
+        spare::give_back([Vec::new(), out, upstream, head]);
+        (io, input)
+    }
+
+    /// The connection and its four buffers, in the order [`spare::take`] gives them.
+    fn into_parts(self) -> (IO, [Vec<u8>; 4]) {
         let Client {
             io,
             input,
@@ -532,10 +531,10 @@ impl<IO> Client<IO> {
             head,
             ..
         } = self;
-        spare::give_back([Vec::new(), out, upstream, head]);
-        (io, input)
+        (io, [input, out, upstream, head])
     }
 
+    /// Gives back what a buffer took beyond [`KEPT_ROOM`].
     fn keep_small(&mut self) {
         for buffer in [
             &mut self.input,
