@@ -13,14 +13,7 @@ apt_install haproxy nginx wrk curl python3
 RELOADS=${RELOADS:-100}
 cargo build --release --locked -p portico
 bin=target/release/portico
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
+start_work
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 http_port=$(free_port); https_port=$(free_port); admin_port=$(free_port)

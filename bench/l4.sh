@@ -43,15 +43,8 @@ PORTICO=$TARGET/portico
 BENCH=$TARGET/portico-bench
 NGINX_STREAM=/usr/lib/nginx/modules/ngx_stream_module.so
 
-work=$(mktemp -d)
+start_work
 chmod 755 "$work"
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
 
 PORTICO_PORT=19000 HAPROXY_PORT=19001 NGINX_PORT=19002 ADMIN_PORT=19180 SPLICE_PORT=19003
 PORTICO_UDP_PORT=19010 NGINX_UDP_PORT=19012

@@ -42,15 +42,8 @@ cargo build --release --locked -q -p portico -p portico-bench
 PORTICO=${CARGO_TARGET_DIR:-$PWD/target}/release/portico
 BENCH=${CARGO_TARGET_DIR:-$PWD/target}/release/portico-bench
 
-work=$(mktemp -d)
+start_work
 chmod 755 "$work" # the nginx workers run as an unprivileged user
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
 
 BACKEND_PORTS=(18101 18102 18103 18104 18105 18106)
 HOSTS=(h1.bench h2.bench h3.bench)

@@ -13,6 +13,20 @@ apt_install() {
   fi
 }
 
+# Makes a temporary directory ($work) and an empty list of started processes ($pids); at exit,
+# every PID added to the list is stopped and waited for, and the directory removed.
+start_work() {
+  work=$(mktemp -d)
+  pids=()
+  trap stop_work EXIT
+}
+
+stop_work() {
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  rm -rf "$work"
+}
+
 # Waits up to 10 s for something to listen on 127.0.0.1:PORT.
 wait_port() {
   for _ in $(seq 200); do

@@ -16,14 +16,7 @@ done
 cargo build --release --locked -q -p portico
 PORTICO=$PWD/target/release/portico
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
+start_work
 fail() {
   echo "tls-smoke: FAIL: $*" >&2
   [ -f "$work/portico.log" ] && sed 's/^/  portico: /' "$work/portico.log" >&2
