@@ -184,7 +184,7 @@ fn api_version(kind: &str) -> Option<(&'static str, bool)> {
 fn uid(objects: &Objects, object: &ObjectRef) -> Option<String> {
     let key = ObjectKey::new(&object.namespace, &object.name);
     let meta = match object.kind.as_str() {
-        "Ingress" => &objects.ingresses.get(&key)?.metadata,
+        "Ingress" => return objects.ingresses.get(&key)?.metadata.uid.clone(),
         "IngressClass" => &objects.ingress_classes.get(&object.name)?.metadata,
         "Service" => &objects.services.get(&key)?.metadata,
         // Only the metadata of a Secret is read here, never its data.

@@ -5,7 +5,7 @@ use k8s_openapi::api::networking::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use portico_status::IngressView;
-use portico_translate::StatusSeen;
+use portico_translate::{KeptIngress, StatusSeen};
 use std::sync::Arc;
 
 fn ip(a: &str) -> LoadBalancerAddress {
@@ -25,7 +25,7 @@ fn meta(namespace: Option<&str>, name: &str, uid: &str) -> ObjectMeta {
     }
 }
 
-fn ingress(name: &str, status: &[&str]) -> Arc<Ingress> {
+fn ingress(name: &str, status: &[&str]) -> Arc<KeptIngress> {
     let entries = status
         .iter()
         .map(|a| IngressLoadBalancerIngress {
@@ -33,7 +33,7 @@ fn ingress(name: &str, status: &[&str]) -> Arc<Ingress> {
             ..IngressLoadBalancerIngress::default()
         })
         .collect();
-    Arc::new(Ingress {
+    let ingress = Ingress {
         metadata: meta(Some("shop"), name, &format!("uid-{name}")),
         status: Some(IngressStatus {
             load_balancer: Some(IngressLoadBalancerStatus {
@@ -41,7 +41,8 @@ fn ingress(name: &str, status: &[&str]) -> Arc<Ingress> {
             }),
         }),
         ..Ingress::default()
-    })
+    };
+    Arc::new(ingress.into())
 }
 
 fn objects() -> Objects {

@@ -1,9 +1,8 @@
 //! Ingress backends → the Service port they name, or why there is none.
 
 use crate::annotations::Upstream;
-use crate::{ObjectKey, Objects};
+use crate::{KeptServiceBackend, ObjectKey, Objects};
 use k8s_openapi::api::core::v1::{Service, ServicePort};
-use k8s_openapi::api::networking::v1::IngressServiceBackend;
 use portico_model::{Diagnostic, ObjectRef};
 use std::fmt;
 use std::sync::Arc;
@@ -38,7 +37,7 @@ impl PoolKey {
     /// admission has already rejected.
     pub(crate) fn of(
         namespace: &str,
-        backend: &IngressServiceBackend,
+        backend: &KeptServiceBackend,
         upstream: &Arc<Upstream>,
     ) -> Option<Self> {
         let port = backend.port.as_ref()?;

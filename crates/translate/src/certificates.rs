@@ -8,10 +8,10 @@
 //! Apart from [`crate::translate`] because parsing keys costs far more than translating: a
 //! Secret whose content did not change keeps the material of the previous call.
 
+use crate::KeptIngress;
 use crate::translate::Translation;
 use crate::{Config, ObjectKey, Objects};
 use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::api::networking::v1::Ingress;
 use portico_model::{Diagnostic, ObjectRef};
 use portico_tls::{CaBundle, CaBundleError, Material, MaterialError};
 use std::collections::BTreeMap;
@@ -112,10 +112,14 @@ pub fn certificates(
 }
 
 impl Certificates {
-    fn ingress(&mut self, objects: &Objects, key: &ObjectKey, ingress: &Ingress, previous: &Self) {
-        let spec = ingress.spec.as_ref();
-        let entries = spec.and_then(|s| s.tls.as_deref()).unwrap_or_default();
-        for (i, entry) in entries.iter().enumerate() {
+    fn ingress(
+        &mut self,
+        objects: &Objects,
+        key: &ObjectKey,
+        ingress: &KeptIngress,
+        previous: &Self,
+    ) {
+        for (i, entry) in ingress.spec.tls.iter().enumerate() {
             let Some(name) = entry.secret_name.as_deref().filter(|s| !s.is_empty()) else {
                 continue;
             };

@@ -1,18 +1,16 @@
 //! Which class an Ingress belongs to, and which classes are ours.
 
+use crate::KeptIngress;
 use crate::{
     Config, LEGACY_CLASS_ANNOTATION, ObjectKey, Objects, PROVIDER_ANNOTATION, TOPOLOGY_ANNOTATION,
 };
-use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
+use k8s_openapi::api::networking::v1::IngressClass;
 use portico_model::{Diagnostic, LoadBalancer, ObjectRef};
 use std::collections::BTreeSet;
 
 /// `spec.ingressClassName`, else the deprecated `kubernetes.io/ingress.class` annotation.
-pub(crate) fn ingress_class(ingress: &Ingress) -> Option<&str> {
-    let field = ingress
-        .spec
-        .as_ref()
-        .and_then(|s| s.ingress_class_name.as_deref());
+pub(crate) fn ingress_class(ingress: &KeptIngress) -> Option<&str> {
+    let field = ingress.spec.ingress_class_name.as_deref();
     let annotations = ingress.metadata.annotations.as_ref();
     let annotation = annotations.and_then(|a| a.get(LEGACY_CLASS_ANNOTATION));
     field
@@ -121,8 +119,7 @@ pub fn referenced_secrets(objects: &Objects, config: &Config) -> BTreeSet<Object
         if !ingress_class(ingress).is_some_and(|c| owned.contains(c)) {
             continue;
         }
-        let tls = ingress.spec.as_ref().and_then(|s| s.tls.as_deref());
-        let names = tls.unwrap_or_default().iter();
+        let names = ingress.spec.tls.iter();
         let names = names.filter_map(|t| t.secret_name.as_deref().filter(|n| !n.is_empty()));
         secrets.extend(names.map(|name| ObjectKey::new(&key.namespace, name)));
         if let Some((_, ca)) = crate::annotations::ca_secret(ingress, &key.namespace) {
@@ -135,10 +132,11 @@ pub fn referenced_secrets(objects: &Objects, config: &Config) -> BTreeSet<Object
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::networking::v1::{IngressSpec, IngressTLS};
+    use crate::KeptIngressSpec;
+    use k8s_openapi::api::networking::v1::IngressTLS;
     use std::sync::Arc;
 
-    fn ingress(class: Option<&str>, secrets: &[&str]) -> Arc<Ingress> {
+    fn ingress(class: Option<&str>, secrets: &[&str]) -> Arc<KeptIngress> {
         let tls = secrets
             .iter()
             .map(|s| IngressTLS {
@@ -146,13 +144,13 @@ mod tests {
                 hosts: None,
             })
             .collect();
-        Arc::new(Ingress {
-            spec: Some(IngressSpec {
+        Arc::new(KeptIngress {
+            spec: KeptIngressSpec {
                 ingress_class_name: class.map(str::to_owned),
-                tls: Some(tls),
-                ..IngressSpec::default()
-            }),
-            ..Ingress::default()
+                tls,
+                ..KeptIngressSpec::default()
+            },
+            ..KeptIngress::default()
         })
     }
 

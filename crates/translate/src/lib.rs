@@ -45,6 +45,7 @@ mod collision;
 mod compat;
 mod config;
 mod incremental;
+mod kept;
 mod loadbalancer;
 mod loaded;
 mod members;
@@ -74,6 +75,10 @@ pub use config::{
     PROVIDER_ANNOTATION, SSL_REDIRECT_ANNOTATION, TOPOLOGY_ANNOTATION,
 };
 pub use incremental::{endpoint_only_change, refresh_members};
+pub use kept::{
+    KeptBackend, KeptBackendPort, KeptIngress, KeptIngressSpec, KeptMeta, KeptPath, KeptRule,
+    KeptServiceBackend, PathType,
+};
 pub use loaded::Loaded;
 pub use memo::{Memo, Previous};
 pub use objects::{CompactSlice, ObjectKey, Objects, SliceEndpoint, SlicePort, StatusSeen};

@@ -1,8 +1,9 @@
+use crate::KeptIngress;
 use crate::compat::ListField;
 use crate::members::SLICE_SERVICE_LABEL;
 use k8s_openapi::api::core::v1::{Endpoints, Secret, Service, ServiceStatus};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use k8s_openapi::api::networking::v1::{Ingress, IngressClass, IngressStatus};
+use k8s_openapi::api::networking::v1::{IngressClass, IngressStatus};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::net::IpAddr;
@@ -40,7 +41,8 @@ impl fmt::Display for ObjectKey {
 /// pointer first.
 #[derive(Debug, Clone, Default)]
 pub struct Objects {
-    pub ingresses: Arc<BTreeMap<ObjectKey, Arc<Ingress>>>,
+    /// Kept compact ([`KeptIngress`]).
+    pub ingresses: Arc<BTreeMap<ObjectKey, Arc<KeptIngress>>>,
     pub ingress_classes: Arc<BTreeMap<String, Arc<IngressClass>>>,
     pub services: Arc<BTreeMap<ObjectKey, Arc<Service>>>,
     /// Kept compact ([`CompactSlice`]): the one kind that is converted when read.
@@ -74,7 +76,7 @@ impl Objects {
     pub fn ingress_status<'a>(
         &'a self,
         key: &ObjectKey,
-        ingress: &'a Ingress,
+        ingress: &'a KeptIngress,
     ) -> (Option<&'a String>, Option<&'a IngressStatus>) {
         let own = (&ingress.metadata.resource_version, &ingress.status);
         last_seen(self.ingress_seen.get(key), own)

@@ -4,8 +4,7 @@ use crate::annotations::Upstream;
 use crate::backend::{PoolKey, resolve};
 use crate::pool::pool_id;
 use crate::source::{ClassIds, Source};
-use crate::{ObjectKey, Objects};
-use k8s_openapi::api::networking::v1::{Ingress, IngressBackend};
+use crate::{KeptBackend, KeptIngress, ObjectKey, Objects};
 use portico_model::{CompareType, Diagnostic, L7PolicyId, L7RuleId, ListenerId, ObjectRef, PoolId};
 use std::fmt;
 use std::sync::Arc;
@@ -166,16 +165,15 @@ pub(crate) struct Lookups {
 pub(crate) fn routes(
     key: &ObjectKey,
     object: &ObjectRef,
-    ingress: &Ingress,
+    ingress: &KeptIngress,
     ids: &ClassIds,
     objects: &Objects,
     lookups: &mut Lookups,
 ) -> Vec<RouteSpec> {
     let mut out = Vec::new();
-    let rules = ingress.spec.as_ref().and_then(|s| s.rules.as_deref());
-    for (i, rule) in rules.unwrap_or_default().iter().enumerate() {
+    for (i, (rule, paths)) in ingress.paths().enumerate() {
         let host = rule.host.as_deref().unwrap_or_default();
-        for (j, path) in rule.http.iter().flat_map(|h| &h.paths).enumerate() {
+        for (j, path) in paths.iter().enumerate() {
             let field = || format!("spec.rules[{i}].http.paths[{j}].backend");
             let Some(backend) = backend_key(key, object, objects, &path.backend, field, lookups)
             else {
@@ -184,13 +182,15 @@ pub(crate) fn routes(
             let value = path.path.as_deref().unwrap_or_default();
             let written = format!(
                 "{}/{}/{host}/{}/{value}",
-                key.namespace, key.name, path.path_type
+                key.namespace,
+                key.name,
+                path.path_type.as_str()
             );
             let host = HostMatch::of(Some(host));
             let http = PolicyIds::http(ids.listener, &written, host != HostMatch::Any);
             out.push(RouteSpec {
                 host,
-                path: PathMatch::of(&path.path_type, value),
+                path: PathMatch::of(path.path_type.as_str(), value),
                 position: (i, j),
                 backend: Backend::new(ids, backend),
                 https: PolicyIds::https(ids.https_listener, &http),
@@ -210,7 +210,7 @@ pub(crate) fn backend_key(
     key: &ObjectKey,
     object: &ObjectRef,
     objects: &Objects,
-    backend: &IngressBackend,
+    backend: &KeptBackend,
     field: impl FnOnce() -> String,
     lookups: &mut Lookups,
 ) -> Option<PoolKey> {

@@ -5,13 +5,13 @@
 //! and on the Services its backends name. The next translation reuses a prepared Ingress when
 //! none of those changed (see [`crate::memo`]); most of a translation's work is here.
 
+use crate::KeptIngress;
 use crate::admission::validate_ingress;
 use crate::annotations::upstream;
 use crate::route::{Backend, Lookups, RouteSpec, backend_key, routes};
 use crate::{Config, ObjectKey, Objects};
 use foldhash::HashSet;
-use k8s_openapi::api::networking::v1::Ingress;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use portico_model::{Diagnostic, ListenerId, LoadBalancerId, ObjectRef};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -57,7 +57,7 @@ impl ClassIds {
 pub(crate) struct Source {
     pub key: ObjectKey,
     /// The Ingress as last seen (see [`Source::ingress`]).
-    ingress: Mutex<Arc<Ingress>>,
+    ingress: Mutex<Arc<KeptIngress>>,
     /// Its creationTimestamp (the same in every version it holds for).
     created: Option<Time>,
     pub ids: ClassIds,
@@ -80,7 +80,7 @@ impl Source {
     /// Validates `ingress` as the API server would and, when admitted, prepares its routes.
     pub(crate) fn prepare(
         key: &ObjectKey,
-        ingress: &Arc<Ingress>,
+        ingress: &Arc<KeptIngress>,
         ids: ClassIds,
         objects: &Objects,
     ) -> Self {
@@ -95,10 +95,7 @@ impl Source {
         }
         let (routes, default) = if served {
             let routes = routes(key, &object, ingress, &ids, objects, &mut lookups);
-            let default = ingress
-                .spec
-                .as_ref()
-                .and_then(|s| s.default_backend.as_ref());
+            let default = ingress.spec.default_backend.as_deref();
             let default = default.and_then(|backend| {
                 let field = || "spec.defaultBackend".to_owned();
                 backend_key(key, &object, objects, backend, field, &mut lookups)
@@ -132,7 +129,7 @@ impl Source {
 
     /// The Ingress as last seen. A newer version that translates the same replaces it (see
     /// [`Source::still_holds`]), so that a prepared Ingress keeps no outdated copy alive.
-    pub(crate) fn ingress(&self) -> Arc<Ingress> {
+    pub(crate) fn ingress(&self) -> Arc<KeptIngress> {
         let ingress = self.ingress.lock().unwrap_or_else(PoisonError::into_inner);
         ingress.clone()
     }
@@ -144,7 +141,7 @@ impl Source {
     /// preparing them all again cost the next change tens of milliseconds.
     pub(crate) fn still_holds(
         &self,
-        ingress: &Arc<Ingress>,
+        ingress: &Arc<KeptIngress>,
         ids: ClassIds,
         changed_services: &HashSet<ObjectKey>,
     ) -> bool {
@@ -155,50 +152,12 @@ impl Source {
         if Arc::ptr_eq(&kept, ingress) {
             return true;
         }
-        let holds = translates_the_same(&kept, ingress);
+        let holds = kept.same_for_serving(ingress);
         if holds {
             *kept = ingress.clone();
         }
         holds
     }
-}
-
-/// Whether two versions of an Ingress give the same preparation: they differ at most in the
-/// status and in what the API server changes on every write. Every other metadata field is
-/// compared, so that a field added to `ObjectMeta` by a later Kubernetes version fails to
-/// compile here rather than being ignored.
-fn translates_the_same(a: &Ingress, b: &Ingress) -> bool {
-    let ObjectMeta {
-        annotations,
-        creation_timestamp,
-        deletion_grace_period_seconds,
-        deletion_timestamp,
-        finalizers,
-        generate_name,
-        generation: _,
-        labels,
-        managed_fields: _,
-        name,
-        namespace,
-        owner_references,
-        resource_version: _,
-        self_link,
-        uid,
-    } = &a.metadata;
-    let m = &b.metadata;
-    a.spec == b.spec
-        && *annotations == m.annotations
-        && *creation_timestamp == m.creation_timestamp
-        && *deletion_grace_period_seconds == m.deletion_grace_period_seconds
-        && *deletion_timestamp == m.deletion_timestamp
-        && *finalizers == m.finalizers
-        && *generate_name == m.generate_name
-        && *labels == m.labels
-        && *name == m.name
-        && *namespace == m.namespace
-        && *owner_references == m.owner_references
-        && *self_link == m.self_link
-        && *uid == m.uid
 }
 
 /// Sorts sources oldest first.

@@ -59,9 +59,7 @@ impl TlsHosts {
                 hosts.opted_out.insert(source.object.clone());
             }
             let ingress = source.ingress();
-            let spec = ingress.spec.as_ref();
-            let entries = spec.and_then(|s| s.tls.as_deref()).unwrap_or_default();
-            for (i, entry) in entries.iter().enumerate() {
+            for (i, entry) in ingress.spec.tls.iter().enumerate() {
                 for (host, field) in entry_hosts(source, entry, i) {
                     if redirects {
                         let first = hosts.redirect.entry(host.clone());
@@ -123,9 +121,7 @@ fn entry_hosts(source: &Source, entry: &IngressTLS, i: usize) -> Vec<(String, St
             .collect();
     }
     let ingress = source.ingress();
-    let spec = ingress.spec.as_ref();
-    let rules = spec.and_then(|s| s.rules.as_deref()).unwrap_or_default();
-    let hosts = rules.iter().filter_map(|r| r.host.as_deref());
+    let hosts = ingress.spec.rules.iter().filter_map(|r| r.host.as_deref());
     let hosts: BTreeSet<String> = hosts
         .filter(|h| !h.is_empty())
         .map(str::to_ascii_lowercase)

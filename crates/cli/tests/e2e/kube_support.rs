@@ -127,7 +127,7 @@ impl Cluster {
 
 fn to_json(object: &Object) -> Value {
     let value = match object {
-        Object::Ingress(o) => serde_json::to_value(&**o),
+        Object::Ingress(key, o) => serde_json::to_value(o.to_ingress(key)),
         Object::IngressClass(o) => serde_json::to_value(&**o),
         Object::Service(o) => serde_json::to_value(&**o),
         Object::EndpointSlice(o) => return slice_json(o),

@@ -200,7 +200,7 @@ fn report_of(items: Vec<Ingress>) -> Report {
             addresses,
             diagnostics,
         ));
-        std::sync::Arc::make_mut(&mut objects.ingresses).insert(key, Arc::new(ingress));
+        std::sync::Arc::make_mut(&mut objects.ingresses).insert(key, Arc::new(ingress.into()));
     }
     let snapshot = Snapshot {
         ingresses: views.into(),

@@ -2,9 +2,9 @@
 
 use crate::object::{Kind, Object};
 use k8s_openapi::api::core::v1::{Endpoints, Secret, Service};
-use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
+use k8s_openapi::api::networking::v1::IngressClass;
 use portico_model::{Diagnostic, ObjectRef};
-use portico_translate::{CompactSlice, ObjectKey, Objects};
+use portico_translate::{CompactSlice, KeptIngress, ObjectKey, Objects};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -178,7 +178,7 @@ type Entries<K, V> = Vec<(K, Arc<V>, Origin)>;
 /// Every object by kind, with its key and origin, in file order.
 #[derive(Default)]
 struct Kinds {
-    ingresses: Entries<ObjectKey, Ingress>,
+    ingresses: Entries<ObjectKey, KeptIngress>,
     ingress_classes: Entries<String, IngressClass>,
     services: Entries<ObjectKey, Service>,
     endpoint_slices: Entries<ObjectKey, CompactSlice>,
@@ -195,7 +195,7 @@ impl Kinds {
             name,
         };
         match object {
-            Object::Ingress(o) => self.ingresses.push((key(name), o.clone(), origin)),
+            Object::Ingress(_, o) => self.ingresses.push((key(name), o.clone(), origin)),
             Object::IngressClass(o) => self.ingress_classes.push((name, o.clone(), origin)),
             Object::Service(o) => self.services.push((key(name), o.clone(), origin)),
             Object::EndpointSlice(o) => self.endpoint_slices.push((key(name), o.clone(), origin)),

@@ -3,7 +3,7 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use portico_model::ObjectRef;
-use portico_translate::CompactSlice;
+use portico_translate::{CompactSlice, KeptIngress, ObjectKey};
 use serde::de::DeserializeOwned;
 use std::fmt;
 use std::sync::Arc;
@@ -12,7 +12,8 @@ use std::sync::Arc;
 /// every `Objects` assembled from it hold the same allocation.
 #[derive(Clone, PartialEq)]
 pub enum Object {
-    Ingress(Arc<Ingress>),
+    /// Kept compact ([`KeptIngress`]), which has no name: the key is beside it.
+    Ingress(Box<ObjectKey>, Arc<KeptIngress>),
     IngressClass(Arc<IngressClass>),
     Service(Arc<Service>),
     /// Kept compact: see [`CompactSlice`].
@@ -40,7 +41,7 @@ impl Object {
             (namespace, meta.name.as_deref().unwrap_or_default())
         }
         match self {
-            Object::Ingress(o) => meta(&o.metadata),
+            Object::Ingress(key, _) => (&key.namespace, &key.name),
             Object::IngressClass(o) => meta(&o.metadata),
             Object::Service(o) => meta(&o.metadata),
             Object::EndpointSlice(o) => (&o.namespace, &o.name),
@@ -55,7 +56,7 @@ impl Object {
             Arc::ptr_eq(a, b) || a == b
         }
         match (self, other) {
-            (Object::Ingress(a), Object::Ingress(b)) => same(a, b),
+            (Object::Ingress(a_key, a), Object::Ingress(b_key, b)) => a_key == b_key && same(a, b),
             (Object::IngressClass(a), Object::IngressClass(b)) => same(a, b),
             (Object::Service(a), Object::Service(b)) => same(a, b),
             (Object::EndpointSlice(a), Object::EndpointSlice(b)) => same(a, b),
@@ -67,7 +68,7 @@ impl Object {
 
     pub(crate) fn known_kind(&self) -> Kind {
         match self {
-            Object::Ingress(_) => Kind::Ingress,
+            Object::Ingress(..) => Kind::Ingress,
             Object::IngressClass(_) => Kind::IngressClass,
             Object::Service(_) => Kind::Service,
             Object::EndpointSlice(_) => Kind::EndpointSlice,
@@ -81,7 +82,7 @@ impl Object {
 impl fmt::Debug for Object {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Object::Ingress(o) => f.debug_tuple("Ingress").field(o).finish(),
+            Object::Ingress(key, o) => f.debug_tuple("Ingress").field(key).field(o).finish(),
             Object::IngressClass(o) => f.debug_tuple("IngressClass").field(o).finish(),
             Object::Service(o) => f.debug_tuple("Service").field(o).finish(),
             Object::EndpointSlice(o) => f.debug_tuple("EndpointSlice").field(o).finish(),
@@ -144,7 +145,13 @@ impl Kind {
     /// Deserializes the typed object, recording the path of the field that failed.
     pub fn decode(self, value: serde_json::Value) -> Result<Object, DecodeError> {
         Ok(match self {
-            Kind::Ingress => Object::Ingress(Arc::new(de(value)?)),
+            Kind::Ingress => {
+                let ingress: Ingress = de(value)?;
+                let meta = &ingress.metadata;
+                let namespace = meta.namespace.as_deref().unwrap_or_default();
+                let key = ObjectKey::new(namespace, meta.name.as_deref().unwrap_or_default());
+                Object::Ingress(Box::new(key), Arc::new(KeptIngress::from(ingress)))
+            }
             Kind::IngressClass => Object::IngressClass(Arc::new(de(value)?)),
             Kind::Service => Object::Service(Arc::new(de(value)?)),
             Kind::EndpointSlice => {

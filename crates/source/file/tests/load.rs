@@ -214,7 +214,7 @@ fn ingresses_without_a_class_get_the_default_class_from_another_file() {
     let loaded = load(&[dir.path().to_path_buf()], ReadLimits::default());
     let class = |name: &str| {
         let ingress = &loaded.objects.ingresses[&ObjectKey::new("shop", name)];
-        ingress.spec.as_ref().unwrap().ingress_class_name.clone()
+        ingress.spec.ingress_class_name.clone()
     };
     assert_eq!(class("web").as_deref(), Some("portico"));
     assert_eq!(class("named").as_deref(), Some("other"));
@@ -360,7 +360,7 @@ fn a_change_to_one_kind_keeps_the_other_kinds_maps_shared_and_a_class_change_rea
     // Another default class: every Ingress without a class is admitted again.
     let class = |loaded: &portico_source_file::Loaded, name: &str| {
         let ingress = &loaded.objects.ingresses[&ObjectKey::new("shop", name)];
-        ingress.spec.as_ref().unwrap().ingress_class_name.clone()
+        ingress.spec.ingress_class_name.clone()
     };
     assert_eq!(class(&after, "web").as_deref(), Some("portico"));
     write(

@@ -4,7 +4,7 @@ use k8s_openapi::api::core::v1::{Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use kube::Resource;
-use portico_translate::{CompactSlice, ObjectKey, Objects, StatusSeen};
+use portico_translate::{CompactSlice, KeptIngress, ObjectKey, Objects, StatusSeen};
 use serde::de::DeserializeOwned;
 use std::collections::BTreeMap;
 use std::fmt::Debug;
@@ -125,18 +125,6 @@ fn shrink_vec<T>(list: &mut Option<Vec<T>>, mut each: impl FnMut(&mut T)) {
     }
 }
 
-impl Shrink for Ingress {
-    fn shrink_lists(&mut self) {
-        let Some(spec) = &mut self.spec else { return };
-        shrink_vec(&mut spec.rules, |rule| {
-            if let Some(http) = &mut rule.http {
-                http.paths.shrink_to_fit();
-            }
-        });
-        shrink_vec(&mut spec.tls, |tls| shrink_vec(&mut tls.hosts, |_| {}));
-    }
-}
-
 impl Shrink for Service {
     fn shrink_lists(&mut self) {
         let Some(spec) = &mut self.spec else { return };
@@ -201,7 +189,43 @@ macro_rules! namespaced_kind {
     };
 }
 
-namespaced_kind!(Ingress, Kind::Ingress, ingresses, status, ingress_seen);
+/// Kept compact ([`KeptIngress`]), its lists boxed to their length. The compact form has
+/// no managed fields; its resource version and status are noted apart when only they changed.
+impl Watched for Ingress {
+    const KIND: Kind = Kind::Ingress;
+    type Key = ObjectKey;
+    type Stored = KeptIngress;
+    fn key(&self) -> ObjectKey {
+        namespaced(self)
+    }
+    fn store(self) -> KeptIngress {
+        KeptIngress::from(self)
+    }
+    fn same_for_serving(old: &KeptIngress, new: &KeptIngress) -> bool {
+        old.same_for_serving(new)
+    }
+    fn map(objects: &mut Objects) -> &mut Arc<BTreeMap<ObjectKey, Arc<KeptIngress>>> {
+        &mut objects.ingresses
+    }
+    fn note_status(objects: &mut Objects, key: &ObjectKey, update: KeptIngress) {
+        let seen = StatusSeen {
+            resource_version: update.metadata.resource_version,
+            status: update.status,
+        };
+        Arc::make_mut(&mut objects.ingress_seen).insert(key.clone(), Arc::new(seen));
+    }
+    fn forget_status(objects: &mut Objects, key: &ObjectKey) {
+        if objects.ingress_seen.contains_key(key) {
+            Arc::make_mut(&mut objects.ingress_seen).remove(key);
+        }
+    }
+    fn forget_statuses(objects: &mut Objects) {
+        if !objects.ingress_seen.is_empty() {
+            objects.ingress_seen = Arc::default();
+        }
+    }
+}
+
 namespaced_kind!(Service, Kind::Service, services, status, service_seen);
 
 /// Kept compact ([`CompactSlice`]): 50,000 endpoints as k8s-openapi objects were the largest
@@ -254,31 +278,30 @@ impl Watched for IngressClass {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::networking::v1::{
-        HTTPIngressPath, HTTPIngressRuleValue, IngressRule, IngressSpec,
-    };
+    use k8s_openapi::api::core::v1::{ServicePort, ServiceSpec};
 
     #[test]
-    fn slim_gives_back_the_spare_capacity_of_an_ingress_lists() {
-        let mut paths = Vec::with_capacity(4);
-        paths.push(HTTPIngressPath::default());
-        let mut rules = Vec::with_capacity(4);
-        rules.push(IngressRule {
-            host: Some("shop.example".into()),
-            http: Some(HTTPIngressRuleValue { paths }),
+    fn slim_gives_back_the_spare_capacity_of_a_service_lists() {
+        let mut ports = Vec::with_capacity(4);
+        ports.push(ServicePort {
+            port: 80,
+            ..ServicePort::default()
         });
-        let ingress = Ingress {
-            spec: Some(IngressSpec {
-                rules: Some(rules),
-                ..IngressSpec::default()
+        let mut cluster_ips = Vec::with_capacity(4);
+        cluster_ips.push("10.96.0.10".to_owned());
+        let service = Service {
+            spec: Some(ServiceSpec {
+                ports: Some(ports),
+                cluster_ips: Some(cluster_ips),
+                ..ServiceSpec::default()
             }),
-            ..Ingress::default()
+            ..Service::default()
         };
-        let expected = ingress.clone();
-        let slimmed = slim(ingress);
+        let expected = service.clone();
+        let slimmed = slim(service);
         assert_eq!(slimmed, expected);
-        let rules = slimmed.spec.unwrap().rules.unwrap();
-        assert_eq!(rules.capacity(), 1);
-        assert_eq!(rules[0].http.as_ref().unwrap().paths.capacity(), 1);
+        let spec = slimmed.spec.unwrap();
+        assert_eq!(spec.ports.unwrap().capacity(), 1);
+        assert_eq!(spec.cluster_ips.unwrap().capacity(), 1);
     }
 }

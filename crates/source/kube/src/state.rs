@@ -244,6 +244,7 @@ mod tests {
     use k8s_openapi::api::core::v1::{Secret, Service};
     use k8s_openapi::api::networking::v1::{Ingress, IngressSpec, IngressTLS};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use portico_translate::KeptIngress;
 
     fn meta(ns: &str, name: &str) -> ObjectMeta {
         ObjectMeta {
@@ -351,7 +352,7 @@ mod tests {
         let objects = state.objects();
         assert!(objects.ingress_seen.is_empty());
         let (key, kept) = objects.ingresses.iter().next().unwrap();
-        assert_eq!(**kept, moved);
+        assert_eq!(**kept, KeptIngress::from(moved.clone()));
         assert_eq!(objects.ingress_status(key, kept).1, moved.status.as_ref());
         let mut annotated = with_status(ingress("web", "other", "tls"), "10.0.0.1", "9");
         annotated.metadata.annotations = Some([("a".to_owned(), "b".to_owned())].into());
@@ -370,8 +371,7 @@ mod tests {
     #[test]
     fn managed_fields_and_the_last_applied_copy_are_not_kept() {
         use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
-        let fat = |mut ingress: Ingress| {
-            let meta = &mut ingress.metadata;
+        fn fatten(meta: &mut ObjectMeta) {
             meta.managed_fields = Some(vec![ManagedFieldsEntry {
                 manager: Some("kubectl".into()),
                 ..ManagedFieldsEntry::default()
@@ -382,6 +382,9 @@ mod tests {
             );
             let own = ("portico.dev/ssl-redirect".to_owned(), "false".to_owned());
             meta.annotations = Some([last, own].into());
+        }
+        let fat = |mut ingress: Ingress| {
+            fatten(&mut ingress.metadata);
             ingress
         };
         let mut state = synced();
@@ -390,17 +393,21 @@ mod tests {
         state.apply(fat(ingress("web", "portico", "tls")));
         let objects = state.objects();
         assert_eq!(objects.ingresses.len(), 2);
-        for kept in objects.ingresses.values() {
-            assert_eq!(kept.metadata.managed_fields, None);
+        // The kept Ingress has no managed fields to keep.
+        for (key, kept) in objects.ingresses.iter() {
             let annotations = kept.metadata.annotations.clone().unwrap_or_default();
             let keys: Vec<_> = annotations.keys().map(String::as_str).collect();
-            assert_eq!(
-                keys,
-                ["portico.dev/ssl-redirect"],
-                "{}",
-                kept.metadata.name.as_deref().unwrap_or("")
-            );
+            assert_eq!(keys, ["portico.dev/ssl-redirect"], "{key}");
         }
+        let mut fat_service = service("lb");
+        fatten(&mut fat_service.metadata);
+        state.apply(fat_service);
+        let objects = state.objects();
+        let kept = objects.services.values().next().unwrap();
+        assert_eq!(kept.metadata.managed_fields, None);
+        let annotations = kept.metadata.annotations.clone().unwrap_or_default();
+        let keys: Vec<_> = annotations.keys().map(String::as_str).collect();
+        assert_eq!(keys, ["portico.dev/ssl-redirect"]);
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! The DefaultIngressClass admission plugin: Ingresses that name no class get the default one.
 
 use super::report::Report;
+use crate::KeptIngress;
 use crate::{DEFAULT_CLASS_ANNOTATION, LEGACY_CLASS_ANNOTATION, Objects};
-use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
+use k8s_openapi::api::networking::v1::IngressClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use portico_model::{Diagnostic, ObjectRef};
 use std::cmp::Reverse;
@@ -34,10 +35,7 @@ pub fn assign_default_class(objects: &mut Objects) -> Vec<Diagnostic> {
     }
     for ingress in std::sync::Arc::make_mut(&mut objects.ingresses).values_mut() {
         if names_no_class(ingress) {
-            let spec = std::sync::Arc::make_mut(ingress)
-                .spec
-                .get_or_insert_default();
-            spec.ingress_class_name = Some(chosen.clone());
+            std::sync::Arc::make_mut(ingress).spec.ingress_class_name = Some(chosen.clone());
         }
     }
     diagnostics
@@ -54,11 +52,8 @@ fn created(class: &IngressClass) -> Option<&Time> {
     class.metadata.creation_timestamp.as_ref()
 }
 
-fn names_no_class(ingress: &Ingress) -> bool {
-    let field = ingress
-        .spec
-        .as_ref()
-        .and_then(|s| s.ingress_class_name.as_ref());
+fn names_no_class(ingress: &KeptIngress) -> bool {
+    let field = ingress.spec.ingress_class_name.as_ref();
     let annotations = ingress.metadata.annotations.as_ref();
     let annotation = annotations.and_then(|a| a.get(LEGACY_CLASS_ANNOTATION));
     field.is_none() && annotation.is_none()

@@ -2,11 +2,9 @@
 
 use super::report::{Report, check_name};
 use crate::names;
+use crate::{KeptBackend, KeptIngress, KeptIngressSpec, KeptPath, KeptRule, KeptServiceBackend};
 use crate::{LEGACY_CLASS_ANNOTATION, ObjectKey};
-use k8s_openapi::api::networking::v1::{
-    HTTPIngressPath, Ingress, IngressBackend, IngressRule, IngressServiceBackend, IngressSpec,
-    IngressTLS,
-};
+use k8s_openapi::api::networking::v1::IngressTLS;
 use portico_model::{Diagnostic, ObjectRef};
 use std::net::IpAddr;
 
@@ -16,19 +14,17 @@ const PATH_TYPES: &str = "\"Exact\", \"ImplementationSpecific\", \"Prefix\"";
 
 /// The errors the API server would reject `ingress` with; empty when it would be admitted.
 /// Fields are named precisely, e.g. `spec.rules[0].http.paths[1].path`.
-pub fn validate_ingress(key: &ObjectKey, ingress: &Ingress) -> Vec<Diagnostic> {
+pub fn validate_ingress(key: &ObjectKey, ingress: &KeptIngress) -> Vec<Diagnostic> {
     let mut report = Report::new(ObjectRef::new("Ingress", &key.namespace, &key.name));
-    let name = ingress.metadata.name.as_deref();
+    let name = Some(key.name.as_str()).filter(|n| !n.is_empty());
     check_name(&mut report, name, names::dns1123_subdomain);
-    let empty = IngressSpec::default();
-    let spec = ingress.spec.as_ref().unwrap_or(&empty);
-    check_spec(&mut report, spec);
+    check_spec(&mut report, &ingress.spec);
     check_class_agreement(&mut report, ingress);
     report.finish()
 }
 
-fn check_spec(report: &mut Report, spec: &IngressSpec) {
-    let rules = spec.rules.as_deref().unwrap_or_default();
+fn check_spec(report: &mut Report, spec: &KeptIngressSpec) {
+    let rules = &spec.rules;
     if rules.is_empty() && spec.default_backend.is_none() {
         report.error(
             "spec",
@@ -41,7 +37,7 @@ fn check_spec(report: &mut Report, spec: &IngressSpec) {
     for (i, rule) in rules.iter().enumerate() {
         check_rule(report, rule, &format!("spec.rules[{i}]"));
     }
-    for (i, tls) in spec.tls.iter().flatten().enumerate() {
+    for (i, tls) in spec.tls.iter().enumerate() {
         check_tls(report, tls, &format!("spec.tls[{i}]"));
     }
     if let Some(class) = &spec.ingress_class_name {
@@ -53,13 +49,10 @@ fn check_spec(report: &mut Report, spec: &IngressSpec) {
     }
 }
 
-fn check_class_agreement(report: &mut Report, ingress: &Ingress) {
+fn check_class_agreement(report: &mut Report, ingress: &KeptIngress) {
     let annotation = ingress.metadata.annotations.as_ref();
     let annotation = annotation.and_then(|a| a.get(LEGACY_CLASS_ANNOTATION));
-    let field = ingress
-        .spec
-        .as_ref()
-        .and_then(|s| s.ingress_class_name.as_ref());
+    let field = ingress.spec.ingress_class_name.as_ref();
     if let (Some(annotation), Some(field)) = (annotation, field)
         && annotation != field
     {
@@ -69,7 +62,7 @@ fn check_class_agreement(report: &mut Report, ingress: &Ingress) {
     }
 }
 
-fn check_rule(report: &mut Report, rule: &IngressRule, field: &str) {
+fn check_rule(report: &mut Report, rule: &KeptRule, field: &str) {
     if let Some(host) = rule.host.as_deref().filter(|h| !h.is_empty()) {
         let host_field = format!("{field}.host");
         if host.parse::<IpAddr>().is_ok() {
@@ -78,11 +71,11 @@ fn check_rule(report: &mut Report, rule: &IngressRule, field: &str) {
         }
         report.invalid(&host_field, host, host_reasons(host));
     }
-    let Some(http) = &rule.http else { return };
-    if http.paths.is_empty() {
+    let Some(paths) = &rule.http else { return };
+    if paths.is_empty() {
         report.required(&format!("{field}.http.paths"), "");
     }
-    for (i, path) in http.paths.iter().enumerate() {
+    for (i, path) in paths.iter().enumerate() {
         check_path(report, path, &format!("{field}.http.paths[{i}]"));
     }
 }
@@ -106,7 +99,7 @@ fn check_tls(report: &mut Report, tls: &IngressTLS, field: &str) {
     }
 }
 
-fn check_path(report: &mut Report, path: &HTTPIngressPath, field: &str) {
+fn check_path(report: &mut Report, path: &KeptPath, field: &str) {
     let value = path.path.as_deref().unwrap_or_default();
     let path_field = format!("{field}.path");
     match path.path_type.as_str() {
@@ -143,7 +136,7 @@ fn strict_path_reasons(path: &str) -> Vec<String> {
     reasons
 }
 
-fn check_backend(report: &mut Report, backend: &IngressBackend, field: &str) {
+fn check_backend(report: &mut Report, backend: &KeptBackend, field: &str) {
     match (&backend.service, &backend.resource) {
         (Some(_), Some(_)) => report.error(field, "cannot set both resource and service backends"),
         (None, None) => report.error(field, "resource or service backend is required"),
@@ -160,7 +153,7 @@ fn check_backend(report: &mut Report, backend: &IngressBackend, field: &str) {
     }
 }
 
-fn check_service_backend(report: &mut Report, service: &IngressServiceBackend, field: &str) {
+fn check_service_backend(report: &mut Report, service: &KeptServiceBackend, field: &str) {
     let name_field = format!("{field}.service.name");
     if service.name.is_empty() {
         report.required(&name_field, "");

@@ -1,6 +1,7 @@
 //! Table tests: each invalid Ingress yields an Error naming the exact field; valid ones none.
 
 use super::*;
+use crate::KeptIngress;
 use crate::{ObjectKey, Objects};
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use portico_model::Severity;
@@ -40,7 +41,9 @@ fn with(pointer: &str, value: Value) -> Value {
 
 fn errors(doc: Value) -> Vec<String> {
     let ingress: Ingress = serde_json::from_value(doc).expect("decodes");
-    let found = validate_ingress(&ObjectKey::new("default", "web"), &ingress);
+    let name = ingress.metadata.name.as_deref().unwrap_or_default();
+    let key = ObjectKey::new("default", name);
+    let found = validate_ingress(&key, &ingress.into());
     assert!(found.iter().all(|d| d.severity == Severity::Error));
     found.into_iter().map(|d| d.field).collect()
 }
@@ -305,7 +308,7 @@ fn class(name: &str, default: Option<&str>, created: Option<&str>) -> IngressCla
     serde_json::from_value(doc).expect("decodes")
 }
 
-fn ingress(name: &str, class: Option<&str>, legacy: Option<&str>) -> Ingress {
+fn ingress(name: &str, class: Option<&str>, legacy: Option<&str>) -> KeptIngress {
     let mut doc = with("/metadata/name", json!(name));
     if let Some(class) = class {
         doc["spec"]["ingressClassName"] = json!(class);
@@ -313,7 +316,8 @@ fn ingress(name: &str, class: Option<&str>, legacy: Option<&str>) -> Ingress {
     if let Some(legacy) = legacy {
         doc["metadata"]["annotations"] = json!({"kubernetes.io/ingress.class": legacy});
     }
-    serde_json::from_value(doc).expect("decodes")
+    let ingress: Ingress = serde_json::from_value(doc).expect("decodes");
+    ingress.into()
 }
 
 fn objects(classes: Vec<IngressClass>) -> Objects {
@@ -337,10 +341,7 @@ fn objects(classes: Vec<IngressClass>) -> Objects {
 
 fn class_of(objects: &Objects, name: &str) -> Option<String> {
     let ingress = &objects.ingresses[&ObjectKey::new("default", name)];
-    ingress
-        .spec
-        .as_ref()
-        .and_then(|s| s.ingress_class_name.clone())
+    ingress.spec.ingress_class_name.clone()
 }
 
 #[test]

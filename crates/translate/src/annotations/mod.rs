@@ -9,7 +9,7 @@ mod parse;
 #[cfg(test)]
 mod tests;
 
-use k8s_openapi::api::networking::v1::Ingress;
+use crate::KeptIngress;
 use parse::{bool_value, duration_ms, hash_key, percent, size_bytes, u32_value};
 use portico_model::{
     ActiveHealth, Algorithm, Cidr, CookieAffinity, Diagnostic, ObjectRef, PassiveHealth,
@@ -159,7 +159,7 @@ impl Reader<'_> {
 /// annotation.
 pub(crate) fn upstream(
     object: &ObjectRef,
-    ingress: &Ingress,
+    ingress: &KeptIngress,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Arc<Upstream> {
     let Some(annotations) = ingress.metadata.annotations.as_ref() else {
@@ -204,7 +204,7 @@ pub(crate) fn upstream(
 /// The Secret `ingress` names for its upstream CA certificates (`proxy-ssl-secret`), with the
 /// full annotation name that names it; none when unset or invalid (the translation warns about
 /// an invalid one).
-pub(crate) fn ca_secret(ingress: &Ingress, namespace: &str) -> Option<(String, ObjectRef)> {
+pub(crate) fn ca_secret(ingress: &KeptIngress, namespace: &str) -> Option<(String, ObjectRef)> {
     let annotations = ingress.metadata.annotations.as_ref()?;
     let object = ObjectRef::new("Ingress", namespace, "");
     let mut diagnostics = Vec::new();

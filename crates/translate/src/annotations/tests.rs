@@ -1,10 +1,8 @@
 use super::*;
 use portico_model::HashKey;
 
-fn ingress(annotations: &[(&str, &str)]) -> Ingress {
-    let mut ing = Ingress::default();
-    ing.metadata.namespace = Some("shop".into());
-    ing.metadata.name = Some("web".into());
+fn ingress(annotations: &[(&str, &str)]) -> KeptIngress {
+    let mut ing = KeptIngress::default();
     ing.metadata.annotations = Some(
         annotations
             .iter()

@@ -6,7 +6,9 @@ use k8s_openapi::api::core::v1::{Endpoints, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use portico_model::{Diagnostic, Severity};
-use portico_translate::{CompactSlice, Config, ObjectKey, Objects, Translation, translate};
+use portico_translate::{
+    CompactSlice, Config, KeptIngress, ObjectKey, Objects, Translation, translate,
+};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -99,7 +101,12 @@ fn add(objects: &mut Objects, doc: Value) {
     let key = key_of(&doc);
     match kind.as_str() {
         "Ingress" => std::sync::Arc::make_mut(&mut objects.ingresses)
-            .insert(key, typed::<Ingress>(doc))
+            .insert(
+                key,
+                Arc::new(KeptIngress::from(Arc::unwrap_or_clone(typed::<Ingress>(
+                    doc,
+                )))),
+            )
             .map(drop),
         "IngressClass" => std::sync::Arc::make_mut(&mut objects.ingress_classes)
             .insert(key.name, typed::<IngressClass>(doc))
