@@ -186,7 +186,7 @@ fn uid(objects: &Objects, object: &ObjectRef) -> Option<String> {
     let meta = match object.kind.as_str() {
         "Ingress" => return objects.ingresses.get(&key)?.metadata.uid.clone(),
         "IngressClass" => &objects.ingress_classes.get(&object.name)?.metadata,
-        "Service" => &objects.services.get(&key)?.metadata,
+        "Service" => return objects.services.get(&key)?.metadata.uid.clone(),
         // Only the metadata of a Secret is read here, never its data.
         "Secret" => &objects.secrets.get(&key)?.metadata,
         "Endpoints" => &objects.endpoints.get(&key)?.metadata,

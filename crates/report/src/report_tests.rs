@@ -5,7 +5,7 @@ use k8s_openapi::api::networking::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use portico_status::IngressView;
-use portico_translate::{KeptIngress, StatusSeen};
+use portico_translate::{KeptIngress, KeptService, StatusSeen};
 use std::sync::Arc;
 
 fn ip(a: &str) -> LoadBalancerAddress {
@@ -235,8 +235,10 @@ fn services_portico_serves_want_their_load_balancers_addresses() {
             }),
             ..Default::default()
         };
-        std::sync::Arc::make_mut(&mut o.services)
-            .insert(ObjectKey::new("shop", name), Arc::new(service));
+        std::sync::Arc::make_mut(&mut o.services).insert(
+            ObjectKey::new("shop", name),
+            Arc::new(KeptService::from(service)),
+        );
     }
     let mut snap = snapshot();
     let view = |a: &[&str]| a.iter().map(|a| ip(a)).collect();

@@ -1,8 +1,8 @@
 //! Ingress backends → the Service port they name, or why there is none.
 
 use crate::annotations::Upstream;
-use crate::{KeptServiceBackend, ObjectKey, Objects};
-use k8s_openapi::api::core::v1::{Service, ServicePort};
+use crate::{KeptService, KeptServiceBackend, ObjectKey, Objects};
+use k8s_openapi::api::core::v1::ServicePort;
 use portico_model::{Diagnostic, ObjectRef};
 use std::fmt;
 use std::sync::Arc;
@@ -93,17 +93,15 @@ impl BackendError {
 pub(crate) fn resolve<'a>(
     objects: &'a Objects,
     key: &PoolKey,
-) -> Result<(&'a Service, &'a ServicePort), BackendError> {
+) -> Result<(&'a KeptService, &'a ServicePort), BackendError> {
     let service = objects
         .services
         .get(&key.service)
         .ok_or_else(|| BackendError::ServiceNotFound(key.service.clone()))?;
-    let spec = service.spec.as_ref();
-    if spec.and_then(|s| s.type_.as_deref()) == Some("ExternalName") {
+    if service.spec.type_.as_deref() == Some("ExternalName") {
         return Err(BackendError::ExternalName(key.service.clone()));
     }
-    let ports = spec.and_then(|s| s.ports.as_deref()).unwrap_or_default();
-    let port = ports.iter().find(|p| match &key.port {
+    let port = service.spec.ports.iter().find(|p| match &key.port {
         PortRef::Number(n) => p.port == *n,
         PortRef::Name(name) => p.name.as_deref() == Some(name.as_str()),
     });

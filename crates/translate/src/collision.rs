@@ -80,10 +80,7 @@ fn age(lb: &LoadBalancer, objects: &Objects) -> (Option<Time>, String, String) {
     (created, origin.namespace.clone(), origin.name.clone())
 }
 
-fn service<'a>(
-    objects: &'a Objects,
-    origin: &ObjectRef,
-) -> Option<&'a k8s_openapi::api::core::v1::Service> {
+fn service<'a>(objects: &'a Objects, origin: &ObjectRef) -> Option<&'a crate::KeptService> {
     if origin.kind != "Service" {
         return None;
     }
@@ -99,10 +96,7 @@ fn port_field(
     listener: &Listener,
     earlier: usize,
 ) -> String {
-    let ports = service(objects, origin)
-        .and_then(|s| s.spec.as_ref())
-        .and_then(|s| s.ports.as_deref())
-        .unwrap_or_default();
+    let ports = service(objects, origin).map_or(&[][..], |s| &s.spec.ports);
     let protocol = |p: Option<&str>| match p.unwrap_or("TCP") {
         "UDP" => Some(Protocol::Udp),
         "TCP" => Some(Protocol::Tcp),

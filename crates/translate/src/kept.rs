@@ -1,5 +1,5 @@
-//! The Ingress as Portico keeps it ([`KeptIngress`]): what translation, admission and the
-//! status report read, in a form sized to what it holds.
+//! The Ingress and the Service as Portico keeps them ([`KeptIngress`], [`KeptService`]): what
+//! translation, admission and the status report read, in a form sized to what it holds.
 //!
 //! k8s-openapi's `Ingress` takes 584 bytes whatever it holds (`ObjectMeta` alone is 360, a
 //! dozen optional fields), and each path 176 (a backend has room for a whole resource
@@ -7,13 +7,20 @@
 //! 14 MB of the heap. Sources decode the full object, so that a malformed field is reported as
 //! before, then keep this: about 200 bytes for the object and 88 per path.
 //!
+//! A Service is 824 bytes as k8s-openapi decodes it, its spec alone 416, although most
+//! Services set a type and a port or two. [`KeptService`] keeps those, and the whole spec only
+//! for a Service of type LoadBalancer, the one kind whose other fields Portico reads (the L4
+//! provider).
+//!
 //! Field names follow the API's, so that what reads `ingress.spec.rules` or
 //! `ingress.metadata.annotations` reads the same here. What changes: lists that the API leaves
 //! out are empty (no reader tells an absent list from an empty one), strings are boxed to their
 //! length, and the metadata keeps only what is read (the name and namespace are the key's).
 
 use crate::ObjectKey;
-use k8s_openapi::api::core::v1::TypedLocalObjectReference;
+use k8s_openapi::api::core::v1::{
+    Service, ServicePort, ServiceSpec, ServiceStatus, TypedLocalObjectReference,
+};
 use k8s_openapi::api::networking::v1::{
     HTTPIngressPath, HTTPIngressRuleValue, Ingress, IngressBackend, IngressRule,
     IngressServiceBackend, IngressSpec, IngressStatus, IngressTLS, ServiceBackendPort,
@@ -139,18 +146,9 @@ impl KeptIngress {
     /// The Ingress `key` again from what is kept of it: what a source would have to hold to
     /// keep this (lists the API left out come back empty, or absent where they were empty).
     pub fn to_ingress(&self, key: &ObjectKey) -> Ingress {
-        let meta = &self.metadata;
         let spec = &self.spec;
         Ingress {
-            metadata: ObjectMeta {
-                namespace: Some(key.namespace.clone()),
-                name: Some(key.name.clone()),
-                uid: meta.uid.clone(),
-                resource_version: meta.resource_version.clone(),
-                creation_timestamp: meta.creation_timestamp.clone(),
-                annotations: meta.annotations.clone(),
-                ..ObjectMeta::default()
-            },
+            metadata: self.metadata.to_meta(key),
             spec: Some(IngressSpec {
                 ingress_class_name: spec.ingress_class_name.clone(),
                 default_backend: spec.default_backend.as_deref().map(KeptBackend::to_backend),
@@ -284,6 +282,94 @@ impl From<ServiceBackendPort> for KeptBackendPort {
     }
 }
 
+/// A Service as kept. See the module.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct KeptService {
+    pub metadata: KeptMeta,
+    pub spec: KeptServiceSpec,
+    pub status: Option<ServiceStatus>,
+}
+
+/// `spec` of a kept Service; a Service without one has the empty spec.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct KeptServiceSpec {
+    pub type_: Option<String>,
+    pub ports: Box<[ServicePort]>,
+    /// The whole spec (its ports too) of a Service of type LoadBalancer; none for others.
+    pub load_balancer: Option<Box<ServiceSpec>>,
+}
+
+impl KeptService {
+    /// Whether `self` and `other` serve the same: as for [`KeptIngress::same_for_serving`].
+    pub fn same_for_serving(&self, other: &KeptService) -> bool {
+        let (a, b) = (&self.metadata, &other.metadata);
+        self.spec == other.spec
+            && a.uid == b.uid
+            && a.creation_timestamp == b.creation_timestamp
+            && a.annotations == b.annotations
+    }
+
+    /// The spec of a Service of type LoadBalancer.
+    pub fn load_balancer(&self) -> Option<&ServiceSpec> {
+        self.spec.load_balancer.as_deref()
+    }
+
+    /// The Service `key` again from what is kept of it (as [`KeptIngress::to_ingress`]).
+    pub fn to_service(&self, key: &ObjectKey) -> Service {
+        let spec = self
+            .load_balancer()
+            .cloned()
+            .unwrap_or_else(|| ServiceSpec {
+                type_: self.spec.type_.clone(),
+                ports: list(self.spec.ports.to_vec()),
+                ..ServiceSpec::default()
+            });
+        Service {
+            metadata: self.metadata.to_meta(key),
+            spec: Some(spec),
+            status: self.status.clone(),
+        }
+    }
+}
+
+impl KeptMeta {
+    fn to_meta(&self, key: &ObjectKey) -> ObjectMeta {
+        ObjectMeta {
+            namespace: Some(key.namespace.clone()),
+            name: Some(key.name.clone()),
+            uid: self.uid.clone(),
+            resource_version: self.resource_version.clone(),
+            creation_timestamp: self.creation_timestamp.clone(),
+            annotations: self.annotations.clone(),
+            ..ObjectMeta::default()
+        }
+    }
+}
+
+impl From<Service> for KeptService {
+    /// Takes the strings it keeps out of `service` rather than copying them.
+    fn from(service: Service) -> Self {
+        let meta = service.metadata;
+        let spec = service.spec.unwrap_or_default();
+        let load_balancer = spec.type_.as_deref() == Some("LoadBalancer");
+        let load_balancer = load_balancer.then(|| Box::new(spec.clone()));
+        KeptService {
+            metadata: KeptMeta {
+                uid: meta.uid,
+                resource_version: meta.resource_version,
+                creation_timestamp: meta.creation_timestamp,
+                annotations: meta.annotations,
+            },
+            spec: KeptServiceSpec {
+                type_: spec.type_,
+                ports: spec.ports.unwrap_or_default().into_boxed_slice(),
+                load_balancer,
+            },
+            status: service.status,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -410,5 +496,62 @@ mod tests {
         assert!(!old.same_for_serving(&respec));
         let recreated = kept(&|v| v["metadata"]["uid"] = "u-2".into());
         assert!(!old.same_for_serving(&recreated));
+    }
+
+    fn service(value: serde_json::Value) -> Service {
+        serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn a_kept_service_keeps_its_type_and_ports_and_the_whole_spec_only_for_a_load_balancer() {
+        let cluster = KeptService::from(service(serde_json::json!({
+            "metadata": {"namespace": "shop", "name": "web", "uid": "u-1",
+                         "resourceVersion": "7", "annotations": {"a": "b"}},
+            "spec": {"type": "ClusterIP", "clusterIP": "10.96.0.10", "sessionAffinity": "None",
+                     "ports": [{"name": "http", "port": 80, "targetPort": 8080,
+                                "appProtocol": "kubernetes.io/h2c"}]},
+        })));
+        assert_eq!(cluster.metadata.uid.as_deref(), Some("u-1"));
+        assert_eq!(cluster.metadata.annotations.as_ref().unwrap()["a"], "b");
+        assert_eq!(cluster.spec.type_.as_deref(), Some("ClusterIP"));
+        assert_eq!(cluster.spec.ports.len(), 1);
+        assert_eq!(cluster.spec.ports[0].port, 80);
+        assert_eq!(
+            cluster.spec.ports[0].app_protocol.as_deref(),
+            Some("kubernetes.io/h2c")
+        );
+        assert!(cluster.load_balancer().is_none());
+        let written = serde_json::json!({
+            "metadata": {"namespace": "shop", "name": "lb"},
+            "spec": {"type": "LoadBalancer", "loadBalancerClass": "portico.dev/l4",
+                     "loadBalancerIP": "192.0.2.7",
+                     "ports": [{"port": 53, "protocol": "UDP"}]},
+            "status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.7"}]}},
+        });
+        let lb = KeptService::from(service(written.clone()));
+        assert_eq!(lb.load_balancer(), service(written.clone()).spec.as_ref());
+        let key = ObjectKey::new("shop", "lb");
+        assert_eq!(lb.to_service(&key), service(written));
+        let key = ObjectKey::new("shop", "web");
+        let web = cluster.to_service(&key);
+        assert_eq!(KeptService::from(web), cluster);
+        assert_eq!(lb.spec.ports[0].protocol.as_deref(), Some("UDP"));
+        assert!(lb.status.is_some());
+    }
+
+    #[test]
+    fn only_the_version_and_the_status_of_a_service_do_not_count_for_serving() {
+        let kept = |version: &str, port: i32, ip: Option<&str>| {
+            let status =
+                ip.map(|ip| serde_json::json!({"loadBalancer": {"ingress": [{"ip": ip}]}}));
+            KeptService::from(service(serde_json::json!({
+                "metadata": {"namespace": "shop", "name": "lb", "resourceVersion": version},
+                "spec": {"type": "LoadBalancer", "ports": [{"port": port}]},
+                "status": status,
+            })))
+        };
+        let old = kept("1", 80, None);
+        assert!(old.same_for_serving(&kept("2", 80, Some("192.0.2.1"))));
+        assert!(!old.same_for_serving(&kept("2", 81, None)));
     }
 }

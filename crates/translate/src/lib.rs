@@ -77,7 +77,7 @@ pub use config::{
 pub use incremental::{endpoint_only_change, refresh_members};
 pub use kept::{
     KeptBackend, KeptBackendPort, KeptIngress, KeptIngressSpec, KeptMeta, KeptPath, KeptRule,
-    KeptServiceBackend, PathType,
+    KeptService, KeptServiceBackend, KeptServiceSpec, PathType,
 };
 pub use loaded::Loaded;
 pub use memo::{Memo, Previous};

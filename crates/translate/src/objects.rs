@@ -1,7 +1,7 @@
-use crate::KeptIngress;
 use crate::compat::ListField;
 use crate::members::SLICE_SERVICE_LABEL;
-use k8s_openapi::api::core::v1::{Endpoints, Secret, Service, ServiceStatus};
+use crate::{KeptIngress, KeptService};
+use k8s_openapi::api::core::v1::{Endpoints, Secret, ServiceStatus};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{IngressClass, IngressStatus};
 use std::collections::BTreeMap;
@@ -44,7 +44,8 @@ pub struct Objects {
     /// Kept compact ([`KeptIngress`]).
     pub ingresses: Arc<BTreeMap<ObjectKey, Arc<KeptIngress>>>,
     pub ingress_classes: Arc<BTreeMap<String, Arc<IngressClass>>>,
-    pub services: Arc<BTreeMap<ObjectKey, Arc<Service>>>,
+    /// Kept compact ([`KeptService`]).
+    pub services: Arc<BTreeMap<ObjectKey, Arc<KeptService>>>,
     /// Kept compact ([`CompactSlice`]): the one kind that is converted when read.
     pub endpoint_slices: Arc<BTreeMap<ObjectKey, Arc<CompactSlice>>>,
     pub endpoints: Arc<BTreeMap<ObjectKey, Arc<Endpoints>>>,
@@ -86,7 +87,7 @@ impl Objects {
     pub fn service_status<'a>(
         &'a self,
         key: &ObjectKey,
-        service: &'a Service,
+        service: &'a KeptService,
     ) -> (Option<&'a String>, Option<&'a ServiceStatus>) {
         let own = (&service.metadata.resource_version, &service.status);
         last_seen(self.service_seen.get(key), own)

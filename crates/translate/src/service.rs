@@ -10,12 +10,12 @@
 //! annotation [`PROXY_PROTOCOL_ANNOTATION`] on TCP ports. SCTP ports and fields Portico does not implement are warnings
 //! naming the field (docs/l4.md lists them).
 
+use crate::KeptService;
 use crate::backend::{PoolKey, PortRef};
 use crate::config::L4_CLASS;
 use crate::memo::Pools;
 use crate::pool::pool_id;
 use crate::{Config, ObjectKey, Objects, annotations::Upstream};
-use k8s_openapi::api::core::v1::Service;
 use portico_model::{
     Algorithm, Cidr, Diagnostic, HashKey, Listener, ListenerId, LoadBalancer, LoadBalancerId,
     ObjectRef, Protocol, ProxyProtocol,
@@ -36,13 +36,11 @@ pub const PROXY_PROTOCOL_ANNOTATION: &str = "portico.dev/proxy-protocol";
 const DEFAULT_AFFINITY_TIMEOUT_S: u64 = 10_800;
 
 /// Whether Portico serves this Service as an `l4` load balancer.
-pub(crate) fn is_l4(service: &Service, config: &Config) -> bool {
-    let Some(spec) = service.spec.as_ref() else {
+pub(crate) fn is_l4(service: &KeptService, config: &Config) -> bool {
+    // Kept only for a Service of type LoadBalancer.
+    let Some(spec) = service.load_balancer() else {
         return false;
     };
-    if spec.type_.as_deref() != Some("LoadBalancer") {
-        return false;
-    }
     match spec.load_balancer_class.as_deref() {
         Some(class) => class == L4_CLASS,
         None => config.l4_all_services,
@@ -64,7 +62,7 @@ pub(crate) fn load_balancers(
 
 fn build(
     key: &ObjectKey,
-    service: &Service,
+    service: &KeptService,
     pools: &mut Pools<'_>,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> LoadBalancer {
@@ -74,7 +72,7 @@ fn build(
     let mut warn = |field: String, message: String| {
         diagnostics.push(Diagnostic::warning(origin.clone(), field, message));
     };
-    let spec = service.spec.clone().unwrap_or_default();
+    let spec = service.load_balancer().cloned().unwrap_or_default();
 
     let mut settings = portico_model::PoolSettings::default();
     let mut algorithm = Algorithm::default();
@@ -215,7 +213,7 @@ fn build(
 /// The Service's `portico.dev/proxy-protocol`; a value other than `v2` or `none` is a warning
 /// and sends no header.
 fn proxy_protocol(
-    service: &Service,
+    service: &KeptService,
     warn: &mut impl FnMut(String, String),
 ) -> Option<ProxyProtocol> {
     let annotations = service.metadata.annotations.as_ref()?;
@@ -235,7 +233,7 @@ fn proxy_protocol(
 
 /// The Service's `portico.dev/provider`: one of [`SERVICE_PROVIDERS`]; another value is a
 /// warning naming the annotation, and the Service is served by `l4`.
-fn provider(service: &Service, warn: &mut impl FnMut(String, String)) -> &'static str {
+fn provider(service: &KeptService, warn: &mut impl FnMut(String, String)) -> &'static str {
     let annotation = crate::config::PROVIDER_ANNOTATION;
     let Some(value) = (service.metadata.annotations.as_ref()).and_then(|a| a.get(annotation))
     else {
@@ -253,8 +251,8 @@ fn provider(service: &Service, warn: &mut impl FnMut(String, String)) -> &'stati
 }
 
 /// Warnings for the fields of a served Service that Portico does not implement.
-fn ignored_fields(service: &Service, warn: &mut impl FnMut(String, String)) {
-    let Some(spec) = service.spec.as_ref() else {
+fn ignored_fields(service: &KeptService, warn: &mut impl FnMut(String, String)) {
+    let Some(spec) = service.load_balancer() else {
         return;
     };
     if spec.external_traffic_policy.as_deref() == Some("Local") {

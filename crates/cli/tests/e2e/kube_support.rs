@@ -129,7 +129,7 @@ fn to_json(object: &Object) -> Value {
     let value = match object {
         Object::Ingress(key, o) => serde_json::to_value(o.to_ingress(key)),
         Object::IngressClass(o) => serde_json::to_value(&**o),
-        Object::Service(o) => serde_json::to_value(&**o),
+        Object::Service(key, o) => serde_json::to_value(o.to_service(key)),
         Object::EndpointSlice(o) => return slice_json(o),
         Object::Endpoints(o) => serde_json::to_value(&**o),
         Object::Secret(o) => serde_json::to_value(&**o),

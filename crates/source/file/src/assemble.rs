@@ -1,10 +1,10 @@
 //! The objects of all files → one `Objects`, the later file winning on duplicates.
 
 use crate::object::{Kind, Object};
-use k8s_openapi::api::core::v1::{Endpoints, Secret, Service};
+use k8s_openapi::api::core::v1::{Endpoints, Secret};
 use k8s_openapi::api::networking::v1::IngressClass;
 use portico_model::{Diagnostic, ObjectRef};
-use portico_translate::{CompactSlice, KeptIngress, ObjectKey, Objects};
+use portico_translate::{CompactSlice, KeptIngress, KeptService, ObjectKey, Objects};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -180,7 +180,7 @@ type Entries<K, V> = Vec<(K, Arc<V>, Origin)>;
 struct Kinds {
     ingresses: Entries<ObjectKey, KeptIngress>,
     ingress_classes: Entries<String, IngressClass>,
-    services: Entries<ObjectKey, Service>,
+    services: Entries<ObjectKey, KeptService>,
     endpoint_slices: Entries<ObjectKey, CompactSlice>,
     endpoints: Entries<ObjectKey, Endpoints>,
     secrets: Entries<ObjectKey, Secret>,
@@ -197,7 +197,7 @@ impl Kinds {
         match object {
             Object::Ingress(_, o) => self.ingresses.push((key(name), o.clone(), origin)),
             Object::IngressClass(o) => self.ingress_classes.push((name, o.clone(), origin)),
-            Object::Service(o) => self.services.push((key(name), o.clone(), origin)),
+            Object::Service(_, o) => self.services.push((key(name), o.clone(), origin)),
             Object::EndpointSlice(o) => self.endpoint_slices.push((key(name), o.clone(), origin)),
             Object::Endpoints(o) => self.endpoints.push((key(name), o.clone(), origin)),
             Object::Secret(o) => self.secrets.push((key(name), o.clone(), origin)),
@@ -256,7 +256,7 @@ mod tests {
 
     fn port(objects: &Objects, name: &str) -> i32 {
         let service = &objects.services[&ObjectKey::new("default", name)];
-        service.spec.as_ref().unwrap().ports.as_ref().unwrap()[0].port
+        service.spec.ports[0].port
     }
 
     #[test]

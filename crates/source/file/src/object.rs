@@ -3,7 +3,7 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use portico_model::ObjectRef;
-use portico_translate::{CompactSlice, KeptIngress, ObjectKey};
+use portico_translate::{CompactSlice, KeptIngress, KeptService, ObjectKey};
 use serde::de::DeserializeOwned;
 use std::fmt;
 use std::sync::Arc;
@@ -15,7 +15,8 @@ pub enum Object {
     /// Kept compact ([`KeptIngress`]), which has no name: the key is beside it.
     Ingress(Box<ObjectKey>, Arc<KeptIngress>),
     IngressClass(Arc<IngressClass>),
-    Service(Arc<Service>),
+    /// Kept compact ([`KeptService`]), the key beside it.
+    Service(Box<ObjectKey>, Arc<KeptService>),
     /// Kept compact: see [`CompactSlice`].
     EndpointSlice(Arc<CompactSlice>),
     Endpoints(Arc<Endpoints>),
@@ -43,7 +44,7 @@ impl Object {
         match self {
             Object::Ingress(key, _) => (&key.namespace, &key.name),
             Object::IngressClass(o) => meta(&o.metadata),
-            Object::Service(o) => meta(&o.metadata),
+            Object::Service(key, _) => (&key.namespace, &key.name),
             Object::EndpointSlice(o) => (&o.namespace, &o.name),
             Object::Endpoints(o) => meta(&o.metadata),
             Object::Secret(o) => meta(&o.metadata),
@@ -58,7 +59,7 @@ impl Object {
         match (self, other) {
             (Object::Ingress(a_key, a), Object::Ingress(b_key, b)) => a_key == b_key && same(a, b),
             (Object::IngressClass(a), Object::IngressClass(b)) => same(a, b),
-            (Object::Service(a), Object::Service(b)) => same(a, b),
+            (Object::Service(a_key, a), Object::Service(b_key, b)) => a_key == b_key && same(a, b),
             (Object::EndpointSlice(a), Object::EndpointSlice(b)) => same(a, b),
             (Object::Endpoints(a), Object::Endpoints(b)) => same(a, b),
             (Object::Secret(a), Object::Secret(b)) => same(a, b),
@@ -70,7 +71,7 @@ impl Object {
         match self {
             Object::Ingress(..) => Kind::Ingress,
             Object::IngressClass(_) => Kind::IngressClass,
-            Object::Service(_) => Kind::Service,
+            Object::Service(..) => Kind::Service,
             Object::EndpointSlice(_) => Kind::EndpointSlice,
             Object::Endpoints(_) => Kind::Endpoints,
             Object::Secret(_) => Kind::Secret,
@@ -84,7 +85,7 @@ impl fmt::Debug for Object {
         match self {
             Object::Ingress(key, o) => f.debug_tuple("Ingress").field(key).field(o).finish(),
             Object::IngressClass(o) => f.debug_tuple("IngressClass").field(o).finish(),
-            Object::Service(o) => f.debug_tuple("Service").field(o).finish(),
+            Object::Service(key, o) => f.debug_tuple("Service").field(key).field(o).finish(),
             Object::EndpointSlice(o) => f.debug_tuple("EndpointSlice").field(o).finish(),
             Object::Endpoints(o) => f.debug_tuple("Endpoints").field(o).finish(),
             Object::Secret(_) => write!(f, "Secret({}, data redacted)", self.object_ref()),
@@ -147,13 +148,15 @@ impl Kind {
         Ok(match self {
             Kind::Ingress => {
                 let ingress: Ingress = de(value)?;
-                let meta = &ingress.metadata;
-                let namespace = meta.namespace.as_deref().unwrap_or_default();
-                let key = ObjectKey::new(namespace, meta.name.as_deref().unwrap_or_default());
-                Object::Ingress(Box::new(key), Arc::new(KeptIngress::from(ingress)))
+                let key = key(&ingress.metadata);
+                Object::Ingress(key, Arc::new(KeptIngress::from(ingress)))
             }
             Kind::IngressClass => Object::IngressClass(Arc::new(de(value)?)),
-            Kind::Service => Object::Service(Arc::new(de(value)?)),
+            Kind::Service => {
+                let service: Service = de(value)?;
+                let key = key(&service.metadata);
+                Object::Service(key, Arc::new(KeptService::from(service)))
+            }
             Kind::EndpointSlice => {
                 let slice: EndpointSlice = de(value)?;
                 Object::EndpointSlice(Arc::new(CompactSlice::from(slice)))
@@ -162,6 +165,15 @@ impl Kind {
             Kind::Secret => Object::Secret(Arc::new(de(value)?)),
         })
     }
+}
+
+/// The key of an object kept without its name.
+fn key(meta: &ObjectMeta) -> Box<ObjectKey> {
+    let namespace = meta.namespace.as_deref().unwrap_or_default();
+    Box::new(ObjectKey::new(
+        namespace,
+        meta.name.as_deref().unwrap_or_default(),
+    ))
 }
 
 fn de<T: DeserializeOwned>(value: serde_json::Value) -> Result<T, DecodeError> {

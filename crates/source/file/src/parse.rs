@@ -151,7 +151,7 @@ mod tests {
 
     fn same(a: &Object, b: &Object) -> bool {
         match (a, b) {
-            (Object::Service(a), Object::Service(b)) => std::sync::Arc::ptr_eq(a, b),
+            (Object::Service(_, a), Object::Service(_, b)) => std::sync::Arc::ptr_eq(a, b),
             _ => false,
         }
     }

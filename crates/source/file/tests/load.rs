@@ -28,7 +28,7 @@ fn catalog_of(dir: &Path, names: &[&str]) -> (Catalog, [PathBuf; 1]) {
 
 fn service_port(loaded: &portico_source_file::Loaded, name: &str) -> i32 {
     let service = &loaded.objects.services[&ObjectKey::new("default", name)];
-    service.spec.as_ref().unwrap().ports.as_ref().unwrap()[0].port
+    service.spec.ports[0].port
 }
 
 #[test]

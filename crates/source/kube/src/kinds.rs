@@ -4,7 +4,7 @@ use k8s_openapi::api::core::v1::{Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use kube::Resource;
-use portico_translate::{CompactSlice, KeptIngress, ObjectKey, Objects, StatusSeen};
+use portico_translate::{CompactSlice, KeptIngress, KeptService, ObjectKey, Objects, StatusSeen};
 use serde::de::DeserializeOwned;
 use std::collections::BTreeMap;
 use std::fmt::Debug;
@@ -55,8 +55,6 @@ pub(crate) trait Watched:
     fn secret(_key: &Self::Key) -> Option<&ObjectKey> {
         None
     }
-    /// Clears the status, for kinds whose status Portico writes and never serves from.
-    fn clear_status(&mut self) {}
     /// For kinds whose status the report reads: notes what a status-only update of the kept
     /// object `key` changed (see [`StatusSeen`]).
     fn note_status(_objects: &mut Objects, _key: &Self::Key, _update: Self::Stored) {}
@@ -64,8 +62,6 @@ pub(crate) trait Watched:
     fn forget_status(_objects: &mut Objects, _key: &Self::Key) {}
     /// Forgets every note of the kind: it was listed again, each object with its status.
     fn forget_statuses(_objects: &mut Objects) {}
-    /// Gives back the spare capacity of the object's lists (see [`slim`]).
-    fn shrink(&mut self) {}
 }
 
 /// What `kubectl apply` keeps in an annotation: the whole object as last applied, again.
@@ -73,11 +69,8 @@ const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 /// Drops what the API server and kubectl add to every object and nothing in Portico reads:
 /// `managedFields` (often larger than the spec) and kubectl's last-applied copy of the object.
-/// Kept objects stay as small as the manifests they came from. Their lists give back their
-/// spare capacity too: decoded from a stream, a list of one grows to room for four, and at
-/// 10,000 Ingresses the spare room of their paths alone was 10 MB.
+/// Kept objects stay as small as the manifests they came from.
 pub(crate) fn slim<K: Watched>(mut object: K) -> K {
-    object.shrink();
     let meta = object.meta_mut();
     meta.managed_fields = None;
     if let Some(annotations) = &mut meta.annotations {
@@ -90,16 +83,15 @@ pub(crate) fn slim<K: Watched>(mut object: K) -> K {
 }
 
 /// Whether `new` differs from `old` only where nothing served is read: the resource version
-/// and managed fields, and the status of Ingresses and Services. Portico writes those statuses
-/// itself; each write comes back as a watch event, and at 10,000 Ingresses rerunning the
-/// pipeline for each kept the leader busy for minutes after it became ready.
+/// and managed fields. (Ingresses and Services, kept compact, also leave out their status:
+/// Portico writes it itself, each write comes back as a watch event, and at 10,000 Ingresses
+/// rerunning the pipeline for each kept the leader busy for minutes after it became ready.)
 fn same_for_serving<K: Watched>(old: &K, new: &K) -> bool {
     let unserved = |object: &K| {
         let mut object = object.clone();
         let meta = object.meta_mut();
         meta.resource_version = None;
         meta.managed_fields = None;
-        object.clear_status();
         object
     };
     unserved(old) == unserved(new)
@@ -111,28 +103,6 @@ fn namespaced<K: Resource>(object: &K) -> ObjectKey {
         meta.namespace.as_deref().unwrap_or_default(),
         meta.name.as_deref().unwrap_or_default(),
     )
-}
-
-/// The lists of a kind kept whole, given back their spare capacity.
-trait Shrink {
-    fn shrink_lists(&mut self);
-}
-
-fn shrink_vec<T>(list: &mut Option<Vec<T>>, mut each: impl FnMut(&mut T)) {
-    if let Some(list) = list {
-        list.iter_mut().for_each(&mut each);
-        list.shrink_to_fit();
-    }
-}
-
-impl Shrink for Service {
-    fn shrink_lists(&mut self) {
-        let Some(spec) = &mut self.spec else { return };
-        shrink_vec(&mut spec.ports, |_| {});
-        shrink_vec(&mut spec.cluster_ips, |_| {});
-        shrink_vec(&mut spec.ip_families, |_| {});
-        shrink_vec(&mut spec.external_ips, |_| {});
-    }
 }
 
 /// A kind kept as it is.
@@ -148,85 +118,51 @@ macro_rules! kept_whole {
     };
 }
 
-macro_rules! namespaced_kind {
-    ($ty:ty, $kind:expr, $field:ident $(, $status:ident, $seen:ident)?) => {
+/// A kind kept compact, whose status Portico writes and the report reads: a status-only
+/// update is noted beside the kept object (see [`StatusSeen`]).
+macro_rules! compact_with_status {
+    ($ty:ty, $stored:ty, $kind:expr, $field:ident, $seen:ident) => {
         impl Watched for $ty {
             const KIND: Kind = $kind;
             type Key = ObjectKey;
-            kept_whole!();
-            fn shrink(&mut self) {
-                Shrink::shrink_lists(self);
-            }
+            type Stored = $stored;
             fn key(&self) -> ObjectKey {
                 namespaced(self)
             }
-            fn map(objects: &mut Objects) -> &mut Arc<BTreeMap<ObjectKey, Arc<Self>>> {
+            fn store(self) -> $stored {
+                <$stored>::from(self)
+            }
+            fn same_for_serving(old: &$stored, new: &$stored) -> bool {
+                old.same_for_serving(new)
+            }
+            fn map(objects: &mut Objects) -> &mut Arc<BTreeMap<ObjectKey, Arc<$stored>>> {
                 &mut objects.$field
             }
-            $(
-                fn clear_status(&mut self) {
-                    self.$status = None;
+            fn note_status(objects: &mut Objects, key: &ObjectKey, update: $stored) {
+                let seen = StatusSeen {
+                    resource_version: update.metadata.resource_version,
+                    status: update.status,
+                };
+                Arc::make_mut(&mut objects.$seen).insert(key.clone(), Arc::new(seen));
+            }
+            fn forget_status(objects: &mut Objects, key: &ObjectKey) {
+                if objects.$seen.contains_key(key) {
+                    Arc::make_mut(&mut objects.$seen).remove(key);
                 }
-                fn note_status(objects: &mut Objects, key: &ObjectKey, update: Self) {
-                    let seen = StatusSeen {
-                        resource_version: update.metadata.resource_version,
-                        status: update.$status,
-                    };
-                    Arc::make_mut(&mut objects.$seen).insert(key.clone(), Arc::new(seen));
+            }
+            fn forget_statuses(objects: &mut Objects) {
+                if !objects.$seen.is_empty() {
+                    objects.$seen = Arc::default();
                 }
-                fn forget_status(objects: &mut Objects, key: &ObjectKey) {
-                    if objects.$seen.contains_key(key) {
-                        Arc::make_mut(&mut objects.$seen).remove(key);
-                    }
-                }
-                fn forget_statuses(objects: &mut Objects) {
-                    if !objects.$seen.is_empty() {
-                        objects.$seen = Arc::default();
-                    }
-                }
-            )?
+            }
         }
     };
 }
 
-/// Kept compact ([`KeptIngress`]), its lists boxed to their length. The compact form has
-/// no managed fields; its resource version and status are noted apart when only they changed.
-impl Watched for Ingress {
-    const KIND: Kind = Kind::Ingress;
-    type Key = ObjectKey;
-    type Stored = KeptIngress;
-    fn key(&self) -> ObjectKey {
-        namespaced(self)
-    }
-    fn store(self) -> KeptIngress {
-        KeptIngress::from(self)
-    }
-    fn same_for_serving(old: &KeptIngress, new: &KeptIngress) -> bool {
-        old.same_for_serving(new)
-    }
-    fn map(objects: &mut Objects) -> &mut Arc<BTreeMap<ObjectKey, Arc<KeptIngress>>> {
-        &mut objects.ingresses
-    }
-    fn note_status(objects: &mut Objects, key: &ObjectKey, update: KeptIngress) {
-        let seen = StatusSeen {
-            resource_version: update.metadata.resource_version,
-            status: update.status,
-        };
-        Arc::make_mut(&mut objects.ingress_seen).insert(key.clone(), Arc::new(seen));
-    }
-    fn forget_status(objects: &mut Objects, key: &ObjectKey) {
-        if objects.ingress_seen.contains_key(key) {
-            Arc::make_mut(&mut objects.ingress_seen).remove(key);
-        }
-    }
-    fn forget_statuses(objects: &mut Objects) {
-        if !objects.ingress_seen.is_empty() {
-            objects.ingress_seen = Arc::default();
-        }
-    }
-}
-
-namespaced_kind!(Service, Kind::Service, services, status, service_seen);
+// Kept compact (`KeptIngress`).
+compact_with_status!(Ingress, KeptIngress, Kind::Ingress, ingresses, ingress_seen);
+// Kept compact (`KeptService`): the whole spec only for a Service of type LoadBalancer.
+compact_with_status!(Service, KeptService, Kind::Service, services, service_seen);
 
 /// Kept compact ([`CompactSlice`]): 50,000 endpoints as k8s-openapi objects were the largest
 /// item of the heap. The compact form has no resource version to ignore.
@@ -272,36 +208,5 @@ impl Watched for IngressClass {
     }
     fn map(objects: &mut Objects) -> &mut Arc<BTreeMap<String, Arc<Self>>> {
         &mut objects.ingress_classes
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use k8s_openapi::api::core::v1::{ServicePort, ServiceSpec};
-
-    #[test]
-    fn slim_gives_back_the_spare_capacity_of_a_service_lists() {
-        let mut ports = Vec::with_capacity(4);
-        ports.push(ServicePort {
-            port: 80,
-            ..ServicePort::default()
-        });
-        let mut cluster_ips = Vec::with_capacity(4);
-        cluster_ips.push("10.96.0.10".to_owned());
-        let service = Service {
-            spec: Some(ServiceSpec {
-                ports: Some(ports),
-                cluster_ips: Some(cluster_ips),
-                ..ServiceSpec::default()
-            }),
-            ..Service::default()
-        };
-        let expected = service.clone();
-        let slimmed = slim(service);
-        assert_eq!(slimmed, expected);
-        let spec = slimmed.spec.unwrap();
-        assert_eq!(spec.ports.unwrap().capacity(), 1);
-        assert_eq!(spec.cluster_ips.unwrap().capacity(), 1);
     }
 }

@@ -242,7 +242,7 @@ fn remove<K: Watched>(objects: &mut Objects, key: &K::Key) -> bool {
 mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::{Secret, Service};
-    use k8s_openapi::api::networking::v1::{Ingress, IngressSpec, IngressTLS};
+    use k8s_openapi::api::networking::v1::{Ingress, IngressClass, IngressSpec, IngressTLS};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     use portico_translate::KeptIngress;
 
@@ -399,11 +399,13 @@ mod tests {
             let keys: Vec<_> = annotations.keys().map(String::as_str).collect();
             assert_eq!(keys, ["portico.dev/ssl-redirect"], "{key}");
         }
-        let mut fat_service = service("lb");
-        fatten(&mut fat_service.metadata);
-        state.apply(fat_service);
+        // A kind kept whole: an IngressClass.
+        let mut class = IngressClass::default();
+        class.metadata.name = Some("portico".into());
+        fatten(&mut class.metadata);
+        state.apply(class);
         let objects = state.objects();
-        let kept = objects.services.values().next().unwrap();
+        let kept = objects.ingress_classes.values().next().unwrap();
         assert_eq!(kept.metadata.managed_fields, None);
         let annotations = kept.metadata.annotations.clone().unwrap_or_default();
         let keys: Vec<_> = annotations.keys().map(String::as_str).collect();

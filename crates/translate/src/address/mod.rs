@@ -134,7 +134,7 @@ fn service_ip(
         return None;
     }
     let key = ObjectKey::new(&lb.origin.namespace, &lb.origin.name);
-    let spec = objects.services.get(&key)?.spec.as_ref()?;
+    let spec = objects.services.get(&key)?.load_balancer()?;
     let value = spec.load_balancer_ip.as_deref()?.trim();
     if value.is_empty() {
         return None;

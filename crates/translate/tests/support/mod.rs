@@ -7,7 +7,7 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use portico_model::{Diagnostic, Severity};
 use portico_translate::{
-    CompactSlice, Config, KeptIngress, ObjectKey, Objects, Translation, translate,
+    CompactSlice, Config, KeptIngress, KeptService, ObjectKey, Objects, Translation, translate,
 };
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -112,7 +112,12 @@ fn add(objects: &mut Objects, doc: Value) {
             .insert(key.name, typed::<IngressClass>(doc))
             .map(drop),
         "Service" => std::sync::Arc::make_mut(&mut objects.services)
-            .insert(key, typed::<Service>(doc))
+            .insert(
+                key,
+                Arc::new(KeptService::from(Arc::unwrap_or_clone(typed::<Service>(
+                    doc,
+                )))),
+            )
             .map(drop),
         "EndpointSlice" => std::sync::Arc::make_mut(&mut objects.endpoint_slices)
             .insert(

@@ -35,13 +35,8 @@ pub fn has_service(name: &str) -> impl Fn(&Loaded) -> bool {
 pub fn port_is(name: &str, port: i32) -> impl Fn(&Loaded) -> bool {
     let key = ObjectKey::new("default", name);
     move |loaded| {
-        let spec = loaded
-            .objects
-            .services
-            .get(&key)
-            .and_then(|s| s.spec.as_ref());
-        spec.and_then(|s| s.ports.as_ref())
-            .is_some_and(|p| p[0].port == port)
+        let service = loaded.objects.services.get(&key);
+        service.is_some_and(|s| s.spec.ports[0].port == port)
     }
 }
 
