@@ -1,5 +1,6 @@
-//! Pure translation: Kubernetes objects (k8s-openapi types) → the load-balancer model plus
-//! per-object diagnostics. Also the API server's admission jobs that the file source must do
+//! Pure translation: Kubernetes objects (k8s-openapi types; Ingresses, Services and
+//! EndpointSlices in the compact forms sources keep: [`KeptIngress`], [`KeptService`],
+//! [`CompactSlice`]) → the load-balancer model plus per-object diagnostics. Also the API server's admission jobs that the file source must do
 //! itself: object validation and default-IngressClass assignment ([`admission`]).
 //!
 //! No I/O, no async, no kube client: only `portico-model` and `k8s-openapi` types. The
