@@ -130,11 +130,7 @@ impl KeptIngress {
     /// changes on every write (the resource version) and in the status, which Portico writes
     /// and never serves from.
     pub fn same_for_serving(&self, other: &KeptIngress) -> bool {
-        let (a, b) = (&self.metadata, &other.metadata);
-        self.spec == other.spec
-            && a.uid == b.uid
-            && a.creation_timestamp == b.creation_timestamp
-            && a.annotations == b.annotations
+        self.spec == other.spec && self.metadata.same_for_serving(&other.metadata)
     }
 
     /// The rules, with their paths (`http.paths`, empty without `http`).
@@ -204,14 +200,8 @@ impl KeptBackend {
 impl From<Ingress> for KeptIngress {
     /// Takes the strings it keeps out of `ingress` rather than copying them.
     fn from(ingress: Ingress) -> Self {
-        let meta = ingress.metadata;
         KeptIngress {
-            metadata: KeptMeta {
-                uid: meta.uid,
-                resource_version: meta.resource_version,
-                creation_timestamp: meta.creation_timestamp,
-                annotations: meta.annotations,
-            },
+            metadata: ingress.metadata.into(),
             spec: ingress.spec.map(KeptIngressSpec::from).unwrap_or_default(),
             status: ingress.status,
         }
@@ -302,11 +292,7 @@ pub struct KeptServiceSpec {
 impl KeptService {
     /// Whether `self` and `other` serve the same: as for [`KeptIngress::same_for_serving`].
     pub fn same_for_serving(&self, other: &KeptService) -> bool {
-        let (a, b) = (&self.metadata, &other.metadata);
-        self.spec == other.spec
-            && a.uid == b.uid
-            && a.creation_timestamp == b.creation_timestamp
-            && a.annotations == b.annotations
+        self.spec == other.spec && self.metadata.same_for_serving(&other.metadata)
     }
 
     /// The spec of a Service of type LoadBalancer.
@@ -332,7 +318,25 @@ impl KeptService {
     }
 }
 
+impl From<ObjectMeta> for KeptMeta {
+    fn from(meta: ObjectMeta) -> Self {
+        KeptMeta {
+            uid: meta.uid,
+            resource_version: meta.resource_version,
+            creation_timestamp: meta.creation_timestamp,
+            annotations: meta.annotations,
+        }
+    }
+}
+
 impl KeptMeta {
+    /// Equal but for the resource version, which the API server changes on every write.
+    fn same_for_serving(&self, other: &KeptMeta) -> bool {
+        self.uid == other.uid
+            && self.creation_timestamp == other.creation_timestamp
+            && self.annotations == other.annotations
+    }
+
     fn to_meta(&self, key: &ObjectKey) -> ObjectMeta {
         ObjectMeta {
             namespace: Some(key.namespace.clone()),
@@ -349,17 +353,11 @@ impl KeptMeta {
 impl From<Service> for KeptService {
     /// Takes the strings it keeps out of `service` rather than copying them.
     fn from(service: Service) -> Self {
-        let meta = service.metadata;
         let spec = service.spec.unwrap_or_default();
         let load_balancer = spec.type_.as_deref() == Some("LoadBalancer");
         let load_balancer = load_balancer.then(|| Box::new(spec.clone()));
         KeptService {
-            metadata: KeptMeta {
-                uid: meta.uid,
-                resource_version: meta.resource_version,
-                creation_timestamp: meta.creation_timestamp,
-                annotations: meta.annotations,
-            },
+            metadata: service.metadata.into(),
             spec: KeptServiceSpec {
                 type_: spec.type_,
                 ports: spec.ports.unwrap_or_default().into_boxed_slice(),
