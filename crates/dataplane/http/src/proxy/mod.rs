@@ -243,10 +243,14 @@ impl Proxy {
                             served.await;
                             drop(admitted);
                         });
+                        // Finished connections are let go here, without waiting for them:
+                        // waiting (`join_next`) woke this loop once per connection that ended,
+                        // a task poll for every short connection. Until the next accept, a
+                        // finished one keeps only its task's header, its future already gone.
+                        while connections.try_join_next().is_some() {}
                     }
                     Err(error) => accept_failed(error).await,
                 },
-                Some(_) = connections.join_next(), if !connections.is_empty() => {}
                 () = &mut until => return,
             }
         }
