@@ -107,8 +107,8 @@ fn owned_served_ingress_wants_the_publish_addresses() {
     let r = report(&objects(), &snapshot(), &[ip("10.0.0.1")]);
     let web = find(&r, "web");
     assert!(web.owned);
-    assert_eq!(web.desired, vec![ip("10.0.0.1")]);
-    assert_eq!(web.observed, vec![]);
+    assert_eq!(web.desired.to_vec(), vec![ip("10.0.0.1")]);
+    assert_eq!(web.observed.to_vec(), vec![]);
     assert_eq!(web.uid.as_deref(), Some("uid-web"));
     assert_eq!(web.resource_version.as_deref(), Some("7"));
     assert_eq!(r.publish, vec![ip("10.0.0.1")]);
@@ -125,11 +125,11 @@ fn a_status_only_update_noted_apart_is_what_is_observed() {
     Arc::make_mut(&mut o.ingress_seen).insert(ObjectKey::new("shop", "web"), Arc::new(seen));
     let r = report(&o, &snapshot(), &[ip("10.0.0.1")]);
     let web = find(&r, "web");
-    assert_eq!(web.observed, vec![ip("10.0.0.1")]);
+    assert_eq!(web.observed.to_vec(), vec![ip("10.0.0.1")]);
     assert_eq!(web.resource_version.as_deref(), Some("8"));
     assert_eq!(web.uid.as_deref(), Some("uid-web"));
     // The others are read from their objects.
-    assert_eq!(find(&r, "other").observed, vec![ip("10.9.9.9")]);
+    assert_eq!(find(&r, "other").observed.to_vec(), vec![ip("10.9.9.9")]);
     assert_eq!(find(&r, "other").resource_version.as_deref(), Some("7"));
 }
 
@@ -140,7 +140,7 @@ fn owned_unserved_and_foreign_ingresses_want_no_addresses() {
     assert!(idle.owned && idle.desired.is_empty());
     let other = find(&r, "other");
     assert!(!other.owned && other.desired.is_empty());
-    assert_eq!(other.observed, vec![ip("10.9.9.9")]);
+    assert_eq!(other.observed.to_vec(), vec![ip("10.9.9.9")]);
 }
 
 #[test]
@@ -253,7 +253,25 @@ fn services_portico_serves_want_their_load_balancers_addresses() {
     let dns = &r.services[0];
     assert_eq!(dns.kind, StatusKind::Service);
     assert_eq!(dns.key, ObjectKey::new("shop", "dns"));
-    assert_eq!(dns.desired, view(&["10.0.0.9", "203.0.113.4"]));
-    assert_eq!(dns.observed, view(&["10.0.0.5"]));
+    assert_eq!(dns.desired.to_vec(), view(&["10.0.0.9", "203.0.113.4"]));
+    assert_eq!(dns.observed.to_vec(), view(&["10.0.0.5"]));
     assert_eq!(dns.uid.as_deref(), Some("uid-dns"));
+}
+
+#[test]
+fn entries_with_the_same_addresses_share_one_list() {
+    let mut o = objects();
+    let written = ingress("web", &["10.0.0.1"]);
+    let seen = StatusSeen {
+        resource_version: Some("8".to_owned()),
+        status: written.status.clone(),
+    };
+    Arc::make_mut(&mut o.ingress_seen).insert(ObjectKey::new("shop", "web"), Arc::new(seen));
+    let r = report(&o, &snapshot(), &[ip("10.0.0.1")]);
+    let web = find(&r, "web");
+    assert!(Arc::ptr_eq(&web.desired, &web.observed), "{web:?}");
+    // idle and other, one after the other, both want no address.
+    let (idle, other) = (find(&r, "idle"), find(&r, "other"));
+    assert!(Arc::ptr_eq(&idle.desired, &other.desired));
+    assert_eq!(other.observed.to_vec(), vec![ip("10.9.9.9")]);
 }

@@ -24,7 +24,7 @@ use std::sync::Arc;
 pub struct StatusPatch {
     pub kind: StatusKind,
     pub key: ObjectKey,
-    pub addresses: Vec<LoadBalancerAddress>,
+    pub addresses: Arc<[LoadBalancerAddress]>,
     /// The uid of the Ingress the patch was planned for: the patch carries it, so that an
     /// Ingress deleted and created again meanwhile refuses it (409 Conflict) instead of taking
     /// a status meant for its predecessor.
@@ -78,7 +78,7 @@ impl StatusLedger {
             if lagging {
                 continue;
             }
-            let ours = i.observed == report.publish
+            let ours = *i.observed == *report.publish
                 || written.is_some_and(|w| *w.addresses == *i.observed);
             if i.desired.is_empty() && !ours {
                 continue;
@@ -110,7 +110,7 @@ impl StatusLedger {
             ..
         } = patch;
         let last = self.last.take().filter(|last| **last == *addresses);
-        let addresses = last.unwrap_or_else(|| addresses.into());
+        let addresses = last.unwrap_or(addresses);
         self.last = Some(addresses.clone());
         let map = match kind {
             StatusKind::Ingress => &mut self.ingresses,

@@ -42,7 +42,7 @@ fn a_differing_status_is_written() {
         vec![StatusPatch {
             kind: StatusKind::Ingress,
             key: ObjectKey::new("shop", "web"),
-            addresses: vec![ip("10.0.0.1")],
+            addresses: vec![ip("10.0.0.1")].into(),
             uid: None,
             seen: Some("1".to_owned()),
         }]
@@ -107,7 +107,7 @@ fn addresses_this_process_wrote_are_cleared_even_if_not_the_publish_addresses() 
     ledger.written(StatusPatch {
         kind: StatusKind::Ingress,
         key: ObjectKey::new("shop", "web"),
-        addresses: vec![ip("10.5.5.5")],
+        addresses: vec![ip("10.5.5.5")].into(),
         uid: None,
         seen: Some("1".to_owned()),
     });
@@ -164,8 +164,8 @@ fn a_service_and_an_ingress_of_one_name_are_written_apart() {
     // The Service's write is remembered under its own kind: the lagging watch is not written
     // again, and a Service's clear of a status it wrote is planned.
     assert!(ledger.plan(&r).is_empty());
-    r.services[0].desired.clear();
-    r.services[0].observed = vec![ip("10.0.0.9")];
+    r.services[0].desired = Arc::from([]);
+    r.services[0].observed = vec![ip("10.0.0.9")].into();
     r.services[0].resource_version = Some("2".to_owned());
     let patches = ledger.plan(&r);
     assert_eq!(patches.len(), 1);
