@@ -114,8 +114,9 @@ impl Writer {
 
     /// Sends the patches; true if one failed in a way worth retrying.
     async fn write_status(&mut self, patches: Vec<StatusPatch>) -> bool {
+        let client = &self.client;
         let sends = patches.into_iter().map(|p| {
-            let client = self.client.clone();
+            let client = client.clone();
             async move {
                 let body = Patch::Merge(patch_body(p.uid.as_deref(), &p.addresses));
                 let (ns, name, params) = (&p.key.namespace, &p.key.name, &PatchParams::default());
@@ -137,12 +138,11 @@ impl Writer {
                 (p, outcome)
             }
         });
-        let results: Vec<_> = stream::iter(sends)
-            .buffer_unordered(IN_FLIGHT)
-            .collect()
-            .await;
+        // Each outcome is recorded as it comes: collected first, 10,000 of them were a few
+        // megabytes held until the last write was answered.
+        let mut results = std::pin::pin!(stream::iter(sends).buffer_unordered(IN_FLIGHT));
         let mut retry = false;
-        for (patch, outcome) in results {
+        while let Some((patch, outcome)) = results.next().await {
             match outcome {
                 Outcome::Done => self.status.written(patch),
                 Outcome::GivenUp => {}
