@@ -114,8 +114,9 @@ fn owned_served_ingress_wants_the_publish_addresses() {
     assert_eq!(r.publish, vec![ip("10.0.0.1")]);
 }
 
-#[test]
-fn a_status_only_update_noted_apart_is_what_is_observed() {
+/// The report once web's status write (the publish address, version 8) came back through the
+/// watch as a status-only update, noted apart.
+fn report_after_web_was_written() -> Report {
     let mut o = objects();
     let written = ingress("web", &["10.0.0.1"]);
     let seen = StatusSeen {
@@ -123,7 +124,12 @@ fn a_status_only_update_noted_apart_is_what_is_observed() {
         status: written.status.clone(),
     };
     Arc::make_mut(&mut o.ingress_seen).insert(ObjectKey::new("shop", "web"), Arc::new(seen));
-    let r = report(&o, &snapshot(), &[ip("10.0.0.1")]);
+    report(&o, &snapshot(), &[ip("10.0.0.1")])
+}
+
+#[test]
+fn a_status_only_update_noted_apart_is_what_is_observed() {
+    let r = report_after_web_was_written();
     let web = find(&r, "web");
     assert_eq!(web.observed.to_vec(), vec![ip("10.0.0.1")]);
     assert_eq!(web.resource_version.as_deref(), Some("8"));
@@ -260,14 +266,7 @@ fn services_portico_serves_want_their_load_balancers_addresses() {
 
 #[test]
 fn entries_with_the_same_addresses_share_one_list() {
-    let mut o = objects();
-    let written = ingress("web", &["10.0.0.1"]);
-    let seen = StatusSeen {
-        resource_version: Some("8".to_owned()),
-        status: written.status.clone(),
-    };
-    Arc::make_mut(&mut o.ingress_seen).insert(ObjectKey::new("shop", "web"), Arc::new(seen));
-    let r = report(&o, &snapshot(), &[ip("10.0.0.1")]);
+    let r = report_after_web_was_written();
     let web = find(&r, "web");
     assert!(Arc::ptr_eq(&web.desired, &web.observed), "{web:?}");
     // idle and other, one after the other, both want no address.
