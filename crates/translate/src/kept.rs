@@ -36,14 +36,14 @@ pub struct KeptIngress {
     pub status: Option<IngressStatus>,
 }
 
-/// The metadata of a kept Ingress that anything reads.
+/// The metadata of a kept Ingress or Service that anything reads.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct KeptMeta {
-    /// Events about the Ingress name it.
+    /// Events about the object name it.
     pub uid: Option<String>,
     /// The status report's precondition.
     pub resource_version: Option<String>,
-    /// Which of two Ingresses with the same route is older.
+    /// Which of two objects that claim the same route or address is older.
     pub creation_timestamp: Option<Time>,
     pub annotations: Option<BTreeMap<String, String>>,
 }

@@ -4,6 +4,7 @@ use crate::{KeptIngress, KeptService};
 use k8s_openapi::api::core::v1::{Endpoints, Secret, ServiceStatus};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{IngressClass, IngressStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::net::IpAddr;
@@ -22,6 +23,12 @@ impl ObjectKey {
             namespace: namespace.to_owned(),
             name: name.to_owned(),
         }
+    }
+
+    /// The key of the object with metadata `meta` (an unset namespace or name is empty).
+    pub fn of(meta: &ObjectMeta) -> Self {
+        let namespace = meta.namespace.as_deref().unwrap_or_default();
+        ObjectKey::new(namespace, meta.name.as_deref().unwrap_or_default())
     }
 }
 

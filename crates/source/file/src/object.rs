@@ -169,11 +169,7 @@ impl Kind {
 
 /// The key of an object kept without its name.
 fn key(meta: &ObjectMeta) -> Box<ObjectKey> {
-    let namespace = meta.namespace.as_deref().unwrap_or_default();
-    Box::new(ObjectKey::new(
-        namespace,
-        meta.name.as_deref().unwrap_or_default(),
-    ))
+    Box::new(ObjectKey::of(meta))
 }
 
 fn de<T: DeserializeOwned>(value: serde_json::Value) -> Result<T, DecodeError> {

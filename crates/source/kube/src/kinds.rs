@@ -98,11 +98,7 @@ fn same_for_serving<K: Watched>(old: &K, new: &K) -> bool {
 }
 
 fn namespaced<K: Resource>(object: &K) -> ObjectKey {
-    let meta = object.meta();
-    ObjectKey::new(
-        meta.namespace.as_deref().unwrap_or_default(),
-        meta.name.as_deref().unwrap_or_default(),
-    )
+    ObjectKey::of(object.meta())
 }
 
 /// A kind kept as it is.
