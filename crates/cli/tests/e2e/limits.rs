@@ -393,7 +393,11 @@ async fn a_client_over_its_connection_cap_is_closed_while_others_are_served(prov
     let other: IpAddr = [127, 0, 0, 2].into();
     let mut held = Vec::new();
     for _ in 0..3 {
-        held.push(connect_from(crowded, p.http).await.unwrap());
+        // Each has sent the first byte of a request: the built-in proxy takes a connection
+        // when it speaks (TCP_DEFER_ACCEPT), and these are slow clients, not silent ones.
+        let mut stream = connect_from(crowded, p.http).await.unwrap();
+        stream.write_all(b"G").await.unwrap();
+        held.push(stream);
     }
     // A connect completes in the kernel's backlog before the server accepts it: let the
     // server count the three before the fourth arrives (under load it may lag).
@@ -411,6 +415,34 @@ async fn a_client_over_its_connection_cap_is_closed_while_others_are_served(prov
     drop(held.pop());
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(answer_from(crowded, p.http, &request).await, Some(200));
+}
+
+/// The built-in proxy takes a connection when its first bytes arrive (TCP_DEFER_ACCEPT): one
+/// that has sent nothing holds none of its client's places under the cap until it speaks.
+#[tokio::test]
+async fn a_silent_connection_holds_no_place_under_the_cap_until_it_speaks() {
+    let m = manifests().await;
+    let flags = ["--max-connections-per-client", "1"];
+    let p = Portico::start(m.path(), &flags).await;
+    let client: IpAddr = [127, 0, 0, 1].into();
+    let mut silent = connect_from(client, p.http).await.unwrap();
+    // Time for the proxy to take (and count) the silent connection, were it handed over at
+    // the end of the TCP handshake; well within the second before Linux hands it over anyway.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let request = get("/", &format!("Host: {HOST}\r\nConnection: close\r\n"));
+    assert_eq!(
+        answer_from(client, p.http, &request).await,
+        Some(200),
+        "a request beside a silent connection, with a cap of one"
+    );
+    // Once it speaks, it is served too, the other connection's place given back.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    silent.write_all(request.as_bytes()).await.unwrap();
+    assert_eq!(
+        read_response(&mut silent).await,
+        Some(200),
+        "the silent one"
+    );
 }
 
 /// Runs `checks` concurrently, so that their deadlines overlap.

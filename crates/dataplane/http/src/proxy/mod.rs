@@ -191,6 +191,9 @@ impl Proxy {
     {
         let mut connections = JoinSet::new();
         let mut nodelay = NoDelay::on(&listener);
+        if let Err(error) = defer_accept(&listener) {
+            tracing::debug!(%error, "TCP_DEFER_ACCEPT not set: connections are taken at once");
+        }
         let stop = stopped(&mut shutdown);
         self.accept_until(&listener, (&mut connections, &mut nodelay), &start, stop)
             .await;
@@ -288,6 +291,44 @@ impl NoDelay {
     }
 }
 
+/// Seconds a connection may stay silent before it is accepted all the same.
+const DEFER_ACCEPT_SECONDS: libc::c_int = 1;
+
+/// Sets TCP_DEFER_ACCEPT on `listener`: Linux hands over a connection when its first bytes
+/// have arrived (or after [`DEFER_ACCEPT_SECONDS`] and a retransmitted SYN-ACK), instead of at
+/// the end of the TCP handshake. HTTP and TLS clients speak first, so the proxy's first read
+/// of a new connection finds its request or ClientHello, and the client's `connect` no longer
+/// wakes the proxy for a connection it cannot serve yet. nginx (`listen … deferred`) and
+/// haproxy (`bind … defer-accept`) offer it; here it is always on. A connection that never
+/// speaks meets the header timeout about a second later than without it.
+#[cfg(target_os = "linux")]
+fn defer_accept(listener: &TcpListener) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let seconds = DEFER_ACCEPT_SECONDS;
+    let length = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    #[allow(unsafe_code)]
+    // SAFETY: the option value is a live `c_int` for the whole call and `length` is its size;
+    // the descriptor is the listener's, open while it is borrowed.
+    let set = unsafe {
+        libc::setsockopt(
+            listener.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_DEFER_ACCEPT,
+            (&raw const seconds).cast(),
+            length,
+        )
+    };
+    if set < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+#[cfg(not(target_os = "linux"))]
+fn defer_accept(_: &TcpListener) -> std::io::Result<()> {
+    Ok(())
+}
+
 /// Where `host` and `path` go on the routes of the listener the client used (`scheme`).
 fn target<'t>(
     table: &'t RouteTable,
@@ -375,5 +416,23 @@ mod tests {
         let mut nodelay = NoDelay { inherited: None };
         assert_eq!(accepted(&plain, &mut nodelay, 3).await, [true; 3]);
         assert_eq!(nodelay.inherited, Some(false));
+    }
+
+    #[tokio::test]
+    async fn a_connection_is_accepted_when_its_first_bytes_arrive() {
+        use std::time::Duration;
+        use tokio::io::AsyncWriteExt;
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        super::defer_accept(&listener).unwrap();
+        let mut client = TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        // The TCP handshake is done, but nothing has been sent: not handed over (Linux waits
+        // up to a second, then a retransmitted SYN-ACK, before it hands it over anyway).
+        let early = tokio::time::timeout(Duration::from_millis(300), listener.accept()).await;
+        assert!(early.is_err(), "accepted before the client spoke");
+        client.write_all(b"G").await.unwrap();
+        let spoke = tokio::time::timeout(Duration::from_millis(500), listener.accept()).await;
+        assert!(spoke.is_ok(), "not accepted once the client spoke");
     }
 }

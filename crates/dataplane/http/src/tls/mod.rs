@@ -76,8 +76,16 @@ pub(crate) fn server_config(resolver: Arc<Resolver>) -> Arc<ServerConfig> {
         Ok(ticketer) => config.ticketer = ticketer,
         Err(error) => tracing::warn!(%error, "no TLS session tickets"),
     }
+    // One TLS 1.3 ticket per handshake (rustls sends two by default): a client that resumes
+    // gets a new ticket with every connection, and one fewer ticket to make, send, decrypt and
+    // store is a share of every new connection's cost on both sides. OpenSSL sends one after a
+    // resumption (two after a full handshake); Go's crypto/tls, and with it Traefik, one.
+    config.send_tls13_tickets = 1;
     Arc::new(config)
 }
 
 /// Material by Secret reference, as [`crate::Proxy::set_certificates`] takes it.
 pub type MaterialBySecret = std::collections::BTreeMap<portico_model::ObjectRef, Arc<Material>>;
+
+#[cfg(test)]
+mod tickets_tests;
