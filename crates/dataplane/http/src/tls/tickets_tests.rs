@@ -3,7 +3,7 @@
 use super::*;
 use rustls::client::{ClientSessionMemoryCache, ClientSessionStore, Resumption};
 use rustls::pki_types::ServerName;
-use rustls::{ClientConnection, HandshakeKind, NamedGroup, ServerConnection};
+use rustls::{ClientConnection, Connection, HandshakeKind, NamedGroup, ServerConnection};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// A client's session store that counts the TLS 1.3 tickets it is given.
@@ -52,38 +52,30 @@ impl ClientSessionStore for Counting {
     }
 }
 
-/// One connection between `client` and `server`, in memory, until both have nothing more to
-/// send (the tickets come after the handshake). How the client's handshake went.
+/// Moves what `from` has to send into `to`, which processes it; whether anything moved.
+fn send(from: &mut Connection, to: &mut Connection) -> bool {
+    let mut wire = Vec::new();
+    while from.wants_write() {
+        from.write_tls(&mut wire).unwrap();
+    }
+    let mut rest = wire.as_slice();
+    while !rest.is_empty() {
+        to.read_tls(&mut rest).unwrap();
+        to.process_new_packets().unwrap();
+    }
+    !wire.is_empty()
+}
+
+/// One connection between `client` and `server`, in memory, until neither has anything more
+/// to send (the tickets come after the handshake). How the client's handshake went.
 fn connect(client: &Arc<rustls::ClientConfig>, server: &Arc<ServerConfig>) -> HandshakeKind {
     let name = ServerName::try_from("portico.invalid").unwrap();
-    let mut client = ClientConnection::new(client.clone(), name).unwrap();
-    let mut server = ServerConnection::new(server.clone()).unwrap();
-    let mut wire = Vec::new();
+    let mut client = Connection::from(ClientConnection::new(client.clone(), name).unwrap());
+    let mut server = Connection::from(ServerConnection::new(server.clone()).unwrap());
     for _ in 0..10 {
-        let mut moved = false;
-        while client.wants_write() {
-            client.write_tls(&mut wire).unwrap();
-            moved = true;
-        }
-        while !wire.is_empty() {
-            server
-                .read_tls(&mut wire.as_slice())
-                .map(|n| wire.drain(..n))
-                .unwrap();
-            server.process_new_packets().unwrap();
-        }
-        while server.wants_write() {
-            server.write_tls(&mut wire).unwrap();
-            moved = true;
-        }
-        while !wire.is_empty() {
-            client
-                .read_tls(&mut wire.as_slice())
-                .map(|n| wire.drain(..n))
-                .unwrap();
-            client.process_new_packets().unwrap();
-        }
-        if !moved && !client.is_handshaking() {
+        let sent = send(&mut client, &mut server);
+        let answered = send(&mut server, &mut client);
+        if !sent && !answered {
             break;
         }
     }
