@@ -22,6 +22,12 @@
 # Portico with `--access-log FILE` (one JSON line per request, written to a file in the work
 # directory), measured against `portico` for the access log's cost (bench/access-log.sh).
 #
+# PROXY_QUOTA=N (percent of one core, off by default) runs each proxy in a CPU cgroup of its own
+# limited to N % of a core (cgroup v2 `cpu.max` or v1 `cpu.cfs_quota_us`, over a 10 ms period;
+# root only): the proxy-bound layout. Without it the proxies may use all of core 0, and where a
+# proxy needs less than that, the load generator's core is the bound; with a quota below what
+# every proxy uses unlimited (40 on the 2-core VMs of docs/benchmarks.md), each proxy's budget
+# is the bound, so requests per second follow its CPU per request.
 # Usage: bash bench/proxy.sh            (RUNS=5 DURATION=8 CONNECTIONS=50 TLS_CLIENTS=4 by default;
 #        PROXIES="portico portico-log nginx haproxy floor" and CASES="small-keepalive tls-close ..." choose a subset)
 # It starts and stops only its own processes, by PID, and sends traffic only to 127.0.0.1.
@@ -35,6 +41,7 @@ LOAD_CPU=${LOAD_CPU:-1}
 PROXIES=${PROXIES:-portico nginx haproxy floor}
 CASES=${CASES:-small-keepalive small-close large-keepalive large-close tls-keepalive tls-close tls-large-keepalive tls-large-close tls-handshake}
 TLS_CLIENTS=${TLS_CLIENTS:-4}
+PROXY_QUOTA=${PROXY_QUOTA:-}
 
 source scripts/lib.sh
 apt_install nginx haproxy wrk openssl
@@ -44,6 +51,39 @@ BENCH=${CARGO_TARGET_DIR:-$PWD/target}/release/portico-bench
 
 start_work
 chmod 755 "$work" # the nginx workers run as an unprivileged user
+
+# The CPU cgroups of PROXY_QUOTA, removed at exit once their processes are gone.
+cgroups=()
+remove_cgroups() {
+  stop_work
+  local dir
+  for dir in "${cgroups[@]}"; do
+    for _ in $(seq 50); do rmdir "$dir" 2>/dev/null && break; sleep 0.1; done
+  done
+}
+trap remove_cgroups EXIT
+
+# Moves the processes PID... (with their threads) into a new CPU cgroup NAME limited to
+# PROXY_QUOTA % of one core.
+limit_cpu() { # name pid...
+  local name=$1 dir period=10000 pid
+  shift
+  local quota=$((PROXY_QUOTA * period / 100))
+  if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
+    echo +cpu >/sys/fs/cgroup/cgroup.subtree_control 2>/dev/null || true
+    dir=/sys/fs/cgroup/portico-bench-$$-$name
+    mkdir "$dir"
+    cgroups+=("$dir")
+    echo "$quota $period" >"$dir/cpu.max"
+  else
+    dir=/sys/fs/cgroup/cpu/portico-bench-$$-$name
+    mkdir "$dir"
+    cgroups+=("$dir")
+    echo "$period" >"$dir/cpu.cfs_period_us"
+    echo "$quota" >"$dir/cpu.cfs_quota_us"
+  fi
+  for pid in "$@"; do echo "$pid" >"$dir/cgroup.procs"; done
+}
 
 BACKEND_PORTS=(18101 18102 18103 18104 18105 18106)
 HOSTS=(h1.bench h2.bench h3.bench)
@@ -165,6 +205,14 @@ if wanted raw; then
   urls+=("http://127.0.0.1:$RAW_PORT")
 fi
 for size in small large; do for close in keepalive close; do wrk_script "$size" "$close"; done; done
+if [ -n "$PROXY_QUOTA" ]; then
+  if wanted portico; then limit_cpu portico "$PORTICO_PID"; fi
+  if wanted portico-log; then limit_cpu portico-log "$LOGGING_PID"; fi
+  if wanted haproxy; then limit_cpu haproxy "$HAPROXY_PID"; fi
+  if wanted nginx; then limit_cpu nginx "$NGINX_PID" $(pgrep -P "$NGINX_PID"); fi
+  if wanted floor; then limit_cpu floor "$FLOOR_PID"; fi
+  if wanted raw; then limit_cpu raw "$RAW_PID"; fi
+fi
 
 # Sanity: every proxy routes every host/prefix to a backend with a 200, over HTTP and HTTPS,
 # and presents the bench certificate.
@@ -222,5 +270,9 @@ done
 } >>"$results"
 if wanted portico-log; then
   echo "access_log_lines portico-log $(wc -l <"$work/access.log")" >>"$results"
+fi
+if [ -n "$PROXY_QUOTA" ]; then
+  echo "Each proxy limited to $PROXY_QUOTA % of one core (PROXY_QUOTA): the proxy-bound layout."
+  echo
 fi
 python3 bench/report.py proxy "$results"
