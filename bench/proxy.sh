@@ -205,13 +205,21 @@ if wanted raw; then
   urls+=("http://127.0.0.1:$RAW_PORT")
 fi
 for size in small large; do for close in keepalive close; do wrk_script "$size" "$close"; done; done
+
+# The processes of proxy NAME: nginx's master and workers, the one process of the others.
+proxy_pids() { # name
+  case $1 in
+    portico) echo "$PORTICO_PID" ;;
+    portico-log) echo "$LOGGING_PID" ;;
+    haproxy) echo "$HAPROXY_PID" ;;
+    nginx) echo "$NGINX_PID" $(pgrep -P "$NGINX_PID") ;;
+    floor) echo "$FLOOR_PID" ;;
+    raw) echo "$RAW_PID" ;;
+  esac
+}
+
 if [ -n "$PROXY_QUOTA" ]; then
-  if wanted portico; then limit_cpu portico "$PORTICO_PID"; fi
-  if wanted portico-log; then limit_cpu portico-log "$LOGGING_PID"; fi
-  if wanted haproxy; then limit_cpu haproxy "$HAPROXY_PID"; fi
-  if wanted nginx; then limit_cpu nginx "$NGINX_PID" $(pgrep -P "$NGINX_PID"); fi
-  if wanted floor; then limit_cpu floor "$FLOOR_PID"; fi
-  if wanted raw; then limit_cpu raw "$RAW_PID"; fi
+  for proxy in $PROXIES; do limit_cpu "$proxy" $(proxy_pids "$proxy"); done
 fi
 
 # Sanity: every proxy routes every host/prefix to a backend with a 200, over HTTP and HTTPS,
@@ -247,27 +255,23 @@ for case in $CASES; do
     # Interleave the proxies within each run so drift hits them alike.
     for proxy in $PROXIES; do
       case $proxy in
-        portico) port=$PORTICO_PORT tls_port=$PORTICO_TLS_PORT; procs=("$PORTICO_PID") ;;
-        portico-log) port=$LOGGING_PORT tls_port=$LOGGING_TLS_PORT; procs=("$LOGGING_PID") ;;
-        haproxy) port=$HAPROXY_PORT tls_port=$HAPROXY_TLS_PORT; procs=("$HAPROXY_PID") ;;
-        nginx) port=$NGINX_PORT tls_port=$NGINX_TLS_PORT; procs=("$NGINX_PID" $(pgrep -P "$NGINX_PID")) ;;
-        floor) port=$FLOOR_PORT tls_port=; procs=("$FLOOR_PID") ;;
-        raw) port=$RAW_PORT tls_port=; procs=("$RAW_PID") ;;
+        portico) port=$PORTICO_PORT tls_port=$PORTICO_TLS_PORT ;;
+        portico-log) port=$LOGGING_PORT tls_port=$LOGGING_TLS_PORT ;;
+        haproxy) port=$HAPROXY_PORT tls_port=$HAPROXY_TLS_PORT ;;
+        nginx) port=$NGINX_PORT tls_port=$NGINX_TLS_PORT ;;
+        floor) port=$FLOOR_PORT tls_port= ;;
+        raw) port=$RAW_PORT tls_port= ;;
       esac
+      read -ra procs <<<"$(proxy_pids "$proxy")"
       if [ "$scheme" = https ] && [ -z "$tls_port" ]; then continue; fi
       if [ "$scheme" = https ]; then port=$tls_port; fi
       echo "$case $proxy $run $(measure "$scheme" "$port" "$size" "$close" "${procs[@]}")" | tee -a "$results" >&2
     done
   done
 done
-{
-  if wanted portico; then echo "peak_rss_kib portico $(peak_rss "$PORTICO_PID")"; fi
-  if wanted portico-log; then echo "peak_rss_kib portico-log $(peak_rss "$LOGGING_PID")"; fi
-  if wanted haproxy; then echo "peak_rss_kib haproxy $(peak_rss "$HAPROXY_PID")"; fi
-  if wanted nginx; then echo "peak_rss_kib nginx $(peak_rss "$NGINX_PID" $(pgrep -P "$NGINX_PID"))"; fi
-  if wanted floor; then echo "peak_rss_kib floor $(peak_rss "$FLOOR_PID")"; fi
-  if wanted raw; then echo "peak_rss_kib raw $(peak_rss "$RAW_PID")"; fi
-} >>"$results"
+for proxy in $PROXIES; do
+  echo "peak_rss_kib $proxy $(peak_rss $(proxy_pids "$proxy"))"
+done >>"$results"
 if wanted portico-log; then
   echo "access_log_lines portico-log $(wc -l <"$work/access.log")" >>"$results"
 fi

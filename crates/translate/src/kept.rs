@@ -351,7 +351,8 @@ impl KeptMeta {
 }
 
 impl From<Service> for KeptService {
-    /// Takes the strings it keeps out of `service` rather than copying them.
+    /// Takes the type and ports out of `service` rather than copying them; a Service of type
+    /// LoadBalancer keeps a copy of its whole spec besides.
     fn from(service: Service) -> Self {
         let spec = service.spec.unwrap_or_default();
         let load_balancer = spec.type_.as_deref() == Some("LoadBalancer");

@@ -301,7 +301,6 @@ const DEFER_ACCEPT_SECONDS: libc::c_int = 1;
 /// wakes the proxy for a connection it cannot serve yet. nginx (`listen … deferred`) and
 /// haproxy (`bind … defer-accept`) offer it; here it is always on. A connection that never
 /// speaks meets the header timeout about a second later than without it.
-#[cfg(target_os = "linux")]
 fn defer_accept(listener: &TcpListener) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
     let seconds = DEFER_ACCEPT_SECONDS;
@@ -321,11 +320,6 @@ fn defer_accept(listener: &TcpListener) -> std::io::Result<()> {
     if set < 0 {
         return Err(std::io::Error::last_os_error());
     }
-    Ok(())
-}
-
-#[cfg(not(target_os = "linux"))]
-fn defer_accept(_: &TcpListener) -> std::io::Result<()> {
     Ok(())
 }
 
