@@ -1,6 +1,7 @@
 //! The TLS side of the proxy: certificates swapped in by configuration, and the handshake in
 //! front of each HTTPS connection.
 
+use super::lane::HeavyLane;
 use super::{Proxy, Scheme};
 use crate::tls::{MaterialBySecret, SniMap};
 use portico_model::Model;
@@ -10,6 +11,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
+use tokio_rustls::LazyConfigAcceptor;
 
 /// How long a client may take to complete the TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -39,14 +41,28 @@ impl Proxy {
         if let Ok(addr) = listener.local_addr() {
             self.https_port.store(addr.port(), Ordering::Relaxed);
         }
-        self.accept_loop(listener, shutdown, |proxy, stream, peer| {
-            proxy.serve_tls_connection(stream, peer)
+        let lane = Arc::new(HeavyLane::for_current_runtime());
+        self.accept_loop(listener, shutdown, move |proxy, stream, peer| {
+            proxy.serve_tls_connection(stream, peer, lane.clone())
         })
         .await;
     }
 
-    async fn serve_tls_connection(self: Arc<Self>, stream: TcpStream, peer: SocketAddr) {
-        let accepted = tokio::time::timeout(HANDSHAKE_TIMEOUT, self.acceptor.accept(stream)).await;
+    /// The handshake, then the connection. Processing the ClientHello (key exchange, signature,
+    /// the server's flight) is the heavy step and takes its turn in `lane`.
+    async fn serve_tls_connection(
+        self: Arc<Self>,
+        stream: TcpStream,
+        peer: SocketAddr,
+        lane: Arc<HeavyLane>,
+    ) {
+        let handshake = async {
+            let start =
+                LazyConfigAcceptor::new(rustls::server::Acceptor::default(), stream).await?;
+            let config = self.tls_config.clone();
+            lane.run(|| start.into_stream(config)).await
+        };
+        let accepted = tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await;
         let stream = match accepted {
             Ok(Ok(stream)) => stream,
             Ok(Err(error)) => {

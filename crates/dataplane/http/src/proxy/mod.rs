@@ -7,6 +7,7 @@ mod gate;
 mod h1;
 mod headers;
 mod https;
+mod lane;
 mod tries;
 mod tunnel;
 
@@ -33,7 +34,6 @@ use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
-use tokio_rustls::TlsAcceptor;
 
 pub(crate) use drain::Phase;
 
@@ -53,7 +53,8 @@ pub struct Proxy {
     server: auto::Builder<TokioExecutor>,
     /// Certificates for TLS handshakes, swapped by `set_certificates`.
     resolver: Arc<Resolver>,
-    acceptor: TlsAcceptor,
+    /// The TLS server configuration of every HTTPS connection, around `resolver`.
+    tls_config: Arc<rustls::ServerConfig>,
     /// The port HTTP → HTTPS redirects name: that of `serve_https`'s listener once it runs.
     https_port: AtomicU16,
     limits: Limits,
@@ -83,7 +84,7 @@ impl Proxy {
     pub fn with_access_log(metrics: ProxyMetrics, limits: Limits, access: AccessLog) -> Arc<Self> {
         let resolver = Arc::new(Resolver::new());
         Arc::new(Proxy {
-            acceptor: TlsAcceptor::from(server_config(resolver.clone())),
+            tls_config: server_config(resolver.clone()),
             resolver,
             https_port: AtomicU16::new(443),
             table: ArcSwap::from_pointee(RouteTable::default()),
