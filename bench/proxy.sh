@@ -9,8 +9,11 @@
 # `tls-keepalive` (HTTPS requests on open connections), `tls-close` (a new TCP connection and
 # TLS handshake per request; wrk resumes TLS sessions with tickets, which all three offer by
 # default), the same two with the 16 KiB response (`tls-large-keepalive`, `tls-large-close`),
-# and `tls-handshake` (full handshakes, no resumption: TLS_CLIENTS
-# parallel `openssl s_time -new` loops; req/s is handshakes/s, no latency percentiles). For each
+# `tls-handshake` (full handshakes, no resumption: TLS_CLIENTS
+# parallel `openssl s_time -new` loops; req/s is handshakes/s, no latency percentiles), and
+# `tls-storm` (not in the default CASES): the latency of STORM_CALM keep-alive HTTPS connections
+# (small response) while the other CONNECTIONS - STORM_CALM make a new connection per request,
+# a reconnect storm; req/s and CPU per request count the requests of both. For each
 # proxy and case: req/s, p50/p99 latency, proxy CPU time per request (utime + stime from
 # /proc), peak RSS (VmHWM). RUNS runs each (default 5); the table shows medians with min-max,
 # and the ratios Portico/nginx and Portico/haproxy.
@@ -28,7 +31,7 @@
 # proxy needs less than that, the load generator's core is the bound; with a quota below what
 # every proxy uses unlimited (40 on the 2-core VMs of docs/benchmarks.md), each proxy's budget
 # is the bound, so requests per second follow its CPU per request.
-# Usage: bash bench/proxy.sh            (RUNS=5 DURATION=8 CONNECTIONS=50 TLS_CLIENTS=4 by default;
+# Usage: bash bench/proxy.sh            (RUNS=5 DURATION=8 CONNECTIONS=50 TLS_CLIENTS=4 STORM_CALM=10 by default;
 #        PROXIES="portico portico-log nginx haproxy floor" and CASES="small-keepalive tls-close ..." choose a subset)
 # It starts and stops only its own processes, by PID, and sends traffic only to 127.0.0.1.
 set -euo pipefail
@@ -41,6 +44,7 @@ LOAD_CPU=${LOAD_CPU:-1}
 PROXIES=${PROXIES:-portico nginx haproxy floor}
 CASES=${CASES:-small-keepalive small-close large-keepalive large-close tls-keepalive tls-close tls-large-keepalive tls-large-close tls-handshake}
 TLS_CLIENTS=${TLS_CLIENTS:-4}
+STORM_CALM=${STORM_CALM:-10}
 PROXY_QUOTA=${PROXY_QUOTA:-}
 
 source scripts/lib.sh
@@ -110,6 +114,23 @@ handshakes() { # port
   echo "RESULT requests=$total duration_us=$((DURATION * 1000000)) p50_us=0 p99_us=0 errors=0"
 }
 
+# tls-storm: STORM_CALM keep-alive connections, whose latency is measured, while the rest of
+# CONNECTIONS open a new HTTPS connection per request; prints one RESULT line, with the
+# requests of both loads and the latency of the keep-alive ones.
+storm() { # port
+  local flood calm storm
+  taskset -c "$LOAD_CPU" wrk -t1 -c$((CONNECTIONS - STORM_CALM)) -d"${DURATION}s" \
+    -s "$work/wrk-small-close.lua" "https://127.0.0.1:$1/" >"$work/storm.out" &
+  flood=$!
+  calm=$(taskset -c "$LOAD_CPU" wrk -t1 -c"$STORM_CALM" -d"${DURATION}s" \
+    -s "$work/wrk-small-keepalive.lua" "https://127.0.0.1:$1/" | grep '^RESULT')
+  wait "$flood"
+  storm=$(sed -n 's/^RESULT requests=\([0-9]*\) .*/\1/p' "$work/storm.out")
+  local n=${calm#*requests=}
+  n=${n%% *}
+  echo "${calm/requests=$n/requests=$((n + ${storm:-0}))}"
+}
+
 # Runs one load against one proxy; prints "rps p50_us p99_us cpu_us_per_req errors sys_us_per_req".
 measure() { # scheme port size close pid...
   local scheme=$1 port=$2 size=$3 close=$4
@@ -118,6 +139,8 @@ measure() { # scheme port size close pid...
   before=$(cpu_ticks "$@")
   if [ "$close" = handshake ]; then
     out=$(handshakes "$port")
+  elif [ "$close" = storm ]; then
+    out=$(storm "$port")
   else
     out=$(taskset -c "$LOAD_CPU" wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" \
       -s "$work/wrk-$size-$close.lua" "$scheme://127.0.0.1:$port/" | grep '^RESULT')
