@@ -20,7 +20,7 @@ mod upstream;
 
 pub use access::{AccessLog, Destination};
 pub use metrics::ProxyMetrics;
-pub use proxy::{Proxy, Scheme};
+pub use proxy::{HeavyLane, Proxy, Scheme};
 pub use route::{
     Health, Outcome, PROVIDER, Pick, PoolState, RequestInfo, RouteTable, Target, compile,
 };

@@ -12,7 +12,7 @@ mod place;
 
 pub use place::{Bind, place};
 
-use portico_dataplane_http::{AccessLog, Health, Proxy, ProxyMetrics};
+use portico_dataplane_http::{AccessLog, Health, HeavyLane, Proxy, ProxyMetrics};
 use portico_model::{Diagnostic, Limits, LoadBalancer, Model, PoolId};
 use portico_provider::{CaBundles, Certificates, Provider};
 use std::collections::{BTreeMap, HashSet};
@@ -38,6 +38,8 @@ pub struct ProxyProvider {
     limits: Limits,
     /// Shared by every proxy this provider starts.
     access: AccessLog,
+    /// Where the TLS handshakes of every proxy this provider starts take turns (one runtime).
+    lane: Arc<HeavyLane>,
     /// The default listeners' addresses, when the proxy serves them.
     defaults: Option<(SocketAddr, SocketAddr)>,
     served: Mutex<BTreeMap<Bind, Served>>,
@@ -59,8 +61,10 @@ impl ProxyProvider {
         let mut tasks = Vec::new();
         let mut served = BTreeMap::new();
         let mut addresses = None;
+        let lane = Arc::new(HeavyLane::for_current_runtime());
         if let Some((http, https)) = defaults {
             let proxy = Proxy::with_access_log(metrics.clone(), limits, access.clone());
+            proxy.share_heavy_lane(lane.clone());
             let local = |l: &TcpListener| l.local_addr().ok();
             if let (Some(h), Some(s)) = (local(&http), local(&https)) {
                 addresses = Some((h, s));
@@ -75,6 +79,7 @@ impl ProxyProvider {
             metrics,
             limits,
             access,
+            lane,
             defaults: addresses,
             served: Mutex::new(served),
         };
@@ -90,6 +95,7 @@ impl ProxyProvider {
             ..self.limits
         };
         let proxy = Proxy::with_access_log(self.metrics.clone(), limits, self.access.clone());
+        proxy.share_heavy_lane(self.lane.clone());
         let (stop, stopped) = watch::channel(false);
         tokio::spawn(proxy.clone().serve(http, stopped.clone()));
         tokio::spawn(proxy.clone().serve_https(https, stopped));

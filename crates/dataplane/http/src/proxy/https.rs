@@ -41,11 +41,21 @@ impl Proxy {
         if let Ok(addr) = listener.local_addr() {
             self.https_port.store(addr.port(), Ordering::Relaxed);
         }
-        let lane = Arc::new(HeavyLane::for_current_runtime());
+        let lane = (self.lane)
+            .get_or_init(|| Arc::new(HeavyLane::for_current_runtime()))
+            .clone();
         self.accept_loop(listener, shutdown, move |proxy, stream, peer| {
             proxy.serve_tls_connection(stream, peer, lane.clone())
         })
         .await;
+    }
+
+    /// Makes this proxy's TLS handshakes take turns in `lane` (see [`HeavyLane`]), with those
+    /// of the other proxies that share it. Call before [`Proxy::serve_https`]; once the proxy
+    /// has a lane, it keeps it.
+    pub fn share_heavy_lane(&self, lane: Arc<HeavyLane>) {
+        // A proxy whose listener already runs keeps the lane it started with.
+        let _kept = self.lane.set(lane);
     }
 
     /// The handshake, then the connection. Processing the ClientHello (key exchange, signature,

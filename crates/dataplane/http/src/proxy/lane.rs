@@ -10,6 +10,10 @@
 //! The lane is a priority, not a limit: every step still runs, in arrival order. What moves is
 //! where the waiting happens when the proxy's core is saturated: before a new connection's
 //! handshake rather than in established connections' requests.
+//!
+//! A proxy makes a lane of its own when its HTTPS listener starts, unless it was given one
+//! ([`crate::Proxy::share_heavy_lane`]): the proxies of one runtime (an agent's VIPs) share one,
+//! so that handshakes on all of them take turns together.
 
 use std::future::{Future, poll_fn};
 use std::pin::pin;
@@ -18,21 +22,22 @@ use tokio::sync::Semaphore;
 
 /// Turns for heavy steps: one per worker thread.
 #[derive(Debug)]
-pub(crate) struct HeavyLane {
+pub struct HeavyLane {
     turns: Semaphore,
 }
 
 impl HeavyLane {
     /// A lane with `workers` turns (at least one): as many heavy steps at once as there are
     /// threads to run them.
-    pub(crate) fn new(workers: usize) -> Self {
+    pub fn new(workers: usize) -> Self {
         HeavyLane {
             turns: Semaphore::new(workers.max(1)),
         }
     }
 
-    /// A lane for the current runtime: one turn per worker thread.
-    pub(crate) fn for_current_runtime() -> Self {
+    /// A lane for the current runtime: one turn per worker thread. Panics outside a tokio
+    /// runtime, as `tokio::spawn` does.
+    pub fn for_current_runtime() -> Self {
         Self::new(tokio::runtime::Handle::current().metrics().num_workers())
     }
 
@@ -110,5 +115,37 @@ mod tests {
         assert_eq!(received.expect("sender"), 8);
         // The turn was handed back: another step gets it.
         assert_eq!(lane.turns.available_permits(), 1);
+    }
+
+    /// A proxy given a lane takes its TLS handshakes through it: while the lane's only turn is
+    /// held elsewhere a client's handshake does not finish, and once the turn is free it does.
+    #[tokio::test]
+    async fn a_proxy_given_a_lane_handshakes_in_its_turns() {
+        use prometheus_client::registry::Registry;
+        use std::time::Duration;
+        use tokio::time::timeout;
+        let proxy = crate::Proxy::new(crate::ProxyMetrics::new(&mut Registry::default()));
+        let lane = Arc::new(HeavyLane::new(1));
+        let held = lane.turns.try_acquire().expect("a free turn");
+        proxy.share_heavy_lane(lane.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (_stop, stopped) = tokio::sync::watch::channel(false);
+        tokio::spawn(proxy.clone().serve_https(listener, stopped));
+
+        let config = Arc::new(portico_testkit::accept_any_certificate());
+        let name = rustls::pki_types::ServerName::try_from("lane.test").unwrap();
+        let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let handshake = tokio_rustls::TlsConnector::from(config).connect(name, tcp);
+        let mut handshake = pin!(handshake);
+        let early = timeout(Duration::from_millis(300), handshake.as_mut()).await;
+        assert!(
+            early.is_err(),
+            "the handshake finished while the turn was held"
+        );
+        drop(held);
+        let done = timeout(Duration::from_secs(10), handshake).await;
+        done.expect("the handshake finishes once the turn is free")
+            .expect("a TLS connection");
     }
 }

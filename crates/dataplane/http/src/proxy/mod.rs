@@ -12,6 +12,7 @@ mod tries;
 mod tunnel;
 
 pub use headers::Scheme;
+pub use lane::HeavyLane;
 
 use crate::access::AccessLog;
 use crate::limits::Caps;
@@ -66,6 +67,9 @@ pub struct Proxy {
     access: AccessLog,
     /// Whether HTTP/1.1 requests take the own path (`h1`) before hyper.
     own_http1: std::sync::atomic::AtomicBool,
+    /// Where TLS handshakes take turns: shared by `share_heavy_lane`, or made when the HTTPS
+    /// listener starts.
+    lane: std::sync::OnceLock<Arc<HeavyLane>>,
 }
 
 impl Proxy {
@@ -98,6 +102,7 @@ impl Proxy {
             phase: watch::Sender::new(Phase::Serving),
             access,
             own_http1: std::sync::atomic::AtomicBool::new(own_http1_from_env()),
+            lane: std::sync::OnceLock::new(),
         })
     }
 
