@@ -114,20 +114,29 @@ handshakes() { # port
   echo "RESULT requests=$total duration_us=$((DURATION * 1000000)) p50_us=0 p99_us=0 errors=0"
 }
 
+# One wrk load from the load generator's core; prints its RESULT line (see wrk_script).
+wrk_load() { # connections script url
+  taskset -c "$LOAD_CPU" wrk -t1 -c"$1" -d"${DURATION}s" -s "$work/wrk-$2.lua" "$3" |
+    grep '^RESULT'
+}
+
+# The request count of a RESULT line.
+requests_of() { # line
+  local n=${1#*requests=}
+  echo "${n%% *}"
+}
+
 # tls-storm: STORM_CALM keep-alive connections, whose latency is measured, while the rest of
 # CONNECTIONS open a new HTTPS connection per request; prints one RESULT line, with the
 # requests of both loads and the latency of the keep-alive ones.
 storm() { # port
-  local flood calm storm
-  taskset -c "$LOAD_CPU" wrk -t1 -c$((CONNECTIONS - STORM_CALM)) -d"${DURATION}s" \
-    -s "$work/wrk-small-close.lua" "https://127.0.0.1:$1/" >"$work/storm.out" &
+  local url="https://127.0.0.1:$1/" flood calm n storm
+  wrk_load $((CONNECTIONS - STORM_CALM)) small-close "$url" >"$work/storm.out" &
   flood=$!
-  calm=$(taskset -c "$LOAD_CPU" wrk -t1 -c"$STORM_CALM" -d"${DURATION}s" \
-    -s "$work/wrk-small-keepalive.lua" "https://127.0.0.1:$1/" | grep '^RESULT')
+  calm=$(wrk_load "$STORM_CALM" small-keepalive "$url")
   wait "$flood"
-  storm=$(sed -n 's/^RESULT requests=\([0-9]*\) .*/\1/p' "$work/storm.out")
-  local n=${calm#*requests=}
-  n=${n%% *}
+  n=$(requests_of "$calm")
+  storm=$(requests_of "$(cat "$work/storm.out")")
   echo "${calm/requests=$n/requests=$((n + ${storm:-0}))}"
 }
 
@@ -142,8 +151,7 @@ measure() { # scheme port size close pid...
   elif [ "$close" = storm ]; then
     out=$(storm "$port")
   else
-    out=$(taskset -c "$LOAD_CPU" wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" \
-      -s "$work/wrk-$size-$close.lua" "$scheme://127.0.0.1:$port/" | grep '^RESULT')
+    out=$(wrk_load "$CONNECTIONS" "$size-$close" "$scheme://127.0.0.1:$port/")
   fi
   after=$(cpu_ticks "$@")
   python3 - "$out" "$before" "$after" "$(getconf CLK_TCK)" <<'EOF'

@@ -13,7 +13,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio_rustls::LazyConfigAcceptor;
 
-/// How long a client may take to complete the TLS handshake.
+/// How long a client may take to complete the TLS handshake, its wait for a turn of the heavy
+/// lane included.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl Proxy {
