@@ -355,7 +355,7 @@ struct ListenArgs {
     #[command(flatten)]
     admin_hosts: AdminHostArgs,
     /// Address written to Ingress status.loadBalancer.ingress (IP or hostname);
-    /// default: the IP of --http-listen.
+    /// default: the IP of --http-listen (none when that is 0.0.0.0 or ::).
     #[arg(long)]
     publish_address: Option<String>,
     /// Threads that serve traffic (and the control plane); 0 means one per CPU core.
@@ -373,7 +373,7 @@ struct ListenArgs {
 #[derive(Args, Debug, Clone)]
 struct KubeArgs {
     /// Read Ingresses, IngressClasses, Services, EndpointSlices and Secrets from the Kubernetes
-    /// API instead of manifest files; write Ingress status and Events (leader only).
+    /// API instead of manifest files; write Ingress and Service status and Events (leader only).
     #[arg(long, conflicts_with = "files")]
     kubernetes: bool,
     /// Kubeconfig file; default: KUBECONFIG, ~/.kube/config, then the in-cluster service
