@@ -31,5 +31,23 @@ check demo.test /qa webservice-qa
 check maps.example.com / webservice-maps
 check images.example.com / webservice-images
 check other.example.com /x webservice-1
-grep -q "curl -s" "$log" || { echo "demo printed no curl commands"; cat "$log"; exit 1; }
+# Every curl command the demo printed, run as printed: each must answer, and those that name
+# the service answering (`-> webservice-…`) must be answered by it.
+ran=0
+while IFS= read -r line; do
+  command=${line%%#*}
+  comment=${line#*#}
+  out=$(bash -c "$command --max-time 5 --fail") || {
+    echo "demo: printed command failed: $command"; cat "$log"; exit 1; }
+  [ -n "$out" ] || { echo "demo: printed command answered nothing: $command"; exit 1; }
+  expected=$(sed -n 's/.*-> \(webservice-[a-z0-9-]*\).*/\1/p' <<<"$comment")
+  if [ -n "$expected" ]; then
+    got=$(sed -n 's/.*"service":"\([^"]*\)".*/\1/p' <<<"$out")
+    [ "$got" = "$expected" ] || {
+      echo "demo: '$command' answered by '$got', expected '$expected'"; exit 1; }
+  fi
+  echo "demo: ran $command"
+  ran=$((ran + 1))
+done < <(grep -E '^ +curl ' "$log")
+[ "$ran" -gt 0 ] || { echo "demo printed no curl commands"; cat "$log"; exit 1; }
 echo "demo: ok"

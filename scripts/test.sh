@@ -7,12 +7,17 @@ cd "$(dirname "$0")/.."
 source scripts/lib.sh
 # A fresh clone gains nothing from incremental compilation, and its caches took gigabytes.
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+# A fresh machine builds Portico with the Rust toolchain alone: the release binary of the
+# README's demo command is built first, before anything is installed and with any protoc made
+# unreachable; the demo and its printed commands run from it below.
+echo "== the release build with the Rust toolchain alone"
+bash scripts/build-without-protoc.sh
 # curl and python3 (a plain backend) for the smoke scripts; openssl, sslscan and testssl.sh
 # for the TLS checks; haproxy for the haproxy provider (its conformance run, golden configs
-# checked with `haproxy -c`, reloads and restarts); etcd and etcdctl for the etcd store's tests
-# and protoc to build etcd-client; iproute2 and nftables for the failover tests in network
+# checked with `haproxy -c`, reloads and restarts); etcd and etcdctl for the etcd store's tests;
+# iproute2 and nftables for the failover tests in network
 # namespaces; chromium (headless) for the dashboard's tests: never skipped.
-apt_install curl openssl python3 sslscan testssl.sh haproxy etcd-server etcd-client protobuf-compiler iproute2 nftables chromium
+apt_install curl openssl python3 sslscan testssl.sh haproxy etcd-server etcd-client iproute2 nftables chromium
 # sed, not head: head exits after one line and haproxy then dies of SIGPIPE (pipefail).
 haproxy -v | sed -n 1p
 
@@ -26,7 +31,7 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== unit, golden and end-to-end tests"
 cargo test --workspace --locked
 
-echo "== the README's demo command"
+echo "== the README's demo command and the commands it prints"
 bash scripts/demo-smoke.sh
 
 echo "== TLS with openssl s_client, curl, sslscan and testssl.sh"

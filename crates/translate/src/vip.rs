@@ -1,7 +1,7 @@
 //! Where a load balancer listens, from its IngressClass: `portico.dev/vip` (an IP address) with
-//! `portico.dev/http-port` and `portico.dev/https-port` (default 80 and 443). The haproxy
-//! provider binds the VIP and the listeners' ports; the built-in proxy serves every load
-//! balancer on `--http-listen` and `--https-listen` and ignores them.
+//! `portico.dev/http-port` and `portico.dev/https-port` (default 80 and 443). Both L7
+//! providers bind the VIP (and the floating IP) with the listeners' ports; a load balancer
+//! without a VIP is served on `--http-listen` and `--https-listen`.
 //!
 //! A pass over a translated model (it does not change ids), so the translation itself stays
 //! as it was: run it after every translation.

@@ -1,29 +1,23 @@
 //! The connection: TLS, credentials, require-leader, and the few request shapes the rest uses
 //! (bounded requests, paginated ranges at one revision).
 
-use crate::config::{EtcdConfig, TlsFiles};
+use crate::config::EtcdConfig;
 use crate::error::{EtcdError, chain};
 use crate::keys::{Layout, prefix_end};
+use crate::rpc::{KeyValue, KvClient, LeaseClient, RangeRequest, Rpc, WatchClient};
 use bytes::Bytes;
-use etcd_client::{
-    Certificate, Client, ConnectOptions, GetOptions, GetResponse, Identity, KeyValue, KvClient,
-    LeaseClient, TlsOptions, WatchClient,
-};
 use portico_store::kv::{Entry, Key};
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::path::Path;
 use std::time::Duration;
 
 /// Keys per page of a range read; keeps every response well under gRPC's message limit.
 const PAGE: i64 = 500;
-/// Largest response accepted (a page of big values, a watch response of a big txn).
-const MAX_MESSAGE: usize = 64 * 1024 * 1024;
 
 /// A connection to etcd under one prefix. Cheap to clone.
 #[derive(Clone)]
 pub struct Etcd {
-    pub(crate) client: Client,
+    pub(crate) rpc: Rpc,
     pub(crate) layout: Layout,
     pub(crate) config: EtcdConfig,
 }
@@ -42,30 +36,20 @@ impl Etcd {
     /// member cut off from its cluster refuses rather than serving stale data.
     pub async fn connect(config: EtcdConfig) -> Result<Etcd, EtcdError> {
         config.validate()?;
-        let options = options(&config)?;
-        let scheme = if config.tls.is_some() {
-            "https"
-        } else {
-            "http"
-        };
-        let urls: Vec<String> = config
-            .endpoints
-            .iter()
-            .map(|e| format!("{scheme}://{e}"))
-            .collect();
+        let rpc = Rpc::new(&config)?;
         let endpoints = config.endpoints.join(",");
         let connect_error = |reason: String| EtcdError::Connect {
             endpoints: endpoints.clone(),
             reason,
         };
-        let connecting = Client::connect(&urls, Some(options));
-        let client = tokio::time::timeout(config.dial_timeout, connecting)
+        let dial = config.dial_timeout;
+        tokio::time::timeout(dial, rpc.authenticate())
             .await
-            .map_err(|_| connect_error(format!("no answer within {:?}", config.dial_timeout)))?
+            .map_err(|_| connect_error(format!("no answer within {dial:?}")))?
             .map_err(|e| connect_error(chain(&e)))?;
         let layout = Layout::new(&config.prefix);
         let etcd = Etcd {
-            client,
+            rpc,
             layout,
             config,
         };
@@ -76,11 +60,14 @@ impl Etcd {
     }
 
     async fn probe(&self) -> Result<(), EtcdError> {
-        let key = self.layout.abs(crate::keys::COMMIT);
-        let options = GetOptions::new().with_count_only();
+        let request = RangeRequest {
+            key: self.layout.abs(crate::keys::COMMIT),
+            count_only: true,
+            ..RangeRequest::default()
+        };
         let mut kv = self.kv();
         let timeout = self.config.dial_timeout;
-        match tokio::time::timeout(timeout, kv.get(key, Some(options))).await {
+        match tokio::time::timeout(timeout, kv.range(request)).await {
             Err(_) => Err(EtcdError::Timeout {
                 what: "the first read",
                 timeout,
@@ -96,33 +83,55 @@ impl Etcd {
     }
 
     pub(crate) fn kv(&self) -> KvClient {
-        self.client
-            .kv_client()
-            .max_decoding_message_size(MAX_MESSAGE)
+        self.rpc.kv()
     }
 
     pub(crate) fn watch_client(&self) -> WatchClient {
-        self.client
-            .watch_client()
-            .max_decoding_message_size(MAX_MESSAGE)
+        self.rpc.watch()
     }
 
     pub(crate) fn lease(&self) -> LeaseClient {
-        self.client.lease_client()
+        self.rpc.lease()
     }
 
-    /// `request` bounded by the request timeout, its error named `what`.
+    /// `request` bounded by the request timeout, its error named `what`: its answer.
     pub(crate) async fn bounded<T>(
         &self,
         what: &'static str,
-        request: impl Future<Output = Result<T, etcd_client::Error>>,
+        request: impl Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+    ) -> Result<T, EtcdError> {
+        let answer = async { request.await.map(tonic::Response::into_inner) };
+        self.within(what, answer).await
+    }
+
+    /// `step` (a request, a stream's next message) bounded by the request timeout, its error
+    /// named `what`. A request refused for an expired or unknown auth token renews the token,
+    /// so that trying again succeeds.
+    pub(crate) async fn within<T>(
+        &self,
+        what: &'static str,
+        step: impl Future<Output = Result<T, tonic::Status>>,
     ) -> Result<T, EtcdError> {
         let timeout = self.config.request_timeout;
-        match tokio::time::timeout(timeout, request).await {
+        match tokio::time::timeout(timeout, step).await {
             Err(_) => Err(EtcdError::Timeout { what, timeout }),
+            Ok(Err(e)) if self.token_refused(&e) => {
+                let renewed = tokio::time::timeout(timeout, self.rpc.authenticate()).await;
+                if let Ok(Err(again)) = &renewed {
+                    tracing::warn!(error = %chain(again), "renewing the etcd auth token failed");
+                }
+                Err(EtcdError::token_refused(what, &e))
+            }
             Ok(Err(e)) => Err(EtcdError::request(what, &e)),
-            Ok(Ok(value)) => Ok(value),
+            Ok(Ok(answer)) => Ok(answer),
         }
+    }
+
+    /// An UNAUTHENTICATED answer about the token (not about the credentials themselves).
+    fn token_refused(&self, status: &tonic::Status) -> bool {
+        self.rpc.has_credentials()
+            && status.code() == tonic::Code::Unauthenticated
+            && status.message().contains("token")
     }
 
     /// Every key under `subtree` (relative to the prefix) at `revision` (0: the newest), page
@@ -136,20 +145,23 @@ impl Etcd {
         let end = prefix_end(&start);
         let (mut revision, mut from, mut all) = (revision, start, Vec::new());
         loop {
-            let options = GetOptions::new()
-                .with_range(end.clone())
-                .with_limit(PAGE)
-                .with_revision(revision);
-            let mut page = self.page(&from, options).await?;
+            let request = RangeRequest {
+                key: from.clone(),
+                range_end: end.clone(),
+                limit: PAGE,
+                revision,
+                ..RangeRequest::default()
+            };
+            let page = self.page(request).await?;
             if revision == 0 {
                 // Later pages read at the revision of the first.
-                revision = page.header().map_or(0, |h| h.revision());
+                revision = crate::rpc::revision(page.header.as_ref());
             }
-            let more = page.more();
-            let kvs = page.take_kvs();
+            let more = page.more;
+            let kvs = page.kvs;
             let Some(last) = kvs.last() else { break };
             // The next page starts just after the last key of this one.
-            from = [last.key(), &[0]].concat();
+            from = [last.key.as_slice(), &[0]].concat();
             all.extend(kvs);
             if !more {
                 break;
@@ -159,14 +171,17 @@ impl Etcd {
     }
 
     /// One range request, tried again at once when the member is unavailable: with several
-    /// endpoints the client's balancer may pick a dead member (etcd-client issue #39) and a
+    /// endpoints the channel's balancer may pick a member that is down, and a
     /// read is safe to repeat.
-    async fn page(&self, from: &[u8], options: GetOptions) -> Result<GetResponse, EtcdError> {
+    async fn page(
+        &self,
+        request: RangeRequest,
+    ) -> Result<crate::rpc::api::RangeResponse, EtcdError> {
         let tries = 2 * self.config.endpoints.len();
         let mut attempt = 1;
         loop {
             let mut kv = self.kv();
-            let got = kv.get(from.to_vec(), Some(options.clone()));
+            let got = kv.range(request.clone());
             match self.bounded("range", got).await {
                 Err(e) if e.is_unavailable() && attempt < tries => attempt += 1,
                 done => return done,
@@ -180,48 +195,15 @@ impl Etcd {
     pub(crate) fn entries(&self, kvs: Vec<KeyValue>) -> BTreeMap<Key, Entry> {
         kvs.iter()
             .filter_map(|kv| {
-                let key = self.layout.relative(kv.key())?.to_owned();
+                let key = self.layout.relative(&kv.key)?.to_owned();
                 let entry = Entry {
-                    value: Bytes::copy_from_slice(kv.value()),
-                    mod_revision: kv.mod_revision(),
+                    value: Bytes::copy_from_slice(&kv.value),
+                    mod_revision: kv.mod_revision,
                 };
                 Some((key, entry))
             })
             .collect()
     }
-}
-
-fn options(config: &EtcdConfig) -> Result<ConnectOptions, EtcdError> {
-    let mut options = ConnectOptions::new()
-        .with_require_leader(true)
-        .with_connect_timeout(config.dial_timeout)
-        .with_keep_alive(config.keep_alive, config.request_timeout)
-        .with_keep_alive_while_idle(true)
-        .with_auto_token_refresh(true);
-    if let Some(user) = &config.user {
-        let password = config.password.clone().unwrap_or_default();
-        options = options.with_user(user.clone(), password);
-    }
-    if let Some(files) = &config.tls {
-        options = options.with_tls(tls(files)?);
-    }
-    Ok(options)
-}
-
-fn tls(files: &TlsFiles) -> Result<TlsOptions, EtcdError> {
-    let ca = Certificate::from_pem(read(&files.ca)?);
-    let mut tls = TlsOptions::new().ca_certificate(ca);
-    if let (Some(cert), Some(key)) = (&files.cert, &files.key) {
-        tls = tls.identity(Identity::from_pem(read(cert)?, read(key)?));
-    }
-    Ok(tls)
-}
-
-fn read(path: &Path) -> Result<Vec<u8>, EtcdError> {
-    std::fs::read(path).map_err(|source| EtcdError::TlsFile {
-        path: path.to_owned(),
-        source,
-    })
 }
 
 /// Doubling pauses between retries, from 100 ms up to a ceiling.

@@ -8,7 +8,7 @@ use crate::election::Leadership;
 use crate::error::EtcdError;
 use crate::keys::{COMMIT, DESIRED, PENDING, PLACEMENT};
 
-use etcd_client::{Compare, CompareOp, Txn, TxnOp};
+use crate::rpc::{self, RequestOp};
 use portico_store::kv::{Key, Op, View};
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -43,7 +43,7 @@ impl Etcd {
         let last = chunks.len() - 1;
         let mut revision = 0;
         for (i, chunk) in chunks.into_iter().enumerate() {
-            let mut txn_ops: Vec<TxnOp> = ops[chunk].iter().map(|op| self.txn_op(op)).collect();
+            let mut txn_ops: Vec<RequestOp> = ops[chunk].iter().map(|op| self.txn_op(op)).collect();
             txn_ops.extend(self.marks(generation, i == 0 && last > 0, i == last));
             revision = self.fenced(leader, txn_ops).await?;
         }
@@ -66,39 +66,38 @@ impl Etcd {
         })
     }
 
-    fn txn_op(&self, op: &Op) -> TxnOp {
+    fn txn_op(&self, op: &Op) -> RequestOp {
         match op {
-            Op::Put { key, value } => TxnOp::put(self.layout.abs(key), value.to_vec(), None),
-            Op::Delete { key } => TxnOp::delete(self.layout.abs(key), None),
+            Op::Put { key, value } => rpc::put(self.layout.abs(key), value.to_vec(), 0),
+            Op::Delete { key } => rpc::delete(self.layout.abs(key)),
         }
     }
 
     /// The marker ops of one txn of a commit.
-    fn marks(&self, generation: u64, opens: bool, closes: bool) -> Vec<TxnOp> {
+    fn marks(&self, generation: u64, opens: bool, closes: bool) -> Vec<RequestOp> {
         let (pending, commit) = (self.layout.abs(PENDING), self.layout.abs(COMMIT));
         let mut marks = Vec::new();
         if opens {
-            marks.push(TxnOp::put(pending.clone(), generation.to_string(), None));
+            marks.push(rpc::put(pending.clone(), generation.to_string(), 0));
         }
         if closes {
-            marks.push(TxnOp::delete(pending, None));
-            marks.push(TxnOp::put(commit, generation.to_string(), None));
+            marks.push(rpc::delete(pending));
+            marks.push(rpc::put(commit, generation.to_string(), 0));
         }
         marks
     }
 
     /// One txn under the leader's fence; its revision.
-    async fn fenced(&self, leader: &Leadership, ops: Vec<TxnOp>) -> Result<i64, EtcdError> {
-        let fence =
-            Compare::create_revision(leader.key.clone(), CompareOp::Equal, leader.create_revision);
-        let txn = Txn::new().when([fence]).and_then(ops);
+    async fn fenced(&self, leader: &Leadership, ops: Vec<RequestOp>) -> Result<i64, EtcdError> {
+        let fence = rpc::created_at(leader.key.clone(), leader.create_revision);
+        let txn = rpc::txn(vec![fence], ops, Vec::new());
         let mut kv = self.kv();
         let answer = self.bounded("commit", kv.txn(txn)).await?;
-        if !answer.succeeded() {
+        if !answer.succeeded {
             let _ = leader.lost_tx.send(true);
             return Err(self.not_leader(leader));
         }
-        Ok(answer.header().map_or(0, |h| h.revision()))
+        Ok(rpc::revision(answer.header.as_ref()))
     }
 
     fn not_leader(&self, leader: &Leadership) -> EtcdError {

@@ -7,12 +7,12 @@
 
 use crate::client::{Backoff, Etcd};
 use crate::error::EtcdError;
-use crate::keys::{COMMIT, ELECTION};
-use crate::task::Task;
-use etcd_client::{
-    Compare, CompareOp, EventType, GetOptions, PutOptions, SortOrder, SortTarget, Txn, TxnOp,
-    WatchFilterType, WatchOptions,
+use crate::keys::{COMMIT, ELECTION, prefix_end};
+use crate::rpc::{
+    self, LeaseRevokeRequest, RangeRequest, WatchCreateRequest, event, range_request,
+    watch_create_request,
 };
+use crate::task::Task;
 use std::time::Duration;
 use tokio::sync::{Mutex, watch};
 use tracing::{info, warn};
@@ -74,7 +74,8 @@ impl Leadership {
     pub async fn resign(self) -> Result<(), EtcdError> {
         let _ = self.lost_tx.send(true);
         let mut lease = self.etcd.lease();
-        let revoked = self.etcd.bounded("resign", lease.revoke(self.lease)).await;
+        let revoke = lease.lease_revoke(LeaseRevokeRequest { id: self.lease });
+        let revoked = self.etcd.bounded("resign", revoke).await;
         info!(identity = %self.identity, "resigned");
         revoked.map(drop)
     }
@@ -150,14 +151,15 @@ impl Etcd {
 
     /// Puts the candidate's key; its create revision is the place in line.
     async fn stand(&self, key: &[u8], identity: &str, lease: i64) -> Result<i64, EtcdError> {
-        let put = PutOptions::new().with_lease(lease);
-        let txn = Txn::new()
-            .when([Compare::create_revision(key.to_vec(), CompareOp::Equal, 0)])
-            .and_then([TxnOp::put(key.to_vec(), identity, Some(put))]);
+        let txn = rpc::txn(
+            vec![rpc::created_at(key.to_vec(), 0)],
+            vec![rpc::put(key.to_vec(), identity, lease)],
+            Vec::new(),
+        );
         let mut kv = self.kv();
         let answer = self.bounded("campaign", kv.txn(txn)).await?;
-        match (answer.succeeded(), answer.header()) {
-            (true, Some(header)) => Ok(header.revision()),
+        match (answer.succeeded, answer.header) {
+            (true, Some(header)) => Ok(header.revision),
             _ => Err(EtcdError::NotLeader {
                 key: String::from_utf8_lossy(key).into_owned(),
             }),
@@ -193,46 +195,52 @@ impl Etcd {
     /// `true` when no candidate is older; else waits until the next older one is deleted
     /// and returns `false`.
     async fn wait_for_older(&self, create_revision: i64) -> Result<bool, EtcdError> {
-        let options = GetOptions::new()
-            .with_prefix()
-            .with_max_create_revision(create_revision - 1)
-            .with_sort(SortTarget::Create, SortOrder::Descend)
-            .with_limit(1);
-        let mut kv = self.kv();
         let prefix = self.layout.abs(ELECTION);
-        let older = self
-            .bounded("campaign", kv.get(prefix, Some(options)))
-            .await?;
-        let Some(previous) = older.kvs().first() else {
+        let request = RangeRequest {
+            range_end: prefix_end(&prefix),
+            key: prefix,
+            limit: 1,
+            sort_order: range_request::SortOrder::Descend.into(),
+            sort_target: range_request::SortTarget::Create.into(),
+            max_create_revision: create_revision - 1,
+            ..RangeRequest::default()
+        };
+        let mut kv = self.kv();
+        let older = self.bounded("campaign", kv.range(request)).await?;
+        let Some(previous) = older.kvs.first() else {
             return Ok(true);
         };
-        let from = older.header().map_or(0, |h| h.revision()) + 1;
-        self.wait_for_delete(previous.key(), from).await?;
+        let from = rpc::revision(older.header.as_ref()) + 1;
+        self.wait_for_delete(&previous.key, from).await?;
         Ok(false)
     }
 
     async fn wait_for_delete(&self, key: &[u8], from: i64) -> Result<(), EtcdError> {
-        let options = WatchOptions::new()
-            .with_start_revision(from)
-            .with_filters([WatchFilterType::NoPut]);
+        let create = WatchCreateRequest {
+            key: key.to_vec(),
+            start_revision: from,
+            filters: vec![watch_create_request::FilterType::Noput.into()],
+            ..WatchCreateRequest::default()
+        };
         let mut client = self.watch_client();
-        let mut stream = self
-            .bounded("campaign watch", client.watch(key.to_vec(), Some(options)))
-            .await?;
+        let opening = client.watch(rpc::watch_stream(create));
+        let mut stream = self.bounded("campaign watch", opening).await?;
         loop {
             let answer = stream.message().await;
             let answer = answer.map_err(|e| EtcdError::request("campaign watch", &e))?;
             let Some(answer) = answer else {
-                return Err(EtcdError::request(
-                    "campaign watch",
-                    &etcd_client::Error::WatchError("the stream ended".into()),
-                ));
+                return Err(EtcdError::Request {
+                    what: "campaign watch",
+                    reason: "the stream ended".into(),
+                    permanent: false,
+                    unavailable: false,
+                });
             };
             let deleted = answer
-                .events()
+                .events
                 .iter()
-                .any(|e| e.event_type() == EventType::Delete);
-            if deleted || answer.canceled() {
+                .any(|e| e.r#type() == event::EventType::Delete);
+            if deleted || answer.canceled {
                 // A canceled watch (compacted): look again.
                 return Ok(());
             }
@@ -243,19 +251,23 @@ impl Etcd {
     async fn last_commit(&self) -> Result<Commits, EtcdError> {
         let mut kv = self.kv();
         let key = self.layout.abs(COMMIT);
+        let request = RangeRequest {
+            key,
+            ..RangeRequest::default()
+        };
         let answer = self
-            .bounded("read the commit marker", kv.get(key, None))
+            .bounded("read the commit marker", kv.range(request))
             .await?;
-        let Some(marker) = answer.kvs().first() else {
+        let Some(marker) = answer.kvs.first() else {
             return Ok(Commits::default());
         };
-        let value = String::from_utf8_lossy(marker.value());
+        let value = String::from_utf8_lossy(&marker.value);
         let generation = value.parse().map_err(|_| EtcdError::BadMarker {
             value: value.chars().take(40).collect(),
         })?;
         Ok(Commits {
             generation,
-            revision: marker.mod_revision(),
+            revision: marker.mod_revision,
         })
     }
 }

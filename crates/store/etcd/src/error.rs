@@ -46,12 +46,28 @@ pub enum EtcdError {
 }
 
 impl EtcdError {
-    pub(crate) fn request(what: &'static str, error: &etcd_client::Error) -> Self {
+    pub(crate) fn request(what: &'static str, status: &tonic::Status) -> Self {
+        let code = status.code();
         EtcdError::Request {
             what,
-            reason: chain(error),
-            permanent: code(error).is_some_and(|c| matches!(c, 3 | 7 | 16)),
-            unavailable: code(error) == Some(14),
+            reason: chain(status),
+            permanent: matches!(
+                code,
+                tonic::Code::InvalidArgument
+                    | tonic::Code::PermissionDenied
+                    | tonic::Code::Unauthenticated
+            ),
+            unavailable: code == tonic::Code::Unavailable,
+        }
+    }
+
+    /// A request refused for its auth token, which has been renewed: worth trying again.
+    pub(crate) fn token_refused(what: &'static str, status: &tonic::Status) -> Self {
+        EtcdError::Request {
+            what,
+            reason: chain(status),
+            permanent: false,
+            unavailable: false,
         }
     }
 
@@ -76,16 +92,6 @@ impl EtcdError {
             EtcdError::OpTooLarge { .. } => true,
             _ => false,
         }
-    }
-}
-
-/// The gRPC code, as a number (tonic is not a direct dependency): no retry fixes
-/// INVALID_ARGUMENT (3), PERMISSION_DENIED (7) or UNAUTHENTICATED (16); UNAVAILABLE (14) is
-/// a member that cannot be reached or has no leader.
-fn code(error: &etcd_client::Error) -> Option<i32> {
-    match error {
-        etcd_client::Error::GRpcStatus(status) => Some(status.code() as i32),
-        _ => None,
     }
 }
 

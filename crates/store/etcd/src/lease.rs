@@ -2,6 +2,7 @@
 
 use crate::client::{Backoff, Etcd};
 use crate::error::EtcdError;
+use crate::rpc::{LeaseGrantRequest, LeaseKeepAliveRequest, LeaseRevokeRequest};
 use std::time::Duration;
 use tokio::time::Instant;
 use tracing::{debug, warn};
@@ -16,16 +17,21 @@ fn seconds(ttl: Duration) -> i64 {
 impl Etcd {
     pub(crate) async fn grant(&self, ttl: Duration) -> Result<i64, EtcdError> {
         let mut lease = self.lease();
+        let request = LeaseGrantRequest {
+            ttl: seconds(ttl),
+            id: 0,
+        };
         let granted = self
-            .bounded("lease grant", lease.grant(seconds(ttl), None))
+            .bounded("lease grant", lease.lease_grant(request))
             .await?;
-        Ok(granted.id())
+        Ok(granted.id)
     }
 
     /// Best effort: a lease that is not revoked runs out by itself.
     pub(crate) async fn revoke(&self, id: i64) {
         let mut lease = self.lease();
-        if let Err(e) = self.bounded("lease revoke", lease.revoke(id)).await {
+        let revoke = lease.lease_revoke(LeaseRevokeRequest { id });
+        if let Err(e) = self.bounded("lease revoke", revoke).await {
             debug!(lease = id, error = %e, "revoking the lease failed; it will run out");
         }
     }
@@ -52,30 +58,43 @@ impl Etcd {
         }
     }
 
+    /// One keep-alive stream: a renewal request every third of the TTL, each answered within
+    /// that long.
     async fn renew_until_broken(&self, id: i64, ttl: Duration, renewed: &mut Instant) -> Renewal {
         let period = ttl / 3;
-        let sent = Instant::now();
+        let mut sent = Instant::now();
+        let (requests, queue) = futures::channel::mpsc::unbounded();
         let mut lease = self.lease();
-        let opened = tokio::time::timeout(period, lease.keep_alive(id)).await;
-        let (mut keeper, mut stream) = match opened {
+        if requests
+            .unbounded_send(LeaseKeepAliveRequest { id })
+            .is_err()
+        {
+            return Renewal::Broken(ended());
+        }
+        let opened = tokio::time::timeout(period, lease.lease_keep_alive(queue)).await;
+        let mut stream = match opened {
             Err(_) => return Renewal::Broken(timeout("keep-alive open", period)),
-            Ok(Err(e)) if lease_gone(&e) => return Renewal::Gone,
+            Ok(Err(e)) if e.code() == tonic::Code::NotFound => return Renewal::Gone,
             Ok(Err(e)) => return Renewal::Broken(EtcdError::request("keep-alive open", &e)),
-            Ok(Ok(pair)) => pair,
+            Ok(Ok(answer)) => answer.into_inner(),
         };
-        *renewed = sent;
         loop {
-            tokio::time::sleep(period).await;
-            let sent = Instant::now();
-            if let Err(e) = keeper.keep_alive().await {
-                return Renewal::Broken(EtcdError::request("keep-alive", &e));
-            }
             match tokio::time::timeout(period, stream.message()).await {
                 Err(_) => return Renewal::Broken(timeout("keep-alive", period)),
+                Ok(Err(e)) if e.code() == tonic::Code::NotFound => return Renewal::Gone,
                 Ok(Err(e)) => return Renewal::Broken(EtcdError::request("keep-alive", &e)),
                 Ok(Ok(None)) => return Renewal::Broken(ended()),
-                Ok(Ok(Some(answer))) if answer.ttl() <= 0 => return Renewal::Gone,
+                // etcd answers a lease it no longer has with a TTL of 0.
+                Ok(Ok(Some(answer))) if answer.ttl <= 0 => return Renewal::Gone,
                 Ok(Ok(Some(_))) => *renewed = sent,
+            }
+            tokio::time::sleep(period).await;
+            sent = Instant::now();
+            if requests
+                .unbounded_send(LeaseKeepAliveRequest { id })
+                .is_err()
+            {
+                return Renewal::Broken(ended());
             }
         }
     }
@@ -96,14 +115,5 @@ fn ended() -> EtcdError {
         reason: "the stream ended".into(),
         permanent: false,
         unavailable: false,
-    }
-}
-
-/// etcd-client reports a first answer with TTL 0 this way; etcd itself says NOT_FOUND.
-fn lease_gone(error: &etcd_client::Error) -> bool {
-    match error {
-        etcd_client::Error::LeaseKeepAliveError(text) => text.contains("not found"),
-        etcd_client::Error::GRpcStatus(status) => status.code() as i32 == 5,
-        _ => false,
     }
 }

@@ -7,7 +7,9 @@
 //! agent keys, compare-and-swap of the agents' claims (`ha/<lb>`), and the agents' checksummed
 //! local cache of the last view. The key layout is in [`keys`].
 //!
-//! It may depend on `portico-store`, `portico-model`, etcd-client and tokio; it must not depend
+//! It speaks etcd's gRPC API through clients generated at build time from its own
+//! `proto/etcd.proto` (protox and tonic-prost-build: no protoc). It may depend on
+//! `portico-store`, `portico-model`, tonic, prost and tokio; it must not depend
 //! on data planes, providers or Kubernetes types.
 
 pub mod cache;
@@ -20,6 +22,7 @@ pub mod keys;
 mod lease;
 mod mirror;
 mod publish;
+mod rpc;
 mod swap;
 mod task;
 

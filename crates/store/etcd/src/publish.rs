@@ -5,9 +5,9 @@
 
 use crate::client::{Backoff, Etcd};
 use crate::error::EtcdError;
+use crate::rpc::PutRequest;
 use crate::task::Task;
 use bytes::Bytes;
-use etcd_client::PutOptions;
 use portico_store::kv::Key;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -110,9 +110,14 @@ impl Publisher {
     async fn put(&mut self, lease: i64) -> Result<(), EtcdError> {
         let value = self.value.borrow_and_update().to_vec();
         let key = self.etcd.layout.abs(&self.key);
-        let options = PutOptions::new().with_lease(lease);
+        let request = PutRequest {
+            key,
+            value,
+            lease,
+            ..PutRequest::default()
+        };
         let mut kv = self.etcd.kv();
-        let put = kv.put(key, value, Some(options));
+        let put = kv.put(request);
         self.etcd.bounded("publish", put).await.map(drop)
     }
 }

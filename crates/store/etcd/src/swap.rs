@@ -3,8 +3,8 @@
 
 use crate::client::Etcd;
 use crate::error::EtcdError;
+use crate::rpc::{self, response_op};
 use bytes::Bytes;
-use etcd_client::{Compare, CompareOp, Txn, TxnOp, TxnOpResponse};
 use portico_store::kv::Entry;
 
 /// The agents' claims subtree, relative to the prefix.
@@ -24,19 +24,20 @@ impl Etcd {
     /// (0: the key is absent); else reads what is there, in the same txn.
     pub async fn swap(&self, key: &str, expect: i64, value: Bytes) -> Result<Swap, EtcdError> {
         let abs = self.layout.abs(key);
-        let txn = Txn::new()
-            .when([Compare::mod_revision(abs.clone(), CompareOp::Equal, expect)])
-            .and_then([TxnOp::put(abs.clone(), value.to_vec(), None)])
-            .or_else([TxnOp::get(abs, None)]);
+        let txn = rpc::txn(
+            vec![rpc::modified_at(abs.clone(), expect)],
+            vec![rpc::put(abs.clone(), value.to_vec(), 0)],
+            vec![rpc::get(abs)],
+        );
         let mut kv = self.kv();
         let answer = self.bounded("swap", kv.txn(txn)).await?;
-        if answer.succeeded() {
-            return Ok(Swap::Done(answer.header().map_or(0, |h| h.revision())));
+        if answer.succeeded {
+            return Ok(Swap::Done(rpc::revision(answer.header.as_ref())));
         }
-        let current = answer.op_responses().into_iter().find_map(|op| match op {
-            TxnOpResponse::Get(get) => get.kvs().first().map(|kv| Entry {
-                value: Bytes::copy_from_slice(kv.value()),
-                mod_revision: kv.mod_revision(),
+        let current = answer.responses.iter().find_map(|op| match &op.response {
+            Some(response_op::Response::ResponseRange(got)) => got.kvs.first().map(|kv| Entry {
+                value: Bytes::copy_from_slice(&kv.value),
+                mod_revision: kv.mod_revision,
             }),
             _ => None,
         });

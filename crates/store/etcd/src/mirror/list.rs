@@ -4,7 +4,7 @@ use super::state::Spec;
 use crate::client::Etcd;
 use crate::error::EtcdError;
 use crate::keys::PENDING;
-use etcd_client::KeyValue;
+use crate::rpc::KeyValue;
 use portico_store::kv::{Entry, Key};
 use std::collections::BTreeMap;
 
@@ -45,8 +45,8 @@ impl Etcd {
         let (_, pending) = self.range_exact(PENDING, now).await?;
         let at = marker_kv
             .iter()
-            .find(|kv| self.layout.relative(kv.key()) == Some(marker))
-            .map_or(0, KeyValue::mod_revision);
+            .find(|kv| self.layout.relative(&kv.key) == Some(marker))
+            .map_or(0, |kv| kv.mod_revision);
         if !pending {
             let (_, kvs) = self.range(subtree, now).await?;
             return Ok(self.listing(kvs, Some(at), now));
@@ -66,7 +66,7 @@ impl Etcd {
         let (revision, kvs) = self.range(key, revision).await?;
         let exists = kvs
             .iter()
-            .any(|kv| self.layout.relative(kv.key()) == Some(key));
+            .any(|kv| self.layout.relative(&kv.key) == Some(key));
         Ok((revision, exists))
     }
 

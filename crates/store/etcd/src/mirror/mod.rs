@@ -11,9 +11,9 @@ mod state;
 use crate::client::{Backoff, Etcd};
 use crate::error::EtcdError;
 use crate::keys::{COMMIT, DESIRED, prefix_end};
+use crate::rpc::{self, WatchCreateRequest, WatchResponse, WatchStream, event};
 use crate::task::Task;
 use bytes::Bytes;
-use etcd_client::{EventType, WatchOptions, WatchResponse};
 use portico_store::kv::View;
 use state::{Change, Copy, Spec};
 use std::time::{Duration, SystemTime};
@@ -131,7 +131,7 @@ impl Run {
                 Ok(None) => return broken("the watch stream ended".into()),
                 Err(e) => return EtcdError::request("watch", &e),
             };
-            if answer.canceled() || answer.compact_revision() != 0 {
+            if answer.canceled || answer.compact_revision != 0 {
                 return broken(canceled(&answer));
             }
             let changes = self.changes(&answer);
@@ -141,19 +141,20 @@ impl Run {
     }
 
     /// Opens the watch and waits for etcd to confirm it.
-    async fn watch(&self, from: i64) -> Result<etcd_client::WatchStream, EtcdError> {
-        let (start, end) = list::range(&self.etcd, &self.spec);
-        let options = WatchOptions::new()
-            .with_range(end)
-            .with_start_revision(from);
+    async fn watch(&self, from: i64) -> Result<WatchStream, EtcdError> {
+        let (key, range_end) = list::range(&self.etcd, &self.spec);
+        let create = WatchCreateRequest {
+            key,
+            range_end,
+            start_revision: from,
+            ..WatchCreateRequest::default()
+        };
         let mut client = self.etcd.watch_client();
-        let mut stream = self
-            .etcd
-            .bounded("watch", client.watch(start, Some(options)))
-            .await?;
-        let first = self.etcd.bounded("watch", stream.message()).await?;
+        let opening = client.watch(rpc::watch_stream(create));
+        let mut stream = self.etcd.bounded("watch", opening).await?;
+        let first = self.etcd.within("watch", stream.message()).await?;
         match first {
-            Some(answer) if answer.created() && !answer.canceled() => Ok(stream),
+            Some(answer) if answer.created && !answer.canceled => Ok(stream),
             Some(answer) => Err(broken(canceled(&answer))),
             None => Err(broken("the watch stream ended".into())),
         }
@@ -161,20 +162,20 @@ impl Run {
 
     fn changes(&self, answer: &WatchResponse) -> Vec<Change> {
         let layout = &self.etcd.layout;
-        let change = |event: &etcd_client::Event| {
-            let kv = event.kv()?;
-            let key = layout.relative(kv.key())?.to_owned();
-            let revision = kv.mod_revision();
-            Some(match event.event_type() {
-                EventType::Put => Change::Put {
+        let change = |event: &rpc::api::Event| {
+            let kv = event.kv.as_ref()?;
+            let key = layout.relative(&kv.key)?.to_owned();
+            let revision = kv.mod_revision;
+            Some(match event.r#type() {
+                event::EventType::Put => Change::Put {
                     key,
-                    value: Bytes::copy_from_slice(kv.value()),
+                    value: Bytes::copy_from_slice(&kv.value),
                     revision,
                 },
-                EventType::Delete => Change::Delete { key, revision },
+                event::EventType::Delete => Change::Delete { key, revision },
             })
         };
-        answer.events().iter().filter_map(change).collect()
+        answer.events.iter().filter_map(change).collect()
     }
 
     fn publish(&self, view: Option<View>) {
@@ -205,8 +206,8 @@ impl Run {
 }
 
 fn canceled(answer: &WatchResponse) -> String {
-    match answer.compact_revision() {
-        0 => format!("the watch was canceled: {}", answer.cancel_reason()),
+    match answer.compact_revision {
+        0 => format!("the watch was canceled: {}", answer.cancel_reason),
         at => format!("history compacted up to revision {at}"),
     }
 }
