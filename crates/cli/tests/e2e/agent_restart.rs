@@ -1,0 +1,183 @@
+//! An active agent killed with SIGKILL and started again at once (root only; skipped
+//! otherwise), in the namespace lab of `failover`: three agents, two load balancers of a
+//! dedicated class, etcd and the controller. The killed agent leaves its addresses on its
+//! interface; the one that starts must remove them before its successor's takeover can make
+//! two holders, whatever it knows at start. From 1 s after each restart on, every 100 ms for
+//! 5 s, exactly one agent holds each VIP and floating IP.
+
+use crate::failover::{Ha, Lb, cut_etcd, heal, nft_missing, skip};
+use std::net::Ipv4Addr;
+use std::time::{Duration, Instant};
+
+/// The agents' lease, in seconds: short, so that waiting for it to run out costs little.
+const LEASE_TTL: u64 = 2;
+/// After the restart, sampling starts this late and lasts this long.
+const GRACE: Duration = Duration::from_secs(1);
+const WINDOW: Duration = Duration::from_secs(5);
+const SAMPLE: Duration = Duration::from_millis(100);
+/// How long etcd stays unreachable from the restarted agent in [`Variant::EtcdCut`].
+const CUT: Duration = Duration::from_millis(1500);
+
+#[derive(Debug, Clone, Copy)]
+enum Variant {
+    /// Started again before its key's lease ran out, from its cache.
+    WithinLease,
+    /// Started again once its key is gone (its load balancers placed elsewhere).
+    AfterLease,
+    /// Started again with its state directory emptied: no cache.
+    NoCache,
+    /// etcd unreachable from its namespace from before the kill until 1.5 s after the start.
+    EtcdCut,
+}
+
+/// The addresses held by other than exactly one agent, at each sample of the window; `cut`:
+/// the namespace whose etcd traffic is healed [`CUT`] after the restart.
+async fn sample(
+    ha: &Ha,
+    addresses: &[Ipv4Addr],
+    restarted: Instant,
+    mut cut: Option<&str>,
+) -> Vec<String> {
+    let mut problems = vec![];
+    let mut next = restarted + GRACE;
+    while next < restarted + GRACE + WINDOW {
+        tokio::time::sleep_until(next.into()).await;
+        if let Some(ns) = cut.take_if(|_| restarted.elapsed() >= CUT) {
+            heal(ns);
+        }
+        let at = restarted.elapsed().as_millis();
+        problems.extend(
+            not_one(ha, addresses)
+                .iter()
+                .map(|p| format!("{at} ms: {p}")),
+        );
+        next += SAMPLE;
+    }
+    if let Some(ns) = cut {
+        heal(ns);
+    }
+    problems
+}
+
+/// Waits (10 s at most) until every load balancer has an active agent that serves it and
+/// each address has one holder; the addresses with other than one holder then.
+async fn settle(ha: &Ha, addresses: &[Ipv4Addr]) -> Vec<String> {
+    for lb in ha.load_balancers(2).await {
+        ha.wait_active(&lb.id, lb.vip, &lb.service).await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let wrong = not_one(ha, addresses);
+        if wrong.is_empty() || Instant::now() > deadline {
+            return wrong;
+        }
+        tokio::time::sleep(SAMPLE).await;
+    }
+}
+
+/// Each address held by other than exactly one agent, with its holders.
+fn not_one(ha: &Ha, addresses: &[Ipv4Addr]) -> Vec<String> {
+    let held: Vec<Vec<bool>> = ha.agents.iter().map(|a| a.holds(addresses)).collect();
+    let mut out = vec![];
+    for (i, address) in addresses.iter().enumerate() {
+        let holders: Vec<&str> = (ha.agents.iter().zip(&held))
+            .filter(|(_, h)| h[i])
+            .map(|(a, _)| a.node.as_str())
+            .collect();
+        if holders.len() != 1 {
+            out.push(format!("{address} held by {holders:?}"));
+        }
+    }
+    out
+}
+
+/// Kills the active agent of `lb`, starts it again as `variant` says, and samples.
+async fn restart(ha: &mut Ha, lb: &Lb, addresses: &[Ipv4Addr], variant: Variant) -> Vec<String> {
+    let settled = settle(ha, addresses).await;
+    if !settled.is_empty() {
+        return vec![format!("not settled before the kill: {settled:?}")];
+    }
+    let i = ha.wait_active(&lb.id, lb.vip, &lb.service).await;
+    let (node, ns) = (ha.agents[i].node.clone(), ha.agents[i].ns.clone());
+    let key = format!("/portico/agents/{node}");
+    let cache = ha.agents[i]
+        .state
+        .path()
+        .join(format!("agent/{node}.cache"));
+    assert!(cache.exists(), "{node} has a cache");
+    if let Variant::EtcdCut = variant {
+        cut_etcd(&ns, ha.etcd_port());
+    }
+    ha.agents[i].signal(9).await;
+    match variant {
+        Variant::AfterLease => {
+            crate::netns::eventually(Duration::from_secs(10), "the lease ran out", async || {
+                ha.etcd
+                    .etcdctl(&["get", &key, "--keys-only"])
+                    .trim()
+                    .is_empty()
+            })
+            .await;
+        }
+        Variant::NoCache => {
+            for entry in std::fs::read_dir(ha.agents[i].state.path()).unwrap() {
+                let path = entry.unwrap().path();
+                if path.file_name().is_some_and(|n| n != "agent.log") {
+                    let _ = std::fs::remove_dir_all(&path).or_else(|_| std::fs::remove_file(&path));
+                }
+            }
+            assert!(!cache.exists());
+        }
+        Variant::WithinLease | Variant::EtcdCut => {}
+    }
+    let within = !ha
+        .etcd
+        .etcdctl(&["get", &key, "--keys-only"])
+        .trim()
+        .is_empty();
+    let restarted = Instant::now();
+    ha.spawn_agent(i).await;
+    let cut = matches!(variant, Variant::EtcdCut).then_some(ns.as_str());
+    let problems = sample(ha, addresses, restarted, cut).await;
+    eprintln!(
+        "{variant:?}: {node} restarted {} its lease, {} samples with other than one holder",
+        if within { "within" } else { "after" },
+        problems.len()
+    );
+    match variant {
+        Variant::WithinLease => assert!(within, "{node} came back within its lease"),
+        Variant::AfterLease => assert!(!within, "{node} came back after its lease"),
+        Variant::NoCache | Variant::EtcdCut => {}
+    }
+    problems
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_restarted_active_agent_never_shares_an_address_with_its_successor() {
+    if skip() || nft_missing() {
+        return;
+    }
+    let mut ha = Ha::start_leased("proxy", 3, 2, LEASE_TTL).await;
+    let lbs = ha.load_balancers(2).await;
+    let addresses: Vec<Ipv4Addr> = lbs.iter().flat_map(|lb| [lb.vip, lb.fip]).collect();
+    let mut failed = vec![];
+    for variant in [
+        Variant::WithinLease,
+        Variant::AfterLease,
+        Variant::NoCache,
+        Variant::EtcdCut,
+    ] {
+        let problems = restart(&mut ha, &lbs[0], &addresses, variant).await;
+        match problems.as_slice() {
+            [] => {}
+            [one] => failed.push(format!("{variant:?}: {one}")),
+            [first, .., last] => {
+                let n = problems.len();
+                failed.push(format!(
+                    "{variant:?}: {n} times, first {first}, last {last}"
+                ));
+            }
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+}
