@@ -82,7 +82,10 @@ pub(crate) async fn link(
     let Some((etcd, lease)) = started else {
         return;
     };
-    tracing::info!(lease = lease.id(), "active-standby: this agent's claims carry its lease");
+    tracing::info!(
+        lease = lease.id(),
+        "active-standby: this agent's claims carry its lease"
+    );
     let claims = etcd.mirror(HA);
     let agents = etcd.mirror(portico_store::codec::AGENTS);
     let inputs = HaInputs {

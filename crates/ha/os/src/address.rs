@@ -82,7 +82,9 @@ impl Interface {
             .await
             .map_err(|e| failed(e.to_string()))?;
         if !out.status.success() {
-            return Err(failed(String::from_utf8_lossy(&out.stderr).trim().to_owned()));
+            return Err(failed(
+                String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+            ));
         }
         Ok(hosts(&String::from_utf8_lossy(&out.stdout)))
     }

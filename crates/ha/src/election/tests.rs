@@ -486,9 +486,7 @@ fn claim_of(lease: i64) -> Claim {
 
 #[test]
 fn a_claim_naming_this_node_under_another_lease_is_taken_only_when_unchanged_for_dead() {
-    let claims = |a: &Action| {
-        matches!(a, Action::Claim { expect: 5, claim } if *claim == Claim { epoch: 4, ..claim_of(2) })
-    };
+    let claims = |a: &Action| matches!(a, Action::Claim { expect: 5, claim } if *claim == Claim { epoch: 4, ..claim_of(2) });
     // Its own lease: taken back at once (it fenced itself and etcd is back).
     let (_, _, actions) = seeing(claim_of(2));
     assert!(actions.iter().any(claims), "{actions:?}");
@@ -502,7 +500,11 @@ fn a_claim_naming_this_node_under_another_lease_is_taken_only_when_unchanged_for
             .find(|t| a.step(*t, Input::Tick).iter().any(claims))
             .unwrap();
         let dead = Timing::default().dead();
-        assert!(at - start > dead && at - start <= dead + TICK, "{:?}", at - start);
+        assert!(
+            at - start > dead && at - start <= dead + TICK,
+            "{:?}",
+            at - start
+        );
     }
 }
 
