@@ -287,7 +287,7 @@ impl State {
             .filter(|(_, instance)| instance.election.status().holding)
             .map(|(id, _)| *id)
             .collect();
-        self.sweep.run(model, &held).await;
+        self.sweep.run(&desired, &held).await;
         for (id, (assignment, addresses)) in wanted {
             if !self.instances.contains_key(&id) {
                 let election = Election::new(self.node.clone(), self.lease, id, self.timing, now);

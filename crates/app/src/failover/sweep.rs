@@ -7,7 +7,7 @@
 
 use portico_ha::addresses::{of, strays};
 use portico_ha_os::Interface;
-use portico_model::{LoadBalancerId, Model};
+use portico_model::LoadBalancerId;
 use portico_store::Desired;
 use std::collections::BTreeSet;
 use std::net::IpAddr;
@@ -16,6 +16,8 @@ use tokio::sync::watch;
 
 pub(super) struct Sweep {
     interface: Interface,
+    /// The state of the last sweep that completed: the same one needs no second look.
+    swept: Option<Arc<Desired>>,
     /// The load balancers' addresses at the last sweep that listed the interface.
     known: BTreeSet<IpAddr>,
 }
@@ -24,15 +26,21 @@ impl Sweep {
     pub(super) fn new(interface: &str) -> Sweep {
         Sweep {
             interface: Interface::new(interface),
+            swept: None,
             known: BTreeSet::new(),
         }
     }
 
-    /// Removes the strays of `model` when it names addresses not seen before; `held`: the load
-    /// balancers whose addresses this agent holds now.
-    pub(super) async fn run(&mut self, model: &Model, held: &BTreeSet<LoadBalancerId>) {
+    /// Removes the strays of `desired` when it names addresses not seen before; `held`: the
+    /// load balancers whose addresses this agent holds now.
+    pub(super) async fn run(&mut self, desired: &Arc<Desired>, held: &BTreeSet<LoadBalancerId>) {
+        if self.swept.as_ref().is_some_and(|s| Arc::ptr_eq(s, desired)) {
+            return;
+        }
+        let model = &desired.model;
         let known: BTreeSet<IpAddr> = model.load_balancers.iter().flat_map(of).collect();
         if known.is_subset(&self.known) {
+            self.swept = Some(desired.clone());
             return;
         }
         let present = match self.interface.hosts().await {
@@ -50,6 +58,7 @@ impl Sweep {
             }
         }
         self.known = known;
+        self.swept = Some(desired.clone());
     }
 
     /// Sweeps every state `desired` hands, holding nothing: the agent's part until etcd
@@ -57,7 +66,7 @@ impl Sweep {
     pub(super) async fn follow(&mut self, mut desired: watch::Receiver<Arc<Desired>>) {
         loop {
             let next = desired.borrow_and_update().clone();
-            self.run(&next.model, &BTreeSet::new()).await;
+            self.run(&next, &BTreeSet::new()).await;
             if desired.changed().await.is_err() {
                 return;
             }
