@@ -25,7 +25,7 @@ use tokio::sync::watch;
 /// The controllers' leader lease.
 const LEADER_TTL: Duration = Duration::from_secs(5);
 /// Pause between attempts to reach etcd.
-const RETRY: Duration = Duration::from_millis(250);
+pub(crate) const RETRY: Duration = Duration::from_millis(250);
 /// The longest pause between attempts to connect.
 const MAX_RETRY: Duration = Duration::from_secs(2);
 
@@ -105,10 +105,14 @@ pub async fn agent(
     let metrics = node.metrics.clone();
     let view = Arc::new(crate::failover::AdminView::new(admin.clone()));
     let failover = settings.ha.clone().map(|ha| {
+        let agent = crate::failover::HaAgent {
+            node: settings.node.clone(),
+            store: settings.store.clone(),
+            lease_ttl: settings.lease_ttl,
+            settings: ha,
+        };
         let link = crate::failover::link(
-            settings.node.clone(),
-            settings.store.clone(),
-            ha,
+            agent,
             desired.clone(),
             view.clone(),
             metrics.clone(),

@@ -47,6 +47,8 @@ pub(crate) struct Node {
     signalled: Arc<std::sync::OnceLock<tokio::time::Instant>>,
     grace: std::time::Duration,
     admin_stop: watch::Sender<bool>,
+    /// The state directory's lock, held for the process's life.
+    _lock: Arc<portico_statedir::Lock>,
 }
 
 pub(crate) async fn bind(what: &'static str, addr: SocketAddr) -> Result<TcpListener, AppError> {
@@ -63,8 +65,10 @@ impl Node {
         haproxy: &HaproxySettings,
         shutdown: &watch::Receiver<bool>,
     ) -> Result<Node, AppError> {
-        // haproxy's configurations and keys, sockets and the agent's cache live there.
+        // haproxy's configurations and keys, sockets and the agent's cache live there; no
+        // other process may write or clean them up while this one runs.
         portico_statedir::ensure_private_dir(&haproxy.state_dir)?;
+        let lock = Arc::new(portico_statedir::lock(&haproxy.state_dir)?);
         let (http, https) = if listen.haproxy_listens {
             check_haproxy_listen("HTTP traffic (--http-listen)", listen.http_listen).await?;
             check_haproxy_listen("HTTPS traffic (--https-listen)", listen.https_listen).await?;
@@ -114,6 +118,7 @@ impl Node {
             listen,
             haproxy_socket,
             haproxy_counters,
+            lock.clone(),
         )?;
         let haproxy_health = Arc::downgrade(&haproxy);
         admin.set_pool_health(Box::new(move || {
@@ -146,6 +151,7 @@ impl Node {
             signalled,
             grace: listen.limits.shutdown_grace,
             admin_stop,
+            _lock: lock,
         })
     }
 

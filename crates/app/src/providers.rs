@@ -53,6 +53,7 @@ pub(crate) fn registry(
     listen: &crate::node::ListenSettings,
     access_log: Option<PathBuf>,
     counters: Arc<portico_provider_haproxy::Counters>,
+    lock: Arc<portico_statedir::Lock>,
 ) -> Result<(Registry, Arc<HaproxyProvider>), portico_provider_haproxy::StartError> {
     let binds = default_binds.map(|(http, https)| Binds {
         http: Some(http),
@@ -74,6 +75,7 @@ pub(crate) fn registry(
             setpriv: setpriv(),
         },
         counters,
+        lock,
     })?;
     let provider = Arc::new(provider);
     let mut registry = Registry::default();

@@ -267,7 +267,9 @@ fn seconds(value: &str) -> Result<std::time::Duration, String> {
 #[derive(Args, Debug, Clone)]
 struct HaproxyArgs {
     /// Directory of the haproxy provider: `DIR/loadbalancer/haproxy/<lb-uuid>/` holds each
-    /// load balancer's haproxy.conf, certificate PEMs (mode 0600) and stats socket. Default:
+    /// load balancer's haproxy.conf, certificate PEMs (mode 0600) and stats socket (and
+    /// `DIR/agent/` an agent's cache). One process at a time: a second one given the same
+    /// directory exits, naming the PID in `DIR/portico.lock`. Default:
     /// $XDG_RUNTIME_DIR/portico, else $XDG_STATE_HOME/portico, else ~/.local/state/portico.
     #[arg(long, value_name = "DIR")]
     state_dir: Option<PathBuf>,

@@ -1,4 +1,5 @@
 use crate::RenderArgs;
+use anyhow::Context as _;
 use portico_model::Diagnostic;
 use portico_provider_haproxy::{Binds, PlanSettings, Planned, plan};
 use std::process::ExitCode;
@@ -16,8 +17,12 @@ pub(crate) fn plan_haproxy(
 }
 
 /// `portico render`: the same load, translation and certificates as `run`, then the haproxy
-/// configuration of every load balancer of provider haproxy, printed instead of written.
+/// configuration of every load balancer of provider haproxy, printed instead of written (the
+/// files it names are written, in the state directory, which it locks as `run` does).
 pub fn run(args: &RenderArgs) -> anyhow::Result<ExitCode> {
+    let state_dir = args.haproxy.settings()?.state_dir;
+    portico_statedir::ensure_private_dir(&state_dir).context("--state-dir")?;
+    let _lock = portico_statedir::lock(&state_dir).context("--state-dir")?;
     let config = crate::translate_config(&args.class, &args.tls);
     let loaded = Arc::new(portico_source_file::load(
         &args.files,

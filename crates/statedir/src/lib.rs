@@ -8,13 +8,18 @@
 //!   an unpredictable name, created exclusively without following symlinks, with its final
 //!   mode from the start, then renamed over the old one: a file another user planted is never
 //!   written through.
+//! - A state directory serves one process at a time: [`lock`] takes an advisory lock on it
+//!   for the process's life, and a second process given the same directory is refused with
+//!   the PID of the first.
 //! - Unix sockets whose path would be too long are reached through a short private alias
 //!   ([`socket_path`]).
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+mod lock;
 mod sockets;
 
+pub use lock::{LOCK_FILE, Lock, lock};
 pub use sockets::{MAX_SOCKET_PATH, make_socket_alias, remove_socket_alias, socket_path};
 
 use rustix::fs::{AtFlags, Mode, OFlags};
@@ -43,6 +48,13 @@ pub enum StateDirError {
          replace what Portico writes there; run `chmod go-w {path}` or give another directory"
     )]
     Shared { path: PathBuf, mode: u32 },
+    #[error(
+        "the state directory {path} is in use by {holder}: give each Portico its own state \
+         directory"
+    )]
+    InUse { path: PathBuf, holder: String },
+    #[error("cannot lock the state directory {path}: {source}")]
+    Lock { path: PathBuf, source: io::Error },
 }
 
 /// Creates `path` (and its missing parents) mode 0700 when missing, then checks that it is a

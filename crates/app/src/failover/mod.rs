@@ -3,9 +3,16 @@
 //! (`ha/<lb>`, mirrored) and etcd's health, ticked every [`TICK`]; their actions carried out
 //! here: addresses on `--interface`, gratuitous ARP, adverts to the peer's advertise address,
 //! compare-and-swap of the claim. docs/active-standby.md gives the design.
+//!
+//! At start, until etcd answers and grants this process's lease (which its claims carry), no
+//! election runs and the agent holds nothing: the addresses of every load balancer it knows
+//! (from its cache, then from the store) are removed from the interface ([`sweep`]), whether
+//! the load balancer is placed on it or not. Serving from the cache is about routes; an
+//! address needs a live claim.
 
 mod admin;
 mod exec;
+mod sweep;
 
 pub(crate) use admin::AdminView;
 
@@ -14,11 +21,11 @@ use portico_ha::election::{Assignment, Claim, Election, Input, Outcome, Role, Se
 use portico_model::LoadBalancerId;
 use portico_store::Desired;
 use portico_store::kv::View;
-use portico_store_etcd::{Etcd, HA, Health};
-use std::collections::BTreeMap;
+use portico_store_etcd::{Etcd, EtcdConfig, HA, Health, Lease};
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
 
 /// `--interface`, `--advertise-address`, `--heartbeat-port`.
@@ -51,20 +58,34 @@ pub(crate) struct HaInputs {
     pub(crate) health: watch::Receiver<Health>,
 }
 
-/// Connects to etcd, mirrors what the elections read, and runs them until `shutdown`.
+/// Removes the addresses of the load balancers it knows until etcd answers and grants this
+/// process's lease (of `lease_ttl`); then mirrors what the elections read and runs them until
+/// `shutdown`.
 pub(crate) async fn link(
-    node: String,
-    store: portico_store_etcd::EtcdConfig,
-    settings: HaSettings,
+    agent: HaAgent,
     desired: watch::Receiver<Arc<Desired>>,
     view: Arc<AdminView>,
     metrics: crate::metrics::AppMetrics,
     shutdown: watch::Receiver<bool>,
 ) {
-    let (health_tx, _) = watch::channel(crate::agent::StoreHealth::default());
-    let Some(etcd) = crate::distributed::connect(&store, &health_tx, shutdown.clone()).await else {
+    let HaAgent {
+        node,
+        store,
+        lease_ttl,
+        settings,
+    } = agent;
+    let mut sweep = sweep::Sweep::new(&settings.interface);
+    let started = tokio::select! {
+        started = start(&store, lease_ttl, shutdown.clone()) => started,
+        () = sweep.follow(desired.clone()) => None,
+    };
+    let Some((etcd, lease)) = started else {
         return;
     };
+    tracing::info!(
+        lease = lease.id(),
+        "active-standby: this agent's claims carry its lease"
+    );
     let claims = etcd.mirror(HA);
     let agents = etcd.mirror(portico_store::codec::AGENTS);
     let inputs = HaInputs {
@@ -73,9 +94,51 @@ pub(crate) async fn link(
         claims: claims.views(),
         health: claims.health(),
     };
-    if let Err(e) = run(node, settings, etcd, inputs, view, metrics, shutdown).await {
+    let me = Me {
+        node,
+        lease: lease.id(),
+        settings,
+    };
+    if let Err(e) = run(me, etcd, inputs, sweep, view, metrics, shutdown).await {
         tracing::error!("active-standby is off: {e}");
     }
+    drop(lease);
+}
+
+/// Connects to etcd and grants this process's lease, retrying until both worked or
+/// `shutdown`.
+async fn start(
+    store: &EtcdConfig,
+    lease_ttl: Duration,
+    mut shutdown: watch::Receiver<bool>,
+) -> Option<(Etcd, Lease)> {
+    let (health_tx, _) = watch::channel(crate::agent::StoreHealth::default());
+    let etcd = crate::distributed::connect(store, &health_tx, shutdown.clone()).await?;
+    loop {
+        match etcd.grant_for_life(lease_ttl).await {
+            Ok(lease) => return Some((etcd, lease)),
+            Err(e) => tracing::warn!("cannot grant this agent's lease: {e}"),
+        }
+        tokio::select! {
+            () = tokio::time::sleep(crate::distributed::RETRY) => {}
+            _ = shutdown.wait_for(|s| *s) => return None,
+        }
+    }
+}
+
+/// The agent's active-standby: its node, its store, the TTL of its process's lease.
+pub(crate) struct HaAgent {
+    pub(crate) node: String,
+    pub(crate) store: EtcdConfig,
+    pub(crate) lease_ttl: Duration,
+    pub(crate) settings: HaSettings,
+}
+
+/// This agent's process: its node, its lease, its settings.
+struct Me {
+    node: String,
+    lease: i64,
+    settings: HaSettings,
 }
 
 /// A receiver of `f` of every view of `views`.
@@ -105,21 +168,23 @@ struct Instance {
 }
 
 /// Runs the elections until `shutdown`; then releases what this agent holds.
-pub(crate) async fn run(
-    node: String,
-    settings: HaSettings,
+async fn run(
+    me: Me,
     etcd: Etcd,
     mut inputs: HaInputs,
+    sweep: sweep::Sweep,
     view: Arc<AdminView>,
     metrics: crate::metrics::AppMetrics,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), exec::HaError> {
-    let mut exec = exec::Exec::open(&settings, etcd, metrics).await?;
+    let mut exec = exec::Exec::open(&me.settings, etcd, metrics).await?;
     let (outcomes_tx, mut outcomes) = mpsc::unbounded_channel::<(LoadBalancerId, Outcome)>();
     let mut state = State {
-        node,
-        timing: settings.timing,
+        node: me.node,
+        lease: me.lease,
+        timing: me.settings.timing,
         instances: BTreeMap::new(),
+        sweep,
     };
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -172,13 +237,16 @@ pub(crate) async fn run(
 
 struct State {
     node: String,
+    lease: i64,
     timing: Timing,
     instances: BTreeMap<LoadBalancerId, Instance>,
+    sweep: sweep::Sweep,
 }
 
 impl State {
-    /// Starts elections for load balancers newly placed here, ends those placed elsewhere, and
-    /// feeds placement, claim and etcd health changes.
+    /// Starts elections for load balancers newly placed here, ends those placed elsewhere,
+    /// removes the addresses of load balancers it does not hold, and feeds placement, claim and
+    /// etcd health changes.
     async fn reconcile(
         &mut self,
         now: Instant,
@@ -196,7 +264,7 @@ impl State {
             let Some(placement) = desired.placements.get(&lb.id) else {
                 continue;
             };
-            let addresses = addresses(lb);
+            let addresses = portico_ha::addresses::of(lb);
             if let Some(assignment) = assignment(&self.node, placement)
                 && !addresses.is_empty()
             {
@@ -215,11 +283,14 @@ impl State {
                 exec.run(id, &instance, actions, None, &inputs.peers).await;
             }
         }
+        let held: BTreeSet<LoadBalancerId> = (self.instances.iter())
+            .filter(|(_, instance)| instance.election.status().holding)
+            .map(|(id, _)| *id)
+            .collect();
+        self.sweep.run(&desired, &held).await;
         for (id, (assignment, addresses)) in wanted {
             if !self.instances.contains_key(&id) {
-                // Addresses left by an earlier run of this agent go: it starts as standby.
-                exec.replace(&addresses, &[], false).await;
-                let election = Election::new(self.node.clone(), id, self.timing, now);
+                let election = Election::new(self.node.clone(), self.lease, id, self.timing, now);
                 let instance = Instance {
                     election,
                     addresses: addresses.clone(),
@@ -303,14 +374,6 @@ impl State {
     }
 }
 
-/// The addresses the active agent of `lb` holds.
-fn addresses(lb: &portico_model::LoadBalancer) -> Vec<IpAddr> {
-    let mut out: Vec<IpAddr> = lb.vip.into_iter().chain(lb.floating_ip).collect();
-    out.sort();
-    out.dedup();
-    out
-}
-
 /// This node's part in `placement`, if any.
 fn assignment(node: &str, placement: &Placement) -> Option<Assignment> {
     let (role, peer) = if placement.active == node {
@@ -377,6 +440,7 @@ pub(crate) fn decode(value: &[u8], revision: i64) -> Seen {
         Claim {
             holder: String::new(),
             epoch: 0,
+            lease: 0,
             released: false,
         }
     });

@@ -190,6 +190,7 @@ fn a_busy_port_is_named_once_with_its_flag_and_what_to_do() {
     let port = busy.local_addr().unwrap().port();
     let dir = tempfile::tempdir().unwrap();
     let out = std::process::Command::new(BIN)
+        .env("XDG_RUNTIME_DIR", dir.path())
         .args(["run", "-f"])
         .arg(dir.path())
         .args([

@@ -36,7 +36,7 @@ pub struct AgentNode {
     pub ns: String,
     pub ip: Ipv4Addr,
     child: Option<Child>,
-    state: tempfile::TempDir,
+    pub state: tempfile::TempDir,
 }
 
 impl AgentNode {
@@ -78,8 +78,15 @@ impl AgentNode {
 
     /// Whether the VIP `vip` is on this node's `eth0`.
     pub fn has(&self, vip: Ipv4Addr) -> bool {
-        exec(&self.ns, &["ip", "-o", "address", "show", "dev", "eth0"])
-            .contains(&format!(" {vip}/32 "))
+        self.holds(&[vip]) == [true]
+    }
+
+    /// Whether each of `addresses` is on this node's `eth0` (one `ip address` for all).
+    pub fn holds(&self, addresses: &[Ipv4Addr]) -> Vec<bool> {
+        let listed = exec(&self.ns, &["ip", "-o", "address", "show", "dev", "eth0"]);
+        (addresses.iter())
+            .map(|a| listed.contains(&format!(" {a}/32 ")))
+            .collect()
     }
 }
 
@@ -125,6 +132,8 @@ pub struct Ha {
     pub client: String,
     /// `proxy` or `haproxy`: the controller's default provider and the agents' `--provider`.
     pub provider: &'static str,
+    /// The agents' `--lease-ttl` in seconds.
+    pub lease_ttl: u64,
     _manifests: crate::support::Manifests,
 }
 
@@ -164,6 +173,16 @@ impl Ha {
 
     /// [`Ha::start`] with the load balancers served by `provider` (`proxy` or `haproxy`).
     pub async fn start_with(provider: &'static str, agents: usize, ingresses: usize) -> Ha {
+        Ha::start_leased(provider, agents, ingresses, 5).await
+    }
+
+    /// [`Ha::start_with`] with the agents' keys under leases of `lease_ttl` seconds.
+    pub async fn start_leased(
+        provider: &'static str,
+        agents: usize,
+        ingresses: usize,
+        lease_ttl: u64,
+    ) -> Ha {
         let mut lab = Lab::new();
         let client = lab.namespace("cl", 2);
         let etcd = EtcdCluster::start_on(lab.addr(1).into());
@@ -208,6 +227,7 @@ impl Ha {
             agents: nodes,
             client,
             provider,
+            lease_ttl,
             _manifests: m,
         };
         for i in 0..agents {
@@ -292,7 +312,7 @@ impl Ha {
     /// Starts (again) agent `i`.
     pub async fn spawn_agent(&mut self, i: usize) {
         let endpoints = self.etcd.endpoints().join(",");
-        let provider = self.provider;
+        let (provider, lease_ttl) = (self.provider, self.lease_ttl);
         let a = &mut self.agents[i];
         let log = std::fs::File::create(a.state.path().join("agent.log")).unwrap();
         let mut child = Command::new("ip")
@@ -301,6 +321,7 @@ impl Ha {
             .arg(format!("--store=etcd://{endpoints}"))
             .arg("--interface=eth0")
             .arg(format!("--provider={provider}"))
+            .arg(format!("--lease-ttl={lease_ttl}"))
             .arg(format!("--advertise-address={}", a.ip))
             .arg(format!("--heartbeat-port={HEARTBEAT}"))
             .arg(format!("--http-listen={}:8080", a.ip))
@@ -331,6 +352,12 @@ impl Ha {
             return None;
         }
         Some((v["holder"].as_str()?.to_owned(), v["epoch"].as_u64()?))
+    }
+
+    /// The port etcd listens on.
+    pub fn etcd_port(&self) -> u16 {
+        let endpoint = &self.etcd.endpoints()[0];
+        endpoint.rsplit(':').next().unwrap().parse().unwrap()
     }
 
     pub fn index(&self, node: &str) -> usize {
@@ -422,7 +449,7 @@ fn percentile(sorted: &[u64], p: f64) -> u64 {
     sorted[i.min(sorted.len() - 1)]
 }
 
-fn skip() -> bool {
+pub fn skip() -> bool {
     if !crate::netns::available() {
         eprintln!("skipped: network namespaces need root and iproute2");
         return true;
@@ -883,28 +910,45 @@ async fn benchmark() {
     );
 }
 
+/// Whether nftables is missing (said on stderr): the tests that drop traffic skip then.
+pub fn nft_missing() -> bool {
+    let missing = (std::process::Command::new("nft").arg("--version").output()).is_err();
+    if missing {
+        eprintln!("skipped: needs nft (nftables)");
+    }
+    missing
+}
+
 /// Drops, in `ns`, the heartbeats (UDP to and from the heartbeat port) and, with `etcd_port`,
 /// the traffic to etcd too.
-fn cut(ns: &str, etcd_port: Option<u16>) {
+pub fn cut(ns: &str, etcd_port: Option<u16>) {
+    let heartbeats = format!("udp dport {HEARTBEAT} drop; ");
+    let etcd = etcd_port.map_or_else(String::new, |port| format!("tcp dport {port} drop; "));
+    drop_traffic(ns, &heartbeats, &format!("{heartbeats}{etcd}"));
+}
+
+/// Drops, in `ns`, what is sent to etcd on `port`: etcd is unreachable from there.
+pub fn cut_etcd(ns: &str, port: u16) {
+    drop_traffic(ns, "", &format!("tcp dport {port} drop; "));
+}
+
+/// Replaces the table `ptcut` in `ns` with the rules `input` and `output`; [`heal`] removes it.
+fn drop_traffic(ns: &str, input: &str, output: &str) {
     let _ = std::process::Command::new("ip")
         .args([
             "netns", "exec", ns, "nft", "delete", "table", "inet", "ptcut",
         ])
         .output();
-    let mut rules = format!(
-        "table inet ptcut {{\n chain in {{ type filter hook input priority 0; udp dport {HEARTBEAT} drop; }}\n chain out {{ type filter hook output priority 0; udp dport {HEARTBEAT} drop; "
+    let rules = format!(
+        "table inet ptcut {{\n chain in {{ type filter hook input priority 0; {input}}}\n chain out {{ type filter hook output priority 0; {output}}}\n}}\n"
     );
-    if let Some(port) = etcd_port {
-        rules.push_str(&format!("tcp dport {port} drop; "));
-    }
-    rules.push_str("}\n}\n");
     let path = std::env::temp_dir().join(format!("ptcut-{ns}.nft"));
     std::fs::write(&path, rules).unwrap();
     exec(ns, &["nft", "-f", &path.display().to_string()]);
     let _ = std::fs::remove_file(path);
 }
 
-fn heal(ns: &str) {
+pub fn heal(ns: &str) {
     exec(ns, &["nft", "delete", "table", "inet", "ptcut"]);
 }
 
@@ -922,12 +966,7 @@ async fn a_cut_heartbeat_link_never_leaves_two_agents_answering_arp() {
     if skip() {
         return;
     }
-    if std::process::Command::new("nft")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        eprintln!("skipped: needs nft (nftables)");
+    if nft_missing() {
         return;
     }
     let ha = Ha::start(2, 1).await;
@@ -961,12 +1000,7 @@ async fn a_cut_heartbeat_link_never_leaves_two_agents_answering_arp() {
 
     // The active loses etcd too: it fences itself before the standby may claim, and the
     // standby takes over with the next epoch.
-    let etcd_port: u16 = ha.etcd.endpoints()[0]
-        .rsplit(':')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let etcd_port = ha.etcd_port();
     let probe = Probe::arp(&ha.client, vip, client, 3.0, 20);
     tokio::time::sleep(Duration::from_millis(300)).await;
     cut(&ha.agents[active].ns, Some(etcd_port));

@@ -361,3 +361,82 @@ async fn an_endpoint_only_change_is_served_without_a_reload_and_the_files_follow
     let expected = ["web-0", "web-new"].map(String::from);
     assert_eq!(seen, expected.into(), "after the reload");
 }
+
+/// Runs `command` for 10 s at most: its output once it exited; killed (and the test failed)
+/// when it still runs.
+fn exited(mut command: std::process::Command) -> std::process::Output {
+    use std::process::Stdio;
+    let mut child = (command.stdout(Stdio::piped()).stderr(Stdio::piped()))
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!("still running: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// A second `portico run` given the state directory of a running one refuses to start, names
+/// the first's PID, and leaves its haproxy directory alone (it would have removed it as stale
+/// while that haproxy was still starting); the default state directory is locked the same way.
+#[tokio::test]
+async fn a_second_portico_on_the_same_state_directory_refuses_to_start_and_names_the_first() {
+    let m = crate::backends("hx", &[("web", 1)]).await;
+    m.write("ing.yaml", &web_ingress());
+    let first = Portico::start_haproxy(m.path(), &[]).await;
+    first.wait_route("web.test", "/", 200, "web").await;
+    let state = first.state_dir();
+    let root = state.join("loadbalancer/haproxy");
+    let before = walk(&root);
+    assert!(
+        before.iter().any(|f| f.ends_with("haproxy.conf")),
+        "{before:?}"
+    );
+    let pid = first.pid().unwrap();
+    let second = |extra: &[String], env: Option<&std::path::Path>| {
+        let mut command = std::process::Command::new(BIN);
+        command
+            .args(["run", "-f"])
+            .arg(m.path())
+            .args(EPHEMERAL_LISTENERS)
+            .args(extra);
+        if let Some(runtime) = env {
+            command.env("XDG_RUNTIME_DIR", runtime);
+        }
+        exited(command)
+    };
+    let out = second(&[format!("--state-dir={}", state.display())], None);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "the state directory {} is in use by another Portico (PID {pid})",
+            state.display()
+        )),
+        "{stderr}"
+    );
+    assert_eq!(
+        walk(&root),
+        before,
+        "the first's haproxy directory is intact"
+    );
+    first.wait_route("web.test", "/", 200, "web").await;
+
+    // Two runs with the default state directory ($XDG_RUNTIME_DIR/portico here).
+    let runtime = tempfile::tempdir().unwrap();
+    let env = [("XDG_RUNTIME_DIR", runtime.path().to_str().unwrap())];
+    let default = Portico::spawn_with_env(&Portico::run_args(m.path(), &[]), &env).await;
+    let out = second(&[], Some(runtime.path()));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let pid = default.pid().unwrap();
+    assert!(
+        stderr.contains(&format!("in use by another Portico (PID {pid})")),
+        "{stderr}"
+    );
+}

@@ -405,6 +405,7 @@ fn an_unreadable_kubeconfig_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("missing-kubeconfig");
     let out = std::process::Command::new(BIN)
+        .env("XDG_RUNTIME_DIR", dir.path())
         .args(["run", "--kubernetes", "--kubeconfig"])
         .arg(&missing)
         .args([

@@ -31,6 +31,7 @@ mod unprivileged;
 mod access_log;
 mod active_standby;
 mod admin;
+mod agent_restart;
 mod allocator;
 mod annotations;
 mod backends;

@@ -20,16 +20,20 @@ use tokio::process::{Child, Command};
 /// own directory); killed when dropped.
 struct Run {
     _child: Child,
+    /// Holds its default state directory (each process locks its own).
+    _runtime: tempfile::TempDir,
     http: SocketAddr,
     client: Client<HttpConnector, Empty<Bytes>>,
 }
 
 impl Run {
     async fn start(cwd: &Path, given: &str) -> Run {
+        let runtime = tempfile::tempdir().unwrap();
         let mut child = Command::new(BIN)
             .args(Portico::run_args(Path::new(given), &[]))
             .current_dir(cwd)
             .env("PORTICO_LOG", "warn")
+            .env("XDG_RUNTIME_DIR", runtime.path())
             .stdout(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
@@ -43,6 +47,7 @@ impl Run {
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
         Run {
             _child: child,
+            _runtime: runtime,
             http: http_address(&banner),
             client: Client::builder(TokioExecutor::new()).build_http(),
         }

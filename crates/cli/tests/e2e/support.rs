@@ -220,12 +220,14 @@ impl Portico {
     async fn spawn_with(args: &[String], level: &str, stderr: Stdio, env: &[(&str, &str)]) -> Self {
         // A temporary directory of the test's own (unless `env` names one): what the process
         // leaves there when it is killed (the demo's directory, socket aliases) goes with
-        // the test.
+        // the test. It holds the default state directory too, which a process locks: tests
+        // running side by side must not share one.
         let tmp = tempfile::tempdir().unwrap();
         let mut child = Command::new(BIN)
             .args(args)
             .env("PORTICO_LOG", level)
             .env("TMPDIR", tmp.path())
+            .env("XDG_RUNTIME_DIR", tmp.path())
             .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(stderr)

@@ -14,6 +14,10 @@
 //!   before the standby may claim.
 //! - It steps down at once when it sees the claim held by another or a peer active at a
 //!   higher epoch; on shutdown it removes its addresses and releases (advert and claim).
+//! - A claim is this agent's only when it names both its node and its process's etcd lease:
+//!   one that names the node under another lease was written by an earlier run (killed, then
+//!   started again), which holds nothing now; it is taken like a dead peer's, through the
+//!   election, never at once.
 
 mod wire;
 
@@ -103,9 +107,17 @@ pub struct Assignment {
 pub struct Claim {
     pub holder: String,
     pub epoch: u64,
+    /// The etcd lease of the holder's process (0: unknown, written by an older Portico): a
+    /// claim naming this node under another lease is an earlier run's, not this one's.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub lease: i64,
     /// The holder gave it up (shutdown): anyone of the pair may take it at once.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub released: bool,
+}
+
+fn is_zero(lease: &i64) -> bool {
+    *lease == 0
 }
 
 /// A claim read from etcd with its mod revision.
@@ -179,6 +191,8 @@ enum Pending {
 #[derive(Debug)]
 pub struct Election {
     node: String,
+    /// This process's etcd lease: its claims carry it.
+    lease: i64,
     lb: LoadBalancerId,
     timing: Timing,
     assignment: Option<Assignment>,

@@ -3,10 +3,12 @@
 use super::*;
 
 impl Election {
-    /// A new election; it holds nothing and knows no claim yet.
-    pub fn new(node: String, lb: LoadBalancerId, timing: Timing, now: Instant) -> Self {
+    /// A new election of the process whose etcd lease is `lease`; it holds nothing and knows
+    /// no claim yet.
+    pub fn new(node: String, lease: i64, lb: LoadBalancerId, timing: Timing, now: Instant) -> Self {
         Election {
             node,
+            lease,
             lb,
             timing,
             assignment: None,
@@ -176,7 +178,7 @@ impl Election {
         let hearing = self
             .peer_heard_at
             .is_some_and(|at| now.duration_since(at) <= self.timing.renew_after());
-        if let Some(seen) = self.claim.as_ref().filter(|s| s.claim.holder == self.node)
+        if let Some(seen) = self.claim.as_ref().filter(|s| self.mine(&s.claim))
             && self.etcd
             && !hearing
         {
@@ -236,14 +238,14 @@ impl Election {
         self.timers(now, out);
     }
 
+    /// Whether `claim` is this process's: its node and its lease.
+    fn mine(&self, claim: &Claim) -> bool {
+        claim.holder == self.node && claim.lease == self.lease
+    }
+
     /// The claim is someone else's, or the fence bound passed without peer or confirmation.
     fn lost(&self, now: Instant) -> bool {
-        if self.claim_known
-            && self
-                .claim
-                .as_ref()
-                .is_none_or(|s| s.claim.holder != self.node)
-        {
+        if self.claim_known && self.claim.as_ref().is_none_or(|s| !self.mine(&s.claim)) {
             return true;
         }
         let heard = self.peer_heard_at.unwrap_or(self.assigned_at);
@@ -275,6 +277,7 @@ impl Election {
         let claim = Claim {
             holder: self.node.clone(),
             epoch,
+            lease: self.lease,
             released: false,
         };
         self.pending = Some((kind, now, claim.clone()));
@@ -301,10 +304,13 @@ impl Election {
             return unheld;
         };
         let claim = &seen.claim;
-        if claim.released || claim.holder == self.node {
+        if claim.released || self.mine(claim) {
             return true;
         }
-        if Some(claim.holder.as_str()) != self.peer() {
+        // An earlier run of this agent: it renews nothing and advertises nothing, so it is
+        // gone once the claim stayed unchanged for `dead` (the peer may take it as well).
+        let earlier_run = claim.holder == self.node;
+        if !earlier_run && Some(claim.holder.as_str()) != self.peer() {
             return unheld;
         }
         let released = self

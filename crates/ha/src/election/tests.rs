@@ -12,6 +12,8 @@ const NAMES: [&str; 2] = ["a", "b"];
 
 struct Node {
     election: Election,
+    /// Its process's etcd lease: a new one at each (re)start.
+    lease: i64,
     /// The addresses are on its interface.
     holding: bool,
     alive: bool,
@@ -51,7 +53,8 @@ impl Sim {
         let now = Instant::now();
         let lb = LoadBalancerId::derive("lb");
         let node = |i: usize| Node {
-            election: Election::new(NAMES[i].into(), lb, Timing::default(), now),
+            election: Election::new(NAMES[i].into(), i as i64 + 1, lb, Timing::default(), now),
+            lease: i as i64 + 1,
             holding: false,
             alive: true,
             etcd: true,
@@ -83,10 +86,12 @@ impl Sim {
         self.input(i, Input::Claim(claim));
     }
 
-    /// The node restarts: a new election, its addresses cleared first.
+    /// The node restarts: a new election under a new lease, its addresses cleared first.
     fn restart(&mut self, i: usize) {
+        let lease = self.nodes[A].lease.max(self.nodes[B].lease) + 1;
+        self.nodes[i].lease = lease;
         self.nodes[i].election =
-            Election::new(NAMES[i].into(), self.lb, Timing::default(), self.now);
+            Election::new(NAMES[i].into(), lease, self.lb, Timing::default(), self.now);
         self.nodes[i].holding = false;
         self.nodes[i].alive = true;
         self.boot(i);
@@ -397,6 +402,7 @@ fn the_active_steps_down_when_etcd_shows_the_claim_held_by_another() {
         claim: Claim {
             holder: "b".into(),
             epoch: 2,
+            lease: 2,
             released: false,
         },
         revision: 99,
@@ -440,17 +446,95 @@ fn a_returning_agent_becomes_standby_and_does_not_take_back() {
 }
 
 #[test]
-fn a_restarted_holder_takes_its_own_claim_back_with_a_new_epoch() {
+fn a_holder_restarted_before_its_standby_noticed_contends_for_its_old_claim() {
     let mut sim = started();
-    // A crashes and comes back before the standby noticed.
+    // A crashes and comes back before the standby noticed: the claim still names it, under
+    // its earlier lease, so it is not its own.
     sim.kill(A);
     sim.run(Duration::from_millis(50));
     sim.restart(A);
-    sim.until(Duration::from_secs(1), |s| !s.holders().is_empty())
+    let took = sim
+        .until(Duration::from_secs(1), |s| !s.holders().is_empty())
         .unwrap();
+    assert!(took > Timing::default().dead() / 2, "took {took:?}");
     sim.run(Duration::from_secs(2));
     assert_eq!(sim.holders().len(), 1);
     assert_eq!(sim.epoch(), 2);
+    assert_eq!(sim.overlaps, 0);
+}
+
+/// An election of `a` (lease 2), placed active with peer `b`, that sees `claim` in etcd; what
+/// it does then.
+fn seeing(claim: Claim) -> (Election, Instant, Vec<Action>) {
+    let start = Instant::now();
+    let lb = LoadBalancerId::derive("lb");
+    let mut a = Election::new("a".into(), 2, lb, Timing::default(), start);
+    a.step(start, Input::Placement(Some(assignment(A))));
+    a.step(start, Input::Etcd(true));
+    let actions = a.step(start, Input::Claim(Some(Seen { claim, revision: 5 })));
+    (a, start, actions)
+}
+
+fn claim_of(lease: i64) -> Claim {
+    Claim {
+        holder: "a".into(),
+        epoch: 3,
+        lease,
+        released: false,
+    }
+}
+
+#[test]
+fn a_claim_naming_this_node_under_another_lease_is_taken_only_when_unchanged_for_dead() {
+    let claims = |a: &Action| matches!(a, Action::Claim { expect: 5, claim } if *claim == Claim { epoch: 4, ..claim_of(2) });
+    // Its own lease: taken back at once (it fenced itself and etcd is back).
+    let (_, _, actions) = seeing(claim_of(2));
+    assert!(actions.iter().any(claims), "{actions:?}");
+    // An earlier run's (0: written by a Portico without leases): only once the claim stayed
+    // unchanged for `dead` and no peer advertised active meanwhile.
+    for earlier in [1, 0] {
+        let (mut a, start, actions) = seeing(claim_of(earlier));
+        assert!(!actions.iter().any(claims), "{actions:?}");
+        let at = (1..1000)
+            .map(|i| start + TICK * i)
+            .find(|t| a.step(*t, Input::Tick).iter().any(claims))
+            .unwrap();
+        let dead = Timing::default().dead();
+        assert!(
+            at - start > dead && at - start <= dead + TICK,
+            "{:?}",
+            at - start
+        );
+    }
+}
+
+#[test]
+fn an_active_steps_down_when_the_claim_names_its_node_under_another_lease() {
+    let mut sim = started();
+    let seen = Seen {
+        claim: Claim {
+            epoch: 2,
+            ..claim_of(99)
+        },
+        revision: 99,
+    };
+    let now = sim.now;
+    let actions = sim.nodes[A].election.step(now, Input::Claim(Some(seen)));
+    assert_eq!(actions.first(), Some(&Action::RemoveAddresses));
+}
+
+#[test]
+fn the_claim_carries_the_lease_and_reads_without_it() {
+    let claim = Claim {
+        holder: "a".into(),
+        epoch: 3,
+        lease: 7,
+        released: false,
+    };
+    let json = serde_json::to_string(&claim).unwrap();
+    assert_eq!(json, r#"{"holder":"a","epoch":3,"lease":7}"#);
+    let old: Claim = serde_json::from_str(r#"{"holder":"a","epoch":3}"#).unwrap();
+    assert_eq!(old, Claim { lease: 0, ..claim });
 }
 
 #[test]
@@ -551,7 +635,7 @@ proptest! {
 fn a_standby_takes_an_unclaimed_load_balancer_only_after_five_dead_intervals() {
     let start = Instant::now();
     let lb = LoadBalancerId::derive("lb");
-    let mut b = Election::new("b".into(), lb, Timing::default(), start);
+    let mut b = Election::new("b".into(), 2, lb, Timing::default(), start);
     b.step(start, Input::Placement(Some(assignment(B))));
     b.step(start, Input::Etcd(true));
     b.step(start, Input::Claim(None));

@@ -26,6 +26,9 @@ pub struct Settings {
     pub binary: Binary,
     /// Where the provider counts what it does (shared with the metrics).
     pub counters: Arc<Counters>,
+    /// This process's lock of the state directory that holds `plan.root`: kept while the
+    /// provider lives; without it no other process's directory could be told from a stale one.
+    pub lock: Arc<portico_statedir::Lock>,
 }
 
 /// What every haproxy of the provider did, counted since start.
@@ -86,7 +89,7 @@ impl HaproxyProvider {
     pub fn new(settings: Settings) -> Result<Self, StartError> {
         let fallback = portico_tls::self_signed(&["portico.invalid"])
             .map_err(|e| StartError::Certificate(e.to_string()))?;
-        remove_stale(&settings.plan.root);
+        remove_stale(&settings.plan.root, &settings.lock);
         Ok(HaproxyProvider {
             binary: Arc::new(settings.binary.clone()),
             settings,
@@ -198,10 +201,18 @@ impl Rewriter {
 }
 
 /// Removes the load-balancer directories under `root` that no running haproxy serves: those
-/// a Portico killed with SIGKILL could not clean up (its haproxy died with it). A directory
-/// whose master socket still accepts a connection belongs to a live haproxy (another Portico
-/// on the same state directory) and is left alone. Returns the directories removed.
-pub fn remove_stale(root: &std::path::Path) -> Vec<std::path::PathBuf> {
+/// a Portico killed with SIGKILL could not clean up (its haproxy died with it). Only under the
+/// state directory this process locked (`lock`): no other Portico uses it. A directory whose
+/// master socket still accepts a connection belongs to a live haproxy (one that outlived its
+/// Portico) and is left alone. Returns the directories removed.
+pub fn remove_stale(
+    root: &std::path::Path,
+    lock: &portico_statedir::Lock,
+) -> Vec<std::path::PathBuf> {
+    if !lock.covers(root) {
+        tracing::warn!(root = %root.display(), locked = %lock.dir().display(), "stale haproxy directories are removed only in the locked state directory");
+        return vec![];
+    }
     let Ok(entries) = std::fs::read_dir(root) else {
         return vec![];
     };
@@ -330,23 +341,35 @@ mod tests {
 
     #[test]
     fn stale_directories_go_and_a_live_haproxys_stays() {
-        let root = tempfile::tempdir().unwrap();
-        let stale = root.path().join("11111111-1111-5111-8111-111111111111");
+        let state = tempfile::tempdir().unwrap();
+        let lock = portico_statedir::lock(state.path()).unwrap();
+        let root = state.path().join("loadbalancer/haproxy");
+        let stale = root.join("11111111-1111-5111-8111-111111111111");
         std::fs::create_dir_all(&stale).unwrap();
         std::fs::write(stale.join("haproxy.conf"), "global\n").unwrap();
         std::fs::write(stale.join("default.pem"), "key").unwrap();
         // A dead master socket (nobody listens) is stale too.
         drop(std::os::unix::net::UnixListener::bind(stale.join(MASTER_SOCKET)).unwrap());
-        let live = root.path().join("22222222-2222-5222-8222-222222222222");
+        let live = root.join("22222222-2222-5222-8222-222222222222");
         std::fs::create_dir_all(&live).unwrap();
         let _listener = std::os::unix::net::UnixListener::bind(live.join(MASTER_SOCKET)).unwrap();
-        let file = root.path().join("not-a-directory");
+        let file = root.join("not-a-directory");
         std::fs::write(&file, "x").unwrap();
 
-        assert_eq!(remove_stale(root.path()), vec![stale.clone()]);
+        assert_eq!(remove_stale(&root, &lock), vec![stale.clone()]);
         assert!(!stale.exists());
         assert!(live.join(MASTER_SOCKET).exists());
         assert!(file.exists());
-        assert!(remove_stale(&root.path().join("missing")).is_empty());
+        assert!(remove_stale(&root.join("missing"), &lock).is_empty());
+    }
+
+    #[test]
+    fn nothing_is_removed_outside_the_locked_state_directory() {
+        let (locked, other) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let lock = portico_statedir::lock(locked.path()).unwrap();
+        let dir = other.path().join("11111111-1111-5111-8111-111111111111");
+        std::fs::create_dir_all(&dir).unwrap();
+        assert!(remove_stale(other.path(), &lock).is_empty());
+        assert!(dir.exists());
     }
 }

@@ -1,8 +1,10 @@
-//! Leases: grant, keep alive until lost, revoke. Both the election and agents' keys use them.
+//! Leases: grant, keep alive until lost, revoke. The election, agents' keys and the name of
+//! an agent's process in its claims ([`Lease`]) use them.
 
 use crate::client::{Backoff, Etcd};
 use crate::error::EtcdError;
 use crate::rpc::{LeaseGrantRequest, LeaseKeepAliveRequest, LeaseRevokeRequest};
+use crate::task::Task;
 use std::time::Duration;
 use tokio::time::Instant;
 use tracing::{debug, warn};
@@ -14,7 +16,37 @@ fn seconds(ttl: Duration) -> i64 {
         .max(1)
 }
 
+/// A lease granted for the life of the process, kept alive until dropped: its id names the
+/// process in what it writes (an agent's claims), so that a later run of the same agent can
+/// tell its own claims from those of an earlier one. Lost (etcd unreachable longer than its
+/// TTL), it is not granted again: the id keeps naming this process.
+#[derive(Debug)]
+pub struct Lease {
+    id: i64,
+    _keeper: Task,
+}
+
+impl Lease {
+    pub fn id(&self) -> i64 {
+        self.id
+    }
+}
+
 impl Etcd {
+    /// Grants a [`Lease`] of `ttl` for this process's life.
+    pub async fn grant_for_life(&self, ttl: Duration) -> Result<Lease, EtcdError> {
+        let id = self.grant(ttl).await?;
+        let etcd = self.clone();
+        let keeper = Task::spawn(async move {
+            let error = etcd.keep_alive(id, ttl).await;
+            warn!(lease = id, %error, "this process's lease is lost; it keeps its id");
+        });
+        Ok(Lease {
+            id,
+            _keeper: keeper,
+        })
+    }
+
     pub(crate) async fn grant(&self, ttl: Duration) -> Result<i64, EtcdError> {
         let mut lease = self.lease();
         let request = LeaseGrantRequest {

@@ -31,6 +31,7 @@ pub use client::Etcd;
 pub use config::{ConfigError, DEFAULT_PREFIX, EtcdConfig, Problem, TlsFiles};
 pub use election::Leadership;
 pub use error::EtcdError;
+pub use lease::Lease;
 pub use mirror::{Health, Mirror};
 pub use publish::Publication;
 pub use swap::{HA, Swap};

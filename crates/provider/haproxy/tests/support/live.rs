@@ -139,6 +139,8 @@ pub fn provider_counted(
     std::sync::Arc<portico_provider_haproxy::Counters>,
 ) {
     let counters = std::sync::Arc::new(portico_provider_haproxy::Counters::default());
+    portico_statedir::ensure_private_dir(state).unwrap();
+    let lock = std::sync::Arc::new(portico_statedir::lock(state).unwrap());
     let provider = HaproxyProvider::new(Settings {
         plan: PlanSettings {
             root: state.join("loadbalancer/haproxy"),
@@ -154,6 +156,7 @@ pub fn provider_counted(
                 .filter(|_| std::path::Path::new("/usr/bin/setpriv").exists()),
         },
         counters: counters.clone(),
+        lock,
     })
     .unwrap();
     (provider, counters)
