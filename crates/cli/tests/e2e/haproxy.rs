@@ -364,7 +364,7 @@ async fn an_endpoint_only_change_is_served_without_a_reload_and_the_files_follow
 
 /// Services of one live pod and nine more on distinct loopback addresses nobody listens on
 /// (not ready: starting pods), `services` of them, each behind one path of one Ingress.
-async fn distinct_pods(m: &Manifests, services: usize) -> Vec<(String, String)> {
+pub async fn distinct_pods(m: &Manifests, services: usize) -> Vec<(String, String)> {
     let mut y = String::new();
     let mut routes = Vec::new();
     for s in 0..services {

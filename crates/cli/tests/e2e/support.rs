@@ -149,6 +149,19 @@ impl Portico {
         Self::spawn(&Self::run_args(dir, extra)).await
     }
 
+    /// Like [`Portico::start`], run by `prlimit` with a soft and a hard open-file limit.
+    pub async fn start_limited(dir: &Path, soft: u64, hard: u64, extra: &[&str]) -> Self {
+        let prlimit = ["prlimit".to_owned(), format!("--nofile={soft}:{hard}")];
+        Self::spawn_with(
+            &prlimit,
+            &Self::run_args(dir, extra),
+            "warn",
+            Stdio::inherit(),
+            &[],
+        )
+        .await
+    }
+
     /// Like [`Portico::start`], logging at `level` into the file `log`.
     pub async fn start_logging(dir: &Path, level: &str, log: &Path) -> Self {
         let log = std::fs::File::create(log).unwrap();
