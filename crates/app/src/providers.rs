@@ -42,6 +42,7 @@ pub fn haproxy_plan(
         default_binds,
         default_class: class.to_owned(),
         tcp: portico_provider_haproxy::TcpLimits::default(),
+        descriptors: portico_provider_haproxy::descriptor_limit(),
     }
 }
 

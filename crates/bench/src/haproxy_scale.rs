@@ -31,6 +31,9 @@ pub struct Options {
     pub phase_budget: Duration,
     /// Requests per route for the CPU measurement.
     pub cpu_requests: usize,
+    /// Run Portico under this hard and soft open-file limit (`prlimit`), which haproxy
+    /// inherits; `None`: the bench's own.
+    pub nofile: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,6 +58,8 @@ struct Results {
     idle_ms_per_s: f64,
     config_lines: usize,
     cpu_routes: (generate::Route, generate::Route),
+    /// The diagnostics that name what was reduced to fit the descriptor limit.
+    reductions: Vec<String>,
 }
 
 pub async fn run(o: Options) -> anyhow::Result<String> {
@@ -99,7 +104,8 @@ async fn measure(
     }
     let log = o.dir.join(format!("portico-{provider:?}.log"));
     let spawned = Instant::now();
-    let (portico, ready) = Portico::start_with(&o.portico, &manifests, &log, http, &extra).await?;
+    let (portico, ready) =
+        Portico::start_limited(&o.portico, &manifests, &log, http, &extra, o.nofile).await?;
     let first = layout.route(0);
     let last = layout.route(layout.sizes.paths - 1);
     let serving = async || {
@@ -123,6 +129,7 @@ async fn measure(
         idle_ms_per_s: 0.0,
         config_lines: 0,
         cpu_routes: (first.clone(), last.clone()),
+        reductions: reductions(http, portico.admin).await,
     };
     r.config_lines = config_lines(&o.dir.join("state"));
     progress(began, &format!("serving after {:?}", r.serving));
@@ -140,7 +147,7 @@ async fn measure(
     r.ingress = changes::ingresses(t, &plan.ingress_changes).await?;
     let middle = counter(http, portico.admin, "portico_haproxy_reloads_total").await;
     progress(began, "endpoint changes");
-    let per_endpoint = o.cycle == PortCycle::PerEndpoint;
+    let per_endpoint = o.cycle != PortCycle::PerService;
     r.endpoint = one_endpoint_changes(t, &plan.endpoint_changes, per_endpoint).await?;
     let after = counter(http, portico.admin, "portico_haproxy_reloads_total").await;
     r.ingress_reloads = middle - before;
@@ -167,9 +174,9 @@ async fn measure(
 }
 
 /// Each change moves a Service's endpoints to a new marker backend and is timed until the
-/// marker answers; then the Service is restored. With a port per endpoint (every endpoint a
-/// distinct member) only the first endpoint moves; otherwise (every endpoint of a Service at
-/// one address and port: one member) all of them do, as in `scale`.
+/// marker answers; then the Service is restored. With distinct members (a port or an address
+/// per endpoint) only the first endpoint moves; otherwise (every endpoint of a Service at one
+/// address and port: one member) all of them do, as in `scale`.
 async fn one_endpoint_changes(
     t: Target<'_>,
     changes: &[EndpointChange],
@@ -188,9 +195,9 @@ async fn one_endpoint_changes(
         let file = generate::service_file(t.dir, t.layout, c.service);
         let route = t.layout.route(c.route);
         let moved = if per_endpoint {
-            let mut ports = t.layout.service_ports(c.service);
-            ports[0] = marker.port();
-            generate::yaml::service(&t.layout.service_name(c.service), &ports)
+            let mut endpoints = t.layout.service_endpoints(c.service);
+            endpoints[0] = generate::yaml::Endpoint::local(marker.port());
+            generate::yaml::service(&t.layout.service_name(c.service), &endpoints)
         } else {
             generate::service_yaml_on(t.layout, c.service, marker.port())
         };
@@ -314,6 +321,21 @@ async fn counter(http: &Http, admin: SocketAddr, name: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// The messages of Portico's diagnostics that name a reduction to fit the descriptor limit.
+async fn reductions(http: &Http, admin: SocketAddr) -> Vec<String> {
+    let Ok(reply) = http.get(admin, "localhost", "/api/v1/diagnostics").await else {
+        return vec![];
+    };
+    let list: serde_json::Value = serde_json::from_slice(&reply.body).unwrap_or_default();
+    let items = list.as_array().cloned().unwrap_or_default();
+    items
+        .iter()
+        .filter_map(|d| d["message"].as_str())
+        .filter(|m| m.contains("descriptor limit"))
+        .map(str::to_owned)
+        .collect()
+}
+
 /// Lines of the haproxy.conf under `state` (0 without one).
 fn config_lines(state: &Path) -> usize {
     let root = state.join("loadbalancer/haproxy");
@@ -337,9 +359,13 @@ type Cell = Box<dyn Fn(&Results) -> String>;
 
 fn report(o: &Options, results: &[(Provider, anyhow::Result<Results>)]) -> String {
     let s = &o.sizes;
+    let limit = match o.nofile {
+        Some(n) => format!(", Portico (and haproxy) under a hard limit of {n} open files"),
+        None => String::new(),
+    };
     let mut t = format!(
         "\n{} Ingresses, {} paths over {} hosts, {} Services, {} endpoints ({}), light traffic \
-         {} requests/s\n\n",
+         {} requests/s{limit}\n\n",
         s.ingresses,
         s.paths,
         s.hosts,
@@ -347,9 +373,11 @@ fn report(o: &Options, results: &[(Provider, anyhow::Result<Results>)]) -> Strin
         s.endpoints,
         match o.cycle {
             PortCycle::PerEndpoint => "each a distinct pool member",
+            PortCycle::PodAddresses =>
+                "each on an address of its own, the first of each Service live, the others not ready",
             PortCycle::PerService => "those of a Service at one address and port: one member",
         },
-        o.rate
+        o.rate,
     );
     t.push_str("| measure | target | haproxy | built-in proxy |\n| --- | --- | --- | --- |\n");
     let cell = |p: Provider, f: &dyn Fn(&Results) -> String| -> String {
@@ -454,6 +482,14 @@ fn report(o: &Options, results: &[(Provider, anyhow::Result<Results>)]) -> Strin
             cell(Provider::Haproxy, f.as_ref()),
             cell(Provider::Proxy, f.as_ref())
         );
+    }
+    for (provider, r) in results {
+        for message in r.iter().flat_map(|r| &r.reductions) {
+            let _ = writeln!(
+                t,
+                "\n{provider:?}, reduced to fit the descriptor limit: {message}"
+            );
+        }
     }
     t
 }

@@ -150,8 +150,13 @@ struct SizeArgs {
     /// Cycle the backend ports per endpoint instead of per Service, so that every endpoint is
     /// a distinct pool member; each Service then gets one EndpointSlice per port (an
     /// EndpointSlice lists one port for all its endpoints).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "pod_addresses")]
     port_per_endpoint: bool,
+    /// Give every endpoint an address of its own, as pods have: each Service's first endpoint
+    /// on 127.0.0.1 where its echo backend answers, the others on distinct loopback addresses
+    /// nobody listens on (127.1.0.0 and up), not ready.
+    #[arg(long)]
+    pod_addresses: bool,
     /// Ingresses (spread evenly) that terminate TLS, each with a `kubernetes.io/tls` Secret of
     /// its own (an ECDSA P-256 certificate for its hosts).
     #[arg(long, default_value_t = 1_000)]
@@ -160,7 +165,9 @@ struct SizeArgs {
 
 impl SizeArgs {
     fn cycle(&self) -> PortCycle {
-        if self.port_per_endpoint {
+        if self.pod_addresses {
+            PortCycle::PodAddresses
+        } else if self.port_per_endpoint {
             PortCycle::PerEndpoint
         } else {
             PortCycle::PerService
@@ -263,6 +270,9 @@ struct HaproxyScaleArgs {
     /// Requests per route for the CPU measurement.
     #[arg(long, default_value_t = 4000)]
     cpu_requests: usize,
+    /// Run Portico (and so haproxy) under this hard and soft open-file limit (`prlimit`).
+    #[arg(long, value_name = "N")]
+    nofile: Option<u64>,
 }
 
 #[derive(Args, Debug)]
@@ -384,6 +394,7 @@ fn haproxy_scale(args: HaproxyScaleArgs) -> anyhow::Result<()> {
         rate: args.rate,
         phase_budget: Duration::from_secs(args.phase_budget),
         cpu_requests: args.cpu_requests,
+        nofile: args.nofile,
     };
     let runtime = tokio::runtime::Runtime::new()?;
     let table = runtime.block_on(haproxy_scale::run(options))?;

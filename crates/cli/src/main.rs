@@ -558,6 +558,7 @@ fn main() -> ExitCode {
     alloc::start_purging();
     let cli = Cli::parse();
     init_logging(&cli.log);
+    raise_open_files();
     let result = match cli.command {
         Command::Validate(args) => validate::run(
             &args.files,
@@ -590,6 +591,25 @@ fn main() -> ExitCode {
             eprintln!("portico: error: {}", describe(&e));
             ExitCode::from(2)
         }
+    }
+}
+
+/// Raises the soft limit of open files to the hard one, as servers do: the built-in proxy
+/// holds a descriptor per client and upstream connection, and the soft limit is often far
+/// below the hard one (1024). Never above the hard limit, which is what Portico is given
+/// (haproxy inherits both and fits its needs to the hard one).
+fn raise_open_files() {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let limit = getrlimit(Resource::Nofile);
+    let Some(hard) = limit.maximum.filter(|h| limit.current < Some(*h)) else {
+        return;
+    };
+    let raised = Rlimit {
+        current: Some(hard),
+        maximum: Some(hard),
+    };
+    if let Err(error) = setrlimit(Resource::Nofile, raised) {
+        tracing::warn!(%error, hard, "cannot raise the soft limit of open files to the hard one");
     }
 }
 

@@ -28,6 +28,8 @@ pub fn run(
         limits: portico_model::Limits::default(),
         tcp: Default::default(),
         access_log: None,
+        // What `run` would be given: this process's limit.
+        descriptors: portico_provider_haproxy::descriptor_limit(),
     };
     let (_, planned) =
         crate::render::plan_haproxy(&compiled.desired, &settings, &Arc::new(Vec::new()));

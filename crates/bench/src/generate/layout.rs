@@ -12,7 +12,10 @@
 //! slice per Service as in a real cluster, but Portico sees each Service's endpoints as one
 //! address and port, one pool member. [`PortCycle::PerEndpoint`] gives endpoint `g` port
 //! `g % backends` instead: distinct members, at the price of one slice per port.
+//! [`PortCycle::PodAddresses`] gives every endpoint an address of its own, as pods have.
 
+use crate::generate::yaml::Endpoint;
+use std::net::Ipv4Addr;
 use std::ops::Range;
 
 /// How big the generated cluster is.
@@ -78,6 +81,11 @@ pub enum PortCycle {
     PerService,
     /// Endpoint `g` on port `g % backends`: one EndpointSlice per port of each Service.
     PerEndpoint,
+    /// Every endpoint an address of its own, as pods have, all on Service `j`'s port
+    /// `j % backends` (one slice per Service): the first on 127.0.0.1, where its echo backend
+    /// answers; endpoint `g` of the others on 127.1.0.0 + `g`, where nobody listens, and not
+    /// ready (starting pods), so that they count as members but take no request.
+    PodAddresses,
 }
 
 /// The generated cluster: sizes plus the backend ports the endpoints cycle over, and how many
@@ -166,13 +174,20 @@ impl Layout {
         first_in_share(j, s.endpoints, s.services)..first_in_share(j + 1, s.endpoints, s.services)
     }
 
-    /// The backend port of each endpoint of Service `j`, in endpoint order.
-    pub fn service_ports(&self, j: usize) -> Vec<u16> {
+    /// The endpoints of Service `j`, in endpoint order.
+    pub fn service_endpoints(&self, j: usize) -> Vec<Endpoint> {
         let port = |n: usize| self.ports[n % self.ports.len()];
+        let first = self.endpoints_of_service(j).start;
         self.endpoints_of_service(j)
             .map(|g| match self.cycle {
-                PortCycle::PerService => port(j),
-                PortCycle::PerEndpoint => port(g),
+                PortCycle::PerService => Endpoint::local(port(j)),
+                PortCycle::PerEndpoint => Endpoint::local(port(g)),
+                PortCycle::PodAddresses if g == first => Endpoint::local(port(j)),
+                PortCycle::PodAddresses => Endpoint {
+                    ip: pod_address(g),
+                    port: port(j),
+                    ready: false,
+                },
             })
             .collect()
     }
@@ -184,6 +199,17 @@ impl Layout {
     pub fn service_name(&self, j: usize) -> String {
         format!("svc-{j:0w$}", w = width(self.sizes.services, 4))
     }
+}
+
+/// Endpoint `g`'s address in [`PortCycle::PodAddresses`]: 127.1.0.0 + `g` (127.255.255.255
+/// at most).
+fn pod_address(g: usize) -> Ipv4Addr {
+    let base = u32::from(Ipv4Addr::new(127, 1, 0, 0));
+    let g = u32::try_from(g).unwrap_or(u32::MAX);
+    Ipv4Addr::from(
+        base.saturating_add(g)
+            .min(u32::from(Ipv4Addr::new(127, 255, 255, 254))),
+    )
 }
 
 pub fn host_name(h: usize) -> String {
@@ -248,17 +274,45 @@ mod tests {
     #[test]
     fn per_service_ports_put_all_endpoints_of_a_service_on_one_port() {
         let layout = full_with(PortCycle::PerService);
-        assert_eq!(layout.service_ports(3), vec![18104; 10]);
-        assert_eq!(layout.service_ports(13), vec![18104; 10]);
+        assert_eq!(
+            layout.service_endpoints(3),
+            vec![Endpoint::local(18104); 10]
+        );
+        assert_eq!(
+            layout.service_endpoints(13),
+            vec![Endpoint::local(18104); 10]
+        );
     }
 
     #[test]
     fn per_endpoint_ports_give_ten_distinct_ports_per_service() {
         let layout = full();
         for j in 0..5_000 {
-            let ports: BTreeSet<u16> = layout.service_ports(j).into_iter().collect();
+            let ports: BTreeSet<u16> = (layout.service_endpoints(j).iter())
+                .map(|e| e.port)
+                .collect();
             assert_eq!(ports.len(), 10);
         }
+    }
+
+    /// 50,000 distinct addresses: each Service's first endpoint where its backend answers, the
+    /// other nine on loopback addresses of their own, not ready.
+    #[test]
+    fn pod_addresses_are_distinct_and_only_the_first_of_a_service_is_live() {
+        let layout = full_with(PortCycle::PodAddresses);
+        let mut addresses = BTreeSet::new();
+        for j in 0..5_000 {
+            let endpoints = layout.service_endpoints(j);
+            assert_eq!(endpoints[0], Endpoint::local(layout.ports[j % 10]));
+            assert!(
+                endpoints[1..]
+                    .iter()
+                    .all(|e| !e.ready && e.ip.octets()[..2] == [127, 1])
+            );
+            assert!(endpoints.iter().all(|e| e.port == endpoints[0].port));
+            addresses.extend(endpoints.iter().map(|e| e.ip));
+        }
+        assert_eq!(addresses.len(), 50_000 - 5_000 + 1);
     }
 
     #[test]

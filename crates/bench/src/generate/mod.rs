@@ -86,13 +86,13 @@ pub fn ingress_yaml(layout: &Layout, i: usize, renamed: Option<(usize, &str)>) -
 
 /// Service `j` with its endpoints as generated.
 pub fn service_yaml(layout: &Layout, j: usize) -> String {
-    yaml::service(&layout.service_name(j), &layout.service_ports(j))
+    yaml::service(&layout.service_name(j), &layout.service_endpoints(j))
 }
 
-/// Service `j` with every one of its endpoints moved to `port`.
+/// Service `j` with every one of its endpoints moved to 127.0.0.1 at `port`, ready.
 pub fn service_yaml_on(layout: &Layout, j: usize, port: u16) -> String {
-    let ports = vec![port; layout.endpoints_of_service(j).len()];
-    yaml::service(&layout.service_name(j), &ports)
+    let endpoints = vec![yaml::Endpoint::local(port); layout.endpoints_of_service(j).len()];
+    yaml::service(&layout.service_name(j), &endpoints)
 }
 
 /// Writes every file of the cluster under `dir`.

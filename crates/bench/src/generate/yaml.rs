@@ -1,10 +1,30 @@
 //! kubectl-style YAML for one Ingress and for one Service with its EndpointSlices (pure).
 //!
-//! An EndpointSlice carries its ports for all of its endpoints, and every endpoint here has the
-//! address 127.0.0.1, so a Service whose endpoints listen on several backend ports gets one
-//! slice per port; with one backend port it gets exactly one slice.
+//! An EndpointSlice carries its ports for all of its endpoints, so a Service whose endpoints
+//! listen on several backend ports gets one slice per port; with one backend port it gets
+//! exactly one slice.
 
 use std::fmt::Write as _;
+use std::net::Ipv4Addr;
+
+/// One endpoint of a Service: its address, port and readiness.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Endpoint {
+    pub ip: Ipv4Addr,
+    pub port: u16,
+    pub ready: bool,
+}
+
+impl Endpoint {
+    /// A ready endpoint on 127.0.0.1 at `port`.
+    pub fn local(port: u16) -> Self {
+        Endpoint {
+            ip: Ipv4Addr::LOCALHOST,
+            port,
+            ready: true,
+        }
+    }
+}
 
 pub const NAMESPACE: &str = "scale";
 
@@ -62,35 +82,39 @@ pub fn tls_secret(name: &str, chain: &str, key: &str) -> String {
     )
 }
 
-/// A v1 Service (port 80 named `http`) and its EndpointSlices: one endpoint at 127.0.0.1 per
-/// entry of `ports`, grouped into one slice per distinct port.
-pub fn service(name: &str, ports: &[u16]) -> String {
+/// A v1 Service (port 80 named `http`) and its EndpointSlices: `endpoints` grouped into one
+/// slice per distinct port.
+pub fn service(name: &str, endpoints: &[Endpoint]) -> String {
     let mut y = format!(
         "apiVersion: v1\nkind: Service\nmetadata:\n  name: {name}\n  namespace: {NAMESPACE}\nspec:\n  ports:\n  - name: http\n    port: 80\n"
     );
-    for (port, count) in group(ports) {
-        slice(&mut y, name, port, count);
+    for (port, endpoints) in group(endpoints) {
+        slice(&mut y, name, port, &endpoints);
     }
     y
 }
 
-fn slice(y: &mut String, service: &str, port: u16, endpoints: usize) {
+fn slice(y: &mut String, service: &str, port: u16, endpoints: &[Endpoint]) {
     let _ = write!(
         y,
         "---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: {service}-{port}\n  namespace: {NAMESPACE}\n  labels:\n    kubernetes.io/service-name: {service}\naddressType: IPv4\nports:\n- name: http\n  port: {port}\nendpoints:\n"
     );
-    for _ in 0..endpoints {
-        y.push_str("- addresses: [\"127.0.0.1\"]\n  conditions:\n    ready: true\n");
+    for e in endpoints {
+        let _ = write!(
+            y,
+            "- addresses: [\"{}\"]\n  conditions:\n    ready: {}\n",
+            e.ip, e.ready
+        );
     }
 }
 
-/// Distinct ports in order of first appearance, with how many endpoints use each.
-fn group(ports: &[u16]) -> Vec<(u16, usize)> {
-    let mut out: Vec<(u16, usize)> = Vec::new();
-    for &port in ports {
-        match out.iter_mut().find(|(p, _)| *p == port) {
-            Some((_, n)) => *n += 1,
-            None => out.push((port, 1)),
+/// The endpoints of each distinct port, ports in order of first appearance.
+fn group(endpoints: &[Endpoint]) -> Vec<(u16, Vec<Endpoint>)> {
+    let mut out: Vec<(u16, Vec<Endpoint>)> = Vec::new();
+    for e in endpoints {
+        match out.iter_mut().find(|(p, _)| *p == e.port) {
+            Some((_, group)) => group.push(*e),
+            None => out.push((e.port, vec![*e])),
         }
     }
     out
@@ -145,9 +169,24 @@ mod tests {
 
     #[test]
     fn one_slice_per_distinct_port() {
-        let y = service("svc-1", &[1, 2, 1, 3]);
+        let y = service("svc-1", &[1, 2, 1, 3].map(Endpoint::local));
         assert_eq!(y.matches("kind: EndpointSlice").count(), 3);
         assert_eq!(y.matches("127.0.0.1").count(), 4);
+    }
+
+    #[test]
+    fn endpoints_keep_their_address_and_readiness() {
+        let pod = Endpoint {
+            ip: Ipv4Addr::new(127, 1, 0, 7),
+            port: 1,
+            ready: false,
+        };
+        let y = service("svc-1", &[Endpoint::local(1), pod]);
+        assert_eq!(y.matches("kind: EndpointSlice").count(), 1);
+        assert!(
+            y.contains("- addresses: [\"127.0.0.1\"]\n  conditions:\n    ready: true\n- addresses: [\"127.1.0.7\"]\n  conditions:\n    ready: false\n"),
+            "{y}"
+        );
     }
 
     #[test]

@@ -46,8 +46,8 @@ fn header(out: &mut String, c: &Conf<'_>) {
 
 fn upstream(out: &mut String, layout: &Layout, j: usize) {
     let _ = write!(out, "  upstream {} {{", layout.service_name(j));
-    for port in layout.service_ports(j) {
-        let _ = write!(out, " server 127.0.0.1:{port};");
+    for e in layout.service_endpoints(j).iter().filter(|e| e.ready) {
+        let _ = write!(out, " server {}:{};", e.ip, e.port);
     }
     out.push_str(" }\n");
 }

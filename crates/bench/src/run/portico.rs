@@ -45,8 +45,22 @@ impl Portico {
         http: &Http,
         extra: &[String],
     ) -> anyhow::Result<(Self, Duration)> {
+        Self::start_limited(bin, dir, log, http, extra, None).await
+    }
+
+    /// Like [`Portico::start_with`], run by `prlimit` with a hard and soft open-file limit of
+    /// `nofile` when given.
+    pub async fn start_limited(
+        bin: &Path,
+        dir: &Path,
+        log: &Path,
+        http: &Http,
+        extra: &[String],
+        nofile: Option<u64>,
+    ) -> anyhow::Result<(Self, Duration)> {
         let source = [OsString::from("-f"), dir.as_os_str().to_owned()];
-        Self::start_source(bin, &source, log, http, extra).await
+        let launch = Launch { bin, nofile };
+        Self::start_source(launch, &source, log, http, extra).await
     }
 
     /// Spawns `bin run --kubernetes --kubeconfig KUBECONFIG` and returns once `/readyz`
@@ -64,18 +78,19 @@ impl Portico {
             OsString::from("--identity"),
             OsString::from("portico-bench"),
         ];
-        Self::start_source(bin, &source, log, http, &[]).await
+        let launch = Launch { bin, nofile: None };
+        Self::start_source(launch, &source, log, http, &[]).await
     }
 
     async fn start_source(
-        bin: &Path,
+        launch: Launch<'_>,
         source: &[OsString],
         log: &Path,
         http: &Http,
         extra: &[String],
     ) -> anyhow::Result<(Self, Duration)> {
         let started = Instant::now();
-        let mut child = spawn(bin, source, log, extra)?;
+        let mut child = spawn(launch, source, log, extra)?;
         let pid = child.id().context("portico exited at once")?;
         let (http_addr, admin) = banner(&mut child).await?;
         let portico = Portico {
@@ -115,7 +130,20 @@ impl Portico {
     }
 }
 
-fn spawn(bin: &Path, source: &[OsString], log: &Path, extra: &[String]) -> anyhow::Result<Child> {
+/// The binary, and the open-file limit to run it under.
+#[derive(Debug, Clone, Copy)]
+struct Launch<'a> {
+    bin: &'a Path,
+    nofile: Option<u64>,
+}
+
+fn spawn(
+    launch: Launch<'_>,
+    source: &[OsString],
+    log: &Path,
+    extra: &[String],
+) -> anyhow::Result<Child> {
+    let bin = launch.bin;
     let log = std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
     // Listen addresses in `extra` replace the kernel-chosen ones (haproxy needs fixed ports).
     let own = |flag: &str| extra.iter().any(|a| a.starts_with(flag));
@@ -125,7 +153,15 @@ fn spawn(bin: &Path, source: &[OsString], log: &Path, extra: &[String]) -> anyho
             listen.extend([flag, "127.0.0.1:0"]);
         }
     }
-    Command::new(bin)
+    let mut command = match launch.nofile {
+        Some(n) => {
+            let mut c = Command::new("prlimit");
+            c.arg(format!("--nofile={n}:{n}")).arg(bin);
+            c
+        }
+        None => Command::new(bin),
+    };
+    command
         .arg("run")
         .args(source)
         .args(listen)

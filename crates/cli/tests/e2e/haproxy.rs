@@ -439,4 +439,91 @@ async fn a_second_portico_on_the_same_state_directory_refuses_to_start_and_names
         stderr.contains(&format!("in use by another Portico (PID {pid})")),
         "{stderr}"
     );
+
+/// Services of one live pod and nine more on distinct loopback addresses nobody listens on
+/// (not ready: starting pods), `services` of them, each behind one path of one Ingress.
+pub async fn distinct_pods(m: &Manifests, services: usize) -> Vec<(String, String)> {
+    let mut y = String::new();
+    let mut routes = Vec::new();
+    for s in 0..services {
+        let name = format!("svc-{s}");
+        let live = echo_pods(&name, 1).await;
+        let mut eps = ready(&live);
+        eps.extend((1..10u32).map(|n| {
+            let ip = std::net::Ipv4Addr::from(0x7f01_0000 + u32::try_from(s).unwrap() * 16 + n);
+            let addr = std::net::SocketAddr::new(ip.into(), 8080);
+            Ep { addr, ready: false }
+        }));
+        y.push_str(&service("hx", &name, &eps));
+        routes.push((format!("/{name}"), name));
+    }
+    m.write("backends.yaml", &y);
+    let paths: Vec<(&str, &str, &str, &str, &str)> = (routes.iter())
+        .map(|(path, name)| ("pods.test", path.as_str(), "Prefix", name.as_str(), "80"))
+        .collect();
+    m.write(
+        "ing.yaml",
+        &ingress("hx", "pods", "2026-01-01T00:00:00Z", &paths),
+    );
+    routes
+}
+
+/// Issue 35: with more checked servers than a descriptor limit allows, haproxy still starts
+/// and serves under that limit: passive checks are left out and maxconn lowered, and a warning
+/// on the IngressClass says so, in the admin API and in `portico validate` alike.
+#[tokio::test]
+async fn haproxy_starts_and_serves_within_a_short_descriptor_limit_and_says_what_it_reduced() {
+    const LIMIT: u64 = 1024;
+    let m = Manifests::new();
+    let routes = distinct_pods(&m, 30).await;
+    let started = Instant::now();
+    let p = Portico::start_haproxy_limited(m.path(), LIMIT, &[]).await;
+    for (path, name) in [&routes[0], &routes[29]] {
+        p.wait_route("pods.test", path, 200, name).await;
+    }
+    let took = started.elapsed();
+    // 300 members and a spare slot per pool, checked for passive ejection alone; two binds.
+    let maxconn = portico_provider_haproxy::fit(
+        Some(LIMIT),
+        &portico_provider_haproxy::Needs {
+            listeners: 2,
+            active_checks: 0,
+            passive_checks: 330,
+            max_connections: 4096,
+        },
+    )
+    .maxconn;
+    assert!(maxconn < 4096);
+    let wanted = [
+        "passive health checks left out on 330 servers".to_owned(),
+        format!("haproxy's maxconn reduced from 4096 to {maxconn}"),
+        format!("descriptor limit {LIMIT}"),
+    ];
+    let diagnostics = p.admin_json("/api/v1/diagnostics").await.to_string();
+    for part in &wanted {
+        assert!(diagnostics.contains(part), "{part} in {diagnostics}");
+    }
+    let root = p.state_dir().join("loadbalancer/haproxy");
+    let dir = std::fs::read_dir(&root)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let conf = std::fs::read_to_string(dir.join("haproxy.conf")).unwrap();
+    assert!(conf.contains(&format!("    maxconn {maxconn}\n")), "{conf}");
+    assert!(!conf.contains(" check "), "no server is checked");
+    eprintln!("served under a hard limit of {LIMIT} descriptors after {took:?}");
+
+    let validate = std::process::Command::new("prlimit")
+        .arg(format!("--nofile={LIMIT}:{LIMIT}"))
+        .args([BIN, "validate", "--provider", "haproxy", "-f"])
+        .arg(m.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&validate.stdout);
+    assert!(validate.status.success(), "{text}");
+    for part in &wanted {
+        assert!(text.contains(part.as_str()), "{part} in {text}");
+    }
 }

@@ -456,3 +456,25 @@ async fn answer_from(from: IpAddr, to: SocketAddr, request: &str) -> Option<u16>
     stream.write_all(request.as_bytes()).await.ok()?;
     read_response(&mut stream).await
 }
+
+/// Issue 35, the built-in proxy: the shape of distinct pod addresses under a short hard limit
+/// of open files starts and serves (no descriptor per member), and the soft limit it was
+/// started with is raised to the hard one, not beyond.
+#[tokio::test]
+async fn the_proxy_serves_distinct_pods_under_a_short_limit_raising_its_soft_limit_to_the_hard_one()
+{
+    let m = Manifests::new();
+    let routes = crate::haproxy::distinct_pods(&m, 30).await;
+    let p = Portico::start_limited(m.path(), 256, 1024, &[]).await;
+    for (path, name) in [&routes[0], &routes[29]] {
+        p.wait_route("pods.test", path, 200, name).await;
+    }
+    let pid = p.pid().unwrap();
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let open_files = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap();
+    let numbers: Vec<&str> = open_files.split_whitespace().skip(3).take(2).collect();
+    assert_eq!(numbers, ["1024", "1024"], "{open_files}");
+}

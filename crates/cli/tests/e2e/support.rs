@@ -149,10 +149,23 @@ impl Portico {
         Self::spawn(&Self::run_args(dir, extra)).await
     }
 
+    /// Like [`Portico::start`], run by `prlimit` with a soft and a hard open-file limit.
+    pub async fn start_limited(dir: &Path, soft: u64, hard: u64, extra: &[&str]) -> Self {
+        let prlimit = ["prlimit".to_owned(), format!("--nofile={soft}:{hard}")];
+        Self::spawn_with(
+            &prlimit,
+            &Self::run_args(dir, extra),
+            "warn",
+            Stdio::inherit(),
+            &[],
+        )
+        .await
+    }
+
     /// Like [`Portico::start`], logging at `level` into the file `log`.
     pub async fn start_logging(dir: &Path, level: &str, log: &Path) -> Self {
         let log = std::fs::File::create(log).unwrap();
-        Self::spawn_with(&Self::run_args(dir, &[]), level, Stdio::from(log), &[]).await
+        Self::spawn_with(&[], &Self::run_args(dir, &[]), level, Stdio::from(log), &[]).await
     }
 
     /// Like [`Portico::start`] with `--provider haproxy`: haproxy binds free loopback ports
@@ -163,6 +176,23 @@ impl Portico {
 
     /// Like [`Portico::start_haproxy`] with the state directory `below` inside the new one.
     pub async fn start_haproxy_below(dir: &Path, below: &str, extra: &[&str]) -> Self {
+        Self::start_haproxy_under(&[], dir, below, extra).await
+    }
+
+    /// Like [`Portico::start_haproxy`], run by `prlimit` with a hard and soft open-file limit
+    /// of `limit` (which haproxy inherits).
+    pub async fn start_haproxy_limited(dir: &Path, limit: u64, extra: &[&str]) -> Self {
+        let prlimit = ["prlimit".to_owned(), format!("--nofile={limit}:{limit}")];
+        Self::start_haproxy_under(&prlimit, dir, "", extra).await
+    }
+
+    /// `portico run --provider haproxy`, run by the command `wrapper` (none when empty).
+    async fn start_haproxy_under(
+        wrapper: &[String],
+        dir: &Path,
+        below: &str,
+        extra: &[&str],
+    ) -> Self {
         let state = tempfile::tempdir().unwrap();
         let state_dir = state.path().join(below);
         let (http, https) = (free_port(), free_port());
@@ -176,7 +206,7 @@ impl Portico {
         ];
         args.extend(listen);
         args.extend(extra.iter().map(|s| s.to_string()));
-        let mut p = Self::spawn(&args).await;
+        let mut p = Self::spawn_with(wrapper, &args, "warn", Stdio::inherit(), &[]).await;
         p._state = Some(state);
         p.state_below = Some(below.to_owned());
         p
@@ -210,20 +240,35 @@ impl Portico {
     }
 
     pub async fn spawn(args: &[String]) -> Self {
-        Self::spawn_with(args, "warn", Stdio::inherit(), &[]).await
+        Self::spawn_with(&[], args, "warn", Stdio::inherit(), &[]).await
     }
 
     pub async fn spawn_with_env(args: &[String], env: &[(&str, &str)]) -> Self {
-        Self::spawn_with(args, "warn", Stdio::inherit(), env).await
+        Self::spawn_with(&[], args, "warn", Stdio::inherit(), env).await
     }
 
-    async fn spawn_with(args: &[String], level: &str, stderr: Stdio, env: &[(&str, &str)]) -> Self {
+    /// The binary with `args`, run by the command `wrapper` (none when empty).
+    async fn spawn_with(
+        wrapper: &[String],
+        args: &[String],
+        level: &str,
+        stderr: Stdio,
+        env: &[(&str, &str)],
+    ) -> Self {
         // A temporary directory of the test's own (unless `env` names one): what the process
         // leaves there when it is killed (the demo's directory, socket aliases) goes with
         // the test. It holds the default state directory too, which a process locks: tests
         // running side by side must not share one.
         let tmp = tempfile::tempdir().unwrap();
-        let mut child = Command::new(BIN)
+        let mut command = match wrapper.split_first() {
+            Some((program, rest)) => {
+                let mut c = Command::new(program);
+                c.args(rest).arg(BIN);
+                c
+            }
+            None => Command::new(BIN),
+        };
+        let mut child = command
             .args(args)
             .env("PORTICO_LOG", level)
             .env("TMPDIR", tmp.path())

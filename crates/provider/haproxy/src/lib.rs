@@ -30,10 +30,17 @@ pub use plan::{PlanSettings, Planned, plan};
 pub use provider::{Counters, HaproxyProvider, Settings, StartError, remove_stale};
 
 pub use render::{
-    BAD_GATEWAY_FILE, BAD_GATEWAY_RESPONSE, Binds, CONFIG_FILE, CRT_LIST_FILE,
-    DEFAULT_CERTIFICATE_FILE, Input, Rendered, SPARE_SLOTS, STATS_SOCKET, Server, TcpLimits,
-    render, routes,
+    BAD_GATEWAY_FILE, BAD_GATEWAY_RESPONSE, Binds, CONFIG_FILE, CRT_LIST_FILE, Checks,
+    DEFAULT_CERTIFICATE_FILE, Fit, Input, MIN_MAXCONN, Needs, Reduction, Rendered, SPARE_SLOTS,
+    STATS_SOCKET, Server, TcpLimits, fit, render, routes,
 };
 
 /// The provider type this crate serves.
 pub const PROVIDER: &str = "haproxy";
+
+/// The hard limit of open files of this process, which every haproxy it starts inherits and
+/// may raise its own soft limit to (`None`: unlimited). Read once, where the provider's
+/// settings are made ([`PlanSettings::descriptors`]).
+pub fn descriptor_limit() -> Option<u64> {
+    rustix::process::getrlimit(rustix::process::Resource::Nofile).maximum
+}

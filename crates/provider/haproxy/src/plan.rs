@@ -32,6 +32,9 @@ pub struct PlanSettings {
     pub tcp: crate::render::TcpLimits,
     /// The unix datagram socket haproxy sends access log lines to; `None`: no access log.
     pub access_log: Option<PathBuf>,
+    /// The hard descriptor limit every haproxy inherits from Portico (`None`: unlimited or
+    /// unknown), read once at start ([`crate::descriptor_limit`]).
+    pub descriptors: Option<u64>,
 }
 
 /// One load balancer, ready to hand to its haproxy.
@@ -267,6 +270,7 @@ fn one(
             limits: &settings.limits,
             tcp: settings.tcp,
             access_log: settings.access_log.as_deref(),
+            descriptors: settings.descriptors,
         },
     );
     Ok(Planned {
@@ -382,6 +386,7 @@ mod tests {
             limits: portico_model::Limits::default(),
             tcp: Default::default(),
             access_log: None,
+            descriptors: None,
         }
     }
 

@@ -95,7 +95,10 @@ impl Proxy {
             generation: AtomicU64::new(0),
             apply_lock: Mutex::new(()),
             metrics,
-            endpoints: Endpoints::default(),
+            // Idle upstream connections: at most one per client connection allowed, so that
+            // the descriptors the proxy holds stay within a small multiple of the cap however
+            // many members the pools have (docs/limits.md).
+            endpoints: Endpoints::new(limits.max_connections),
             server: server_builder(&limits),
             caps: Caps::new(&limits),
             limits,

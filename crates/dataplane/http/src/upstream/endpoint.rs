@@ -15,7 +15,7 @@ use hyper::client::conn::http2;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use portico_model::{PoolProtocol, UpstreamTls};
 use std::net::SocketAddr;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -26,6 +26,44 @@ use tokio::net::TcpStream;
 const IDLE_TIMEOUT: Duration = Duration::from_secs(50);
 /// Idle connections kept per endpoint; more are closed when they come back.
 const MAX_IDLE: usize = 512;
+
+/// The idle connections kept across all endpoints, and the most that may be: each holds a
+/// descriptor, and with thousands of members (every pod its own address) the members a
+/// request reached once would otherwise each keep one until their next request.
+#[derive(Debug)]
+pub(crate) struct IdleBudget {
+    held: AtomicUsize,
+    max: usize,
+}
+
+impl IdleBudget {
+    pub(crate) fn new(max: usize) -> Arc<Self> {
+        Arc::new(IdleBudget {
+            held: AtomicUsize::new(0),
+            max,
+        })
+    }
+
+    /// One more idle connection, if the budget has room.
+    fn take(&self) -> bool {
+        let more = |held: usize| (held < self.max).then_some(held + 1);
+        (self
+            .held
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, more))
+        .is_ok()
+    }
+
+    /// `n` idle connections fewer (reused or closed).
+    fn give(&self, n: usize) {
+        self.held.fetch_sub(n, Ordering::Relaxed);
+    }
+
+    /// Idle connections kept now.
+    #[cfg(test)]
+    pub(crate) fn held(&self) -> usize {
+        self.held.load(Ordering::Relaxed)
+    }
+}
 
 /// Why a request to an upstream failed.
 #[derive(Debug, thiserror::Error)]
@@ -129,6 +167,8 @@ pub(crate) struct Endpoint {
     h2c: Option<H2c>,
     /// Set for TLS members (`Https`, `H2`).
     tls: Option<TlsClient>,
+    /// Shared by the endpoints of one proxy: both stacks count against it.
+    budget: Arc<IdleBudget>,
 }
 
 /// An upstream connection's byte stream: TCP, or TLS over TCP.
@@ -144,9 +184,22 @@ impl std::fmt::Debug for Endpoint {
     }
 }
 
+impl Drop for Endpoint {
+    /// Its idle connections close with it: the budget gets them back.
+    fn drop(&mut self) {
+        let idle = self.idle.get_mut().unwrap_or_else(PoisonError::into_inner);
+        let raw = self
+            .raw_idle
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner);
+        self.budget.give(idle.len() + raw.len());
+    }
+}
+
 impl Endpoint {
     /// The endpoint of `addr` in `protocol`; `tls` (server name filled in) for TLS protocols.
-    /// `ca`: the bundle a verifying pool trusts, if it is known.
+    /// `ca`: the bundle a verifying pool trusts, if it is known. Its idle connections are
+    /// bounded by [`MAX_IDLE`] alone until [`Endpoint::with_budget`].
     pub(crate) fn new(
         addr: SocketAddr,
         protocol: PoolProtocol,
@@ -160,7 +213,14 @@ impl Endpoint {
             raw_idle: Mutex::new(Vec::new()),
             h2c: protocol.is_h2().then(H2c::default),
             tls: tls.map(|t| TlsClient::new(protocol, t, ca)),
+            budget: IdleBudget::new(usize::MAX),
         }
+    }
+
+    /// The endpoint keeping its idle connections within `budget`, shared with others.
+    pub(crate) fn with_budget(mut self, budget: Arc<IdleBudget>) -> Self {
+        self.budget = budget;
+        self
     }
 
     /// Whether requests to this endpoint go over HTTP/2 (and need an absolute URI).
@@ -181,6 +241,7 @@ impl Endpoint {
         let mut idle = self.raw_idle.lock().unwrap_or_else(PoisonError::into_inner);
         let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
         while let Some((stream, since)) = idle.pop() {
+            self.budget.give(1);
             let readable = stream.poll_read_ready(&mut cx).is_ready();
             if !readable && since.elapsed() < IDLE_TIMEOUT {
                 return Some(stream);
@@ -192,7 +253,7 @@ impl Endpoint {
     /// Takes back a connection of the own HTTP/1.1 path whose response was read to its end.
     pub(crate) fn checkin_raw(&self, stream: TcpStream) {
         let mut idle = self.raw_idle.lock().unwrap_or_else(PoisonError::into_inner);
-        if idle.len() < MAX_IDLE {
+        if idle.len() < MAX_IDLE && self.budget.take() {
             idle.push((stream, Instant::now()));
         }
     }
@@ -282,6 +343,7 @@ impl Endpoint {
     fn checkout(&self) -> Option<Pooled> {
         let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
         while let Some(entry) = idle.pop() {
+            self.budget.give(1);
             if !entry.conn.sender.is_closed() && entry.since.elapsed() < IDLE_TIMEOUT {
                 return Some(entry.conn);
             }
@@ -295,7 +357,7 @@ impl Endpoint {
             return;
         }
         let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
-        if idle.len() < MAX_IDLE {
+        if idle.len() < MAX_IDLE && self.budget.take() {
             let since = Instant::now();
             idle.push(Idle { conn, since });
         }

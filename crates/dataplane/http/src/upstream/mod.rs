@@ -15,7 +15,7 @@ mod io;
 mod tls;
 
 pub(crate) use body::UpstreamBody;
-pub(crate) use endpoint::{Endpoint, SendFailed, UpstreamError};
+pub(crate) use endpoint::{Endpoint, IdleBudget, SendFailed, UpstreamError};
 
 use crate::tls::CaBySecret;
 use portico_model::{PoolProtocol, UpstreamTls};
@@ -35,14 +35,32 @@ type Key = (
 
 /// Endpoints by address, so that a new configuration reuses the idle connections of the
 /// previous one. Consulted only when a route table is compiled, never per request.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Endpoints {
     by_addr: Mutex<HashMap<Key, Weak<Endpoint>>>,
     /// The CA bundles verifying pools name, as last set.
     ca: Mutex<CaBySecret>,
+    /// The idle connections all of them keep.
+    budget: Arc<IdleBudget>,
+}
+
+impl Default for Endpoints {
+    /// Idle connections bounded per endpoint only.
+    fn default() -> Self {
+        Endpoints::new(usize::MAX)
+    }
 }
 
 impl Endpoints {
+    /// Endpoints that keep at most `max_idle` idle connections between them.
+    pub(crate) fn new(max_idle: usize) -> Self {
+        Endpoints {
+            by_addr: Mutex::default(),
+            ca: Mutex::default(),
+            budget: IdleBudget::new(max_idle),
+        }
+    }
+
     /// The endpoint for `addr` in `protocol` (with `tls` for TLS protocols): the live one if
     /// any configuration still uses it, else new.
     pub(crate) fn get(
@@ -64,7 +82,8 @@ impl Endpoints {
         if let Some(live) = map.get(&key).and_then(Weak::upgrade) {
             return live;
         }
-        let endpoint = Arc::new(Endpoint::new(addr, protocol, tls, ca.as_deref()));
+        let endpoint = Endpoint::new(addr, protocol, tls, ca.as_deref());
+        let endpoint = Arc::new(endpoint.with_budget(self.budget.clone()));
         map.insert(key, Arc::downgrade(&endpoint));
         endpoint
     }
@@ -104,6 +123,29 @@ mod tests {
         drop(first);
         endpoints.prune();
         assert!(endpoints.by_addr.lock().unwrap().is_empty());
+    }
+
+    /// However many endpoints, the idle connections they keep between them stay within the
+    /// budget; a reused connection or a dropped endpoint gives its share back.
+    #[tokio::test]
+    async fn idle_connections_of_all_endpoints_stay_within_the_budget() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let connect = || tokio::net::TcpStream::connect(addr);
+        let endpoints = Endpoints::new(2);
+        let a = endpoints.get(addr, PoolProtocol::Http, None);
+        let b = endpoints.get(addr, PoolProtocol::H2c, None);
+        a.checkin_raw(connect().await.unwrap());
+        a.checkin_raw(connect().await.unwrap());
+        b.checkin_raw(connect().await.unwrap());
+        assert_eq!(endpoints.budget.held(), 2);
+        assert!(b.checkout_raw().is_none(), "closed when it came back");
+        assert!(a.checkout_raw().is_some());
+        assert_eq!(endpoints.budget.held(), 1);
+        b.checkin_raw(connect().await.unwrap());
+        assert_eq!(endpoints.budget.held(), 2);
+        drop(a);
+        assert_eq!(endpoints.budget.held(), 1, "a's last one closed with it");
     }
 
     #[test]

@@ -1,8 +1,10 @@
 //! One `backend` per pool (named by its UUID), and Portico's own backends: 404 when nothing
 //! matches, a policy's rejection, the HTTP → HTTPS redirect.
 
-use super::Server;
-use portico_model::{Diagnostic, Limits, LoadBalancer, Pool, PoolId, PoolProtocol, PoolSettings};
+use super::{Checks, Server};
+use portico_model::{
+    Diagnostic, Limits, LoadBalancer, MemberId, Pool, PoolId, PoolProtocol, PoolSettings,
+};
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::net::SocketAddr;
@@ -98,10 +100,11 @@ fn pool_header(id: PoolId, balance: &str, first: &str) -> String {
 }
 
 /// The backends of the load balancer's pools, in pool order; `servers` gets each server.
+/// `checks`: which servers may carry `check` (the descriptor limit's [`super::fit`]).
 pub(super) fn pools(
     lb: &LoadBalancer,
     servers: &mut Vec<Server>,
-    logged: bool,
+    checks: Checks,
     input: &super::Input<'_>,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> String {
@@ -109,16 +112,17 @@ pub(super) fn pools(
     let mut s = String::new();
     for pool in &lb.pools {
         let proto = protocol(pool, input);
-        let balance = super::balance::backend_lines(pool, diagnostics);
-        let mut first = super::access::backend(pool, logged);
+        let balance = super::balance::backend_lines(pool, checks, diagnostics);
+        let mut first = super::access::backend(pool, input.access_log.is_some());
         first.push_str(&settings(pool, limits));
         s.push_str(&pool_header(pool.id, &balance, &first));
+        let options = |member| super::balance::server_options(pool, member, checks);
         for member in &pool.members {
             let server = server(pool, member);
-            s.push_str(&server_line(pool, &proto, &server));
+            s.push_str(&server_line(&proto, &server, &options(server.name)));
             servers.push(server);
         }
-        s.push_str(&spare_lines(pool, &proto));
+        s.push_str(&spare_lines(pool, &proto, &options(MemberId::derive(""))));
     }
     s
 }
@@ -137,9 +141,8 @@ pub(super) fn server(pool: &Pool, member: &portico_model::Member) -> Server {
 
 /// Spare server slots per pool: a member added later takes one through the runtime API
 /// instead of a reload (a replaced member takes the slot of the one it replaces). One: every
-/// server with checks holds a file descriptor haproxy reserves at start, so spares cost
-/// descriptors (haproxy refuses to start when its limit is short). None for cookie affinity,
-/// whose cookie value is the member's own.
+/// server with checks counts a file descriptor at start, so spares cost descriptors (see
+/// [`super::fit`]). None for cookie affinity, whose cookie value is the member's own.
 pub const SPARE_SLOTS: usize = 1;
 
 /// The name of spare slot `n` (from 1).
@@ -157,9 +160,8 @@ pub(super) fn spares(pool: &Pool) -> Vec<String> {
     (1..=n).map(spare_name).collect()
 }
 
-/// The spare slots: the members' options, no address, in maintenance.
-fn spare_lines(pool: &Pool, proto: &str) -> String {
-    let options = super::balance::server_options(pool, portico_model::MemberId::derive(""));
+/// The spare slots: the members' `options`, no address, in maintenance.
+fn spare_lines(pool: &Pool, proto: &str, options: &str) -> String {
     spares(pool)
         .iter()
         .map(|name| format!("    server {name} 0.0.0.0:0 weight 1{proto}{options} disabled\n"))
@@ -271,10 +273,9 @@ fn protocol(pool: &Pool, input: &super::Input<'_>) -> String {
     format!(" ssl{verify}{sni}{alpn}")
 }
 
-fn server_line(pool: &Pool, proto: &str, server: &Server) -> String {
+fn server_line(proto: &str, server: &Server, options: &str) -> String {
     let disabled = if server.ready { "" } else { " disabled" };
     let addr = SocketAddr::new(server.address, server.port);
-    let options = super::balance::server_options(pool, server.name);
     format!(
         "    server {} {addr} weight {}{proto}{options}{disabled}\n",
         server.name, server.weight

@@ -13,14 +13,22 @@
 //!   a server marked down comes back after one passed check, made every ejection time;
 //! - active health: `option httpchk`, `http-check send meth GET uri PATH hdr Host SERVICE`,
 //!   `http-check expect status 200-399`, `check inter fall rise`, `timeout check`.
+//!
+//! Checks the descriptor limit leaves no room for ([`super::fit`]) are left out, and with
+//! them what needs them (`observe` for passive health, `option httpchk` for active).
 
+use super::Checks;
 use crate::quote::word;
 use portico_balance::hash::hash64;
 use portico_model::{Algorithm, Diagnostic, HashKey, MemberId, Pool};
 use std::fmt::Write as _;
 
 /// The backend's balancing lines (the `balance` line first).
-pub(super) fn backend_lines(pool: &Pool, diagnostics: &mut Vec<Diagnostic>) -> String {
+pub(super) fn backend_lines(
+    pool: &Pool,
+    checks: Checks,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> String {
     let mut s = String::new();
     let balance = match &pool.algorithm {
         Algorithm::RoundRobin => "roundrobin".to_owned(),
@@ -70,7 +78,7 @@ pub(super) fn backend_lines(pool: &Pool, diagnostics: &mut Vec<Diagnostic>) -> S
             );
         }
     }
-    if let Some(active) = &settings.active {
+    if let Some(active) = settings.active.as_ref().filter(|_| checks.active) {
         let path = word(&active.path).ok();
         let host = word(&check_host(pool)).ok();
         if let (Some(path), Some(host)) = (path, host) {
@@ -110,14 +118,22 @@ pub fn cookie_value(member: MemberId) -> String {
     format!("{:016x}", hash64(0, member.0.as_bytes()))
 }
 
-/// The health and affinity options of one `server` line (with a leading space).
-pub(super) fn server_options(pool: &Pool, member: MemberId) -> String {
+/// The health and affinity options of one `server` line (with a leading space); `check` only
+/// where `checks` allows it.
+pub(super) fn server_options(pool: &Pool, member: MemberId, checks: Checks) -> String {
     let settings = &pool.settings;
     let mut s = String::new();
     if settings.affinity.is_some() {
         let _ = write!(s, " cookie {}", cookie_value(member));
     }
     let passive = &settings.passive;
+    let checked = match &settings.active {
+        Some(_) => checks.active,
+        None => checks.passive && passive.failures > 0,
+    };
+    if !checked {
+        return s;
+    }
     match &settings.active {
         Some(active) => {
             let _ = write!(

@@ -8,11 +8,13 @@ use std::time::Duration;
 
 /// The header comment, `global` and `defaults`. The directory is Portico's own (the state
 /// directory); it is quoted all the same.
-/// `tcp`: the load balancer is a Service's (TCP listeners), with these limits.
+/// `tcp`: the load balancer is a Service's (TCP listeners), with these limits. `maxconn`: the
+/// connections fitted to the descriptor limit (global and every frontend).
 pub(super) fn header(
     lb: &LoadBalancer,
     input: &Input<'_>,
     tcp: Option<&TcpLimits>,
+    maxconn: usize,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> String {
     let socket = quote::path(&crate::files::socket(input.dir, STATS_SOCKET));
@@ -49,10 +51,9 @@ pub(super) fn header(
         id = lb.id,
         log = super::access::global(input.access_log),
         defaults = match tcp {
-            Some(tcp) => tcp_defaults(limits, tcp),
-            None => http_defaults(lb, input, &bad_gateway),
+            Some(tcp) => tcp_defaults(maxconn, tcp),
+            None => http_defaults(lb, input, maxconn, &bad_gateway),
         },
-        maxconn = limits.max_connections,
         // The request head must fit in the buffer less the room kept for rewrites
         // (tune.maxrewrite, 1024 by default).
         bufsize = limits.max_header_bytes + 1024,
@@ -63,7 +64,12 @@ pub(super) fn header(
 }
 
 /// The `defaults` of a load balancer of HTTP listeners.
-fn http_defaults(lb: &LoadBalancer, input: &Input<'_>, bad_gateway: &str) -> String {
+fn http_defaults(
+    lb: &LoadBalancer,
+    input: &Input<'_>,
+    maxconn: usize,
+    bad_gateway: &str,
+) -> String {
     let limits = input.limits;
     format!(
         "defaults\n\
@@ -83,7 +89,6 @@ fn http_defaults(lb: &LoadBalancer, input: &Input<'_>, bad_gateway: &str) -> Str
          \x20   errorfile 503 {bad_gateway}\n\
          {log_format}",
         log_format = super::access::defaults(lb, input.access_log.is_some()),
-        maxconn = limits.max_connections,
         client = millis(limits.body_timeout),
         server = millis(limits.upstream_timeout),
         request = millis(limits.header_timeout),
@@ -95,7 +100,7 @@ fn http_defaults(lb: &LoadBalancer, input: &Input<'_>, bad_gateway: &str) -> Str
 /// The `defaults` of a Service's load balancer (TCP listeners): `mode tcp`, the `--l4-*`
 /// connect and idle timeouts (a connection without bytes either way for the idle timeout is
 /// closed, as provider `l4` does), no HTTP rules and no access log.
-fn tcp_defaults(limits: &Limits, tcp: &TcpLimits) -> String {
+fn tcp_defaults(maxconn: usize, tcp: &TcpLimits) -> String {
     format!(
         "defaults\n\
          \x20   mode tcp\n\
@@ -103,7 +108,6 @@ fn tcp_defaults(limits: &Limits, tcp: &TcpLimits) -> String {
          \x20   timeout connect {connect}\n\
          \x20   timeout client {idle}\n\
          \x20   timeout server {idle}\n",
-        maxconn = limits.max_connections,
         connect = millis(tcp.connect_timeout),
         idle = millis(tcp.idle_timeout),
     )

@@ -12,6 +12,7 @@
 mod access;
 mod backend;
 mod balance;
+mod descriptors;
 mod frontend;
 mod global;
 mod reduce;
@@ -32,6 +33,7 @@ pub const DEFAULT_CERTIFICATE_FILE: &str = "default.pem";
 /// The stick table that counts each client address's open connections.
 pub const CLIENT_TABLE: &str = "client_connections";
 pub use backend::SPARE_SLOTS;
+pub use descriptors::{Checks, Fit, MIN_MAXCONN, Needs, Reduction, fit};
 pub(crate) use frontend::bind_fix;
 pub(crate) use tcp::is_l4;
 
@@ -111,6 +113,9 @@ pub struct Input<'a> {
     pub tcp: TcpLimits,
     /// The unix datagram socket access log lines go to; `None`: no access log.
     pub access_log: Option<&'a Path>,
+    /// The hard descriptor limit haproxy inherits (`None`: unlimited or unknown): `maxconn`
+    /// and the health checks are fitted to it ([`fit`]).
+    pub descriptors: Option<u64>,
 }
 
 /// One `server` line's runtime state: what the runtime API can change without a reload.
@@ -215,7 +220,9 @@ pub fn render(lb: &LoadBalancer, input: &Input<'_>) -> Rendered {
         return tcp::render(lb, input, &input.tcp);
     }
     let mut out = Rendered::default();
-    let mut text = global::header(lb, input, None, &mut out.diagnostics);
+    let fit = fit(input.descriptors, &needs(lb, input));
+    out.diagnostics.extend(fit.diagnostic(&lb.origin));
+    let mut text = global::header(lb, input, None, fit.maxconn, &mut out.diagnostics);
     let mut specials = backend::Specials::default();
     for listener in lb.listeners.iter() {
         text.push_str(&frontend::frontend(
@@ -232,7 +239,7 @@ pub fn render(lb: &LoadBalancer, input: &Input<'_>) -> Rendered {
     text.push_str(&backend::pools(
         lb,
         &mut out.servers,
-        input.access_log.is_some(),
+        fit.checks,
         input,
         &mut out.diagnostics,
     ));
@@ -243,6 +250,25 @@ pub fn render(lb: &LoadBalancer, input: &Input<'_>) -> Rendered {
     out.diagnostics.sort();
     out.diagnostics.dedup();
     out
+}
+
+/// What `lb`'s haproxy needs descriptors for: its binds, its checked servers (spare slots
+/// included), the connections asked for.
+fn needs(lb: &LoadBalancer, input: &Input<'_>) -> Needs {
+    let mut needs = Needs {
+        listeners: input.binds.all().len(),
+        max_connections: input.limits.max_connections,
+        ..Needs::default()
+    };
+    for pool in &lb.pools {
+        let servers = pool.members.len() + backend::spares(pool).len();
+        match (&pool.settings.active, &pool.settings.passive) {
+            (Some(_), _) => needs.active_checks += servers,
+            (None, passive) if passive.failures > 0 => needs.passive_checks += servers,
+            (None, _) => {}
+        }
+    }
+    needs
 }
 
 /// One line per SNI host whose Secret has usable material: `<file> <host>`. haproxy prefers

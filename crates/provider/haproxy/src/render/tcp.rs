@@ -37,7 +37,18 @@ const PORT_VARIABLE: &str = "sess.portico_src_port";
 /// Renders a Service's load balancer.
 pub(super) fn render(lb: &LoadBalancer, input: &Input<'_>, tcp: &TcpLimits) -> Rendered {
     let mut out = Rendered::default();
-    let mut text = super::global::header(lb, input, Some(tcp), &mut out.diagnostics);
+    // No checks: only the listeners and the connections count.
+    let ips = 1 + usize::from(input.binds.floating.is_some());
+    let listeners = lb.listeners.iter().filter(|l| l.protocol == Protocol::Tcp);
+    let needs = super::Needs {
+        listeners: listeners.count() * ips,
+        max_connections: input.limits.max_connections,
+        ..super::Needs::default()
+    };
+    let fit = super::fit(input.descriptors, &needs);
+    out.diagnostics.extend(fit.diagnostic(&lb.origin));
+    let header = super::global::header(lb, input, Some(tcp), fit.maxconn, &mut out.diagnostics);
+    let mut text = header;
     let mut used = BTreeSet::new();
     for listener in lb.listeners.iter() {
         match listener.protocol {

@@ -91,6 +91,7 @@ fn rendered(lb: &LoadBalancer) -> Rendered {
         limits: &portico_model::Limits::default(),
         tcp: Default::default(),
         access_log: None,
+        descriptors: None,
     };
     render(lb, &input)
 }
@@ -461,6 +462,7 @@ fn transparent_binds_say_so_on_the_http_and_https_bind_lines_only_then() {
             limits: &portico_model::Limits::default(),
             tcp: Default::default(),
             access_log: None,
+            descriptors: None,
         };
         let r = render(&lb, &input);
         let binds = lines_with(&r, "bind 198.18.0.5:");
@@ -502,6 +504,7 @@ fn the_floating_ip_is_bound_beside_the_vip_on_the_same_ports() {
         limits: &portico_model::Limits::default(),
         tcp: Default::default(),
         access_log: None,
+        descriptors: None,
     };
     let r = render(&lb, &input);
     let floating = lines_with(&r, "bind 198.19.0.7:");
@@ -534,5 +537,87 @@ fn a_failed_bind_names_its_fix() {
     assert_eq!(
         bind_fix("[ALERT] parsing [a.cfg:3]: unknown keyword 'freebind'"),
         ""
+    );
+}
+
+/// Under a short descriptor limit: the passive-only pool's servers lose `check` (and
+/// `observe`, which needs it), the actively checked pool keeps both, maxconn is what is left,
+/// and a warning on the IngressClass says so.
+#[test]
+fn a_short_descriptor_limit_leaves_passive_checks_out_and_lowers_maxconn() {
+    let members = (1..=200).map(|n| member(n, true)).collect();
+    let mut lb = lb(vec![], members);
+    let mut active = (*lb.pools[0]).clone();
+    active.id = PoolId::derive("checked");
+    std::sync::Arc::make_mut(&mut active.settings).active = Some(ActiveHealth {
+        path: "/healthz".into(),
+        interval_ms: 1000,
+        timeout_ms: 500,
+        healthy: 1,
+        unhealthy: 1,
+    });
+    active.members.truncate(10);
+    lb.pools.push(std::sync::Arc::new(active));
+    let with = |descriptors| {
+        let dir = PathBuf::from("/state/lb");
+        let certificates = BTreeMap::new();
+        let input = Input {
+            dir: &dir,
+            binds: Binds::default(),
+            certificates: &certificates,
+            ca_files: &ca_files(),
+            limits: &portico_model::Limits::default(),
+            tcp: Default::default(),
+            access_log: None,
+            descriptors,
+        };
+        render(&lb, &input)
+    };
+    let roomy = with(Some(20_000));
+    assert!(roomy.diagnostics.is_empty(), "{:?}", roomy.diagnostics);
+    assert_eq!(lines_with(&roomy, " check inter ").len(), 200 + 1 + 10 + 1);
+    assert_eq!(
+        lines_with(&roomy, "maxconn 4096").len(),
+        2,
+        "global and defaults"
+    );
+
+    let short = with(Some(1000));
+    let checked = lines_with(&short, " check inter ");
+    assert_eq!(checked.len(), 10 + 1, "the active pool's members and spare");
+    assert!(
+        checked.iter().all(|l| !l.contains("downinter")),
+        "{checked:?}"
+    );
+    // Passive ejection stays where the servers are checked anyway.
+    assert_eq!(lines_with(&short, "observe layer7").len(), 11);
+    assert_eq!(lines_with(&short, "option httpchk").len(), 1);
+    let fit = fit(
+        Some(1000),
+        &Needs {
+            listeners: 0,
+            active_checks: 11,
+            passive_checks: 201,
+            max_connections: 4096,
+        },
+    );
+    let maxconn = format!("maxconn {}", fit.maxconn);
+    assert!(fit.maxconn < 4096);
+    assert_eq!(lines_with(&short, &maxconn).len(), 2, "global and defaults");
+    let [d] = short.diagnostics.as_slice() else {
+        panic!("{:?}", short.diagnostics)
+    };
+    assert_eq!(d.object, ObjectRef::new("IngressClass", "", "portico"));
+    assert_eq!(d.severity, Severity::Warning);
+    assert!(
+        d.message
+            .contains("passive health checks left out on 201 servers")
+            && d.message.contains(&format!(
+                "haproxy's maxconn reduced from 4096 to {}",
+                fit.maxconn
+            ))
+            && d.message.contains("descriptor limit 1000"),
+        "{}",
+        d.message
     );
 }

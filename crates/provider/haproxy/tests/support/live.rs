@@ -149,6 +149,7 @@ pub fn provider_counted(
             limits: portico_model::Limits::default(),
             tcp: Default::default(),
             access_log: None,
+            descriptors: None,
         },
         binary: Binary {
             haproxy: "haproxy".into(),

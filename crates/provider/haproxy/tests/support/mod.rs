@@ -46,6 +46,7 @@ pub fn render_in(lb: &LoadBalancer, dir: &Path) -> Rendered {
             limits: &portico_model::Limits::default(),
             tcp: Default::default(),
             access_log: Some(Path::new("/state/access-log.sock")),
+            descriptors: None,
         },
     )
 }
