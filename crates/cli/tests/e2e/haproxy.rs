@@ -439,6 +439,7 @@ async fn a_second_portico_on_the_same_state_directory_refuses_to_start_and_names
         stderr.contains(&format!("in use by another Portico (PID {pid})")),
         "{stderr}"
     );
+}
 
 /// Services of one live pod and nine more on distinct loopback addresses nobody listens on
 /// (not ready: starting pods), `services` of them, each behind one path of one Ingress.
