@@ -71,7 +71,10 @@ pub struct Listener {
 impl Listener {
     /// `allowedRoutes.namespaces.from` with the API's default (`Same`).
     pub fn routes_from(&self) -> &str {
-        let namespaces = self.allowed_routes.as_ref().and_then(|a| a.namespaces.as_ref());
+        let namespaces = self
+            .allowed_routes
+            .as_ref()
+            .and_then(|a| a.namespaces.as_ref());
         namespaces.and_then(|n| n.from.as_deref()).unwrap_or("Same")
     }
 

@@ -49,9 +49,10 @@ impl ReferenceGrant {
         (from_group, from_kind, from_namespace): (&str, &str, &str),
         (to_group, to_kind, to_name): (&str, &str, &str),
     ) -> bool {
-        let from = self.spec.from.iter().any(|f| {
-            f.group == from_group && f.kind == from_kind && f.namespace == from_namespace
-        });
+        let from =
+            self.spec.from.iter().any(|f| {
+                f.group == from_group && f.kind == from_kind && f.namespace == from_namespace
+            });
         let to = self.spec.to.iter().any(|t| {
             t.group == to_group
                 && t.kind == to_kind

@@ -122,7 +122,8 @@ impl HttpRouteMatch {
     pub fn path_match(&self) -> (&str, &str) {
         let path = self.path.as_ref();
         (
-            path.and_then(|p| p.type_.as_deref()).unwrap_or("PathPrefix"),
+            path.and_then(|p| p.type_.as_deref())
+                .unwrap_or("PathPrefix"),
             path.and_then(|p| p.value.as_deref()).unwrap_or("/"),
         )
     }

@@ -85,7 +85,19 @@ fn loaded_objects_hold_the_gateway_api_maps() {
     let loaded = portico_source_file::load(&[dir.path().to_owned()], Default::default());
     let objects = &loaded.objects;
     assert!(objects.gateway_classes.contains_key("portico"));
-    assert!(objects.gateways.contains_key(&ObjectKey::new("default", "web")));
-    assert!(objects.http_routes.contains_key(&ObjectKey::new("shop", "r")));
-    assert!(objects.reference_grants.contains_key(&ObjectKey::new("default", "g")));
+    assert!(
+        objects
+            .gateways
+            .contains_key(&ObjectKey::new("default", "web"))
+    );
+    assert!(
+        objects
+            .http_routes
+            .contains_key(&ObjectKey::new("shop", "r"))
+    );
+    assert!(
+        objects
+            .reference_grants
+            .contains_key(&ObjectKey::new("default", "g"))
+    );
 }
