@@ -39,6 +39,15 @@ pub use status::{
     RouteParentStatus, RouteStatus,
 };
 
+/// Every GatewayClass, Gateway and HTTPRoute with the status Portico would write (what
+/// `portico get` and the admin API show).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Statuses {
+    pub classes: Vec<GatewayClass>,
+    pub gateways: Vec<Gateway>,
+    pub routes: Vec<HttpRoute>,
+}
+
 /// The API group of every kind here.
 pub const GROUP: &str = "gateway.networking.k8s.io";
 

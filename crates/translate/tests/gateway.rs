@@ -480,3 +480,100 @@ fn an_https_listener_without_its_secret_does_not_resolve_and_with_it_terminates_
     assert_eq!(tls.sni[0].host, "shop.example.com");
     assert_eq!(tls.sni[0].certificate.name, "cert");
 }
+
+#[test]
+fn status_keeps_transition_times_and_other_controllers_entries() {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use portico_translate::gateway::{Reach, statuses};
+    let route_status = r#"
+status:
+  parents:
+  - parentRef: {name: theirs}
+    controllerName: example.com/other
+    conditions: [{type: Accepted, status: "True", reason: Accepted, message: "", lastTransitionTime: "2020-01-01T00:00:00Z"}]
+  - parentRef: {name: gw}
+    controllerName: portico.dev/gateway-controller
+    conditions:
+    - {type: Accepted, status: "True", reason: Accepted, message: "", lastTransitionTime: "2021-01-01T00:00:00Z"}
+    - {type: ResolvedRefs, status: "True", reason: ResolvedRefs, message: "", lastTransitionTime: "2021-01-01T00:00:00Z"}
+"#;
+    let route = format!(
+        "---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: r, namespace: shop, generation: 4}}\nspec:\n  parentRefs: [{{name: theirs}}, {{name: gw}}]\n  rules: [{{backendRefs: [{{name: nope, port: 80}}]}}]\n{route_status}"
+    );
+    let docs = format!(
+        "{CLASSES}{}{}{route}",
+        gateway("gw", "portico", HTTP),
+        gateway("theirs", "other", HTTP)
+    );
+    let objects = support::load(&docs);
+    let t = portico_translate::translate(&objects, &Default::default());
+    let now = Time("2026-01-01T00:00:00Z".parse().unwrap());
+    let reach = [(
+        ObjectKey::new("shop", "gw"),
+        Reach {
+            addresses: vec!["10.0.0.9".into()],
+            served: true,
+        },
+    )];
+    let out = statuses(
+        &objects,
+        &t.gateways,
+        &reach.into_iter().collect(),
+        "portico.dev/gateway-controller",
+        &now,
+    );
+    let route = &out.routes[0];
+    let parents = &route.status.as_ref().unwrap().parents;
+    assert_eq!(parents.len(), 2, "{parents:#?}");
+    assert_eq!(
+        parents[0].controller_name, "example.com/other",
+        "kept as it was"
+    );
+    let ours = &parents[1].conditions;
+    let times: Vec<String> = ours
+        .iter()
+        .map(|c| format!("{}={} {}", c.type_, c.status, c.last_transition_time.0))
+        .collect();
+    assert_eq!(
+        times,
+        [
+            "Accepted=True 2021-01-01T00:00:00Z",
+            "ResolvedRefs=False 2026-01-01T00:00:00Z"
+        ]
+    );
+    assert!(ours.iter().all(|c| c.observed_generation == Some(4)));
+    let theirs = out
+        .gateways
+        .iter()
+        .find(|g| g.metadata.name.as_deref() == Some("theirs"))
+        .unwrap();
+    assert_eq!(
+        theirs.status, None,
+        "another controller's Gateway gets no status"
+    );
+    let gw = out
+        .gateways
+        .iter()
+        .find(|g| g.metadata.name.as_deref() == Some("gw"))
+        .unwrap();
+    let status = gw.status.as_ref().unwrap();
+    assert_eq!(status.addresses[0].value, "10.0.0.9");
+    assert_eq!(status.listeners[0].supported_kinds[0].kind, "HTTPRoute");
+    let unserved = statuses(
+        &objects,
+        &t.gateways,
+        &Default::default(),
+        "portico.dev/gateway-controller",
+        &now,
+    );
+    let gw = unserved
+        .gateways
+        .iter()
+        .find(|g| g.metadata.name.as_deref() == Some("gw"))
+        .unwrap();
+    let programmed = &gw.status.as_ref().unwrap().conditions[1];
+    assert_eq!(
+        (programmed.status.as_str(), programmed.reason.as_str()),
+        ("False", "Pending")
+    );
+}

@@ -30,7 +30,8 @@ use portico_gateway::{Gateway, HttpRoute};
 use portico_model::{Diagnostic, LoadBalancer};
 use std::collections::{BTreeMap, BTreeSet};
 
-pub use status::{Condition, Statuses};
+pub use portico_gateway::Statuses;
+pub use status::{Condition, Reach, statuses};
 
 /// What the status of each of our Gateway API objects says, by object.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -10,7 +10,7 @@ use crate::{ObjectKey, Objects};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition as ApiCondition, Time};
 use portico_gateway::{
     Gateway, GatewayClass, GatewayClassStatus, GatewayStatus, GatewayStatusAddress, HttpRoute,
-    ListenerStatus, RouteGroupKind, RouteParentStatus, RouteStatus,
+    ListenerStatus, RouteGroupKind, RouteParentStatus, RouteStatus, Statuses,
 };
 use std::collections::BTreeMap;
 
@@ -64,16 +64,9 @@ pub struct Reach {
 
 /// Every GatewayClass, Gateway and HTTPRoute with the status Portico would write: ours get
 /// their verdicts, stamped; another controller's keep the status they have (a route keeps the
-/// parent entries of other controllers and gets ours beside them).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Statuses {
-    pub classes: Vec<GatewayClass>,
-    pub gateways: Vec<Gateway>,
-    pub routes: Vec<HttpRoute>,
-}
-
-/// Builds [`Statuses`]; `reach` gives each of our Gateways its addresses and whether it is
-/// served, `controller` is ours (`--gateway-controller-name`).
+/// parent entries of other controllers and gets ours beside them). `reach` gives each of our
+/// Gateways its addresses and whether it is served, `controller` is ours
+/// (`--gateway-controller-name`).
 pub fn statuses(
     objects: &Objects,
     verdicts: &Verdicts,
