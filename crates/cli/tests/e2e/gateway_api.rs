@@ -605,3 +605,38 @@ async fn validate_reports_what_status_refuses_and_what_haproxy_cannot_serve() {
         "{out}"
     );
 }
+
+#[tokio::test]
+async fn a_gateway_with_a_static_address_is_served_there_on_its_listeners_port() {
+    let m = backends("gw-address", &[("infra-v1", 1)]).await;
+    let port = free_port();
+    let address = "127.0.0.77";
+    let listeners = format!("[{{name: http, port: {port}, protocol: HTTP}}]");
+    let gateway = gateway("gw-address", "gw", "portico", &listeners).replace(
+        "spec:\n",
+        &format!("spec:\n  addresses: [{{type: IPAddress, value: {address}}}]\n"),
+    );
+    let spec = "{parentRefs: [{name: gw}], rules: [{backendRefs: [{name: infra-v1, port: 80}]}]}";
+    m.write(
+        "gw.yaml",
+        &(class("portico", OURS) + &gateway + &route("gw-address", "r", spec)),
+    );
+    let p = Portico::start(m.path(), &[]).await;
+    let at: std::net::SocketAddr = format!("{address}:{port}").parse().unwrap();
+    let start = std::time::Instant::now();
+    let r = loop {
+        match p.request(at, "GET", "a.test", "/", &[], "").await {
+            Ok(r) => break r,
+            Err(e) => assert!(start.elapsed().as_secs() < 5, "{at}: {e}"),
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    assert_eq!((r.status, r.service().as_str()), (200, "infra-v1"));
+    // Not on the default listeners: the load balancer has an address of its own.
+    assert_eq!(p.get("a.test", "/").await.status, 404);
+    let gw = object(&p, "/api/v1/gateways", "gw-address", "gw").await;
+    assert_eq!(
+        gw["status"]["addresses"][0],
+        serde_json::json!({"type": "IPAddress", "value": address})
+    );
+}
