@@ -313,7 +313,8 @@ async fn headers_match_exactly_and_more_matching_headers_win() {
             + &route("gw-headers", "headers", spec)),
     );
     let p = Portico::start(m.path(), &[]).await;
-    let cases: [(&[(&str, &str)], u16, &str); 6] = [
+    type Case<'a> = (&'a [(&'a str, &'a str)], u16, &'a str);
+    let cases: [Case<'_>; 6] = [
         (&[("version", "one")], 200, "infra-v1"),
         (&[("Version", "two")], 200, "infra-v2"),
         (&[("version", "two"), ("color", "orange")], 200, "infra-v3"),
