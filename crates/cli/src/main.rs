@@ -31,8 +31,8 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Serve Ingresses from manifest files (watched for changes) or, with --kubernetes, from
-    /// the Kubernetes API.
+    /// Serve Ingresses (and Gateway API Gateways and HTTPRoutes, from files) from manifest
+    /// files (watched for changes) or, with --kubernetes, from the Kubernetes API.
     Run(Box<RunArgs>),
     /// Print every diagnostic for the manifests; exit 1 if any is an error.
     Validate(ValidateArgs),
