@@ -51,6 +51,10 @@ pub(crate) fn handle<B>(admin: &Admin, req: Request<B>) -> Response<Body> {
             page(&services, query)
         }
         "/api/v1/diagnostics" => page(&snap.diagnostics, req.uri().query()),
+        // The Gateway API objects with the status Portico would write, paged.
+        "/api/v1/gatewayclasses" => page(&snap.gateway_api.classes, req.uri().query()),
+        "/api/v1/gateways" => page(&snap.gateway_api.gateways, req.uri().query()),
+        "/api/v1/httproutes" => page(&snap.gateway_api.routes, req.uri().query()),
         "/api/v1/loadbalancers" => json(&load_balancers(&snap)),
         "/api/v1/pools" => json(&pools(admin, &snap.model)),
         "/api/v1/summary" => json(&views::summary(&snap, &admin.registry)),
@@ -288,6 +292,7 @@ mod tests {
             )],
             diagnostics: vec![],
             detail: vec![],
+            gateway_api: Default::default(),
             applied_at: None,
         });
         a

@@ -193,10 +193,8 @@ pub(crate) fn policies<'a>(lb: &'a LoadBalancer, filter: &Filter) -> Vec<PolicyR
     let mut rows = Vec::new();
     for l in lb.listeners.iter() {
         for p in &l.policies {
-            let pool = match p.action {
-                PolicyAction::RedirectToPool { pool } => lb.pool(pool),
-                _ => None,
-            };
+            // A split between pools shows its first.
+            let pool = p.action.pools().next().and_then(|pool| lb.pool(pool));
             let label = pool.map(pool_label);
             if !filter.policy(p, label.as_deref()) {
                 continue;

@@ -150,7 +150,8 @@ impl Controller {
         let key = ViewsKey::new(compiled, &served, publish);
         let mut views = self.views.lock().unwrap_or_else(PoisonError::into_inner);
         if views.key.as_ref() != Some(&key) {
-            *views = Views::build(key, compiled, &served, publish);
+            let controller = &self.compiler.config().gateway_controller;
+            *views = Views::build(key, compiled, &served, publish, controller);
         }
         let services = (model.load_balancers.iter())
             .filter(|lb| lb.origin.kind == "Service")
@@ -184,6 +185,7 @@ impl Controller {
             services,
             diagnostics,
             detail: vec![],
+            gateway_api: views.gateway_api.clone(),
             applied_at: None,
         })
     }
@@ -197,6 +199,8 @@ struct Views {
     key: Option<ViewsKey>,
     ingresses: Arc<Vec<portico_admin::IngressView>>,
     diagnostics: Vec<portico_model::Diagnostic>,
+    /// The Gateway API objects with the status they would get.
+    gateway_api: Arc<portico_translate::gateway::Statuses>,
 }
 
 /// What the views are made of: the translation (its Ingress states and diagnostics), the
@@ -238,8 +242,21 @@ impl Views {
         compiled: &Compiled,
         served: &HashSet<LoadBalancerId>,
         publish: &[LoadBalancerAddress],
+        gateway_controller: &str,
     ) -> Views {
         let model = compiled.desired.model.clone();
+        let gateway_api = Arc::new(crate::snapshot::gateway_api(
+            compiled,
+            &|lb: &LoadBalancer| {
+                served.contains(&lb.id).then(|| {
+                    let mut addresses = publish.to_vec();
+                    with_addresses(&mut addresses, lb);
+                    addresses
+                })
+            },
+            gateway_controller,
+            &now(),
+        ));
         let mut snapshot = build_snapshot(
             0,
             &compiled.loaded.diagnostics,
@@ -282,8 +299,14 @@ impl Views {
             key: Some(key),
             ingresses: Arc::new(ingresses),
             diagnostics: snapshot.diagnostics,
+            gateway_api,
         }
     }
+}
+
+/// The time conditions that change now are stamped with.
+fn now() -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Time {
+    k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now())
 }
 
 /// The load balancer's VIP and floating IP first, then the published addresses (without

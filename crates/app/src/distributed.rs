@@ -171,6 +171,7 @@ fn agent_snapshot(agent: &Agent, feedback: &Feedback) -> portico_admin::Snapshot
         services: vec![],
         diagnostics: feedback.diagnostics.clone(),
         detail,
+        gateway_api: Default::default(),
         applied_at: None,
     }
 }

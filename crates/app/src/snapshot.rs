@@ -1,8 +1,10 @@
 //! Pure: one translation → what the admin API shows (Ingress status and diagnostics).
 
+use crate::compile::Compiled;
 use portico_admin::{IngressView, LoadBalancerAddress, Snapshot};
-use portico_model::{Diagnostic, Model};
-use portico_translate::{IngressState, Translation};
+use portico_model::{Diagnostic, LoadBalancer, Model};
+use portico_translate::gateway::{Reach, Statuses};
+use portico_translate::{IngressState, ObjectKey, Translation};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -67,6 +69,7 @@ pub fn build_snapshot(
         services: vec![],
         diagnostics: others,
         detail: vec![],
+        gateway_api: Default::default(),
         applied_at: None,
     }
 }
@@ -90,4 +93,34 @@ fn view<'a>(
         addresses,
         diagnostics,
     )
+}
+
+/// Every Gateway API object with the status it would get: `reach` gives a load balancer's
+/// addresses once an agent serves it (none: not served yet).
+pub(crate) fn gateway_api(
+    compiled: &Compiled,
+    reach: &dyn Fn(&LoadBalancer) -> Option<Vec<LoadBalancerAddress>>,
+    controller: &str,
+    now: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+) -> Statuses {
+    let verdicts = &compiled.translation.gateways;
+    let lbs = compiled.desired.model.load_balancers.iter();
+    let reaches = lbs
+        .filter(|lb| lb.origin.kind == "Gateway")
+        .map(|lb| {
+            let key = ObjectKey::new(&lb.origin.namespace, &lb.origin.name);
+            let addresses = reach(lb);
+            let values = addresses
+                .iter()
+                .flatten()
+                .filter_map(|a| a.ip.clone().or(a.hostname.clone()));
+            let reach = Reach {
+                addresses: values.collect(),
+                served: addresses.is_some(),
+            };
+            (key, reach)
+        })
+        .collect();
+    let objects = &compiled.loaded.objects;
+    portico_translate::gateway::statuses(objects, verdicts, &reaches, controller, now)
 }

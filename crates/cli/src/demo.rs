@@ -145,6 +145,7 @@ async fn run_in(dir: &Path, listen: &ListenArgs) -> anyhow::Result<ExitCode> {
     std::fs::write(dir.join("ingresses.yaml"), INGRESSES).context("writing ingresses.yaml")?;
     let class = ClassArgs {
         ingress_class: "portico".into(),
+        gateway_controller_name: portico_translate::GATEWAY_CONTROLLER_NAME.into(),
         provider: "proxy".into(),
         vip_pool: None,
         fip_pool: None,

@@ -19,6 +19,24 @@ pub enum Kind {
     Pools,
     #[value(alias = "diagnostic", alias = "diag")]
     Diagnostics,
+    #[value(alias = "gatewayclass", alias = "gc")]
+    Gatewayclasses,
+    #[value(alias = "gateway", alias = "gtw")]
+    Gateways,
+    #[value(alias = "httproute")]
+    Httproutes,
+}
+
+impl Kind {
+    /// The Gateway API kinds' admin API path (their objects print as a v1 `List`).
+    fn gateway_api_path(self) -> Option<&'static str> {
+        match self {
+            Kind::Gatewayclasses => Some("/api/v1/gatewayclasses"),
+            Kind::Gateways => Some("/api/v1/gateways"),
+            Kind::Httproutes => Some("/api/v1/httproutes"),
+            _ => None,
+        }
+    }
 }
 
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,7 +49,9 @@ pub enum Output {
 
 #[derive(clap::Args, Debug)]
 pub struct GetArgs {
-    /// What to list: loadbalancers (lb), ingresses (ing), pools or diagnostics.
+    /// What to list: loadbalancers (lb), ingresses (ing), pools, diagnostics, or the Gateway
+    /// API objects with the status Portico would write: gatewayclasses (gc), gateways (gtw),
+    /// httproutes (with -o json or yaml: a v1 List of the objects).
     kind: Kind,
     /// The admin API of the Portico to ask (`portico run`/`agent` listen on 127.0.0.1:9180 by
     /// default, `portico controller` on 127.0.0.1:9181).
@@ -46,6 +66,10 @@ pub async fn run(args: &GetArgs) -> anyhow::Result<ExitCode> {
     let items = match args.kind {
         Kind::Loadbalancers | Kind::Pools => fetch(&args.server, "/api/v1/loadbalancers").await?,
         Kind::Ingresses => fetch_all(&args.server, "/api/v1/ingresses").await?,
+        Kind::Gatewayclasses | Kind::Gateways | Kind::Httproutes => {
+            let path = args.kind.gateway_api_path().unwrap_or_default();
+            fetch_all(&args.server, path).await?
+        }
         Kind::Diagnostics => {
             let mut all = fetch_all(&args.server, "/api/v1/diagnostics").await?;
             let ingresses = fetch_all(&args.server, "/api/v1/ingresses").await?;
@@ -61,9 +85,15 @@ pub async fn run(args: &GetArgs) -> anyhow::Result<ExitCode> {
         Kind::Pools => pools(&items),
         _ => items,
     };
+    let printed = match args.kind.gateway_api_path() {
+        Some(_) => serde_json::json!({
+            "apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""}, "items": items,
+        }),
+        None => Value::Array(items.clone()),
+    };
     let out = match args.output {
-        Some(Output::Json) => serde_json::to_string_pretty(&items)? + "\n",
-        Some(Output::Yaml) => serde_saphyr::to_string(&items).context("writing YAML")?,
+        Some(Output::Json) => serde_json::to_string_pretty(&printed)? + "\n",
+        Some(Output::Yaml) => serde_saphyr::to_string(&printed).context("writing YAML")?,
         Some(Output::Wide) => table(args.kind, &items, true),
         None => table(args.kind, &items, false),
     };
@@ -159,6 +189,18 @@ fn table(kind: Kind, items: &[Value], wide: bool) -> String {
             vec!["SEVERITY", "OBJECT", "FIELD", "MESSAGE"],
             items.iter().map(diagnostic_row).collect(),
         ),
+        Kind::Gatewayclasses => (
+            vec!["NAME", "CONTROLLER", "ACCEPTED"],
+            items.iter().map(|c| class_row(c, wide)).collect(),
+        ),
+        Kind::Gateways => (
+            vec!["NAMESPACE", "NAME", "CLASS", "ADDRESS", "PROGRAMMED"],
+            items.iter().map(|g| gateway_row(g, wide)).collect(),
+        ),
+        Kind::Httproutes => (
+            vec!["NAMESPACE", "NAME", "HOSTNAMES", "PARENTS"],
+            items.iter().map(|r| route_row(r, wide)).collect(),
+        ),
     };
     if wide {
         match kind {
@@ -166,6 +208,9 @@ fn table(kind: Kind, items: &[Value], wide: bool) -> String {
             Kind::Ingresses => header.push("OWNED"),
             Kind::Pools => header.extend(["SERVICE", "ID"]),
             Kind::Diagnostics => {}
+            Kind::Gatewayclasses => header.push("MESSAGE"),
+            Kind::Gateways => header.extend(["ACCEPTED", "LISTENERS"]),
+            Kind::Httproutes => header.push("RESOLVEDREFS"),
         }
     }
     if rows.is_empty() {
@@ -269,6 +314,103 @@ fn pool_row(p: &Value, wide: bool) -> Vec<String> {
         ]);
     }
     row
+}
+
+/// The status (and reason) of the condition `type_` in `conditions`, `<none>` without it.
+fn condition(conditions: &Value, type_: &str) -> (String, String) {
+    let found = (conditions.as_array().into_iter().flatten()).find(|c| c["type"] == type_);
+    match found {
+        Some(c) => (s(&c["status"]), s(&c["reason"])),
+        None => ("<none>".to_owned(), String::new()),
+    }
+}
+
+fn class_row(c: &Value, wide: bool) -> Vec<String> {
+    let (accepted, _) = condition(&c["status"]["conditions"], "Accepted");
+    let mut row = vec![
+        s(&c["metadata"]["name"]),
+        s(&c["spec"]["controllerName"]),
+        accepted,
+    ];
+    if wide {
+        let found = (c["status"]["conditions"].as_array().into_iter().flatten())
+            .find(|c| c["type"] == "Accepted");
+        row.push(found.map_or_else(String::new, |c| s(&c["message"])));
+    }
+    row
+}
+
+fn gateway_row(g: &Value, wide: bool) -> Vec<String> {
+    let status = &g["status"];
+    let addresses: Vec<String> = (status["addresses"].as_array().into_iter().flatten())
+        .map(|a| s(&a["value"]))
+        .collect();
+    let (programmed, reason) = condition(&status["conditions"], "Programmed");
+    let mut row = vec![
+        s(&g["metadata"]["namespace"]),
+        s(&g["metadata"]["name"]),
+        s(&g["spec"]["gatewayClassName"]),
+        none_if_empty(&addresses),
+        with_reason(programmed, &reason),
+    ];
+    if wide {
+        let (accepted, reason) = condition(&status["conditions"], "Accepted");
+        let listeners: Vec<String> = (status["listeners"].as_array().into_iter().flatten())
+            .map(|l| format!("{}({})", s(&l["name"]), s(&l["attachedRoutes"])))
+            .collect();
+        row.extend([with_reason(accepted, &reason), none_if_empty(&listeners)]);
+    }
+    row
+}
+
+/// Each parent in the route's status (Portico's and other controllers'), as
+/// `gateway[/section]: <Accepted status> (reason)`.
+fn route_row(r: &Value, wide: bool) -> Vec<String> {
+    let hostnames: Vec<String> = (r["spec"]["hostnames"].as_array().into_iter().flatten())
+        .map(s)
+        .collect();
+    let parents = r["status"]["parents"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let each = |type_: &str| -> Vec<String> {
+        parents
+            .iter()
+            .map(|p| {
+                let (status, reason) = condition(&p["conditions"], type_);
+                let name = s(&p["parentRef"]["name"]);
+                match p["parentRef"]["sectionName"].as_str() {
+                    Some(section) => format!("{name}/{section}: {}", with_reason(status, &reason)),
+                    None => format!("{name}: {}", with_reason(status, &reason)),
+                }
+            })
+            .collect()
+    };
+    let mut row = vec![
+        s(&r["metadata"]["namespace"]),
+        s(&r["metadata"]["name"]),
+        none_if_empty(&hostnames),
+        none_if_empty(&each("Accepted")),
+    ];
+    if wide {
+        row.push(none_if_empty(&each("ResolvedRefs")));
+    }
+    row
+}
+
+fn with_reason(status: String, reason: &str) -> String {
+    match (status.as_str(), reason) {
+        ("True", _) | (_, "") => status,
+        _ => format!("{status} ({reason})"),
+    }
+}
+
+fn none_if_empty(items: &[String]) -> String {
+    if items.is_empty() {
+        "<none>".to_owned()
+    } else {
+        items.join(",")
+    }
 }
 
 fn diagnostic_row(d: &Value) -> Vec<String> {

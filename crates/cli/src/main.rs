@@ -31,8 +31,8 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Serve Ingresses from manifest files (watched for changes) or, with --kubernetes, from
-    /// the Kubernetes API.
+    /// Serve Ingresses (and Gateway API Gateways and HTTPRoutes, from files) from manifest
+    /// files (watched for changes) or, with --kubernetes, from the Kubernetes API.
     Run(Box<RunArgs>),
     /// Print every diagnostic for the manifests; exit 1 if any is an error.
     Validate(ValidateArgs),
@@ -223,6 +223,10 @@ struct ClassArgs {
     /// `portico.dev/ingress-controller`.
     #[arg(long, default_value = "portico")]
     ingress_class: String,
+    /// GatewayClasses whose spec.controllerName is this are Portico's: their Gateways, and the
+    /// HTTPRoutes attached to those, are served and get a status.
+    #[arg(long, value_name = "NAME", default_value = portico_translate::GATEWAY_CONTROLLER_NAME)]
+    gateway_controller_name: String,
     /// Provider for load balancers whose IngressClass has no `portico.dev/provider` annotation:
     /// `proxy` (the built-in proxy) or `haproxy` (a generated haproxy.conf and a real haproxy
     /// per load balancer, which then binds --http-listen and --https-listen itself).
@@ -522,6 +526,7 @@ struct RenderArgs {
 fn translate_config(class: &ClassArgs, tls: &TlsArgs) -> portico_translate::Config {
     portico_translate::Config {
         ingress_class: class.ingress_class.clone(),
+        gateway_controller: class.gateway_controller_name.clone(),
         default_provider: class.provider.clone(),
         default_certificate: tls.default_certificate.clone(),
         vip_pool: class.vip_pool,

@@ -42,8 +42,21 @@ pub fn run(
     let errors = all.iter().filter(|d| d.severity == Severity::Error).count();
     let ingresses = &compiled.translation.ingresses;
     let served = ingresses.iter().filter(|i| i.served).count();
+    let objects = &compiled.loaded.objects;
+    let verdicts = &compiled.translation.gateways;
+    let gateway_api = if objects.gateways.is_empty() && objects.http_routes.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "{} Gateways ({} of this controller), {} HTTPRoutes ({} with a parent of it), ",
+            objects.gateways.len(),
+            verdicts.gateways.len(),
+            objects.http_routes.len(),
+            verdicts.routes.len(),
+        )
+    };
     println!(
-        "{} Ingresses ({} served by this controller), {} errors, {} warnings",
+        "{} Ingresses ({} served by this controller), {gateway_api}{} errors, {} warnings",
         ingresses.len(),
         served,
         errors,

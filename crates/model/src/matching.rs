@@ -1,7 +1,8 @@
 //! A policy's rules (a logical AND) reduced to one host and one path comparison. Any
 //! conjunction of host rules is equivalent to one host rule or to "never", and the same holds
 //! for path rules. Every provider (the built-in proxy's route table, the haproxy renderer)
-//! reduces with this one function, so they agree on every odd combination.
+//! reduces with this one function, so they agree on every odd combination. Header rules are
+//! not reduced: they are conditions checked after the host and the path ([`headers`]).
 
 use crate::{CompareType, L7Rule, RuleType};
 
@@ -13,6 +14,9 @@ pub enum HostMatch {
     Exact(String),
     /// `*.suffix`: the suffix, lower-cased; exactly one non-empty label must precede it.
     Wildcard(String),
+    /// `*.suffix` of the Gateway API: the suffix, lower-cased; one or more labels must precede
+    /// it.
+    Suffix(String),
 }
 
 /// A path rule reduced to one comparison.
@@ -55,7 +59,16 @@ pub fn wildcard_suffix(host: &str) -> Option<&str> {
     }
 }
 
-/// A policy's rules as one host and one path comparison; `None` when they can never all match.
+/// Whether a host (normalized) matches a `*.suffix` rule of the Gateway API: it ends with
+/// `.suffix` after at least one non-empty label.
+pub fn suffix_matches(suffix: &str, host: &str) -> bool {
+    host.strip_suffix(suffix)
+        .and_then(|rest| rest.strip_suffix('.'))
+        .is_some_and(|labels| !labels.is_empty() && !labels.starts_with('.'))
+}
+
+/// A policy's rules as one host and one path comparison; `None` when they can never all match
+/// (a header rule that is not an `EQUAL_TO` with a key never does either).
 pub fn reduce(rules: &[L7Rule]) -> Option<(HostMatch, PathMatch)> {
     let mut host = HostMatch::Any;
     let mut path = PathMatch::prefix("/");
@@ -63,9 +76,25 @@ pub fn reduce(rules: &[L7Rule]) -> Option<(HostMatch, PathMatch)> {
         match rule.rule_type {
             RuleType::HostName => host = both_hosts(host, host_rule(rule)?)?,
             RuleType::Path => path = both_paths(path, path_rule(rule)?)?,
+            RuleType::Header => {
+                header_rule(rule)?;
+            }
         }
     }
     Some((host, path))
+}
+
+/// The header conditions of a policy's rules: (lower-case name, value) pairs that must all
+/// hold. Rules that can never match are [`reduce`]'s to report.
+pub fn headers(rules: &[L7Rule]) -> impl Iterator<Item = (&str, &str)> {
+    rules.iter().filter_map(header_rule)
+}
+
+fn header_rule(rule: &L7Rule) -> Option<(&str, &str)> {
+    match (rule.rule_type, rule.compare_type, rule.key.as_deref()) {
+        (RuleType::Header, CompareType::EqualTo, Some(name)) => Some((name, rule.value.as_str())),
+        _ => None,
+    }
 }
 
 /// A rule with a comparison its type does not support never matches.
@@ -74,6 +103,7 @@ fn host_rule(rule: &L7Rule) -> Option<HostMatch> {
     match rule.compare_type {
         CompareType::EqualTo => Some(HostMatch::Exact(value)),
         CompareType::WildcardLabel => Some(HostMatch::Wildcard(value)),
+        CompareType::WildcardSuffix => Some(HostMatch::Suffix(value)),
         CompareType::PathPrefix => None,
     }
 }
@@ -82,17 +112,24 @@ fn path_rule(rule: &L7Rule) -> Option<PathMatch> {
     match rule.compare_type {
         CompareType::EqualTo => Some(PathMatch::Exact(rule.value.clone())),
         CompareType::PathPrefix => Some(PathMatch::prefix(&rule.value)),
-        CompareType::WildcardLabel => None,
+        CompareType::WildcardLabel | CompareType::WildcardSuffix => None,
     }
 }
 
 fn both_hosts(a: HostMatch, b: HostMatch) -> Option<HostMatch> {
-    use HostMatch::{Any, Exact, Wildcard};
+    use HostMatch::{Any, Exact, Suffix, Wildcard};
     match (a, b) {
         (Any, x) | (x, Any) => Some(x),
         (Exact(h), Wildcard(s)) | (Wildcard(s), Exact(h)) => {
             (wildcard_suffix(&h) == Some(s.as_str())).then_some(Exact(h))
         }
+        (Exact(h), Suffix(s)) | (Suffix(s), Exact(h)) => suffix_matches(&s, &h).then_some(Exact(h)),
+        // `x.w` for one label x lies under `*.s` when w is s or ends with `.s`.
+        (Wildcard(w), Suffix(s)) | (Suffix(s), Wildcard(w)) => {
+            (w == s || suffix_matches(&s, &w)).then_some(Wildcard(w))
+        }
+        (Suffix(s), Suffix(t)) if s == t || suffix_matches(&t, &s) => Some(Suffix(s)),
+        (Suffix(s), Suffix(t)) => suffix_matches(&s, &t).then_some(Suffix(t)),
         (a, b) => (a == b).then_some(a),
     }
 }
@@ -118,8 +155,56 @@ mod tests {
             id: L7RuleId::derive(value),
             rule_type,
             compare_type,
+            key: None,
             value: value.into(),
         }
+    }
+
+    #[test]
+    fn suffix_wildcards_match_one_or_more_labels() {
+        assert!(suffix_matches("foo.com", "a.foo.com"));
+        assert!(suffix_matches("foo.com", "a.b.foo.com"));
+        assert!(!suffix_matches("foo.com", "foo.com"));
+        assert!(!suffix_matches("foo.com", "afoo.com"));
+        assert!(!suffix_matches("foo.com", ".foo.com"));
+    }
+
+    #[test]
+    fn nested_suffix_wildcards_reduce_to_the_longer_one() {
+        let rules = [
+            rule(RuleType::HostName, CompareType::WildcardSuffix, "foo.com"),
+            rule(RuleType::HostName, CompareType::WildcardSuffix, "a.foo.com"),
+        ];
+        assert_eq!(
+            reduce(&rules).map(|r| r.0),
+            Some(HostMatch::Suffix("a.foo.com".into()))
+        );
+        let exact = [
+            rule(RuleType::HostName, CompareType::WildcardSuffix, "foo.com"),
+            rule(RuleType::HostName, CompareType::EqualTo, "x.y.foo.com"),
+        ];
+        assert_eq!(
+            reduce(&exact).map(|r| r.0),
+            Some(HostMatch::Exact("x.y.foo.com".into()))
+        );
+    }
+
+    #[test]
+    fn header_rules_are_conditions_beside_host_and_path() {
+        let mut header = rule(RuleType::Header, CompareType::EqualTo, "v1");
+        header.key = Some("x-version".into());
+        let rules = [rule(RuleType::Path, CompareType::PathPrefix, "/a"), header];
+        assert_eq!(
+            reduce(&rules),
+            Some((HostMatch::Any, PathMatch::Prefix("/a".into())))
+        );
+        assert_eq!(headers(&rules).collect::<Vec<_>>(), [("x-version", "v1")]);
+        let keyless = rule(RuleType::Header, CompareType::EqualTo, "v1");
+        assert_eq!(
+            reduce(&[keyless]),
+            None,
+            "a header rule without a name never matches"
+        );
     }
 
     #[test]

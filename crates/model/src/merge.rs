@@ -81,6 +81,7 @@ mod tests {
             id: L7RuleId::derive(&format!("{id}/{v}")),
             rule_type: t,
             compare_type: c,
+            key: None,
             value: v.to_owned(),
         };
         L7Policy {
@@ -94,6 +95,7 @@ mod tests {
                 rule(RuleType::Path, CompareType::PathPrefix, path),
             ],
             source: Arc::new(ObjectRef::new("Ingress", "default", lb)),
+            precedence: 0,
         }
     }
 

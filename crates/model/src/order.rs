@@ -1,29 +1,65 @@
 //! A listener's evaluation order as a function of its policies' rules: exact hosts, then
-//! wildcard hosts (by suffix), then host-less policies; within a host, longer paths first,
-//! Exact before Prefix at equal length, then by path. The translator orders policies the same
-//! way, and distinct policies of one listener differ in host or path, so this order is total:
-//! the store does not need to keep positions, and listeners merged from several load
-//! balancers can be ordered again (equal keys keep their order: the sort is stable).
+//! wildcard hosts (Gateway API suffix wildcards longest first, then by suffix), then host-less
+//! policies; within a host, longer paths first, Exact before Prefix at equal length, then by
+//! path; then more header conditions first; then by `precedence` (the Gateway API's order of
+//! routes and rules). The translator orders policies the same way, and distinct policies of
+//! one listener differ in one of these, so this order is total: the store does not need to
+//! keep positions, and listeners merged from several load balancers can be ordered again
+//! (equal keys keep their order: the sort is stable).
 
 use crate::L7Policy;
-use crate::matching::{HostMatch, PathMatch, reduce};
+use crate::matching::{HostMatch, PathMatch, headers, reduce};
 use std::cmp::Reverse;
 
+/// The sort key of a policy (see the module's doc).
+pub type Key = (
+    u8,
+    Reverse<usize>,
+    String,
+    Reverse<usize>,
+    bool,
+    String,
+    Reverse<usize>,
+    u32,
+);
+
 /// The sort key of a policy; policies that can never match go last.
-pub fn key(policy: &L7Policy) -> (u8, String, Reverse<usize>, bool, String) {
+pub fn key(policy: &L7Policy) -> Key {
     let Some((host, path)) = reduce(&policy.rules) else {
-        return (3, String::new(), Reverse(0), true, policy.id.to_string());
+        let never = (3, Reverse(0), String::new(), Reverse(0), true);
+        return (
+            never.0,
+            never.1,
+            never.2,
+            never.3,
+            never.4,
+            policy.id.to_string(),
+            Reverse(0),
+            0,
+        );
     };
-    let (group, host) = match host {
-        HostMatch::Exact(h) => (0, h),
-        HostMatch::Wildcard(s) => (1, s),
-        HostMatch::Any => (2, String::new()),
+    let (group, suffix, host) = match host {
+        HostMatch::Exact(h) => (0, 0, h),
+        HostMatch::Suffix(s) => (1, s.len(), s),
+        HostMatch::Wildcard(s) => (1, 0, s),
+        HostMatch::Any => (2, 0, String::new()),
     };
     let (prefix, path) = match path {
         PathMatch::Exact(p) => (false, p),
         PathMatch::Prefix(p) => (true, p),
     };
-    (group, host, Reverse(path.len()), prefix, path)
+    let conditions = headers(&policy.rules).count();
+    let length = Reverse(path.len());
+    (
+        group,
+        Reverse(suffix),
+        host,
+        length,
+        prefix,
+        path,
+        Reverse(conditions),
+        policy.precedence,
+    )
 }
 
 /// Puts `policies` in evaluation order and numbers their positions.
@@ -31,5 +67,71 @@ pub fn sort(policies: &mut [L7Policy]) {
     policies.sort_by_cached_key(key);
     for (position, policy) in policies.iter_mut().enumerate() {
         policy.position = u32::try_from(position).unwrap_or(u32::MAX);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{CompareType, L7PolicyId, L7Rule, L7RuleId, ObjectRef, PolicyAction, RuleType};
+    use std::sync::Arc;
+
+    fn policy(
+        name: &str,
+        host: Option<(CompareType, &str)>,
+        headers: usize,
+        precedence: u32,
+    ) -> L7Policy {
+        let rule = |rule_type, compare_type, key: Option<&str>, value: &str| L7Rule {
+            id: L7RuleId::derive(&format!("{name}/{value}")),
+            rule_type,
+            compare_type,
+            key: key.map(str::to_owned),
+            value: value.to_owned(),
+        };
+        let mut rules = vec![rule(RuleType::Path, CompareType::PathPrefix, None, "/a")];
+        rules.extend(host.map(|(c, h)| rule(RuleType::HostName, c, None, h)));
+        for i in 0..headers {
+            rules.push(rule(
+                RuleType::Header,
+                CompareType::EqualTo,
+                Some(&format!("x-{i}")),
+                "1",
+            ));
+        }
+        L7Policy {
+            id: L7PolicyId::derive(name),
+            position: 0,
+            action: PolicyAction::Reject { status: 404 },
+            rules,
+            source: Arc::new(ObjectRef::new("HTTPRoute", "ns", name)),
+            precedence,
+        }
+    }
+
+    #[test]
+    fn longer_suffix_wildcards_then_more_headers_then_precedence_go_first() {
+        let mut policies = vec![
+            policy("any-late", None, 0, 2),
+            policy("any-early", None, 0, 1),
+            policy("any-headers", None, 1, 9),
+            policy("short", Some((CompareType::WildcardSuffix, "b.com")), 0, 0),
+            policy("long", Some((CompareType::WildcardSuffix, "a.b.com")), 0, 0),
+            policy("exact", Some((CompareType::EqualTo, "x.a.b.com")), 0, 0),
+        ];
+        sort(&mut policies);
+        let names: Vec<&str> = policies.iter().map(|p| p.source.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "exact",
+                "long",
+                "short",
+                "any-headers",
+                "any-early",
+                "any-late"
+            ]
+        );
+        assert_eq!(policies[5].position, 5);
     }
 }

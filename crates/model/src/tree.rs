@@ -108,6 +108,34 @@ pub enum PolicyAction {
     RedirectToHttps {
         status: u16,
     },
+    /// Forward each request to one of several pools, drawn in proportion to their weights (a
+    /// Gateway API rule's backendRefs). A share without a pool (a backend that does not
+    /// resolve) answers 500; shares of weight 0 get nothing, and when every weight is 0 the
+    /// answer is 500.
+    RedirectToPools {
+        pools: Vec<WeightedPool>,
+    },
+}
+
+/// One share of a [`PolicyAction::RedirectToPools`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct WeightedPool {
+    /// None: this share answers 500.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool: Option<PoolId>,
+    pub weight: u32,
+}
+
+impl PolicyAction {
+    /// Every pool the action may send a request to.
+    pub fn pools(&self) -> impl Iterator<Item = PoolId> + '_ {
+        let (one, many) = match self {
+            PolicyAction::RedirectToPool { pool } => (Some(*pool), &[][..]),
+            PolicyAction::RedirectToPools { pools } => (None, &pools[..]),
+            _ => (None, &[][..]),
+        };
+        one.into_iter().chain(many.iter().filter_map(|w| w.pool))
+    }
 }
 
 /// An ordered routing decision: all rules must match (logical AND).
@@ -118,9 +146,19 @@ pub struct L7Policy {
     pub position: u32,
     pub action: PolicyAction,
     pub rules: Vec<L7Rule>,
-    /// The Ingress this policy comes from. Shared: every policy of an Ingress, on both
-    /// listeners, points at one reference (serialized as the reference itself).
+    /// The Ingress (or HTTPRoute) this policy comes from. Shared: every policy of an Ingress,
+    /// on both listeners, points at one reference (serialized as the reference itself).
     pub source: Arc<ObjectRef>,
+    /// Among policies whose rules tie in [`crate::order::key`] (same host, path and number of
+    /// header rules), the lower goes first: the Gateway API's order of routes (oldest first,
+    /// then by namespace and name) and of their rules and matches. 0 for Ingresses, whose
+    /// policies never tie.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub precedence: u32,
+}
+
+fn is_zero(value: &u32) -> bool {
+    *value == 0
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -130,6 +168,9 @@ pub enum RuleType {
     HostName,
     /// Compares the request path, without query.
     Path,
+    /// Compares the value of the request header that [`L7Rule::key`] names (case-insensitive
+    /// name); the rule matches when any field of that name has the value.
+    Header,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -141,6 +182,9 @@ pub enum CompareType {
     PathPrefix,
     /// Host wildcard: the value is the suffix after `*.` and exactly one extra label must precede it.
     WildcardLabel,
+    /// Host wildcard of the Gateway API: the value is the suffix after `*.` and one or more
+    /// labels must precede it (`*.foo.com` matches `a.foo.com` and `a.b.foo.com`, not `foo.com`).
+    WildcardSuffix,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -149,6 +193,9 @@ pub struct L7Rule {
     #[serde(rename = "type")]
     pub rule_type: RuleType,
     pub compare_type: CompareType,
+    /// The header name of a `HEADER` rule, lower-case; none for the other types.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
     pub value: String,
 }
 

@@ -3,7 +3,7 @@
 //! The admin API serves it and the reporter writes it to the Kubernetes API; both depend on
 //! this crate, not on each other.
 //!
-//! Types only: it depends on the model and serde, on no I/O crate.
+//! Types only: it depends on the model, the Gateway API types and serde, on no I/O crate.
 
 use portico_model::{Diagnostic, LoadBalancerId, Model, Placement};
 use serde::Serialize;
@@ -49,6 +49,9 @@ pub struct Snapshot {
     pub services: Vec<ServiceView>,
     /// Diagnostics about objects that are not Ingresses (files, Services, …).
     pub diagnostics: Vec<Diagnostic>,
+    /// The Gateway API objects with the status Portico would write (ours computed, others' as
+    /// read). Shared, like `ingresses`.
+    pub gateway_api: Arc<portico_gateway::Statuses>,
     /// Lines `/readyz` adds to its answer (e.g. an agent that does not reach its store).
     pub detail: Vec<String>,
     /// When this generation was first published to the admin API (set by the admin API when

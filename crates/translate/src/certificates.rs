@@ -1,5 +1,5 @@
-//! Key material for TLS: the Secrets named by served Ingresses' `spec.tls` and by
-//! `--default-certificate`, parsed and checked, with a warning for each one that cannot be
+//! Key material for TLS: the Secrets named by served Ingresses' `spec.tls`, by our Gateways'
+//! HTTPS listeners and by `--default-certificate`, parsed and checked, with a warning for each one that cannot be
 //! used (its hosts are then served with the default certificate; nothing else is affected).
 //! Also the CA bundles (`ca.crt`) of the Secrets that verifying pools name in
 //! `proxy-ssl-secret`: one that cannot be used is a warning on the Ingress, and its pools'
@@ -94,6 +94,7 @@ pub fn certificates(
             out.ingress(objects, key, ingress, previous);
         }
     }
+    out.gateways(objects, translation, previous);
     if let Some(key) = &config.default_certificate
         && let Err(error) = out.load(objects, key, previous)
     {
@@ -130,6 +131,28 @@ impl Certificates {
                 let message = format!("{error}; its hosts are served with the default certificate");
                 self.diagnostics
                     .push(Diagnostic::warning(object, field, message));
+            }
+        }
+    }
+
+    /// The certificates of Gateways' HTTPS listeners (the translation resolved the
+    /// references; a Secret whose content is not usable is a warning on the Gateway).
+    fn gateways(&mut self, objects: &Objects, translation: &Translation, previous: &Self) {
+        let lbs = translation.model.load_balancers.iter();
+        for lb in lbs.filter(|lb| lb.origin.kind == "Gateway") {
+            let tls = lb.listeners.iter().filter_map(|l| l.tls.as_ref());
+            let named = tls.flat_map(|t| {
+                let sni = t.sni.iter().map(|s| &s.certificate);
+                t.default_certificate.iter().chain(sni)
+            });
+            for secret in named {
+                let key = ObjectKey::new(&secret.namespace, &secret.name);
+                if let Err(error) = self.load(objects, &key, previous) {
+                    let message = format!("{error}; the data plane's own certificate is served");
+                    let field = "spec.listeners[].tls.certificateRefs";
+                    self.diagnostics
+                        .push(Diagnostic::warning(lb.origin.clone(), field, message));
+                }
             }
         }
     }

@@ -5,6 +5,9 @@ use crate::address::Cidr;
 
 /// The `spec.controller` of IngressClasses this controller serves.
 pub const CONTROLLER_NAME: &str = "portico.dev/ingress-controller";
+/// The default `spec.controllerName` of GatewayClasses this controller serves
+/// (`--gateway-controller-name`).
+pub const GATEWAY_CONTROLLER_NAME: &str = "portico.dev/gateway-controller";
 /// IngressClass annotation marking the class assigned to Ingresses that name none.
 pub const DEFAULT_CLASS_ANNOTATION: &str = "ingressclass.kubernetes.io/is-default-class";
 /// Deprecated Ingress annotation naming its class; honoured when `spec.ingressClassName` is unset.
@@ -27,6 +30,9 @@ pub struct Config {
     pub controller: String,
     /// A class served even when no IngressClass object names it (`--ingress-class`).
     pub ingress_class: String,
+    /// GatewayClasses whose `spec.controllerName` equals this are ours
+    /// (`--gateway-controller-name`).
+    pub gateway_controller: String,
     /// Provider of load balancers whose IngressClass has no `portico.dev/provider` annotation.
     pub default_provider: String,
     /// Port of every load balancer's HTTP listener.
@@ -50,6 +56,7 @@ impl Default for Config {
         Config {
             controller: CONTROLLER_NAME.to_owned(),
             ingress_class: "portico".to_owned(),
+            gateway_controller: GATEWAY_CONTROLLER_NAME.to_owned(),
             default_provider: "proxy".to_owned(),
             http_port: 80,
             https_port: 443,

@@ -19,7 +19,11 @@ pub fn endpoint_only_change(old: &Objects, new: &Objects) -> Option<BTreeSet<Obj
     let unchanged = same(&old.ingresses, &new.ingresses)
         && same(&old.ingress_classes, &new.ingress_classes)
         && same(&old.services, &new.services)
-        && same(&old.secrets, &new.secrets);
+        && same(&old.secrets, &new.secrets)
+        && same(&old.gateway_classes, &new.gateway_classes)
+        && same(&old.gateways, &new.gateways)
+        && same(&old.http_routes, &new.http_routes)
+        && same(&old.reference_grants, &new.reference_grants);
     if !unchanged {
         return None;
     }

@@ -1,6 +1,7 @@
 //! Pure translation: Kubernetes objects (k8s-openapi types; Ingresses, Services and
 //! EndpointSlices in the compact forms sources keep: [`KeptIngress`], [`KeptService`],
-//! [`CompactSlice`]) → the load-balancer model plus per-object diagnostics. Also the API server's admission jobs that the file source must do
+//! [`CompactSlice`]; the Gateway API kinds of `portico-gateway`, see [`gateway`]) → the
+//! load-balancer model plus per-object diagnostics. Also the API server's admission jobs that the file source must do
 //! itself: object validation and default-IngressClass assignment ([`admission`]).
 //!
 //! No I/O, no async, no kube client: only `portico-model` and `k8s-openapi` types. The
@@ -45,6 +46,7 @@ mod class;
 mod collision;
 mod compat;
 mod config;
+pub mod gateway;
 mod incremental;
 mod kept;
 mod loadbalancer;
@@ -72,8 +74,8 @@ pub use certificates::{Certificates, SecretError, certificates};
 pub use class::referenced_secrets;
 pub use collision::l4_collisions;
 pub use config::{
-    CONTROLLER_NAME, Config, DEFAULT_CLASS_ANNOTATION, L4_CLASS, LEGACY_CLASS_ANNOTATION,
-    PROVIDER_ANNOTATION, SSL_REDIRECT_ANNOTATION, TOPOLOGY_ANNOTATION,
+    CONTROLLER_NAME, Config, DEFAULT_CLASS_ANNOTATION, GATEWAY_CONTROLLER_NAME, L4_CLASS,
+    LEGACY_CLASS_ANNOTATION, PROVIDER_ANNOTATION, SSL_REDIRECT_ANNOTATION, TOPOLOGY_ANNOTATION,
 };
 pub use incremental::{endpoint_only_change, refresh_members};
 pub use kept::{

@@ -30,6 +30,7 @@ pub(crate) fn build_policy(position: usize, route: &Route<'_>, ids: &PolicyIds) 
             id,
             rule_type: RuleType::HostName,
             compare_type,
+            key: None,
             value: value.to_owned(),
         });
     }
@@ -37,6 +38,7 @@ pub(crate) fn build_policy(position: usize, route: &Route<'_>, ids: &PolicyIds) 
         id: ids.path_rule,
         rule_type: RuleType::Path,
         compare_type: spec.path.compare,
+        key: None,
         value: spec.path.value.clone(),
     });
     L7Policy {
@@ -47,6 +49,7 @@ pub(crate) fn build_policy(position: usize, route: &Route<'_>, ids: &PolicyIds) 
         },
         rules,
         source: route.source.object.clone(),
+        precedence: 0,
     }
 }
 

@@ -200,7 +200,8 @@ fn policy_host(policy: &L7Policy) -> Option<String> {
     match rule.compare_type {
         CompareType::EqualTo => Some(rule.value.clone()),
         CompareType::WildcardLabel => Some(format!("*.{}", rule.value)),
-        CompareType::PathPrefix => None,
+        // Only Gateway API policies have these, never Ingress ones.
+        CompareType::PathPrefix | CompareType::WildcardSuffix => None,
     }
 }
 
@@ -295,6 +296,7 @@ fn catch_all(listener: ListenerId, host: &str, source: &Arc<ObjectRef>) -> L7Pol
         id: L7RuleId::derive(&format!("{id}/{name}")),
         rule_type,
         compare_type,
+        key: None,
         value: value.to_owned(),
     };
     L7Policy {
@@ -308,5 +310,6 @@ fn catch_all(listener: ListenerId, host: &str, source: &Arc<ObjectRef>) -> L7Pol
             rule(RuleType::Path, CompareType::PathPrefix, "/", "path"),
         ],
         source: source.clone(),
+        precedence: 0,
     }
 }

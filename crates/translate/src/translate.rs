@@ -18,6 +18,8 @@ pub struct Translation {
     pub diagnostics: Vec<Diagnostic>,
     /// One per Ingress in the input, ordered by key.
     pub ingresses: Vec<IngressState>,
+    /// What the status of each of our Gateway API objects says.
+    pub gateways: crate::gateway::Verdicts,
 }
 
 /// What this controller makes of one Ingress.
@@ -161,6 +163,9 @@ pub fn translate_incremental(
         &mut pools,
         &mut diagnostics,
     ));
+    let (gateways, verdicts) =
+        crate::gateway::translate(objects, config, &mut pools, &mut diagnostics);
+    load_balancers.extend(gateways);
     load_balancers.sort_by_key(|lb| lb.id);
     diagnostics.sort();
     diagnostics.dedup();
@@ -169,6 +174,7 @@ pub fn translate_incremental(
         model: Model { load_balancers },
         diagnostics,
         ingresses,
+        gateways: verdicts,
     }
 }
 

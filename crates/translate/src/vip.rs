@@ -21,7 +21,9 @@ pub const HTTPS_PORT_ANNOTATION: &str = "portico.dev/https-port";
 /// error on the IngressClass and leaves the load balancer without a VIP.
 pub fn assign_vips(model: &mut Model, objects: &Objects, config: &Config) -> Vec<Diagnostic> {
     let mut diagnostics = Vec::new();
-    for lb in &mut model.load_balancers {
+    // A Gateway's address and ports are its own (`spec.addresses`, its listeners').
+    let ingress = model.load_balancers.iter_mut();
+    for lb in ingress.filter(|lb| lb.origin.kind != "Gateway") {
         let annotations = objects
             .ingress_classes
             .get(crate::class::class_of(lb, objects).unwrap_or_default())

@@ -133,6 +133,10 @@ fn to_json(object: &Object) -> Value {
         Object::EndpointSlice(o) => return slice_json(o),
         Object::Endpoints(o) => serde_json::to_value(&**o),
         Object::Secret(o) => serde_json::to_value(&**o),
+        Object::GatewayClass(o) => serde_json::to_value(&**o),
+        Object::Gateway(o) => serde_json::to_value(&**o),
+        Object::HttpRoute(o) => serde_json::to_value(&**o),
+        Object::ReferenceGrant(o) => serde_json::to_value(&**o),
     };
     value.unwrap()
 }

@@ -44,6 +44,7 @@ mod demo;
 mod distributed;
 mod drain;
 mod failover;
+mod gateway_api;
 mod get;
 mod haproxy;
 mod host_rules;

@@ -6,7 +6,7 @@ mod support;
 use portico_dataplane_http::{Target, compile};
 use portico_model::{CompareType, L7Policy, L7Rule, Model, PolicyAction, RuleType};
 use proptest::prelude::*;
-use support::model::{ModelBuilder, addr, exact, host, prefix};
+use support::model::{ModelBuilder, addr, exact, header, host, prefix};
 
 const RULE_HOSTS: &[&str] = &[
     "a.com",
@@ -16,6 +16,9 @@ const RULE_HOSTS: &[&str] = &[
     "*.a.com",
     "*.b.a.com",
     "*.com",
+    "**.a.com",
+    "**.b.a.com",
+    "**.com",
 ];
 const REQUEST_HOSTS: &[&str] = &[
     "a.com",
@@ -50,11 +53,17 @@ fn path_rule() -> impl Strategy<Value = L7Rule> {
     (path(3), any::<bool>()).prop_map(|(p, is_exact)| if is_exact { exact(&p) } else { prefix(&p) })
 }
 
+/// Header fields of rules and of requests: (name, value).
+const FIELDS: &[(&str, &str)] = &[("x-a", "1"), ("x-a", "2"), ("x-b", "1")];
+
 fn rules() -> impl Strategy<Value = Vec<L7Rule>> {
     let hosts = prop::collection::vec(prop::sample::select(RULE_HOSTS).prop_map(host), 0..=2);
     let paths = prop::collection::vec(path_rule(), 0..=2);
-    (hosts, paths).prop_map(|(mut h, p)| {
+    let fields = prop::sample::select(FIELDS).prop_map(|(n, v)| header(n, v));
+    let headers = prop::collection::vec(fields, 0..=2);
+    (hosts, paths, headers).prop_map(|(mut h, p, f)| {
         h.extend(p);
+        h.extend(f);
         h
     })
 }
@@ -92,9 +101,18 @@ fn naive_host(raw: &str) -> String {
     h.strip_suffix('.').unwrap_or(h).to_lowercase()
 }
 
-fn naive_rule(rule: &L7Rule, host: &str, path: &str) -> bool {
+fn naive_rule(rule: &L7Rule, host: &str, path: &str, fields: &[(&str, &str)]) -> bool {
     let value = rule.value.as_str();
     match (rule.rule_type, rule.compare_type) {
+        (RuleType::HostName, CompareType::WildcardSuffix) => host
+            .strip_suffix(&format!(".{}", value.to_lowercase()))
+            .is_some_and(|labels| !labels.is_empty() && !labels.starts_with('.')),
+        (RuleType::Header, CompareType::EqualTo) => {
+            let name = rule.key.as_deref().unwrap_or_default();
+            fields
+                .iter()
+                .any(|(n, v)| n.eq_ignore_ascii_case(name) && *v == value)
+        }
         (RuleType::HostName, CompareType::EqualTo) => host == value.to_lowercase(),
         (RuleType::HostName, CompareType::WildcardLabel) => host
             .strip_suffix(&format!(".{}", value.to_lowercase()))
@@ -109,19 +127,20 @@ fn naive_rule(rule: &L7Rule, host: &str, path: &str) -> bool {
 }
 
 /// The reference: first policy whose rules all match, then the default pool.
-fn naive(model: &Model, raw_host: &str, path: &str) -> String {
+fn naive(model: &Model, raw_host: &str, path: &str, fields: &[(&str, &str)]) -> String {
     let lb = &model.load_balancers[0];
     let listener = &lb.listeners[0];
     let host = naive_host(raw_host);
     let first = listener
         .policies
         .iter()
-        .find(|p: &&L7Policy| p.rules.iter().all(|r| naive_rule(r, &host, path)));
+        .find(|p: &&L7Policy| p.rules.iter().all(|r| naive_rule(r, &host, path, fields)));
     let pool_name = |id| lb.pool(id).map(|p| p.name.clone()).unwrap_or_default();
     match first.map(|p| &p.action) {
         Some(PolicyAction::RedirectToPool { pool }) => pool_name(*pool),
         Some(PolicyAction::Reject { status }) => format!("reject {status}"),
         Some(PolicyAction::RedirectToHttps { status }) => format!("redirect {status}"),
+        Some(PolicyAction::RedirectToPools { .. }) => "not generated".into(),
         None => listener
             .default_pool
             .map(pool_name)
@@ -136,18 +155,29 @@ proptest! {
     fn compiled_table_answers_like_ordered_evaluation(
         policies in policies(),
         default in prop::option::of(0..3usize),
-        requests in prop::collection::vec((prop::sample::select(REQUEST_HOSTS), path(4)), 1..16),
+        requests in prop::collection::vec(
+            (
+                prop::sample::select(REQUEST_HOSTS),
+                path(4),
+                prop::sample::subsequence(FIELDS, 0..=FIELDS.len()),
+            ),
+            1..16,
+        ),
     ) {
         let model = build(&policies, default);
         let table = compile(&model);
-        for (host, path) in &requests {
-            let got = match table.route(host, path) {
+        for (host, path, fields) in &requests {
+            let mut headers = http::HeaderMap::new();
+            for (name, value) in fields {
+                headers.append(*name, value.parse().unwrap());
+            }
+            let got = match table.route_request(false, host, path, &headers) {
                 Some(Target::Pool(pool)) => pool.name().to_owned(),
                 Some(Target::Reject(status)) => format!("reject {status}"),
                 Some(Target::RedirectToHttps(status)) => format!("redirect {status}"),
                 None => "404".to_owned(),
             };
-            prop_assert_eq!(got, naive(&model, host, path), "{}{}", host, path);
+            prop_assert_eq!(got, naive(&model, host, path, fields), "{}{} {:?}", host, path, fields);
         }
     }
 }

@@ -487,3 +487,41 @@ fn a_large_table_compiled_on_two_threads_routes_both_listeners() {
     };
     assert!(std::sync::Arc::ptr_eq(a, b));
 }
+
+#[test]
+fn weighted_pools_share_requests_by_weight_and_an_unresolved_share_answers_500() {
+    let mut m = ModelBuilder::new("split");
+    let (a, b) = (m.pool("a", &[addr(1)]), m.pool("b", &[addr(2)]));
+    let share = |pool, weight| portico_model::WeightedPool { pool, weight };
+    let pools = vec![share(Some(a), 2), share(Some(b), 1), share(None, 1)];
+    m.action(vec![prefix("/")], PolicyAction::RedirectToPools { pools });
+    let table = compile(&m.build());
+    let mut counts = std::collections::BTreeMap::new();
+    for _ in 0..400 {
+        *counts.entry(routed(&table, "x", "/")).or_insert(0) += 1;
+    }
+    let expected = [
+        ("a".to_owned(), 200),
+        ("b".to_owned(), 100),
+        ("reject 500".to_owned(), 100),
+    ];
+    assert_eq!(counts, expected.into_iter().collect());
+}
+
+#[test]
+fn suffix_wildcard_matches_one_or_more_labels_and_the_longer_suffix_wins() {
+    let mut m = ModelBuilder::new("suffix");
+    let (a, b) = (m.pool("a", &[addr(1)]), m.pool("b", &[addr(2)]));
+    m.policy(vec![host("**.b.com")], b);
+    m.policy(vec![host("**.com")], a);
+    check(
+        &m.build(),
+        &[
+            ("x.b.com", "/", "b"),
+            ("x.y.b.com", "/", "b"),
+            ("b.com", "/", "a"),
+            ("x.com", "/", "a"),
+            ("com", "/", "404"),
+        ],
+    );
+}

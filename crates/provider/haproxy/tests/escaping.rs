@@ -79,6 +79,7 @@ fn rule(kind: RuleType, compare: CompareType, value: &str, n: usize) -> L7Rule {
         id: L7RuleId::derive(&format!("{n}/{value}")),
         rule_type: kind,
         compare_type: compare,
+        key: None,
         value: value.to_owned(),
     }
 }
@@ -107,6 +108,7 @@ fn model(fields: &[(String, String)], sni: &[String]) -> LoadBalancer {
                 rule(RuleType::Path, path_compare, path, n),
             ],
             source: std::sync::Arc::new(ObjectRef::new("Ingress", "default", "web")),
+            precedence: 0,
         }
     });
     let policies: Vec<L7Policy> = policies.collect();

@@ -3,6 +3,7 @@
 use crate::object::{Kind, Object};
 use k8s_openapi::api::core::v1::{Endpoints, Secret};
 use k8s_openapi::api::networking::v1::IngressClass;
+use portico_gateway::{Gateway, GatewayClass, HttpRoute, ReferenceGrant};
 use portico_model::{Diagnostic, ObjectRef};
 use portico_translate::{CompactSlice, KeptIngress, KeptService, ObjectKey, Objects};
 use std::collections::BTreeMap;
@@ -11,12 +12,12 @@ use std::sync::Arc;
 
 /// A set of kinds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct KindSet(u8);
+pub(crate) struct KindSet(u16);
 
 impl KindSet {
-    pub(crate) const ALL: KindSet = KindSet(0b11_1111);
+    pub(crate) const ALL: KindSet = KindSet((1 << Kind::ALL.len()) - 1);
 
-    fn bit(kind: Kind) -> u8 {
+    fn bit(kind: Kind) -> u16 {
         1 << kind as u8
     }
 
@@ -122,6 +123,18 @@ pub(crate) fn assemble(
         ),
         endpoints: built.kind(Kind::Endpoints, &old.endpoints, kinds.endpoints),
         secrets: built.kind(Kind::Secret, &old.secrets, kinds.secrets),
+        gateway_classes: built.kind(
+            Kind::GatewayClass,
+            &old.gateway_classes,
+            kinds.gateway_classes,
+        ),
+        gateways: built.kind(Kind::Gateway, &old.gateways, kinds.gateways),
+        http_routes: built.kind(Kind::HttpRoute, &old.http_routes, kinds.http_routes),
+        reference_grants: built.kind(
+            Kind::ReferenceGrant,
+            &old.reference_grants,
+            kinds.reference_grants,
+        ),
         // Every object in a file is kept whole, its status included.
         ingress_seen: Arc::default(),
         service_seen: Arc::default(),
@@ -184,6 +197,10 @@ struct Kinds {
     endpoint_slices: Entries<ObjectKey, CompactSlice>,
     endpoints: Entries<ObjectKey, Endpoints>,
     secrets: Entries<ObjectKey, Secret>,
+    gateway_classes: Entries<String, GatewayClass>,
+    gateways: Entries<ObjectKey, Gateway>,
+    http_routes: Entries<ObjectKey, HttpRoute>,
+    reference_grants: Entries<ObjectKey, ReferenceGrant>,
 }
 
 impl Kinds {
@@ -201,6 +218,12 @@ impl Kinds {
             Object::EndpointSlice(o) => self.endpoint_slices.push((key(name), o.clone(), origin)),
             Object::Endpoints(o) => self.endpoints.push((key(name), o.clone(), origin)),
             Object::Secret(o) => self.secrets.push((key(name), o.clone(), origin)),
+            Object::GatewayClass(o) => self.gateway_classes.push((name, o.clone(), origin)),
+            Object::Gateway(o) => self.gateways.push((key(name), o.clone(), origin)),
+            Object::HttpRoute(o) => self.http_routes.push((key(name), o.clone(), origin)),
+            Object::ReferenceGrant(o) => {
+                self.reference_grants.push((key(name), o.clone(), origin));
+            }
         }
     }
 }

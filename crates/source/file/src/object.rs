@@ -2,6 +2,7 @@ use k8s_openapi::api::core::v1::{Endpoints, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use portico_gateway::{Gateway, GatewayClass, HttpRoute, ReferenceGrant};
 use portico_model::ObjectRef;
 use portico_translate::{CompactSlice, KeptIngress, KeptService, ObjectKey};
 use serde::de::DeserializeOwned;
@@ -21,6 +22,10 @@ pub enum Object {
     EndpointSlice(Arc<CompactSlice>),
     Endpoints(Arc<Endpoints>),
     Secret(Arc<Secret>),
+    GatewayClass(Arc<GatewayClass>),
+    Gateway(Arc<Gateway>),
+    HttpRoute(Arc<HttpRoute>),
+    ReferenceGrant(Arc<ReferenceGrant>),
 }
 
 impl Object {
@@ -48,6 +53,10 @@ impl Object {
             Object::EndpointSlice(o) => (&o.namespace, &o.name),
             Object::Endpoints(o) => meta(&o.metadata),
             Object::Secret(o) => meta(&o.metadata),
+            Object::GatewayClass(o) => meta(&o.metadata),
+            Object::Gateway(o) => meta(&o.metadata),
+            Object::HttpRoute(o) => meta(&o.metadata),
+            Object::ReferenceGrant(o) => meta(&o.metadata),
         }
     }
 
@@ -63,6 +72,10 @@ impl Object {
             (Object::EndpointSlice(a), Object::EndpointSlice(b)) => same(a, b),
             (Object::Endpoints(a), Object::Endpoints(b)) => same(a, b),
             (Object::Secret(a), Object::Secret(b)) => same(a, b),
+            (Object::GatewayClass(a), Object::GatewayClass(b)) => same(a, b),
+            (Object::Gateway(a), Object::Gateway(b)) => same(a, b),
+            (Object::HttpRoute(a), Object::HttpRoute(b)) => same(a, b),
+            (Object::ReferenceGrant(a), Object::ReferenceGrant(b)) => same(a, b),
             _ => false,
         }
     }
@@ -75,6 +88,10 @@ impl Object {
             Object::EndpointSlice(_) => Kind::EndpointSlice,
             Object::Endpoints(_) => Kind::Endpoints,
             Object::Secret(_) => Kind::Secret,
+            Object::GatewayClass(_) => Kind::GatewayClass,
+            Object::Gateway(_) => Kind::Gateway,
+            Object::HttpRoute(_) => Kind::HttpRoute,
+            Object::ReferenceGrant(_) => Kind::ReferenceGrant,
         }
     }
 }
@@ -89,6 +106,10 @@ impl fmt::Debug for Object {
             Object::EndpointSlice(o) => f.debug_tuple("EndpointSlice").field(o).finish(),
             Object::Endpoints(o) => f.debug_tuple("Endpoints").field(o).finish(),
             Object::Secret(_) => write!(f, "Secret({}, data redacted)", self.object_ref()),
+            Object::GatewayClass(o) => f.debug_tuple("GatewayClass").field(o).finish(),
+            Object::Gateway(o) => f.debug_tuple("Gateway").field(o).finish(),
+            Object::HttpRoute(o) => f.debug_tuple("HTTPRoute").field(o).finish(),
+            Object::ReferenceGrant(o) => f.debug_tuple("ReferenceGrant").field(o).finish(),
         }
     }
 }
@@ -102,18 +123,26 @@ pub(crate) enum Kind {
     EndpointSlice,
     Endpoints,
     Secret,
+    GatewayClass,
+    Gateway,
+    HttpRoute,
+    ReferenceGrant,
 }
 
 pub(crate) type DecodeError = serde_path_to_error::Error<serde_json::Error>;
 
 impl Kind {
-    pub const ALL: [Kind; 6] = [
+    pub const ALL: [Kind; 10] = [
         Kind::Ingress,
         Kind::IngressClass,
         Kind::Service,
         Kind::EndpointSlice,
         Kind::Endpoints,
         Kind::Secret,
+        Kind::GatewayClass,
+        Kind::Gateway,
+        Kind::HttpRoute,
+        Kind::ReferenceGrant,
     ];
 
     pub fn recognise(api_version: &str, kind: &str) -> Option<Kind> {
@@ -124,6 +153,13 @@ impl Kind {
             ("discovery.k8s.io/v1", "EndpointSlice") => Some(Kind::EndpointSlice),
             ("v1", "Endpoints") => Some(Kind::Endpoints),
             ("v1", "Secret") => Some(Kind::Secret),
+            (version, kind) if portico_gateway::is_read_version(version) => match kind {
+                "GatewayClass" => Some(Kind::GatewayClass),
+                "Gateway" => Some(Kind::Gateway),
+                "HTTPRoute" => Some(Kind::HttpRoute),
+                "ReferenceGrant" => Some(Kind::ReferenceGrant),
+                _ => None,
+            },
             _ => None,
         }
     }
@@ -136,11 +172,15 @@ impl Kind {
             Kind::EndpointSlice => "EndpointSlice",
             Kind::Endpoints => "Endpoints",
             Kind::Secret => "Secret",
+            Kind::GatewayClass => "GatewayClass",
+            Kind::Gateway => "Gateway",
+            Kind::HttpRoute => "HTTPRoute",
+            Kind::ReferenceGrant => "ReferenceGrant",
         }
     }
 
     pub fn namespaced(self) -> bool {
-        self != Kind::IngressClass
+        !matches!(self, Kind::IngressClass | Kind::GatewayClass)
     }
 
     /// Deserializes the typed object, recording the path of the field that failed.
@@ -163,6 +203,10 @@ impl Kind {
             }
             Kind::Endpoints => Object::Endpoints(Arc::new(de(value)?)),
             Kind::Secret => Object::Secret(Arc::new(de(value)?)),
+            Kind::GatewayClass => Object::GatewayClass(Arc::new(de(value)?)),
+            Kind::Gateway => Object::Gateway(Arc::new(de(value)?)),
+            Kind::HttpRoute => Object::HttpRoute(Arc::new(de(value)?)),
+            Kind::ReferenceGrant => Object::ReferenceGrant(Arc::new(de(value)?)),
         })
     }
 }

@@ -4,6 +4,9 @@
 //! - VIP: the IngressClass's `portico.dev/vip` wins (a fixed address); else the class's
 //!   `portico.dev/vip-pool`, else `--vip-pool`. A Service's `spec.loadBalancerIP` is a fixed
 //!   address too (Services may share one on different ports; see [`crate::l4_collisions`]).
+//! - A Gateway's VIP: the first `IPAddress` of its `spec.addresses`, else its GatewayClass's
+//!   `portico.dev/vip-pool`, else `--vip-pool`; its floating IP: pinned by its own
+//!   `portico.dev/external-ip`, else the class's `portico.dev/fip-pool`, else `--fip-pool`.
 //! - Floating IP: pinned by `portico.dev/external-ip`, on the Ingress for a dedicated class (on
 //!   the IngressClass for a shared one, whose one load balancer carries every Ingress; there the
 //!   Ingress annotation is ignored with a warning); else the class's `portico.dev/fip-pool`,
@@ -64,13 +67,19 @@ fn request(
     config: &Config,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> AddressRequest {
-    let class = class_of(lb, objects).unwrap_or_default();
-    let annotations = objects
-        .ingress_classes
-        .get(class)
-        .and_then(|c| c.metadata.annotations.as_ref());
+    let gateway = crate::gateway::of(lb, objects);
+    let (class_kind, class) = match gateway {
+        Some(gateway) => ("GatewayClass", gateway.spec.gateway_class_name.as_str()),
+        None => ("IngressClass", class_of(lb, objects).unwrap_or_default()),
+    };
+    let annotations = match gateway {
+        Some(_) => {
+            (objects.gateway_classes.get(class)).and_then(|c| c.metadata.annotations.as_ref())
+        }
+        None => (objects.ingress_classes.get(class)).and_then(|c| c.metadata.annotations.as_ref()),
+    };
     let get = |key: &str| annotations.and_then(|a| a.get(key));
-    let class_ref = ObjectRef::new("IngressClass", "", class);
+    let class_ref = ObjectRef::new(class_kind, "", class);
     let mut pool = |key: &str, flag: &str, default: Option<Cidr>| match get(key) {
         Some(v) => match v.parse::<Cidr>() {
             Ok(pool) => Want::Pool {
@@ -90,7 +99,9 @@ fn request(
     // Both pools are read even when not used, so that a bad value is always reported.
     let vip_pool = pool(VIP_POOL_ANNOTATION, "--vip-pool", config.vip_pool);
     let fip_pool = pool(FIP_POOL_ANNOTATION, "--fip-pool", config.fip_pool);
+    let requested = gateway.and_then(crate::gateway::requested_address);
     let vip = match (get(VIP_ANNOTATION).is_some(), lb.vip) {
+        _ if gateway.is_some() => requested.map_or(vip_pool, Want::Fixed),
         (true, Some(ip)) => Want::Fixed(ip),
         // A bad `portico.dev/vip` was reported by `assign_vips`: no VIP rather than a guess.
         (true, None) => Want::None,
@@ -98,6 +109,10 @@ fn request(
     };
     let pin = match lb.origin.kind.as_str() {
         "Ingress" => ingress_annotation(objects, &lb.origin, EXTERNAL_IP_ANNOTATION),
+        "Gateway" => gateway
+            .and_then(|g| g.metadata.annotations.as_ref())
+            .and_then(|a| a.get(EXTERNAL_IP_ANNOTATION))
+            .cloned(),
         _ => get(EXTERNAL_IP_ANNOTATION).cloned(),
     };
     let floating_ip = match pin {

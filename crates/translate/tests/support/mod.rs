@@ -135,6 +135,18 @@ fn add(objects: &mut Objects, doc: Value) {
         "Secret" => std::sync::Arc::make_mut(&mut objects.secrets)
             .insert(key, typed::<Secret>(doc))
             .map(drop),
+        "GatewayClass" => std::sync::Arc::make_mut(&mut objects.gateway_classes)
+            .insert(key.name, typed(doc))
+            .map(drop),
+        "Gateway" => std::sync::Arc::make_mut(&mut objects.gateways)
+            .insert(key, typed(doc))
+            .map(drop),
+        "HTTPRoute" => std::sync::Arc::make_mut(&mut objects.http_routes)
+            .insert(key, typed(doc))
+            .map(drop),
+        "ReferenceGrant" => std::sync::Arc::make_mut(&mut objects.reference_grants)
+            .insert(key, typed(doc))
+            .map(drop),
         other => panic!("test loader does not know kind {other:?}"),
     };
 }

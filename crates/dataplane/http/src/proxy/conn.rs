@@ -350,7 +350,8 @@ impl Conn {
             return Err(ProxyError::BadTarget);
         }
         let table = self.proxy.table.load();
-        match super::target(&table, self.forwarded.scheme, host, path) {
+        let action = super::target(&table, self.forwarded.scheme, host, path, req.headers());
+        match action.map(crate::route::Action::target) {
             Some(Target::Pool(pool)) => Ok(Routed::Pool(pool.clone())),
             Some(Target::Reject(status)) => Err(ProxyError::Rejected(*status)),
             Some(Target::RedirectToHttps(status)) => Ok(Routed::RedirectToHttps(*status)),

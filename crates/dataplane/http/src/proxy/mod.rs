@@ -332,17 +332,16 @@ fn defer_accept(listener: &TcpListener) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Where `host` and `path` go on the routes of the listener the client used (`scheme`).
+/// What the routes of the listener the client used (`scheme`) do with a request for `host`
+/// and `path` with `headers`.
 fn target<'t>(
     table: &'t RouteTable,
     scheme: Scheme,
     host: &str,
     path: &str,
-) -> Option<&'t crate::route::Target> {
-    match scheme {
-        Scheme::Http => table.route(host, path),
-        Scheme::Https => table.route_https(host, path),
-    }
+    headers: &dyn crate::route::RequestHeaders,
+) -> Option<&'t crate::route::Action> {
+    table.action(scheme == Scheme::Https, host, path, headers)
 }
 
 /// The own HTTP/1.1 path is on unless `PORTICO_HTTP1=hyper` sends every request through

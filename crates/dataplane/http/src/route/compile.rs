@@ -2,10 +2,11 @@
 
 use super::balance::{Balance, MemberSpec};
 use super::budget::RetryBudget;
-use super::host::wildcard_suffix;
-use super::path::{PathMatch, PathTable};
+use super::host::{suffixes, wildcard_suffix};
+use super::path::{PathEntry, PathMatch, PathTable};
 use super::pool::{PoolState, Target};
 use super::reduce::{HostMatch, reduce};
+use super::split::{Action, Guard, Split};
 use super::{FxMap, RouteTable, Routes};
 use crate::metrics::{PoolMetrics, ProxyMetrics};
 use crate::upstream::Endpoints;
@@ -55,12 +56,14 @@ impl<'a> Named<'a> {
     }
 }
 
-/// The routes of one protocol's listeners being compiled: targets by rank, rules.
+/// The routes of one protocol's listeners being compiled: actions by rank, rules, the header
+/// conditions of the policies that have some.
 #[derive(Default)]
 struct RoutesBuilder {
-    targets: Vec<Target>,
-    default: Option<Target>,
+    targets: Vec<Action>,
+    default: Option<Action>,
     entries: Vec<(HostMatch, PathMatch, u32)>,
+    guards: FxMap<u32, Guard>,
 }
 
 impl<'a> Compiler<'a> {
@@ -91,7 +94,7 @@ impl<'a> Compiler<'a> {
             for (lb, named) in lbs.iter().zip(&named) {
                 for listener in lb.listeners.iter().filter(|l| l.protocol == protocol) {
                     for policy in &listener.policies {
-                        if let PolicyAction::RedirectToPool { pool } = policy.action {
+                        for pool in policy.action.pools() {
                             self.pool(named, pool);
                         }
                     }
@@ -146,18 +149,33 @@ impl<'a> Compiler<'a> {
     fn add_listener(&self, routes: &mut RoutesBuilder, listener: &Listener) {
         for policy in &listener.policies {
             let rank = u32::try_from(routes.targets.len()).unwrap_or(u32::MAX);
-            let target = match &policy.action {
-                PolicyAction::RedirectToPool { pool } => self.resolved(*pool),
-                PolicyAction::Reject { status } => Target::Reject(*status),
-                PolicyAction::RedirectToHttps { status } => Target::RedirectToHttps(*status),
+            let action = match &policy.action {
+                PolicyAction::RedirectToPool { pool } => Action::One(self.resolved(*pool)),
+                PolicyAction::Reject { status } => Action::One(Target::Reject(*status)),
+                PolicyAction::RedirectToHttps { status } => {
+                    Action::One(Target::RedirectToHttps(*status))
+                }
+                PolicyAction::RedirectToPools { pools } => {
+                    let shares = pools.iter().map(|share| {
+                        let target = share.pool.map_or(Target::Reject(500), |p| self.resolved(p));
+                        (target, share.weight)
+                    });
+                    Action::Split(Arc::new(Split::new(shares.collect())))
+                }
             };
-            routes.targets.push(target);
+            routes.targets.push(action);
             if let Some((host, path)) = reduce(&policy.rules) {
                 routes.entries.push((host, path, rank));
+                let guard: Guard = portico_model::matching::headers(&policy.rules)
+                    .map(|(name, value)| (Box::from(name), Box::from(value)))
+                    .collect();
+                if !guard.is_empty() {
+                    routes.guards.insert(rank, guard);
+                }
             }
         }
         if let (None, Some(pool)) = (&routes.default, listener.default_pool) {
-            routes.default = Some(self.resolved(pool));
+            routes.default = Some(Action::One(self.resolved(pool)));
         }
     }
 
@@ -239,41 +257,62 @@ impl<'a> Compiler<'a> {
     }
 }
 
+type Entries<'a> = Vec<PathEntry<'a>>;
+
 impl RoutesBuilder {
     fn finish(self) -> Routes {
-        let mut exact: FxMap<&str, Vec<(&PathMatch, u32)>> = FxMap::default();
-        let mut wildcard: FxMap<&str, Vec<(&PathMatch, u32)>> = FxMap::default();
+        let mut exact: FxMap<&str, Entries<'_>> = FxMap::default();
+        let mut wildcard: FxMap<&str, Entries<'_>> = FxMap::default();
+        let mut suffix: FxMap<&str, Entries<'_>> = FxMap::default();
         let mut any = Vec::new();
         for (host, path, rank) in &self.entries {
+            let entry = (path, *rank, self.guards.contains_key(rank));
             match host {
-                HostMatch::Any => any.push((path, *rank)),
-                HostMatch::Exact(h) => exact.entry(h).or_default().push((path, *rank)),
-                HostMatch::Wildcard(s) => wildcard.entry(s).or_default().push((path, *rank)),
+                HostMatch::Any => any.push(entry),
+                HostMatch::Exact(h) => exact.entry(h).or_default().push(entry),
+                HostMatch::Wildcard(s) => wildcard.entry(s).or_default().push(entry),
+                HostMatch::Suffix(s) => suffix.entry(s).or_default().push(entry),
             }
         }
+        // The suffix wildcards' rules that a host with these suffixes matches.
+        let via_suffixes = |names: &mut dyn Iterator<Item = &str>| -> Entries<'_> {
+            names
+                .filter_map(|s| suffix.get(s))
+                .flatten()
+                .copied()
+                .collect()
+        };
         // Each host's table also holds every rule that host would match through a wildcard or
         // through host-less rules, so a lookup consults exactly one table.
         let exact_hosts = exact.iter().map(|(host, own)| {
             let via_wildcard = wildcard_suffix(host).and_then(|s| wildcard.get(s));
-            let rules = own
-                .iter()
-                .chain(via_wildcard.into_iter().flatten())
+            let via_suffix = via_suffixes(&mut suffixes(host));
+            let rules = (own.iter().chain(via_wildcard.into_iter().flatten()))
+                .chain(&via_suffix)
                 .chain(&any);
             (Box::from(*host), PathTable::build(rules.copied()))
         });
         let exact_hosts = exact_hosts.collect();
-        let wildcard_hosts = wildcard.iter().map(|(suffix, own)| {
-            (
-                Box::from(*suffix),
-                PathTable::build(own.iter().chain(&any).copied()),
-            )
+        // `x.suffix` for one label x: under `*.suffix` and every shorter suffix wildcard.
+        let wildcard_hosts = wildcard.iter().map(|(name, own)| {
+            let via_suffix = via_suffixes(&mut std::iter::once(*name).chain(suffixes(name)));
+            let rules = own.iter().chain(&via_suffix).chain(&any);
+            (Box::from(*name), PathTable::build(rules.copied()))
         });
         let wildcard_hosts = wildcard_hosts.collect();
+        let suffix_hosts = suffix.keys().map(|name| {
+            let via_suffix = via_suffixes(&mut std::iter::once(*name).chain(suffixes(name)));
+            let rules = via_suffix.iter().chain(&any);
+            (Box::from(*name), PathTable::build(rules.copied()))
+        });
+        let suffix_hosts = suffix_hosts.collect();
         Routes {
             exact_hosts,
             wildcard_hosts,
+            suffix_hosts,
             any_host: PathTable::build(any.iter().copied()),
             targets: self.targets,
+            guards: self.guards,
             default: self.default,
         }
     }

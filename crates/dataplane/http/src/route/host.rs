@@ -3,6 +3,17 @@
 pub(crate) use portico_model::matching::wildcard_suffix;
 use std::borrow::Cow;
 
+/// Every suffix after a `.` of `host`, longest first (`a.b.c` → `b.c`, `c`): the suffix
+/// wildcards (`*.b.c`, `*.c`) that may match it. None when the host starts with an empty
+/// label, as [`portico_model::matching::suffix_matches`] has it.
+pub(crate) fn suffixes(host: &str) -> impl Iterator<Item = &str> {
+    let labelled = !host.starts_with('.');
+    host.match_indices('.')
+        .filter(move |_| labelled)
+        .map(move |(i, _)| &host[i + 1..])
+        .filter(|s| !s.is_empty())
+}
+
 /// The host as routing compares it. Borrows unless the host contains upper-case letters.
 pub(crate) fn normalize_host(raw: &str) -> Cow<'_, str> {
     let host = strip_port(raw);
@@ -36,6 +47,12 @@ mod tests {
         assert_eq!(normalize_host("Foo.Example.COM:8080"), "foo.example.com");
         assert_eq!(normalize_host("foo.example.com."), "foo.example.com");
         assert_eq!(normalize_host("foo.example.com.:80"), "foo.example.com");
+    }
+
+    #[test]
+    fn suffixes_are_walked_longest_first() {
+        assert_eq!(suffixes("a.b.c").collect::<Vec<_>>(), ["b.c", "c"]);
+        assert_eq!(suffixes("localhost").count(), 0);
     }
 
     #[test]

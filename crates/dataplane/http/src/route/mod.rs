@@ -8,19 +8,25 @@
 //!   value (`[::1]:8080` is the host `[::1]`);
 //! - host `WildcardLabel`: the value is the suffix after `*.`, and exactly one non-empty label
 //!   precedes it (`*.foo.com` matches `bar.foo.com`, not `baz.bar.foo.com` nor `foo.com`);
+//! - host `WildcardSuffix` (the Gateway API's wildcards): one or more labels precede the
+//!   suffix (`*.foo.com` matches `bar.foo.com` and `baz.bar.foo.com`, not `foo.com`);
 //! - path `EqualTo`: the whole path (without query), case-sensitive; `/foo` ≠ `/foo/`;
 //! - path `PathPrefix`: element-wise on `/`, trailing slashes ignored on both sides: `/foo`
 //!   matches `/foo`, `/foo/` and `/foo/bar`, not `/foobar`; `/` matches every path. The
 //!   translator maps Ingress `ImplementationSpecific` to this comparison.
 //!
-//! A rule whose comparison does not fit its type (a host `PathPrefix`) never matches.
+//! - header `EqualTo` (key: the header name): some field of that name has exactly the value.
+//!
+//! A rule whose comparison does not fit its type (a host `PathPrefix`) never matches. A
+//! `RedirectToPools` policy draws one of its pools per request, by weight (`split.rs`).
 //!
 //! HTTP and TERMINATED_HTTPS listeners compile into separate route sets (the translator gives
 //! the HTTP listener redirects where the HTTPS one forwards); both share one state per pool.
 //!
 //! [`compile`] turns that ordered list into hash maps — exact host, wildcard suffix and
 //! host-less path tables, each with exact paths and prefixes — whose lookups give the same
-//! answer as the ordered evaluation, for any order (a property test checks this). With the
+//! answer as the ordered evaluation, for any order (a property test checks this); policies
+//! with header conditions are walked in order beside the maps. With the
 //! translator's order (longest path first, Exact before Prefix, exact hosts before wildcards
 //! before host-less rules) that is the Ingress precedence.
 
@@ -33,6 +39,7 @@ mod host;
 mod path;
 mod pool;
 mod reduce;
+mod split;
 
 pub use balance::{Health, Outcome, Pick, RequestInfo};
 pub(crate) use balance::{MemberLabels, MemberMetrics};
@@ -40,10 +47,13 @@ pub(crate) use check::ensure_checks;
 pub(crate) use compile::{Compiler, ready_members};
 pub use compile::{PROVIDER, compile};
 pub use pool::{PoolState, Target};
+pub(crate) use split::Action;
+pub use split::RequestHeaders;
+use split::{Guard, holds};
 
 use fxhash::FxMap;
 pub(crate) use host::normalize_host;
-use host::wildcard_suffix;
+use host::{suffixes, wildcard_suffix};
 use path::PathTable;
 use portico_model::PoolId;
 use std::sync::Arc;
@@ -62,22 +72,51 @@ pub struct RouteTable {
 pub(crate) struct Routes {
     exact_hosts: FxMap<Box<str>, PathTable>,
     wildcard_hosts: FxMap<Box<str>, PathTable>,
+    /// Gateway API wildcards (`*.suffix`, one or more labels), by suffix.
+    suffix_hosts: FxMap<Box<str>, PathTable>,
     any_host: PathTable,
-    /// Policy targets by rank (the policy's position in the merged evaluation order).
-    targets: Vec<Target>,
-    default: Option<Target>,
+    /// Policy actions by rank (the policy's position in the merged evaluation order).
+    targets: Vec<Action>,
+    /// The header conditions of the policies that have some, by rank.
+    guards: FxMap<u32, Guard>,
+    default: Option<Action>,
 }
 
 impl RouteTable {
-    /// The target on the HTTP listeners for a request, from its raw host (as in the `Host`
-    /// header, port allowed) and its path without query; `None` means 404.
+    /// The target on the HTTP listeners for a request without header fields, from its raw
+    /// host (as in the `Host` header, port allowed) and its path without query; `None` means
+    /// 404.
     pub fn route(&self, host: &str, path: &str) -> Option<&Target> {
-        self.http.route(host, path)
+        self.route_request(false, host, path, &())
     }
 
     /// Like [`RouteTable::route`], on the TERMINATED_HTTPS listeners.
     pub fn route_https(&self, host: &str, path: &str) -> Option<&Target> {
-        self.https.route(host, path)
+        self.route_request(true, host, path, &())
+    }
+
+    /// Like [`RouteTable::route`] (`https`: [`RouteTable::route_https`]), with the request's
+    /// header fields for the policies that have header conditions.
+    pub fn route_request(
+        &self,
+        https: bool,
+        host: &str,
+        path: &str,
+        headers: &dyn RequestHeaders,
+    ) -> Option<&Target> {
+        self.action(https, host, path, headers).map(Action::target)
+    }
+
+    /// What the matching policy does, before a split draws its share.
+    pub(crate) fn action(
+        &self,
+        https: bool,
+        host: &str,
+        path: &str,
+        headers: &dyn RequestHeaders,
+    ) -> Option<&Action> {
+        let routes = if https { &self.https } else { &self.http };
+        routes.action(host, path, headers)
     }
 
     /// The pool with this id, if any route or default targets it.
@@ -97,19 +136,23 @@ impl RouteTable {
 }
 
 impl Routes {
-    fn route(&self, host: &str, path: &str) -> Option<&Target> {
+    fn action(&self, host: &str, path: &str, headers: &dyn RequestHeaders) -> Option<&Action> {
         let host = normalize_host(host);
-        match self.table_for(&host).lookup(path) {
+        let accept = |rank: u32| self.guards.get(&rank).is_none_or(|g| holds(g, headers));
+        match self.table_for(&host).lookup(path, &accept) {
             Some(rank) => self.targets.get(rank as usize),
             None => self.default.as_ref(),
         }
     }
 
+    /// The one table that holds every rule `host` can match: its own, else its one-label
+    /// wildcard's, else its longest suffix wildcard's, else the host-less one.
     fn table_for(&self, host: &str) -> &PathTable {
         if let Some(table) = self.exact_hosts.get(host) {
             return table;
         }
         let wildcard = wildcard_suffix(host).and_then(|s| self.wildcard_hosts.get(s));
-        wildcard.unwrap_or(&self.any_host)
+        let suffix = || suffixes(host).find_map(|s| self.suffix_hosts.get(s));
+        wildcard.or_else(suffix).unwrap_or(&self.any_host)
     }
 }

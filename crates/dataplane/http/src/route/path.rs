@@ -10,7 +10,14 @@ pub(crate) struct PathTable {
     exact: FxMap<Box<str>, u32>,
     /// Normalized prefix → best rank among this prefix and every shorter prefix above it.
     prefix: FxMap<Box<str>, u32>,
+    /// Policies with header conditions, by rank: they may not match a request whose path they
+    /// match, so they stay out of the maps and are walked in rank order before the maps'
+    /// answer (a table has few: only Gateway API rules with header matches).
+    guarded: Vec<(PathMatch, u32)>,
 }
+
+/// One entry of a table: a path, its policy's rank, whether the policy has header conditions.
+pub(crate) type PathEntry<'a> = (&'a PathMatch, u32, bool);
 
 /// Every prefix a request path can match, longest first, ending with `/`.
 fn candidates(path: &str) -> impl Iterator<Item = &str> {
@@ -27,10 +34,14 @@ fn candidates(path: &str) -> impl Iterator<Item = &str> {
 }
 
 impl PathTable {
-    /// Builds a table from (path, rank) entries; on equal paths the lowest rank wins.
-    pub(crate) fn build<'a>(entries: impl IntoIterator<Item = (&'a PathMatch, u32)>) -> Self {
+    /// Builds a table from its entries; on equal paths the lowest unguarded rank wins.
+    pub(crate) fn build<'a>(entries: impl IntoIterator<Item = PathEntry<'a>>) -> Self {
         let mut table = PathTable::default();
-        for (path, rank) in entries {
+        for (path, rank, guarded) in entries {
+            if guarded {
+                table.guarded.push((path.clone(), rank));
+                continue;
+            }
             let (map, key) = match path {
                 PathMatch::Exact(p) => (&mut table.exact, p),
                 PathMatch::Prefix(p) => (&mut table.prefix, p),
@@ -38,6 +49,7 @@ impl PathTable {
             let best = map.entry(key.as_str().into()).or_insert(rank);
             *best = (*best).min(rank);
         }
+        table.guarded.sort_by_key(|(_, rank)| *rank);
         table.resolve();
         table
     }
@@ -71,12 +83,26 @@ impl PathTable {
         candidates(path).find_map(|c| self.prefix.get(c).copied())
     }
 
-    /// The best rank matching `path`, if any.
-    pub(crate) fn lookup(&self, path: &str) -> Option<u32> {
-        match self.exact.get(path) {
+    /// The best rank matching `path`, if any, among the policies without header conditions
+    /// and those whose conditions `accept` says hold.
+    pub(crate) fn lookup(&self, path: &str, accept: &dyn Fn(u32) -> bool) -> Option<u32> {
+        let plain = match self.exact.get(path) {
             Some(&rank) => Some(rank),
             None => self.lookup_prefix(path),
-        }
+        };
+        let better = |rank: &u32| plain.is_none_or(|p| *rank < p);
+        let guarded = (self.guarded.iter())
+            .take_while(|(_, rank)| better(rank))
+            .find(|(m, rank)| matches(m, path) && accept(*rank));
+        guarded.map(|(_, rank)| *rank).or(plain)
+    }
+}
+
+/// Whether a path rule matches a request path (the maps' semantics, one rule at a time).
+fn matches(rule: &PathMatch, path: &str) -> bool {
+    match rule {
+        PathMatch::Exact(p) => p == path,
+        PathMatch::Prefix(p) => portico_model::matching::prefix_matches(p, path),
     }
 }
 
@@ -100,7 +126,22 @@ mod tests {
     #[test]
     fn shorter_prefix_with_lower_rank_wins_over_longer_one() {
         let (a, b) = (PathMatch::prefix("/"), PathMatch::prefix("/a"));
-        let table = PathTable::build([(&a, 0), (&b, 1)]);
-        assert_eq!(table.lookup("/a/x"), Some(0));
+        let table = PathTable::build([(&a, 0, false), (&b, 1, false)]);
+        assert_eq!(table.lookup("/a/x", &|_| true), Some(0));
+    }
+
+    #[test]
+    fn a_guarded_rule_wins_only_when_its_conditions_hold_and_its_rank_is_better() {
+        let (guarded, plain) = (PathMatch::prefix("/a"), PathMatch::prefix("/"));
+        let table = PathTable::build([(&guarded, 0, true), (&plain, 1, false)]);
+        assert_eq!(table.lookup("/a/x", &|_| true), Some(0));
+        assert_eq!(table.lookup("/a/x", &|_| false), Some(1));
+        assert_eq!(
+            table.lookup("/b", &|_| true),
+            Some(1),
+            "its path must match"
+        );
+        let late = PathTable::build([(&plain, 0, false), (&guarded, 1, true)]);
+        assert_eq!(late.lookup("/a", &|_| true), Some(0));
     }
 }

@@ -13,16 +13,30 @@ fn rule(rule_type: RuleType, compare_type: CompareType, value: &str) -> L7Rule {
         id,
         rule_type,
         compare_type,
+        key: None,
         value: value.to_owned(),
     }
 }
 
-/// A host rule: `*.foo.com` becomes a wildcard rule on `foo.com`, anything else an exact one.
+/// A host rule: `*.foo.com` becomes a wildcard rule on `foo.com` (one label), `**.foo.com` a
+/// Gateway API suffix wildcard on `foo.com` (one or more labels), anything else an exact one.
 pub fn host(value: &str) -> L7Rule {
+    if let Some(suffix) = value.strip_prefix("**.") {
+        return rule(RuleType::HostName, CompareType::WildcardSuffix, suffix);
+    }
     match value.strip_prefix("*.") {
         Some(suffix) => rule(RuleType::HostName, CompareType::WildcardLabel, suffix),
         None => rule(RuleType::HostName, CompareType::EqualTo, value),
     }
+}
+
+/// A header rule: the field `name` (lower-case) has exactly `value`.
+#[allow(dead_code)]
+pub fn header(name: &str, value: &str) -> L7Rule {
+    let mut rule = rule(RuleType::Header, CompareType::EqualTo, value);
+    rule.id = L7RuleId::derive(&format!("header/{name}/{value}"));
+    rule.key = Some(name.to_owned());
+    rule
 }
 
 pub fn exact(path: &str) -> L7Rule {
@@ -117,6 +131,7 @@ impl ModelBuilder {
             action,
             rules,
             source,
+            precedence: 0,
         }
     }
 

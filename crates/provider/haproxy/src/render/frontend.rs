@@ -6,6 +6,7 @@ use super::reduce::reduce;
 use super::routes;
 use super::{CRT_LIST_FILE, DEFAULT_CERTIFICATE_FILE, Input, Rendered};
 use crate::quote;
+use portico_model::matching::HostMatch;
 use portico_model::{Diagnostic, L7Policy, Listener, LoadBalancer, PolicyAction, Protocol};
 use std::fmt::Write as _;
 use std::net::SocketAddr;
@@ -40,7 +41,11 @@ pub(super) fn frontend(
     s.push_str("    http-request set-header X-Forwarded-Host %[req.hdr(host)]\n");
     routes::empty(&mut out.maps, listener.id);
     for policy in &listener.policies {
-        if let Err(routes::Unmappable) = policy_entries(listener, policy, specials, &mut out.maps) {
+        if let Some(what) = unsupported(policy) {
+            out.diagnostics.push(not_served(policy, what));
+        } else if let Err(routes::Unmappable) =
+            policy_entries(listener, policy, specials, &mut out.maps)
+        {
             out.diagnostics.push(unmappable(policy));
         }
     }
@@ -54,6 +59,35 @@ pub(super) fn frontend(
     };
     let _ = writeln!(s, "    default_backend {default}");
     s
+}
+
+/// What a policy asks that this provider's route maps cannot express, if anything: header
+/// conditions, Gateway API wildcards (several labels), a split between pools.
+fn unsupported(policy: &L7Policy) -> Option<&'static str> {
+    if portico_model::matching::headers(&policy.rules)
+        .next()
+        .is_some()
+    {
+        return Some("header matches");
+    }
+    if matches!(reduce(&policy.rules), Some((HostMatch::Suffix(_), _))) {
+        return Some("a wildcard hostname matching several labels (Gateway API)");
+    }
+    if matches!(policy.action, PolicyAction::RedirectToPools { .. }) {
+        return Some("several backends with weights");
+    }
+    None
+}
+
+fn not_served(policy: &L7Policy, what: &str) -> Diagnostic {
+    Diagnostic::error(
+        portico_model::ObjectRef::clone(&policy.source),
+        "spec.rules",
+        format!(
+            "policy {} needs {what}, which the haproxy provider does not serve yet; it is not served by haproxy (use the proxy provider)",
+            policy.id
+        ),
+    )
 }
 
 fn unmappable(policy: &L7Policy) -> Diagnostic {
@@ -144,6 +178,8 @@ fn policy_entries(
         }
         PolicyAction::Reject { status } => specials.reject(*status),
         PolicyAction::RedirectToHttps { status } => specials.redirect(*status),
+        // Refused before (`unsupported`).
+        PolicyAction::RedirectToPools { .. } => return Ok(()),
     };
     routes::add(maps, listener.id, &host, &path, &backend)
 }

@@ -73,6 +73,8 @@ pub fn add(
         HostMatch::Exact(h) => ("host", h.clone()),
         HostMatch::Wildcard(s) => ("wild", format!("*.{s}")),
         HostMatch::Any => ("any", String::new()),
+        // The maps have no tier for several labels (see `frontend::unsupported`).
+        HostMatch::Suffix(_) => return Err(Unmappable),
     };
     let mut entries: Vec<(&str, String)> = Vec::new();
     match path {
@@ -368,6 +370,7 @@ mod tests {
                 HostMatch::Any => true,
                 HostMatch::Exact(e) => e == host,
                 HostMatch::Wildcard(s) => wildcard_suffix(host) == Some(s.as_str()),
+                HostMatch::Suffix(s) => portico_model::matching::suffix_matches(s, host),
             };
             let path_ok = match p {
                 PathMatch::Exact(e) => e == path,
@@ -395,6 +398,7 @@ mod tests {
                     id: L7RuleId::derive(&format!("{n}{value}")),
                     rule_type,
                     compare_type,
+                    key: None,
                     value: value.to_owned(),
                 };
                 let mut rules = vec![];
@@ -411,6 +415,7 @@ mod tests {
                     action: portico_model::PolicyAction::Reject { status: 403 },
                     rules,
                     source: std::sync::Arc::new(portico_model::ObjectRef::new("Ingress", "default", &n.to_string())),
+                    precedence: 0,
                 });
             }
             portico_model::order::sort(&mut model);

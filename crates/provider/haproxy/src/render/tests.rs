@@ -7,6 +7,7 @@ fn rule(rule_type: RuleType, compare_type: CompareType, value: &str) -> L7Rule {
         id: L7RuleId::derive(value),
         rule_type,
         compare_type,
+        key: None,
         value: value.to_owned(),
     }
 }
@@ -18,6 +19,7 @@ fn policy(name: &str, rules: Vec<L7Rule>, action: PolicyAction) -> L7Policy {
         action,
         rules,
         source: std::sync::Arc::new(ObjectRef::new("Ingress", "default", "web")),
+        precedence: 0,
     }
 }
 

@@ -177,6 +177,7 @@ pub fn routed(port: u16, members: &[(SocketAddr, bool)], paths: &[(&str, bool)])
                 id: L7RuleId::derive(&format!("{path}/{value}")),
                 rule_type,
                 compare_type,
+                key: None,
                 value: value.to_owned(),
             };
             let compare = if *exact {
@@ -195,6 +196,7 @@ pub fn routed(port: u16, members: &[(SocketAddr, bool)], paths: &[(&str, bool)])
                     rule(RuleType::Path, compare, path),
                 ],
                 source: std::sync::Arc::new(ObjectRef::new("Ingress", "default", "web")),
+                precedence: 0,
             }
         })
         .collect();

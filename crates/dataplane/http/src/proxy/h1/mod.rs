@@ -25,7 +25,7 @@ use super::error::ProxyError;
 use super::tries::{connect_timeout, is_idempotent, read_timeout, source_allowed};
 use super::{Phase, Proxy, Scheme};
 use crate::access::{Asked, Entry, http_date_now, new_id_text};
-use crate::route::{Outcome, PoolState, RequestInfo, Target};
+use crate::route::{Action, Outcome, PoolState, RequestInfo, Target};
 use crate::upstream::{Endpoint, UpstreamError};
 use chunked::Chunked;
 use deadline::Watch;
@@ -223,8 +223,9 @@ impl Proxy {
             return Err(Declined);
         }
         let table = self.table.load();
-        let Some(Target::Pool(pool)) = super::target(&table, client.scheme, request.host, path)
-        else {
+        // A split's draw is hyper's to make: a declined request would draw twice.
+        let routed = super::target(&table, client.scheme, request.host, path, &request.fields);
+        let Some(Action::One(Target::Pool(pool))) = routed else {
             return Err(Declined);
         };
         if !pool.own_path_fits() || !source_allowed(pool, client.peer) {

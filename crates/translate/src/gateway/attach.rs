@@ -1,0 +1,231 @@
+//! Routes → listeners: each parentRef to one of our Gateways is checked against its listeners
+//! (`sectionName`, `port`, allowed namespaces and kinds, hostname intersection) and gets its
+//! verdict; an accepted route is attached to every listener it may use.
+
+use super::listeners::{Attachment, ListenerState, Prepared};
+use super::status::{Refusal, verdict};
+use super::{ParentVerdict, backends};
+use crate::{ObjectKey, Objects};
+use portico_gateway::{HttpRoute, ParentReference};
+use portico_model::{Diagnostic, ObjectRef};
+
+/// The verdicts of `route`'s parentRefs to our Gateways (none: the route is not ours), and
+/// its attachments on those Gateways.
+pub(crate) fn attach<'a>(
+    key: &'a ObjectKey,
+    route: &'a HttpRoute,
+    gateways: &mut [Prepared<'a>],
+    objects: &Objects,
+    rank: usize,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Vec<ParentVerdict> {
+    let object = ObjectRef::new("HTTPRoute", &key.namespace, &key.name);
+    let mut parents = Vec::new();
+    let mut checked: Option<(Result<(), Refusal>, Result<(), Refusal>)> = None;
+    for (index, parent) in route.spec.parent_refs.iter().enumerate() {
+        let Some(gateway) = ours(parent, &key.namespace, gateways) else {
+            continue;
+        };
+        let (supported, resolved) = checked.get_or_insert_with(|| {
+            let supported = unsupported(route).map_or(Ok(()), Err);
+            let resolved = match backends::unresolved(&route.spec.rules, &key.namespace, objects) {
+                None => Ok(()),
+                Some((r, b, refusal)) => {
+                    let field = format!("spec.rules[{r}].backendRefs[{b}]");
+                    let message = format!("{}: {}", refusal.0, refusal.1);
+                    diagnostics.push(Diagnostic::warning(object.clone(), field, message));
+                    Err(refusal)
+                }
+            };
+            (supported, resolved)
+        });
+        let accepted = match supported {
+            Err(refusal) => Err(refusal.clone()),
+            Ok(()) => listen(key, route, parent, gateway, rank),
+        };
+        if let Err((reason, message)) = &accepted {
+            let field = format!("spec.parentRefs[{index}]");
+            let message = format!(
+                "not accepted by Gateway {}: {reason}: {message}",
+                gateway.key
+            );
+            diagnostics.push(match *reason {
+                "UnsupportedValue" => Diagnostic::error(object.clone(), field, message),
+                _ => Diagnostic::warning(object.clone(), field, message),
+            });
+        }
+        parents.push(ParentVerdict {
+            index,
+            conditions: vec![
+                verdict("Accepted", &accepted),
+                verdict("ResolvedRefs", resolved),
+            ],
+        });
+    }
+    parents
+}
+
+/// The Gateway of ours that `parent` names, if any.
+fn ours<'g, 'a>(
+    parent: &ParentReference,
+    namespace: &str,
+    gateways: &'g mut [Prepared<'a>],
+) -> Option<&'g mut Prepared<'a>> {
+    if !parent.is_gateway() {
+        return None;
+    }
+    let namespace = parent.namespace_or(namespace);
+    (gateways.iter_mut()).find(|g| g.key.namespace == namespace && g.key.name == parent.name)
+}
+
+/// Attaches the route to the listeners of `gateway` that `parent` selects and that take it.
+fn listen<'a>(
+    key: &'a ObjectKey,
+    route: &'a HttpRoute,
+    parent: &ParentReference,
+    gateway: &mut Prepared<'a>,
+    rank: usize,
+) -> Result<(), Refusal> {
+    let gateway_namespace = gateway.key.namespace.clone();
+    let selected: Vec<usize> = (gateway.listeners.iter().enumerate())
+        .filter(|(_, l)| {
+            parent
+                .section_name
+                .as_deref()
+                .is_none_or(|s| s == l.spec.name)
+        })
+        .filter(|(_, l)| parent.port.is_none_or(|p| p == l.spec.port))
+        .map(|(i, _)| i)
+        .collect();
+    if selected.is_empty() {
+        let message = "no listener has the sectionName and port of the parentRef".to_owned();
+        return Err(("NoMatchingParent", message));
+    }
+    let allowed: Vec<usize> = (selected.into_iter())
+        .filter(|&i| admits(&gateway.listeners[i], &gateway_namespace, &key.namespace))
+        .collect();
+    if allowed.is_empty() {
+        let message = "no listener it selects admits HTTPRoutes of this namespace".to_owned();
+        return Err(("NotAllowedByListeners", message));
+    }
+    let mut attached = false;
+    for i in allowed {
+        let listener = gateway.listeners[i].spec.hostname.as_deref();
+        let hosts = intersect(listener, &route.spec.hostnames);
+        if hosts.is_empty() {
+            continue;
+        }
+        attached = true;
+        gateway.listeners[i].attached += 1;
+        gateway.attachments.push(Attachment {
+            route: key,
+            spec: route,
+            listener: i,
+            hosts,
+            rank,
+        });
+    }
+    if !attached {
+        let message = "no hostname of the route intersects a listener's hostname".to_owned();
+        return Err(("NoMatchingListenerHostname", message));
+    }
+    Ok(())
+}
+
+/// Whether `listener` (of a Gateway in `gateway`) takes HTTPRoutes from namespace `route`.
+fn admits(listener: &ListenerState<'_>, gateway: &str, route: &str) -> bool {
+    let from = match listener.spec.routes_from() {
+        "All" => true,
+        "Same" => gateway == route,
+        // Namespaces' labels are not read yet: a selector admits none.
+        _ => false,
+    };
+    listener.served() && listener.takes_routes && from
+}
+
+/// The hostnames requests must have to reach a route on a listener: the intersection of the
+/// listener's hostname and the route's (lower-cased; `None` is any host).
+pub(crate) fn intersect(listener: Option<&str>, route: &[String]) -> Vec<Option<String>> {
+    let listener = listener.map(str::to_ascii_lowercase);
+    if route.is_empty() {
+        return vec![listener];
+    }
+    let mut hosts: Vec<Option<String>> = Vec::new();
+    for host in route.iter().map(|h| h.to_ascii_lowercase()) {
+        let both = match &listener {
+            None => Some(host),
+            Some(l) => meet(l, &host),
+        };
+        if let Some(both) = both.map(Some)
+            && !hosts.contains(&both)
+        {
+            hosts.push(both);
+        }
+    }
+    hosts
+}
+
+/// The more specific of two hostnames when one includes the other (`*.` wildcards match one
+/// or more labels), else none.
+fn meet(a: &str, b: &str) -> Option<String> {
+    // `*.s` covers `x.s`, `x.y.s` and `*.x.s`.
+    let covers = |wild: &str, host: &str| {
+        (wild.strip_prefix("*.")).is_some_and(|s| portico_model::matching::suffix_matches(s, host))
+    };
+    if a == b || covers(a, b) {
+        Some(b.to_owned())
+    } else if covers(b, a) {
+        Some(a.to_owned())
+    } else {
+        None
+    }
+}
+
+/// What in the route Portico does not serve yet, as an `UnsupportedValue` refusal naming the
+/// field: regular expressions, method and query parameter matches, filters.
+fn unsupported(route: &HttpRoute) -> Option<Refusal> {
+    let refuse = |field: String, what: &str| {
+        Some((
+            "UnsupportedValue",
+            format!("{field}: {what} is not served yet"),
+        ))
+    };
+    for (r, rule) in route.spec.rules.iter().enumerate() {
+        if !rule.filters.is_empty() {
+            return refuse(format!("spec.rules[{r}].filters"), "a filter");
+        }
+        for (m, matched) in rule.matches.iter().enumerate() {
+            let field = format!("spec.rules[{r}].matches[{m}]");
+            let (path_type, _) = matched.path_match();
+            if !matches!(path_type, "Exact" | "PathPrefix") {
+                return refuse(
+                    format!("{field}.path.type"),
+                    &format!("path match {path_type}"),
+                );
+            }
+            if let Some(h) = matched
+                .headers
+                .iter()
+                .position(|h| h.match_type() != "Exact")
+            {
+                return refuse(
+                    format!("{field}.headers[{h}].type"),
+                    "a header match other than Exact",
+                );
+            }
+            if matched.method.is_some() {
+                return refuse(format!("{field}.method"), "a method match");
+            }
+            if !matched.query_params.is_empty() {
+                return refuse(format!("{field}.queryParams"), "a query parameter match");
+            }
+        }
+        if let Some(b) = rule.backend_refs.iter().position(|b| !b.filters.is_empty()) {
+            return refuse(
+                format!("spec.rules[{r}].backendRefs[{b}].filters"),
+                "a filter",
+            );
+        }
+    }
+    None
+}

@@ -1,0 +1,111 @@
+//! backendRefs → pools (Service ports), with the Gateway API's refusals: another kind than a
+//! Service (`InvalidKind`), another namespace without a ReferenceGrant (`RefNotPermitted`), a
+//! Service or port that does not exist (`BackendNotFound`). A refused backend keeps its share
+//! of the rule's weight and answers 500 for it.
+
+use super::status::Refusal;
+use crate::annotations::Upstream;
+use crate::backend::{PoolKey, PortRef};
+use crate::pool::pool_id;
+use crate::{ObjectKey, Objects};
+use portico_gateway::{BackendRef, GROUP, HttpRouteRule};
+use portico_model::{LoadBalancerId, PolicyAction, PoolId, WeightedPool};
+use std::collections::BTreeMap;
+
+/// Whether a ReferenceGrant in `to`'s namespace lets objects of kind `from.0` (of the Gateway
+/// API's group) in namespace `from.1` refer to `to`, an object of the core group.
+pub(crate) fn granted(objects: &Objects, from: (&str, &str), to: (&str, &ObjectKey)) -> bool {
+    let (kind, key) = to;
+    (objects.reference_grants.iter())
+        .filter(|(grant, _)| grant.namespace == key.namespace)
+        .any(|(_, g)| g.permits((GROUP, from.0, from.1), ("", kind, &key.name)))
+}
+
+/// The Service port a backendRef of a route in `namespace` names, or why it does not resolve.
+pub(crate) fn resolve(
+    backend: &BackendRef,
+    namespace: &str,
+    objects: &Objects,
+) -> Result<PoolKey, Refusal> {
+    let (group, kind) = backend.group_kind();
+    if (group, kind) != ("", "Service") {
+        let message = format!("backendRef to {kind} of group {group:?}: only Services are served");
+        return Err(("InvalidKind", message));
+    }
+    let target = backend.namespace.as_deref().unwrap_or(namespace);
+    let service = ObjectKey::new(target, &backend.name);
+    if target != namespace && !granted(objects, ("HTTPRoute", namespace), ("Service", &service)) {
+        let message = format!(
+            "no ReferenceGrant in {target:?} lets HTTPRoutes of {namespace:?} use Service {service}"
+        );
+        return Err(("RefNotPermitted", message));
+    }
+    let not_found = |message: String| Err(("BackendNotFound", message));
+    let Some(found) = objects.services.get(&service) else {
+        return not_found(format!("Service {service} not found"));
+    };
+    let Some(port) = backend.port else {
+        return not_found(format!("backendRef to Service {service} names no port"));
+    };
+    if !found.spec.ports.iter().any(|p| p.port == port) {
+        return not_found(format!("Service {service} has no port {port}"));
+    }
+    Ok(PoolKey {
+        service,
+        port: PortRef::Number(port),
+        upstream: Upstream::default_arc(),
+    })
+}
+
+/// The first backendRef of `rules` that does not resolve: its rule, its index, why.
+pub(crate) fn unresolved(
+    rules: &[HttpRouteRule],
+    namespace: &str,
+    objects: &Objects,
+) -> Option<(usize, usize, Refusal)> {
+    rules.iter().enumerate().find_map(|(r, rule)| {
+        rule.backend_refs
+            .iter()
+            .enumerate()
+            .find_map(|(b, backend)| {
+                resolve(backend, namespace, objects)
+                    .err()
+                    .map(|e| (r, b, e))
+            })
+    })
+}
+
+/// What a rule does on load balancer `lb`: its backends as weighted pools (a refused one
+/// answers 500 for its share); every pool it names is added to `pools`.
+pub(crate) fn action(
+    rule: &HttpRouteRule,
+    namespace: &str,
+    objects: &Objects,
+    lb: LoadBalancerId,
+    pools: &mut BTreeMap<PoolId, PoolKey>,
+) -> PolicyAction {
+    let shares: Vec<WeightedPool> = (rule.backend_refs.iter())
+        .map(|backend| {
+            let weight = u32::try_from(backend.effective_weight()).unwrap_or(0);
+            let pool = resolve(backend, namespace, objects).ok().map(|key| {
+                let id = pool_id(lb, &key);
+                pools.entry(id).or_insert(key);
+                id
+            });
+            WeightedPool { pool, weight }
+        })
+        .collect();
+    // No backend, or no weight: nothing to forward to, which the API answers with 500.
+    if shares.iter().all(|s| s.weight == 0) {
+        return PolicyAction::Reject { status: 500 };
+    }
+    match shares[..] {
+        [
+            WeightedPool {
+                pool: Some(pool), ..
+            },
+        ] => PolicyAction::RedirectToPool { pool },
+        [WeightedPool { pool: None, .. }] => PolicyAction::Reject { status: 500 },
+        _ => PolicyAction::RedirectToPools { pools: shares },
+    }
+}

@@ -1,0 +1,334 @@
+//! A Gateway of ours prepared for its routes: its address, and each listener's verdict (which
+//! protocol it is served as, its conflicts, route kinds and certificates).
+
+use super::status::{Condition, Refusal, verdict};
+use super::{GatewayVerdict, ListenerVerdict};
+use crate::{ObjectKey, Objects};
+use portico_gateway::{GROUP, Gateway, Listener, SecretObjectReference};
+use portico_model::{Diagnostic, ObjectRef, Protocol};
+use std::net::IpAddr;
+
+/// A route attached to one listener: what the listener's policies are built from.
+#[derive(Debug, Clone)]
+pub(crate) struct Attachment<'a> {
+    pub route: &'a ObjectKey,
+    pub spec: &'a portico_gateway::HttpRoute,
+    pub listener: usize,
+    /// The hostnames requests must have (the intersection of the route's and the
+    /// listener's); `None` is any host.
+    pub hosts: Vec<Option<String>>,
+    /// The route's place in age order (oldest first).
+    pub rank: usize,
+}
+
+#[derive(Debug)]
+pub(crate) struct Prepared<'a> {
+    pub key: &'a ObjectKey,
+    pub gateway: &'a Gateway,
+    pub listeners: Vec<ListenerState<'a>>,
+    pub address: Result<Option<IpAddr>, Refusal>,
+    pub attachments: Vec<Attachment<'a>>,
+}
+
+#[derive(Debug)]
+pub(crate) struct ListenerState<'a> {
+    pub spec: &'a Listener,
+    /// The model protocol it is served as.
+    pub protocol: Option<Protocol>,
+    pub accepted: Result<(), Refusal>,
+    pub conflict: Option<&'static str>,
+    pub resolved: Result<(), Refusal>,
+    /// Whether HTTPRoutes may attach.
+    pub takes_routes: bool,
+    /// The Secrets of its certificates (HTTPS), resolved.
+    pub certificates: Vec<ObjectKey>,
+    pub attached: i32,
+}
+
+impl ListenerState<'_> {
+    /// Accepted, without conflict, its references resolved: routes attached to it are served.
+    pub(crate) fn served(&self) -> bool {
+        self.accepted.is_ok() && self.conflict.is_none() && self.resolved.is_ok()
+    }
+}
+
+impl Prepared<'_> {
+    pub(crate) fn accepted(&self) -> bool {
+        self.address.is_ok() && self.listeners.iter().any(|l| l.accepted.is_ok())
+    }
+
+    pub(crate) fn verdict(&self) -> GatewayVerdict {
+        let invalid = self.listeners.iter().filter(|l| !l.served()).count();
+        let accepted = match &self.address {
+            Err(refusal) => Err(refusal.clone()),
+            Ok(_) if !self.accepted() => {
+                Err(("ListenersNotValid", "no listener can be served".to_owned()))
+            }
+            Ok(_) => Ok(()),
+        };
+        let mut accepted = verdict("Accepted", &accepted);
+        if accepted.status && invalid > 0 {
+            accepted.reason = "ListenersNotValid";
+            accepted.message = format!("{invalid} listeners are not served");
+        }
+        let programmed = if accepted.status {
+            Condition::holds("Programmed")
+        } else {
+            Condition::new("Programmed", false, "Invalid", &accepted.message)
+        };
+        GatewayVerdict {
+            conditions: vec![accepted, programmed],
+            listeners: self.listeners.iter().map(listener_verdict).collect(),
+            requested: self.address.clone().ok().flatten(),
+        }
+    }
+}
+
+fn listener_verdict(l: &ListenerState<'_>) -> ListenerVerdict {
+    let programmed = if l.served() {
+        Condition::holds("Programmed")
+    } else {
+        Condition::new("Programmed", false, "Invalid", "the listener is not served")
+    };
+    let conflicted = match l.conflict {
+        Some(reason) => Condition::new(
+            "Conflicted",
+            true,
+            reason,
+            "another listener shares its port",
+        ),
+        None => Condition::new("Conflicted", false, "NoConflicts", ""),
+    };
+    let kinds = if l.takes_routes {
+        vec![(GROUP.to_owned(), "HTTPRoute".to_owned())]
+    } else {
+        vec![]
+    };
+    ListenerVerdict {
+        name: l.spec.name.clone(),
+        supported_kinds: kinds,
+        attached_routes: l.attached,
+        conditions: vec![
+            verdict("Accepted", &l.accepted),
+            programmed,
+            verdict("ResolvedRefs", &l.resolved),
+            conflicted,
+        ],
+    }
+}
+
+/// Prepares Gateway `key`: its address and its listeners' verdicts; problems are also
+/// diagnostics on the Gateway.
+pub(crate) fn prepare<'a>(
+    key: &'a ObjectKey,
+    gateway: &'a Gateway,
+    objects: &Objects,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Prepared<'a> {
+    let object = ObjectRef::new("Gateway", &key.namespace, &key.name);
+    let address = address(gateway);
+    if let Err((_, message)) = &address {
+        diagnostics.push(Diagnostic::error(object.clone(), "spec.addresses", message));
+    }
+    let mut listeners: Vec<ListenerState<'a>> = (gateway.spec.listeners.iter())
+        .map(|l| listener(key, l, objects))
+        .collect();
+    conflicts(&mut listeners);
+    one_port_per_protocol(&mut listeners);
+    for (i, l) in listeners.iter().enumerate() {
+        let field = format!("spec.listeners[{i}]");
+        for (reason, message) in [&l.accepted, &l.resolved]
+            .into_iter()
+            .filter_map(|r| r.as_ref().err())
+        {
+            let message = format!("{reason}: {message}");
+            diagnostics.push(Diagnostic::warning(object.clone(), field.clone(), message));
+        }
+    }
+    Prepared {
+        key,
+        gateway,
+        listeners,
+        address,
+        attachments: Vec::new(),
+    }
+}
+
+/// The first `IPAddress` of `spec.addresses` (none: the address comes from a pool or the
+/// default listeners); another type of address is refused.
+fn address(gateway: &Gateway) -> Result<Option<IpAddr>, Refusal> {
+    let mut first = None;
+    for a in &gateway.spec.addresses {
+        let unsupported = |message: String| Err(("UnsupportedAddress", message));
+        if a.address_type() != "IPAddress" {
+            return unsupported(format!(
+                "address type {:?} is not supported",
+                a.address_type()
+            ));
+        }
+        let Some(value) = a.value.as_deref().filter(|v| !v.is_empty()) else {
+            continue;
+        };
+        match value.parse::<IpAddr>() {
+            Ok(ip) => {
+                first.get_or_insert(ip);
+            }
+            Err(_) => return unsupported(format!("{value:?} is not an IP address")),
+        }
+    }
+    Ok(first)
+}
+
+fn listener<'a>(gateway: &ObjectKey, spec: &'a Listener, objects: &Objects) -> ListenerState<'a> {
+    let mut state = ListenerState {
+        spec,
+        protocol: None,
+        accepted: Ok(()),
+        conflict: None,
+        resolved: Ok(()),
+        takes_routes: false,
+        certificates: Vec::new(),
+        attached: 0,
+    };
+    match spec.protocol.as_str() {
+        "HTTP" => state.protocol = Some(Protocol::Http),
+        "HTTPS" => match spec.tls.as_ref().map(|t| t.tls_mode()) {
+            Some("Passthrough") => {
+                let message = "tls.mode Passthrough is for TLS listeners, not HTTPS".to_owned();
+                state.accepted = Err(("UnsupportedProtocol", message));
+            }
+            _ => {
+                state.protocol = Some(Protocol::TerminatedHttps);
+                state.resolved = certificates(gateway, spec, objects, &mut state.certificates);
+            }
+        },
+        other => {
+            let message = format!("protocol {other:?} is not served yet (HTTP and HTTPS are)");
+            state.accepted = Err(("UnsupportedProtocol", message));
+        }
+    }
+    if state.accepted.is_ok() {
+        let (takes, invalid) = route_kinds(spec);
+        state.takes_routes = takes;
+        if let (Some(kind), Ok(())) = (invalid, &state.resolved) {
+            let message = format!("route kind {kind:?} is not served on this listener");
+            state.resolved = Err(("InvalidRouteKinds", message));
+        }
+    }
+    state
+}
+
+/// Whether `allowedRoutes.kinds` admits HTTPRoutes (none named: the protocol's default, which
+/// is HTTPRoute), and the first kind named that is not served.
+fn route_kinds(spec: &Listener) -> (bool, Option<String>) {
+    let kinds = spec.allowed_kinds();
+    if kinds.is_empty() {
+        return (true, None);
+    }
+    let http = |k: &portico_gateway::RouteGroupKind| {
+        k.group.as_deref().unwrap_or(GROUP) == GROUP && k.kind == "HTTPRoute"
+    };
+    let invalid = kinds.iter().find(|k| !http(k)).map(|k| k.kind.clone());
+    (kinds.iter().any(http), invalid)
+}
+
+/// Resolves an HTTPS listener's `certificateRefs` into `out`; the first that does not
+/// resolve is the refusal.
+fn certificates(
+    gateway: &ObjectKey,
+    spec: &Listener,
+    objects: &Objects,
+    out: &mut Vec<ObjectKey>,
+) -> Result<(), Refusal> {
+    let refs = spec
+        .tls
+        .as_ref()
+        .map_or(&[][..], |t| &t.certificate_refs[..]);
+    if refs.is_empty() {
+        let message = "an HTTPS listener needs tls.certificateRefs".to_owned();
+        return Err(("InvalidCertificateRef", message));
+    }
+    for r in refs {
+        out.push(certificate(gateway, r, objects)?);
+    }
+    Ok(())
+}
+
+fn certificate(
+    gateway: &ObjectKey,
+    r: &SecretObjectReference,
+    objects: &Objects,
+) -> Result<ObjectKey, Refusal> {
+    let invalid = |message: String| Err(("InvalidCertificateRef", message));
+    if r.group_kind() != ("", "Secret") {
+        let (group, kind) = r.group_kind();
+        return invalid(format!(
+            "certificateRef to {kind} of group {group:?}: only Secrets are"
+        ));
+    }
+    let namespace = r.namespace.as_deref().unwrap_or(&gateway.namespace);
+    let key = ObjectKey::new(namespace, &r.name);
+    if namespace != gateway.namespace
+        && !super::backends::granted(objects, ("Gateway", &gateway.namespace), ("Secret", &key))
+    {
+        let message = format!(
+            "no ReferenceGrant in {namespace:?} lets Gateways of {:?} use Secret {key}",
+            gateway.namespace
+        );
+        return Err(("RefNotPermitted", message));
+    }
+    let Some(secret) = objects.secrets.get(&key) else {
+        return invalid(format!("Secret {key} not found"));
+    };
+    let data = secret.data.as_ref();
+    let has = |k: &str| data.is_some_and(|d| d.contains_key(k));
+    if !(has("tls.crt") && has("tls.key")) {
+        return invalid(format!("Secret {key} has no tls.crt and tls.key"));
+    }
+    Ok(key)
+}
+
+/// Listeners on one port with other protocols conflict (`ProtocolConflict`); with the same
+/// protocol and the same hostname, they conflict too (`HostnameConflict`).
+fn conflicts(listeners: &mut [ListenerState<'_>]) {
+    let n = listeners.len();
+    for i in 0..n {
+        for j in 0..n {
+            let (a, b) = (&listeners[i].spec, &listeners[j].spec);
+            if i == j || a.port != b.port {
+                continue;
+            }
+            let reason = if a.protocol != b.protocol {
+                "ProtocolConflict"
+            } else if host_key(a) == host_key(b) {
+                "HostnameConflict"
+            } else {
+                continue;
+            };
+            listeners[i].conflict.get_or_insert(reason);
+        }
+    }
+}
+
+fn host_key(listener: &Listener) -> Option<String> {
+    listener.hostname.as_deref().map(str::to_ascii_lowercase)
+}
+
+/// A load balancer has one HTTP and one TERMINATED_HTTPS listener: the first port of each
+/// protocol is served, the listeners on other ports are refused (`PortUnavailable`).
+fn one_port_per_protocol(listeners: &mut [ListenerState<'_>]) {
+    let mut first: Vec<(Protocol, i32)> = Vec::new();
+    for l in listeners.iter_mut().filter(|l| l.accepted.is_ok()) {
+        let Some(protocol) = l.protocol else { continue };
+        match first.iter().find(|(p, _)| *p == protocol) {
+            None => first.push((protocol, l.spec.port)),
+            Some((_, port)) if *port == l.spec.port => {}
+            Some((_, port)) => {
+                let message = format!(
+                    "Portico serves one port per protocol on a Gateway; this protocol is served on port {port}"
+                );
+                l.accepted = Err(("PortUnavailable", message));
+            }
+        }
+    }
+}

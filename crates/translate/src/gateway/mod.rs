@@ -1,0 +1,145 @@
+//! The Gateway API as a second source language into the same model: each Gateway of one of our
+//! GatewayClasses (`spec.controllerName` = [`Config::gateway_controller`]) becomes a
+//! LoadBalancer (`gateway/<namespace>/<name>`, its origin the Gateway), each of its accepted
+//! listeners a model listener (one HTTP and one TERMINATED_HTTPS per load balancer: the first
+//! port of each protocol), and each HTTPRoute attached to those listeners L7 policies on them.
+//! Another controller's classes, their Gateways and the routes attached only to those get
+//! nothing: no load balancer, no verdict, no status.
+//!
+//! Besides the model, a translation gives a [`Verdicts`]: what the status of every GatewayClass,
+//! Gateway and HTTPRoute of ours says (conditions without times), computed here, purely, and
+//! stamped with times and observed generations at the edge ([`status`]).
+//!
+//! # Precedence
+//! The policies of a listener are put in [`portico_model::order`]'s order, which is the
+//! Gateway API's: exact hostnames before wildcards (the longer wildcard first) before none;
+//! then Exact paths, longer prefixes first; then more header matches; then, for what still
+//! ties, the older route (creation timestamp, then namespace/name), its rule, its match (the
+//! policies' `precedence`). A request whose host matches an exact hostname but none of its
+//! paths falls through to the wildcard and host-less policies.
+
+mod attach;
+mod backends;
+mod listeners;
+mod rules;
+pub mod status;
+
+use crate::memo::Pools;
+use crate::{Config, ObjectKey, Objects};
+use portico_gateway::{Gateway, HttpRoute};
+use portico_model::{Diagnostic, LoadBalancer};
+use std::collections::{BTreeMap, BTreeSet};
+
+pub use portico_gateway::Statuses;
+pub use status::{Condition, Reach, statuses};
+
+/// What the status of each of our Gateway API objects says, by object.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Verdicts {
+    /// Our GatewayClasses by name.
+    pub classes: BTreeMap<String, Vec<Condition>>,
+    /// Our Gateways.
+    pub gateways: BTreeMap<ObjectKey, GatewayVerdict>,
+    /// HTTPRoutes with at least one parentRef to one of our Gateways: one entry per such
+    /// parentRef (by its index in `spec.parentRefs`).
+    pub routes: BTreeMap<ObjectKey, Vec<ParentVerdict>>,
+}
+
+/// A Gateway's conditions and its listeners'.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GatewayVerdict {
+    pub conditions: Vec<Condition>,
+    /// In `spec.listeners` order.
+    pub listeners: Vec<ListenerVerdict>,
+    /// The address taken from `spec.addresses`, if any.
+    pub requested: Option<std::net::IpAddr>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ListenerVerdict {
+    pub name: String,
+    /// (group, kind) of the route kinds it takes.
+    pub supported_kinds: Vec<(String, String)>,
+    pub attached_routes: i32,
+    pub conditions: Vec<Condition>,
+}
+
+/// A route's verdict for one of its parentRefs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParentVerdict {
+    /// The index of the parentRef in `spec.parentRefs`.
+    pub index: usize,
+    pub conditions: Vec<Condition>,
+}
+
+/// The load balancers of our Gateways and the verdicts on every object of ours.
+pub(crate) fn translate(
+    objects: &Objects,
+    config: &Config,
+    pools: &mut Pools<'_>,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> (Vec<LoadBalancer>, Verdicts) {
+    let mut verdicts = Verdicts::default();
+    let classes: BTreeSet<&str> = (objects.gateway_classes.iter())
+        .filter(|(_, c)| c.spec.controller_name == config.gateway_controller)
+        .map(|(name, _)| name.as_str())
+        .collect();
+    for class in &classes {
+        verdicts
+            .classes
+            .insert((*class).to_owned(), vec![status::class_accepted()]);
+    }
+    let gateways: Vec<(&ObjectKey, &Gateway)> = (objects.gateways.iter())
+        .filter(|(_, g)| classes.contains(g.spec.gateway_class_name.as_str()))
+        .map(|(k, g)| (k, &**g))
+        .collect();
+    let mut prepared: Vec<listeners::Prepared<'_>> = gateways
+        .iter()
+        .map(|(key, gateway)| listeners::prepare(key, gateway, objects, diagnostics))
+        .collect();
+    let routes = by_age(objects);
+    for (rank, (key, route)) in routes.iter().enumerate() {
+        let parents = attach::attach(key, route, &mut prepared, objects, rank, diagnostics);
+        if !parents.is_empty() {
+            verdicts.routes.insert((*key).clone(), parents);
+        }
+    }
+    let mut load_balancers = Vec::new();
+    for gateway in prepared {
+        load_balancers.extend(rules::load_balancer(&gateway, objects, config, pools));
+        verdicts
+            .gateways
+            .insert(gateway.key.clone(), gateway.verdict());
+    }
+    (load_balancers, verdicts)
+}
+
+/// The Gateway a load balancer was made for, if any.
+pub(crate) fn of<'a>(lb: &LoadBalancer, objects: &'a Objects) -> Option<&'a Gateway> {
+    if lb.origin.kind != "Gateway" {
+        return None;
+    }
+    let key = ObjectKey::new(&lb.origin.namespace, &lb.origin.name);
+    objects.gateways.get(&key).map(|g| &**g)
+}
+
+/// The first `IPAddress` of a Gateway's `spec.addresses` that is one.
+pub(crate) fn requested_address(gateway: &Gateway) -> Option<std::net::IpAddr> {
+    (gateway.spec.addresses.iter())
+        .filter(|a| a.address_type() == "IPAddress")
+        .find_map(|a| a.value.as_deref()?.parse().ok())
+}
+
+/// The HTTPRoutes, oldest first (creation timestamp, then namespace/name): the order that
+/// breaks precedence ties between routes.
+fn by_age(objects: &Objects) -> Vec<(&ObjectKey, &HttpRoute)> {
+    let mut routes: Vec<_> = (objects.http_routes.iter())
+        .map(|(k, r)| (k, &**r))
+        .collect();
+    routes.sort_by(|(a_key, a), (b_key, b)| {
+        let created = |r: &HttpRoute| r.metadata.creation_timestamp.clone();
+        // No timestamp (a manifest file) counts as the oldest, as if created first.
+        (created(a), *a_key).cmp(&(created(b), *b_key))
+    });
+    routes
+}

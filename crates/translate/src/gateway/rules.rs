@@ -1,0 +1,211 @@
+//! A prepared Gateway → its LoadBalancer: one HTTP and one TERMINATED_HTTPS listener (the
+//! ports of its served listeners), each attached route's rules as policies on them, ordered
+//! by the Gateway API's precedence ([`portico_model::order`]), and the pools they name.
+
+use super::backends;
+use super::listeners::{Attachment, Prepared};
+use crate::backend::PoolKey;
+use crate::memo::Pools;
+use crate::{Config, ObjectKey, Objects, PROVIDER_ANNOTATION};
+use portico_gateway::HttpRouteMatch;
+use portico_model::{
+    CompareType, L7Policy, L7PolicyId, L7Rule, L7RuleId, Listener, ListenerId, ListenerTls,
+    LoadBalancer, LoadBalancerId, ObjectRef, PoolId, Protocol, RuleType, SniCertificate, order,
+};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+/// The load balancer of Gateway `gateway`, unless it is not accepted.
+pub(crate) fn load_balancer(
+    gateway: &Prepared<'_>,
+    objects: &Objects,
+    config: &Config,
+    pools: &mut Pools<'_>,
+) -> Option<LoadBalancer> {
+    if !gateway.accepted() {
+        return None;
+    }
+    let key = gateway.key;
+    let name = format!("gateway/{}/{}", key.namespace, key.name);
+    let id = LoadBalancerId::derive(&format!("loadbalancer/{name}"));
+    let origin = ObjectRef::new("Gateway", &key.namespace, &key.name);
+    let mut used = BTreeMap::new();
+    let mut listeners = Vec::new();
+    for protocol in [Protocol::Http, Protocol::TerminatedHttps] {
+        let served = (gateway.listeners.iter().enumerate())
+            .filter(|(_, l)| l.served() && l.protocol == Some(protocol));
+        let served: Vec<usize> = served.map(|(i, _)| i).collect();
+        let Some(&first) = served.first() else {
+            continue;
+        };
+        let port = u16::try_from(gateway.listeners[first].spec.port).unwrap_or_default();
+        let protocol_name = match protocol {
+            Protocol::TerminatedHttps => "TERMINATED_HTTPS",
+            _ => "HTTP",
+        };
+        let listener_id = ListenerId::derive(&format!("{id}/listener/{protocol_name}/{port}"));
+        let attachments = (gateway.attachments.iter()).filter(|a| served.contains(&a.listener));
+        let mut policies: Vec<L7Policy> = Vec::new();
+        let mut seen = BTreeSet::new();
+        for attachment in attachments {
+            for policy in policies_of(attachment, listener_id, id, objects, &mut used) {
+                if seen.insert(policy.id) {
+                    policies.push(policy);
+                }
+            }
+        }
+        order::sort(&mut policies);
+        let tls = (protocol == Protocol::TerminatedHttps).then(|| tls(gateway, &served, &origin));
+        listeners.push(Listener {
+            id: listener_id,
+            name: format!("{protocol_name}:{port}"),
+            protocol,
+            port,
+            policies,
+            default_pool: None,
+            default_source: None,
+            tls,
+        });
+    }
+    let pools = used
+        .into_iter()
+        .map(|(id, key)| pools.pool(id, &key))
+        .collect();
+    Some(LoadBalancer {
+        id,
+        name,
+        origin,
+        provider: provider(objects, &gateway.gateway.spec.gateway_class_name, config),
+        vip: None,
+        floating_ip: None,
+        listeners: Arc::new(listeners),
+        pools,
+    })
+}
+
+/// The GatewayClass's `portico.dev/provider`, else `--provider`.
+fn provider(objects: &Objects, class: &str, config: &Config) -> String {
+    let class = objects.gateway_classes.get(class);
+    let annotations = class.and_then(|c| c.metadata.annotations.as_ref());
+    let annotated = annotations.and_then(|a| a.get(PROVIDER_ANNOTATION));
+    annotated.unwrap_or(&config.default_provider).clone()
+}
+
+/// The certificates of the served HTTPS listeners: one SNI entry per hostname, and the
+/// default one from the listener without hostname (else the first).
+fn tls(gateway: &Prepared<'_>, served: &[usize], origin: &ObjectRef) -> ListenerTls {
+    let secret = |key: &ObjectKey| ObjectRef::new("Secret", &key.namespace, &key.name);
+    let mut sni: Vec<SniCertificate> = Vec::new();
+    let mut default = None;
+    for &i in served {
+        let listener = &gateway.listeners[i];
+        let Some(certificate) = listener.certificates.first() else {
+            continue;
+        };
+        match listener.spec.hostname.as_deref() {
+            Some(host) => sni.push(SniCertificate {
+                host: host.to_ascii_lowercase(),
+                certificate: secret(certificate),
+                source: origin.clone(),
+            }),
+            None => {
+                default.get_or_insert_with(|| secret(certificate));
+            }
+        }
+    }
+    sni.sort_by(|a, b| a.host.cmp(&b.host));
+    sni.dedup_by(|a, b| a.host == b.host);
+    let first = served
+        .iter()
+        .find_map(|&i| gateway.listeners[i].certificates.first());
+    ListenerTls {
+        default_certificate: default.or_else(|| first.map(secret)),
+        sni,
+    }
+}
+
+/// One policy per (rule, match, hostname) of an attached route.
+fn policies_of(
+    attachment: &Attachment<'_>,
+    listener: ListenerId,
+    lb: LoadBalancerId,
+    objects: &Objects,
+    pools: &mut BTreeMap<PoolId, PoolKey>,
+) -> Vec<L7Policy> {
+    let key = attachment.route;
+    let source = Arc::new(ObjectRef::new("HTTPRoute", &key.namespace, &key.name));
+    let mut out = Vec::new();
+    for (r, rule) in attachment.spec.spec.rules.iter().enumerate() {
+        let action = backends::action(rule, &key.namespace, objects, lb, pools);
+        for (m, matched) in rule.effective_matches().iter().enumerate() {
+            for host in &attachment.hosts {
+                let id = format!(
+                    "{listener}/route/{key}/{r}/{m}/{}",
+                    host.as_deref().unwrap_or("")
+                );
+                let id = L7PolicyId::derive(&id);
+                out.push(L7Policy {
+                    id,
+                    position: 0,
+                    action: action.clone(),
+                    rules: rules(id, host.as_deref(), matched),
+                    source: source.clone(),
+                    precedence: precedence(attachment.rank, r, m),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Ties broken by route age, then rule, then match: at most 16 rules of 64 matches each.
+fn precedence(rank: usize, rule: usize, matched: usize) -> u32 {
+    let place = rank * 1024 + rule.min(15) * 64 + matched.min(63);
+    u32::try_from(place).unwrap_or(u32::MAX)
+}
+
+/// A match's rules: host (if any), path, each header (the first match of a name counts).
+fn rules(policy: L7PolicyId, host: Option<&str>, matched: &HttpRouteMatch) -> Vec<L7Rule> {
+    let rule = |name: String, rule_type, compare_type, key, value: &str| L7Rule {
+        id: L7RuleId::derive(&format!("{policy}/{name}")),
+        rule_type,
+        compare_type,
+        key,
+        value: value.to_owned(),
+    };
+    let mut out = Vec::new();
+    if let Some(host) = host {
+        let (compare, value) = match host.strip_prefix("*.") {
+            Some(suffix) => (CompareType::WildcardSuffix, suffix),
+            None => (CompareType::EqualTo, host),
+        };
+        out.push(rule(
+            "host".into(),
+            RuleType::HostName,
+            compare,
+            None,
+            value,
+        ));
+    }
+    let (path_type, path) = matched.path_match();
+    let compare = match path_type {
+        "Exact" => CompareType::EqualTo,
+        _ => CompareType::PathPrefix,
+    };
+    out.push(rule("path".into(), RuleType::Path, compare, None, path));
+    let mut names = BTreeSet::new();
+    for header in &matched.headers {
+        let name = header.name.to_ascii_lowercase();
+        if names.insert(name.clone()) {
+            let id = format!("header/{name}");
+            out.push(rule(
+                id,
+                RuleType::Header,
+                CompareType::EqualTo,
+                Some(name),
+                &header.value,
+            ));
+        }
+    }
+    out
+}

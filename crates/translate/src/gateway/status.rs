@@ -1,0 +1,224 @@
+//! Conditions as the translation decides them ([`Condition`]: type, status, reason, message)
+//! and the status stanzas they become, stamped with the observed generation and a transition
+//! time: a condition whose status did not change keeps the time the object already shows; a
+//! changed one gets `now`, which the caller passes in (this module reads no clock).
+//!
+//! Reasons are the Gateway API's (v1), as its conformance suite checks them.
+
+use super::{GatewayVerdict, Verdicts};
+use crate::{ObjectKey, Objects};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition as ApiCondition, Time};
+use portico_gateway::{
+    Gateway, GatewayClass, GatewayClassStatus, GatewayStatus, GatewayStatusAddress, HttpRoute,
+    ListenerStatus, RouteGroupKind, RouteParentStatus, RouteStatus, Statuses,
+};
+use std::collections::BTreeMap;
+
+/// One condition as decided, before it is stamped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Condition {
+    pub type_: &'static str,
+    pub status: bool,
+    pub reason: &'static str,
+    pub message: String,
+}
+
+impl Condition {
+    pub fn new(type_: &'static str, status: bool, reason: &'static str, message: &str) -> Self {
+        Condition {
+            type_,
+            status,
+            reason,
+            message: message.to_owned(),
+        }
+    }
+
+    /// `type_` true with the reason of the same name (`Accepted`/`Accepted`, …).
+    pub fn holds(type_: &'static str) -> Self {
+        Condition::new(type_, true, type_, "")
+    }
+}
+
+pub(crate) fn class_accepted() -> Condition {
+    Condition::new("Accepted", true, "Accepted", "served by Portico")
+}
+
+/// A refusal: the reason (one of the Gateway API's) and a message.
+pub(crate) type Refusal = (&'static str, String);
+
+/// A condition that holds (its reason named after it) or is refused.
+pub(crate) fn verdict(type_: &'static str, result: &Result<(), Refusal>) -> Condition {
+    match result {
+        Ok(()) => Condition::holds(type_),
+        Err((reason, message)) => Condition::new(type_, false, reason, message),
+    }
+}
+
+/// Where a Gateway is reachable and whether an agent serves its load balancer: what its
+/// status shows besides the translation's verdict.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Reach {
+    pub addresses: Vec<String>,
+    pub served: bool,
+}
+
+/// Every GatewayClass, Gateway and HTTPRoute with the status Portico would write: ours get
+/// their verdicts, stamped; another controller's keep the status they have (a route keeps the
+/// parent entries of other controllers and gets ours beside them). `reach` gives each of our
+/// Gateways its addresses and whether it is served, `controller` is ours
+/// (`--gateway-controller-name`).
+pub fn statuses(
+    objects: &Objects,
+    verdicts: &Verdicts,
+    reach: &BTreeMap<ObjectKey, Reach>,
+    controller: &str,
+    now: &Time,
+) -> Statuses {
+    let classes = objects.gateway_classes.iter().map(|(name, class)| {
+        let mut class = GatewayClass::clone(class);
+        if let Some(conditions) = verdicts.classes.get(name) {
+            let status = class.status.get_or_insert_with(GatewayClassStatus::default);
+            let generation = class.metadata.generation;
+            status.conditions = stamp(conditions, &status.conditions, generation, now);
+        }
+        class
+    });
+    let gateways = objects.gateways.iter().map(|(key, gateway)| {
+        let mut gateway = Gateway::clone(gateway);
+        if let Some(verdict) = verdicts.gateways.get(key) {
+            let reach = reach.get(key).cloned().unwrap_or_default();
+            gateway.status = Some(gateway_status(&gateway, verdict, &reach, now));
+        }
+        gateway
+    });
+    let routes = objects.http_routes.iter().map(|(key, route)| {
+        let mut route = HttpRoute::clone(route);
+        if let Some(parents) = verdicts.routes.get(key) {
+            route.status = Some(route_status(&route, parents, controller, now));
+        }
+        route
+    });
+    Statuses {
+        classes: classes.collect(),
+        gateways: gateways.collect(),
+        routes: routes.collect(),
+    }
+}
+
+fn gateway_status(
+    gateway: &Gateway,
+    verdict: &GatewayVerdict,
+    reach: &Reach,
+    now: &Time,
+) -> GatewayStatus {
+    let old = gateway.status.clone().unwrap_or_default();
+    let generation = gateway.metadata.generation;
+    let conditions = served(&verdict.conditions, reach.served);
+    let listeners = verdict.listeners.iter().map(|l| {
+        let previous = old.listeners.iter().find(|p| p.name == l.name);
+        let previous = previous.map_or(&[][..], |p| &p.conditions[..]);
+        ListenerStatus {
+            name: l.name.clone(),
+            supported_kinds: (l.supported_kinds.iter())
+                .map(|(group, kind)| RouteGroupKind {
+                    group: Some(group.clone()),
+                    kind: kind.clone(),
+                })
+                .collect(),
+            attached_routes: l.attached_routes,
+            conditions: stamp(
+                &served(&l.conditions, reach.served),
+                previous,
+                generation,
+                now,
+            ),
+        }
+    });
+    let addresses = reach.addresses.iter().map(|a| GatewayStatusAddress {
+        type_: Some(address_type(a).to_owned()),
+        value: a.clone(),
+    });
+    GatewayStatus {
+        addresses: addresses.collect(),
+        conditions: stamp(&conditions, &old.conditions, generation, now),
+        listeners: listeners.collect(),
+    }
+}
+
+/// `Programmed` stays true only while an agent serves the load balancer; until then it is
+/// false with reason `Pending`.
+fn served(conditions: &[Condition], served: bool) -> Vec<Condition> {
+    let mut out = conditions.to_vec();
+    for c in out
+        .iter_mut()
+        .filter(|c| c.type_ == "Programmed" && c.status)
+    {
+        if !served {
+            *c = Condition::new("Programmed", false, "Pending", "no agent serves it yet");
+        }
+    }
+    out
+}
+
+fn address_type(address: &str) -> &'static str {
+    if address.parse::<std::net::IpAddr>().is_ok() {
+        "IPAddress"
+    } else {
+        "Hostname"
+    }
+}
+
+fn route_status(
+    route: &HttpRoute,
+    parents: &[super::ParentVerdict],
+    controller: &str,
+    now: &Time,
+) -> RouteStatus {
+    let old = route.status.clone().unwrap_or_default();
+    let generation = route.metadata.generation;
+    let mut entries: Vec<RouteParentStatus> = (old.parents.iter())
+        .filter(|p| p.controller_name != controller)
+        .cloned()
+        .collect();
+    for parent in parents {
+        let Some(parent_ref) = route.spec.parent_refs.get(parent.index) else {
+            continue;
+        };
+        let previous = (old.parents.iter())
+            .find(|p| p.controller_name == controller && p.parent_ref == *parent_ref);
+        let previous = previous.map_or(&[][..], |p| &p.conditions[..]);
+        entries.push(RouteParentStatus {
+            parent_ref: parent_ref.clone(),
+            controller_name: controller.to_owned(),
+            conditions: stamp(&parent.conditions, previous, generation, now),
+        });
+    }
+    RouteStatus { parents: entries }
+}
+
+/// The API's conditions of `conditions`: each keeps the transition time of the previous
+/// condition of its type when its status is unchanged, else gets `now`.
+pub fn stamp(
+    conditions: &[Condition],
+    previous: &[ApiCondition],
+    generation: Option<i64>,
+    now: &Time,
+) -> Vec<ApiCondition> {
+    conditions
+        .iter()
+        .map(|c| {
+            let status = if c.status { "True" } else { "False" };
+            let kept = (previous.iter())
+                .find(|p| p.type_ == c.type_ && p.status == status)
+                .map(|p| p.last_transition_time.clone());
+            ApiCondition {
+                type_: c.type_.to_owned(),
+                status: status.to_owned(),
+                reason: c.reason.to_owned(),
+                message: c.message.clone(),
+                observed_generation: generation,
+                last_transition_time: kept.unwrap_or_else(|| now.clone()),
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,579 @@
+//! The Gateway API → the model and the verdicts on each object.
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use portico_model::{CompareType, LoadBalancer, PolicyAction, RuleType, Severity};
+use portico_translate::gateway::{Condition, Verdicts};
+use portico_translate::{ObjectKey, Translation};
+use support::translate_yaml;
+
+const CLASSES: &str = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: portico}
+spec: {controllerName: portico.dev/gateway-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: other}
+spec: {controllerName: example.com/other}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: shop}
+spec: {ports: [{port: 8080}]}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: web-1, namespace: shop, labels: {kubernetes.io/service-name: web}}
+addressType: IPv4
+endpoints: [{addresses: [10.0.0.1]}]
+ports: [{port: 8080}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: api, namespace: shop}
+spec: {ports: [{port: 9090}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: db, namespace: backends}
+spec: {ports: [{port: 5432}]}
+"#;
+
+fn gateway(name: &str, class: &str, listeners: &str) -> String {
+    format!(
+        "---\napiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: {name}, namespace: shop}}\nspec:\n  gatewayClassName: {class}\n  listeners: {listeners}\n"
+    )
+}
+
+fn route(name: &str, namespace: &str, spec: &str) -> String {
+    format!(
+        "---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: {name}, namespace: {namespace}}}\nspec: {spec}\n"
+    )
+}
+
+fn translate(docs: &[String]) -> Translation {
+    translate_yaml(&format!("{CLASSES}{}", docs.concat()))
+}
+
+fn lb<'a>(t: &'a Translation, name: &str) -> &'a LoadBalancer {
+    let found = t.model.load_balancers.iter().find(|lb| lb.name == name);
+    found.unwrap_or_else(|| panic!("no load balancer {name}"))
+}
+
+/// `type=status/reason` of each condition.
+fn conditions(conditions: &[Condition]) -> Vec<String> {
+    let each = conditions.iter();
+    each.map(|c| format!("{}={}/{}", c.type_, c.status, c.reason))
+        .collect()
+}
+
+fn route_conditions(v: &Verdicts, namespace: &str, name: &str) -> Vec<Vec<String>> {
+    let parents = &v.routes[&ObjectKey::new(namespace, name)];
+    parents.iter().map(|p| conditions(&p.conditions)).collect()
+}
+
+/// Each policy of the first listener as `host path headers -> action`.
+fn policies(lb: &LoadBalancer) -> Vec<String> {
+    let pool_name = |id| lb.pool(id).map(|p| p.name.clone()).unwrap_or_default();
+    lb.listeners[0]
+        .policies
+        .iter()
+        .map(|p| {
+            let mut parts = Vec::new();
+            for r in &p.rules {
+                parts.push(match (r.rule_type, r.compare_type) {
+                    (RuleType::HostName, CompareType::WildcardSuffix) => format!("*.{}", r.value),
+                    (RuleType::Path, CompareType::EqualTo) => format!("={}", r.value),
+                    (RuleType::Header, _) => format!("{}:{}", r.key.as_deref().unwrap(), r.value),
+                    _ => r.value.clone(),
+                });
+            }
+            let action = match &p.action {
+                PolicyAction::RedirectToPool { pool } => pool_name(*pool),
+                PolicyAction::Reject { status } => status.to_string(),
+                PolicyAction::RedirectToPools { pools } => pools
+                    .iter()
+                    .map(|w| {
+                        format!(
+                            "{}*{}",
+                            w.pool.map(pool_name).unwrap_or("500".into()),
+                            w.weight
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join("+"),
+                other => format!("{other:?}"),
+            };
+            format!("{} -> {action}", parts.join(" "))
+        })
+        .collect()
+}
+
+const HTTP: &str = "[{name: http, port: 80, protocol: HTTP}]";
+
+#[test]
+fn a_gateway_of_our_class_becomes_a_load_balancer_with_its_routes_as_policies() {
+    let t = translate(&[
+        gateway("gw", "portico", HTTP),
+        route(
+            "web",
+            "shop",
+            "{parentRefs: [{name: gw}], hostnames: [shop.example.com], rules: [{matches: [{path: {type: Exact, value: /cart}}, {path: {value: /static}}], backendRefs: [{name: web, port: 8080}]}]}",
+        ),
+    ]);
+    let lb = lb(&t, "gateway/shop/gw");
+    assert_eq!(lb.origin.kind, "Gateway");
+    assert_eq!(lb.provider, "proxy");
+    assert_eq!(lb.listeners.len(), 1);
+    assert_eq!(
+        (lb.listeners[0].protocol, lb.listeners[0].port),
+        (portico_model::Protocol::Http, 80)
+    );
+    // Longer paths first (these two never match the same request).
+    assert_eq!(
+        policies(lb),
+        [
+            "shop.example.com /static -> shop_web_8080",
+            "shop.example.com =/cart -> shop_web_8080"
+        ]
+    );
+    assert_eq!(lb.pools[0].members.len(), 1);
+    let v = &t.gateways;
+    assert_eq!(
+        conditions(&v.classes["portico"]),
+        ["Accepted=true/Accepted"]
+    );
+    let gw = &v.gateways[&ObjectKey::new("shop", "gw")];
+    assert_eq!(
+        conditions(&gw.conditions),
+        ["Accepted=true/Accepted", "Programmed=true/Programmed"]
+    );
+    assert_eq!(gw.listeners[0].attached_routes, 1);
+    assert_eq!(
+        conditions(&gw.listeners[0].conditions),
+        [
+            "Accepted=true/Accepted",
+            "Programmed=true/Programmed",
+            "ResolvedRefs=true/ResolvedRefs",
+            "Conflicted=false/NoConflicts"
+        ]
+    );
+    assert_eq!(
+        route_conditions(v, "shop", "web"),
+        [["Accepted=true/Accepted", "ResolvedRefs=true/ResolvedRefs"]]
+    );
+}
+
+#[test]
+fn another_controllers_class_gateways_and_routes_get_nothing() {
+    let t = translate(&[
+        gateway("theirs", "other", HTTP),
+        route(
+            "r",
+            "shop",
+            "{parentRefs: [{name: theirs}], rules: [{backendRefs: [{name: web, port: 8080}]}]}",
+        ),
+    ]);
+    assert!(t.model.load_balancers.is_empty());
+    let v = &t.gateways;
+    assert!(!v.classes.contains_key("other"));
+    assert!(v.gateways.is_empty() && v.routes.is_empty());
+    assert!(t.diagnostics.is_empty(), "{:?}", t.diagnostics);
+}
+
+#[test]
+fn hostnames_intersect_and_a_route_matching_no_listener_hostname_is_refused() {
+    let listeners = "[{name: specific, port: 80, protocol: HTTP, hostname: very.specific.com}, {name: wild, port: 80, protocol: HTTP, hostname: '*.wildcard.io'}]";
+    let t = translate(&[
+        gateway("gw", "portico", listeners),
+        route(
+            "a",
+            "shop",
+            "{parentRefs: [{name: gw}], hostnames: ['*.specific.com', 'foo.wildcard.io', '*.bar.wildcard.io'], rules: [{backendRefs: [{name: web, port: 8080}]}]}",
+        ),
+        route(
+            "none",
+            "shop",
+            "{parentRefs: [{name: gw}], hostnames: [specific.but.wrong.com, wildcard.io], rules: [{backendRefs: [{name: web, port: 8080}]}]}",
+        ),
+    ]);
+    let lb = lb(&t, "gateway/shop/gw");
+    assert_eq!(
+        policies(lb),
+        [
+            "foo.wildcard.io / -> shop_web_8080",
+            "very.specific.com / -> shop_web_8080",
+            "*.bar.wildcard.io / -> shop_web_8080"
+        ]
+    );
+    let v = &t.gateways;
+    assert_eq!(
+        route_conditions(v, "shop", "none")[0][0],
+        "Accepted=false/NoMatchingListenerHostname"
+    );
+    let gw = &v.gateways[&ObjectKey::new("shop", "gw")];
+    let attached: Vec<i32> = gw.listeners.iter().map(|l| l.attached_routes).collect();
+    assert_eq!(attached, [1, 1], "only accepted routes count");
+    let warning = t
+        .diagnostics
+        .iter()
+        .find(|d| d.object.name == "none")
+        .unwrap();
+    assert_eq!(
+        (warning.severity, warning.field.as_str()),
+        (Severity::Warning, "spec.parentRefs[0]")
+    );
+}
+
+#[test]
+fn precedence_is_the_gateway_apis_across_routes() {
+    let t = translate(&[
+        gateway("gw", "portico", HTTP),
+        route(
+            "b-old",
+            "shop",
+            "{parentRefs: [{name: gw}], rules: [{matches: [{path: {value: /a}}], backendRefs: [{name: web, port: 8080}]}]}",
+        ),
+        route(
+            "a-new",
+            "shop",
+            "{parentRefs: [{name: gw}], rules: [{matches: [{path: {value: /a}}], backendRefs: [{name: api, port: 9090}]}, {matches: [{path: {value: /a}, headers: [{name: X-Env, value: canary}]}], backendRefs: [{name: api, port: 9090}]}, {matches: [{path: {value: /a/b}}], backendRefs: [{name: api, port: 9090}]}]}",
+        ),
+        route(
+            "c",
+            "shop",
+            "{parentRefs: [{name: gw}], hostnames: [x.example.com], rules: [{backendRefs: [{name: api, port: 9090}]}]}",
+        ),
+    ]);
+    // Ties between whole routes: no creation timestamps, so by namespace/name ("a-new" first).
+    assert_eq!(
+        policies(lb(&t, "gateway/shop/gw")),
+        [
+            "x.example.com / -> shop_api_9090",
+            "/a/b -> shop_api_9090",
+            "/a x-env:canary -> shop_api_9090",
+            "/a -> shop_api_9090",
+            "/a -> shop_web_8080",
+        ]
+    );
+    let older = "{name: b-old, namespace: shop, creationTimestamp: '2020-01-01T00:00:00Z'}";
+    let newer = "{name: a-new, namespace: shop, creationTimestamp: '2024-01-01T00:00:00Z'}";
+    let dated = |meta: &str, service: &str, port: u16| {
+        format!(
+            "---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {meta}\nspec: {{parentRefs: [{{name: gw}}], rules: [{{backendRefs: [{{name: {service}, port: {port}}}]}}]}}\n"
+        )
+    };
+    let t = translate(&[
+        gateway("gw", "portico", HTTP),
+        dated(newer, "api", 9090),
+        dated(older, "web", 8080),
+    ]);
+    assert_eq!(
+        policies(lb(&t, "gateway/shop/gw")),
+        ["/ -> shop_web_8080", "/ -> shop_api_9090"],
+        "the older route first"
+    );
+}
+
+#[test]
+fn backends_that_do_not_resolve_are_refused_and_answer_500_for_their_share() {
+    let t = translate(&[
+        gateway("gw", "portico", HTTP),
+        route(
+            "missing",
+            "shop",
+            "{parentRefs: [{name: gw}], rules: [{matches: [{path: {value: /m}}], backendRefs: [{name: nope, port: 80}]}]}",
+        ),
+        route(
+            "kind",
+            "shop",
+            "{parentRefs: [{name: gw}], rules: [{matches: [{path: {value: /k}}], backendRefs: [{name: web, port: 8080, kind: ConfigMap}]}]}",
+        ),
+        route(
+            "cross",
+            "shop",
+            "{parentRefs: [{name: gw}], rules: [{matches: [{path: {value: /c}}], backendRefs: [{name: web, port: 8080, weight: 3}, {name: db, namespace: backends, port: 5432}]}]}",
+        ),
+        route(
+            "empty",
+            "shop",
+            "{parentRefs: [{name: gw}], rules: [{matches: [{path: {value: /e}}]}]}",
+        ),
+    ]);
+    let v = &t.gateways;
+    let resolved = |name| route_conditions(v, "shop", name)[0][1].clone();
+    assert_eq!(resolved("missing"), "ResolvedRefs=false/BackendNotFound");
+    assert_eq!(resolved("kind"), "ResolvedRefs=false/InvalidKind");
+    assert_eq!(resolved("cross"), "ResolvedRefs=false/RefNotPermitted");
+    assert_eq!(
+        route_conditions(v, "shop", "missing")[0][0],
+        "Accepted=true/Accepted",
+        "the route is served"
+    );
+    assert_eq!(
+        policies(lb(&t, "gateway/shop/gw")),
+        [
+            "/c -> shop_web_8080*3+500*1",
+            "/e -> 500",
+            "/k -> 500",
+            "/m -> 500"
+        ]
+    );
+    let warning = t
+        .diagnostics
+        .iter()
+        .find(|d| d.object.name == "cross")
+        .unwrap();
+    assert_eq!(warning.field, "spec.rules[0].backendRefs[1]");
+}
+
+#[test]
+fn a_reference_grant_lets_a_route_use_a_service_of_another_namespace() {
+    let grant = "---\napiVersion: gateway.networking.k8s.io/v1beta1\nkind: ReferenceGrant\nmetadata: {name: g, namespace: backends}\nspec:\n  from: [{group: gateway.networking.k8s.io, kind: HTTPRoute, namespace: shop}]\n  to: [{group: '', kind: Service, name: db}]\n".to_owned();
+    let t = translate(&[
+        gateway("gw", "portico", HTTP),
+        grant,
+        route(
+            "cross",
+            "shop",
+            "{parentRefs: [{name: gw}], rules: [{backendRefs: [{name: db, namespace: backends, port: 5432}]}]}",
+        ),
+    ]);
+    assert_eq!(
+        route_conditions(&t.gateways, "shop", "cross")[0][1],
+        "ResolvedRefs=true/ResolvedRefs"
+    );
+    assert_eq!(
+        policies(lb(&t, "gateway/shop/gw")),
+        ["/ -> backends_db_5432"]
+    );
+}
+
+#[test]
+fn parents_are_selected_by_section_name_and_port_and_listeners_admit_by_namespace() {
+    let listeners = "[{name: http, port: 80, protocol: HTTP}, {name: all, port: 80, protocol: HTTP, hostname: all.example.com, allowedRoutes: {namespaces: {from: All}}}]";
+    let t = translate(&[
+        gateway("gw", "portico", listeners),
+        route(
+            "section",
+            "shop",
+            "{parentRefs: [{name: gw, sectionName: nope}, {name: gw, port: 8080}], rules: [{}]}",
+        ),
+        route(
+            "elsewhere",
+            "other",
+            "{parentRefs: [{name: gw, namespace: shop, sectionName: http}, {name: gw, namespace: shop}], rules: [{}]}",
+        ),
+    ]);
+    let v = &t.gateways;
+    let accepted = |ns, name| -> Vec<String> {
+        route_conditions(v, ns, name)
+            .into_iter()
+            .map(|c| c[0].clone())
+            .collect()
+    };
+    assert_eq!(
+        accepted("shop", "section"),
+        [
+            "Accepted=false/NoMatchingParent",
+            "Accepted=false/NoMatchingParent"
+        ]
+    );
+    assert_eq!(
+        accepted("other", "elsewhere"),
+        [
+            "Accepted=false/NotAllowedByListeners",
+            "Accepted=true/Accepted"
+        ]
+    );
+    let gw = &v.gateways[&ObjectKey::new("shop", "gw")];
+    assert_eq!(gw.listeners[1].attached_routes, 1);
+}
+
+#[test]
+fn what_is_not_served_yet_is_refused_in_status_and_as_an_error() {
+    let t = translate(&[
+        gateway(
+            "gw",
+            "portico",
+            "[{name: http, port: 80, protocol: HTTP}, {name: tcp, port: 9000, protocol: TCP}]",
+        ),
+        route(
+            "regex",
+            "shop",
+            "{parentRefs: [{name: gw}], rules: [{matches: [{path: {type: RegularExpression, value: '/a.*'}}]}]}",
+        ),
+    ]);
+    let v = &t.gateways;
+    assert_eq!(
+        route_conditions(v, "shop", "regex")[0][0],
+        "Accepted=false/UnsupportedValue"
+    );
+    let error = t
+        .diagnostics
+        .iter()
+        .find(|d| d.object.name == "regex")
+        .unwrap();
+    assert_eq!(error.severity, Severity::Error);
+    assert!(
+        error.message.contains("spec.rules[0].matches[0].path.type"),
+        "{error}"
+    );
+    let gw = &v.gateways[&ObjectKey::new("shop", "gw")];
+    assert_eq!(
+        conditions(&gw.conditions)[0],
+        "Accepted=true/ListenersNotValid"
+    );
+    assert_eq!(
+        conditions(&gw.listeners[1].conditions)[0],
+        "Accepted=false/UnsupportedProtocol"
+    );
+    assert!(policies(lb(&t, "gateway/shop/gw")).is_empty());
+}
+
+#[test]
+fn listeners_on_one_port_conflict_by_protocol_or_hostname() {
+    let listeners = "[{name: a, port: 80, protocol: HTTP}, {name: b, port: 80, protocol: HTTP}, {name: c, port: 8443, protocol: HTTP, hostname: x.com}, {name: d, port: 8443, protocol: HTTPS, hostname: y.com, tls: {certificateRefs: [{name: cert}]}}]";
+    let t = translate(&[gateway("gw", "portico", listeners)]);
+    let gw = &t.gateways.gateways[&ObjectKey::new("shop", "gw")];
+    let conflicted: Vec<String> = gw
+        .listeners
+        .iter()
+        .map(|l| conditions(&l.conditions)[3].clone())
+        .collect();
+    assert_eq!(
+        conflicted,
+        [
+            "Conflicted=true/HostnameConflict",
+            "Conflicted=true/HostnameConflict",
+            "Conflicted=true/ProtocolConflict",
+            "Conflicted=true/ProtocolConflict"
+        ]
+    );
+    assert_eq!(
+        conditions(&gw.conditions)[0],
+        "Accepted=true/ListenersNotValid"
+    );
+}
+
+#[test]
+fn an_https_listener_without_its_secret_does_not_resolve_and_with_it_terminates_tls() {
+    let listeners = "[{name: https, port: 443, protocol: HTTPS, hostname: shop.example.com, tls: {certificateRefs: [{name: cert}]}}]";
+    let t = translate(&[gateway("gw", "portico", listeners)]);
+    let gw = &t.gateways.gateways[&ObjectKey::new("shop", "gw")];
+    assert_eq!(
+        conditions(&gw.listeners[0].conditions)[2],
+        "ResolvedRefs=false/InvalidCertificateRef"
+    );
+    let secret = "---\napiVersion: v1\nkind: Secret\nmetadata: {name: cert, namespace: shop}\ntype: kubernetes.io/tls\ndata: {tls.crt: eA==, tls.key: eA==}\n".to_owned();
+    let t = translate(&[gateway("gw", "portico", listeners), secret]);
+    let lb = lb(&t, "gateway/shop/gw");
+    let listener = &lb.listeners[0];
+    assert_eq!(
+        (listener.protocol, listener.port),
+        (portico_model::Protocol::TerminatedHttps, 443)
+    );
+    let tls = listener.tls.as_ref().unwrap();
+    assert_eq!(tls.sni[0].host, "shop.example.com");
+    assert_eq!(tls.sni[0].certificate.name, "cert");
+}
+
+#[test]
+fn status_keeps_transition_times_and_other_controllers_entries() {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use portico_translate::gateway::{Reach, statuses};
+    let route_status = r#"
+status:
+  parents:
+  - parentRef: {name: theirs}
+    controllerName: example.com/other
+    conditions: [{type: Accepted, status: "True", reason: Accepted, message: "", lastTransitionTime: "2020-01-01T00:00:00Z"}]
+  - parentRef: {name: gw}
+    controllerName: portico.dev/gateway-controller
+    conditions:
+    - {type: Accepted, status: "True", reason: Accepted, message: "", lastTransitionTime: "2021-01-01T00:00:00Z"}
+    - {type: ResolvedRefs, status: "True", reason: ResolvedRefs, message: "", lastTransitionTime: "2021-01-01T00:00:00Z"}
+"#;
+    let route = format!(
+        "---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: r, namespace: shop, generation: 4}}\nspec:\n  parentRefs: [{{name: theirs}}, {{name: gw}}]\n  rules: [{{backendRefs: [{{name: nope, port: 80}}]}}]\n{route_status}"
+    );
+    let docs = format!(
+        "{CLASSES}{}{}{route}",
+        gateway("gw", "portico", HTTP),
+        gateway("theirs", "other", HTTP)
+    );
+    let objects = support::load(&docs);
+    let t = portico_translate::translate(&objects, &Default::default());
+    let now = Time("2026-01-01T00:00:00Z".parse().unwrap());
+    let reach = [(
+        ObjectKey::new("shop", "gw"),
+        Reach {
+            addresses: vec!["10.0.0.9".into()],
+            served: true,
+        },
+    )];
+    let out = statuses(
+        &objects,
+        &t.gateways,
+        &reach.into_iter().collect(),
+        "portico.dev/gateway-controller",
+        &now,
+    );
+    let route = &out.routes[0];
+    let parents = &route.status.as_ref().unwrap().parents;
+    assert_eq!(parents.len(), 2, "{parents:#?}");
+    assert_eq!(
+        parents[0].controller_name, "example.com/other",
+        "kept as it was"
+    );
+    let ours = &parents[1].conditions;
+    let times: Vec<String> = ours
+        .iter()
+        .map(|c| format!("{}={} {}", c.type_, c.status, c.last_transition_time.0))
+        .collect();
+    assert_eq!(
+        times,
+        [
+            "Accepted=True 2021-01-01T00:00:00Z",
+            "ResolvedRefs=False 2026-01-01T00:00:00Z"
+        ]
+    );
+    assert!(ours.iter().all(|c| c.observed_generation == Some(4)));
+    let theirs = out
+        .gateways
+        .iter()
+        .find(|g| g.metadata.name.as_deref() == Some("theirs"))
+        .unwrap();
+    assert_eq!(
+        theirs.status, None,
+        "another controller's Gateway gets no status"
+    );
+    let gw = out
+        .gateways
+        .iter()
+        .find(|g| g.metadata.name.as_deref() == Some("gw"))
+        .unwrap();
+    let status = gw.status.as_ref().unwrap();
+    assert_eq!(status.addresses[0].value, "10.0.0.9");
+    assert_eq!(status.listeners[0].supported_kinds[0].kind, "HTTPRoute");
+    let unserved = statuses(
+        &objects,
+        &t.gateways,
+        &Default::default(),
+        "portico.dev/gateway-controller",
+        &now,
+    );
+    let gw = unserved
+        .gateways
+        .iter()
+        .find(|g| g.metadata.name.as_deref() == Some("gw"))
+        .unwrap();
+    let programmed = &gw.status.as_ref().unwrap().conditions[1];
+    assert_eq!(
+        (programmed.status.as_str(), programmed.reason.as_str()),
+        ("False", "Pending")
+    );
+}
