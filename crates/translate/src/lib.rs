@@ -52,6 +52,7 @@ mod loaded;
 mod members;
 mod memo;
 mod merge;
+pub mod migrate;
 mod names;
 mod objects;
 mod policy;
@@ -68,6 +69,7 @@ pub use address::{
     Allocations, Cidr, EXTERNAL_IP_ANNOTATION, FIP_POOL_ANNOTATION, VIP_POOL_ANNOTATION,
     assign_addresses,
 };
+pub use annotations::table as annotation_table;
 pub use certificates::{Certificates, SecretError, certificates};
 pub use class::referenced_secrets;
 pub use collision::l4_collisions;

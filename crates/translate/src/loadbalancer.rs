@@ -2,6 +2,7 @@
 //! the policies of every served Ingress of the class; in the dedicated topology one Ingress's
 //! own. The pools are those its policies name.
 
+use crate::annotations::provider_warnings;
 use crate::backend::PoolKey;
 use crate::memo::Pools;
 use crate::merge::{Entry, default_backend, merge, order};
@@ -85,9 +86,17 @@ pub(crate) fn build_load_balancer(
         default_source: default.map(|(_, source)| portico_model::ObjectRef::clone(&source.object)),
         tls: None,
     };
+    let provider = class::provider(objects, identity.class, config);
+    if provider != "proxy" {
+        for source in sources {
+            let ingress = source.ingress();
+            let warnings = provider_warnings(&source.object, &ingress, &provider);
+            diagnostics.extend(warnings);
+        }
+    }
     let load_balancer = LoadBalancer {
         id: ids.load_balancer,
-        provider: class::provider(objects, identity.class, config),
+        provider,
         name: identity.name,
         origin: identity.origin,
         vip: None,

@@ -56,6 +56,7 @@ mod l4_proxy_protocol;
 mod limits;
 mod live;
 mod merging;
+mod migrate;
 mod path_rules;
 mod paths;
 mod seed_examples;
