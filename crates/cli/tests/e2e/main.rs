@@ -60,6 +60,7 @@ mod migrate;
 mod path_rules;
 mod paths;
 mod seed_examples;
+mod server_header;
 mod tls;
 mod upgrades;
 mod upstreams;

@@ -80,7 +80,12 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
         "--shutdown-grace, --shutdown-timeout",
         "a grace period (readiness fails, traffic served) then a drain timeout",
     ),
-    not("server-tokens", LATER),
+    differently(
+        "server-tokens",
+        "--server-header",
+        "responses without a Server field get `Server: portico` (no version); \
+         --server-header names another, off adds none",
+    ),
     by(
         "ssl-redirect",
         "annotation ssl-redirect (default true, as ingress-nginx)",

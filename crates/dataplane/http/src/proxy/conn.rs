@@ -2,7 +2,7 @@
 
 use super::error::ProxyError;
 use super::gate::Gate;
-use super::headers::{Forwarded, Scheme, strip_hop_by_hop};
+use super::headers::{Forwarded, Scheme, add_server, strip_hop_by_hop};
 use super::tries::{
     connect_timeout, is_idempotent, max_body, may_retry, read_timeout, send_timeout, source_allowed,
 };
@@ -249,7 +249,8 @@ impl Conn {
     ) -> Response<Logged<ProxyBody>> {
         ensure_request_id(req.headers_mut());
         let mut entry = self.begin_entry(&req);
-        let response = self.respond(req, ordinal, &mut entry).await;
+        let mut response = self.respond(req, ordinal, &mut entry).await;
+        add_server(response.headers_mut(), self.proxy.limits.server_header);
         entry.status(response.status().as_u16());
         response.map(|body| Logged::new(body, entry))
     }

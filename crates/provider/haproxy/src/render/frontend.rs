@@ -38,6 +38,7 @@ pub(super) fn frontend(
     );
     let _ = writeln!(s, "    http-request set-header X-Forwarded-Proto {scheme}");
     s.push_str("    http-request set-header X-Forwarded-Host %[req.hdr(host)]\n");
+    s.push_str(&server_line(input.limits.server_header));
     routes::empty(&mut out.maps, listener.id);
     for policy in &listener.policies {
         if let Err(routes::Unmappable) = policy_entries(listener, policy, specials, &mut out.maps) {
@@ -54,6 +55,17 @@ pub(super) fn frontend(
     };
     let _ = writeln!(s, "    default_backend {default}");
     s
+}
+
+/// `Server` on every response without one, haproxy's own answers included
+/// (`http-after-response`), as the built-in proxy adds it (`--server-header`).
+fn server_line(server: Option<&str>) -> String {
+    let Some(name) = server.and_then(|s| quote::word(s).ok()) else {
+        return String::new();
+    };
+    format!(
+        "    http-after-response set-header Server {name} unless {{ res.hdr(server) -m found }}\n"
+    )
 }
 
 fn unmappable(policy: &L7Policy) -> Diagnostic {
