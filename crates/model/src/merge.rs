@@ -94,6 +94,7 @@ mod tests {
                 rule(RuleType::Path, CompareType::PathPrefix, path),
             ],
             source: Arc::new(ObjectRef::new("Ingress", "default", lb)),
+            options: None,
         }
     }
 

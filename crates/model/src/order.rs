@@ -1,6 +1,7 @@
 //! A listener's evaluation order as a function of its policies' rules: exact hosts, then
 //! wildcard hosts (by suffix), then host-less policies; within a host, longer paths first,
-//! Exact before Prefix at equal length, then by path. The translator orders policies the same
+//! Exact before Prefix at equal length, then by path (a regular expression counts as a
+//! prefix of its own length, as ingress-nginx orders its regex locations by length). The translator orders policies the same
 //! way, and distinct policies of one listener differ in host or path, so this order is total:
 //! the store does not need to keep positions, and listeners merged from several load
 //! balancers can be ordered again (equal keys keep their order: the sort is stable).
@@ -21,7 +22,7 @@ pub fn key(policy: &L7Policy) -> (u8, String, Reverse<usize>, bool, String) {
     };
     let (prefix, path) = match path {
         PathMatch::Exact(p) => (false, p),
-        PathMatch::Prefix(p) => (true, p),
+        PathMatch::Prefix(p) | PathMatch::Regex(p) => (true, p),
     };
     (group, host, Reverse(path.len()), prefix, path)
 }

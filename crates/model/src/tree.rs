@@ -1,7 +1,8 @@
 //! The model tree, in the seed's vocabulary (Neutron LBaaS / Contrail load-balancer objects).
 
 use crate::{
-    L7PolicyId, L7RuleId, ListenerId, LoadBalancerId, MemberId, ObjectRef, PoolId, PoolSettings,
+    L7PolicyId, L7RuleId, ListenerId, LoadBalancerId, MemberId, ObjectRef, PolicyOptions, PoolId,
+    PoolSettings,
 };
 use serde::{Deserialize, Serialize};
 use std::net::IpAddr;
@@ -108,6 +109,12 @@ pub enum PolicyAction {
     RedirectToHttps {
         status: u16,
     },
+    /// Answer `status` (a redirect code) with `Location: url`; a `url` that starts with `/` is
+    /// on the request's own scheme and host (`app-root`).
+    RedirectToUrl {
+        status: u16,
+        url: String,
+    },
 }
 
 /// An ordered routing decision: all rules must match (logical AND).
@@ -121,6 +128,10 @@ pub struct L7Policy {
     /// The Ingress this policy comes from. Shared: every policy of an Ingress, on both
     /// listeners, points at one reference (serialized as the reference itself).
     pub source: Arc<ObjectRef>,
+    /// What it changes in the requests it forwards (and CORS); none for most policies.
+    /// Shared by the policies of one Ingress.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub options: Option<Arc<PolicyOptions>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -141,6 +152,9 @@ pub enum CompareType {
     PathPrefix,
     /// Host wildcard: the value is the suffix after `*.` and exactly one extra label must precede it.
     WildcardLabel,
+    /// Path regular expression (the `regex` crate's syntax), case-insensitive and anchored at
+    /// the path's start only, as ingress-nginx's `use-regex` locations (`~* "^value"`).
+    Regex,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -57,6 +57,7 @@ mod names;
 mod objects;
 mod policy;
 mod pool;
+mod regex_hosts;
 mod route;
 mod selector;
 mod service;

@@ -48,6 +48,7 @@ mod get;
 mod haproxy;
 mod host_rules;
 mod hostile;
+mod ingress_nginx;
 mod kubernetes;
 mod l4;
 mod l4_collisions;

@@ -122,6 +122,7 @@ fn naive(model: &Model, raw_host: &str, path: &str) -> String {
         Some(PolicyAction::RedirectToPool { pool }) => pool_name(*pool),
         Some(PolicyAction::Reject { status }) => format!("reject {status}"),
         Some(PolicyAction::RedirectToHttps { status }) => format!("redirect {status}"),
+        Some(PolicyAction::RedirectToUrl { status, url }) => format!("redirect {status} {url}"),
         None => listener
             .default_pool
             .map(pool_name)
@@ -142,9 +143,10 @@ proptest! {
         let table = compile(&model);
         for (host, path) in &requests {
             let got = match table.route(host, path) {
-                Some(Target::Pool(pool)) => pool.name().to_owned(),
+                Some(Target::Pool(pool) | Target::Options(pool, _)) => pool.name().to_owned(),
                 Some(Target::Reject(status)) => format!("reject {status}"),
                 Some(Target::RedirectToHttps(status)) => format!("redirect {status}"),
+                Some(Target::RedirectToUrl(status, url)) => format!("redirect {status} {url}"),
                 None => "404".to_owned(),
             };
             prop_assert_eq!(got, naive(&model, host, path), "{}{}", host, path);

@@ -107,6 +107,7 @@ fn model(fields: &[(String, String)], sni: &[String]) -> LoadBalancer {
                 rule(RuleType::Path, path_compare, path, n),
             ],
             source: std::sync::Arc::new(ObjectRef::new("Ingress", "default", "web")),
+            options: None,
         }
     });
     let policies: Vec<L7Policy> = policies.collect();

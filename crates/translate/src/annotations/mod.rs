@@ -5,12 +5,15 @@
 //! both are set. A bad value is a warning naming the annotation and the default applies; the
 //! Ingress is served either way. Snippets are refused. docs/annotations.md lists every key.
 
+mod cors;
+mod location;
 mod parse;
 pub mod table;
 #[cfg(test)]
 mod tests;
 
 use crate::KeptIngress;
+pub(crate) use location::{Location, location};
 use parse::{bool_value, duration_ms, hash_key, percent, size_bytes, u32_value};
 use portico_model::{
     ActiveHealth, Algorithm, Cidr, CookieAffinity, Diagnostic, ObjectRef, PassiveHealth,

@@ -127,6 +127,11 @@ const fn refused(key: &'static str, instead: &'static str) -> Annotation {
 }
 
 const NOT_YET: &str = "not served yet (planned: docs/migrating-from-ingress-nginx.md)";
+const HAPROXY_NOT_YET: &str =
+    "served by the built-in proxy; the haproxy provider does not serve it yet";
+const REGEX: &str = "the regex crate's syntax (no lookaround or backreferences), on the path as \
+    received (percent-encoding kept) rather than nginx's decoded one";
+const NO_VARIABLES: &str = "nginx variables ($request_uri, …) in the URL are sent as written";
 const STREAMS: &str = "the proxy streams requests and responses; nothing to tune";
 
 /// Every key Portico knows, in ingress-nginx's documentation order where it has one.
@@ -190,25 +195,80 @@ pub const ANNOTATIONS: &[Annotation] = &[
         "Services of type LoadBalancer (provider l4)",
     ),
     // Known ingress-nginx keys that are not served.
-    ignored("rewrite-target", NOT_YET),
-    ignored("use-regex", NOT_YET),
-    ignored("app-root", NOT_YET),
-    ignored("permanent-redirect", NOT_YET),
-    ignored("permanent-redirect-code", NOT_YET),
-    ignored("temporal-redirect", NOT_YET),
-    ignored("temporal-redirect-code", NOT_YET),
-    ignored("force-ssl-redirect", NOT_YET),
+    Annotation {
+        proxy: ServedDifferently(REGEX),
+        ..proxy_only("rewrite-target", Ignored(HAPROXY_NOT_YET))
+    },
+    Annotation {
+        proxy: ServedDifferently(REGEX),
+        ..proxy_only("use-regex", Ignored(HAPROXY_NOT_YET))
+    },
+    Annotation {
+        proxy: Served,
+        ..proxy_only("app-root", Ignored(HAPROXY_NOT_YET))
+    },
+    Annotation {
+        proxy: ServedDifferently(NO_VARIABLES),
+        ..proxy_only("permanent-redirect", Ignored(HAPROXY_NOT_YET))
+    },
+    Annotation {
+        proxy: Served,
+        ..proxy_only("permanent-redirect-code", Ignored(HAPROXY_NOT_YET))
+    },
+    Annotation {
+        proxy: ServedDifferently(NO_VARIABLES),
+        ..proxy_only("temporal-redirect", Ignored(HAPROXY_NOT_YET))
+    },
+    Annotation {
+        proxy: Served,
+        ..proxy_only("temporal-redirect-code", Ignored(HAPROXY_NOT_YET))
+    },
+    Annotation {
+        proxy: ServedDifferently(
+            "per host: the paths of other Ingresses on its hosts are redirected too",
+        ),
+        ..proxy_only("force-ssl-redirect", Ignored(HAPROXY_NOT_YET))
+    },
     ignored("from-to-www-redirect", NOT_YET),
     ignored("server-alias", NOT_YET),
-    ignored("x-forwarded-prefix", NOT_YET),
-    ignored("upstream-vhost", NOT_YET),
-    ignored("enable-cors", NOT_YET),
-    ignored("cors-allow-origin", NOT_YET),
-    ignored("cors-allow-methods", NOT_YET),
-    ignored("cors-allow-headers", NOT_YET),
-    ignored("cors-expose-headers", NOT_YET),
-    ignored("cors-allow-credentials", NOT_YET),
-    ignored("cors-max-age", NOT_YET),
+    Annotation {
+        proxy: Served,
+        ..proxy_only("x-forwarded-prefix", Ignored(HAPROXY_NOT_YET))
+    },
+    Annotation {
+        proxy: Served,
+        ..proxy_only("upstream-vhost", Ignored(HAPROXY_NOT_YET))
+    },
+    Annotation {
+        proxy: Served,
+        ..proxy_only("enable-cors", Ignored(HAPROXY_NOT_YET))
+    },
+    Annotation {
+        proxy: ServedDifferently(
+            "an origin is matched whole (ingress-nginx does not anchor its start)",
+        ),
+        ..proxy_only("cors-allow-origin", Ignored(HAPROXY_NOT_YET))
+    },
+    Annotation {
+        proxy: Served,
+        ..proxy_only("cors-allow-methods", Ignored(HAPROXY_NOT_YET))
+    },
+    Annotation {
+        proxy: Served,
+        ..proxy_only("cors-allow-headers", Ignored(HAPROXY_NOT_YET))
+    },
+    Annotation {
+        proxy: Served,
+        ..proxy_only("cors-expose-headers", Ignored(HAPROXY_NOT_YET))
+    },
+    Annotation {
+        proxy: Served,
+        ..proxy_only("cors-allow-credentials", Ignored(HAPROXY_NOT_YET))
+    },
+    Annotation {
+        proxy: Served,
+        ..proxy_only("cors-max-age", Ignored(HAPROXY_NOT_YET))
+    },
     ignored("canary", NOT_YET),
     ignored("canary-by-header", NOT_YET),
     ignored("canary-by-header-value", NOT_YET),

@@ -3,6 +3,7 @@
 use super::balance::{Balance, MemberSpec};
 use super::budget::RetryBudget;
 use super::host::wildcard_suffix;
+use super::options::RouteOptions;
 use super::path::{PathMatch, PathTable};
 use super::pool::{PoolState, Target};
 use super::reduce::{HostMatch, reduce};
@@ -12,6 +13,7 @@ use crate::upstream::Endpoints;
 use portico_model::{
     Listener, LoadBalancer, Model, PolicyAction, Pool, PoolId, Protocol, UpstreamTls,
 };
+use regex::Regex;
 use std::hash::BuildHasher;
 use std::net::SocketAddr;
 use std::sync::{Arc, LazyLock, Mutex};
@@ -147,9 +149,19 @@ impl<'a> Compiler<'a> {
         for policy in &listener.policies {
             let rank = u32::try_from(routes.targets.len()).unwrap_or(u32::MAX);
             let target = match &policy.action {
-                PolicyAction::RedirectToPool { pool } => self.resolved(*pool),
+                PolicyAction::RedirectToPool { pool } => {
+                    match (&policy.options, self.resolved(*pool)) {
+                        (Some(options), Target::Pool(state)) => {
+                            Target::Options(state, Arc::new(RouteOptions::compile(options)))
+                        }
+                        (_, target) => target,
+                    }
+                }
                 PolicyAction::Reject { status } => Target::Reject(*status),
                 PolicyAction::RedirectToHttps { status } => Target::RedirectToHttps(*status),
+                PolicyAction::RedirectToUrl { status, url } => {
+                    Target::RedirectToUrl(*status, Arc::from(url.as_str()))
+                }
             };
             routes.targets.push(target);
             if let Some((host, path)) = reduce(&policy.rules) {
@@ -241,6 +253,16 @@ impl<'a> Compiler<'a> {
 
 impl RoutesBuilder {
     fn finish(self) -> Routes {
+        // Each regular expression compiled once, whatever number of host tables holds it.
+        let mut compiled: FxMap<&str, Option<Regex>> = FxMap::default();
+        for (_, path, _) in &self.entries {
+            if let PathMatch::Regex(p) = path {
+                compiled
+                    .entry(p)
+                    .or_insert_with(|| super::options::path_regex(p, true));
+            }
+        }
+        let regex = |p: &str| compiled.get(p).cloned().flatten();
         let mut exact: FxMap<&str, Vec<(&PathMatch, u32)>> = FxMap::default();
         let mut wildcard: FxMap<&str, Vec<(&PathMatch, u32)>> = FxMap::default();
         let mut any = Vec::new();
@@ -259,20 +281,20 @@ impl RoutesBuilder {
                 .iter()
                 .chain(via_wildcard.into_iter().flatten())
                 .chain(&any);
-            (Box::from(*host), PathTable::build(rules.copied()))
+            (Box::from(*host), PathTable::build(rules.copied(), &regex))
         });
         let exact_hosts = exact_hosts.collect();
         let wildcard_hosts = wildcard.iter().map(|(suffix, own)| {
             (
                 Box::from(*suffix),
-                PathTable::build(own.iter().chain(&any).copied()),
+                PathTable::build(own.iter().chain(&any).copied(), &regex),
             )
         });
         let wildcard_hosts = wildcard_hosts.collect();
         Routes {
             exact_hosts,
             wildcard_hosts,
-            any_host: PathTable::build(any.iter().copied()),
+            any_host: PathTable::build(any.iter().copied(), &regex),
             targets: self.targets,
             default: self.default,
         }

@@ -1,7 +1,9 @@
-//! Path matching: one table of exact paths and element-wise prefixes per host.
+//! Path matching: one table of exact paths and element-wise prefixes per host, and the
+//! host's regular expressions (ingress-nginx's `use-regex`), tried in rank order.
 
 use super::fxhash::FxMap;
 pub(crate) use portico_model::matching::PathMatch;
+use regex::Regex;
 
 /// The paths of one host, each mapped to the best (lowest) policy rank that matches it.
 #[derive(Debug, Default, Clone)]
@@ -10,6 +12,9 @@ pub(crate) struct PathTable {
     exact: FxMap<Box<str>, u32>,
     /// Normalized prefix → best rank among this prefix and every shorter prefix above it.
     prefix: FxMap<Box<str>, u32>,
+    /// Regular expressions by rank, best first (most hosts have none). One that did not
+    /// compile is left out: it matches nothing.
+    regexes: Vec<(Regex, u32)>,
 }
 
 /// Every prefix a request path can match, longest first, ending with `/`.
@@ -28,16 +33,26 @@ fn candidates(path: &str) -> impl Iterator<Item = &str> {
 
 impl PathTable {
     /// Builds a table from (path, rank) entries; on equal paths the lowest rank wins.
-    pub(crate) fn build<'a>(entries: impl IntoIterator<Item = (&'a PathMatch, u32)>) -> Self {
+    /// `regex` gives the compiled expression of a pattern (compiled once per pattern for every
+    /// host's table).
+    pub(crate) fn build<'a>(
+        entries: impl IntoIterator<Item = (&'a PathMatch, u32)>,
+        regex: &dyn Fn(&str) -> Option<Regex>,
+    ) -> Self {
         let mut table = PathTable::default();
         for (path, rank) in entries {
             let (map, key) = match path {
                 PathMatch::Exact(p) => (&mut table.exact, p),
                 PathMatch::Prefix(p) => (&mut table.prefix, p),
+                PathMatch::Regex(p) => {
+                    table.regexes.extend(regex(p).map(|r| (r, rank)));
+                    continue;
+                }
             };
             let best = map.entry(key.as_str().into()).or_insert(rank);
             *best = (*best).min(rank);
         }
+        table.regexes.sort_by_key(|(_, rank)| *rank);
         table.resolve();
         table
     }
@@ -73,10 +88,18 @@ impl PathTable {
 
     /// The best rank matching `path`, if any.
     pub(crate) fn lookup(&self, path: &str) -> Option<u32> {
-        match self.exact.get(path) {
+        let plain = match self.exact.get(path) {
             Some(&rank) => Some(rank),
             None => self.lookup_prefix(path),
-        }
+        };
+        // A regular expression wins when it ranks before the plain match.
+        let mut better = self
+            .regexes
+            .iter()
+            .take_while(|(_, rank)| plain.is_none_or(|p| *rank < p));
+        better
+            .find(|(re, _)| re.is_match(path))
+            .map_or(plain, |(_, rank)| Some(*rank))
     }
 }
 
@@ -100,7 +123,25 @@ mod tests {
     #[test]
     fn shorter_prefix_with_lower_rank_wins_over_longer_one() {
         let (a, b) = (PathMatch::prefix("/"), PathMatch::prefix("/a"));
-        let table = PathTable::build([(&a, 0), (&b, 1)]);
+        let table = PathTable::build([(&a, 0), (&b, 1)], &|_| None);
         assert_eq!(table.lookup("/a/x"), Some(0));
+    }
+
+    #[test]
+    fn a_regex_wins_only_when_it_ranks_before_the_plain_match() {
+        let compile = |p: &str| super::super::options::path_regex(p, true);
+        let (long, plain, short) = (
+            PathMatch::Regex("/foo/bar/[a-z]{3}".into()),
+            PathMatch::Exact("/foo/bar/bar".into()),
+            PathMatch::Regex("/foo".into()),
+        );
+        let table = PathTable::build([(&long, 0), (&plain, 1), (&short, 2)], &compile);
+        // ingress-nginx's documented caveat: the longer regex takes the exact path.
+        assert_eq!(table.lookup("/foo/bar/bar"), Some(0));
+        assert_eq!(table.lookup("/FOO/bar/baz"), Some(0));
+        assert_eq!(table.lookup("/foox"), Some(2));
+        assert_eq!(table.lookup("/x/foo"), None);
+        let table = PathTable::build([(&plain, 0), (&short, 1)], &compile);
+        assert_eq!(table.lookup("/foo/bar/bar"), Some(0));
     }
 }

@@ -117,6 +117,7 @@ impl ModelBuilder {
             action,
             rules,
             source,
+            options: None,
         }
     }
 

@@ -156,6 +156,8 @@ fn policy_entries(
         }
         PolicyAction::Reject { status } => specials.reject(*status),
         PolicyAction::RedirectToHttps { status } => specials.redirect(*status),
+        // Not rendered: the translation warns on the Ingress, naming the annotation.
+        PolicyAction::RedirectToUrl { .. } => return Ok(()),
     };
     routes::add(maps, listener.id, &host, &path, &backend)
 }

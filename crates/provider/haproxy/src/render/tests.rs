@@ -18,6 +18,7 @@ fn policy(name: &str, rules: Vec<L7Rule>, action: PolicyAction) -> L7Policy {
         action,
         rules,
         source: std::sync::Arc::new(ObjectRef::new("Ingress", "default", "web")),
+        options: None,
     }
 }
 

@@ -194,6 +194,7 @@ pub fn routed(port: u16, members: &[(SocketAddr, bool)], paths: &[(&str, bool)])
                     rule(RuleType::Path, compare, path),
                 ],
                 source: std::sync::Arc::new(ObjectRef::new("Ingress", "default", "web")),
+                options: None,
             }
         })
         .collect();
