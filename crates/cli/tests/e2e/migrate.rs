@@ -169,3 +169,42 @@ async fn migrate_reports_each_annotation_and_exits_1_unless_all_is_served() {
     let (code, _) = migrate(&m, &["--nginx-configmap", "/nonexistent/cm.yaml"]);
     assert_eq!(code, Some(2));
 }
+
+/// `--kubernetes` reads the same objects from the API server (a fake one speaking the real
+/// protocol), lists them once and reports them alike.
+#[tokio::test]
+async fn migrate_reads_the_kubernetes_api_with_the_kube_flags() {
+    let cluster = crate::kube_support::Cluster::new().await;
+    cluster.apply(&nginx_ingress(
+        "api",
+        &[
+            ("nginx.ingress.kubernetes.io/proxy-body-size", "8m"),
+            ("nginx.ingress.kubernetes.io/canary", "true"),
+        ],
+    ));
+    let cluster_config = cluster.kubeconfig();
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(BIN)
+            .args([
+                "migrate",
+                "--ingress-class",
+                "nginx",
+                "--kubernetes",
+                "-o",
+                "json",
+            ])
+            .arg(format!("--kubeconfig={}", cluster_config.display()))
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let json = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{json}");
+    let report: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(
+        outcome(&report, "api", "proxy-body-size")["outcome"],
+        "served"
+    );
+    assert_eq!(outcome(&report, "api", "canary")["outcome"], "ignored");
+}

@@ -90,7 +90,11 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
         "ssl-redirect",
         "annotation ssl-redirect (default true, as ingress-nginx)",
     ),
-    not("force-ssl-redirect", LATER),
+    differently(
+        "force-ssl-redirect",
+        "annotation force-ssl-redirect",
+        PER_INGRESS,
+    ),
     by(
         "use-http2",
         "always on (ALPN h2 on HTTPS, prior knowledge on HTTP)",

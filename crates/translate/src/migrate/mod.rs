@@ -5,6 +5,8 @@
 //! Pure: objects and their translation in, a report out.
 
 mod configmap;
+#[cfg(test)]
+mod docs;
 
 pub use configmap::{CONFIG_KEYS, ConfigKey, config_key};
 
