@@ -28,4 +28,4 @@ pub use portico_provider_l4::L4Limits;
 pub use providers::{HaproxySettings, haproxy_plan};
 pub use run::{AppError, Bound, Settings, run};
 pub use snapshot::{build_snapshot, status_addresses};
-pub use source::{KubeSettings, SourceSettings};
+pub use source::{KubeSettings, SourceSettings, load_kubernetes_once};

@@ -31,6 +31,25 @@ pub struct KubeSettings {
     pub report: portico_report::ReportSettings,
 }
 
+/// The objects of the Kubernetes API once listed (every kind), for commands that read them
+/// once (`portico migrate --kubernetes`): the same watchers as `run`, stopped after the first
+/// snapshot. `None` when the lists did not complete within `wait`.
+pub async fn load_kubernetes_once(
+    kubeconfig: Option<&std::path::Path>,
+    namespace: Option<String>,
+    translate: &portico_translate::Config,
+    wait: std::time::Duration,
+) -> Result<Option<Arc<Loaded>>, AppError> {
+    let client = portico_source_kube::client(kubeconfig).await?;
+    let scope = portico_source_kube::Scope { namespace };
+    let source = KubeSource::start(client, scope, translate.clone());
+    let mut updates = source.subscribe();
+    match tokio::time::timeout(wait, updates.changed()).await {
+        Ok(Ok(())) => Ok(Some(updates.borrow_and_update().clone())),
+        _ => Ok(None),
+    }
+}
+
 /// The running source.
 pub(crate) enum Source {
     Files(FileSource),

@@ -68,6 +68,33 @@ pub struct LimitArgs {
     /// go on before they are closed.
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration_or_zero)]
     l4_drain_timeout: Duration,
+    /// The `Server` field of responses without one (the backend sent none, or Portico answered
+    /// itself: errors, redirects, CORS preflights), as nginx and Envoy add theirs; `off` adds
+    /// none. Both providers.
+    #[arg(long, value_name = "off|NAME", default_value = Limits::SERVER, value_parser = server_header)]
+    server_header: ServerHeader,
+}
+
+/// `--server-header`: a name, or none (`off`).
+#[derive(Debug, Clone, Copy)]
+struct ServerHeader(Option<&'static str>);
+
+/// `off`, or a field value of visible ASCII and spaces (at most 64 bytes). The name lives as
+/// long as the process (leaked once, at start): the data planes' limits are a plain copy.
+fn server_header(value: &str) -> Result<ServerHeader, String> {
+    if value == "off" {
+        return Ok(ServerHeader(None));
+    }
+    // Neither quotes, backslashes nor `%`: haproxy's configuration would read them.
+    let plain = |b: u8| (b.is_ascii_graphic() || b == b' ') && !b"\"\\%".contains(&b);
+    let fits = value.bytes().all(plain);
+    if value.is_empty() || value.len() > 64 || !fits || value.starts_with(' ') {
+        return Err(format!(
+            "expected off or a name of visible ASCII without quotes, backslashes or % (at most \
+             64 bytes), got {value:?}"
+        ));
+    }
+    Ok(ServerHeader(Some(Box::leak(value.into()))))
 }
 
 impl LimitArgs {
@@ -85,6 +112,7 @@ impl LimitArgs {
             max_connections_per_client: self.max_connections_per_client as usize,
             shutdown_grace: self.shutdown_grace,
             shutdown_timeout: self.shutdown_timeout,
+            server_header: self.server_header.0,
         }
     }
 
@@ -147,6 +175,19 @@ mod tests {
         let cli = Cli::try_parse_from(["portico"]).unwrap();
         assert_eq!(cli.limits.limits(), Limits::default());
         assert_eq!(cli.limits.l4_limits(), portico_app::L4Limits::default());
+    }
+
+    #[test]
+    fn the_server_header_is_a_name_or_off() {
+        let parse = |v: &[&str]| {
+            let args = ["portico", "--server-header"].iter().chain(v);
+            Cli::try_parse_from(args).map(|c| c.limits.limits().server_header)
+        };
+        assert_eq!(parse(&["off"]).unwrap(), None);
+        assert_eq!(parse(&["edge 1.0"]).unwrap(), Some("edge 1.0"));
+        for bad in ["", "a\r\nx: y", "é", " lead", "50%"] {
+            assert!(parse(&[bad]).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

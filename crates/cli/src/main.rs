@@ -5,6 +5,7 @@ mod alloc;
 mod demo;
 mod get;
 mod limits;
+mod migrate;
 mod render;
 mod validate;
 
@@ -36,6 +37,11 @@ enum Command {
     Run(Box<RunArgs>),
     /// Print every diagnostic for the manifests; exit 1 if any is an error.
     Validate(ValidateArgs),
+    /// Before switching from ingress-nginx: every Ingress's ingress-nginx annotations (and
+    /// the controller ConfigMap's keys) with what Portico makes of each — served,
+    /// served-differently, ignored or refused — and a summary; exit 0 when everything is
+    /// served, 1 otherwise.
+    Migrate(migrate::MigrateArgs),
     /// Start echo backends and the three seed Ingress examples, serve them, print curl commands.
     Demo(DemoArgs),
     /// Print the haproxy.conf that `run` would write for every load balancer of provider
@@ -376,10 +382,12 @@ struct ListenArgs {
     access_log: portico_app::AccessLogDestination,
 }
 
+/// Where the Kubernetes API is and what of it to read.
 #[derive(Args, Debug, Clone)]
-struct KubeArgs {
+struct KubeSourceArgs {
     /// Read Ingresses, IngressClasses, Services, EndpointSlices and Secrets from the Kubernetes
-    /// API instead of manifest files; write Ingress and Service status and Events (leader only).
+    /// API instead of manifest files (`run` and `controller`: and write Ingress and Service
+    /// status and Events, leader only).
     #[arg(long, conflicts_with = "files")]
     kubernetes: bool,
     /// Kubeconfig file; default: KUBECONFIG, ~/.kube/config, then the in-cluster service
@@ -389,6 +397,12 @@ struct KubeArgs {
     /// Watch only this namespace (IngressClasses are cluster-wide).
     #[arg(long, value_name = "NAMESPACE", requires = "kubernetes")]
     namespace: Option<String>,
+}
+
+#[derive(Args, Debug, Clone)]
+struct KubeArgs {
+    #[command(flatten)]
+    source: KubeSourceArgs,
     /// Service (type LoadBalancer) whose load-balancer addresses Ingress status shows, instead
     /// of --publish-address.
     #[arg(long, value_name = "NAMESPACE/NAME", value_parser = namespaced_name, requires = "kubernetes")]
@@ -412,7 +426,7 @@ struct KubeArgs {
 
 impl KubeArgs {
     fn settings(&self) -> Option<portico_app::KubeSettings> {
-        if !self.kubernetes {
+        if !self.source.kubernetes {
             return None;
         }
         let identity = self.identity.clone().unwrap_or_else(default_identity);
@@ -420,8 +434,8 @@ impl KubeArgs {
             portico_report::ReportSettings::new(identity, self.election_namespace.clone());
         report.lease_name = self.election_id.clone();
         Some(portico_app::KubeSettings {
-            kubeconfig: self.kubeconfig.clone(),
-            namespace: self.namespace.clone(),
+            kubeconfig: self.source.kubeconfig.clone(),
+            namespace: self.source.namespace.clone(),
             publish_service: self.publish_service.clone(),
             report,
         })
@@ -583,6 +597,7 @@ fn main() -> ExitCode {
             rt.block_on(serve(settings, None))
         }),
         Command::Render(args) => render::run(&args),
+        Command::Migrate(args) => migrate::run(&args),
         Command::Controller(args) => runtime(0).and_then(|rt| rt.block_on(controller(*args))),
         Command::Agent(args) => runtime(args.workers).and_then(|rt| rt.block_on(agent(*args))),
         Command::Get(args) => runtime(1).and_then(|rt| rt.block_on(get::run(&args))),

@@ -1,6 +1,7 @@
 //! Limits against abusive clients and stuck backends, shared by every provider: the built-in
 //! proxy applies them with hyper's and tokio's settings, haproxy through its configuration.
-//! Defaults follow nginx and haproxy (see docs/limits.md).
+//! Defaults follow nginx and haproxy (see docs/limits.md). Also the one response field every
+//! data plane adds, `Server`.
 
 use std::time::Duration;
 
@@ -35,6 +36,10 @@ pub struct Limits {
     pub shutdown_grace: Duration,
     /// After the grace period: the longest wait for requests (and tunnels) in flight.
     pub shutdown_timeout: Duration,
+    /// The `Server` field of responses that have none (the backend sent none, or the data
+    /// plane answered itself), as nginx and Envoy add theirs; none: no field added. Static:
+    /// set once per process from `--server-header`, which keeps `Limits` a plain copy.
+    pub server_header: Option<&'static str>,
 }
 
 impl Default for Limits {
@@ -52,11 +57,15 @@ impl Default for Limits {
             max_connections_per_client: 256,
             shutdown_grace: Duration::from_secs(5),
             shutdown_timeout: Duration::from_secs(30),
+            server_header: Some(Limits::SERVER),
         }
     }
 }
 
 impl Limits {
+    /// The default `Server` field.
+    pub const SERVER: &'static str = "portico";
+
     /// The bytes a request body must bring within each `body_timeout` window.
     pub fn body_bytes_per_window(&self) -> u64 {
         let rate = u128::from(self.body_min_rate) * self.body_timeout.as_millis() / 1000;

@@ -26,6 +26,9 @@ pub enum PathMatch {
     Exact(String),
     /// Element-wise prefix, stored normalized: no trailing slash, `/` for the root.
     Prefix(String),
+    /// A regular expression matched case-insensitively from the path's start
+    /// ([`crate::CompareType::Regex`]).
+    Regex(String),
 }
 
 impl PathMatch {
@@ -104,7 +107,7 @@ fn host_rule(rule: &L7Rule) -> Option<HostMatch> {
         CompareType::EqualTo => Some(HostMatch::Exact(value)),
         CompareType::WildcardLabel => Some(HostMatch::Wildcard(value)),
         CompareType::WildcardSuffix => Some(HostMatch::Suffix(value)),
-        CompareType::PathPrefix => None,
+        CompareType::PathPrefix | CompareType::Regex => None,
     }
 }
 
@@ -112,6 +115,7 @@ fn path_rule(rule: &L7Rule) -> Option<PathMatch> {
     match rule.compare_type {
         CompareType::EqualTo => Some(PathMatch::Exact(rule.value.clone())),
         CompareType::PathPrefix => Some(PathMatch::prefix(&rule.value)),
+        CompareType::Regex => Some(PathMatch::Regex(rule.value.clone())),
         CompareType::WildcardLabel | CompareType::WildcardSuffix => None,
     }
 }
@@ -135,9 +139,15 @@ fn both_hosts(a: HostMatch, b: HostMatch) -> Option<HostMatch> {
 }
 
 /// Two prefixes both match a path only when one lies above the other: the longer one decides.
+/// A regular expression reduces with the root prefix (which every path matches) or with
+/// itself; with anything else the conjunction is not one comparison, and is taken as never
+/// matching (the translator gives a policy one path rule).
 fn both_paths(a: PathMatch, b: PathMatch) -> Option<PathMatch> {
-    use PathMatch::{Exact, Prefix};
+    use PathMatch::{Exact, Prefix, Regex};
     match (a, b) {
+        (Prefix(v), Regex(r)) | (Regex(r), Prefix(v)) => (v == "/").then_some(Regex(r)),
+        (Regex(r), Regex(s)) => (r == s).then_some(Regex(r)),
+        (_, Regex(_)) | (Regex(_), _) => None,
         (Prefix(v), Prefix(w)) if prefix_matches(&v, &w) => Some(Prefix(w)),
         (Prefix(v), Prefix(w)) => prefix_matches(&w, &v).then_some(Prefix(v)),
         (Exact(e), Prefix(v)) | (Prefix(v), Exact(e)) => prefix_matches(&v, &e).then_some(Exact(e)),

@@ -96,6 +96,7 @@ mod tests {
             ],
             source: Arc::new(ObjectRef::new("Ingress", "default", lb)),
             precedence: 0,
+            options: None,
         }
     }
 

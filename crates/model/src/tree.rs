@@ -1,7 +1,8 @@
 //! The model tree, in the seed's vocabulary (Neutron LBaaS / Contrail load-balancer objects).
 
 use crate::{
-    L7PolicyId, L7RuleId, ListenerId, LoadBalancerId, MemberId, ObjectRef, PoolId, PoolSettings,
+    L7PolicyId, L7RuleId, ListenerId, LoadBalancerId, MemberId, ObjectRef, PolicyOptions, PoolId,
+    PoolSettings,
 };
 use serde::{Deserialize, Serialize};
 use std::net::IpAddr;
@@ -108,6 +109,12 @@ pub enum PolicyAction {
     RedirectToHttps {
         status: u16,
     },
+    /// Answer `status` (a redirect code) with `Location: url`; a `url` that starts with `/` is
+    /// on the request's own scheme and host (`app-root`).
+    RedirectToUrl {
+        status: u16,
+        url: String,
+    },
     /// Forward each request to one of several pools, drawn in proportion to their weights (a
     /// Gateway API rule's backendRefs). A share without a pool (a backend that does not
     /// resolve) answers 500; shares of weight 0 get nothing, and when every weight is 0 the
@@ -149,6 +156,10 @@ pub struct L7Policy {
     /// The Ingress (or HTTPRoute) this policy comes from. Shared: every policy of an Ingress,
     /// on both listeners, points at one reference (serialized as the reference itself).
     pub source: Arc<ObjectRef>,
+    /// What it changes in the requests it forwards (and CORS); none for most policies.
+    /// Shared by the policies of one Ingress.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub options: Option<Arc<PolicyOptions>>,
     /// Among policies whose rules tie in [`crate::order::key`] (same host, path and number of
     /// header rules), the lower goes first: the Gateway API's order of routes (oldest first,
     /// then by namespace and name) and of their rules and matches. 0 for Ingresses, whose
@@ -185,6 +196,9 @@ pub enum CompareType {
     /// Host wildcard of the Gateway API: the value is the suffix after `*.` and one or more
     /// labels must precede it (`*.foo.com` matches `a.foo.com` and `a.b.foo.com`, not `foo.com`).
     WildcardSuffix,
+    /// Path regular expression (the `regex` crate's syntax), case-insensitive and anchored at
+    /// the path's start only, as ingress-nginx's `use-regex` locations (`~* "^value"`).
+    Regex,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]

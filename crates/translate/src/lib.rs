@@ -54,10 +54,12 @@ mod loaded;
 mod members;
 mod memo;
 mod merge;
+pub mod migrate;
 mod names;
 mod objects;
 mod policy;
 mod pool;
+mod regex_hosts;
 mod route;
 mod selector;
 mod service;
@@ -70,6 +72,7 @@ pub use address::{
     Allocations, Cidr, EXTERNAL_IP_ANNOTATION, FIP_POOL_ANNOTATION, VIP_POOL_ANNOTATION,
     assign_addresses,
 };
+pub use annotations::table as annotation_table;
 pub use certificates::{Certificates, SecretError, certificates};
 pub use class::referenced_secrets;
 pub use collision::l4_collisions;

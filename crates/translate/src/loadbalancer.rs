@@ -2,10 +2,12 @@
 //! the policies of every served Ingress of the class; in the dedicated topology one Ingress's
 //! own. The pools are those its policies name.
 
+use crate::annotations::provider_warnings;
 use crate::backend::PoolKey;
 use crate::memo::Pools;
 use crate::merge::{Entry, default_backend, merge, order};
-use crate::policy::build_policy;
+use crate::policy::build_policies;
+use crate::regex_hosts::{RegexPaths, regex_paths};
 use crate::route::Route;
 use crate::source::{ClassIds, Source};
 use crate::{Config, Objects, class};
@@ -60,7 +62,8 @@ pub(crate) fn build_load_balancer(
     let ids = identity.ids;
     let port = config.http_port;
     let routes = order(sources, order_memo.take());
-    let winners = merge(&routes, diagnostics);
+    let mut winners = merge(&routes, diagnostics);
+    let regex = regex_paths(&mut winners, diagnostics);
     let default = default_backend(sources, diagnostics);
 
     let mut used: BTreeMap<PoolId, &PoolKey> = winners
@@ -74,7 +77,7 @@ pub(crate) fn build_load_balancer(
         .into_iter()
         .map(|(id, key)| pools.pool(id, key))
         .collect();
-    let (policies, https_policies) = policies(&winners);
+    let (policies, https_policies) = policies(&winners, &regex);
     let listener = Listener {
         id: ids.listener,
         name: format!("HTTP:{port}"),
@@ -85,9 +88,17 @@ pub(crate) fn build_load_balancer(
         default_source: default.map(|(_, source)| portico_model::ObjectRef::clone(&source.object)),
         tls: None,
     };
+    let provider = class::provider(objects, identity.class, config);
+    if provider != "proxy" {
+        for source in sources {
+            let ingress = source.ingress();
+            let warnings = provider_warnings(&source.object, &ingress, &provider);
+            diagnostics.extend(warnings);
+        }
+    }
     let load_balancer = LoadBalancer {
         id: ids.load_balancer,
-        provider: class::provider(objects, identity.class, config),
+        provider,
         name: identity.name,
         origin: identity.origin,
         vip: None,
@@ -111,8 +122,9 @@ pub(crate) fn build_load_balancer(
 const PARALLEL_ROUTES: usize = 2048;
 
 /// The policies of the HTTP and of the TERMINATED_HTTPS listener: the same routes in the same
-/// order, under each listener's ids.
-fn policies(winners: &[Route<'_>]) -> (Vec<L7Policy>, Vec<L7Policy>) {
+/// order, under each listener's ids. Regex hosts' paths are ordered by their written length
+/// (as the store orders them again, [`portico_model::order`]).
+fn policies(winners: &[Route<'_>], regex: &RegexPaths) -> (Vec<L7Policy>, Vec<L7Policy>) {
     let build = |https: bool| -> Vec<L7Policy> {
         let ids = |route: &Route<'_>| {
             if https {
@@ -121,9 +133,19 @@ fn policies(winners: &[Route<'_>]) -> (Vec<L7Policy>, Vec<L7Policy>) {
                 route.spec.http
             }
         };
-        let all = winners.iter().enumerate();
-        all.map(|(i, route)| build_policy(i, route, &ids(route)))
-            .collect()
+        let mut out = Vec::with_capacity(winners.len());
+        for (i, route) in winners.iter().enumerate() {
+            let written = regex.get(&i).map(String::as_str);
+            build_policies(route, &ids(route), written, &mut out);
+        }
+        if regex.is_empty() {
+            for (position, policy) in out.iter_mut().enumerate() {
+                policy.position = u32::try_from(position).unwrap_or(u32::MAX);
+            }
+        } else {
+            portico_model::order::sort(&mut out);
+        }
+        out
     };
     if winners.len() < PARALLEL_ROUTES {
         return (build(false), build(true));

@@ -7,7 +7,7 @@
 
 use crate::KeptIngress;
 use crate::admission::validate_ingress;
-use crate::annotations::upstream;
+use crate::annotations::{Location, location, upstream};
 use crate::route::{Backend, Lookups, RouteSpec, backend_key, routes};
 use crate::{Config, ObjectKey, Objects};
 use foldhash::HashSet;
@@ -74,6 +74,8 @@ pub(crate) struct Source {
     /// `spec.defaultBackend`, when served and it names a Service. Boxed: few Ingresses have
     /// one, and a `Source` is kept per Ingress.
     pub default: Option<Box<Backend>>,
+    /// Its per-location annotations (rewrite, redirects, CORS, …); shared default for most.
+    pub location: Arc<Location>,
 }
 
 impl Source {
@@ -90,8 +92,10 @@ impl Source {
             ..Lookups::default()
         };
         let served = !lookups.diagnostics.iter().any(Diagnostic::is_error);
+        let mut settings = Location::default_arc();
         if served {
             lookups.upstream = upstream(&object, ingress, &mut lookups.diagnostics);
+            settings = location(&object, ingress, &mut lookups.diagnostics);
         }
         let (routes, default) = if served {
             let routes = routes(key, &object, ingress, &ids, objects, &mut lookups);
@@ -118,6 +122,7 @@ impl Source {
             services: lookups.services,
             routes,
             default,
+            location: settings,
         }
     }
 

@@ -1,7 +1,8 @@
 //! TLS termination in the model: every load balancer gets a TERMINATED_HTTPS listener beside
 //! its HTTP one, with the same policies and an SNI host → Secret entry for each host named in
 //! a served Ingress's `spec.tls`; on the HTTP listener, requests for those hosts are redirected
-//! to HTTPS (308) unless their Ingress says `portico.dev/ssl-redirect: "false"`.
+//! to HTTPS (308) unless their Ingress says `portico.dev/ssl-redirect: "false"`; so are those
+//! of the rule hosts of an Ingress with `force-ssl-redirect: "true"`, TLS or not.
 //!
 //! A host named by two Ingresses with different Secrets gets the older Ingress's (the younger
 //! is warned). A `spec.tls` entry without hosts applies to the Ingress's rule hosts. Only
@@ -54,11 +55,23 @@ impl TlsHosts {
     fn of(sources: &[Arc<Source>], diagnostics: &mut Vec<Diagnostic>) -> Self {
         let mut hosts = TlsHosts::default();
         for source in sources {
-            let redirects = ssl_redirect(source, diagnostics);
+            // `force-ssl-redirect` redirects its hosts whether they have TLS or not, and
+            // whatever `ssl-redirect` says (ingress-nginx: TLS terminated in front of it).
+            let forced = source.location.force_ssl_redirect;
+            let redirects = ssl_redirect(source, diagnostics) || forced;
             if !redirects {
                 hosts.opted_out.insert(source.object.clone());
             }
             let ingress = source.ingress();
+            if forced {
+                for rule in &ingress.spec.rules {
+                    let host = rule.host.as_deref().filter(|h| !h.is_empty());
+                    if let Some(host) = host {
+                        let first = hosts.redirect.entry(host.to_ascii_lowercase());
+                        first.or_insert_with(|| source.object.clone());
+                    }
+                }
+            }
             for (i, entry) in ingress.spec.tls.iter().enumerate() {
                 for (host, field) in entry_hosts(source, entry, i) {
                     if redirects {
@@ -200,8 +213,8 @@ fn policy_host(policy: &L7Policy) -> Option<String> {
     match rule.compare_type {
         CompareType::EqualTo => Some(rule.value.clone()),
         CompareType::WildcardLabel => Some(format!("*.{}", rule.value)),
-        // Only Gateway API policies have these, never Ingress ones.
-        CompareType::PathPrefix | CompareType::WildcardSuffix => None,
+        // WildcardSuffix: only Gateway API policies have it, never Ingress ones.
+        CompareType::PathPrefix | CompareType::Regex | CompareType::WildcardSuffix => None,
     }
 }
 
@@ -311,5 +324,6 @@ fn catch_all(listener: ListenerId, host: &str, source: &Arc<ObjectRef>) -> L7Pol
         ],
         source: source.clone(),
         precedence: 0,
+        options: None,
     }
 }

@@ -141,6 +141,7 @@ fn naive(model: &Model, raw_host: &str, path: &str, fields: &[(&str, &str)]) -> 
         Some(PolicyAction::Reject { status }) => format!("reject {status}"),
         Some(PolicyAction::RedirectToHttps { status }) => format!("redirect {status}"),
         Some(PolicyAction::RedirectToPools { .. }) => "not generated".into(),
+        Some(PolicyAction::RedirectToUrl { status, url }) => format!("redirect {status} {url}"),
         None => listener
             .default_pool
             .map(pool_name)
@@ -172,9 +173,10 @@ proptest! {
                 headers.append(*name, value.parse().unwrap());
             }
             let got = match table.route_request(false, host, path, &headers) {
-                Some(Target::Pool(pool)) => pool.name().to_owned(),
+                Some(Target::Pool(pool) | Target::Options(pool, _)) => pool.name().to_owned(),
                 Some(Target::Reject(status)) => format!("reject {status}"),
                 Some(Target::RedirectToHttps(status)) => format!("redirect {status}"),
+                Some(Target::RedirectToUrl(status, url)) => format!("redirect {status} {url}"),
                 None => "404".to_owned(),
             };
             prop_assert_eq!(got, naive(&model, host, path, fields), "{}{} {:?}", host, path, fields);

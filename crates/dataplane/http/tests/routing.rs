@@ -11,9 +11,10 @@ use support::model::{ModelBuilder, addr, exact, host, prefix};
 
 fn routed(table: &RouteTable, host: &str, path: &str) -> String {
     match table.route(host, path) {
-        Some(Target::Pool(pool)) => pool.name().to_owned(),
+        Some(Target::Pool(pool) | Target::Options(pool, _)) => pool.name().to_owned(),
         Some(Target::Reject(status)) => format!("reject {status}"),
         Some(Target::RedirectToHttps(status)) => format!("redirect {status}"),
+        Some(Target::RedirectToUrl(status, url)) => format!("redirect {status} {url}"),
         None => "404".to_owned(),
     }
 }

@@ -109,6 +109,7 @@ fn model(fields: &[(String, String)], sni: &[String]) -> LoadBalancer {
             ],
             source: std::sync::Arc::new(ObjectRef::new("Ingress", "default", "web")),
             precedence: 0,
+            options: None,
         }
     });
     let policies: Vec<L7Policy> = policies.collect();

@@ -5,11 +5,15 @@
 //! both are set. A bad value is a warning naming the annotation and the default applies; the
 //! Ingress is served either way. Snippets are refused. docs/annotations.md lists every key.
 
+mod cors;
+mod location;
 mod parse;
+pub mod table;
 #[cfg(test)]
 mod tests;
 
 use crate::KeptIngress;
+pub(crate) use location::{Location, location};
 use parse::{bool_value, duration_ms, hash_key, percent, size_bytes, u32_value};
 use portico_model::{
     ActiveHealth, Algorithm, Cidr, CookieAffinity, Diagnostic, ObjectRef, PassiveHealth,
@@ -19,8 +23,7 @@ use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, LazyLock};
 
-pub(crate) const PORTICO: &str = "portico.dev/";
-pub(crate) const NGINX: &str = "nginx.ingress.kubernetes.io/";
+pub(crate) use table::{NGINX, PORTICO};
 
 /// What the annotations of one Ingress ask of its pools. Compared, ordered and hashed by
 /// `digest` only (equal settings, equal digests).
@@ -69,43 +72,6 @@ impl Upstream {
     }
 }
 
-/// Annotation keys (after the prefix) that both prefixes accept.
-const SHARED_KEYS: &[&str] = &[
-    "proxy-connect-timeout",
-    "proxy-read-timeout",
-    "proxy-send-timeout",
-    "proxy-body-size",
-    "load-balance",
-    "upstream-hash-by",
-    "affinity",
-    "session-cookie-name",
-    "session-cookie-max-age",
-    "session-cookie-path",
-    "proxy-next-upstream-tries",
-    "whitelist-source-range",
-    "allowlist-source-range",
-    "backend-protocol",
-    "proxy-ssl-verify",
-    "proxy-ssl-secret",
-    "proxy-ssl-name",
-    "proxy-ssl-server-name",
-    "ssl-redirect",
-];
-
-/// Keys only under `portico.dev/`, on an Ingress (the upstream ones here, and those other
-/// modules read).
-const PORTICO_KEYS: &[&str] = &[
-    "health-check-path",
-    "health-check-interval",
-    "health-check-timeout",
-    "health-check-healthy-threshold",
-    "health-check-unhealthy-threshold",
-    "passive-health-failures",
-    "passive-health-ejection",
-    "retry-budget",
-    "external-ip",
-];
-
 /// The annotations of one Ingress, looked up by key under both prefixes.
 struct Reader<'a> {
     object: &'a ObjectRef,
@@ -115,17 +81,9 @@ struct Reader<'a> {
 
 impl Reader<'_> {
     /// The value of `key` and its full annotation name: Portico's when set, else nginx's
-    /// (when `nginx` allows it).
-    fn get(&self, key: &str, nginx: bool) -> Option<(String, &str)> {
-        let portico = format!("{PORTICO}{key}");
-        if let Some(v) = self.annotations.get(&portico) {
-            return Some((portico, v.as_str()));
-        }
-        let alias = format!("{NGINX}{key}");
-        nginx
-            .then(|| self.annotations.get(&alias))
-            .flatten()
-            .map(|v| (alias, v.as_str()))
+    /// (under the prefixes [`table::ANNOTATIONS`] gives it).
+    fn get(&self, key: &str) -> Option<(String, &str)> {
+        get(self.annotations, key)
     }
 
     fn warn(&mut self, annotation: &str, message: impl Into<String>) {
@@ -135,13 +93,8 @@ impl Reader<'_> {
     }
 
     /// Parses `key` with `parse`; a bad value is a warning ending with what applies instead.
-    fn value<T>(
-        &mut self,
-        key: &str,
-        nginx: bool,
-        parse: impl FnOnce(&str) -> Result<T, String>,
-    ) -> Option<T> {
-        let (name, raw) = self.get(key, nginx)?;
+    fn value<T>(&mut self, key: &str, parse: impl FnOnce(&str) -> Result<T, String>) -> Option<T> {
+        let (name, raw) = self.get(key)?;
         match parse(raw) {
             Ok(v) => Some(v),
             Err(why) => {
@@ -174,21 +127,21 @@ pub(crate) fn upstream(
     let mut u = Upstream::default();
     let mut settings = PoolSettings::default();
     let s = &mut settings;
-    s.connect_timeout_ms = r.value("proxy-connect-timeout", true, duration_ms);
-    s.read_timeout_ms = r.value("proxy-read-timeout", true, duration_ms);
-    s.send_timeout_ms = r.value("proxy-send-timeout", true, duration_ms);
-    s.max_body_bytes = r.value("proxy-body-size", true, size_bytes);
-    s.tries = r.value("proxy-next-upstream-tries", true, u32_value);
-    s.retry_budget_percent = r.value("retry-budget", false, percent);
-    if let Some(algorithm) = r.value("load-balance", true, parse::algorithm) {
+    s.connect_timeout_ms = r.value("proxy-connect-timeout", duration_ms);
+    s.read_timeout_ms = r.value("proxy-read-timeout", duration_ms);
+    s.send_timeout_ms = r.value("proxy-send-timeout", duration_ms);
+    s.max_body_bytes = r.value("proxy-body-size", size_bytes);
+    s.tries = r.value("proxy-next-upstream-tries", u32_value);
+    s.retry_budget_percent = r.value("retry-budget", percent);
+    if let Some(algorithm) = r.value("load-balance", parse::algorithm) {
         u.algorithm = algorithm;
     }
-    if let Some(key) = r.value("upstream-hash-by", true, hash_key) {
+    if let Some(key) = r.value("upstream-hash-by", hash_key) {
         u.algorithm = Algorithm::Hash(key);
     }
     s.affinity = affinity(&mut r);
     s.allow_sources = sources(&mut r).unwrap_or_default();
-    u.protocol = r.value("backend-protocol", true, parse::backend_protocol);
+    u.protocol = r.value("backend-protocol", parse::backend_protocol);
     s.upstream_tls = upstream_tls(&mut r, u.protocol);
     s.passive = passive(&mut r);
     s.active = active(&mut r);
@@ -213,53 +166,83 @@ pub(crate) fn ca_secret(ingress: &KeptIngress, namespace: &str) -> Option<(Strin
         annotations,
         diagnostics: &mut diagnostics,
     };
-    let (name, raw) = r.get("proxy-ssl-secret", true)?;
+    let (name, raw) = r.get("proxy-ssl-secret")?;
     let secret = parse::secret_ref(raw, namespace).ok()?;
     Some((name, secret))
 }
 
-/// Warns about snippets (refused), unknown `portico.dev/` keys (a typo would otherwise go
-/// unnoticed) and ingress-nginx keys Portico does not serve.
+/// The value of annotation `key` and its full name: Portico's when set, else nginx's, under
+/// the prefixes the table gives the key (an unlisted key: Portico's only).
+pub(crate) fn get<'a>(
+    annotations: &'a BTreeMap<String, String>,
+    key: &str,
+) -> Option<(String, &'a str)> {
+    let entry = table::lookup(key);
+    let portico = format!("{PORTICO}{key}");
+    if let Some(v) = annotations
+        .get(&portico)
+        .filter(|_| entry.is_none_or(|a| a.portico))
+    {
+        return Some((portico, v.as_str()));
+    }
+    let alias = format!("{NGINX}{key}");
+    entry
+        .filter(|a| a.nginx)
+        .and_then(|_| annotations.get(&alias))
+        .map(|v| (alias, v.as_str()))
+}
+
+/// Warns about each key the built-in proxy does not serve, as the table says: snippets
+/// (refused, naming what replaces them), unknown `portico.dev/` keys (a typo would otherwise
+/// go unnoticed) and ingress-nginx keys Portico does not serve. What another provider does
+/// not serve is [`provider_warnings`]'s.
 fn refuse_unknown(r: &mut Reader<'_>) {
     let keys: Vec<String> = r.annotations.keys().cloned().collect();
     for name in keys {
-        let (prefix, key) = if let Some(k) = name.strip_prefix(PORTICO) {
-            (PORTICO, k)
-        } else if let Some(k) = name.strip_prefix(NGINX) {
-            (NGINX, k)
-        } else {
-            continue;
-        };
-        if key.ends_with("snippet") || key.ends_with("snippets") {
-            r.warn(
+        match table::classify(&name, "proxy") {
+            Some(table::Outcome::Refused(instead)) => r.warn(
                 &name,
-                "snippets are refused by design: raw configuration text would bypass \
-                 validation, escaping and the isolation of one Ingress from the others; the \
-                 typed annotations of docs/annotations.md cover what snippets were used for",
-            );
-        } else if SHARED_KEYS.contains(&key) || (prefix == PORTICO && PORTICO_KEYS.contains(&key)) {
-        } else if prefix == PORTICO {
-            r.warn(
-                &name,
-                "unknown annotation; ignored (see docs/annotations.md)",
-            );
-        } else {
-            r.warn(
-                &name,
-                "not supported by Portico; ignored (see docs/annotations.md)",
-            );
+                format!("snippets are refused by design; instead: {instead}"),
+            ),
+            Some(table::Outcome::Ignored(why)) => {
+                r.warn(&name, format!("not supported by Portico; ignored: {why}"));
+            }
+            _ => {}
         }
     }
 }
 
+/// The warnings of an Ingress served by `provider` about the keys the built-in proxy serves
+/// and that provider does not (the proxy's own gaps are [`refuse_unknown`]'s).
+pub(crate) fn provider_warnings(
+    object: &ObjectRef,
+    ingress: &KeptIngress,
+    provider: &str,
+) -> Vec<Diagnostic> {
+    let annotations = ingress.metadata.annotations.iter().flatten();
+    let gaps = annotations.filter_map(|(name, _)| {
+        let on_proxy = table::classify(name, "proxy")?;
+        match table::classify(name, provider)? {
+            table::Outcome::Ignored(why) if on_proxy.is_served() => Some((name, why)),
+            _ => None,
+        }
+    });
+    gaps.map(|(name, why)| {
+        let field = format!("metadata.annotations[{name}]");
+        let message = format!("ignored by the {provider} provider: {why}");
+        Diagnostic::warning(object.clone(), field, message)
+    })
+    .collect()
+}
+
 fn affinity(r: &mut Reader<'_>) -> Option<CookieAffinity> {
-    let kind = r.value("affinity", true, |v| match v {
+    let kind = r.value("affinity", |v| match v {
         "cookie" => Ok(()),
         _ => Err("the only affinity is \"cookie\"".to_owned()),
     });
-    let name = r.value("session-cookie-name", true, parse::cookie_name);
-    let max_age_s = r.value("session-cookie-max-age", true, parse::u64_value);
-    let path = r.value("session-cookie-path", true, parse::cookie_path);
+    let name = r.value("session-cookie-name", parse::cookie_name);
+    let max_age_s = r.value("session-cookie-max-age", parse::u64_value);
+    let path = r.value("session-cookie-path", parse::cookie_path);
     kind.map(|()| CookieAffinity {
         name: name.unwrap_or_else(|| CookieAffinity::DEFAULT_NAME.to_owned()),
         max_age_s,
@@ -271,8 +254,8 @@ fn affinity(r: &mut Reader<'_>) -> Option<CookieAffinity> {
 /// the pool allows nobody rather than everybody: a typo in an allowlist must not open it.
 fn sources(r: &mut Reader<'_>) -> Option<Vec<Cidr>> {
     let (name, raw) = r
-        .get("allowlist-source-range", true)
-        .or_else(|| r.get("whitelist-source-range", true))?;
+        .get("allowlist-source-range")
+        .or_else(|| r.get("whitelist-source-range"))?;
     let raw = raw.to_owned();
     let mut out = Vec::new();
     let mut bad = Vec::new();
@@ -304,13 +287,11 @@ fn sources(r: &mut Reader<'_>) -> Option<Vec<Cidr>> {
 }
 
 fn upstream_tls(r: &mut Reader<'_>, protocol: Option<PoolProtocol>) -> Option<UpstreamTls> {
-    let verify = r.value("proxy-ssl-verify", true, bool_value);
+    let verify = r.value("proxy-ssl-verify", bool_value);
     let namespace = r.object.namespace.clone();
-    let ca = r.value("proxy-ssl-secret", true, |v| {
-        parse::secret_ref(v, &namespace)
-    });
-    let server_name = r.value("proxy-ssl-name", true, parse::dns_name);
-    let sni = r.value("proxy-ssl-server-name", true, bool_value);
+    let ca = r.value("proxy-ssl-secret", |v| parse::secret_ref(v, &namespace));
+    let server_name = r.value("proxy-ssl-name", parse::dns_name);
+    let sni = r.value("proxy-ssl-server-name", bool_value);
     let tls = protocol.is_some_and(PoolProtocol::is_tls);
     let any = verify.is_some() || ca.is_some() || server_name.is_some() || sni.is_some();
     if !tls {
@@ -322,7 +303,7 @@ fn upstream_tls(r: &mut Reader<'_>, protocol: Option<PoolProtocol>) -> Option<Up
                 "proxy-ssl-server-name",
             ]
             .iter()
-            .find_map(|k| r.get(k, true))
+            .find_map(|k| r.get(k))
         {
             r.warn(
                 &name,
@@ -334,7 +315,7 @@ fn upstream_tls(r: &mut Reader<'_>, protocol: Option<PoolProtocol>) -> Option<Up
     }
     let verify = verify.unwrap_or(false);
     if verify && ca.is_none() {
-        let name = r.get("proxy-ssl-verify", true).map(|(n, _)| n);
+        let name = r.get("proxy-ssl-verify").map(|(n, _)| n);
         r.warn(
             &name.unwrap_or_default(),
             "verification needs the CA certificates: name a Secret with ca.crt in \
@@ -351,21 +332,21 @@ fn upstream_tls(r: &mut Reader<'_>, protocol: Option<PoolProtocol>) -> Option<Up
 
 fn passive(r: &mut Reader<'_>) -> PassiveHealth {
     let mut p = PassiveHealth::default();
-    if let Some(n) = r.value("passive-health-failures", false, u32_value) {
+    if let Some(n) = r.value("passive-health-failures", u32_value) {
         p.failures = n;
     }
-    if let Some(ms) = r.value("passive-health-ejection", false, duration_ms) {
+    if let Some(ms) = r.value("passive-health-ejection", duration_ms) {
         p.ejection_ms = ms;
     }
     p
 }
 
 fn active(r: &mut Reader<'_>) -> Option<ActiveHealth> {
-    let path = r.value("health-check-path", false, parse::check_path);
-    let interval = r.value("health-check-interval", false, duration_ms);
-    let timeout = r.value("health-check-timeout", false, duration_ms);
-    let healthy = r.value("health-check-healthy-threshold", false, parse::threshold);
-    let unhealthy = r.value("health-check-unhealthy-threshold", false, parse::threshold);
+    let path = r.value("health-check-path", parse::check_path);
+    let interval = r.value("health-check-interval", duration_ms);
+    let timeout = r.value("health-check-timeout", duration_ms);
+    let healthy = r.value("health-check-healthy-threshold", parse::threshold);
+    let unhealthy = r.value("health-check-unhealthy-threshold", parse::threshold);
     let path = path?;
     Some(ActiveHealth {
         path,

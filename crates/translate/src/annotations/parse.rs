@@ -220,3 +220,81 @@ pub(super) fn secret_ref(v: &str, namespace: &str) -> Parsed<ObjectRef> {
     }
     Ok(ObjectRef::new("Secret", ns, name))
 }
+
+/// Visible ASCII and spaces, no leading or trailing space, at most 1024 bytes: what a header
+/// value Portico sends may hold.
+fn is_field_value(v: &str) -> bool {
+    !v.is_empty()
+        && v.len() <= 1024
+        && v.trim() == v
+        && v.bytes().all(|b| b.is_ascii_graphic() || b == b' ')
+}
+
+/// `rewrite-target`: a path starting with `/`, in which `$` is followed by a group number
+/// 1–9 (nginx's other variables are not served).
+pub(super) fn rewrite_target(v: &str) -> Parsed<String> {
+    if !v.starts_with('/') || !v.bytes().all(|b| b.is_ascii_graphic()) || v.len() > 1024 {
+        return Err("must be a path starting with \"/\" (e.g. \"/$2\"), without spaces".to_owned());
+    }
+    let mut rest = v;
+    while let Some(at) = rest.find('$') {
+        rest = &rest[at + 1..];
+        if !rest.starts_with(|c: char| ('1'..='9').contains(&c)) {
+            return Err(
+                "the only variables are the path's groups $1 to $9 (other nginx variables are \
+                 not served)"
+                    .to_owned(),
+            );
+        }
+    }
+    Ok(v.to_owned())
+}
+
+/// A header value (`x-forwarded-prefix`).
+pub(super) fn header_value(v: &str) -> Parsed<String> {
+    if is_field_value(v) {
+        Ok(v.to_owned())
+    } else {
+        Err("must be visible ASCII (spaces inside allowed), at most 1024 bytes".to_owned())
+    }
+}
+
+/// `upstream-vhost`: a host, optionally with a port.
+pub(super) fn authority(v: &str) -> Parsed<String> {
+    let ok = !v.is_empty()
+        && v.len() <= 255
+        && v.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-._:[]".contains(&b));
+    if ok {
+        Ok(v.to_owned())
+    } else {
+        Err("must be a host name, optionally with :port".to_owned())
+    }
+}
+
+/// `app-root`: a path starting with `/`.
+pub(super) fn absolute_path(v: &str) -> Parsed<String> {
+    if v.starts_with('/') && v.len() <= 1024 && v.bytes().all(|b| b.is_ascii_graphic()) {
+        Ok(v.to_owned())
+    } else {
+        Err("must be a path starting with \"/\", without spaces".to_owned())
+    }
+}
+
+/// `permanent-redirect`, `temporal-redirect`: an `http://` or `https://` URL, or a path.
+pub(super) fn redirect_url(v: &str) -> Parsed<String> {
+    let absolute = v.starts_with("http://") || v.starts_with("https://") || v.starts_with('/');
+    if absolute && v.len() <= 2048 && v.bytes().all(|b| b.is_ascii_graphic()) {
+        Ok(v.to_owned())
+    } else {
+        Err("must be an http:// or https:// URL (or a path), without spaces".to_owned())
+    }
+}
+
+/// `permanent-redirect-code`, `temporal-redirect-code`: a redirect status, 300 to 308.
+pub(super) fn redirect_code(v: &str) -> Parsed<u16> {
+    v.parse::<u16>()
+        .ok()
+        .filter(|c| (300..=308).contains(c) && v.bytes().all(|b| b.is_ascii_digit()))
+        .ok_or_else(|| "must be a redirect status from 300 to 308".to_owned())
+}

@@ -141,7 +141,7 @@ fn snippets_are_refused_and_unknown_keys_reported() {
             "location / {}",
         ),
         ("portico.dev/proxy-read-timout", "5"),
-        ("nginx.ingress.kubernetes.io/rewrite-target", "/"),
+        ("nginx.ingress.kubernetes.io/mirror-target", "http://m"),
     ]);
     assert!(u.digest.is_none());
     let messages: Vec<&str> = d.iter().map(|d| d.message.as_str()).collect();

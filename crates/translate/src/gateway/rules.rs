@@ -151,6 +151,7 @@ fn policies_of(
                     rules: rules(id, host.as_deref(), matched),
                     source: source.clone(),
                     precedence: precedence(attachment.rank, r, m),
+                    options: None,
                 });
             }
         }

@@ -2,7 +2,7 @@
 
 use super::error::ProxyError;
 use super::gate::Gate;
-use super::headers::{Forwarded, Scheme, strip_hop_by_hop};
+use super::headers::{Forwarded, Scheme, add_server, strip_hop_by_hop};
 use super::tries::{
     connect_timeout, is_idempotent, max_body, may_retry, read_timeout, send_timeout, source_allowed,
 };
@@ -11,7 +11,7 @@ use super::{Phase, Proxy, ProxyBody};
 use crate::access::{Asked, Entry, Logged, X_REQUEST_ID, ensure_request_id};
 use crate::limits::{Activity, Ambiguous, ClientBody, Fault, Framing, Tracked, Watched};
 use crate::metrics::PoolMetrics;
-use crate::route::{Outcome, PoolState, RequestInfo, Target, normalize_host};
+use crate::route::{Outcome, PoolState, RequestInfo, RouteOptions, Target, normalize_host};
 use crate::upstream::{Endpoint, SendFailed, UpstreamError};
 use bytes::Bytes;
 use http::header::{
@@ -38,8 +38,10 @@ use tokio::task::JoinSet;
 
 /// Where the route table sends a request.
 enum Routed {
-    Pool(Arc<PoolState>),
+    /// To the pool, with the route's options if it has any.
+    Pool(Arc<PoolState>, Option<Arc<RouteOptions>>),
     RedirectToHttps(u16),
+    RedirectToUrl(u16, Arc<str>),
 }
 
 /// What every request of one connection shares.
@@ -249,7 +251,8 @@ impl Conn {
     ) -> Response<Logged<ProxyBody>> {
         ensure_request_id(req.headers_mut());
         let mut entry = self.begin_entry(&req);
-        let response = self.respond(req, ordinal, &mut entry).await;
+        let mut response = self.respond(req, ordinal, &mut entry).await;
+        add_server(response.headers_mut(), self.proxy.limits.server_header);
         entry.status(response.status().as_u16());
         response.map(|body| Logged::new(body, entry))
     }
@@ -285,28 +288,48 @@ impl Conn {
         if let Err(error) = self.admit(&req, ordinal) {
             return rescue(self.proxy.metrics.unrouted(), &error);
         }
-        let pool = match self.route(&req) {
-            Ok(Routed::Pool(pool)) => pool,
+        let (pool, options) = match self.route(&req) {
+            Ok(Routed::Pool(pool, options)) => (pool, options),
             Ok(Routed::RedirectToHttps(status)) => return self.redirect(&req, status),
+            Ok(Routed::RedirectToUrl(status, url)) => {
+                return self.redirect_to_url(&req, status, &url);
+            }
             Err(error) => return rescue(self.proxy.metrics.unrouted(), &error),
         };
         entry.pool(&pool);
         if let Err(error) = self.admit_to(&pool, &req) {
             return rescue(&pool.metrics, &error);
         }
+        let mut req = req;
+        let options = options.as_deref();
+        let cors = super::options::cors_origin(options, &req);
+        if let (Some(options), Some(origin)) = (options, &cors)
+            && req.method() == http::Method::OPTIONS
+        {
+            let response = super::options::preflight(options, origin.clone());
+            pool.metrics.record(response.status());
+            return response;
+        }
+        if let Some(options) = options {
+            super::options::before(options, &mut req);
+        }
         let forwarded = if is_upgrade(&req) {
             // Boxed: rare, and its state would lengthen every request's future.
             Box::pin(self.upgrade(&pool, req)).await
         } else {
-            self.forward(&pool, req, entry).await
+            self.forward(&pool, req, entry, options).await
         };
-        match forwarded {
+        let mut response = match forwarded {
             Ok(response) => {
                 pool.metrics.record(response.status());
                 response
             }
             Err(error) => rescue(&pool.metrics, &error),
+        };
+        if let (Some(options), Some(origin)) = (options, cors) {
+            super::options::cors_fields(options, origin, response.headers_mut());
         }
+        response
     }
 
     /// What is refused before routing, as haproxy's `http-request deny` rules refuse it: a
@@ -352,9 +375,15 @@ impl Conn {
         let table = self.proxy.table.load();
         let action = super::target(&table, self.forwarded.scheme, host, path, req.headers());
         match action.map(crate::route::Action::target) {
-            Some(Target::Pool(pool)) => Ok(Routed::Pool(pool.clone())),
+            Some(Target::Pool(pool)) => Ok(Routed::Pool(pool.clone(), None)),
+            Some(Target::Options(pool, options)) => {
+                Ok(Routed::Pool(pool.clone(), Some(options.clone())))
+            }
             Some(Target::Reject(status)) => Err(ProxyError::Rejected(*status)),
             Some(Target::RedirectToHttps(status)) => Ok(Routed::RedirectToHttps(*status)),
+            Some(Target::RedirectToUrl(status, url)) => {
+                Ok(Routed::RedirectToUrl(*status, url.clone()))
+            }
             None => Err(ProxyError::NoRoute),
         }
     }
@@ -372,20 +401,34 @@ impl Conn {
         };
         let target = req.uri().path_and_query().map_or("/", |p| p.as_str());
         let location = HeaderValue::from_str(&format!("https://{host}{port}{target}"));
-        let status = StatusCode::from_u16(status).unwrap_or(StatusCode::PERMANENT_REDIRECT);
         let (Ok(location), false) = (location, host.is_empty()) else {
             return rescue(unrouted, &ProxyError::MissingHost);
         };
-        let reason = status.canonical_reason().unwrap_or("Redirect");
-        let body = Bytes::from(format!("{} {reason}\n", status.as_str()));
-        let mut response = Response::new(Either::Right(Full::new(body)));
-        *response.status_mut() = status;
-        let headers = response.headers_mut();
-        headers.insert(LOCATION, location);
-        let plain = HeaderValue::from_static("text/plain; charset=utf-8");
-        headers.insert(CONTENT_TYPE, plain);
-        unrouted.record(status);
-        response
+        redirect_response(unrouted, status, location)
+    }
+
+    /// `status` with `Location: url`; a `url` starting with `/` on the request's own scheme
+    /// and host (ingress-nginx's `app-root`: `$scheme://$http_host<path>`).
+    fn redirect_to_url(
+        &self,
+        req: &Request<Incoming>,
+        status: u16,
+        url: &str,
+    ) -> Response<ProxyBody> {
+        let unrouted = self.proxy.metrics.unrouted();
+        let location = if url.starts_with('/') {
+            let Some(host) = request_host(req).filter(|h| !h.is_empty()) else {
+                return rescue(unrouted, &ProxyError::MissingHost);
+            };
+            let scheme = self.forwarded.scheme.as_str();
+            HeaderValue::from_str(&format!("{scheme}://{host}{url}"))
+        } else {
+            HeaderValue::from_str(url)
+        };
+        match location {
+            Ok(location) => redirect_response(unrouted, status, location),
+            Err(_) => rescue(unrouted, &ProxyError::BadTarget),
+        }
     }
 
     async fn forward(
@@ -393,6 +436,7 @@ impl Conn {
         pool: &PoolState,
         req: Request<Incoming>,
         entry: &mut Entry,
+        options: Option<&RouteOptions>,
     ) -> Result<Response<ProxyBody>, ProxyError> {
         let no_member = || ProxyError::NoReadyMember { pool: pool.id() };
         let host = host_value(&req).ok_or(ProxyError::MissingHost)?;
@@ -406,6 +450,9 @@ impl Conn {
         let (mut parts, body) = req.into_parts();
         let trailers = wants_trailers(&parts.headers);
         self.forwarded.apply(&mut parts.headers, host.clone());
+        if let Some(vhost) = options.and_then(|o| o.upstream_host.clone()) {
+            parts.headers.insert(HOST, vhost);
+        }
         // A pool's members all speak its protocol: the first pick's stands for every try.
         if pick.endpoint().is_h2c() {
             to_h2c(&mut parts, &host, pick.endpoint(), trailers);
@@ -570,6 +617,26 @@ pub(super) fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, 
     mutex
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A redirect: `status` (a redirect code, 308 when it is not a status), `Location`, a short
+/// text body.
+fn redirect_response(
+    metrics: &PoolMetrics,
+    status: u16,
+    location: HeaderValue,
+) -> Response<ProxyBody> {
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::PERMANENT_REDIRECT);
+    let reason = status.canonical_reason().unwrap_or("Redirect");
+    let body = Bytes::from(format!("{} {reason}\n", status.as_str()));
+    let mut response = Response::new(Either::Right(Full::new(body)));
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(LOCATION, location);
+    let plain = HeaderValue::from_static("text/plain; charset=utf-8");
+    headers.insert(CONTENT_TYPE, plain);
+    metrics.record(status);
+    response
 }
 
 /// The single place where errors become responses.

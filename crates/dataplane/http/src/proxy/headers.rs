@@ -93,6 +93,18 @@ fn connection_named(headers: &HeaderMap) -> Vec<HeaderName> {
         .collect()
 }
 
+/// Adds `Server: name` to a response that has no `Server` field, the backend's own being
+/// kept (the rule of both request paths; the own HTTP/1.1 path applies it while it copies the
+/// upstream's head, `h1::head::answer`).
+pub(crate) fn add_server(headers: &mut HeaderMap, name: Option<&'static str>) {
+    let value = name.and_then(|n| HeaderValue::from_str(n).ok());
+    if let Some(value) = value
+        && let Entry::Vacant(vacant) = headers.entry(http::header::SERVER)
+    {
+        vacant.insert(value);
+    }
+}
+
 /// What the proxy tells the upstream about the client.
 #[derive(Debug, Clone)]
 pub(crate) struct Forwarded {

@@ -8,6 +8,7 @@ mod h1;
 mod headers;
 mod https;
 mod lane;
+mod options;
 mod tries;
 mod tunnel;
 

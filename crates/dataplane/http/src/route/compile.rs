@@ -3,6 +3,7 @@
 use super::balance::{Balance, MemberSpec};
 use super::budget::RetryBudget;
 use super::host::{suffixes, wildcard_suffix};
+use super::options::RouteOptions;
 use super::path::{PathEntry, PathMatch, PathTable};
 use super::pool::{PoolState, Target};
 use super::reduce::{HostMatch, reduce};
@@ -13,6 +14,7 @@ use crate::upstream::Endpoints;
 use portico_model::{
     Listener, LoadBalancer, Model, PolicyAction, Pool, PoolId, Protocol, UpstreamTls,
 };
+use regex::Regex;
 use std::hash::BuildHasher;
 use std::net::SocketAddr;
 use std::sync::{Arc, LazyLock, Mutex};
@@ -150,10 +152,20 @@ impl<'a> Compiler<'a> {
         for policy in &listener.policies {
             let rank = u32::try_from(routes.targets.len()).unwrap_or(u32::MAX);
             let action = match &policy.action {
-                PolicyAction::RedirectToPool { pool } => Action::One(self.resolved(*pool)),
+                PolicyAction::RedirectToPool { pool } => {
+                    Action::One(match (&policy.options, self.resolved(*pool)) {
+                        (Some(options), Target::Pool(state)) => {
+                            Target::Options(state, Arc::new(RouteOptions::compile(options)))
+                        }
+                        (_, target) => target,
+                    })
+                }
                 PolicyAction::Reject { status } => Action::One(Target::Reject(*status)),
                 PolicyAction::RedirectToHttps { status } => {
                     Action::One(Target::RedirectToHttps(*status))
+                }
+                PolicyAction::RedirectToUrl { status, url } => {
+                    Action::One(Target::RedirectToUrl(*status, Arc::from(url.as_str())))
                 }
                 PolicyAction::RedirectToPools { pools } => {
                     let shares = pools.iter().map(|share| {
@@ -261,6 +273,16 @@ type Entries<'a> = Vec<PathEntry<'a>>;
 
 impl RoutesBuilder {
     fn finish(self) -> Routes {
+        // Each regular expression compiled once, whatever number of host tables holds it.
+        let mut compiled: FxMap<&str, Option<Regex>> = FxMap::default();
+        for (_, path, _) in &self.entries {
+            if let PathMatch::Regex(p) = path {
+                compiled
+                    .entry(p)
+                    .or_insert_with(|| super::options::path_regex(p, true));
+            }
+        }
+        let regex = |p: &str| compiled.get(p).cloned().flatten();
         let mut exact: FxMap<&str, Entries<'_>> = FxMap::default();
         let mut wildcard: FxMap<&str, Entries<'_>> = FxMap::default();
         let mut suffix: FxMap<&str, Entries<'_>> = FxMap::default();
@@ -290,27 +312,27 @@ impl RoutesBuilder {
             let rules = (own.iter().chain(via_wildcard.into_iter().flatten()))
                 .chain(&via_suffix)
                 .chain(&any);
-            (Box::from(*host), PathTable::build(rules.copied()))
+            (Box::from(*host), PathTable::build(rules.copied(), &regex))
         });
         let exact_hosts = exact_hosts.collect();
         // `x.suffix` for one label x: under `*.suffix` and every shorter suffix wildcard.
         let wildcard_hosts = wildcard.iter().map(|(name, own)| {
             let via_suffix = via_suffixes(&mut std::iter::once(*name).chain(suffixes(name)));
             let rules = own.iter().chain(&via_suffix).chain(&any);
-            (Box::from(*name), PathTable::build(rules.copied()))
+            (Box::from(*name), PathTable::build(rules.copied(), &regex))
         });
         let wildcard_hosts = wildcard_hosts.collect();
         let suffix_hosts = suffix.keys().map(|name| {
             let via_suffix = via_suffixes(&mut std::iter::once(*name).chain(suffixes(name)));
             let rules = via_suffix.iter().chain(&any);
-            (Box::from(*name), PathTable::build(rules.copied()))
+            (Box::from(*name), PathTable::build(rules.copied(), &regex))
         });
         let suffix_hosts = suffix_hosts.collect();
         Routes {
             exact_hosts,
             wildcard_hosts,
             suffix_hosts,
-            any_host: PathTable::build(any.iter().copied()),
+            any_host: PathTable::build(any.iter().copied(), &regex),
             targets: self.targets,
             guards: self.guards,
             default: self.default,

@@ -14,6 +14,9 @@
 //! - path `PathPrefix`: element-wise on `/`, trailing slashes ignored on both sides: `/foo`
 //!   matches `/foo`, `/foo/` and `/foo/bar`, not `/foobar`; `/` matches every path. The
 //!   translator maps Ingress `ImplementationSpecific` to this comparison.
+//! - path `Regex`: the regular expression matches from the path's start, case-insensitively
+//!   (`/foo` matches `/FOObar`): ingress-nginx's `use-regex` locations. Compiled once per
+//!   pattern; one that does not compile matches nothing.
 //!
 //! - header `EqualTo` (key: the header name): some field of that name has exactly the value.
 //!
@@ -36,6 +39,7 @@ mod check;
 mod compile;
 mod fxhash;
 mod host;
+mod options;
 mod path;
 mod pool;
 mod reduce;
@@ -46,6 +50,7 @@ pub(crate) use balance::{MemberLabels, MemberMetrics};
 pub(crate) use check::ensure_checks;
 pub(crate) use compile::{Compiler, ready_members};
 pub use compile::{PROVIDER, compile};
+pub use options::{RouteOptions, rewrite};
 pub use pool::{PoolState, Target};
 pub(crate) use split::Action;
 pub use split::RequestHeaders;

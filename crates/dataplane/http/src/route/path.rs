@@ -1,7 +1,9 @@
-//! Path matching: one table of exact paths and element-wise prefixes per host.
+//! Path matching: one table of exact paths and element-wise prefixes per host, and the
+//! host's regular expressions (ingress-nginx's `use-regex`), tried in rank order.
 
 use super::fxhash::FxMap;
 pub(crate) use portico_model::matching::PathMatch;
+use regex::Regex;
 
 /// The paths of one host, each mapped to the best (lowest) policy rank that matches it.
 #[derive(Debug, Default, Clone)]
@@ -14,6 +16,9 @@ pub(crate) struct PathTable {
     /// match, so they stay out of the maps and are walked in rank order before the maps'
     /// answer (a table has few: only Gateway API rules with header matches).
     guarded: Vec<(PathMatch, u32)>,
+    /// Regular expressions by rank, best first (most hosts have none). One that did not
+    /// compile is left out: it matches nothing.
+    regexes: Vec<(Regex, u32)>,
 }
 
 /// One entry of a table: a path, its policy's rank, whether the policy has header conditions.
@@ -35,7 +40,12 @@ fn candidates(path: &str) -> impl Iterator<Item = &str> {
 
 impl PathTable {
     /// Builds a table from its entries; on equal paths the lowest unguarded rank wins.
-    pub(crate) fn build<'a>(entries: impl IntoIterator<Item = PathEntry<'a>>) -> Self {
+    /// `regex` gives the compiled expression of a pattern (compiled once per pattern for every
+    /// host's table).
+    pub(crate) fn build<'a>(
+        entries: impl IntoIterator<Item = PathEntry<'a>>,
+        regex: &dyn Fn(&str) -> Option<Regex>,
+    ) -> Self {
         let mut table = PathTable::default();
         for (path, rank, guarded) in entries {
             if guarded {
@@ -45,11 +55,16 @@ impl PathTable {
             let (map, key) = match path {
                 PathMatch::Exact(p) => (&mut table.exact, p),
                 PathMatch::Prefix(p) => (&mut table.prefix, p),
+                PathMatch::Regex(p) => {
+                    table.regexes.extend(regex(p).map(|r| (r, rank)));
+                    continue;
+                }
             };
             let best = map.entry(key.as_str().into()).or_insert(rank);
             *best = (*best).min(rank);
         }
         table.guarded.sort_by_key(|(_, rank)| *rank);
+        table.regexes.sort_by_key(|(_, rank)| *rank);
         table.resolve();
         table
     }
@@ -90,25 +105,39 @@ impl PathTable {
             Some(&rank) => Some(rank),
             None => self.lookup_prefix(path),
         };
-        let better = |rank: &u32| plain.is_none_or(|p| *rank < p);
+        // A regular expression wins when it ranks before the plain match.
+        let regex = (self.regexes.iter())
+            .take_while(|(_, rank)| plain.is_none_or(|p| *rank < p))
+            .find(|(re, _)| re.is_match(path))
+            .map_or(plain, |(_, rank)| Some(*rank));
+        // A guarded policy wins when it ranks before both and its conditions hold.
         let guarded = (self.guarded.iter())
-            .take_while(|(_, rank)| better(rank))
+            .take_while(|(_, rank)| regex.is_none_or(|p| *rank < p))
             .find(|(m, rank)| matches(m, path) && accept(*rank));
-        guarded.map(|(_, rank)| *rank).or(plain)
+        guarded.map(|(_, rank)| *rank).or(regex)
     }
 }
 
-/// Whether a path rule matches a request path (the maps' semantics, one rule at a time).
+/// Whether a path rule matches a request path (the maps' semantics, one rule at a time). A
+/// regular expression never carries header conditions (only Gateway API policies have those,
+/// and never a regular expression), so it does not match here.
 fn matches(rule: &PathMatch, path: &str) -> bool {
     match rule {
         PathMatch::Exact(p) => p == path,
         PathMatch::Prefix(p) => portico_model::matching::prefix_matches(p, path),
+        PathMatch::Regex(_) => false,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl PathTable {
+        fn lookup_plain(&self, path: &str) -> Option<u32> {
+            self.lookup(path, &|_| true)
+        }
+    }
 
     fn all(path: &str) -> Vec<&str> {
         candidates(path).collect()
@@ -126,14 +155,14 @@ mod tests {
     #[test]
     fn shorter_prefix_with_lower_rank_wins_over_longer_one() {
         let (a, b) = (PathMatch::prefix("/"), PathMatch::prefix("/a"));
-        let table = PathTable::build([(&a, 0, false), (&b, 1, false)]);
+        let table = PathTable::build([(&a, 0, false), (&b, 1, false)], &|_| None);
         assert_eq!(table.lookup("/a/x", &|_| true), Some(0));
     }
 
     #[test]
     fn a_guarded_rule_wins_only_when_its_conditions_hold_and_its_rank_is_better() {
         let (guarded, plain) = (PathMatch::prefix("/a"), PathMatch::prefix("/"));
-        let table = PathTable::build([(&guarded, 0, true), (&plain, 1, false)]);
+        let table = PathTable::build([(&guarded, 0, true), (&plain, 1, false)], &|_| None);
         assert_eq!(table.lookup("/a/x", &|_| true), Some(0));
         assert_eq!(table.lookup("/a/x", &|_| false), Some(1));
         assert_eq!(
@@ -141,7 +170,28 @@ mod tests {
             Some(1),
             "its path must match"
         );
-        let late = PathTable::build([(&plain, 0, false), (&guarded, 1, true)]);
+        let late = PathTable::build([(&plain, 0, false), (&guarded, 1, true)], &|_| None);
         assert_eq!(late.lookup("/a", &|_| true), Some(0));
+    }
+
+    #[test]
+    fn a_regex_wins_only_when_it_ranks_before_the_plain_match() {
+        let compile = |p: &str| super::super::options::path_regex(p, true);
+        let (long, plain, short) = (
+            PathMatch::Regex("/foo/bar/[a-z]{3}".into()),
+            PathMatch::Exact("/foo/bar/bar".into()),
+            PathMatch::Regex("/foo".into()),
+        );
+        let table = PathTable::build(
+            [(&long, 0, false), (&plain, 1, false), (&short, 2, false)],
+            &compile,
+        );
+        // ingress-nginx's documented caveat: the longer regex takes the exact path.
+        assert_eq!(table.lookup_plain("/foo/bar/bar"), Some(0));
+        assert_eq!(table.lookup_plain("/FOO/bar/baz"), Some(0));
+        assert_eq!(table.lookup_plain("/foox"), Some(2));
+        assert_eq!(table.lookup_plain("/x/foo"), None);
+        let table = PathTable::build([(&plain, 0, false), (&short, 1, false)], &compile);
+        assert_eq!(table.lookup_plain("/foo/bar/bar"), Some(0));
     }
 }

@@ -15,10 +15,16 @@ use std::sync::{Arc, Mutex, Weak};
 pub enum Target {
     /// Forward to a member of the pool.
     Pool(Arc<PoolState>),
+    /// Forward to a member of the pool with the route's changes (rewrite, upstream `Host`,
+    /// CORS): hyper's path serves these.
+    Options(Arc<PoolState>, Arc<super::options::RouteOptions>),
     /// Answer with this status without contacting any backend (a `Reject` policy).
     Reject(u16),
     /// Answer with this redirect status to the same URL over HTTPS.
     RedirectToHttps(u16),
+    /// Answer with this redirect status to this URL (one starting with `/`: on the request's
+    /// own scheme and host).
+    RedirectToUrl(u16, Arc<str>),
 }
 
 /// One pool as the data plane sees it: its members (swapped whole when only endpoints change),

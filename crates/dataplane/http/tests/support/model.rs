@@ -132,6 +132,7 @@ impl ModelBuilder {
             rules,
             source,
             precedence: 0,
+            options: None,
         }
     }
 

@@ -39,6 +39,7 @@ pub(super) fn frontend(
     );
     let _ = writeln!(s, "    http-request set-header X-Forwarded-Proto {scheme}");
     s.push_str("    http-request set-header X-Forwarded-Host %[req.hdr(host)]\n");
+    s.push_str(&server_line(input.limits.server_header));
     routes::empty(&mut out.maps, listener.id);
     for policy in &listener.policies {
         if let Some(what) = unsupported(policy) {
@@ -87,6 +88,17 @@ fn not_served(policy: &L7Policy, what: &str) -> Diagnostic {
             "policy {} needs {what}, which the haproxy provider does not serve yet; it is not served by haproxy (use the proxy provider)",
             policy.id
         ),
+    )
+}
+
+/// `Server` on every response without one, haproxy's own answers included
+/// (`http-after-response`), as the built-in proxy adds it (`--server-header`).
+fn server_line(server: Option<&str>) -> String {
+    let Some(name) = server.and_then(|s| quote::word(s).ok()) else {
+        return String::new();
+    };
+    format!(
+        "    http-after-response set-header Server {name} unless {{ res.hdr(server) -m found }}\n"
     )
 }
 
@@ -180,6 +192,8 @@ fn policy_entries(
         PolicyAction::RedirectToHttps { status } => specials.redirect(*status),
         // Refused before (`unsupported`).
         PolicyAction::RedirectToPools { .. } => return Ok(()),
+        // Not rendered: the translation warns on the Ingress, naming the annotation.
+        PolicyAction::RedirectToUrl { .. } => return Ok(()),
     };
     routes::add(maps, listener.id, &host, &path, &backend)
 }

@@ -88,6 +88,10 @@ pub fn add(
             };
             entries.push(("prefix", below));
         }
+        // Regular expressions (ingress-nginx's use-regex) are not in haproxy's maps: the
+        // policy is not served here (the translation warns on the Ingress, naming the
+        // annotation and the provider).
+        PathMatch::Regex(_) => return Ok(()),
     }
     if entries.iter().any(|(_, k)| !is_map_word(k)) || !is_map_word(backend) {
         return Err(Unmappable);
@@ -375,6 +379,8 @@ mod tests {
             let path_ok = match p {
                 PathMatch::Exact(e) => e == path,
                 PathMatch::Prefix(v) => prefix_matches(v, path),
+                // Not in the maps (the generator makes none).
+                PathMatch::Regex(_) => false,
             };
             (host_ok && path_ok).then(|| b.clone())
         })
@@ -416,6 +422,7 @@ mod tests {
                     rules,
                     source: std::sync::Arc::new(portico_model::ObjectRef::new("Ingress", "default", &n.to_string())),
                     precedence: 0,
+                    options: None,
                 });
             }
             portico_model::order::sort(&mut model);

@@ -20,6 +20,7 @@ fn policy(name: &str, rules: Vec<L7Rule>, action: PolicyAction) -> L7Policy {
         rules,
         source: std::sync::Arc::new(ObjectRef::new("Ingress", "default", "web")),
         precedence: 0,
+        options: None,
     }
 }
 

@@ -197,6 +197,7 @@ pub fn routed(port: u16, members: &[(SocketAddr, bool)], paths: &[(&str, bool)])
                 ],
                 source: std::sync::Arc::new(ObjectRef::new("Ingress", "default", "web")),
                 precedence: 0,
+                options: None,
             }
         })
         .collect();

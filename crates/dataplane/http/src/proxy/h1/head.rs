@@ -256,12 +256,14 @@ pub(super) struct Finish<'a> {
     pub(super) close: bool,
     /// `Date` for a response that has none.
     pub(super) date: &'a [u8],
+    /// `Server` for a response that has none (`--server-header`), if any.
+    pub(super) server: Option<&'a [u8]>,
 }
 
 /// Reads the response head at the start of `input` and, once it is whole, writes the client's
 /// head into `out`: the status line in HTTP/1.1, the fields but the hop-by-hop ones and those
-/// `Connection` names, `Transfer-Encoding: chunked` for a chunked body, `Date` when missing,
-/// and `Connection: close` when the client connection closes after it (asked for, draining,
+/// `Connection` names, `Transfer-Encoding: chunked` for a chunked body, `Date` and `Server`
+/// (see [`crate::proxy::headers::add_server`]) when missing, and `Connection: close` when the client connection closes after it (asked for, draining,
 /// or a body delimited by the upstream's close).
 pub(super) fn answer(input: &[u8], out: &mut Vec<u8>, finish: &Finish<'_>) -> Answer {
     let mut fields = [httparse::EMPTY_HEADER; MAX_FIELDS];
@@ -289,6 +291,7 @@ pub(super) fn answer(input: &[u8], out: &mut Vec<u8>, finish: &Finish<'_>) -> An
     let mut chunked = None;
     let mut reusable = version == 1;
     let mut dated = false;
+    let mut served_by = false;
     for field in fields.iter() {
         let name = field.name;
         if name.eq_ignore_ascii_case("content-length") {
@@ -307,6 +310,8 @@ pub(super) fn answer(input: &[u8], out: &mut Vec<u8>, finish: &Finish<'_>) -> An
             reusable &= !tokens(field.value).any(|t| t.eq_ignore_ascii_case(b"close"));
         } else if name.eq_ignore_ascii_case("date") {
             dated = true;
+        } else if name.eq_ignore_ascii_case("server") {
+            served_by = true;
         }
     }
     let framing = if finish.head || status == 204 || status == 304 {
@@ -339,6 +344,9 @@ pub(super) fn answer(input: &[u8], out: &mut Vec<u8>, finish: &Finish<'_>) -> An
     }
     if !dated {
         field_line(out, b"date", finish.date);
+    }
+    if let (false, Some(server)) = (served_by, finish.server) {
+        field_line(out, b"server", server);
     }
     if close {
         field_line(out, b"connection", b"close");
@@ -465,9 +473,38 @@ mod tests {
             head,
             close,
             date: b"Fri, 27 Nov 2026 00:00:00 GMT",
+            server: None,
         };
         let answer = answer(input, &mut out, &finish);
         (answer, String::from_utf8(out).unwrap())
+    }
+
+    #[test]
+    fn a_server_field_is_added_only_where_the_upstream_sent_none() {
+        let finish = Finish {
+            head: false,
+            close: false,
+            date: b"then",
+            server: Some(b"portico"),
+        };
+        let mut out = Vec::new();
+        answer(b"HTTP/1.1 204 No Content\r\n\r\n", &mut out, &finish);
+        let out = String::from_utf8(out).unwrap();
+        assert_eq!(
+            out,
+            "HTTP/1.1 204 No Content\r\ndate: then\r\nserver: portico\r\n\r\n"
+        );
+        let mut out = Vec::new();
+        answer(
+            b"HTTP/1.1 204 No Content\r\nServer: app\r\n\r\n",
+            &mut out,
+            &finish,
+        );
+        let out = String::from_utf8(out).unwrap();
+        assert_eq!(
+            out,
+            "HTTP/1.1 204 No Content\r\nServer: app\r\ndate: then\r\n\r\n"
+        );
     }
 
     #[test]

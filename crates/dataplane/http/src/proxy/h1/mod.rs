@@ -384,6 +384,10 @@ impl Proxy {
             .extend_from_slice(body.len().to_string().as_bytes());
         client.out.extend_from_slice(b"\r\ndate: ");
         client.out.extend_from_slice(&http_date_now());
+        if let Some(server) = self.limits.server_header {
+            client.out.extend_from_slice(b"\r\nserver: ");
+            client.out.extend_from_slice(server.as_bytes());
+        }
         let close = self.draining();
         if close {
             client.out.extend_from_slice(b"\r\nconnection: close");
@@ -644,6 +648,7 @@ async fn exchange_head<IO>(
                 head: try_.head,
                 close: try_.close || try_.proxy.draining(),
                 date: &date,
+                server: try_.proxy.limits.server_header.map(str::as_bytes),
             };
             match head::answer(&client.upstream, &mut client.head, &finish) {
                 Answer::Partial if client.upstream.len() > MAX_RESPONSE_HEAD => {

@@ -1,0 +1,97 @@
+//! A route's options applied to a request on hyper's path (the own HTTP/1.1 path declines
+//! routes with options): the rewrite of its target and `X-Forwarded-Prefix`; CORS (the
+//! preflight answered here, the fields set on the members' answers). The upstream
+//! `Host` is set where the forwarding headers are (`conn.rs`, after `X-Forwarded-Host` took
+//! the client's).
+
+use super::ProxyBody;
+use crate::route::{RouteOptions, rewrite};
+use bytes::Bytes;
+use http::header::{
+    ACCESS_CONTROL_ALLOW_CREDENTIALS, ACCESS_CONTROL_ALLOW_HEADERS, ACCESS_CONTROL_ALLOW_METHODS,
+    ACCESS_CONTROL_ALLOW_ORIGIN, ACCESS_CONTROL_EXPOSE_HEADERS, ACCESS_CONTROL_MAX_AGE,
+    CONTENT_LENGTH, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, ORIGIN,
+};
+use http::uri::{PathAndQuery, Uri};
+use http::{Request, Response, StatusCode};
+use http_body_util::{Either, Full};
+
+static X_FORWARDED_PREFIX: HeaderName = HeaderName::from_static("x-forwarded-prefix");
+
+/// Rewrites `req`'s target as the route says (nginx's `rewrite … break`), with its
+/// `X-Forwarded-Prefix`; a target the rewrite would make invalid is left as it was.
+pub(super) fn before<B>(options: &RouteOptions, req: &mut Request<B>) {
+    let Some(r) = &options.rewrite else {
+        return;
+    };
+    let uri = req.uri();
+    let Some(target) = rewrite(&r.pattern, &r.target, uri.path(), uri.query()) else {
+        return;
+    };
+    let Ok(path) = target.parse::<PathAndQuery>() else {
+        tracing::debug!(%target, "a rewritten target that is not a valid request target: kept the original");
+        return;
+    };
+    let mut parts = uri.clone().into_parts();
+    parts.path_and_query = Some(path);
+    if let Ok(uri) = Uri::from_parts(parts) {
+        *req.uri_mut() = uri;
+    }
+    if let Some(prefix) = &r.forwarded_prefix {
+        req.headers_mut()
+            .insert(X_FORWARDED_PREFIX.clone(), prefix.clone());
+    }
+}
+
+/// The `Access-Control-Allow-Origin` a request gets from the route's CORS settings, if any:
+/// none when CORS is off for the route or its origin is not allowed.
+pub(super) fn cors_origin<B>(
+    options: Option<&RouteOptions>,
+    req: &Request<B>,
+) -> Option<HeaderValue> {
+    let cors = options?.cors.as_ref()?;
+    let origin = req.headers().get(ORIGIN).and_then(|o| o.to_str().ok());
+    let allowed = cors.allow_origin(origin)?;
+    HeaderValue::from_str(allowed).ok()
+}
+
+/// ingress-nginx's answer to an `OPTIONS` request whose origin is allowed: 204 with the CORS
+/// fields, without asking the members.
+pub(super) fn preflight(options: &RouteOptions, origin: HeaderValue) -> Response<ProxyBody> {
+    let mut response = Response::new(Either::Right(Full::new(Bytes::new())));
+    *response.status_mut() = StatusCode::NO_CONTENT;
+    let headers = response.headers_mut();
+    cors_fields(options, origin, headers);
+    let plain = HeaderValue::from_static("text/plain; charset=utf-8");
+    headers.insert(CONTENT_TYPE, plain);
+    headers.insert(CONTENT_LENGTH, HeaderValue::from_static("0"));
+    response
+}
+
+/// Sets the CORS fields on a response (replacing the members' own, as ingress-nginx's
+/// `more_set_headers` does).
+pub(super) fn cors_fields(options: &RouteOptions, origin: HeaderValue, headers: &mut HeaderMap) {
+    let Some(cors) = &options.cors else {
+        return;
+    };
+    let value = |s: &str| HeaderValue::from_str(s).ok();
+    headers.insert(ACCESS_CONTROL_ALLOW_ORIGIN, origin);
+    if cors.credentials {
+        let yes = HeaderValue::from_static("true");
+        headers.insert(ACCESS_CONTROL_ALLOW_CREDENTIALS, yes);
+    }
+    let fields = [
+        (ACCESS_CONTROL_ALLOW_METHODS, value(&cors.methods)),
+        (ACCESS_CONTROL_ALLOW_HEADERS, value(&cors.headers)),
+        (
+            ACCESS_CONTROL_EXPOSE_HEADERS,
+            value(&cors.expose_headers).filter(|v| !v.is_empty()),
+        ),
+        (ACCESS_CONTROL_MAX_AGE, value(&cors.max_age_s.to_string())),
+    ];
+    for (name, value) in fields {
+        if let Some(value) = value {
+            headers.insert(name, value);
+        }
+    }
+}

@@ -1,0 +1,129 @@
+//! What a policy does to the requests it forwards and to their answers, beyond choosing the
+//! pool: ingress-nginx's per-location annotations (`rewrite-target`, `x-forwarded-prefix`,
+//! `upstream-vhost`, CORS). Kept apart from the rules and the action so that a policy
+//! without them is unchanged.
+
+use serde::{Deserialize, Serialize};
+
+/// The request changes and CORS answers of one policy. Every field is optional; a policy
+/// without any has no options at all (`L7Policy::options` is `None`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct PolicyOptions {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rewrite: Option<Rewrite>,
+    /// The `Host` field sent to the members instead of the client's (`upstream-vhost`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream_host: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cors: Option<Cors>,
+}
+
+/// nginx's `rewrite "(?i)<pattern>" <target> break;`: the first match of `pattern` in the
+/// request path, case-insensitive, replaces the whole path with `target`, its `$1`…`$9` being
+/// the match's groups; the query is kept (appended after `&` when `target` has one of its
+/// own, dropped when `target` ends with `?`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Rewrite {
+    /// A regular expression (the `regex` crate's syntax), as the Ingress path writes it.
+    pub pattern: String,
+    /// Starts with `/`; `$1`…`$9` are the only variables.
+    pub target: String,
+    /// `X-Forwarded-Prefix` sent with rewritten requests (`x-forwarded-prefix`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forwarded_prefix: Option<String>,
+}
+
+/// Cross-origin resource sharing as ingress-nginx's `enable-cors` answers it: a request whose
+/// `Origin` is allowed gets the `Access-Control-*` fields on its response, and a preflight
+/// (`OPTIONS`) from an allowed origin is answered 204 without reaching the members.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Cors {
+    /// Allowed origins (`scheme://host[:port]`, a host may start with `*.`); empty: any
+    /// origin (`*`, answered as `Access-Control-Allow-Origin: *`).
+    pub origins: Vec<String>,
+    pub methods: String,
+    pub headers: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub expose_headers: String,
+    pub credentials: bool,
+    pub max_age_s: u64,
+}
+
+impl Cors {
+    /// The `Access-Control-Allow-Origin` of a request whose `Origin` field is `origin`: `*`
+    /// when every origin is allowed (with or without an `Origin`, as ingress-nginx answers),
+    /// the request's origin when one of `origins` matches it (case-insensitively; `*.` stands
+    /// for exactly one label), else none: the request gets no CORS fields.
+    pub fn allow_origin<'a>(&self, origin: Option<&'a str>) -> Option<&'a str> {
+        if self.origins.iter().any(|o| o == "*") {
+            return Some("*");
+        }
+        let origin = origin?;
+        self.origins
+            .iter()
+            .any(|allowed| origin_matches(allowed, origin))
+            .then_some(origin)
+    }
+}
+
+/// `allowed` (lower-case, `scheme://[*.]host[:port]` or `null`) against a request's origin.
+fn origin_matches(allowed: &str, origin: &str) -> bool {
+    let origin = origin.to_ascii_lowercase();
+    let Some((head, tail)) = allowed.split_once("*.") else {
+        return allowed == origin;
+    };
+    let Some(label) = origin
+        .strip_prefix(head)
+        .and_then(|rest| rest.strip_suffix(tail))
+        .and_then(|rest| rest.strip_suffix('.'))
+    else {
+        return false;
+    };
+    !label.is_empty()
+        && label
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cors(origins: &[&str]) -> Cors {
+        Cors {
+            origins: origins.iter().map(|o| (*o).to_owned()).collect(),
+            methods: String::new(),
+            headers: String::new(),
+            expose_headers: String::new(),
+            credentials: true,
+            max_age_s: 0,
+        }
+    }
+
+    #[test]
+    fn allowed_origins_are_echoed_and_a_star_allows_every_request() {
+        let any = cors(&["*"]);
+        assert_eq!(any.allow_origin(None), Some("*"));
+        assert_eq!(any.allow_origin(Some("https://x.test")), Some("*"));
+        let some = cors(&["https://origin.cors.com:8080", "https://*.example.com"]);
+        let allowed = |o| some.allow_origin(Some(o));
+        assert_eq!(
+            allowed("https://origin.cors.com:8080"),
+            Some("https://origin.cors.com:8080")
+        );
+        assert_eq!(
+            allowed("https://App.Example.com"),
+            Some("https://App.Example.com")
+        );
+        // The port is part of the origin, and a wildcard is one label.
+        assert_eq!(allowed("https://origin.cors.com"), None);
+        assert_eq!(allowed("https://a.b.example.com"), None);
+        assert_eq!(allowed("https://example.com"), None);
+        assert_eq!(allowed("http://app.example.com"), None);
+        assert_eq!(
+            allowed("https://evil.com/https://origin.cors.com:8080"),
+            None
+        );
+        assert_eq!(some.allow_origin(None), None);
+    }
+}

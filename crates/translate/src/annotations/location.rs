@@ -1,0 +1,96 @@
+//! An Ingress's per-location annotations (ingress-nginx's word: what each of its paths does
+//! besides choosing the pool): regex paths, the rewrite, redirects, the upstream `Host`,
+//! `X-Forwarded-Prefix`, the HTTPS redirect it forces, CORS. Read with the same [`Reader`]
+//! as the upstream settings; a bad value is a warning and the default applies.
+
+use super::{Reader, parse};
+use crate::KeptIngress;
+use portico_model::{Cors, Diagnostic, ObjectRef};
+use std::sync::{Arc, LazyLock};
+
+/// What one Ingress's annotations ask of its routes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Location {
+    /// `use-regex`: its paths, and every path of its hosts, are regular expressions.
+    pub use_regex: bool,
+    /// `rewrite-target`: where the paths are rewritten to (`$1`…`$9` from the path's groups).
+    pub rewrite_target: Option<String>,
+    /// `x-forwarded-prefix`, sent with rewritten requests.
+    pub forwarded_prefix: Option<String>,
+    /// `upstream-vhost`: the `Host` sent to the members.
+    pub upstream_host: Option<String>,
+    /// `app-root`: `/` is redirected (302) here.
+    pub app_root: Option<String>,
+    /// `temporal-redirect` or `permanent-redirect`, with its status: every path answers it.
+    pub redirect: Option<(u16, String)>,
+    /// `force-ssl-redirect`: its hosts' HTTP requests go to HTTPS even without `spec.tls`.
+    pub force_ssl_redirect: bool,
+    pub cors: Option<Cors>,
+}
+
+impl Location {
+    /// The settings of an Ingress without such annotations, shared.
+    pub(crate) fn default_arc() -> Arc<Location> {
+        static DEFAULT: LazyLock<Arc<Location>> = LazyLock::new(Arc::default);
+        DEFAULT.clone()
+    }
+
+    /// Whether a route of this Ingress whose path is `path` (as written) makes its host's
+    /// paths regular expressions: `use-regex`, or a rewrite to another path (ingress-nginx's
+    /// `enforceRegexModifier`).
+    pub(crate) fn makes_regex(&self, path: &str) -> bool {
+        self.use_regex || self.rewrites(path)
+    }
+
+    /// Whether requests of the route with `path` are rewritten (a target equal to the path
+    /// is no rewrite, as in ingress-nginx).
+    pub(crate) fn rewrites(&self, path: &str) -> bool {
+        self.rewrite_target.as_deref().is_some_and(|t| t != path)
+    }
+}
+
+/// The location settings of `ingress`, with a warning for each bad value.
+pub(crate) fn location(
+    object: &ObjectRef,
+    ingress: &KeptIngress,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Arc<Location> {
+    let Some(annotations) = ingress.metadata.annotations.as_ref() else {
+        return Location::default_arc();
+    };
+    let mut r = Reader {
+        object,
+        annotations,
+        diagnostics,
+    };
+    let l = Location {
+        use_regex: r.value("use-regex", parse::bool_value).unwrap_or(false),
+        rewrite_target: r.value("rewrite-target", parse::rewrite_target),
+        forwarded_prefix: r.value("x-forwarded-prefix", parse::header_value),
+        upstream_host: r.value("upstream-vhost", parse::authority),
+        app_root: r.value("app-root", parse::absolute_path),
+        redirect: redirect(&mut r),
+        force_ssl_redirect: r
+            .value("force-ssl-redirect", parse::bool_value)
+            .unwrap_or(false),
+        cors: super::cors::cors(&mut r),
+    };
+    if l == Location::default() {
+        return Location::default_arc();
+    }
+    Arc::new(l)
+}
+
+/// `temporal-redirect` (302, or `temporal-redirect-code`) before `permanent-redirect` (301, or
+/// `permanent-redirect-code`), as ingress-nginx reads them.
+fn redirect(r: &mut Reader<'_>) -> Option<(u16, String)> {
+    let temporal = r.value("temporal-redirect", parse::redirect_url);
+    let temporal_code = r.value("temporal-redirect-code", parse::redirect_code);
+    let permanent = r.value("permanent-redirect", parse::redirect_url);
+    let permanent_code = r.value("permanent-redirect-code", parse::redirect_code);
+    match (temporal, permanent) {
+        (Some(url), _) => Some((temporal_code.unwrap_or(302), url)),
+        (None, Some(url)) => Some((permanent_code.unwrap_or(301), url)),
+        (None, None) => None,
+    }
+}

@@ -1,0 +1,448 @@
+//! The one table of Ingress annotation keys: under which prefixes each is read and what each
+//! provider makes of it. The annotation reader takes from it which keys it knows and what it
+//! warns about the others; `portico migrate` reports from it. So the report cannot say
+//! "served" of a key the reader ignores, nor the reverse.
+
+use serde::Serialize;
+
+/// What Portico does with an annotation on one provider.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(tag = "outcome", content = "detail", rename_all = "kebab-case")]
+pub enum Outcome {
+    /// As ingress-nginx does.
+    Served,
+    /// Served, with this difference from ingress-nginx.
+    ServedDifferently(&'static str),
+    /// Not served, for this reason; a warning names the annotation.
+    Ignored(&'static str),
+    /// Refused by design; the text names what replaces it.
+    Refused(&'static str),
+}
+
+impl Outcome {
+    /// `served`, `served-differently`, `ignored` or `refused`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Outcome::Served => "served",
+            Outcome::ServedDifferently(_) => "served-differently",
+            Outcome::Ignored(_) => "ignored",
+            Outcome::Refused(_) => "refused",
+        }
+    }
+
+    /// The difference, the reason or the replacement; empty when served.
+    pub fn detail(self) -> &'static str {
+        match self {
+            Outcome::Served => "",
+            Outcome::ServedDifferently(s) | Outcome::Ignored(s) | Outcome::Refused(s) => s,
+        }
+    }
+
+    /// Whether the key takes effect (as ingress-nginx's or differently).
+    pub fn is_served(self) -> bool {
+        matches!(self, Outcome::Served | Outcome::ServedDifferently(_))
+    }
+}
+
+/// One annotation key (after its prefix).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Annotation {
+    pub key: &'static str,
+    /// Read under `nginx.ingress.kubernetes.io/`.
+    pub nginx: bool,
+    /// Read under `portico.dev/`.
+    pub portico: bool,
+    /// What the built-in proxy makes of it.
+    pub proxy: Outcome,
+    /// What the haproxy provider makes of it.
+    pub haproxy: Outcome,
+}
+
+impl Annotation {
+    /// Its outcome on `provider` (`proxy` or `haproxy`; another provider serves no Ingress).
+    pub fn outcome(&self, provider: &str) -> Outcome {
+        if provider == "haproxy" {
+            self.haproxy
+        } else {
+            self.proxy
+        }
+    }
+}
+
+use Outcome::{Ignored, Refused, Served, ServedDifferently};
+
+/// Both prefixes, served alike by both providers.
+const fn both(key: &'static str) -> Annotation {
+    Annotation {
+        key,
+        nginx: true,
+        portico: true,
+        proxy: Served,
+        haproxy: Served,
+    }
+}
+
+/// Both prefixes, served by the proxy; `haproxy` on haproxy.
+const fn proxy_only(key: &'static str, haproxy: Outcome) -> Annotation {
+    Annotation {
+        key,
+        nginx: true,
+        portico: true,
+        proxy: Served,
+        haproxy,
+    }
+}
+
+/// Portico's own key (no ingress-nginx alias).
+const fn own(key: &'static str, haproxy: Outcome) -> Annotation {
+    Annotation {
+        key,
+        nginx: false,
+        portico: true,
+        proxy: Served,
+        haproxy,
+    }
+}
+
+/// An ingress-nginx key Portico does not serve (on either provider), and why.
+const fn ignored(key: &'static str, why: &'static str) -> Annotation {
+    Annotation {
+        key,
+        nginx: true,
+        portico: false,
+        proxy: Ignored(why),
+        haproxy: Ignored(why),
+    }
+}
+
+/// A snippet key, refused, with what replaces it.
+const fn refused(key: &'static str, instead: &'static str) -> Annotation {
+    Annotation {
+        key,
+        nginx: true,
+        portico: true,
+        proxy: Refused(instead),
+        haproxy: Refused(instead),
+    }
+}
+
+const NOT_YET: &str = "not served yet (planned: docs/migrating-from-ingress-nginx.md)";
+const HAPROXY_NOT_YET: &str =
+    "served by the built-in proxy; the haproxy provider does not serve it yet";
+const REGEX: &str = "the regex crate's syntax (no lookaround or backreferences), on the path as \
+    received (percent-encoding kept) rather than nginx's decoded one";
+const NO_VARIABLES: &str = "nginx variables ($request_uri, …) in the URL are sent as written";
+const STREAMS: &str = "the proxy streams requests and responses; nothing to tune";
+
+/// Every key Portico knows, in ingress-nginx's documentation order where it has one.
+pub const ANNOTATIONS: &[Annotation] = &[
+    // Upstream settings (docs/annotations.md).
+    both("proxy-connect-timeout"),
+    both("proxy-read-timeout"),
+    proxy_only(
+        "proxy-send-timeout",
+        Ignored("haproxy has one server-side inactivity timeout, which proxy-read-timeout sets"),
+    ),
+    both("proxy-body-size"),
+    Annotation {
+        proxy: ServedDifferently("ewma is least request over a latency EWMA (P2C)"),
+        haproxy: ServedDifferently("ewma and least_request are haproxy's leastconn"),
+        ..both("load-balance")
+    },
+    both("upstream-hash-by"),
+    Annotation {
+        proxy: ServedDifferently("the cookie names the member, not its address"),
+        ..both("affinity")
+    },
+    both("session-cookie-name"),
+    both("session-cookie-max-age"),
+    both("session-cookie-path"),
+    both("proxy-next-upstream-tries"),
+    both("whitelist-source-range"),
+    both("allowlist-source-range"),
+    both("backend-protocol"),
+    both("proxy-ssl-verify"),
+    both("proxy-ssl-secret"),
+    both("proxy-ssl-name"),
+    both("proxy-ssl-server-name"),
+    both("ssl-redirect"),
+    // Portico's own.
+    own("health-check-path", Served),
+    own("health-check-interval", Served),
+    own("health-check-timeout", Served),
+    own("health-check-healthy-threshold", Served),
+    own("health-check-unhealthy-threshold", Served),
+    own("passive-health-failures", Served),
+    own("passive-health-ejection", Served),
+    own("retry-budget", Ignored("haproxy has no retry budget")),
+    own("external-ip", Served),
+    // Snippets: raw configuration text.
+    refused(
+        "configuration-snippet",
+        "typed annotations: rewrite-target, x-forwarded-prefix, upstream-vhost, CORS \
+         (enable-cors), redirects (permanent-redirect, temporal-redirect, app-root); \
+         response headers are not yet typed",
+    ),
+    refused(
+        "server-snippet",
+        "typed annotations: server-alias, from-to-www-redirect, permanent-redirect, \
+         force-ssl-redirect",
+    ),
+    refused("auth-snippet", "auth-url and its typed settings (planned)"),
+    refused("modsecurity-snippet", "no replacement: Portico has no WAF"),
+    refused(
+        "stream-snippet",
+        "Services of type LoadBalancer (provider l4)",
+    ),
+    // Known ingress-nginx keys that are not served.
+    Annotation {
+        proxy: ServedDifferently(REGEX),
+        ..proxy_only("rewrite-target", Ignored(HAPROXY_NOT_YET))
+    },
+    Annotation {
+        proxy: ServedDifferently(REGEX),
+        ..proxy_only("use-regex", Ignored(HAPROXY_NOT_YET))
+    },
+    Annotation {
+        proxy: Served,
+        ..proxy_only("app-root", Ignored(HAPROXY_NOT_YET))
+    },
+    Annotation {
+        proxy: ServedDifferently(NO_VARIABLES),
+        ..proxy_only("permanent-redirect", Ignored(HAPROXY_NOT_YET))
+    },
+    Annotation {
+        proxy: Served,
+        ..proxy_only("permanent-redirect-code", Ignored(HAPROXY_NOT_YET))
+    },
+    Annotation {
+        proxy: ServedDifferently(NO_VARIABLES),
+        ..proxy_only("temporal-redirect", Ignored(HAPROXY_NOT_YET))
+    },
+    Annotation {
+        proxy: Served,
+        ..proxy_only("temporal-redirect-code", Ignored(HAPROXY_NOT_YET))
+    },
+    Annotation {
+        proxy: ServedDifferently(
+            "per host: the paths of other Ingresses on its hosts are redirected too",
+        ),
+        ..proxy_only("force-ssl-redirect", Ignored(HAPROXY_NOT_YET))
+    },
+    ignored("from-to-www-redirect", NOT_YET),
+    ignored("server-alias", NOT_YET),
+    Annotation {
+        proxy: Served,
+        ..proxy_only("x-forwarded-prefix", Ignored(HAPROXY_NOT_YET))
+    },
+    Annotation {
+        proxy: Served,
+        ..proxy_only("upstream-vhost", Ignored(HAPROXY_NOT_YET))
+    },
+    Annotation {
+        proxy: Served,
+        ..proxy_only("enable-cors", Ignored(HAPROXY_NOT_YET))
+    },
+    Annotation {
+        proxy: ServedDifferently(
+            "an origin is matched whole (ingress-nginx does not anchor its start)",
+        ),
+        ..proxy_only("cors-allow-origin", Ignored(HAPROXY_NOT_YET))
+    },
+    Annotation {
+        proxy: Served,
+        ..proxy_only("cors-allow-methods", Ignored(HAPROXY_NOT_YET))
+    },
+    Annotation {
+        proxy: Served,
+        ..proxy_only("cors-allow-headers", Ignored(HAPROXY_NOT_YET))
+    },
+    Annotation {
+        proxy: Served,
+        ..proxy_only("cors-expose-headers", Ignored(HAPROXY_NOT_YET))
+    },
+    Annotation {
+        proxy: Served,
+        ..proxy_only("cors-allow-credentials", Ignored(HAPROXY_NOT_YET))
+    },
+    Annotation {
+        proxy: Served,
+        ..proxy_only("cors-max-age", Ignored(HAPROXY_NOT_YET))
+    },
+    ignored("canary", NOT_YET),
+    ignored("canary-by-header", NOT_YET),
+    ignored("canary-by-header-value", NOT_YET),
+    ignored("canary-by-header-pattern", NOT_YET),
+    ignored("canary-by-cookie", NOT_YET),
+    ignored("canary-weight", NOT_YET),
+    ignored("canary-weight-total", NOT_YET),
+    ignored("affinity-canary-behavior", NOT_YET),
+    ignored("auth-type", NOT_YET),
+    ignored("auth-secret", NOT_YET),
+    ignored("auth-secret-type", NOT_YET),
+    ignored("auth-realm", NOT_YET),
+    ignored("auth-url", NOT_YET),
+    ignored("auth-method", NOT_YET),
+    ignored("auth-signin", NOT_YET),
+    ignored("auth-signin-redirect-param", NOT_YET),
+    ignored("auth-response-headers", NOT_YET),
+    ignored("auth-request-redirect", NOT_YET),
+    ignored("auth-proxy-set-headers", NOT_YET),
+    ignored("auth-cache-key", NOT_YET),
+    ignored("auth-cache-duration", NOT_YET),
+    ignored("auth-always-set-cookie", NOT_YET),
+    ignored("auth-keepalive", NOT_YET),
+    ignored("auth-keepalive-requests", NOT_YET),
+    ignored("auth-keepalive-share-vars", NOT_YET),
+    ignored("auth-keepalive-timeout", NOT_YET),
+    ignored("enable-global-auth", NOT_YET),
+    ignored("limit-rps", NOT_YET),
+    ignored("limit-rpm", NOT_YET),
+    ignored("limit-connections", NOT_YET),
+    ignored("limit-burst-multiplier", NOT_YET),
+    ignored("limit-whitelist", NOT_YET),
+    ignored("limit-rate", NOT_YET),
+    ignored("limit-rate-after", NOT_YET),
+    ignored("default-backend", NOT_YET),
+    ignored("custom-http-errors", NOT_YET),
+    ignored("ssl-passthrough", NOT_YET),
+    ignored("service-upstream", NOT_YET),
+    ignored("proxy-buffering", STREAMS),
+    ignored("proxy-buffer-size", STREAMS),
+    ignored("proxy-buffers-number", STREAMS),
+    ignored("proxy-busy-buffers-size", STREAMS),
+    ignored("proxy-max-temp-file-size", STREAMS),
+    ignored("proxy-request-buffering", STREAMS),
+    ignored("client-body-buffer-size", STREAMS),
+    ignored(
+        "proxy-http-version",
+        "upstreams speak HTTP/1.1, or HTTP/2 by backend-protocol",
+    ),
+    ignored("proxy-next-upstream", NOT_YET),
+    ignored("proxy-next-upstream-timeout", NOT_YET),
+    ignored("proxy-cookie-domain", NOT_YET),
+    ignored("proxy-cookie-path", NOT_YET),
+    ignored("proxy-redirect-from", NOT_YET),
+    ignored("proxy-redirect-to", NOT_YET),
+    ignored(
+        "proxy-ssl-ciphers",
+        "upstream TLS uses rustls's AEAD suites",
+    ),
+    ignored("proxy-ssl-protocols", "upstream TLS is 1.2 and 1.3"),
+    ignored("proxy-ssl-verify-depth", NOT_YET),
+    ignored("ssl-ciphers", "TLS 1.2 and 1.3 with AEAD suites only"),
+    ignored(
+        "ssl-prefer-server-ciphers",
+        "TLS 1.2 and 1.3 with AEAD suites only",
+    ),
+    ignored("auth-tls-secret", NOT_YET),
+    ignored("auth-tls-verify-client", NOT_YET),
+    ignored("auth-tls-verify-depth", NOT_YET),
+    ignored("auth-tls-error-page", NOT_YET),
+    ignored("auth-tls-pass-certificate-to-upstream", NOT_YET),
+    ignored("auth-tls-match-cn", NOT_YET),
+    ignored("denylist-source-range", NOT_YET),
+    ignored("custom-headers", NOT_YET),
+    ignored("connection-proxy-header", NOT_YET),
+    ignored(
+        "enable-access-log",
+        "the access log is per process (--access-log)",
+    ),
+    ignored("enable-rewrite-log", "nginx's debug log has no equivalent"),
+    ignored("enable-opentelemetry", NOT_YET),
+    ignored("opentelemetry-trust-incoming-span", NOT_YET),
+    ignored("enable-modsecurity", "Portico has no WAF"),
+    ignored("enable-owasp-core-rules", "Portico has no WAF"),
+    ignored("modsecurity-transaction-id", "Portico has no WAF"),
+    ignored("http2-push-preload", "HTTP/2 server push is obsolete"),
+    ignored("mirror-target", NOT_YET),
+    ignored("mirror-host", NOT_YET),
+    ignored("mirror-request-body", NOT_YET),
+    ignored("preserve-trailing-slash", NOT_YET),
+    ignored("satisfy", NOT_YET),
+    ignored("affinity-mode", NOT_YET),
+    ignored("session-cookie-change-on-failure", NOT_YET),
+    ignored("session-cookie-conditional-samesite-none", NOT_YET),
+    ignored("session-cookie-domain", NOT_YET),
+    ignored("session-cookie-expires", NOT_YET),
+    ignored("session-cookie-samesite", NOT_YET),
+    ignored("session-cookie-secure", NOT_YET),
+    ignored("upstream-hash-by-subset", NOT_YET),
+    ignored("upstream-hash-by-subset-size", NOT_YET),
+];
+
+/// Why a snippet key the table does not list is refused.
+const SNIPPET: &str = "snippets are refused by design: raw configuration text would bypass \
+    validation, escaping and the isolation of one Ingress from the others; the typed \
+    annotations of docs/annotations.md cover what snippets were used for";
+
+/// An ingress-nginx key the table does not know.
+const UNKNOWN_NGINX: &str = "not an ingress-nginx annotation Portico knows; ignored";
+/// A `portico.dev/` key the table does not know: a typo would otherwise go unnoticed.
+const UNKNOWN_PORTICO: &str = "unknown annotation; ignored (see docs/annotations.md)";
+
+/// The prefixes annotation keys are read under.
+pub const PORTICO: &str = "portico.dev/";
+pub const NGINX: &str = "nginx.ingress.kubernetes.io/";
+
+/// The table's entry for `key` (after its prefix).
+pub fn lookup(key: &str) -> Option<&'static Annotation> {
+    ANNOTATIONS.iter().find(|a| a.key == key)
+}
+
+/// What `provider` makes of the Ingress annotation `name` (with its prefix); `None` for
+/// annotations under neither prefix (other tools' keys, `kubernetes.io/ingress.class`).
+pub fn classify(name: &str, provider: &str) -> Option<Outcome> {
+    let (key, nginx) = match (name.strip_prefix(PORTICO), name.strip_prefix(NGINX)) {
+        (Some(key), _) => (key, false),
+        (None, Some(key)) => (key, true),
+        (None, None) => return None,
+    };
+    let entry = lookup(key).filter(|a| if nginx { a.nginx } else { a.portico });
+    Some(match entry {
+        Some(a) => a.outcome(provider),
+        None if key.ends_with("snippet") || key.ends_with("snippets") => Refused(SNIPPET),
+        None if nginx => Ignored(UNKNOWN_NGINX),
+        None => Ignored(UNKNOWN_PORTICO),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_key_is_listed_once() {
+        let mut keys: Vec<&str> = ANNOTATIONS.iter().map(|a| a.key).collect();
+        keys.sort_unstable();
+        let before = keys.len();
+        keys.dedup();
+        assert_eq!(before, keys.len());
+    }
+
+    #[test]
+    fn keys_are_classified_by_prefix_and_provider() {
+        assert_eq!(
+            classify("nginx.ingress.kubernetes.io/proxy-body-size", "proxy"),
+            Some(Served)
+        );
+        assert!(matches!(
+            classify("nginx.ingress.kubernetes.io/proxy-send-timeout", "haproxy"),
+            Some(Ignored(_))
+        ));
+        // Portico's own keys have no ingress-nginx alias.
+        assert_eq!(
+            classify("nginx.ingress.kubernetes.io/retry-budget", "proxy"),
+            Some(Ignored(UNKNOWN_NGINX))
+        );
+        assert_eq!(
+            classify("portico.dev/proxy-bodysize", "proxy"),
+            Some(Ignored(UNKNOWN_PORTICO))
+        );
+        assert!(matches!(
+            classify("nginx.ingress.kubernetes.io/location-snippets", "proxy"),
+            Some(Refused(_))
+        ));
+        assert_eq!(classify("kubernetes.io/ingress.class", "proxy"), None);
+    }
+}

@@ -1,0 +1,201 @@
+//! The ingress-nginx controller ConfigMap's keys and what serves each in Portico (a flag, an
+//! annotation, or nothing): what `portico migrate --nginx-configmap` reports. Portico reads no
+//! such ConfigMap; its settings are flags (process-wide) and annotations (per Ingress).
+
+use crate::annotations::table::Outcome::{self, Ignored, Refused, Served, ServedDifferently};
+
+/// One ConfigMap key, what Portico makes of it and, when served, by what.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConfigKey {
+    pub key: &'static str,
+    pub outcome: Outcome,
+    /// The flag or annotation that serves it ("" when not served).
+    pub by: &'static str,
+}
+
+const fn by(key: &'static str, by: &'static str) -> ConfigKey {
+    ConfigKey {
+        key,
+        outcome: Served,
+        by,
+    }
+}
+
+const fn differently(key: &'static str, by: &'static str, how: &'static str) -> ConfigKey {
+    ConfigKey {
+        key,
+        outcome: ServedDifferently(how),
+        by,
+    }
+}
+
+const fn not(key: &'static str, why: &'static str) -> ConfigKey {
+    ConfigKey {
+        key,
+        outcome: Ignored(why),
+        by: "",
+    }
+}
+
+const PER_INGRESS: &str = "set it per Ingress with the annotation of the same name";
+const STREAMS: &str = "the proxy streams requests and responses; nothing to tune";
+const TLS: &str = "TLS 1.2 and 1.3 with AEAD suites and forward secrecy only (rustls)";
+const LOG: &str = "the access log is JSON lines with fixed fields (docs/access-log.md)";
+const LATER: &str = "no equivalent yet";
+
+/// The keys Portico has an answer for; any other key is reported as having no equivalent.
+pub const CONFIG_KEYS: &[ConfigKey] = &[
+    by(
+        "proxy-body-size",
+        "--max-body-bytes (per Ingress: proxy-body-size)",
+    ),
+    differently(
+        "proxy-connect-timeout",
+        "annotation proxy-connect-timeout",
+        PER_INGRESS,
+    ),
+    by(
+        "proxy-read-timeout",
+        "--upstream-response-timeout (per Ingress: proxy-read-timeout)",
+    ),
+    differently(
+        "proxy-send-timeout",
+        "annotation proxy-send-timeout",
+        PER_INGRESS,
+    ),
+    differently(
+        "proxy-next-upstream-tries",
+        "annotation proxy-next-upstream-tries",
+        PER_INGRESS,
+    ),
+    differently("load-balance", "annotation load-balance", PER_INGRESS),
+    by("client-header-timeout", "--client-header-timeout"),
+    by("client-body-timeout", "--client-body-timeout"),
+    by("keep-alive", "--keepalive-timeout"),
+    by("large-client-header-buffers", "--max-header-bytes"),
+    by("max-worker-connections", "--max-connections"),
+    by("worker-processes", "--workers"),
+    differently(
+        "worker-shutdown-timeout",
+        "--shutdown-grace, --shutdown-timeout",
+        "a grace period (readiness fails, traffic served) then a drain timeout",
+    ),
+    differently(
+        "server-tokens",
+        "--server-header",
+        "responses without a Server field get `Server: portico` (no version); \
+         --server-header names another, off adds none",
+    ),
+    by(
+        "ssl-redirect",
+        "annotation ssl-redirect (default true, as ingress-nginx)",
+    ),
+    differently(
+        "force-ssl-redirect",
+        "annotation force-ssl-redirect",
+        PER_INGRESS,
+    ),
+    by(
+        "use-http2",
+        "always on (ALPN h2 on HTTPS, prior knowledge on HTTP)",
+    ),
+    by(
+        "enable-underscores-in-headers",
+        "always on: such headers are passed",
+    ),
+    differently(
+        "use-forwarded-headers",
+        "",
+        "X-Forwarded-For is appended to, never trusted for routing or allowlists",
+    ),
+    by("access-log-path", "--access-log PATH"),
+    by("disable-access-log", "--access-log off"),
+    not("log-format-upstream", LOG),
+    not("log-format-escape-json", LOG),
+    not("ssl-protocols", TLS),
+    not("ssl-ciphers", TLS),
+    not("ssl-ecdh-curve", TLS),
+    not(
+        "ssl-session-cache",
+        "session resumption by ticket and cache is always on",
+    ),
+    not(
+        "ssl-session-tickets",
+        "session resumption by ticket and cache is always on",
+    ),
+    not("proxy-buffering", STREAMS),
+    not("proxy-buffer-size", STREAMS),
+    not("proxy-buffers-number", STREAMS),
+    not("proxy-request-buffering", STREAMS),
+    not("client-body-buffer-size", STREAMS),
+    not("hsts", LATER),
+    not("hsts-max-age", LATER),
+    not("hsts-include-subdomains", LATER),
+    not("hsts-preload", LATER),
+    not("add-headers", LATER),
+    not("proxy-set-headers", LATER),
+    not("hide-headers", LATER),
+    not("enable-cors", PER_INGRESS),
+    not("limit-req-status-code", LATER),
+    not("limit-conn-status-code", LATER),
+    not("custom-http-errors", LATER),
+    not("enable-opentelemetry", LATER),
+    not("enable-modsecurity", "Portico has no WAF"),
+    not("enable-owasp-modsecurity-crs", "Portico has no WAF"),
+    not("use-geoip2", LATER),
+    not(
+        "enable-brotli",
+        "responses are passed as the backend compressed them",
+    ),
+    not(
+        "use-gzip",
+        "responses are passed as the backend compressed them",
+    ),
+    not(
+        "upstream-keepalive-connections",
+        "upstream connections are pooled, unbounded idle",
+    ),
+    not(
+        "upstream-keepalive-timeout",
+        "upstream connections are pooled, unbounded idle",
+    ),
+    not("allow-snippet-annotations", "snippets are always refused"),
+    not(
+        "annotations-risk-level",
+        "snippets are always refused; other annotations are typed",
+    ),
+    ConfigKey {
+        key: "http-snippet",
+        outcome: Refused("flags and typed annotations; snippets are refused by design"),
+        by: "",
+    },
+    ConfigKey {
+        key: "server-snippet",
+        outcome: Refused("flags and typed annotations; snippets are refused by design"),
+        by: "",
+    },
+    ConfigKey {
+        key: "location-snippet",
+        outcome: Refused("flags and typed annotations; snippets are refused by design"),
+        by: "",
+    },
+    ConfigKey {
+        key: "main-snippet",
+        outcome: Refused("flags and typed annotations; snippets are refused by design"),
+        by: "",
+    },
+];
+
+/// What Portico makes of ConfigMap key `key`.
+pub fn config_key(key: &str) -> ConfigKey {
+    let known = CONFIG_KEYS.iter().find(|k| k.key == key).copied();
+    known.unwrap_or(ConfigKey {
+        key: "",
+        outcome: if key.ends_with("snippet") {
+            Refused("flags and typed annotations; snippets are refused by design")
+        } else {
+            Ignored("not known to Portico: no equivalent")
+        },
+        by: "",
+    })
+}
