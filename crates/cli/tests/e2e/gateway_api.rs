@@ -5,12 +5,8 @@
 //! traffic. Gateways without an address are served on the default listeners.
 
 use crate::{backends, expect_routes, support::*};
-use bytes::Bytes;
-use http_body_util::{BodyExt, Empty};
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 const OURS: &str = "portico.dev/gateway-controller";
 
@@ -517,53 +513,15 @@ async fn a_route_changed_under_keep_alive_traffic_fails_no_request() {
     let p = Portico::start(m.path(), &[]).await;
     p.wait_route("l.test", "/change-0", 200, "moving").await;
 
-    let stream = tokio::net::TcpStream::connect(p.http).await.unwrap();
-    let (mut sender, conn) =
-        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
-            .await
-            .unwrap();
-    tokio::spawn(conn);
-    let stop = Arc::new(AtomicBool::new(false));
-    let (ok, failed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-    let client = {
-        let (stop, ok, failed) = (stop.clone(), ok.clone(), failed.clone());
-        tokio::spawn(async move {
-            while !stop.load(Ordering::Relaxed) {
-                let req = http::Request::get("/")
-                    .header("host", "l.test")
-                    .body(Empty::<Bytes>::new())
-                    .unwrap();
-                match sender.send_request(req).await {
-                    Ok(resp) if resp.status() == 200 => {
-                        let body = resp.into_body().collect().await;
-                        let counter = if body.is_ok() { &ok } else { &failed };
-                        counter.fetch_add(1, Ordering::Relaxed);
-                    }
-                    _ => {
-                        failed.fetch_add(1, Ordering::Relaxed);
-                        return;
-                    }
-                }
-            }
-        })
-    };
+    let load = KeepAliveLoad::start(p.http, "l.test").await;
     for i in 1..=20 {
         m.write("route.yaml", &route("gw-live", "live", &spec(i)));
         p.wait_route("l.test", &format!("/change-{i}"), 200, "moving")
             .await;
     }
-    stop.store(true, Ordering::Relaxed);
-    client.await.unwrap();
-    assert_eq!(
-        failed.load(Ordering::Relaxed),
-        0,
-        "failed requests on the keep-alive connection"
-    );
-    assert!(
-        ok.load(Ordering::Relaxed) >= 20,
-        "{} requests",
-        ok.load(Ordering::Relaxed)
-    );
+    let (ok, failed) = load.finish().await;
+    assert_eq!(failed, 0, "failed requests on the keep-alive connection");
+    assert!(ok >= 20, "{} requests", ok);
     // Removed: its paths are gone, the Gateway stays.
     m.remove("route.yaml");
     p.wait_route("l.test", "/", 404, "").await;

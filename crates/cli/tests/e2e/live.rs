@@ -1,10 +1,6 @@
 //! Live changes: each served within a second; one keep-alive connection sees no failure.
 
 use crate::{expect_routes, support::*};
-use bytes::Bytes;
-use http_body_util::{BodyExt, Empty};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 const SECOND: Duration = Duration::from_secs(1);
@@ -111,51 +107,13 @@ async fn keep_alive_client_sees_no_failure_through_100_changes() {
     p.wait_route("ka.test", "/change-0", 200, "moving").await;
 
     // One connection, kept busy by a client that sends request after request.
-    let stream = tokio::net::TcpStream::connect(p.http).await.unwrap();
-    let (mut sender, conn) =
-        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
-            .await
-            .unwrap();
-    tokio::spawn(conn);
-    let stop = Arc::new(AtomicBool::new(false));
-    let (ok, failed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-    let client = {
-        let (stop, ok, failed) = (stop.clone(), ok.clone(), failed.clone());
-        tokio::spawn(async move {
-            while !stop.load(Ordering::Relaxed) {
-                let req = http::Request::get("/")
-                    .header("host", "ka.test")
-                    .body(Empty::<Bytes>::new())
-                    .unwrap();
-                match sender.send_request(req).await {
-                    Ok(resp) if resp.status() == 200 => {
-                        let body = resp.into_body().collect().await;
-                        let counter = if body.is_ok() { &ok } else { &failed };
-                        counter.fetch_add(1, Ordering::Relaxed);
-                    }
-                    _ => {
-                        failed.fetch_add(1, Ordering::Relaxed);
-                        return;
-                    }
-                }
-            }
-        })
-    };
+    let load = KeepAliveLoad::start(p.http, "ka.test").await;
     for i in 1..=100 {
         m.write("ing.yaml", &rules(i));
         p.wait_route("ka.test", &format!("/change-{i}"), 200, "moving")
             .await;
     }
-    stop.store(true, Ordering::Relaxed);
-    client.await.unwrap();
-    assert_eq!(
-        failed.load(Ordering::Relaxed),
-        0,
-        "failed requests on the keep-alive connection"
-    );
-    assert!(
-        ok.load(Ordering::Relaxed) >= 100,
-        "the connection stayed busy: {} requests",
-        ok.load(Ordering::Relaxed)
-    );
+    let (ok, failed) = load.finish().await;
+    assert_eq!(failed, 0, "failed requests on the keep-alive connection");
+    assert!(ok >= 100, "the connection stayed busy: {} requests", ok);
 }

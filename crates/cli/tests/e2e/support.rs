@@ -526,3 +526,50 @@ pub fn annotated(manifest: &str, annotations: &[(&str, &str)]) -> String {
     out.insert_str(at, &block);
     out
 }
+
+/// One keep-alive HTTP/1.1 connection kept busy by a client that sends `GET /` for `host`,
+/// request after request, until [`KeepAliveLoad::finish`]; it counts the answers, and stops
+/// at the first that is not a whole 200.
+pub struct KeepAliveLoad {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    client: tokio::task::JoinHandle<(usize, usize)>,
+}
+
+impl KeepAliveLoad {
+    pub async fn start(addr: SocketAddr, host: &str) -> KeepAliveLoad {
+        use http_body_util::BodyExt as _;
+        use std::sync::atomic::Ordering;
+        let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let (mut sender, conn) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+                .await
+                .unwrap();
+        tokio::spawn(conn);
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (flag, host) = (stop.clone(), host.to_owned());
+        let client = tokio::spawn(async move {
+            let (mut ok, mut failed) = (0, 0);
+            while !flag.load(Ordering::Relaxed) {
+                let req = http::Request::get("/")
+                    .header("host", &host)
+                    .body(http_body_util::Empty::<bytes::Bytes>::new())
+                    .unwrap();
+                match sender.send_request(req).await {
+                    Ok(resp) if resp.status() == 200 => match resp.into_body().collect().await {
+                        Ok(_) => ok += 1,
+                        Err(_) => failed += 1,
+                    },
+                    _ => return (ok, failed + 1),
+                }
+            }
+            (ok, failed)
+        });
+        KeepAliveLoad { stop, client }
+    }
+
+    /// Stops the client: (whole 200 answers, failed requests).
+    pub async fn finish(self) -> (usize, usize) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.client.await.unwrap()
+    }
+}
