@@ -229,12 +229,10 @@ impl Etcd {
             let answer = stream.message().await;
             let answer = answer.map_err(|e| EtcdError::request("campaign watch", &e))?;
             let Some(answer) = answer else {
-                return Err(EtcdError::Request {
-                    what: "campaign watch",
-                    reason: "the stream ended".into(),
-                    permanent: false,
-                    unavailable: false,
-                });
+                return Err(EtcdError::broken(
+                    "campaign watch",
+                    "the stream ended".into(),
+                ));
             };
             let deleted = answer
                 .events

@@ -61,6 +61,16 @@ impl EtcdError {
         }
     }
 
+    /// A stream (watch, keep-alive) that ended or was canceled: worth opening again.
+    pub(crate) fn broken(what: &'static str, reason: String) -> Self {
+        EtcdError::Request {
+            what,
+            reason,
+            permanent: false,
+            unavailable: false,
+        }
+    }
+
     /// A request refused for its auth token, which has been renewed: worth trying again.
     pub(crate) fn token_refused(what: &'static str, status: &tonic::Status) -> Self {
         EtcdError::Request {

@@ -142,10 +142,5 @@ fn timeout(what: &'static str, timeout: Duration) -> EtcdError {
 }
 
 fn ended() -> EtcdError {
-    EtcdError::Request {
-        what: "keep-alive",
-        reason: "the stream ended".into(),
-        permanent: false,
-        unavailable: false,
-    }
+    EtcdError::broken("keep-alive", "the stream ended".into())
 }

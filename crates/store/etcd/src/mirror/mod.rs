@@ -213,12 +213,7 @@ fn canceled(answer: &WatchResponse) -> String {
 }
 
 fn broken(reason: String) -> EtcdError {
-    EtcdError::Request {
-        what: "watch",
-        reason,
-        permanent: false,
-        unavailable: false,
-    }
+    EtcdError::broken("watch", reason)
 }
 
 /// The range that holds a subtree and its marker (the marker sorts just before `desired/`).
