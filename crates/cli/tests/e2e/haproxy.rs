@@ -106,13 +106,7 @@ async fn state_dir_files_a_killed_haproxy_and_clean_up_at_exit() {
     m.write("ing.yaml", &y);
     let p = Portico::start_haproxy(m.path(), &[]).await;
     p.wait_route("web.test", "/", 308, "").await;
-    let root = p.state_dir().join("loadbalancer/haproxy");
-    let dir = std::fs::read_dir(&root)
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+    let dir = p.haproxy_dir();
     for name in [
         "haproxy.conf",
         "crt-list.txt",
@@ -212,13 +206,7 @@ async fn a_state_directory_too_long_for_unix_sockets_serves() {
     let p = Portico::start_haproxy_below(m.path(), &below, &[]).await;
     assert!(p.state_dir().as_os_str().len() > 100);
     p.wait_route("web.test", "/", 200, "web").await;
-    let root = p.state_dir().join("loadbalancer/haproxy");
-    let dir = std::fs::read_dir(&root)
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+    let dir = p.haproxy_dir();
     for name in ["haproxy.sock", "master.sock"] {
         assert!(dir.join(name).exists(), "{name} in {}", dir.display());
     }
@@ -306,13 +294,7 @@ async fn an_endpoint_only_change_is_served_without_a_reload_and_the_files_follow
         value.unwrap_or_else(|| panic!("no reload counter in:\n{text}"))
     };
     assert_eq!(reloads().await, 0);
-    let root = p.state_dir().join("loadbalancer/haproxy");
-    let dir = std::fs::read_dir(&root)
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+    let dir = p.haproxy_dir();
     let config = || std::fs::read_to_string(dir.join("haproxy.conf")).unwrap();
     assert!(config().contains(&pods[1].to_string()));
 
@@ -504,13 +486,7 @@ async fn haproxy_starts_and_serves_within_a_short_descriptor_limit_and_says_what
     for part in &wanted {
         assert!(diagnostics.contains(part), "{part} in {diagnostics}");
     }
-    let root = p.state_dir().join("loadbalancer/haproxy");
-    let dir = std::fs::read_dir(&root)
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+    let dir = p.haproxy_dir();
     let conf = std::fs::read_to_string(dir.join("haproxy.conf")).unwrap();
     assert!(conf.contains(&format!("    maxconn {maxconn}\n")), "{conf}");
     assert!(!conf.contains(" check "), "no server is checked");

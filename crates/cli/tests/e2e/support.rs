@@ -232,6 +232,14 @@ impl Portico {
             .map_or_else(|| state.to_owned(), |b| state.join(b))
     }
 
+    /// The directory of the first haproxy load balancer under the state directory (the one,
+    /// in tests that serve one).
+    pub fn haproxy_dir(&self) -> PathBuf {
+        let root = self.state_dir().join("loadbalancer/haproxy");
+        let first = std::fs::read_dir(&root).unwrap().next();
+        first.unwrap().unwrap().path()
+    }
+
     pub fn run_args(dir: &Path, extra: &[&str]) -> Vec<String> {
         let mut args: Vec<String> = vec!["run".into(), "-f".into(), dir.display().to_string()];
         args.extend(EPHEMERAL_LISTENERS.map(String::from));
