@@ -32,7 +32,7 @@ pub use gateway::{
 pub use grant::{ReferenceGrant, ReferenceGrantFrom, ReferenceGrantSpec, ReferenceGrantTo};
 pub use route::{
     BackendRef, HeaderMatch, HttpRoute, HttpRouteMatch, HttpRouteRule, HttpRouteSpec,
-    ParentReference, PathMatch, SecretObjectReference,
+    ParentReference, PathMatch, QueryParamMatch, SecretObjectReference,
 };
 pub use status::{
     GatewayClassStatus, GatewayStatus, GatewayStatusAddress, ListenerStatus, RouteGroupKind,

@@ -109,10 +109,10 @@ pub struct HttpRouteMatch {
     pub path: Option<PathMatch>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub headers: Vec<HeaderMatch>,
-    /// As read (not served yet: refused in status).
+    /// The first parameter of a name counts; names compare case-sensitively.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub query_params: Vec<Value>,
-    /// As read (not served yet: refused in status).
+    pub query_params: Vec<QueryParamMatch>,
+    /// `GET`, `POST`, … (case-sensitive).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub method: Option<String>,
 }
@@ -143,7 +143,7 @@ pub struct HeaderMatch {
     /// `Exact` (the default) or `RegularExpression`.
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
     pub type_: Option<String>,
-    /// Compared case-insensitively.
+    /// Compared case-insensitively (a header's) or case-sensitively (a query parameter's).
     pub name: String,
     pub value: String,
 }
@@ -153,6 +153,9 @@ impl HeaderMatch {
         self.type_.as_deref().unwrap_or("Exact")
     }
 }
+
+/// A query parameter match: the shape of a header match, its name case-sensitive.
+pub type QueryParamMatch = HeaderMatch;
 
 /// Where a rule's requests go: a Service port by default.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

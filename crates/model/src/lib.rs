@@ -6,6 +6,7 @@
 
 mod diagnostic;
 mod diff;
+pub mod filters;
 mod id;
 mod limits;
 pub mod matching;
@@ -19,6 +20,7 @@ mod tree;
 
 pub use diagnostic::{Diagnostic, Escaped, MAX_OBJECT_DIAGNOSTICS, Severity, cap_per_object};
 pub use diff::{Change, ChangeKind, ElementKind, diff};
+pub use filters::{HeaderChanges, Mirror, PathRewrite, Redirect, Timeouts};
 pub use id::{L7PolicyId, L7RuleId, ListenerId, LoadBalancerId, MemberId, PoolId, stable_uuid};
 pub use limits::Limits;
 pub use merge::merge;

@@ -1,8 +1,9 @@
 //! A policy's rules (a logical AND) reduced to one host and one path comparison. Any
 //! conjunction of host rules is equivalent to one host rule or to "never", and the same holds
 //! for path rules. Every provider (the built-in proxy's route table, the haproxy renderer)
-//! reduces with this one function, so they agree on every odd combination. Header rules are
-//! not reduced: they are conditions checked after the host and the path ([`headers`]).
+//! reduces with this one function, so they agree on every odd combination. Header, query and
+//! method rules are not reduced: they are conditions checked after the host and the path
+//! ([`conditions`]).
 
 use crate::{CompareType, L7Rule, RuleType};
 
@@ -71,7 +72,7 @@ pub fn suffix_matches(suffix: &str, host: &str) -> bool {
 }
 
 /// A policy's rules as one host and one path comparison; `None` when they can never all match
-/// (a header rule that is not an `EQUAL_TO` with a key never does either).
+/// (a condition rule that [`condition`] does not take never does either).
 pub fn reduce(rules: &[L7Rule]) -> Option<(HostMatch, PathMatch)> {
     let mut host = HostMatch::Any;
     let mut path = PathMatch::prefix("/");
@@ -79,25 +80,57 @@ pub fn reduce(rules: &[L7Rule]) -> Option<(HostMatch, PathMatch)> {
         match rule.rule_type {
             RuleType::HostName => host = both_hosts(host, host_rule(rule)?)?,
             RuleType::Path => path = both_paths(path, path_rule(rule)?)?,
-            RuleType::Header => {
-                header_rule(rule)?;
+            RuleType::Header | RuleType::Query | RuleType::Method => {
+                condition(rule)?;
             }
         }
     }
     Some((host, path))
 }
 
-/// The header conditions of a policy's rules: (lower-case name, value) pairs that must all
-/// hold. Rules that can never match are [`reduce`]'s to report.
-pub fn headers(rules: &[L7Rule]) -> impl Iterator<Item = (&str, &str)> {
-    rules.iter().filter_map(header_rule)
+/// What a condition compares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Field<'a> {
+    /// A header field of this lower-case name.
+    Header(&'a str),
+    /// A query parameter of this name.
+    Query(&'a str),
+    Method,
 }
 
-fn header_rule(rule: &L7Rule) -> Option<(&str, &str)> {
-    match (rule.rule_type, rule.compare_type, rule.key.as_deref()) {
-        (RuleType::Header, CompareType::EqualTo, Some(name)) => Some((name, rule.value.as_str())),
-        _ => None,
-    }
+/// A condition beside the host and the path: `field` equals `value`, or matches it as a
+/// regular expression ([`CompareType::Regex`]) when `regex`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Condition<'a> {
+    pub field: Field<'a>,
+    pub value: &'a str,
+    pub regex: bool,
+}
+
+/// The conditions of a policy's rules, which must all hold. Rules that can never match are
+/// [`reduce`]'s to report.
+pub fn conditions(rules: &[L7Rule]) -> impl Iterator<Item = Condition<'_>> {
+    rules.iter().filter_map(condition)
+}
+
+/// A header or query rule with a key, `EQUAL_TO` or `REGEX`; a method rule `EQUAL_TO`.
+fn condition(rule: &L7Rule) -> Option<Condition<'_>> {
+    let regex = match rule.compare_type {
+        CompareType::EqualTo => false,
+        CompareType::Regex if rule.rule_type != RuleType::Method => true,
+        _ => return None,
+    };
+    let field = match (rule.rule_type, rule.key.as_deref()) {
+        (RuleType::Header, Some(name)) => Field::Header(name),
+        (RuleType::Query, Some(name)) => Field::Query(name),
+        (RuleType::Method, _) => Field::Method,
+        _ => return None,
+    };
+    Some(Condition {
+        field,
+        value: &rule.value,
+        regex,
+    })
 }
 
 /// A rule with a comparison its type does not support never matches.
@@ -208,13 +241,22 @@ mod tests {
             reduce(&rules),
             Some((HostMatch::Any, PathMatch::Prefix("/a".into())))
         );
-        assert_eq!(headers(&rules).collect::<Vec<_>>(), [("x-version", "v1")]);
+        let want = Condition {
+            field: Field::Header("x-version"),
+            value: "v1",
+            regex: false,
+        };
+        assert_eq!(conditions(&rules).collect::<Vec<_>>(), [want]);
         let keyless = rule(RuleType::Header, CompareType::EqualTo, "v1");
         assert_eq!(
             reduce(&[keyless]),
             None,
             "a header rule without a name never matches"
         );
+        let mut method = rule(RuleType::Method, CompareType::Regex, "GET");
+        assert_eq!(reduce(&[method.clone()]), None, "methods compare exactly");
+        method.compare_type = CompareType::EqualTo;
+        assert_eq!(conditions(&[method]).next().unwrap().field, Field::Method);
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! `upstream-vhost`, CORS). Kept apart from the rules and the action so that a policy
 //! without them is unchanged.
 
+use crate::{HeaderChanges, Mirror, PathRewrite, Timeouts};
 use serde::{Deserialize, Serialize};
 
 /// The request changes and CORS answers of one policy. Every field is optional; a policy
@@ -16,6 +17,22 @@ pub struct PolicyOptions {
     pub upstream_host: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cors: Option<Cors>,
+    /// The Gateway API's filters ([`crate::filters`]): header changes on the request and on
+    /// its answer, a new path (URLRewrite), mirrors, timeouts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_headers: Option<HeaderChanges>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_headers: Option<HeaderChanges>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<PathRewrite>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mirrors: Vec<Mirror>,
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub timeouts: Timeouts,
+}
+
+fn is_default(timeouts: &Timeouts) -> bool {
+    *timeouts == Timeouts::default()
 }
 
 /// nginx's `rewrite "(?i)<pattern>" <target> break;`: the first match of `pattern` in the

@@ -2,14 +2,15 @@
 //! wildcard hosts (Gateway API suffix wildcards longest first, then by suffix), then host-less
 //! policies; within a host, longer paths first, Exact before Prefix at equal length (a regular
 //! expression counts as a prefix of its own length, as ingress-nginx orders its regex
-//! locations by length), then by path; then more header conditions first; then by
-//! `precedence` (the Gateway API's order of routes and rules). The translator orders policies
+//! locations by length), then by path; then a method condition first, then more header
+//! conditions, then more query conditions (the Gateway API's order); then by `precedence`
+//! (the Gateway API's order of routes and rules). The translator orders policies
 //! the same way, and distinct policies of one listener differ in one of these, so this order
 //! is total: the store does not need to keep positions, and listeners merged from several load
 //! balancers can be ordered again (equal keys keep their order: the sort is stable).
 
 use crate::L7Policy;
-use crate::matching::{HostMatch, PathMatch, headers, reduce};
+use crate::matching::{Field, HostMatch, PathMatch, conditions, reduce};
 use std::cmp::Reverse;
 
 /// The sort key of a policy (see the module's doc).
@@ -20,7 +21,7 @@ pub type Key = (
     Reverse<usize>,
     bool,
     String,
-    Reverse<usize>,
+    Reverse<(bool, usize, usize)>,
     u32,
 );
 
@@ -35,7 +36,7 @@ pub fn key(policy: &L7Policy) -> Key {
             never.3,
             never.4,
             policy.id.to_string(),
-            Reverse(0),
+            Reverse((false, 0, 0)),
             0,
         );
     };
@@ -49,7 +50,14 @@ pub fn key(policy: &L7Policy) -> Key {
         PathMatch::Exact(p) => (false, p),
         PathMatch::Prefix(p) | PathMatch::Regex(p) => (true, p),
     };
-    let conditions = headers(&policy.rules).count();
+    let (mut method, mut headers, mut queries) = (false, 0, 0);
+    for condition in conditions(&policy.rules) {
+        match condition.field {
+            Field::Method => method = true,
+            Field::Header(_) => headers += 1,
+            Field::Query(_) => queries += 1,
+        }
+    }
     let length = Reverse(path.len());
     (
         group,
@@ -58,7 +66,7 @@ pub fn key(policy: &L7Policy) -> Key {
         length,
         prefix,
         path,
-        Reverse(conditions),
+        Reverse((method, headers, queries)),
         policy.precedence,
     )
 }

@@ -122,15 +122,35 @@ pub enum PolicyAction {
     RedirectToPools {
         pools: Vec<WeightedPool>,
     },
+    /// Answer with a redirect whose `Location` is made from the request (a Gateway API
+    /// RequestRedirect filter).
+    RequestRedirect(crate::Redirect),
 }
 
 /// One share of a [`PolicyAction::RedirectToPools`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct WeightedPool {
     /// None: this share answers 500.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pool: Option<PoolId>,
     pub weight: u32,
+    /// The options of the requests this share forwards, instead of the policy's (a Gateway
+    /// API backendRef's filters, with its rule's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub options: Option<Arc<PolicyOptions>>,
+}
+
+impl L7Policy {
+    /// Every pool the policy may send a request to, its mirrors' included.
+    pub fn pools(&self) -> impl Iterator<Item = PoolId> + '_ {
+        let shares = match &self.action {
+            PolicyAction::RedirectToPools { pools } => &pools[..],
+            _ => &[][..],
+        };
+        let options = (self.options.iter()).chain(shares.iter().filter_map(|s| s.options.as_ref()));
+        let mirrors = options.flat_map(|o| o.mirrors.iter().map(|m| m.pool));
+        self.action.pools().chain(mirrors)
+    }
 }
 
 impl PolicyAction {
@@ -182,6 +202,11 @@ pub enum RuleType {
     /// Compares the value of the request header that [`L7Rule::key`] names (case-insensitive
     /// name); the rule matches when any field of that name has the value.
     Header,
+    /// Compares the value of the query parameter that [`L7Rule::key`] names (case-sensitive
+    /// name, as written in the query without decoding); the first parameter of that name counts.
+    Query,
+    /// Compares the request method (`EQUAL_TO` only), case-sensitive.
+    Method,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -196,8 +221,10 @@ pub enum CompareType {
     /// Host wildcard of the Gateway API: the value is the suffix after `*.` and one or more
     /// labels must precede it (`*.foo.com` matches `a.foo.com` and `a.b.foo.com`, not `foo.com`).
     WildcardSuffix,
-    /// Path regular expression (the `regex` crate's syntax), case-insensitive and anchored at
-    /// the path's start only, as ingress-nginx's `use-regex` locations (`~* "^value"`).
+    /// Regular expression (the `regex` crate's syntax), case-insensitive and anchored at the
+    /// value's start only, as ingress-nginx's `use-regex` locations (`~* "^value"`); for paths,
+    /// and for header and query values. A translator that wants a whole, case-sensitive match
+    /// writes it so (`(?-i:pattern)$`).
     Regex,
 }
 
@@ -207,7 +234,8 @@ pub struct L7Rule {
     #[serde(rename = "type")]
     pub rule_type: RuleType,
     pub compare_type: CompareType,
-    /// The header name of a `HEADER` rule, lower-case; none for the other types.
+    /// The header name of a `HEADER` rule (lower-case) or the parameter name of a `QUERY`
+    /// rule; none for the other types.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
     pub value: String,

@@ -95,6 +95,7 @@ fn options(location: &Location, regex: Option<&str>) -> Option<Arc<PolicyOptions
         rewrite,
         upstream_host: location.upstream_host.clone(),
         cors: location.cors.clone(),
+        ..PolicyOptions::default()
     };
     (options != PolicyOptions::default()).then(|| Arc::new(options))
 }

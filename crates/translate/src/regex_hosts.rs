@@ -72,7 +72,7 @@ fn written_path(route: &Route<'_>) -> String {
 }
 
 /// Whether `path` compiles as the data planes compile it (see `CompareType::Regex`).
-fn compiles(path: &str) -> Result<(), String> {
+pub(crate) fn compiles(path: &str) -> Result<(), String> {
     regex::RegexBuilder::new(&format!("^(?:{path})"))
         .case_insensitive(true)
         .size_limit(1 << 20)

@@ -88,6 +88,8 @@ fn policies(lb: &LoadBalancer) -> Vec<String> {
                     (RuleType::HostName, CompareType::WildcardSuffix) => format!("*.{}", r.value),
                     (RuleType::Path, CompareType::EqualTo) => format!("={}", r.value),
                     (RuleType::Header, _) => format!("{}:{}", r.key.as_deref().unwrap(), r.value),
+                    (RuleType::Query, _) => format!("?{}={}", r.key.as_deref().unwrap(), r.value),
+                    (RuleType::Method, _) => format!("{}!", r.value),
                     _ => r.value.clone(),
                 });
             }
@@ -404,9 +406,22 @@ fn what_is_not_served_yet_is_refused_in_status_and_as_an_error() {
         route(
             "regex",
             "shop",
-            "{parentRefs: [{name: gw}], rules: [{matches: [{path: {type: RegularExpression, value: '/a.*'}}]}]}",
+            "{parentRefs: [{name: gw}], rules: [{matches: [{path: {type: Glob, value: '/a*'}}]}]}",
+        ),
+        route(
+            "broken",
+            "shop",
+            "{parentRefs: [{name: gw}], rules: [{matches: [{queryParams: [{name: a, value: x}, {type: RegularExpression, name: b, value: '(?=x)'}]}]}]}",
         ),
     ]);
+    let broken = t.diagnostics.iter().find(|d| d.object.name == "broken");
+    assert!(
+        broken.is_some_and(|d| d
+            .message
+            .contains("spec.rules[0].matches[0].queryParams[1].value")
+            && d.message.contains("does not compile")),
+        "{broken:?}"
+    );
     let v = &t.gateways;
     assert_eq!(
         route_conditions(v, "shop", "regex")[0][0],
@@ -575,5 +590,39 @@ status:
     assert_eq!(
         (programmed.status.as_str(), programmed.reason.as_str()),
         ("False", "Pending")
+    );
+}
+
+#[test]
+fn method_query_and_regular_expression_matches_become_rules_in_the_apis_precedence() {
+    let t = translate(&[
+        gateway("gw", "portico", HTTP),
+        route(
+            "matches",
+            "shop",
+            "{parentRefs: [{name: gw}], rules: [
+              {matches: [{path: {value: /a}, queryParams: [{name: animal, value: whale}]}], backendRefs: [{name: web, port: 8080}]},
+              {matches: [{path: {value: /a}, headers: [{name: X-V, value: '1'}]}], backendRefs: [{name: web, port: 8080}]},
+              {matches: [{path: {value: /a}, method: POST}], backendRefs: [{name: api, port: 9090}]},
+              {matches: [{path: {type: RegularExpression, value: '/v[0-9]+'}}], backendRefs: [{name: api, port: 9090}]},
+              {matches: [{headers: [{type: RegularExpression, name: X-Id, value: '[a-z]+'}]}], backendRefs: [{name: api, port: 9090}]}]}",
+        ),
+    ]);
+    let v = &t.gateways;
+    assert_eq!(
+        route_conditions(v, "shop", "matches")[0][0],
+        "Accepted=true/Accepted"
+    );
+    // A method match before header matches before query matches; regular expressions are
+    // matched whole and case-sensitively.
+    assert_eq!(
+        policies(lb(&t, "gateway/shop/gw")),
+        [
+            "(?-i:/v[0-9]+)$ -> shop_api_9090",
+            "/a POST! -> shop_api_9090",
+            "/a x-v:1 -> shop_web_8080",
+            "/a ?animal=whale -> shop_web_8080",
+            "/ x-id:(?-i:[a-z]+)$ -> shop_api_9090",
+        ]
     );
 }

@@ -8,30 +8,30 @@ use crate::{backends, expect_routes, support::*};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
-const OURS: &str = "portico.dev/gateway-controller";
+pub(crate) const OURS: &str = "portico.dev/gateway-controller";
 
-fn class(name: &str, controller: &str) -> String {
+pub(crate) fn class(name: &str, controller: &str) -> String {
     format!(
         "---\napiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {{name: {name}}}\nspec: {{controllerName: {controller}}}\n"
     )
 }
 
-fn gateway(ns: &str, name: &str, class: &str, listeners: &str) -> String {
+pub(crate) fn gateway(ns: &str, name: &str, class: &str, listeners: &str) -> String {
     format!(
         "---\napiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  gatewayClassName: {class}\n  listeners: {listeners}\n"
     )
 }
 
-fn route(ns: &str, name: &str, spec: &str) -> String {
+pub(crate) fn route(ns: &str, name: &str, spec: &str) -> String {
     format!(
         "---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: {name}, namespace: {ns}}}\nspec: {spec}\n"
     )
 }
 
-const HTTP: &str = "[{name: http, port: 80, protocol: HTTP}]";
+pub(crate) const HTTP: &str = "[{name: http, port: 80, protocol: HTTP}]";
 
 /// The object `ns/name` of the admin API's list at `path`.
-async fn object(p: &Portico, path: &str, ns: &str, name: &str) -> Value {
+pub(crate) async fn object(p: &Portico, path: &str, ns: &str, name: &str) -> Value {
     let all = p.admin_json(path).await;
     let found = all.as_array().into_iter().flatten().find(|o| {
         o["metadata"]["name"] == name && o["metadata"]["namespace"].as_str().unwrap_or("") == ns
@@ -40,7 +40,7 @@ async fn object(p: &Portico, path: &str, ns: &str, name: &str) -> Value {
 }
 
 /// `type=status/reason` of each condition of the route's parent entries of ours.
-async fn route_conditions(p: &Portico, ns: &str, name: &str) -> Vec<String> {
+pub(crate) async fn route_conditions(p: &Portico, ns: &str, name: &str) -> Vec<String> {
     let route = object(p, "/api/v1/httproutes", ns, name).await;
     let parents = route["status"]["parents"]
         .as_array()
@@ -58,7 +58,7 @@ fn s(v: &Value) -> String {
 }
 
 /// Polls the route's conditions until they are `want` (the file watch takes a moment).
-async fn wait_conditions(p: &Portico, ns: &str, name: &str, want: &[&str]) {
+pub(crate) async fn wait_conditions(p: &Portico, ns: &str, name: &str, want: &[&str]) {
     let start = std::time::Instant::now();
     loop {
         let got = route_conditions(p, ns, name).await;
@@ -531,7 +531,7 @@ async fn a_route_changed_under_keep_alive_traffic_fails_no_request() {
 async fn validate_reports_what_status_refuses_and_what_haproxy_cannot_serve() {
     let m = backends("gw-validate", &[("web", 1)]).await;
     let headers = "{parentRefs: [{name: gw}], rules: [{matches: [{headers: [{name: x, value: v1}]}], backendRefs: [{name: web, port: 80}]}]}";
-    let regex = "{parentRefs: [{name: gw}], rules: [{matches: [{path: {type: RegularExpression, value: '/a.*'}}]}]}";
+    let regex = "{parentRefs: [{name: gw}], rules: [{matches: [{path: {type: Glob, value: '/a*'}}]}]}";
     m.write(
         "gw.yaml",
         &(class("portico", OURS)

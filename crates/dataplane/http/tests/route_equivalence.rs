@@ -140,7 +140,9 @@ fn naive(model: &Model, raw_host: &str, path: &str, fields: &[(&str, &str)]) -> 
         Some(PolicyAction::RedirectToPool { pool }) => pool_name(*pool),
         Some(PolicyAction::Reject { status }) => format!("reject {status}"),
         Some(PolicyAction::RedirectToHttps { status }) => format!("redirect {status}"),
-        Some(PolicyAction::RedirectToPools { .. }) => "not generated".into(),
+        Some(PolicyAction::RedirectToPools { .. } | PolicyAction::RequestRedirect(_)) => {
+            "not generated".into()
+        }
         Some(PolicyAction::RedirectToUrl { status, url }) => format!("redirect {status} {url}"),
         None => listener
             .default_pool
@@ -177,6 +179,7 @@ proptest! {
                 Some(Target::Reject(status)) => format!("reject {status}"),
                 Some(Target::RedirectToHttps(status)) => format!("redirect {status}"),
                 Some(Target::RedirectToUrl(status, url)) => format!("redirect {status} {url}"),
+                Some(Target::Redirect(redirect)) => format!("redirect {}", redirect.status),
                 None => "404".to_owned(),
             };
             prop_assert_eq!(got, naive(&model, host, path, fields), "{}{} {:?}", host, path, fields);

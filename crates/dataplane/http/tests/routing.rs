@@ -15,6 +15,7 @@ fn routed(table: &RouteTable, host: &str, path: &str) -> String {
         Some(Target::Reject(status)) => format!("reject {status}"),
         Some(Target::RedirectToHttps(status)) => format!("redirect {status}"),
         Some(Target::RedirectToUrl(status, url)) => format!("redirect {status} {url}"),
+        Some(Target::Redirect(redirect)) => format!("redirect {}", redirect.status),
         None => "404".to_owned(),
     }
 }
@@ -493,7 +494,11 @@ fn a_large_table_compiled_on_two_threads_routes_both_listeners() {
 fn weighted_pools_share_requests_by_weight_and_an_unresolved_share_answers_500() {
     let mut m = ModelBuilder::new("split");
     let (a, b) = (m.pool("a", &[addr(1)]), m.pool("b", &[addr(2)]));
-    let share = |pool, weight| portico_model::WeightedPool { pool, weight };
+    let share = |pool, weight| portico_model::WeightedPool {
+        pool,
+        weight,
+        options: None,
+    };
     let pools = vec![share(Some(a), 2), share(Some(b), 1), share(None, 1)];
     m.action(vec![prefix("/")], PolicyAction::RedirectToPools { pools });
     let table = compile(&m.build());

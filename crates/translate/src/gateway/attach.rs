@@ -5,9 +5,11 @@
 use super::listeners::{Attachment, ListenerState, Prepared};
 use super::status::{Refusal, verdict};
 use super::{ParentVerdict, backends};
+use crate::regex_hosts::compiles;
 use crate::{ObjectKey, Objects};
-use portico_gateway::{HttpRoute, ParentReference};
+use portico_gateway::{HttpRoute, HttpRouteMatch, ParentReference};
 use portico_model::{Diagnostic, ObjectRef};
+use std::collections::BTreeMap;
 
 /// The verdicts of `route`'s parentRefs to our Gateways (none: the route is not ours), and
 /// its attachments on those Gateways.
@@ -181,8 +183,8 @@ fn meet(a: &str, b: &str) -> Option<String> {
     }
 }
 
-/// What in the route Portico does not serve yet, as an `UnsupportedValue` refusal naming the
-/// field: regular expressions, method and query parameter matches, filters.
+/// What in the route Portico does not serve, as an `UnsupportedValue` refusal naming the
+/// field: unknown match types, regular expressions that do not compile, filters.
 fn unsupported(route: &HttpRoute) -> Option<Refusal> {
     let refuse = |field: String, what: &str| {
         Some((
@@ -196,28 +198,8 @@ fn unsupported(route: &HttpRoute) -> Option<Refusal> {
         }
         for (m, matched) in rule.matches.iter().enumerate() {
             let field = format!("spec.rules[{r}].matches[{m}]");
-            let (path_type, _) = matched.path_match();
-            if !matches!(path_type, "Exact" | "PathPrefix") {
-                return refuse(
-                    format!("{field}.path.type"),
-                    &format!("path match {path_type}"),
-                );
-            }
-            if let Some(h) = matched
-                .headers
-                .iter()
-                .position(|h| h.match_type() != "Exact")
-            {
-                return refuse(
-                    format!("{field}.headers[{h}].type"),
-                    "a header match other than Exact",
-                );
-            }
-            if matched.method.is_some() {
-                return refuse(format!("{field}.method"), "a method match");
-            }
-            if !matched.query_params.is_empty() {
-                return refuse(format!("{field}.queryParams"), "a query parameter match");
+            if let Some(refusal) = unsupported_match(&field, matched) {
+                return Some(refusal);
             }
         }
         if let Some(b) = rule.backend_refs.iter().position(|b| !b.filters.is_empty()) {
@@ -225,6 +207,48 @@ fn unsupported(route: &HttpRoute) -> Option<Refusal> {
                 format!("spec.rules[{r}].backendRefs[{b}].filters"),
                 "a filter",
             );
+        }
+    }
+    None
+}
+
+/// What in one match Portico cannot serve: an unknown match type, a regular expression that
+/// does not compile.
+fn unsupported_match(field: &str, matched: &HttpRouteMatch) -> Option<Refusal> {
+    let refuse = |at: String, what: String| Some(("UnsupportedValue", format!("{at}: {what}")));
+    let (path_type, path) = matched.path_match();
+    match path_type {
+        "Exact" | "PathPrefix" => {}
+        "RegularExpression" => {
+            if let Err(e) = compiles(&super::rules::whole(path)) {
+                return refuse(
+                    format!("{field}.path.value"),
+                    format!("does not compile: {e}"),
+                );
+            }
+        }
+        other => {
+            return refuse(
+                format!("{field}.path.type"),
+                format!("unknown type {other:?}"),
+            );
+        }
+    }
+    let values = (matched.headers.iter().map(|h| ("headers", h)))
+        .chain(matched.query_params.iter().map(|q| ("queryParams", q)));
+    let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+    for (kind, value) in values {
+        let i = seen.entry(kind).or_default();
+        let at = format!("{field}.{kind}[{i}]");
+        *i += 1;
+        match value.match_type() {
+            "Exact" => {}
+            "RegularExpression" => {
+                if let Err(e) = compiles(&super::rules::whole(&value.value)) {
+                    return refuse(format!("{at}.value"), format!("does not compile: {e}"));
+                }
+            }
+            other => return refuse(format!("{at}.type"), format!("unknown type {other:?}")),
         }
     }
     None

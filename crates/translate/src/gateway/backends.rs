@@ -92,7 +92,11 @@ pub(crate) fn action(
                 pools.entry(id).or_insert(key);
                 id
             });
-            WeightedPool { pool, weight }
+            WeightedPool {
+                pool,
+                weight,
+                options: None,
+            }
         })
         .collect();
     // No backend, or no weight: nothing to forward to, which the API answers with 500.

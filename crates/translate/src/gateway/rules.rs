@@ -189,24 +189,58 @@ fn rules(policy: L7PolicyId, host: Option<&str>, matched: &HttpRouteMatch) -> Ve
         ));
     }
     let (path_type, path) = matched.path_match();
-    let compare = match path_type {
-        "Exact" => CompareType::EqualTo,
-        _ => CompareType::PathPrefix,
+    let (compare, path) = match path_type {
+        "Exact" => (CompareType::EqualTo, path.to_owned()),
+        "RegularExpression" => (CompareType::Regex, whole(path)),
+        _ => (CompareType::PathPrefix, path.to_owned()),
     };
-    out.push(rule("path".into(), RuleType::Path, compare, None, path));
+    out.push(rule("path".into(), RuleType::Path, compare, None, &path));
+    if let Some(method) = &matched.method {
+        out.push(rule(
+            "method".into(),
+            RuleType::Method,
+            CompareType::EqualTo,
+            None,
+            method,
+        ));
+    }
     let mut names = BTreeSet::new();
     for header in &matched.headers {
         let name = header.name.to_ascii_lowercase();
         if names.insert(name.clone()) {
+            let (compare, value) = value_match(header);
             let id = format!("header/{name}");
+            out.push(rule(id, RuleType::Header, compare, Some(name), &value));
+        }
+    }
+    let mut names = BTreeSet::new();
+    for query in &matched.query_params {
+        if names.insert(query.name.clone()) {
+            let (compare, value) = value_match(query);
+            let id = format!("query/{}", query.name);
             out.push(rule(
                 id,
-                RuleType::Header,
-                CompareType::EqualTo,
-                Some(name),
-                &header.value,
+                RuleType::Query,
+                compare,
+                Some(query.name.clone()),
+                &value,
             ));
         }
     }
     out
+}
+
+/// A header or query parameter match's comparison: `Exact`, or a regular expression.
+fn value_match(matched: &portico_gateway::HeaderMatch) -> (CompareType, String) {
+    match matched.match_type() {
+        "RegularExpression" => (CompareType::Regex, whole(&matched.value)),
+        _ => (CompareType::EqualTo, matched.value.clone()),
+    }
+}
+
+/// A Gateway API regular expression as the model's [`CompareType::Regex`] (matched from the
+/// value's start, case-insensitively) made to match the whole value, case-sensitively, as
+/// RE2 full matches do in the API's other implementations.
+pub(crate) fn whole(pattern: &str) -> String {
+    format!("(?-i:{pattern})$")
 }

@@ -42,6 +42,7 @@ enum Routed {
     Pool(Arc<PoolState>, Option<Arc<RouteOptions>>),
     RedirectToHttps(u16),
     RedirectToUrl(u16, Arc<str>),
+    Redirect(Arc<portico_model::Redirect>),
 }
 
 /// What every request of one connection shares.
@@ -294,6 +295,7 @@ impl Conn {
             Ok(Routed::RedirectToUrl(status, url)) => {
                 return self.redirect_to_url(&req, status, &url);
             }
+            Ok(Routed::Redirect(redirect)) => return self.request_redirect(&req, &redirect),
             Err(error) => return rescue(self.proxy.metrics.unrouted(), &error),
         };
         entry.pool(&pool);
@@ -313,9 +315,18 @@ impl Conn {
         if let Some(options) = options {
             super::options::before(options, &mut req);
         }
+        let filters = options.and_then(|o| o.filters.as_ref());
+        if let Some(filters) = filters {
+            super::filters::before(filters, &mut req);
+            super::filters::mirror(self, filters, &req);
+        }
         let forwarded = if is_upgrade(&req) {
             // Boxed: rare, and its state would lengthen every request's future.
             Box::pin(self.upgrade(&pool, req)).await
+        } else if let Some(limit) = filters.and_then(|f| f.request_timeout) {
+            let forward = self.forward(&pool, req, entry, options);
+            let late = ProxyError::RequestTimeout { pool: pool.id() };
+            (tokio::time::timeout(limit, forward).await).unwrap_or(Err(late))
         } else {
             self.forward(&pool, req, entry, options).await
         };
@@ -328,6 +339,9 @@ impl Conn {
         };
         if let (Some(options), Some(origin)) = (options, cors) {
             super::options::cors_fields(options, origin, response.headers_mut());
+        }
+        if let Some(filters) = filters {
+            super::filters::after(filters, response.headers_mut());
         }
         response
     }
@@ -373,7 +387,12 @@ impl Conn {
             return Err(ProxyError::BadTarget);
         }
         let table = self.proxy.table.load();
-        let action = super::target(&table, self.forwarded.scheme, host, path, req.headers());
+        let request = crate::route::Request {
+            method: req.method().as_str(),
+            query: req.uri().query(),
+            headers: req.headers(),
+        };
+        let action = super::target(&table, self.forwarded.scheme, host, path, &request);
         match action.map(crate::route::Action::target) {
             Some(Target::Pool(pool)) => Ok(Routed::Pool(pool.clone(), None)),
             Some(Target::Options(pool, options)) => {
@@ -384,6 +403,7 @@ impl Conn {
             Some(Target::RedirectToUrl(status, url)) => {
                 Ok(Routed::RedirectToUrl(*status, url.clone()))
             }
+            Some(Target::Redirect(redirect)) => Ok(Routed::Redirect(redirect.clone())),
             None => Err(ProxyError::NoRoute),
         }
     }
@@ -431,6 +451,26 @@ impl Conn {
         }
     }
 
+    /// A Gateway API RequestRedirect: `Location` from the request's host, path and query as
+    /// the redirect changes them.
+    fn request_redirect(
+        &self,
+        req: &Request<Incoming>,
+        redirect: &portico_model::Redirect,
+    ) -> Response<ProxyBody> {
+        let unrouted = self.proxy.metrics.unrouted();
+        let host = request_host(req).map(normalize_host).unwrap_or_default();
+        if host.is_empty() && redirect.hostname.is_none() {
+            return rescue(unrouted, &ProxyError::MissingHost);
+        }
+        let uri = req.uri();
+        let location = redirect.location(&host, uri.path(), uri.query());
+        match HeaderValue::from_str(&location) {
+            Ok(location) => redirect_response(unrouted, redirect.status, location),
+            Err(_) => rescue(unrouted, &ProxyError::BadTarget),
+        }
+    }
+
     async fn forward(
         &self,
         pool: &PoolState,
@@ -468,7 +508,8 @@ impl Conn {
                 .then(|| Replay::new(&parts));
         let (body, mut fault) = ClientBody::new(body, limits, max_body(pool, limits));
         let mut req = Request::from_parts(parts, body);
-        let read = read_timeout(pool, limits);
+        let backend = options.and_then(|o| o.filters.as_ref()?.backend_timeout);
+        let read = backend.unwrap_or_else(|| read_timeout(pool, limits));
         let timeouts = (connect_timeout(pool), read, send_timeout(pool));
         lock(&pool.budget).request(std::time::Instant::now());
         let mut tried: Vec<SocketAddr> = Vec::new();
@@ -738,7 +779,12 @@ fn wants_trailers(headers: &http::HeaderMap) -> bool {
 
 /// An HTTP/2 request to an h2c member: an absolute URI (HTTP/2 sends scheme and authority),
 /// and `TE: trailers` kept when the client sent it (the one TE value HTTP/2 allows).
-fn to_h2c(parts: &mut http::request::Parts, host: &HeaderValue, to: &Endpoint, trailers: bool) {
+pub(super) fn to_h2c(
+    parts: &mut http::request::Parts,
+    host: &HeaderValue,
+    to: &Endpoint,
+    trailers: bool,
+) {
     let authority = host
         .to_str()
         .ok()

@@ -32,6 +32,8 @@ pub(crate) enum ProxyError {
         pool: PoolId,
         upstream: std::net::SocketAddr,
     },
+    #[error("the route's request timeout ran out before pool {pool} answered")]
+    RequestTimeout { pool: PoolId },
     #[error("the client's address is not among the allowed sources of pool {pool}")]
     SourceNotAllowed { pool: PoolId },
     #[error("no route matches the request")]
@@ -64,7 +66,9 @@ impl ProxyError {
                 StatusCode::PAYLOAD_TOO_LARGE
             }
             ProxyError::Body(BodyFault::TooSlow) => StatusCode::REQUEST_TIMEOUT,
-            ProxyError::UpstreamTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
+            ProxyError::UpstreamTimeout { .. } | ProxyError::RequestTimeout { .. } => {
+                StatusCode::GATEWAY_TIMEOUT
+            }
             ProxyError::Upstream { source, .. } if source.is_timeout() => {
                 StatusCode::GATEWAY_TIMEOUT
             }

@@ -3,6 +3,7 @@
 mod conn;
 mod drain;
 mod error;
+mod filters;
 mod gate;
 mod h1;
 mod headers;

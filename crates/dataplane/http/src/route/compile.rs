@@ -2,17 +2,18 @@
 
 use super::balance::{Balance, MemberSpec};
 use super::budget::RetryBudget;
+use super::condition::{Check, Guard};
 use super::host::{suffixes, wildcard_suffix};
 use super::options::RouteOptions;
 use super::path::{PathEntry, PathMatch, PathTable};
 use super::pool::{PoolState, Target};
 use super::reduce::{HostMatch, reduce};
-use super::split::{Action, Guard, Split};
+use super::split::{Action, Split};
 use super::{FxMap, RouteTable, Routes};
 use crate::metrics::{PoolMetrics, ProxyMetrics};
 use crate::upstream::Endpoints;
 use portico_model::{
-    Listener, LoadBalancer, Model, PolicyAction, Pool, PoolId, Protocol, UpstreamTls,
+    Listener, LoadBalancer, Model, PolicyAction, PolicyOptions, Pool, PoolId, Protocol, UpstreamTls,
 };
 use regex::Regex;
 use std::hash::BuildHasher;
@@ -96,7 +97,7 @@ impl<'a> Compiler<'a> {
             for (lb, named) in lbs.iter().zip(&named) {
                 for listener in lb.listeners.iter().filter(|l| l.protocol == protocol) {
                     for policy in &listener.policies {
-                        for pool in policy.action.pools() {
+                        for pool in policy.pools() {
                             self.pool(named, pool);
                         }
                     }
@@ -153,12 +154,7 @@ impl<'a> Compiler<'a> {
             let rank = u32::try_from(routes.targets.len()).unwrap_or(u32::MAX);
             let action = match &policy.action {
                 PolicyAction::RedirectToPool { pool } => {
-                    Action::One(match (&policy.options, self.resolved(*pool)) {
-                        (Some(options), Target::Pool(state)) => {
-                            Target::Options(state, Arc::new(RouteOptions::compile(options)))
-                        }
-                        (_, target) => target,
-                    })
+                    Action::One(self.with_options(*pool, policy.options.as_deref()))
                 }
                 PolicyAction::Reject { status } => Action::One(Target::Reject(*status)),
                 PolicyAction::RedirectToHttps { status } => {
@@ -167,9 +163,15 @@ impl<'a> Compiler<'a> {
                 PolicyAction::RedirectToUrl { status, url } => {
                     Action::One(Target::RedirectToUrl(*status, Arc::from(url.as_str())))
                 }
+                PolicyAction::RequestRedirect(redirect) => {
+                    Action::One(Target::Redirect(Arc::new(redirect.clone())))
+                }
                 PolicyAction::RedirectToPools { pools } => {
                     let shares = pools.iter().map(|share| {
-                        let target = share.pool.map_or(Target::Reject(500), |p| self.resolved(p));
+                        let options = share.options.as_deref().or(policy.options.as_deref());
+                        let target = share
+                            .pool
+                            .map_or(Target::Reject(500), |p| self.with_options(p, options));
                         (target, share.weight)
                     });
                     Action::Split(Arc::new(Split::new(shares.collect())))
@@ -178,8 +180,8 @@ impl<'a> Compiler<'a> {
             routes.targets.push(action);
             if let Some((host, path)) = reduce(&policy.rules) {
                 routes.entries.push((host, path, rank));
-                let guard: Guard = portico_model::matching::headers(&policy.rules)
-                    .map(|(name, value)| (Box::from(name), Box::from(value)))
+                let guard: Guard = portico_model::matching::conditions(&policy.rules)
+                    .map(|condition| Check::compile(&condition))
                     .collect();
                 if !guard.is_empty() {
                     routes.guards.insert(rank, guard);
@@ -188,6 +190,17 @@ impl<'a> Compiler<'a> {
         }
         if let (None, Some(pool)) = (&routes.default, listener.default_pool) {
             routes.default = Some(Action::One(self.resolved(pool)));
+        }
+    }
+
+    /// The target of a pool with a policy's (or a share's) options, if it has any.
+    fn with_options(&self, pool: PoolId, options: Option<&PolicyOptions>) -> Target {
+        match (options, self.resolved(pool)) {
+            (Some(options), Target::Pool(state)) => {
+                let mirror = |id| self.pools.get(&id).cloned();
+                Target::Options(state, Arc::new(RouteOptions::compile(options, &mirror)))
+            }
+            (_, target) => target,
         }
     }
 

@@ -18,7 +18,11 @@
 //!   (`/foo` matches `/FOObar`): ingress-nginx's `use-regex` locations. Compiled once per
 //!   pattern; one that does not compile matches nothing.
 //!
-//! - header `EqualTo` (key: the header name): some field of that name has exactly the value.
+//! - header `EqualTo` (key: the header name): some field of that name has exactly the value;
+//!   header `Regex`: some field's value matches (as a path regex does: from its start,
+//!   case-insensitively);
+//! - query `EqualTo` / `Regex` (key: the parameter name): the first parameter of that name;
+//! - method `EqualTo`: the request method.
 //!
 //! A rule whose comparison does not fit its type (a host `PathPrefix`) never matches. A
 //! `RedirectToPools` policy draws one of its pools per request, by weight (`split.rs`).
@@ -37,6 +41,8 @@ mod balance;
 pub(crate) mod budget;
 mod check;
 mod compile;
+mod condition;
+pub(crate) mod filters;
 mod fxhash;
 mod host;
 mod options;
@@ -50,11 +56,11 @@ pub(crate) use balance::{MemberLabels, MemberMetrics};
 pub(crate) use check::ensure_checks;
 pub(crate) use compile::{Compiler, ready_members};
 pub use compile::{PROVIDER, compile};
+use condition::{Guard, holds};
+pub use condition::{Request, RequestHeaders};
 pub use options::{RouteOptions, rewrite};
 pub use pool::{PoolState, Target};
 pub(crate) use split::Action;
-pub use split::RequestHeaders;
-use split::{Guard, holds};
 
 use fxhash::FxMap;
 pub(crate) use host::normalize_host;

@@ -15,6 +15,8 @@ pub struct RouteOptions {
     pub(crate) rewrite: Option<CompiledRewrite>,
     pub(crate) upstream_host: Option<HeaderValue>,
     pub(crate) cors: Option<Cors>,
+    /// The Gateway API's filters, if the route has any.
+    pub(crate) filters: Option<super::filters::Filters>,
 }
 
 #[derive(Debug)]
@@ -38,7 +40,11 @@ pub(crate) fn path_regex(pattern: &str, anchored: bool) -> Option<Regex> {
 impl RouteOptions {
     /// The compiled options; an expression or value the translator should have refused
     /// leaves its option out (the translation reports such policies and does not serve them).
-    pub(crate) fn compile(options: &PolicyOptions) -> Self {
+    /// `pool` gives the state of a mirror's pool.
+    pub(crate) fn compile(
+        options: &PolicyOptions,
+        pool: &dyn Fn(portico_model::PoolId) -> Option<std::sync::Arc<super::PoolState>>,
+    ) -> Self {
         let rewrite = options.rewrite.as_ref().and_then(|r| {
             Some(CompiledRewrite {
                 pattern: path_regex(&r.pattern, false)?,
@@ -52,6 +58,7 @@ impl RouteOptions {
             upstream_host: (options.upstream_host.as_deref())
                 .and_then(|h| HeaderValue::from_str(h).ok()),
             cors: options.cors.clone(),
+            filters: super::filters::Filters::compile(options, pool),
         }
     }
 }

@@ -15,7 +15,8 @@ pub(crate) struct PathTable {
     /// Policies with header conditions, by rank: they may not match a request whose path they
     /// match, so they stay out of the maps and are walked in rank order before the maps'
     /// answer (a table has few: only Gateway API rules with header matches).
-    guarded: Vec<(PathMatch, u32)>,
+    /// A regular expression's compiled form beside it (none: it did not compile).
+    guarded: Vec<(PathMatch, Option<Regex>, u32)>,
     /// Regular expressions by rank, best first (most hosts have none). One that did not
     /// compile is left out: it matches nothing.
     regexes: Vec<(Regex, u32)>,
@@ -49,7 +50,11 @@ impl PathTable {
         let mut table = PathTable::default();
         for (path, rank, guarded) in entries {
             if guarded {
-                table.guarded.push((path.clone(), rank));
+                let compiled = match path {
+                    PathMatch::Regex(p) => regex(p),
+                    _ => None,
+                };
+                table.guarded.push((path.clone(), compiled, rank));
                 continue;
             }
             let (map, key) = match path {
@@ -63,7 +68,7 @@ impl PathTable {
             let best = map.entry(key.as_str().into()).or_insert(rank);
             *best = (*best).min(rank);
         }
-        table.guarded.sort_by_key(|(_, rank)| *rank);
+        table.guarded.sort_by_key(|(_, _, rank)| *rank);
         table.regexes.sort_by_key(|(_, rank)| *rank);
         table.resolve();
         table
@@ -112,20 +117,19 @@ impl PathTable {
             .map_or(plain, |(_, rank)| Some(*rank));
         // A guarded policy wins when it ranks before both and its conditions hold.
         let guarded = (self.guarded.iter())
-            .take_while(|(_, rank)| regex.is_none_or(|p| *rank < p))
-            .find(|(m, rank)| matches(m, path) && accept(*rank));
-        guarded.map(|(_, rank)| *rank).or(regex)
+            .take_while(|(_, _, rank)| regex.is_none_or(|p| *rank < p))
+            .find(|(m, re, rank)| matches(m, re.as_ref(), path) && accept(*rank));
+        guarded.map(|(_, _, rank)| *rank).or(regex)
     }
 }
 
-/// Whether a path rule matches a request path (the maps' semantics, one rule at a time). A
-/// regular expression never carries header conditions (only Gateway API policies have those,
-/// and never a regular expression), so it does not match here.
-fn matches(rule: &PathMatch, path: &str) -> bool {
+/// Whether a path rule matches a request path (the maps' semantics, one rule at a time); a
+/// regular expression by its compiled form (none: it did not compile, and matches nothing).
+fn matches(rule: &PathMatch, regex: Option<&Regex>, path: &str) -> bool {
     match rule {
         PathMatch::Exact(p) => p == path,
         PathMatch::Prefix(p) => portico_model::matching::prefix_matches(p, path),
-        PathMatch::Regex(_) => false,
+        PathMatch::Regex(_) => regex.is_some_and(|re| re.is_match(path)),
     }
 }
 
@@ -193,5 +197,15 @@ mod tests {
         assert_eq!(table.lookup_plain("/x/foo"), None);
         let table = PathTable::build([(&plain, 0, false), (&short, 1, false)], &compile);
         assert_eq!(table.lookup_plain("/foo/bar/bar"), Some(0));
+    }
+
+    #[test]
+    fn a_guarded_regex_matches_by_its_expression() {
+        let compile = |p: &str| super::super::options::path_regex(p, true);
+        let (guarded, plain) = (PathMatch::Regex("/v[0-9]+$".into()), PathMatch::prefix("/"));
+        let table = PathTable::build([(&guarded, 0, true), (&plain, 1, false)], &compile);
+        assert_eq!(table.lookup("/v2", &|_| true), Some(0));
+        assert_eq!(table.lookup("/v2", &|_| false), Some(1));
+        assert_eq!(table.lookup("/v2/x", &|_| true), Some(1));
     }
 }

@@ -25,6 +25,8 @@ pub enum Target {
     /// Answer with this redirect status to this URL (one starting with `/`: on the request's
     /// own scheme and host).
     RedirectToUrl(u16, Arc<str>),
+    /// Answer with a redirect whose `Location` is made from the request (Gateway API).
+    Redirect(Arc<portico_model::Redirect>),
 }
 
 /// One pool as the data plane sees it: its members (swapped whole when only endpoints change),

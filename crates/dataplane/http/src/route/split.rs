@@ -1,5 +1,5 @@
 //! What a policy does with a request: one target, or a weighted split between several (a
-//! Gateway API rule with several backendRefs), and the header conditions a policy may add.
+//! Gateway API rule with several backendRefs).
 
 use super::pool::Target;
 use portico_balance::wrr::SmoothWrr;
@@ -51,42 +51,6 @@ impl Split {
     }
 }
 
-/// The request's header fields, for the header conditions of policies.
-pub trait RequestHeaders {
-    /// Whether a field named `name` (lower-case; names compare case-insensitively) has
-    /// exactly the value `value`.
-    fn has(&self, name: &str, value: &str) -> bool;
-}
-
-/// No header fields (routing by host and path alone).
-impl RequestHeaders for () {
-    fn has(&self, _: &str, _: &str) -> bool {
-        false
-    }
-}
-
-impl RequestHeaders for http::HeaderMap {
-    fn has(&self, name: &str, value: &str) -> bool {
-        self.get_all(name)
-            .iter()
-            .any(|v| v.as_bytes() == value.as_bytes())
-    }
-}
-
-impl RequestHeaders for &[httparse::Header<'_>] {
-    fn has(&self, name: &str, value: &str) -> bool {
-        self.iter()
-            .any(|h| h.name.eq_ignore_ascii_case(name) && h.value == value.as_bytes())
-    }
-}
-
-/// The header conditions of one policy: all must hold.
-pub(crate) type Guard = Box<[(Box<str>, Box<str>)]>;
-
-pub(crate) fn holds(guard: &Guard, headers: &dyn RequestHeaders) -> bool {
-    guard.iter().all(|(name, value)| headers.has(name, value))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -115,21 +79,5 @@ mod tests {
         assert_eq!(statuses(&split, 3), [202, 202, 202]);
         let none = Split::new(vec![(Target::Reject(201), 0)]);
         assert_eq!(statuses(&none, 2), [500, 500]);
-    }
-
-    #[test]
-    fn header_names_compare_case_insensitively_and_values_exactly() {
-        let mut map = http::HeaderMap::new();
-        map.append("X-Version", "v1".parse().unwrap());
-        map.append("x-version", "v2".parse().unwrap());
-        assert!(map.has("x-version", "v2"));
-        assert!(!map.has("x-version", "V1"));
-        let fields = [httparse::Header {
-            name: "X-Version",
-            value: b"v1",
-        }];
-        let fields = &fields[..];
-        assert!(fields.has("x-version", "v1"));
-        assert!(!fields.has("x-other", "v1"));
     }
 }

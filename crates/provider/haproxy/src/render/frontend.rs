@@ -62,14 +62,23 @@ pub(super) fn frontend(
     s
 }
 
-/// What a policy asks that this provider's route maps cannot express, if anything: header
-/// conditions, Gateway API wildcards (several labels), a split between pools.
+/// What a policy asks that this provider's route maps cannot express, if anything: header,
+/// query or method conditions, Gateway API wildcards (several labels), a split between pools,
+/// the Gateway API's filters.
 fn unsupported(policy: &L7Policy) -> Option<&'static str> {
-    if portico_model::matching::headers(&policy.rules)
-        .next()
-        .is_some()
-    {
-        return Some("header matches");
+    use portico_model::matching::{Field, conditions};
+    if let Some(condition) = conditions(&policy.rules).next() {
+        return Some(match condition.field {
+            Field::Header(_) => "header matches",
+            Field::Query(_) => "query parameter matches",
+            Field::Method => "method matches",
+        });
+    }
+    if matches!(policy.action, PolicyAction::RequestRedirect(_)) {
+        return Some("a RequestRedirect filter");
+    }
+    if let Some(what) = policy.options.as_deref().and_then(gateway_filters) {
+        return Some(what);
     }
     if matches!(reduce(&policy.rules), Some((HostMatch::Suffix(_), _))) {
         return Some("a wildcard hostname matching several labels (Gateway API)");
@@ -78,6 +87,23 @@ fn unsupported(policy: &L7Policy) -> Option<&'static str> {
         return Some("several backends with weights");
     }
     None
+}
+
+/// The first Gateway API filter among a policy's options that haproxy does not render.
+fn gateway_filters(options: &portico_model::PolicyOptions) -> Option<&'static str> {
+    if options.request_headers.is_some() {
+        Some("a RequestHeaderModifier filter")
+    } else if options.response_headers.is_some() {
+        Some("a ResponseHeaderModifier filter")
+    } else if options.path.is_some() {
+        Some("a URLRewrite path")
+    } else if !options.mirrors.is_empty() {
+        Some("a RequestMirror filter")
+    } else if options.timeouts != portico_model::Timeouts::default() {
+        Some("timeouts")
+    } else {
+        None
+    }
 }
 
 fn not_served(policy: &L7Policy, what: &str) -> Diagnostic {
@@ -191,7 +217,7 @@ fn policy_entries(
         PolicyAction::Reject { status } => specials.reject(*status),
         PolicyAction::RedirectToHttps { status } => specials.redirect(*status),
         // Refused before (`unsupported`).
-        PolicyAction::RedirectToPools { .. } => return Ok(()),
+        PolicyAction::RedirectToPools { .. } | PolicyAction::RequestRedirect(_) => return Ok(()),
         // Not rendered: the translation warns on the Ingress, naming the annotation.
         PolicyAction::RedirectToUrl { .. } => return Ok(()),
     };

@@ -224,7 +224,12 @@ impl Proxy {
         }
         let table = self.table.load();
         // A split's draw is hyper's to make: a declined request would draw twice.
-        let routed = super::target(&table, client.scheme, request.host, path, &request.fields);
+        let facts = crate::route::Request {
+            method: request.method,
+            query: target.query(),
+            headers: &request.fields,
+        };
+        let routed = super::target(&table, client.scheme, request.host, path, &facts);
         let Some(Action::One(Target::Pool(pool))) = routed else {
             return Err(Declined);
         };

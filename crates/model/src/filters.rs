@@ -1,0 +1,196 @@
+//! The Gateway API's HTTPRoute filters as the model holds them: header changes, path
+//! rewrites, mirrors, timeouts (beside the rewrite, upstream `Host` and CORS of
+//! [`crate::PolicyOptions`]), and the redirect a policy answers with
+//! ([`crate::PolicyAction::RequestRedirect`]). Pure data and the pure functions that apply
+//! them to a path; the data plane applies the rest.
+
+use crate::PoolId;
+use serde::{Deserialize, Serialize};
+
+/// Changes to a message's header fields, applied in this order: `set` replaces every field of
+/// the name (or adds one), `add` appends a field, `remove` removes every field of the name.
+/// Names are lower-case.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct HeaderChanges {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub set: Vec<(String, String)>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub add: Vec<(String, String)>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub remove: Vec<String>,
+}
+
+impl HeaderChanges {
+    pub fn is_empty(&self) -> bool {
+        self.set.is_empty() && self.add.is_empty() && self.remove.is_empty()
+    }
+}
+
+/// A new path for a request (URLRewrite) or a redirect's `Location` (RequestRedirect).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum PathRewrite {
+    /// The whole path (`ReplaceFullPath`); the query is kept.
+    Full { path: String },
+    /// The matched path prefix replaced (`ReplacePrefixMatch`): `prefix` is the policy's
+    /// `PathPrefix` value, normalized (no trailing slash, `/` for the root).
+    Prefix { prefix: String, replacement: String },
+}
+
+impl PathRewrite {
+    /// The new path of `path` (without query). A prefix rewrite of a path the prefix does not
+    /// match leaves it unchanged.
+    ///
+    /// The Gateway API's slash rules for `ReplacePrefixMatch`: the prefix is matched element
+    /// by element, the rest of the path keeps its leading slash, a replacement's trailing
+    /// slash is not doubled, and an empty result is `/` (`/foo/bar` with prefix `/foo` and
+    /// replacement `/xyz/` is `/xyz/bar`; `/foo` with replacement `` is `/`).
+    pub fn apply(&self, path: &str) -> String {
+        match self {
+            PathRewrite::Full { path } => path.clone(),
+            PathRewrite::Prefix {
+                prefix,
+                replacement,
+            } => {
+                let rest = if prefix == "/" {
+                    Some(path)
+                } else {
+                    path.strip_prefix(prefix.as_str())
+                        .filter(|r| r.is_empty() || r.starts_with('/'))
+                };
+                let Some(rest) = rest else {
+                    return path.to_owned();
+                };
+                let head = replacement.trim_end_matches('/');
+                let rest = if rest.is_empty() || rest.starts_with('/') {
+                    rest.to_owned()
+                } else {
+                    format!("/{rest}")
+                };
+                match format!("{head}{rest}") {
+                    joined if joined.is_empty() => "/".to_owned(),
+                    joined if joined.starts_with('/') => joined,
+                    joined => format!("/{joined}"),
+                }
+            }
+        }
+    }
+}
+
+/// A RequestRedirect: the answer's status and what the `Location` takes from the request.
+/// The translator resolves the API's defaults it can: the scheme (the listener's when the
+/// filter names none) and the port (the filter's, else the scheme's well-known one when the
+/// filter names a scheme, else the listener's).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Redirect {
+    pub status: u16,
+    /// `http` or `https`.
+    pub scheme: String,
+    /// None: the request's host (without port).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostname: Option<String>,
+    /// Left out of the `Location` when it is the scheme's well-known port.
+    pub port: u16,
+    /// None: the request's path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<PathRewrite>,
+}
+
+impl Redirect {
+    /// The `Location` for a request to `host` (without port) with `path` and `query`.
+    pub fn location(&self, host: &str, path: &str, query: Option<&str>) -> String {
+        let host = self.hostname.as_deref().unwrap_or(host);
+        let well_known = matches!(
+            (self.scheme.as_str(), self.port),
+            ("http", 80) | ("https", 443)
+        );
+        let port = if well_known {
+            String::new()
+        } else {
+            format!(":{}", self.port)
+        };
+        let path = self
+            .path
+            .as_ref()
+            .map_or_else(|| path.to_owned(), |p| p.apply(path));
+        let query = query.map(|q| format!("?{q}")).unwrap_or_default();
+        format!("{}://{host}{port}{path}{query}", self.scheme)
+    }
+}
+
+/// A copy of each request sent to `pool` too, its answer ignored: all of them, or `percent`
+/// in millionths.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Mirror {
+    pub pool: PoolId,
+    /// Out of 1,000,000.
+    pub per_million: u32,
+}
+
+/// HTTPRoute rule timeouts, in milliseconds: `request` for the whole answer's head (504 when
+/// it runs out), `backend` for each try on a member.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Timeouts {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend_ms: Option<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_rewrites_follow_the_gateway_apis_slash_rules() {
+        // (request path, prefix, replacement, new path): the API's own table and more.
+        let cases = [
+            ("/foo/bar", "/foo", "/xyz", "/xyz/bar"),
+            ("/foo/bar", "/foo", "/xyz/", "/xyz/bar"),
+            ("/foo/bar", "/foo/", "/xyz", "/xyz/bar"),
+            ("/foo/bar", "/foo/", "/xyz/", "/xyz/bar"),
+            ("/foo", "/foo", "/xyz", "/xyz"),
+            ("/foo/", "/foo", "/xyz", "/xyz/"),
+            ("/foo/bar", "/foo", "", "/bar"),
+            ("/foo/", "/foo", "", "/"),
+            ("/foo", "/foo", "", "/"),
+            ("/foo/", "/foo", "/", "/"),
+            ("/foo", "/foo", "/", "/"),
+            ("/prefix/one/two", "/prefix/one", "/one", "/one/two"),
+            ("/anything", "/", "/api", "/api/anything"),
+            ("/", "/", "/api", "/api/"),
+            ("/foobar", "/foo", "/x", "/foobar"),
+        ];
+        for (path, prefix, replacement, want) in cases {
+            let rewrite = PathRewrite::Prefix {
+                prefix: crate::matching::normalize_prefix(prefix).to_owned(),
+                replacement: replacement.to_owned(),
+            };
+            assert_eq!(rewrite.apply(path), want, "{path} {prefix} → {replacement}");
+        }
+        let full = PathRewrite::Full {
+            path: "/one".into(),
+        };
+        assert_eq!(full.apply("/full/path/original"), "/one");
+    }
+
+    #[test]
+    fn a_redirect_leaves_out_the_schemes_well_known_port() {
+        let redirect = |scheme: &str, port| Redirect {
+            status: 302,
+            scheme: scheme.into(),
+            hostname: None,
+            port,
+            path: None,
+        };
+        let at = |r: Redirect| r.location("a.test", "/p", Some("q=1"));
+        assert_eq!(at(redirect("http", 80)), "http://a.test/p?q=1");
+        assert_eq!(at(redirect("https", 443)), "https://a.test/p?q=1");
+        assert_eq!(at(redirect("https", 80)), "https://a.test:80/p?q=1");
+        assert_eq!(at(redirect("http", 8080)), "http://a.test:8080/p?q=1");
+        let mut moved = redirect("http", 80);
+        moved.hostname = Some("example.org".into());
+        moved.path = Some(PathRewrite::Full { path: "/x".into() });
+        assert_eq!(moved.location("a.test", "/p", None), "http://example.org/x");
+    }
+}
