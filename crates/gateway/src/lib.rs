@@ -19,6 +19,7 @@
 //! it), never on the model, the translator or any I/O crate.
 
 mod class;
+mod filter;
 mod gateway;
 mod grant;
 mod resource;
@@ -26,6 +27,10 @@ mod route;
 mod status;
 
 pub use class::{GatewayClass, GatewayClassSpec};
+pub use filter::{
+    Fraction, HeaderModifier, HttpHeader, HttpRouteFilter, PathModifier, RequestMirror,
+    RequestRedirect, UrlRewrite,
+};
 pub use gateway::{
     AllowedRoutes, Gateway, GatewayAddress, GatewaySpec, GatewayTls, Listener, RouteNamespaces,
 };

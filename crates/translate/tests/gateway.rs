@@ -626,3 +626,80 @@ fn method_query_and_regular_expression_matches_become_rules_in_the_apis_preceden
         ]
     );
 }
+
+#[test]
+fn filters_not_served_or_not_valid_are_refused_naming_the_field() {
+    let rule = |filters: &str| {
+        format!(
+            "{{parentRefs: [{{name: gw}}], rules: [{{filters: [{filters}], backendRefs: [{{name: web, port: 8080}}]}}]}}"
+        )
+    };
+    let cases = [
+        ("extension", rule("{type: ExtensionRef, extensionRef: {group: x.io, kind: K, name: n}}"), "spec.rules[0].filters[0].type"),
+        ("unknown", rule("{type: Teleport}"), "spec.rules[0].filters[0].type"),
+        ("ftp", rule("{type: RequestRedirect, requestRedirect: {scheme: ftp}}"), "spec.rules[0].filters[0]: scheme"),
+        ("status", rule("{type: RequestRedirect, requestRedirect: {statusCode: 305}}"), "statusCode 305"),
+        ("missing", rule("{type: URLRewrite}"), "URLRewrite without its field"),
+        ("both", rule("{type: RequestRedirect, requestRedirect: {scheme: https}}, {type: URLRewrite, urlRewrite: {hostname: x}}"), "RequestRedirect and URLRewrite"),
+        ("header", rule("{type: RequestHeaderModifier, requestHeaderModifier: {set: [{name: 'bad name', value: v}]}}"), "is not a token"),
+        ("timeouts", "{parentRefs: [{name: gw}], rules: [{timeouts: {request: 1s, backendRequest: 2s}, backendRefs: [{name: web, port: 8080}]}]}".to_owned(), "spec.rules[0].timeouts"),
+        ("on-backend", "{parentRefs: [{name: gw}], rules: [{backendRefs: [{name: web, port: 8080, filters: [{type: RequestRedirect, requestRedirect: {scheme: https}}]}]}]}".to_owned(), "spec.rules[0].backendRefs[0].filters[0]"),
+    ];
+    let mut docs = vec![gateway("gw", "portico", HTTP)];
+    docs.extend(
+        cases
+            .iter()
+            .map(|(name, spec, _)| route(name, "shop", spec)),
+    );
+    let t = translate(&docs);
+    for (name, _, field) in cases {
+        assert_eq!(
+            route_conditions(&t.gateways, "shop", name)[0][0],
+            "Accepted=false/UnsupportedValue",
+            "{name}"
+        );
+        let error = t
+            .diagnostics
+            .iter()
+            .find(|d| d.object.name == name)
+            .unwrap();
+        assert_eq!(error.severity, Severity::Error);
+        assert!(error.message.contains(field), "{name}: {error}");
+    }
+    assert!(
+        policies(lb(&t, "gateway/shop/gw")).is_empty(),
+        "refused routes are not served"
+    );
+}
+
+#[test]
+fn a_redirect_takes_the_listeners_scheme_and_port_unless_it_names_them() {
+    let secret = "---\napiVersion: v1\nkind: Secret\nmetadata: {name: cert, namespace: shop}\ntype: kubernetes.io/tls\ndata: {tls.crt: '', tls.key: ''}\n";
+    let t = translate(&[
+        secret.to_owned(),
+        gateway(
+            "gw",
+            "portico",
+            "[{name: https, port: 8443, protocol: HTTPS, tls: {certificateRefs: [{name: cert}]}}]",
+        ),
+        route(
+            "r",
+            "shop",
+            "{parentRefs: [{name: gw}], rules: [
+               {matches: [{path: {value: /same}}], filters: [{type: RequestRedirect, requestRedirect: {hostname: a.test}}]},
+               {matches: [{path: {value: /plain}}], filters: [{type: RequestRedirect, requestRedirect: {scheme: http}}]}]}",
+        ),
+    ]);
+    let lb = lb(&t, "gateway/shop/gw");
+    let redirects: Vec<(String, u16)> = (lb.listeners[0].policies.iter())
+        .filter_map(|p| match &p.action {
+            PolicyAction::RequestRedirect(r) => Some((r.scheme.clone(), r.port)),
+            _ => None,
+        })
+        .collect();
+    // `/plain` first: the longer path.
+    assert_eq!(
+        redirects,
+        [("http".to_owned(), 80), ("https".to_owned(), 8443)]
+    );
+}

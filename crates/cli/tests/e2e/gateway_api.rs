@@ -531,7 +531,8 @@ async fn a_route_changed_under_keep_alive_traffic_fails_no_request() {
 async fn validate_reports_what_status_refuses_and_what_haproxy_cannot_serve() {
     let m = backends("gw-validate", &[("web", 1)]).await;
     let headers = "{parentRefs: [{name: gw}], rules: [{matches: [{headers: [{name: x, value: v1}]}], backendRefs: [{name: web, port: 80}]}]}";
-    let regex = "{parentRefs: [{name: gw}], rules: [{matches: [{path: {type: Glob, value: '/a*'}}]}]}";
+    let regex =
+        "{parentRefs: [{name: gw}], rules: [{matches: [{path: {type: Glob, value: '/a*'}}]}]}";
     m.write(
         "gw.yaml",
         &(class("portico", OURS)

@@ -89,3 +89,158 @@ async fn methods_query_parameters_and_regular_expressions_match_in_the_apis_prec
     )
     .await;
 }
+
+/// The value of header `name` the echo backend received ("" when it got none).
+fn received(r: &Reply, name: &str) -> String {
+    r.json()["headers"][name]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn header_modifiers_change_requests_and_answers_on_rules_and_on_backends() {
+    let spec = "{parentRefs: [{name: gw}], rules: [
+        {matches: [{path: {value: /set}}], filters: [{type: RequestHeaderModifier, requestHeaderModifier: {set: [{name: X-Header-Set, value: set-overwrites-values}], add: [{name: X-Header-Add, value: add-appends-values}], remove: [X-Header-Remove]}}], backendRefs: [{name: infra-v1, port: 80}]},
+        {matches: [{path: {value: /response}}], filters: [{type: ResponseHeaderModifier, responseHeaderModifier: {set: [{name: X-Answer, value: set}], add: [{name: Server, value: added}], remove: [Content-Type]}}], backendRefs: [{name: infra-v1, port: 80}]},
+        {matches: [{path: {value: /backend}}], filters: [{type: RequestHeaderModifier, requestHeaderModifier: {set: [{name: X-Rule, value: rule}]}}],
+         backendRefs: [
+           {name: infra-v1, port: 80, filters: [{type: RequestHeaderModifier, requestHeaderModifier: {add: [{name: X-Backend, value: v1}]}}]},
+           {name: infra-v2, port: 80, filters: [{type: RequestHeaderModifier, requestHeaderModifier: {add: [{name: X-Backend, value: v2}]}}]}]}]}";
+    let services = [("infra-v1", 1), ("infra-v2", 1)];
+    let (_m, p) = serve("gw-headers-mod", &services, &[("modifiers", spec)]).await;
+    let sent = [
+        ("x-header-set", "some-other-value"),
+        ("x-header-add", "add-value"),
+        ("x-header-remove", "gone"),
+    ];
+    let r = p
+        .request(p.http, "GET", "h.test", "/set", &sent, "")
+        .await
+        .unwrap();
+    assert_eq!(r.status, 200);
+    assert_eq!(received(&r, "x-header-set"), "set-overwrites-values");
+    assert_eq!(
+        received(&r, "x-header-add"),
+        "add-value, add-appends-values"
+    );
+    assert_eq!(received(&r, "x-header-remove"), "");
+
+    let r = p.get("h.test", "/response").await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.headers["x-answer"], "set");
+    let servers: Vec<&str> = (r.headers.get_all("server").iter())
+        .map(|v| v.to_str().unwrap())
+        .collect();
+    assert_eq!(servers, ["portico-echo", "added"]);
+    assert!(r.headers.get("content-type").is_none(), "{:?}", r.headers);
+
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..4 {
+        let r = p.get("h.test", "/backend").await;
+        assert_eq!(received(&r, "x-rule"), "rule");
+        seen.insert((r.service(), received(&r, "x-backend")));
+    }
+    let want = [("infra-v1", "v1"), ("infra-v2", "v2")].map(|(s, v)| (s.to_owned(), v.to_owned()));
+    assert_eq!(seen, want.into_iter().collect());
+}
+
+#[tokio::test]
+async fn redirects_take_scheme_host_port_path_and_status_with_the_apis_port_rules() {
+    let redirect = |path: &str, fields: &str| {
+        format!(
+            "{{matches: [{{path: {{value: {path}}}}}], filters: [{{type: RequestRedirect, requestRedirect: {{{fields}}}}}]}}"
+        )
+    };
+    let rules = [
+        redirect("/scheme", "scheme: https"),
+        redirect("/host", "hostname: example.org, statusCode: 301"),
+        redirect("/port", "port: 8083"),
+        redirect(
+            "/full",
+            "path: {type: ReplaceFullPath, replaceFullPath: /one}, statusCode: 303",
+        ),
+        redirect(
+            "/prefix",
+            "path: {type: ReplacePrefixMatch, replacePrefixMatch: /new}, statusCode: 307",
+        ),
+        redirect("/s308", "scheme: https, port: 8443, statusCode: 308"),
+        redirect("/http", "scheme: http, hostname: example.org"),
+    ];
+    let spec = format!(
+        "{{parentRefs: [{{name: gw}}], rules: [{}]}}",
+        rules.join(", ")
+    );
+    let (_m, p) = serve("gw-redirect", &[("infra-v1", 1)], &[("redirects", &spec)]).await;
+    let cases = [
+        ("/scheme", 302, "https://r.test/scheme"),
+        ("/scheme/x?a=1", 302, "https://r.test/scheme/x?a=1"),
+        ("/host", 301, "http://example.org/host"),
+        ("/port", 302, "http://r.test:8083/port"),
+        ("/full/x?q=1", 303, "http://r.test/one?q=1"),
+        ("/prefix/a/b", 307, "http://r.test/new/a/b"),
+        ("/prefix", 307, "http://r.test/new"),
+        ("/s308", 308, "https://r.test:8443/s308"),
+        ("/http", 302, "http://example.org/http"),
+    ];
+    let mut failures = Vec::new();
+    for (path, status, location) in cases {
+        let r = p.get("r.test:8080", path).await;
+        let got = r
+            .headers
+            .get("location")
+            .map(|l| l.to_str().unwrap().to_owned());
+        if (r.status, got.as_deref()) != (status, Some(location)) {
+            failures.push(format!(
+                "{path}: wanted {status} {location}, got {} {got:?}",
+                r.status
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[tokio::test]
+async fn url_rewrites_change_the_host_and_the_path_with_the_apis_slash_rules() {
+    let spec = "{parentRefs: [{name: gw}], rules: [
+        {matches: [{path: {value: /prefix/one}}], filters: [{type: URLRewrite, urlRewrite: {path: {type: ReplacePrefixMatch, replacePrefixMatch: /one}}}], backendRefs: [{name: infra-v1, port: 80}]},
+        {matches: [{path: {value: /strip}}], filters: [{type: URLRewrite, urlRewrite: {path: {type: ReplacePrefixMatch, replacePrefixMatch: /}}}], backendRefs: [{name: infra-v1, port: 80}]},
+        {matches: [{path: {value: /full}}], filters: [{type: URLRewrite, urlRewrite: {hostname: rewritten.example, path: {type: ReplaceFullPath, replaceFullPath: /one}}}], backendRefs: [{name: infra-v1, port: 80}]}]}";
+    let (_m, p) = serve("gw-rewrite", &[("infra-v1", 1)], &[("rewrites", spec)]).await;
+    let cases = [
+        ("/prefix/one/two", "/one/two", None, "u.test"),
+        ("/prefix/one", "/one", None, "u.test"),
+        ("/prefix/one/", "/one/", None, "u.test"),
+        ("/strip/three", "/three", None, "u.test"),
+        ("/strip", "/", None, "u.test"),
+        (
+            "/full/path/original?a=1",
+            "/one",
+            Some("a=1"),
+            "rewritten.example",
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (asked, path, query, host) in cases {
+        let r = p.get("u.test", asked).await;
+        let echo = r.json();
+        let got = (
+            r.status,
+            echo["path"].as_str().unwrap_or_default(),
+            echo["query"].as_str(),
+            echo["host"].as_str().unwrap_or_default(),
+        );
+        if got != (200, path, query, host) {
+            failures.push(format!(
+                "{asked}: wanted {path} {query:?} {host}, got {got:?}"
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    let r = p.get("u.test", "/full/x").await;
+    assert_eq!(
+        received(&r, "x-forwarded-host"),
+        "u.test",
+        "the client's host is forwarded"
+    );
+}

@@ -184,29 +184,18 @@ fn meet(a: &str, b: &str) -> Option<String> {
 }
 
 /// What in the route Portico does not serve, as an `UnsupportedValue` refusal naming the
-/// field: unknown match types, regular expressions that do not compile, filters.
+/// field: unknown match types, regular expressions that do not compile, filters it does not
+/// serve or that do not hold.
 fn unsupported(route: &HttpRoute) -> Option<Refusal> {
-    let refuse = |field: String, what: &str| {
-        Some((
-            "UnsupportedValue",
-            format!("{field}: {what} is not served yet"),
-        ))
-    };
     for (r, rule) in route.spec.rules.iter().enumerate() {
-        if !rule.filters.is_empty() {
-            return refuse(format!("spec.rules[{r}].filters"), "a filter");
+        if let Err(refusal) = super::filters::check(r, rule) {
+            return Some(refusal);
         }
         for (m, matched) in rule.matches.iter().enumerate() {
             let field = format!("spec.rules[{r}].matches[{m}]");
             if let Some(refusal) = unsupported_match(&field, matched) {
                 return Some(refusal);
             }
-        }
-        if let Some(b) = rule.backend_refs.iter().position(|b| !b.filters.is_empty()) {
-            return refuse(
-                format!("spec.rules[{r}].backendRefs[{b}].filters"),
-                "a filter",
-            );
         }
     }
     None

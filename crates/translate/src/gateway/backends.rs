@@ -9,8 +9,9 @@ use crate::backend::{PoolKey, PortRef};
 use crate::pool::pool_id;
 use crate::{ObjectKey, Objects};
 use portico_gateway::{BackendRef, GROUP, HttpRouteRule};
-use portico_model::{LoadBalancerId, PolicyAction, PoolId, WeightedPool};
+use portico_model::{LoadBalancerId, PolicyAction, PolicyOptions, PoolId, WeightedPool};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// Whether a ReferenceGrant in `to`'s namespace lets objects of kind `from.0` (of the Gateway
 /// API's group) in namespace `from.1` refer to `to`, an object of the core group.
@@ -75,33 +76,46 @@ pub(crate) fn unresolved(
     })
 }
 
-/// What a rule does on load balancer `lb`: its backends as weighted pools (a refused one
-/// answers 500 for its share); every pool it names is added to `pools`.
-pub(crate) fn action(
-    rule: &HttpRouteRule,
+/// The pool of `backend` (of a route in `namespace`) on load balancer `lb`, added to `pools`;
+/// none when it does not resolve.
+pub(crate) fn pool(
+    backend: &BackendRef,
     namespace: &str,
     objects: &Objects,
     lb: LoadBalancerId,
     pools: &mut BTreeMap<PoolId, PoolKey>,
+) -> Option<PoolId> {
+    resolve(backend, namespace, objects).ok().map(|key| {
+        let id = pool_id(lb, &key);
+        pools.entry(id).or_insert(key);
+        id
+    })
+}
+
+/// What a rule does on load balancer `lb`: its backends as weighted pools (a refused one
+/// answers 500 for its share), each with its own options where `shares` (by backendRef)
+/// gives some; every pool it names is added to `pools`.
+pub(crate) fn action(
+    rule: &HttpRouteRule,
+    (namespace, objects): (&str, &Objects),
+    lb: LoadBalancerId,
+    pools: &mut BTreeMap<PoolId, PoolKey>,
+    shares: Vec<Option<Arc<PolicyOptions>>>,
 ) -> PolicyAction {
-    let shares: Vec<WeightedPool> = (rule.backend_refs.iter())
-        .map(|backend| {
-            let weight = u32::try_from(backend.effective_weight()).unwrap_or(0);
-            let pool = resolve(backend, namespace, objects).ok().map(|key| {
-                let id = pool_id(lb, &key);
-                pools.entry(id).or_insert(key);
-                id
-            });
-            WeightedPool {
-                pool,
-                weight,
-                options: None,
-            }
+    let own = shares.iter().any(Option::is_some);
+    let shares: Vec<WeightedPool> = (rule.backend_refs.iter().zip(shares))
+        .map(|(backend, options)| WeightedPool {
+            pool: pool(backend, namespace, objects, lb, pools),
+            weight: u32::try_from(backend.effective_weight()).unwrap_or(0),
+            options,
         })
         .collect();
     // No backend, or no weight: nothing to forward to, which the API answers with 500.
     if shares.iter().all(|s| s.weight == 0) {
         return PolicyAction::Reject { status: 500 };
+    }
+    if own {
+        return PolicyAction::RedirectToPools { pools: shares };
     }
     match shares[..] {
         [

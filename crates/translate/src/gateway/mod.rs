@@ -20,6 +20,7 @@
 
 mod attach;
 mod backends;
+mod filters;
 mod listeners;
 mod rules;
 pub mod status;

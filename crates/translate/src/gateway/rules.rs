@@ -3,14 +3,16 @@
 //! by the Gateway API's precedence ([`portico_model::order`]), and the pools they name.
 
 use super::backends;
+use super::filters::{self, Place};
 use super::listeners::{Attachment, Prepared};
 use crate::backend::PoolKey;
 use crate::memo::Pools;
 use crate::{Config, ObjectKey, Objects, PROVIDER_ANNOTATION};
-use portico_gateway::HttpRouteMatch;
+use portico_gateway::{BackendRef, HttpRouteMatch};
 use portico_model::{
     CompareType, L7Policy, L7PolicyId, L7Rule, L7RuleId, Listener, ListenerId, ListenerTls,
-    LoadBalancer, LoadBalancerId, ObjectRef, PoolId, Protocol, RuleType, SniCertificate, order,
+    LoadBalancer, LoadBalancerId, ObjectRef, PolicyAction, PolicyOptions, PoolId, Protocol,
+    RuleType, SniCertificate, order,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -47,8 +49,14 @@ pub(crate) fn load_balancer(
         let attachments = (gateway.attachments.iter()).filter(|a| served.contains(&a.listener));
         let mut policies: Vec<L7Policy> = Vec::new();
         let mut seen = BTreeSet::new();
+        let scheme = match protocol {
+            Protocol::TerminatedHttps => "https",
+            _ => "http",
+        };
+        let place = Place { scheme, port };
         for attachment in attachments {
-            for policy in policies_of(attachment, listener_id, id, objects, &mut used) {
+            let at = (listener_id, id, place);
+            for policy in policies_of(attachment, at, objects, &mut used) {
                 if seen.insert(policy.id) {
                     policies.push(policy);
                 }
@@ -127,17 +135,33 @@ fn tls(gateway: &Prepared<'_>, served: &[usize], origin: &ObjectRef) -> Listener
 /// One policy per (rule, match, hostname) of an attached route.
 fn policies_of(
     attachment: &Attachment<'_>,
-    listener: ListenerId,
-    lb: LoadBalancerId,
+    (listener, lb, place): (ListenerId, LoadBalancerId, Place<'_>),
     objects: &Objects,
     pools: &mut BTreeMap<PoolId, PoolKey>,
 ) -> Vec<L7Policy> {
     let key = attachment.route;
+    let namespace = key.namespace.as_str();
     let source = Arc::new(ObjectRef::new("HTTPRoute", &key.namespace, &key.name));
     let mut out = Vec::new();
     for (r, rule) in attachment.spec.spec.rules.iter().enumerate() {
-        let action = backends::action(rule, &key.namespace, objects, lb, pools);
+        let own = filters::decode(&rule.filters);
+        let timeouts = filters::timeouts(rule).unwrap_or_default();
         for (m, matched) in rule.effective_matches().iter().enumerate() {
+            let mut mirror = |b: &BackendRef| backends::pool(b, namespace, objects, lb, pools);
+            let (redirect, mut options) = filters::compile(&own, matched, place, &mut mirror);
+            options.timeouts = timeouts;
+            let shares = (rule.backend_refs.iter())
+                .map(|b| {
+                    let theirs = filters::decode(&b.filters);
+                    let (_, backend) = filters::compile(&theirs, matched, place, &mut mirror);
+                    (!theirs.is_empty()).then(|| Arc::new(filters::merge(&options, backend)))
+                })
+                .collect();
+            let action = match redirect {
+                Some(redirect) => PolicyAction::RequestRedirect(redirect),
+                None => backends::action(rule, (namespace, objects), lb, pools, shares),
+            };
+            let options = (options != PolicyOptions::default()).then(|| Arc::new(options));
             for host in &attachment.hosts {
                 let id = format!(
                     "{listener}/route/{key}/{r}/{m}/{}",
@@ -151,7 +175,7 @@ fn policies_of(
                     rules: rules(id, host.as_deref(), matched),
                     source: source.clone(),
                     precedence: precedence(attachment.rank, r, m),
-                    options: None,
+                    options: options.clone(),
                 });
             }
         }
