@@ -703,3 +703,25 @@ fn a_redirect_takes_the_listeners_scheme_and_port_unless_it_names_them() {
         [("http".to_owned(), 80), ("https".to_owned(), 8443)]
     );
 }
+
+#[test]
+fn a_mirror_to_a_missing_service_does_not_resolve_and_the_route_is_served_without_it() {
+    let t = translate(&[
+        gateway("gw", "portico", HTTP),
+        route(
+            "mirrored",
+            "shop",
+            "{parentRefs: [{name: gw}], rules: [{filters: [{type: RequestMirror, requestMirror: {backendRef: {name: nowhere, port: 80}}}], backendRefs: [{name: web, port: 8080}]}]}",
+        ),
+    ]);
+    assert_eq!(
+        route_conditions(&t.gateways, "shop", "mirrored")[0],
+        [
+            "Accepted=true/Accepted",
+            "ResolvedRefs=false/BackendNotFound"
+        ]
+    );
+    let lb = lb(&t, "gateway/shop/gw");
+    assert_eq!(policies(lb), ["/ -> shop_web_8080"]);
+    assert!(lb.listeners[0].policies[0].options.is_none(), "no mirror");
+}

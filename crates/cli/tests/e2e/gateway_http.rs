@@ -244,3 +244,109 @@ async fn url_rewrites_change_the_host_and_the_path_with_the_apis_slash_rules() {
         "the client's host is forwarded"
     );
 }
+
+/// An echo backend for Service `name` in `ns` whose behaviour the test sees (requests
+/// counted, delays): its manifests and its behaviour.
+async fn watched(ns: &str, name: &str) -> (String, std::sync::Arc<portico_echo::Behaviour>) {
+    let behaviour = std::sync::Arc::new(portico_echo::Behaviour::default());
+    let any: std::net::SocketAddr = ([127, 0, 0, 1], 0).into();
+    let addr = portico_echo::spawn_with(any, name, &format!("{name}-0"), behaviour.clone())
+        .await
+        .unwrap();
+    (service(ns, name, &ready(&[addr])), behaviour)
+}
+
+/// Waits until `behaviour` has answered `n` requests (mirrors are sent beside the answer).
+async fn answered(behaviour: &portico_echo::Behaviour, n: u64) -> u64 {
+    use std::sync::atomic::Ordering;
+    let start = std::time::Instant::now();
+    while behaviour.requests.load(Ordering::Relaxed) < n && start.elapsed().as_secs() < 5 {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    // A little longer, to see any copy too many.
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    behaviour.requests.load(Ordering::Relaxed)
+}
+
+#[tokio::test]
+async fn mirrors_get_copies_of_their_share_of_requests_and_their_answers_are_dropped() {
+    let ns = "gw-mirror";
+    let (a, mirror_a) = watched(ns, "mirror-a").await;
+    let (b, mirror_b) = watched(ns, "mirror-b").await;
+    let (c, mirror_c) = watched(ns, "mirror-c").await;
+    let spec = "{parentRefs: [{name: gw}], rules: [
+        {matches: [{path: {value: /all}}], filters: [
+           {type: RequestMirror, requestMirror: {backendRef: {name: mirror-a, port: 80}}},
+           {type: RequestMirror, requestMirror: {backendRef: {name: mirror-b, port: 80}, percent: 50}},
+           {type: RequestHeaderModifier, requestHeaderModifier: {set: [{name: X-Mirrored, value: 'yes'}]}}],
+         backendRefs: [{name: infra-v1, port: 80}]},
+        {matches: [{path: {value: /fraction}}], filters: [
+           {type: RequestMirror, requestMirror: {backendRef: {name: mirror-c, port: 80}, fraction: {numerator: 1, denominator: 4}}}],
+         backendRefs: [{name: infra-v1, port: 80}]}]}";
+    let m = backends(ns, &[("infra-v1", 1)]).await;
+    m.write("mirrors.yaml", &(a + &b + &c));
+    m.write(
+        "gw.yaml",
+        &(class("portico", OURS)
+            + &gateway(ns, "gw", "portico", HTTP)
+            + &route(ns, "mirrors", spec)),
+    );
+    let p = Portico::start(m.path(), &[]).await;
+    let accepted = ["Accepted=True/Accepted", "ResolvedRefs=True/ResolvedRefs"];
+    wait_conditions(&p, ns, "mirrors", &accepted).await;
+    p.wait_route("x.test", "/all", 200, "infra-v1").await;
+    for _ in 0..9 {
+        let r = p.get("x.test", "/all").await;
+        assert_eq!((r.status, r.service().as_str()), (200, "infra-v1"));
+        assert_eq!(received(&r, "x-mirrored"), "yes");
+    }
+    for _ in 0..8 {
+        assert_eq!(p.get("x.test", "/fraction").await.service(), "infra-v1");
+    }
+    assert_eq!(answered(&mirror_a, 10).await, 10, "every request");
+    assert_eq!(answered(&mirror_b, 5).await, 5, "every second request");
+    assert_eq!(answered(&mirror_c, 2).await, 2, "one request in four");
+}
+
+#[tokio::test]
+async fn request_and_backend_timeouts_answer_504_when_they_run_out() {
+    let ns = "gw-timeout";
+    let (slow, behaviour) = watched(ns, "slow").await;
+    behaviour
+        .delay_ms
+        .store(600, std::sync::atomic::Ordering::Relaxed);
+    let spec = "{parentRefs: [{name: gw}], rules: [
+        {matches: [{path: {value: /request}}], timeouts: {request: 200ms}, backendRefs: [{name: slow, port: 80}]},
+        {matches: [{path: {value: /backend}}], timeouts: {backendRequest: 200ms}, backendRefs: [{name: slow, port: 80}]},
+        {matches: [{path: {value: /enough}}], timeouts: {request: 2s, backendRequest: 1s}, backendRefs: [{name: slow, port: 80}]},
+        {matches: [{path: {value: /off}}], timeouts: {request: 0s}, backendRefs: [{name: slow, port: 80}]}]}";
+    let m = Manifests::new();
+    m.write(
+        "gw.yaml",
+        &(slow
+            + &class("portico", OURS)
+            + &gateway(ns, "gw", "portico", HTTP)
+            + &route(ns, "timeouts", spec)),
+    );
+    let p = Portico::start(m.path(), &[]).await;
+    let accepted = ["Accepted=True/Accepted", "ResolvedRefs=True/ResolvedRefs"];
+    wait_conditions(&p, ns, "timeouts", &accepted).await;
+    p.wait_route("t.test", "/enough", 200, "slow").await;
+    for (path, status) in [
+        ("/request", 504),
+        ("/backend", 504),
+        ("/enough", 200),
+        ("/off", 200),
+    ] {
+        let started = std::time::Instant::now();
+        let r = p.get("t.test", path).await;
+        let took = started.elapsed();
+        assert_eq!(r.status, status, "{path}");
+        if status == 504 {
+            assert!(
+                took < std::time::Duration::from_millis(550),
+                "{path}: {took:?}"
+            );
+        }
+    }
+}

@@ -32,8 +32,7 @@ pub(crate) fn attach<'a>(
             let supported = unsupported(route).map_or(Ok(()), Err);
             let resolved = match backends::unresolved(&route.spec.rules, &key.namespace, objects) {
                 None => Ok(()),
-                Some((r, b, refusal)) => {
-                    let field = format!("spec.rules[{r}].backendRefs[{b}]");
+                Some((field, refusal)) => {
                     let message = format!("{}: {}", refusal.0, refusal.1);
                     diagnostics.push(Diagnostic::warning(object.clone(), field, message));
                     Err(refusal)

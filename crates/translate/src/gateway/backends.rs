@@ -58,21 +58,27 @@ pub(crate) fn resolve(
     })
 }
 
-/// The first backendRef of `rules` that does not resolve: its rule, its index, why.
+/// The first backendRef of `rules` that does not resolve (a mirror's included): the field
+/// that names it, why.
 pub(crate) fn unresolved(
     rules: &[HttpRouteRule],
     namespace: &str,
     objects: &Objects,
-) -> Option<(usize, usize, Refusal)> {
+) -> Option<(String, Refusal)> {
     rules.iter().enumerate().find_map(|(r, rule)| {
-        rule.backend_refs
-            .iter()
-            .enumerate()
-            .find_map(|(b, backend)| {
-                resolve(backend, namespace, objects)
-                    .err()
-                    .map(|e| (r, b, e))
-            })
+        let backends = (rule.backend_refs.iter().enumerate())
+            .map(|(b, backend)| (format!("spec.rules[{r}].backendRefs[{b}]"), backend.clone()));
+        let mirrors = (rule.filters.iter().enumerate()).filter_map(|(f, filter)| {
+            let decoded = super::filters::decode(std::slice::from_ref(filter));
+            let mirror = decoded.into_iter().next()?.request_mirror?;
+            let field = format!("spec.rules[{r}].filters[{f}].requestMirror.backendRef");
+            Some((field, mirror.backend_ref))
+        });
+        backends.chain(mirrors).find_map(|(field, backend)| {
+            resolve(&backend, namespace, objects)
+                .err()
+                .map(|e| (field, e))
+        })
     })
 }
 
