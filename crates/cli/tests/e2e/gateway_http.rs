@@ -350,3 +350,64 @@ async fn request_and_backend_timeouts_answer_504_when_they_run_out() {
         }
     }
 }
+
+/// Service `name` in `ns` on `addr` whose port has `appProtocol: protocol`.
+fn with_app_protocol(ns: &str, name: &str, addr: std::net::SocketAddr, protocol: &str) -> String {
+    service(ns, name, &ready(&[addr])).replace(
+        "  - name: http\n",
+        &format!("  - name: http\n    appProtocol: {protocol}\n"),
+    )
+}
+
+#[tokio::test]
+async fn h2c_backends_named_rules_and_websockets_through_twenty_route_changes() {
+    let ns = "gw-protocols";
+    let m = Manifests::new();
+    let h2c = echo_pods("h2c", 1).await[0];
+    let ws = crate::websocket::echo_backend().await;
+    m.write(
+        "backends.yaml",
+        &(with_app_protocol(ns, "h2c", h2c, "kubernetes.io/h2c")
+            + &with_app_protocol(ns, "ws", ws, "kubernetes.io/ws")),
+    );
+    let spec = |i: usize| {
+        format!(
+            "{{parentRefs: [{{name: gw}}], rules: [
+               {{name: h2c-rule, matches: [{{path: {{value: /h2c}}}}], backendRefs: [{{name: h2c, port: 80}}]}},
+               {{name: ws-rule, matches: [{{path: {{value: /ws}}}}], backendRefs: [{{name: ws, port: 80}}]}},
+               {{name: moving, matches: [{{path: {{type: Exact, value: /change-{i}}}}}], backendRefs: [{{name: h2c, port: 80}}]}}]}}"
+        )
+    };
+    m.write(
+        "gw.yaml",
+        &(class("portico", OURS) + &gateway(ns, "gw", "portico", HTTP)),
+    );
+    m.write("route.yaml", &route(ns, "protocols", &spec(0)));
+    let p = Portico::start(m.path(), &[]).await;
+    let accepted = ["Accepted=True/Accepted", "ResolvedRefs=True/ResolvedRefs"];
+    wait_conditions(&p, ns, "protocols", &accepted).await;
+    p.wait_route("p.test", "/h2c", 200, "h2c").await;
+    // An HTTP/1.1 client; the hop to the h2c backend is HTTP/2 with prior knowledge.
+    let r = p.get("p.test", "/h2c/x").await;
+    assert_eq!(
+        (r.status, r.json()["proto"].as_str()),
+        (200, Some("HTTP/2.0"))
+    );
+
+    let mut stream = tokio::net::TcpStream::connect(p.http).await.unwrap();
+    crate::websocket::handshake(&mut stream, "p.test", "/ws")
+        .await
+        .unwrap();
+    for i in 1..=20 {
+        m.write("route.yaml", &route(ns, "protocols", &spec(i)));
+        p.wait_route("p.test", &format!("/change-{i}"), 200, "h2c")
+            .await;
+        let said = format!("after change {i}");
+        let back = crate::websocket::round_trip(&mut stream, &said).await;
+        assert_eq!(
+            back,
+            Some(format!("echo: {said}")),
+            "the WebSocket after change {i}"
+        );
+    }
+}
