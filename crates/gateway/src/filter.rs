@@ -21,6 +21,27 @@ pub struct HttpRouteFilter {
     pub url_rewrite: Option<UrlRewrite>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_mirror: Option<RequestMirror>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cors: Option<CorsFilter>,
+}
+
+/// The CORS filter.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CorsFilter {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_origins: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_credentials: Option<bool>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_methods: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_headers: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub expose_headers: Vec<String>,
+    /// Seconds; unset: 5.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_age: Option<i32>,
 }
 
 /// `set`, `add` and `remove` of header fields.

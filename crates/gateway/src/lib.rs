@@ -28,7 +28,7 @@ mod status;
 
 pub use class::{GatewayClass, GatewayClassSpec};
 pub use filter::{
-    Fraction, HeaderModifier, HttpHeader, HttpRouteFilter, PathModifier, RequestMirror,
+    CorsFilter, Fraction, HeaderModifier, HttpHeader, HttpRouteFilter, PathModifier, RequestMirror,
     RequestRedirect, UrlRewrite,
 };
 pub use gateway::{

@@ -64,6 +64,16 @@ pub struct Cors {
     pub expose_headers: String,
     pub credentials: bool,
     pub max_age_s: u64,
+    /// The Gateway API's CORS filter instead of ingress-nginx's: `*.` in an origin stands
+    /// for one or more labels; with credentials allowed, a `*` origin answers the request's
+    /// own origin; a preflight is answered 200 (not 204), and a `*` list of methods or
+    /// headers answers what the preflight asks for.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub gateway_api: bool,
+}
+
+fn is_false(value: &bool) -> bool {
+    !*value
 }
 
 impl Cors {
@@ -73,18 +83,34 @@ impl Cors {
     /// for exactly one label), else none: the request gets no CORS fields.
     pub fn allow_origin<'a>(&self, origin: Option<&'a str>) -> Option<&'a str> {
         if self.origins.iter().any(|o| o == "*") {
-            return Some("*");
+            // A credentialed answer may not say `*` (Fetch): the Gateway API echoes.
+            return match (self.gateway_api && self.credentials, origin) {
+                (true, Some(origin)) => Some(origin),
+                _ => Some("*"),
+            };
         }
         let origin = origin?;
+        let labels = if self.gateway_api {
+            Labels::Many
+        } else {
+            Labels::One
+        };
         self.origins
             .iter()
-            .any(|allowed| origin_matches(allowed, origin))
+            .any(|allowed| origin_matches(allowed, origin, labels))
             .then_some(origin)
     }
 }
 
+/// How many labels `*.` stands for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Labels {
+    One,
+    Many,
+}
+
 /// `allowed` (lower-case, `scheme://[*.]host[:port]` or `null`) against a request's origin.
-fn origin_matches(allowed: &str, origin: &str) -> bool {
+fn origin_matches(allowed: &str, origin: &str, labels: Labels) -> bool {
     let origin = origin.to_ascii_lowercase();
     let Some((head, tail)) = allowed.split_once("*.") else {
         return allowed == origin;
@@ -96,10 +122,16 @@ fn origin_matches(allowed: &str, origin: &str) -> bool {
     else {
         return false;
     };
-    !label.is_empty()
-        && label
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+    let one = |label: &str| {
+        !label.is_empty()
+            && label
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+    };
+    match labels {
+        Labels::One => one(label),
+        Labels::Many => label.split('.').all(one),
+    }
 }
 
 #[cfg(test)]
@@ -114,7 +146,30 @@ mod tests {
             expose_headers: String::new(),
             credentials: true,
             max_age_s: 0,
+            gateway_api: false,
         }
+    }
+
+    #[test]
+    fn the_gateway_apis_wildcards_take_several_labels_and_a_credentialed_star_echoes() {
+        let mut some = cors(&["https://*.bar.com"]);
+        some.gateway_api = true;
+        let allowed = |o| some.allow_origin(Some(o));
+        assert_eq!(allowed("https://www.bar.com"), Some("https://www.bar.com"));
+        assert_eq!(
+            allowed("https://x.www.bar.com"),
+            Some("https://x.www.bar.com")
+        );
+        assert_eq!(allowed("https://bar.com"), None);
+        assert_eq!(allowed("https://x..bar.com"), None);
+        let mut any = cors(&["*"]);
+        any.gateway_api = true;
+        assert_eq!(
+            any.allow_origin(Some("https://a.test")),
+            Some("https://a.test")
+        );
+        any.credentials = false;
+        assert_eq!(any.allow_origin(Some("https://a.test")), Some("*"));
     }
 
     #[test]

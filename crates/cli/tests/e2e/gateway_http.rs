@@ -411,3 +411,91 @@ async fn h2c_backends_named_rules_and_websockets_through_twenty_route_changes() 
         );
     }
 }
+
+#[tokio::test]
+async fn the_cors_filter_answers_preflights_and_marks_answers_for_allowed_origins() {
+    let spec = "{parentRefs: [{name: gw}], rules: [
+        {matches: [{path: {value: /cors-1}}], filters: [{type: CORS, cors: {allowOrigins: ['https://www.foo.com', 'https://*.bar.com'], allowMethods: [GET, OPTIONS], allowHeaders: [x-header-1, x-header-2], exposeHeaders: [x-header-3, x-header-4], allowCredentials: true, maxAge: 3600}}], backendRefs: [{name: infra-v1, port: 80}]},
+        {matches: [{path: {value: /cors-2}}], filters: [{type: CORS, cors: {allowOrigins: ['https://www.foo.com'], allowMethods: ['*']}}], backendRefs: [{name: infra-v1, port: 80}]},
+        {matches: [{path: {value: /cors-any}}], filters: [{type: CORS, cors: {allowOrigins: ['*'], allowMethods: ['*'], allowHeaders: ['*'], allowCredentials: true}}], backendRefs: [{name: infra-v1, port: 80}]}]}";
+    let (_m, p) = serve("gw-cors", &[("infra-v1", 1)], &[("cors", spec)]).await;
+    let ask =
+        |path: &'static str, method: &'static str, origin: &'static str, asked: &'static str| {
+            let p = &p;
+            async move {
+                let mut headers = vec![("origin", origin)];
+                if method == "OPTIONS" {
+                    headers.push(("access-control-request-method", asked));
+                    headers.push(("access-control-request-headers", "x-header-1, x-header-2"));
+                }
+                p.request(p.http, method, "c.test", path, &headers, "")
+                    .await
+                    .unwrap()
+            }
+        };
+    let field = |r: &Reply, name: &str| {
+        r.headers
+            .get(name)
+            .map(|v| v.to_str().unwrap().to_owned())
+            .unwrap_or_default()
+    };
+    for origin in [
+        "https://www.foo.com",
+        "https://www.bar.com",
+        "https://xpto.www.bar.com",
+    ] {
+        let r = ask("/cors-1", "OPTIONS", origin, "GET").await;
+        assert_eq!(r.status, 200, "{origin}");
+        assert_eq!(r.service(), "", "a preflight is answered by the proxy");
+        assert_eq!(field(&r, "access-control-allow-origin"), origin);
+        assert_eq!(field(&r, "access-control-allow-methods"), "GET, OPTIONS");
+        assert_eq!(
+            field(&r, "access-control-allow-headers"),
+            "x-header-1, x-header-2"
+        );
+        assert_eq!(
+            field(&r, "access-control-expose-headers"),
+            "x-header-3, x-header-4"
+        );
+        assert_eq!(field(&r, "access-control-max-age"), "3600");
+        assert_eq!(field(&r, "access-control-allow-credentials"), "true");
+        let simple = ask("/cors-1", "GET", origin, "").await;
+        assert_eq!(
+            (simple.status, simple.service().as_str()),
+            (200, "infra-v1")
+        );
+        assert_eq!(field(&simple, "access-control-allow-origin"), origin);
+    }
+    let refused = ask("/cors-1", "OPTIONS", "https://foobar.com", "GET").await;
+    assert_eq!(
+        field(&refused, "access-control-allow-origin"),
+        "",
+        "not an allowed origin"
+    );
+    let refused = ask("/cors-1", "GET", "https://foobar.com", "").await;
+    assert_eq!(
+        (
+            refused.status,
+            field(&refused, "access-control-allow-origin")
+        ),
+        (200, String::new())
+    );
+
+    let r = ask("/cors-2", "OPTIONS", "https://www.foo.com", "POST").await;
+    assert_eq!(field(&r, "access-control-allow-methods"), "POST");
+    assert_eq!(
+        field(&r, "access-control-allow-credentials"),
+        "",
+        "not allowed"
+    );
+    let r = ask("/cors-any", "OPTIONS", "https://other.foo.com", "PUT").await;
+    assert_eq!(
+        field(&r, "access-control-allow-origin"),
+        "https://other.foo.com"
+    );
+    assert_eq!(field(&r, "access-control-allow-methods"), "PUT");
+    assert_eq!(
+        field(&r, "access-control-allow-headers"),
+        "x-header-1, x-header-2"
+    );
+}

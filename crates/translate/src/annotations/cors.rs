@@ -29,6 +29,7 @@ pub(super) fn cors(r: &mut Reader<'_>) -> Option<Cors> {
         expose_headers: expose.unwrap_or_default(),
         credentials: credentials.unwrap_or(true),
         max_age_s: max_age_s.unwrap_or(MAX_AGE_S),
+        gateway_api: false,
     })
 }
 

@@ -1,9 +1,9 @@
 //! HTTPRoute filters and timeouts → the model: RequestHeaderModifier and
 //! ResponseHeaderModifier as header changes, URLRewrite as the upstream `Host` (the one
 //! ingress-nginx's `upstream-vhost` sets) and a new path, RequestMirror as mirrors,
-//! RequestRedirect as the policy's action, `timeouts` as the policy's timeouts. [`check`]
-//! refuses, naming the field, what is not served (ExtensionRef, CORS, unknown types) or does
-//! not hold; [`compile`] turns the rest into a policy's options for one match on one listener.
+//! RequestRedirect as the policy's action, CORS as ingress-nginx's `enable-cors` is served (in
+//! the Gateway API's dialect), `timeouts` as the policy's timeouts. [`check`] refuses, naming
+//! the field, what is not served (ExtensionRef, unknown types) or does not hold; [`compile`] turns the rest into a policy's options for one match on one listener.
 
 use super::status::Refusal;
 use portico_gateway::{
@@ -11,12 +11,13 @@ use portico_gateway::{
 };
 use portico_model::matching::normalize_prefix;
 use portico_model::{
-    HeaderChanges, Mirror, PathRewrite, PolicyOptions, PoolId, Redirect, Timeouts,
+    Cors, HeaderChanges, Mirror, PathRewrite, PolicyOptions, PoolId, Redirect, Timeouts,
 };
 use serde_json::Value;
 
 /// The filter types served here.
-const SERVED: [&str; 5] = [
+const SERVED: [&str; 6] = [
+    "CORS",
     "RequestHeaderModifier",
     "ResponseHeaderModifier",
     "RequestRedirect",
@@ -147,6 +148,18 @@ fn check_one(at: &str, filter: &HttpRouteFilter) -> Result<(), String> {
                 _ => Ok(()),
             }
         }
+        "CORS" => {
+            let c = filter.cors.as_ref().ok_or_else(missing)?;
+            if let Some(o) = c.allow_origins.iter().find(|o| !origin(o)) {
+                return Err(format!(
+                    "allowOrigins: {o:?} is not scheme://host[:port] or *"
+                ));
+            }
+            let names = (c.allow_methods.iter())
+                .chain(&c.allow_headers)
+                .chain(&c.expose_headers);
+            names.filter(|n| *n != "*").try_for_each(|n| name(n))
+        }
         _ => Err(format!("{at}: unknown")),
     }
 }
@@ -158,6 +171,20 @@ fn headers(modifier: &HeaderModifier) -> Result<(), String> {
         value(&header.value)?;
     }
     modifier.remove.iter().try_for_each(|n| name(n))
+}
+
+/// A CORS origin as the API writes it: `*`, or `scheme://host[:port]` where the host may
+/// start with `*.`.
+fn origin(origin: &str) -> bool {
+    if origin == "*" {
+        return true;
+    }
+    let Some((scheme, rest)) = origin.split_once("://") else {
+        return false;
+    };
+    let host = rest.strip_prefix("*.").unwrap_or(rest);
+    let allowed = |b: u8| b.is_ascii_alphanumeric() || b"-.:[]".contains(&b);
+    !scheme.is_empty() && !host.is_empty() && host.bytes().all(allowed)
 }
 
 /// An RFC 9110 token.
@@ -312,10 +339,28 @@ pub(crate) fn compile(
                     path: r.path.as_ref().and_then(|p| rewrite(p, prefix)),
                 });
             }
+            "CORS" => options.cors = filter.cors.as_ref().map(cors),
             _ => {}
         }
     }
     (redirect, options)
+}
+
+/// The CORS filter as the model's CORS, in the Gateway API's dialect.
+fn cors(filter: &portico_gateway::CorsFilter) -> Cors {
+    Cors {
+        origins: filter
+            .allow_origins
+            .iter()
+            .map(|o| o.to_ascii_lowercase())
+            .collect(),
+        methods: filter.allow_methods.join(", "),
+        headers: filter.allow_headers.join(", "),
+        expose_headers: filter.expose_headers.join(", "),
+        credentials: filter.allow_credentials.unwrap_or(false),
+        max_age_s: u64::try_from(filter.max_age.unwrap_or(5)).unwrap_or(0),
+        gateway_api: true,
+    }
 }
 
 fn header_changes(modifier: &HeaderModifier) -> HeaderChanges {
@@ -380,6 +425,7 @@ pub(crate) fn merge(rule: &PolicyOptions, backend: PolicyOptions) -> PolicyOptio
         response_headers: both(&rule.response_headers, backend.response_headers),
         upstream_host: backend.upstream_host.or_else(|| rule.upstream_host.clone()),
         path: backend.path.or_else(|| rule.path.clone()),
+        cors: backend.cors.or_else(|| rule.cors.clone()),
         mirrors,
         ..rule.clone()
     }

@@ -308,7 +308,7 @@ impl Conn {
         if let (Some(options), Some(origin)) = (options, &cors)
             && req.method() == http::Method::OPTIONS
         {
-            let response = super::options::preflight(options, origin.clone());
+            let response = super::options::preflight(options, origin.clone(), req.headers());
             pool.metrics.record(response.status());
             return response;
         }

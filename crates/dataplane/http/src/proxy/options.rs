@@ -10,7 +10,8 @@ use bytes::Bytes;
 use http::header::{
     ACCESS_CONTROL_ALLOW_CREDENTIALS, ACCESS_CONTROL_ALLOW_HEADERS, ACCESS_CONTROL_ALLOW_METHODS,
     ACCESS_CONTROL_ALLOW_ORIGIN, ACCESS_CONTROL_EXPOSE_HEADERS, ACCESS_CONTROL_MAX_AGE,
-    CONTENT_LENGTH, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, ORIGIN,
+    ACCESS_CONTROL_REQUEST_HEADERS, ACCESS_CONTROL_REQUEST_METHOD, CONTENT_LENGTH, CONTENT_TYPE,
+    HeaderMap, HeaderName, HeaderValue, ORIGIN,
 };
 use http::uri::{PathAndQuery, Uri};
 use http::{Request, Response, StatusCode};
@@ -56,16 +57,43 @@ pub(super) fn cors_origin<B>(
 }
 
 /// ingress-nginx's answer to an `OPTIONS` request whose origin is allowed: 204 with the CORS
-/// fields, without asking the members.
-pub(super) fn preflight(options: &RouteOptions, origin: HeaderValue) -> Response<ProxyBody> {
+/// fields, without asking the members (the Gateway API's: 200, and a `*` list of methods or
+/// headers answers those `asked` for).
+pub(super) fn preflight(
+    options: &RouteOptions,
+    origin: HeaderValue,
+    asked: &HeaderMap,
+) -> Response<ProxyBody> {
     let mut response = Response::new(Either::Right(Full::new(Bytes::new())));
-    *response.status_mut() = StatusCode::NO_CONTENT;
+    let gateway_api = options.cors.as_ref().is_some_and(|c| c.gateway_api);
+    *response.status_mut() = if gateway_api {
+        StatusCode::OK
+    } else {
+        StatusCode::NO_CONTENT
+    };
     let headers = response.headers_mut();
     cors_fields(options, origin, headers);
+    if gateway_api {
+        echo_wildcards(asked, headers);
+    }
     let plain = HeaderValue::from_static("text/plain; charset=utf-8");
     headers.insert(CONTENT_TYPE, plain);
     headers.insert(CONTENT_LENGTH, HeaderValue::from_static("0"));
     response
+}
+
+/// A `*` among the allowed methods or headers answers what the preflight asks for.
+fn echo_wildcards(asked: &HeaderMap, headers: &mut HeaderMap) {
+    let pairs = [
+        (ACCESS_CONTROL_ALLOW_METHODS, ACCESS_CONTROL_REQUEST_METHOD),
+        (ACCESS_CONTROL_ALLOW_HEADERS, ACCESS_CONTROL_REQUEST_HEADERS),
+    ];
+    for (allowed, requested) in pairs {
+        let star = headers.get(&allowed).is_some_and(|v| v.as_bytes() == b"*");
+        if let (true, Some(value)) = (star, asked.get(&requested)) {
+            headers.insert(allowed, value.clone());
+        }
+    }
 }
 
 /// Sets the CORS fields on a response (replacing the members' own, as ingress-nginx's
@@ -83,14 +111,11 @@ pub(super) fn cors_fields(options: &RouteOptions, origin: HeaderValue, headers: 
     let fields = [
         (ACCESS_CONTROL_ALLOW_METHODS, value(&cors.methods)),
         (ACCESS_CONTROL_ALLOW_HEADERS, value(&cors.headers)),
-        (
-            ACCESS_CONTROL_EXPOSE_HEADERS,
-            value(&cors.expose_headers).filter(|v| !v.is_empty()),
-        ),
+        (ACCESS_CONTROL_EXPOSE_HEADERS, value(&cors.expose_headers)),
         (ACCESS_CONTROL_MAX_AGE, value(&cors.max_age_s.to_string())),
     ];
     for (name, value) in fields {
-        if let Some(value) = value {
+        if let Some(value) = value.filter(|v| !v.is_empty()) {
             headers.insert(name, value);
         }
     }
