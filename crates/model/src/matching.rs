@@ -2,7 +2,8 @@
 //! conjunction of host rules is equivalent to one host rule or to "never", and the same holds
 //! for path rules. Every provider (the built-in proxy's route table, the haproxy renderer)
 //! reduces with this one function, so they agree on every odd combination. Header rules are
-//! not reduced: they are conditions checked after the host and the path ([`headers`]).
+//! not reduced: they are conditions checked after the host and the path, as are cookie rules
+//! ([`conditions`]).
 
 use crate::{CompareType, L7Rule, RuleType};
 
@@ -79,23 +80,43 @@ pub fn reduce(rules: &[L7Rule]) -> Option<(HostMatch, PathMatch)> {
         match rule.rule_type {
             RuleType::HostName => host = both_hosts(host, host_rule(rule)?)?,
             RuleType::Path => path = both_paths(path, path_rule(rule)?)?,
-            RuleType::Header => {
-                header_rule(rule)?;
+            RuleType::Header | RuleType::Cookie => {
+                condition(rule)?;
             }
         }
     }
     Some((host, path))
 }
 
-/// The header conditions of a policy's rules: (lower-case name, value) pairs that must all
-/// hold. Rules that can never match are [`reduce`]'s to report.
-pub fn headers(rules: &[L7Rule]) -> impl Iterator<Item = (&str, &str)> {
-    rules.iter().filter_map(header_rule)
+/// A condition on the request besides its host and path: one header or cookie rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Condition<'a> {
+    /// Some field of the header (lower-case name) has exactly the value.
+    Header(&'a str, &'a str),
+    /// Some field of the header contains a match of the expression (case-sensitive).
+    HeaderRegex(&'a str, &'a str),
+    /// The cookie of that name has exactly the value.
+    Cookie(&'a str, &'a str),
 }
 
-fn header_rule(rule: &L7Rule) -> Option<(&str, &str)> {
+/// The conditions of a policy's rules, which must all hold. Rules that can never match are
+/// [`reduce`]'s to report.
+pub fn conditions(rules: &[L7Rule]) -> impl Iterator<Item = Condition<'_>> {
+    rules.iter().filter_map(condition)
+}
+
+fn condition(rule: &L7Rule) -> Option<Condition<'_>> {
+    let value = rule.value.as_str();
     match (rule.rule_type, rule.compare_type, rule.key.as_deref()) {
-        (RuleType::Header, CompareType::EqualTo, Some(name)) => Some((name, rule.value.as_str())),
+        (RuleType::Header, CompareType::EqualTo, Some(name)) => {
+            Some(Condition::Header(name, value))
+        }
+        (RuleType::Header, CompareType::Regex, Some(name)) => {
+            Some(Condition::HeaderRegex(name, value))
+        }
+        (RuleType::Cookie, CompareType::EqualTo, Some(name)) => {
+            Some(Condition::Cookie(name, value))
+        }
         _ => None,
     }
 }
@@ -208,7 +229,10 @@ mod tests {
             reduce(&rules),
             Some((HostMatch::Any, PathMatch::Prefix("/a".into())))
         );
-        assert_eq!(headers(&rules).collect::<Vec<_>>(), [("x-version", "v1")]);
+        assert_eq!(
+            conditions(&rules).collect::<Vec<_>>(),
+            [Condition::Header("x-version", "v1")]
+        );
         let keyless = rule(RuleType::Header, CompareType::EqualTo, "v1");
         assert_eq!(
             reduce(&[keyless]),

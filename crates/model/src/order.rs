@@ -2,14 +2,14 @@
 //! wildcard hosts (Gateway API suffix wildcards longest first, then by suffix), then host-less
 //! policies; within a host, longer paths first, Exact before Prefix at equal length (a regular
 //! expression counts as a prefix of its own length, as ingress-nginx orders its regex
-//! locations by length), then by path; then more header conditions first; then by
+//! locations by length), then by path; then more header and cookie conditions first; then by
 //! `precedence` (the Gateway API's order of routes and rules). The translator orders policies
 //! the same way, and distinct policies of one listener differ in one of these, so this order
 //! is total: the store does not need to keep positions, and listeners merged from several load
 //! balancers can be ordered again (equal keys keep their order: the sort is stable).
 
 use crate::L7Policy;
-use crate::matching::{HostMatch, PathMatch, headers, reduce};
+use crate::matching::{HostMatch, PathMatch, conditions, reduce};
 use std::cmp::Reverse;
 
 /// The sort key of a policy (see the module's doc).
@@ -49,7 +49,7 @@ pub fn key(policy: &L7Policy) -> Key {
         PathMatch::Exact(p) => (false, p),
         PathMatch::Prefix(p) | PathMatch::Regex(p) => (true, p),
     };
-    let conditions = headers(&policy.rules).count();
+    let conditions = conditions(&policy.rules).count();
     let length = Reverse(path.len());
     (
         group,

@@ -180,8 +180,13 @@ pub enum RuleType {
     /// Compares the request path, without query.
     Path,
     /// Compares the value of the request header that [`L7Rule::key`] names (case-insensitive
-    /// name); the rule matches when any field of that name has the value.
+    /// name); the rule matches when any field of that name has the value (`EQUAL_TO`) or
+    /// contains a match of the expression (`REGEX`: searched, case-sensitive, as
+    /// ingress-nginx's `canary-by-header-pattern`).
     Header,
+    /// Compares the value of the request cookie that [`L7Rule::key`] names (case-sensitive);
+    /// `EQUAL_TO` only.
+    Cookie,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -207,7 +212,8 @@ pub struct L7Rule {
     #[serde(rename = "type")]
     pub rule_type: RuleType,
     pub compare_type: CompareType,
-    /// The header name of a `HEADER` rule, lower-case; none for the other types.
+    /// The header name of a `HEADER` rule (lower-case) or the cookie name of a `COOKIE` rule;
+    /// none for the other types.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
     pub value: String,

@@ -41,6 +41,7 @@ pub mod address;
 pub mod admission;
 mod annotations;
 mod backend;
+mod canary;
 mod certificates;
 mod class;
 mod collision;

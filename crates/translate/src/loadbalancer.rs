@@ -66,9 +66,10 @@ pub(crate) fn build_load_balancer(
     let regex = regex_paths(&mut winners, diagnostics);
     let default = default_backend(sources, diagnostics);
 
-    let mut used: BTreeMap<PoolId, &PoolKey> = winners
-        .iter()
-        .map(|r| (r.spec.backend.pool, &r.spec.backend.key))
+    let canaries = winners.iter().filter_map(|r| r.canary.map(|c| c.spec));
+    let mut used: BTreeMap<PoolId, &PoolKey> = (winners.iter().map(|r| r.spec))
+        .chain(canaries)
+        .map(|spec| (spec.backend.pool, &spec.backend.key))
         .collect();
     if let Some((backend, _)) = default {
         used.insert(backend.pool, &backend.key);

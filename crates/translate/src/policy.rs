@@ -64,16 +64,17 @@ pub(crate) fn build_policies(
             };
             (action, None)
         }
-        None => {
-            let pool = spec.backend.pool;
-            (
-                PolicyAction::RedirectToPool { pool },
-                options(location, regex),
-            )
-        }
+        None => (
+            crate::canary::action(route, spec.backend.pool),
+            options(location, regex),
+        ),
     };
     let rules = (ids.host_rule, ids.path_rule);
-    out.push(policy(route, (ids.policy, rules), path, action, options));
+    let main = policy(route, (ids.policy, rules), path, action, options);
+    if location.redirect.is_none() {
+        crate::canary::guarded(route, ids, &main, out);
+    }
+    out.push(main);
 }
 
 /// `app-root`'s status, as ingress-nginx answers it.

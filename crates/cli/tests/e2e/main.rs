@@ -37,6 +37,7 @@ mod annotations;
 mod backends;
 mod bad_input;
 mod balancing;
+mod canary;
 mod classes;
 mod conformance;
 mod dashboard;

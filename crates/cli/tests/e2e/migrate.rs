@@ -206,5 +206,8 @@ async fn migrate_reads_the_kubernetes_api_with_the_kube_flags() {
         outcome(&report, "api", "proxy-body-size")["outcome"],
         "served"
     );
-    assert_eq!(outcome(&report, "api", "canary")["outcome"], "ignored");
+    assert_eq!(
+        outcome(&report, "api", "canary")["outcome"],
+        "served-differently"
+    );
 }

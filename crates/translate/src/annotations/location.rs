@@ -1,8 +1,9 @@
 //! An Ingress's per-location annotations (ingress-nginx's word: what each of its paths does
 //! besides choosing the pool): regex paths, the rewrite, redirects, the upstream `Host`,
-//! `X-Forwarded-Prefix`, the HTTPS redirect it forces, CORS. Read with the same [`Reader`]
+//! `X-Forwarded-Prefix`, the HTTPS redirect it forces, CORS, canaries. Read with the same [`Reader`]
 //! as the upstream settings; a bad value is a warning and the default applies.
 
+use super::canary::Canary;
 use super::{Reader, parse};
 use crate::KeptIngress;
 use portico_model::{Cors, Diagnostic, ObjectRef};
@@ -26,6 +27,9 @@ pub(crate) struct Location {
     /// `force-ssl-redirect`: its hosts' HTTP requests go to HTTPS even without `spec.tls`.
     pub force_ssl_redirect: bool,
     pub cors: Option<Cors>,
+    /// `canary: "true"`: the Ingress's paths are the alternative backends of the Ingress that
+    /// routes the same host and path.
+    pub canary: Option<Canary>,
 }
 
 impl Location {
@@ -74,6 +78,7 @@ pub(crate) fn location(
             .value("force-ssl-redirect", parse::bool_value)
             .unwrap_or(false),
         cors: super::cors::cors(&mut r),
+        canary: super::canary::canary(&mut r),
     };
     if l == Location::default() {
         return Location::default_arc();

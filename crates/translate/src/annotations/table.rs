@@ -131,6 +131,7 @@ const HAPROXY_NOT_YET: &str =
     "served by the built-in proxy; the haproxy provider does not serve it yet";
 const REGEX: &str = "the regex crate's syntax (no lookaround or backreferences), on the path as \
     received (percent-encoding kept) rather than nginx's decoded one";
+const REGEX_SYNTAX: &str = "the regex crate's syntax (no lookaround or backreferences)";
 const NO_VARIABLES: &str = "nginx variables ($request_uri, …) in the URL are sent as written";
 const STREAMS: &str = "the proxy streams requests and responses; nothing to tune";
 
@@ -269,13 +270,29 @@ pub const ANNOTATIONS: &[Annotation] = &[
         proxy: Served,
         ..proxy_only("cors-max-age", Ignored(HAPROXY_NOT_YET))
     },
-    ignored("canary", NOT_YET),
-    ignored("canary-by-header", NOT_YET),
-    ignored("canary-by-header-value", NOT_YET),
-    ignored("canary-by-header-pattern", NOT_YET),
-    ignored("canary-by-cookie", NOT_YET),
-    ignored("canary-weight", NOT_YET),
-    ignored("canary-weight-total", NOT_YET),
+    Annotation {
+        proxy: ServedDifferently(
+            "the canary's other annotations are its pool's (balancing, affinity, timeouts), the \
+             main Ingress's locations' (rewrite, CORS, …) apply to both, as in ingress-nginx; a \
+             canary without a main Ingress for its host and path is a warning",
+        ),
+        ..proxy_only("canary", Ignored(HAPROXY_NOT_YET))
+    },
+    proxy_only("canary-by-header", Ignored(HAPROXY_NOT_YET)),
+    proxy_only("canary-by-header-value", Ignored(HAPROXY_NOT_YET)),
+    Annotation {
+        proxy: ServedDifferently(REGEX_SYNTAX),
+        ..proxy_only("canary-by-header-pattern", Ignored(HAPROXY_NOT_YET))
+    },
+    proxy_only("canary-by-cookie", Ignored(HAPROXY_NOT_YET)),
+    Annotation {
+        proxy: ServedDifferently(
+            "drawn in turn (smooth weighted round robin): exactly canary-weight of every \
+             canary-weight-total requests, where ingress-nginx draws at random",
+        ),
+        ..proxy_only("canary-weight", Ignored(HAPROXY_NOT_YET))
+    },
+    proxy_only("canary-weight-total", Ignored(HAPROXY_NOT_YET)),
     ignored("affinity-canary-behavior", NOT_YET),
     ignored("auth-type", NOT_YET),
     ignored("auth-secret", NOT_YET),

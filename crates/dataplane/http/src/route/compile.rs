@@ -7,7 +7,7 @@ use super::options::RouteOptions;
 use super::path::{PathEntry, PathMatch, PathTable};
 use super::pool::{PoolState, Target};
 use super::reduce::{HostMatch, reduce};
-use super::split::{Action, Guard, Split};
+use super::split::{Action, Check, Guard, Split};
 use super::{FxMap, RouteTable, Routes};
 use crate::metrics::{PoolMetrics, ProxyMetrics};
 use crate::upstream::Endpoints;
@@ -178,8 +178,8 @@ impl<'a> Compiler<'a> {
             routes.targets.push(action);
             if let Some((host, path)) = reduce(&policy.rules) {
                 routes.entries.push((host, path, rank));
-                let guard: Guard = portico_model::matching::headers(&policy.rules)
-                    .map(|(name, value)| (Box::from(name), Box::from(value)))
+                let guard: Guard = portico_model::matching::conditions(&policy.rules)
+                    .map(Check::of)
                     .collect();
                 if !guard.is_empty() {
                     routes.guards.insert(rank, guard);

@@ -18,7 +18,10 @@
 //!   (`/foo` matches `/FOObar`): ingress-nginx's `use-regex` locations. Compiled once per
 //!   pattern; one that does not compile matches nothing.
 //!
-//! - header `EqualTo` (key: the header name): some field of that name has exactly the value.
+//! - header `EqualTo` (key: the header name): some field of that name has exactly the value;
+//!   header `Regex`: some field's value contains a match (case-sensitive);
+//! - cookie `EqualTo` (key: the cookie name): the first cookie of that name in a `Cookie`
+//!   field has exactly the value (canary Ingresses).
 //!
 //! A rule whose comparison does not fit its type (a host `PathPrefix`) never matches. A
 //! `RedirectToPools` policy draws one of its pools per request, by weight (`split.rs`).

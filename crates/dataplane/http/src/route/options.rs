@@ -7,7 +7,7 @@ use regex::{Regex, RegexBuilder};
 
 /// The most memory one compiled expression may take (the `regex` crate's own default is
 /// 10 MiB); a pattern over it is refused like an invalid one.
-const REGEX_SIZE_LIMIT: usize = 1 << 20;
+pub(crate) const REGEX_SIZE_LIMIT: usize = 1 << 20;
 
 /// What a route changes in the requests it forwards, and its CORS answers.
 #[derive(Debug)]

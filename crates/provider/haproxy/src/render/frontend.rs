@@ -65,11 +65,11 @@ pub(super) fn frontend(
 /// What a policy asks that this provider's route maps cannot express, if anything: header
 /// conditions, Gateway API wildcards (several labels), a split between pools.
 fn unsupported(policy: &L7Policy) -> Option<&'static str> {
-    if portico_model::matching::headers(&policy.rules)
+    if portico_model::matching::conditions(&policy.rules)
         .next()
         .is_some()
     {
-        return Some("header matches");
+        return Some("header matches (or cookie matches)");
     }
     if matches!(reduce(&policy.rules), Some((HostMatch::Suffix(_), _))) {
         return Some("a wildcard hostname matching several labels (Gateway API)");
