@@ -120,6 +120,11 @@ fn header_then_cookie_then_weight_in_ingress_nginx_order() {
             "* -> main:70 canary:30",
         ]
     );
+    // The model's order (what the store sorts merged listeners by) is the same.
+    let policies = &t.model.load_balancers[0].listeners[0].policies;
+    let mut sorted = policies.clone();
+    portico_model::order::sort(&mut sorted);
+    assert_eq!(sorted, *policies);
     // The canary is older, yet the main Ingress routes; nothing is reported.
     assert!(t.diagnostics.is_empty(), "{:?}", findings(&t.diagnostics));
 }
