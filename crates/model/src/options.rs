@@ -1,6 +1,6 @@
 //! What a policy does to the requests it forwards and to their answers, beyond choosing the
 //! pool: ingress-nginx's per-location annotations (`rewrite-target`, `x-forwarded-prefix`,
-//! `upstream-vhost`, CORS). Kept apart from the rules and the action so that a policy
+//! `upstream-vhost`, CORS, rate limits). Kept apart from the rules and the action so that a policy
 //! without them is unchanged.
 
 use serde::{Deserialize, Serialize};
@@ -16,6 +16,31 @@ pub struct PolicyOptions {
     pub upstream_host: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cors: Option<Cors>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<RateLimit>,
+}
+
+/// ingress-nginx's `limit-rps`, `limit-rpm` and `limit-connections` per client address, with
+/// nginx's `limit_req … burst=N nodelay` and `limit_conn`: requests over the rate beyond the
+/// burst, or beyond the connections in progress, are refused (503, or `--limit-status-code`).
+/// Counted per data-plane process, as ingress-nginx counts per replica.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct RateLimit {
+    /// The Ingress (`namespace/name`) whose paths share the counts, as ingress-nginx's zones
+    /// are per Ingress.
+    pub zone: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rps: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rpm: Option<u32>,
+    /// Requests in progress at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connections: Option<u32>,
+    /// The burst is the rate times this (`limit-burst-multiplier`, 5 by default).
+    pub burst_multiplier: u32,
+    /// Client ranges that are not limited (`limit-whitelist`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow: Vec<crate::Cidr>,
 }
 
 /// nginx's `rewrite "(?i)<pattern>" <target> break;`: the first match of `pattern` in the

@@ -81,7 +81,7 @@ pub(crate) fn build_policies(
 const APP_ROOT_STATUS: u16 = 302;
 
 /// The options of a route forwarded to its pool: the rewrite (only on a regex host, where
-/// the written path is its pattern), the upstream `Host`, CORS.
+/// the written path is its pattern), the upstream `Host`, CORS, rate limits.
 fn options(location: &Location, regex: Option<&str>) -> Option<Arc<PolicyOptions>> {
     let rewrite = regex
         .filter(|path| location.rewrites(path))
@@ -96,6 +96,7 @@ fn options(location: &Location, regex: Option<&str>) -> Option<Arc<PolicyOptions
         rewrite,
         upstream_host: location.upstream_host.clone(),
         cors: location.cors.clone(),
+        rate_limit: location.rate_limit.clone(),
     };
     (options != PolicyOptions::default()).then(|| Arc::new(options))
 }

@@ -62,6 +62,7 @@ mod merging;
 mod migrate;
 mod path_rules;
 mod paths;
+mod rate_limits;
 mod seed_examples;
 mod server_header;
 mod tls;

@@ -14,6 +14,7 @@ mod access;
 mod limits;
 mod metrics;
 mod proxy;
+mod ratelimit;
 mod route;
 mod tls;
 mod upstream;

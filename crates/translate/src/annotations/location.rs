@@ -1,12 +1,12 @@
 //! An Ingress's per-location annotations (ingress-nginx's word: what each of its paths does
 //! besides choosing the pool): regex paths, the rewrite, redirects, the upstream `Host`,
-//! `X-Forwarded-Prefix`, the HTTPS redirect it forces, CORS, canaries. Read with the same [`Reader`]
+//! `X-Forwarded-Prefix`, the HTTPS redirect it forces, CORS, canaries, rate limits. Read with the same [`Reader`]
 //! as the upstream settings; a bad value is a warning and the default applies.
 
 use super::canary::Canary;
 use super::{Reader, parse};
 use crate::KeptIngress;
-use portico_model::{Cors, Diagnostic, ObjectRef};
+use portico_model::{Cors, Diagnostic, ObjectRef, RateLimit};
 use std::sync::{Arc, LazyLock};
 
 /// What one Ingress's annotations ask of its routes.
@@ -30,6 +30,8 @@ pub(crate) struct Location {
     /// `canary: "true"`: the Ingress's paths are the alternative backends of the Ingress that
     /// routes the same host and path.
     pub canary: Option<Canary>,
+    /// `limit-rps`, `limit-rpm`, `limit-connections` and their settings.
+    pub rate_limit: Option<RateLimit>,
 }
 
 impl Location {
@@ -79,6 +81,7 @@ pub(crate) fn location(
             .unwrap_or(false),
         cors: super::cors::cors(&mut r),
         canary: super::canary::canary(&mut r),
+        rate_limit: super::ratelimit::rate_limit(&mut r),
     };
     if l == Location::default() {
         return Location::default_arc();

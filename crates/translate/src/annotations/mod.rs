@@ -9,6 +9,7 @@ mod canary;
 mod cors;
 mod location;
 mod parse;
+mod ratelimit;
 pub mod table;
 #[cfg(test)]
 mod tests;

@@ -132,6 +132,8 @@ const HAPROXY_NOT_YET: &str =
 const REGEX: &str = "the regex crate's syntax (no lookaround or backreferences), on the path as \
     received (percent-encoding kept) rather than nginx's decoded one";
 const REGEX_SYNTAX: &str = "the regex crate's syntax (no lookaround or backreferences)";
+const PER_AGENT: &str = "counted per agent process, as ingress-nginx counts per replica: N agents \
+    serving one Ingress admit up to N times the rate";
 const NO_VARIABLES: &str = "nginx variables ($request_uri, …) in the URL are sent as written";
 const STREAMS: &str = "the proxy streams requests and responses; nothing to tune";
 
@@ -313,11 +315,24 @@ pub const ANNOTATIONS: &[Annotation] = &[
     ignored("auth-keepalive-share-vars", NOT_YET),
     ignored("auth-keepalive-timeout", NOT_YET),
     ignored("enable-global-auth", NOT_YET),
-    ignored("limit-rps", NOT_YET),
-    ignored("limit-rpm", NOT_YET),
-    ignored("limit-connections", NOT_YET),
-    ignored("limit-burst-multiplier", NOT_YET),
-    ignored("limit-whitelist", NOT_YET),
+    Annotation {
+        proxy: ServedDifferently(PER_AGENT),
+        ..proxy_only("limit-rps", Ignored(HAPROXY_NOT_YET))
+    },
+    Annotation {
+        proxy: ServedDifferently(PER_AGENT),
+        ..proxy_only("limit-rpm", Ignored(HAPROXY_NOT_YET))
+    },
+    Annotation {
+        proxy: ServedDifferently(
+            "counts requests in progress per client address (each HTTP/2 stream), where nginx \
+             counts connections with a request in progress; per agent, as ingress-nginx counts \
+             per replica",
+        ),
+        ..proxy_only("limit-connections", Ignored(HAPROXY_NOT_YET))
+    },
+    proxy_only("limit-burst-multiplier", Ignored(HAPROXY_NOT_YET)),
+    proxy_only("limit-whitelist", Ignored(HAPROXY_NOT_YET)),
     ignored("limit-rate", NOT_YET),
     ignored("limit-rate-after", NOT_YET),
     ignored("default-backend", NOT_YET),

@@ -11,6 +11,7 @@ use super::{Phase, Proxy, ProxyBody};
 use crate::access::{Asked, Entry, Logged, X_REQUEST_ID, ensure_request_id};
 use crate::limits::{Activity, Ambiguous, ClientBody, Fault, Framing, Tracked, Watched};
 use crate::metrics::PoolMetrics;
+use crate::ratelimit::InProgress;
 use crate::route::{Outcome, PoolState, RequestInfo, RouteOptions, Target, normalize_host};
 use crate::upstream::{Endpoint, SendFailed, UpstreamError};
 use bytes::Bytes;
@@ -251,10 +252,11 @@ impl Conn {
     ) -> Response<Logged<ProxyBody>> {
         ensure_request_id(req.headers_mut());
         let mut entry = self.begin_entry(&req);
-        let mut response = self.respond(req, ordinal, &mut entry).await;
+        let mut held = None;
+        let mut response = self.respond(req, ordinal, &mut entry, &mut held).await;
         add_server(response.headers_mut(), self.proxy.limits.server_header);
         entry.status(response.status().as_u16());
-        response.map(|body| Logged::new(body, entry))
+        response.map(|body| Logged::new(body, entry, held))
     }
 
     /// The access log line's start: what the client asked for (the path without its query,
@@ -284,6 +286,7 @@ impl Conn {
         req: Request<Incoming>,
         ordinal: u64,
         entry: &mut Entry,
+        held: &mut Option<InProgress>,
     ) -> Response<ProxyBody> {
         if let Err(error) = self.admit(&req, ordinal) {
             return rescue(self.proxy.metrics.unrouted(), &error);
@@ -297,6 +300,16 @@ impl Conn {
             Err(error) => return rescue(self.proxy.metrics.unrouted(), &error),
         };
         entry.pool(&pool);
+        let limiter = options.as_deref().and_then(|o| o.rate_limit.as_ref());
+        if let Some(limiter) = limiter {
+            match limiter.admit(self.peer, std::time::Instant::now()) {
+                Ok(place) => *held = place,
+                Err(()) => {
+                    let error = ProxyError::Limited(self.proxy.limits.limit_status);
+                    return rescue(&pool.metrics, &error);
+                }
+            }
+        }
         if let Err(error) = self.admit_to(&pool, &req) {
             return rescue(&pool.metrics, &error);
         }

@@ -34,6 +34,8 @@ pub(crate) enum ProxyError {
     },
     #[error("the client's address is not among the allowed sources of pool {pool}")]
     SourceNotAllowed { pool: PoolId },
+    #[error("the client is over a rate or connection limit of its route")]
+    Limited(u16),
     #[error("no route matches the request")]
     NoRoute,
     #[error("a policy rejects the request with status {0}")]
@@ -70,7 +72,7 @@ impl ProxyError {
             }
             ProxyError::SourceNotAllowed { .. } => StatusCode::FORBIDDEN,
             ProxyError::NoRoute => StatusCode::NOT_FOUND,
-            ProxyError::Rejected(status) => {
+            ProxyError::Rejected(status) | ProxyError::Limited(status) => {
                 StatusCode::from_u16(*status).unwrap_or(StatusCode::FORBIDDEN)
             }
             ProxyError::NoReadyMember { .. } => StatusCode::SERVICE_UNAVAILABLE,
@@ -107,7 +109,7 @@ impl ProxyError {
     fn is_policy(&self) -> bool {
         matches!(
             self,
-            ProxyError::Rejected(_) | ProxyError::SourceNotAllowed { .. }
+            ProxyError::Rejected(_) | ProxyError::Limited(_) | ProxyError::SourceNotAllowed { .. }
         )
     }
 }

@@ -10,14 +10,16 @@ use super::reduce::{HostMatch, reduce};
 use super::split::{Action, Check, Guard, Split};
 use super::{FxMap, RouteTable, Routes};
 use crate::metrics::{PoolMetrics, ProxyMetrics};
+use crate::ratelimit::Limiter;
 use crate::upstream::Endpoints;
 use portico_model::{
-    Listener, LoadBalancer, Model, PolicyAction, Pool, PoolId, Protocol, UpstreamTls,
+    Listener, LoadBalancer, Model, PolicyAction, PolicyOptions, Pool, PoolId, Protocol, RateLimit,
+    UpstreamTls,
 };
 use regex::Regex;
 use std::hash::BuildHasher;
 use std::net::SocketAddr;
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 use std::time::Instant;
 
 /// The provider type this data plane serves.
@@ -38,6 +40,9 @@ pub(crate) struct Compiler<'a> {
     metrics: Option<&'a ProxyMetrics>,
     endpoints: &'a Endpoints,
     pools: FxMap<PoolId, Arc<PoolState>>,
+    /// The rate limiters the routes use; the previous table's are kept while their settings
+    /// stand, so that a change elsewhere does not forget the clients' counts.
+    limiters: Mutex<FxMap<RateLimit, Arc<Limiter>>>,
 }
 
 /// A load balancer's pools by id, and its name.
@@ -79,6 +84,31 @@ impl<'a> Compiler<'a> {
             metrics,
             endpoints,
             pools: FxMap::default(),
+            limiters: Mutex::default(),
+        }
+    }
+
+    /// The limiter of `settings`: this table's, else the previous table's, else a new one.
+    fn limiter(&self, settings: &RateLimit) -> Arc<Limiter> {
+        let mut limiters = self.limiters.lock().unwrap_or_else(PoisonError::into_inner);
+        let kept = || {
+            self.previous
+                .and_then(|t| t.limiters.get(settings))
+                .cloned()
+        };
+        (limiters.entry(settings.clone()))
+            .or_insert_with(|| kept().unwrap_or_else(|| Arc::new(Limiter::new(settings))))
+            .clone()
+    }
+
+    /// `target` with the policy's options, when it forwards to a pool.
+    fn with_options(&self, options: Option<&Arc<PolicyOptions>>, target: Target) -> Target {
+        match (options, target) {
+            (Some(options), Target::Pool(state)) => {
+                let compiled = RouteOptions::compile(options, &|s| self.limiter(s));
+                Target::Options(state, Arc::new(compiled))
+            }
+            (_, target) => target,
         }
     }
 
@@ -128,6 +158,10 @@ impl<'a> Compiler<'a> {
             http,
             https,
             pools: self.pools,
+            limiters: self
+                .limiters
+                .into_inner()
+                .unwrap_or_else(PoisonError::into_inner),
         }
     }
 
@@ -153,12 +187,7 @@ impl<'a> Compiler<'a> {
             let rank = u32::try_from(routes.targets.len()).unwrap_or(u32::MAX);
             let action = match &policy.action {
                 PolicyAction::RedirectToPool { pool } => {
-                    Action::One(match (&policy.options, self.resolved(*pool)) {
-                        (Some(options), Target::Pool(state)) => {
-                            Target::Options(state, Arc::new(RouteOptions::compile(options)))
-                        }
-                        (_, target) => target,
-                    })
+                    Action::One(self.with_options(policy.options.as_ref(), self.resolved(*pool)))
                 }
                 PolicyAction::Reject { status } => Action::One(Target::Reject(*status)),
                 PolicyAction::RedirectToHttps { status } => {
@@ -169,7 +198,9 @@ impl<'a> Compiler<'a> {
                 }
                 PolicyAction::RedirectToPools { pools } => {
                     let shares = pools.iter().map(|share| {
-                        let target = share.pool.map_or(Target::Reject(500), |p| self.resolved(p));
+                        let target = share.pool.map_or(Target::Reject(500), |p| {
+                            self.with_options(policy.options.as_ref(), self.resolved(p))
+                        });
                         (target, share.weight)
                     });
                     Action::Split(Arc::new(Split::new(shares.collect())))

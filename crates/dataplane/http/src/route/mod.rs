@@ -73,6 +73,8 @@ pub struct RouteTable {
     http: Routes,
     https: Routes,
     pools: FxMap<PoolId, Arc<PoolState>>,
+    /// The rate limiters of the routes, by settings (carried into the next table).
+    limiters: FxMap<portico_model::RateLimit, Arc<crate::ratelimit::Limiter>>,
 }
 
 /// The compiled policies of the listeners of one protocol.

@@ -1,9 +1,11 @@
 //! A policy's options compiled for serving: the rewrite's regular expression built once per
 //! policy, header values checked once. The rewrite itself is [`rewrite`], a pure function.
 
+use crate::ratelimit::Limiter;
 use http::HeaderValue;
-use portico_model::{Cors, PolicyOptions};
+use portico_model::{Cors, PolicyOptions, RateLimit};
 use regex::{Regex, RegexBuilder};
+use std::sync::Arc;
 
 /// The most memory one compiled expression may take (the `regex` crate's own default is
 /// 10 MiB); a pattern over it is refused like an invalid one.
@@ -15,6 +17,8 @@ pub struct RouteOptions {
     pub(crate) rewrite: Option<CompiledRewrite>,
     pub(crate) upstream_host: Option<HeaderValue>,
     pub(crate) cors: Option<Cors>,
+    /// The Ingress's per-client limits, shared by its routes.
+    pub(crate) rate_limit: Option<Arc<Limiter>>,
 }
 
 #[derive(Debug)]
@@ -38,7 +42,11 @@ pub(crate) fn path_regex(pattern: &str, anchored: bool) -> Option<Regex> {
 impl RouteOptions {
     /// The compiled options; an expression or value the translator should have refused
     /// leaves its option out (the translation reports such policies and does not serve them).
-    pub(crate) fn compile(options: &PolicyOptions) -> Self {
+    /// `limiter` gives the limiter of a rate limit (the same one for the same settings).
+    pub(crate) fn compile(
+        options: &PolicyOptions,
+        limiter: &dyn Fn(&RateLimit) -> Arc<Limiter>,
+    ) -> Self {
         let rewrite = options.rewrite.as_ref().and_then(|r| {
             Some(CompiledRewrite {
                 pattern: path_regex(&r.pattern, false)?,
@@ -52,6 +60,7 @@ impl RouteOptions {
             upstream_host: (options.upstream_host.as_deref())
                 .and_then(|h| HeaderValue::from_str(h).ok()),
             cors: options.cors.clone(),
+            rate_limit: options.rate_limit.as_ref().map(limiter),
         }
     }
 }
