@@ -1,6 +1,6 @@
 //! What a policy does to the requests it forwards and to their answers, beyond choosing the
 //! pool: ingress-nginx's per-location annotations (`rewrite-target`, `x-forwarded-prefix`,
-//! `upstream-vhost`, CORS, rate limits). Kept apart from the rules and the action so that a policy
+//! `upstream-vhost`, CORS, rate limits, external auth). Kept apart from the rules and the action so that a policy
 //! without them is unchanged.
 
 use serde::{Deserialize, Serialize};
@@ -18,6 +18,36 @@ pub struct PolicyOptions {
     pub cors: Option<Cors>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_limit: Option<RateLimit>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external_auth: Option<ExternalAuth>,
+}
+
+/// ingress-nginx's `auth-url` (nginx's `auth_request`): before a request is forwarded, a
+/// subrequest without its body asks the auth service; a 2xx lets it through (with the
+/// `response_headers` copied from the answer), 401 and 403 are returned to the client (401
+/// as a redirect to `signin` when set), anything else, a timeout or an unreachable service is
+/// 500: the request never passes unchecked.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ExternalAuth {
+    /// An `http://` URL.
+    pub url: String,
+    /// The subrequest's method (`auth-method`); none: the client's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
+    /// Where a 401 redirects (`auth-signin`), with `$host`, `$scheme`, `$request_uri` and
+    /// `$escaped_request_uri` expanded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signin: Option<String>,
+    /// The query parameter of `signin` that carries the original URL (`rd`).
+    pub signin_redirect_param: String,
+    /// Header fields copied from the auth service's 2xx answer to the forwarded request
+    /// (lower-case), replacing the client's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub response_headers: Vec<String>,
+    /// `X-Auth-Request-Redirect` of the subrequest (`auth-request-redirect`); none: the
+    /// request's target.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_redirect: Option<String>,
 }
 
 /// ingress-nginx's `limit-rps`, `limit-rpm` and `limit-connections` per client address, with

@@ -64,6 +64,10 @@ pub(crate) fn build_policies(
             };
             (action, None)
         }
+        // An auth-url that cannot be served refuses rather than lets requests through.
+        None if matches!(location.external_auth, Some(Err(()))) => {
+            (PolicyAction::Reject { status: 503 }, None)
+        }
         None => (
             crate::canary::action(route, spec.backend.pool),
             options(location, regex),
@@ -71,7 +75,7 @@ pub(crate) fn build_policies(
     };
     let rules = (ids.host_rule, ids.path_rule);
     let main = policy(route, (ids.policy, rules), path, action, options);
-    if location.redirect.is_none() {
+    if main.action.pools().next().is_some() {
         crate::canary::guarded(route, ids, &main, out);
     }
     out.push(main);
@@ -81,7 +85,7 @@ pub(crate) fn build_policies(
 const APP_ROOT_STATUS: u16 = 302;
 
 /// The options of a route forwarded to its pool: the rewrite (only on a regex host, where
-/// the written path is its pattern), the upstream `Host`, CORS, rate limits.
+/// the written path is its pattern), the upstream `Host`, CORS, rate limits, external auth.
 fn options(location: &Location, regex: Option<&str>) -> Option<Arc<PolicyOptions>> {
     let rewrite = regex
         .filter(|path| location.rewrites(path))
@@ -97,6 +101,7 @@ fn options(location: &Location, regex: Option<&str>) -> Option<Arc<PolicyOptions
         upstream_host: location.upstream_host.clone(),
         cors: location.cors.clone(),
         rate_limit: location.rate_limit.clone(),
+        external_auth: location.external_auth.clone().and_then(Result::ok),
     };
     (options != PolicyOptions::default()).then(|| Arc::new(options))
 }

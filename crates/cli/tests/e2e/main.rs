@@ -44,6 +44,7 @@ mod dashboard;
 mod demo;
 mod distributed;
 mod drain;
+mod external_auth;
 mod failover;
 mod gateway_api;
 mod get;

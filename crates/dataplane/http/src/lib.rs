@@ -11,6 +11,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 mod access;
+mod auth;
 mod limits;
 mod metrics;
 mod proxy;

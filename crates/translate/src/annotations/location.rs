@@ -1,12 +1,12 @@
 //! An Ingress's per-location annotations (ingress-nginx's word: what each of its paths does
 //! besides choosing the pool): regex paths, the rewrite, redirects, the upstream `Host`,
-//! `X-Forwarded-Prefix`, the HTTPS redirect it forces, CORS, canaries, rate limits. Read with the same [`Reader`]
+//! `X-Forwarded-Prefix`, the HTTPS redirect it forces, CORS, canaries, rate limits, external auth. Read with the same [`Reader`]
 //! as the upstream settings; a bad value is a warning and the default applies.
 
 use super::canary::Canary;
 use super::{Reader, parse};
 use crate::KeptIngress;
-use portico_model::{Cors, Diagnostic, ObjectRef, RateLimit};
+use portico_model::{Cors, Diagnostic, ExternalAuth, ObjectRef, RateLimit};
 use std::sync::{Arc, LazyLock};
 
 /// What one Ingress's annotations ask of its routes.
@@ -32,6 +32,8 @@ pub(crate) struct Location {
     pub canary: Option<Canary>,
     /// `limit-rps`, `limit-rpm`, `limit-connections` and their settings.
     pub rate_limit: Option<RateLimit>,
+    /// `auth-url` and its settings; `Err`: set but not servable (the paths answer 503).
+    pub external_auth: Option<Result<ExternalAuth, ()>>,
 }
 
 impl Location {
@@ -82,6 +84,7 @@ pub(crate) fn location(
         cors: super::cors::cors(&mut r),
         canary: super::canary::canary(&mut r),
         rate_limit: super::ratelimit::rate_limit(&mut r),
+        external_auth: super::auth::external_auth(&mut r),
     };
     if l == Location::default() {
         return Location::default_arc();

@@ -5,6 +5,7 @@
 //! both are set. A bad value is a warning naming the annotation and the default applies; the
 //! Ingress is served either way. Snippets are refused. docs/annotations.md lists every key.
 
+mod auth;
 mod canary;
 mod cors;
 mod location;

@@ -191,7 +191,11 @@ pub const ANNOTATIONS: &[Annotation] = &[
         "typed annotations: server-alias, from-to-www-redirect, permanent-redirect, \
          force-ssl-redirect",
     ),
-    refused("auth-snippet", "auth-url and its typed settings (planned)"),
+    refused(
+        "auth-snippet",
+        "auth-url and its typed settings (auth-method, auth-signin, auth-response-headers, \
+         auth-request-redirect)",
+    ),
     refused("modsecurity-snippet", "no replacement: Portico has no WAF"),
     refused(
         "stream-snippet",
@@ -300,12 +304,25 @@ pub const ANNOTATIONS: &[Annotation] = &[
     ignored("auth-secret", NOT_YET),
     ignored("auth-secret-type", NOT_YET),
     ignored("auth-realm", NOT_YET),
-    ignored("auth-url", NOT_YET),
-    ignored("auth-method", NOT_YET),
-    ignored("auth-signin", NOT_YET),
-    ignored("auth-signin-redirect-param", NOT_YET),
-    ignored("auth-response-headers", NOT_YET),
-    ignored("auth-request-redirect", NOT_YET),
+    Annotation {
+        proxy: ServedDifferently(
+            "http:// URLs without nginx variables only (another is a warning, and the \
+             Ingress's paths answer 503); the subrequest's deadline is the Ingress's \
+             proxy-read-timeout",
+        ),
+        ..proxy_only("auth-url", Ignored(HAPROXY_NOT_YET))
+    },
+    proxy_only("auth-method", Ignored(HAPROXY_NOT_YET)),
+    Annotation {
+        proxy: ServedDifferently(
+            "the nginx variables expanded are $host, $scheme, $request_uri and \
+             $escaped_request_uri (another is a warning)",
+        ),
+        ..proxy_only("auth-signin", Ignored(HAPROXY_NOT_YET))
+    },
+    proxy_only("auth-signin-redirect-param", Ignored(HAPROXY_NOT_YET)),
+    proxy_only("auth-response-headers", Ignored(HAPROXY_NOT_YET)),
+    proxy_only("auth-request-redirect", Ignored(HAPROXY_NOT_YET)),
     ignored("auth-proxy-set-headers", NOT_YET),
     ignored("auth-cache-key", NOT_YET),
     ignored("auth-cache-duration", NOT_YET),

@@ -323,6 +323,11 @@ impl Conn {
             pool.metrics.record(response.status());
             return response;
         }
+        if let Some(auth) = options.and_then(|o| o.external_auth.as_ref()) {
+            if let Err(response) = self.authorize(auth.as_ref(), &pool, &mut req).await {
+                return response;
+            }
+        }
         if let Some(options) = options {
             super::options::before(options, &mut req);
         }
@@ -634,7 +639,7 @@ pub(super) fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, 
 
 /// A redirect: `status` (a redirect code, 308 when it is not a status), `Location`, a short
 /// text body.
-fn redirect_response(
+pub(super) fn redirect_response(
     metrics: &PoolMetrics,
     status: u16,
     location: HeaderValue,
@@ -653,7 +658,7 @@ fn redirect_response(
 }
 
 /// The single place where errors become responses.
-fn rescue(metrics: &PoolMetrics, error: &ProxyError) -> Response<ProxyBody> {
+pub(super) fn rescue(metrics: &PoolMetrics, error: &ProxyError) -> Response<ProxyBody> {
     error.log();
     let response = error.response();
     metrics.record(response.status());
@@ -665,7 +670,7 @@ fn rescue(metrics: &PoolMetrics, error: &ProxyError) -> Response<ProxyBody> {
 /// An empty `Host` (allowed by RFC 9112 when the target has no authority) and an HTTP/1.0
 /// request without one route as host-less, as nginx does; an HTTP/1.1 request without `Host`
 /// is a 400 (RFC 9112 section 3.2), and so is a `Host` that is not visible ASCII.
-fn request_host<B>(req: &Request<B>) -> Option<&str> {
+pub(super) fn request_host<B>(req: &Request<B>) -> Option<&str> {
     if let Some(authority) = req.uri().authority() {
         return Some(without_userinfo(authority));
     }

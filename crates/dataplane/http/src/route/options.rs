@@ -1,6 +1,7 @@
 //! A policy's options compiled for serving: the rewrite's regular expression built once per
 //! policy, header values checked once. The rewrite itself is [`rewrite`], a pure function.
 
+use crate::auth::Auth;
 use crate::ratelimit::Limiter;
 use http::HeaderValue;
 use portico_model::{Cors, PolicyOptions, RateLimit};
@@ -19,6 +20,8 @@ pub struct RouteOptions {
     pub(crate) cors: Option<Cors>,
     /// The Ingress's per-client limits, shared by its routes.
     pub(crate) rate_limit: Option<Arc<Limiter>>,
+    /// `auth-url`; `Some(None)`: set but not usable (every request answers 500).
+    pub(crate) external_auth: Option<Option<Auth>>,
 }
 
 #[derive(Debug)]
@@ -61,6 +64,7 @@ impl RouteOptions {
                 .and_then(|h| HeaderValue::from_str(h).ok()),
             cors: options.cors.clone(),
             rate_limit: options.rate_limit.as_ref().map(limiter),
+            external_auth: options.external_auth.as_ref().map(Auth::compile),
         }
     }
 }
