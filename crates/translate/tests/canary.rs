@@ -199,3 +199,23 @@ fn a_canary_without_a_main_ingress_is_not_served_and_bad_values_are_reported() {
         assert!(text.contains(want), "{want}: {text}");
     }
 }
+
+#[test]
+fn an_unservable_auth_url_refuses_the_main_route_and_its_canary() {
+    let spec = json!({"rules": [rule("h.com", &[("/", "Prefix", "main")])]});
+    let canary = json!({"rules": [rule("h.com", &[("/", "Prefix", "canary")])]});
+    let mut docs = vec![
+        annotated(
+            ingress("default", "main", Some("2026-01-01T00:00:00Z"), spec),
+            &[("auth-url", "https://auth.example/")],
+        ),
+        annotated(
+            ingress("default", "canary", None, canary),
+            &[("canary", "true"), ("canary-by-header", "x-canary")],
+        ),
+    ];
+    docs.extend(service("default", "main", "10.0.0.1"));
+    docs.extend(service("default", "canary", "10.0.0.2"));
+    let t = translate_values(docs);
+    assert_eq!(decisions(&t), ["* -> Reject { status: 503 }"]);
+}

@@ -294,3 +294,44 @@ fn rate_limits_are_per_ingress_with_ingress_nginx_defaults() {
     assert_eq!(l.rate_limit, None);
     assert_eq!(fields(&d), ["metadata.annotations[portico.dev/limit-rpm]"]);
 }
+
+#[test]
+fn external_auth_with_ingress_nginx_defaults_and_an_unservable_url_fails_closed() {
+    let (l, d) = read_location(&[
+        (
+            "nginx.ingress.kubernetes.io/auth-url",
+            "http://auth.ns.svc:8080/check",
+        ),
+        (
+            "nginx.ingress.kubernetes.io/auth-response-headers",
+            "X-User, X-Email",
+        ),
+        (
+            "nginx.ingress.kubernetes.io/auth-signin",
+            "https://$host/start?rd=$request_uri",
+        ),
+    ]);
+    assert!(d.is_empty(), "{d:?}");
+    let auth = l.external_auth.clone().unwrap().unwrap();
+    assert_eq!(auth.signin_redirect_param, "rd");
+    assert_eq!(auth.response_headers, ["x-user", "x-email"]);
+    assert_eq!(auth.method, None);
+    for bad in [
+        "https://auth.example/check",
+        "http://$host/auth",
+        "auth.ns.svc",
+    ] {
+        let (l, d) = read_location(&[("nginx.ingress.kubernetes.io/auth-url", bad)]);
+        assert_eq!(l.external_auth, Some(Err(())), "{bad}");
+        assert!(format!("{d:?}").contains("refused (503)"), "{bad}: {d:?}");
+    }
+    let (_, d) = read_location(&[
+        ("nginx.ingress.kubernetes.io/auth-url", "http://a/"),
+        (
+            "nginx.ingress.kubernetes.io/auth-signin",
+            "https://x/?u=$remote_addr",
+        ),
+        ("nginx.ingress.kubernetes.io/auth-method", "get"),
+    ]);
+    assert_eq!(d.len(), 2, "{d:?}");
+}

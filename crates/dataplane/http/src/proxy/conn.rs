@@ -323,10 +323,10 @@ impl Conn {
             pool.metrics.record(response.status());
             return response;
         }
-        if let Some(auth) = options.and_then(|o| o.external_auth.as_ref()) {
-            if let Err(response) = self.authorize(auth.as_ref(), &pool, &mut req).await {
-                return response;
-            }
+        if let Some(auth) = options.and_then(|o| o.external_auth.as_ref())
+            && let Err(response) = self.authorize(auth.as_ref(), &pool, &mut req).await
+        {
+            return response;
         }
         if let Some(options) = options {
             super::options::before(options, &mut req);
