@@ -310,7 +310,13 @@ pub const ANNOTATIONS: &[Annotation] = &[
              Ingress's paths answer 503); the subrequest's deadline is the Ingress's \
              proxy-read-timeout",
         ),
-        ..proxy_only("auth-url", Ignored(HAPROXY_NOT_YET))
+        ..proxy_only(
+            "auth-url",
+            Ignored(
+                "served by the built-in proxy; the haproxy provider does not serve it yet and \
+                 leaves the Ingress's paths out rather than serve them unchecked",
+            ),
+        )
     },
     proxy_only("auth-method", Ignored(HAPROXY_NOT_YET)),
     Annotation {

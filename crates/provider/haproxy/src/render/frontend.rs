@@ -63,7 +63,7 @@ pub(super) fn frontend(
 }
 
 /// What a policy asks that this provider's route maps cannot express, if anything: header
-/// conditions, Gateway API wildcards (several labels), a split between pools.
+/// conditions, Gateway API wildcards (several labels), a split between pools, external auth.
 fn unsupported(policy: &L7Policy) -> Option<&'static str> {
     if portico_model::matching::conditions(&policy.rules)
         .next()
@@ -73,6 +73,10 @@ fn unsupported(policy: &L7Policy) -> Option<&'static str> {
     }
     if matches!(reduce(&policy.rules), Some((HostMatch::Suffix(_), _))) {
         return Some("a wildcard hostname matching several labels (Gateway API)");
+    }
+    // Served without its check, an Ingress with auth-url would be open: left out instead.
+    if (policy.options.as_ref()).is_some_and(|o| o.external_auth.is_some()) {
+        return Some("external auth (auth-url)");
     }
     if matches!(policy.action, PolicyAction::RedirectToPools { .. }) {
         return Some("several backends with weights");
