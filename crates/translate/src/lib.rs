@@ -39,6 +39,7 @@
 
 pub mod address;
 pub mod admission;
+mod aliases;
 mod annotations;
 mod backend;
 mod canary;

@@ -21,7 +21,7 @@ pub(crate) enum HostMatch {
 }
 
 impl HostMatch {
-    fn of(host: Option<&str>) -> Self {
+    pub(crate) fn of(host: Option<&str>) -> Self {
         match host.filter(|h| !h.is_empty()).map(str::to_ascii_lowercase) {
             None => HostMatch::Any,
             Some(h) => match h.strip_prefix("*.") {

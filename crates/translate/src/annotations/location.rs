@@ -34,6 +34,8 @@ pub(crate) struct Location {
     pub rate_limit: Option<RateLimit>,
     /// `auth-url` and its settings; `Err`: set but not servable (the paths answer 503).
     pub external_auth: Option<Result<ExternalAuth, ()>>,
+    /// `server-alias`: more names for its rules' hosts (lower-case; `*.` allowed).
+    pub aliases: Vec<String>,
 }
 
 impl Location {
@@ -85,6 +87,7 @@ pub(crate) fn location(
         canary: super::canary::canary(&mut r),
         rate_limit: super::ratelimit::rate_limit(&mut r),
         external_auth: super::auth::external_auth(&mut r),
+        aliases: r.value("server-alias", aliases).unwrap_or_default(),
     };
     if l == Location::default() {
         return Location::default_arc();
@@ -104,4 +107,18 @@ fn redirect(r: &mut Reader<'_>) -> Option<(u16, String)> {
         (None, Some(url)) => Some((permanent_code.unwrap_or(301), url)),
         (None, None) => None,
     }
+}
+
+/// `server-alias`: host names separated by commas, each possibly `*.`-prefixed.
+fn aliases(v: &str) -> Result<Vec<String>, String> {
+    let names = v.split(',').map(str::trim).filter(|n| !n.is_empty());
+    names
+        .map(|n| {
+            let (wild, name) = n.strip_prefix("*.").map_or(("", n), |rest| ("*.", rest));
+            parse::dns_name(name).map(|name| format!("{wild}{name}"))
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|_| {
+            "must be host names separated by commas (e.g. \"foo.com, *.bar.com\")".to_owned()
+        })
 }

@@ -134,6 +134,8 @@ const REGEX: &str = "the regex crate's syntax (no lookaround or backreferences),
 const REGEX_SYNTAX: &str = "the regex crate's syntax (no lookaround or backreferences)";
 const PER_AGENT: &str = "counted per agent process, as ingress-nginx counts per replica: N agents \
     serving one Ingress admit up to N times the rate";
+const ALIAS: &str = "an alias gets the HTTP-to-HTTPS redirect and its own certificate only when \
+    spec.tls lists it";
 const NO_VARIABLES: &str = "nginx variables ($request_uri, …) in the URL are sent as written";
 const STREAMS: &str = "the proxy streams requests and responses; nothing to tune";
 
@@ -237,7 +239,11 @@ pub const ANNOTATIONS: &[Annotation] = &[
         ..proxy_only("force-ssl-redirect", Ignored(HAPROXY_NOT_YET))
     },
     ignored("from-to-www-redirect", NOT_YET),
-    ignored("server-alias", NOT_YET),
+    Annotation {
+        proxy: ServedDifferently(ALIAS),
+        haproxy: ServedDifferently(ALIAS),
+        ..both("server-alias")
+    },
     Annotation {
         proxy: Served,
         ..proxy_only("x-forwarded-prefix", Ignored(HAPROXY_NOT_YET))
