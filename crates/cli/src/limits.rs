@@ -73,6 +73,11 @@ pub struct LimitArgs {
     /// none. Both providers.
     #[arg(long, value_name = "off|NAME", default_value = Limits::SERVER, value_parser = server_header)]
     server_header: ServerHeader,
+    /// The status of requests refused by an Ingress's rate or connection limits (`limit-rps`,
+    /// `limit-rpm`, `limit-connections`), as ingress-nginx's `limit-req-status-code`.
+    #[arg(long, value_name = "STATUS", default_value_t = 503,
+          value_parser = clap::value_parser!(u16).range(400..=599))]
+    limit_status_code: u16,
 }
 
 /// `--server-header`: a name, or none (`off`).
@@ -113,6 +118,7 @@ impl LimitArgs {
             shutdown_grace: self.shutdown_grace,
             shutdown_timeout: self.shutdown_timeout,
             server_header: self.server_header.0,
+            limit_status: self.limit_status_code,
         }
     }
 

@@ -40,6 +40,9 @@ pub struct Limits {
     /// plane answered itself), as nginx and Envoy add theirs; none: no field added. Static:
     /// set once per process from `--server-header`, which keeps `Limits` a plain copy.
     pub server_header: Option<&'static str>,
+    /// The status of a request refused by a rate or connection limit (`limit-rps`,
+    /// `limit-connections`, …): ingress-nginx's default, 503, unless `--limit-status-code`.
+    pub limit_status: u16,
 }
 
 impl Default for Limits {
@@ -58,6 +61,7 @@ impl Default for Limits {
             shutdown_grace: Duration::from_secs(5),
             shutdown_timeout: Duration::from_secs(30),
             server_header: Some(Limits::SERVER),
+            limit_status: 503,
         }
     }
 }

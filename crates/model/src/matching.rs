@@ -1,8 +1,8 @@
 //! A policy's rules (a logical AND) reduced to one host and one path comparison. Any
 //! conjunction of host rules is equivalent to one host rule or to "never", and the same holds
 //! for path rules. Every provider (the built-in proxy's route table, the haproxy renderer)
-//! reduces with this one function, so they agree on every odd combination. Header, query and
-//! method rules are not reduced: they are conditions checked after the host and the path
+//! reduces with this one function, so they agree on every odd combination. Header, query,
+//! method and cookie rules are not reduced: they are conditions checked after the host and the path
 //! ([`conditions`]).
 
 use crate::{CompareType, L7Rule, RuleType};
@@ -80,7 +80,7 @@ pub fn reduce(rules: &[L7Rule]) -> Option<(HostMatch, PathMatch)> {
         match rule.rule_type {
             RuleType::HostName => host = both_hosts(host, host_rule(rule)?)?,
             RuleType::Path => path = both_paths(path, path_rule(rule)?)?,
-            RuleType::Header | RuleType::Query | RuleType::Method => {
+            RuleType::Header | RuleType::Query | RuleType::Method | RuleType::Cookie => {
                 condition(rule)?;
             }
         }
@@ -96,6 +96,8 @@ pub enum Field<'a> {
     /// A query parameter of this name.
     Query(&'a str),
     Method,
+    /// The first cookie of this name in the `Cookie` fields (canary Ingresses).
+    Cookie(&'a str),
 }
 
 /// A condition beside the host and the path: `field` equals `value`, or matches it as a
@@ -113,17 +115,19 @@ pub fn conditions(rules: &[L7Rule]) -> impl Iterator<Item = Condition<'_>> {
     rules.iter().filter_map(condition)
 }
 
-/// A header or query rule with a key, `EQUAL_TO` or `REGEX`; a method rule `EQUAL_TO`.
+/// A header or query rule with a key, `EQUAL_TO` or `REGEX`; a method rule `EQUAL_TO`; a
+/// cookie rule with a key, `EQUAL_TO`.
 fn condition(rule: &L7Rule) -> Option<Condition<'_>> {
     let regex = match rule.compare_type {
         CompareType::EqualTo => false,
-        CompareType::Regex if rule.rule_type != RuleType::Method => true,
+        CompareType::Regex if matches!(rule.rule_type, RuleType::Header | RuleType::Query) => true,
         _ => return None,
     };
     let field = match (rule.rule_type, rule.key.as_deref()) {
         (RuleType::Header, Some(name)) => Field::Header(name),
         (RuleType::Query, Some(name)) => Field::Query(name),
         (RuleType::Method, _) => Field::Method,
+        (RuleType::Cookie, Some(name)) => Field::Cookie(name),
         _ => return None,
     };
     Some(Condition {

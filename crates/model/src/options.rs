@@ -1,6 +1,6 @@
 //! What a policy does to the requests it forwards and to their answers, beyond choosing the
 //! pool: ingress-nginx's per-location annotations (`rewrite-target`, `x-forwarded-prefix`,
-//! `upstream-vhost`, CORS). Kept apart from the rules and the action so that a policy
+//! `upstream-vhost`, CORS, rate limits, external auth). Kept apart from the rules and the action so that a policy
 //! without them is unchanged.
 
 use crate::{HeaderChanges, Mirror, PathRewrite, Timeouts};
@@ -29,10 +29,61 @@ pub struct PolicyOptions {
     pub mirrors: Vec<Mirror>,
     #[serde(default, skip_serializing_if = "is_default")]
     pub timeouts: Timeouts,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<RateLimit>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external_auth: Option<ExternalAuth>,
 }
 
-fn is_default(timeouts: &Timeouts) -> bool {
-    *timeouts == Timeouts::default()
+/// ingress-nginx's `auth-url` (nginx's `auth_request`): before a request is forwarded, a
+/// subrequest without its body asks the auth service; a 2xx lets it through (with the
+/// `response_headers` copied from the answer), 401 and 403 are returned to the client (401
+/// as a redirect to `signin` when set), anything else, a timeout or an unreachable service is
+/// 500: the request never passes unchecked.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ExternalAuth {
+    /// An `http://` URL.
+    pub url: String,
+    /// The subrequest's method (`auth-method`); none: the client's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
+    /// Where a 401 redirects (`auth-signin`), with `$host`, `$scheme`, `$request_uri` and
+    /// `$escaped_request_uri` expanded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signin: Option<String>,
+    /// The query parameter of `signin` that carries the original URL (`rd`).
+    pub signin_redirect_param: String,
+    /// Header fields copied from the auth service's 2xx answer to the forwarded request
+    /// (lower-case), replacing the client's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub response_headers: Vec<String>,
+    /// `X-Auth-Request-Redirect` of the subrequest (`auth-request-redirect`); none: the
+    /// request's target.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_redirect: Option<String>,
+}
+
+/// ingress-nginx's `limit-rps`, `limit-rpm` and `limit-connections` per client address, with
+/// nginx's `limit_req … burst=N nodelay` and `limit_conn`: requests over the rate beyond the
+/// burst, or beyond the connections in progress, are refused (503, or `--limit-status-code`).
+/// Counted per data-plane process, as ingress-nginx counts per replica.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct RateLimit {
+    /// The Ingress (`namespace/name`) whose paths share the counts, as ingress-nginx's zones
+    /// are per Ingress.
+    pub zone: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rps: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rpm: Option<u32>,
+    /// Requests in progress at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connections: Option<u32>,
+    /// The burst is the rate times this (`limit-burst-multiplier`, 5 by default).
+    pub burst_multiplier: u32,
+    /// Client ranges that are not limited (`limit-whitelist`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow: Vec<crate::Cidr>,
 }
 
 /// nginx's `rewrite "(?i)<pattern>" <target> break;`: the first match of `pattern` in the
@@ -132,6 +183,10 @@ fn origin_matches(allowed: &str, origin: &str, labels: Labels) -> bool {
         Labels::One => one(label),
         Labels::Many => label.split('.').all(one),
     }
+}
+
+fn is_default(timeouts: &Timeouts) -> bool {
+    *timeouts == Timeouts::default()
 }
 
 #[cfg(test)]

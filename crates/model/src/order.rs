@@ -2,9 +2,10 @@
 //! wildcard hosts (Gateway API suffix wildcards longest first, then by suffix), then host-less
 //! policies; within a host, longer paths first, Exact before Prefix at equal length (a regular
 //! expression counts as a prefix of its own length, as ingress-nginx orders its regex
-//! locations by length), then by path; then a method condition first, then more header
-//! conditions, then more query conditions (the Gateway API's order); then by `precedence`
-//! (the Gateway API's order of routes and rules). The translator orders policies
+//! locations by length), then by path; then a method condition first, then more header and
+//! cookie conditions, then more query conditions (the Gateway API's order); then by
+//! `precedence` (the Gateway API's order of routes and rules, a canary's decisions). The
+//! translator orders policies
 //! the same way, and distinct policies of one listener differ in one of these, so this order
 //! is total: the store does not need to keep positions, and listeners merged from several load
 //! balancers can be ordered again (equal keys keep their order: the sort is stable).
@@ -54,7 +55,7 @@ pub fn key(policy: &L7Policy) -> Key {
     for condition in conditions(&policy.rules) {
         match condition.field {
             Field::Method => method = true,
-            Field::Header(_) => headers += 1,
+            Field::Header(_) | Field::Cookie(_) => headers += 1,
             Field::Query(_) => queries += 1,
         }
     }

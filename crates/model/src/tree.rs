@@ -200,13 +200,17 @@ pub enum RuleType {
     /// Compares the request path, without query.
     Path,
     /// Compares the value of the request header that [`L7Rule::key`] names (case-insensitive
-    /// name); the rule matches when any field of that name has the value.
+    /// name); the rule matches when any field of that name has the value (`EQUAL_TO`) or
+    /// matches the expression (`REGEX`, see [`CompareType::Regex`]).
     Header,
     /// Compares the value of the query parameter that [`L7Rule::key`] names (case-sensitive
     /// name, as written in the query without decoding); the first parameter of that name counts.
     Query,
     /// Compares the request method (`EQUAL_TO` only), case-sensitive.
     Method,
+    /// Compares the value of the request cookie that [`L7Rule::key`] names (case-sensitive);
+    /// `EQUAL_TO` only.
+    Cookie,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -234,8 +238,8 @@ pub struct L7Rule {
     #[serde(rename = "type")]
     pub rule_type: RuleType,
     pub compare_type: CompareType,
-    /// The header name of a `HEADER` rule (lower-case) or the parameter name of a `QUERY`
-    /// rule; none for the other types.
+    /// The header name of a `HEADER` rule (lower-case), the parameter name of a `QUERY` rule
+    /// or the cookie name of a `COOKIE` rule; none for the other types.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
     pub value: String,

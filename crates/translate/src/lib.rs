@@ -39,8 +39,10 @@
 
 pub mod address;
 pub mod admission;
+mod aliases;
 mod annotations;
 mod backend;
+mod canary;
 mod certificates;
 mod class;
 mod collision;

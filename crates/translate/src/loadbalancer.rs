@@ -2,6 +2,7 @@
 //! the policies of every served Ingress of the class; in the dedicated topology one Ingress's
 //! own. The pools are those its policies name.
 
+use crate::aliases::alias_routes;
 use crate::annotations::provider_warnings;
 use crate::backend::PoolKey;
 use crate::memo::Pools;
@@ -63,12 +64,27 @@ pub(crate) fn build_load_balancer(
     let port = config.http_port;
     let routes = order(sources, order_memo.take());
     let mut winners = merge(&routes, diagnostics);
-    let regex = regex_paths(&mut winners, diagnostics);
+    let mut regex = regex_paths(&mut winners, diagnostics);
+    let aliased = alias_routes(&winners, diagnostics);
+    let mut winners: Vec<Route<'_>> = winners;
+    for (i, source, spec) in &aliased {
+        if let Some(written) = regex.get(i).cloned() {
+            regex.insert(winners.len(), written);
+        }
+        let canary = winners[*i].canary;
+        winners.push(Route {
+            source,
+            spec,
+            canary,
+        });
+    }
+    let sort = !regex.is_empty() || !aliased.is_empty();
     let default = default_backend(sources, diagnostics);
 
-    let mut used: BTreeMap<PoolId, &PoolKey> = winners
-        .iter()
-        .map(|r| (r.spec.backend.pool, &r.spec.backend.key))
+    let canaries = winners.iter().filter_map(|r| r.canary.map(|c| c.spec));
+    let mut used: BTreeMap<PoolId, &PoolKey> = (winners.iter().map(|r| r.spec))
+        .chain(canaries)
+        .map(|spec| (spec.backend.pool, &spec.backend.key))
         .collect();
     if let Some((backend, _)) = default {
         used.insert(backend.pool, &backend.key);
@@ -77,7 +93,7 @@ pub(crate) fn build_load_balancer(
         .into_iter()
         .map(|(id, key)| pools.pool(id, key))
         .collect();
-    let (policies, https_policies) = policies(&winners, &regex);
+    let (policies, https_policies) = policies(&winners, &regex, sort);
     let listener = Listener {
         id: ids.listener,
         name: format!("HTTP:{port}"),
@@ -122,9 +138,14 @@ pub(crate) fn build_load_balancer(
 const PARALLEL_ROUTES: usize = 2048;
 
 /// The policies of the HTTP and of the TERMINATED_HTTPS listener: the same routes in the same
-/// order, under each listener's ids. Regex hosts' paths are ordered by their written length
-/// (as the store orders them again, [`portico_model::order`]).
-fn policies(winners: &[Route<'_>], regex: &RegexPaths) -> (Vec<L7Policy>, Vec<L7Policy>) {
+/// order, under each listener's ids. With regex hosts (their paths ordered by their written
+/// length) or aliases (routes added after the merged order), sorted as the store orders them
+/// again ([`portico_model::order`]).
+fn policies(
+    winners: &[Route<'_>],
+    regex: &RegexPaths,
+    sort: bool,
+) -> (Vec<L7Policy>, Vec<L7Policy>) {
     let build = |https: bool| -> Vec<L7Policy> {
         let ids = |route: &Route<'_>| {
             if https {
@@ -138,7 +159,7 @@ fn policies(winners: &[Route<'_>], regex: &RegexPaths) -> (Vec<L7Policy>, Vec<L7
             let written = regex.get(&i).map(String::as_str);
             build_policies(route, &ids(route), written, &mut out);
         }
-        if regex.is_empty() {
+        if !sort {
             for (position, policy) in out.iter_mut().enumerate() {
                 policy.position = u32::try_from(position).unwrap_or(u32::MAX);
             }

@@ -2,7 +2,7 @@
 //! Ingress, and so does the listener's default backend. Losers are reported.
 
 use crate::policy::sort_key;
-use crate::route::{Backend, Route};
+use crate::route::{Backend, Canaried, Route};
 use crate::source::Source;
 use foldhash::HashSet;
 use portico_model::{CompareType, Diagnostic};
@@ -63,22 +63,72 @@ fn compare((a, i): &Entry, (b, j): &Entry) -> Ordering {
 }
 
 /// Keeps the first route for each (host, path match) of `order` (see [`order`]): the one the
-/// oldest Ingress wrote first. The others are reported.
+/// oldest Ingress wrote first, among the Ingresses that are not canaries. The first canary
+/// Ingress's route for the same match becomes its canary (ingress-nginx serves one); a canary
+/// without a main route is not served. The others are reported.
 pub(crate) fn merge<'a>(order: &'a [Entry], diagnostics: &mut Vec<Diagnostic>) -> Vec<Route<'a>> {
     let mut kept: Vec<Route<'a>> = Vec::with_capacity(order.len());
+    let mut group: Vec<Route<'a>> = Vec::new();
     for (source, i) in order {
         let route = Route {
             source,
             spec: &source.routes[*i as usize],
+            canary: None,
         };
-        match kept.last() {
-            Some(winner) if same_match(winner, &route) => {
-                diagnostics.push(conflict(&route, winner));
-            }
-            _ => kept.push(route),
+        if group
+            .first()
+            .is_some_and(|first| !same_match(first, &route))
+        {
+            kept.extend(merge_group(&mut group, diagnostics));
+        }
+        group.push(route);
+    }
+    kept.extend(merge_group(&mut group, diagnostics));
+    kept
+}
+
+/// The winner of routes with one match, oldest first, with its canary; the group is emptied.
+fn merge_group<'a>(
+    group: &mut Vec<Route<'a>>,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Option<Route<'a>> {
+    let is_canary = |r: &Route<'_>| r.source.location.canary.is_some();
+    let main = group.iter().position(|r| !is_canary(r));
+    let mut winner = main.map(|m| group[m]);
+    let mut canary: Option<Route<'a>> = None;
+    for (n, route) in group.drain(..).enumerate() {
+        match (&winner, is_canary(&route)) {
+            (Some(_), false) if Some(n) == main => {}
+            (Some(w), false) => diagnostics.push(conflict(&route, w)),
+            (Some(_), true) => match &canary {
+                Some(first) => diagnostics.push(conflict(&route, first)),
+                None => canary = Some(route),
+            },
+            (None, true) => diagnostics.push(no_main(&route)),
+            (None, false) => {}
         }
     }
-    kept
+    if let (Some(w), Some(c)) = (&mut winner, canary) {
+        w.canary = Some(Canaried {
+            source: c.source,
+            spec: c.spec,
+        });
+    }
+    winner
+}
+
+fn no_main(canary: &Route<'_>) -> Diagnostic {
+    let message = format!(
+        "canary: no Ingress without the canary annotation routes {} path \"{}\"; this path is \
+         not served",
+        canary.spec.host, canary.spec.path.value
+    );
+    let field = format!("{}.path", canary.spec.field());
+    Diagnostic::warning(
+        portico_model::ObjectRef::clone(&canary.source.object),
+        field,
+        message,
+    )
 }
 
 fn same_match(a: &Route<'_>, b: &Route<'_>) -> bool {

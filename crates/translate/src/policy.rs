@@ -64,23 +64,28 @@ pub(crate) fn build_policies(
             };
             (action, None)
         }
-        None => {
-            let pool = spec.backend.pool;
-            (
-                PolicyAction::RedirectToPool { pool },
-                options(location, regex),
-            )
+        // An auth-url that cannot be served refuses rather than lets requests through.
+        None if matches!(location.external_auth, Some(Err(()))) => {
+            (PolicyAction::Reject { status: 503 }, None)
         }
+        None => (
+            crate::canary::action(route, spec.backend.pool),
+            options(location, regex),
+        ),
     };
     let rules = (ids.host_rule, ids.path_rule);
-    out.push(policy(route, (ids.policy, rules), path, action, options));
+    let main = policy(route, (ids.policy, rules), path, action, options);
+    if main.action.pools().next().is_some() {
+        crate::canary::guarded(route, ids, &main, out);
+    }
+    out.push(main);
 }
 
 /// `app-root`'s status, as ingress-nginx answers it.
 const APP_ROOT_STATUS: u16 = 302;
 
 /// The options of a route forwarded to its pool: the rewrite (only on a regex host, where
-/// the written path is its pattern), the upstream `Host`, CORS.
+/// the written path is its pattern), the upstream `Host`, CORS, rate limits, external auth.
 fn options(location: &Location, regex: Option<&str>) -> Option<Arc<PolicyOptions>> {
     let rewrite = regex
         .filter(|path| location.rewrites(path))
@@ -95,6 +100,8 @@ fn options(location: &Location, regex: Option<&str>) -> Option<Arc<PolicyOptions
         rewrite,
         upstream_host: location.upstream_host.clone(),
         cors: location.cors.clone(),
+        rate_limit: location.rate_limit.clone(),
+        external_auth: location.external_auth.clone().and_then(Result::ok),
         ..PolicyOptions::default()
     };
     (options != PolicyOptions::default()).then(|| Arc::new(options))

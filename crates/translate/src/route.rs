@@ -21,7 +21,7 @@ pub(crate) enum HostMatch {
 }
 
 impl HostMatch {
-    fn of(host: Option<&str>) -> Self {
+    pub(crate) fn of(host: Option<&str>) -> Self {
         match host.filter(|h| !h.is_empty()).map(str::to_ascii_lowercase) {
             None => HostMatch::Any,
             Some(h) => match h.strip_prefix("*.") {
@@ -130,9 +130,18 @@ impl RouteSpec {
     }
 }
 
-/// A route being merged and ordered: a route of a prepared Ingress.
+/// A route being merged and ordered: a route of a prepared Ingress, and the route of the
+/// canary Ingress for the same host and path, if any.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Route<'a> {
+    pub source: &'a Source,
+    pub spec: &'a RouteSpec,
+    pub canary: Option<Canaried<'a>>,
+}
+
+/// The route of a canary Ingress (`canary: "true"`) attached to a main route.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Canaried<'a> {
     pub source: &'a Source,
     pub spec: &'a RouteSpec,
 }

@@ -368,3 +368,40 @@ async fn the_haproxy_provider_names_each_annotation_it_does_not_serve() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(!text.contains("metadata.annotations"), "{text}");
 }
+
+/// `server-alias` is translation alone: both providers serve it.
+async fn server_alias(haproxy: bool) {
+    let m = Manifests::new();
+    let web = echo_pods("web", 1).await;
+    m.write("web.yaml", &service("mig", "web", &ready(&web)));
+    let alias = [("server-alias", "www.alias.test, *.alias.example")];
+    let paths = [("alias.test", "/app", "Prefix")];
+    m.write("alias.yaml", &nginx("alias", &paths, &alias));
+    let p = if haproxy {
+        Portico::start_haproxy(m.path(), &[]).await
+    } else {
+        Portico::start(m.path(), &[]).await
+    };
+    p.wait_route("alias.test", "/app", 200, "web").await;
+    p.wait_route("www.alias.test", "/app", 200, "web").await;
+    for host in ["www.alias.test", "a.alias.example", "WWW.ALIAS.TEST:8080"] {
+        let reply = p.get(host, "/app/x").await;
+        assert_eq!(
+            (reply.status, reply.service()),
+            (200, "web".to_owned()),
+            "{host}"
+        );
+    }
+    assert_eq!(p.get("www.alias.test", "/other").await.status, 404);
+    assert_eq!(p.get("a.b.alias.example", "/app").await.status, 404);
+}
+
+#[tokio::test]
+async fn server_alias_serves_the_hosts_paths_under_its_names() {
+    server_alias(false).await;
+}
+
+#[tokio::test]
+async fn server_alias_on_haproxy() {
+    server_alias(true).await;
+}

@@ -206,5 +206,78 @@ async fn migrate_reads_the_kubernetes_api_with_the_kube_flags() {
         outcome(&report, "api", "proxy-body-size")["outcome"],
         "served"
     );
-    assert_eq!(outcome(&report, "api", "canary")["outcome"], "ignored");
+    assert_eq!(
+        outcome(&report, "api", "canary")["outcome"],
+        "served-differently"
+    );
+}
+
+/// The keys of canaries, rate limits and external auth: served, or served differently with
+/// the difference named, as the table says; basic auth still ignored; the exit code 1.
+#[tokio::test]
+async fn migrate_reports_canaries_rate_limits_and_external_auth() {
+    let m = Manifests::new();
+    let n = |k: &str| format!("nginx.ingress.kubernetes.io/{k}");
+    let pairs = [
+        ("canary", "true"),
+        ("canary-by-header", "x-canary"),
+        ("canary-by-header-value", "yes"),
+        ("canary-by-cookie", "canary"),
+        ("canary-weight", "10"),
+        ("canary-weight-total", "1000"),
+        ("limit-rps", "5"),
+        ("limit-rpm", "100"),
+        ("limit-connections", "3"),
+        ("limit-burst-multiplier", "2"),
+        ("limit-whitelist", "10.0.0.0/8"),
+        ("auth-url", "http://auth.shop.svc/check"),
+        ("auth-method", "POST"),
+        ("auth-signin", "https://login.test/start"),
+        ("auth-response-headers", "X-User"),
+        ("auth-request-redirect", "/back"),
+        ("auth-snippet", "proxy_set_header X-A b;"),
+        ("auth-type", "basic"),
+    ];
+    let keys: Vec<(String, &str)> = pairs.iter().map(|(k, v)| (n(k), *v)).collect();
+    let keys: Vec<(&str, &str)> = keys.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+    m.write("all.yaml", &nginx_ingress("all", &keys));
+    let (code, json) = migrate(&m, &["-o", "json"]);
+    assert_eq!(code, Some(1), "{json}");
+    let report: Value = serde_json::from_str(&json).unwrap();
+    let served = [
+        "canary-by-header",
+        "canary-by-header-value",
+        "canary-by-cookie",
+        "canary-weight-total",
+        "limit-burst-multiplier",
+        "limit-whitelist",
+        "auth-method",
+        "auth-response-headers",
+        "auth-request-redirect",
+    ];
+    for key in served {
+        assert_eq!(outcome(&report, "all", key)["outcome"], "served", "{key}");
+    }
+    let differently = [
+        ("canary", "main Ingress"),
+        ("canary-weight", "drawn in turn"),
+        ("limit-rps", "per agent"),
+        ("limit-rpm", "per agent"),
+        ("limit-connections", "requests in progress"),
+        ("auth-url", "http:// URLs"),
+        ("auth-signin", "$escaped_request_uri"),
+    ];
+    for (key, why) in differently {
+        let got = outcome(&report, "all", key);
+        assert_eq!(got["outcome"], "served-differently", "{key}");
+        assert!(
+            got["detail"].as_str().unwrap().contains(why),
+            "{key}: {got}"
+        );
+    }
+    assert_eq!(
+        outcome(&report, "all", "auth-snippet")["outcome"],
+        "refused"
+    );
+    assert_eq!(outcome(&report, "all", "auth-type")["outcome"], "ignored");
 }

@@ -11,9 +11,11 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 mod access;
+mod auth;
 mod limits;
 mod metrics;
 mod proxy;
+mod ratelimit;
 mod route;
 mod tls;
 mod upstream;

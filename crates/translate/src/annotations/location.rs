@@ -1,11 +1,12 @@
 //! An Ingress's per-location annotations (ingress-nginx's word: what each of its paths does
 //! besides choosing the pool): regex paths, the rewrite, redirects, the upstream `Host`,
-//! `X-Forwarded-Prefix`, the HTTPS redirect it forces, CORS. Read with the same [`Reader`]
+//! `X-Forwarded-Prefix`, the HTTPS redirect it forces, CORS, canaries, rate limits, external auth. Read with the same [`Reader`]
 //! as the upstream settings; a bad value is a warning and the default applies.
 
+use super::canary::Canary;
 use super::{Reader, parse};
 use crate::KeptIngress;
-use portico_model::{Cors, Diagnostic, ObjectRef};
+use portico_model::{Cors, Diagnostic, ExternalAuth, ObjectRef, RateLimit};
 use std::sync::{Arc, LazyLock};
 
 /// What one Ingress's annotations ask of its routes.
@@ -26,6 +27,15 @@ pub(crate) struct Location {
     /// `force-ssl-redirect`: its hosts' HTTP requests go to HTTPS even without `spec.tls`.
     pub force_ssl_redirect: bool,
     pub cors: Option<Cors>,
+    /// `canary: "true"`: the Ingress's paths are the alternative backends of the Ingress that
+    /// routes the same host and path.
+    pub canary: Option<Canary>,
+    /// `limit-rps`, `limit-rpm`, `limit-connections` and their settings.
+    pub rate_limit: Option<RateLimit>,
+    /// `auth-url` and its settings; `Err`: set but not servable (the paths answer 503).
+    pub external_auth: Option<Result<ExternalAuth, ()>>,
+    /// `server-alias`: more names for its rules' hosts (lower-case; `*.` allowed).
+    pub aliases: Vec<String>,
 }
 
 impl Location {
@@ -74,6 +84,10 @@ pub(crate) fn location(
             .value("force-ssl-redirect", parse::bool_value)
             .unwrap_or(false),
         cors: super::cors::cors(&mut r),
+        canary: super::canary::canary(&mut r),
+        rate_limit: super::ratelimit::rate_limit(&mut r),
+        external_auth: super::auth::external_auth(&mut r),
+        aliases: r.value("server-alias", aliases).unwrap_or_default(),
     };
     if l == Location::default() {
         return Location::default_arc();
@@ -93,4 +107,18 @@ fn redirect(r: &mut Reader<'_>) -> Option<(u16, String)> {
         (None, Some(url)) => Some((permanent_code.unwrap_or(301), url)),
         (None, None) => None,
     }
+}
+
+/// `server-alias`: host names separated by commas, each possibly `*.`-prefixed.
+fn aliases(v: &str) -> Result<Vec<String>, String> {
+    let names = v.split(',').map(str::trim).filter(|n| !n.is_empty());
+    names
+        .map(|n| {
+            let (wild, name) = n.strip_prefix("*.").map_or(("", n), |rest| ("*.", rest));
+            parse::dns_name(name).map(|name| format!("{wild}{name}"))
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|_| {
+            "must be host names separated by commas (e.g. \"foo.com, *.bar.com\")".to_owned()
+        })
 }

@@ -5,14 +5,18 @@
 //! both are set. A bad value is a warning naming the annotation and the default applies; the
 //! Ingress is served either way. Snippets are refused. docs/annotations.md lists every key.
 
+mod auth;
+mod canary;
 mod cors;
 mod location;
 mod parse;
+mod ratelimit;
 pub mod table;
 #[cfg(test)]
 mod tests;
 
 use crate::KeptIngress;
+pub(crate) use canary::{Canary, HeaderMatch};
 pub(crate) use location::{Location, location};
 use parse::{bool_value, duration_ms, hash_key, percent, size_bytes, u32_value};
 use portico_model::{

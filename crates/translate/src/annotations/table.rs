@@ -131,6 +131,11 @@ const HAPROXY_NOT_YET: &str =
     "served by the built-in proxy; the haproxy provider does not serve it yet";
 const REGEX: &str = "the regex crate's syntax (no lookaround or backreferences), on the path as \
     received (percent-encoding kept) rather than nginx's decoded one";
+const REGEX_SYNTAX: &str = "the regex crate's syntax (no lookaround or backreferences)";
+const PER_AGENT: &str = "counted per agent process, as ingress-nginx counts per replica: N agents \
+    serving one Ingress admit up to N times the rate";
+const ALIAS: &str = "an alias gets the HTTP-to-HTTPS redirect and its own certificate only when \
+    spec.tls lists it";
 const NO_VARIABLES: &str = "nginx variables ($request_uri, …) in the URL are sent as written";
 const STREAMS: &str = "the proxy streams requests and responses; nothing to tune";
 
@@ -188,7 +193,11 @@ pub const ANNOTATIONS: &[Annotation] = &[
         "typed annotations: server-alias, from-to-www-redirect, permanent-redirect, \
          force-ssl-redirect",
     ),
-    refused("auth-snippet", "auth-url and its typed settings (planned)"),
+    refused(
+        "auth-snippet",
+        "auth-url and its typed settings (auth-method, auth-signin, auth-response-headers, \
+         auth-request-redirect)",
+    ),
     refused("modsecurity-snippet", "no replacement: Portico has no WAF"),
     refused(
         "stream-snippet",
@@ -230,7 +239,11 @@ pub const ANNOTATIONS: &[Annotation] = &[
         ..proxy_only("force-ssl-redirect", Ignored(HAPROXY_NOT_YET))
     },
     ignored("from-to-www-redirect", NOT_YET),
-    ignored("server-alias", NOT_YET),
+    Annotation {
+        proxy: ServedDifferently(ALIAS),
+        haproxy: ServedDifferently(ALIAS),
+        ..both("server-alias")
+    },
     Annotation {
         proxy: Served,
         ..proxy_only("x-forwarded-prefix", Ignored(HAPROXY_NOT_YET))
@@ -269,24 +282,59 @@ pub const ANNOTATIONS: &[Annotation] = &[
         proxy: Served,
         ..proxy_only("cors-max-age", Ignored(HAPROXY_NOT_YET))
     },
-    ignored("canary", NOT_YET),
-    ignored("canary-by-header", NOT_YET),
-    ignored("canary-by-header-value", NOT_YET),
-    ignored("canary-by-header-pattern", NOT_YET),
-    ignored("canary-by-cookie", NOT_YET),
-    ignored("canary-weight", NOT_YET),
-    ignored("canary-weight-total", NOT_YET),
+    Annotation {
+        proxy: ServedDifferently(
+            "the canary's other annotations are its pool's (balancing, affinity, timeouts), the \
+             main Ingress's locations' (rewrite, CORS, …) apply to both, as in ingress-nginx; a \
+             canary without a main Ingress for its host and path is a warning",
+        ),
+        ..proxy_only("canary", Ignored(HAPROXY_NOT_YET))
+    },
+    proxy_only("canary-by-header", Ignored(HAPROXY_NOT_YET)),
+    proxy_only("canary-by-header-value", Ignored(HAPROXY_NOT_YET)),
+    Annotation {
+        proxy: ServedDifferently(REGEX_SYNTAX),
+        ..proxy_only("canary-by-header-pattern", Ignored(HAPROXY_NOT_YET))
+    },
+    proxy_only("canary-by-cookie", Ignored(HAPROXY_NOT_YET)),
+    Annotation {
+        proxy: ServedDifferently(
+            "drawn in turn (smooth weighted round robin): exactly canary-weight of every \
+             canary-weight-total requests, where ingress-nginx draws at random",
+        ),
+        ..proxy_only("canary-weight", Ignored(HAPROXY_NOT_YET))
+    },
+    proxy_only("canary-weight-total", Ignored(HAPROXY_NOT_YET)),
     ignored("affinity-canary-behavior", NOT_YET),
     ignored("auth-type", NOT_YET),
     ignored("auth-secret", NOT_YET),
     ignored("auth-secret-type", NOT_YET),
     ignored("auth-realm", NOT_YET),
-    ignored("auth-url", NOT_YET),
-    ignored("auth-method", NOT_YET),
-    ignored("auth-signin", NOT_YET),
-    ignored("auth-signin-redirect-param", NOT_YET),
-    ignored("auth-response-headers", NOT_YET),
-    ignored("auth-request-redirect", NOT_YET),
+    Annotation {
+        proxy: ServedDifferently(
+            "http:// URLs without nginx variables only (another is a warning, and the \
+             Ingress's paths answer 503); the subrequest's deadline is the Ingress's \
+             proxy-read-timeout",
+        ),
+        ..proxy_only(
+            "auth-url",
+            Ignored(
+                "served by the built-in proxy; the haproxy provider does not serve it yet and \
+                 leaves the Ingress's paths out rather than serve them unchecked",
+            ),
+        )
+    },
+    proxy_only("auth-method", Ignored(HAPROXY_NOT_YET)),
+    Annotation {
+        proxy: ServedDifferently(
+            "the nginx variables expanded are $host, $scheme, $request_uri and \
+             $escaped_request_uri (another is a warning)",
+        ),
+        ..proxy_only("auth-signin", Ignored(HAPROXY_NOT_YET))
+    },
+    proxy_only("auth-signin-redirect-param", Ignored(HAPROXY_NOT_YET)),
+    proxy_only("auth-response-headers", Ignored(HAPROXY_NOT_YET)),
+    proxy_only("auth-request-redirect", Ignored(HAPROXY_NOT_YET)),
     ignored("auth-proxy-set-headers", NOT_YET),
     ignored("auth-cache-key", NOT_YET),
     ignored("auth-cache-duration", NOT_YET),
@@ -296,11 +344,24 @@ pub const ANNOTATIONS: &[Annotation] = &[
     ignored("auth-keepalive-share-vars", NOT_YET),
     ignored("auth-keepalive-timeout", NOT_YET),
     ignored("enable-global-auth", NOT_YET),
-    ignored("limit-rps", NOT_YET),
-    ignored("limit-rpm", NOT_YET),
-    ignored("limit-connections", NOT_YET),
-    ignored("limit-burst-multiplier", NOT_YET),
-    ignored("limit-whitelist", NOT_YET),
+    Annotation {
+        proxy: ServedDifferently(PER_AGENT),
+        ..proxy_only("limit-rps", Ignored(HAPROXY_NOT_YET))
+    },
+    Annotation {
+        proxy: ServedDifferently(PER_AGENT),
+        ..proxy_only("limit-rpm", Ignored(HAPROXY_NOT_YET))
+    },
+    Annotation {
+        proxy: ServedDifferently(
+            "counts requests in progress per client address (each HTTP/2 stream), where nginx \
+             counts connections with a request in progress; per agent, as ingress-nginx counts \
+             per replica",
+        ),
+        ..proxy_only("limit-connections", Ignored(HAPROXY_NOT_YET))
+    },
+    proxy_only("limit-burst-multiplier", Ignored(HAPROXY_NOT_YET)),
+    proxy_only("limit-whitelist", Ignored(HAPROXY_NOT_YET)),
     ignored("limit-rate", NOT_YET),
     ignored("limit-rate-after", NOT_YET),
     ignored("default-backend", NOT_YET),

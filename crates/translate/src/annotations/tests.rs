@@ -255,3 +255,83 @@ fn equal_settings_equal_digests() {
     assert_eq!(a.digest, b.digest);
     assert_ne!(a.digest, c.digest);
 }
+
+fn read_location(annotations: &[(&str, &str)]) -> (Arc<Location>, Vec<Diagnostic>) {
+    let object = ObjectRef::new("Ingress", "shop", "web");
+    let mut diagnostics = Vec::new();
+    let l = location(&object, &ingress(annotations), &mut diagnostics);
+    (l, diagnostics)
+}
+
+#[test]
+fn rate_limits_are_per_ingress_with_ingress_nginx_defaults() {
+    let (l, d) = read_location(&[
+        ("nginx.ingress.kubernetes.io/limit-rps", "5"),
+        ("nginx.ingress.kubernetes.io/limit-connections", "2"),
+        (
+            "nginx.ingress.kubernetes.io/limit-whitelist",
+            "10.0.0.0/8, nonsense ,192.168.1.7",
+        ),
+    ]);
+    let limit = l.rate_limit.clone().unwrap();
+    assert_eq!(limit.zone, "shop/web");
+    assert_eq!(
+        (limit.rps, limit.rpm, limit.connections),
+        (Some(5), None, Some(2))
+    );
+    assert_eq!(limit.burst_multiplier, 5);
+    let allow: Vec<String> = limit.allow.iter().map(ToString::to_string).collect();
+    assert_eq!(allow, ["10.0.0.0/8", "192.168.1.7/32"]);
+    assert_eq!(
+        fields(&d),
+        ["metadata.annotations[nginx.ingress.kubernetes.io/limit-whitelist]"]
+    );
+    // Settings without a limit are no limit; a bad or zero limit is a warning.
+    let (l, d) = read_location(&[
+        ("nginx.ingress.kubernetes.io/limit-burst-multiplier", "3"),
+        ("portico.dev/limit-rpm", "0"),
+    ]);
+    assert_eq!(l.rate_limit, None);
+    assert_eq!(fields(&d), ["metadata.annotations[portico.dev/limit-rpm]"]);
+}
+
+#[test]
+fn external_auth_with_ingress_nginx_defaults_and_an_unservable_url_fails_closed() {
+    let (l, d) = read_location(&[
+        (
+            "nginx.ingress.kubernetes.io/auth-url",
+            "http://auth.ns.svc:8080/check",
+        ),
+        (
+            "nginx.ingress.kubernetes.io/auth-response-headers",
+            "X-User, X-Email",
+        ),
+        (
+            "nginx.ingress.kubernetes.io/auth-signin",
+            "https://$host/start?rd=$request_uri",
+        ),
+    ]);
+    assert!(d.is_empty(), "{d:?}");
+    let auth = l.external_auth.clone().unwrap().unwrap();
+    assert_eq!(auth.signin_redirect_param, "rd");
+    assert_eq!(auth.response_headers, ["x-user", "x-email"]);
+    assert_eq!(auth.method, None);
+    for bad in [
+        "https://auth.example/check",
+        "http://$host/auth",
+        "auth.ns.svc",
+    ] {
+        let (l, d) = read_location(&[("nginx.ingress.kubernetes.io/auth-url", bad)]);
+        assert_eq!(l.external_auth, Some(Err(())), "{bad}");
+        assert!(format!("{d:?}").contains("refused (503)"), "{bad}: {d:?}");
+    }
+    let (_, d) = read_location(&[
+        ("nginx.ingress.kubernetes.io/auth-url", "http://a/"),
+        (
+            "nginx.ingress.kubernetes.io/auth-signin",
+            "https://x/?u=$remote_addr",
+        ),
+        ("nginx.ingress.kubernetes.io/auth-method", "get"),
+    ]);
+    assert_eq!(d.len(), 2, "{d:?}");
+}

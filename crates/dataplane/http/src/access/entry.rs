@@ -4,6 +4,7 @@
 use super::writer::AccessLog;
 use super::{json, time};
 use crate::limits::Fault;
+use crate::ratelimit::InProgress;
 use crate::route::PoolState;
 use bytes::Buf;
 use hyper::body::{Body, Frame, SizeHint};
@@ -174,11 +175,13 @@ impl std::fmt::Display for Millis {
 pub(crate) struct Logged<B> {
     body: B,
     entry: Entry,
+    /// Held until the body is done: the request's place under `limit-connections`.
+    held: Option<InProgress>,
 }
 
 impl<B> Logged<B> {
-    pub(crate) fn new(body: B, entry: Entry) -> Self {
-        Logged { body, entry }
+    pub(crate) fn new(body: B, entry: Entry, held: Option<InProgress>) -> Self {
+        Logged { body, entry, held }
     }
 }
 
@@ -215,5 +218,6 @@ impl<B> Drop for Logged<B> {
         if let Some(line) = self.entry.0.take() {
             line.finish();
         }
+        self.held.take();
     }
 }

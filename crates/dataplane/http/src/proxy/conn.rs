@@ -11,6 +11,7 @@ use super::{Phase, Proxy, ProxyBody};
 use crate::access::{Asked, Entry, Logged, X_REQUEST_ID, ensure_request_id};
 use crate::limits::{Activity, Ambiguous, ClientBody, Fault, Framing, Tracked, Watched};
 use crate::metrics::PoolMetrics;
+use crate::ratelimit::InProgress;
 use crate::route::{Outcome, PoolState, RequestInfo, RouteOptions, Target, normalize_host};
 use crate::upstream::{Endpoint, SendFailed, UpstreamError};
 use bytes::Bytes;
@@ -252,10 +253,11 @@ impl Conn {
     ) -> Response<Logged<ProxyBody>> {
         ensure_request_id(req.headers_mut());
         let mut entry = self.begin_entry(&req);
-        let mut response = self.respond(req, ordinal, &mut entry).await;
+        let mut held = None;
+        let mut response = self.respond(req, ordinal, &mut entry, &mut held).await;
         add_server(response.headers_mut(), self.proxy.limits.server_header);
         entry.status(response.status().as_u16());
-        response.map(|body| Logged::new(body, entry))
+        response.map(|body| Logged::new(body, entry, held))
     }
 
     /// The access log line's start: what the client asked for (the path without its query,
@@ -285,6 +287,7 @@ impl Conn {
         req: Request<Incoming>,
         ordinal: u64,
         entry: &mut Entry,
+        held: &mut Option<InProgress>,
     ) -> Response<ProxyBody> {
         if let Err(error) = self.admit(&req, ordinal) {
             return rescue(self.proxy.metrics.unrouted(), &error);
@@ -299,6 +302,16 @@ impl Conn {
             Err(error) => return rescue(self.proxy.metrics.unrouted(), &error),
         };
         entry.pool(&pool);
+        let limiter = options.as_deref().and_then(|o| o.rate_limit.as_ref());
+        if let Some(limiter) = limiter {
+            match limiter.admit(self.peer, std::time::Instant::now()) {
+                Ok(place) => *held = place,
+                Err(()) => {
+                    let error = ProxyError::Limited(self.proxy.limits.limit_status);
+                    return rescue(&pool.metrics, &error);
+                }
+            }
+        }
         if let Err(error) = self.admit_to(&pool, &req) {
             return rescue(&pool.metrics, &error);
         }
@@ -310,6 +323,11 @@ impl Conn {
         {
             let response = super::options::preflight(options, origin.clone(), req.headers());
             pool.metrics.record(response.status());
+            return response;
+        }
+        if let Some(auth) = options.and_then(|o| o.external_auth.as_ref())
+            && let Err(response) = self.authorize(auth.as_ref(), &pool, &mut req).await
+        {
             return response;
         }
         if let Some(options) = options {
@@ -662,7 +680,7 @@ pub(super) fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, 
 
 /// A redirect: `status` (a redirect code, 308 when it is not a status), `Location`, a short
 /// text body.
-fn redirect_response(
+pub(super) fn redirect_response(
     metrics: &PoolMetrics,
     status: u16,
     location: HeaderValue,
@@ -681,7 +699,7 @@ fn redirect_response(
 }
 
 /// The single place where errors become responses.
-fn rescue(metrics: &PoolMetrics, error: &ProxyError) -> Response<ProxyBody> {
+pub(super) fn rescue(metrics: &PoolMetrics, error: &ProxyError) -> Response<ProxyBody> {
     error.log();
     let response = error.response();
     metrics.record(response.status());
@@ -693,7 +711,7 @@ fn rescue(metrics: &PoolMetrics, error: &ProxyError) -> Response<ProxyBody> {
 /// An empty `Host` (allowed by RFC 9112 when the target has no authority) and an HTTP/1.0
 /// request without one route as host-less, as nginx does; an HTTP/1.1 request without `Host`
 /// is a 400 (RFC 9112 section 3.2), and so is a `Host` that is not visible ASCII.
-fn request_host<B>(req: &Request<B>) -> Option<&str> {
+pub(super) fn request_host<B>(req: &Request<B>) -> Option<&str> {
     if let Some(authority) = req.uri().authority() {
         return Some(without_userinfo(authority));
     }

@@ -36,6 +36,10 @@ pub(crate) enum ProxyError {
     RequestTimeout { pool: PoolId },
     #[error("the client's address is not among the allowed sources of pool {pool}")]
     SourceNotAllowed { pool: PoolId },
+    #[error("the client is over a rate or connection limit of its route")]
+    Limited(u16),
+    #[error("the auth service answers {0} for the request")]
+    Auth(u16),
     #[error("no route matches the request")]
     NoRoute,
     #[error("a policy rejects the request with status {0}")]
@@ -74,7 +78,9 @@ impl ProxyError {
             }
             ProxyError::SourceNotAllowed { .. } => StatusCode::FORBIDDEN,
             ProxyError::NoRoute => StatusCode::NOT_FOUND,
-            ProxyError::Rejected(status) => {
+            ProxyError::Rejected(status)
+            | ProxyError::Limited(status)
+            | ProxyError::Auth(status) => {
                 StatusCode::from_u16(*status).unwrap_or(StatusCode::FORBIDDEN)
             }
             ProxyError::NoReadyMember { .. } => StatusCode::SERVICE_UNAVAILABLE,
@@ -111,7 +117,10 @@ impl ProxyError {
     fn is_policy(&self) -> bool {
         matches!(
             self,
-            ProxyError::Rejected(_) | ProxyError::SourceNotAllowed { .. }
+            ProxyError::Rejected(_)
+                | ProxyError::Limited(_)
+                | ProxyError::Auth(_)
+                | ProxyError::SourceNotAllowed { .. }
         )
     }
 }

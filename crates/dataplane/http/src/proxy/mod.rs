@@ -1,5 +1,6 @@
 //! The proxy server: configuration swaps, the accept loop and graceful shutdown.
 
+mod authorize;
 mod conn;
 mod drain;
 mod error;

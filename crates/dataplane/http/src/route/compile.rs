@@ -11,14 +11,16 @@ use super::reduce::{HostMatch, reduce};
 use super::split::{Action, Split};
 use super::{FxMap, RouteTable, Routes};
 use crate::metrics::{PoolMetrics, ProxyMetrics};
+use crate::ratelimit::Limiter;
 use crate::upstream::Endpoints;
 use portico_model::{
-    Listener, LoadBalancer, Model, PolicyAction, PolicyOptions, Pool, PoolId, Protocol, UpstreamTls,
+    Listener, LoadBalancer, Model, PolicyAction, PolicyOptions, Pool, PoolId, Protocol, RateLimit,
+    UpstreamTls,
 };
 use regex::Regex;
 use std::hash::BuildHasher;
 use std::net::SocketAddr;
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 use std::time::Instant;
 
 /// The provider type this data plane serves.
@@ -39,6 +41,9 @@ pub(crate) struct Compiler<'a> {
     metrics: Option<&'a ProxyMetrics>,
     endpoints: &'a Endpoints,
     pools: FxMap<PoolId, Arc<PoolState>>,
+    /// The rate limiters the routes use; the previous table's are kept while their settings
+    /// stand, so that a change elsewhere does not forget the clients' counts.
+    limiters: Mutex<FxMap<RateLimit, Arc<Limiter>>>,
 }
 
 /// A load balancer's pools by id, and its name.
@@ -80,7 +85,21 @@ impl<'a> Compiler<'a> {
             metrics,
             endpoints,
             pools: FxMap::default(),
+            limiters: Mutex::default(),
         }
+    }
+
+    /// The limiter of `settings`: this table's, else the previous table's, else a new one.
+    fn limiter(&self, settings: &RateLimit) -> Arc<Limiter> {
+        let mut limiters = self.limiters.lock().unwrap_or_else(PoisonError::into_inner);
+        let kept = || {
+            self.previous
+                .and_then(|t| t.limiters.get(settings))
+                .cloned()
+        };
+        (limiters.entry(settings.clone()))
+            .or_insert_with(|| kept().unwrap_or_else(|| Arc::new(Limiter::new(settings))))
+            .clone()
     }
 
     pub(crate) fn compile(mut self, model: &Model) -> RouteTable {
@@ -129,6 +148,10 @@ impl<'a> Compiler<'a> {
             http,
             https,
             pools: self.pools,
+            limiters: self
+                .limiters
+                .into_inner()
+                .unwrap_or_else(PoisonError::into_inner),
         }
     }
 
@@ -198,7 +221,9 @@ impl<'a> Compiler<'a> {
         match (options, self.resolved(pool)) {
             (Some(options), Target::Pool(state)) => {
                 let mirror = |id| self.pools.get(&id).cloned();
-                Target::Options(state, Arc::new(RouteOptions::compile(options, &mirror)))
+                let limiter = |settings: &RateLimit| self.limiter(settings);
+                let compiled = RouteOptions::compile(options, &mirror, &limiter);
+                Target::Options(state, Arc::new(compiled))
             }
             (_, target) => target,
         }

@@ -1,5 +1,6 @@
 //! The conditions a policy may add to its host and path (Gateway API header, query parameter
-//! and method matches), compiled once per policy, and what a request offers to check them.
+//! and method matches; the cookie of a canary Ingress), compiled once per policy, and what a
+//! request offers to check them.
 
 use portico_model::matching::{Condition, Field};
 use regex::Regex;
@@ -80,6 +81,8 @@ enum On {
     Header(Box<str>),
     Query(Box<str>),
     Method,
+    /// The first cookie of this name in the `Cookie` fields.
+    Cookie(Box<str>),
 }
 
 #[derive(Debug)]
@@ -98,6 +101,7 @@ impl Check {
             Field::Header(name) => On::Header(name.into()),
             Field::Query(name) => On::Query(name.into()),
             Field::Method => On::Method,
+            Field::Cookie(name) => On::Cookie(name.into()),
         };
         let value = if condition.regex {
             Value::Regex(super::options::path_regex(condition.value, true))
@@ -122,6 +126,9 @@ impl Check {
             On::Header(name) => request.any_value(name, &mut |v| self.passes(v)),
             On::Method => request.method().is_some_and(|m| self.passes(m.as_bytes())),
             On::Query(name) => query_value(request.query(), name).is_some_and(|v| self.passes(v)),
+            On::Cookie(name) => request.any_value("cookie", &mut |field| {
+                cookie(field, name).is_some_and(|v| self.passes(v))
+            }),
         }
     }
 }
@@ -134,6 +141,15 @@ fn query_value<'q>(query: Option<&'q str>, name: &str) -> Option<&'q [u8]> {
         None => (pair == name).then_some(""),
     });
     values.next().map(str::as_bytes)
+}
+
+/// The value of the first cookie named `name` in a `Cookie` field (`a=1; b=2`).
+fn cookie<'a>(field: &'a [u8], name: &str) -> Option<&'a [u8]> {
+    field.split(|b| *b == b';').find_map(|pair| {
+        let pair = pair.trim_ascii();
+        let at = pair.iter().position(|b| *b == b'=')?;
+        (&pair[..at] == name.as_bytes()).then(|| &pair[at + 1..])
+    })
 }
 
 pub(crate) fn holds(guard: &Guard, request: &dyn RequestHeaders) -> bool {
@@ -197,6 +213,18 @@ mod tests {
         assert!(post.holds(&request("POST")));
         assert!(!post.holds(&request("GET")));
         assert!(!post.holds(&()), "a request without a method");
+    }
+
+    #[test]
+    fn cookies_compare_by_name_and_value() {
+        let mut map = http::HeaderMap::new();
+        map.append("cookie", "a=1; canary=always;b=never".parse().unwrap());
+        let holds = |name, value| check(Field::Cookie(name), value, false).holds(&map);
+        assert!(holds("canary", "always"));
+        assert!(holds("b", "never"));
+        assert!(!holds("Canary", "always"));
+        assert!(!holds("canary", "never"));
+        assert!(!holds("c", ""));
     }
 
     #[test]

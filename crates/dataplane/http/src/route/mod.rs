@@ -22,7 +22,9 @@
 //!   header `Regex`: some field's value matches (as a path regex does: from its start,
 //!   case-insensitively);
 //! - query `EqualTo` / `Regex` (key: the parameter name): the first parameter of that name;
-//! - method `EqualTo`: the request method.
+//! - method `EqualTo`: the request method;
+//! - cookie `EqualTo` (key: the cookie name): the first cookie of that name in a `Cookie`
+//!   field has exactly the value (canary Ingresses).
 //!
 //! A rule whose comparison does not fit its type (a host `PathPrefix`) never matches. A
 //! `RedirectToPools` policy draws one of its pools per request, by weight (`split.rs`).
@@ -76,6 +78,8 @@ pub struct RouteTable {
     http: Routes,
     https: Routes,
     pools: FxMap<PoolId, Arc<PoolState>>,
+    /// The rate limiters of the routes, by settings (carried into the next table).
+    limiters: FxMap<portico_model::RateLimit, Arc<crate::ratelimit::Limiter>>,
 }
 
 /// The compiled policies of the listeners of one protocol.

@@ -1,13 +1,16 @@
 //! A policy's options compiled for serving: the rewrite's regular expression built once per
 //! policy, header values checked once. The rewrite itself is [`rewrite`], a pure function.
 
+use crate::auth::Auth;
+use crate::ratelimit::Limiter;
 use http::HeaderValue;
-use portico_model::{Cors, PolicyOptions};
+use portico_model::{Cors, PolicyOptions, RateLimit};
 use regex::{Regex, RegexBuilder};
+use std::sync::Arc;
 
 /// The most memory one compiled expression may take (the `regex` crate's own default is
 /// 10 MiB); a pattern over it is refused like an invalid one.
-const REGEX_SIZE_LIMIT: usize = 1 << 20;
+pub(crate) const REGEX_SIZE_LIMIT: usize = 1 << 20;
 
 /// What a route changes in the requests it forwards, and its CORS answers.
 #[derive(Debug)]
@@ -17,6 +20,10 @@ pub struct RouteOptions {
     pub(crate) cors: Option<Cors>,
     /// The Gateway API's filters, if the route has any.
     pub(crate) filters: Option<super::filters::Filters>,
+    /// The Ingress's per-client limits, shared by its routes.
+    pub(crate) rate_limit: Option<Arc<Limiter>>,
+    /// `auth-url`; `Some(None)`: set but not usable (every request answers 500).
+    pub(crate) external_auth: Option<Option<Auth>>,
 }
 
 #[derive(Debug)]
@@ -40,10 +47,12 @@ pub(crate) fn path_regex(pattern: &str, anchored: bool) -> Option<Regex> {
 impl RouteOptions {
     /// The compiled options; an expression or value the translator should have refused
     /// leaves its option out (the translation reports such policies and does not serve them).
-    /// `pool` gives the state of a mirror's pool.
+    /// `pool` gives the state of a mirror's pool; `limiter` the limiter of a rate limit (the
+    /// same one for the same settings).
     pub(crate) fn compile(
         options: &PolicyOptions,
         pool: &dyn Fn(portico_model::PoolId) -> Option<std::sync::Arc<super::PoolState>>,
+        limiter: &dyn Fn(&RateLimit) -> Arc<Limiter>,
     ) -> Self {
         let rewrite = options.rewrite.as_ref().and_then(|r| {
             Some(CompiledRewrite {
@@ -59,6 +68,8 @@ impl RouteOptions {
                 .and_then(|h| HeaderValue::from_str(h).ok()),
             cors: options.cors.clone(),
             filters: super::filters::Filters::compile(options, pool),
+            rate_limit: options.rate_limit.as_ref().map(limiter),
+            external_auth: options.external_auth.as_ref().map(Auth::compile),
         }
     }
 }

@@ -1,5 +1,5 @@
 //! What a policy does with a request: one target, or a weighted split between several (a
-//! Gateway API rule with several backendRefs).
+//! Gateway API rule with several backendRefs, an Ingress and its canary).
 
 use super::pool::Target;
 use portico_balance::wrr::SmoothWrr;

@@ -63,8 +63,8 @@ pub(super) fn frontend(
 }
 
 /// What a policy asks that this provider's route maps cannot express, if anything: header,
-/// query or method conditions, Gateway API wildcards (several labels), a split between pools,
-/// the Gateway API's filters.
+/// query, method or cookie conditions, Gateway API wildcards (several labels), a split between
+/// pools, the Gateway API's filters, external auth.
 fn unsupported(policy: &L7Policy) -> Option<&'static str> {
     use portico_model::matching::{Field, conditions};
     if let Some(condition) = conditions(&policy.rules).next() {
@@ -72,6 +72,7 @@ fn unsupported(policy: &L7Policy) -> Option<&'static str> {
             Field::Header(_) => "header matches",
             Field::Query(_) => "query parameter matches",
             Field::Method => "method matches",
+            Field::Cookie(_) => "cookie matches",
         });
     }
     if matches!(policy.action, PolicyAction::RequestRedirect(_)) {
@@ -82,6 +83,10 @@ fn unsupported(policy: &L7Policy) -> Option<&'static str> {
     }
     if matches!(reduce(&policy.rules), Some((HostMatch::Suffix(_), _))) {
         return Some("a wildcard hostname matching several labels (Gateway API)");
+    }
+    // Served without its check, an Ingress with auth-url would be open: left out instead.
+    if (policy.options.as_ref()).is_some_and(|o| o.external_auth.is_some()) {
+        return Some("external auth (auth-url)");
     }
     if matches!(policy.action, PolicyAction::RedirectToPools { .. }) {
         return Some("several backends with weights");

@@ -275,6 +275,33 @@ fn a_nul_byte_leaves_the_policy_out_with_an_error_on_its_ingress() {
 }
 
 #[test]
+fn a_policy_with_external_auth_is_left_out_rather_than_served_open() {
+    let mut p = policy(
+        "p",
+        vec![rule(RuleType::Path, CompareType::PathPrefix, "/a")],
+        to_pool(),
+    );
+    p.options = Some(std::sync::Arc::new(PolicyOptions {
+        external_auth: Some(ExternalAuth {
+            url: "http://auth/".into(),
+            method: None,
+            signin: None,
+            signin_redirect_param: "rd".into(),
+            response_headers: vec![],
+            request_redirect: None,
+        }),
+        ..PolicyOptions::default()
+    }));
+    let r = rendered(&lb(vec![p], vec![]));
+    assert!(entries(&r).is_empty());
+    assert!(
+        r.diagnostics[0]
+            .message
+            .contains("external auth (auth-url)")
+    );
+}
+
+#[test]
 fn redirects_name_the_https_port_and_keep_path_and_query() {
     let action = PolicyAction::RedirectToHttps { status: 308 };
     let p = policy(

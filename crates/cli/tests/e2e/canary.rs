@@ -1,0 +1,131 @@
+//! Canary Ingresses on the real binary with the built-in proxy: a second Ingress with
+//! `canary: "true"` for the same host and path takes the requests its header, cookie and
+//! weight send it, in ingress-nginx's precedence (header, then cookie, then weight), as its
+//! e2e tests (`test/e2e/annotations/canary.go`) describe.
+
+use crate::support::*;
+
+const NGINX: &str = "nginx.ingress.kubernetes.io";
+const OLD: &str = "2026-01-01T00:00:00Z";
+const NEW: &str = "2026-02-01T00:00:00Z";
+
+/// Ingress `name` for `host` `/` to `svc`, created at `created`, with ingress-nginx keys.
+fn at(name: &str, host: &str, svc: &str, created: &str, keys: &[(&str, &str)]) -> String {
+    let keys: Vec<(String, &str)> = (keys.iter())
+        .map(|(k, v)| (format!("{NGINX}/{k}"), *v))
+        .collect();
+    let keys: Vec<(&str, &str)> = keys.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+    annotated(
+        &ingress("can", name, created, &[(host, "/", "Prefix", svc, "80")]),
+        &keys,
+    )
+}
+
+async fn manifests() -> Manifests {
+    let m = Manifests::new();
+    for svc in ["main", "canary"] {
+        let pods = echo_pods(svc, 1).await;
+        m.write(&format!("{svc}.yaml"), &service("can", svc, &ready(&pods)));
+    }
+    let sets: [(&str, &[(&str, &str)]); 3] = [
+        (
+            "c.test",
+            &[
+                ("canary", "true"),
+                ("canary-by-header", "X-Canary"),
+                ("canary-by-cookie", "canary"),
+                ("canary-weight", "30"),
+            ],
+        ),
+        (
+            "v.test",
+            &[
+                ("canary", "true"),
+                ("canary-by-header", "X-Version"),
+                ("canary-by-header-value", "v2"),
+            ],
+        ),
+        (
+            "p.test",
+            &[
+                ("canary", "true"),
+                ("canary-by-header", "X-Version"),
+                ("canary-by-header-pattern", "^beta-[0-9]+$"),
+                ("canary-weight", "100"),
+            ],
+        ),
+    ];
+    for (host, keys) in sets {
+        let (main, canary) = (format!("{host}-main"), format!("{host}-canary"));
+        m.write(&format!("{main}.yaml"), &at(&main, host, "main", OLD, &[]));
+        m.write(
+            &format!("{canary}.yaml"),
+            &at(&canary, host, "canary", NEW, keys),
+        );
+    }
+    m
+}
+
+/// (host, request headers, the Service that should answer).
+type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a str);
+
+async fn served_by(p: &Portico, host: &str, headers: &[(&str, &str)]) -> String {
+    let reply = p
+        .request(p.http, "GET", host, "/", headers, "")
+        .await
+        .unwrap();
+    assert_eq!(reply.status, 200, "{host} {headers:?}");
+    reply.service()
+}
+
+#[tokio::test]
+async fn canary_by_header_then_cookie_then_weight() {
+    let m = manifests().await;
+    let p = Portico::start(m.path(), &[]).await;
+    p.wait_route("v.test", "/", 200, "main").await;
+    let cases: &[Case] = &[
+        ("c.test", &[("x-canary", "always")], "canary"),
+        ("c.test", &[("X-Canary", "never")], "main"),
+        // The header decides before the cookie.
+        (
+            "c.test",
+            &[("x-canary", "never"), ("cookie", "canary=always")],
+            "main",
+        ),
+        (
+            "c.test",
+            &[("x-canary", "always"), ("cookie", "canary=never")],
+            "canary",
+        ),
+        // A header value other than always / never leaves it to the cookie.
+        (
+            "c.test",
+            &[("x-canary", "maybe"), ("cookie", "a=1; canary=always")],
+            "canary",
+        ),
+        ("c.test", &[("cookie", "canary=never")], "main"),
+        // With a header value, only that value sends to the canary; "always" is no value.
+        ("v.test", &[("x-version", "v2")], "canary"),
+        ("v.test", &[("x-version", "always")], "main"),
+        ("v.test", &[("x-version", "v1")], "main"),
+        ("v.test", &[], "main"),
+        // A pattern is searched in the value; a request it does not match falls to the weight.
+        ("p.test", &[("x-version", "beta-12")], "canary"),
+        ("p.test", &[("x-version", "gamma")], "canary"),
+    ];
+    for (host, headers, want) in cases {
+        assert_eq!(
+            served_by(&p, host, headers).await,
+            *want,
+            "{host} {headers:?}"
+        );
+    }
+    // canary-weight 30 of 100: exactly 30 of any 100 requests the header and cookie leave.
+    let mut canary = 0;
+    for _ in 0..100 {
+        if served_by(&p, "c.test", &[("x-canary", "maybe")]).await == "canary" {
+            canary += 1;
+        }
+    }
+    assert_eq!(canary, 30);
+}
