@@ -346,21 +346,18 @@ async fn an_endpoint_only_change_is_served_without_a_reload_and_the_files_follow
 
 /// Runs `command` for 10 s at most: its output once it exited; killed (and the test failed)
 /// when it still runs.
-fn exited(mut command: std::process::Command) -> std::process::Output {
+/// Runs `command` to its end (at most 60 s: a second Portico that does not refuse to start
+/// would run on), without blocking the test's runtime while it runs.
+async fn exited(mut command: tokio::process::Command) -> std::process::Output {
     use std::process::Stdio;
-    let mut child = (command.stdout(Stdio::piped()).stderr(Stdio::piped()))
+    let child = (command.stdout(Stdio::piped()).stderr(Stdio::piped()))
+        .kill_on_drop(true)
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!("still running: {}", String::from_utf8_lossy(&out.stderr));
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().unwrap()
+    tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
+        .await
+        .expect("the second Portico exited")
+        .unwrap()
 }
 
 /// A second `portico run` given the state directory of a running one refuses to start, names
@@ -381,7 +378,7 @@ async fn a_second_portico_on_the_same_state_directory_refuses_to_start_and_names
     );
     let pid = first.pid().unwrap();
     let second = |extra: &[String], env: Option<&std::path::Path>| {
-        let mut command = std::process::Command::new(BIN);
+        let mut command = tokio::process::Command::new(BIN);
         command
             .args(["run", "-f"])
             .arg(m.path())
@@ -392,7 +389,7 @@ async fn a_second_portico_on_the_same_state_directory_refuses_to_start_and_names
         }
         exited(command)
     };
-    let out = second(&[format!("--state-dir={}", state.display())], None);
+    let out = second(&[format!("--state-dir={}", state.display())], None).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
@@ -413,7 +410,7 @@ async fn a_second_portico_on_the_same_state_directory_refuses_to_start_and_names
     let runtime = tempfile::tempdir().unwrap();
     let env = [("XDG_RUNTIME_DIR", runtime.path().to_str().unwrap())];
     let default = Portico::spawn_with_env(&Portico::run_args(m.path(), &[]), &env).await;
-    let out = second(&[], Some(runtime.path()));
+    let out = second(&[], Some(runtime.path())).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     let pid = default.pid().unwrap();
