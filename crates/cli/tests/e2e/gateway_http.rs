@@ -499,3 +499,63 @@ async fn the_cors_filter_answers_preflights_and_marks_answers_for_allowed_origin
         "x-header-1, x-header-2"
     );
 }
+
+#[tokio::test]
+async fn a_request_reaches_only_the_routes_of_the_most_specific_listener_for_its_host() {
+    let ns = "gw-isolation";
+    let m = backends(
+        ns,
+        &[
+            ("infra-v1", 1),
+            ("infra-v2", 1),
+            ("infra-v3", 1),
+            ("infra-v4", 1),
+        ],
+    )
+    .await;
+    let listeners = "[{name: empty, port: 80, protocol: HTTP},
+        {name: wildcard-example-com, port: 80, protocol: HTTP, hostname: '*.example.com'},
+        {name: wildcard-foo-example-com, port: 80, protocol: HTTP, hostname: '*.foo.example.com'},
+        {name: abc-foo-example-com, port: 80, protocol: HTTP, hostname: abc.foo.example.com}]";
+    let mut y = class("portico", OURS) + &gateway(ns, "gw", "portico", listeners);
+    let routes = [
+        ("empty", "infra-v1"),
+        ("wildcard-example-com", "infra-v2"),
+        ("wildcard-foo-example-com", "infra-v3"),
+        ("abc-foo-example-com", "infra-v4"),
+    ];
+    for (listener, service) in routes {
+        let spec = format!(
+            "{{parentRefs: [{{name: gw, sectionName: {listener}}}], rules: [{{matches: [{{path: {{value: /{listener}}}}}], backendRefs: [{{name: {service}, port: 80}}]}}]}}"
+        );
+        y.push_str(&route(ns, listener, &spec));
+    }
+    m.write("gw.yaml", &y);
+    let p = Portico::start(m.path(), &[]).await;
+    let accepted = ["Accepted=True/Accepted", "ResolvedRefs=True/ResolvedRefs"];
+    for (name, _) in routes {
+        wait_conditions(&p, ns, name, &accepted).await;
+    }
+    let mut cases = Vec::new();
+    let hosts = [
+        ("bar.com", "empty"),
+        ("bar.example.com", "wildcard-example-com"),
+        ("bar.foo.example.com", "wildcard-foo-example-com"),
+        ("abc.foo.example.com", "abc-foo-example-com"),
+    ];
+    for (host, own) in hosts {
+        for (listener, service) in routes {
+            let (status, service) = if listener == own {
+                (200, service)
+            } else {
+                (404, "")
+            };
+            cases.push((host, format!("/{listener}"), status, service));
+        }
+    }
+    let cases: Vec<(&str, &str, u16, &str)> = cases
+        .iter()
+        .map(|(h, p, s, v)| (*h, p.as_str(), *s, *v))
+        .collect();
+    crate::expect_routes(&p, &cases).await;
+}
