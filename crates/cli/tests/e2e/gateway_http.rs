@@ -559,3 +559,64 @@ async fn a_request_reaches_only_the_routes_of_the_most_specific_listener_for_its
         .collect();
     crate::expect_routes(&p, &cases).await;
 }
+
+#[tokio::test]
+async fn haproxy_serves_redirects_of_scheme_host_port_and_status_and_names_the_rest() {
+    let ns = "gw-haproxy";
+    let redirect = |path: &str, fields: &str| {
+        format!(
+            "{{matches: [{{path: {{value: {path}}}}}], filters: [{{type: RequestRedirect, requestRedirect: {{{fields}}}}}]}}"
+        )
+    };
+    let rules = [
+        redirect("/scheme", "scheme: https"),
+        redirect("/host", "hostname: example.org, statusCode: 301"),
+        redirect("/port", "port: 8083, statusCode: 307"),
+        redirect("/s303", "hostname: example.org, statusCode: 303"),
+        redirect("/s308", "scheme: https, port: 8443, statusCode: 308"),
+        redirect(
+            "/full",
+            "path: {type: ReplaceFullPath, replaceFullPath: /one}",
+        ),
+    ];
+    let spec = format!(
+        "{{parentRefs: [{{name: gw}}], rules: [{}, {{backendRefs: [{{name: infra-v1, port: 80}}]}}]}}",
+        rules.join(", ")
+    );
+    let m = backends(ns, &[("infra-v1", 1)]).await;
+    m.write(
+        "gw.yaml",
+        &(class("portico", OURS) + &gateway(ns, "gw", "portico", HTTP) + &route(ns, "r", &spec)),
+    );
+    let p = Portico::start_haproxy(m.path(), &[]).await;
+    p.wait_route("r.test", "/", 200, "infra-v1").await;
+    let cases = [
+        ("/scheme/x?a=1", 302, Some("https://r.test/scheme/x?a=1")),
+        ("/host", 301, Some("http://example.org/host")),
+        ("/port", 307, Some("http://r.test:8083/port")),
+        ("/s303", 303, Some("http://example.org/s303")),
+        ("/s308", 308, Some("https://r.test:8443/s308")),
+        // Not served by haproxy (a diagnostic says so): the next rule takes it.
+        ("/full", 200, None),
+    ];
+    for (path, status, location) in cases {
+        let r = p.get("r.test", path).await;
+        let got = r.headers.get("location").map(|l| l.to_str().unwrap());
+        assert_eq!((r.status, got), (status, location), "{path}");
+    }
+    let out = std::process::Command::new(BIN)
+        .args([
+            "validate",
+            "--provider=haproxy",
+            "-f",
+            &m.path().display().to_string(),
+        ])
+        .output()
+        .unwrap();
+    let out = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        out.contains("HTTPRoute gw-haproxy/r")
+            && out.contains("a RequestRedirect that changes the path"),
+        "{out}"
+    );
+}
