@@ -175,6 +175,45 @@ mod tests {
     }
 
     #[test]
+    fn a_redirect_action_and_filter_options_survive_serialization() {
+        let action = crate::PolicyAction::RequestRedirect(Redirect {
+            status: 301,
+            scheme: "https".into(),
+            hostname: Some("example.org".into()),
+            port: 8443,
+            path: Some(PathRewrite::Prefix {
+                prefix: "/a".into(),
+                replacement: "/b".into(),
+            }),
+        });
+        let json = serde_json::to_string(&action).unwrap();
+        assert_eq!(
+            serde_json::from_str::<crate::PolicyAction>(&json).unwrap(),
+            action
+        );
+        let options = crate::PolicyOptions {
+            request_headers: Some(HeaderChanges {
+                set: vec![("x".into(), "1".into())],
+                ..HeaderChanges::default()
+            }),
+            mirrors: vec![Mirror {
+                pool: PoolId::derive("p"),
+                per_million: 500_000,
+            }],
+            timeouts: Timeouts {
+                request_ms: Some(10),
+                backend_ms: None,
+            },
+            ..crate::PolicyOptions::default()
+        };
+        let json = serde_json::to_string(&options).unwrap();
+        assert_eq!(
+            serde_json::from_str::<crate::PolicyOptions>(&json).unwrap(),
+            options
+        );
+    }
+
+    #[test]
     fn a_redirect_leaves_out_the_schemes_well_known_port() {
         let redirect = |scheme: &str, port| Redirect {
             status: 302,

@@ -24,7 +24,7 @@ pub use access::{AccessLog, Destination};
 pub use metrics::ProxyMetrics;
 pub use proxy::{HeavyLane, Proxy, Scheme};
 pub use route::{
-    Health, Outcome, PROVIDER, Pick, PoolState, RequestHeaders, RequestInfo, RouteTable, Target,
-    compile,
+    Health, Outcome, PROVIDER, Pick, PoolState, RequestHeaders, RequestInfo, RouteRequest,
+    RouteTable, Target, compile,
 };
 pub use tls::{CaBySecret, MaterialBySecret, SniMap};

@@ -6,7 +6,7 @@ mod support;
 use portico_dataplane_http::{Target, compile};
 use portico_model::{CompareType, L7Policy, L7Rule, Model, PolicyAction, RuleType};
 use proptest::prelude::*;
-use support::model::{ModelBuilder, addr, exact, header, host, prefix};
+use support::model::{ModelBuilder, addr, exact, header, host, method, prefix, query};
 
 const RULE_HOSTS: &[&str] = &[
     "a.com",
@@ -56,14 +56,23 @@ fn path_rule() -> impl Strategy<Value = L7Rule> {
 /// Header fields of rules and of requests: (name, value).
 const FIELDS: &[(&str, &str)] = &[("x-a", "1"), ("x-a", "2"), ("x-b", "1")];
 
+/// Query parameters of rules and of requests: (name, value).
+const PARAMS: &[(&str, &str)] = &[("q", "1"), ("q", "2"), ("r", "1")];
+const METHODS: &[&str] = &["GET", "POST"];
+
 fn rules() -> impl Strategy<Value = Vec<L7Rule>> {
     let hosts = prop::collection::vec(prop::sample::select(RULE_HOSTS).prop_map(host), 0..=2);
     let paths = prop::collection::vec(path_rule(), 0..=2);
     let fields = prop::sample::select(FIELDS).prop_map(|(n, v)| header(n, v));
     let headers = prop::collection::vec(fields, 0..=2);
-    (hosts, paths, headers).prop_map(|(mut h, p, f)| {
+    let params = prop::sample::select(PARAMS).prop_map(|(n, v)| query(n, v));
+    let queries = prop::collection::vec(params, 0..=1);
+    let methods = prop::option::of(prop::sample::select(METHODS).prop_map(method));
+    (hosts, paths, headers, queries, methods).prop_map(|(mut h, p, f, q, m)| {
         h.extend(p);
         h.extend(f);
+        h.extend(q);
+        h.extend(m);
         h
     })
 }
@@ -101,9 +110,26 @@ fn naive_host(raw: &str) -> String {
     h.strip_suffix('.').unwrap_or(h).to_lowercase()
 }
 
-fn naive_rule(rule: &L7Rule, host: &str, path: &str, fields: &[(&str, &str)]) -> bool {
+/// What a request offers the conditions: header fields, method, query.
+struct Asked<'a> {
+    fields: &'a [(&'a str, &'a str)],
+    method: &'a str,
+    query: Option<&'a str>,
+}
+
+fn naive_rule(rule: &L7Rule, host: &str, path: &str, asked: &Asked<'_>) -> bool {
     let value = rule.value.as_str();
+    let fields = asked.fields;
     match (rule.rule_type, rule.compare_type) {
+        (RuleType::Method, CompareType::EqualTo) => asked.method == value,
+        (RuleType::Query, CompareType::EqualTo) => {
+            let name = rule.key.as_deref().unwrap_or_default();
+            let pairs = asked.query.into_iter().flat_map(|q| q.split('&'));
+            let first = pairs
+                .filter_map(|p| p.split_once('='))
+                .find(|(n, _)| *n == name);
+            first.is_some_and(|(_, v)| v == value)
+        }
         (RuleType::HostName, CompareType::WildcardSuffix) => host
             .strip_suffix(&format!(".{}", value.to_lowercase()))
             .is_some_and(|labels| !labels.is_empty() && !labels.starts_with('.')),
@@ -127,14 +153,14 @@ fn naive_rule(rule: &L7Rule, host: &str, path: &str, fields: &[(&str, &str)]) ->
 }
 
 /// The reference: first policy whose rules all match, then the default pool.
-fn naive(model: &Model, raw_host: &str, path: &str, fields: &[(&str, &str)]) -> String {
+fn naive(model: &Model, raw_host: &str, path: &str, asked: &Asked<'_>) -> String {
     let lb = &model.load_balancers[0];
     let listener = &lb.listeners[0];
     let host = naive_host(raw_host);
     let first = listener
         .policies
         .iter()
-        .find(|p: &&L7Policy| p.rules.iter().all(|r| naive_rule(r, &host, path, fields)));
+        .find(|p: &&L7Policy| p.rules.iter().all(|r| naive_rule(r, &host, path, asked)));
     let pool_name = |id| lb.pool(id).map(|p| p.name.clone()).unwrap_or_default();
     match first.map(|p| &p.action) {
         Some(PolicyAction::RedirectToPool { pool }) => pool_name(*pool),
@@ -163,18 +189,29 @@ proptest! {
                 prop::sample::select(REQUEST_HOSTS),
                 path(4),
                 prop::sample::subsequence(FIELDS, 0..=FIELDS.len()),
+                prop::sample::select(METHODS),
+                prop::sample::subsequence(PARAMS, 0..=PARAMS.len()),
             ),
             1..16,
         ),
     ) {
         let model = build(&policies, default);
         let table = compile(&model);
-        for (host, path, fields) in &requests {
+        for (host, path, fields, method, params) in &requests {
             let mut headers = http::HeaderMap::new();
             for (name, value) in fields {
                 headers.append(*name, value.parse().unwrap());
             }
-            let got = match table.route_request(false, host, path, &headers) {
+            let query: Vec<String> = params.iter().map(|(n, v)| format!("{n}={v}")).collect();
+            let query = query.join("&");
+            let query = (!query.is_empty()).then_some(query.as_str());
+            let request = portico_dataplane_http::RouteRequest {
+                method,
+                query,
+                headers: &headers,
+            };
+            let asked = Asked { fields, method, query };
+            let got = match table.route_request(false, host, path, &request) {
                 Some(Target::Pool(pool) | Target::Options(pool, _)) => pool.name().to_owned(),
                 Some(Target::Reject(status)) => format!("reject {status}"),
                 Some(Target::RedirectToHttps(status)) => format!("redirect {status}"),
@@ -182,7 +219,7 @@ proptest! {
                 Some(Target::Redirect(redirect)) => format!("redirect {}", redirect.status),
                 None => "404".to_owned(),
             };
-            prop_assert_eq!(got, naive(&model, host, path, fields), "{}{} {:?}", host, path, fields);
+            prop_assert_eq!(got, naive(&model, host, path, &asked), "{} {}{} {:?} {:?}", method, host, path, fields, query);
         }
     }
 }

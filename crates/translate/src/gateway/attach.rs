@@ -166,13 +166,14 @@ pub(crate) fn intersect(listener: Option<&str>, route: &[String]) -> Vec<Option<
     hosts
 }
 
+/// Whether hostname `wild` covers `host`: `*.s` covers `x.s`, `x.y.s` and `*.x.s`.
+pub(crate) fn covers(wild: &str, host: &str) -> bool {
+    (wild.strip_prefix("*.")).is_some_and(|s| portico_model::matching::suffix_matches(s, host))
+}
+
 /// The more specific of two hostnames when one includes the other (`*.` wildcards match one
 /// or more labels), else none.
 fn meet(a: &str, b: &str) -> Option<String> {
-    // `*.s` covers `x.s`, `x.y.s` and `*.x.s`.
-    let covers = |wild: &str, host: &str| {
-        (wild.strip_prefix("*.")).is_some_and(|s| portico_model::matching::suffix_matches(s, host))
-    };
     if a == b || covers(a, b) {
         Some(b.to_owned())
     } else if covers(b, a) {

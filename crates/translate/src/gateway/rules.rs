@@ -62,6 +62,7 @@ pub(crate) fn load_balancer(
                 }
             }
         }
+        policies.extend(isolation(gateway, &served, listener_id, &origin));
         order::sort(&mut policies);
         let tls = (protocol == Protocol::TerminatedHttps).then(|| tls(gateway, &served, &origin));
         listeners.push(Listener {
@@ -89,6 +90,52 @@ pub(crate) fn load_balancer(
         listeners: Arc::new(listeners),
         pools,
     })
+}
+
+/// Listener isolation: a request whose host matches a listener's hostname reaches only that
+/// listener's routes, not those of a listener on the same port whose hostname (or lack of
+/// one) also covers it. Each served listener whose hostname another one covers gets a
+/// catch-all answering 404, last among the policies of its host, so that such a request
+/// does not fall through to the wider listener's policies.
+fn isolation(
+    gateway: &Prepared<'_>,
+    served: &[usize],
+    listener: ListenerId,
+    origin: &ObjectRef,
+) -> Vec<L7Policy> {
+    let hosts: Vec<Option<String>> = (served.iter())
+        .map(|&i| {
+            gateway.listeners[i]
+                .spec
+                .hostname
+                .as_deref()
+                .map(str::to_ascii_lowercase)
+        })
+        .collect();
+    let covered = |host: &str| {
+        (hosts.iter().flatten()).any(|other| other != host && super::attach::covers(other, host))
+            || hosts.contains(&None)
+    };
+    let source = Arc::new(origin.clone());
+    let mut seen = BTreeSet::new();
+    let isolated = hosts
+        .iter()
+        .flatten()
+        .filter(|h| covered(h) && seen.insert(*h));
+    isolated
+        .map(|host| {
+            let id = L7PolicyId::derive(&format!("{listener}/isolation/{host}"));
+            L7Policy {
+                id,
+                position: 0,
+                action: PolicyAction::Reject { status: 404 },
+                rules: rules(id, Some(host), &HttpRouteMatch::default()),
+                source: source.clone(),
+                precedence: u32::MAX,
+                options: None,
+            }
+        })
+        .collect()
 }
 
 /// The GatewayClass's `portico.dev/provider`, else `--provider`.

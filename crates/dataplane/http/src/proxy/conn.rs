@@ -405,7 +405,7 @@ impl Conn {
             return Err(ProxyError::BadTarget);
         }
         let table = self.proxy.table.load();
-        let request = crate::route::Request {
+        let request = crate::route::RouteRequest {
             method: req.method().as_str(),
             query: req.uri().query(),
             headers: req.headers(),

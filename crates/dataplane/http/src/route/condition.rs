@@ -6,7 +6,7 @@ use portico_model::matching::{Condition, Field};
 use regex::Regex;
 
 /// What the conditions of policies look at in a request: its header fields, and its method
-/// and query when known ([`Request`] gives them).
+/// and query when known ([`RouteRequest`] gives them).
 pub trait RequestHeaders {
     /// Whether a field named `name` (lower-case; names compare case-insensitively) has a
     /// value that passes `test`.
@@ -49,13 +49,13 @@ impl RequestHeaders for &[httparse::Header<'_>] {
 }
 
 /// A request's method, query and header fields, for every kind of condition.
-pub struct Request<'a, H: ?Sized> {
+pub struct RouteRequest<'a, H: ?Sized> {
     pub method: &'a str,
     pub query: Option<&'a str>,
     pub headers: &'a H,
 }
 
-impl<H: RequestHeaders + ?Sized> RequestHeaders for Request<'_, H> {
+impl<H: RequestHeaders + ?Sized> RequestHeaders for RouteRequest<'_, H> {
     fn any_value(&self, name: &str, test: &mut dyn FnMut(&[u8]) -> bool) -> bool {
         self.headers.any_value(name, test)
     }
@@ -186,7 +186,7 @@ mod tests {
 
     #[test]
     fn query_parameters_compare_by_name_the_first_one_counting() {
-        let request = |query| Request {
+        let request = |query| RouteRequest {
             method: "GET",
             query,
             headers: &(),
@@ -205,7 +205,7 @@ mod tests {
     #[test]
     fn methods_compare_exactly_and_need_a_known_method() {
         let post = check(Field::Method, "POST", false);
-        let request = |method| Request {
+        let request = |method| RouteRequest {
             method,
             query: None,
             headers: &(),

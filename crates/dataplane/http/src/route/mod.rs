@@ -59,7 +59,7 @@ pub(crate) use check::ensure_checks;
 pub(crate) use compile::{Compiler, ready_members};
 pub use compile::{PROVIDER, compile};
 use condition::{Guard, holds};
-pub use condition::{Request, RequestHeaders};
+pub use condition::{RequestHeaders, RouteRequest};
 pub use options::{RouteOptions, rewrite};
 pub use pool::{PoolState, Target};
 pub(crate) use split::Action;

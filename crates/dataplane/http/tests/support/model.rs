@@ -39,6 +39,21 @@ pub fn header(name: &str, value: &str) -> L7Rule {
     rule
 }
 
+/// A query parameter condition.
+pub fn query(name: &str, value: &str) -> L7Rule {
+    let mut rule = rule(RuleType::Query, CompareType::EqualTo, value);
+    rule.id = L7RuleId::derive(&format!("query/{name}/{value}"));
+    rule.key = Some(name.to_owned());
+    rule
+}
+
+/// A method condition.
+pub fn method(value: &str) -> L7Rule {
+    let mut rule = rule(RuleType::Method, CompareType::EqualTo, value);
+    rule.id = L7RuleId::derive(&format!("method/{value}"));
+    rule
+}
+
 pub fn exact(path: &str) -> L7Rule {
     rule(RuleType::Path, CompareType::EqualTo, path)
 }

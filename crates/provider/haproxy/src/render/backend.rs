@@ -20,6 +20,8 @@ pub(super) struct Specials {
     no_route: bool,
     rejects: BTreeSet<u16>,
     redirects: BTreeSet<u16>,
+    /// Gateway API redirects by backend name: their `http-request redirect` lines.
+    gateway_redirects: std::collections::BTreeMap<String, String>,
 }
 
 impl Specials {
@@ -54,6 +56,14 @@ impl Specials {
         format!("portico_redirect_https_{status}")
     }
 
+    /// A Gateway API RequestRedirect without a path change (see
+    /// [`super::frontend::redirect_line`]): its backend's name.
+    pub(super) fn gateway_redirect(&mut self, line: String) -> String {
+        let name = format!("portico_redirect_{}", portico_model::stable_uuid(&line));
+        self.gateway_redirects.insert(name.clone(), line);
+        name
+    }
+
     /// Empty backends (503) for named pools the load balancer does not have, then Portico's own.
     pub(super) fn render(&self, lb: &LoadBalancer, https: Option<SocketAddr>) -> String {
         let mut s = String::new();
@@ -75,6 +85,9 @@ impl Specials {
                 s,
                 "\nbackend portico_redirect_https_{code}\n    http-request redirect location \"https://%[var(txn.host)]{port}%[pathq]\" code {code}\n"
             );
+        }
+        for (name, line) in &self.gateway_redirects {
+            let _ = write!(s, "\nbackend {name}\n    {line}\n");
         }
         s
     }

@@ -75,8 +75,10 @@ fn unsupported(policy: &L7Policy) -> Option<&'static str> {
             Field::Cookie(_) => "cookie matches",
         });
     }
-    if matches!(policy.action, PolicyAction::RequestRedirect(_)) {
-        return Some("a RequestRedirect filter");
+    if let PolicyAction::RequestRedirect(redirect) = &policy.action
+        && redirect_line(redirect).is_none()
+    {
+        return Some("a RequestRedirect that changes the path");
     }
     if let Some(what) = policy.options.as_deref().and_then(gateway_filters) {
         return Some(what);
@@ -92,6 +94,38 @@ fn unsupported(policy: &L7Policy) -> Option<&'static str> {
         return Some("several backends with weights");
     }
     None
+}
+
+/// A Gateway API RequestRedirect as haproxy's `http-request redirect` (scheme, host, port
+/// and status; the path and query kept); none for one that changes the path, which haproxy
+/// is not given here, or whose hostname is not plain letters, digits, dots and dashes.
+pub(super) fn redirect_line(redirect: &portico_model::Redirect) -> Option<String> {
+    let plain = |s: &str| {
+        !s.is_empty()
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
+    };
+    if redirect.path.is_some() || !plain(&redirect.scheme) {
+        return None;
+    }
+    let host = match &redirect.hostname {
+        Some(host) if plain(host) => host.clone(),
+        Some(_) => return None,
+        None => "%[var(txn.host)]".to_owned(),
+    };
+    let well_known = matches!(
+        (redirect.scheme.as_str(), redirect.port),
+        ("http", 80) | ("https", 443)
+    );
+    let port = if well_known {
+        String::new()
+    } else {
+        format!(":{}", redirect.port)
+    };
+    let (scheme, code) = (&redirect.scheme, redirect.status);
+    Some(format!(
+        "http-request redirect location \"{scheme}://{host}{port}%[pathq]\" code {code}"
+    ))
 }
 
 /// The first Gateway API filter among a policy's options that haproxy does not render.
@@ -223,8 +257,12 @@ fn policy_entries(
         }
         PolicyAction::Reject { status } => specials.reject(*status),
         PolicyAction::RedirectToHttps { status } => specials.redirect(*status),
+        PolicyAction::RequestRedirect(redirect) => match redirect_line(redirect) {
+            Some(line) => specials.gateway_redirect(line),
+            None => return Ok(()),
+        },
         // Refused before (`unsupported`).
-        PolicyAction::RedirectToPools { .. } | PolicyAction::RequestRedirect(_) => return Ok(()),
+        PolicyAction::RedirectToPools { .. } => return Ok(()),
         // Not rendered: the translation warns on the Ingress, naming the annotation.
         PolicyAction::RedirectToUrl { .. } => return Ok(()),
     };

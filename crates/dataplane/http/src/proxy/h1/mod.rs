@@ -224,7 +224,7 @@ impl Proxy {
         }
         let table = self.table.load();
         // A split's draw is hyper's to make: a declined request would draw twice.
-        let facts = crate::route::Request {
+        let facts = crate::route::RouteRequest {
             method: request.method,
             query: target.query(),
             headers: &request.fields,
