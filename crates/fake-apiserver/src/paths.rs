@@ -49,6 +49,15 @@ pub fn parse(path: &str) -> Option<Route> {
     }
 }
 
+/// The API group a route addresses, if it addresses one group's objects or discovery.
+pub fn group(route: &Route) -> Option<&str> {
+    match route {
+        Route::GroupVersion { group, .. } => Some(group),
+        Route::Object(target) => Some(resources::get(target.ty).group),
+        _ => None,
+    }
+}
+
 fn group_route(group: &str, version: &str, rest: &[&str]) -> Option<Route> {
     if rest.is_empty() {
         let known = resources::TABLE

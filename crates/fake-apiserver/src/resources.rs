@@ -70,7 +70,41 @@ pub static TABLE: &[ResourceType] = &[
     ),
     ty("events.k8s.io", "v1", "events", "Event", true, false),
     ty("coordination.k8s.io", "v1", "leases", "Lease", true, false),
+    // The Gateway API's CRDs (standard channel): each version a store of its own, unlike the
+    // real server, which converts one storage between the versions it serves.
+    ty(GATEWAY, "v1", "gatewayclasses", "GatewayClass", false, true),
+    ty(GATEWAY, "v1", "gateways", "Gateway", true, true),
+    ty(GATEWAY, "v1", "httproutes", "HTTPRoute", true, true),
+    ty(
+        GATEWAY,
+        "v1",
+        "referencegrants",
+        "ReferenceGrant",
+        true,
+        false,
+    ),
+    ty(
+        GATEWAY,
+        "v1beta1",
+        "gatewayclasses",
+        "GatewayClass",
+        false,
+        true,
+    ),
+    ty(GATEWAY, "v1beta1", "gateways", "Gateway", true, true),
+    ty(GATEWAY, "v1beta1", "httproutes", "HTTPRoute", true, true),
+    ty(
+        GATEWAY,
+        "v1beta1",
+        "referencegrants",
+        "ReferenceGrant",
+        true,
+        false,
+    ),
 ];
+
+/// The Gateway API's group.
+pub const GATEWAY: &str = "gateway.networking.k8s.io";
 
 impl ResourceType {
     /// `v1` for the core group, `group/version` otherwise.
@@ -122,5 +156,9 @@ mod tests {
         );
         assert_ne!(by_kind("v1", "Event"), by_kind("events.k8s.io/v1", "Event"));
         assert_eq!(by_kind("v2", "Service"), None);
+        let v1 = by_kind("gateway.networking.k8s.io/v1", "HTTPRoute");
+        let beta = by_kind("gateway.networking.k8s.io/v1beta1", "HTTPRoute");
+        assert_eq!(v1, by_path(GATEWAY, "v1", "httproutes"));
+        assert!(v1.is_some() && beta.is_some() && v1 != beta);
     }
 }
