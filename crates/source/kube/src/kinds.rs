@@ -4,6 +4,7 @@ use k8s_openapi::api::core::v1::{Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use kube::Resource;
+use portico_gateway::{Gateway, GatewayClass, HttpRoute, ReferenceGrant};
 use portico_translate::{CompactSlice, KeptIngress, KeptService, ObjectKey, Objects, StatusSeen};
 use serde::de::DeserializeOwned;
 use std::collections::BTreeMap;
@@ -18,20 +19,31 @@ pub enum Kind {
     Service,
     EndpointSlice,
     Secret,
+    GatewayClass,
+    Gateway,
+    HttpRoute,
+    ReferenceGrant,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 5] = [
+    pub const ALL: [Kind; 9] = [
         Kind::Ingress,
         Kind::IngressClass,
         Kind::Service,
         Kind::EndpointSlice,
         Kind::Secret,
+        Kind::GatewayClass,
+        Kind::Gateway,
+        Kind::HttpRoute,
+        Kind::ReferenceGrant,
     ];
 
     /// Whether a change of this kind can change which Secrets are referenced.
     pub(crate) fn names_secrets(self) -> bool {
-        matches!(self, Kind::Ingress | Kind::IngressClass)
+        matches!(
+            self,
+            Kind::Ingress | Kind::IngressClass | Kind::GatewayClass | Kind::Gateway
+        )
     }
 }
 
@@ -204,5 +216,39 @@ impl Watched for IngressClass {
     }
     fn map(objects: &mut Objects) -> &mut Arc<BTreeMap<String, Arc<Self>>> {
         &mut objects.ingress_classes
+    }
+}
+
+/// The Gateway API kinds, kept whole (a status write of ours comes back as a change: the
+/// status report reads the objects' status).
+macro_rules! gateway_api {
+    ($ty:ty, $kind:expr, $field:ident) => {
+        impl Watched for $ty {
+            const KIND: Kind = $kind;
+            type Key = ObjectKey;
+            kept_whole!();
+            fn key(&self) -> ObjectKey {
+                namespaced(self)
+            }
+            fn map(objects: &mut Objects) -> &mut Arc<BTreeMap<ObjectKey, Arc<Self>>> {
+                &mut objects.$field
+            }
+        }
+    };
+}
+
+gateway_api!(Gateway, Kind::Gateway, gateways);
+gateway_api!(HttpRoute, Kind::HttpRoute, http_routes);
+gateway_api!(ReferenceGrant, Kind::ReferenceGrant, reference_grants);
+
+impl Watched for GatewayClass {
+    const KIND: Kind = Kind::GatewayClass;
+    type Key = String;
+    kept_whole!();
+    fn key(&self) -> String {
+        self.metadata.name.clone().unwrap_or_default()
+    }
+    fn map(objects: &mut Objects) -> &mut Arc<BTreeMap<String, Arc<Self>>> {
+        &mut objects.gateway_classes
     }
 }

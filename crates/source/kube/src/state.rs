@@ -301,6 +301,10 @@ mod tests {
         state.relisted::<Service>(vec![]);
         state.relisted::<k8s_openapi::api::discovery::v1::EndpointSlice>(vec![]);
         state.relisted::<Secret>(vec![]);
+        state.relisted::<portico_gateway::GatewayClass>(vec![]);
+        state.relisted::<portico_gateway::Gateway>(vec![]);
+        state.relisted::<portico_gateway::HttpRoute>(vec![]);
+        state.relisted::<portico_gateway::ReferenceGrant>(vec![]);
         state
     }
 
