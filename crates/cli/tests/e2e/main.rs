@@ -45,6 +45,7 @@ mod distributed;
 mod drain;
 mod failover;
 mod gateway_api;
+mod gateway_kube;
 mod get;
 mod haproxy;
 mod host_rules;
