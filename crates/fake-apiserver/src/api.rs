@@ -43,7 +43,7 @@ pub enum Reply {
 pub fn dispatch(shared: &Shared, call: &Call<'_>) -> Result<Reply, ApiError> {
     let not_found = || ApiError::new(404, "the server could not find the requested resource");
     let route = paths::parse(call.path).ok_or_else(not_found)?;
-    if paths::group(&route).is_some_and(|g| shared.hidden.iter().any(|h| h == g)) {
+    if paths::group_version(&route).is_some_and(|(g, v)| resources::hidden(&shared.hidden, g, v)) {
         return Err(not_found());
     }
     let target = match route {

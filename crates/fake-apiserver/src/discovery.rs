@@ -3,7 +3,7 @@
 //! served.
 
 use crate::paths::Route;
-use crate::resources::{ResourceType, TABLE};
+use crate::resources::{self, ResourceType, TABLE};
 use crate::status::ApiError;
 use http::Method;
 use serde_json::{Value, json};
@@ -48,8 +48,10 @@ fn version() -> Value {
 /// the preferred one.
 fn groups(hidden: &[String]) -> Value {
     let mut names: Vec<&str> = Vec::new();
-    let named = TABLE.iter().map(|t| t.group).filter(|g| !g.is_empty());
-    for group in named.filter(|g| !hidden.iter().any(|h| h == g)) {
+    let named = TABLE
+        .iter()
+        .filter(|t| !resources::hidden(hidden, t.group, t.version));
+    for group in named.map(|t| t.group).filter(|g| !g.is_empty()) {
         if !names.contains(&group) {
             names.push(group);
         }
@@ -58,7 +60,10 @@ fn groups(hidden: &[String]) -> Value {
         .iter()
         .map(|name| {
             let mut versions: Vec<&str> = Vec::new();
-            for t in TABLE.iter().filter(|t| t.group == *name) {
+            let served = TABLE
+                .iter()
+                .filter(|t| !resources::hidden(hidden, t.group, t.version));
+            for t in served.filter(|t| t.group == *name) {
                 if !versions.contains(&t.version) {
                     versions.push(t.version);
                 }

@@ -91,9 +91,10 @@ impl FakeApiServer {
         FakeApiServer::start_without(&[]).await
     }
 
-    /// As [`FakeApiServer::start`], without the API groups `groups` (e.g.
-    /// [`GATEWAY_API`]): discovery does not list them and their paths answer 404, as on a
-    /// cluster without their CRDs; [`FakeApiServer::apply`] of their kinds panics.
+    /// As [`FakeApiServer::start`], without the API groups (e.g. [`GATEWAY_API`]) or group
+    /// versions (`gateway.networking.k8s.io/v1`) in `groups`: discovery does not list them and
+    /// their paths answer 404, as on a cluster without their CRDs (or with older ones);
+    /// [`FakeApiServer::apply`] of their kinds panics.
     ///
     /// # Panics
     /// When no loopback port can be bound.
@@ -144,9 +145,12 @@ impl FakeApiServer {
     /// On a type the server does not serve, or an object without `metadata.name`.
     pub fn apply(&self, object: Value) -> Value {
         let ty = type_of(&object);
-        let group = resources::get(ty).group;
-        if self.inner.shared.hidden.iter().any(|h| h == group) {
-            panic!("fake API server: {group} is not served by this server");
+        let t = resources::get(ty);
+        if resources::hidden(&self.inner.shared.hidden, t.group, t.version) {
+            panic!(
+                "fake API server: {} is not served by this server",
+                t.api_version()
+            );
         }
         self.inner
             .shared

@@ -49,11 +49,15 @@ pub fn parse(path: &str) -> Option<Route> {
     }
 }
 
-/// The API group a route addresses, if it addresses one group's objects or discovery.
-pub fn group(route: &Route) -> Option<&str> {
+/// The API group and version a route addresses, if it addresses one group version's objects
+/// or discovery.
+pub fn group_version(route: &Route) -> Option<(&str, &str)> {
     match route {
-        Route::GroupVersion { group, .. } => Some(group),
-        Route::Object(target) => Some(resources::get(target.ty).group),
+        Route::GroupVersion { group, version } => Some((group, version)),
+        Route::Object(target) => {
+            let ty = resources::get(target.ty);
+            Some((ty.group, ty.version))
+        }
         _ => None,
     }
 }

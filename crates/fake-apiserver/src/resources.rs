@@ -137,6 +137,11 @@ pub fn split_api_version(api_version: &str) -> (&str, &str) {
     api_version.split_once('/').unwrap_or(("", api_version))
 }
 
+/// Whether `hidden` (API groups, or `group/version`s) leaves out `group`'s `version`.
+pub fn hidden(hidden: &[String], group: &str, version: &str) -> bool {
+    (hidden.iter()).any(|h| *h == group || h.split_once('/') == Some((group, version)))
+}
+
 /// Shorthand for `&TABLE[id]`.
 pub fn get(id: TypeId) -> &'static ResourceType {
     &TABLE[id]

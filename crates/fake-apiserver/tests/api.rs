@@ -426,4 +426,12 @@ async fn the_gateway_api_is_discovered_in_both_versions_unless_left_out() {
         .body(vec![])
         .expect("request");
     assert_eq!(api_code(client.request::<Value>(request).await), Some(404));
+
+    // Without one version: the group lists the other, preferred.
+    let only_beta = FakeApiServer::start_without(&["gateway.networking.k8s.io/v1"]).await;
+    let (_server, client) = connect(only_beta).await;
+    let discovery = Discovery::new(client).run().await.expect("discovery");
+    let group = discovery.get(GATEWAY_API).expect("the group");
+    assert_eq!(group.versions().collect::<Vec<_>>(), ["v1beta1"]);
+    assert_eq!(group.preferred_version(), Some("v1beta1"));
 }

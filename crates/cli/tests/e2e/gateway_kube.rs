@@ -242,3 +242,31 @@ async fn a_cluster_without_the_gateway_api_serves_ingresses_and_says_so_once() {
         "nothing of the group is asked for but discovery"
     );
 }
+
+#[tokio::test]
+async fn a_cluster_with_only_v1beta1_is_read_and_written_in_v1beta1() {
+    let cluster = Cluster::without(&["gateway.networking.k8s.io/v1"]).await;
+    services(&cluster, &["web"]).await;
+    let beta = |manifest: String| manifest.replace(V1, "gateway.networking.k8s.io/v1beta1");
+    cluster.apply(&beta(class("portico", OURS) + &gateway("gw", "portico")));
+    cluster.apply(&beta(route("shop", "shop.example", "[{name: gw}]", "web")));
+    let p = Portico::start_kube(&cluster, &[]).await;
+    p.wait_route("shop.example", "/", 200, "web").await;
+    eventually("the v1beta1 route's status", || {
+        let route = cluster.api.get(
+            "gateway.networking.k8s.io/v1beta1",
+            "HTTPRoute",
+            Some(NS),
+            "shop",
+        );
+        let route = route.unwrap_or(Value::Null);
+        let got = verdicts(&route["status"]["parents"][0]["conditions"]);
+        (got != ACCEPTED).then(|| format!("{got:?}"))
+    })
+    .await;
+    let patched = cluster.api.status_patches();
+    assert!(
+        patched.iter().all(|r| r.path.contains("/v1beta1/")),
+        "{patched:?}"
+    );
+}

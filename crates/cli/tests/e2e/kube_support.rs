@@ -21,7 +21,12 @@ impl Cluster {
 
     /// A cluster without the Gateway API's CRDs.
     pub async fn without_gateway_api() -> Self {
-        Self::with(FakeApiServer::start_without(&[portico_fake_apiserver::GATEWAY_API]).await)
+        Self::without(&[portico_fake_apiserver::GATEWAY_API]).await
+    }
+
+    /// A cluster without these API groups or group versions.
+    pub async fn without(groups: &[&str]) -> Self {
+        Self::with(FakeApiServer::start_without(groups).await)
     }
 
     fn with(api: FakeApiServer) -> Self {
