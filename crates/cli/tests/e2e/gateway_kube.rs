@@ -141,11 +141,13 @@ async fn gateway_api_objects_from_the_api_are_served_changed_and_get_their_statu
         gw["metadata"]["generation"]
     );
     assert!(!gw_now["status"]["addresses"].as_array().unwrap().is_empty());
-    let ours = stored(&cluster, "GatewayClass", None, "portico");
-    assert_eq!(
-        verdicts(&ours["status"]["conditions"]),
-        ["Accepted=True/Accepted"]
-    );
+    // Written in the same pass as the Gateway's, maybe answered after it.
+    eventually("our class's status", || {
+        let ours = stored(&cluster, "GatewayClass", None, "portico");
+        let got = verdicts(&ours["status"]["conditions"]);
+        (got != ["Accepted=True/Accepted"]).then(|| format!("{got:?}"))
+    })
+    .await;
     // Another controller's class and Gateway get no status from Portico.
     assert!(stored(&cluster, "GatewayClass", None, "other")["status"].is_null());
     assert!(stored(&cluster, "Gateway", Some(NS), "their-gw")["status"].is_null());
@@ -269,4 +271,26 @@ async fn a_cluster_with_only_v1beta1_is_read_and_written_in_v1beta1() {
         patched.iter().all(|r| r.path.contains("/v1beta1/")),
         "{patched:?}"
     );
+}
+
+#[tokio::test]
+async fn a_gateway_kind_portico_may_not_list_does_not_keep_ingresses_from_being_served() {
+    let cluster = Cluster::new().await;
+    services(&cluster, &["web"]).await;
+    cluster.apply(&ingress(
+        NS,
+        "shop",
+        "2026-01-01T00:00:00Z",
+        &[("shop.example", "/", "Prefix", "web", "http")],
+    ));
+    // An RBAC without the Gateway API's routes (a deployment of an older version).
+    cluster
+        .api
+        .fail_next("GET", "/gateway.networking.k8s.io/v1/httproutes", 403);
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("portico.log");
+    let p = Portico::start_kube_logging(&cluster, &log).await;
+    p.wait_route("shop.example", "/", 200, "web").await;
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("not permitted to list"), "{text}");
 }

@@ -4,7 +4,9 @@
 //! not installed) each kind counts as listed empty, so Ingresses are served as before, and
 //! this is logged once. With it, each kind is watched in the first version the cluster serves
 //! of [`VERSIONS`] (`v1`, else `v1beta1`); a kind served in neither counts as listed empty.
-//! Discovery is not repeated: CRDs installed later are read after a restart.
+//! Discovery is not repeated: CRDs installed later are read after a restart. A kind Portico
+//! may not list (403: an RBAC without the Gateway API) counts as listed empty too, with a
+//! warning, so that Ingresses are still served.
 //!
 //! The kinds are watched as dynamic objects and decoded one by one: an object that does not
 //! decode is logged with its name and the error, and the others are served (a typed watcher
@@ -14,7 +16,7 @@
 use crate::kinds::Watched;
 use crate::watch::{Shared, run_watcher};
 use futures::StreamExt;
-use kube::api::{ApiResource, DynamicObject};
+use kube::api::{ApiResource, DynamicObject, ListParams};
 use kube::discovery::Discovery;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
@@ -46,10 +48,10 @@ pub(crate) async fn run(shared: Arc<Shared>, namespace: Option<String>) {
     }
     let mut watchers = JoinSet::new();
     let ns = namespace.as_deref();
-    start::<GatewayClass>(&shared, group.as_ref(), None, &mut watchers);
-    start::<Gateway>(&shared, group.as_ref(), Some(ns), &mut watchers);
-    start::<HttpRoute>(&shared, group.as_ref(), Some(ns), &mut watchers);
-    start::<ReferenceGrant>(&shared, group.as_ref(), Some(ns), &mut watchers);
+    start::<GatewayClass>(&shared, group.as_ref(), None, &mut watchers).await;
+    start::<Gateway>(&shared, group.as_ref(), Some(ns), &mut watchers).await;
+    start::<HttpRoute>(&shared, group.as_ref(), Some(ns), &mut watchers).await;
+    start::<ReferenceGrant>(&shared, group.as_ref(), Some(ns), &mut watchers).await;
     while watchers.join_next().await.is_some() {}
 }
 
@@ -88,7 +90,7 @@ fn pick<'a>(served: &'a [(String, Vec<ApiResource>)], kind: &str) -> Option<&'a 
 
 /// Watches kind `K` in its served version (namespaced in `ns` when `Some`), or counts it as
 /// listed empty when the cluster does not serve it.
-fn start<K: Watched + k8s_openapi::Resource>(
+async fn start<K: Watched + k8s_openapi::Resource>(
     shared: &Arc<Shared>,
     group: Option<&Served>,
     ns: Option<Option<&str>>,
@@ -102,22 +104,40 @@ fn start<K: Watched + k8s_openapi::Resource>(
                 "not served by the cluster in v1 or v1beta1"
             );
         }
-        let effects = shared.state().relisted::<K>(vec![]);
-        shared.effects(effects);
+        absent::<K>(shared);
         return;
     };
-    tracing::info!(kind = kind::<K>(), api_version = %resource.api_version, "watching");
     let client = shared.client.clone();
     let api: Api<DynamicObject> = match ns {
         Some(Some(ns)) => Api::namespaced_with(client, ns, &resource),
         Some(None) | None => Api::all_with(client, &resource),
     };
+    // An RBAC without the Gateway API (a deployment older than this version) must not keep
+    // the Ingresses from being served: the kind counts as empty instead of retrying forever.
+    let probe = api.list(&ListParams::default().limit(1)).await;
+    if let Err(kube::Error::Api(status)) = &probe
+        && status.code == 403
+    {
+        tracing::warn!(
+            kind = kind::<K>(),
+            "not permitted to list (deploy/rbac.yaml grants it): not served"
+        );
+        absent::<K>(shared);
+        return;
+    }
+    tracing::info!(kind = kind::<K>(), api_version = %resource.api_version, "watching");
     let stream = watcher(api, watcher::Config::default()).default_backoff();
     let stream = stream.filter_map(move |event| {
         let event = event.map(|e| typed::<K>(&resource, e)).transpose();
         std::future::ready(event)
     });
     watchers.spawn(run_watcher(shared.clone(), stream));
+}
+
+/// Kind `K` counts as listed, empty.
+fn absent<K: Watched>(shared: &Arc<Shared>) {
+    let effects = shared.state().relisted::<K>(vec![]);
+    shared.effects(effects);
 }
 
 /// The event with its object decoded; `None` when it does not decode.
