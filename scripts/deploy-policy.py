@@ -34,6 +34,13 @@ ALLOWED = {
     ("cluster", "networking.k8s.io", "ingresses/status"): ("update", "patch"),
     ("cluster", "", "services/status"): ("update", "patch"),
     ("cluster", "events.k8s.io", "events"): ("create", "patch"),
+    ("cluster", "gateway.networking.k8s.io", "gatewayclasses"): READ,
+    ("cluster", "gateway.networking.k8s.io", "gateways"): READ,
+    ("cluster", "gateway.networking.k8s.io", "httproutes"): READ,
+    ("cluster", "gateway.networking.k8s.io", "referencegrants"): READ,
+    ("cluster", "gateway.networking.k8s.io", "gatewayclasses/status"): ("update", "patch"),
+    ("cluster", "gateway.networking.k8s.io", "gateways/status"): ("update", "patch"),
+    ("cluster", "gateway.networking.k8s.io", "httproutes/status"): ("update", "patch"),
     (NAMESPACE, "coordination.k8s.io", "leases"): ("get", "create", "update"),
 }
 EXPECTED = {key + (verb,) for key, verbs in ALLOWED.items() for verb in verbs}

@@ -61,6 +61,8 @@ pub(crate) enum Source {
         /// What the next report is made from, for the task that makes it.
         inputs: watch::Sender<Option<Arc<ReportInput>>>,
         reporting: tokio::task::JoinHandle<()>,
+        /// `--gateway-controller-name`, for the reports.
+        gateway_controller: Arc<str>,
     },
 }
 
@@ -69,6 +71,8 @@ pub(crate) struct ReportInput {
     objects: portico_translate::Objects,
     snapshot: portico_admin::Snapshot,
     publish: Vec<portico_admin::LoadBalancerAddress>,
+    /// `--gateway-controller-name`: whose Gateway API objects are ours.
+    gateway_controller: Arc<str>,
 }
 
 /// Makes the reports apart from the controller's loop (comparing 10,000 Ingresses' status
@@ -87,7 +91,8 @@ fn spawn_reporting(
                 continue;
             };
             let made = tokio::task::spawn_blocking(move || {
-                portico_report::report(&input.objects, &input.snapshot, &input.publish)
+                let controller = &input.gateway_controller;
+                portico_report::report(&input.objects, &input.snapshot, &input.publish, controller)
             });
             match made.await {
                 Ok(report) => {
@@ -128,6 +133,7 @@ impl Source {
                     reporter,
                     inputs,
                     reporting,
+                    gateway_controller: Arc::from(translate.gateway_controller.as_str()),
                 })
             }
         }
@@ -166,11 +172,17 @@ impl Source {
         snapshot: &portico_admin::Snapshot,
         publish: &[portico_admin::LoadBalancerAddress],
     ) {
-        if let Source::Kube { inputs, .. } = self {
+        if let Source::Kube {
+            inputs,
+            gateway_controller,
+            ..
+        } = self
+        {
             inputs.send_replace(Some(Arc::new(ReportInput {
                 objects: objects.clone(),
                 snapshot: snapshot.clone(),
                 publish: publish.to_vec(),
+                gateway_controller: gateway_controller.clone(),
             })));
         }
     }
@@ -185,6 +197,7 @@ impl Source {
                 reporter,
                 inputs,
                 reporting,
+                ..
             } => {
                 drop(source);
                 if let Some((_, task)) = publish {

@@ -385,9 +385,10 @@ struct ListenArgs {
 /// Where the Kubernetes API is and what of it to read.
 #[derive(Args, Debug, Clone)]
 struct KubeSourceArgs {
-    /// Read Ingresses, IngressClasses, Services, EndpointSlices and Secrets from the Kubernetes
-    /// API instead of manifest files (`run` and `controller`: and write Ingress and Service
-    /// status and Events, leader only).
+    /// Read Ingresses, IngressClasses, Services, EndpointSlices, Secrets and (where the cluster
+    /// has their CRDs) the Gateway API's GatewayClasses, Gateways, HTTPRoutes and
+    /// ReferenceGrants from the Kubernetes API instead of manifest files (`run` and
+    /// `controller`: and write Ingress, Service and Gateway API status and Events, leader only).
     #[arg(long, conflicts_with = "files")]
     kubernetes: bool,
     /// Kubeconfig file; default: KUBECONFIG, ~/.kube/config, then the in-cluster service

@@ -43,9 +43,15 @@ pub enum Reply {
 pub fn dispatch(shared: &Shared, call: &Call<'_>) -> Result<Reply, ApiError> {
     let not_found = || ApiError::new(404, "the server could not find the requested resource");
     let route = paths::parse(call.path).ok_or_else(not_found)?;
+    if paths::group_version(&route).is_some_and(|(g, v)| resources::hidden(&shared.hidden, g, v)) {
+        return Err(not_found());
+    }
     let target = match route {
         Route::Object(target) => target,
-        other => return discovery::answer(&other, call.method).map(|v| Reply::Json(200, v)),
+        other => {
+            let answer = discovery::answer(&other, call.method, &shared.hidden);
+            return answer.map(|v| Reply::Json(200, v));
+        }
     };
     let query = Query::parse(call.query)?;
     let named = target.name.is_some();

@@ -3,7 +3,7 @@
 //! served.
 
 use crate::paths::Route;
-use crate::resources::{ResourceType, TABLE};
+use crate::resources::{self, ResourceType, TABLE};
 use crate::status::ApiError;
 use http::Method;
 use serde_json::{Value, json};
@@ -11,7 +11,9 @@ use serde_json::{Value, json};
 /// The Kubernetes version the fake claims to be.
 pub const MINOR: &str = "34";
 
-pub fn answer(route: &Route, method: &Method) -> Result<Value, ApiError> {
+/// The discovery document at `route`; groups in `hidden` are not listed (their paths are not
+/// served: `api::dispatch` answers 404 before asking here).
+pub fn answer(route: &Route, method: &Method, hidden: &[String]) -> Result<Value, ApiError> {
     if method != Method::GET {
         return Err(ApiError::new(405, "discovery is read-only"));
     }
@@ -22,7 +24,7 @@ pub fn answer(route: &Route, method: &Method) -> Result<Value, ApiError> {
             "versions": ["v1"],
             "serverAddressByClientCIDRs": [],
         }),
-        Route::Groups => groups(),
+        Route::Groups => groups(hidden),
         Route::GroupVersion { group, version } => resources(group, version),
         Route::Object(_) => return Err(ApiError::new(404, "not a discovery path")),
     })
@@ -42,9 +44,14 @@ fn version() -> Value {
     })
 }
 
-fn groups() -> Value {
+/// Every named group not hidden, with its versions in the table's order; the first (`v1`) is
+/// the preferred one.
+fn groups(hidden: &[String]) -> Value {
     let mut names: Vec<&str> = Vec::new();
-    for group in TABLE.iter().map(|t| t.group).filter(|g| !g.is_empty()) {
+    let named = TABLE
+        .iter()
+        .filter(|t| !resources::hidden(hidden, t.group, t.version));
+    for group in named.map(|t| t.group).filter(|g| !g.is_empty()) {
         if !names.contains(&group) {
             names.push(group);
         }
@@ -52,8 +59,20 @@ fn groups() -> Value {
     let groups: Vec<Value> = names
         .iter()
         .map(|name| {
-            let gv = json!({"groupVersion": format!("{name}/v1"), "version": "v1"});
-            json!({"name": name, "versions": [gv.clone()], "preferredVersion": gv})
+            let mut versions: Vec<&str> = Vec::new();
+            let served = TABLE
+                .iter()
+                .filter(|t| !resources::hidden(hidden, t.group, t.version));
+            for t in served.filter(|t| t.group == *name) {
+                if !versions.contains(&t.version) {
+                    versions.push(t.version);
+                }
+            }
+            let versions: Vec<Value> = (versions.iter())
+                .map(|v| json!({"groupVersion": format!("{name}/{v}"), "version": v}))
+                .collect();
+            let preferred = versions[0].clone();
+            json!({"name": name, "versions": versions, "preferredVersion": preferred})
         })
         .collect();
     json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})

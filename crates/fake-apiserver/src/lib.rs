@@ -10,13 +10,14 @@
 //!
 //! It owns no Portico logic and must never be a dependency of the binary; it depends on nothing
 //! of Portico's. Served types: see the table in `resources.rs` (Ingress, IngressClass, Service,
-//! Secret, Endpoints, Event (both groups), Namespace, ConfigMap, EndpointSlice, Lease).
+//! Secret, Endpoints, Event (both groups), Namespace, ConfigMap, EndpointSlice, Lease, and the
+//! Gateway API's GatewayClass, Gateway, HTTPRoute and ReferenceGrant in `v1` and `v1beta1`).
 //!
 //! What differs from a real API server, beyond the notes in each module: no authentication,
 //! authorization, admission, validation of object contents, defaulting, finalizers, owner
 //! garbage collection (deleting a Namespace leaves its objects), namespace existence checks,
 //! managedFields or server-side apply; the `v1` and `events.k8s.io/v1` Events are two separate
-//! stores; plain HTTP/1.1 only, no protobuf, no compression; the history is kept whole until
+//! stores, and so are the Gateway API's `v1` and `v1beta1` versions of a kind; plain HTTP/1.1 only, no protobuf, no compression; the history is kept whole until
 //! [`FakeApiServer::compact`]; uids are unique per process, not random.
 
 mod api;
@@ -33,6 +34,7 @@ mod store;
 mod watch;
 mod write;
 
+pub use resources::GATEWAY as GATEWAY_API;
 use serde_json::Value;
 use server::{Failure, Shared, lock};
 use std::net::SocketAddr;
@@ -86,13 +88,25 @@ impl FakeApiServer {
     /// # Panics
     /// When no loopback port can be bound.
     pub async fn start() -> FakeApiServer {
+        FakeApiServer::start_without(&[]).await
+    }
+
+    /// As [`FakeApiServer::start`], without the API groups (e.g. [`GATEWAY_API`]) or group
+    /// versions (`gateway.networking.k8s.io/v1`) in `groups`: discovery does not list them and
+    /// their paths answer 404, as on a cluster without their CRDs (or with older ones);
+    /// [`FakeApiServer::apply`] of their kinds panics.
+    ///
+    /// # Panics
+    /// When no loopback port can be bound.
+    pub async fn start_without(groups: &[&str]) -> FakeApiServer {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("fake API server: bind 127.0.0.1:0");
         let addr = listener
             .local_addr()
             .expect("fake API server: local address");
-        let shared = Arc::new(Shared::new());
+        let hidden = groups.iter().map(|g| (*g).to_owned()).collect();
+        let shared = Arc::new(Shared::new(hidden));
         let task = tokio::spawn(server::serve(listener, shared.clone()));
         FakeApiServer {
             inner: Arc::new(Inner { shared, addr, task }),
@@ -131,6 +145,13 @@ impl FakeApiServer {
     /// On a type the server does not serve, or an object without `metadata.name`.
     pub fn apply(&self, object: Value) -> Value {
         let ty = type_of(&object);
+        let t = resources::get(ty);
+        if resources::hidden(&self.inner.shared.hidden, t.group, t.version) {
+            panic!(
+                "fake API server: {} is not served by this server",
+                t.api_version()
+            );
+        }
         self.inner
             .shared
             .store

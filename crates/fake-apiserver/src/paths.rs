@@ -49,6 +49,19 @@ pub fn parse(path: &str) -> Option<Route> {
     }
 }
 
+/// The API group and version a route addresses, if it addresses one group version's objects
+/// or discovery.
+pub fn group_version(route: &Route) -> Option<(&str, &str)> {
+    match route {
+        Route::GroupVersion { group, version } => Some((group, version)),
+        Route::Object(target) => {
+            let ty = resources::get(target.ty);
+            Some((ty.group, ty.version))
+        }
+        _ => None,
+    }
+}
+
 fn group_route(group: &str, version: &str, rest: &[&str]) -> Option<Route> {
     if rest.is_empty() {
         let known = resources::TABLE

@@ -70,7 +70,41 @@ pub static TABLE: &[ResourceType] = &[
     ),
     ty("events.k8s.io", "v1", "events", "Event", true, false),
     ty("coordination.k8s.io", "v1", "leases", "Lease", true, false),
+    // The Gateway API's CRDs (standard channel): each version a store of its own, unlike the
+    // real server, which converts one storage between the versions it serves.
+    ty(GATEWAY, "v1", "gatewayclasses", "GatewayClass", false, true),
+    ty(GATEWAY, "v1", "gateways", "Gateway", true, true),
+    ty(GATEWAY, "v1", "httproutes", "HTTPRoute", true, true),
+    ty(
+        GATEWAY,
+        "v1",
+        "referencegrants",
+        "ReferenceGrant",
+        true,
+        false,
+    ),
+    ty(
+        GATEWAY,
+        "v1beta1",
+        "gatewayclasses",
+        "GatewayClass",
+        false,
+        true,
+    ),
+    ty(GATEWAY, "v1beta1", "gateways", "Gateway", true, true),
+    ty(GATEWAY, "v1beta1", "httproutes", "HTTPRoute", true, true),
+    ty(
+        GATEWAY,
+        "v1beta1",
+        "referencegrants",
+        "ReferenceGrant",
+        true,
+        false,
+    ),
 ];
+
+/// The Gateway API's group.
+pub const GATEWAY: &str = "gateway.networking.k8s.io";
 
 impl ResourceType {
     /// `v1` for the core group, `group/version` otherwise.
@@ -103,6 +137,11 @@ pub fn split_api_version(api_version: &str) -> (&str, &str) {
     api_version.split_once('/').unwrap_or(("", api_version))
 }
 
+/// Whether `hidden` (API groups, or `group/version`s) leaves out `group`'s `version`.
+pub fn hidden(hidden: &[String], group: &str, version: &str) -> bool {
+    (hidden.iter()).any(|h| *h == group || h.split_once('/') == Some((group, version)))
+}
+
 /// Shorthand for `&TABLE[id]`.
 pub fn get(id: TypeId) -> &'static ResourceType {
     &TABLE[id]
@@ -122,5 +161,9 @@ mod tests {
         );
         assert_ne!(by_kind("v1", "Event"), by_kind("events.k8s.io/v1", "Event"));
         assert_eq!(by_kind("v2", "Service"), None);
+        let v1 = by_kind("gateway.networking.k8s.io/v1", "HTTPRoute");
+        let beta = by_kind("gateway.networking.k8s.io/v1beta1", "HTTPRoute");
+        assert_eq!(v1, by_path(GATEWAY, "v1", "httproutes"));
+        assert!(v1.is_some() && beta.is_some() && v1 != beta);
     }
 }

@@ -31,6 +31,8 @@ pub struct Shared {
     pub watches_opened: AtomicUsize,
     pub connections_accepted: AtomicUsize,
     pub bookmark_every_ms: Arc<AtomicU64>,
+    /// API groups not served, as on a cluster without their CRDs.
+    pub hidden: Vec<String>,
 }
 
 /// One injected failure, used by the first request that matches it.
@@ -42,7 +44,7 @@ pub struct Failure {
 }
 
 impl Shared {
-    pub fn new() -> Self {
+    pub fn new(hidden: Vec<String>) -> Self {
         Self {
             store: Store::new(),
             log: Mutex::default(),
@@ -50,6 +52,7 @@ impl Shared {
             watches_opened: AtomicUsize::new(0),
             connections_accepted: AtomicUsize::new(0),
             bookmark_every_ms: Arc::new(AtomicU64::new(1000)),
+            hidden,
         }
     }
 }

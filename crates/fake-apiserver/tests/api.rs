@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{api_code, ingress, start};
+use common::{api_code, connect, ingress, start};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::events::v1::Event;
@@ -381,4 +381,57 @@ async fn discovery_and_version_answer() {
             .iter()
             .any(|r| r.name == "ingresses/status")
     );
+}
+
+#[tokio::test]
+async fn the_gateway_api_is_discovered_in_both_versions_unless_left_out() {
+    use kube::discovery::Discovery;
+    use portico_fake_apiserver::{FakeApiServer, GATEWAY_API};
+    let (server, client) = start().await;
+    let discovery = Discovery::new(client.clone()).filter(&[GATEWAY_API]).run();
+    let discovery = discovery.await.expect("discovery");
+    let group = discovery
+        .get(GATEWAY_API)
+        .expect("the Gateway API is served");
+    assert_eq!(group.versions().collect::<Vec<_>>(), ["v1", "v1beta1"]);
+    assert_eq!(group.preferred_version(), Some("v1"));
+    let kinds = |v| -> Vec<String> {
+        let resources = group.versioned_resources(v).into_iter();
+        resources.map(|(r, _)| r.kind).collect()
+    };
+    let all = ["GatewayClass", "Gateway", "HTTPRoute", "ReferenceGrant"];
+    assert_eq!(kinds("v1"), all);
+    assert_eq!(kinds("v1beta1"), all);
+    let route = json!({"apiVersion": "gateway.networking.k8s.io/v1beta1", "kind": "HTTPRoute",
+        "metadata": {"name": "r", "namespace": "web"}, "spec": {}});
+    server.apply(route);
+    let status = json!({"status": {"parents": []}});
+    let path = "/apis/gateway.networking.k8s.io/v1beta1/namespaces/web/httproutes/r/status";
+    let request = http::Request::patch(path)
+        .header("content-type", "application/merge-patch+json")
+        .body(serde_json::to_vec(&status).expect("json"))
+        .expect("request");
+    let patched: Value = client.request(request).await.expect("status patch");
+    assert_eq!(patched["status"], status["status"]);
+
+    // Without the CRDs: not listed, not served.
+    let (_server, client) = connect(FakeApiServer::start_without(&[GATEWAY_API]).await).await;
+    let discovery = Discovery::new(client.clone())
+        .run()
+        .await
+        .expect("discovery");
+    assert!(!discovery.has_group(GATEWAY_API));
+    assert!(discovery.has_group("networking.k8s.io"));
+    let request = http::Request::get("/apis/gateway.networking.k8s.io/v1/gateways")
+        .body(vec![])
+        .expect("request");
+    assert_eq!(api_code(client.request::<Value>(request).await), Some(404));
+
+    // Without one version: the group lists the other, preferred.
+    let only_beta = FakeApiServer::start_without(&["gateway.networking.k8s.io/v1"]).await;
+    let (_server, client) = connect(only_beta).await;
+    let discovery = Discovery::new(client).run().await.expect("discovery");
+    let group = discovery.get(GATEWAY_API).expect("the group");
+    assert_eq!(group.versions().collect::<Vec<_>>(), ["v1beta1"]);
+    assert_eq!(group.preferred_version(), Some("v1beta1"));
 }

@@ -26,6 +26,13 @@ pub enum Error {
         #[source]
         source: Box<kube::Error>,
     },
+    #[error("status of {kind} {key}: {source}")]
+    GatewayStatus {
+        kind: &'static str,
+        key: ObjectKey,
+        #[source]
+        source: Box<kube::Error>,
+    },
     #[error("Event about {object}: {source}")]
     Event {
         object: ObjectRef,
@@ -48,6 +55,7 @@ impl Error {
         match self {
             Error::Lease { source, .. }
             | Error::Status { source, .. }
+            | Error::GatewayStatus { source, .. }
             | Error::Event { source, .. } => code(source),
             Error::LeaseTimeout { .. } => None,
         }

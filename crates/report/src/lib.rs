@@ -7,7 +7,8 @@
 //! - the lease loop ([`lease`]) elects the leader with a `coordination.k8s.io/v1` Lease and
 //!   publishes leadership on a watch channel ([`Reporter::leader`]);
 //! - the writer makes, while leader, each Ingress's `status.loadBalancer.ingress` match the
-//!   report ([`status`]) and publishes each diagnostic once as an Event ([`events`]).
+//!   report ([`status`]), writes our Gateway API objects' status ([`gateway`]) and publishes
+//!   each diagnostic once as an Event ([`events`]).
 //!
 //! With the defaults (lease 10 s, retry 2 s) a new leader takes over at most about 12 s after
 //! the leader died (it must see the Lease unchanged for 10 s, and polls every 2 s), and within
@@ -19,6 +20,7 @@
 
 mod error;
 mod events;
+mod gateway;
 pub mod lease;
 mod report;
 mod status;
@@ -26,6 +28,9 @@ mod writer;
 
 pub use error::Error;
 pub use events::{EventLedger, MAX_NOTE_BYTES, Reporting, Stamps, event, event_name, note, reason};
+pub use gateway::{
+    GatewayKind, GatewayLedger, GatewayStatusReport, gateway_patch_body, gateway_reports,
+};
 pub use report::{DiagnosticReport, Report, StatusKind, StatusReport, observed, reference, report};
 pub use status::{StatusLedger, StatusPatch, patch_body};
 pub use writer::{EVENTS_PER_PASS, IN_FLIGHT};

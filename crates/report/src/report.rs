@@ -23,6 +23,8 @@ pub struct Report {
     pub diagnostics: Vec<DiagnosticReport>,
     /// The addresses this controller publishes; a status equal to them is known to be ours.
     pub publish: Vec<LoadBalancerAddress>,
+    /// Our GatewayClasses, Gateways and HTTPRoutes whose status differs from what it should be.
+    pub gateway_api: Vec<crate::GatewayStatusReport>,
 }
 
 /// Which kind of object a [`StatusReport`] is about.
@@ -64,8 +66,14 @@ pub struct DiagnosticReport {
 
 /// Computes the report. Ingresses only the snapshot knows (the source could not decode them)
 /// have no observable status and are left out; diagnostics about non-Kubernetes objects
-/// (manifest files) have nothing to attach an Event to and are left out too.
-pub fn report(objects: &Objects, snapshot: &Snapshot, publish: &[LoadBalancerAddress]) -> Report {
+/// (manifest files) have nothing to attach an Event to and are left out too. `gateway_controller`
+/// is ours (`--gateway-controller-name`): only its Gateway API objects are reported.
+pub fn report(
+    objects: &Objects,
+    snapshot: &Snapshot,
+    publish: &[LoadBalancerAddress],
+    gateway_controller: &str,
+) -> Report {
     let mut lists = Lists::default();
     let views: BTreeMap<(&str, &str), _> = snapshot
         .ingresses
@@ -139,6 +147,7 @@ pub fn report(objects: &Objects, snapshot: &Snapshot, publish: &[LoadBalancerAdd
         services,
         diagnostics,
         publish: publish.to_vec(),
+        gateway_api: crate::gateway_reports(objects, &snapshot.gateway_api, gateway_controller),
     }
 }
 

@@ -104,7 +104,7 @@ fn find<'a>(r: &'a Report, name: &str) -> &'a StatusReport {
 
 #[test]
 fn owned_served_ingress_wants_the_publish_addresses() {
-    let r = report(&objects(), &snapshot(), &[ip("10.0.0.1")]);
+    let r = report(&objects(), &snapshot(), &[ip("10.0.0.1")], "");
     let web = find(&r, "web");
     assert!(web.owned);
     assert_eq!(web.desired.to_vec(), vec![ip("10.0.0.1")]);
@@ -124,7 +124,7 @@ fn report_after_web_was_written() -> Report {
         status: written.status.clone(),
     };
     Arc::make_mut(&mut o.ingress_seen).insert(ObjectKey::new("shop", "web"), Arc::new(seen));
-    report(&o, &snapshot(), &[ip("10.0.0.1")])
+    report(&o, &snapshot(), &[ip("10.0.0.1")], "")
 }
 
 #[test]
@@ -141,7 +141,7 @@ fn a_status_only_update_noted_apart_is_what_is_observed() {
 
 #[test]
 fn owned_unserved_and_foreign_ingresses_want_no_addresses() {
-    let r = report(&objects(), &snapshot(), &[ip("10.0.0.1")]);
+    let r = report(&objects(), &snapshot(), &[ip("10.0.0.1")], "");
     let idle = find(&r, "idle");
     assert!(idle.owned && idle.desired.is_empty());
     let other = find(&r, "other");
@@ -151,14 +151,14 @@ fn owned_unserved_and_foreign_ingresses_want_no_addresses() {
 
 #[test]
 fn ingresses_only_the_snapshot_knows_are_left_out() {
-    let r = report(&objects(), &snapshot(), &[]);
+    let r = report(&objects(), &snapshot(), &[], "");
     let names: Vec<_> = r.ingresses.iter().map(|i| i.key.name.as_str()).collect();
     assert_eq!(names, ["idle", "other", "web"]);
 }
 
 #[test]
 fn diagnostics_reference_kubernetes_objects_with_their_uid() {
-    let r = report(&objects(), &snapshot(), &[]);
+    let r = report(&objects(), &snapshot(), &[], "");
     let secret = r
         .diagnostics
         .iter()
@@ -179,7 +179,7 @@ fn diagnostics_reference_kubernetes_objects_with_their_uid() {
 
 #[test]
 fn cluster_scoped_and_unknown_objects_get_a_reference_without_namespace_or_uid() {
-    let r = report(&objects(), &snapshot(), &[]);
+    let r = report(&objects(), &snapshot(), &[], "");
     let by_kind = |k: &str| {
         r.diagnostics
             .iter()
@@ -197,7 +197,7 @@ fn cluster_scoped_and_unknown_objects_get_a_reference_without_namespace_or_uid()
 
 #[test]
 fn file_diagnostics_are_not_reported() {
-    let r = report(&objects(), &snapshot(), &[]);
+    let r = report(&objects(), &snapshot(), &[], "");
     assert!(
         r.diagnostics
             .iter()
@@ -212,13 +212,13 @@ fn duplicate_diagnostics_are_reported_once() {
     let mut s = snapshot();
     let again = s.diagnostics[0].clone();
     s.diagnostics.push(again);
-    let r = report(&objects(), &s, &[]);
+    let r = report(&objects(), &s, &[], "");
     assert_eq!(r.diagnostics.len(), 7);
 }
 
 #[test]
 fn empty_inputs_give_an_empty_report() {
-    let r = report(&Objects::default(), &Snapshot::default(), &[]);
+    let r = report(&Objects::default(), &Snapshot::default(), &[], "");
     assert_eq!(r, Report::default());
 }
 
@@ -253,7 +253,7 @@ fn services_portico_serves_want_their_load_balancers_addresses() {
         "dns".into(),
         view(&["10.0.0.9", "203.0.113.4"]),
     )];
-    let r = report(&o, &snap, &[ip("10.0.0.1")]);
+    let r = report(&o, &snap, &[ip("10.0.0.1")], "");
     // Only the Service with a view (Portico's) is reported; "plain" is somebody else's.
     assert_eq!(r.services.len(), 1, "{:?}", r.services);
     let dns = &r.services[0];

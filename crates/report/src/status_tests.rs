@@ -26,6 +26,7 @@ fn report(ingresses: Vec<StatusReport>) -> Report {
         services: vec![],
         diagnostics: vec![],
         publish: vec![ip("10.0.0.1")],
+        gateway_api: vec![],
     }
 }
 

@@ -15,6 +15,7 @@
 
 use crate::error::Error;
 use crate::events::{EventLedger, Reporting, Stamps, event};
+use crate::gateway::{GatewayLedger, GatewayStatusReport, gateway_patch_body};
 use crate::report::{DiagnosticReport, Report, StatusKind};
 use crate::status::{StatusLedger, StatusPatch, patch_body};
 use crate::{ReportSettings, shutdown_requested};
@@ -23,7 +24,7 @@ use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::networking::v1::Ingress;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use std::sync::Arc;
 use tokio::sync::watch;
@@ -59,6 +60,7 @@ struct Writer {
     client: Client,
     settings: Arc<ReportSettings>,
     status: StatusLedger,
+    gateway_api: GatewayLedger,
     events: EventLedger,
     stamps: Stamps,
 }
@@ -77,6 +79,7 @@ impl Writer {
             client,
             settings,
             status: StatusLedger::default(),
+            gateway_api: GatewayLedger::default(),
             events: EventLedger::default(),
             stamps: Stamps::default(),
         }
@@ -108,8 +111,31 @@ impl Writer {
             );
         }
         let status_failed = self.write_status(patches).await;
+        let gateway_failed = self.write_gateway_api(&report.gateway_api).await;
         let events_failed = self.write_events(diagnostics).await;
-        status_failed || events_failed || more
+        status_failed || gateway_failed || events_failed || more
+    }
+
+    /// Writes the Gateway API objects' status the ledger does not hold written; true if one
+    /// failed in a way worth retrying (a 409: another writer came first, and the source will
+    /// show what it wrote).
+    async fn write_gateway_api(&mut self, reports: &[GatewayStatusReport]) -> bool {
+        let planned: Vec<GatewayStatusReport> = (self.gateway_api.plan(reports).into_iter())
+            .cloned()
+            .collect();
+        let sends = planned
+            .into_iter()
+            .map(|r| write_gateway_status(self.client.clone(), r));
+        let mut results = std::pin::pin!(stream::iter(sends).buffer_unordered(IN_FLIGHT));
+        let mut retry = false;
+        while let Some((report, outcome)) = results.next().await {
+            match outcome {
+                Outcome::Done => self.gateway_api.written(&report),
+                Outcome::GivenUp => {}
+                Outcome::Failed => retry = true,
+            }
+        }
+        retry
     }
 
     /// Sends the patches; true if one failed in a way worth retrying.
@@ -190,6 +216,32 @@ impl Writer {
         }
         retry
     }
+}
+
+/// One Gateway API object's status write, in the version it was read in.
+async fn write_gateway_status(
+    client: Client,
+    r: GatewayStatusReport,
+) -> (GatewayStatusReport, Outcome) {
+    let (group, version) = r.api_version.split_once('/').unwrap_or(("", "v1"));
+    let (kind, plural) = r.kind.names();
+    let gvk = GroupVersionKind::gvk(group, version, kind);
+    let resource = ApiResource::from_gvk_with_plural(&gvk, plural);
+    let api: Api<DynamicObject> = if r.key.namespace.is_empty() {
+        Api::all_with(client, &resource)
+    } else {
+        Api::namespaced_with(client, &r.key.namespace, &resource)
+    };
+    let body = Patch::Merge(gateway_patch_body(&r));
+    let result = api
+        .patch_status(&r.key.name, &PatchParams::default(), &body)
+        .await;
+    let outcome = outcome(result.map(drop).map_err(|source| Error::GatewayStatus {
+        kind,
+        key: r.key.clone(),
+        source: Box::new(source),
+    }));
+    (r, outcome)
 }
 
 fn outcome(result: Result<(), Error>) -> Outcome {

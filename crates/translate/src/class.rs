@@ -109,8 +109,8 @@ pub(crate) fn provider(objects: &Objects, class: &str, config: &Config) -> Strin
 }
 
 /// The Secrets a source must keep: those named by `spec.tls` of Ingresses whose class is ours,
-/// in the Ingress's namespace, their upstream CA Secrets (`proxy-ssl-secret`), and the
-/// `--default-certificate` Secret. A Kubernetes source
+/// in the Ingress's namespace, their upstream CA Secrets (`proxy-ssl-secret`), the
+/// `certificateRefs` of our Gateways' listeners, and the `--default-certificate` Secret. A Kubernetes source
 /// keeps only these in memory (Secrets are the largest objects and mostly not ours).
 pub fn referenced_secrets(objects: &Objects, config: &Config) -> BTreeSet<ObjectKey> {
     let owned = owned_classes(objects, config);
@@ -126,6 +126,7 @@ pub fn referenced_secrets(objects: &Objects, config: &Config) -> BTreeSet<Object
             secrets.insert(ObjectKey::new(&ca.namespace, &ca.name));
         }
     }
+    secrets.extend(crate::gateway::referenced_secrets(objects, config));
     secrets
 }
 
@@ -193,5 +194,44 @@ mod tests {
             got,
             ["ns/a", "ns/b", "ns/upstream-ca", "system/default-tls"]
         );
+    }
+
+    #[test]
+    fn our_gateways_certificate_refs_are_referenced_secrets() {
+        use portico_gateway::{Gateway, GatewayClass};
+        let class = |name: &str, controller: &str| -> GatewayClass {
+            let class = serde_json::json!({"metadata": {"name": name},
+                "spec": {"controllerName": controller}});
+            serde_json::from_value(class).unwrap()
+        };
+        let gateway = |class: &str, refs: serde_json::Value| -> Gateway {
+            let gateway = serde_json::json!({"metadata": {"namespace": "ns", "name": class},
+                "spec": {"gatewayClassName": class, "listeners": [
+                    {"name": "http", "port": 80, "protocol": "HTTP"},
+                    {"name": "https", "port": 443, "protocol": "HTTPS",
+                     "tls": {"certificateRefs": refs}}]}});
+            serde_json::from_value(gateway).unwrap()
+        };
+        let mut objects = Objects::default();
+        let classes = std::sync::Arc::make_mut(&mut objects.gateway_classes);
+        classes.insert(
+            "ours".into(),
+            Arc::new(class("ours", crate::config::GATEWAY_CONTROLLER_NAME)),
+        );
+        classes.insert("theirs".into(), Arc::new(class("theirs", "example.com/gw")));
+        let refs = serde_json::json!([{"name": "a"}, {"name": "b", "namespace": "certs"},
+            {"name": "c", "kind": "ConfigMap", "group": ""}]);
+        let gateways = std::sync::Arc::make_mut(&mut objects.gateways);
+        gateways.insert(
+            ObjectKey::new("ns", "ours"),
+            Arc::new(gateway("ours", refs)),
+        );
+        let theirs = gateway("theirs", serde_json::json!([{"name": "x"}]));
+        gateways.insert(ObjectKey::new("ns", "theirs"), Arc::new(theirs));
+        let got: Vec<String> = referenced_secrets(&objects, &Config::default())
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(got, ["certs/b", "ns/a"]);
     }
 }

@@ -591,6 +591,18 @@ status:
         (programmed.status.as_str(), programmed.reason.as_str()),
         ("False", "Pending")
     );
+    // Detached from our Gateway: our parent entry goes, the other controller's stays.
+    let detached = docs.replace(
+        "parentRefs: [{name: theirs}, {name: gw}]",
+        "parentRefs: [{name: theirs}]",
+    );
+    let objects = support::load(&detached);
+    let t = portico_translate::translate(&objects, &Default::default());
+    let controller = "portico.dev/gateway-controller";
+    let out = statuses(&objects, &t.gateways, &Default::default(), controller, &now);
+    let parents = &out.routes[0].status.as_ref().unwrap().parents;
+    let names: Vec<&str> = parents.iter().map(|p| p.controller_name.as_str()).collect();
+    assert_eq!(names, ["example.com/other"]);
 }
 
 #[test]

@@ -16,7 +16,20 @@ pub struct Cluster {
 
 impl Cluster {
     pub async fn new() -> Self {
-        let api = FakeApiServer::start().await;
+        Self::with(FakeApiServer::start().await)
+    }
+
+    /// A cluster without the Gateway API's CRDs.
+    pub async fn without_gateway_api() -> Self {
+        Self::without(&[portico_fake_apiserver::GATEWAY_API]).await
+    }
+
+    /// A cluster without these API groups or group versions.
+    pub async fn without(groups: &[&str]) -> Self {
+        Self::with(FakeApiServer::start_without(groups).await)
+    }
+
+    fn with(api: FakeApiServer) -> Self {
         let dir = tempfile::tempdir().unwrap();
         api.write_kubeconfig(&dir.path().join("kubeconfig"));
         Cluster { api, dir }
@@ -180,6 +193,15 @@ impl Portico {
     /// `portico run --kubernetes` against `cluster`, with `extra` flags; returns once ready
     /// (every kind listed and the first snapshot served).
     pub async fn start_kube(cluster: &Cluster, extra: &[&str]) -> Portico {
+        Portico::spawn(&Self::kube_args(cluster, extra)).await
+    }
+
+    /// Like [`Portico::start_kube`], logging at `warn` into the file `log`.
+    pub async fn start_kube_logging(cluster: &Cluster, log: &Path) -> Portico {
+        Portico::spawn_logging(&Self::kube_args(cluster, &[]), "warn", log).await
+    }
+
+    fn kube_args(cluster: &Cluster, extra: &[&str]) -> Vec<String> {
         let mut args: Vec<String> = vec![
             "run".into(),
             "--kubernetes".into(),
@@ -195,6 +217,6 @@ impl Portico {
             .map(String::from),
         );
         args.extend(extra.iter().map(|s| s.to_string()));
-        Portico::spawn(&args).await
+        args
     }
 }

@@ -48,6 +48,7 @@ mod external_auth;
 mod failover;
 mod gateway_api;
 mod gateway_http;
+mod gateway_kube;
 mod get;
 mod haproxy;
 mod host_rules;

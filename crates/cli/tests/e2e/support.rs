@@ -247,6 +247,12 @@ impl Portico {
         args
     }
 
+    /// The binary with `args`, logging at `level` into the file `log`.
+    pub async fn spawn_logging(args: &[String], level: &str, log: &Path) -> Self {
+        let log = std::fs::File::create(log).unwrap();
+        Self::spawn_with(&[], args, level, Stdio::from(log), &[]).await
+    }
+
     pub async fn spawn(args: &[String]) -> Self {
         Self::spawn_with(&[], args, "warn", Stdio::inherit(), &[]).await
     }

@@ -9,7 +9,11 @@ use std::time::Duration;
 
 /// A fake API server and a client configured through the kubeconfig it writes.
 pub async fn start() -> (FakeApiServer, kube::Client) {
-    let server = FakeApiServer::start().await;
+    connect(FakeApiServer::start().await).await
+}
+
+/// A client for `server`, configured through the kubeconfig it writes.
+pub async fn connect(server: FakeApiServer) -> (FakeApiServer, kube::Client) {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("kubeconfig");
     server.write_kubeconfig(&path);

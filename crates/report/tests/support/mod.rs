@@ -206,7 +206,7 @@ fn report_of(items: Vec<Ingress>) -> Report {
         ingresses: views.into(),
         ..Snapshot::default()
     };
-    portico_report::report(&objects, &snapshot, &publish)
+    portico_report::report(&objects, &snapshot, &publish, "")
 }
 
 /// Polls `check` every 20 ms until it holds or `within` passed; whether it held.

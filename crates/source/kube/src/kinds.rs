@@ -4,6 +4,7 @@ use k8s_openapi::api::core::v1::{Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use kube::Resource;
+use portico_gateway::{Gateway, GatewayClass, HttpRoute, ReferenceGrant};
 use portico_translate::{CompactSlice, KeptIngress, KeptService, ObjectKey, Objects, StatusSeen};
 use serde::de::DeserializeOwned;
 use std::collections::BTreeMap;
@@ -18,20 +19,31 @@ pub enum Kind {
     Service,
     EndpointSlice,
     Secret,
+    GatewayClass,
+    Gateway,
+    HttpRoute,
+    ReferenceGrant,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 5] = [
+    pub const ALL: [Kind; 9] = [
         Kind::Ingress,
         Kind::IngressClass,
         Kind::Service,
         Kind::EndpointSlice,
         Kind::Secret,
+        Kind::GatewayClass,
+        Kind::Gateway,
+        Kind::HttpRoute,
+        Kind::ReferenceGrant,
     ];
 
     /// Whether a change of this kind can change which Secrets are referenced.
     pub(crate) fn names_secrets(self) -> bool {
-        matches!(self, Kind::Ingress | Kind::IngressClass)
+        matches!(
+            self,
+            Kind::Ingress | Kind::IngressClass | Kind::GatewayClass | Kind::Gateway
+        )
     }
 }
 
@@ -206,3 +218,68 @@ impl Watched for IngressClass {
         &mut objects.ingress_classes
     }
 }
+
+/// The Gateway API kinds, kept whole. An update of the status or resource version only (at
+/// scale, mostly the echoes of our own status writes) replaces the kept object without being a
+/// change: rerunning the pipeline for each echo made the status of 2,000 routes take minutes.
+/// The next snapshot (the next change, or the resync) carries it to the status report.
+macro_rules! gateway_api {
+    ($ty:ty, $kind:expr, $key:ty, $key_of:expr, $field:ident) => {
+        impl Watched for $ty {
+            const KIND: Kind = $kind;
+            type Key = $key;
+            type Stored = Self;
+            fn key(&self) -> $key {
+                $key_of(self)
+            }
+            fn store(self) -> Self {
+                self
+            }
+            fn same_for_serving(old: &Self, new: &Self) -> bool {
+                let unserved = |object: &Self| {
+                    let mut object = object.clone();
+                    object.status = None;
+                    object.metadata.resource_version = None;
+                    object.metadata.managed_fields = None;
+                    object
+                };
+                unserved(old) == unserved(new)
+            }
+            fn map(objects: &mut Objects) -> &mut Arc<BTreeMap<$key, Arc<Self>>> {
+                &mut objects.$field
+            }
+            fn note_status(objects: &mut Objects, key: &$key, update: Self) {
+                Arc::make_mut(&mut objects.$field).insert(key.clone(), Arc::new(update));
+            }
+        }
+    };
+}
+
+gateway_api!(Gateway, Kind::Gateway, ObjectKey, namespaced, gateways);
+gateway_api!(
+    HttpRoute,
+    Kind::HttpRoute,
+    ObjectKey,
+    namespaced,
+    http_routes
+);
+
+/// No status: kept as it is.
+impl Watched for ReferenceGrant {
+    const KIND: Kind = Kind::ReferenceGrant;
+    type Key = ObjectKey;
+    kept_whole!();
+    fn key(&self) -> ObjectKey {
+        namespaced(self)
+    }
+    fn map(objects: &mut Objects) -> &mut Arc<BTreeMap<ObjectKey, Arc<Self>>> {
+        &mut objects.reference_grants
+    }
+}
+gateway_api!(
+    GatewayClass,
+    Kind::GatewayClass,
+    String,
+    |c: &GatewayClass| c.metadata.name.clone().unwrap_or_default(),
+    gateway_classes
+);

@@ -1,11 +1,13 @@
 //! The Kubernetes API source: kube-rs watchers for Ingress, IngressClass, Service,
-//! EndpointSlice and Secret report the same [`portico_translate::Loaded`] as the manifest-file
+//! EndpointSlice, Secret and, where the cluster serves them, the Gateway API's GatewayClass,
+//! Gateway, HTTPRoute and ReferenceGrant ([`gateway_api`]) report the same [`portico_translate::Loaded`] as the manifest-file
 //! source, so both feed one translator and the same providers.
 //!
 //! - Each kind has a kube-runtime watcher: list, then watch from the list's resourceVersion,
 //!   resuming after a cut stream and relisting after 410 Gone. A relist is swapped in whole when
 //!   complete ([`state`]), so nothing is lost or counted twice and the objects never have a gap.
-//! - Only Secrets named by owned Ingresses' `spec.tls` (and `--default-certificate`) are kept.
+//! - Only Secrets named by owned Ingresses' `spec.tls`, our Gateways' `certificateRefs` (and
+//!   `--default-certificate`) are kept.
 //! - Nothing is published until every kind has been listed once.
 //! - `--publish-service` is followed by [`publish_service`].
 //!
@@ -15,6 +17,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 mod client;
+mod gateway_api;
 mod kinds;
 mod publish;
 mod state;

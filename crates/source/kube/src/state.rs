@@ -301,6 +301,10 @@ mod tests {
         state.relisted::<Service>(vec![]);
         state.relisted::<k8s_openapi::api::discovery::v1::EndpointSlice>(vec![]);
         state.relisted::<Secret>(vec![]);
+        state.relisted::<portico_gateway::GatewayClass>(vec![]);
+        state.relisted::<portico_gateway::Gateway>(vec![]);
+        state.relisted::<portico_gateway::HttpRoute>(vec![]);
+        state.relisted::<portico_gateway::ReferenceGrant>(vec![]);
         state
     }
 
@@ -366,6 +370,31 @@ mod tests {
         assert!(!state.objects().ingress_seen.is_empty());
         state.relisted(vec![ingress("web", "other", "tls")]);
         assert!(state.objects().ingress_seen.is_empty());
+    }
+
+    #[test]
+    fn a_gateway_api_status_update_replaces_the_kept_object_without_a_change() {
+        let route = |generation: i64, version: &str, status: serde_json::Value| {
+            let route = serde_json::json!({"metadata": {"namespace": "ns", "name": "r",
+                "generation": generation, "resourceVersion": version},
+                "spec": {"hostnames": ["a.example"]}, "status": status});
+            serde_json::from_value::<portico_gateway::HttpRoute>(route).unwrap()
+        };
+        let mut state = synced();
+        assert!(state.apply(route(1, "1", serde_json::json!(null))).changed);
+        let written = route(1, "2", serde_json::json!({"parents": []}));
+        assert!(!state.apply(written.clone()).changed, "our write's echo");
+        let kept = state
+            .objects()
+            .http_routes
+            .values()
+            .next()
+            .cloned()
+            .unwrap();
+        assert_eq!(*kept, written, "kept with its status, for the next report");
+        let mut changed = route(2, "3", serde_json::json!({"parents": []}));
+        changed.spec.hostnames = vec!["b.example".into()];
+        assert!(state.apply(changed).changed);
     }
 
     #[test]

@@ -60,6 +60,10 @@ impl KubeSource {
             spawn_watcher::<Service>(&shared, scoped(&client, ns)),
             spawn_watcher::<EndpointSlice>(&shared, scoped(&client, ns)),
             spawn_watcher::<Secret>(&shared, scoped(&client, ns)),
+            tokio::spawn(crate::gateway_api::run(
+                shared.clone(),
+                scope.namespace.clone(),
+            )),
             tokio::spawn(publish(shared, tx)),
         ];
         KubeSource { updates, tasks }
@@ -89,23 +93,23 @@ where
     }
 }
 
-struct Shared {
+pub(crate) struct Shared {
     state: Mutex<State>,
     changed: Notify,
-    client: Client,
+    pub(crate) client: Client,
     /// [`FETCHES`] permits.
     fetches: Semaphore,
 }
 
 impl Shared {
-    fn state(&self) -> MutexGuard<'_, State> {
+    pub(crate) fn state(&self) -> MutexGuard<'_, State> {
         // A panic while holding the lock cannot leave State half-changed in a way that matters
         // more than stopping would: keep serving what it holds.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Acts on what a change asks: publish, fetch Secrets.
-    fn effects(self: &Arc<Self>, effects: Effects) {
+    pub(crate) fn effects(self: &Arc<Self>, effects: Effects) {
         if effects.changed {
             self.changed.notify_one();
         }
@@ -116,14 +120,18 @@ impl Shared {
 }
 
 fn spawn_watcher<K: Watched>(shared: &Arc<Shared>, api: Api<K>) -> JoinHandle<()> {
-    tokio::spawn(run_watcher(shared.clone(), api))
+    let stream = watcher(api, watcher::Config::default()).default_backoff();
+    tokio::spawn(run_watcher(shared.clone(), stream))
 }
 
 /// Feeds one kind's watch events into the state until the source is dropped. kube-runtime's
 /// watcher lists, watches from the list's resourceVersion, resumes after a cut stream from the
 /// last version (bookmarks included) and relists on 410 Gone; errors are retried with backoff.
-async fn run_watcher<K: Watched>(shared: Arc<Shared>, api: Api<K>) {
-    let stream = watcher(api, watcher::Config::default()).default_backoff();
+pub(crate) async fn run_watcher<K, S>(shared: Arc<Shared>, stream: S)
+where
+    K: Watched,
+    S: futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
+{
     let mut stream = std::pin::pin!(stream);
     // A relist in progress: collected apart, swapped in whole at InitDone.
     let mut relist: Option<Vec<K>> = None;

@@ -115,6 +115,28 @@ pub(crate) fn translate(
     (load_balancers, verdicts)
 }
 
+/// The Secrets our Gateways' listeners name in `tls.certificateRefs` (in the Gateway's
+/// namespace unless the ref names another; whether a ReferenceGrant permits that is decided by
+/// the translation, which needs the Secret to say so either way).
+pub(crate) fn referenced_secrets(objects: &Objects, config: &Config) -> Vec<ObjectKey> {
+    let ours = |class: &str| {
+        let class = objects.gateway_classes.get(class);
+        class.is_some_and(|c| c.spec.controller_name == config.gateway_controller)
+    };
+    let gateways = objects.gateways.iter();
+    let gateways = gateways.filter(|(_, g)| ours(&g.spec.gateway_class_name));
+    let mut secrets = Vec::new();
+    for (key, gateway) in gateways {
+        let tls = gateway.spec.listeners.iter().filter_map(|l| l.tls.as_ref());
+        let refs = tls.flat_map(|t| t.certificate_refs.iter());
+        let refs = refs.filter(|r| r.group_kind() == ("", "Secret"));
+        secrets.extend(
+            refs.map(|r| ObjectKey::new(r.namespace.as_deref().unwrap_or(&key.namespace), &r.name)),
+        );
+    }
+    secrets
+}
+
 /// The Gateway a load balancer was made for, if any.
 pub(crate) fn of<'a>(lb: &LoadBalancer, objects: &'a Objects) -> Option<&'a Gateway> {
     if lb.origin.kind != "Gateway" {

@@ -93,8 +93,14 @@ pub fn statuses(
     });
     let routes = objects.http_routes.iter().map(|(key, route)| {
         let mut route = HttpRoute::clone(route);
-        if let Some(parents) = verdicts.routes.get(key) {
-            route.status = Some(route_status(&route, parents, controller, now));
+        match verdicts.routes.get(key) {
+            Some(parents) => route.status = Some(route_status(&route, parents, controller, now)),
+            // No longer attached to a Gateway of ours: our entries go, the others' stay.
+            None => {
+                if let Some(status) = &mut route.status {
+                    status.parents.retain(|p| p.controller_name != controller);
+                }
+            }
         }
         route
     });

@@ -1,0 +1,255 @@
+//! The pure half of the Gateway API status writer: which GatewayClasses, Gateways and
+//! HTTPRoutes need a status write, and the write.
+//!
+//! The status each object should have is the one the admin API shows
+//! (`Snapshot::gateway_api`, computed by the translator as in file mode). Rules:
+//! - only our objects are written: a GatewayClass whose `controllerName` is ours, a Gateway of
+//!   such a class, and a route's `status.parents[]` entries whose `controllerName` is ours.
+//!   Another controller's classes and Gateways are never written, and its parent entries of a
+//!   route are written back as the source last saw them, under the route's resourceVersion as
+//!   precondition (a write racing another controller's gets 409 and is planned again);
+//! - nothing is written where the observed status already says the same; a condition whose
+//!   status is unchanged keeps the transition time the object shows;
+//! - after a write, the same object is not written again while the source still reports the
+//!   resourceVersion it had before the write (the watch lags behind).
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use portico_gateway::{GatewayStatus, RouteParentStatus, RouteStatus, Statuses};
+use portico_translate::{ObjectKey, Objects};
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+use std::collections::HashMap;
+
+/// Which Gateway API kind a [`GatewayStatusReport`] is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum GatewayKind {
+    GatewayClass,
+    Gateway,
+    HttpRoute,
+}
+
+impl GatewayKind {
+    /// The kind's name and its resource's plural.
+    pub fn names(self) -> (&'static str, &'static str) {
+        match self {
+            GatewayKind::GatewayClass => ("GatewayClass", "gatewayclasses"),
+            GatewayKind::Gateway => ("Gateway", "gateways"),
+            GatewayKind::HttpRoute => ("HTTPRoute", "httproutes"),
+        }
+    }
+}
+
+/// One object of ours whose status differs from what it should be.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GatewayStatusReport {
+    pub kind: GatewayKind,
+    /// The namespace is empty for a GatewayClass.
+    pub key: ObjectKey,
+    /// The version the object was read in, and is written in.
+    pub api_version: String,
+    pub uid: Option<String>,
+    /// The resourceVersion the source saw: the write's precondition.
+    pub resource_version: Option<String>,
+    /// The merge patch's `status`: the whole stanza, with `null` for a field to remove.
+    pub status: Value,
+}
+
+/// The writes that make our Gateway API objects' status what `desired` says, `controller`
+/// being ours (`--gateway-controller-name`). `objects` are the source's: what is observed.
+pub fn gateway_reports(
+    objects: &Objects,
+    desired: &Statuses,
+    controller: &str,
+) -> Vec<GatewayStatusReport> {
+    let ours = |class: &str| {
+        let class = objects.gateway_classes.get(class);
+        class.is_some_and(|c| c.spec.controller_name == controller)
+    };
+    let mut out = Vec::new();
+    for class in &desired.classes {
+        let name = class.metadata.name.clone().unwrap_or_default();
+        let Some(seen) = objects.gateway_classes.get(&name) else {
+            continue;
+        };
+        if seen.spec.controller_name != controller {
+            continue;
+        }
+        let mut want = class.status.clone().unwrap_or_default();
+        let observed = seen.status.clone().unwrap_or_default();
+        restamp(&mut want.conditions, &observed.conditions);
+        if want != observed {
+            let meta = &seen.metadata;
+            out.push(entry(
+                GatewayKind::GatewayClass,
+                ObjectKey::new("", &name),
+                &seen.api_version,
+                meta,
+                &want,
+                &observed,
+            ));
+        }
+    }
+    for gateway in &desired.gateways {
+        let key = ObjectKey::of(&gateway.metadata);
+        let Some(seen) = objects.gateways.get(&key) else {
+            continue;
+        };
+        if !ours(&seen.spec.gateway_class_name) {
+            continue;
+        }
+        let mut want = gateway.status.clone().unwrap_or_default();
+        let observed = seen.status.clone().unwrap_or_default();
+        restamp_gateway(&mut want, &observed);
+        if want != observed {
+            out.push(entry(
+                GatewayKind::Gateway,
+                key,
+                &seen.api_version,
+                &seen.metadata,
+                &want,
+                &observed,
+            ));
+        }
+    }
+    for route in &desired.routes {
+        let key = ObjectKey::of(&route.metadata);
+        let Some(seen) = objects.http_routes.get(&key) else {
+            continue;
+        };
+        let observed = seen.status.clone().unwrap_or_default();
+        let mine = |p: &&RouteParentStatus| p.controller_name == controller;
+        let mut want: Vec<RouteParentStatus> = route
+            .status
+            .iter()
+            .flat_map(|s| s.parents.iter())
+            .filter(mine)
+            .cloned()
+            .collect();
+        let had: Vec<RouteParentStatus> = observed.parents.iter().filter(mine).cloned().collect();
+        for parent in &mut want {
+            let before = had.iter().find(|p| p.parent_ref == parent.parent_ref);
+            restamp(
+                &mut parent.conditions,
+                before.map_or(&[][..], |p| &p.conditions),
+            );
+        }
+        if want != had {
+            let mut parents: Vec<RouteParentStatus> = observed
+                .parents
+                .iter()
+                .filter(|p| p.controller_name != controller)
+                .cloned()
+                .collect();
+            parents.extend(want);
+            let status = RouteStatus { parents };
+            out.push(entry(
+                GatewayKind::HttpRoute,
+                key,
+                &seen.api_version,
+                &seen.metadata,
+                &status,
+                &observed,
+            ));
+        }
+    }
+    out
+}
+
+/// Each condition of `want` keeps the transition time of the observed condition of its type
+/// when their status is the same.
+fn restamp(want: &mut [Condition], observed: &[Condition]) {
+    for c in want {
+        let same = observed
+            .iter()
+            .find(|o| o.type_ == c.type_ && o.status == c.status);
+        if let Some(o) = same {
+            c.last_transition_time = o.last_transition_time.clone();
+        }
+    }
+}
+
+fn restamp_gateway(want: &mut GatewayStatus, observed: &GatewayStatus) {
+    restamp(&mut want.conditions, &observed.conditions);
+    for l in &mut want.listeners {
+        if let Some(o) = observed.listeners.iter().find(|o| o.name == l.name) {
+            restamp(&mut l.conditions, &o.conditions);
+        }
+    }
+}
+
+fn entry<S: Serialize>(
+    kind: GatewayKind,
+    key: ObjectKey,
+    api_version: &str,
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    want: &S,
+    observed: &S,
+) -> GatewayStatusReport {
+    GatewayStatusReport {
+        kind,
+        key,
+        api_version: api_version.to_owned(),
+        uid: meta.uid.clone(),
+        resource_version: meta.resource_version.clone(),
+        status: merge_status(want, observed),
+    }
+}
+
+/// `want` as a merge patch over `observed`: a field `observed` has and `want` leaves out
+/// (an empty list, not serialized) becomes `null`, which removes it (RFC 7386).
+fn merge_status<S: Serialize>(want: &S, observed: &S) -> Value {
+    let mut want = serde_json::to_value(want).unwrap_or(Value::Null);
+    let observed = serde_json::to_value(observed).unwrap_or(Value::Null);
+    if let (Some(want), Some(observed)) = (want.as_object_mut(), observed.as_object()) {
+        for field in observed.keys() {
+            want.entry(field.clone()).or_insert(Value::Null);
+        }
+    }
+    want
+}
+
+/// The JSON merge patch for the status subresource: the status, and the uid and
+/// resourceVersion the write was planned for as preconditions.
+pub fn gateway_patch_body(report: &GatewayStatusReport) -> Value {
+    let mut meta = Map::new();
+    if let Some(uid) = &report.uid {
+        meta.insert("uid".to_owned(), Value::String(uid.clone()));
+    }
+    if let Some(version) = &report.resource_version {
+        meta.insert("resourceVersion".to_owned(), Value::String(version.clone()));
+    }
+    json!({ "metadata": meta, "status": report.status })
+}
+
+/// What this process wrote, per object, while leader: the status and the resourceVersion the
+/// source had reported.
+#[derive(Debug, Default)]
+pub struct GatewayLedger {
+    written: HashMap<(GatewayKind, ObjectKey), (Option<String>, Value)>,
+}
+
+impl GatewayLedger {
+    /// The reports to write now: those not written already while the source lags behind.
+    pub fn plan<'a>(&mut self, reports: &'a [GatewayStatusReport]) -> Vec<&'a GatewayStatusReport> {
+        let present: std::collections::HashSet<_> =
+            reports.iter().map(|r| (r.kind, &r.key)).collect();
+        self.written
+            .retain(|(kind, key), _| present.contains(&(*kind, key)));
+        let lagging = |r: &GatewayStatusReport| {
+            let written = self.written.get(&(r.kind, r.key.clone()));
+            written.is_some_and(|(seen, status)| *seen == r.resource_version && *status == r.status)
+        };
+        reports.iter().filter(|r| !lagging(r)).collect()
+    }
+
+    /// Records a write the API server accepted.
+    pub fn written(&mut self, report: &GatewayStatusReport) {
+        let value = (report.resource_version.clone(), report.status.clone());
+        self.written
+            .insert((report.kind, report.key.clone()), value);
+    }
+}
+
+#[cfg(test)]
+#[path = "gateway_tests.rs"]
+mod tests;
