@@ -67,6 +67,9 @@ pub struct Proxy {
     /// Whether a configuration has been applied: the listeners accept only from then on, so
     /// that no client is answered from an empty route table.
     applied: watch::Sender<bool>,
+    /// Whether a successor process serves the same listening sockets: the shutdown then stops
+    /// accepting at once, and asks the connections it has to close for the grace period.
+    handed_over: std::sync::atomic::AtomicBool,
     /// Where each request's line goes, if anywhere.
     access: AccessLog,
     /// Whether HTTP/1.1 requests take the own path (`h1`) before hyper.
@@ -109,6 +112,7 @@ impl Proxy {
             limits,
             phase: watch::Sender::new(Phase::Serving),
             applied: watch::Sender::new(false),
+            handed_over: std::sync::atomic::AtomicBool::new(false),
             access,
             own_http1: std::sync::atomic::AtomicBool::new(own_http1_from_env()),
             lane: std::sync::OnceLock::new(),
@@ -167,6 +171,13 @@ impl Proxy {
         generation
     }
 
+    /// A successor process accepts on this proxy's listening sockets: call before the
+    /// shutdown signal, which then stops accepting at once and drains the connections as a
+    /// shutdown does (asked to close for the grace period, then closed once idle).
+    pub fn hand_over(&self) {
+        self.handed_over.store(true, Ordering::SeqCst);
+    }
+
     /// Whether new connections' HTTP/1.1 requests take the proxy's own path before hyper (on
     /// unless `PORTICO_HTTP1=hyper` is set), or go to hyper only.
     pub fn set_own_http1(&self, on: bool) {
@@ -222,9 +233,16 @@ impl Proxy {
             .await;
         self.enter(Phase::Draining);
         let grace = tokio::time::sleep(self.limits.shutdown_grace);
-        self.accept_until(&listener, (&mut connections, &mut nodelay), &start, grace)
-            .await;
-        drop(listener);
+        if self.handed_over.load(Ordering::SeqCst) {
+            // The successor accepts on the same socket: only the connections already here
+            // are asked to close during the grace period.
+            drop(listener);
+            grace.await;
+        } else {
+            self.accept_until(&listener, (&mut connections, &mut nodelay), &start, grace)
+                .await;
+            drop(listener);
+        }
         self.enter(Phase::Closing);
         let drained = tokio::time::timeout(self.limits.shutdown_timeout, async {
             while connections.join_next().await.is_some() {}
