@@ -242,6 +242,12 @@ impl Node {
         }
     }
 
+    /// How many haproxy processes run now (an upgrade does not hand them over yet).
+    pub(crate) fn haproxy_running(&self) -> impl Fn() -> usize + Send + 'static {
+        let haproxy = Arc::downgrade(&self.haproxy);
+        move || haproxy.upgrade().map_or(0, |h| h.running())
+    }
+
     fn is_handed_over(&self) -> bool {
         self.handed_over.load(std::sync::atomic::Ordering::SeqCst)
     }

@@ -120,9 +120,10 @@ pub async fn run(
     if let (Some(command), Some(usr2)) = (settings.upgrade.clone(), usr2) {
         let (lock, sockets) = (node.lock.clone(), node.sockets.clone());
         let hand_over = node.hand_over_switch();
+        let haproxy = node.haproxy_running();
         let stop = stop.clone();
         let handle = async move {
-            upgrades(usr2, command, &lock, &sockets, || {
+            upgrades(usr2, command, (&lock, &sockets, haproxy), || {
                 hand_over();
                 stop.send_replace(true);
             })
@@ -166,13 +167,17 @@ fn upgrade_signal() -> Result<tokio::signal::unix::Signal, AppError> {
 async fn upgrades(
     mut usr2: tokio::signal::unix::Signal,
     command: crate::handover::Command,
-    lock: &portico_statedir::Lock,
-    sockets: &Sockets,
+    (lock, sockets, haproxy): (&portico_statedir::Lock, &Sockets, impl Fn() -> usize),
     handed_over: impl FnOnce(),
 ) {
     while usr2.recv().await.is_some() {
         tracing::info!(program = %command.program.display(), "SIGUSR2: starting the new process");
-        let outcome = crate::handover::upgrade(&command, lock, sockets).await;
+        let outcome = match haproxy() {
+            0 => crate::handover::upgrade(&command, lock, sockets).await,
+            running => Err(format!(
+                "{running} haproxy processes run (provider haproxy): they are not handed over yet; stop and start Portico instead"
+            )),
+        };
         crate::handover::record(lock.dir(), &outcome);
         match outcome {
             Ok(pid) => {

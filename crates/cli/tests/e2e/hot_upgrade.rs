@@ -398,3 +398,17 @@ async fn a_broken_new_binary_leaves_the_old_process_serving() {
     assert_ne!(new, pid);
     assert_eq!(p.get(HOST, "/").await.status, 200);
 }
+
+/// haproxy processes are not handed over yet: an upgrade with them running is refused with the
+/// reason, and the old process serves on (its haproxy untouched).
+#[tokio::test]
+async fn an_upgrade_with_haproxy_running_is_refused_and_serving_goes_on() {
+    let m = manifests(0).await;
+    let p = Portico::start_haproxy(m.path(), &["--access-log=off"]).await;
+    p.wait_route(HOST, "/", 200, "web").await;
+    let pid = p.pid().unwrap();
+    let why = upgrade(pid, &p.state_dir()).await.unwrap_err();
+    assert!(why.contains("haproxy processes run"), "{why}");
+    assert!(!exited(pid));
+    assert_eq!(p.get(HOST, "/").await.status, 200);
+}
