@@ -34,7 +34,8 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Serve Ingresses (and Gateway API Gateways and HTTPRoutes, from files) from manifest
-    /// files (watched for changes) or, with --kubernetes, from the Kubernetes API.
+    /// files (watched for changes) or, with --kubernetes, from the Kubernetes API. SIGTERM
+    /// drains and stops; SIGUSR2 upgrades in place (see `portico upgrade`).
     Run(Box<RunArgs>),
     /// Print every diagnostic for the manifests; exit 1 if any is an error.
     Validate(ValidateArgs),
