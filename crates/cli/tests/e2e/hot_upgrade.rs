@@ -131,7 +131,12 @@ async fn a_starting_portico_never_answers_from_an_empty_route_table() {
     tokio::time::sleep(Duration::from_millis(50)).await;
     let p = Portico::spawn(&args_on(m.path(), port, &["--access-log=off"])).await;
     p.wait_route(HOST, "/", 200, "web").await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
     while clients.iter().map(NewConnections::ok).sum::<usize>() < 40 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the clients were not served"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let mut refused = 0;
@@ -385,7 +390,12 @@ async fn a_broken_new_binary_leaves_the_old_process_serving() {
     assert!(why.contains(&format!("PID {pid} serves on")), "{why}");
     assert!(!exited(pid));
     assert_eq!(p.get(HOST, "/").await.status, 200);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while load.ok() < 20 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the old process stopped serving"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let seen = load.finish().await;
