@@ -203,6 +203,13 @@ impl Node {
             (signalled.clone(), handed_over.clone()),
             shutdown.clone(),
         ));
+        // Once shutting down, a listener that closes must close its socket: the duplicates
+        // kept for an upgrade go.
+        let (kept, mut stopping) = (sockets.clone(), shutdown.clone());
+        tokio::spawn(async move {
+            let _ = stopping.wait_for(|s| *s).await;
+            kept.forget_all();
+        });
         Ok(Node {
             registry,
             admin,

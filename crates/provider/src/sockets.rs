@@ -104,6 +104,12 @@ impl Sockets {
         lock(&self.listening).remove(&key);
     }
 
+    /// The process is shutting down: the duplicates close, so that each socket closes when
+    /// its listener does (and no upgrade hands anything over any more).
+    pub fn forget_all(&self) {
+        lock(&self.listening).clear();
+    }
+
     /// Duplicates of every listening socket, for a successor.
     pub fn hand_over(&self) -> Vec<(SocketKey, OwnedFd)> {
         let listening = lock(&self.listening);
