@@ -51,7 +51,13 @@ pub async fn agent(
     shutdown: watch::Receiver<bool>,
     on_bound: impl FnOnce(Bound),
 ) -> Result<(), AppError> {
-    let mut node = Node::start(&settings.listen, &settings.haproxy, &shutdown).await?;
+    let mut node = Node::start(
+        &settings.listen,
+        &settings.haproxy,
+        &shutdown,
+        crate::node::Inherited::default(),
+    )
+    .await?;
     on_bound(node.bound);
     let cache_path = settings
         .haproxy

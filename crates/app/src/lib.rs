@@ -10,6 +10,7 @@ pub mod compile;
 mod controller;
 mod distributed;
 mod failover;
+pub mod handover;
 mod metrics;
 mod node;
 mod placement;

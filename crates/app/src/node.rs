@@ -6,7 +6,7 @@ use crate::providers::HaproxySettings;
 use crate::run::{AppError, Bound};
 use portico_admin::Admin;
 use portico_dataplane_http::{AccessLog, Destination, ProxyMetrics};
-use portico_provider::Registry;
+use portico_provider::{Registry, SocketKind, Sockets};
 use portico_provider_haproxy::HaproxyProvider;
 use portico_provider_proxy::ProxyProvider;
 use std::net::SocketAddr;
@@ -47,8 +47,46 @@ pub(crate) struct Node {
     signalled: Arc<std::sync::OnceLock<tokio::time::Instant>>,
     grace: std::time::Duration,
     admin_stop: watch::Sender<bool>,
+    /// Opens the admin API's listener when it was handed over (it waits for the first state).
+    admin_open: Arc<watch::Sender<bool>>,
     /// The state directory's lock, held for the process's life.
-    _lock: Arc<portico_statedir::Lock>,
+    pub(crate) lock: Arc<portico_statedir::Lock>,
+    /// Every listening socket of this process, for an upgrade.
+    pub(crate) sockets: Arc<Sockets>,
+    proxy: Arc<ProxyProvider>,
+    /// Set once a successor serves this process's sockets: the shutdown that follows stops
+    /// accepting at once (the admin API too) and readiness stays as it is.
+    handed_over: Arc<std::sync::atomic::AtomicBool>,
+    shutdown_timeout: std::time::Duration,
+}
+
+/// What a process started by an upgrade received from its predecessor.
+#[derive(Debug, Default)]
+pub(crate) struct Inherited {
+    /// The state directory's lock file, holding the lock.
+    pub(crate) lock: Option<std::os::fd::OwnedFd>,
+    pub(crate) sockets: Arc<Sockets>,
+}
+
+/// A listener for `key`: handed over by the predecessor, or bound now; registered for the
+/// next upgrade.
+async fn listener(
+    sockets: &Sockets,
+    what: &'static str,
+    key: (SocketKind, SocketAddr),
+) -> Result<(TcpListener, bool), AppError> {
+    let addr = key.1;
+    let (listener, inherited) = match sockets.take(key) {
+        Some(fd) => {
+            let std = std::net::TcpListener::from(fd);
+            let failed = |source| AppError::Bind { what, addr, source };
+            std.set_nonblocking(true).map_err(failed)?;
+            (TcpListener::from_std(std).map_err(failed)?, true)
+        }
+        None => (bind(what, addr).await?, false),
+    };
+    sockets.listening(key, &listener);
+    Ok((listener, inherited))
 }
 
 pub(crate) async fn bind(what: &'static str, addr: SocketAddr) -> Result<TcpListener, AppError> {
@@ -64,21 +102,35 @@ impl Node {
         listen: &ListenSettings,
         haproxy: &HaproxySettings,
         shutdown: &watch::Receiver<bool>,
+        inherited: Inherited,
     ) -> Result<Node, AppError> {
         // haproxy's configurations and keys, sockets and the agent's cache live there; no
         // other process may write or clean them up while this one runs.
         portico_statedir::ensure_private_dir(&haproxy.state_dir)?;
-        let lock = Arc::new(portico_statedir::lock(&haproxy.state_dir)?);
+        let lock = match inherited.lock {
+            Some(file) => portico_statedir::adopt(&haproxy.state_dir, file)?,
+            None => portico_statedir::lock(&haproxy.state_dir)?,
+        };
+        let lock = Arc::new(lock);
+        let sockets = inherited.sockets;
         let (http, https) = if listen.haproxy_listens {
             check_haproxy_listen("HTTP traffic (--http-listen)", listen.http_listen).await?;
             check_haproxy_listen("HTTPS traffic (--https-listen)", listen.https_listen).await?;
             (None, None)
         } else {
-            let http = bind("HTTP traffic (--http-listen)", listen.http_listen).await?;
-            let https = bind("HTTPS traffic (--https-listen)", listen.https_listen).await?;
+            let http = (SocketKind::Http, listen.http_listen);
+            let http = listener(&sockets, "HTTP traffic (--http-listen)", http)
+                .await?
+                .0;
+            let https = (SocketKind::Https, listen.https_listen);
+            let https = listener(&sockets, "HTTPS traffic (--https-listen)", https)
+                .await?
+                .0;
             (Some(http), Some(https))
         };
-        let admin_listener = bind("the admin API (--admin-listen)", listen.admin_listen).await?;
+        let admin = (SocketKind::Admin, listen.admin_listen);
+        let (admin_listener, admin_inherited) =
+            listener(&sockets, "the admin API (--admin-listen)", admin).await?;
         let local = |l: Option<&TcpListener>, fallback| {
             l.and_then(|l| l.local_addr().ok()).unwrap_or(fallback)
         };
@@ -106,13 +158,14 @@ impl Node {
             listen.limits,
             access,
             http.zip(https),
+            sockets.clone(),
             shutdown,
         );
         tasks.extend(proxy_tasks);
         let proxy = Arc::new(proxy);
         let health = Arc::downgrade(&proxy);
         let (registry, haproxy) = crate::providers::registry(
-            proxy,
+            proxy.clone(),
             haproxy,
             default_binds,
             listen,
@@ -133,14 +186,30 @@ impl Node {
         }));
         // The admin API outlives the grace period, so that /readyz can answer 503 meanwhile.
         let (admin_stop, admin_stopped) = watch::channel(false);
+        // A handed-over admin API waits for the first state, as the other listeners do: the
+        // predecessor answers meanwhile.
+        let admin_open = Arc::new(watch::Sender::new(!admin_inherited));
+        let mut opened = admin_open.subscribe();
         let admin_task = portico_admin::serve(admin_listener, admin.clone(), admin_stopped);
-        tasks.push(tokio::spawn(admin_task));
+        tasks.push(tokio::spawn(async move {
+            if opened.wait_for(|open| *open).await.is_ok() {
+                admin_task.await;
+            }
+        }));
         let signalled = Arc::new(std::sync::OnceLock::new());
+        let handed_over = Arc::new(std::sync::atomic::AtomicBool::new(false));
         tokio::spawn(fail_readiness(
             admin.clone(),
-            signalled.clone(),
+            (signalled.clone(), handed_over.clone()),
             shutdown.clone(),
         ));
+        // Once shutting down, a listener that closes must close its socket: the duplicates
+        // kept for an upgrade go.
+        let (kept, mut stopping) = (sockets.clone(), shutdown.clone());
+        tokio::spawn(async move {
+            let _ = stopping.wait_for(|s| *s).await;
+            kept.forget_all();
+        });
         Ok(Node {
             registry,
             admin,
@@ -151,39 +220,106 @@ impl Node {
             signalled,
             grace: listen.limits.shutdown_grace,
             admin_stop,
-            _lock: lock,
+            admin_open,
+            lock,
+            sockets,
+            proxy,
+            handed_over,
+            shutdown_timeout: listen.limits.shutdown_timeout,
         })
     }
 
-    /// /readyz answers 503 from now on (called again once nothing else publishes).
+    /// The first desired state is applied: a handed-over admin API starts accepting, and the
+    /// handed-over sockets no load balancer took close.
+    pub(crate) fn first_state_applied(&self) -> impl Fn() + Send + 'static {
+        let (open, sockets) = (self.admin_open.clone(), self.sockets.clone());
+        move || {
+            open.send_replace(true);
+            sockets.close_unclaimed();
+        }
+    }
+
+    /// A successor serves this process's sockets: the shutdown to come stops accepting at once
+    /// and keeps readiness as it is (see [`ProxyProvider::hand_over`]).
+    pub(crate) fn hand_over_switch(&self) -> impl FnOnce() + Send + 'static {
+        let (flag, proxy) = (self.handed_over.clone(), self.proxy.clone());
+        move || {
+            flag.store(true, std::sync::atomic::Ordering::SeqCst);
+            proxy.hand_over();
+        }
+    }
+
+    /// How many haproxy processes run now (an upgrade does not hand them over yet).
+    pub(crate) fn haproxy_running(&self) -> impl Fn() -> usize + Send + 'static {
+        let haproxy = Arc::downgrade(&self.haproxy);
+        move || haproxy.upgrade().map_or(0, |h| h.running())
+    }
+
+    fn is_handed_over(&self) -> bool {
+        self.handed_over.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// /readyz answers 503 from now on (called again once nothing else publishes), unless a
+    /// successor serves the same sockets.
     pub(crate) fn unready(&self) {
-        unready(&self.admin);
+        if !self.is_handed_over() {
+            unready(&self.admin);
+        }
     }
 
     /// Waits for the listeners to close (after shutdown) and stops haproxy once the grace
-    /// period has passed (the built-in proxy counts its own).
+    /// period has passed (the built-in proxy counts its own). After a hand-over the admin API
+    /// closes at once, and `l4` TCP connections are waited for up to the shutdown timeout.
     pub(crate) async fn stop(self) {
         self.unready();
-        let since = self.signalled.get().copied();
-        let since = since.unwrap_or_else(tokio::time::Instant::now);
-        tokio::time::sleep_until(since + self.grace).await;
+        let handed_over = self.is_handed_over();
+        if !handed_over {
+            let since = self.signalled.get().copied();
+            let since = since.unwrap_or_else(tokio::time::Instant::now);
+            tokio::time::sleep_until(since + self.grace).await;
+        }
         self.admin_stop.send_replace(true);
         self.haproxy.shutdown().await;
         for task in self.tasks {
             let _ = task.await;
+        }
+        if handed_over {
+            let flows = async {
+                while portico_provider_l4::tcp_flows() > 0 {
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+            };
+            if tokio::time::timeout(self.shutdown_timeout, flows)
+                .await
+                .is_err()
+            {
+                let left = portico_provider_l4::tcp_flows();
+                tracing::warn!(
+                    left,
+                    "closing l4 connections still open after the shutdown timeout"
+                );
+            }
         }
     }
 }
 
 /// On the shutdown signal: readiness fails at once, so that load balancers stop sending new
 /// connections while the data planes still serve for the grace period.
+/// After a hand-over, readiness stays: the successor answers on the same sockets.
 async fn fail_readiness(
     admin: Arc<Admin>,
-    signalled: Arc<std::sync::OnceLock<tokio::time::Instant>>,
+    (signalled, handed_over): (
+        Arc<std::sync::OnceLock<tokio::time::Instant>>,
+        Arc<std::sync::atomic::AtomicBool>,
+    ),
     mut shutdown: watch::Receiver<bool>,
 ) {
     let _ = shutdown.wait_for(|s| *s).await;
     let _ = signalled.set(tokio::time::Instant::now());
+    if handed_over.load(std::sync::atomic::Ordering::SeqCst) {
+        tracing::info!("handed over: draining connections");
+        return;
+    }
     unready(&admin);
     tracing::info!("shutting down: readiness fails, draining connections");
 }

@@ -80,9 +80,10 @@ pub(crate) fn registry(
     })?;
     let provider = Arc::new(provider);
     let mut registry = Registry::default();
+    let sockets = proxy.sockets();
     registry.register(proxy);
     registry.register(provider.clone());
-    let l4 = portico_provider_l4::L4Provider::new(listen.l4_limits);
+    let l4 = portico_provider_l4::L4Provider::new(listen.l4_limits, sockets);
     registry.register(Arc::new(l4));
     Ok((registry, provider))
 }

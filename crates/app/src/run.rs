@@ -6,7 +6,7 @@ use crate::providers::HaproxySettings;
 use crate::snapshot::status_addresses;
 use crate::source::{Source, SourceSettings};
 use portico_admin::Admin;
-use portico_provider::Registry;
+use portico_provider::{Registry, Sockets};
 use portico_store::MemoryStore;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -33,6 +33,8 @@ pub struct Settings {
     pub l4_limits: portico_provider_l4::L4Limits,
     /// Where both providers' access log lines go.
     pub access_log: crate::AccessLogDestination,
+    /// How to start a successor on SIGUSR2 (none: SIGUSR2 is not handled).
+    pub upgrade: Option<crate::handover::Command>,
 }
 
 /// The addresses actually bound (ports may have been 0).
@@ -70,15 +72,75 @@ pub enum AppError {
     Kubernetes(#[from] portico_source_kube::ClientError),
     #[error("{0} (--state-dir)")]
     StateDir(#[from] portico_statedir::StateDirError),
+    #[error("upgrade: {0}")]
+    Upgrade(String),
 }
 
-/// Runs the all-in-one pipeline until `shutdown` turns true. `on_bound` is called once the
-/// listeners are bound, before the first configuration is served.
+/// Runs the all-in-one pipeline until `shutdown` turns true, or until a successor started by
+/// SIGUSR2 serves its sockets ([`crate::handover`]). `on_bound` is called once the listeners
+/// are bound, before the first configuration is served. Started as a successor, it takes
+/// what its predecessor hands over and answers it.
 pub async fn run(
     settings: Settings,
     shutdown: watch::Receiver<bool>,
     on_bound: impl FnOnce(Bound),
 ) -> Result<(), AppError> {
+    let mut successor = crate::handover::Successor::from_env().map_err(AppError::Upgrade)?;
+    let inherited = match &mut successor {
+        Some(s) => crate::node::Inherited {
+            lock: s.lock.take(),
+            sockets: Arc::new(Sockets::inherit(std::mem::take(&mut s.sockets))),
+        },
+        None => crate::node::Inherited::default(),
+    };
+    // Shutdown, from outside or once a successor serves.
+    let (stop, stopped) = watch::channel(false);
+    let stop = Arc::new(stop);
+    let (outside, mut signalled) = (stop.clone(), shutdown);
+    tokio::spawn(async move {
+        let _ = signalled.wait_for(|s| *s).await;
+        outside.send_replace(true);
+    });
+    // Installed before anything is served: SIGUSR2's default action ends the process.
+    let usr2 = match &settings.upgrade {
+        Some(_) => Some(upgrade_signal()?),
+        None => None,
+    };
+    let started = start(&settings, inherited, &stopped).await;
+    let (node, source) = match started {
+        Ok(started) => started,
+        Err(e) => {
+            if let Some(s) = successor {
+                s.answer(&crate::handover::Answer::Failed(e.to_string()));
+            }
+            return Err(e);
+        }
+    };
+    on_bound(node.bound);
+    if let (Some(command), Some(usr2)) = (settings.upgrade.clone(), usr2) {
+        let (lock, sockets) = (node.lock.clone(), node.sockets.clone());
+        let hand_over = node.hand_over_switch();
+        let haproxy = node.haproxy_running();
+        let stop = stop.clone();
+        let handle = async move {
+            upgrades(usr2, command, (&lock, &sockets, haproxy), || {
+                hand_over();
+                stop.send_replace(true);
+            })
+            .await;
+        };
+        tokio::spawn(handle);
+    }
+    serve(settings, node, source, successor, stopped).await;
+    Ok(())
+}
+
+/// The node and the source, or why they cannot start.
+async fn start(
+    settings: &Settings,
+    inherited: crate::node::Inherited,
+    shutdown: &watch::Receiver<bool>,
+) -> Result<(Node, Source), AppError> {
     let listen = ListenSettings {
         http_listen: settings.http_listen,
         https_listen: settings.https_listen,
@@ -90,16 +152,63 @@ pub async fn run(
         l4_limits: settings.l4_limits,
         access_log: settings.access_log.clone(),
     };
-    let mut node = Node::start(&listen, &settings.haproxy, &shutdown).await?;
+    let node = Node::start(&listen, &settings.haproxy, shutdown, inherited).await?;
+    let source = Source::start(&settings.source, &settings.translate, shutdown).await?;
+    Ok((node, source))
+}
+
+fn upgrade_signal() -> Result<tokio::signal::unix::Signal, AppError> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let usr2 = signal(SignalKind::user_defined2());
+    usr2.map_err(|e| AppError::Upgrade(format!("cannot handle SIGUSR2: {e}")))
+}
+
+/// Handles SIGUSR2 until an upgrade succeeds, then calls `handed_over`.
+async fn upgrades(
+    mut usr2: tokio::signal::unix::Signal,
+    command: crate::handover::Command,
+    (lock, sockets, haproxy): (&portico_statedir::Lock, &Sockets, impl Fn() -> usize),
+    handed_over: impl FnOnce(),
+) {
+    while usr2.recv().await.is_some() {
+        tracing::info!(program = %command.program.display(), "SIGUSR2: starting the new process");
+        let outcome = match haproxy() {
+            0 => crate::handover::upgrade(&command, lock, sockets).await,
+            running => Err(format!(
+                "{running} haproxy processes run (provider haproxy): they are not handed over yet; stop and start Portico instead"
+            )),
+        };
+        crate::handover::record(lock.dir(), &outcome);
+        match outcome {
+            Ok(pid) => {
+                tracing::info!(pid, "the new process serves: draining, then exiting");
+                return handed_over();
+            }
+            Err(why) => tracing::warn!(%why, "upgrade failed: serving on"),
+        }
+    }
+}
+
+/// Serves until `shutdown`, then drains.
+async fn serve(
+    settings: Settings,
+    mut node: Node,
+    mut source: Source,
+    successor: Option<crate::handover::Successor>,
+    shutdown: watch::Receiver<bool>,
+) {
     let providers = std::mem::take(&mut node.registry);
-    let mut source = Source::start(&settings.source, &settings.translate, &shutdown).await?;
-    on_bound(node.bound);
 
     // The agent of this process, over the memory store.
     let store = MemoryStore::default();
     let agent = Agent::new(LOCAL_NODE.to_owned(), Arc::new(providers));
     let (_health_tx, health) = watch::channel(StoreHealth::default());
     let reporter = store.clone();
+    tokio::spawn(first_state(
+        store.feedback(),
+        node.first_state_applied(),
+        successor,
+    ));
     let agent_task = tokio::spawn(crate::agent::serve(
         agent,
         store.subscribe(),
@@ -123,7 +232,24 @@ pub async fn run(
     source.stop().await;
     let _ = agent_task.await;
     node.stop().await;
-    Ok(())
+}
+
+/// Once the agent serves its first state: `applied`, and a predecessor is told.
+async fn first_state(
+    mut feedback: watch::Receiver<std::collections::BTreeMap<String, portico_store::Feedback>>,
+    applied: impl FnOnce(),
+    successor: Option<crate::handover::Successor>,
+) {
+    let served = |all: &std::collections::BTreeMap<String, portico_store::Feedback>| {
+        all.get(LOCAL_NODE).is_some_and(|f| f.revision > 0)
+    };
+    if feedback.wait_for(served).await.is_err() {
+        return;
+    }
+    applied();
+    if let Some(s) = successor {
+        s.answer(&crate::handover::Answer::Ready(std::process::id()));
+    }
 }
 
 /// The node name of the all-in-one process's agent.

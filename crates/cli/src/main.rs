@@ -7,6 +7,7 @@ mod get;
 mod limits;
 mod migrate;
 mod render;
+mod upgrade;
 mod validate;
 
 use anyhow::Context;
@@ -33,7 +34,8 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Serve Ingresses (and Gateway API Gateways and HTTPRoutes, from files) from manifest
-    /// files (watched for changes) or, with --kubernetes, from the Kubernetes API.
+    /// files (watched for changes) or, with --kubernetes, from the Kubernetes API. SIGTERM
+    /// drains and stops; SIGUSR2 upgrades in place (see `portico upgrade`).
     Run(Box<RunArgs>),
     /// Print every diagnostic for the manifests; exit 1 if any is an error.
     Validate(ValidateArgs),
@@ -57,6 +59,10 @@ enum Command {
     /// List what a running Portico serves (loadbalancers, ingresses, pools, diagnostics) from
     /// its admin API, as a table or as JSON or YAML.
     Get(get::GetArgs),
+    /// Upgrade a running `portico run` without closing a socket: send it SIGUSR2 (it starts
+    /// the binary now at its path with its arguments and hands every listening socket over)
+    /// and wait for the outcome; exit 1, saying why, when the old process serves on.
+    Upgrade(upgrade::UpgradeArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -275,7 +281,7 @@ fn seconds(value: &str) -> Result<std::time::Duration, String> {
 }
 
 #[derive(Args, Debug, Clone)]
-struct HaproxyArgs {
+pub(crate) struct HaproxyArgs {
     /// Directory of the haproxy provider: `DIR/loadbalancer/haproxy/<lb-uuid>/` holds each
     /// load balancer's haproxy.conf, certificate PEMs (mode 0600) and stats socket (and
     /// `DIR/agent/` an agent's cache). One process at a time: a second one given the same
@@ -289,7 +295,7 @@ struct HaproxyArgs {
 }
 
 impl HaproxyArgs {
-    fn settings(&self) -> anyhow::Result<portico_app::HaproxySettings> {
+    pub(crate) fn settings(&self) -> anyhow::Result<portico_app::HaproxySettings> {
         let dir = match &self.state_dir {
             Some(dir) => dir.clone(),
             None => default_state_dir()
@@ -570,7 +576,19 @@ fn settings(
         limits: listen.limits.limits(),
         l4_limits: listen.limits.l4_limits(),
         access_log: listen.access_log.clone(),
+        upgrade: None,
     })
+}
+
+/// How a successor is started on SIGUSR2: the program as this process was named (argv\[0\],
+/// resolved like a shell would when it has no slash) and the same arguments.
+fn upgrade_command() -> portico_app::handover::Command {
+    let mut args = std::env::args_os();
+    let program = args.next().unwrap_or_else(|| "portico".into());
+    portico_app::handover::Command {
+        program: program.into(),
+        args: args.collect(),
+    }
 }
 
 fn main() -> ExitCode {
@@ -594,7 +612,8 @@ fn main() -> ExitCode {
                     portico_app::SourceSettings::Files(args.files.clone(), args.manifests.limits())
                 }
             };
-            let settings = settings(source, listen, class, tls, haproxy)?;
+            let mut settings = settings(source, listen, class, tls, haproxy)?;
+            settings.upgrade = Some(upgrade_command());
             rt.block_on(serve(settings, None))
         }),
         Command::Render(args) => render::run(&args),
@@ -602,6 +621,7 @@ fn main() -> ExitCode {
         Command::Controller(args) => runtime(0).and_then(|rt| rt.block_on(controller(*args))),
         Command::Agent(args) => runtime(args.workers).and_then(|rt| rt.block_on(agent(*args))),
         Command::Get(args) => runtime(1).and_then(|rt| rt.block_on(get::run(&args))),
+        Command::Upgrade(args) => upgrade::run(&args),
         Command::Demo(args) => {
             runtime(args.listen.workers).and_then(|rt| rt.block_on(demo::run(&args.listen)))
         }

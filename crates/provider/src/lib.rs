@@ -11,8 +11,10 @@
 //! no data plane.
 
 mod registry;
+mod sockets;
 
 pub use registry::{Applied, Registry};
+pub use sockets::{SocketKey, SocketKind, Sockets};
 
 use portico_model::{Diagnostic, Model, ObjectRef, PoolId};
 use portico_tls::{CaBundle, Material};

@@ -19,7 +19,7 @@
 mod lock;
 mod sockets;
 
-pub use lock::{LOCK_FILE, Lock, lock};
+pub use lock::{LOCK_FILE, Lock, adopt, lock};
 pub use sockets::{MAX_SOCKET_PATH, make_socket_alias, remove_socket_alias, socket_path};
 
 use rustix::fs::{AtFlags, Mode, OFlags};

@@ -25,6 +25,14 @@ impl Lock {
         &self.dir
     }
 
+    /// The lock file's descriptor, for a successor process (`portico run`'s upgrade): the lock
+    /// belongs to the open file, so a process given this descriptor holds the lock too, and
+    /// keeps it after this one exits.
+    pub fn file(&self) -> std::os::fd::BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        self._file.as_fd()
+    }
+
     /// Whether `path` is inside the locked directory (lexically: `path` is absolute or relative
     /// like the directory was given).
     pub fn covers(&self, path: &Path) -> bool {
@@ -43,6 +51,43 @@ pub fn lock(dir: &Path) -> Result<Lock, StateDirError> {
     let flags = OFlags::RDWR | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let file = rustix::fs::openat(&handle, LOCK_FILE, flags, Mode::from_raw_mode(0o600))
         .map_err(|e| failed(e.into()))?;
+    match rustix::fs::flock(&file, FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => {}
+        Err(e) if e == rustix::io::Errno::WOULDBLOCK => {
+            return Err(StateDirError::InUse {
+                path: dir.to_owned(),
+                holder: holder(&file),
+            });
+        }
+        Err(e) => return Err(failed(e.into())),
+    }
+    let pid = format!("{}\n", rustix::process::getpid().as_raw_nonzero());
+    rustix::fs::ftruncate(&file, 0).map_err(|e| failed(e.into()))?;
+    rustix::io::pwrite(&file, pid.as_bytes(), 0).map_err(|e| failed(e.into()))?;
+    Ok(Lock {
+        dir: dir.to_owned(),
+        _file: file,
+    })
+}
+
+/// Takes over the lock of `dir` from a predecessor that handed its lock file over (`file`, an
+/// open file that holds the lock, as [`Lock::file`] gives it): checks that `file` is the
+/// directory's lock file and holds the lock, and writes this process's PID into it.
+pub fn adopt(dir: &Path, file: OwnedFd) -> Result<Lock, StateDirError> {
+    let failed = |source: io::Error| StateDirError::Lock {
+        path: dir.to_owned(),
+        source,
+    };
+    let handle = open_dir(dir).map_err(failed)?;
+    let at = rustix::fs::statat(&handle, LOCK_FILE, rustix::fs::AtFlags::SYMLINK_NOFOLLOW);
+    let (at, given) = (at.map_err(|e| failed(e.into()))?, rustix::fs::fstat(&file));
+    let given = given.map_err(|e| failed(e.into()))?;
+    if (at.st_dev, at.st_ino) != (given.st_dev, given.st_ino) {
+        let wrong = io::Error::other("the handed-over descriptor is not this directory's lock");
+        return Err(failed(wrong));
+    }
+    // The same open file: this succeeds when it holds the lock, and fails when it does not
+    // and another process holds it.
     match rustix::fs::flock(&file, FlockOperation::NonBlockingLockExclusive) {
         Ok(()) => {}
         Err(e) if e == rustix::io::Errno::WOULDBLOCK => {
@@ -95,6 +140,21 @@ mod tests {
         assert!(first.covers(&dir.path().join("loadbalancer/haproxy")));
         assert!(!first.covers(Path::new("/elsewhere")));
         drop(first);
+        lock(dir.path()).unwrap();
+    }
+
+    #[test]
+    fn a_handed_over_lock_file_is_adopted_and_another_file_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = lock(dir.path()).unwrap();
+        let handed = first.file().try_clone_to_owned().unwrap();
+        let adopted = adopt(dir.path(), handed).unwrap();
+        drop(first);
+        // The adopted lock still holds the directory.
+        assert!(lock(dir.path()).is_err());
+        let other = tempfile::tempfile().unwrap();
+        assert!(adopt(dir.path(), other.into()).is_err());
+        drop(adopted);
         lock(dir.path()).unwrap();
     }
 

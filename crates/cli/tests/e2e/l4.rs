@@ -33,7 +33,7 @@ pub(crate) async fn tcp_pod(name: &str) -> SocketAddr {
 }
 
 /// A UDP backend: answers each datagram with `<name>:<datagram>`.
-async fn udp_pod(name: &str) -> SocketAddr {
+pub(crate) async fn udp_pod(name: &str) -> SocketAddr {
     let socket = UdpSocket::bind("127.0.0.1:0").await.unwrap();
     let addr = socket.local_addr().unwrap();
     let name = name.to_owned();

@@ -53,6 +53,7 @@ mod get;
 mod haproxy;
 mod host_rules;
 mod hostile;
+mod hot_upgrade;
 mod ingress_nginx;
 mod kubernetes;
 mod l4;

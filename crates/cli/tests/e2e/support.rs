@@ -261,8 +261,24 @@ impl Portico {
         Self::spawn_with(&[], args, "warn", Stdio::inherit(), env).await
     }
 
+    /// The binary at `program` (a copy of the one under test) with `args`.
+    pub async fn spawn_program(program: &Path, args: &[String]) -> Self {
+        Self::spawn_from(program, &[], args, "warn", Stdio::inherit(), &[]).await
+    }
+
     /// The binary with `args`, run by the command `wrapper` (none when empty).
     async fn spawn_with(
+        wrapper: &[String],
+        args: &[String],
+        level: &str,
+        stderr: Stdio,
+        env: &[(&str, &str)],
+    ) -> Self {
+        Self::spawn_from(Path::new(BIN), wrapper, args, level, stderr, env).await
+    }
+
+    async fn spawn_from(
+        binary: &Path,
         wrapper: &[String],
         args: &[String],
         level: &str,
@@ -277,10 +293,10 @@ impl Portico {
         let mut command = match wrapper.split_first() {
             Some((program, rest)) => {
                 let mut c = Command::new(program);
-                c.args(rest).arg(BIN);
+                c.args(rest).arg(binary);
                 c
             }
-            None => Command::new(BIN),
+            None => Command::new(binary),
         };
         let mut child = command
             .args(args)

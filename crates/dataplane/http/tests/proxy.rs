@@ -142,6 +142,35 @@ async fn response_comes_back_without_hop_by_hop_headers() {
     assert!(r.headers.get("connection").is_none());
 }
 
+/// Before its first configuration a served proxy accepts nothing: a client's request waits
+/// in the listen queue instead of meeting an empty route table's 404.
+#[tokio::test]
+async fn a_proxy_answers_only_once_its_first_configuration_is_applied() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let echo = Echo::start("echo").await;
+    let proxy = Proxy::new(ProxyMetrics::new(&mut Registry::default()));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (_stop, stopped) = watch::channel(false);
+    tokio::spawn(proxy.clone().serve(listener, stopped));
+    let mut waiting = TcpStream::connect(addr).await.unwrap();
+    waiting
+        .write_all(b"GET / HTTP/1.1\r\nhost: any.test\r\nconnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    let early = tokio::time::timeout(Duration::from_millis(300), waiting.read_to_end(&mut answer));
+    assert!(
+        early.await.is_err(),
+        "answered before any configuration: {answer:?}"
+    );
+    proxy.apply(&all_to("web", &[echo.addr]));
+    let read = tokio::time::timeout(Duration::from_secs(5), waiting.read_to_end(&mut answer));
+    read.await.unwrap().unwrap();
+    let head = String::from_utf8_lossy(&answer);
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+}
+
 #[tokio::test]
 async fn unmatched_request_is_404_with_a_text_body() {
     let echo = Echo::start("echo").await;

@@ -54,6 +54,32 @@ impl Default for L4Limits {
     }
 }
 
+/// TCP connections in flight in this process, of every listener.
+static FLOWS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// How many TCP connections this process carries now, listeners gone or not: what a process
+/// that handed its sockets over waits for before it exits. UDP sessions are not counted: a
+/// successor receives the client's next datagrams on the same socket and opens its own.
+pub fn tcp_flows() -> usize {
+    FLOWS.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+/// Counts a TCP connection while it lives.
+struct Flow;
+
+impl Flow {
+    fn start() -> Flow {
+        FLOWS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Flow
+    }
+}
+
+impl Drop for Flow {
+    fn drop(&mut self) {
+        FLOWS.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
 /// Milliseconds since the process's first call: cheap activity stamps for idle timeouts.
 fn now_ms() -> u64 {
     static BASE: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();

@@ -74,8 +74,10 @@ async fn accept_loop(listener: TcpListener, rx: watch::Receiver<Arc<Target>>, li
             continue;
         }
         let (rx, affinity) = (rx.clone(), affinity.clone());
+        let flow = crate::Flow::start();
         tokio::spawn(async move {
             connection(client, peer, target, rx, &affinity, limits).await;
+            drop(flow);
         });
     }
 }

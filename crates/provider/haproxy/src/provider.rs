@@ -101,6 +101,11 @@ impl HaproxyProvider {
         })
     }
 
+    /// How many haproxy processes (one per load balancer) this provider runs.
+    pub fn running(&self) -> usize {
+        self.lock_instances().len()
+    }
+
     /// Stops every haproxy and removes their directories.
     pub async fn shutdown(&self) {
         let instances = std::mem::take(&mut *self.lock_instances());

@@ -3,13 +3,13 @@
 //! rebinding; listeners that are gone stop accepting and their flows drain. A load balancer
 //! without a VIP is not served (a diagnostic says so): give Portico a `--vip-pool`.
 
-pub use portico_dataplane_l4::L4Limits;
+pub use portico_dataplane_l4::{L4Limits, tcp_flows};
 use portico_dataplane_l4::{Target, TcpHandle, UdpHandle, serve_tcp, serve_udp};
 use portico_model::{Diagnostic, LoadBalancer, LoadBalancerId, Model, PoolId, Protocol};
-use portico_provider::{CaBundles, Certificates, Provider};
+use portico_provider::{CaBundles, Certificates, Provider, SocketKind, Sockets};
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// The provider type.
 pub const KIND: &str = "l4";
@@ -36,6 +36,15 @@ struct Bound {
     /// The load balancer served there.
     owner: LoadBalancerId,
     pool: Option<PoolId>,
+    /// Where its socket is registered, until it closes.
+    registered: (SocketKind, SocketAddr, Arc<Sockets>),
+}
+
+impl Drop for Bound {
+    fn drop(&mut self) {
+        let (kind, addr, sockets) = &self.registered;
+        sockets.closed((*kind, *addr));
+    }
 }
 
 /// The `l4` provider. `apply` must be called within a tokio runtime.
@@ -44,13 +53,17 @@ pub struct L4Provider {
     limits: L4Limits,
     /// By (protocol, address).
     bound: Mutex<HashMap<(Protocol, SocketAddr), Bound>>,
+    /// The listening sockets are registered there (and taken from there when handed over by
+    /// a predecessor).
+    sockets: Arc<Sockets>,
 }
 
 impl L4Provider {
-    pub fn new(limits: L4Limits) -> Self {
+    pub fn new(limits: L4Limits, sockets: Arc<Sockets>) -> Self {
         L4Provider {
             limits,
             bound: Mutex::default(),
+            sockets,
         }
     }
 
@@ -60,16 +73,37 @@ impl L4Provider {
         addr: SocketAddr,
         target: Target,
     ) -> std::io::Result<Handle> {
-        match protocol {
+        let inherited = self.sockets.take((kind(protocol), addr));
+        let handle = match protocol {
             Protocol::Udp => {
-                let socket = std::net::UdpSocket::bind(addr)?;
+                let socket = match inherited {
+                    Some(fd) => std::net::UdpSocket::from(fd),
+                    None => std::net::UdpSocket::bind(addr)?,
+                };
+                self.sockets.listening((SocketKind::Udp, addr), &socket);
                 serve_udp(socket, target, self.limits).map(Handle::Udp)
             }
             _ => {
-                let listener = std::net::TcpListener::bind(addr)?;
+                let listener = match inherited {
+                    Some(fd) => std::net::TcpListener::from(fd),
+                    None => std::net::TcpListener::bind(addr)?,
+                };
+                self.sockets.listening((SocketKind::Tcp, addr), &listener);
                 serve_tcp(listener, target, self.limits).map(Handle::Tcp)
             }
+        };
+        if handle.is_err() {
+            self.sockets.closed((kind(protocol), addr));
         }
+        handle
+    }
+}
+
+/// The kind of socket a listener of `protocol` is.
+fn kind(protocol: Protocol) -> SocketKind {
+    match protocol {
+        Protocol::Udp => SocketKind::Udp,
+        _ => SocketKind::Tcp,
     }
 }
 
@@ -137,6 +171,7 @@ impl Provider for L4Provider {
                                 handle,
                                 owner: lb.id,
                                 pool,
+                                registered: (kind(key.0), key.1, self.sockets.clone()),
                             },
                         );
                     }

@@ -14,7 +14,7 @@ pub use place::{Bind, place};
 
 use portico_dataplane_http::{AccessLog, Health, HeavyLane, Proxy, ProxyMetrics};
 use portico_model::{Diagnostic, Limits, LoadBalancer, Model, PoolId};
-use portico_provider::{CaBundles, Certificates, Provider};
+use portico_provider::{CaBundles, Certificates, Provider, SocketKind, Sockets};
 use std::collections::{BTreeMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -30,6 +30,8 @@ struct Served {
     proxy: Arc<Proxy>,
     /// Dropped (or set) to close a VIP's listeners; none for the default listeners.
     stop: Option<watch::Sender<bool>>,
+    /// A VIP's addresses (HTTP, HTTPS), unregistered from `sockets` when it closes.
+    vip: Option<(SocketAddr, SocketAddr, Arc<Sockets>)>,
 }
 
 /// The built-in proxy as a provider.
@@ -43,6 +45,9 @@ pub struct ProxyProvider {
     /// The default listeners' addresses, when the proxy serves them.
     defaults: Option<(SocketAddr, SocketAddr)>,
     served: Mutex<BTreeMap<Bind, Served>>,
+    /// The VIPs' listening sockets are registered there (and taken from there when handed
+    /// over by a predecessor).
+    sockets: Arc<Sockets>,
 }
 
 impl ProxyProvider {
@@ -56,6 +61,7 @@ impl ProxyProvider {
         limits: Limits,
         access: AccessLog,
         defaults: Option<(TcpListener, TcpListener)>,
+        sockets: Arc<Sockets>,
         shutdown: &watch::Receiver<bool>,
     ) -> (Self, Vec<JoinHandle<()>>) {
         let mut tasks = Vec::new();
@@ -73,7 +79,15 @@ impl ProxyProvider {
             tasks.push(tokio::spawn(
                 proxy.clone().serve_https(https, shutdown.clone()),
             ));
-            served.insert(Bind::Default, Served { proxy, stop: None });
+            let stop = None;
+            served.insert(
+                Bind::Default,
+                Served {
+                    proxy,
+                    stop,
+                    vip: None,
+                },
+            );
         }
         let provider = ProxyProvider {
             metrics,
@@ -82,13 +96,48 @@ impl ProxyProvider {
             lane,
             defaults: addresses,
             served: Mutex::new(served),
+            sockets,
         };
         (provider, tasks)
     }
 
+    /// A successor process serves the same sockets: every proxy's shutdown stops accepting at
+    /// once (see [`Proxy::hand_over`]).
+    pub fn hand_over(&self) {
+        let served = self.served.lock().unwrap_or_else(PoisonError::into_inner);
+        served.values().for_each(|s| s.proxy.hand_over());
+    }
+
+    /// Where this provider registers its listening sockets (shared with the node's other
+    /// listeners).
+    pub fn sockets(&self) -> Arc<Sockets> {
+        self.sockets.clone()
+    }
+
+    /// A VIP's listener: handed over by the predecessor, or bound now.
+    fn vip_listener(&self, kind: SocketKind, addr: SocketAddr) -> std::io::Result<TcpListener> {
+        let listener = match self.sockets.take((kind, addr)) {
+            Some(fd) => {
+                let listener = std::net::TcpListener::from(fd);
+                listener.set_nonblocking(true)?;
+                TcpListener::from_std(listener)?
+            }
+            None => bind_nonlocal(addr)?,
+        };
+        self.sockets.listening((kind, addr), &listener);
+        Ok(listener)
+    }
+
     /// Binds a VIP's listeners and starts serving them with a new proxy.
-    fn start_vip(&self, http: SocketAddr, https: SocketAddr) -> std::io::Result<Served> {
-        let (http, https) = (bind_nonlocal(http)?, bind_nonlocal(https)?);
+    fn start_vip(&self, http_addr: SocketAddr, https_addr: SocketAddr) -> std::io::Result<Served> {
+        let http = self.vip_listener(SocketKind::VipHttp, http_addr)?;
+        let https = match self.vip_listener(SocketKind::VipHttps, https_addr) {
+            Ok(l) => l,
+            Err(e) => {
+                self.sockets.closed((SocketKind::VipHttp, http_addr));
+                return Err(e);
+            }
+        };
         // A VIP that is dropped closes at once: its address may be bound again right away.
         let limits = Limits {
             shutdown_grace: std::time::Duration::ZERO,
@@ -102,6 +151,7 @@ impl ProxyProvider {
         Ok(Served {
             proxy,
             stop: Some(stop),
+            vip: Some((http_addr, https_addr, self.sockets.clone())),
         })
     }
 }
@@ -223,6 +273,10 @@ impl Drop for Served {
     fn drop(&mut self) {
         if let Some(stop) = &self.stop {
             stop.send_replace(true);
+        }
+        if let Some((http, https, sockets)) = &self.vip {
+            sockets.closed((SocketKind::VipHttp, *http));
+            sockets.closed((SocketKind::VipHttps, *https));
         }
     }
 }

@@ -125,6 +125,7 @@ mod tests {
         use std::time::Duration;
         use tokio::time::timeout;
         let proxy = crate::Proxy::new(crate::ProxyMetrics::new(&mut Registry::default()));
+        proxy.apply(&portico_model::Model::default());
         let lane = Arc::new(HeavyLane::new(1));
         let held = lane.turns.try_acquire().expect("a free turn");
         proxy.share_heavy_lane(lane.clone());

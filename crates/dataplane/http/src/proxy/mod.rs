@@ -66,6 +66,12 @@ pub struct Proxy {
     caps: Arc<Caps>,
     /// Serving, draining (after the shutdown signal) or closing (after the grace period).
     phase: watch::Sender<Phase>,
+    /// Whether a configuration has been applied: the listeners accept only from then on, so
+    /// that no client is answered from an empty route table.
+    applied: watch::Sender<bool>,
+    /// Whether a successor process serves the same listening sockets: the shutdown then stops
+    /// accepting at once, and asks the connections it has to close for the grace period.
+    handed_over: std::sync::atomic::AtomicBool,
     /// Where each request's line goes, if anywhere.
     access: AccessLog,
     /// Whether HTTP/1.1 requests take the own path (`h1`) before hyper.
@@ -76,8 +82,9 @@ pub struct Proxy {
 }
 
 impl Proxy {
-    /// A proxy with an empty configuration (every request gets 404) until `apply`, with the
-    /// default limits.
+    /// A proxy with an empty configuration until `apply`, with the default limits. Its
+    /// listeners accept no connection before the first `apply` (clients wait in the listen
+    /// queue).
     pub fn new(metrics: ProxyMetrics) -> Arc<Self> {
         Self::with_limits(metrics, Limits::default())
     }
@@ -106,6 +113,8 @@ impl Proxy {
             caps: Caps::new(&limits),
             limits,
             phase: watch::Sender::new(Phase::Serving),
+            applied: watch::Sender::new(false),
+            handed_over: std::sync::atomic::AtomicBool::new(false),
             access,
             own_http1: std::sync::atomic::AtomicBool::new(own_http1_from_env()),
             lane: std::sync::OnceLock::new(),
@@ -133,7 +142,9 @@ impl Proxy {
         table.pools().for_each(|p| ensure_checks(p.balance()));
         self.table.store(Arc::new(table));
         drop(previous);
-        self.next_generation()
+        let generation = self.next_generation();
+        self.applied.send_replace(true);
+        generation
     }
 
     /// Replaces the members of pools the served table already has, without recompiling it:
@@ -162,6 +173,13 @@ impl Proxy {
         generation
     }
 
+    /// A successor process accepts on this proxy's listening sockets: call before the
+    /// shutdown signal, which then stops accepting at once and drains the connections as a
+    /// shutdown does (asked to close for the grace period, then closed once idle).
+    pub fn hand_over(&self) {
+        self.handed_over.store(true, Ordering::SeqCst);
+    }
+
     /// Whether new connections' HTTP/1.1 requests take the proxy's own path before hyper (on
     /// unless `PORTICO_HTTP1=hyper` is set), or go to hyper only.
     pub fn set_own_http1(&self, on: bool) {
@@ -187,8 +205,9 @@ impl Proxy {
         .await;
     }
 
-    /// The accept loop of [`Proxy::serve`] and [`Proxy::serve_https`]: `start` serves one
-    /// accepted connection, in a task of its own. After `shutdown`, it keeps accepting for
+    /// The accept loop of [`Proxy::serve`] and [`Proxy::serve_https`]: from the first
+    /// [`Proxy::apply`] on, `start` serves each accepted connection in a task of its own
+    /// (before it, connections wait in the listen queue). After `shutdown`, it keeps accepting for
     /// the grace period while every response asks the client to close (`Connection: close`,
     /// HTTP/2 GOAWAY); then it closes the listener, shuts every connection down gracefully and
     /// waits for requests and tunnels in flight up to the shutdown timeout.
@@ -206,14 +225,26 @@ impl Proxy {
         if let Err(error) = defer_accept(&listener) {
             tracing::debug!(%error, "TCP_DEFER_ACCEPT not set: connections are taken at once");
         }
+        let mut applied = self.applied.subscribe();
+        tokio::select! {
+            _ = applied.wait_for(|a| *a) => {}
+            () = stopped(&mut shutdown) => return,
+        }
         let stop = stopped(&mut shutdown);
         self.accept_until(&listener, (&mut connections, &mut nodelay), &start, stop)
             .await;
         self.enter(Phase::Draining);
         let grace = tokio::time::sleep(self.limits.shutdown_grace);
-        self.accept_until(&listener, (&mut connections, &mut nodelay), &start, grace)
-            .await;
-        drop(listener);
+        if self.handed_over.load(Ordering::SeqCst) {
+            // The successor accepts on the same socket: only the connections already here
+            // are asked to close during the grace period.
+            drop(listener);
+            grace.await;
+        } else {
+            self.accept_until(&listener, (&mut connections, &mut nodelay), &start, grace)
+                .await;
+            drop(listener);
+        }
         self.enter(Phase::Closing);
         let drained = tokio::time::timeout(self.limits.shutdown_timeout, async {
             while connections.join_next().await.is_some() {}

@@ -1,0 +1,102 @@
+//! What the hand-over socket carries, as text: the predecessor's list of the descriptors it
+//! sends (one line each, in their order), and the successor's answer.
+
+use portico_provider::{SocketKey, SocketKind};
+
+/// One handed-over descriptor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Entry {
+    /// The state directory's lock file (holding the lock).
+    Lock,
+    /// A listening socket.
+    Socket(SocketKey),
+}
+
+/// The line that ends the list.
+pub const END: &str = "end";
+
+/// The list's line for `entry`.
+pub fn line(entry: &Entry) -> String {
+    match entry {
+        Entry::Lock => "lock\n".to_owned(),
+        Entry::Socket((kind, addr)) => format!("{kind} {addr}\n"),
+    }
+}
+
+/// The entries of a whole list (ending with [`END`]).
+pub fn parse(text: &str) -> Result<Vec<Entry>, String> {
+    let mut entries = Vec::new();
+    for line in text.lines() {
+        match line.split_once(' ') {
+            None if line == END => return Ok(entries),
+            None if line == "lock" => entries.push(Entry::Lock),
+            Some((kind, addr)) => {
+                let kind: SocketKind = kind.parse()?;
+                let addr = addr.parse().map_err(|e| format!("{line:?}: {e}"))?;
+                entries.push(Entry::Socket((kind, addr)));
+            }
+            None => return Err(format!("unexpected line {line:?}")),
+        }
+    }
+    Err("the list ends without its end line".to_owned())
+}
+
+/// The successor's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// It serves its first state; its PID.
+    Ready(u32),
+    /// It could not start: why.
+    Failed(String),
+}
+
+impl Answer {
+    pub fn line(&self) -> String {
+        match self {
+            Answer::Ready(pid) => format!("ready {pid}\n"),
+            Answer::Failed(why) => format!("failed {}\n", why.replace('\n', " ")),
+        }
+    }
+
+    pub fn parse(line: &str) -> Option<Answer> {
+        let (word, rest) = line.trim_end().split_once(' ')?;
+        match word {
+            "ready" => rest.parse().ok().map(Answer::Ready),
+            "failed" => Some(Answer::Failed(rest.to_owned())),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_list_reads_back_what_was_written() {
+        let entries = vec![
+            Entry::Lock,
+            Entry::Socket((SocketKind::Http, "127.0.0.1:0".parse().unwrap())),
+            Entry::Socket((SocketKind::Udp, "[::1]:53".parse().unwrap())),
+        ];
+        let mut text: String = entries.iter().map(line).collect();
+        assert!(parse(&text).is_err(), "no end line yet");
+        text.push_str(END);
+        text.push('\n');
+        assert_eq!(parse(&text).unwrap(), entries);
+        assert!(parse("ftp 1.2.3.4:21\nend\n").is_err());
+        assert!(parse("tcp nowhere\nend\n").is_err());
+    }
+
+    #[test]
+    fn answers_read_back_and_a_reason_stays_on_one_line() {
+        for answer in [Answer::Ready(42), Answer::Failed("bad\nflag".to_owned())] {
+            let line = answer.line();
+            assert_eq!(line.lines().count(), 1);
+            let back = Answer::parse(&line).unwrap();
+            assert_eq!(back.line(), line);
+        }
+        assert_eq!(Answer::parse("hello"), None);
+    }
+}

@@ -1,0 +1,424 @@
+//! Zero-downtime starts and upgrades of `portico run`: no answer from an empty route table,
+//! and (SIGUSR2, `portico upgrade`) the listening sockets handed to the new process.
+
+use crate::support::*;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+const HOST: &str = "hot.test";
+
+/// `hot.test` → Service `web`, with `extra` more Ingresses (hosts `extra-<i>.test`) so that
+/// loading takes a while.
+async fn manifests(extra: usize) -> Manifests {
+    let m = crate::backends("hot", &[("web", 2)]).await;
+    let created = "2026-01-01T00:00:00Z";
+    let mut y = ingress("hot", "web", created, &[(HOST, "/", "Prefix", "web", "80")]);
+    for i in 0..extra {
+        let host = format!("extra-{i}.test");
+        let name = format!("extra-{i}");
+        let rules = [(host.as_str(), "/", "Prefix", "web", "80")];
+        y.push_str(&ingress("hot", &name, created, &rules));
+    }
+    m.write("ingresses.yaml", &y);
+    m
+}
+
+/// `portico run` of `dir` with HTTP on `port` and the other listeners on ports the system
+/// picks.
+fn args_on(dir: &std::path::Path, port: u16, extra: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> = vec!["run".into(), "-f".into(), dir.display().to_string()];
+    args.push(format!("--http-listen=127.0.0.1:{port}"));
+    args.extend(["--https-listen=127.0.0.1:0", "--admin-listen=127.0.0.1:0"].map(String::from));
+    args.extend(extra.iter().map(|s| s.to_string()));
+    args
+}
+
+/// What a client opening a new connection per request saw.
+#[derive(Debug, Default)]
+pub struct Seen {
+    pub ok: usize,
+    /// Connections refused (nothing listening).
+    pub refused: usize,
+    /// Anything else: statuses other than 200, cut connections, with what happened.
+    pub failed: Vec<String>,
+}
+
+/// A client that opens a new connection for each `GET /` to `host`, one after the other,
+/// until stopped.
+pub struct NewConnections {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    seen: Arc<Mutex<Seen>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl NewConnections {
+    pub fn start(addr: SocketAddr, host: &str) -> NewConnections {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let seen = Arc::new(Mutex::new(Seen::default()));
+        let (flag, counts, host) = (stop.clone(), seen.clone(), host.to_owned());
+        let task = tokio::spawn(async move {
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                let outcome = one_request(addr, &host).await;
+                {
+                    let mut seen = counts.lock().unwrap();
+                    match outcome {
+                        Outcome::Ok => seen.ok += 1,
+                        Outcome::Refused => seen.refused += 1,
+                        Outcome::Failed(why) => seen.failed.push(why),
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        });
+        NewConnections { stop, seen, task }
+    }
+
+    /// 200s so far.
+    pub fn ok(&self) -> usize {
+        self.seen.lock().unwrap().ok
+    }
+
+    pub async fn finish(self) -> Seen {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.task.await.unwrap();
+        Arc::try_unwrap(self.seen).unwrap().into_inner().unwrap()
+    }
+}
+
+enum Outcome {
+    Ok,
+    Refused,
+    Failed(String),
+}
+
+async fn one_request(addr: SocketAddr, host: &str) -> Outcome {
+    let mut stream = match TcpStream::connect(addr).await {
+        Ok(s) => s,
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => return Outcome::Refused,
+        Err(e) => return Outcome::Failed(format!("connect: {e}")),
+    };
+    let request = format!("GET / HTTP/1.1\r\nhost: {host}\r\nconnection: close\r\n\r\n");
+    if let Err(e) = stream.write_all(request.as_bytes()).await {
+        return Outcome::Failed(format!("write: {e}"));
+    }
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(20), stream.read_to_end(&mut answer));
+    match read.await {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => return Outcome::Failed(format!("read: {e}")),
+        Err(_) => return Outcome::Failed("no answer within 20 s".to_owned()),
+    }
+    let text = String::from_utf8_lossy(&answer);
+    let status = text.lines().next().unwrap_or_default().to_owned();
+    if status.starts_with("HTTP/1.1 200") && text.contains("\"service\":\"web\"") {
+        Outcome::Ok
+    } else {
+        Outcome::Failed(format!("answered {status:?}"))
+    }
+}
+
+/// `portico run` started while a client already hammers its port: it is refused or waits
+/// until the manifests are served, and is never answered 404 from an empty route table.
+#[tokio::test]
+async fn a_starting_portico_never_answers_from_an_empty_route_table() {
+    let m = manifests(300).await;
+    let port = free_port();
+    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+    let mut clients: Vec<_> = (0..4).map(|_| NewConnections::start(addr, HOST)).collect();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let p = Portico::spawn(&args_on(m.path(), port, &["--access-log=off"])).await;
+    p.wait_route(HOST, "/", 200, "web").await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while clients.iter().map(NewConnections::ok).sum::<usize>() < 40 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the clients were not served"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let mut refused = 0;
+    for client in clients.drain(..) {
+        let seen = client.finish().await;
+        let first = seen.failed.first();
+        assert!(
+            seen.failed.is_empty(),
+            "{} failed, first {first:?}",
+            seen.failed.len()
+        );
+        refused += seen.refused;
+    }
+    eprintln!("refused before the start: {refused}");
+}
+
+/// `portico upgrade --pid pid` for a process with state directory `state`: the new PID, or
+/// what it printed on failure.
+async fn upgrade(pid: u32, state: &std::path::Path) -> Result<u32, String> {
+    let out = tokio::process::Command::new(BIN)
+        .args(["upgrade", "--pid", &pid.to_string(), "--state-dir"])
+        .arg(state)
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        return Err(format!("{}{stdout}", String::from_utf8_lossy(&out.stderr)));
+    }
+    // "portico upgrade: PID N serves; …"
+    let new = stdout
+        .split_whitespace()
+        .nth(3)
+        .and_then(|n| n.parse().ok());
+    new.ok_or_else(|| format!("unexpected output {stdout:?}"))
+}
+
+/// Kills a process by PID when dropped (the processes upgrades start are not the test's
+/// children).
+struct KillOnDrop(u32);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", &self.0.to_string()])
+            .stderr(std::process::Stdio::null())
+            .status();
+    }
+}
+
+fn exited(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('Z')),
+        Err(_) => true,
+    }
+}
+
+/// A client making HTTPS requests, each on a new TLS connection, until stopped: (200s,
+/// failures).
+fn https_new_connections(
+    addr: SocketAddr,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+) -> tokio::task::JoinHandle<(usize, Vec<String>)> {
+    use crate::tls_support::{H1, Trust, try_connect};
+    tokio::spawn(async move {
+        let (mut ok, mut failed) = (0, Vec::new());
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            let one = tokio::spawn(async move {
+                let conn = try_connect(addr, Some(HOST), &[b"http/1.1"], Trust::Any).await;
+                let conn = conn.map_err(|e| format!("TLS connect: {e}"))?;
+                let answer = H1::over(conn).await.get(HOST, "/").await;
+                match answer.status {
+                    200 => Ok(()),
+                    status => Err(format!("HTTPS answered {status}")),
+                }
+            });
+            match one.await {
+                Ok(Ok(())) => ok += 1,
+                Ok(Err(why)) => failed.push(why),
+                Err(e) => failed.push(format!("HTTPS request: {e}")),
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        (ok, failed)
+    })
+}
+
+/// A keep-alive client (hyper's pooled client: it reuses connections, and opens new ones
+/// when a response says `Connection: close`) until stopped: (200s, failures).
+fn keep_alive(
+    addr: SocketAddr,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+) -> tokio::task::JoinHandle<(usize, Vec<String>)> {
+    use http_body_util::BodyExt as _;
+    tokio::spawn(async move {
+        let client =
+            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                .build_http::<http_body_util::Empty<bytes::Bytes>>();
+        let (mut ok, mut failed) = (0, Vec::new());
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            let req = http::Request::get(format!("http://{addr}/"))
+                .header("host", HOST)
+                .body(http_body_util::Empty::new())
+                .unwrap();
+            match client.request(req).await {
+                Ok(resp) if resp.status() == 200 => match resp.into_body().collect().await {
+                    Ok(_) => ok += 1,
+                    Err(e) => failed.push(format!("keep-alive body: {e}")),
+                },
+                Ok(resp) => failed.push(format!("keep-alive answered {}", resp.status())),
+                Err(e) => failed.push(format!("keep-alive: {e:?}")),
+            }
+        }
+        (ok, failed)
+    })
+}
+
+/// HTTP (keep-alive and new connections), HTTPS, a WebSocket, an l4 TCP stream and a UDP
+/// flow, through 10 upgrades: nothing fails, nothing is refused, the WebSocket and the
+/// stream stay open (their process drains until they end), and every old process exits.
+#[tokio::test]
+async fn ten_upgrades_under_load_fail_no_request_and_keep_tunnels_and_flows() {
+    use crate::l4::{Endpoint, l4_service, tcp_endpoint, tcp_pod, udp_pod, vip_of, wait_connect};
+    use crate::websocket::{echo_backend, handshake, round_trip};
+    let m = manifests(0).await;
+    let chat = service("hot", "chat", &ready(&[echo_backend().await]));
+    let rules = [("ws.test", "/", "Prefix", "chat", "80")];
+    let chat_ingress = ingress("hot", "chat", "2026-01-01T00:00:00Z", &rules);
+    m.write("chat.yaml", &format!("{chat}{chat_ingress}"));
+    let (pt, pu) = (free_port(), free_port());
+    let ports = format!(
+        "  - {{name: tcp, port: {pt}, protocol: TCP, targetPort: web}}\n  - {{name: dns, port: {pu}, protocol: UDP, targetPort: dns}}\n"
+    );
+    let udp = Endpoint {
+        ports: vec![("dns", "UDP", udp_pod("u0").await.port())],
+        ready: true,
+    };
+    let endpoints = [tcp_endpoint(&["tcp"], tcp_pod("t0").await, true), udp];
+    // A fixed VIP: with --vip-pool the Ingresses would move to a VIP of their own too.
+    let fixed = "  loadBalancerIP: 127.0.33.5\n";
+    m.write("l4.yaml", &l4_service("flows", fixed, &ports, &endpoints));
+    let flags = [
+        "--access-log=off",
+        "--shutdown-grace=1s",
+        "--shutdown-timeout=120s",
+    ];
+    let p = Portico::start_with_state(m.path(), &flags).await;
+    let state = p.state_dir();
+    p.wait_route(HOST, "/", 200, "web").await;
+    let vip = vip_of(&p, "flows").await;
+
+    let mut ws = TcpStream::connect(p.http).await.unwrap();
+    handshake(&mut ws, "ws.test", "/chat").await.unwrap();
+    let hello = round_trip(&mut ws, "hello").await;
+    assert_eq!(hello.as_deref(), Some("echo: hello"));
+    let mut stream = wait_connect(SocketAddr::new(vip, pt)).await;
+    let flow = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let udp_addr = SocketAddr::new(vip, pu);
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let kept = keep_alive(p.http, stop.clone());
+    let tls = https_new_connections(p.https, stop.clone());
+    let fresh = NewConnections::start(p.http, HOST);
+
+    let first = p.pid().unwrap();
+    let mut pids = vec![first];
+    let mut guards = vec![KillOnDrop(first)];
+    for i in 1..=10 {
+        let old = *pids.last().unwrap();
+        let new = upgrade(old, &state)
+            .await
+            .unwrap_or_else(|e| panic!("upgrade {i}: {e}"));
+        guards.push(KillOnDrop(new));
+        pids.push(new);
+        let text = format!("after upgrade {i}");
+        assert_eq!(
+            round_trip(&mut ws, &text).await,
+            Some(format!("echo: {text}"))
+        );
+        stream.echo(&text).await.unwrap();
+        flow.send_to(text.as_bytes(), udp_addr).await.unwrap();
+        let mut buf = [0u8; 256];
+        let got = tokio::time::timeout(Duration::from_secs(3), flow.recv_from(&mut buf)).await;
+        let (n, _) = got.expect("the UDP flow answers").unwrap();
+        assert_eq!(&buf[..n], format!("u0:{text}").as_bytes());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let seen = fresh.finish().await;
+    let (kept, tls) = (kept.await.unwrap(), tls.await.unwrap());
+    eprintln!(
+        "10 upgrades: {} new-connection, {} keep-alive, {} HTTPS requests answered",
+        seen.ok, kept.0, tls.0
+    );
+    assert!(seen.failed.is_empty() && seen.refused == 0, "{seen:?}");
+    assert!(kept.1.is_empty(), "keep-alive failures: {:?}", kept.1);
+    assert!(tls.1.is_empty(), "HTTPS failures: {:?}", tls.1);
+    assert!(seen.ok > 0 && kept.0 > 0 && tls.0 > 0);
+    // Every old process but the first (which carries the tunnel and the stream) has exited.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while pids[1..10].iter().any(|&pid| !exited(pid)) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "old processes still run"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        !exited(first),
+        "the first process drains while its tunnel is open"
+    );
+    drop((ws, stream));
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !exited(first) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the first process never exits"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(p.get(HOST, "/").await.status, 200);
+    drop(guards);
+}
+
+/// A new binary that cannot start leaves the old process serving, and `portico upgrade` says
+/// why.
+#[tokio::test]
+async fn a_broken_new_binary_leaves_the_old_process_serving() {
+    let m = manifests(0).await;
+    let bin = tempfile::tempdir().unwrap();
+    let program = bin.path().join("portico");
+    std::fs::copy(BIN, &program).unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let mut args = Portico::run_args(m.path(), &["--access-log=off"]);
+    args.push(format!("--state-dir={}", state.path().display()));
+    let p = Portico::spawn_program(&program, &args).await;
+    p.wait_route(HOST, "/", 200, "web").await;
+    // The binary at the path the process was started from is now a script that fails.
+    std::fs::remove_file(&program).unwrap();
+    std::fs::write(&program, "#!/bin/sh\necho broken >&2\nexit 1\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let load = NewConnections::start(p.http, HOST);
+    let pid = p.pid().unwrap();
+    let why = upgrade(pid, state.path()).await.unwrap_err();
+    assert!(
+        why.contains("exited (exit status: 1) before it was ready"),
+        "{why}"
+    );
+    assert!(why.contains(&format!("PID {pid} serves on")), "{why}");
+    assert!(!exited(pid));
+    assert_eq!(p.get(HOST, "/").await.status, 200);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while load.ok() < 20 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the old process stopped serving"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let seen = load.finish().await;
+    assert!(seen.failed.is_empty() && seen.refused == 0, "{seen:?}");
+    // Once the binary is good again, the upgrade goes through.
+    std::fs::remove_file(&program).unwrap();
+    std::fs::copy(BIN, &program).unwrap();
+    let new = upgrade(pid, state.path()).await.unwrap();
+    let _new = KillOnDrop(new);
+    assert_ne!(new, pid);
+    assert_eq!(p.get(HOST, "/").await.status, 200);
+}
+
+/// haproxy processes are not handed over yet: an upgrade with them running is refused with the
+/// reason, and the old process serves on (its haproxy untouched).
+#[tokio::test]
+async fn an_upgrade_with_haproxy_running_is_refused_and_serving_goes_on() {
+    let m = manifests(0).await;
+    let p = Portico::start_haproxy(m.path(), &["--access-log=off"]).await;
+    p.wait_route(HOST, "/", 200, "web").await;
+    let pid = p.pid().unwrap();
+    let why = upgrade(pid, &p.state_dir()).await.unwrap_err();
+    assert!(why.contains("haproxy processes run"), "{why}");
+    assert!(!exited(pid));
+    assert_eq!(p.get(HOST, "/").await.status, 200);
+}

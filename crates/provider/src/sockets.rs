@@ -1,0 +1,161 @@
+//! The listening sockets of a process, for an upgrade that hands them to its successor
+//! (`portico run`'s SIGUSR2): every listener registers a duplicate of its descriptor while it
+//! listens, and a process started as a successor takes the ones it was given before binding.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::SocketAddr;
+use std::os::fd::{AsFd, OwnedFd};
+use std::str::FromStr;
+use std::sync::{Mutex, PoisonError};
+
+/// What a listening socket serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum SocketKind {
+    /// The node's default HTTP listener (`--http-listen`).
+    Http,
+    /// The node's default HTTPS listener (`--https-listen`).
+    Https,
+    /// The admin API (`--admin-listen`).
+    Admin,
+    /// A VIP's HTTP listener of the built-in proxy.
+    VipHttp,
+    /// A VIP's HTTPS listener of the built-in proxy.
+    VipHttps,
+    /// An `l4` TCP listener.
+    Tcp,
+    /// An `l4` UDP socket.
+    Udp,
+}
+
+impl SocketKind {
+    const ALL: [(SocketKind, &'static str); 7] = [
+        (SocketKind::Http, "http"),
+        (SocketKind::Https, "https"),
+        (SocketKind::Admin, "admin"),
+        (SocketKind::VipHttp, "vip-http"),
+        (SocketKind::VipHttps, "vip-https"),
+        (SocketKind::Tcp, "tcp"),
+        (SocketKind::Udp, "udp"),
+    ];
+}
+
+impl fmt::Display for SocketKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = Self::ALL.iter().find(|(k, _)| k == self).map(|(_, n)| *n);
+        f.write_str(name.unwrap_or("?"))
+    }
+}
+
+impl FromStr for SocketKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let found = Self::ALL.iter().find(|(_, n)| *n == s).map(|(k, _)| *k);
+        found.ok_or_else(|| format!("unknown socket kind {s:?}"))
+    }
+}
+
+/// A socket's identity: its kind and the address it was asked for (for the default
+/// listeners the flag's address, port 0 included, so that a successor with the same flags
+/// finds it).
+pub type SocketKey = (SocketKind, SocketAddr);
+
+/// The process's listening sockets (duplicates, registered while they listen) and those it
+/// inherited from its predecessor and not yet took.
+#[derive(Debug, Default)]
+pub struct Sockets {
+    listening: Mutex<BTreeMap<SocketKey, OwnedFd>>,
+    inherited: Mutex<BTreeMap<SocketKey, OwnedFd>>,
+}
+
+impl Sockets {
+    /// Sockets handed over by a predecessor, to be taken before binding.
+    pub fn inherit(sockets: impl IntoIterator<Item = (SocketKey, OwnedFd)>) -> Sockets {
+        Sockets {
+            listening: Mutex::default(),
+            inherited: Mutex::new(sockets.into_iter().collect()),
+        }
+    }
+
+    /// The inherited socket for `key`, if there is one (each is taken once).
+    pub fn take(&self, key: SocketKey) -> Option<OwnedFd> {
+        let taken = lock(&self.inherited).remove(&key);
+        if taken.is_some() {
+            tracing::info!(kind = %key.0, addr = %key.1, "listening on a handed-over socket");
+        }
+        taken
+    }
+
+    /// Records that `socket` listens for `key` (a duplicate is kept until [`Sockets::closed`]).
+    pub fn listening(&self, key: SocketKey, socket: impl AsFd) {
+        match socket.as_fd().try_clone_to_owned() {
+            Ok(dup) => {
+                lock(&self.listening).insert(key, dup);
+            }
+            Err(error) => {
+                tracing::warn!(kind = %key.0, addr = %key.1, %error, "an upgrade will not hand this socket over");
+            }
+        }
+    }
+
+    /// `key` no longer listens: its duplicate closes, so the socket does.
+    pub fn closed(&self, key: SocketKey) {
+        lock(&self.listening).remove(&key);
+    }
+
+    /// The process is shutting down: the duplicates close, so that each socket closes when
+    /// its listener does (and no upgrade hands anything over any more).
+    pub fn forget_all(&self) {
+        lock(&self.listening).clear();
+    }
+
+    /// Duplicates of every listening socket, for a successor.
+    pub fn hand_over(&self) -> Vec<(SocketKey, OwnedFd)> {
+        let listening = lock(&self.listening);
+        let dup = |(key, fd): (&SocketKey, &OwnedFd)| Some((*key, fd.try_clone().ok()?));
+        listening.iter().filter_map(dup).collect()
+    }
+
+    /// Closes the inherited sockets nobody took (load balancers gone meanwhile).
+    pub fn close_unclaimed(&self) {
+        let left = std::mem::take(&mut *lock(&self.inherited));
+        for (kind, addr) in left.keys() {
+            tracing::info!(%kind, %addr, "a handed-over socket is not needed any more: closed");
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_read_back_what_they_print() {
+        for (kind, _) in SocketKind::ALL {
+            assert_eq!(kind.to_string().parse::<SocketKind>().unwrap(), kind);
+        }
+        assert!("ftp".parse::<SocketKind>().is_err());
+    }
+
+    #[test]
+    fn a_closed_listener_is_not_handed_over_and_an_inherited_one_is_taken_once() {
+        let a = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let b = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let key = |l: &std::net::TcpListener| (SocketKind::Tcp, l.local_addr().unwrap());
+        let sockets = Sockets::default();
+        sockets.listening(key(&a), &a);
+        sockets.listening(key(&b), &b);
+        sockets.closed(key(&b));
+        let handed: Vec<_> = sockets.hand_over().into_iter().map(|(k, _)| k).collect();
+        assert_eq!(handed, vec![key(&a)]);
+        let next = Sockets::inherit(sockets.hand_over());
+        assert!(next.take(key(&a)).is_some());
+        assert!(next.take(key(&a)).is_none());
+    }
+}
