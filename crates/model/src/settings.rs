@@ -44,6 +44,10 @@ pub struct PoolSettings {
     /// Others get 403.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allow_sources: Vec<Cidr>,
+    /// Client addresses refused (`denylist-source-range`), checked before `allow_sources`: a
+    /// client in both is refused. They get 403.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deny_sources: Vec<Cidr>,
     /// L4 pools with `sessionAffinity: ClientIP`: how long, in seconds, a client address keeps
     /// its member after its last flow ended (the Service's `timeoutSeconds`, default 10800).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -22,6 +22,7 @@ proxy_and_haproxy!(
     a_connect_that_times_out_goes_to_the_next_member,
     a_body_over_the_pools_size_gets_413_while_another_pool_accepts_it,
     a_client_outside_the_allowed_sources_gets_403,
+    a_client_in_the_denied_sources_gets_403_even_when_allowed,
     gets_succeed_when_one_of_two_members_refuses_connections,
     a_post_to_a_member_that_resets_after_reading_it_is_not_retried,
     a_member_killed_under_load_fails_no_request_after_its_detection,
@@ -348,6 +349,40 @@ async fn a_client_outside_the_allowed_sources_gets_403(provider: Provider) {
     assert_eq!(from([127, 0, 0, 1]).await, 403);
     assert_eq!(from([127, 0, 0, 3]).await, 403);
     assert_eq!(from([127, 0, 0, 2]).await, 200);
+}
+
+/// ingress-nginx's `denylist-source-range` (its e2e test: a denied client gets 403, others
+/// 200); with an allowlist too, the denylist is checked first.
+async fn a_client_in_the_denied_sources_gets_403_even_when_allowed(provider: Provider) {
+    let m = crate::backends(NS, &[("deny", 1)]).await;
+    let mut y = annotated(
+        "deny",
+        "deny.test",
+        "deny",
+        &[("denylist-source-range", "127.0.0.2/32, 10.0.0.0/8")],
+    );
+    let both = [
+        ("denylist-source-range", "127.0.0.4"),
+        ("allowlist-source-range", "127.0.0.0/24"),
+    ];
+    y.push_str(&annotated("both", "both.test", "deny", &both));
+    m.write("ingress.yaml", &y);
+    let p = start(provider, m.path()).await;
+    let from = |ip: [u8; 4], host: &'static str| {
+        let to = p.http;
+        async move {
+            let mut s = connect_from(IpAddr::from(ip), to).await.unwrap();
+            let raw = format!("GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+            s.write_all(raw.as_bytes()).await.unwrap();
+            read_response(&mut s).await.unwrap_or(0)
+        }
+    };
+    assert_eq!(from([127, 0, 0, 2], "deny.test").await, 403);
+    assert_eq!(from([127, 0, 0, 1], "deny.test").await, 200);
+    assert_eq!(from([127, 0, 0, 3], "deny.test").await, 200);
+    // In the allowlist and in the denylist: refused.
+    assert_eq!(from([127, 0, 0, 4], "both.test").await, 403);
+    assert_eq!(from([127, 0, 0, 5], "both.test").await, 200);
 }
 
 async fn gets_succeed_when_one_of_two_members_refuses_connections(provider: Provider) {

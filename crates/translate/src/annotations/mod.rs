@@ -145,6 +145,7 @@ pub(crate) fn upstream(
     }
     s.affinity = affinity(&mut r);
     s.allow_sources = sources(&mut r).unwrap_or_default();
+    s.deny_sources = denied(&mut r);
     u.protocol = r.value("backend-protocol", parse::backend_protocol);
     s.upstream_tls = upstream_tls(&mut r, u.protocol);
     s.passive = passive(&mut r);
@@ -261,6 +262,49 @@ fn sources(r: &mut Reader<'_>) -> Option<Vec<Cidr>> {
         .get("allowlist-source-range")
         .or_else(|| r.get("whitelist-source-range"))?;
     let raw = raw.to_owned();
+    let (mut out, bad) = ranges(&raw);
+    if !bad.is_empty() || out.is_empty() {
+        let applies = if out.is_empty() {
+            "no valid range is left, so every client is refused (403)"
+        } else {
+            "the valid ranges apply"
+        };
+        r.warn(&name, invalid_ranges(&bad, applies));
+    }
+    if out.is_empty() {
+        // 0.0.0.0/32 matches no client: every request is refused.
+        out.push(Cidr::new([0, 0, 0, 0].into(), 32).expect("a valid range"));
+    }
+    Some(out)
+}
+
+/// The refused client ranges (`denylist-source-range`). A bad entry is reported and left out;
+/// when no entry is valid every client is refused, as a typo in an allowlist refuses them:
+/// a denylist that cannot be read must not let through the clients it was written for.
+fn denied(r: &mut Reader<'_>) -> Vec<Cidr> {
+    let Some((name, raw)) = r.get("denylist-source-range") else {
+        return Vec::new();
+    };
+    let raw = raw.to_owned();
+    let (mut out, bad) = ranges(&raw);
+    if !bad.is_empty() || out.is_empty() {
+        let applies = if out.is_empty() {
+            "no valid range is left, so every client is refused (403)"
+        } else {
+            "the valid ranges apply"
+        };
+        r.warn(&name, invalid_ranges(&bad, applies));
+    }
+    if out.is_empty() {
+        // 0.0.0.0/0 and ::/0 match every client: every request is refused.
+        out.push(Cidr::new([0, 0, 0, 0].into(), 0).expect("a valid range"));
+        out.push(Cidr::new([0u16; 8].into(), 0).expect("a valid range"));
+    }
+    out
+}
+
+/// The ranges of a comma-separated list, sorted and without duplicates, and its bad entries.
+fn ranges(raw: &str) -> (Vec<Cidr>, Vec<&str>) {
     let mut out = Vec::new();
     let mut bad = Vec::new();
     for entry in raw.split(',').map(str::trim).filter(|e| !e.is_empty()) {
@@ -269,25 +313,15 @@ fn sources(r: &mut Reader<'_>) -> Option<Vec<Cidr>> {
             Err(_) => bad.push(entry),
         }
     }
-    if !bad.is_empty() || out.is_empty() {
-        let applies = if out.is_empty() {
-            "no valid range is left, so every client is refused (403)"
-        } else {
-            "the valid ranges apply"
-        };
-        let message = format!(
-            "invalid address ranges {bad:?} (e.g. 10.0.0.0/8, 192.168.1.7, 2001:db8::/32); \
-             {applies}"
-        );
-        r.warn(&name, message);
-    }
-    if out.is_empty() {
-        // 0.0.0.0/32 matches no client: every request is refused.
-        out.push(Cidr::new([0, 0, 0, 0].into(), 32).expect("a valid range"));
-    }
     out.sort();
     out.dedup();
-    Some(out)
+    (out, bad)
+}
+
+fn invalid_ranges(bad: &[&str], applies: &str) -> String {
+    format!(
+        "invalid address ranges {bad:?} (e.g. 10.0.0.0/8, 192.168.1.7, 2001:db8::/32); {applies}"
+    )
 }
 
 fn upstream_tls(r: &mut Reader<'_>, protocol: Option<PoolProtocol>) -> Option<UpstreamTls> {

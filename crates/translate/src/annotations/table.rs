@@ -165,6 +165,7 @@ pub const ANNOTATIONS: &[Annotation] = &[
     both("proxy-next-upstream-tries"),
     both("whitelist-source-range"),
     both("allowlist-source-range"),
+    both("denylist-source-range"),
     both("backend-protocol"),
     both("proxy-ssl-verify"),
     both("proxy-ssl-secret"),
@@ -402,7 +403,6 @@ pub const ANNOTATIONS: &[Annotation] = &[
     ignored("auth-tls-error-page", NOT_YET),
     ignored("auth-tls-pass-certificate-to-upstream", NOT_YET),
     ignored("auth-tls-match-cn", NOT_YET),
-    ignored("denylist-source-range", NOT_YET),
     ignored("custom-headers", NOT_YET),
     ignored("connection-proxy-header", NOT_YET),
     ignored(

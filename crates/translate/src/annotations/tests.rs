@@ -201,6 +201,57 @@ fn a_bad_allowlist_entry_never_opens_the_pool() {
 }
 
 #[test]
+fn a_denylist_is_read_beside_the_allowlist_and_a_bad_one_refuses_everyone() {
+    let (u, d) = read(&[
+        (
+            "nginx.ingress.kubernetes.io/denylist-source-range",
+            "10.1.0.0/16, 192.168.1.7,10.1.0.0/16",
+        ),
+        (
+            "nginx.ingress.kubernetes.io/allowlist-source-range",
+            "10.0.0.0/8",
+        ),
+    ]);
+    assert!(d.is_empty(), "{d:?}");
+    let denied: Vec<String> = u
+        .settings
+        .deny_sources
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(denied, ["10.1.0.0/16", "192.168.1.7/32"]);
+    assert_eq!(u.settings.allow_sources.len(), 1);
+    // Portico's key wins over nginx's.
+    let (u, _) = read(&[
+        (
+            "nginx.ingress.kubernetes.io/denylist-source-range",
+            "10.1.0.0/16",
+        ),
+        ("portico.dev/denylist-source-range", "10.2.0.0/16"),
+    ]);
+    assert_eq!(u.settings.deny_sources[0].to_string(), "10.2.0.0/16");
+    let (u, d) = read(&[(
+        "nginx.ingress.kubernetes.io/denylist-source-range",
+        "10.1.0.0/16, 10.1.0.0/99",
+    )]);
+    assert!(d[0].message.contains("the valid ranges apply"), "{d:?}");
+    assert_eq!(u.settings.deny_sources.len(), 1);
+    let (u, d) = read(&[("portico.dev/denylist-source-range", "nobody")]);
+    assert_eq!(
+        d[0].field,
+        "metadata.annotations[portico.dev/denylist-source-range]"
+    );
+    assert!(d[0].message.contains("every client is refused"), "{d:?}");
+    for ip in ["10.1.2.3", "2001:db8::1"] {
+        let ip = ip.parse().unwrap();
+        assert!(
+            u.settings.deny_sources.iter().any(|c| c.contains(ip)),
+            "{ip}"
+        );
+    }
+}
+
+#[test]
 fn upstream_tls_needs_a_tls_protocol_and_a_local_secret() {
     let (u, d) = read(&[("nginx.ingress.kubernetes.io/proxy-ssl-verify", "on")]);
     assert!(u.settings.upstream_tls.is_none());

@@ -34,10 +34,14 @@ pub(super) fn max_body(pool: &PoolState, limits: &Limits) -> u64 {
         .unwrap_or(limits.max_body_bytes)
 }
 
-/// Whether the pool admits a client at `ip` (`allowlist-source-range`; none: everyone).
+/// Whether the pool admits a client at `ip`: not in `denylist-source-range`, and in
+/// `allowlist-source-range` when that is set (a client in both is refused, as nginx's `deny`
+/// lines come before its `allow` lines).
 pub(super) fn source_allowed(pool: &PoolState, ip: IpAddr) -> bool {
-    let ranges = &pool.settings().allow_sources;
-    ranges.is_empty() || ranges.iter().any(|range| range.contains(ip))
+    let settings = pool.settings();
+    let (allow, deny) = (&settings.allow_sources, &settings.deny_sources);
+    !deny.iter().any(|range| range.contains(ip))
+        && (allow.is_empty() || allow.iter().any(|range| range.contains(ip)))
 }
 
 /// Methods that are safe to send twice (RFC 9110 section 9.2.2), CONNECT and PATCH aside.

@@ -187,6 +187,18 @@ fn spare_lines(pool: &Pool, proto: &str, options: &str) -> String {
 fn settings(pool: &Pool, limits: &Limits) -> String {
     let settings = &pool.settings;
     let mut s = String::new();
+    if !settings.deny_sources.is_empty() {
+        let ranges: Vec<String> = settings
+            .deny_sources
+            .iter()
+            .map(|c| c.to_string())
+            .collect();
+        let _ = writeln!(
+            s,
+            "    http-request deny deny_status 403 if {{ src {} }}",
+            ranges.join(" ")
+        );
+    }
     if !settings.allow_sources.is_empty() {
         let ranges: Vec<String> = settings
             .allow_sources

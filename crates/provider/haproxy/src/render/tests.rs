@@ -365,6 +365,7 @@ fn pool_settings_become_backend_rules_timeouts_and_retries() {
     let settings = &mut std::sync::Arc::make_mut(&mut lb.pools[0]).settings;
     let settings = std::sync::Arc::make_mut(settings);
     settings.allow_sources = vec!["10.0.0.0/8".parse().unwrap(), "::1".parse().unwrap()];
+    settings.deny_sources = vec!["10.1.0.0/16".parse().unwrap()];
     settings.max_body_bytes = Some(1024);
     settings.connect_timeout_ms = Some(250);
     settings.read_timeout_ms = Some(2000);
@@ -378,8 +379,13 @@ fn pool_settings_become_backend_rules_timeouts_and_retries() {
             .position(|l| l.starts_with(needle))
             .unwrap_or_else(|| panic!("no {needle:?} in\n{backend}"))
     };
+    // The denied ranges first: a client in both lists is refused.
     assert_eq!(
         rules[at("http-request deny deny_status 403")],
+        "http-request deny deny_status 403 if { src 10.1.0.0/16 }"
+    );
+    assert_eq!(
+        rules[at("http-request deny deny_status 403 unless")],
         "http-request deny deny_status 403 unless { src 10.0.0.0/8 ::1/128 }"
     );
     assert_eq!(
