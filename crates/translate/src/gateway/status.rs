@@ -9,8 +9,8 @@ use super::{GatewayVerdict, Verdicts};
 use crate::{ObjectKey, Objects};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition as ApiCondition, Time};
 use portico_gateway::{
-    Gateway, GatewayClass, GatewayClassStatus, GatewayStatus, GatewayStatusAddress, HttpRoute,
-    ListenerStatus, RouteGroupKind, RouteParentStatus, RouteStatus, Statuses,
+    Gateway, GatewayClass, GatewayClassStatus, GatewayStatus, GatewayStatusAddress, GrpcRoute,
+    HttpRoute, ListenerStatus, RouteGroupKind, RouteParentStatus, RouteStatus, Statuses,
 };
 use std::collections::BTreeMap;
 
@@ -94,7 +94,18 @@ pub fn statuses(
     let routes = objects.http_routes.iter().map(|(key, route)| {
         let mut route = HttpRoute::clone(route);
         if let Some(parents) = verdicts.routes.get(key) {
-            route.status = Some(route_status(&route, parents, controller, now));
+            let at = (route.status.as_ref(), route.metadata.generation);
+            let status = route_status(at, &route.spec.parent_refs, parents, controller, now);
+            route.status = Some(status);
+        }
+        route
+    });
+    let grpc_routes = objects.grpc_routes.iter().map(|(key, route)| {
+        let mut route = GrpcRoute::clone(route);
+        if let Some(parents) = verdicts.grpc_routes.get(key) {
+            let at = (route.status.as_ref(), route.metadata.generation);
+            let status = route_status(at, &route.spec.parent_refs, parents, controller, now);
+            route.status = Some(status);
         }
         route
     });
@@ -102,6 +113,7 @@ pub fn statuses(
         classes: classes.collect(),
         gateways: gateways.collect(),
         routes: routes.collect(),
+        grpc_routes: grpc_routes.collect(),
     }
 }
 
@@ -168,20 +180,21 @@ fn address_type(address: &str) -> &'static str {
     }
 }
 
+/// A route's status from its old one and generation (`at`), its parentRefs and our verdicts.
 fn route_status(
-    route: &HttpRoute,
+    (old, generation): (Option<&RouteStatus>, Option<i64>),
+    parent_refs: &[portico_gateway::ParentReference],
     parents: &[super::ParentVerdict],
     controller: &str,
     now: &Time,
 ) -> RouteStatus {
-    let old = route.status.clone().unwrap_or_default();
-    let generation = route.metadata.generation;
+    let old = old.cloned().unwrap_or_default();
     let mut entries: Vec<RouteParentStatus> = (old.parents.iter())
         .filter(|p| p.controller_name != controller)
         .cloned()
         .collect();
     for parent in parents {
-        let Some(parent_ref) = route.spec.parent_refs.get(parent.index) else {
+        let Some(parent_ref) = parent_refs.get(parent.index) else {
             continue;
         };
         let previous = (old.parents.iter())
