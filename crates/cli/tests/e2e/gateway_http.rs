@@ -621,6 +621,9 @@ async fn haproxy_serves_redirects_of_scheme_host_port_and_status_and_names_the_r
     );
 }
 
+/// One gRPC call case: path, headers → status and service ("" for none).
+type Call<'a> = (&'a str, &'a [(&'a str, &'a str)], u16, &'a str);
+
 /// A GRPCRoute `name` in `ns`.
 fn grpc_route(ns: &str, name: &str, spec: &str) -> String {
     route(ns, name, spec).replace("kind: HTTPRoute", "kind: GRPCRoute")
@@ -683,7 +686,7 @@ async fn a_grpc_route_matches_services_and_methods_and_calls_its_backends_over_h
             .await
             .unwrap();
     tokio::spawn(conn);
-    let cases: [(&str, &[(&str, &str)], u16, &str); 7] = [
+    let cases: [Call<'_>; 7] = [
         ("/helloworld.Greeter/SayHello", &[], 200, "greeter"),
         ("/helloworld.Greeter/SayBye", &[("x-v", "2")], 200, "other"),
         ("/helloworld.Greeter/SayBye", &[], 404, ""),
