@@ -25,6 +25,8 @@ pub enum Kind {
     Gateways,
     #[value(alias = "httproute")]
     Httproutes,
+    #[value(alias = "grpcroute")]
+    Grpcroutes,
 }
 
 impl Kind {
@@ -34,6 +36,7 @@ impl Kind {
             Kind::Gatewayclasses => Some("/api/v1/gatewayclasses"),
             Kind::Gateways => Some("/api/v1/gateways"),
             Kind::Httproutes => Some("/api/v1/httproutes"),
+            Kind::Grpcroutes => Some("/api/v1/grpcroutes"),
             _ => None,
         }
     }
@@ -51,7 +54,7 @@ pub enum Output {
 pub struct GetArgs {
     /// What to list: loadbalancers (lb), ingresses (ing), pools, diagnostics, or the Gateway
     /// API objects with the status Portico would write: gatewayclasses (gc), gateways (gtw),
-    /// httproutes (with -o json or yaml: a v1 List of the objects).
+    /// httproutes, grpcroutes (with -o json or yaml: a v1 List of the objects).
     kind: Kind,
     /// The admin API of the Portico to ask (`portico run`/`agent` listen on 127.0.0.1:9180 by
     /// default, `portico controller` on 127.0.0.1:9181).
@@ -66,7 +69,7 @@ pub async fn run(args: &GetArgs) -> anyhow::Result<ExitCode> {
     let items = match args.kind {
         Kind::Loadbalancers | Kind::Pools => fetch(&args.server, "/api/v1/loadbalancers").await?,
         Kind::Ingresses => fetch_all(&args.server, "/api/v1/ingresses").await?,
-        Kind::Gatewayclasses | Kind::Gateways | Kind::Httproutes => {
+        Kind::Gatewayclasses | Kind::Gateways | Kind::Httproutes | Kind::Grpcroutes => {
             let path = args.kind.gateway_api_path().unwrap_or_default();
             fetch_all(&args.server, path).await?
         }
@@ -197,7 +200,7 @@ fn table(kind: Kind, items: &[Value], wide: bool) -> String {
             vec!["NAMESPACE", "NAME", "CLASS", "ADDRESS", "PROGRAMMED"],
             items.iter().map(|g| gateway_row(g, wide)).collect(),
         ),
-        Kind::Httproutes => (
+        Kind::Httproutes | Kind::Grpcroutes => (
             vec!["NAMESPACE", "NAME", "HOSTNAMES", "PARENTS"],
             items.iter().map(|r| route_row(r, wide)).collect(),
         ),
@@ -210,7 +213,7 @@ fn table(kind: Kind, items: &[Value], wide: bool) -> String {
             Kind::Diagnostics => {}
             Kind::Gatewayclasses => header.push("MESSAGE"),
             Kind::Gateways => header.extend(["ACCEPTED", "LISTENERS"]),
-            Kind::Httproutes => header.push("RESOLVEDREFS"),
+            Kind::Httproutes | Kind::Grpcroutes => header.push("RESOLVEDREFS"),
         }
     }
     if rows.is_empty() {

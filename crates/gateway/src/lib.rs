@@ -1,5 +1,5 @@
 //! The Gateway API kinds Portico reads (`gateway.networking.k8s.io`: GatewayClass, Gateway,
-//! HTTPRoute, ReferenceGrant), as serde types written from the v1 API's schemas. The
+//! HTTPRoute, GRPCRoute, ReferenceGrant), as serde types written from the v1 API's schemas. The
 //! `v1beta1` versions of these kinds have the same shape and decode into the same types.
 //!
 //! Why not kube-rs's `gateway-api` crate: its newest release depends on other major versions
@@ -22,6 +22,7 @@ mod class;
 mod filter;
 mod gateway;
 mod grant;
+mod grpc;
 mod resource;
 mod route;
 mod status;
@@ -35,6 +36,7 @@ pub use gateway::{
     AllowedRoutes, Gateway, GatewayAddress, GatewaySpec, GatewayTls, Listener, RouteNamespaces,
 };
 pub use grant::{ReferenceGrant, ReferenceGrantFrom, ReferenceGrantSpec, ReferenceGrantTo};
+pub use grpc::{GrpcMethodMatch, GrpcRoute, GrpcRouteMatch, GrpcRouteRule, GrpcRouteSpec};
 pub use route::{
     BackendRef, HeaderMatch, HttpRoute, HttpRouteMatch, HttpRouteRule, HttpRouteSpec,
     ParentReference, PathMatch, QueryParamMatch, SecretObjectReference,
@@ -51,6 +53,7 @@ pub struct Statuses {
     pub classes: Vec<GatewayClass>,
     pub gateways: Vec<Gateway>,
     pub routes: Vec<HttpRoute>,
+    pub grpc_routes: Vec<GrpcRoute>,
 }
 
 /// The API group of every kind here.

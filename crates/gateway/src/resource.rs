@@ -1,6 +1,6 @@
 //! k8s-openapi's `Resource`, `ListableResource` and `Metadata` for the kinds here.
 
-use crate::{Gateway, GatewayClass, HttpRoute, ReferenceGrant};
+use crate::{Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::{
     ClusterResourceScope, ListableResource, Metadata, NamespaceResourceScope, Resource,
@@ -43,6 +43,7 @@ resource!(
 );
 resource!(Gateway, "Gateway", "gateways", NamespaceResourceScope);
 resource!(HttpRoute, "HTTPRoute", "httproutes", NamespaceResourceScope);
+resource!(GrpcRoute, "GRPCRoute", "grpcroutes", NamespaceResourceScope);
 resource!(
     ReferenceGrant,
     "ReferenceGrant",

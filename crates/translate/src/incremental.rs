@@ -23,6 +23,7 @@ pub fn endpoint_only_change(old: &Objects, new: &Objects) -> Option<BTreeSet<Obj
         && same(&old.gateway_classes, &new.gateway_classes)
         && same(&old.gateways, &new.gateways)
         && same(&old.http_routes, &new.http_routes)
+        && same(&old.grpc_routes, &new.grpc_routes)
         && same(&old.reference_grants, &new.reference_grants);
     if !unchanged {
         return None;

@@ -28,6 +28,7 @@ impl fmt::Debug for Loaded {
             .field("gateway_classes", &o.gateway_classes.len())
             .field("gateways", &o.gateways.len())
             .field("http_routes", &o.http_routes.len())
+            .field("grpc_routes", &o.grpc_routes.len())
             .field("reference_grants", &o.reference_grants.len())
             .field("diagnostics", &self.diagnostics)
             .field("files", &self.files)

@@ -5,7 +5,7 @@ use k8s_openapi::api::core::v1::{Endpoints, Secret, ServiceStatus};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{IngressClass, IngressStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use portico_gateway::{Gateway, GatewayClass, HttpRoute, ReferenceGrant};
+use portico_gateway::{Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::net::IpAddr;
@@ -62,6 +62,7 @@ pub struct Objects {
     pub gateway_classes: Arc<BTreeMap<String, Arc<GatewayClass>>>,
     pub gateways: Arc<BTreeMap<ObjectKey, Arc<Gateway>>>,
     pub http_routes: Arc<BTreeMap<ObjectKey, Arc<HttpRoute>>>,
+    pub grpc_routes: Arc<BTreeMap<ObjectKey, Arc<GrpcRoute>>>,
     pub reference_grants: Arc<BTreeMap<ObjectKey, Arc<ReferenceGrant>>>,
     /// The latest status-only update of a kept Ingress ([`StatusSeen`]), where it came after
     /// the object.

@@ -737,3 +737,105 @@ fn a_mirror_to_a_missing_service_does_not_resolve_and_the_route_is_served_withou
     assert_eq!(policies(lb), ["/ -> shop_web_8080"]);
     assert!(lb.listeners[0].policies[0].options.is_none(), "no mirror");
 }
+
+fn grpc_route(name: &str, spec: &str) -> String {
+    format!(
+        "---\napiVersion: gateway.networking.k8s.io/v1\nkind: GRPCRoute\nmetadata: {{name: {name}, namespace: shop}}\nspec: {spec}\n"
+    )
+}
+
+#[test]
+fn a_grpc_routes_methods_become_paths_its_backends_speak_h2c_and_it_gets_a_status() {
+    let t = translate(&[
+        gateway("gw", "portico", HTTP),
+        grpc_route(
+            "g",
+            "{parentRefs: [{name: gw}], rules: [
+              {matches: [{method: {service: pkg.Echo, method: Say}, headers: [{name: x-v, value: '2'}]}],
+               backendRefs: [{name: api, port: 9090}]},
+              {matches: [{method: {service: pkg.Echo}}], backendRefs: [{name: api, port: 9090}]},
+              {matches: [{method: {type: RegularExpression, service: 'pkg\\..*', method: 'S.*'}}],
+               backendRefs: [{name: api, port: 9090}]},
+              {matches: [{method: {method: Ping}}], backendRefs: [{name: api, port: 9090}]}]}",
+        ),
+        route(
+            "h",
+            "shop",
+            "{parentRefs: [{name: gw}], rules: [{backendRefs: [{name: api, port: 9090}]}]}",
+        ),
+        grpc_route(
+            "missing",
+            "{parentRefs: [{name: gw}], rules: [{backendRefs: [{name: nope, port: 1}]}]}",
+        ),
+    ]);
+    let lb = lb(&t, "gateway/shop/gw");
+    assert_eq!(
+        policies(lb),
+        [
+            // Regular expressions first, as the model orders them for HTTPRoutes too.
+            "(?-i:/(?:pkg\\..*)/(?:S.*))$ -> shop_api_9090_grpc-h2c",
+            "(?-i:/[^/]+/Ping)$ -> shop_api_9090_grpc-h2c",
+            "=/pkg.Echo/Say x-v:2 -> shop_api_9090_grpc-h2c",
+            "/pkg.Echo/ -> shop_api_9090_grpc-h2c",
+            "/ -> shop_api_9090",
+            "/ -> 500",
+        ]
+    );
+    let grpc = lb
+        .pools
+        .iter()
+        .find(|p| p.name.ends_with("grpc-h2c"))
+        .unwrap();
+    assert_eq!(grpc.protocol, portico_model::PoolProtocol::H2c);
+    let http = lb.pools.iter().find(|p| p.name == "shop_api_9090").unwrap();
+    assert_eq!(http.protocol, portico_model::PoolProtocol::Http);
+    let v = &t.gateways;
+    let grpc_conditions = |name: &str| {
+        let parents = &v.grpc_routes[&ObjectKey::new("shop", name)];
+        parents
+            .iter()
+            .map(|p| conditions(&p.conditions))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        grpc_conditions("g"),
+        [["Accepted=true/Accepted", "ResolvedRefs=true/ResolvedRefs"]]
+    );
+    assert_eq!(
+        grpc_conditions("missing"),
+        [[
+            "Accepted=true/Accepted",
+            "ResolvedRefs=false/BackendNotFound"
+        ]]
+    );
+    assert!(!v.routes.contains_key(&ObjectKey::new("shop", "g")));
+    let listener = &v.gateways[&ObjectKey::new("shop", "gw")].listeners[0];
+    let kinds: Vec<&str> = listener
+        .supported_kinds
+        .iter()
+        .map(|k| k.1.as_str())
+        .collect();
+    assert_eq!(kinds, ["HTTPRoute", "GRPCRoute"]);
+    assert_eq!(listener.attached_routes, 3);
+}
+
+#[test]
+fn a_listener_that_allows_only_httproutes_refuses_a_grpc_route() {
+    let listeners =
+        "[{name: http, port: 80, protocol: HTTP, allowedRoutes: {kinds: [{kind: HTTPRoute}]}}]";
+    let t = translate(&[
+        gateway("gw", "portico", listeners),
+        grpc_route(
+            "g",
+            "{parentRefs: [{name: gw}], rules: [{backendRefs: [{name: api, port: 9090}]}]}",
+        ),
+    ]);
+    let parents = &t.gateways.grpc_routes[&ObjectKey::new("shop", "g")];
+    assert_eq!(
+        conditions(&parents[0].conditions),
+        [
+            "Accepted=false/NotAllowedByListeners",
+            "ResolvedRefs=true/ResolvedRefs"
+        ]
+    );
+}

@@ -620,3 +620,142 @@ async fn haproxy_serves_redirects_of_scheme_host_port_and_status_and_names_the_r
         "{out}"
     );
 }
+
+/// One gRPC call case: path, headers → status and service ("" for none).
+type Call<'a> = (&'a str, &'a [(&'a str, &'a str)], u16, &'a str);
+
+/// A GRPCRoute `name` in `ns`.
+fn grpc_route(ns: &str, name: &str, spec: &str) -> String {
+    route(ns, name, spec).replace("kind: HTTPRoute", "kind: GRPCRoute")
+}
+
+#[tokio::test]
+async fn a_grpc_route_matches_services_and_methods_and_calls_its_backends_over_h2c() {
+    use http_body_util::{BodyExt, Full};
+    use hyper::body::Bytes;
+    let ns = "gw-grpc";
+    let m = Manifests::new();
+    // The Services say nothing of h2c: a GRPCRoute's backends speak it all the same.
+    let greeter = portico_testkit::grpc_backend("greeter").await;
+    let other = portico_testkit::grpc_backend("other").await;
+    m.write(
+        "backends.yaml",
+        &(service(ns, "greeter", &ready(&[greeter])) + &service(ns, "other", &ready(&[other]))),
+    );
+    let spec = "{parentRefs: [{name: gw}], hostnames: [grpc.test], rules: [
+        {matches: [{method: {service: helloworld.Greeter, method: SayHello}}], backendRefs: [{name: greeter, port: 80}]},
+        {matches: [{method: {service: helloworld.Greeter}, headers: [{name: x-v, value: '2'}]}], backendRefs: [{name: other, port: 80}]},
+        {matches: [{method: {type: RegularExpression, service: 'pkg\\.v[0-9]+', method: 'Get.*'}}], backendRefs: [{name: other, port: 80}]}]}";
+    m.write(
+        "gw.yaml",
+        &(class("portico", OURS)
+            + &gateway(ns, "gw", "portico", HTTP)
+            + &grpc_route(ns, "calls", spec)),
+    );
+    let p = Portico::start(m.path(), &[]).await;
+    let accepted = ["Accepted=True/Accepted", "ResolvedRefs=True/ResolvedRefs"];
+    let start = std::time::Instant::now();
+    loop {
+        let route = crate::gateway_api::object(&p, "/api/v1/grpcroutes", ns, "calls").await;
+        let conditions: Vec<String> = (route["status"]["parents"][0]["conditions"].as_array())
+            .into_iter()
+            .flatten()
+            .map(|c| {
+                format!(
+                    "{}={}/{}",
+                    c["type"].as_str().unwrap(),
+                    c["status"].as_str().unwrap(),
+                    c["reason"].as_str().unwrap()
+                )
+            })
+            .collect();
+        if conditions == accepted {
+            break;
+        }
+        assert!(start.elapsed().as_secs() < 5, "status: {conditions:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    p.wait_route("grpc.test", "/helloworld.Greeter/SayHello", 200, "greeter")
+        .await;
+
+    // HTTP/2 with prior knowledge (h2c) from the client too.
+    let tcp = tokio::net::TcpStream::connect(p.http).await.unwrap();
+    let io = hyper_util::rt::TokioIo::new(tcp);
+    let (mut client, conn) =
+        hyper::client::conn::http2::handshake(hyper_util::rt::TokioExecutor::new(), io)
+            .await
+            .unwrap();
+    tokio::spawn(conn);
+    let cases: [Call<'_>; 7] = [
+        ("/helloworld.Greeter/SayHello", &[], 200, "greeter"),
+        ("/helloworld.Greeter/SayBye", &[("x-v", "2")], 200, "other"),
+        ("/helloworld.Greeter/SayBye", &[], 404, ""),
+        ("/helloworld.GreeterX/SayHello", &[("x-v", "2")], 404, ""),
+        ("/pkg.v1/GetThing", &[], 200, "other"),
+        ("/pkg.v1/PutThing", &[], 404, ""),
+        ("/pkg.vx/GetThing", &[], 404, ""),
+    ];
+    let mut failures = Vec::new();
+    for (path, headers, status, service) in cases {
+        let mut req = http::Request::post(format!("http://grpc.test{path}"))
+            .header("content-type", "application/grpc")
+            .header("te", "trailers");
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let req = req
+            .body(Full::new(Bytes::from_static(b"\0\0\0\0\x00")))
+            .unwrap();
+        let reply = client.send_request(req).await.unwrap();
+        let got_status = reply.status().as_u16();
+        let body = reply.into_body().collect().await.unwrap().to_bytes();
+        let json: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+        let got = json["service"].as_str().unwrap_or_default();
+        if (got_status, got) != (status, service) {
+            failures.push(format!(
+                "{path} {headers:?}: wanted {status} {service:?}, got {got_status} {got:?}"
+            ));
+        }
+        if status == 200 {
+            assert_eq!(json["proto"], "HTTP/2.0", "the upstream hop is h2c: {json}");
+            assert_eq!(json["path"], path);
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+
+    // And from an HTTP/1.1 client: the hop to the backend is still HTTP/2.
+    let r = p
+        .request(p.http, "POST", "grpc.test", "/pkg.v2/GetAll", &[], "")
+        .await
+        .unwrap();
+    assert_eq!((r.status, r.service().as_str()), (200, "other"));
+    assert_eq!(r.json()["proto"], "HTTP/2.0");
+
+    // `portico get grpcroutes`: the GRPCRoute with its status, as a v1 List and as a table.
+    let get = |args: &[&str]| {
+        let server = p.admin.to_string();
+        let out = std::process::Command::new(BIN)
+            .args(["get", "grpcroutes", "--server", &server])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let list: serde_json::Value = serde_json::from_str(&get(&["-o", "json"])).unwrap();
+    let item = &list["items"][0];
+    assert_eq!(
+        (item["kind"].as_str(), list["kind"].as_str()),
+        (Some("GRPCRoute"), Some("List"))
+    );
+    assert_eq!(item["status"]["parents"][0]["controllerName"], OURS);
+    let table = get(&[]);
+    assert!(
+        table.contains("calls") && table.contains("grpc.test"),
+        "{table}"
+    );
+}

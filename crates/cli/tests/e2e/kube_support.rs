@@ -149,6 +149,7 @@ fn to_json(object: &Object) -> Value {
         Object::GatewayClass(o) => serde_json::to_value(&**o),
         Object::Gateway(o) => serde_json::to_value(&**o),
         Object::HttpRoute(o) => serde_json::to_value(&**o),
+        Object::GrpcRoute(o) => serde_json::to_value(&**o),
         Object::ReferenceGrant(o) => serde_json::to_value(&**o),
     };
     value.unwrap()

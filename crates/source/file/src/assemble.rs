@@ -3,7 +3,7 @@
 use crate::object::{Kind, Object};
 use k8s_openapi::api::core::v1::{Endpoints, Secret};
 use k8s_openapi::api::networking::v1::IngressClass;
-use portico_gateway::{Gateway, GatewayClass, HttpRoute, ReferenceGrant};
+use portico_gateway::{Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant};
 use portico_model::{Diagnostic, ObjectRef};
 use portico_translate::{CompactSlice, KeptIngress, KeptService, ObjectKey, Objects};
 use std::collections::BTreeMap;
@@ -130,6 +130,7 @@ pub(crate) fn assemble(
         ),
         gateways: built.kind(Kind::Gateway, &old.gateways, kinds.gateways),
         http_routes: built.kind(Kind::HttpRoute, &old.http_routes, kinds.http_routes),
+        grpc_routes: built.kind(Kind::GrpcRoute, &old.grpc_routes, kinds.grpc_routes),
         reference_grants: built.kind(
             Kind::ReferenceGrant,
             &old.reference_grants,
@@ -200,6 +201,7 @@ struct Kinds {
     gateway_classes: Entries<String, GatewayClass>,
     gateways: Entries<ObjectKey, Gateway>,
     http_routes: Entries<ObjectKey, HttpRoute>,
+    grpc_routes: Entries<ObjectKey, GrpcRoute>,
     reference_grants: Entries<ObjectKey, ReferenceGrant>,
 }
 
@@ -221,6 +223,7 @@ impl Kinds {
             Object::GatewayClass(o) => self.gateway_classes.push((name, o.clone(), origin)),
             Object::Gateway(o) => self.gateways.push((key(name), o.clone(), origin)),
             Object::HttpRoute(o) => self.http_routes.push((key(name), o.clone(), origin)),
+            Object::GrpcRoute(o) => self.grpc_routes.push((key(name), o.clone(), origin)),
             Object::ReferenceGrant(o) => {
                 self.reference_grants.push((key(name), o.clone(), origin));
             }

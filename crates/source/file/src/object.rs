@@ -2,7 +2,7 @@ use k8s_openapi::api::core::v1::{Endpoints, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use portico_gateway::{Gateway, GatewayClass, HttpRoute, ReferenceGrant};
+use portico_gateway::{Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant};
 use portico_model::ObjectRef;
 use portico_translate::{CompactSlice, KeptIngress, KeptService, ObjectKey};
 use serde::de::DeserializeOwned;
@@ -25,6 +25,7 @@ pub enum Object {
     GatewayClass(Arc<GatewayClass>),
     Gateway(Arc<Gateway>),
     HttpRoute(Arc<HttpRoute>),
+    GrpcRoute(Arc<GrpcRoute>),
     ReferenceGrant(Arc<ReferenceGrant>),
 }
 
@@ -56,6 +57,7 @@ impl Object {
             Object::GatewayClass(o) => meta(&o.metadata),
             Object::Gateway(o) => meta(&o.metadata),
             Object::HttpRoute(o) => meta(&o.metadata),
+            Object::GrpcRoute(o) => meta(&o.metadata),
             Object::ReferenceGrant(o) => meta(&o.metadata),
         }
     }
@@ -75,6 +77,7 @@ impl Object {
             (Object::GatewayClass(a), Object::GatewayClass(b)) => same(a, b),
             (Object::Gateway(a), Object::Gateway(b)) => same(a, b),
             (Object::HttpRoute(a), Object::HttpRoute(b)) => same(a, b),
+            (Object::GrpcRoute(a), Object::GrpcRoute(b)) => same(a, b),
             (Object::ReferenceGrant(a), Object::ReferenceGrant(b)) => same(a, b),
             _ => false,
         }
@@ -91,6 +94,7 @@ impl Object {
             Object::GatewayClass(_) => Kind::GatewayClass,
             Object::Gateway(_) => Kind::Gateway,
             Object::HttpRoute(_) => Kind::HttpRoute,
+            Object::GrpcRoute(_) => Kind::GrpcRoute,
             Object::ReferenceGrant(_) => Kind::ReferenceGrant,
         }
     }
@@ -109,6 +113,7 @@ impl fmt::Debug for Object {
             Object::GatewayClass(o) => f.debug_tuple("GatewayClass").field(o).finish(),
             Object::Gateway(o) => f.debug_tuple("Gateway").field(o).finish(),
             Object::HttpRoute(o) => f.debug_tuple("HTTPRoute").field(o).finish(),
+            Object::GrpcRoute(o) => f.debug_tuple("GRPCRoute").field(o).finish(),
             Object::ReferenceGrant(o) => f.debug_tuple("ReferenceGrant").field(o).finish(),
         }
     }
@@ -126,13 +131,14 @@ pub(crate) enum Kind {
     GatewayClass,
     Gateway,
     HttpRoute,
+    GrpcRoute,
     ReferenceGrant,
 }
 
 pub(crate) type DecodeError = serde_path_to_error::Error<serde_json::Error>;
 
 impl Kind {
-    pub const ALL: [Kind; 10] = [
+    pub const ALL: [Kind; 11] = [
         Kind::Ingress,
         Kind::IngressClass,
         Kind::Service,
@@ -142,6 +148,7 @@ impl Kind {
         Kind::GatewayClass,
         Kind::Gateway,
         Kind::HttpRoute,
+        Kind::GrpcRoute,
         Kind::ReferenceGrant,
     ];
 
@@ -157,6 +164,7 @@ impl Kind {
                 "GatewayClass" => Some(Kind::GatewayClass),
                 "Gateway" => Some(Kind::Gateway),
                 "HTTPRoute" => Some(Kind::HttpRoute),
+                "GRPCRoute" => Some(Kind::GrpcRoute),
                 "ReferenceGrant" => Some(Kind::ReferenceGrant),
                 _ => None,
             },
@@ -175,6 +183,7 @@ impl Kind {
             Kind::GatewayClass => "GatewayClass",
             Kind::Gateway => "Gateway",
             Kind::HttpRoute => "HTTPRoute",
+            Kind::GrpcRoute => "GRPCRoute",
             Kind::ReferenceGrant => "ReferenceGrant",
         }
     }
@@ -206,6 +215,7 @@ impl Kind {
             Kind::GatewayClass => Object::GatewayClass(Arc::new(de(value)?)),
             Kind::Gateway => Object::Gateway(Arc::new(de(value)?)),
             Kind::HttpRoute => Object::HttpRoute(Arc::new(de(value)?)),
+            Kind::GrpcRoute => Object::GrpcRoute(Arc::new(de(value)?)),
             Kind::ReferenceGrant => Object::ReferenceGrant(Arc::new(de(value)?)),
         })
     }

@@ -21,7 +21,8 @@ pub(crate) fn attach<'a>(
     rank: usize,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Vec<ParentVerdict> {
-    let object = ObjectRef::new("HTTPRoute", &key.namespace, &key.name);
+    let kind = super::kind(route);
+    let object = ObjectRef::new(kind, &key.namespace, &key.name);
     let mut parents = Vec::new();
     let mut checked: Option<(Result<(), Refusal>, Result<(), Refusal>)> = None;
     for (index, parent) in route.spec.parent_refs.iter().enumerate() {
@@ -30,7 +31,8 @@ pub(crate) fn attach<'a>(
         };
         let (supported, resolved) = checked.get_or_insert_with(|| {
             let supported = unsupported(route).map_or(Ok(()), Err);
-            let resolved = match backends::unresolved(&route.spec.rules, &key.namespace, objects) {
+            let rules = &route.spec.rules;
+            let resolved = match backends::unresolved(rules, (kind, &key.namespace), objects) {
                 None => Ok(()),
                 Some((field, refusal)) => {
                     let message = format!("{}: {}", refusal.0, refusal.1);
@@ -103,10 +105,14 @@ fn listen<'a>(
         return Err(("NoMatchingParent", message));
     }
     let allowed: Vec<usize> = (selected.into_iter())
-        .filter(|&i| admits(&gateway.listeners[i], &gateway_namespace, &key.namespace))
+        .filter(|&i| {
+            let listener = &gateway.listeners[i];
+            admits(listener, &gateway_namespace, &key.namespace) && listener.takes(route)
+        })
         .collect();
     if allowed.is_empty() {
-        let message = "no listener it selects admits HTTPRoutes of this namespace".to_owned();
+        let kind = super::kind(route);
+        let message = format!("no listener it selects admits {kind}s of this namespace");
         return Err(("NotAllowedByListeners", message));
     }
     let mut attached = false;
@@ -133,7 +139,7 @@ fn listen<'a>(
     Ok(())
 }
 
-/// Whether `listener` (of a Gateway in `gateway`) takes HTTPRoutes from namespace `route`.
+/// Whether `listener` (of a Gateway in `gateway`) takes routes from namespace `route`.
 fn admits(listener: &ListenerState<'_>, gateway: &str, route: &str) -> bool {
     let from = match listener.spec.routes_from() {
         "All" => true,
@@ -141,7 +147,7 @@ fn admits(listener: &ListenerState<'_>, gateway: &str, route: &str) -> bool {
         // Namespaces' labels are not read yet: a selector admits none.
         _ => false,
     };
-    listener.served() && listener.takes_routes && from
+    listener.served() && from
 }
 
 /// The hostnames requests must have to reach a route on a listener: the intersection of the

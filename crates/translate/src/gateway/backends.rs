@@ -22,12 +22,14 @@ pub(crate) fn granted(objects: &Objects, from: (&str, &str), to: (&str, &ObjectK
         .any(|(_, g)| g.permits((GROUP, from.0, from.1), ("", kind, &key.name)))
 }
 
-/// The Service port a backendRef of a route in `namespace` names, or why it does not resolve.
+/// The Service port a backendRef of a route of kind `kind` in `namespace` names, or why it
+/// does not resolve. A GRPCRoute's backends speak h2c (as if the port's `appProtocol` said so).
 pub(crate) fn resolve(
     backend: &BackendRef,
-    namespace: &str,
+    (kind, namespace): (&str, &str),
     objects: &Objects,
 ) -> Result<PoolKey, Refusal> {
+    let route_kind = kind;
     let (group, kind) = backend.group_kind();
     if (group, kind) != ("", "Service") {
         let message = format!("backendRef to {kind} of group {group:?}: only Services are served");
@@ -35,9 +37,9 @@ pub(crate) fn resolve(
     }
     let target = backend.namespace.as_deref().unwrap_or(namespace);
     let service = ObjectKey::new(target, &backend.name);
-    if target != namespace && !granted(objects, ("HTTPRoute", namespace), ("Service", &service)) {
+    if target != namespace && !granted(objects, (route_kind, namespace), ("Service", &service)) {
         let message = format!(
-            "no ReferenceGrant in {target:?} lets HTTPRoutes of {namespace:?} use Service {service}"
+            "no ReferenceGrant in {target:?} lets {route_kind}s of {namespace:?} use Service {service}"
         );
         return Err(("RefNotPermitted", message));
     }
@@ -51,18 +53,35 @@ pub(crate) fn resolve(
     if !found.spec.ports.iter().any(|p| p.port == port) {
         return not_found(format!("Service {service} has no port {port}"));
     }
+    let upstream = match route_kind {
+        super::GRPC_ROUTE => grpc_upstream(),
+        _ => Upstream::default_arc(),
+    };
     Ok(PoolKey {
         service,
         port: PortRef::Number(port),
-        upstream: Upstream::default_arc(),
+        upstream,
     })
+}
+
+/// The upstream settings of a GRPCRoute's backends: the defaults over h2c (its own pool, told
+/// apart from an HTTPRoute's of the same Service port by its digest).
+fn grpc_upstream() -> Arc<Upstream> {
+    static GRPC: std::sync::LazyLock<Arc<Upstream>> = std::sync::LazyLock::new(|| {
+        Arc::new(Upstream {
+            protocol: Some(portico_model::PoolProtocol::H2c),
+            digest: Some("grpc-h2c".to_owned()),
+            ..Upstream::default()
+        })
+    });
+    GRPC.clone()
 }
 
 /// The first backendRef of `rules` that does not resolve (a mirror's included): the field
 /// that names it, why.
 pub(crate) fn unresolved(
     rules: &[HttpRouteRule],
-    namespace: &str,
+    namespace: (&str, &str),
     objects: &Objects,
 ) -> Option<(String, Refusal)> {
     rules.iter().enumerate().find_map(|(r, rule)| {
@@ -82,11 +101,11 @@ pub(crate) fn unresolved(
     })
 }
 
-/// The pool of `backend` (of a route in `namespace`) on load balancer `lb`, added to `pools`;
-/// none when it does not resolve.
+/// The pool of `backend` (of a route of kind and namespace `namespace`) on load balancer
+/// `lb`, added to `pools`; none when it does not resolve.
 pub(crate) fn pool(
     backend: &BackendRef,
-    namespace: &str,
+    namespace: (&str, &str),
     objects: &Objects,
     lb: LoadBalancerId,
     pools: &mut BTreeMap<PoolId, PoolKey>,
@@ -103,7 +122,7 @@ pub(crate) fn pool(
 /// gives some; every pool it names is added to `pools`.
 pub(crate) fn action(
     rule: &HttpRouteRule,
-    (namespace, objects): (&str, &Objects),
+    (namespace, objects): ((&str, &str), &Objects),
     lb: LoadBalancerId,
     pools: &mut BTreeMap<PoolId, PoolKey>,
     shares: Vec<Option<Arc<PolicyOptions>>>,

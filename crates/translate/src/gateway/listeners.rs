@@ -38,8 +38,8 @@ pub(crate) struct ListenerState<'a> {
     pub accepted: Result<(), Refusal>,
     pub conflict: Option<&'static str>,
     pub resolved: Result<(), Refusal>,
-    /// Whether HTTPRoutes may attach.
-    pub takes_routes: bool,
+    /// The route kinds that may attach (`HTTPRoute`, `GRPCRoute`).
+    pub kinds: Vec<&'static str>,
     /// The Secrets of its certificates (HTTPS), resolved.
     pub certificates: Vec<ObjectKey>,
     pub attached: i32,
@@ -49,6 +49,11 @@ impl ListenerState<'_> {
     /// Accepted, without conflict, its references resolved: routes attached to it are served.
     pub(crate) fn served(&self) -> bool {
         self.accepted.is_ok() && self.conflict.is_none() && self.resolved.is_ok()
+    }
+
+    /// Whether routes of `route`'s kind may attach.
+    pub(crate) fn takes(&self, route: &portico_gateway::HttpRoute) -> bool {
+        self.kinds.contains(&super::kind(route))
     }
 }
 
@@ -99,11 +104,9 @@ fn listener_verdict(l: &ListenerState<'_>) -> ListenerVerdict {
         ),
         None => Condition::new("Conflicted", false, "NoConflicts", ""),
     };
-    let kinds = if l.takes_routes {
-        vec![(GROUP.to_owned(), "HTTPRoute".to_owned())]
-    } else {
-        vec![]
-    };
+    let kinds = (l.kinds.iter())
+        .map(|k| (GROUP.to_owned(), (*k).to_owned()))
+        .collect();
     ListenerVerdict {
         name: l.spec.name.clone(),
         supported_kinds: kinds,
@@ -186,7 +189,7 @@ fn listener<'a>(gateway: &ObjectKey, spec: &'a Listener, objects: &Objects) -> L
         accepted: Ok(()),
         conflict: None,
         resolved: Ok(()),
-        takes_routes: false,
+        kinds: Vec::new(),
         certificates: Vec::new(),
         attached: 0,
     };
@@ -208,8 +211,8 @@ fn listener<'a>(gateway: &ObjectKey, spec: &'a Listener, objects: &Objects) -> L
         }
     }
     if state.accepted.is_ok() {
-        let (takes, invalid) = route_kinds(spec);
-        state.takes_routes = takes;
+        let (kinds, invalid) = route_kinds(spec);
+        state.kinds = kinds;
         if let (Some(kind), Ok(())) = (invalid, &state.resolved) {
             let message = format!("route kind {kind:?} is not served on this listener");
             state.resolved = Err(("InvalidRouteKinds", message));
@@ -218,18 +221,24 @@ fn listener<'a>(gateway: &ObjectKey, spec: &'a Listener, objects: &Objects) -> L
     state
 }
 
-/// Whether `allowedRoutes.kinds` admits HTTPRoutes (none named: the protocol's default, which
-/// is HTTPRoute), and the first kind named that is not served.
-fn route_kinds(spec: &Listener) -> (bool, Option<String>) {
+/// The route kinds served on HTTP and HTTPS listeners.
+const SERVED: [&str; 2] = ["HTTPRoute", super::GRPC_ROUTE];
+
+/// The route kinds `allowedRoutes.kinds` admits (none named: the protocol's default, HTTPRoute
+/// and GRPCRoute), and the first kind named that is not served.
+fn route_kinds(spec: &Listener) -> (Vec<&'static str>, Option<String>) {
     let kinds = spec.allowed_kinds();
     if kinds.is_empty() {
-        return (true, None);
+        return (SERVED.to_vec(), None);
     }
-    let http = |k: &portico_gateway::RouteGroupKind| {
-        k.group.as_deref().unwrap_or(GROUP) == GROUP && k.kind == "HTTPRoute"
+    let served = |k: &portico_gateway::RouteGroupKind| {
+        let ours = k.group.as_deref().unwrap_or(GROUP) == GROUP;
+        SERVED.into_iter().find(|s| ours && k.kind == *s)
     };
-    let invalid = kinds.iter().find(|k| !http(k)).map(|k| k.kind.clone());
-    (kinds.iter().any(http), invalid)
+    let invalid = kinds.iter().find(|k| served(k).is_none());
+    let mut taken: Vec<&'static str> = kinds.iter().filter_map(served).collect();
+    taken.dedup();
+    (taken, invalid.map(|k| k.kind.clone()))
 }
 
 /// Resolves an HTTPS listener's `certificateRefs` into `out`; the first that does not

@@ -44,6 +44,8 @@ pub struct Verdicts {
     /// HTTPRoutes with at least one parentRef to one of our Gateways: one entry per such
     /// parentRef (by its index in `spec.parentRefs`).
     pub routes: BTreeMap<ObjectKey, Vec<ParentVerdict>>,
+    /// The same for GRPCRoutes.
+    pub grpc_routes: BTreeMap<ObjectKey, Vec<ParentVerdict>>,
 }
 
 /// A Gateway's conditions and its listeners'.
@@ -98,11 +100,19 @@ pub(crate) fn translate(
         .iter()
         .map(|(key, gateway)| listeners::prepare(key, gateway, objects, diagnostics))
         .collect();
-    let routes = by_age(objects);
+    // GRPCRoutes are served as the HTTPRoutes they amount to (`kind` stays `GRPCRoute`).
+    let grpc: Vec<(&ObjectKey, HttpRoute)> = (objects.grpc_routes.iter())
+        .map(|(k, r)| (k, r.as_http_route()))
+        .collect();
+    let routes = by_age(objects, &grpc);
     for (rank, (key, route)) in routes.iter().enumerate() {
         let parents = attach::attach(key, route, &mut prepared, objects, rank, diagnostics);
         if !parents.is_empty() {
-            verdicts.routes.insert((*key).clone(), parents);
+            let verdicts = match kind(route) {
+                GRPC_ROUTE => &mut verdicts.grpc_routes,
+                _ => &mut verdicts.routes,
+            };
+            verdicts.insert((*key).clone(), parents);
         }
     }
     let mut load_balancers = Vec::new();
@@ -153,11 +163,29 @@ pub(crate) fn requested_address(gateway: &Gateway) -> Option<std::net::IpAddr> {
         .find_map(|a| a.value.as_deref()?.parse().ok())
 }
 
-/// The HTTPRoutes, oldest first (creation timestamp, then namespace/name): the order that
-/// breaks precedence ties between routes.
-fn by_age(objects: &Objects) -> Vec<(&ObjectKey, &HttpRoute)> {
+/// The kind of GRPCRoutes, as their HTTPRoutes keep it.
+pub(crate) const GRPC_ROUTE: &str = "GRPCRoute";
+
+/// A route's kind: `GRPCRoute` for a GRPCRoute's HTTPRoute, else `HTTPRoute` (whatever an
+/// object read from the API server says, which may be nothing).
+pub(crate) fn kind(route: &HttpRoute) -> &'static str {
+    if route.kind == GRPC_ROUTE {
+        GRPC_ROUTE
+    } else {
+        "HTTPRoute"
+    }
+}
+
+/// The HTTPRoutes and GRPCRoutes (as their HTTPRoutes), oldest first (creation timestamp,
+/// then namespace/name, HTTPRoutes first): the order that breaks precedence ties between
+/// routes.
+fn by_age<'a>(
+    objects: &'a Objects,
+    grpc: &'a [(&'a ObjectKey, HttpRoute)],
+) -> Vec<(&'a ObjectKey, &'a HttpRoute)> {
     let mut routes: Vec<_> = (objects.http_routes.iter())
         .map(|(k, r)| (k, &**r))
+        .chain(grpc.iter().map(|(k, r)| (*k, r)))
         .collect();
     routes.sort_by(|(a_key, a), (b_key, b)| {
         let created = |r: &HttpRoute| r.metadata.creation_timestamp.clone();

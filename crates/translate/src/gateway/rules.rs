@@ -187,8 +187,9 @@ fn policies_of(
     pools: &mut BTreeMap<PoolId, PoolKey>,
 ) -> Vec<L7Policy> {
     let key = attachment.route;
-    let namespace = key.namespace.as_str();
-    let source = Arc::new(ObjectRef::new("HTTPRoute", &key.namespace, &key.name));
+    let kind = super::kind(attachment.spec);
+    let namespace = (kind, key.namespace.as_str());
+    let source = Arc::new(ObjectRef::new(kind, &key.namespace, &key.name));
     let mut out = Vec::new();
     for (r, rule) in attachment.spec.spec.rules.iter().enumerate() {
         let own = filters::decode(&rule.filters);

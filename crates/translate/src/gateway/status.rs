@@ -9,8 +9,8 @@ use super::{GatewayVerdict, Verdicts};
 use crate::{ObjectKey, Objects};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition as ApiCondition, Time};
 use portico_gateway::{
-    Gateway, GatewayClass, GatewayClassStatus, GatewayStatus, GatewayStatusAddress, HttpRoute,
-    ListenerStatus, RouteGroupKind, RouteParentStatus, RouteStatus, Statuses,
+    Gateway, GatewayClass, GatewayClassStatus, GatewayStatus, GatewayStatusAddress, GrpcRoute,
+    HttpRoute, ListenerStatus, RouteGroupKind, RouteParentStatus, RouteStatus, Statuses,
 };
 use std::collections::BTreeMap;
 
@@ -93,21 +93,27 @@ pub fn statuses(
     });
     let routes = objects.http_routes.iter().map(|(key, route)| {
         let mut route = HttpRoute::clone(route);
-        match verdicts.routes.get(key) {
-            Some(parents) => route.status = Some(route_status(&route, parents, controller, now)),
-            // No longer attached to a Gateway of ours: our entries go, the others' stay.
-            None => {
-                if let Some(status) = &mut route.status {
-                    status.parents.retain(|p| p.controller_name != controller);
-                }
-            }
-        }
+        let at = route.metadata.generation;
+        let parents = verdicts
+            .routes
+            .get(key)
+            .map(|p| (&route.spec.parent_refs[..], &p[..]));
+        route.status = stamped(route.status.take(), at, parents, controller, now);
+        route
+    });
+    let grpc_routes = objects.grpc_routes.iter().map(|(key, route)| {
+        let mut route = GrpcRoute::clone(route);
+        let at = route.metadata.generation;
+        let parents =
+            (verdicts.grpc_routes.get(key)).map(|p| (&route.spec.parent_refs[..], &p[..]));
+        route.status = stamped(route.status.take(), at, parents, controller, now);
         route
     });
     Statuses {
         classes: classes.collect(),
         gateways: gateways.collect(),
         routes: routes.collect(),
+        grpc_routes: grpc_routes.collect(),
     }
 }
 
@@ -174,20 +180,46 @@ fn address_type(address: &str) -> &'static str {
     }
 }
 
+/// A route's status from its old one and generation (`at`), its parentRefs and our verdicts.
+/// A route's status with our parent entries: from its verdicts (`parents`: its parentRefs and
+/// what became of each of ours), or none when it is no longer attached to a Gateway of ours
+/// (our entries go, the others' stay).
+fn stamped(
+    status: Option<RouteStatus>,
+    generation: Option<i64>,
+    parents: Option<(&[portico_gateway::ParentReference], &[super::ParentVerdict])>,
+    controller: &str,
+    now: &Time,
+) -> Option<RouteStatus> {
+    match parents {
+        Some((refs, verdicts)) => Some(route_status(
+            (status.as_ref(), generation),
+            refs,
+            verdicts,
+            controller,
+            now,
+        )),
+        None => status.map(|mut status| {
+            status.parents.retain(|p| p.controller_name != controller);
+            status
+        }),
+    }
+}
+
 fn route_status(
-    route: &HttpRoute,
+    (old, generation): (Option<&RouteStatus>, Option<i64>),
+    parent_refs: &[portico_gateway::ParentReference],
     parents: &[super::ParentVerdict],
     controller: &str,
     now: &Time,
 ) -> RouteStatus {
-    let old = route.status.clone().unwrap_or_default();
-    let generation = route.metadata.generation;
+    let old = old.cloned().unwrap_or_default();
     let mut entries: Vec<RouteParentStatus> = (old.parents.iter())
         .filter(|p| p.controller_name != controller)
         .cloned()
         .collect();
     for parent in parents {
-        let Some(parent_ref) = route.spec.parent_refs.get(parent.index) else {
+        let Some(parent_ref) = parent_refs.get(parent.index) else {
             continue;
         };
         let previous = (old.parents.iter())

@@ -144,6 +144,9 @@ fn add(objects: &mut Objects, doc: Value) {
         "HTTPRoute" => std::sync::Arc::make_mut(&mut objects.http_routes)
             .insert(key, typed(doc))
             .map(drop),
+        "GRPCRoute" => std::sync::Arc::make_mut(&mut objects.grpc_routes)
+            .insert(key, typed(doc))
+            .map(drop),
         "ReferenceGrant" => std::sync::Arc::make_mut(&mut objects.reference_grants)
             .insert(key, typed(doc))
             .map(drop),
