@@ -51,23 +51,7 @@ pub fn lock(dir: &Path) -> Result<Lock, StateDirError> {
     let flags = OFlags::RDWR | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let file = rustix::fs::openat(&handle, LOCK_FILE, flags, Mode::from_raw_mode(0o600))
         .map_err(|e| failed(e.into()))?;
-    match rustix::fs::flock(&file, FlockOperation::NonBlockingLockExclusive) {
-        Ok(()) => {}
-        Err(e) if e == rustix::io::Errno::WOULDBLOCK => {
-            return Err(StateDirError::InUse {
-                path: dir.to_owned(),
-                holder: holder(&file),
-            });
-        }
-        Err(e) => return Err(failed(e.into())),
-    }
-    let pid = format!("{}\n", rustix::process::getpid().as_raw_nonzero());
-    rustix::fs::ftruncate(&file, 0).map_err(|e| failed(e.into()))?;
-    rustix::io::pwrite(&file, pid.as_bytes(), 0).map_err(|e| failed(e.into()))?;
-    Ok(Lock {
-        dir: dir.to_owned(),
-        _file: file,
-    })
+    hold(dir, file)
 }
 
 /// Takes over the lock of `dir` from a predecessor that handed its lock file over (`file`, an
@@ -88,6 +72,16 @@ pub fn adopt(dir: &Path, file: OwnedFd) -> Result<Lock, StateDirError> {
     }
     // The same open file: this succeeds when it holds the lock, and fails when it does not
     // and another process holds it.
+    hold(dir, file)
+}
+
+/// Locks `file` (the lock file of `dir`) for this process, or says who holds it, and writes
+/// this process's PID into it.
+fn hold(dir: &Path, file: OwnedFd) -> Result<Lock, StateDirError> {
+    let failed = |source: io::Error| StateDirError::Lock {
+        path: dir.to_owned(),
+        source,
+    };
     match rustix::fs::flock(&file, FlockOperation::NonBlockingLockExclusive) {
         Ok(()) => {}
         Err(e) if e == rustix::io::Errno::WOULDBLOCK => {

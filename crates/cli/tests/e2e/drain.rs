@@ -75,11 +75,11 @@ fn sigterm(pid: u32) -> Instant {
 
 /// How long after `since` the process exited (waiting at most `within`).
 async fn exit_after(pid: u32, since: Instant, within: Duration) -> Duration {
-    while !exited(pid) && since.elapsed() < within {
+    while !gone(pid) && since.elapsed() < within {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(
-        exited(pid),
+        gone(pid),
         "still running {:?} after SIGTERM",
         since.elapsed()
     );
@@ -185,15 +185,6 @@ fn asks_to_close(head: &str) -> bool {
 }
 
 /// The process has exited (it is gone or a zombie nobody waited for yet).
-fn exited(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat
-            .rsplit_once(") ")
-            .is_some_and(|(_, rest)| rest.starts_with('Z')),
-        Err(_) => true,
-    }
-}
-
 async fn readyz(p: &Portico) -> Option<u16> {
     let reply = p
         .request(p.admin, "GET", "localhost", "/readyz", &[], "")

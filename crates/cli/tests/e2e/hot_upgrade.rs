@@ -187,15 +187,6 @@ impl Drop for KillOnDrop {
     }
 }
 
-fn exited(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat
-            .rsplit_once(") ")
-            .is_some_and(|(_, rest)| rest.starts_with('Z')),
-        Err(_) => true,
-    }
-}
-
 /// A client making HTTPS requests, each on a new TLS connection, until stopped: (200s,
 /// failures).
 fn https_new_connections(
@@ -338,7 +329,7 @@ async fn ten_upgrades_under_load_fail_no_request_and_keep_tunnels_and_flows() {
     assert!(seen.ok > 0 && kept.0 > 0 && tls.0 > 0);
     // Every old process but the first (which carries the tunnel and the stream) has exited.
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while pids[1..10].iter().any(|&pid| !exited(pid)) {
+    while pids[1..10].iter().any(|&pid| !gone(pid)) {
         assert!(
             std::time::Instant::now() < deadline,
             "old processes still run"
@@ -346,12 +337,12 @@ async fn ten_upgrades_under_load_fail_no_request_and_keep_tunnels_and_flows() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(
-        !exited(first),
+        !gone(first),
         "the first process drains while its tunnel is open"
     );
     drop((ws, stream));
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while !exited(first) {
+    while !gone(first) {
         assert!(
             std::time::Instant::now() < deadline,
             "the first process never exits"
@@ -388,7 +379,7 @@ async fn a_broken_new_binary_leaves_the_old_process_serving() {
         "{why}"
     );
     assert!(why.contains(&format!("PID {pid} serves on")), "{why}");
-    assert!(!exited(pid));
+    assert!(!gone(pid));
     assert_eq!(p.get(HOST, "/").await.status, 200);
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while load.ok() < 20 {
@@ -419,6 +410,6 @@ async fn an_upgrade_with_haproxy_running_is_refused_and_serving_goes_on() {
     let pid = p.pid().unwrap();
     let why = upgrade(pid, &p.state_dir()).await.unwrap_err();
     assert!(why.contains("haproxy processes run"), "{why}");
-    assert!(!exited(pid));
+    assert!(!gone(pid));
     assert_eq!(p.get(HOST, "/").await.status, 200);
 }

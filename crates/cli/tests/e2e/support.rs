@@ -603,3 +603,13 @@ impl KeepAliveLoad {
         self.client.await.unwrap()
     }
 }
+
+/// Whether process `pid` has ended (gone, or a zombie its parent has not reaped yet).
+pub fn gone(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('Z')),
+        Err(_) => true,
+    }
+}

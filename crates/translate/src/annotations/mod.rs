@@ -255,22 +255,28 @@ fn affinity(r: &mut Reader<'_>) -> Option<CookieAffinity> {
     })
 }
 
-/// The allowed client ranges. A bad entry is reported and left out; when no entry is valid
-/// the pool allows nobody rather than everybody: a typo in an allowlist must not open it.
-fn sources(r: &mut Reader<'_>) -> Option<Vec<Cidr>> {
-    let (name, raw) = r
-        .get("allowlist-source-range")
-        .or_else(|| r.get("whitelist-source-range"))?;
-    let raw = raw.to_owned();
-    let (mut out, bad) = ranges(&raw);
+/// The valid ranges of annotation `name` (`raw`), with a warning naming the bad ones (or that
+/// none is left: every client is then refused, by the caller).
+fn read_ranges(r: &mut Reader<'_>, name: &str, raw: &str) -> Vec<Cidr> {
+    let (out, bad) = ranges(raw);
     if !bad.is_empty() || out.is_empty() {
         let applies = if out.is_empty() {
             "no valid range is left, so every client is refused (403)"
         } else {
             "the valid ranges apply"
         };
-        r.warn(&name, invalid_ranges(&bad, applies));
+        r.warn(name, invalid_ranges(&bad, applies));
     }
+    out
+}
+
+/// The allowed client ranges. A bad entry is reported and left out; when no entry is valid
+/// the pool allows nobody rather than everybody: a typo in an allowlist must not open it.
+fn sources(r: &mut Reader<'_>) -> Option<Vec<Cidr>> {
+    let (name, raw) = r
+        .get("allowlist-source-range")
+        .or_else(|| r.get("whitelist-source-range"))?;
+    let mut out = read_ranges(r, &name, &raw.to_owned());
     if out.is_empty() {
         // 0.0.0.0/32 matches no client: every request is refused.
         out.push(Cidr::new([0, 0, 0, 0].into(), 32).expect("a valid range"));
@@ -285,16 +291,7 @@ fn denied(r: &mut Reader<'_>) -> Vec<Cidr> {
     let Some((name, raw)) = r.get("denylist-source-range") else {
         return Vec::new();
     };
-    let raw = raw.to_owned();
-    let (mut out, bad) = ranges(&raw);
-    if !bad.is_empty() || out.is_empty() {
-        let applies = if out.is_empty() {
-            "no valid range is left, so every client is refused (403)"
-        } else {
-            "the valid ranges apply"
-        };
-        r.warn(&name, invalid_ranges(&bad, applies));
-    }
+    let mut out = read_ranges(r, &name, &raw.to_owned());
     if out.is_empty() {
         // 0.0.0.0/0 and ::/0 match every client: every request is refused.
         out.push(Cidr::new([0, 0, 0, 0].into(), 0).expect("a valid range"));
