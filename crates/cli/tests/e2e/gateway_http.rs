@@ -145,13 +145,15 @@ async fn header_modifiers_change_requests_and_answers_on_rules_and_on_backends()
     assert_eq!(seen, want.into_iter().collect());
 }
 
+/// A rule matching `path` whose RequestRedirect filter has `fields` (flow YAML).
+fn redirect(path: &str, fields: &str) -> String {
+    format!(
+        "{{matches: [{{path: {{value: {path}}}}}], filters: [{{type: RequestRedirect, requestRedirect: {{{fields}}}}}]}}"
+    )
+}
+
 #[tokio::test]
 async fn redirects_take_scheme_host_port_path_and_status_with_the_apis_port_rules() {
-    let redirect = |path: &str, fields: &str| {
-        format!(
-            "{{matches: [{{path: {{value: {path}}}}}], filters: [{{type: RequestRedirect, requestRedirect: {{{fields}}}}}]}}"
-        )
-    };
     let rules = [
         redirect("/scheme", "scheme: https"),
         redirect("/host", "hostname: example.org, statusCode: 301"),
@@ -563,11 +565,6 @@ async fn a_request_reaches_only_the_routes_of_the_most_specific_listener_for_its
 #[tokio::test]
 async fn haproxy_serves_redirects_of_scheme_host_port_and_status_and_names_the_rest() {
     let ns = "gw-haproxy";
-    let redirect = |path: &str, fields: &str| {
-        format!(
-            "{{matches: [{{path: {{value: {path}}}}}], filters: [{{type: RequestRedirect, requestRedirect: {{{fields}}}}}]}}"
-        )
-    };
     let rules = [
         redirect("/scheme", "scheme: https"),
         redirect("/host", "hostname: example.org, statusCode: 301"),
