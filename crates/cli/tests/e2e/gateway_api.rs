@@ -126,23 +126,8 @@ async fn a_route_in_the_gateways_namespace_is_served_and_gets_its_status() {
     );
 
     // `portico get` prints the objects with that status; `-o json` is a v1 List.
-    let out = std::process::Command::new(BIN)
-        .args([
-            "get",
-            "httproutes",
-            "-o",
-            "json",
-            "--server",
-            &p.admin.to_string(),
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let list: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let list: Value =
+        serde_json::from_str(&crate::get::get(&p, &["httproutes", "-o", "json"])).unwrap();
     assert_eq!(
         (list["apiVersion"].as_str(), list["kind"].as_str()),
         (Some("v1"), Some("List"))
@@ -155,18 +140,7 @@ async fn a_route_in_the_gateways_namespace_is_served_and_gets_its_status() {
         ),
         (Some(OURS), Some("same-namespace"))
     );
-    let table = std::process::Command::new(BIN)
-        .args([
-            "get",
-            "gateways",
-            "-o",
-            "wide",
-            "--server",
-            &p.admin.to_string(),
-        ])
-        .output()
-        .unwrap();
-    let table = String::from_utf8(table.stdout).unwrap();
+    let table = crate::get::get(&p, &["gateways", "-o", "wide"]);
     assert!(
         table
             .lines()

@@ -729,20 +729,7 @@ async fn a_grpc_route_matches_services_and_methods_and_calls_its_backends_over_h
     assert_eq!(r.json()["proto"], "HTTP/2.0");
 
     // `portico get grpcroutes`: the GRPCRoute with its status, as a v1 List and as a table.
-    let get = |args: &[&str]| {
-        let server = p.admin.to_string();
-        let out = std::process::Command::new(BIN)
-            .args(["get", "grpcroutes", "--server", &server])
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    };
+    let get = |args: &[&str]| crate::get::get(&p, &[&["grpcroutes"], args].concat());
     let list: serde_json::Value = serde_json::from_str(&get(&["-o", "json"])).unwrap();
     let item = &list["items"][0];
     assert_eq!(

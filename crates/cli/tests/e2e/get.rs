@@ -2,7 +2,8 @@
 
 use crate::{backends, support::*};
 
-fn get(p: &Portico, args: &[&str]) -> String {
+/// The output of `portico get ARGS --server` (the admin API of `p`); it must succeed.
+pub fn get(p: &Portico, args: &[&str]) -> String {
     let out = std::process::Command::new(BIN)
         .arg("get")
         .args(args)

@@ -276,7 +276,8 @@ fn sources(r: &mut Reader<'_>) -> Option<Vec<Cidr>> {
     let (name, raw) = r
         .get("allowlist-source-range")
         .or_else(|| r.get("whitelist-source-range"))?;
-    let mut out = read_ranges(r, &name, &raw.to_owned());
+    let raw = raw.to_owned();
+    let mut out = read_ranges(r, &name, &raw);
     if out.is_empty() {
         // 0.0.0.0/32 matches no client: every request is refused.
         out.push(Cidr::new([0, 0, 0, 0].into(), 32).expect("a valid range"));
@@ -291,7 +292,8 @@ fn denied(r: &mut Reader<'_>) -> Vec<Cidr> {
     let Some((name, raw)) = r.get("denylist-source-range") else {
         return Vec::new();
     };
-    let mut out = read_ranges(r, &name, &raw.to_owned());
+    let raw = raw.to_owned();
+    let mut out = read_ranges(r, &name, &raw);
     if out.is_empty() {
         // 0.0.0.0/0 and ::/0 match every client: every request is refused.
         out.push(Cidr::new([0, 0, 0, 0].into(), 0).expect("a valid range"));
