@@ -78,6 +78,17 @@ pub struct LimitArgs {
     #[arg(long, value_name = "STATUS", default_value_t = 503,
           value_parser = clap::value_parser!(u16).range(400..=599))]
     limit_status_code: u16,
+    /// `Strict-Transport-Security: max-age=SECONDS` on HTTPS responses that have none (RFC
+    /// 6797), as ingress-nginx's `hsts` ConfigMap keys; 0: none. An Ingress's
+    /// `portico.dev/hsts-max-age` replaces it on its routes (built-in proxy). Both providers.
+    #[arg(long, value_name = "SECONDS", default_value_t = 0)]
+    hsts_max_age: u64,
+    /// With --hsts-max-age: `includeSubDomains`.
+    #[arg(long)]
+    hsts_include_subdomains: bool,
+    /// With --hsts-max-age: `preload`.
+    #[arg(long)]
+    hsts_preload: bool,
 }
 
 /// `--server-header`: a name, or none (`off`).
@@ -119,6 +130,11 @@ impl LimitArgs {
             shutdown_timeout: self.shutdown_timeout,
             server_header: self.server_header.0,
             limit_status: self.limit_status_code,
+            hsts: portico_model::Hsts {
+                max_age_s: self.hsts_max_age,
+                include_subdomains: self.hsts_include_subdomains,
+                preload: self.hsts_preload,
+            },
         }
     }
 

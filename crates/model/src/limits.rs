@@ -1,7 +1,7 @@
 //! Limits against abusive clients and stuck backends, shared by every provider: the built-in
 //! proxy applies them with hyper's and tokio's settings, haproxy through its configuration.
-//! Defaults follow nginx and haproxy (see docs/limits.md). Also the one response field every
-//! data plane adds, `Server`.
+//! Defaults follow nginx and haproxy (see docs/limits.md). Also the response fields every data
+//! plane adds: `Server`, and `Strict-Transport-Security` on HTTPS.
 
 use std::time::Duration;
 
@@ -43,6 +43,9 @@ pub struct Limits {
     /// The status of a request refused by a rate or connection limit (`limit-rps`,
     /// `limit-connections`, …): ingress-nginx's default, 503, unless `--limit-status-code`.
     pub limit_status: u16,
+    /// `Strict-Transport-Security` on HTTPS responses without one (`--hsts-max-age`, …);
+    /// off (`max_age_s` 0) by default. An Ingress's own replaces it on its routes.
+    pub hsts: crate::Hsts,
 }
 
 impl Default for Limits {
@@ -62,6 +65,7 @@ impl Default for Limits {
             shutdown_timeout: Duration::from_secs(30),
             server_header: Some(Limits::SERVER),
             limit_status: 503,
+            hsts: crate::Hsts::default(),
         }
     }
 }

@@ -33,6 +33,39 @@ pub struct PolicyOptions {
     pub rate_limit: Option<RateLimit>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub external_auth: Option<ExternalAuth>,
+    /// The Ingress's own `Strict-Transport-Security` (`portico.dev/hsts-max-age`, …), in place
+    /// of the process's (`--hsts-max-age`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hsts: Option<Hsts>,
+}
+
+/// `Strict-Transport-Security` on the responses to HTTPS requests (RFC 6797): the process's
+/// (`--hsts-max-age`, `--hsts-include-subdomains`, `--hsts-preload`) or an Ingress's. A
+/// `max_age_s` of 0 sends none. A response whose member set the field keeps the member's.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Hsts {
+    pub max_age_s: u64,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub include_subdomains: bool,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub preload: bool,
+}
+
+impl Hsts {
+    /// The field's value (`max-age=N[; includeSubDomains][; preload]`); none when off.
+    pub fn value(&self) -> Option<String> {
+        if self.max_age_s == 0 {
+            return None;
+        }
+        let mut value = format!("max-age={}", self.max_age_s);
+        if self.include_subdomains {
+            value.push_str("; includeSubDomains");
+        }
+        if self.preload {
+            value.push_str("; preload");
+        }
+        Some(value)
+    }
 }
 
 /// ingress-nginx's `auth-url` (nginx's `auth_request`): before a request is forwarded, a

@@ -54,6 +54,7 @@ mod haproxy;
 mod host_rules;
 mod hostile;
 mod hot_upgrade;
+mod hsts;
 mod ingress_nginx;
 mod kubernetes;
 mod l4;

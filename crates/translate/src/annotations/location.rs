@@ -1,12 +1,12 @@
 //! An Ingress's per-location annotations (ingress-nginx's word: what each of its paths does
 //! besides choosing the pool): regex paths, the rewrite, redirects, the upstream `Host`,
-//! `X-Forwarded-Prefix`, the HTTPS redirect it forces, CORS, canaries, rate limits, external auth. Read with the same [`Reader`]
+//! `X-Forwarded-Prefix`, the HTTPS redirect it forces, CORS, canaries, rate limits, external auth, HSTS. Read with the same [`Reader`]
 //! as the upstream settings; a bad value is a warning and the default applies.
 
 use super::canary::Canary;
 use super::{Reader, parse};
 use crate::KeptIngress;
-use portico_model::{Cors, Diagnostic, ExternalAuth, ObjectRef, RateLimit};
+use portico_model::{Cors, Diagnostic, ExternalAuth, Hsts, ObjectRef, RateLimit};
 use std::sync::{Arc, LazyLock};
 
 /// What one Ingress's annotations ask of its routes.
@@ -36,6 +36,9 @@ pub(crate) struct Location {
     pub external_auth: Option<Result<ExternalAuth, ()>>,
     /// `server-alias`: more names for its rules' hosts (lower-case; `*.` allowed).
     pub aliases: Vec<String>,
+    /// `portico.dev/hsts-max-age` and its companions: the Ingress's own
+    /// `Strict-Transport-Security`.
+    pub hsts: Option<Hsts>,
 }
 
 impl Location {
@@ -88,6 +91,7 @@ pub(crate) fn location(
         rate_limit: super::ratelimit::rate_limit(&mut r),
         external_auth: super::auth::external_auth(&mut r),
         aliases: r.value("server-alias", aliases).unwrap_or_default(),
+        hsts: hsts(&mut r),
     };
     if l == Location::default() {
         return Location::default_arc();
@@ -107,6 +111,28 @@ fn redirect(r: &mut Reader<'_>) -> Option<(u16, String)> {
         (None, Some(url)) => Some((permanent_code.unwrap_or(301), url)),
         (None, None) => None,
     }
+}
+
+/// `hsts-max-age` (seconds; 0: none on this Ingress's routes), with `hsts-include-subdomains`
+/// and `hsts-preload`, which mean nothing without it: then a warning says so.
+fn hsts(r: &mut Reader<'_>) -> Option<Hsts> {
+    let max_age_s = r.value("hsts-max-age", parse::u64_value);
+    let include_subdomains = r.value("hsts-include-subdomains", parse::bool_value);
+    let preload = r.value("hsts-preload", parse::bool_value);
+    let Some(max_age_s) = max_age_s else {
+        for key in ["hsts-include-subdomains", "hsts-preload"] {
+            if let Some((name, _)) = r.get(key) {
+                let message = "ignored without portico.dev/hsts-max-age on the same Ingress";
+                r.warn(&name, message);
+            }
+        }
+        return None;
+    };
+    Some(Hsts {
+        max_age_s,
+        include_subdomains: include_subdomains.unwrap_or(false),
+        preload: preload.unwrap_or(false),
+    })
 }
 
 /// `server-alias`: host names separated by commas, each possibly `*.`-prefixed.

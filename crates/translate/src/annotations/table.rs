@@ -127,6 +127,8 @@ const fn refused(key: &'static str, instead: &'static str) -> Annotation {
 }
 
 const NOT_YET: &str = "not served yet (planned: docs/migrating-from-ingress-nginx.md)";
+const HSTS_HAPROXY: &str =
+    "haproxy sends the process's Strict-Transport-Security (--hsts-max-age), not an Ingress's";
 const HAPROXY_NOT_YET: &str =
     "served by the built-in proxy; the haproxy provider does not serve it yet";
 const REGEX: &str = "the regex crate's syntax (no lookaround or backreferences), on the path as \
@@ -182,6 +184,9 @@ pub const ANNOTATIONS: &[Annotation] = &[
     own("passive-health-ejection", Served),
     own("retry-budget", Ignored("haproxy has no retry budget")),
     own("external-ip", Served),
+    own("hsts-max-age", Ignored(HSTS_HAPROXY)),
+    own("hsts-include-subdomains", Ignored(HSTS_HAPROXY)),
+    own("hsts-preload", Ignored(HSTS_HAPROXY)),
     // Snippets: raw configuration text.
     refused(
         "configuration-snippet",

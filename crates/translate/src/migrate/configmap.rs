@@ -128,10 +128,25 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
     not("proxy-buffers-number", STREAMS),
     not("proxy-request-buffering", STREAMS),
     not("client-body-buffer-size", STREAMS),
-    not("hsts", LATER),
-    not("hsts-max-age", LATER),
-    not("hsts-include-subdomains", LATER),
-    not("hsts-preload", LATER),
+    differently(
+        "hsts",
+        "--hsts-max-age (0: off)",
+        "off unless --hsts-max-age is set (ingress-nginx sends max-age=31536000; \
+         includeSubDomains by default)",
+    ),
+    by(
+        "hsts-max-age",
+        "--hsts-max-age (per Ingress: portico.dev/hsts-max-age)",
+    ),
+    differently(
+        "hsts-include-subdomains",
+        "--hsts-include-subdomains (per Ingress: portico.dev/hsts-include-subdomains)",
+        "off unless set (ingress-nginx's default is true)",
+    ),
+    by(
+        "hsts-preload",
+        "--hsts-preload (per Ingress: portico.dev/hsts-preload)",
+    ),
     not("add-headers", LATER),
     not("proxy-set-headers", LATER),
     not("hide-headers", LATER),

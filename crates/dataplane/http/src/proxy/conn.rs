@@ -16,7 +16,8 @@ use crate::route::{Outcome, PoolState, RequestInfo, RouteOptions, Target, normal
 use crate::upstream::{Endpoint, SendFailed, UpstreamError};
 use bytes::Bytes;
 use http::header::{
-    CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, HOST, HeaderValue, LOCATION, SET_COOKIE, TE,
+    CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, HOST, HeaderValue, LOCATION, SET_COOKIE,
+    STRICT_TRANSPORT_SECURITY, TE,
 };
 use http::uri::{self, Uri};
 use http::{Request, Response, StatusCode, Version};
@@ -254,8 +255,14 @@ impl Conn {
         ensure_request_id(req.headers_mut());
         let mut entry = self.begin_entry(&req);
         let mut held = None;
-        let mut response = self.respond(req, ordinal, &mut entry, &mut held).await;
+        let https = self.forwarded.scheme == Scheme::Https;
+        let mut hsts = self.proxy.hsts.clone().filter(|_| https);
+        let mut response = (self.respond(req, ordinal, &mut entry, (&mut held, &mut hsts))).await;
         add_server(response.headers_mut(), self.proxy.limits.server_header);
+        if let Some(hsts) = hsts {
+            let headers = response.headers_mut();
+            headers.entry(STRICT_TRANSPORT_SECURITY).or_insert(hsts);
+        }
         entry.status(response.status().as_u16());
         response.map(|body| Logged::new(body, entry, held))
     }
@@ -287,7 +294,7 @@ impl Conn {
         req: Request<Incoming>,
         ordinal: u64,
         entry: &mut Entry,
-        held: &mut Option<InProgress>,
+        (held, hsts): (&mut Option<InProgress>, &mut Option<HeaderValue>),
     ) -> Response<ProxyBody> {
         if let Err(error) = self.admit(&req, ordinal) {
             return rescue(self.proxy.metrics.unrouted(), &error);
@@ -302,6 +309,10 @@ impl Conn {
             Err(error) => return rescue(self.proxy.metrics.unrouted(), &error),
         };
         entry.pool(&pool);
+        let own_hsts = options.as_deref().and_then(|o| o.hsts.as_ref());
+        if let (Some(own), Scheme::Https) = (own_hsts, self.forwarded.scheme) {
+            hsts.clone_from(own);
+        }
         let limiter = options.as_deref().and_then(|o| o.rate_limit.as_ref());
         if let Some(limiter) = limiter {
             match limiter.admit(self.peer, std::time::Instant::now()) {

@@ -25,6 +25,7 @@ use crate::tls::{Resolver, server_config};
 use crate::upstream::{Endpoints, UpstreamBody};
 use arc_swap::ArcSwap;
 use bytes::Bytes;
+use http::HeaderValue;
 use http_body_util::{Either, Full};
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use hyper_util::server::conn::auto;
@@ -62,6 +63,8 @@ pub struct Proxy {
     /// The port HTTP → HTTPS redirects name: that of `serve_https`'s listener once it runs.
     https_port: AtomicU16,
     limits: Limits,
+    /// `Strict-Transport-Security` of HTTPS responses (`limits.hsts`), rendered once.
+    hsts: Option<HeaderValue>,
     /// Open client connections, in all and per client address, of both listeners.
     caps: Arc<Caps>,
     /// Serving, draining (after the shutdown signal) or closing (after the grace period).
@@ -111,6 +114,7 @@ impl Proxy {
             endpoints: Endpoints::new(limits.max_connections),
             server: server_builder(&limits),
             caps: Caps::new(&limits),
+            hsts: hsts_value(&limits.hsts),
             limits,
             phase: watch::Sender::new(Phase::Serving),
             applied: watch::Sender::new(false),
@@ -420,6 +424,11 @@ fn server_builder(limits: &Limits) -> auto::Builder<TokioExecutor> {
         // RFC 8441: WebSockets (and other upgrades) over HTTP/2 with extended CONNECT.
         .enable_connect_protocol();
     builder
+}
+
+/// `hsts` as a field value; none when off.
+pub(crate) fn hsts_value(hsts: &portico_model::Hsts) -> Option<HeaderValue> {
+    hsts.value().and_then(|v| HeaderValue::from_str(&v).ok())
 }
 
 #[cfg(test)]

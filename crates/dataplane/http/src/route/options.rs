@@ -24,6 +24,9 @@ pub struct RouteOptions {
     pub(crate) rate_limit: Option<Arc<Limiter>>,
     /// `auth-url`; `Some(None)`: set but not usable (every request answers 500).
     pub(crate) external_auth: Option<Option<Auth>>,
+    /// The Ingress's own `Strict-Transport-Security` for HTTPS responses, in place of the
+    /// process's; `Some(None)`: none at all (`hsts-max-age: 0`).
+    pub(crate) hsts: Option<Option<HeaderValue>>,
 }
 
 #[derive(Debug)]
@@ -70,6 +73,7 @@ impl RouteOptions {
             filters: super::filters::Filters::compile(options, pool),
             rate_limit: options.rate_limit.as_ref().map(limiter),
             external_auth: options.external_auth.as_ref().map(Auth::compile),
+            hsts: options.hsts.as_ref().map(crate::proxy::hsts_value),
         }
     }
 }

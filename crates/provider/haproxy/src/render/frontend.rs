@@ -40,6 +40,9 @@ pub(super) fn frontend(
     let _ = writeln!(s, "    http-request set-header X-Forwarded-Proto {scheme}");
     s.push_str("    http-request set-header X-Forwarded-Host %[req.hdr(host)]\n");
     s.push_str(&server_line(input.limits.server_header));
+    if listener.protocol == Protocol::TerminatedHttps {
+        s.push_str(&hsts_line(&input.limits.hsts));
+    }
     routes::empty(&mut out.maps, listener.id);
     for policy in &listener.policies {
         if let Some(what) = unsupported(policy) {
@@ -166,6 +169,17 @@ fn server_line(server: Option<&str>) -> String {
     };
     format!(
         "    http-after-response set-header Server {name} unless {{ res.hdr(server) -m found }}\n"
+    )
+}
+
+/// `Strict-Transport-Security` (`--hsts-max-age`) on the HTTPS frontend's responses without
+/// one; an Ingress's own (`portico.dev/hsts-max-age`) is the built-in proxy's only.
+fn hsts_line(hsts: &portico_model::Hsts) -> String {
+    let Some(value) = hsts.value().and_then(|v| quote::word(&v).ok()) else {
+        return String::new();
+    };
+    format!(
+        "    http-after-response set-header Strict-Transport-Security {value} unless {{ res.hdr(strict-transport-security) -m found }}\n"
     )
 }
 

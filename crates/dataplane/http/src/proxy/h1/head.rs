@@ -258,6 +258,9 @@ pub(super) struct Finish<'a> {
     pub(super) date: &'a [u8],
     /// `Server` for a response that has none (`--server-header`), if any.
     pub(super) server: Option<&'a [u8]>,
+    /// `Strict-Transport-Security` for a response that has none (an HTTPS request, with
+    /// `--hsts-max-age`), if any.
+    pub(super) hsts: Option<&'a [u8]>,
 }
 
 /// Reads the response head at the start of `input` and, once it is whole, writes the client's
@@ -292,6 +295,7 @@ pub(super) fn answer(input: &[u8], out: &mut Vec<u8>, finish: &Finish<'_>) -> An
     let mut reusable = version == 1;
     let mut dated = false;
     let mut served_by = false;
+    let mut secured = false;
     for field in fields.iter() {
         let name = field.name;
         if name.eq_ignore_ascii_case("content-length") {
@@ -312,6 +316,8 @@ pub(super) fn answer(input: &[u8], out: &mut Vec<u8>, finish: &Finish<'_>) -> An
             dated = true;
         } else if name.eq_ignore_ascii_case("server") {
             served_by = true;
+        } else if name.eq_ignore_ascii_case("strict-transport-security") {
+            secured = true;
         }
     }
     let framing = if finish.head || status == 204 || status == 304 {
@@ -347,6 +353,9 @@ pub(super) fn answer(input: &[u8], out: &mut Vec<u8>, finish: &Finish<'_>) -> An
     }
     if let (false, Some(server)) = (served_by, finish.server) {
         field_line(out, b"server", server);
+    }
+    if let (false, Some(hsts)) = (secured, finish.hsts) {
+        field_line(out, b"strict-transport-security", hsts);
     }
     if close {
         field_line(out, b"connection", b"close");
@@ -474,9 +483,33 @@ mod tests {
             close,
             date: b"Fri, 27 Nov 2026 00:00:00 GMT",
             server: None,
+            hsts: None,
         };
         let answer = answer(input, &mut out, &finish);
         (answer, String::from_utf8(out).unwrap())
+    }
+
+    #[test]
+    fn strict_transport_security_is_added_only_where_the_upstream_sent_none() {
+        let finish = Finish {
+            head: false,
+            close: false,
+            date: b"then",
+            server: None,
+            hsts: Some(b"max-age=60"),
+        };
+        let mut out = Vec::new();
+        answer(b"HTTP/1.1 204 No Content\r\n\r\n", &mut out, &finish);
+        let out = String::from_utf8(out).unwrap();
+        let added = "HTTP/1.1 204 No Content\r\ndate: then\r\nstrict-transport-security: max-age=60\r\n\r\n";
+        assert_eq!(out, added);
+        let mut out = Vec::new();
+        let own = b"HTTP/1.1 204 No Content\r\nStrict-Transport-Security: max-age=1\r\n\r\n";
+        answer(own, &mut out, &finish);
+        let out = String::from_utf8(out).unwrap();
+        let kept =
+            "HTTP/1.1 204 No Content\r\nStrict-Transport-Security: max-age=1\r\ndate: then\r\n\r\n";
+        assert_eq!(out, kept);
     }
 
     #[test]
@@ -486,6 +519,7 @@ mod tests {
             close: false,
             date: b"then",
             server: Some(b"portico"),
+            hsts: None,
         };
         let mut out = Vec::new();
         answer(b"HTTP/1.1 204 No Content\r\n\r\n", &mut out, &finish);

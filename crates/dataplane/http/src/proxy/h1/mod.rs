@@ -393,6 +393,12 @@ impl Proxy {
             client.out.extend_from_slice(b"\r\nserver: ");
             client.out.extend_from_slice(server.as_bytes());
         }
+        if let Some(hsts) = client.hsts(self) {
+            client
+                .out
+                .extend_from_slice(b"\r\nstrict-transport-security: ");
+            client.out.extend_from_slice(hsts);
+        }
         let close = self.draining();
         if close {
             client.out.extend_from_slice(b"\r\nconnection: close");
@@ -501,6 +507,13 @@ impl<IO> Client<IO> {
             uri: &self.no_uri,
             client: self.peer,
         }
+    }
+
+    /// The `Strict-Transport-Security` of this connection's responses: the process's, over
+    /// TLS (this path serves no route with options, where an Ingress's own would be).
+    fn hsts<'p>(&self, proxy: &'p Proxy) -> Option<&'p [u8]> {
+        let hsts = proxy.hsts.as_ref().filter(|_| self.scheme == Scheme::Https);
+        hsts.map(http::HeaderValue::as_bytes)
     }
 
     /// The connection ends on this path. Over TLS the client gets a close_notify first, as
@@ -654,6 +667,7 @@ async fn exchange_head<IO>(
                 close: try_.close || try_.proxy.draining(),
                 date: &date,
                 server: try_.proxy.limits.server_header.map(str::as_bytes),
+                hsts: client.hsts(try_.proxy),
             };
             match head::answer(&client.upstream, &mut client.head, &finish) {
                 Answer::Partial if client.upstream.len() > MAX_RESPONSE_HEAD => {
