@@ -1,5 +1,6 @@
-//! `portico demo`: echo backends plus the three seed Ingress examples, served by the real
-//! pipeline from manifest files in a temporary directory (edit them to see live changes).
+//! `portico demo`: echo backends plus the three seed Ingress examples and one Gateway with an
+//! HTTPRoute beside them, served by the real pipeline from manifest files in a temporary
+//! directory (edit them to see live changes).
 
 use crate::{ClassArgs, ListenArgs, TlsArgs, settings};
 use anyhow::Context;
@@ -102,8 +103,63 @@ spec:
               number: 80
 "#;
 
+/// The Gateway API beside the Ingresses: a Gateway of Portico's class on the same listeners,
+/// and an HTTPRoute that sends a header-matched request to one Service and the rest to another,
+/// adding a response field.
+const GATEWAY_API: &str = r#"apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata:
+  name: portico
+spec:
+  controllerName: portico.dev/gateway-controller
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata:
+  name: demo
+  namespace: demo
+spec:
+  gatewayClassName: portico
+  listeners:
+  - name: http
+    port: 80
+    protocol: HTTP
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata:
+  name: store
+  namespace: demo
+spec:
+  parentRefs:
+  - name: demo
+  hostnames:
+  - store.example.com
+  rules:
+  - matches:
+    - headers:
+      - name: x-env
+        value: qa
+    backendRefs:
+    - name: webservice-qa
+      port: 80
+  - matches:
+    - path:
+        type: PathPrefix
+        value: /
+    filters:
+    - type: ResponseHeaderModifier
+      responseHeaderModifier:
+        add:
+        - name: x-routed-by
+          value: httproute-store
+    backendRefs:
+    - name: webservice-dev
+      port: 80
+"#;
+
 const BANNER: &str = "
-Portico demo: three seed Ingress examples on echo backends. Try:
+Portico demo: three seed Ingress examples and a Gateway API HTTPRoute on echo backends. Try:
   curl -s http://{http}/                                  # single service -> webservice-1
   curl -s http://{http}/dev/build                         # simple fanout  -> webservice-dev
   curl -s http://{http}/qa                                # simple fanout  -> webservice-qa
@@ -111,7 +167,10 @@ Portico demo: three seed Ingress examples on echo backends. Try:
   curl -s -H 'Host: images.example.com' http://{http}/    # virtual host   -> webservice-images
   curl -s -H 'Host: other.example.com' http://{http}/x    # unknown host   -> default backend
   curl -sk -H 'Host: maps.example.com' https://{https}/    # HTTPS, generated self-signed certificate
+  curl -si -H 'Host: store.example.com' http://{http}/    # HTTPRoute      -> webservice-dev
+  curl -s -H 'Host: store.example.com' -H 'x-env: qa' http://{http}/  # header match -> webservice-qa
   curl -s http://{admin}/api/v1/ingresses                 # status and diagnostics
+  curl -s http://{admin}/api/v1/httproutes                # the HTTPRoute's status
   curl -s http://{admin}/api/v1/loadbalancers             # the load-balancer model
   open http://{admin}/                                    # dashboard
 Manifests: {dir} (edit them; changes are served without restart). Ctrl-C stops.";
@@ -143,6 +202,7 @@ async fn run_in(dir: &Path, listen: &ListenArgs) -> anyhow::Result<ExitCode> {
     }
     std::fs::write(dir.join("backends.yaml"), backends).context("writing backends.yaml")?;
     std::fs::write(dir.join("ingresses.yaml"), INGRESSES).context("writing ingresses.yaml")?;
+    std::fs::write(dir.join("gateway.yaml"), GATEWAY_API).context("writing gateway.yaml")?;
     let class = ClassArgs {
         ingress_class: "portico".into(),
         gateway_controller_name: portico_translate::GATEWAY_CONTROLLER_NAME.into(),
