@@ -21,7 +21,14 @@ async fn demo_serves_the_three_seed_examples() {
     .await;
     // The HTTPRoute: its header match, and its filter on the other rule's answers.
     let qa = p
-        .request(p.http, "GET", "store.example.com", "/", &[("x-env", "qa")], "")
+        .request(
+            p.http,
+            "GET",
+            "store.example.com",
+            "/",
+            &[("x-env", "qa")],
+            "",
+        )
         .await
         .unwrap();
     assert_eq!((qa.status, qa.service()), (200, "webservice-qa".to_owned()));
@@ -32,7 +39,9 @@ async fn demo_serves_the_three_seed_examples() {
     let conditions = &routes[0]["status"]["parents"][0]["conditions"];
     let status = |kind: &str| {
         let all = conditions.as_array().into_iter().flatten();
-        all.filter(|c| c["type"] == kind).map(|c| c["status"].clone()).next()
+        all.filter(|c| c["type"] == kind)
+            .map(|c| c["status"].clone())
+            .next()
     };
     assert_eq!(status("Accepted"), Some("True".into()), "{routes}");
     assert_eq!(status("ResolvedRefs"), Some("True".into()), "{routes}");
