@@ -20,12 +20,17 @@
 # rewrites a whole file). KUBERNETES=1 runs `portico run --kubernetes` instead, against the fake
 # API server (crates/fake-apiserver/examples/fake-apiserver.rs, a process of its own) loaded with
 # the same objects; each change is the changed file applied to it.
+# HTTP_ROUTES=N adds the Gateway API beside the Ingresses in the same run: one Gateway and N
+# HTTPRoutes (each its own hostname, two rules to two of the Services); their changes are timed
+# like the Ingresses' and, with KUBERNETES=1, the time from start until every HTTPRoute has its
+# status written (polled on the fake API server).
 #
 # Usage: bash bench/scale.sh [portico-bench scale options]      (full size: several minutes)
 #        INGRESSES=500 HOSTS=100 PATHS=1000 SERVICES=250 ENDPOINTS=2500 CHANGES=20 TLS_SECRETS=50 \
 #          bash bench/scale.sh
 #        PER_FILE=100 bash bench/scale.sh          (multi-document files)
 #        KUBERNETES=1 bash bench/scale.sh          (Kubernetes mode)
+#        HTTP_ROUTES=10000 KUBERNETES=1 bash bench/scale.sh   (10,000 HTTPRoutes beside them)
 # It starts and stops only its own processes, by PID, and sends traffic only to 127.0.0.1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,6 +44,7 @@ TLS_SECRETS=${TLS_SECRETS:-1000}
 PER_FILE=${PER_FILE:-1}
 DRIFT_CHANGES=${DRIFT_CHANGES:-1000}
 KUBERNETES=${KUBERNETES:-0}
+HTTP_ROUTES=${HTTP_ROUTES:-0}
 
 source scripts/lib.sh
 apt_install nginx
@@ -56,4 +62,5 @@ trap 'rm -rf "$work"' EXIT
 "$target/release/portico-bench" scale --portico "$target/release/portico" --dir "$work" \
   --ingresses "$INGRESSES" --hosts "$HOSTS" --paths "$PATHS" --services "$SERVICES" \
   --endpoints "$ENDPOINTS" --changes "$CHANGES" --tls-secrets "$TLS_SECRETS" \
-  --per-file "$PER_FILE" --drift-changes "$DRIFT_CHANGES" "${kube[@]}" "$@"
+  --per-file "$PER_FILE" --drift-changes "$DRIFT_CHANGES" --http-routes "$HTTP_ROUTES" \
+  "${kube[@]}" "$@"

@@ -243,6 +243,11 @@ struct ScaleArgs {
     /// `portico run --kubernetes` against it instead of `-f`.
     #[arg(long, value_name = "BIN")]
     fake_apiserver: Option<PathBuf>,
+    /// HTTPRoutes on one Gateway beside the Ingresses (each its own hostname, two rules to two
+    /// of the Services); their changes are timed like the Ingresses' and, in Kubernetes mode,
+    /// the time until every one has its status.
+    #[arg(long, default_value_t = 0)]
+    http_routes: usize,
 }
 
 #[derive(Args, Debug)]
@@ -418,6 +423,7 @@ fn scale(args: ScaleArgs) -> anyhow::Result<()> {
         per_file: args.per_file,
         drift_changes: args.drift_changes,
         fake_apiserver: args.fake_apiserver,
+        http_routes: args.http_routes,
     };
     let runtime = tokio::runtime::Runtime::new()?;
     let table = runtime.block_on(run::scale(options))?;

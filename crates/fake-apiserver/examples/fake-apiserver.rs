@@ -7,7 +7,9 @@
 //! multi-document files too), prints `ready URL OBJECTS`, then reads commands from stdin, one
 //! a line, answering each with one line on stdout:
 //! - `apply FILE`: creates or replaces every object of the file; `applied N`.
-//! - `delete-all`: deletes every Ingress, Service, EndpointSlice and Secret; `deleted N`.
+//! - `delete-all`: deletes every Ingress, Service, EndpointSlice, Secret, GatewayClass, Gateway
+//!   and HTTPRoute; `deleted N`.
+//! - `route-status`: `routes WITH ALL`, the HTTPRoutes with a status (a parent entry) and in all.
 //! - `quit` (or the end of stdin): exits.
 //!
 //! A bad file or command is answered with `error: ...`; the server keeps running.
@@ -55,6 +57,7 @@ async fn main() {
                 Err(e) => format!("error: {e}"),
             },
             _ if line == "delete-all" => format!("deleted {}", delete_all(&api)),
+            _ if line == "route-status" => route_status(&api),
             _ if line == "quit" => break,
             _ => format!("error: unknown command {line:?}"),
         };
@@ -63,12 +66,26 @@ async fn main() {
 }
 
 /// The kinds a generated cluster holds.
-const KINDS: [(&str, &str); 4] = [
+const KINDS: [(&str, &str); 7] = [
     ("networking.k8s.io/v1", "Ingress"),
     ("v1", "Service"),
     ("discovery.k8s.io/v1", "EndpointSlice"),
     ("v1", "Secret"),
+    (GATEWAY_API, "HTTPRoute"),
+    (GATEWAY_API, "Gateway"),
+    (GATEWAY_API, "GatewayClass"),
 ];
+
+const GATEWAY_API: &str = "gateway.networking.k8s.io/v1";
+
+fn route_status(api: &FakeApiServer) -> String {
+    let routes = api.list(GATEWAY_API, "HTTPRoute");
+    let with = routes.iter().filter(|r| {
+        let parents = r["status"]["parents"].as_array();
+        parents.is_some_and(|p| !p.is_empty())
+    });
+    format!("routes {} {}", with.count(), routes.len())
+}
 
 fn delete_all(api: &FakeApiServer) -> usize {
     let mut n = 0;

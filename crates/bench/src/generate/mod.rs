@@ -5,6 +5,7 @@
 //! Ingresses and Services go N to a multi-document file instead (`ingresses/group-NNNN.yaml`,
 //! `services/group-NNNN.yaml`, named after the group's number); a change rewrites the whole file.
 
+pub mod gateway;
 pub mod layout;
 mod tls;
 pub mod yaml;

@@ -30,6 +30,12 @@ pub struct PorticoResults {
     /// Kubernetes mode: from ready until Portico's CPU use died down (its own status writes
     /// come back as watch events); `None` in file mode or when it never did.
     pub quiet_after: Option<Duration>,
+    /// HTTPRoutes the admin API listed once ready.
+    pub routes_listed: usize,
+    pub route_changes: Vec<Option<Duration>>,
+    /// Kubernetes mode: from Portico's start until every HTTPRoute had its status written;
+    /// `None` in file mode, without routes, or when not within a minute.
+    pub route_status: Option<Duration>,
 }
 
 /// Everything measured on nginx.
@@ -59,4 +65,6 @@ pub struct Report<'a> {
     pub nginx: &'a Result<NginxResults, String>,
     /// How many Ingresses were generated.
     pub ingresses: usize,
+    /// How many HTTPRoutes were generated beside them.
+    pub http_routes: usize,
 }

@@ -7,6 +7,14 @@ use std::time::Duration;
 const RSS_TARGET_KIB: u64 = 100 * 1024;
 
 pub fn rows(r: Report<'_>) -> Vec<Row> {
+    let mut rows = base_rows(r);
+    if r.http_routes > 0 {
+        rows.extend([routes_listed(r), route_change(r), route_status(r)]);
+    }
+    rows
+}
+
+fn base_rows(r: Report<'_>) -> Vec<Row> {
     vec![
         cold_start(r),
         quiet(r),
@@ -240,6 +248,44 @@ fn peak(r: Report<'_>) -> Row {
     )
 }
 
+fn routes_listed(r: Report<'_>) -> Row {
+    let n = r.portico.routes_listed;
+    let target = r.http_routes.to_string();
+    row(
+        "HTTPRoutes listed once ready (one Gateway)".into(),
+        n.to_string(),
+        &target,
+        Some(n == r.http_routes),
+        "—".into(),
+    )
+}
+
+fn route_change(r: Report<'_>) -> Row {
+    let s = summarize(&r.portico.route_changes);
+    let met = s.map(|s| s.timeouts == 0 && s.p99 < Duration::from_millis(100));
+    row(
+        "one-HTTPRoute change served, p50 / p99 / max".into(),
+        latencies(s),
+        "p99 < 100 ms",
+        met,
+        "—".into(),
+    )
+}
+
+fn route_status(r: Report<'_>) -> Row {
+    let (value, met) = match r.portico.route_status {
+        Some(d) => (duration(d), Some(d <= Duration::from_secs(10))),
+        None => ("— (file mode, or not within 60 s)".to_owned(), None),
+    };
+    row(
+        "Kubernetes mode: start to every HTTPRoute's status written".into(),
+        value,
+        "≤ 10 s",
+        met,
+        "—".into(),
+    )
+}
+
 fn latencies(s: Option<Summary>) -> String {
     match s {
         Some(s) => format!(
@@ -309,6 +355,7 @@ mod tests {
             portico: p,
             nginx: &nginx,
             ingresses: 10,
+            http_routes: p.routes_listed,
         };
         rows(r)
             .into_iter()
@@ -338,6 +385,25 @@ mod tests {
         assert_eq!(met("RSS drift", &p), Some(true));
         p.drift.end_rss_kib = 106_000;
         assert_eq!(met("RSS drift", &p), Some(false));
+    }
+
+    #[test]
+    fn http_route_rows_come_with_routes_only() {
+        let mut p = results();
+        assert_eq!(met("one-HTTPRoute", &p), None, "no such row");
+        p.routes_listed = 10;
+        p.route_changes = vec![Some(Duration::from_millis(40)); 10];
+        assert_eq!(met("HTTPRoutes listed", &p), Some(true));
+        assert_eq!(met("one-HTTPRoute", &p), Some(true));
+        assert_eq!(
+            met("Kubernetes mode: start to every", &p),
+            None,
+            "file mode"
+        );
+        p.route_status = Some(Duration::from_secs(12));
+        assert_eq!(met("Kubernetes mode: start to every", &p), Some(false));
+        p.route_changes[3] = Some(Duration::from_millis(150));
+        assert_eq!(met("one-HTTPRoute", &p), Some(false));
     }
 
     #[test]

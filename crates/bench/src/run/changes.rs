@@ -1,7 +1,8 @@
-//! The two timed changes: one Ingress path moved (c), one Service's endpoints moved to a marker
-//! backend (d). Each file is replaced atomically and timed from the rename to the first answer
-//! that shows the change.
+//! The timed changes: one Ingress path moved (c), one Service's endpoints moved to a marker
+//! backend (d), one HTTPRoute rule's path moved. Each file is replaced atomically and timed
+//! from the rename to the first answer that shows the change.
 
+use crate::generate::gateway::{self, RouteChange};
 use crate::generate::{self, Layout, Staged};
 use crate::http::Http;
 use crate::plan::{EndpointChange, IngressChange};
@@ -57,6 +58,22 @@ pub async fn ingresses(
     let mut out = Vec::new();
     for c in changes {
         out.push(ingress(t, c).await?);
+        if phase.over(&out) {
+            break;
+        }
+    }
+    Ok(out)
+}
+
+/// Times the HTTPRoute changes in turn; `None` for one not served in time.
+pub async fn http_routes(
+    t: Target<'_>,
+    changes: &[RouteChange],
+) -> anyhow::Result<Vec<Option<Duration>>> {
+    let phase = Phase::new(t, changes.len());
+    let mut out = Vec::new();
+    for c in changes {
+        out.push(http_route(t, c).await?);
         if phase.over(&out) {
             break;
         }
@@ -131,6 +148,22 @@ async fn ingress(t: Target<'_>, c: &IngressChange) -> anyhow::Result<Option<Dura
     }
     let text = generate::ingress_file_yaml(t.layout, c.ingress, Some((c.route, &c.new_path)));
     let staged = Staged::write(&generate::ingress_file(t.dir, t.layout, c.ingress), &text)?;
+    let start = t.publish(staged).await?;
+    let served = async || t.http.status(t.proxy, &host, &c.new_path).await == Some(200);
+    Ok(observed_after(start, served).await)
+}
+
+async fn http_route(t: Target<'_>, c: &RouteChange) -> anyhow::Result<Option<Duration>> {
+    let host = gateway::route_host(c.route);
+    let status = t.http.status(t.proxy, &host, &c.new_path).await;
+    if status != Some(404) {
+        bail!(
+            "{host}{} answered {status:?} before it was added, not 404",
+            c.new_path
+        );
+    }
+    let text = gateway::route_yaml(t.layout, c.route, Some(&c.new_path));
+    let staged = Staged::write(&gateway::route_file(t.dir, c.route), &text)?;
     let start = t.publish(staged).await?;
     let served = async || t.http.status(t.proxy, &host, &c.new_path).await == Some(200);
     Ok(observed_after(start, served).await)

@@ -75,6 +75,16 @@ impl FakeApi {
             .with_context(|| format!("delete-all: {answer}"))
     }
 
+    /// The HTTPRoutes it holds with a status written (a parent entry), and in all.
+    pub async fn routes_with_status(&self) -> anyhow::Result<(usize, usize)> {
+        let answer = self.command("route-status").await?;
+        let counts = answer.strip_prefix("routes ").and_then(|rest| {
+            let (with, all) = rest.split_once(' ')?;
+            Some((with.parse().ok()?, all.parse().ok()?))
+        });
+        counts.with_context(|| format!("route-status: {answer}"))
+    }
+
     async fn command(&self, line: &str) -> anyhow::Result<String> {
         let mut io = self.io.lock().await;
         let (stdin, lines) = &mut *io;

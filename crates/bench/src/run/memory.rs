@@ -35,8 +35,11 @@ pub async fn after_deletion(
     http: &Http,
     api: Option<&super::kube::FakeApi>,
 ) -> anyhow::Result<u64> {
-    for sub in ["ingresses", "services"] {
-        std::fs::remove_dir_all(manifests.join(sub))?;
+    for sub in ["ingresses", "services", "httproutes", "gateway"] {
+        let dir = manifests.join(sub);
+        if dir.exists() {
+            std::fs::remove_dir_all(dir)?;
+        }
     }
     if let Some(api) = api {
         api.delete_all().await?;

@@ -41,6 +41,8 @@ pub struct Options {
     pub drift_changes: usize,
     /// Kubernetes mode: the fake API server's binary, serving the generated objects.
     pub fake_apiserver: Option<PathBuf>,
+    /// HTTPRoutes on one Gateway beside the Ingresses (0: none).
+    pub http_routes: usize,
 }
 
 /// Runs every measurement; returns the report.
@@ -56,6 +58,7 @@ pub async fn scale(o: Options) -> anyhow::Result<String> {
     progress(began, "writing the manifests");
     let manifests = o.dir.join("manifests");
     generate::write_all(&manifests, &layout)?;
+    generate::gateway::write_all(&manifests, &layout, o.http_routes)?;
     let api = match &o.fake_apiserver {
         Some(bin) => {
             progress(began, "loading the fake API server");
@@ -81,6 +84,7 @@ pub async fn scale(o: Options) -> anyhow::Result<String> {
         portico: &results,
         nginx: &nginx,
         ingresses: o.sizes.ingresses,
+        http_routes: o.http_routes,
     };
     Ok(report::render(r))
 }
@@ -96,6 +100,7 @@ async fn measure_portico(
     let manifests = o.dir.join("manifests");
     progress(began, "cold start");
     let log = o.dir.join("portico.log");
+    let started = Instant::now();
     let (portico, cold_start) = match api {
         Some(api) => Portico::start_kube(&o.portico, &api.kubeconfig, &log, http).await?,
         None => Portico::start(&o.portico, &manifests, &log, http).await?,
@@ -103,6 +108,22 @@ async fn measure_portico(
     let routes = traffic_routes(layout, &plan.traffic);
     let load = traffic::start(http.clone(), portico.http, routes, o.rate);
     let ingresses_listed = portico.ingresses(http).await?;
+    let routes_listed = match o.http_routes {
+        0 => 0,
+        _ => portico.http_routes(http).await?,
+    };
+    let route_status = match (api, o.http_routes) {
+        (Some(api), 1..) => {
+            progress(began, "waiting until every HTTPRoute has its status");
+            let written = all_route_status(api, o.http_routes, started).await?;
+            progress(
+                began,
+                &format!("every HTTPRoute's status after {written:?}"),
+            );
+            written
+        }
+        _ => None,
+    };
     // Kubernetes mode: once ready, the leader writes every Ingress's status, and each write
     // comes back as a watch event; the timed changes start once that has died down.
     let quiet_after = match api {
@@ -131,6 +152,14 @@ async fn measure_portico(
         &format!("cold start took {cold_start:?}; Ingress changes"),
     );
     let ingress_changes = changes::ingresses(t, &plan.ingress_changes).await?;
+    let route_changes = match o.http_routes {
+        0 => Vec::new(),
+        routes => {
+            progress(began, "HTTPRoute changes");
+            let planned = generate::gateway::changes(routes, o.changes);
+            changes::http_routes(t, &planned).await?
+        }
+    };
     progress(began, "endpoint changes");
     let endpoint_changes = changes::endpoints(t, &plan.endpoint_changes).await?;
     progress(began, &format!("{} changes for RSS drift", o.drift_changes));
@@ -153,7 +182,31 @@ async fn measure_portico(
         run_hwm_kib,
         drift,
         quiet_after,
+        routes_listed,
+        route_changes,
+        route_status,
     })
+}
+
+/// Kubernetes mode: polls the fake API server until all `routes` HTTPRoutes have a status;
+/// how long after `started` (Portico's start) that was, or `None` after a minute.
+async fn all_route_status(
+    api: &kube::FakeApi,
+    routes: usize,
+    started: Instant,
+) -> anyhow::Result<Option<Duration>> {
+    let deadline = started + Duration::from_secs(60);
+    loop {
+        let (with, _) = api.routes_with_status().await?;
+        if with >= routes {
+            return Ok(Some(started.elapsed()));
+        }
+        if Instant::now() > deadline {
+            eprintln!("scale:   {with} of {routes} HTTPRoutes have a status after a minute");
+            return Ok(None);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 async fn compare_nginx(

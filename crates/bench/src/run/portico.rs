@@ -125,6 +125,16 @@ impl Portico {
             .context("/api/v1/ingresses gave no X-Total-Count")
     }
 
+    /// How many HTTPRoutes the admin API lists.
+    pub async fn http_routes(&self, http: &Http) -> anyhow::Result<usize> {
+        let path = "/api/v1/httproutes?limit=1";
+        let reply = http.get(self.admin, "localhost", path).await;
+        let reply = reply.map_err(anyhow::Error::msg)?;
+        reply
+            .total
+            .context("/api/v1/httproutes gave no X-Total-Count")
+    }
+
     pub async fn stop(mut self) {
         process::stop(&mut self.child).await;
     }
