@@ -89,6 +89,13 @@ pub struct LimitArgs {
     /// With --hsts-max-age: `preload`.
     #[arg(long)]
     hsts_preload: bool,
+    /// Response codings, in the order preferred when a client accepts several equally
+    /// (`zstd`, `br`, `gzip`), or `off`: text, JSON, JavaScript, XML, SVG and fonts of at least
+    /// 256 bytes, not already encoded, not ranges, no `Cache-Control: no-transform`. An Ingress's
+    /// `portico.dev/compression` replaces it on its routes. haproxy: gzip only.
+    #[arg(long, value_name = "LIST|off", default_value = "zstd,br,gzip",
+          value_parser = portico_model::Compression::parse)]
+    compression: portico_model::Compression,
 }
 
 /// `--server-header`: a name, or none (`off`).
@@ -135,6 +142,7 @@ impl LimitArgs {
                 include_subdomains: self.hsts_include_subdomains,
                 preload: self.hsts_preload,
             },
+            compression: self.compression,
         }
     }
 

@@ -25,7 +25,9 @@ pub use id::{L7PolicyId, L7RuleId, ListenerId, LoadBalancerId, MemberId, PoolId,
 pub use limits::Limits;
 pub use merge::merge;
 pub use object::ObjectRef;
-pub use options::{Cors, ExternalAuth, Hsts, PolicyOptions, RateLimit, Rewrite};
+pub use options::{
+    Coding, Compression, Cors, ExternalAuth, Hsts, PolicyOptions, RateLimit, Rewrite,
+};
 pub use placement::Placement;
 pub use settings::{
     ActiveHealth, Cidr, CidrError, CookieAffinity, PassiveHealth, PoolSettings, ProxyProtocol,

@@ -46,6 +46,9 @@ pub struct Limits {
     /// `Strict-Transport-Security` on HTTPS responses without one (`--hsts-max-age`, …);
     /// off (`max_age_s` 0) by default. An Ingress's own replaces it on its routes.
     pub hsts: crate::Hsts,
+    /// The codings responses are compressed with (`--compression`); an Ingress's own replaces
+    /// them on its routes.
+    pub compression: crate::Compression,
 }
 
 impl Default for Limits {
@@ -66,6 +69,7 @@ impl Default for Limits {
             server_header: Some(Limits::SERVER),
             limit_status: 503,
             hsts: crate::Hsts::default(),
+            compression: crate::Compression::default(),
         }
     }
 }

@@ -37,6 +37,115 @@ pub struct PolicyOptions {
     /// of the process's (`--hsts-max-age`, …).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hsts: Option<Hsts>,
+    /// The Ingress's own response codings (`portico.dev/compression`), in place of the
+    /// process's (`--compression`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compression: Option<Compression>,
+}
+
+/// A content coding the data plane compresses responses with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Coding {
+    Zstd,
+    Br,
+    Gzip,
+}
+
+impl Coding {
+    /// The token of `Accept-Encoding` and `Content-Encoding`.
+    pub fn token(self) -> &'static str {
+        match self {
+            Coding::Zstd => "zstd",
+            Coding::Br => "br",
+            Coding::Gzip => "gzip",
+        }
+    }
+}
+
+/// The codings responses may be compressed with, in the order preferred when a client accepts
+/// several equally (`--compression zstd,br,gzip`, the default; `off`: none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(into = "Vec<Coding>", from = "Vec<Coding>")]
+pub struct Compression {
+    order: [Option<Coding>; 3],
+}
+
+impl Compression {
+    pub const OFF: Compression = Compression { order: [None; 3] };
+
+    /// `off`, or codings separated by commas, each once.
+    pub fn parse(value: &str) -> Result<Compression, String> {
+        if value.trim() == "off" {
+            return Ok(Compression::OFF);
+        }
+        let mut codings = Vec::new();
+        for token in value.split(',').map(str::trim) {
+            let coding = match token {
+                "zstd" => Coding::Zstd,
+                "br" => Coding::Br,
+                "gzip" => Coding::Gzip,
+                _ => {
+                    return Err(format!(
+                        "expected off or codings from zstd, br, gzip separated by commas, got {token:?}"
+                    ));
+                }
+            };
+            if codings.contains(&coding) {
+                return Err(format!("{token} is named twice"));
+            }
+            codings.push(coding);
+        }
+        Ok(Compression::from(codings))
+    }
+
+    /// The codings, most preferred first.
+    pub fn codings(&self) -> impl Iterator<Item = Coding> + '_ {
+        self.order.iter().flatten().copied()
+    }
+
+    pub fn is_off(&self) -> bool {
+        self.order[0].is_none()
+    }
+}
+
+impl Default for Compression {
+    fn default() -> Self {
+        Compression {
+            order: [Some(Coding::Zstd), Some(Coding::Br), Some(Coding::Gzip)],
+        }
+    }
+}
+
+impl From<Vec<Coding>> for Compression {
+    /// The first three distinct codings.
+    fn from(codings: Vec<Coding>) -> Self {
+        let mut order = [None; 3];
+        let mut n = 0;
+        for c in codings {
+            if n < 3 && !order.contains(&Some(c)) {
+                order[n] = Some(c);
+                n += 1;
+            }
+        }
+        Compression { order }
+    }
+}
+
+impl From<Compression> for Vec<Coding> {
+    fn from(c: Compression) -> Self {
+        c.codings().collect()
+    }
+}
+
+impl std::fmt::Display for Compression {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.is_off() {
+            return f.write_str("off");
+        }
+        let tokens: Vec<&str> = self.codings().map(Coding::token).collect();
+        f.write_str(&tokens.join(","))
+    }
 }
 
 /// `Strict-Transport-Security` on the responses to HTTPS requests (RFC 6797): the process's
@@ -225,6 +334,24 @@ fn is_default(timeouts: &Timeouts) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn compression_lists_parse_in_order_and_refuse_the_unknown() {
+        let list = Compression::parse("br, gzip").unwrap();
+        assert_eq!(
+            list.codings().collect::<Vec<_>>(),
+            [Coding::Br, Coding::Gzip]
+        );
+        assert_eq!(list.to_string(), "br,gzip");
+        assert!(Compression::parse("off").unwrap().is_off());
+        assert_eq!(Compression::default().to_string(), "zstd,br,gzip");
+        assert!(Compression::parse("gzip,deflate").is_err());
+        assert!(Compression::parse("gzip,gzip").is_err());
+        assert!(Compression::parse("").is_err());
+        let json = serde_json::to_string(&list).unwrap();
+        assert_eq!(json, r#"["br","gzip"]"#);
+        assert_eq!(serde_json::from_str::<Compression>(&json).unwrap(), list);
+    }
 
     fn cors(origins: &[&str]) -> Cors {
         Cors {

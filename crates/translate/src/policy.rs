@@ -85,7 +85,7 @@ pub(crate) fn build_policies(
 const APP_ROOT_STATUS: u16 = 302;
 
 /// The options of a route forwarded to its pool: the rewrite (only on a regex host, where
-/// the written path is its pattern), the upstream `Host`, CORS, rate limits, external auth, HSTS.
+/// the written path is its pattern), the upstream `Host`, CORS, rate limits, external auth, HSTS, compression.
 fn options(location: &Location, regex: Option<&str>) -> Option<Arc<PolicyOptions>> {
     let rewrite = regex
         .filter(|path| location.rewrites(path))
@@ -103,6 +103,7 @@ fn options(location: &Location, regex: Option<&str>) -> Option<Arc<PolicyOptions
         rate_limit: location.rate_limit.clone(),
         external_auth: location.external_auth.clone().and_then(Result::ok),
         hsts: location.hsts,
+        compression: location.compression,
         ..PolicyOptions::default()
     };
     (options != PolicyOptions::default()).then(|| Arc::new(options))

@@ -43,6 +43,15 @@ impl Provider {
             Provider::DistributedTls => crate::distributed::start(dir, true, 0).await,
         }
     }
+
+    /// `portico run` on `dir` with `extra` flags: the built-in proxy or haproxy.
+    pub async fn start_with(self, dir: &std::path::Path, extra: &[&str]) -> Portico {
+        match self {
+            Provider::Haproxy => Portico::start_haproxy(dir, extra).await,
+            Provider::Proxy => Portico::start(dir, extra).await,
+            other => panic!("start_with runs the proxy or haproxy, not {other:?}"),
+        }
+    }
 }
 
 /// One test per (scenario, provider): `conformance::proxy::path_rules`,

@@ -69,17 +69,10 @@ fn hsts(headers: &http::HeaderMap) -> Option<String> {
     Some(value.to_str().unwrap().to_owned())
 }
 
-async fn start(provider: Provider, dir: &std::path::Path, extra: &[&str]) -> Portico {
-    match provider {
-        Provider::Haproxy => Portico::start_haproxy(dir, extra).await,
-        _ => Portico::start(dir, extra).await,
-    }
-}
-
 async fn https_responses_carry_the_process_hsts(provider: Provider) {
     let m = manifests().await;
     let flags = ["--hsts-max-age", "31536000", "--hsts-include-subdomains"];
-    let p = start(provider, m.path(), &flags).await;
+    let p = provider.start_with(m.path(), &flags).await;
     p.wait_route("plain.test", "/", 200, "web").await;
     let process = Some("max-age=31536000; includeSubDomains".to_owned());
     assert_eq!(over_h1(&p, "a.test").await, (200, process.clone()));
@@ -101,7 +94,7 @@ async fn https_responses_carry_the_process_hsts(provider: Provider) {
     drop(p);
 
     // Off by default.
-    let p = start(provider, m.path(), &[]).await;
+    let p = provider.start_with(m.path(), &[]).await;
     p.wait_route("plain.test", "/", 200, "web").await;
     assert_eq!(over_h1(&p, "a.test").await, (200, None));
     assert_eq!(over_h2(&p, "a.test").await, (200, None));

@@ -39,6 +39,7 @@ mod bad_input;
 mod balancing;
 mod canary;
 mod classes;
+mod compression;
 mod conformance;
 mod dashboard;
 mod demo;

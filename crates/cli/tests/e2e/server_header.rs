@@ -44,13 +44,6 @@ async fn serverless_backend() -> SocketAddr {
     addr
 }
 
-async fn start(provider: Provider, dir: &std::path::Path, extra: &[&str]) -> Portico {
-    match provider {
-        Provider::Haproxy => Portico::start_haproxy(dir, extra).await,
-        _ => Portico::start(dir, extra).await,
-    }
-}
-
 fn server(reply: &Reply) -> Option<&str> {
     reply.headers.get("server").map(|v| v.to_str().unwrap())
 }
@@ -70,7 +63,7 @@ async fn responses_without_a_server_field_get_one(provider: Provider) {
         &ingress("srv", "ing", "2026-01-01T00:00:00Z", &rules),
     );
 
-    let p = start(provider, m.path(), &[]).await;
+    let p = provider.start_with(m.path(), &[]).await;
     p.wait_route("echo.test", "/", 200, "web").await;
     let got = p.get("plain.test", "/").await;
     assert_eq!((got.status, server(&got)), (200, Some("portico")));
@@ -87,13 +80,17 @@ async fn responses_without_a_server_field_get_one(provider: Provider) {
     assert_eq!((missing.status, server(&missing)), (404, Some("portico")));
     drop(p);
 
-    let p = start(provider, m.path(), &["--server-header", "edge/1.0"]).await;
+    let p = provider
+        .start_with(m.path(), &["--server-header", "edge/1.0"])
+        .await;
     p.wait_route("echo.test", "/", 200, "web").await;
     assert_eq!(server(&p.get("plain.test", "/").await), Some("edge/1.0"));
     assert_eq!(server(&p.get("nowhere.test", "/").await), Some("edge/1.0"));
     drop(p);
 
-    let p = start(provider, m.path(), &["--server-header", "off"]).await;
+    let p = provider
+        .start_with(m.path(), &["--server-header", "off"])
+        .await;
     p.wait_route("echo.test", "/", 200, "web").await;
     assert_eq!(server(&p.get("plain.test", "/").await), None);
     assert_eq!(server(&p.get("nowhere.test", "/").await), None);

@@ -12,6 +12,7 @@
 
 mod access;
 mod auth;
+mod compress;
 mod limits;
 mod metrics;
 mod proxy;

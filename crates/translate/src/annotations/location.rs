@@ -1,12 +1,12 @@
 //! An Ingress's per-location annotations (ingress-nginx's word: what each of its paths does
 //! besides choosing the pool): regex paths, the rewrite, redirects, the upstream `Host`,
-//! `X-Forwarded-Prefix`, the HTTPS redirect it forces, CORS, canaries, rate limits, external auth, HSTS. Read with the same [`Reader`]
+//! `X-Forwarded-Prefix`, the HTTPS redirect it forces, CORS, canaries, rate limits, external auth, HSTS, compression. Read with the same [`Reader`]
 //! as the upstream settings; a bad value is a warning and the default applies.
 
 use super::canary::Canary;
 use super::{Reader, parse};
 use crate::KeptIngress;
-use portico_model::{Cors, Diagnostic, ExternalAuth, Hsts, ObjectRef, RateLimit};
+use portico_model::{Compression, Cors, Diagnostic, ExternalAuth, Hsts, ObjectRef, RateLimit};
 use std::sync::{Arc, LazyLock};
 
 /// What one Ingress's annotations ask of its routes.
@@ -39,6 +39,8 @@ pub(crate) struct Location {
     /// `portico.dev/hsts-max-age` and its companions: the Ingress's own
     /// `Strict-Transport-Security`.
     pub hsts: Option<Hsts>,
+    /// `portico.dev/compression`: the Ingress's own response codings.
+    pub compression: Option<Compression>,
 }
 
 impl Location {
@@ -92,6 +94,7 @@ pub(crate) fn location(
         external_auth: super::auth::external_auth(&mut r),
         aliases: r.value("server-alias", aliases).unwrap_or_default(),
         hsts: hsts(&mut r),
+        compression: r.value("compression", Compression::parse),
     };
     if l == Location::default() {
         return Location::default_arc();

@@ -187,6 +187,10 @@ pub const ANNOTATIONS: &[Annotation] = &[
     own("hsts-max-age", Ignored(HSTS_HAPROXY)),
     own("hsts-include-subdomains", Ignored(HSTS_HAPROXY)),
     own("hsts-preload", Ignored(HSTS_HAPROXY)),
+    own(
+        "compression",
+        Ignored("haproxy compresses as --compression says (gzip), not per Ingress"),
+    ),
     // Snippets: raw configuration text.
     refused(
         "configuration-snippet",

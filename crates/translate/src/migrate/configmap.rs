@@ -162,13 +162,30 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
     not("enable-modsecurity", "Portico has no WAF"),
     not("enable-owasp-modsecurity-crs", "Portico has no WAF"),
     not("use-geoip2", LATER),
-    not(
+    differently(
         "enable-brotli",
-        "responses are passed as the backend compressed them",
+        "--compression (per Ingress: portico.dev/compression)",
+        "on by default (zstd, br, gzip), at Brotli quality 4",
     ),
-    not(
+    differently(
         "use-gzip",
-        "responses are passed as the backend compressed them",
+        "--compression (per Ingress: portico.dev/compression)",
+        "on by default (zstd, br, gzip), at gzip level 1",
+    ),
+    differently(
+        "gzip-level",
+        "--compression",
+        "the level is fixed at 1 (ingress-nginx's default), Brotli at 4, zstd at 1",
+    ),
+    differently(
+        "gzip-min-length",
+        "--compression",
+        "fixed at 256 bytes (ingress-nginx's default)",
+    ),
+    differently(
+        "gzip-types",
+        "--compression",
+        "a fixed list: text/* but event streams, JSON, JavaScript, XML, SVG, icons, fonts",
     ),
     not(
         "upstream-keepalive-connections",

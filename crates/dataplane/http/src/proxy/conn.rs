@@ -9,6 +9,7 @@ use super::tries::{
 use super::tunnel::is_upgrade;
 use super::{Phase, Proxy, ProxyBody};
 use crate::access::{Asked, Entry, Logged, X_REQUEST_ID, ensure_request_id};
+use crate::compress::{self, Compressible};
 use crate::limits::{Activity, Ambiguous, ClientBody, Fault, Framing, Tracked, Watched};
 use crate::metrics::PoolMetrics;
 use crate::ratelimit::InProgress;
@@ -37,6 +38,14 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinSet;
+
+/// What routing decides for a response besides its body: the rate limiter's place, held
+/// until the body ends; `Strict-Transport-Security`; the codings it may be compressed with.
+struct Finish {
+    held: Option<InProgress>,
+    hsts: Option<HeaderValue>,
+    compression: portico_model::Compression,
+}
 
 /// Where the route table sends a request.
 enum Routed {
@@ -251,19 +260,26 @@ impl Conn {
         &self,
         mut req: Request<Incoming>,
         ordinal: u64,
-    ) -> Response<Logged<ProxyBody>> {
+    ) -> Response<Logged<Compressible<ProxyBody>>> {
         ensure_request_id(req.headers_mut());
         let mut entry = self.begin_entry(&req);
-        let mut held = None;
         let https = self.forwarded.scheme == Scheme::Https;
-        let mut hsts = self.proxy.hsts.clone().filter(|_| https);
-        let mut response = (self.respond(req, ordinal, &mut entry, (&mut held, &mut hsts))).await;
+        let mut finish = Finish {
+            held: None,
+            hsts: self.proxy.hsts.clone().filter(|_| https),
+            compression: self.proxy.limits.compression,
+        };
+        let accept = compress::accepted(req.headers());
+        let head = req.method() == http::Method::HEAD;
+        let mut response = (self.respond(req, ordinal, &mut entry, &mut finish)).await;
         add_server(response.headers_mut(), self.proxy.limits.server_header);
-        if let Some(hsts) = hsts {
+        if let Some(hsts) = finish.hsts {
             let headers = response.headers_mut();
             headers.entry(STRICT_TRANSPORT_SECURITY).or_insert(hsts);
         }
         entry.status(response.status().as_u16());
+        let response = compress::respond(response, &accept, finish.compression, head);
+        let held = finish.held;
         response.map(|body| Logged::new(body, entry, held))
     }
 
@@ -294,7 +310,7 @@ impl Conn {
         req: Request<Incoming>,
         ordinal: u64,
         entry: &mut Entry,
-        (held, hsts): (&mut Option<InProgress>, &mut Option<HeaderValue>),
+        finish: &mut Finish,
     ) -> Response<ProxyBody> {
         if let Err(error) = self.admit(&req, ordinal) {
             return rescue(self.proxy.metrics.unrouted(), &error);
@@ -311,12 +327,15 @@ impl Conn {
         entry.pool(&pool);
         let own_hsts = options.as_deref().and_then(|o| o.hsts.as_ref());
         if let (Some(own), Scheme::Https) = (own_hsts, self.forwarded.scheme) {
-            hsts.clone_from(own);
+            finish.hsts.clone_from(own);
+        }
+        if let Some(own) = options.as_deref().and_then(|o| o.compression) {
+            finish.compression = own;
         }
         let limiter = options.as_deref().and_then(|o| o.rate_limit.as_ref());
         if let Some(limiter) = limiter {
             match limiter.admit(self.peer, std::time::Instant::now()) {
-                Ok(place) => *held = place,
+                Ok(place) => finish.held = place,
                 Err(()) => {
                     let error = ProxyError::Limited(self.proxy.limits.limit_status);
                     return rescue(&pool.metrics, &error);

@@ -27,6 +27,8 @@ pub struct RouteOptions {
     /// The Ingress's own `Strict-Transport-Security` for HTTPS responses, in place of the
     /// process's; `Some(None)`: none at all (`hsts-max-age: 0`).
     pub(crate) hsts: Option<Option<HeaderValue>>,
+    /// The Ingress's own response codings, in place of the process's.
+    pub(crate) compression: Option<portico_model::Compression>,
 }
 
 #[derive(Debug)]
@@ -74,6 +76,7 @@ impl RouteOptions {
             rate_limit: options.rate_limit.as_ref().map(limiter),
             external_auth: options.external_auth.as_ref().map(Auth::compile),
             hsts: options.hsts.as_ref().map(crate::proxy::hsts_value),
+            compression: options.compression,
         }
     }
 }

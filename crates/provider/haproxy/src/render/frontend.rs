@@ -43,6 +43,7 @@ pub(super) fn frontend(
     if listener.protocol == Protocol::TerminatedHttps {
         s.push_str(&hsts_line(&input.limits.hsts));
     }
+    s.push_str(&compression_lines(input.limits.compression));
     routes::empty(&mut out.maps, listener.id);
     for policy in &listener.policies {
         if let Some(what) = unsupported(policy) {
@@ -181,6 +182,19 @@ fn hsts_line(hsts: &portico_model::Hsts) -> String {
     format!(
         "    http-after-response set-header Strict-Transport-Security {value} unless {{ res.hdr(strict-transport-security) -m found }}\n"
     )
+}
+
+/// haproxy 2.6 compresses with gzip (libslz) only: when `--compression` offers gzip, the
+/// types the built-in proxy compresses (haproxy keeps encoded responses and `no-transform`
+/// ones as they are).
+fn compression_lines(compression: portico_model::Compression) -> String {
+    if !compression
+        .codings()
+        .any(|c| c == portico_model::Coding::Gzip)
+    {
+        return String::new();
+    }
+    "    compression algo gzip\n    compression type text/html text/plain text/css text/javascript text/xml application/json application/javascript application/xml image/svg+xml\n".to_owned()
 }
 
 fn unmappable(policy: &L7Policy) -> Diagnostic {

@@ -236,6 +236,10 @@ impl Proxy {
         if !pool.own_path_fits() || !source_allowed(pool, client.peer) {
             return Err(Declined);
         }
+        // A response that may be compressed is hyper's path's to make.
+        if crate::compress::wanted(request.fields, self.limits.compression) {
+            return Err(Declined);
+        }
         let pick = pool.choose(&client.request_info(), &[]).ok_or(Declined)?;
         let new_id = request.request_id.is_none().then(new_id_text);
         let forwarding = Forwarding {
