@@ -96,6 +96,12 @@ pub struct LimitArgs {
     #[arg(long, value_name = "LIST|off", default_value = "zstd,br,gzip",
           value_parser = portico_model::Compression::parse)]
     compression: portico_model::Compression,
+    /// Every connection to the HTTP and HTTPS listeners must start with a PROXY protocol
+    /// header (v1 or v2), as a cloud load balancer sends it: its client address is the one
+    /// allowlists, rate limits, hashing, affinity, connection caps, X-Forwarded-For and the
+    /// access log see. A connection without one is closed. Both providers.
+    #[arg(long)]
+    proxy_protocol: bool,
 }
 
 /// `--server-header`: a name, or none (`off`).
@@ -143,6 +149,7 @@ impl LimitArgs {
                 preload: self.hsts_preload,
             },
             compression: self.compression,
+            proxy_protocol: self.proxy_protocol,
         }
     }
 

@@ -49,6 +49,9 @@ pub struct Limits {
     /// The codings responses are compressed with (`--compression`); an Ingress's own replaces
     /// them on its routes.
     pub compression: crate::Compression,
+    /// Every connection to the HTTP and HTTPS listeners starts with a PROXY protocol header
+    /// (v1 or v2) naming the client (`--proxy-protocol`), as a load balancer in front sends it.
+    pub proxy_protocol: bool,
 }
 
 impl Default for Limits {
@@ -70,6 +73,7 @@ impl Default for Limits {
             limit_status: 503,
             hsts: crate::Hsts::default(),
             compression: crate::Compression::default(),
+            proxy_protocol: false,
         }
     }
 }

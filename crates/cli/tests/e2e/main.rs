@@ -68,6 +68,7 @@ mod merging;
 mod migrate;
 mod path_rules;
 mod paths;
+mod proxy_protocol;
 mod rate_limits;
 mod seed_examples;
 mod server_header;

@@ -83,10 +83,20 @@ pub async fn try_connect(
     alpn: &[&[u8]],
     trust: Trust<'_>,
 ) -> std::io::Result<TlsConn> {
+    let tcp = TcpStream::connect(addr).await?;
+    handshake(tcp, sni, alpn, trust).await
+}
+
+/// The same handshake on a connection already open (after a PROXY protocol header, say).
+pub async fn handshake(
+    tcp: TcpStream,
+    sni: Option<&str>,
+    alpn: &[&[u8]],
+    trust: Trust<'_>,
+) -> std::io::Result<TlsConn> {
     let mut config = config(trust, alpn);
     config.enable_sni = sni.is_some();
     let name = ServerName::try_from(sni.unwrap_or("no-sni.invalid").to_owned()).unwrap();
-    let tcp = TcpStream::connect(addr).await?;
     let stream = TlsConnector::from(Arc::new(config))
         .connect(name, tcp)
         .await?;

@@ -152,6 +152,7 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
     not("hide-headers", LATER),
     not("enable-cors", PER_INGRESS),
     by("limit-req-status-code", "--limit-status-code"),
+    by("use-proxy-protocol", "--proxy-protocol"),
     differently(
         "limit-conn-status-code",
         "--limit-status-code",

@@ -11,6 +11,7 @@ mod headers;
 mod https;
 mod lane;
 mod options;
+mod proxy_protocol;
 mod tries;
 mod tunnel;
 
@@ -221,7 +222,7 @@ impl Proxy {
         mut shutdown: watch::Receiver<bool>,
         start: F,
     ) where
-        F: Fn(Arc<Self>, TcpStream, SocketAddr) -> Fut,
+        F: Fn(Arc<Self>, TcpStream, SocketAddr) -> Fut + Clone + Send + 'static,
         Fut: Future<Output = ()> + Send + 'static,
     {
         let mut connections = JoinSet::new();
@@ -270,13 +271,39 @@ impl Proxy {
         start: &F,
         until: impl Future<Output = ()>,
     ) where
-        F: Fn(Arc<Self>, TcpStream, SocketAddr) -> Fut,
+        F: Fn(Arc<Self>, TcpStream, SocketAddr) -> Fut + Clone + Send + 'static,
         Fut: Future<Output = ()> + Send + 'static,
     {
         tokio::pin!(until);
         loop {
             tokio::select! {
                 accepted = listener.accept() => match accepted {
+                    Ok((stream, peer)) if self.limits.proxy_protocol => {
+                        nodelay.set(&stream);
+                        // The client is known once its header is read: that is in the
+                        // connection's task, and so are the caps, by that client.
+                        let start = start.clone();
+                        let proxy = self.clone();
+                        connections.spawn(async move {
+                            let mut stream = stream;
+                            let deadline = proxy.limits.header_timeout;
+                            let client = proxy_protocol::read(&mut stream, peer, deadline).await;
+                            let client = match client {
+                                Ok(client) => client,
+                                Err(error) => {
+                                    tracing::debug!(%peer, %error, "closing");
+                                    return;
+                                }
+                            };
+                            let Some(admitted) = proxy.caps.admit(client.ip()) else {
+                                tracing::debug!(%client, "connection cap reached: closing");
+                                return;
+                            };
+                            Box::pin(start(proxy, stream, client)).await;
+                            drop(admitted);
+                        });
+                        while connections.try_join_next().is_some() {}
+                    }
                     Ok((stream, peer)) => {
                         let Some(admitted) = self.caps.admit(peer.ip()) else {
                             tracing::debug!(%peer, "connection cap reached: closing");

@@ -222,6 +222,12 @@ fn bind_line(
     } else {
         ""
     };
+    // Every connection starts with a PROXY protocol header (`--proxy-protocol`).
+    let accept_proxy = if input.limits.proxy_protocol {
+        " accept-proxy"
+    } else {
+        ""
+    };
     // The floating IP, when there is one, on the same port and with the same options.
     let addrs = |addr: SocketAddr| {
         let floating = input.binds.floating;
@@ -230,13 +236,13 @@ fn bind_line(
     match listener.protocol {
         Protocol::Http => Some(
             addrs(input.binds.http?)
-                .map(|a| format!("    bind {a}{transparent}\n"))
+                .map(|a| format!("    bind {a}{transparent}{accept_proxy}\n"))
                 .collect(),
         ),
         Protocol::TerminatedHttps => {
             let list = quote::path(&input.dir.join(CRT_LIST_FILE)).ok()?;
             Some(addrs(input.binds.https?).map(|addr| format!(
-                "    bind {addr}{transparent} ssl crt {DEFAULT_CERTIFICATE_FILE} crt-list {list} alpn h2,http/1.1 ssl-min-ver TLSv1.2\n"
+                "    bind {addr}{transparent}{accept_proxy} ssl crt {DEFAULT_CERTIFICATE_FILE} crt-list {list} alpn h2,http/1.1 ssl-min-ver TLSv1.2\n"
             )).collect())
         }
         Protocol::Tcp | Protocol::Udp => {
