@@ -33,6 +33,29 @@ impl Election {
         }
     }
 
+    /// The election of a process started by an upgrade, whose predecessor held `seen` (its
+    /// claim: this node, this lease, kept alive by the new process) and handed it over: it
+    /// holds the addresses from now on (they are on the interface already, so no action adds
+    /// them) and advertises at once, so that the standby hears no gap. Like any holder it
+    /// steps down when etcd shows the claim held by another, or when the fence passes without
+    /// its peer or a confirmed claim.
+    pub fn holder(
+        node: String,
+        lease: i64,
+        lb: LoadBalancerId,
+        timing: Timing,
+        now: Instant,
+        seen: Seen,
+    ) -> Self {
+        let mut election = Election::new(node, lease, lb, timing, now);
+        election.holding = true;
+        election.epoch = seen.claim.epoch;
+        election.claim = Some(seen);
+        election.claim_known = true;
+        election.etcd = true;
+        election
+    }
+
     pub fn status(&self) -> Status {
         let claim = self.claim.as_ref().map(|s| &s.claim);
         Status {
