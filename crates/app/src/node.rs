@@ -255,6 +255,11 @@ impl Node {
         move || haproxy.upgrade().map_or(0, |h| h.running())
     }
 
+    /// Set once a successor serves this process's sockets.
+    pub(crate) fn handed_over(&self) -> Arc<std::sync::atomic::AtomicBool> {
+        self.handed_over.clone()
+    }
+
     fn is_handed_over(&self) -> bool {
         self.handed_over.load(std::sync::atomic::Ordering::SeqCst)
     }

@@ -62,6 +62,7 @@ impl Election {
             holding: self.holding,
             holder: claim.filter(|c| !c.released).map(|c| c.holder.clone()),
             epoch: claim.map_or(self.epoch, |c| c.epoch),
+            revision: self.claim.as_ref().map_or(0, |s| s.revision),
         }
     }
 
