@@ -316,7 +316,7 @@ async fn agent_link(
     initial: View,
     (views, placements): (watch::Sender<View>, watch::Sender<Arc<Placements>>),
     health: watch::Sender<StoreHealth>,
-    feedback: watch::Receiver<Bytes>,
+    mut feedback: watch::Receiver<Bytes>,
     shutdown: watch::Receiver<bool>,
 ) {
     let Some(etcd) = connect(&settings.store, &health, shutdown).await else {
@@ -326,10 +326,16 @@ async fn agent_link(
     let placement_mirror = etcd.mirror(codec::PLACEMENT);
     let _placements = tokio::spawn(follow_placements(placement_mirror.views(), placements));
     let key = codec::agent_key(&settings.node);
-    let _publication = etcd.publish(key, settings.lease_ttl, feedback);
+    // Published once there is feedback: an empty value would read as an unreadable agent
+    // (and, from a process started by an upgrade, replace its predecessor's feedback).
+    let mut publication = None;
     let mut mirrored = mirror.views();
     let mut mirror_health = mirror.health();
     loop {
+        if publication.is_none() && !feedback.borrow_and_update().is_empty() {
+            let ttl = settings.lease_ttl;
+            publication = Some(etcd.publish(key.clone(), ttl, feedback.clone()));
+        }
         let view = mirrored.borrow_and_update().clone();
         let h = mirror_health.borrow_and_update().clone();
         if view.revision > views.borrow().revision {
@@ -349,6 +355,7 @@ async fn agent_link(
         tokio::select! {
             r = mirrored.changed() => if r.is_err() { return },
             r = mirror_health.changed() => if r.is_err() { return },
+            r = feedback.changed(), if publication.is_none() => if r.is_err() { return },
         }
     }
 }

@@ -320,9 +320,12 @@ async fn run(
         if state.publish(&shared.view.ha, &shared.state) {
             shared.view.refresh();
         }
-        shared
-            .running
-            .send_if_modified(|r| !std::mem::replace(r, true));
+        if state.handed.is_empty() {
+            // Every handed-over claim has its election (or lost its load balancer).
+            shared
+                .running
+                .send_if_modified(|r| !std::mem::replace(r, true));
+        }
     }
     if shared.handed_over.load(Ordering::SeqCst) {
         // The successor holds what this process held: nothing is removed or released.
@@ -393,8 +396,14 @@ impl State {
             .filter(|(_, instance)| instance.election.status().holding)
             .map(|(id, _)| *id)
             .collect();
-        // Handed-over claims still placed here keep their addresses; the others go.
-        self.handed.retain(|id, _| wanted.contains_key(id));
+        // Handed-over claims keep their addresses until their elections start: a load balancer
+        // gone from the model, or placed without this node, loses them. A state without its
+        // placements yet (the cache holds none) decides nothing.
+        self.handed.retain(|id, _| {
+            let placed = desired.placements.get(id);
+            let known = model.load_balancers.iter().any(|lb| lb.id == *id);
+            wanted.contains_key(id) || (known && placed.is_none())
+        });
         held.extend(self.handed.keys());
         self.sweep.run(&desired, &held).await;
         for (id, (assignment, addresses)) in wanted {
