@@ -397,12 +397,12 @@ impl State {
             .map(|(id, _)| *id)
             .collect();
         // Handed-over claims keep their addresses until their elections start: a load balancer
-        // gone from the model, or placed without this node, loses them. A state without its
-        // placements yet (the cache holds none) decides nothing.
+        // gone from the model, or placed without this node, loses them. No state yet, or a
+        // state without its placements yet (the cache holds none), decides nothing.
         self.handed.retain(|id, _| {
             let placed = desired.placements.get(id);
             let known = model.load_balancers.iter().any(|lb| lb.id == *id);
-            wanted.contains_key(id) || (known && placed.is_none())
+            desired.revision == 0 || wanted.contains_key(id) || (known && placed.is_none())
         });
         held.extend(self.handed.keys());
         self.sweep.run(&desired, &held).await;

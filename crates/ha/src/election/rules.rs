@@ -160,7 +160,16 @@ impl Election {
                     self.take_over(now, out);
                 }
             }
-            Outcome::Lost(current) => self.seen(now, current),
+            Outcome::Lost(current) => {
+                // Renewed meanwhile by this agent's other process (an upgrade in progress: both
+                // hold the claim under the same lease): renew again at once from the new
+                // revision, so that neither goes unconfirmed past the fence.
+                let ours = current.as_ref().is_some_and(|s| self.mine(&s.claim));
+                self.seen(now, current);
+                if ours && kind == Pending::Renew {
+                    self.next_renew = now;
+                }
+            }
             Outcome::Failed => {}
         }
     }

@@ -731,3 +731,78 @@ fn an_upgraded_holder_whose_claim_was_taken_meanwhile_steps_down() {
     assert_eq!(actions.first(), Some(&Action::RemoveAddresses));
     assert!(!a.status().holding);
 }
+
+/// While an upgrade is under way both processes of the agent hold the claim under one lease;
+/// without a peer to hear, both renew it, and their swaps collide: neither steps down and the
+/// epoch stays.
+#[test]
+fn two_processes_of_one_agent_renewing_the_same_claim_keep_it() {
+    let lb = LoadBalancerId::derive("lb");
+    let mut now = Instant::now();
+    let alone = Assignment {
+        role: Role::Active,
+        peer: None,
+        epoch: 1,
+    };
+    let mut register = Seen {
+        claim: claim_of(2),
+        revision: 5,
+    };
+    let mut processes: Vec<Election> = (0..2)
+        .map(|_| Election::holder("a".into(), 2, lb, Timing::default(), now, register.clone()))
+        .collect();
+    for p in &mut processes {
+        p.step(now, Input::Placement(Some(alone.clone())));
+    }
+    let mut removed = 0;
+    // Carries out `actions` of process `i`: swaps answered at once, their outcomes fed back.
+    let mut drive = |p: &mut Election, register: &mut Seen, mut actions: Vec<Action>, now| {
+        while !actions.is_empty() {
+            let mut next = vec![];
+            for action in actions {
+                match action {
+                    Action::Claim { expect, claim } => {
+                        let outcome = if expect == register.revision {
+                            *register = Seen {
+                                claim,
+                                revision: register.revision + 1,
+                            };
+                            Outcome::Done(register.revision)
+                        } else {
+                            Outcome::Lost(Some(register.clone()))
+                        };
+                        next.extend(p.step(now, Input::Outcome(outcome)));
+                    }
+                    Action::RemoveAddresses => removed += 1,
+                    _ => {}
+                }
+            }
+            actions = next;
+        }
+    };
+    // What each process's watch delivers, 20 ms late: its renewals go out from a stale
+    // revision and collide with the other's.
+    let mut watched: [Vec<(Instant, Seen)>; 2] = [vec![], vec![]];
+    for _ in 0..(2000 / TICK.as_millis() as usize) {
+        now += TICK;
+        for i in 0..2 {
+            let before = register.revision;
+            let actions = processes[i].step(now, Input::Tick);
+            drive(&mut processes[i], &mut register, actions, now);
+            if register.revision != before {
+                watched[1 - i].push((now + TICK * 4, register.clone()));
+            }
+            let (due, later) = std::mem::take(&mut watched[i])
+                .into_iter()
+                .partition::<Vec<_>, _>(|(at, _)| *at <= now);
+            watched[i] = later;
+            for (_, seen) in due {
+                let actions = processes[i].step(now, Input::Claim(Some(seen)));
+                drive(&mut processes[i], &mut register, actions, now);
+            }
+        }
+    }
+    assert_eq!(removed, 0, "a process stepped down");
+    assert!(processes.iter().all(|p| p.status().holding));
+    assert_eq!(register.claim.epoch, 3, "no election");
+}
