@@ -43,21 +43,35 @@ pub struct AgentSettings {
     pub haproxy: HaproxySettings,
     /// Active-standby (`--interface`): off without it.
     pub ha: Option<crate::failover::HaSettings>,
+    /// How to start a successor on SIGUSR2 (none: SIGUSR2 is not handled).
+    pub upgrade: Option<crate::handover::Command>,
 }
 
-/// Serves the store's desired state on this node until `shutdown`.
+/// Serves the store's desired state on this node until `shutdown`; SIGUSR2 hands its
+/// sockets, and the claims it holds, to a successor ([`crate::handover`]). Started as a
+/// successor, it takes what its predecessor hands over and answers it once it serves its first
+/// state and its elections run.
 pub async fn agent(
     settings: AgentSettings,
     shutdown: watch::Receiver<bool>,
     on_bound: impl FnOnce(Bound),
 ) -> Result<(), AppError> {
-    let mut node = Node::start(
-        &settings.listen,
-        &settings.haproxy,
-        &shutdown,
-        crate::node::Inherited::default(),
-    )
-    .await?;
+    let (mut life, inherited) = crate::run::Lifecycle::begin(settings.upgrade.is_some(), shutdown)?;
+    let shutdown = life.stopped.clone();
+    let started = Node::start(&settings.listen, &settings.haproxy, &shutdown, inherited).await;
+    let mut node = match started {
+        Ok(node) => node,
+        Err(e) => return Err(life.failed(e)),
+    };
+    let handed = life.successor.as_mut().and_then(|s| s.ha.take());
+    let ha_state = Arc::new(std::sync::Mutex::new(None));
+    let shared = ha_state.clone();
+    life.handle_upgrades(settings.upgrade.clone(), &node, move || {
+        let state = shared
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        state.clone()
+    });
     on_bound(node.bound);
     let cache_path = settings
         .haproxy
@@ -110,7 +124,15 @@ pub async fn agent(
     let admin = node.admin.clone();
     let metrics = node.metrics.clone();
     let view = Arc::new(crate::failover::AdminView::new(admin.clone()));
+    let (running, ha_running) = watch::channel(settings.ha.is_none());
     let failover = settings.ha.clone().map(|ha| {
+        let upgrades = crate::failover::Upgrades {
+            handed,
+            sockets: node.sockets.clone(),
+            handed_over: node.handed_over(),
+            running,
+            state: ha_state,
+        };
         let agent = crate::failover::HaAgent {
             node: settings.node.clone(),
             store: settings.store.clone(),
@@ -122,10 +144,18 @@ pub async fn agent(
             desired.clone(),
             view.clone(),
             metrics.clone(),
+            upgrades,
             shutdown.clone(),
         );
         tokio::spawn(link)
     });
+    let (served_tx, served) = watch::channel(0);
+    tokio::spawn(first_state(
+        served,
+        ha_running,
+        node.first_state_applied(),
+        life.successor,
+    ));
     let advertise = settings.ha.as_ref().map(|ha| ha.advertise_address);
     let report = move |agent: &Agent, mut feedback: Feedback| {
         feedback.advertise_address = advertise;
@@ -136,6 +166,7 @@ pub async fn agent(
             ..feedback
         };
         view.publish(agent_snapshot(agent, &feedback));
+        served_tx.send_replace(feedback.revision);
         let bytes = serde_json::to_vec(&feedback).unwrap_or_default();
         feedback_tx.send_replace(Bytes::from(bytes));
     };
@@ -148,6 +179,25 @@ pub async fn agent(
     decoding.abort();
     node.stop().await;
     Ok(())
+}
+
+/// Once the agent serves its first state and its elections run: `applied`, and a predecessor
+/// is told.
+async fn first_state(
+    mut served: watch::Receiver<u64>,
+    mut ha_running: watch::Receiver<bool>,
+    applied: impl FnOnce(),
+    successor: Option<crate::handover::Successor>,
+) {
+    if served.wait_for(|revision| *revision > 0).await.is_err() {
+        return;
+    }
+    // A closed channel: the elections ended (or never started).
+    let _ = ha_running.wait_for(|running| *running).await;
+    applied();
+    if let Some(s) = successor {
+        s.answer(&crate::handover::Answer::Ready(std::process::id()));
+    }
 }
 
 /// Placements by load balancer, as the store holds them.
@@ -266,7 +316,7 @@ async fn agent_link(
     initial: View,
     (views, placements): (watch::Sender<View>, watch::Sender<Arc<Placements>>),
     health: watch::Sender<StoreHealth>,
-    feedback: watch::Receiver<Bytes>,
+    mut feedback: watch::Receiver<Bytes>,
     shutdown: watch::Receiver<bool>,
 ) {
     let Some(etcd) = connect(&settings.store, &health, shutdown).await else {
@@ -276,10 +326,16 @@ async fn agent_link(
     let placement_mirror = etcd.mirror(codec::PLACEMENT);
     let _placements = tokio::spawn(follow_placements(placement_mirror.views(), placements));
     let key = codec::agent_key(&settings.node);
-    let _publication = etcd.publish(key, settings.lease_ttl, feedback);
+    // Published once there is feedback: an empty value would read as an unreadable agent
+    // (and, from a process started by an upgrade, replace its predecessor's feedback).
+    let mut publication = None;
     let mut mirrored = mirror.views();
     let mut mirror_health = mirror.health();
     loop {
+        if publication.is_none() && !feedback.borrow_and_update().is_empty() {
+            let ttl = settings.lease_ttl;
+            publication = Some(etcd.publish(key.clone(), ttl, feedback.clone()));
+        }
         let view = mirrored.borrow_and_update().clone();
         let h = mirror_health.borrow_and_update().clone();
         if view.revision > views.borrow().revision {
@@ -299,6 +355,7 @@ async fn agent_link(
         tokio::select! {
             r = mirrored.changed() => if r.is_err() { return },
             r = mirror_health.changed() => if r.is_err() { return },
+            r = feedback.changed(), if publication.is_none() => if r.is_err() { return },
         }
     }
 }

@@ -255,6 +255,11 @@ impl Node {
         move || haproxy.upgrade().map_or(0, |h| h.running())
     }
 
+    /// Set once a successor serves this process's sockets.
+    pub(crate) fn handed_over(&self) -> Arc<std::sync::atomic::AtomicBool> {
+        self.handed_over.clone()
+    }
+
     fn is_handed_over(&self) -> bool {
         self.handed_over.load(std::sync::atomic::Ordering::SeqCst)
     }
@@ -273,6 +278,8 @@ impl Node {
     pub(crate) async fn stop(self) {
         self.unready();
         let handed_over = self.is_handed_over();
+        // The VIPs' listeners drain beside the default ones, over the same grace period.
+        let vips = self.proxy.stop_vips();
         if !handed_over {
             let since = self.signalled.get().copied();
             let since = since.unwrap_or_else(tokio::time::Instant::now);
@@ -280,7 +287,7 @@ impl Node {
         }
         self.admin_stop.send_replace(true);
         self.haproxy.shutdown().await;
-        for task in self.tasks {
+        for task in self.tasks.into_iter().chain(vips) {
             let _ = task.await;
         }
         if handed_over {

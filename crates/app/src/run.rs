@@ -85,52 +85,15 @@ pub async fn run(
     shutdown: watch::Receiver<bool>,
     on_bound: impl FnOnce(Bound),
 ) -> Result<(), AppError> {
-    let mut successor = crate::handover::Successor::from_env().map_err(AppError::Upgrade)?;
-    let inherited = match &mut successor {
-        Some(s) => crate::node::Inherited {
-            lock: s.lock.take(),
-            sockets: Arc::new(Sockets::inherit(std::mem::take(&mut s.sockets))),
-        },
-        None => crate::node::Inherited::default(),
-    };
-    // Shutdown, from outside or once a successor serves.
-    let (stop, stopped) = watch::channel(false);
-    let stop = Arc::new(stop);
-    let (outside, mut signalled) = (stop.clone(), shutdown);
-    tokio::spawn(async move {
-        let _ = signalled.wait_for(|s| *s).await;
-        outside.send_replace(true);
-    });
-    // Installed before anything is served: SIGUSR2's default action ends the process.
-    let usr2 = match &settings.upgrade {
-        Some(_) => Some(upgrade_signal()?),
-        None => None,
-    };
-    let started = start(&settings, inherited, &stopped).await;
+    let (mut life, inherited) = Lifecycle::begin(settings.upgrade.is_some(), shutdown)?;
+    let started = start(&settings, inherited, &life.stopped).await;
     let (node, source) = match started {
         Ok(started) => started,
-        Err(e) => {
-            if let Some(s) = successor {
-                s.answer(&crate::handover::Answer::Failed(e.to_string()));
-            }
-            return Err(e);
-        }
+        Err(e) => return Err(life.failed(e)),
     };
     on_bound(node.bound);
-    if let (Some(command), Some(usr2)) = (settings.upgrade.clone(), usr2) {
-        let (lock, sockets) = (node.lock.clone(), node.sockets.clone());
-        let hand_over = node.hand_over_switch();
-        let haproxy = node.haproxy_running();
-        let stop = stop.clone();
-        let handle = async move {
-            upgrades(usr2, command, (&lock, &sockets, haproxy), || {
-                hand_over();
-                stop.send_replace(true);
-            })
-            .await;
-        };
-        tokio::spawn(handle);
-    }
+    life.handle_upgrades(settings.upgrade.clone(), &node, || None);
+    let (successor, stopped) = (life.successor, life.stopped);
     serve(settings, node, source, successor, stopped).await;
     Ok(())
 }
@@ -157,10 +120,85 @@ async fn start(
     Ok((node, source))
 }
 
-fn upgrade_signal() -> Result<tokio::signal::unix::Signal, AppError> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let usr2 = signal(SignalKind::user_defined2());
-    usr2.map_err(|e| AppError::Upgrade(format!("cannot handle SIGUSR2: {e}")))
+/// What a process that may be upgraded (`portico run`, `portico agent`) starts with: what a
+/// predecessor handed it, its own shutdown (from outside, or once a successor serves), and
+/// SIGUSR2 when upgrades are on.
+pub(crate) struct Lifecycle {
+    pub(crate) successor: Option<crate::handover::Successor>,
+    pub(crate) stop: Arc<watch::Sender<bool>>,
+    pub(crate) stopped: watch::Receiver<bool>,
+    usr2: Option<tokio::signal::unix::Signal>,
+}
+
+impl Lifecycle {
+    /// Receives what a predecessor hands over, if started by one; installs SIGUSR2's handler
+    /// when `upgrades` (before anything is served: its default action ends the process).
+    pub(crate) fn begin(
+        upgrades: bool,
+        shutdown: watch::Receiver<bool>,
+    ) -> Result<(Lifecycle, crate::node::Inherited), AppError> {
+        let mut successor = crate::handover::Successor::from_env().map_err(AppError::Upgrade)?;
+        let inherited = match &mut successor {
+            Some(s) => crate::node::Inherited {
+                lock: s.lock.take(),
+                sockets: Arc::new(Sockets::inherit(std::mem::take(&mut s.sockets))),
+            },
+            None => crate::node::Inherited::default(),
+        };
+        let (stop, stopped) = watch::channel(false);
+        let stop = Arc::new(stop);
+        let (outside, mut signalled) = (stop.clone(), shutdown);
+        tokio::spawn(async move {
+            let _ = signalled.wait_for(|s| *s).await;
+            outside.send_replace(true);
+        });
+        let usr2 = if upgrades {
+            use tokio::signal::unix::{SignalKind, signal};
+            let usr2 = signal(SignalKind::user_defined2());
+            Some(usr2.map_err(|e| AppError::Upgrade(format!("cannot handle SIGUSR2: {e}")))?)
+        } else {
+            None
+        };
+        let life = Lifecycle {
+            successor,
+            stop,
+            stopped,
+            usr2,
+        };
+        Ok((life, inherited))
+    }
+
+    /// The process cannot start: its predecessor is told why, and serves on.
+    pub(crate) fn failed(self, e: AppError) -> AppError {
+        if let Some(s) = self.successor {
+            s.answer(&crate::handover::Answer::Failed(e.to_string()));
+        }
+        e
+    }
+
+    /// Handles SIGUSR2 (when on) until an upgrade succeeds, handing `ha()` over with the
+    /// sockets; then this process drains and stops.
+    pub(crate) fn handle_upgrades(
+        &mut self,
+        command: Option<crate::handover::Command>,
+        node: &Node,
+        ha: impl Fn() -> Option<crate::handover::HaState> + Send + 'static,
+    ) {
+        let (Some(command), Some(usr2)) = (command, self.usr2.take()) else {
+            return;
+        };
+        let (lock, sockets) = (node.lock.clone(), node.sockets.clone());
+        let hand_over = node.hand_over_switch();
+        let haproxy = node.haproxy_running();
+        let stop = self.stop.clone();
+        tokio::spawn(async move {
+            upgrades(usr2, command, (&lock, &sockets, haproxy), ha, || {
+                hand_over();
+                stop.send_replace(true);
+            })
+            .await;
+        });
+    }
 }
 
 /// Handles SIGUSR2 until an upgrade succeeds, then calls `handed_over`.
@@ -168,12 +206,13 @@ async fn upgrades(
     mut usr2: tokio::signal::unix::Signal,
     command: crate::handover::Command,
     (lock, sockets, haproxy): (&portico_statedir::Lock, &Sockets, impl Fn() -> usize),
+    ha: impl Fn() -> Option<crate::handover::HaState>,
     handed_over: impl FnOnce(),
 ) {
     while usr2.recv().await.is_some() {
         tracing::info!(program = %command.program.display(), "SIGUSR2: starting the new process");
         let outcome = match haproxy() {
-            0 => crate::handover::upgrade(&command, lock, sockets).await,
+            0 => crate::handover::upgrade(&command, lock, sockets, ha()).await,
             running => Err(format!(
                 "{running} haproxy processes run (provider haproxy): they are not handed over yet; stop and start Portico instead"
             )),

@@ -54,14 +54,17 @@ enum Command {
     /// etcd (the elected leader among controllers writes); agents serve it.
     Controller(Box<ControllerArgs>),
     /// Distributed mode: serve the desired state in etcd on this node (providers, listeners,
-    /// admin API) and report what is served back to the store.
+    /// admin API) and report what is served back to the store. SIGTERM drains and stops (an
+    /// active agent releases its load balancers); SIGUSR2 upgrades in place, the claims kept
+    /// (see `portico upgrade`).
     Agent(Box<AgentArgs>),
     /// List what a running Portico serves (loadbalancers, ingresses, pools, diagnostics) from
     /// its admin API, as a table or as JSON or YAML.
     Get(get::GetArgs),
-    /// Upgrade a running `portico run` without closing a socket: send it SIGUSR2 (it starts
-    /// the binary now at its path with its arguments and hands every listening socket over)
-    /// and wait for the outcome; exit 1, saying why, when the old process serves on.
+    /// Upgrade a running `portico run` or `portico agent` without closing a socket: send it
+    /// SIGUSR2 (it starts the binary now at its path with its arguments and hands every
+    /// listening socket over; an agent also its lease and the claims it holds) and wait for
+    /// the outcome; exit 1, saying why, when the old process serves on.
     Upgrade(upgrade::UpgradeArgs),
 }
 
@@ -794,6 +797,7 @@ async fn agent(args: AgentArgs) -> anyhow::Result<ExitCode> {
         },
         haproxy: args.haproxy.settings()?,
         ha: args.ha.settings(),
+        upgrade: Some(upgrade_command()),
     };
     let (tx, rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {

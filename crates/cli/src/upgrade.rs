@@ -1,6 +1,6 @@
-//! `portico upgrade --pid PID`: sends SIGUSR2 to a running `portico run` and waits for the
-//! outcome its process records in the state directory (`upgrade.status`): the new process's
-//! PID, or why it did not start and the old one serves on.
+//! `portico upgrade --pid PID`: sends SIGUSR2 to a running `portico run` or `portico agent`
+//! and waits for the outcome its process records in the state directory (`upgrade.status`):
+//! the new process's PID, or why it did not start and the old one serves on.
 
 use anyhow::Context;
 use clap::Args;
@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 #[derive(Args, Debug)]
 pub struct UpgradeArgs {
-    /// The running `portico run` to upgrade (it starts the binary now at the path it was
-    /// started from, with its arguments, and hands its sockets over).
+    /// The running `portico run` or `portico agent` to upgrade (it starts the binary now at
+    /// the path it was started from, with its arguments, and hands its sockets over).
     #[arg(long, value_name = "PID")]
     pid: i32,
     /// The state directory of that process, where it records the outcome.

@@ -26,10 +26,12 @@ pub enum SocketKind {
     Tcp,
     /// An `l4` UDP socket.
     Udp,
+    /// An agent's active-standby heartbeat socket (`--advertise-address`).
+    Heartbeat,
 }
 
 impl SocketKind {
-    const ALL: [(SocketKind, &'static str); 7] = [
+    const ALL: [(SocketKind, &'static str); 8] = [
         (SocketKind::Http, "http"),
         (SocketKind::Https, "https"),
         (SocketKind::Admin, "admin"),
@@ -37,6 +39,7 @@ impl SocketKind {
         (SocketKind::VipHttps, "vip-https"),
         (SocketKind::Tcp, "tcp"),
         (SocketKind::Udp, "udp"),
+        (SocketKind::Heartbeat, "heartbeat"),
     ];
 }
 

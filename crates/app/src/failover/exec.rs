@@ -5,6 +5,7 @@ use bytes::Bytes;
 use portico_ha::election::{Action, Outcome};
 use portico_ha_os::{Garp, Heartbeat, Interface};
 use portico_model::LoadBalancerId;
+use portico_provider::{SocketKind, Sockets};
 use portico_store_etcd::{Etcd, Swap};
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
@@ -44,11 +45,17 @@ impl Exec {
         settings: &HaSettings,
         etcd: Etcd,
         metrics: crate::metrics::AppMetrics,
+        sockets: &Sockets,
     ) -> Result<Exec, HaError> {
         let address = SocketAddr::new(settings.advertise_address, settings.heartbeat_port);
-        let heartbeat = Heartbeat::bind(address)
-            .await
-            .map_err(|source| HaError::Heartbeat { address, source })?;
+        let key = (SocketKind::Heartbeat, address);
+        let failed = |source| HaError::Heartbeat { address, source };
+        // Handed over by the process this one upgrades, or bound now.
+        let heartbeat = match sockets.take(key) {
+            Some(fd) => Heartbeat::from_std(std::net::UdpSocket::from(fd)).map_err(failed)?,
+            None => Heartbeat::bind(address).await.map_err(failed)?,
+        };
+        sockets.listening(key, heartbeat.socket());
         let garp = Garp::open(&settings.interface)
             .inspect_err(|e| tracing::error!("gratuitous ARP disabled: {e}"))
             .ok();

@@ -9,6 +9,13 @@
 //! (from its cache, then from the store) are removed from the interface ([`sweep`]), whether
 //! the load balancer is placed on it or not. Serving from the cache is about routes; an
 //! address needs a live claim.
+//!
+//! A process started by an upgrade ([`crate::handover`]) is the exception: its predecessor
+//! handed over its lease and the claims it holds ([`HaState`]). It takes the lease over (keeps
+//! it alive under the same id), leaves those load balancers' addresses on the interface and
+//! starts their elections as the holder ([`Election::holder`]): no election happens, and its
+//! adverts follow the predecessor's without a gap. When the lease ran out meanwhile it starts
+//! as any agent does. A predecessor that handed over exits without releasing anything.
 
 mod admin;
 mod exec;
@@ -16,14 +23,17 @@ mod sweep;
 
 pub(crate) use admin::AdminView;
 
+use crate::handover::HaState;
 use portico_ha::Placement;
 use portico_ha::election::{Assignment, Claim, Election, Input, Outcome, Role, Seen, TICK, Timing};
 use portico_model::LoadBalancerId;
+use portico_provider::Sockets;
 use portico_store::Desired;
 use portico_store::kv::View;
 use portico_store_etcd::{Etcd, EtcdConfig, HA, Health, Lease};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
@@ -58,14 +68,32 @@ pub(crate) struct HaInputs {
     pub(crate) health: watch::Receiver<Health>,
 }
 
-/// Removes the addresses of the load balancers it knows until etcd answers and grants this
-/// process's lease (of `lease_ttl`); then mirrors what the elections read and runs them until
+/// What active-standby shares with upgrades: what a predecessor handed over, and what this
+/// process hands to its successor.
+pub(crate) struct Upgrades {
+    /// The predecessor's lease and held claims (a process started by an upgrade).
+    pub(crate) handed: Option<HaState>,
+    /// The process's sockets: the heartbeat socket is taken from them and registered there.
+    pub(crate) sockets: Arc<Sockets>,
+    /// Set once a successor serves: shutdown then releases nothing.
+    pub(crate) handed_over: Arc<AtomicBool>,
+    /// Set once the elections run (or never will): a successor answers its predecessor only
+    /// then, so that the adverts go on without a gap.
+    pub(crate) running: watch::Sender<bool>,
+    /// This process's lease and held claims, for a successor (none before the lease).
+    pub(crate) state: Arc<Mutex<Option<HaState>>>,
+}
+
+/// Removes the addresses of the load balancers it knows (except those a predecessor handed
+/// over) until etcd answers and grants this process's lease (of `lease_ttl`), or the
+/// predecessor's is taken over; then mirrors what the elections read and runs them until
 /// `shutdown`.
 pub(crate) async fn link(
     agent: HaAgent,
     desired: watch::Receiver<Arc<Desired>>,
     view: Arc<AdminView>,
     metrics: crate::metrics::AppMetrics,
+    upgrades: Upgrades,
     shutdown: watch::Receiver<bool>,
 ) {
     let HaAgent {
@@ -75,12 +103,27 @@ pub(crate) async fn link(
         settings,
     } = agent;
     let mut sweep = sweep::Sweep::new(&settings.interface);
+    let handed_held: BTreeSet<LoadBalancerId> = (upgrades.handed.iter())
+        .flat_map(|h| h.held.keys().copied())
+        .collect();
+    let handed_lease = upgrades.handed.as_ref().map(|h| h.lease);
     let started = tokio::select! {
-        started = start(&store, lease_ttl, shutdown.clone()) => started,
-        () = sweep.follow(desired.clone()) => None,
+        started = start(&store, lease_ttl, handed_lease, shutdown.clone()) => started,
+        () = sweep.follow(desired.clone(), &handed_held) => None,
     };
-    let Some((etcd, lease)) = started else {
+    let Some((etcd, lease, adopted)) = started else {
+        upgrades.running.send_replace(true);
         return;
+    };
+    let handed = match upgrades.handed {
+        Some(h) if adopted => h.held,
+        Some(_) => {
+            // The predecessor's lease ran out: its claims name nobody now; start afresh,
+            // sweeping again what was kept for them.
+            sweep = sweep::Sweep::new(&settings.interface);
+            BTreeMap::new()
+        }
+        None => BTreeMap::new(),
     };
     tracing::info!(
         lease = lease.id(),
@@ -98,26 +141,64 @@ pub(crate) async fn link(
         node,
         lease: lease.id(),
         settings,
+        handed,
     };
-    if let Err(e) = run(me, etcd, inputs, sweep, view, metrics, shutdown).await {
+    let running = upgrades.running.clone();
+    let shared = Shared {
+        view,
+        running: upgrades.running,
+        state: upgrades.state,
+        sockets: upgrades.sockets,
+        handed_over: upgrades.handed_over,
+    };
+    let handed_over = shared.handed_over.clone();
+    if let Err(e) = run(me, etcd, inputs, sweep, &shared, metrics, shutdown).await {
         tracing::error!("active-standby is off: {e}");
+    }
+    running.send_replace(true);
+    if handed_over.load(Ordering::SeqCst) {
+        // The successor keeps the lease alive: dropping it here only stops this process's
+        // keep-alive (a lease is never revoked).
+        tracing::info!(
+            lease = lease.id(),
+            "handed over: the claims and addresses stay with the new process"
+        );
     }
     drop(lease);
 }
 
-/// Connects to etcd and grants this process's lease, retrying until both worked or
-/// `shutdown`.
+/// Connects to etcd and takes over the predecessor's lease `handed` (when alive) or grants
+/// this process's own, retrying until it worked or `shutdown`; whether the lease was taken
+/// over.
 async fn start(
     store: &EtcdConfig,
     lease_ttl: Duration,
+    mut handed: Option<i64>,
     mut shutdown: watch::Receiver<bool>,
-) -> Option<(Etcd, Lease)> {
+) -> Option<(Etcd, Lease, bool)> {
     let (health_tx, _) = watch::channel(crate::agent::StoreHealth::default());
     let etcd = crate::distributed::connect(store, &health_tx, shutdown.clone()).await?;
     loop {
-        match etcd.grant_for_life(lease_ttl).await {
-            Ok(lease) => return Some((etcd, lease)),
-            Err(e) => tracing::warn!("cannot grant this agent's lease: {e}"),
+        if let Some(id) = handed {
+            match etcd.adopt_for_life(id, lease_ttl).await {
+                Ok(Some(lease)) => return Some((etcd, lease, true)),
+                Ok(None) => {
+                    tracing::warn!(
+                        lease = id,
+                        "the predecessor's lease ran out: starting as a new agent"
+                    );
+                    handed = None;
+                    continue;
+                }
+                Err(e) => {
+                    tracing::warn!(lease = id, "cannot take over the predecessor's lease: {e}")
+                }
+            }
+        } else {
+            match etcd.grant_for_life(lease_ttl).await {
+                Ok(lease) => return Some((etcd, lease, false)),
+                Err(e) => tracing::warn!("cannot grant this agent's lease: {e}"),
+            }
         }
         tokio::select! {
             () = tokio::time::sleep(crate::distributed::RETRY) => {}
@@ -134,11 +215,22 @@ pub(crate) struct HaAgent {
     pub(crate) settings: HaSettings,
 }
 
-/// This agent's process: its node, its lease, its settings.
+/// This agent's process: its node, its lease, its settings, the claims its predecessor
+/// handed over (epoch and revision by load balancer).
 struct Me {
     node: String,
     lease: i64,
     settings: HaSettings,
+    handed: BTreeMap<LoadBalancerId, (u64, i64)>,
+}
+
+/// What the elections share with the rest of the process.
+struct Shared {
+    view: Arc<AdminView>,
+    running: watch::Sender<bool>,
+    state: Arc<Mutex<Option<HaState>>>,
+    sockets: Arc<Sockets>,
+    handed_over: Arc<AtomicBool>,
 }
 
 /// A receiver of `f` of every view of `views`.
@@ -172,12 +264,16 @@ async fn run(
     me: Me,
     etcd: Etcd,
     mut inputs: HaInputs,
-    sweep: sweep::Sweep,
-    view: Arc<AdminView>,
+    mut sweep: sweep::Sweep,
+    shared: &Shared,
     metrics: crate::metrics::AppMetrics,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), exec::HaError> {
-    let mut exec = exec::Exec::open(&me.settings, etcd, metrics).await?;
+    let mut exec = exec::Exec::open(&me.settings, etcd, metrics, &shared.sockets).await?;
+    if !me.handed.is_empty() {
+        // The first reconcile sweeps again, keeping only what is still placed here.
+        sweep.forget();
+    }
     let (outcomes_tx, mut outcomes) = mpsc::unbounded_channel::<(LoadBalancerId, Outcome)>();
     let mut state = State {
         node: me.node,
@@ -185,6 +281,7 @@ async fn run(
         timing: me.settings.timing,
         instances: BTreeMap::new(),
         sweep,
+        handed: me.handed,
     };
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -220,9 +317,19 @@ async fn run(
                 .step(now, id, input, &mut exec, &inputs, &outcomes_tx)
                 .await;
         }
-        if state.publish(&view.ha) {
-            view.refresh();
+        if state.publish(&shared.view.ha, &shared.state) {
+            shared.view.refresh();
         }
+        if state.handed.is_empty() {
+            // Every handed-over claim has its election (or lost its load balancer).
+            shared
+                .running
+                .send_if_modified(|r| !std::mem::replace(r, true));
+        }
+    }
+    if shared.handed_over.load(Ordering::SeqCst) {
+        // The successor holds what this process held: nothing is removed or released.
+        return Ok(());
     }
     let now = Instant::now();
     let ids: Vec<LoadBalancerId> = state.instances.keys().copied().collect();
@@ -241,6 +348,8 @@ struct State {
     timing: Timing,
     instances: BTreeMap<LoadBalancerId, Instance>,
     sweep: sweep::Sweep,
+    /// The claims a predecessor handed over, until their elections start.
+    handed: BTreeMap<LoadBalancerId, (u64, i64)>,
 }
 
 impl State {
@@ -283,14 +392,36 @@ impl State {
                 exec.run(id, &instance, actions, None, &inputs.peers).await;
             }
         }
-        let held: BTreeSet<LoadBalancerId> = (self.instances.iter())
+        let mut held: BTreeSet<LoadBalancerId> = (self.instances.iter())
             .filter(|(_, instance)| instance.election.status().holding)
             .map(|(id, _)| *id)
             .collect();
+        // Handed-over claims keep their addresses until their elections start: a load balancer
+        // gone from the model, or placed without this node, loses them. No state yet, or a
+        // state without its placements yet (the cache holds none), decides nothing.
+        self.handed.retain(|id, _| {
+            let placed = desired.placements.get(id);
+            let known = model.load_balancers.iter().any(|lb| lb.id == *id);
+            desired.revision == 0 || wanted.contains_key(id) || (known && placed.is_none())
+        });
+        held.extend(self.handed.keys());
         self.sweep.run(&desired, &held).await;
         for (id, (assignment, addresses)) in wanted {
             if !self.instances.contains_key(&id) {
-                let election = Election::new(self.node.clone(), self.lease, id, self.timing, now);
+                let election = match self.handed.remove(&id) {
+                    Some((epoch, revision)) => {
+                        let claim = Claim {
+                            holder: self.node.clone(),
+                            epoch,
+                            lease: self.lease,
+                            released: false,
+                        };
+                        let seen = Seen { claim, revision };
+                        tracing::info!(lb = %id, epoch, "holding the claim handed over by the predecessor");
+                        Election::holder(self.node.clone(), self.lease, id, self.timing, now, seen)
+                    }
+                    None => Election::new(self.node.clone(), self.lease, id, self.timing, now),
+                };
                 let instance = Instance {
                     election,
                     addresses: addresses.clone(),
@@ -352,8 +483,19 @@ impl State {
         }
     }
 
-    /// Shares the elections' status; whether it changed.
-    fn publish(&self, views: &HaViews) -> bool {
+    /// Shares the elections' status, and what a successor would be handed; whether the
+    /// status changed.
+    fn publish(&self, views: &HaViews, handed: &Mutex<Option<HaState>>) -> bool {
+        let held = (self.instances.iter())
+            .map(|(id, instance)| (*id, instance.election.status()))
+            .filter(|(_, s)| s.holding && s.revision > 0)
+            .map(|(id, s)| (id, (s.epoch, s.revision)))
+            .collect();
+        let state = HaState {
+            lease: self.lease,
+            held,
+        };
+        *handed.lock().unwrap_or_else(PoisonError::into_inner) = Some(state);
         let now: BTreeMap<LoadBalancerId, HaView> = self
             .instances
             .iter()

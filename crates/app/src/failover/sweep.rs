@@ -31,6 +31,12 @@ impl Sweep {
         }
     }
 
+    /// The next run lists the interface again, whatever it saw before.
+    pub(super) fn forget(&mut self) {
+        self.swept = None;
+        self.known.clear();
+    }
+
     /// Removes the strays of `desired` when it names addresses not seen before; `held`: the
     /// load balancers whose addresses this agent holds now.
     pub(super) async fn run(&mut self, desired: &Arc<Desired>, held: &BTreeSet<LoadBalancerId>) {
@@ -61,12 +67,17 @@ impl Sweep {
         self.swept = Some(desired.clone());
     }
 
-    /// Sweeps every state `desired` hands, holding nothing: the agent's part until etcd
-    /// answers (from its cache, if any). Ends when the sender is gone.
-    pub(super) async fn follow(&mut self, mut desired: watch::Receiver<Arc<Desired>>) {
+    /// Sweeps every state `desired` hands, holding nothing but `held` (the claims a
+    /// predecessor handed over): the agent's part until etcd answers (from its cache, if
+    /// any). Ends when the sender is gone.
+    pub(super) async fn follow(
+        &mut self,
+        mut desired: watch::Receiver<Arc<Desired>>,
+        held: &BTreeSet<LoadBalancerId>,
+    ) {
         loop {
             let next = desired.borrow_and_update().clone();
-            self.run(&next, &BTreeSet::new()).await;
+            self.run(&next, held).await;
             if desired.changed().await.is_err() {
                 return;
             }

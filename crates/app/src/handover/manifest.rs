@@ -1,7 +1,11 @@
 //! What the hand-over socket carries, as text: the predecessor's list of the descriptors it
-//! sends (one line each, in their order), and the successor's answer.
+//! sends (one line each, in their order), an agent's active-standby state (one `ha` line,
+//! without a descriptor), and the successor's answer.
 
+use portico_model::LoadBalancerId;
 use portico_provider::{SocketKey, SocketKind};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// One handed-over descriptor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -15,6 +19,28 @@ pub enum Entry {
 /// The line that ends the list.
 pub const END: &str = "end";
 
+/// An agent's active-standby state, for its successor: the etcd lease its claims carry (the
+/// successor keeps it alive) and the claims it holds, so that the successor starts their
+/// elections as the holder instead of contending again.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HaState {
+    pub lease: i64,
+    /// Each held claim's epoch and mod revision, by load balancer.
+    pub held: BTreeMap<LoadBalancerId, (u64, i64)>,
+}
+
+/// The `ha` line of `state`.
+pub fn ha_line(state: &HaState) -> String {
+    format!("ha {}\n", serde_json::to_string(state).unwrap_or_default())
+}
+
+/// A whole list: the descriptors' entries and the agent's state, if sent.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct List {
+    pub entries: Vec<Entry>,
+    pub ha: Option<HaState>,
+}
+
 /// The list's line for `entry`.
 pub fn line(entry: &Entry) -> String {
     match entry {
@@ -23,13 +49,18 @@ pub fn line(entry: &Entry) -> String {
     }
 }
 
-/// The entries of a whole list (ending with [`END`]).
-pub fn parse(text: &str) -> Result<Vec<Entry>, String> {
-    let mut entries = Vec::new();
+/// A whole list (ending with [`END`]).
+pub fn parse(text: &str) -> Result<List, String> {
+    let mut list = List::default();
+    let entries = &mut list.entries;
     for line in text.lines() {
         match line.split_once(' ') {
-            None if line == END => return Ok(entries),
+            None if line == END => return Ok(list),
             None if line == "lock" => entries.push(Entry::Lock),
+            Some(("ha", json)) => {
+                let state = serde_json::from_str(json).map_err(|e| format!("{line:?}: {e}"))?;
+                list.ha = Some(state);
+            }
             Some((kind, addr)) => {
                 let kind: SocketKind = kind.parse()?;
                 let addr = addr.parse().map_err(|e| format!("{line:?}: {e}"))?;
@@ -81,10 +112,18 @@ mod tests {
             Entry::Socket((SocketKind::Udp, "[::1]:53".parse().unwrap())),
         ];
         let mut text: String = entries.iter().map(line).collect();
+        let ha = HaState {
+            lease: 7587,
+            held: BTreeMap::from([(LoadBalancerId::derive("lb"), (3, 42))]),
+        };
+        text.push_str(&ha_line(&ha));
         assert!(parse(&text).is_err(), "no end line yet");
         text.push_str(END);
         text.push('\n');
-        assert_eq!(parse(&text).unwrap(), entries);
+        let list = parse(&text).unwrap();
+        assert_eq!(list.entries, entries);
+        assert_eq!(list.ha, Some(ha));
+        assert!(parse("ha {\nend\n").is_err());
         assert!(parse("ftp 1.2.3.4:21\nend\n").is_err());
         assert!(parse("tcp nowhere\nend\n").is_err());
     }

@@ -1,4 +1,4 @@
-//! Upgrades without closing a socket (`portico run`): on SIGUSR2 the process (the
+//! Upgrades without closing a socket (`portico run` and `portico agent`): on SIGUSR2 the process (the
 //! predecessor) starts the binary at the path it was started from, with its arguments and
 //! [`SOCKET_ENV`] naming a Unix socket in the state directory. The new process (the successor)
 //! connects, receives the state directory's lock file and every listening socket (SCM_RIGHTS,
@@ -8,14 +8,19 @@
 //! and exits. A successor that exits, says it failed, or is not ready within [`DEADLINE`] is
 //! killed, and the predecessor serves on as before.
 //!
+//! An agent with active-standby also hands over its heartbeat socket and [`HaState`]: the
+//! etcd lease its claims carry and the claims it holds. Its successor keeps that lease alive
+//! and starts those elections as the holder (the addresses stay on the interface); the
+//! predecessor, once handed over, neither releases its claims nor removes its addresses.
+//!
 //! Each attempt's outcome is written to [`STATUS_FILE`] in the state directory, for
 //! `portico upgrade`: `OLD-PID ready NEW-PID` or `OLD-PID failed REASON`.
 
 mod manifest;
 mod transfer;
 
-pub use manifest::Answer;
 use manifest::Entry;
+pub use manifest::{Answer, HaState};
 use portico_provider::{SocketKey, Sockets};
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
@@ -45,6 +50,8 @@ pub struct Successor {
     stream: std::os::unix::net::UnixStream,
     pub lock: Option<OwnedFd>,
     pub sockets: Vec<(SocketKey, OwnedFd)>,
+    /// An agent's active-standby state.
+    pub ha: Option<HaState>,
 }
 
 impl Successor {
@@ -58,7 +65,8 @@ impl Successor {
         let stream = std::os::unix::net::UnixStream::connect(&path).map_err(failed)?;
         stream.set_read_timeout(Some(DEADLINE)).map_err(failed)?;
         let (mut lock, mut sockets) = (None, Vec::new());
-        for (entry, fd) in transfer::receive(&stream).map_err(failed)? {
+        let (received, ha) = transfer::receive(&stream).map_err(failed)?;
+        for (entry, fd) in received {
             match entry {
                 Entry::Lock => lock = Some(fd),
                 Entry::Socket(key) => sockets.push((key, fd)),
@@ -72,6 +80,7 @@ impl Successor {
             stream,
             lock,
             sockets,
+            ha,
         }))
     }
 
@@ -84,12 +93,13 @@ impl Successor {
     }
 }
 
-/// Starts a successor with `command` and hands it `lock` and `sockets`; returns its PID once
-/// it serves, or why it does not (it is then killed).
+/// Starts a successor with `command` and hands it `lock`, `sockets` and `ha`; returns its PID
+/// once it serves, or why it does not (it is then killed).
 pub async fn upgrade(
     command: &Command,
     lock: &portico_statedir::Lock,
     sockets: &Sockets,
+    ha: Option<HaState>,
 ) -> Result<u32, String> {
     let path = lock.dir().join(SOCKET_FILE);
     let _ = std::fs::remove_file(&path);
@@ -106,7 +116,7 @@ pub async fn upgrade(
         .stdin(std::process::Stdio::null())
         .spawn()
         .map_err(|e| format!("cannot start {}: {e}", command.program.display()))?;
-    let talk = tokio::time::timeout(DEADLINE, converse(listener, entries));
+    let talk = tokio::time::timeout(DEADLINE, converse(listener, entries, ha));
     let outcome = tokio::select! {
         answer = talk => match answer {
             Ok(Ok(Answer::Ready(pid))) => Ok(pid),
@@ -131,13 +141,14 @@ pub async fn upgrade(
 async fn converse(
     listener: tokio::net::UnixListener,
     entries: Vec<(Entry, OwnedFd)>,
+    ha: Option<HaState>,
 ) -> Result<Answer, String> {
     let (stream, _) = listener.accept().await.map_err(|e| e.to_string())?;
     let stream = stream.into_std().map_err(|e| e.to_string())?;
     let talk = move || -> std::io::Result<Option<Answer>> {
         use std::io::BufRead;
         stream.set_nonblocking(false)?;
-        transfer::send(&stream, &entries)?;
+        transfer::send(&stream, &entries, ha.as_ref())?;
         drop(entries);
         let mut line = String::new();
         std::io::BufReader::new(&stream).read_line(&mut line)?;

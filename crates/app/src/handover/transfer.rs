@@ -1,7 +1,7 @@
 //! Descriptors over a Unix stream socket (SCM_RIGHTS, rustix's safe ancillary-data API), with
 //! the manifest's lines as the payload.
 
-use super::manifest::{END, Entry, line, parse};
+use super::manifest::{END, Entry, HaState, ha_line, line, parse};
 use rustix::net::{
     RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
     SendAncillaryMessage, SendFlags,
@@ -14,8 +14,12 @@ use std::os::unix::net::UnixStream;
 /// Descriptors per message: below the kernel's limit (SCM_MAX_FD, 253).
 const PER_MESSAGE: usize = 200;
 
-/// Sends `entries` with their descriptors, then the end line.
-pub fn send(stream: &UnixStream, entries: &[(Entry, OwnedFd)]) -> io::Result<()> {
+/// Sends `entries` with their descriptors, then `ha` and the end line.
+pub fn send(
+    stream: &UnixStream,
+    entries: &[(Entry, OwnedFd)],
+    ha: Option<&HaState>,
+) -> io::Result<()> {
     for chunk in entries.chunks(PER_MESSAGE) {
         let text: String = chunk.iter().map(|(e, _)| line(e)).collect();
         let fds: Vec<_> = chunk.iter().map(|(_, fd)| fd.as_fd()).collect();
@@ -37,11 +41,15 @@ pub fn send(stream: &UnixStream, entries: &[(Entry, OwnedFd)]) -> io::Result<()>
         }
     }
     use std::io::Write;
-    (&*stream).write_all(format!("{END}\n").as_bytes())
+    let ha = ha.map(ha_line).unwrap_or_default();
+    (&*stream).write_all(format!("{ha}{END}\n").as_bytes())
 }
 
-/// Receives what [`send`] sent: each entry with its descriptor.
-pub fn receive(stream: &UnixStream) -> io::Result<Vec<(Entry, OwnedFd)>> {
+/// What [`receive`] got: each entry with its descriptor, and the agent's state.
+pub type Received = (Vec<(Entry, OwnedFd)>, Option<HaState>);
+
+/// Receives what [`send`] sent.
+pub fn receive(stream: &UnixStream) -> io::Result<Received> {
     let (mut text, mut fds) = (Vec::new(), Vec::new());
     let mut buf = vec![0u8; 64 * 1024];
     let mut space = vec![MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(PER_MESSAGE))];
@@ -65,12 +73,12 @@ pub fn receive(stream: &UnixStream) -> io::Result<Vec<(Entry, OwnedFd)>> {
             }
         }
     }
-    let entries = parse(&String::from_utf8_lossy(&text)).map_err(io::Error::other)?;
-    if entries.len() != fds.len() {
-        let why = format!("{} entries, {} descriptors", entries.len(), fds.len());
+    let list = parse(&String::from_utf8_lossy(&text)).map_err(io::Error::other)?;
+    if list.entries.len() != fds.len() {
+        let why = format!("{} entries, {} descriptors", list.entries.len(), fds.len());
         return Err(io::Error::other(why));
     }
-    Ok(entries.into_iter().zip(fds).collect())
+    Ok((list.entries.into_iter().zip(fds).collect(), list.ha))
 }
 
 #[cfg(test)]
@@ -92,9 +100,10 @@ mod tests {
             (Entry::Lock, OwnedFd::from(lock)),
             (Entry::Socket(key), OwnedFd::from(listener)),
         ];
-        send(&a, &sent).unwrap();
+        send(&a, &sent, None).unwrap();
         drop(sent);
-        let got = receive(&b).unwrap();
+        let (got, ha) = receive(&b).unwrap();
+        assert_eq!(ha, None);
         assert_eq!(got.len(), 2);
         assert_eq!(got[1].0, Entry::Socket(key));
         let received = std::net::TcpListener::from(got.into_iter().nth(1).unwrap().1);
@@ -115,8 +124,14 @@ mod tests {
             })
             .collect();
         let (a, b) = UnixStream::pair().unwrap();
-        let sender = std::thread::spawn(move || send(&a, &sent).unwrap());
-        let got = receive(&b).unwrap();
+        let ha = HaState {
+            lease: 1,
+            held: Default::default(),
+        };
+        let sent_ha = ha.clone();
+        let sender = std::thread::spawn(move || send(&a, &sent, Some(&sent_ha)).unwrap());
+        let (got, received_ha) = receive(&b).unwrap();
+        assert_eq!(received_ha, Some(ha));
         sender.join().unwrap();
         for ((entry, fd), s) in got.into_iter().zip(&sockets) {
             let received = std::net::UdpSocket::from(fd);

@@ -36,12 +36,15 @@ pub struct AgentNode {
     pub ns: String,
     pub ip: Ipv4Addr,
     child: Option<Child>,
+    /// The process serving now, when an upgrade replaced the one started.
+    pub upgraded: Option<u32>,
     pub state: tempfile::TempDir,
 }
 
 impl AgentNode {
     pub fn pid(&self) -> Option<i32> {
-        self.child.as_ref().and_then(|c| c.id()).map(|p| p as i32)
+        let started = self.child.as_ref().and_then(|c| c.id());
+        self.upgraded.or(started).map(|p| p as i32)
     }
 
     /// Sends `signal` and waits for the process to end.
@@ -183,6 +186,18 @@ impl Ha {
         ingresses: usize,
         lease_ttl: u64,
     ) -> Ha {
+        Ha::start_routed(provider, agents, ingresses, lease_ttl, None).await
+    }
+
+    /// [`Ha::start_leased`]; `websocket`: a host of `in-0` routed to a WebSocket echo
+    /// backend (`crate::websocket`) on the bridge's address.
+    pub async fn start_routed(
+        provider: &'static str,
+        agents: usize,
+        ingresses: usize,
+        lease_ttl: u64,
+        websocket: Option<&str>,
+    ) -> Ha {
         let mut lab = Lab::new();
         let client = lab.namespace("cl", 2);
         let etcd = EtcdCluster::start_on(lab.addr(1).into());
@@ -196,11 +211,18 @@ impl Ha {
                 .unwrap();
             let eps = crate::support::ready(&[pod]);
             yaml.push_str(&crate::support::service("default", &service, &eps));
+            let mut rules = vec![("", "/", "Prefix", service.as_str(), "80")];
+            if let Some(host) = websocket.filter(|_| i == 0) {
+                let backend = crate::websocket::echo_backend_on(lab.addr(1).into()).await;
+                let eps = crate::support::ready(&[backend]);
+                yaml.push_str(&crate::support::service("default", "extra", &eps));
+                rules.insert(0, (host, "/", "Prefix", "extra", "80"));
+            }
             let ingress = crate::support::ingress(
                 "default",
                 &format!("in-{i}"),
                 "2024-01-01T00:00:00Z",
-                &[("", "/", "Prefix", &service, "80")],
+                &rules,
             );
             yaml.push_str(&ingress.replace("ingressClassName: portico", "ingressClassName: ha"));
         }
@@ -216,6 +238,7 @@ impl Ha {
                 ns,
                 ip,
                 child: None,
+                upgraded: None,
                 state,
             });
         }
@@ -340,6 +363,7 @@ impl Ha {
         assert!(matches!(first, Ok(Ok(Some(_)))), "agent {} started", a.node);
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
         a.child = Some(child);
+        a.upgraded = None;
     }
 
     /// The claim's holder of load balancer `id`.

@@ -56,12 +56,18 @@ pub struct NewConnections {
 
 impl NewConnections {
     pub fn start(addr: SocketAddr, host: &str) -> NewConnections {
+        NewConnections::start_for(addr, host, "web")
+    }
+
+    /// [`NewConnections::start`], expecting answers from `service`.
+    pub fn start_for(addr: SocketAddr, host: &str, service: &str) -> NewConnections {
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let seen = Arc::new(Mutex::new(Seen::default()));
         let (flag, counts, host) = (stop.clone(), seen.clone(), host.to_owned());
+        let service = service.to_owned();
         let task = tokio::spawn(async move {
             while !flag.load(std::sync::atomic::Ordering::Relaxed) {
-                let outcome = one_request(addr, &host).await;
+                let outcome = one_request(addr, &host, &service).await;
                 {
                     let mut seen = counts.lock().unwrap();
                     match outcome {
@@ -94,7 +100,7 @@ enum Outcome {
     Failed(String),
 }
 
-async fn one_request(addr: SocketAddr, host: &str) -> Outcome {
+async fn one_request(addr: SocketAddr, host: &str, service: &str) -> Outcome {
     let mut stream = match TcpStream::connect(addr).await {
         Ok(s) => s,
         Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => return Outcome::Refused,
@@ -113,7 +119,7 @@ async fn one_request(addr: SocketAddr, host: &str) -> Outcome {
     }
     let text = String::from_utf8_lossy(&answer);
     let status = text.lines().next().unwrap_or_default().to_owned();
-    if status.starts_with("HTTP/1.1 200") && text.contains("\"service\":\"web\"") {
+    if status.starts_with("HTTP/1.1 200") && text.contains(&format!("\"service\":\"{service}\"")) {
         Outcome::Ok
     } else {
         Outcome::Failed(format!("answered {status:?}"))
@@ -155,7 +161,7 @@ async fn a_starting_portico_never_answers_from_an_empty_route_table() {
 
 /// `portico upgrade --pid pid` for a process with state directory `state`: the new PID, or
 /// what it printed on failure.
-async fn upgrade(pid: u32, state: &std::path::Path) -> Result<u32, String> {
+pub async fn upgrade(pid: u32, state: &std::path::Path) -> Result<u32, String> {
     let out = tokio::process::Command::new(BIN)
         .args(["upgrade", "--pid", &pid.to_string(), "--state-dir"])
         .arg(state)
@@ -223,6 +229,15 @@ fn keep_alive(
     addr: SocketAddr,
     stop: Arc<std::sync::atomic::AtomicBool>,
 ) -> tokio::task::JoinHandle<(usize, Vec<String>)> {
+    keep_alive_to(addr, HOST, stop)
+}
+
+/// [`keep_alive`] to `host`.
+pub fn keep_alive_to(
+    addr: SocketAddr,
+    host: &'static str,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+) -> tokio::task::JoinHandle<(usize, Vec<String>)> {
     use http_body_util::BodyExt as _;
     tokio::spawn(async move {
         let client =
@@ -231,7 +246,7 @@ fn keep_alive(
         let (mut ok, mut failed) = (0, Vec::new());
         while !stop.load(std::sync::atomic::Ordering::Relaxed) {
             let req = http::Request::get(format!("http://{addr}/"))
-                .header("host", HOST)
+                .header("host", host)
                 .body(http_body_util::Empty::new())
                 .unwrap();
             match client.request(req).await {

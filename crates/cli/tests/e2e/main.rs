@@ -32,6 +32,7 @@ mod access_log;
 mod active_standby;
 mod admin;
 mod agent_restart;
+mod agent_upgrade;
 mod allocator;
 mod annotations;
 mod backends;

@@ -12,7 +12,12 @@ const GUID: &str = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
 /// Starts the echo backend: it answers `101` to a WebSocket handshake (anything else gets
 /// `400`) and sends every text frame back, prefixed with `echo: `.
 pub async fn echo_backend() -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    echo_backend_on([127, 0, 0, 1].into()).await
+}
+
+/// [`echo_backend`] on `ip`.
+pub async fn echo_backend_on(ip: std::net::IpAddr) -> SocketAddr {
+    let listener = TcpListener::bind((ip, 0)).await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
         while let Ok((stream, _)) = listener.accept().await {

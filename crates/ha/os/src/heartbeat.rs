@@ -17,6 +17,19 @@ impl Heartbeat {
         Ok(Heartbeat { socket })
     }
 
+    /// The socket a predecessor bound (handed over by an upgrade).
+    pub fn from_std(socket: std::net::UdpSocket) -> std::io::Result<Heartbeat> {
+        socket.set_nonblocking(true)?;
+        Ok(Heartbeat {
+            socket: UdpSocket::from_std(socket)?,
+        })
+    }
+
+    /// The socket, to be handed to a successor.
+    pub fn socket(&self) -> &UdpSocket {
+        &self.socket
+    }
+
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
         self.socket.local_addr()
     }

@@ -179,6 +179,8 @@ pub struct Status {
     /// The claim's holder and epoch as last seen.
     pub holder: Option<String>,
     pub epoch: u64,
+    /// The claim's mod revision as last seen (0: none).
+    pub revision: i64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -33,12 +33,36 @@ impl Election {
         }
     }
 
+    /// The election of a process started by an upgrade, whose predecessor held `seen` (its
+    /// claim: this node, this lease, kept alive by the new process) and handed it over: it
+    /// holds the addresses from now on (they are on the interface already, so no action adds
+    /// them) and advertises at once, so that the standby hears no gap. Like any holder it
+    /// steps down when etcd shows the claim held by another, or when the fence passes without
+    /// its peer or a confirmed claim.
+    pub fn holder(
+        node: String,
+        lease: i64,
+        lb: LoadBalancerId,
+        timing: Timing,
+        now: Instant,
+        seen: Seen,
+    ) -> Self {
+        let mut election = Election::new(node, lease, lb, timing, now);
+        election.holding = true;
+        election.epoch = seen.claim.epoch;
+        election.claim = Some(seen);
+        election.claim_known = true;
+        election.etcd = true;
+        election
+    }
+
     pub fn status(&self) -> Status {
         let claim = self.claim.as_ref().map(|s| &s.claim);
         Status {
             holding: self.holding,
             holder: claim.filter(|c| !c.released).map(|c| c.holder.clone()),
             epoch: claim.map_or(self.epoch, |c| c.epoch),
+            revision: self.claim.as_ref().map_or(0, |s| s.revision),
         }
     }
 
@@ -136,7 +160,16 @@ impl Election {
                     self.take_over(now, out);
                 }
             }
-            Outcome::Lost(current) => self.seen(now, current),
+            Outcome::Lost(current) => {
+                // Renewed meanwhile by this agent's other process (an upgrade in progress: both
+                // hold the claim under the same lease): renew again at once from the new
+                // revision, so that neither goes unconfirmed past the fence.
+                let ours = current.as_ref().is_some_and(|s| self.mine(&s.claim));
+                self.seen(now, current);
+                if ours && kind == Pending::Renew {
+                    self.next_renew = now;
+                }
+            }
             Outcome::Failed => {}
         }
     }

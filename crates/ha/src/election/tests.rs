@@ -97,6 +97,25 @@ impl Sim {
         self.boot(i);
     }
 
+    /// The node's process is upgraded: the old one stops (no shutdown: it hands over), and
+    /// `gap` later the new one starts as the holder of the claim the old one held, under the
+    /// same lease; the addresses stay on the interface meanwhile.
+    fn upgrade(&mut self, i: usize, gap: Duration) {
+        let held = self.nodes[i].election.status().holding;
+        let seen = self.claim.clone().unwrap();
+        self.nodes[i].alive = false;
+        self.run(gap);
+        let lease = self.nodes[i].lease;
+        let (name, timing) = (NAMES[i].into(), Timing::default());
+        self.nodes[i].election = if held {
+            Election::holder(name, lease, self.lb, timing, self.now, seen)
+        } else {
+            Election::new(name, lease, self.lb, timing, self.now)
+        };
+        self.nodes[i].alive = true;
+        self.boot(i);
+    }
+
     fn elapsed(&self) -> Duration {
         self.now - self.start
     }
@@ -650,4 +669,140 @@ fn a_standby_takes_an_unclaimed_load_balancer_only_after_five_dead_intervals() {
         "{:?}",
         at - start
     );
+}
+
+#[test]
+fn an_upgraded_holder_keeps_the_claim_without_an_election() {
+    let mut sim = started();
+    let revision = sim.revision;
+    // Ten upgrades, the new process starting up to 150 ms (less than `dead`) after the old
+    // one went quiet.
+    for gap in [0, 5, 20, 50, 100, 150, 0, 10, 30, 150] {
+        sim.upgrade(A, Duration::from_millis(gap));
+        assert_eq!(sim.holders(), vec![A], "after a gap of {gap} ms");
+        sim.run(Duration::from_millis(500));
+        assert_eq!(sim.holders(), vec![A]);
+    }
+    assert_eq!(sim.epoch(), 1, "no takeover");
+    assert_eq!(sim.revision, revision, "the claim was not written again");
+    assert_eq!(sim.overlaps, 0);
+    assert!(!sim.nodes[B].election.status().holding);
+}
+
+#[test]
+fn an_upgraded_holder_advertises_at_once_and_adds_nothing() {
+    let lb = LoadBalancerId::derive("lb");
+    let now = Instant::now();
+    let seen = Seen {
+        claim: claim_of(2),
+        revision: 5,
+    };
+    let mut a = Election::holder("a".into(), 2, lb, Timing::default(), now, seen.clone());
+    assert!(a.status().holding);
+    assert_eq!(a.status().epoch, 3);
+    let actions = a.step(now, Input::Placement(Some(assignment(A))));
+    assert!(
+        matches!(actions.as_slice(), [Action::Advert(advert)] if advert.role == AdvertRole::Active && advert.epoch == 3),
+        "{actions:?}"
+    );
+    assert!(a.step(now, Input::Claim(Some(seen))).is_empty());
+}
+
+#[test]
+fn an_upgraded_holder_whose_claim_was_taken_meanwhile_steps_down() {
+    let lb = LoadBalancerId::derive("lb");
+    let now = Instant::now();
+    let handed = Seen {
+        claim: claim_of(2),
+        revision: 5,
+    };
+    let mut a = Election::holder("a".into(), 2, lb, Timing::default(), now, handed);
+    a.step(now, Input::Placement(Some(assignment(A))));
+    let taken = Seen {
+        claim: Claim {
+            holder: "b".into(),
+            epoch: 4,
+            lease: 7,
+            released: false,
+        },
+        revision: 6,
+    };
+    let actions = a.step(now, Input::Claim(Some(taken)));
+    assert_eq!(actions.first(), Some(&Action::RemoveAddresses));
+    assert!(!a.status().holding);
+}
+
+/// While an upgrade is under way both processes of the agent hold the claim under one lease;
+/// without a peer to hear, both renew it, and their swaps collide: neither steps down and the
+/// epoch stays.
+#[test]
+fn two_processes_of_one_agent_renewing_the_same_claim_keep_it() {
+    let lb = LoadBalancerId::derive("lb");
+    let mut now = Instant::now();
+    let alone = Assignment {
+        role: Role::Active,
+        peer: None,
+        epoch: 1,
+    };
+    let mut register = Seen {
+        claim: claim_of(2),
+        revision: 5,
+    };
+    let mut processes: Vec<Election> = (0..2)
+        .map(|_| Election::holder("a".into(), 2, lb, Timing::default(), now, register.clone()))
+        .collect();
+    for p in &mut processes {
+        p.step(now, Input::Placement(Some(alone.clone())));
+    }
+    let mut removed = 0;
+    // Carries out `actions` of process `i`: swaps answered at once, their outcomes fed back.
+    let mut drive = |p: &mut Election, register: &mut Seen, mut actions: Vec<Action>, now| {
+        while !actions.is_empty() {
+            let mut next = vec![];
+            for action in actions {
+                match action {
+                    Action::Claim { expect, claim } => {
+                        let outcome = if expect == register.revision {
+                            *register = Seen {
+                                claim,
+                                revision: register.revision + 1,
+                            };
+                            Outcome::Done(register.revision)
+                        } else {
+                            Outcome::Lost(Some(register.clone()))
+                        };
+                        next.extend(p.step(now, Input::Outcome(outcome)));
+                    }
+                    Action::RemoveAddresses => removed += 1,
+                    _ => {}
+                }
+            }
+            actions = next;
+        }
+    };
+    // What each process's watch delivers, 20 ms late: its renewals go out from a stale
+    // revision and collide with the other's.
+    let mut watched: [Vec<(Instant, Seen)>; 2] = [vec![], vec![]];
+    for _ in 0..(2000 / TICK.as_millis() as usize) {
+        now += TICK;
+        for i in 0..2 {
+            let before = register.revision;
+            let actions = processes[i].step(now, Input::Tick);
+            drive(&mut processes[i], &mut register, actions, now);
+            if register.revision != before {
+                watched[1 - i].push((now + TICK * 4, register.clone()));
+            }
+            let (due, later) = std::mem::take(&mut watched[i])
+                .into_iter()
+                .partition::<Vec<_>, _>(|(at, _)| *at <= now);
+            watched[i] = later;
+            for (_, seen) in due {
+                let actions = processes[i].step(now, Input::Claim(Some(seen)));
+                drive(&mut processes[i], &mut register, actions, now);
+            }
+        }
+    }
+    assert_eq!(removed, 0, "a process stepped down");
+    assert!(processes.iter().all(|p| p.status().holding));
+    assert_eq!(register.claim.epoch, 3, "no election");
 }

@@ -32,6 +32,8 @@ struct Served {
     stop: Option<watch::Sender<bool>>,
     /// A VIP's addresses (HTTP, HTTPS), unregistered from `sockets` when it closes.
     vip: Option<(SocketAddr, SocketAddr, Arc<Sockets>)>,
+    /// A VIP's listeners' tasks, which end once their connections drained.
+    tasks: Vec<JoinHandle<()>>,
 }
 
 /// The built-in proxy as a provider.
@@ -86,6 +88,7 @@ impl ProxyProvider {
                     proxy,
                     stop,
                     vip: None,
+                    tasks: Vec::new(),
                 },
             );
         }
@@ -106,6 +109,21 @@ impl ProxyProvider {
     pub fn hand_over(&self) {
         let served = self.served.lock().unwrap_or_else(PoisonError::into_inner);
         served.values().for_each(|s| s.proxy.hand_over());
+    }
+
+    /// The process stops: every VIP's listeners stop now (at once after a hand-over: the
+    /// successor accepts on the same sockets) and drain as the default listeners do, tunnels
+    /// included until the shutdown timeout; the returned tasks end once they have.
+    pub fn stop_vips(&self) -> Vec<JoinHandle<()>> {
+        let mut served = self.served.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut tasks = Vec::new();
+        for s in served.values_mut() {
+            if let Some(stop) = &s.stop {
+                stop.send_replace(true);
+            }
+            tasks.append(&mut s.tasks);
+        }
+        tasks
     }
 
     /// Where this provider registers its listening sockets (shared with the node's other
@@ -138,20 +156,20 @@ impl ProxyProvider {
                 return Err(e);
             }
         };
-        // A VIP that is dropped closes at once: its address may be bound again right away.
-        let limits = Limits {
-            shutdown_grace: std::time::Duration::ZERO,
-            ..self.limits
-        };
-        let proxy = Proxy::with_access_log(self.metrics.clone(), limits, self.access.clone());
+        // A VIP that is dropped closes its listeners at once (its address may be bound again
+        // right away, see `Served`'s drop); its connections drain as the process's do.
+        let proxy = Proxy::with_access_log(self.metrics.clone(), self.limits, self.access.clone());
         proxy.share_heavy_lane(self.lane.clone());
         let (stop, stopped) = watch::channel(false);
-        tokio::spawn(proxy.clone().serve(http, stopped.clone()));
-        tokio::spawn(proxy.clone().serve_https(https, stopped));
+        let tasks = vec![
+            tokio::spawn(proxy.clone().serve(http, stopped.clone())),
+            tokio::spawn(proxy.clone().serve_https(https, stopped)),
+        ];
         Ok(Served {
             proxy,
             stop: Some(stop),
             vip: Some((http_addr, https_addr, self.sockets.clone())),
+            tasks,
         })
     }
 }
@@ -272,6 +290,9 @@ impl Provider for ProxyProvider {
 impl Drop for Served {
     fn drop(&mut self) {
         if let Some(stop) = &self.stop {
+            // The listeners close at once, as after a hand-over; the connections are asked
+            // to close for the grace period.
+            self.proxy.hand_over();
             stop.send_replace(true);
         }
         if let Some((http, https, sockets)) = &self.vip {

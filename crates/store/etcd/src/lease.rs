@@ -47,6 +47,51 @@ impl Etcd {
         })
     }
 
+    /// Takes over lease `id` (granted by the process this one upgrades) for this process's
+    /// life: renews it once and keeps it alive from then on. `None`: etcd no longer has it
+    /// (it ran out), so it names nobody any more.
+    pub async fn adopt_for_life(&self, id: i64, ttl: Duration) -> Result<Option<Lease>, EtcdError> {
+        if !self.renew_once(id, ttl).await? {
+            return Ok(None);
+        }
+        let etcd = self.clone();
+        let keeper = Task::spawn(async move {
+            let error = etcd.keep_alive(id, ttl).await;
+            warn!(lease = id, %error, "this process's lease is lost; it keeps its id");
+        });
+        Ok(Some(Lease {
+            id,
+            _keeper: keeper,
+        }))
+    }
+
+    /// One renewal of lease `id`: whether etcd still has it.
+    async fn renew_once(&self, id: i64, ttl: Duration) -> Result<bool, EtcdError> {
+        let period = ttl / 3;
+        let (requests, queue) = futures::channel::mpsc::unbounded();
+        if requests
+            .unbounded_send(LeaseKeepAliveRequest { id })
+            .is_err()
+        {
+            return Err(ended());
+        }
+        let mut lease = self.lease();
+        let opened = tokio::time::timeout(period, lease.lease_keep_alive(queue)).await;
+        let mut stream = match opened {
+            Err(_) => return Err(timeout("keep-alive open", period)),
+            Ok(Err(e)) if e.code() == tonic::Code::NotFound => return Ok(false),
+            Ok(Err(e)) => return Err(EtcdError::request("keep-alive open", &e)),
+            Ok(Ok(answer)) => answer.into_inner(),
+        };
+        match tokio::time::timeout(period, stream.message()).await {
+            Err(_) => Err(timeout("keep-alive", period)),
+            Ok(Err(e)) if e.code() == tonic::Code::NotFound => Ok(false),
+            Ok(Err(e)) => Err(EtcdError::request("keep-alive", &e)),
+            Ok(Ok(None)) => Err(ended()),
+            Ok(Ok(Some(answer))) => Ok(answer.ttl > 0),
+        }
+    }
+
     pub(crate) async fn grant(&self, ttl: Duration) -> Result<i64, EtcdError> {
         let mut lease = self.lease();
         let request = LeaseGrantRequest {
