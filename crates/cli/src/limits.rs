@@ -102,6 +102,13 @@ pub struct LimitArgs {
     /// access log see. A connection without one is closed. Both providers.
     #[arg(long)]
     proxy_protocol: bool,
+    /// Address ranges of the proxies in front (`10.0.0.0/8,192.0.2.7`): a request whose peer is
+    /// in one has its client taken from `X-Forwarded-For` (the rightmost address not in these
+    /// ranges), for allowlists, rate limits, hashing, affinity and the access log, as
+    /// ingress-nginx's `use-forwarded-headers` with `proxy-real-ip-cidr`. Any other peer's
+    /// header changes nothing. Built-in proxy.
+    #[arg(long, value_name = "CIDR,…", value_delimiter = ',')]
+    trusted_proxies: Vec<portico_model::Cidr>,
 }
 
 /// `--server-header`: a name, or none (`off`).
@@ -150,6 +157,8 @@ impl LimitArgs {
             },
             compression: self.compression,
             proxy_protocol: self.proxy_protocol,
+            // Leaked once, at start: the limits are a plain copy.
+            trusted_proxies: Vec::leak(self.trusted_proxies.clone()),
         }
     }
 

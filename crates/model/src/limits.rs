@@ -52,6 +52,9 @@ pub struct Limits {
     /// Every connection to the HTTP and HTTPS listeners starts with a PROXY protocol header
     /// (v1 or v2) naming the client (`--proxy-protocol`), as a load balancer in front sends it.
     pub proxy_protocol: bool,
+    /// Peers whose `X-Forwarded-For` names the client (`--trusted-proxies`): the rightmost
+    /// address in it that is not itself a trusted proxy. Static, set once per process.
+    pub trusted_proxies: &'static [crate::Cidr],
 }
 
 impl Default for Limits {
@@ -74,6 +77,7 @@ impl Default for Limits {
             hsts: crate::Hsts::default(),
             compression: crate::Compression::default(),
             proxy_protocol: false,
+            trusted_proxies: &[],
         }
     }
 }

@@ -1,6 +1,8 @@
-//! `--proxy-protocol`: every connection to the HTTP and HTTPS listeners starts with a PROXY
-//! protocol header (v1 or v2), and the client it names is the one allowlists, rate limits,
-//! `X-Forwarded-For` and the access log see; a connection without one is closed unanswered.
+//! The real client address. `--proxy-protocol`: every connection to the HTTP and HTTPS
+//! listeners starts with a PROXY protocol header (v1 or v2), and the client it names is the one
+//! allowlists, rate limits, `X-Forwarded-For` and the access log see; a connection without one
+//! is closed unanswered. `--trusted-proxies`: a trusted peer's `X-Forwarded-For` names the
+//! client; an untrusted peer's changes nothing.
 
 use crate::conformance::Provider;
 use crate::support::*;
@@ -147,4 +149,54 @@ async fn https_rate_limits_and_the_access_log_see_the_named_client() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+#[tokio::test]
+async fn a_trusted_proxys_forwarded_for_names_the_client_and_an_untrusted_one_does_not() {
+    let m = manifests().await;
+    let log = m.path().join("access.log");
+    let flag = format!("--access-log={}", log.display());
+    let p = Portico::start(
+        m.path(),
+        &["--trusted-proxies", "127.0.0.0/8,10.0.0.0/8", &flag],
+    )
+    .await;
+    p.wait_route("open.test", "/", 200, "web").await;
+    let only = async |forwarded: &str, path: &str| {
+        let headers = [("x-forwarded-for", forwarded)];
+        let reply = p
+            .request(p.http, "GET", "only.test", path, &headers, "")
+            .await;
+        reply.unwrap().status
+    };
+    // The rightmost address that is not a trusted proxy: forged entries left of it are not.
+    assert_eq!(
+        only("203.0.113.5, 192.0.2.7, 10.0.0.9", "/named").await,
+        200
+    );
+    assert_eq!(only("192.0.2.7, 203.0.113.5", "/").await, 403);
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if let Some(line) = text.lines().find(|l| l.contains("\"/named\"")) {
+            let line: Value = serde_json::from_str(line).unwrap();
+            assert_eq!(line["client"], "192.0.2.7", "{line}");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no line for /named: {text}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    drop(p);
+
+    // Without --trusted-proxies the peer is the client, whatever the header says.
+    let p = Portico::start(m.path(), &[]).await;
+    p.wait_route("open.test", "/", 200, "web").await;
+    let headers = [("x-forwarded-for", "192.0.2.7")];
+    let reply = p
+        .request(p.http, "GET", "only.test", "/", &headers, "")
+        .await;
+    assert_eq!(reply.unwrap().status, 403);
 }

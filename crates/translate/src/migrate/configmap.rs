@@ -103,11 +103,6 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
         "enable-underscores-in-headers",
         "always on: such headers are passed",
     ),
-    differently(
-        "use-forwarded-headers",
-        "",
-        "X-Forwarded-For is appended to, never trusted for routing or allowlists",
-    ),
     by("access-log-path", "--access-log PATH"),
     by("disable-access-log", "--access-log off"),
     not("log-format-upstream", LOG),
@@ -153,6 +148,22 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
     not("enable-cors", PER_INGRESS),
     by("limit-req-status-code", "--limit-status-code"),
     by("use-proxy-protocol", "--proxy-protocol"),
+    differently(
+        "use-forwarded-headers",
+        "--trusted-proxies",
+        "X-Forwarded-For is read from the peers in --trusted-proxies only, never from any peer",
+    ),
+    by("proxy-real-ip-cidr", "--trusted-proxies"),
+    differently(
+        "forwarded-for-header",
+        "--trusted-proxies",
+        "the header is X-Forwarded-For",
+    ),
+    differently(
+        "compute-full-forwarded-for",
+        "--trusted-proxies",
+        "X-Forwarded-For always keeps the list sent and appends the peer",
+    ),
     differently(
         "limit-conn-status-code",
         "--limit-status-code",

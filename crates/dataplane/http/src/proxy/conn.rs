@@ -39,6 +39,10 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinSet;
 
+/// The client a request from a trusted proxy names (`--trusted-proxies`), in its extensions.
+#[derive(Debug, Clone, Copy)]
+struct Client(IpAddr);
+
 /// What routing decides for a response besides its body: the rate limiter's place, held
 /// until the body ends; `Strict-Transport-Security`; the codings it may be compressed with.
 struct Finish {
@@ -262,6 +266,16 @@ impl Conn {
         ordinal: u64,
     ) -> Response<Logged<Compressible<ProxyBody>>> {
         ensure_request_id(req.headers_mut());
+        let trusted = self.proxy.limits.trusted_proxies;
+        if !trusted.is_empty() {
+            let named = req
+                .headers()
+                .get_all(&super::headers::X_FORWARDED_FOR)
+                .iter();
+            if let Some(client) = super::headers::forwarded_client(self.peer, named, trusted) {
+                req.extensions_mut().insert(Client(client));
+            }
+        }
         let mut entry = self.begin_entry(&req);
         let https = self.forwarded.scheme == Scheme::Https;
         let mut finish = Finish {
@@ -295,9 +309,12 @@ impl Conn {
             Some(authority) => without_userinfo(authority).as_bytes(),
             None => req.headers().get(HOST).map_or(&b""[..], |h| h.as_bytes()),
         };
+        let named = req.extensions().get::<Client>().map(|c| c.0.to_string());
         let asked = Asked {
             request_id: request_id.unwrap_or_default(),
-            client: self.forwarded.client.as_bytes(),
+            client: named
+                .as_ref()
+                .map_or(self.forwarded.client.as_bytes(), |n| n.as_bytes()),
             host,
             method: req.method().as_str(),
             path: req.uri().path().as_bytes(),
@@ -334,7 +351,7 @@ impl Conn {
         }
         let limiter = options.as_deref().and_then(|o| o.rate_limit.as_ref());
         if let Some(limiter) = limiter {
-            match limiter.admit(self.peer, std::time::Instant::now()) {
+            match limiter.admit(self.client_of(&req), std::time::Instant::now()) {
                 Ok(place) => finish.held = place,
                 Err(()) => {
                     let error = ProxyError::Limited(self.proxy.limits.limit_status);
@@ -394,6 +411,11 @@ impl Conn {
         response
     }
 
+    /// The client `req` is from: the address a trusted proxy named for it, else the peer.
+    pub(super) fn client_of<B>(&self, req: &Request<B>) -> IpAddr {
+        req.extensions().get::<Client>().map_or(self.peer, |c| c.0)
+    }
+
     /// What is refused before routing, as haproxy's `http-request deny` rules refuse it: a
     /// request declaring both Content-Length and Transfer-Encoding (haproxy's parser serves
     /// it by its chunks and closes), naming more than one host, a path with dot segments.
@@ -414,7 +436,7 @@ impl Conn {
     /// sources (403), a declared body over its limit (413; the pool's `proxy-body-size`, else
     /// `--max-body-bytes`).
     fn admit_to(&self, pool: &PoolState, req: &Request<Incoming>) -> Result<(), ProxyError> {
-        if !source_allowed(pool, self.peer) {
+        if !source_allowed(pool, self.client_of(req)) {
             return Err(ProxyError::SourceNotAllowed { pool: pool.id() });
         }
         let max = max_body(pool, &self.proxy.limits);
@@ -528,10 +550,11 @@ impl Conn {
     ) -> Result<Response<ProxyBody>, ProxyError> {
         let no_member = || ProxyError::NoReadyMember { pool: pool.id() };
         let host = host_value(&req).ok_or(ProxyError::MissingHost)?;
+        let client = self.client_of(&req);
         let request = RequestInfo {
             headers: req.headers(),
             uri: req.uri(),
-            client: self.peer,
+            client,
         };
         let pick = pool.choose(&request, &[]).ok_or_else(no_member)?;
         let limits = &self.proxy.limits;
@@ -630,7 +653,7 @@ impl Conn {
             let request = RequestInfo {
                 headers: again.headers(),
                 uri: again.uri(),
-                client: self.peer,
+                client,
             };
             let Some(next) = pool.choose(&request, &tried) else {
                 return Err(give_up(error));

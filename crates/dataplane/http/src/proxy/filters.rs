@@ -55,7 +55,7 @@ pub(super) fn mirror<B: hyper::body::Body>(conn: &Conn, filters: &Filters, req: 
         let info = RequestInfo {
             headers: req.headers(),
             uri: req.uri(),
-            client: conn.peer,
+            client: conn.client_of(req),
         };
         let Some(pick) = pool.choose(&info, &[]) else {
             tracing::debug!(pool = %pool.id(), "no ready member to mirror a request to");

@@ -2,8 +2,10 @@
 
 use http::HeaderMap;
 use http::header::{CONNECTION, Entry, HOST, HeaderName, HeaderValue};
+use portico_model::Cidr;
+use std::net::IpAddr;
 
-static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+pub(crate) static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 static X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
 
@@ -105,6 +107,40 @@ pub(crate) fn add_server(headers: &mut HeaderMap, name: Option<&'static str>) {
     }
 }
 
+/// The client a request from a trusted proxy (`peer` in `trusted`) is from: walking its
+/// `X-Forwarded-For` from the right, the first address that is not a trusted proxy itself
+/// (nginx's `real_ip_recursive`); the leftmost when all are. None when `peer` is not trusted,
+/// or the list names no address: the peer is the client. An entry that is not an address
+/// (with or without a port) ends the walk: nothing left of it is believed.
+pub(crate) fn forwarded_client<'a>(
+    peer: IpAddr,
+    forwarded_for: impl DoubleEndedIterator<Item = &'a HeaderValue>,
+    trusted: &[Cidr],
+) -> Option<IpAddr> {
+    let is_trusted = |ip: IpAddr| trusted.iter().any(|c| c.contains(ip));
+    if !is_trusted(peer) {
+        return None;
+    }
+    let mut last = None;
+    for value in forwarded_for.rev() {
+        let Ok(list) = value.to_str() else { break };
+        for entry in list.rsplit(',').map(str::trim) {
+            let ip = entry
+                .parse::<IpAddr>()
+                .ok()
+                .or_else(|| entry.parse::<std::net::SocketAddr>().ok().map(|a| a.ip()));
+            let Some(ip) = ip.map(|ip| ip.to_canonical()) else {
+                return last;
+            };
+            if !is_trusted(ip) {
+                return Some(ip);
+            }
+            last = Some(ip);
+        }
+    }
+    last
+}
+
 /// What the proxy tells the upstream about the client.
 #[derive(Debug, Clone)]
 pub(crate) struct Forwarded {
@@ -203,6 +239,46 @@ mod tests {
         let mut left: Vec<_> = h.keys().map(|k| k.as_str()).collect();
         left.sort_unstable();
         assert_eq!(left, ["content-length", "content-type"]);
+    }
+
+    #[test]
+    fn a_trusted_proxys_forwarded_for_names_the_first_untrusted_address_from_the_right() {
+        let trusted: Vec<Cidr> = ["10.0.0.0/8", "192.0.2.7/32"]
+            .iter()
+            .map(|c| c.parse().unwrap())
+            .collect();
+        let client = |peer: &str, values: &[&'static str]| {
+            let values: Vec<HeaderValue> =
+                values.iter().map(|v| HeaderValue::from_static(v)).collect();
+            forwarded_client(peer.parse().unwrap(), values.iter(), &trusted)
+                .map(|ip| ip.to_string())
+        };
+        let some = |ip: &str| Some(ip.to_owned());
+        assert_eq!(client("10.1.1.1", &["203.0.113.9"]), some("203.0.113.9"));
+        // A client's forged entry left of the real one changes nothing.
+        let forged = ["1.2.3.4, 203.0.113.9, 10.2.2.2"];
+        assert_eq!(client("10.1.1.1", &forged), some("203.0.113.9"));
+        assert_eq!(
+            client("10.1.1.1", &["1.2.3.4", "203.0.113.9:5000"]),
+            some("203.0.113.9")
+        );
+        assert_eq!(
+            client("10.1.1.1", &["[2001:db8::9]:443"]),
+            some("2001:db8::9")
+        );
+        // All trusted: the leftmost. Nothing usable: the peer.
+        assert_eq!(
+            client("10.1.1.1", &["192.0.2.7, 10.3.3.3"]),
+            some("192.0.2.7")
+        );
+        assert_eq!(client("10.1.1.1", &[]), None);
+        assert_eq!(client("10.1.1.1", &["unknown"]), None);
+        assert_eq!(
+            client("10.1.1.1", &["203.0.113.9, garbage, 10.4.4.4"]),
+            some("10.4.4.4")
+        );
+        // An untrusted peer's header is not read at all.
+        assert_eq!(client("198.51.100.1", &["203.0.113.9"]), None);
     }
 
     #[test]

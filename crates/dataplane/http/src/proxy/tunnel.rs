@@ -63,7 +63,7 @@ impl Conn {
         let request = RequestInfo {
             headers: req.headers(),
             uri: req.uri(),
-            client: self.peer,
+            client: self.client_of(&req),
         };
         let pick = pool.choose(&request, &[]).ok_or_else(no_member)?;
         let endpoint = pick.endpoint().clone();

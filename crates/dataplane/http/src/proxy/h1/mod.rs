@@ -236,6 +236,12 @@ impl Proxy {
         if !pool.own_path_fits() || !source_allowed(pool, client.peer) {
             return Err(Declined);
         }
+        // A trusted proxy's request names its client: hyper's path reads it.
+        let trusted = self.limits.trusted_proxies;
+        let forwarded = |f: &httparse::Header<'_>| f.name.eq_ignore_ascii_case("x-forwarded-for");
+        if trusted.iter().any(|c| c.contains(client.peer)) && request.fields.iter().any(forwarded) {
+            return Err(Declined);
+        }
         // A response that may be compressed is hyper's path's to make.
         if crate::compress::wanted(request.fields, self.limits.compression) {
             return Err(Declined);
