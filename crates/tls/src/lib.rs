@@ -16,9 +16,11 @@ pub mod generate;
 mod material;
 mod provider;
 mod self_signed;
+mod sni;
 
 pub use accept_any::AcceptAnyServerCertificate;
 pub use ca::{CaBundle, CaBundleError};
 pub use material::{Material, MaterialError};
 pub use provider::{PROTOCOL_VERSIONS, provider};
 pub use self_signed::{SELF_SIGNED_SUBJECT, SelfSignedError, self_signed};
+pub use sni::{Sni, peek_sni};
