@@ -1,7 +1,7 @@
 //! Test-only helpers shared by Portico's test suites (a dev-dependency, never linked into the
 //! binary): a TLS client configuration that accepts any certificate, a gRPC-style h2c
-//! backend, free ports for listeners that a test cannot ask to bind port 0, and real etcd
-//! clusters ([`etcd`]).
+//! backend, free ports for listeners that a test cannot ask to bind port 0, real etcd
+//! clusters ([`etcd`]), and the decoders of the response codings ([`decode`]).
 
 pub mod etcd;
 mod grpc;
@@ -11,7 +11,22 @@ pub use grpc::grpc_backend;
 
 use portico_tls::AcceptAnyServerCertificate;
 use rustls::ClientConfig;
+use std::io::Read;
 use std::sync::Arc;
+
+/// `data` decoded from the content coding `coding` (`gzip`, `br` or `zstd`); panics on
+/// anything else or a body that does not decode whole.
+pub fn decode(coding: &str, data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let read = match coding {
+        "gzip" => flate2::read::GzDecoder::new(data).read_to_end(&mut out),
+        "br" => brotli::Decompressor::new(data, 4096).read_to_end(&mut out),
+        "zstd" => zstd::stream::read::Decoder::new(data).and_then(|mut d| d.read_to_end(&mut out)),
+        other => panic!("unexpected coding {other}"),
+    };
+    read.unwrap_or_else(|e| panic!("a {coding} body that does not decode: {e}"));
+    out
+}
 
 /// A rustls client configuration (ring provider, TLS 1.2 and 1.3) that accepts every server
 /// certificate, so that a test can look at the certificate it got and compare it with the one

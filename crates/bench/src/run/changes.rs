@@ -54,15 +54,7 @@ pub async fn ingresses(
     t: Target<'_>,
     changes: &[IngressChange],
 ) -> anyhow::Result<Vec<Option<Duration>>> {
-    let phase = Phase::new(t, changes.len());
-    let mut out = Vec::new();
-    for c in changes {
-        out.push(ingress(t, c).await?);
-        if phase.over(&out) {
-            break;
-        }
-    }
-    Ok(out)
+    series(t, changes, async |c| ingress(t, c).await).await
 }
 
 /// Times the HTTPRoute changes in turn; `None` for one not served in time.
@@ -70,10 +62,19 @@ pub async fn http_routes(
     t: Target<'_>,
     changes: &[RouteChange],
 ) -> anyhow::Result<Vec<Option<Duration>>> {
+    series(t, changes, async |c| http_route(t, c).await).await
+}
+
+/// Makes `changes` in turn with `one`, within the phase's budget.
+async fn series<C>(
+    t: Target<'_>,
+    changes: &[C],
+    one: impl AsyncFn(&C) -> anyhow::Result<Option<Duration>>,
+) -> anyhow::Result<Vec<Option<Duration>>> {
     let phase = Phase::new(t, changes.len());
     let mut out = Vec::new();
     for c in changes {
-        out.push(http_route(t, c).await?);
+        out.push(one(c).await?);
         if phase.over(&out) {
             break;
         }
@@ -86,15 +87,8 @@ pub async fn endpoints(
     t: Target<'_>,
     changes: &[EndpointChange],
 ) -> anyhow::Result<Vec<Option<Duration>>> {
-    let phase = Phase::new(t, changes.len());
-    let mut out = Vec::new();
-    for (n, c) in changes.iter().enumerate() {
-        out.push(endpoint(t, c, n).await?);
-        if phase.over(&out) {
-            break;
-        }
-    }
-    Ok(out)
+    let numbered: Vec<(usize, &EndpointChange)> = changes.iter().enumerate().collect();
+    series(t, &numbered, async |&(n, c)| endpoint(t, c, n).await).await
 }
 
 /// One series of changes: its budget, and a progress line every few changes.

@@ -117,22 +117,22 @@ impl Portico {
     /// How many Ingresses `GET /api/v1/ingresses` lists (its `X-Total-Count`: the list
     /// itself is paged).
     pub async fn ingresses(&self, http: &Http) -> anyhow::Result<usize> {
-        let path = "/api/v1/ingresses?limit=1";
-        let reply = http.get(self.admin, "localhost", path).await;
-        let reply = reply.map_err(anyhow::Error::msg)?;
-        reply
-            .total
-            .context("/api/v1/ingresses gave no X-Total-Count")
+        self.listed(http, "ingresses").await
     }
 
     /// How many HTTPRoutes the admin API lists.
     pub async fn http_routes(&self, http: &Http) -> anyhow::Result<usize> {
-        let path = "/api/v1/httproutes?limit=1";
-        let reply = http.get(self.admin, "localhost", path).await;
+        self.listed(http, "httproutes").await
+    }
+
+    /// How many objects the admin API lists under `/api/v1/{kind}`.
+    async fn listed(&self, http: &Http, kind: &str) -> anyhow::Result<usize> {
+        let path = format!("/api/v1/{kind}?limit=1");
+        let reply = http.get(self.admin, "localhost", &path).await;
         let reply = reply.map_err(anyhow::Error::msg)?;
         reply
             .total
-            .context("/api/v1/httproutes gave no X-Total-Count")
+            .with_context(|| format!("{path} gave no X-Total-Count"))
     }
 
     pub async fn stop(mut self) {

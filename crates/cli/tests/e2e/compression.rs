@@ -8,7 +8,6 @@ use crate::conformance::Provider;
 use crate::support::*;
 use bytes::Bytes;
 use http_body_util::BodyExt;
-use std::io::Read;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -102,22 +101,7 @@ async fn member(go: Arc<Notify>) -> SocketAddr {
 }
 
 fn decode(coding: &str, data: &[u8]) -> String {
-    let mut out = Vec::new();
-    match coding {
-        "gzip" => {
-            flate2::read::GzDecoder::new(data)
-                .read_to_end(&mut out)
-                .unwrap();
-        }
-        "br" => {
-            brotli::Decompressor::new(data, 4096)
-                .read_to_end(&mut out)
-                .unwrap();
-        }
-        "zstd" => out = zstd::stream::decode_all(data).unwrap(),
-        other => panic!("unexpected coding {other}"),
-    }
-    String::from_utf8(out).unwrap()
+    String::from_utf8(portico_testkit::decode(coding, data)).unwrap()
 }
 
 async fn manifests(go: Arc<Notify>) -> Manifests {

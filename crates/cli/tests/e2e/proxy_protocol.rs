@@ -51,6 +51,23 @@ async fn ask(to: SocketAddr, header: &[u8], host: &str, path: &str) -> (u16, Val
     (status, serde_json::from_str(body).unwrap_or(Value::Null))
 }
 
+/// The access log's line for `path`, once written.
+async fn logged(log: &std::path::Path, path: &str) -> Value {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let quoted = format!("\"{path}\"");
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        if let Some(line) = text.lines().find(|l| l.contains(&quoted)) {
+            return serde_json::from_str(line).unwrap();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no line for {path}: {text}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 fn forwarded_for(echo: &Value) -> &str {
     echo["headers"]["x-forwarded-for"].as_str().unwrap_or("")
 }
@@ -134,21 +151,7 @@ async fn https_rate_limits_and_the_access_log_see_the_named_client() {
     assert_eq!(answer.status, 200);
     assert_eq!(answer.json()["headers"]["x-forwarded-for"], "192.0.2.12");
     // The access log names the client of each line.
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    loop {
-        let text = std::fs::read_to_string(&log).unwrap_or_default();
-        let line = text.lines().find(|l| l.contains("\"/https\""));
-        if let Some(line) = line {
-            let line: Value = serde_json::from_str(line).unwrap();
-            assert_eq!(line["client"], "192.0.2.12", "{line}");
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no line for /https: {text}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    assert_eq!(logged(&log, "/https").await["client"], "192.0.2.12");
 }
 
 #[tokio::test]
@@ -175,20 +178,7 @@ async fn a_trusted_proxys_forwarded_for_names_the_client_and_an_untrusted_one_do
         200
     );
     assert_eq!(only("192.0.2.7, 203.0.113.5", "/").await, 403);
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    loop {
-        let text = std::fs::read_to_string(&log).unwrap_or_default();
-        if let Some(line) = text.lines().find(|l| l.contains("\"/named\"")) {
-            let line: Value = serde_json::from_str(line).unwrap();
-            assert_eq!(line["client"], "192.0.2.7", "{line}");
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no line for /named: {text}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    assert_eq!(logged(&log, "/named").await["client"], "192.0.2.7");
     drop(p);
 
     // Without --trusted-proxies the peer is the client, whatever the header says.

@@ -135,24 +135,7 @@ fn drain<B: Body<Data = Bytes> + Unpin>(body: &mut B) -> (Vec<u8>, Vec<Bytes>) {
     }
 }
 
-fn decode(coding: &str, data: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    match coding {
-        "gzip" => {
-            flate2::read::GzDecoder::new(data)
-                .read_to_end(&mut out)
-                .unwrap();
-        }
-        "br" => {
-            brotli::Decompressor::new(data, 4096)
-                .read_to_end(&mut out)
-                .unwrap();
-        }
-        "zstd" => out = zstd::stream::decode_all(data).unwrap(),
-        other => panic!("{other}"),
-    }
-    out
-}
+use portico_testkit::decode;
 
 fn text(n: usize) -> Vec<u8> {
     (0..n)
