@@ -24,6 +24,10 @@ pub(super) struct Request<'a> {
     pub(super) close: bool,
     /// The client's `X-Request-Id`, if it sent one.
     pub(super) request_id: Option<&'a [u8]>,
+    /// It has an `Accept-Encoding` field (its response may be compressed).
+    pub(super) accept_encoding: bool,
+    /// It has an `X-Forwarded-For` field (a trusted proxy's names the client).
+    pub(super) forwarded_for: bool,
     pub(super) fields: &'a [Header<'a>],
 }
 
@@ -67,6 +71,7 @@ pub(super) fn inspect<'a>(
     let mut host = None;
     let mut close = false;
     let mut request_id = None;
+    let (mut accept_encoding, mut forwarded_for) = (false, false);
     for field in fields {
         let name = field.name;
         if name.eq_ignore_ascii_case("host") {
@@ -95,6 +100,10 @@ pub(super) fn inspect<'a>(
             return Inspected::Decline;
         } else if name.eq_ignore_ascii_case("x-request-id") && request_id.is_none() {
             request_id = Some(field.value);
+        } else if name.eq_ignore_ascii_case("accept-encoding") {
+            accept_encoding = true;
+        } else if name.eq_ignore_ascii_case("x-forwarded-for") {
+            forwarded_for = true;
         }
     }
     let Some(host) = host else {
@@ -107,6 +116,8 @@ pub(super) fn inspect<'a>(
         host,
         close,
         request_id,
+        accept_encoding,
+        forwarded_for,
         fields,
     })
 }

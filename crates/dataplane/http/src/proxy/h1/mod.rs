@@ -238,12 +238,12 @@ impl Proxy {
         }
         // A trusted proxy's request names its client: hyper's path reads it.
         let trusted = self.limits.trusted_proxies;
-        let forwarded = |f: &httparse::Header<'_>| f.name.eq_ignore_ascii_case("x-forwarded-for");
-        if trusted.iter().any(|c| c.contains(client.peer)) && request.fields.iter().any(forwarded) {
+        if request.forwarded_for && trusted.iter().any(|c| c.contains(client.peer)) {
             return Err(Declined);
         }
         // A response that may be compressed is hyper's path's to make.
-        if crate::compress::wanted(request.fields, self.limits.compression) {
+        let compression = self.limits.compression;
+        if request.accept_encoding && crate::compress::wanted(request.fields, compression) {
             return Err(Declined);
         }
         let pick = pool.choose(&client.request_info(), &[]).ok_or(Declined)?;
