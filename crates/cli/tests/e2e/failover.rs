@@ -19,12 +19,14 @@ const HEARTBEAT: u16 = 9182;
 /// A placed load balancer of the controller's list, with both addresses.
 fn lb_of(v: &Value) -> Option<Lb> {
     let ip = |k: &str| v[k].as_str()?.parse::<Ipv4Addr>().ok();
-    let ingress = v["origin"]["name"].as_str()?;
+    // Ingress `in-<i>` and Gateway `gw-<i>` both route to `svc-<i>`.
+    let origin = v["origin"]["name"].as_str()?;
+    let i = (origin.strip_prefix("in-")).or_else(|| origin.strip_prefix("gw-"))?;
     Some(Lb {
         id: v["id"].as_str()?.to_owned(),
         vip: ip("vip")?,
         fip: ip("floating_ip")?,
-        service: format!("svc-{}", ingress.strip_prefix("in-")?),
+        service: format!("svc-{i}"),
         active: v["placement"]["active"].as_str()?.to_owned(),
         standby: v["placement"]["standby"].as_str()?.to_owned(),
     })
@@ -153,6 +155,30 @@ impl Drop for Ha {
 /// A dedicated IngressClass: one load balancer per Ingress, on ports 80 and 443.
 const CLASS: &str = "---\napiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata:\n  name: ha\n  annotations:\n    portico.dev/topology: dedicated\nspec:\n  controller: portico.dev/ingress-controller\n";
 
+/// What a lab's load balancers come from.
+enum Objects {
+    /// `n` Ingresses of the dedicated class; the first one's host (if any) to a WebSocket echo.
+    Ingresses(usize, Option<String>),
+    /// One Gateway and its HTTPRoute.
+    Gateway,
+}
+
+/// Portico's GatewayClass, Gateway `gw-<i>` (HTTP on port 80) and an HTTPRoute to `service`.
+fn gateway_objects(i: usize, service: &str) -> String {
+    use crate::gateway_api::{HTTP, OURS, class, gateway, route};
+    let spec = format!(
+        "{{parentRefs: [{{name: gw-{i}}}], rules: [{{backendRefs: [{{name: {service}, port: 80}}]}}]}}"
+    );
+    let class = if i == 0 {
+        class("portico", OURS)
+    } else {
+        String::new()
+    };
+    class
+        + &gateway("default", &format!("gw-{i}"), "portico", HTTP)
+        + &route("default", &format!("rt-{i}"), &spec)
+}
+
 /// One load balancer as the controller shows it.
 #[derive(Debug, Clone)]
 pub struct Lb {
@@ -198,10 +224,31 @@ impl Ha {
         lease_ttl: u64,
         websocket: Option<&str>,
     ) -> Ha {
+        let objects = Objects::Ingresses(ingresses, websocket.map(str::to_owned));
+        Ha::start_objects(provider, agents, lease_ttl, objects).await
+    }
+
+    /// A lab whose one load balancer is a Gateway `gw-0` of Portico's GatewayClass with an
+    /// HTTP listener on port 80 and an HTTPRoute to `svc-0`, served by `provider`: placed and
+    /// failed over like an Ingress of a dedicated class.
+    pub async fn start_gateway(provider: &'static str, agents: usize) -> Ha {
+        Ha::start_objects(provider, agents, 5, Objects::Gateway).await
+    }
+
+    async fn start_objects(
+        provider: &'static str,
+        agents: usize,
+        lease_ttl: u64,
+        objects: Objects,
+    ) -> Ha {
         let mut lab = Lab::new();
         let client = lab.namespace("cl", 2);
         let etcd = EtcdCluster::start_on(lab.addr(1).into());
         let m = crate::support::Manifests::new();
+        let (ingresses, websocket) = match &objects {
+            Objects::Ingresses(n, websocket) => (*n, websocket.as_deref()),
+            Objects::Gateway => (1, None),
+        };
         let mut yaml = CLASS.to_owned();
         for i in 0..ingresses {
             let service = format!("svc-{i}");
@@ -217,6 +264,10 @@ impl Ha {
                 let eps = crate::support::ready(&[backend]);
                 yaml.push_str(&crate::support::service("default", "extra", &eps));
                 rules.insert(0, (host, "/", "Prefix", "extra", "80"));
+            }
+            if let Objects::Gateway = objects {
+                yaml.push_str(&gateway_objects(i, &service));
+                continue;
             }
             let ingress = crate::support::ingress(
                 "default",
@@ -552,7 +603,13 @@ async fn failovers(signal: i32, kills: usize) -> Vec<u64> {
 /// already listens on the VIP (it does not hold it); after it the killed agent left no process
 /// behind (with haproxy: no haproxy).
 async fn failovers_with(provider: &'static str, signal: i32, kills: usize) -> Vec<u64> {
-    let mut ha = Ha::start_with(provider, 2, 1).await;
+    let ha = Ha::start_with(provider, 2, 1).await;
+    failovers_of(ha, signal, kills).await
+}
+
+/// [`failovers_with`] in the lab `ha` (two agents, one load balancer).
+async fn failovers_of(mut ha: Ha, signal: i32, kills: usize) -> Vec<u64> {
+    let provider = ha.provider;
     let lb = ha.load_balancers(1).await.remove(0);
     let (id, vip) = (lb.id.clone(), lb.vip);
     let mut gaps = vec![];
@@ -653,6 +710,30 @@ async fn sigkill_of_the_active_moves_the_vip_in_under_a_second() {
     }
     let gaps = failovers(9, kills()).await;
     assert!(*gaps.last().unwrap() < 1000, "gaps {gaps:?}");
+}
+
+/// A Gateway is a load balancer like a dedicated Ingress's: placed on both agents, its VIP
+/// and floating IP on the active only, moved to the standby in under a second when the active
+/// is killed, the standby already listening on both; with the built-in proxy and with haproxy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_gateways_vip_fails_over_like_an_ingress_load_balancers() {
+    if skip() {
+        return;
+    }
+    for provider in ["proxy", "haproxy"] {
+        let ha = Ha::start_gateway(provider, 2).await;
+        let lb = ha.load_balancers(1).await.remove(0);
+        let origin = (ha.controller_lbs().into_iter())
+            .find(|v| v["id"] == lb.id.as_str())
+            .map(|v| v["origin"].clone());
+        assert_eq!(
+            origin.as_ref().map(|o| o["kind"].clone()),
+            Some(Value::from("Gateway")),
+            "the load balancer is the Gateway's: {origin:?}"
+        );
+        let gaps = failovers_of(ha, 9, 2).await;
+        assert!(*gaps.last().unwrap() < 1000, "{provider}: gaps {gaps:?}");
+    }
 }
 
 /// The same with `--provider haproxy`: the agents run haproxy, which binds the VIP with
