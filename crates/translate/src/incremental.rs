@@ -5,11 +5,11 @@
 use crate::annotations::Upstream;
 use crate::backend::{PoolKey, PortRef};
 use crate::members::SliceIndex;
-use crate::memo::for_each_change;
+use crate::memo::{for_each_change, same};
 use crate::pool::build_pool;
 use crate::{ObjectKey, Objects};
 use portico_model::{Model, PoolId};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 /// The Services whose EndpointSlices or Endpoints differ between `old` and `new`, or `None`
@@ -72,12 +72,4 @@ pub fn refresh_members(
         }
     }
     changed
-}
-
-fn same<K: Ord, V: PartialEq>(a: &BTreeMap<K, Arc<V>>, b: &BTreeMap<K, Arc<V>>) -> bool {
-    std::ptr::eq(a, b)
-        || a.len() == b.len()
-            && a.iter()
-                .zip(b)
-                .all(|((ka, va), (kb, vb))| ka == kb && (Arc::ptr_eq(va, vb) || va == vb))
 }

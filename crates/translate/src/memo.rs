@@ -6,6 +6,11 @@
 //! is reused while its Service, EndpointSlices and Endpoints are unchanged. Everything else
 //! (ownership, merging, precedence, the default backend) is redone on every translation, and
 //! the result equals a full translation (the tests compare the two).
+//!
+//! The Gateway API's share of a translation (its load balancers, verdicts and diagnostics:
+//! [`GatewayMemo`]) is reused whole while none of its inputs changed: the Gateway API's kinds,
+//! the Secrets our Gateways name, and the Services their routes name. A change to an Ingress
+//! then costs nothing on the Gateway side, however many routes there are.
 
 use crate::backend::PoolKey;
 use crate::members::SliceIndex;
@@ -13,7 +18,7 @@ use crate::pool::build_pool;
 use crate::source::Source;
 use crate::{ObjectKey, Objects};
 use foldhash::{HashMap, HashSet, HashSetExt};
-use portico_model::{Model, Pool, PoolId};
+use portico_model::{Diagnostic, LoadBalancer, Model, Pool, PoolId};
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -28,12 +33,87 @@ pub struct Memo {
     pub(crate) orders: HashMap<String, Vec<crate::merge::Entry>>,
     /// How many of them the last translation took over from the one before.
     pub(crate) reused: usize,
+    /// The Gateway API's share of the last translation.
+    pub(crate) gateway: Option<Arc<GatewayMemo>>,
+    /// Whether the last translation reused it.
+    pub(crate) gateway_reused: bool,
+}
+
+/// What the Gateway API's translation gave, with the inputs it depends on besides the Gateway
+/// API's own kinds (which must be unchanged for any reuse).
+#[derive(Debug)]
+pub(crate) struct GatewayMemo {
+    /// As translated: before addresses are assigned. Their pools are taken from the model
+    /// served now when reused (endpoint changes patch those in place).
+    pub(crate) load_balancers: Vec<LoadBalancer>,
+    pub(crate) verdicts: crate::gateway::Verdicts,
+    pub(crate) diagnostics: Vec<Diagnostic>,
+    /// Every Service a route's backendRef or mirror names, resolved or not.
+    pub(crate) services: HashSet<ObjectKey>,
+}
+
+impl GatewayMemo {
+    /// Whether a translation of `new` would give what this memo holds, `old` being the
+    /// objects it was made from. Every kind of [`Objects`] is named here, so that a kind
+    /// added later must be placed on one side or the other.
+    pub(crate) fn still_holds(
+        &self,
+        old: &Objects,
+        new: &Objects,
+        changed_services: &HashSet<ObjectKey>,
+        config: &crate::Config,
+    ) -> bool {
+        let Objects {
+            // Not read by the Gateway API's translation.
+            ingresses: _,
+            ingress_classes: _,
+            ingress_seen: _,
+            service_seen: _,
+            // Read through the pools and backendRefs: `changed_services`.
+            services: _,
+            endpoint_slices: _,
+            endpoints: _,
+            secrets,
+            gateway_classes,
+            gateways,
+            http_routes,
+            grpc_routes,
+            reference_grants,
+        } = new;
+        same(&old.gateway_classes, gateway_classes)
+            && same(&old.gateways, gateways)
+            && same(&old.http_routes, http_routes)
+            && same(&old.grpc_routes, grpc_routes)
+            && same(&old.reference_grants, reference_grants)
+            && !changed_services.iter().any(|s| self.services.contains(s))
+            && crate::gateway::referenced_secrets(new, config)
+                .iter()
+                .all(|key| match (old.secrets.get(key), secrets.get(key)) {
+                    (Some(a), Some(b)) => Arc::ptr_eq(a, b) || a == b,
+                    (a, b) => a.is_none() && b.is_none(),
+                })
+    }
+}
+
+/// Whether two maps of one kind hold the same objects: by pointer first (a kind's map that did
+/// not change is shared), by value when the pointers differ.
+pub(crate) fn same<K: Ord, V: PartialEq>(a: &BTreeMap<K, Arc<V>>, b: &BTreeMap<K, Arc<V>>) -> bool {
+    std::ptr::eq(a, b)
+        || a.len() == b.len()
+            && a.iter()
+                .zip(b)
+                .all(|((ka, va), (kb, vb))| ka == kb && (Arc::ptr_eq(va, vb) || va == vb))
 }
 
 impl Memo {
     /// How many prepared Ingresses the last translation reused rather than prepared again.
     pub fn reused(&self) -> usize {
         self.reused
+    }
+
+    /// Whether the last translation reused the Gateway API's share of the one before.
+    pub fn gateway_reused(&self) -> bool {
+        self.gateway_reused
     }
 }
 
@@ -155,6 +235,12 @@ impl<'a> Pools<'a> {
             previous: previous.collect(),
             changed_services,
         }
+    }
+
+    /// `pool` as the model served now has it (its members patched by endpoint changes since
+    /// it was translated), else as it is.
+    pub(crate) fn current(&self, pool: &Arc<Pool>) -> Arc<Pool> {
+        Arc::clone(self.previous.get(&pool.id).copied().unwrap_or(pool))
     }
 
     pub(crate) fn pool(&mut self, id: PoolId, key: &PoolKey) -> Arc<Pool> {

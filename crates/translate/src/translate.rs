@@ -2,11 +2,11 @@
 
 use crate::class::{Topology, ingress_class, load_balancer_classes, owned_classes, topology};
 use crate::loadbalancer::{Identity, build_load_balancer};
-use crate::memo::{Memo, Pools, Previous, Reusable, changed_services};
+use crate::memo::{GatewayMemo, Memo, Pools, Previous, Reusable, changed_services};
 use crate::source::{ClassIds, Source, by_age};
 use crate::{Config, ObjectKey, Objects};
 use foldhash::{HashMap, HashMapExt};
-use portico_model::{Diagnostic, Model};
+use portico_model::{Diagnostic, LoadBalancer, Model};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -163,9 +163,33 @@ pub fn translate_incremental(
         &mut pools,
         &mut diagnostics,
     ));
-    let (gateways, verdicts) =
-        crate::gateway::translate(objects, config, &mut pools, &mut diagnostics);
-    load_balancers.extend(gateways);
+    let reusable = (memo.gateway.take()).filter(|g| {
+        previous.is_some_and(|p| g.still_holds(p.objects, objects, &changed_services, config))
+    });
+    memo.gateway_reused = reusable.is_some();
+    let gateway = reusable.unwrap_or_else(|| {
+        let start = diagnostics.len();
+        let (load_balancers, verdicts) =
+            crate::gateway::translate(objects, config, &mut pools, &mut diagnostics);
+        Arc::new(GatewayMemo {
+            load_balancers,
+            verdicts,
+            diagnostics: diagnostics.split_off(start),
+            services: crate::gateway::backend_services(objects),
+        })
+    });
+    let verdicts = gateway.verdicts.clone();
+    diagnostics.extend(gateway.diagnostics.iter().cloned());
+    // A reused load balancer takes its pools as served now (patched by endpoint changes).
+    let reused = memo.gateway_reused;
+    load_balancers.extend(gateway.load_balancers.iter().map(|lb| match reused {
+        true => LoadBalancer {
+            pools: lb.pools.iter().map(|p| pools.current(p)).collect(),
+            ..lb.clone()
+        },
+        false => lb.clone(),
+    }));
+    memo.gateway = Some(gateway);
     load_balancers.sort_by_key(|lb| lb.id);
     diagnostics.sort();
     diagnostics.dedup();

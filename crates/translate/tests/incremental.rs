@@ -389,3 +389,142 @@ proptest! {
         }
     }
 }
+
+/// What a Gateway-side world varies: the Ingress's extra path, the endpoints of the route's
+/// backend `a` and of its mirror `m`, the certificate's bytes, the route's path.
+#[derive(Clone, Copy)]
+struct Mixed {
+    extra: Option<&'static str>,
+    a_ip: &'static str,
+    m_ip: &'static str,
+    cert: &'static str,
+    route_path: &'static str,
+}
+
+const MIXED: Mixed = Mixed {
+    extra: None,
+    a_ip: "10.0.0.1",
+    m_ip: "10.0.0.5",
+    cert: "eA==",
+    route_path: "/",
+};
+
+/// An Ingress beside a Gateway (HTTP and HTTPS with a Secret) whose HTTPRoute sends to `a`
+/// and mirrors to `m`.
+fn mixed(w: Mixed) -> Vec<Value> {
+    let mut docs = cluster("10.0.0.1", w.extra);
+    docs.extend(service("default", "m", w.m_ip));
+    docs.retain(|d| !(d["kind"] == "EndpointSlice" && d["metadata"]["name"] == "a-1"));
+    docs.extend(service("default", "a", w.a_ip).into_iter().skip(1));
+    docs.push(json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
+        "metadata": {"name": "portico"}, "spec": {"controllerName": "portico.dev/gateway-controller"}}));
+    docs.push(
+        json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+        "metadata": {"name": "cert", "namespace": "default"},
+        "data": {"tls.crt": w.cert, "tls.key": "eA=="}}),
+    );
+    docs.push(
+        json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+        "metadata": {"name": "gw", "namespace": "default"},
+        "spec": {"gatewayClassName": "portico", "listeners": [
+            {"name": "http", "port": 80, "protocol": "HTTP"},
+            {"name": "https", "port": 443, "protocol": "HTTPS",
+             "tls": {"certificateRefs": [{"name": "cert"}]}}]}}),
+    );
+    let mirror = json!({"type": "RequestMirror", "requestMirror": {"backendRef": {"name": "m", "port": 80}}});
+    docs.push(
+        json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"parentRefs": [{"name": "gw"}], "rules": [{
+            "matches": [{"path": {"type": "PathPrefix", "value": w.route_path}}],
+            "filters": [mirror],
+            "backendRefs": [{"name": "a", "port": 80}]}]}}),
+    );
+    docs
+}
+
+/// Translates `new` incrementally after `old`, whose served model is `model`; asserts that the
+/// result equals a full translation and returns it with whether the Gateway's share was reused.
+fn step(old: &Objects, model: &Model, new: &Objects, memo: &mut Memo) -> (Model, bool) {
+    let previous = Previous {
+        objects: old,
+        model,
+    };
+    let config = Config::default();
+    let incremental = translate_incremental(new, &config, Some(previous), memo);
+    assert_eq!(
+        incremental,
+        translate(new, &config),
+        "equals a full translation"
+    );
+    assert!(
+        (incremental.model.load_balancers.iter()).any(|lb| lb.origin.kind == "Gateway"),
+        "the Gateway is served"
+    );
+    (incremental.model, memo.gateway_reused())
+}
+
+#[test]
+fn the_gateways_share_is_reused_while_its_routes_services_and_secrets_are_unchanged() {
+    let config = Config::default();
+    let mut memo = Memo::default();
+    let base = load_values(mixed(MIXED));
+    let first = translate_incremental(&base, &config, None, &mut memo).model;
+    assert!(!memo.gateway_reused());
+
+    // An Ingress change leaves the Gateway's share as it was.
+    let w = Mixed {
+        extra: Some("/new"),
+        ..MIXED
+    };
+    let ingress_changed = load_values(mixed(w));
+    let (model, reused) = step(&base, &first, &ingress_changed, &mut memo);
+    assert!(reused, "an Ingress change reuses the Gateway's share");
+
+    // Endpoints of the route's backend change alone (patched into the served model), then an
+    // Ingress: the reused load balancer takes the patched pool.
+    let endpoints = load_values(mixed(Mixed {
+        a_ip: "10.0.0.9",
+        ..w
+    }));
+    let changed = endpoint_only_change(&ingress_changed, &endpoints).expect("endpoints only");
+    let mut patched = model.clone();
+    assert!(!refresh_members(&mut patched, &endpoints, &changed).is_empty());
+    let w = Mixed {
+        extra: Some("/newer"),
+        a_ip: "10.0.0.9",
+        ..w
+    };
+    let after_endpoints = load_values(mixed(w));
+    let (model, reused) = step(&endpoints, &patched, &after_endpoints, &mut memo);
+    assert!(reused, "endpoint changes do not make the share stale");
+
+    // With the mirror's Service changing in the same batch, the share is translated again;
+    // so it is for the Secret a listener names and for the route itself.
+    let mut old = after_endpoints;
+    let mut model = model;
+    for w in [
+        Mixed {
+            m_ip: "10.0.0.6",
+            ..w
+        },
+        Mixed {
+            m_ip: "10.0.0.6",
+            cert: "eQ==",
+            ..w
+        },
+        Mixed {
+            m_ip: "10.0.0.6",
+            cert: "eQ==",
+            route_path: "/shop",
+            ..w
+        },
+    ] {
+        let new = load_values(mixed(w));
+        let (next, reused) = step(&old, &model, &new, &mut memo);
+        assert!(!reused, "an input of the Gateway's share changed");
+        (old, model) = (new, next);
+    }
+    let (_, reused) = step(&old, &model, &old, &mut memo);
+    assert!(reused, "nothing changed");
+}

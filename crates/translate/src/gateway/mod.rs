@@ -147,6 +147,36 @@ pub(crate) fn referenced_secrets(objects: &Objects, config: &Config) -> Vec<Obje
     secrets
 }
 
+/// Every Service the HTTPRoutes and GRPCRoutes name in a backendRef or a RequestMirror (of a
+/// rule or of a backendRef), resolved or not, attached or not: what their translation may
+/// depend on besides the Gateway API's own kinds.
+pub(crate) fn backend_services(objects: &Objects) -> foldhash::HashSet<ObjectKey> {
+    let mut services = foldhash::HashSet::default();
+    let mut add = |namespace: &str, r: &HttpRoute| {
+        for rule in &r.spec.rules {
+            for b in &rule.backend_refs {
+                let ns = b.namespace.as_deref().unwrap_or(namespace);
+                services.insert(ObjectKey::new(ns, &b.name));
+            }
+            let filters =
+                (rule.filters.iter()).chain(rule.backend_refs.iter().flat_map(|b| &b.filters));
+            for mirror in filters.filter_map(|f| f.get("requestMirror")?.get("backendRef")) {
+                if let Some(name) = mirror.get("name").and_then(|n| n.as_str()) {
+                    let ns = mirror.get("namespace").and_then(|n| n.as_str());
+                    services.insert(ObjectKey::new(ns.unwrap_or(namespace), name));
+                }
+            }
+        }
+    };
+    for (key, route) in objects.http_routes.iter() {
+        add(&key.namespace, route);
+    }
+    for (key, route) in objects.grpc_routes.iter() {
+        add(&key.namespace, &route.as_http_route());
+    }
+    services
+}
+
 /// The Gateway a load balancer was made for, if any.
 pub(crate) fn of<'a>(lb: &LoadBalancer, objects: &'a Objects) -> Option<&'a Gateway> {
     if lb.origin.kind != "Gateway" {
