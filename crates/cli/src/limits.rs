@@ -109,6 +109,21 @@ pub struct LimitArgs {
     /// header changes nothing. Built-in proxy.
     #[arg(long, value_name = "CIDR,…", value_delimiter = ',')]
     trusted_proxies: Vec<portico_model::Cidr>,
+    /// HTTP/3 (QUIC) over UDP on every HTTPS listener's address and port, with the same routes,
+    /// certificates, limits and access log, advertised by `Alt-Svc` on HTTPS responses; 0-RTT
+    /// off. Not with --proxy-protocol (QUIC does not carry it). Built-in proxy.
+    #[arg(long, value_name = "on|off", default_value = "on", value_parser = on_off,
+          action = clap::ArgAction::Set)]
+    http3: bool,
+}
+
+/// `on` or `off`.
+fn on_off(value: &str) -> Result<bool, String> {
+    match value {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => Err(format!("expected on or off, got {value:?}")),
+    }
 }
 
 /// `--server-header`: a name, or none (`off`).
@@ -159,6 +174,7 @@ impl LimitArgs {
             proxy_protocol: self.proxy_protocol,
             // Leaked once, at start: the limits are a plain copy.
             trusted_proxies: Vec::leak(self.trusted_proxies.clone()),
+            http3: self.http3,
         }
     }
 

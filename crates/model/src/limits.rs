@@ -55,6 +55,9 @@ pub struct Limits {
     /// Peers whose `X-Forwarded-For` names the client (`--trusted-proxies`): the rightmost
     /// address in it that is not itself a trusted proxy. Static, set once per process.
     pub trusted_proxies: &'static [crate::Cidr],
+    /// HTTP/3 over UDP on every HTTPS listener's port, advertised with `Alt-Svc` (`--http3`;
+    /// built-in proxy). Not behind the PROXY protocol.
+    pub http3: bool,
 }
 
 impl Default for Limits {
@@ -78,6 +81,7 @@ impl Default for Limits {
             compression: crate::Compression::default(),
             proxy_protocol: false,
             trusted_proxies: &[],
+            http3: true,
         }
     }
 }

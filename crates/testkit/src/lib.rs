@@ -1,13 +1,15 @@
 //! Test-only helpers shared by Portico's test suites (a dev-dependency, never linked into the
 //! binary): a TLS client configuration that accepts any certificate, a gRPC-style h2c
-//! backend, free ports for listeners that a test cannot ask to bind port 0, real etcd
+//! backend, an HTTP/3 client ([`H3Client`]), free ports for listeners that a test cannot ask to bind port 0, real etcd
 //! clusters ([`etcd`]), and the decoders of the response codings ([`decode`]).
 
 pub mod etcd;
 mod grpc;
+mod h3;
 
 pub use etcd::{EtcdCluster, EtcdTls};
 pub use grpc::grpc_backend;
+pub use h3::{H3Answer, H3Client};
 
 use portico_tls::AcceptAnyServerCertificate;
 use rustls::ClientConfig;

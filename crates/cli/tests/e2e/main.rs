@@ -57,6 +57,7 @@ mod host_rules;
 mod hostile;
 mod hot_upgrade;
 mod hsts;
+mod http3;
 mod ingress_nginx;
 mod kubernetes;
 mod l4;

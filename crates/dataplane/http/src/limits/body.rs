@@ -2,7 +2,7 @@
 //! wrong with it (so the request is answered 413, 408 or 400 rather than 502), and when it
 //! ended (the upstream response timeout starts then).
 
-use bytes::Bytes;
+use bytes::{Buf, Bytes};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use portico_model::Limits;
 use std::pin::Pin;
@@ -77,10 +77,119 @@ impl Fault {
     }
 }
 
+/// A request body as the client connection gives it: hyper's (HTTP/1.1 and HTTP/2), or an
+/// HTTP/3 request stream's.
+pub(crate) enum Inbound {
+    Hyper(Incoming),
+    H3(H3Body),
+}
+
+/// The receiving half of an HTTP/3 request stream as a body: its DATA frames, then its
+/// trailers.
+pub(crate) struct H3Body {
+    stream: h3::server::RequestStream<h3_quinn::RecvStream, Bytes>,
+    /// Data read before the body was polled.
+    first: Option<Bytes>,
+    /// The DATA frames are all read (the trailers may follow).
+    data_done: bool,
+    /// Nothing more will come.
+    ended: bool,
+}
+
+impl H3Body {
+    /// The body of `stream`, ended already if the client finished the stream with its
+    /// headers (a request without a body, known without waiting when the stream's end has
+    /// arrived: one poll, whose wake-up, if any, goes to the request's task).
+    pub(crate) async fn new(mut stream: h3::server::RequestStream<h3_quinn::RecvStream, Bytes>) -> Self {
+        let first = std::future::poll_fn(|cx| Poll::Ready(stream.poll_recv_data(cx))).await;
+        let mut body = H3Body {
+            stream,
+            first: None,
+            data_done: false,
+            ended: false,
+        };
+        match first {
+            Poll::Ready(Ok(Some(mut data))) => body.first = Some(data.copy_to_bytes(data.remaining())),
+            // Trailers would have come before the stream's end.
+            Poll::Ready(Ok(None)) => (body.data_done, body.ended) = (true, true),
+            Poll::Ready(Err(_)) | Poll::Pending => {}
+        }
+        body
+    }
+}
+
+/// An error of a request body, as the client's connection reports it.
+type InboundError = Box<dyn std::error::Error + Send + Sync>;
+
+impl Body for Inbound {
+    type Data = Bytes;
+    type Error = InboundError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, InboundError>>> {
+        match self.get_mut() {
+            Inbound::Hyper(body) => Pin::new(body).poll_frame(cx).map_err(Into::into),
+            Inbound::H3(body) => body.poll_frame(cx),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            Inbound::Hyper(body) => body.is_end_stream(),
+            Inbound::H3(body) => body.ended,
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            Inbound::Hyper(body) => body.size_hint(),
+            Inbound::H3(body) if body.ended => SizeHint::with_exact(0),
+            Inbound::H3(_) => SizeHint::default(),
+        }
+    }
+}
+
+impl H3Body {
+    fn poll_frame(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, InboundError>>> {
+        if let Some(first) = self.first.take() {
+            return Poll::Ready(Some(Ok(Frame::data(first))));
+        }
+        if self.ended {
+            return Poll::Ready(None);
+        }
+        if !self.data_done {
+            match self.stream.poll_recv_data(cx) {
+                Poll::Ready(Ok(Some(mut data))) => {
+                    let data = data.copy_to_bytes(data.remaining());
+                    return Poll::Ready(Some(Ok(Frame::data(data))));
+                }
+                Poll::Ready(Ok(None)) => self.data_done = true,
+                Poll::Ready(Err(error)) => {
+                    self.ended = true;
+                    return Poll::Ready(Some(Err(error.into())));
+                }
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        let trailers = std::task::ready!(self.stream.poll_recv_trailers(cx));
+        self.ended = true;
+        Poll::Ready(match trailers {
+            Ok(Some(trailers)) => Some(Ok(Frame::trailers(trailers))),
+            Ok(None) => None,
+            Err(error) => Some(Err(error.into())),
+        })
+    }
+}
+
 /// The request body as the upstream reads it.
 pub(crate) struct ClientBody {
     /// `None`: an empty body (a request tried again whose body was empty).
-    inner: Option<Incoming>,
+    inner: Option<Inbound>,
     fault: Arc<Fault>,
     max: u64,
     read: u64,
@@ -102,7 +211,7 @@ impl std::fmt::Debug for ClientBody {
 
 impl ClientBody {
     /// The body of a request with `limits`, its size limit being `max` (0: none).
-    pub(crate) fn new(inner: Incoming, limits: &Limits, max: u64) -> (Self, Arc<Fault>) {
+    pub(crate) fn new(inner: Inbound, limits: &Limits, max: u64) -> (Self, Arc<Fault>) {
         let ended = inner.is_end_stream();
         Self::with(Some(inner), ended, limits, max)
     }
@@ -112,7 +221,7 @@ impl ClientBody {
         Self::with(None, true, limits, 0)
     }
 
-    fn with(inner: Option<Incoming>, ended: bool, limits: &Limits, max: u64) -> (Self, Arc<Fault>) {
+    fn with(inner: Option<Inbound>, ended: bool, limits: &Limits, max: u64) -> (Self, Arc<Fault>) {
         let fault = Arc::new(Fault::default());
         if ended {
             fault.end();
@@ -193,7 +302,7 @@ impl Body for ClientBody {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.as_ref().is_none_or(Incoming::is_end_stream)
+        self.inner.as_ref().is_none_or(Inbound::is_end_stream)
     }
 
     fn size_hint(&self) -> SizeHint {

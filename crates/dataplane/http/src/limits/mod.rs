@@ -10,7 +10,7 @@ mod framing;
 mod io;
 
 pub(crate) use activity::{Activity, Tracked};
-pub(crate) use body::{BodyFault, ClientBody, Fault};
+pub(crate) use body::{BodyFault, ClientBody, Fault, H3Body, Inbound};
 pub(crate) use caps::Caps;
 pub(crate) use framing::{Ambiguous, Framing};
 pub(crate) use io::Watched;

@@ -10,14 +10,14 @@ use super::tunnel::is_upgrade;
 use super::{Phase, Proxy, ProxyBody};
 use crate::access::{Asked, Entry, Logged, X_REQUEST_ID, ensure_request_id};
 use crate::compress::{self, Compressible};
-use crate::limits::{Activity, Ambiguous, ClientBody, Fault, Framing, Tracked, Watched};
+use crate::limits::{Activity, Ambiguous, ClientBody, Fault, Framing, Inbound, Tracked, Watched};
 use crate::metrics::PoolMetrics;
 use crate::ratelimit::InProgress;
 use crate::route::{Outcome, PoolState, RequestInfo, RouteOptions, Target, normalize_host};
 use crate::upstream::{Endpoint, SendFailed, UpstreamError};
 use bytes::Bytes;
 use http::header::{
-    CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, HOST, HeaderValue, LOCATION, SET_COOKIE,
+    ALT_SVC, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, HOST, HeaderValue, LOCATION, SET_COOKIE,
     STRICT_TRANSPORT_SECURITY, TE,
 };
 use http::uri::{self, Uri};
@@ -114,31 +114,17 @@ impl Proxy {
     ) where
         IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
-        let client = HeaderValue::from_str(&peer.ip().to_canonical().to_string());
-        let client = client.unwrap_or(HeaderValue::from_static("unknown"));
-        let activity = Activity::new();
-        let (tunnels_tx, mut opened) = mpsc::unbounded_channel();
-        let ambiguous = Ambiguous::new();
-        let framing = Framing::new(super::head_buffer(&self.limits), ambiguous.clone());
-        let conn = Arc::new(Conn {
-            proxy: self.clone(),
-            forwarded: Forwarded { client, scheme },
-            peer: peer.ip().to_canonical(),
-            activity: activity.clone(),
-            tunnels: tunnels_tx,
-            h2: AtomicBool::new(false),
-            goaway: Notify::new(),
-            requests: AtomicU64::new(0),
-            ambiguous,
-        });
+        let (conn, mut opened) = Conn::new(self.clone(), peer, scheme);
+        let activity = conn.activity.clone();
+        let framing = Framing::new(super::head_buffer(&self.limits), conn.ambiguous.clone());
         let handler = conn.clone();
         let service = service_fn(move |req: Request<Incoming>| {
             let conn = handler.clone();
             let in_flight = conn.activity.request();
-            let ordinal = conn.requests.fetch_add(1, Ordering::Relaxed);
+            let ordinal = conn.next_ordinal();
             async move {
                 let version = req.version();
-                let mut response = conn.handle(req, ordinal).await;
+                let mut response = conn.handle(req.map(Inbound::Hyper), ordinal).await;
                 conn.ask_to_close(version, &mut response);
                 Ok::<_, Infallible>(response.map(|body| Tracked::new(body, in_flight)))
             }
@@ -232,6 +218,35 @@ enum Event {
 pub(super) type Tunnel = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 impl Conn {
+    /// What the requests of a connection from `peer` share, and where the tunnels its
+    /// upgrades open arrive.
+    pub(super) fn new(
+        proxy: Arc<Proxy>,
+        peer: SocketAddr,
+        scheme: Scheme,
+    ) -> (Arc<Conn>, mpsc::UnboundedReceiver<Tunnel>) {
+        let client = HeaderValue::from_str(&peer.ip().to_canonical().to_string());
+        let client = client.unwrap_or(HeaderValue::from_static("unknown"));
+        let (tunnels, opened) = mpsc::unbounded_channel();
+        let conn = Arc::new(Conn {
+            proxy,
+            forwarded: Forwarded { client, scheme },
+            peer: peer.ip().to_canonical(),
+            activity: Activity::new(),
+            tunnels,
+            h2: AtomicBool::new(false),
+            goaway: Notify::new(),
+            requests: AtomicU64::new(0),
+            ambiguous: Ambiguous::new(),
+        });
+        (conn, opened)
+    }
+
+    /// The ordinal of the request beginning now.
+    pub(super) fn next_ordinal(&self) -> u64 {
+        self.requests.fetch_add(1, Ordering::Relaxed)
+    }
+
     /// While draining: `Connection: close` on an HTTP/1 response (not on a switch of
     /// protocols), GOAWAY on an HTTP/2 connection.
     fn ask_to_close<B>(&self, version: Version, response: &mut Response<B>) {
@@ -260,9 +275,9 @@ impl Conn {
     }
 
     /// Gives the request its id, answers it, and logs it once the response body is done.
-    async fn handle(
+    pub(super) async fn handle(
         &self,
-        mut req: Request<Incoming>,
+        mut req: Request<Inbound>,
         ordinal: u64,
     ) -> Response<Logged<Compressible<ProxyBody>>> {
         ensure_request_id(req.headers_mut());
@@ -291,6 +306,10 @@ impl Conn {
             let headers = response.headers_mut();
             headers.entry(STRICT_TRANSPORT_SECURITY).or_insert(hsts);
         }
+        if let Some(alt_svc) = self.proxy.alt_svc.get().filter(|_| https) {
+            let headers = response.headers_mut();
+            headers.entry(ALT_SVC).or_insert_with(|| alt_svc.clone());
+        }
         entry.status(response.status().as_u16());
         let response = compress::respond(response, &accept, finish.compression, head);
         let held = finish.held;
@@ -299,7 +318,7 @@ impl Conn {
 
     /// The access log line's start: what the client asked for (the path without its query,
     /// which may carry tokens).
-    fn begin_entry(&self, req: &Request<Incoming>) -> Entry {
+    fn begin_entry(&self, req: &Request<Inbound>) -> Entry {
         let log = &self.proxy.access;
         if !log.is_on() {
             return Entry::default();
@@ -324,7 +343,7 @@ impl Conn {
 
     async fn respond(
         &self,
-        req: Request<Incoming>,
+        req: Request<Inbound>,
         ordinal: u64,
         entry: &mut Entry,
         finish: &mut Finish,
@@ -419,7 +438,7 @@ impl Conn {
     /// What is refused before routing, as haproxy's `http-request deny` rules refuse it: a
     /// request declaring both Content-Length and Transfer-Encoding (haproxy's parser serves
     /// it by its chunks and closes), naming more than one host, a path with dot segments.
-    fn admit(&self, req: &Request<Incoming>, ordinal: u64) -> Result<(), ProxyError> {
+    fn admit(&self, req: &Request<Inbound>, ordinal: u64) -> Result<(), ProxyError> {
         if self.ambiguous.is(ordinal) {
             return Err(ProxyError::AmbiguousLength);
         }
@@ -435,7 +454,7 @@ impl Conn {
     /// What the pool refuses before its members are asked: a client outside its allowed
     /// sources (403), a declared body over its limit (413; the pool's `proxy-body-size`, else
     /// `--max-body-bytes`).
-    fn admit_to(&self, pool: &PoolState, req: &Request<Incoming>) -> Result<(), ProxyError> {
+    fn admit_to(&self, pool: &PoolState, req: &Request<Inbound>) -> Result<(), ProxyError> {
         if !source_allowed(pool, self.client_of(req)) {
             return Err(ProxyError::SourceNotAllowed { pool: pool.id() });
         }
@@ -450,7 +469,7 @@ impl Conn {
 
     /// One table load, one lookup on the routes of the connection's scheme: where this
     /// request goes.
-    fn route(&self, req: &Request<Incoming>) -> Result<Routed, ProxyError> {
+    fn route(&self, req: &Request<Inbound>) -> Result<Routed, ProxyError> {
         let host = request_host(req).ok_or(ProxyError::MissingHost)?;
         let path = req.uri().path();
         if !path.starts_with('/') {
@@ -480,7 +499,7 @@ impl Conn {
 
     /// `status` with `Location: https://host[:port]/path?query`, the port being the HTTPS
     /// listener's unless it is 443.
-    fn redirect(&self, req: &Request<Incoming>, status: u16) -> Response<ProxyBody> {
+    fn redirect(&self, req: &Request<Inbound>, status: u16) -> Response<ProxyBody> {
         let unrouted = self.proxy.metrics.unrouted();
         let host = request_host(req).map(normalize_host).unwrap_or_default();
         let port = self.proxy.https_port();
@@ -501,7 +520,7 @@ impl Conn {
     /// and host (ingress-nginx's `app-root`: `$scheme://$http_host<path>`).
     fn redirect_to_url(
         &self,
-        req: &Request<Incoming>,
+        req: &Request<Inbound>,
         status: u16,
         url: &str,
     ) -> Response<ProxyBody> {
@@ -525,7 +544,7 @@ impl Conn {
     /// the redirect changes them.
     fn request_redirect(
         &self,
-        req: &Request<Incoming>,
+        req: &Request<Inbound>,
         redirect: &portico_model::Redirect,
     ) -> Response<ProxyBody> {
         let unrouted = self.proxy.metrics.unrouted();
@@ -544,7 +563,7 @@ impl Conn {
     async fn forward(
         &self,
         pool: &PoolState,
-        req: Request<Incoming>,
+        req: Request<Inbound>,
         entry: &mut Entry,
         options: Option<&RouteOptions>,
     ) -> Result<Response<ProxyBody>, ProxyError> {
@@ -880,10 +899,10 @@ pub(super) fn to_h2c(
 }
 
 /// Counts the connection in `portico_http_connections_active` while it lives.
-struct Active(Gauge);
+pub(super) struct Active(Gauge);
 
 impl Active {
-    fn new(gauge: &Gauge) -> Self {
+    pub(super) fn new(gauge: &Gauge) -> Self {
         gauge.inc();
         Active(gauge.clone())
     }

@@ -39,16 +39,43 @@ impl Proxy {
         listener: TcpListener,
         shutdown: watch::Receiver<bool>,
     ) {
-        if let Ok(addr) = listener.local_addr() {
+        let addr = listener.local_addr().ok();
+        if let Some(addr) = addr {
             self.https_port.store(addr.port(), Ordering::Relaxed);
         }
+        let h3 = addr.and_then(|addr| self.start_h3(addr, &shutdown));
         let lane = (self.lane)
             .get_or_init(|| Arc::new(HeavyLane::for_current_runtime()))
             .clone();
-        self.accept_loop(listener, shutdown, move |proxy, stream, peer| {
+        let tcp = self.accept_loop(listener, shutdown, move |proxy, stream, peer| {
             proxy.serve_tls_connection(stream, peer, lane.clone())
-        })
-        .await;
+        });
+        match h3 {
+            Some(h3) => drop(tokio::join!(tcp, h3)),
+            None => tcp.await,
+        }
+    }
+
+    /// HTTP/3 on `addr` over UDP (`--http3`, not behind the PROXY protocol, which QUIC does
+    /// not carry), advertised in HTTPS responses once bound; none when off or when the port
+    /// cannot be bound (a warning: HTTPS is served all the same).
+    fn start_h3(
+        self: &Arc<Self>,
+        addr: SocketAddr,
+        shutdown: &watch::Receiver<bool>,
+    ) -> Option<impl Future<Output = ()> + use<>> {
+        if !self.limits.http3 || self.limits.proxy_protocol {
+            return None;
+        }
+        let socket = match super::h3::bind(addr) {
+            Ok(socket) => socket,
+            Err(error) => {
+                tracing::warn!(%addr, %error, "HTTP/3 not served: its UDP port cannot be bound");
+                return None;
+            }
+        };
+        let _set = self.alt_svc.set(super::h3::alt_svc(addr.port()));
+        Some(self.clone().serve_h3(socket, shutdown.clone()))
     }
 
     /// Makes this proxy's TLS handshakes take turns in `lane` (see [`HeavyLane`]), with those

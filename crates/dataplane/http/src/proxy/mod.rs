@@ -7,6 +7,7 @@ mod error;
 mod filters;
 mod gate;
 mod h1;
+mod h3;
 mod headers;
 mod https;
 mod lane;
@@ -83,6 +84,8 @@ pub struct Proxy {
     /// Where TLS handshakes take turns: shared by `share_heavy_lane`, or made when the HTTPS
     /// listener starts.
     lane: std::sync::OnceLock<Arc<HeavyLane>>,
+    /// `Alt-Svc` of HTTPS responses, once HTTP/3 is served beside the HTTPS listener.
+    alt_svc: std::sync::OnceLock<HeaderValue>,
 }
 
 impl Proxy {
@@ -123,6 +126,7 @@ impl Proxy {
             access,
             own_http1: std::sync::atomic::AtomicBool::new(own_http1_from_env()),
             lane: std::sync::OnceLock::new(),
+            alt_svc: std::sync::OnceLock::new(),
         })
     }
 

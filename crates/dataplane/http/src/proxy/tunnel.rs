@@ -56,7 +56,7 @@ impl Conn {
     pub(super) async fn upgrade(
         &self,
         pool: &PoolState,
-        mut req: Request<Incoming>,
+        mut req: Request<crate::limits::Inbound>,
     ) -> Result<Response<ProxyBody>, ProxyError> {
         let (pool_id, metrics) = (pool.id(), &pool.metrics);
         let no_member = || ProxyError::NoReadyMember { pool: pool_id };

@@ -84,6 +84,25 @@ pub(crate) fn server_config(resolver: Arc<Resolver>) -> Arc<ServerConfig> {
     Arc::new(config)
 }
 
+/// The TLS configuration of HTTP/3 (QUIC needs TLS 1.3, and names `h3` in ALPN) around the
+/// same certificates. No early data: 0-RTT requests could be replayed.
+pub(crate) fn quic_server_config(resolver: Arc<Resolver>) -> Arc<ServerConfig> {
+    let builder = ServerConfig::builder_with_provider(portico_tls::provider())
+        .with_protocol_versions(&[&rustls::version::TLS13]);
+    let builder = match builder {
+        Ok(builder) => builder,
+        Err(error) => unreachable!("the ring provider supports TLS 1.3: {error}"),
+    };
+    let mut config = builder.with_no_client_auth().with_cert_resolver(resolver);
+    config.alpn_protocols = vec![b"h3".to_vec()];
+    config.max_early_data_size = 0;
+    if let Ok(ticketer) = rustls::crypto::ring::Ticketer::new() {
+        config.ticketer = ticketer;
+    }
+    config.send_tls13_tickets = 1;
+    Arc::new(config)
+}
+
 /// Material by Secret reference, as [`crate::Proxy::set_certificates`] takes it.
 pub type MaterialBySecret = std::collections::BTreeMap<portico_model::ObjectRef, Arc<Material>>;
 

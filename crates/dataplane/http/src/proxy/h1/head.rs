@@ -272,6 +272,9 @@ pub(super) struct Finish<'a> {
     /// `Strict-Transport-Security` for a response that has none (an HTTPS request, with
     /// `--hsts-max-age`), if any.
     pub(super) hsts: Option<&'a [u8]>,
+    /// `Alt-Svc` for a response that has none (an HTTPS request while HTTP/3 is served), if
+    /// any.
+    pub(super) alt_svc: Option<&'a [u8]>,
 }
 
 /// Reads the response head at the start of `input` and, once it is whole, writes the client's
@@ -307,6 +310,7 @@ pub(super) fn answer(input: &[u8], out: &mut Vec<u8>, finish: &Finish<'_>) -> An
     let mut dated = false;
     let mut served_by = false;
     let mut secured = false;
+    let mut advertised = false;
     for field in fields.iter() {
         let name = field.name;
         if name.eq_ignore_ascii_case("content-length") {
@@ -329,6 +333,8 @@ pub(super) fn answer(input: &[u8], out: &mut Vec<u8>, finish: &Finish<'_>) -> An
             served_by = true;
         } else if name.eq_ignore_ascii_case("strict-transport-security") {
             secured = true;
+        } else if name.eq_ignore_ascii_case("alt-svc") {
+            advertised = true;
         }
     }
     let framing = if finish.head || status == 204 || status == 304 {
@@ -367,6 +373,9 @@ pub(super) fn answer(input: &[u8], out: &mut Vec<u8>, finish: &Finish<'_>) -> An
     }
     if let (false, Some(hsts)) = (secured, finish.hsts) {
         field_line(out, b"strict-transport-security", hsts);
+    }
+    if let (false, Some(alt_svc)) = (advertised, finish.alt_svc) {
+        field_line(out, b"alt-svc", alt_svc);
     }
     if close {
         field_line(out, b"connection", b"close");
@@ -495,6 +504,7 @@ mod tests {
             date: b"Fri, 27 Nov 2026 00:00:00 GMT",
             server: None,
             hsts: None,
+            alt_svc: None,
         };
         let answer = answer(input, &mut out, &finish);
         (answer, String::from_utf8(out).unwrap())
@@ -508,6 +518,7 @@ mod tests {
             date: b"then",
             server: None,
             hsts: Some(b"max-age=60"),
+            alt_svc: None,
         };
         let mut out = Vec::new();
         answer(b"HTTP/1.1 204 No Content\r\n\r\n", &mut out, &finish);
@@ -531,6 +542,7 @@ mod tests {
             date: b"then",
             server: Some(b"portico"),
             hsts: None,
+            alt_svc: None,
         };
         let mut out = Vec::new();
         answer(b"HTTP/1.1 204 No Content\r\n\r\n", &mut out, &finish);

@@ -409,6 +409,10 @@ impl Proxy {
                 .extend_from_slice(b"\r\nstrict-transport-security: ");
             client.out.extend_from_slice(hsts);
         }
+        if let Some(alt_svc) = client.alt_svc(self) {
+            client.out.extend_from_slice(b"\r\nalt-svc: ");
+            client.out.extend_from_slice(alt_svc);
+        }
         let close = self.draining();
         if close {
             client.out.extend_from_slice(b"\r\nconnection: close");
@@ -524,6 +528,12 @@ impl<IO> Client<IO> {
     fn hsts<'p>(&self, proxy: &'p Proxy) -> Option<&'p [u8]> {
         let hsts = proxy.hsts.as_ref().filter(|_| self.scheme == Scheme::Https);
         hsts.map(http::HeaderValue::as_bytes)
+    }
+
+    /// The `Alt-Svc` of this connection's responses: HTTP/3's, over TLS, while it is served.
+    fn alt_svc<'p>(&self, proxy: &'p Proxy) -> Option<&'p [u8]> {
+        let alt_svc = proxy.alt_svc.get().filter(|_| self.scheme == Scheme::Https);
+        alt_svc.map(http::HeaderValue::as_bytes)
     }
 
     /// The connection ends on this path. Over TLS the client gets a close_notify first, as
@@ -678,6 +688,7 @@ async fn exchange_head<IO>(
                 date: &date,
                 server: try_.proxy.limits.server_header.map(str::as_bytes),
                 hsts: client.hsts(try_.proxy),
+                alt_svc: client.alt_svc(try_.proxy),
             };
             match head::answer(&client.upstream, &mut client.head, &finish) {
                 Answer::Partial if client.upstream.len() > MAX_RESPONSE_HEAD => {
