@@ -28,10 +28,13 @@ pub enum SocketKind {
     Udp,
     /// An agent's active-standby heartbeat socket (`--advertise-address`).
     Heartbeat,
+    /// The UDP socket of HTTP/3 beside an HTTPS listener of the built-in proxy (the default
+    /// one or a VIP's).
+    Quic,
 }
 
 impl SocketKind {
-    const ALL: [(SocketKind, &'static str); 8] = [
+    const ALL: [(SocketKind, &'static str); 9] = [
         (SocketKind::Http, "http"),
         (SocketKind::Https, "https"),
         (SocketKind::Admin, "admin"),
@@ -40,6 +43,7 @@ impl SocketKind {
         (SocketKind::Tcp, "tcp"),
         (SocketKind::Udp, "udp"),
         (SocketKind::Heartbeat, "heartbeat"),
+        (SocketKind::Quic, "quic"),
     ];
 }
 

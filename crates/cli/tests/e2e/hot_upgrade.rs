@@ -324,6 +324,13 @@ async fn ten_upgrades_under_load_fail_no_request_and_keep_tunnels_and_flows() {
             Some(format!("echo: {text}"))
         );
         stream.echo(&text).await.unwrap();
+        // HTTP/3 goes on on the handed-over UDP socket.
+        let mut h3 = portico_testkit::H3Client::connect(p.https, HOST)
+            .await
+            .unwrap_or_else(|e| panic!("HTTP/3 after upgrade {i}: {e}"));
+        let answer = h3.get(HOST, "/").await;
+        let status = answer.map(|a| a.status.as_u16());
+        assert_eq!(status, Ok(200), "HTTP/3 after upgrade {i}");
         flow.send_to(text.as_bytes(), udp_addr).await.unwrap();
         let mut buf = [0u8; 256];
         let got = tokio::time::timeout(Duration::from_secs(3), flow.recv_from(&mut buf)).await;

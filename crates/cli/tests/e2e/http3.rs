@@ -29,11 +29,17 @@ async fn manifests() -> (Manifests, Vec<u8>, Vec<u8>) {
     for (host, web) in [("a.test", "web-a"), ("b.test", "web-b")] {
         let cert = ca.issue(&[host]).unwrap();
         let secret = format!("{web}-tls");
-        m.write(&format!("{secret}.json"), &issued_secret(NS, &secret, &cert));
+        m.write(
+            &format!("{secret}.json"),
+            &issued_secret(NS, &secret, &cert),
+        );
         let rules = [(host, "/", "Prefix", web, "80")];
         let y = ingress(NS, web, "2026-01-01T00:00:00Z", &rules);
         let tls = format!("spec:\n  tls:\n  - hosts: [{host}]\n    secretName: {secret}\n");
-        m.write(&format!("{web}-ingress.yaml"), &y.replacen("spec:\n", &tls, 1));
+        m.write(
+            &format!("{web}-ingress.yaml"),
+            &y.replacen("spec:\n", &tls, 1),
+        );
         subjects.push(der(&cert.leaf_pem));
     }
     let plain = [("plain.test", "/", "Prefix", "web-a", "80")];
@@ -54,7 +60,9 @@ fn served_certificate(client: &H3Client) -> Vec<u8> {
 
 /// The DER of a PEM certificate.
 fn der(pem: &str) -> Vec<u8> {
-    CertificateDer::from_pem_slice(pem.as_bytes()).unwrap().to_vec()
+    CertificateDer::from_pem_slice(pem.as_bytes())
+        .unwrap()
+        .to_vec()
 }
 
 fn alt_svc(headers: &http::HeaderMap) -> Option<String> {
@@ -77,7 +85,9 @@ async fn https_listeners_serve_http3_with_the_same_routes_certificates_and_log()
         .await;
     assert_eq!((h1.status, alt_svc(&h1.headers)), (200, advert.clone()));
     let conn = connect(p.https, Some("a.test"), &[b"h2"]).await;
-    let req = Request::get("https://a.test/").body(Default::default()).unwrap();
+    let req = Request::get("https://a.test/")
+        .body(Default::default())
+        .unwrap();
     let h2 = H2::over(conn).await.send(req).await;
     assert_eq!((h2.status, alt_svc(&h2.headers)), (200, advert.clone()));
     let plain = p.get("plain.test", "/").await;
@@ -86,7 +96,11 @@ async fn https_listeners_serve_http3_with_the_same_routes_certificates_and_log()
     // HTTP/3: each host its certificate by SNI and its route's backend.
     for (host, cert, service) in [("a.test", &cert_a, "web-a"), ("b.test", &cert_b, "web-b")] {
         let mut client = H3Client::connect(p.https, host).await.unwrap();
-        assert_eq!(&served_certificate(&client), cert, "{host}: its certificate");
+        assert_eq!(
+            &served_certificate(&client),
+            cert,
+            "{host}: its certificate"
+        );
         let answer = client.get(host, "/over-h3?x=1").await.unwrap();
         assert_eq!(answer.status, 200, "{host}: {answer:?}");
         let echo: Value = serde_json::from_slice(&answer.body).unwrap();
@@ -96,7 +110,9 @@ async fn https_listeners_serve_http3_with_the_same_routes_certificates_and_log()
         assert_eq!(echo["headers"]["x-forwarded-proto"], "https", "{echo}");
         assert_eq!(alt_svc(&answer.headers), advert, "{host}");
         // Several requests on one connection, a body among them.
-        let post = Request::post(format!("https://{host}/upload")).body(()).unwrap();
+        let post = Request::post(format!("https://{host}/upload"))
+            .body(())
+            .unwrap();
         let answer = client.send(post, &[7u8; 100_000]).await.unwrap();
         assert_eq!(answer.status, 200, "{host}: {answer:?}");
         let echo: Value = serde_json::from_slice(&answer.body).unwrap();
@@ -116,7 +132,10 @@ async fn https_listeners_serve_http3_with_the_same_routes_certificates_and_log()
         if let Some(line) = found.find(|l| l.contains("\"b.test\"")) {
             break serde_json::from_str::<Value>(line).unwrap();
         }
-        assert!(std::time::Instant::now() < deadline, "no line for /over-h3: {text}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no line for /over-h3: {text}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     assert_eq!(line["status"], 200, "{line}");
@@ -134,11 +153,8 @@ async fn with_http3_off_nothing_listens_on_udp_and_nothing_is_advertised() {
         .get("a.test", "/")
         .await;
     assert_eq!((h1.status, alt_svc(&h1.headers)), (200, None));
-    let tried = tokio::time::timeout(
-        Duration::from_secs(3),
-        H3Client::connect(p.https, "a.test"),
-    )
-    .await;
+    let tried =
+        tokio::time::timeout(Duration::from_secs(3), H3Client::connect(p.https, "a.test")).await;
     assert!(
         !matches!(tried, Ok(Ok(_))),
         "an HTTP/3 connection with --http3=off"

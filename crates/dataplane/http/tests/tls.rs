@@ -38,7 +38,7 @@ impl Harness {
         let addrs = (http.local_addr().unwrap(), https.local_addr().unwrap());
         let (stop, stopped) = watch::channel(false);
         tokio::spawn(proxy.clone().serve(http, stopped.clone()));
-        tokio::spawn(proxy.clone().serve_https(https, stopped));
+        tokio::spawn(proxy.clone().serve_https(https, None, stopped));
         Harness {
             proxy,
             http: addrs.0,

@@ -77,10 +77,14 @@ impl ProxyProvider {
             if let (Some(h), Some(s)) = (local(&http), local(&https)) {
                 addresses = Some((h, s));
             }
+            let quic = (addresses.filter(|_| proxy.serves_h3()))
+                .and_then(|(_, https)| quic_socket(&sockets, https));
             tasks.push(tokio::spawn(proxy.clone().serve(http, shutdown.clone())));
-            tasks.push(tokio::spawn(
-                proxy.clone().serve_https(https, shutdown.clone()),
-            ));
+            tasks.push(tokio::spawn(proxy.clone().serve_https(
+                https,
+                quic,
+                shutdown.clone(),
+            )));
             let stop = None;
             served.insert(
                 Bind::Default,
@@ -160,10 +164,13 @@ impl ProxyProvider {
         // right away, see `Served`'s drop); its connections drain as the process's do.
         let proxy = Proxy::with_access_log(self.metrics.clone(), self.limits, self.access.clone());
         proxy.share_heavy_lane(self.lane.clone());
+        let quic = (proxy.serves_h3())
+            .then(|| quic_socket(&self.sockets, https_addr))
+            .flatten();
         let (stop, stopped) = watch::channel(false);
         let tasks = vec![
             tokio::spawn(proxy.clone().serve(http, stopped.clone())),
-            tokio::spawn(proxy.clone().serve_https(https, stopped)),
+            tokio::spawn(proxy.clone().serve_https(https, quic, stopped)),
         ];
         Ok(Served {
             proxy,
@@ -172,6 +179,29 @@ impl ProxyProvider {
             tasks,
         })
     }
+}
+
+/// The UDP socket of HTTP/3 beside the HTTPS listener on `addr`: handed over by the
+/// predecessor, or bound now; none (a warning) when the port is taken: HTTPS is served all
+/// the same.
+fn quic_socket(sockets: &Sockets, addr: SocketAddr) -> Option<std::net::UdpSocket> {
+    let key = (SocketKind::Quic, addr);
+    let socket = match sockets.take(key) {
+        Some(fd) => std::net::UdpSocket::from(fd),
+        None => match portico_dataplane_http::bind_quic(addr) {
+            Ok(socket) => socket,
+            Err(error) => {
+                tracing::warn!(%addr, %error, "HTTP/3 not served: its UDP port cannot be bound");
+                return None;
+            }
+        },
+    };
+    if let Err(error) = socket.set_nonblocking(true) {
+        tracing::warn!(%addr, %error, "HTTP/3 not served");
+        return None;
+    }
+    sockets.listening(key, &socket);
+    Some(socket)
 }
 
 /// A listener on `addr` even while the address is not on any interface (IP_FREEBIND): a
@@ -298,6 +328,7 @@ impl Drop for Served {
         if let Some((http, https, sockets)) = &self.vip {
             sockets.closed((SocketKind::VipHttp, *http));
             sockets.closed((SocketKind::VipHttps, *https));
+            sockets.closed((SocketKind::Quic, *https));
         }
     }
 }

@@ -100,7 +100,9 @@ impl H3Body {
     /// The body of `stream`, ended already if the client finished the stream with its
     /// headers (a request without a body, known without waiting when the stream's end has
     /// arrived: one poll, whose wake-up, if any, goes to the request's task).
-    pub(crate) async fn new(mut stream: h3::server::RequestStream<h3_quinn::RecvStream, Bytes>) -> Self {
+    pub(crate) async fn new(
+        mut stream: h3::server::RequestStream<h3_quinn::RecvStream, Bytes>,
+    ) -> Self {
         let first = std::future::poll_fn(|cx| Poll::Ready(stream.poll_recv_data(cx))).await;
         let mut body = H3Body {
             stream,
@@ -109,7 +111,9 @@ impl H3Body {
             ended: false,
         };
         match first {
-            Poll::Ready(Ok(Some(mut data))) => body.first = Some(data.copy_to_bytes(data.remaining())),
+            Poll::Ready(Ok(Some(mut data))) => {
+                body.first = Some(data.copy_to_bytes(data.remaining()))
+            }
             // Trailers would have come before the stream's end.
             Poll::Ready(Ok(None)) => (body.data_done, body.ended) = (true, true),
             Poll::Ready(Err(_)) | Poll::Pending => {}

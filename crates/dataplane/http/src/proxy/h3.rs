@@ -6,8 +6,9 @@
 //!
 //! An HTTP/3 connection is counted by the connection caps like a TCP one. On shutdown the
 //! endpoint stops taking connections, each connection gets a GOAWAY, and requests in flight
-//! finish until the shutdown timeout. QUIC connections live in this process: an upgrade that
-//! hands the TCP listeners over closes them, and their clients connect again.
+//! finish until the shutdown timeout. QUIC connections live in this process: an upgrade hands
+//! the UDP socket over with the TCP listeners, and the connections this process had close at
+//! once (their clients connect again, to the successor).
 
 use super::conn::Conn;
 use super::{Phase, Proxy, Scheme, stopped};
@@ -28,7 +29,7 @@ const ALT_SVC_MAX_AGE_S: u32 = 86_400;
 
 /// A UDP socket for HTTP/3 on `addr`, even while the address is not on any interface (a
 /// standby agent's VIP, as its TCP listeners).
-pub(super) fn bind(addr: SocketAddr) -> std::io::Result<std::net::UdpSocket> {
+pub fn bind_quic(addr: SocketAddr) -> std::io::Result<std::net::UdpSocket> {
     use socket2::{Domain, Protocol, Socket, Type};
     let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
     if addr.is_ipv4() {
@@ -86,6 +87,16 @@ impl Proxy {
                 () = stopped(&mut shutdown) => break,
             }
         }
+        if self.handed_over.load(std::sync::atomic::Ordering::SeqCst) {
+            // The successor reads the same socket: this process must not take its clients.
+            // Without a server configuration, a new client's first packet read here is
+            // dropped (a stateless reset its client ignores while it has no connection), and
+            // its retransmission reaches the successor.
+            endpoint.set_server_config(None);
+            endpoint.close(0u32.into(), b"");
+            connections.shutdown().await;
+            return;
+        }
         // New connections are refused from now on; those here get their GOAWAY from the
         // phase change and finish their requests.
         endpoint.set_server_config(None);
@@ -93,7 +104,10 @@ impl Proxy {
             while connections.join_next().await.is_some() {}
         });
         if drained.await.is_err() {
-            tracing::debug!(left = connections.len(), "closing HTTP/3 connections still busy");
+            tracing::debug!(
+                left = connections.len(),
+                "closing HTTP/3 connections still busy"
+            );
         }
         connections.shutdown().await;
         endpoint.close(0u32.into(), b"");
@@ -111,7 +125,12 @@ impl Proxy {
         transport.max_idle_timeout(idle.ok());
         config.transport_config(Arc::new(transport));
         let runtime = Arc::new(quinn::TokioRuntime);
-        quinn::Endpoint::new(quinn::EndpointConfig::default(), Some(config), socket, runtime)
+        quinn::Endpoint::new(
+            quinn::EndpointConfig::default(),
+            Some(config),
+            socket,
+            runtime,
+        )
     }
 
     /// One QUIC connection: its requests, each in a task of its own, until the client closes

@@ -33,17 +33,20 @@ impl Proxy {
 
     /// Accepts TLS connections until `shutdown` turns true, like [`Proxy::serve`]; requests
     /// are routed on the TERMINATED_HTTPS listeners and forwarded with
-    /// `X-Forwarded-Proto: https`. HTTP redirects name this listener's port.
+    /// `X-Forwarded-Proto: https`. HTTP redirects name this listener's port. With `quic` (a
+    /// UDP socket on the same address and port: [`bind_quic`]), HTTP/3 is served on it too
+    /// and advertised, unless `--http3 off` or the PROXY protocol (which QUIC does not carry).
     pub async fn serve_https(
         self: Arc<Self>,
         listener: TcpListener,
+        quic: Option<std::net::UdpSocket>,
         shutdown: watch::Receiver<bool>,
     ) {
         let addr = listener.local_addr().ok();
         if let Some(addr) = addr {
             self.https_port.store(addr.port(), Ordering::Relaxed);
         }
-        let h3 = addr.and_then(|addr| self.start_h3(addr, &shutdown));
+        let h3 = quic.and_then(|quic| self.start_h3(quic, &shutdown));
         let lane = (self.lane)
             .get_or_init(|| Arc::new(HeavyLane::for_current_runtime()))
             .clone();
@@ -56,26 +59,25 @@ impl Proxy {
         }
     }
 
-    /// HTTP/3 on `addr` over UDP (`--http3`, not behind the PROXY protocol, which QUIC does
-    /// not carry), advertised in HTTPS responses once bound; none when off or when the port
-    /// cannot be bound (a warning: HTTPS is served all the same).
+    /// HTTP/3 on `quic`, advertised in HTTPS responses (`--http3`, not behind the PROXY
+    /// protocol, which QUIC does not carry); none when off.
     fn start_h3(
         self: &Arc<Self>,
-        addr: SocketAddr,
+        quic: std::net::UdpSocket,
         shutdown: &watch::Receiver<bool>,
     ) -> Option<impl Future<Output = ()> + use<>> {
-        if !self.limits.http3 || self.limits.proxy_protocol {
+        if !self.serves_h3() {
             return None;
         }
-        let socket = match super::h3::bind(addr) {
-            Ok(socket) => socket,
-            Err(error) => {
-                tracing::warn!(%addr, %error, "HTTP/3 not served: its UDP port cannot be bound");
-                return None;
-            }
-        };
-        let _set = self.alt_svc.set(super::h3::alt_svc(addr.port()));
-        Some(self.clone().serve_h3(socket, shutdown.clone()))
+        let port = quic.local_addr().ok()?.port();
+        let _set = self.alt_svc.set(super::h3::alt_svc(port));
+        Some(self.clone().serve_h3(quic, shutdown.clone()))
+    }
+
+    /// Whether this proxy serves HTTP/3 beside its HTTPS listener when given a UDP socket:
+    /// `--http3 on`, and no PROXY protocol.
+    pub fn serves_h3(&self) -> bool {
+        self.limits.http3 && !self.limits.proxy_protocol
     }
 
     /// Makes this proxy's TLS handshakes take turns in `lane` (see [`HeavyLane`]), with those

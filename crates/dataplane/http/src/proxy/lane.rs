@@ -132,7 +132,7 @@ mod tests {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (_stop, stopped) = tokio::sync::watch::channel(false);
-        tokio::spawn(proxy.clone().serve_https(listener, stopped));
+        tokio::spawn(proxy.clone().serve_https(listener, None, stopped));
 
         let config = Arc::new(portico_testkit::accept_any_certificate());
         let name = rustls::pki_types::ServerName::try_from("lane.test").unwrap();

@@ -16,6 +16,7 @@ mod proxy_protocol;
 mod tries;
 mod tunnel;
 
+pub use h3::bind_quic;
 pub use headers::Scheme;
 pub use lane::HeavyLane;
 
