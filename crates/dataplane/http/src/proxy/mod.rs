@@ -83,6 +83,8 @@ pub struct Proxy {
     /// Where TLS handshakes take turns: shared by `share_heavy_lane`, or made when the HTTPS
     /// listener starts.
     lane: std::sync::OnceLock<Arc<HeavyLane>>,
+    /// The basic-auth Secrets' entries routes check against, swapped by `set_credentials`.
+    credentials: Mutex<portico_model::Credentials>,
 }
 
 impl Proxy {
@@ -123,6 +125,7 @@ impl Proxy {
             access,
             own_http1: std::sync::atomic::AtomicBool::new(own_http1_from_env()),
             lane: std::sync::OnceLock::new(),
+            credentials: Mutex::default(),
         })
     }
 
@@ -136,7 +139,13 @@ impl Proxy {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         let previous = self.table.load();
-        let compiler = Compiler::new(Some(&previous), Some(&self.metrics), &self.endpoints);
+        let credentials = self
+            .credentials
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let compiler = Compiler::new(Some(&previous), Some(&self.metrics), &self.endpoints)
+            .with_credentials(credentials);
         let table = compiler.compile(model);
         // A pool that is gone takes its series with it, so /metrics and memory do not grow
         // with every pool that ever existed.
@@ -150,6 +159,15 @@ impl Proxy {
         let generation = self.next_generation();
         self.applied.send_replace(true);
         generation
+    }
+
+    /// The basic-auth Secrets' entries the next [`Proxy::apply`] compiles routes with.
+    pub fn set_credentials(&self, credentials: &portico_model::Credentials) {
+        let mut own = self
+            .credentials
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        own.clone_from(credentials);
     }
 
     /// Replaces the members of pools the served table already has, without recompiling it:
