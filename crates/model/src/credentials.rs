@@ -5,7 +5,6 @@
 //! Debug prints counts only, and errors name the entry's line or key, never its content.
 
 use crate::ObjectRef;
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
@@ -15,8 +14,7 @@ use std::sync::Arc;
 pub type Credentials = BTreeMap<ObjectRef, Arc<Htpasswd>>;
 
 /// One user's password hash, by the kind htpasswd and crypt(3) write.
-#[derive(Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, PartialEq, Eq, Hash)]
 pub enum PasswordHash {
     /// `$2a$`, `$2b$` or `$2y$` (htpasswd -B).
     Bcrypt(String),
@@ -41,6 +39,14 @@ impl fmt::Debug for PasswordHash {
 }
 
 impl PasswordHash {
+    /// The hash as htpasswd writes it (what [`PasswordHash::parse`] reads).
+    pub fn to_written(&self) -> String {
+        match self {
+            PasswordHash::Sha1(h) => format!("{{SHA}}{h}"),
+            PasswordHash::Bcrypt(h) | PasswordHash::Apr1(h) | PasswordHash::Crypt(h) => h.clone(),
+        }
+    }
+
     /// The kind of `hash`, or why it is none that the data plane verifies.
     pub fn parse(hash: &str) -> Result<PasswordHash, &'static str> {
         let b64 = |s: &str| {
@@ -98,7 +104,7 @@ pub enum HtpasswdError {
 }
 
 /// The users of one basic-auth Secret and their hashes.
-#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct Htpasswd {
     users: BTreeMap<String, PasswordHash>,
 }
@@ -150,6 +156,11 @@ impl Htpasswd {
             return Err(HtpasswdError::Empty);
         }
         Ok(Htpasswd { users })
+    }
+
+    /// Each user with its hash as written, in user order (what [`Htpasswd::from_map`] reads).
+    pub fn entries(&self) -> impl Iterator<Item = (&str, String)> {
+        (self.users.iter()).map(|(user, hash)| (user.as_str(), hash.to_written()))
     }
 
     /// The hash of `user`, if the Secret has that user.
