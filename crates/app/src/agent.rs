@@ -52,7 +52,12 @@ impl Agent {
             }
             _ => {
                 self.registry
-                    .apply(model, &desired.certificates, &desired.ca_bundles)
+                    .apply(
+                        model,
+                        &desired.certificates,
+                        &desired.ca_bundles,
+                        &desired.credentials,
+                    )
                     .diagnostics
             }
         };

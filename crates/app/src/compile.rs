@@ -91,6 +91,7 @@ impl Compiler {
                         model: Arc::new(model),
                         certificates: previous.desired.certificates,
                         ca_bundles: previous.desired.ca_bundles,
+                        credentials: previous.desired.credentials,
                         delta: Delta::Members(pools),
                         ..Desired::default()
                     };
@@ -142,12 +143,14 @@ impl Compiler {
         translation.diagnostics.extend(collisions);
         let (selectors, problems) = agent_selectors(&translation.model, objects);
         translation.diagnostics.extend(problems);
-        let (certificates, ca_bundles) = self.certificates.apply(objects, &mut translation, config);
+        let (certificates, ca_bundles, credentials) =
+            self.certificates.apply(objects, &mut translation, config);
         let model = Arc::new(std::mem::take(&mut translation.model));
         let desired = Desired {
             model,
             certificates,
             ca_bundles,
+            credentials,
             ..Desired::default()
         };
         self.translations += 1;

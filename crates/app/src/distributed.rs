@@ -629,8 +629,12 @@ impl ControllerWork<'_> {
             return Ok(0);
         };
         let desired = &compiled.desired;
-        let mut new =
-            (self.encoder).encode(&desired.model, &desired.certificates, &desired.ca_bundles);
+        let mut new = (self.encoder).encode(
+            &desired.model,
+            &desired.certificates,
+            &desired.ca_bundles,
+            &desired.credentials,
+        );
         new.extend(codec::encode_placements(&compiled.desired.placements));
         let ops = portico_store::kv::changes(&old, &new);
         // A new leader commits even nothing, so that agents see a first state (maybe empty).

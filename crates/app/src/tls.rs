@@ -20,10 +20,18 @@ impl CertificateStage {
         objects: &Objects,
         translation: &mut Translation,
         config: &Config,
-    ) -> (portico_provider::Certificates, portico_provider::CaBundles) {
+    ) -> (
+        portico_provider::Certificates,
+        portico_provider::CaBundles,
+        portico_model::Credentials,
+    ) {
         let mut served = self.served.lock().unwrap_or_else(PoisonError::into_inner);
         let loaded = portico_translate::certificates(objects, translation, config, &served);
-        let material = (loaded.material.clone(), loaded.ca.clone());
+        let material = (
+            loaded.material.clone(),
+            loaded.ca.clone(),
+            loaded.credentials.clone(),
+        );
         if !loaded.diagnostics.is_empty() {
             let diagnostics = &mut translation.diagnostics;
             diagnostics.extend(loaded.diagnostics.iter().cloned());

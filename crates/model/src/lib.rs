@@ -4,6 +4,7 @@
 //! This crate is types and pure functions only. It must not depend on tokio, kube, hyper, etcd
 //! or any Kubernetes type: every other crate may depend on it.
 
+mod credentials;
 mod diagnostic;
 mod diff;
 pub mod filters;
@@ -18,6 +19,7 @@ mod placement;
 mod settings;
 mod tree;
 
+pub use credentials::{Credentials, Htpasswd, HtpasswdError, PasswordHash};
 pub use diagnostic::{Diagnostic, Escaped, MAX_OBJECT_DIAGNOSTICS, Severity, cap_per_object};
 pub use diff::{Change, ChangeKind, ElementKind, diff};
 pub use filters::{HeaderChanges, Mirror, PathRewrite, Redirect, Timeouts};
@@ -26,7 +28,7 @@ pub use limits::Limits;
 pub use merge::merge;
 pub use object::ObjectRef;
 pub use options::{
-    Coding, Compression, Cors, ExternalAuth, Hsts, PolicyOptions, RateLimit, Rewrite,
+    BasicAuth, Coding, Compression, Cors, ExternalAuth, Hsts, PolicyOptions, RateLimit, Rewrite,
 };
 pub use placement::Placement;
 pub use settings::{

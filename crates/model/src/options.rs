@@ -3,7 +3,7 @@
 //! `upstream-vhost`, CORS, rate limits, external auth). Kept apart from the rules and the action so that a policy
 //! without them is unchanged.
 
-use crate::{HeaderChanges, Mirror, PathRewrite, Timeouts};
+use crate::{HeaderChanges, Mirror, ObjectRef, PathRewrite, Timeouts};
 use serde::{Deserialize, Serialize};
 
 /// The request changes and CORS answers of one policy. Every field is optional; a policy
@@ -33,6 +33,8 @@ pub struct PolicyOptions {
     pub rate_limit: Option<RateLimit>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub external_auth: Option<ExternalAuth>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub basic_auth: Option<BasicAuth>,
     /// The Ingress's own `Strict-Transport-Security` (`portico.dev/hsts-max-age`, …), in place
     /// of the process's (`--hsts-max-age`, …).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -203,6 +205,18 @@ pub struct ExternalAuth {
     /// request's target.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_redirect: Option<String>,
+}
+
+/// ingress-nginx's `auth-type: basic`: a request without a user and password the Secret's
+/// htpasswd entries accept is answered 401 with `WWW-Authenticate: Basic realm="…"`. The
+/// model names the Secret only; its entries travel beside the model as key material do
+/// ([`crate::Htpasswd`]), and a Secret the data plane was not handed answers 503.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct BasicAuth {
+    /// The Secret (kind `Secret`, in the Ingress's namespace).
+    pub secret: ObjectRef,
+    /// `auth-realm`, unescaped.
+    pub realm: String,
 }
 
 /// ingress-nginx's `limit-rps`, `limit-rpm` and `limit-connections` per client address, with

@@ -16,6 +16,7 @@ mod sockets;
 pub use registry::{Applied, Registry};
 pub use sockets::{SocketKey, SocketKind, Sockets};
 
+pub use portico_model::Credentials;
 use portico_model::{Diagnostic, Model, ObjectRef, PoolId};
 use portico_tls::{CaBundle, Material};
 use std::collections::{BTreeMap, HashSet};
@@ -62,6 +63,12 @@ pub trait Provider: Send + Sync {
         certificates: &Certificates,
         ca_bundles: &CaBundles,
     ) -> Vec<Diagnostic>;
+
+    /// The htpasswd entries of basic-auth Secrets by reference, as policies'
+    /// `basic_auth.secret` name them, for the next [`Provider::apply`] (the registry hands
+    /// them over just before). A provider that does not serve basic auth ignores them (the
+    /// default) and leaves such policies out.
+    fn set_credentials(&self, _credentials: &Credentials) {}
 
     /// Only the members of `pools` changed since the last [`Provider::apply`] (`model` has
     /// them); the rest of the model stands.

@@ -1,6 +1,6 @@
 //! The registry: providers by type, each handed the load balancers of its type.
 
-use crate::{CaBundles, Certificates, Provider};
+use crate::{CaBundles, Certificates, Credentials, Provider};
 use portico_model::{Diagnostic, LoadBalancer, Model, PoolId};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};
@@ -56,15 +56,18 @@ impl Registry {
     }
 
     /// Hands `model` to every provider; a load balancer whose provider type is not registered
-    /// is not served and gets an error on its IngressClass.
+    /// is not served and gets an error on its IngressClass. Each provider is handed
+    /// `credentials` first ([`Provider::set_credentials`]).
     pub fn apply(
         &self,
         model: &Model,
         certificates: &Certificates,
         ca_bundles: &CaBundles,
+        credentials: &Credentials,
     ) -> Applied {
         let mut diagnostics = self.unknown(model);
         for provider in self.providers.values() {
+            provider.set_credentials(credentials);
             diagnostics.extend(provider.apply(
                 &own(model, provider.kind()),
                 certificates,
@@ -197,7 +200,12 @@ mod tests {
         let model = Model {
             load_balancers: vec![lb("a", "test"), lb("b", "nginx")],
         };
-        let applied = registry.apply(&model, &Certificates::new(), &CaBundles::new());
+        let applied = registry.apply(
+            &model,
+            &Certificates::new(),
+            &CaBundles::new(),
+            &Credentials::new(),
+        );
         assert_eq!(*recorder.served.lock().unwrap(), ["a"]);
         assert_eq!(applied.generation, 1);
         assert_eq!(applied.diagnostics.len(), 1);

@@ -24,6 +24,8 @@ pub struct Desired {
     pub certificates: Certificates,
     /// The CA bundles verifying pools trust.
     pub ca_bundles: CaBundles,
+    /// The htpasswd entries of basic-auth Secrets (hashes, never passwords).
+    pub credentials: portico_model::Credentials,
     /// Where each load balancer runs (active and standby agents, epoch), as the controller
     /// placed them; empty where nothing is placed (no agent yet). Not part of `delta`: a
     /// placement change alone does not touch the providers' configuration.

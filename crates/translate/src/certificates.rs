@@ -3,16 +3,19 @@
 //! used (its hosts are then served with the default certificate; nothing else is affected).
 //! Also the CA bundles (`ca.crt`) of the Secrets that verifying pools name in
 //! `proxy-ssl-secret`: one that cannot be used is a warning on the Ingress, and its pools'
-//! verification fails closed (502).
+//! verification fails closed (502). And the htpasswd entries of the Secrets that basic auth
+//! names (`auth-secret`): one that cannot be used is a warning on the Ingress, and its paths
+//! answer 503.
 //!
 //! Apart from [`crate::translate`] because parsing keys costs far more than translating: a
 //! Secret whose content did not change keeps the material of the previous call.
 
 use crate::KeptIngress;
+use crate::annotations::SecretType;
 use crate::translate::Translation;
 use crate::{Config, ObjectKey, Objects};
 use k8s_openapi::api::core::v1::Secret;
-use portico_model::{Diagnostic, ObjectRef};
+use portico_model::{Diagnostic, Htpasswd, HtpasswdError, ObjectRef};
 use portico_tls::{CaBundle, CaBundleError, Material, MaterialError};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -23,6 +26,8 @@ const CERT_KEY: &str = "tls.crt";
 const KEY_KEY: &str = "tls.key";
 /// The data key of the CA certificates in a `proxy-ssl-secret` (as ingress-nginx reads it).
 const CA_KEY: &str = "ca.crt";
+/// The data key of the htpasswd file of an `auth-file` Secret (as ingress-nginx reads it).
+const AUTH_KEY: &str = "auth";
 
 /// Usable material by Secret, and the warnings about the Secrets that are not usable.
 #[derive(Clone, Default)]
@@ -32,6 +37,9 @@ pub struct Certificates {
     /// Usable CA bundles by Secret reference (kind `Secret`), as pools' `upstream_tls.ca`
     /// name them.
     pub ca: BTreeMap<ObjectRef, Arc<CaBundle>>,
+    /// Usable basic-auth entries by Secret reference (kind `Secret`), as policies'
+    /// `basic_auth.secret` name them.
+    pub credentials: portico_model::Credentials,
     /// Sorted: warnings on Ingresses (`spec.tls[i].secretName`) and on the default
     /// certificate's Secret.
     pub diagnostics: Vec<Diagnostic>,
@@ -39,6 +47,8 @@ pub struct Certificates {
     loaded: BTreeMap<ObjectKey, Loaded>,
     /// Each CA Secret looked at, with what it gave, for the next call.
     loaded_ca: BTreeMap<ObjectKey, LoadedCa>,
+    /// Each basic-auth Secret looked at, as the type it was read as, for the next call.
+    loaded_auth: BTreeMap<(ObjectKey, SecretType), LoadedAuth>,
 }
 
 /// Counts only: material prints redacted anyway, but there is no need to list it.
@@ -47,6 +57,7 @@ impl fmt::Debug for Certificates {
         f.debug_struct("Certificates")
             .field("material", &self.material.len())
             .field("ca", &self.ca.len())
+            .field("credentials", &self.credentials.len())
             .field("diagnostics", &self.diagnostics)
             .finish()
     }
@@ -56,6 +67,12 @@ impl fmt::Debug for Certificates {
 struct Loaded {
     secret: Option<Arc<Secret>>,
     result: Result<Arc<Material>, SecretError>,
+}
+
+#[derive(Clone)]
+struct LoadedAuth {
+    secret: Option<Arc<Secret>>,
+    result: Result<Arc<Htpasswd>, SecretError>,
 }
 
 #[derive(Clone)]
@@ -75,6 +92,10 @@ pub enum SecretError {
     Material(ObjectKey, MaterialError),
     #[error("secret \"{0}\": {1}")]
     CaBundle(ObjectKey, CaBundleError),
+    #[error("secret \"{0}\": {1}")]
+    Htpasswd(ObjectKey, HtpasswdError),
+    #[error("secret \"{0}\": data key {1:?} is not UTF-8 text")]
+    NotText(ObjectKey, String),
 }
 
 /// Loads the certificates that `translation`'s served Ingresses and `config` name, reusing
@@ -107,6 +128,7 @@ pub fn certificates(
             .push(Diagnostic::warning(object, "", message));
     }
     out.upstream_cas(objects, translation, previous);
+    out.basic_auths(objects, translation, previous);
     out.diagnostics.sort();
     out.diagnostics.dedup();
     out
@@ -267,6 +289,109 @@ impl Certificates {
         self.loaded_ca.insert(key.clone(), loaded);
         result
     }
+}
+
+impl Certificates {
+    /// The entries of the basic-auth Secrets served Ingresses name, with a warning on each
+    /// Ingress whose Secret cannot be used (its paths answer 503).
+    fn basic_auths(&mut self, objects: &Objects, translation: &Translation, previous: &Self) {
+        for state in translation.ingresses.iter().filter(|s| s.served) {
+            let key = &state.key;
+            let Some(ingress) = objects.ingresses.get(key) else {
+                continue;
+            };
+            let named = crate::annotations::basic_secret(ingress, &key.namespace);
+            let Some((annotation, secret, kind)) = named else {
+                continue;
+            };
+            let secret = ObjectKey::new(&secret.namespace, &secret.name);
+            if let Err(error) = self.load_auth(objects, &secret, kind, previous) {
+                let object = ObjectRef::new("Ingress", &key.namespace, &key.name);
+                let field = format!("metadata.annotations[{annotation}]");
+                let held = match kind {
+                    SecretType::File => "an htpasswd file under the data key auth",
+                    SecretType::Map => "one data key per user, its value the password hash",
+                };
+                let message = format!(
+                    "{error}; every request of this Ingress is refused (503) until the Secret \
+                     holds {held}"
+                );
+                self.diagnostics
+                    .push(Diagnostic::warning(object, field, message));
+            }
+        }
+    }
+
+    /// The entries of Secret `key` read as `kind`, parsed once per call and only when it
+    /// changed since `previous`.
+    fn load_auth(
+        &mut self,
+        objects: &Objects,
+        key: &ObjectKey,
+        kind: SecretType,
+        previous: &Self,
+    ) -> Result<Arc<Htpasswd>, SecretError> {
+        let at = (key.clone(), kind);
+        if let Some(done) = self.loaded_auth.get(&at) {
+            return done.result.clone();
+        }
+        let secret = objects.secrets.get(key);
+        let reused = (previous.loaded_auth.get(&at)).filter(|p| same(p.secret.as_ref(), secret));
+        let result = match reused {
+            Some(p) => p.result.clone(),
+            None => parse_auth(key, kind, secret.map(Arc::as_ref)),
+        };
+        if let Ok(users) = &result {
+            let object = ObjectRef::new("Secret", &key.namespace, &key.name);
+            self.credentials.insert(object, users.clone());
+        }
+        let loaded = LoadedAuth {
+            secret: secret.cloned(),
+            result: result.clone(),
+        };
+        self.loaded_auth.insert(at, loaded);
+        result
+    }
+}
+
+fn parse_auth(
+    key: &ObjectKey,
+    kind: SecretType,
+    secret: Option<&Secret>,
+) -> Result<Arc<Htpasswd>, SecretError> {
+    let secret = secret.ok_or_else(|| SecretError::NotFound(key.clone()))?;
+    let text = |name: &str, bytes: &[u8]| {
+        std::str::from_utf8(bytes)
+            .map(str::to_owned)
+            .map_err(|_| SecretError::NotText(key.clone(), name.to_owned()))
+    };
+    let users = match kind {
+        SecretType::File => {
+            let file =
+                value(secret, AUTH_KEY).ok_or(SecretError::MissingKey(key.clone(), AUTH_KEY))?;
+            Htpasswd::from_file(&text(AUTH_KEY, file)?)
+        }
+        SecretType::Map => {
+            let data = secret
+                .data
+                .iter()
+                .flatten()
+                .map(|(k, v)| (k, v.0.as_slice()));
+            let strings = secret
+                .string_data
+                .iter()
+                .flatten()
+                .map(|(k, v)| (k, v.as_bytes()));
+            let mut entries = BTreeMap::new();
+            for (user, hash) in data.chain(strings) {
+                entries.insert(user.clone(), text(user, hash)?);
+            }
+            Htpasswd::from_map(entries.iter().map(|(u, h)| (u.as_str(), h.as_str())))
+        }
+    };
+    users
+        .map(Arc::new)
+        .map_err(|e| SecretError::Htpasswd(key.clone(), e))
 }
 
 fn parse_ca(key: &ObjectKey, secret: Option<&Secret>) -> Result<Arc<CaBundle>, SecretError> {

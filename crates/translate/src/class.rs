@@ -125,6 +125,9 @@ pub fn referenced_secrets(objects: &Objects, config: &Config) -> BTreeSet<Object
         if let Some((_, ca)) = crate::annotations::ca_secret(ingress, &key.namespace) {
             secrets.insert(ObjectKey::new(&ca.namespace, &ca.name));
         }
+        if let Some((_, auth, _)) = crate::annotations::basic_secret(ingress, &key.namespace) {
+            secrets.insert(ObjectKey::new(&auth.namespace, &auth.name));
+        }
     }
     secrets.extend(crate::gateway::referenced_secrets(objects, config));
     secrets
@@ -156,14 +159,17 @@ mod tests {
     }
 
     #[test]
-    fn only_owned_ingresses_their_ca_secrets_and_the_default_certificate_reference_secrets() {
+    fn only_owned_ingresses_their_ca_and_auth_secrets_and_the_default_certificate_reference_secrets()
+     {
         let mut objects = Objects::default();
         let mut ours = Arc::unwrap_or_clone(ingress(Some("portico"), &["a", "", "b"]));
+        let nginx = |k: &str, v: &str| (format!("nginx.ingress.kubernetes.io/{k}"), v.to_owned());
         ours.metadata.annotations = Some(
-            [(
-                "nginx.ingress.kubernetes.io/proxy-ssl-secret".to_owned(),
-                "ns/upstream-ca".to_owned(),
-            )]
+            [
+                nginx("proxy-ssl-secret", "ns/upstream-ca"),
+                nginx("auth-type", "basic"),
+                nginx("auth-secret", "users"),
+            ]
             .into(),
         );
         std::sync::Arc::make_mut(&mut objects.ingresses)
@@ -192,7 +198,13 @@ mod tests {
             .collect();
         assert_eq!(
             got,
-            ["ns/a", "ns/b", "ns/upstream-ca", "system/default-tls"]
+            [
+                "ns/a",
+                "ns/b",
+                "ns/upstream-ca",
+                "ns/users",
+                "system/default-tls"
+            ]
         );
     }
 

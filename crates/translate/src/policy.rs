@@ -64,8 +64,11 @@ pub(crate) fn build_policies(
             };
             (action, None)
         }
-        // An auth-url that cannot be served refuses rather than lets requests through.
-        None if matches!(location.external_auth, Some(Err(()))) => {
+        // An auth-url or basic auth that cannot be served refuses rather than lets requests
+        // through.
+        None if matches!(location.external_auth, Some(Err(())))
+            || matches!(location.basic_auth, Some(Err(()))) =>
+        {
             (PolicyAction::Reject { status: 503 }, None)
         }
         None => (
@@ -102,6 +105,7 @@ fn options(location: &Location, regex: Option<&str>) -> Option<Arc<PolicyOptions
         cors: location.cors.clone(),
         rate_limit: location.rate_limit.clone(),
         external_auth: location.external_auth.clone().and_then(Result::ok),
+        basic_auth: location.basic_auth.clone().and_then(Result::ok),
         hsts: location.hsts,
         compression: location.compression,
         ..PolicyOptions::default()

@@ -38,6 +38,7 @@ mod annotations;
 mod backends;
 mod bad_input;
 mod balancing;
+mod basic_auth;
 mod canary;
 mod classes;
 mod compression;

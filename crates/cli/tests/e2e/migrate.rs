@@ -237,6 +237,8 @@ async fn migrate_reports_canaries_rate_limits_and_external_auth() {
         ("auth-request-redirect", "/back"),
         ("auth-snippet", "proxy_set_header X-A b;"),
         ("auth-type", "basic"),
+        ("auth-secret", "users"),
+        ("auth-realm", "Staff"),
     ];
     let keys: Vec<(String, &str)> = pairs.iter().map(|(k, v)| (n(k), *v)).collect();
     let keys: Vec<(&str, &str)> = keys.iter().map(|(k, v)| (k.as_str(), *v)).collect();
@@ -254,6 +256,7 @@ async fn migrate_reports_canaries_rate_limits_and_external_auth() {
         "auth-method",
         "auth-response-headers",
         "auth-request-redirect",
+        "auth-realm",
     ];
     for key in served {
         assert_eq!(outcome(&report, "all", key)["outcome"], "served", "{key}");
@@ -279,5 +282,17 @@ async fn migrate_reports_canaries_rate_limits_and_external_auth() {
         outcome(&report, "all", "auth-snippet")["outcome"],
         "refused"
     );
-    assert_eq!(outcome(&report, "all", "auth-type")["outcome"], "ignored");
+    // The Secret is missing: the report says so, as the running proxy would answer 503.
+    let secret = outcome(&report, "all", "auth-secret");
+    assert_eq!(secret["outcome"], "ignored", "{secret}");
+    assert!(
+        secret["detail"].as_str().unwrap().contains("not found"),
+        "{secret}"
+    );
+    let basic = outcome(&report, "all", "auth-type");
+    assert_eq!(basic["outcome"], "served-differently", "{basic}");
+    assert!(
+        basic["detail"].as_str().unwrap().contains("digest"),
+        "{basic}"
+    );
 }

@@ -50,6 +50,8 @@ pub struct ProxyProvider {
     /// The VIPs' listening sockets are registered there (and taken from there when handed
     /// over by a predecessor).
     sockets: Arc<Sockets>,
+    /// The basic-auth entries the next `apply` hands its proxies.
+    credentials: Mutex<portico_provider::Credentials>,
 }
 
 impl ProxyProvider {
@@ -97,6 +99,7 @@ impl ProxyProvider {
             );
         }
         let provider = ProxyProvider {
+            credentials: Mutex::default(),
             metrics,
             limits,
             access,
@@ -265,6 +268,9 @@ impl Provider for ProxyProvider {
         ca_bundles: &CaBundles,
     ) -> Vec<Diagnostic> {
         let mut diagnostics = Vec::new();
+        let credentials = (self.credentials.lock())
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
         let groups = place(model, self.defaults);
         let mut served = self.served.lock().unwrap_or_else(PoisonError::into_inner);
         // Address pairs no load balancer needs any more close (the default ones stay).
@@ -293,6 +299,7 @@ impl Provider for ProxyProvider {
                 };
                 s.proxy.set_certificates(&part, certificates);
                 s.proxy.set_ca_bundles(ca_bundles);
+                s.proxy.set_credentials(&credentials);
                 s.proxy.apply(&part);
             }
         }
@@ -303,6 +310,11 @@ impl Provider for ProxyProvider {
             s.proxy.apply(&Model::default());
         }
         diagnostics
+    }
+
+    fn set_credentials(&self, credentials: &portico_provider::Credentials) {
+        let mut own = (self.credentials.lock()).unwrap_or_else(PoisonError::into_inner);
+        own.clone_from(credentials);
     }
 
     fn update_members(&self, model: &Model, pools: &HashSet<PoolId>) {

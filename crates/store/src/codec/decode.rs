@@ -1,8 +1,8 @@
 //! Key-value entries → desired state, reusing what unchanged entries gave last time.
 
 use super::{
-    CaBundleValue, CertificateValue, DESIRED, Envelope, Fragment, KIND_CA_BUNDLE, KIND_CERTIFICATE,
-    KIND_FRAGMENT, KIND_LOAD_BALANCER, KIND_POOL,
+    CaBundleValue, CertificateValue, CredentialsValue, DESIRED, Envelope, Fragment, KIND_CA_BUNDLE,
+    KIND_CERTIFICATE, KIND_CREDENTIALS, KIND_FRAGMENT, KIND_LOAD_BALANCER, KIND_POOL,
 };
 use crate::kv::{Key, View};
 use crate::{CaBundles, Certificates, Delta, Desired, SCHEMA};
@@ -24,6 +24,7 @@ enum Item {
     Pool(Box<Pool>),
     Certificate(ObjectRef, Arc<Material>),
     CaBundle(ObjectRef, Arc<CaBundle>),
+    Credentials(ObjectRef, Arc<portico_model::Htpasswd>),
     Bad(Diagnostic),
 }
 
@@ -103,6 +104,7 @@ impl Decoder {
         let mut diagnostics = Vec::new();
         let mut certificates = Certificates::new();
         let mut ca_bundles = CaBundles::new();
+        let mut credentials = portico_model::Credentials::new();
         let mut parts: BTreeMap<&str, LbParts<'_>> = BTreeMap::new();
         for (key, cached) in &self.cache {
             let lb_key = lb_of(key);
@@ -113,6 +115,9 @@ impl Decoder {
                 }
                 Item::CaBundle(secret, bundle) => {
                     ca_bundles.insert(secret.clone(), bundle.clone());
+                }
+                Item::Credentials(secret, users) => {
+                    credentials.insert(secret.clone(), users.clone());
                 }
                 Item::LoadBalancer(lb) => {
                     let p = parts.entry(lb_key.unwrap_or(key)).or_default();
@@ -159,6 +164,7 @@ impl Decoder {
             model: Arc::new(Model { load_balancers }),
             certificates,
             ca_bundles,
+            credentials,
             delta: Delta::Full,
             diagnostics,
             ..Desired::default()
@@ -225,6 +231,9 @@ fn kind_of(key: &str) -> Option<&'static str> {
     if rest.starts_with("ca/") {
         return Some(KIND_CA_BUNDLE);
     }
+    if rest.starts_with("auth/") {
+        return Some(KIND_CREDENTIALS);
+    }
     let lb = rest.strip_prefix("lb/")?;
     match lb.split('/').collect::<Vec<_>>().as_slice() {
         [_] => Some(KIND_LOAD_BALANCER),
@@ -258,6 +267,13 @@ fn decode_item(key: &str, value: &[u8]) -> Item {
                 match CaBundle::from_pem(c.ca_pem.as_bytes()) {
                     Ok(b) => Ok(Item::CaBundle(c.secret, Arc::new(b))),
                     Err(e) => Err(format!("CA bundle of {}: {e}", c.secret)),
+                }
+            }),
+            KIND_CREDENTIALS => parse::<CredentialsValue>(value, kind).and_then(|c| {
+                let entries = c.users.iter().map(|(u, h)| (u.as_str(), h.as_str()));
+                match portico_model::Htpasswd::from_map(entries) {
+                    Ok(users) => Ok(Item::Credentials(c.secret, Arc::new(users))),
+                    Err(e) => Err(format!("basic-auth entries of {}: {e}", c.secret)),
                 }
             }),
             _ => parse::<CertificateValue>(value, kind).and_then(|c| {

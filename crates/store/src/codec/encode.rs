@@ -1,12 +1,14 @@
 //! Desired state → key-value entries.
 
 use super::{
-    CaBundleValue, CertificateValue, DESIRED, Envelope, Fragment, KIND_CA_BUNDLE, KIND_CERTIFICATE,
-    KIND_FRAGMENT, KIND_LOAD_BALANCER, KIND_POOL, ListenerPart, object_hash,
+    CaBundleValue, CertificateValue, CredentialsValue, DESIRED, Envelope, Fragment, KIND_CA_BUNDLE,
+    KIND_CERTIFICATE, KIND_CREDENTIALS, KIND_FRAGMENT, KIND_LOAD_BALANCER, KIND_POOL, ListenerPart,
+    object_hash,
 };
 use crate::kv::Key;
 use crate::{CaBundles, Certificates, SCHEMA};
 use bytes::Bytes;
+use portico_model::Credentials;
 use portico_model::{
     L7Policy, Listener, ListenerId, LoadBalancer, Model, ObjectRef, SniCertificate,
 };
@@ -15,14 +17,15 @@ use std::collections::{BTreeMap, HashMap};
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 
-/// Every key and value of `model`, `certificates` and `ca_bundles` (see the module's key
-/// layout).
+/// Every key and value of `model`, `certificates`, `ca_bundles` and `credentials` (see the
+/// module's key layout).
 pub fn encode(
     model: &Model,
     certificates: &Certificates,
     ca_bundles: &CaBundles,
+    credentials: &Credentials,
 ) -> BTreeMap<Key, Bytes> {
-    Encoder::default().encode(model, certificates, ca_bundles)
+    Encoder::default().encode(model, certificates, ca_bundles, credentials)
 }
 
 /// [`encode`] for one state after another: a fragment or a pool whose content did not change
@@ -35,12 +38,13 @@ pub struct Encoder {
 }
 
 impl Encoder {
-    /// Every key and value of `model`, `certificates` and `ca_bundles`.
+    /// Every key and value of `model`, `certificates`, `ca_bundles` and `credentials`.
     pub fn encode(
         &mut self,
         model: &Model,
         certificates: &Certificates,
         ca_bundles: &CaBundles,
+        credentials: &Credentials,
     ) -> BTreeMap<Key, Bytes> {
         let mut out = BTreeMap::new();
         let mut next = HashMap::with_capacity(self.last.len());
@@ -49,6 +53,7 @@ impl Encoder {
         }
         encode_certificates(certificates, &mut out);
         encode_ca_bundles(ca_bundles, &mut out);
+        encode_credentials(credentials, &mut out);
         self.last = next;
         out
     }
@@ -175,6 +180,17 @@ fn encode_ca_bundles(ca_bundles: &CaBundles, out: &mut BTreeMap<Key, Bytes>) {
         };
         let key = format!("{DESIRED}ca/{}", object_hash(secret));
         out.insert(key, envelope(KIND_CA_BUNDLE, &value));
+    }
+}
+
+fn encode_credentials(credentials: &Credentials, out: &mut BTreeMap<Key, Bytes>) {
+    for (secret, users) in credentials {
+        let value = CredentialsValue {
+            secret: secret.clone(),
+            users: (users.entries()).map(|(u, h)| (u.to_owned(), h)).collect(),
+        };
+        let key = format!("{DESIRED}auth/{}", object_hash(secret));
+        out.insert(key, envelope(KIND_CREDENTIALS, &value));
     }
 }
 

@@ -8,6 +8,8 @@
 //! - `desired/lb/<lb-uuid>/pool/<pool-uuid>`: one pool with its members;
 //! - `desired/cert/<hash of the Secret>`: certificate material (key material: protect the store);
 //! - `desired/ca/<hash of the Secret>`: a CA bundle that pools verify their members against;
+//! - `desired/auth/<hash of the Secret>`: a basic-auth Secret's users and password hashes
+//!   (hashes only, as the Secret holds them; checked again when read);
 //! - `agents/<node>`: an agent's [`Feedback`](crate::Feedback);
 //! - `placement/<lb-uuid>`: where a load balancer runs (see [`placement`]); its addresses (VIP,
 //!   floating IP) are in its header.
@@ -55,6 +57,7 @@ const KIND_FRAGMENT: &str = "Fragment";
 const KIND_POOL: &str = "Pool";
 const KIND_CERTIFICATE: &str = "Certificate";
 const KIND_CA_BUNDLE: &str = "CaBundle";
+const KIND_CREDENTIALS: &str = "Credentials";
 
 /// What one source object gives a load balancer's listeners.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -87,6 +90,14 @@ struct CertificateValue {
 struct CaBundleValue {
     secret: ObjectRef,
     ca_pem: String,
+}
+
+/// A basic-auth Secret's users and password hashes as stored (hashes only: what the Secret
+/// holds; checked again when read).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct CredentialsValue {
+    secret: ObjectRef,
+    users: std::collections::BTreeMap<String, String>,
 }
 
 /// A stable, key-safe name for an object: hex of a SHA-1 of its identity.

@@ -4,6 +4,7 @@ use super::*;
 use crate::kv::{Entry, View, changes};
 use crate::{CaBundles, Certificates, Delta};
 use bytes::Bytes;
+use portico_model::Credentials;
 use portico_model::{Model, PolicyAction};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -52,7 +53,12 @@ fn view(entries: &BTreeMap<String, Bytes>, old: Option<&View>, revision: i64) ->
 #[test]
 fn every_golden_model_comes_back_from_the_store_as_it_went_in() {
     for (name, model) in golden_models() {
-        let entries = encode(&model, &Certificates::new(), &CaBundles::new());
+        let entries = encode(
+            &model,
+            &Certificates::new(),
+            &CaBundles::new(),
+            &Credentials::new(),
+        );
         let desired = Decoder::default().decode(&view(&entries, None, 7));
         assert_eq!(*desired.model, model, "{name}");
         assert!(
@@ -78,8 +84,18 @@ fn a_change_to_one_source_writes_only_that_sources_fragment() {
     let source = policy.source.clone();
     policy.action = PolicyAction::Reject { status: 403 };
     let ops = changes(
-        &encode(&model, &Certificates::new(), &CaBundles::new()),
-        &encode(&changed, &Certificates::new(), &CaBundles::new()),
+        &encode(
+            &model,
+            &Certificates::new(),
+            &CaBundles::new(),
+            &Credentials::new(),
+        ),
+        &encode(
+            &changed,
+            &Certificates::new(),
+            &CaBundles::new(),
+            &Credentials::new(),
+        ),
     );
     assert_eq!(ops.len(), 1, "{ops:?}");
     let expected = format!("desired/lb/{lb_id}/src/{}", object_hash(&source));
@@ -93,7 +109,12 @@ fn a_pool_change_alone_is_a_members_delta_and_keeps_the_listeners() {
         .find(|(n, _)| n.ends_with("seed-simple-fanout"))
         .unwrap();
     let mut decoder = Decoder::default();
-    let first_entries = encode(&model, &Certificates::new(), &CaBundles::new());
+    let first_entries = encode(
+        &model,
+        &Certificates::new(),
+        &CaBundles::new(),
+        &Credentials::new(),
+    );
     let first_view = view(&first_entries, None, 1);
     let first = decoder.decode(&first_view);
     assert_eq!(first.delta, Delta::Full);
@@ -103,7 +124,12 @@ fn a_pool_change_alone_is_a_members_delta_and_keeps_the_listeners() {
     pool.members[0].ready = !pool.members[0].ready;
     let pool_id = pool.id;
     let second = decoder.decode(&view(
-        &encode(&changed, &Certificates::new(), &CaBundles::new()),
+        &encode(
+            &changed,
+            &Certificates::new(),
+            &CaBundles::new(),
+            &Credentials::new(),
+        ),
         Some(&first_view),
         2,
     ));
@@ -121,7 +147,12 @@ fn a_malformed_value_is_a_diagnostic_naming_its_key_and_the_rest_is_served() {
         .into_iter()
         .find(|(n, _)| n.ends_with("seed-name-virtual-hosting"))
         .unwrap();
-    let mut entries = encode(&model, &Certificates::new(), &CaBundles::new());
+    let mut entries = encode(
+        &model,
+        &Certificates::new(),
+        &CaBundles::new(),
+        &Credentials::new(),
+    );
     entries.insert("desired/cert/zzz".into(), Bytes::from_static(b"{not json"));
     let wrong_schema = br#"{"schema":99,"kind":"Pool","data":{}}"#;
     entries.insert(
@@ -152,7 +183,12 @@ fn certificates_travel_with_their_key_material() {
             .unwrap();
     let secret = ObjectRef::new("Secret", "default", "a-tls");
     let certificates = Certificates::from([(secret.clone(), Arc::new(material))]);
-    let entries = encode(&Model::default(), &certificates, &CaBundles::new());
+    let entries = encode(
+        &Model::default(),
+        &certificates,
+        &CaBundles::new(),
+        &Credentials::new(),
+    );
     let desired = Decoder::default().decode(&view(&entries, None, 1));
     assert_eq!(desired.certificates, certificates);
 }
@@ -165,7 +201,12 @@ fn ca_bundles_travel_under_their_own_keys_and_a_bad_one_is_a_diagnostic() {
     let bundle = portico_tls::CaBundle::from_pem(pem.as_bytes()).unwrap();
     let secret = ObjectRef::new("Secret", "default", "upstream-ca");
     let ca_bundles = CaBundles::from([(secret.clone(), Arc::new(bundle))]);
-    let mut entries = encode(&Model::default(), &Certificates::new(), &ca_bundles);
+    let mut entries = encode(
+        &Model::default(),
+        &Certificates::new(),
+        &ca_bundles,
+        &Credentials::new(),
+    );
     let key = format!("desired/ca/{}", object_hash(&secret));
     assert_eq!(entries.keys().collect::<Vec<_>>(), [&key]);
     let desired = Decoder::default().decode(&view(&entries, None, 1));
@@ -191,10 +232,20 @@ fn ca_bundles_travel_under_their_own_keys_and_a_bad_one_is_a_diagnostic() {
 fn an_encoder_gives_what_encode_gives_and_keeps_the_bytes_of_what_did_not_change() {
     for (name, model) in golden_models() {
         let mut encoder = Encoder::default();
-        let first = encoder.encode(&model, &Certificates::new(), &CaBundles::new());
+        let first = encoder.encode(
+            &model,
+            &Certificates::new(),
+            &CaBundles::new(),
+            &Credentials::new(),
+        );
         assert_eq!(
             first,
-            encode(&model, &Certificates::new(), &CaBundles::new()),
+            encode(
+                &model,
+                &Certificates::new(),
+                &CaBundles::new(),
+                &Credentials::new()
+            ),
             "{name}"
         );
         let mut changed = model.clone();
@@ -210,10 +261,20 @@ fn an_encoder_gives_what_encode_gives_and_keeps_the_bytes_of_what_did_not_change
         for (i, p) in listeners[0].policies.iter_mut().enumerate() {
             p.position += u32::try_from(i).unwrap() + 1;
         }
-        let second = encoder.encode(&changed, &Certificates::new(), &CaBundles::new());
+        let second = encoder.encode(
+            &changed,
+            &Certificates::new(),
+            &CaBundles::new(),
+            &Credentials::new(),
+        );
         assert_eq!(
             second,
-            encode(&changed, &Certificates::new(), &CaBundles::new()),
+            encode(
+                &changed,
+                &Certificates::new(),
+                &CaBundles::new(),
+                &Credentials::new()
+            ),
             "{name}"
         );
         let changed_keys = changes(&first, &second);
@@ -254,11 +315,40 @@ fn headers_give_back_the_allocated_addresses() {
     lb.vip = Some([198, 18, 0, 1].into());
     lb.floating_ip = Some([198, 19, 0, 7].into());
     let id = lb.id;
-    let entries = encode(&model, &Certificates::new(), &CaBundles::new());
+    let entries = encode(
+        &model,
+        &Certificates::new(),
+        &CaBundles::new(),
+        &Credentials::new(),
+    );
     let got = addresses(&view(&entries, None, 1));
     assert_eq!(
         got.get(&id),
         Some(&(Some([198, 18, 0, 1].into()), Some([198, 19, 0, 7].into())))
     );
     assert_eq!(got.len(), model.load_balancers.len());
+}
+
+#[test]
+fn credentials_travel_under_their_own_keys_and_a_bad_one_is_a_diagnostic() {
+    let secret = ObjectRef::new("Secret", "shop", "users");
+    let users = portico_model::Htpasswd::from_file("alice:bGVh02xkuGli2\n").unwrap();
+    let credentials = Credentials::from([(secret.clone(), Arc::new(users))]);
+    let mut entries = encode(
+        &Model::default(),
+        &Certificates::new(),
+        &CaBundles::new(),
+        &credentials,
+    );
+    let key = format!("desired/auth/{}", object_hash(&secret));
+    assert_eq!(entries.keys().collect::<Vec<_>>(), [&key]);
+    let desired = Decoder::default().decode(&view(&entries, None, 1));
+    assert_eq!(desired.credentials, credentials);
+    assert!(desired.diagnostics.is_empty(), "{:?}", desired.diagnostics);
+    let broken = serde_json::json!({"schema": 1, "kind": "Credentials",
+        "data": {"secret": secret, "users": {"alice": "not-a-hash"}}});
+    entries.insert(key, Bytes::from(broken.to_string()));
+    let desired = Decoder::default().decode(&view(&entries, None, 2));
+    assert!(desired.credentials.is_empty());
+    assert_eq!(desired.diagnostics.len(), 1, "{:?}", desired.diagnostics);
 }

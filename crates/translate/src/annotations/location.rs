@@ -1,12 +1,14 @@
 //! An Ingress's per-location annotations (ingress-nginx's word: what each of its paths does
 //! besides choosing the pool): regex paths, the rewrite, redirects, the upstream `Host`,
-//! `X-Forwarded-Prefix`, the HTTPS redirect it forces, CORS, canaries, rate limits, external auth, HSTS, compression. Read with the same [`Reader`]
+//! `X-Forwarded-Prefix`, the HTTPS redirect it forces, CORS, canaries, rate limits, external and basic auth, HSTS, compression. Read with the same [`Reader`]
 //! as the upstream settings; a bad value is a warning and the default applies.
 
 use super::canary::Canary;
 use super::{Reader, parse};
 use crate::KeptIngress;
-use portico_model::{Compression, Cors, Diagnostic, ExternalAuth, Hsts, ObjectRef, RateLimit};
+use portico_model::{
+    BasicAuth, Compression, Cors, Diagnostic, ExternalAuth, Hsts, ObjectRef, RateLimit,
+};
 use std::sync::{Arc, LazyLock};
 
 /// What one Ingress's annotations ask of its routes.
@@ -34,6 +36,9 @@ pub(crate) struct Location {
     pub rate_limit: Option<RateLimit>,
     /// `auth-url` and its settings; `Err`: set but not servable (the paths answer 503).
     pub external_auth: Option<Result<ExternalAuth, ()>>,
+    /// `auth-type: basic` and its settings; `Err`: set but not servable (the paths answer
+    /// 503).
+    pub basic_auth: Option<Result<BasicAuth, ()>>,
     /// `server-alias`: more names for its rules' hosts (lower-case; `*.` allowed).
     pub aliases: Vec<String>,
     /// `portico.dev/hsts-max-age` and its companions: the Ingress's own
@@ -92,6 +97,7 @@ pub(crate) fn location(
         canary: super::canary::canary(&mut r),
         rate_limit: super::ratelimit::rate_limit(&mut r),
         external_auth: super::auth::external_auth(&mut r),
+        basic_auth: super::basic::basic_auth(&mut r),
         aliases: r.value("server-alias", aliases).unwrap_or_default(),
         hsts: hsts(&mut r),
         compression: r.value("compression", Compression::parse),

@@ -6,6 +6,7 @@
 //! Ingress is served either way. Snippets are refused. docs/annotations.md lists every key.
 
 mod auth;
+mod basic;
 mod canary;
 mod cors;
 mod location;
@@ -16,6 +17,7 @@ pub mod table;
 mod tests;
 
 use crate::KeptIngress;
+pub(crate) use basic::{SecretType, basic_secret};
 pub(crate) use canary::{Canary, HeaderMatch};
 pub(crate) use location::{Location, location};
 use parse::{bool_value, duration_ms, hash_key, percent, size_bytes, u32_value};

@@ -131,6 +131,8 @@ const HSTS_HAPROXY: &str =
     "haproxy sends the process's Strict-Transport-Security (--hsts-max-age), not an Ingress's";
 const HAPROXY_NOT_YET: &str =
     "served by the built-in proxy; the haproxy provider does not serve it yet";
+const BASIC_HAPROXY: &str = "served by the built-in proxy; the haproxy provider does not serve \
+    basic auth yet and leaves the Ingress's paths out rather than serve them unchecked";
 const REGEX: &str = "the regex crate's syntax (no lookaround or backreferences), on the path as \
     received (percent-encoding kept) rather than nginx's decoded one";
 const REGEX_SYNTAX: &str = "the regex crate's syntax (no lookaround or backreferences)";
@@ -316,10 +318,16 @@ pub const ANNOTATIONS: &[Annotation] = &[
     },
     proxy_only("canary-weight-total", Ignored(HAPROXY_NOT_YET)),
     ignored("affinity-canary-behavior", NOT_YET),
-    ignored("auth-type", NOT_YET),
-    ignored("auth-secret", NOT_YET),
-    ignored("auth-secret-type", NOT_YET),
-    ignored("auth-realm", NOT_YET),
+    Annotation {
+        proxy: ServedDifferently(
+            "basic only: digest is a warning and the Ingress's paths answer 503; hashes \
+             bcrypt, $apr1$, {SHA} and crypt ($1$, $5$, $6$, DES), not {PLAIN}",
+        ),
+        ..proxy_only("auth-type", Ignored(BASIC_HAPROXY))
+    },
+    proxy_only("auth-secret", Ignored(BASIC_HAPROXY)),
+    proxy_only("auth-secret-type", Ignored(BASIC_HAPROXY)),
+    proxy_only("auth-realm", Ignored(BASIC_HAPROXY)),
     Annotation {
         proxy: ServedDifferently(
             "http:// URLs without nginx variables only (another is a warning, and the \

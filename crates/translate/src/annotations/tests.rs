@@ -386,3 +386,37 @@ fn external_auth_with_ingress_nginx_defaults_and_an_unservable_url_fails_closed(
     ]);
     assert_eq!(d.len(), 2, "{d:?}");
 }
+
+#[test]
+fn basic_auth_names_its_secret_and_a_setting_that_cannot_be_served_fails_closed() {
+    let n = |k: &str| format!("nginx.ingress.kubernetes.io/{k}");
+    let (t, s, r) = (n("auth-type"), n("auth-secret"), n("auth-realm"));
+    let (l, d) = read_location(&[(&t, "basic"), (&s, "users"), (&r, "Staff \"only\"")]);
+    assert!(d.is_empty(), "{d:?}");
+    let auth = l.basic_auth.clone().unwrap().unwrap();
+    assert_eq!(auth.secret, ObjectRef::new("Secret", "shop", "users"));
+    assert_eq!(auth.realm, "Staff \"only\"");
+    let st = n("auth-secret-type");
+    for (bad, field) in [
+        (vec![(t.as_str(), "digest"), (s.as_str(), "users")], &t),
+        (vec![(t.as_str(), "basic")], &t),
+        (vec![(t.as_str(), "basic"), (s.as_str(), "other/users")], &s),
+        (
+            vec![
+                (t.as_str(), "basic"),
+                (s.as_str(), "u"),
+                (st.as_str(), "file"),
+            ],
+            &st,
+        ),
+    ] {
+        let (l, d) = read_location(&bad);
+        assert_eq!(l.basic_auth, Some(Err(())), "{bad:?}");
+        assert_eq!(
+            fields(&d),
+            [format!("metadata.annotations[{field}]")],
+            "{bad:?}"
+        );
+        assert!(format!("{d:?}").contains("refused (503)"), "{d:?}");
+    }
+}

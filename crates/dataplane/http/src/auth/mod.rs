@@ -5,6 +5,7 @@
 //! but a 2xx, 401 or 403 from the service (a timeout, a refused connection, a 5xx, a
 //! redirect) answers 500.
 
+pub(crate) mod basic;
 pub(crate) mod client;
 
 use http::header::{CONTENT_LENGTH, HOST, HeaderName, TRANSFER_ENCODING};

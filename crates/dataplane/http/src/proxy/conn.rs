@@ -18,7 +18,7 @@ use crate::upstream::{Endpoint, SendFailed, UpstreamError};
 use bytes::Bytes;
 use http::header::{
     ALT_SVC, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, HOST, HeaderValue, LOCATION, SET_COOKIE,
-    STRICT_TRANSPORT_SECURITY, TE,
+    STRICT_TRANSPORT_SECURITY, TE, WWW_AUTHENTICATE,
 };
 use http::uri::{self, Uri};
 use http::{Request, Response, StatusCode, Version};
@@ -389,6 +389,15 @@ impl Conn {
         {
             let response = super::options::preflight(options, origin.clone(), req.headers());
             pool.metrics.record(response.status());
+            return response;
+        }
+        if let Some(basic) = options.and_then(|o| o.basic_auth.as_ref())
+            && let Err(status) = basic.check(req.headers()).await
+        {
+            let mut response = rescue(&pool.metrics, &ProxyError::Auth(status));
+            if status == 401 {
+                (response.headers_mut()).insert(WWW_AUTHENTICATE, basic.challenge.clone());
+            }
             return response;
         }
         if let Some(auth) = options.and_then(|o| o.external_auth.as_ref())

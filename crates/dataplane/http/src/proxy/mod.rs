@@ -87,6 +87,8 @@ pub struct Proxy {
     lane: std::sync::OnceLock<Arc<HeavyLane>>,
     /// `Alt-Svc` of HTTPS responses, once HTTP/3 is served beside the HTTPS listener.
     alt_svc: std::sync::OnceLock<HeaderValue>,
+    /// The basic-auth Secrets' entries routes check against, swapped by `set_credentials`.
+    credentials: Mutex<portico_model::Credentials>,
 }
 
 impl Proxy {
@@ -128,6 +130,7 @@ impl Proxy {
             own_http1: std::sync::atomic::AtomicBool::new(own_http1_from_env()),
             lane: std::sync::OnceLock::new(),
             alt_svc: std::sync::OnceLock::new(),
+            credentials: Mutex::default(),
         })
     }
 
@@ -141,7 +144,13 @@ impl Proxy {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         let previous = self.table.load();
-        let compiler = Compiler::new(Some(&previous), Some(&self.metrics), &self.endpoints);
+        let credentials = self
+            .credentials
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let compiler = Compiler::new(Some(&previous), Some(&self.metrics), &self.endpoints)
+            .with_credentials(credentials);
         let table = compiler.compile(model);
         // A pool that is gone takes its series with it, so /metrics and memory do not grow
         // with every pool that ever existed.
@@ -155,6 +164,15 @@ impl Proxy {
         let generation = self.next_generation();
         self.applied.send_replace(true);
         generation
+    }
+
+    /// The basic-auth Secrets' entries the next [`Proxy::apply`] compiles routes with.
+    pub fn set_credentials(&self, credentials: &portico_model::Credentials) {
+        let mut own = self
+            .credentials
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        own.clone_from(credentials);
     }
 
     /// Replaces the members of pools the served table already has, without recompiling it:

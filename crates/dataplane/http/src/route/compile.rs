@@ -44,6 +44,8 @@ pub(crate) struct Compiler<'a> {
     /// The rate limiters the routes use; the previous table's are kept while their settings
     /// stand, so that a change elsewhere does not forget the clients' counts.
     limiters: Mutex<FxMap<RateLimit, Arc<Limiter>>>,
+    /// The basic-auth Secrets' entries routes check against.
+    credentials: portico_model::Credentials,
 }
 
 /// A load balancer's pools by id, and its name.
@@ -86,7 +88,14 @@ impl<'a> Compiler<'a> {
             endpoints,
             pools: FxMap::default(),
             limiters: Mutex::default(),
+            credentials: portico_model::Credentials::new(),
         }
+    }
+
+    /// This compiler with the basic-auth Secrets' entries its routes check against.
+    pub(crate) fn with_credentials(mut self, credentials: portico_model::Credentials) -> Self {
+        self.credentials = credentials;
+        self
     }
 
     /// The limiter of `settings`: this table's, else the previous table's, else a new one.
@@ -222,7 +231,7 @@ impl<'a> Compiler<'a> {
             (Some(options), Target::Pool(state)) => {
                 let mirror = |id| self.pools.get(&id).cloned();
                 let limiter = |settings: &RateLimit| self.limiter(settings);
-                let compiled = RouteOptions::compile(options, &mirror, &limiter);
+                let compiled = RouteOptions::compile(options, &mirror, &limiter, &self.credentials);
                 Target::Options(state, Arc::new(compiled))
             }
             (_, target) => target,

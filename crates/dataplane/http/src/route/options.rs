@@ -24,6 +24,8 @@ pub struct RouteOptions {
     pub(crate) rate_limit: Option<Arc<Limiter>>,
     /// `auth-url`; `Some(None)`: set but not usable (every request answers 500).
     pub(crate) external_auth: Option<Option<Auth>>,
+    /// `auth-type: basic`.
+    pub(crate) basic_auth: Option<crate::auth::basic::Basic>,
     /// The Ingress's own `Strict-Transport-Security` for HTTPS responses, in place of the
     /// process's; `Some(None)`: none at all (`hsts-max-age: 0`).
     pub(crate) hsts: Option<Option<HeaderValue>>,
@@ -58,6 +60,7 @@ impl RouteOptions {
         options: &PolicyOptions,
         pool: &dyn Fn(portico_model::PoolId) -> Option<std::sync::Arc<super::PoolState>>,
         limiter: &dyn Fn(&RateLimit) -> Arc<Limiter>,
+        credentials: &portico_model::Credentials,
     ) -> Self {
         let rewrite = options.rewrite.as_ref().and_then(|r| {
             Some(CompiledRewrite {
@@ -75,6 +78,8 @@ impl RouteOptions {
             filters: super::filters::Filters::compile(options, pool),
             rate_limit: options.rate_limit.as_ref().map(limiter),
             external_auth: options.external_auth.as_ref().map(Auth::compile),
+            basic_auth: (options.basic_auth.as_ref())
+                .map(|b| crate::auth::basic::Basic::compile(b, credentials)),
             hsts: options.hsts.as_ref().map(crate::proxy::hsts_value),
             compression: options.compression,
         }

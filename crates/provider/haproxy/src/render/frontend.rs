@@ -94,6 +94,9 @@ fn unsupported(policy: &L7Policy) -> Option<&'static str> {
     if (policy.options.as_ref()).is_some_and(|o| o.external_auth.is_some()) {
         return Some("external auth (auth-url)");
     }
+    if (policy.options.as_ref()).is_some_and(|o| o.basic_auth.is_some()) {
+        return Some("basic auth (auth-type: basic)");
+    }
     if matches!(policy.action, PolicyAction::RedirectToPools { .. }) {
         return Some("several backends with weights");
     }

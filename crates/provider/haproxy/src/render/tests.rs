@@ -302,6 +302,25 @@ fn a_policy_with_external_auth_is_left_out_rather_than_served_open() {
 }
 
 #[test]
+fn a_policy_with_basic_auth_is_left_out_rather_than_served_open() {
+    let mut p = policy(
+        "p",
+        vec![rule(RuleType::Path, CompareType::PathPrefix, "/a")],
+        to_pool(),
+    );
+    p.options = Some(std::sync::Arc::new(PolicyOptions {
+        basic_auth: Some(portico_model::BasicAuth {
+            secret: ObjectRef::new("Secret", "default", "users"),
+            realm: String::new(),
+        }),
+        ..PolicyOptions::default()
+    }));
+    let r = rendered(&lb(vec![p], vec![]));
+    assert!(entries(&r).is_empty());
+    assert!(r.diagnostics[0].message.contains("basic auth"));
+}
+
+#[test]
 fn redirects_name_the_https_port_and_keep_path_and_query() {
     let action = PolicyAction::RedirectToHttps { status: 308 };
     let p = policy(
