@@ -60,6 +60,12 @@ fn absorb(listener: &mut Listener, other: &Listener) {
                 }
             }
             tls.sni.sort_by(|a, b| a.host.cmp(&b.host));
+            for entry in &more.passthrough {
+                if !tls.passthrough.iter().any(|p| p.host == entry.host) {
+                    tls.passthrough.push(entry.clone());
+                }
+            }
+            tls.passthrough.sort_by(|a, b| a.host.cmp(&b.host));
         }
         (None, Some(more)) => listener.tls = Some(more.clone()),
         _ => {}

@@ -163,6 +163,7 @@ impl ModelBuilder {
         self.tls = Some(ListenerTls {
             default_certificate: default.map(secret),
             sni: sni.collect(),
+            passthrough: Vec::new(),
         });
         self
     }
