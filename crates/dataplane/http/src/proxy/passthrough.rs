@@ -35,7 +35,12 @@ impl Proxy {
     /// Splices `client` to a member of `pool`: the pool's balancing picks it, a member that
     /// refuses the connection makes way for the next (up to the pool's tries), and a client
     /// outside the pool's allowed sources is closed.
-    pub(super) async fn pass_through(&self, mut client: TcpStream, peer: SocketAddr, pool: &PoolState) {
+    pub(super) async fn pass_through(
+        &self,
+        mut client: TcpStream,
+        peer: SocketAddr,
+        pool: &PoolState,
+    ) {
         if !source_allowed(pool, peer.ip()) {
             return tracing::debug!(%peer, pool = pool.name(), "passthrough source not allowed");
         }

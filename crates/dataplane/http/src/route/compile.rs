@@ -164,7 +164,10 @@ impl<'a> Compiler<'a> {
         for (lb, named) in lbs.iter().zip(named) {
             let https = lb.listeners.iter();
             let https = https.filter(|l| l.protocol == Protocol::TerminatedHttps);
-            for entry in https.filter_map(|l| l.tls.as_ref()).flat_map(|t| &t.passthrough) {
+            for entry in https
+                .filter_map(|l| l.tls.as_ref())
+                .flat_map(|t| &t.passthrough)
+            {
                 passthrough.insert(&entry.host, self.pool(named, entry.pool));
             }
         }
