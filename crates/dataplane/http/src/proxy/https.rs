@@ -69,8 +69,11 @@ impl Proxy {
         lane: Arc<HeavyLane>,
     ) {
         let peeked = tokio::time::timeout(HANDSHAKE_TIMEOUT, self.passthrough_pool(&stream));
-        if let Ok(Some(pool)) = peeked.await {
-            return self.pass_through(stream, peer, &pool).await;
+        match peeked.await {
+            Ok(Some(pool)) => return self.pass_through(stream, peer, &pool).await,
+            Ok(None) => {}
+            // A client silent past the deadline gets no second one for the handshake.
+            Err(_) => return tracing::debug!(%peer, "no ClientHello in time"),
         }
         let handshake = async {
             let start =
