@@ -69,3 +69,45 @@ async fn ssl_passthrough_host_gets_the_backend_certificate_beside_terminated_hos
         assert_ne!(conn.leaf, leaf_of(&terminated.chain_pem), "{sni:?}");
     }
 }
+
+#[tokio::test]
+async fn passthrough_connections_are_balanced_and_skip_a_member_that_refuses() {
+    let ns = "tls-pass-lb";
+    let m = backends(ns, &[("web", 1)]).await;
+    let ca = Authority::new("e2e ca").unwrap();
+    let own = ca.issue(&["pass.test"]).unwrap();
+    let (first, second) = (
+        tls_backend_with(&own, "first", false).await,
+        tls_backend_with(&own, "second", false).await,
+    );
+    // A port nobody listens on any more: connecting is refused.
+    let refused = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    m.write(
+        "secure.yaml",
+        &service(ns, "secure", &ready(&[first, refused, second])),
+    );
+    let pass = ingress(
+        ns,
+        "pass",
+        "2026-01-01T00:00:00Z",
+        &[("pass.test", "/", "Prefix", "secure", "80")],
+    );
+    m.write(
+        "pass.yaml",
+        &annotated(&pass, "portico.dev/ssl-passthrough", "true"),
+    );
+    let p = Portico::start(m.path(), &[]).await;
+    let mut served = std::collections::BTreeMap::<String, usize>::new();
+    for i in 0..9 {
+        let conn = try_connect(p.https, Some("pass.test"), &[], Trust::Authority(&ca)).await;
+        let conn = conn.unwrap_or_else(|e| panic!("connection {i}: {e}"));
+        let reply = H1::over(conn).await.get("pass.test", "/").await;
+        *served.entry(reply.service()).or_default() += 1;
+    }
+    let both = served.get("first").is_some_and(|&n| n >= 3)
+        && served.get("second").is_some_and(|&n| n >= 3);
+    assert!(both, "{served:?}");
+}
