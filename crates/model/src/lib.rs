@@ -37,5 +37,6 @@ pub use settings::{
 };
 pub use tree::{
     Algorithm, CompareType, HashKey, L7Policy, L7Rule, Listener, ListenerTls, LoadBalancer, Member,
-    Model, PolicyAction, Pool, PoolProtocol, Protocol, RuleType, SniCertificate, WeightedPool,
+    Model, PolicyAction, Pool, PoolProtocol, Protocol, RuleType, SniCertificate, SniPassthrough,
+    WeightedPool,
 };

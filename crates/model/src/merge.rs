@@ -60,6 +60,12 @@ fn absorb(listener: &mut Listener, other: &Listener) {
                 }
             }
             tls.sni.sort_by(|a, b| a.host.cmp(&b.host));
+            for entry in &more.passthrough {
+                if !tls.passthrough.iter().any(|p| p.host == entry.host) {
+                    tls.passthrough.push(entry.clone());
+                }
+            }
+            tls.passthrough.sort_by(|a, b| a.host.cmp(&b.host));
         }
         (None, Some(more)) => listener.tls = Some(more.clone()),
         _ => {}
@@ -71,8 +77,8 @@ fn absorb(listener: &mut Listener, other: &Listener) {
 mod tests {
     use super::*;
     use crate::{
-        CompareType, L7Policy, L7PolicyId, L7Rule, L7RuleId, ListenerId, LoadBalancerId, ObjectRef,
-        PolicyAction, PoolId, Protocol, RuleType,
+        CompareType, L7Policy, L7PolicyId, L7Rule, L7RuleId, ListenerId, ListenerTls,
+        LoadBalancerId, ObjectRef, PolicyAction, PoolId, Protocol, RuleType, SniPassthrough,
     };
 
     fn policy(lb: &str, host: &str, path: &str, pool: &str) -> L7Policy {
@@ -166,5 +172,33 @@ mod tests {
         assert_eq!(merged.listeners[0].default_pool, Some(PoolId::derive("pb")));
         assert_eq!(merge(&[&a]).unwrap(), a);
         assert!(merge(&[]).is_none());
+    }
+
+    #[test]
+    fn merged_passthrough_hosts_are_ordered_and_the_first_load_balancer_keeps_a_shared_host() {
+        let with = |name: &str, hosts: &[(&str, &str)]| {
+            let mut lb = lb(name, vec![], None);
+            let listeners = Arc::make_mut(&mut lb.listeners);
+            listeners[0].tls = Some(ListenerTls {
+                passthrough: hosts
+                    .iter()
+                    .map(|(host, pool)| SniPassthrough {
+                        host: (*host).into(),
+                        pool: PoolId::derive(pool),
+                        source: ObjectRef::new("Ingress", "default", name),
+                    })
+                    .collect(),
+                ..ListenerTls::default()
+            });
+            lb
+        };
+        let a = with("a", &[("y.test", "pa")]);
+        let b = with("b", &[("x.test", "pb"), ("y.test", "pb")]);
+        let merged = merge(&[&a, &b]).unwrap();
+        let tls = merged.listeners[0].tls.as_ref().unwrap();
+        let hosts: Vec<_> = (tls.passthrough.iter())
+            .map(|p| (p.host.as_str(), p.source.name.as_str()))
+            .collect();
+        assert_eq!(hosts, [("x.test", "b"), ("y.test", "a")]);
     }
 }

@@ -82,6 +82,12 @@ pub struct ListenerTls {
     /// else that of the wildcard one label above it, else the default certificate; so does an
     /// entry whose Secret has no usable certificate.
     pub sni: Vec<SniCertificate>,
+    /// SNI hosts whose TLS is not terminated here: the raw stream goes to a member of the
+    /// pool, which holds the certificate. Ordered by host; checked before `sni`, with the same
+    /// matching (exact, else the wildcard one label above), plus `*.suffix` entries of the
+    /// Gateway API matching any number of labels.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub passthrough: Vec<SniPassthrough>,
 }
 
 /// An SNI host and the Secret (`kubernetes.io/tls`) that holds its certificate.
@@ -91,6 +97,16 @@ pub struct SniCertificate {
     pub host: String,
     pub certificate: ObjectRef,
     /// The Ingress whose `spec.tls` named it.
+    pub source: ObjectRef,
+}
+
+/// An SNI host whose TLS connections pass through, unterminated, to a pool's members.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SniPassthrough {
+    /// Lower-cased host name, or `*.suffix` for a wildcard.
+    pub host: String,
+    pub pool: PoolId,
+    /// The Ingress (`ssl-passthrough`) or TLSRoute that asked for it.
     pub source: ObjectRef,
 }
 

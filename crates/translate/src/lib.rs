@@ -59,6 +59,7 @@ mod merge;
 pub mod migrate;
 mod names;
 mod objects;
+mod passthrough;
 mod policy;
 mod pool;
 mod regex_hosts;

@@ -34,7 +34,11 @@ pub(crate) fn listeners(
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Vec<Listener> {
     let hosts = TlsHosts::of(sources, diagnostics);
-    let https = https_listener(https_id, &http, https_policies, hosts.sni, config);
+    let passthrough = crate::passthrough::entries(sources, &https_policies, diagnostics);
+    let mut https = https_listener(https_id, &http, https_policies, hosts.sni, config);
+    if let Some(tls) = &mut https.tls {
+        tls.passthrough = passthrough;
+    }
     redirect(&mut http, &hosts.redirect, &hosts.opted_out);
     vec![http, https]
 }
@@ -199,13 +203,14 @@ fn https_listener(
         tls: Some(ListenerTls {
             default_certificate,
             sni: sni.into_values().collect(),
+            passthrough: Vec::new(),
         }),
     }
 }
 
 /// The host a policy matches, as `spec.tls` writes it: `foo.com`, `*.foo.com`; none for
 /// host-less policies.
-fn policy_host(policy: &L7Policy) -> Option<String> {
+pub(crate) fn policy_host(policy: &L7Policy) -> Option<String> {
     let rule = policy
         .rules
         .iter()

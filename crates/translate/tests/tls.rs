@@ -597,3 +597,89 @@ fn a_ca_secret_of_a_pool_that_does_not_verify_is_not_loaded() {
     assert!(certs.ca.is_empty());
     assert!(certs.diagnostics.is_empty(), "{:?}", certs.diagnostics);
 }
+
+/// An Ingress of `hosts` sending `/api` to `api` and `/` to `web`, with `annotations`.
+fn passthrough_ingress(name: &str, created: &str, hosts: &[&str], annotations: Value) -> Value {
+    let paths = [("/api", "Prefix", "api"), ("/", "Prefix", "web")];
+    let rules: Vec<Value> = hosts.iter().map(|h| rule(h, &paths)).collect();
+    let mut doc = ingress("shop", name, Some(created), json!({"rules": rules}));
+    doc["metadata"]["annotations"] = annotations;
+    doc
+}
+
+/// (host, Service of the pool, source Ingress) of each passthrough entry.
+fn passthrough(t: &Translation) -> Vec<(String, String, String)> {
+    let lb = &t.model.load_balancers[0];
+    let tls = listener(t, Protocol::TerminatedHttps).tls.as_ref();
+    let entries = tls.expect("TLS settings").passthrough.iter();
+    let service =
+        |e: &portico_model::SniPassthrough| lb.pool(e.pool).expect("the pool").service.name.clone();
+    entries
+        .map(|e| (e.host.clone(), service(e), e.source.name.clone()))
+        .collect()
+}
+
+fn young_ingress(annotations: Value) -> Value {
+    let rules = json!([rule("b.test", &[("/v2", "Prefix", "api")])]);
+    let mut doc = ingress(
+        "shop",
+        "young",
+        Some("2026-02-01T00:00:00Z"),
+        json!({"rules": rules}),
+    );
+    doc["metadata"]["annotations"] = annotations;
+    doc
+}
+
+#[test]
+fn ssl_passthrough_hosts_pass_to_the_pool_of_their_root_path_and_the_older_ingress_wins() {
+    let on = |prefix: &str| json!({format!("{prefix}/ssl-passthrough"): "true"});
+    let mut docs = vec![
+        passthrough_ingress(
+            "old",
+            "2026-01-01T00:00:00Z",
+            &["a.test", "b.test"],
+            on("nginx.ingress.kubernetes.io"),
+        ),
+        // Paths of its own (the same paths would collide): its host's TLS is the older's.
+        young_ingress(on("portico.dev")),
+        passthrough_ingress("terminated", "2026-01-01T00:00:00Z", &["c.test"], json!({})),
+    ];
+    docs.extend(service("shop", "api", "10.0.0.2"));
+    let t = run(&objects(docs));
+    let entry = |h: &str, s: &str, i: &str| (h.to_owned(), s.to_owned(), i.to_owned());
+    assert_eq!(
+        passthrough(&t),
+        [entry("a.test", "web", "old"), entry("b.test", "web", "old")]
+    );
+    let warned = t
+        .diagnostics
+        .iter()
+        .find(|d| d.field.contains("ssl-passthrough"));
+    let warned = warned.expect("the younger Ingress is warned");
+    assert!(
+        warned.message.contains("already passes through"),
+        "{warned:?}"
+    );
+}
+
+#[test]
+fn ssl_passthrough_on_haproxy_is_a_warning_naming_the_provider() {
+    let class = json!({"apiVersion": "networking.k8s.io/v1", "kind": "IngressClass",
+        "metadata": {"name": "h", "annotations": {"portico.dev/provider": "haproxy"}},
+        "spec": {"controller": "portico.dev/ingress-controller"}});
+    let mut doc = passthrough_ingress(
+        "h",
+        "2026-01-01T00:00:00Z",
+        &["a.test"],
+        json!({"nginx.ingress.kubernetes.io/ssl-passthrough": "true"}),
+    );
+    doc["spec"]["ingressClassName"] = json!("h");
+    let mut docs = vec![class, doc];
+    docs.extend(service("shop", "api", "10.0.0.2"));
+    let t = run(&objects(docs));
+    let field = "metadata.annotations[nginx.ingress.kubernetes.io/ssl-passthrough]";
+    let found = t.diagnostics.iter().find(|d| d.field == field);
+    let found = found.expect("a warning about ssl-passthrough");
+    assert!(found.message.contains("haproxy provider"), "{found:?}");
+}

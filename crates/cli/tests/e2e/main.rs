@@ -69,6 +69,7 @@ mod limits;
 mod live;
 mod merging;
 mod migrate;
+mod passthrough;
 mod path_rules;
 mod paths;
 mod proxy_protocol;

@@ -607,10 +607,22 @@ async fn tls_echo_with_ca(service: &'static str) -> (SocketAddr, String) {
 
 /// [`tls_echo_with_ca`]; when `sick`, `/healthz` answers 503.
 async fn tls_backend(service: &'static str, sick: bool) -> (SocketAddr, String) {
-    use hyper::service::service_fn;
-    use hyper_util::rt::{TokioExecutor, TokioIo};
     let ca = portico_tls::generate::Authority::new("upstream test CA").unwrap();
     let issued = ca.issue(&["web.up.svc"]).unwrap();
+    (
+        tls_backend_with(&issued, service, sick).await,
+        ca.cert_pem().to_owned(),
+    )
+}
+
+/// [`tls_backend`] serving the certificate `issued`.
+pub(crate) async fn tls_backend_with(
+    issued: &portico_tls::generate::Issued,
+    service: &'static str,
+    sick: bool,
+) -> SocketAddr {
+    use hyper::service::service_fn;
+    use hyper_util::rt::{TokioExecutor, TokioIo};
     let material =
         portico_tls::Material::from_pem(issued.chain_pem.as_bytes(), issued.key_pem.as_bytes())
             .unwrap();
@@ -653,7 +665,7 @@ async fn tls_backend(service: &'static str, sick: bool) -> (SocketAddr, String) 
             });
         }
     });
-    (addr, ca.cert_pem().to_owned())
+    addr
 }
 
 #[derive(Debug)]

@@ -531,3 +531,34 @@ fn suffix_wildcard_matches_one_or_more_labels_and_the_longer_suffix_wins() {
         ],
     );
 }
+
+#[test]
+fn passthrough_hosts_match_exactly_or_under_a_wildcard_at_any_depth_and_the_first_entry_wins() {
+    let mut b = ModelBuilder::new("lb");
+    let (a, w, other) = (
+        b.pool("a", &[addr(1)]),
+        b.pool("w", &[addr(2)]),
+        b.pool("other", &[addr(3)]),
+    );
+    b.tls(&[], None)
+        .passthrough(&[("a.test", a), ("*.w.test", w), ("a.test", other)]);
+    let table = compile(&b.build());
+    let name = |h: &str| table.passthrough(h).map(|p| p.name().to_owned());
+    assert!(table.has_passthrough());
+    assert_eq!(name("a.test").as_deref(), Some("a"));
+    assert_eq!(name("A.Test.").as_deref(), Some("a"));
+    assert_eq!(name("x.w.test").as_deref(), Some("w"));
+    assert_eq!(name("y.x.w.test").as_deref(), Some("w"));
+    assert_eq!(name("w.test"), None);
+    assert_eq!(name("b.test"), None);
+    // The pool is served with its members, though no policy names it.
+    assert_eq!(table.passthrough("a.test").unwrap().members(), [addr(1)]);
+}
+
+#[test]
+fn a_table_without_passthrough_hosts_says_so() {
+    let mut b = ModelBuilder::new("lb");
+    let web = b.pool("web", &[addr(1)]);
+    b.tls(&[], None).policy(vec![host("a.test")], web);
+    assert!(!compile(&b.build()).has_passthrough());
+}

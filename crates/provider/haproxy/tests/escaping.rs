@@ -124,6 +124,7 @@ fn model(fields: &[(String, String)], sni: &[String]) -> LoadBalancer {
                 source: ObjectRef::new("Ingress", "default", "web"),
             })
             .collect(),
+        passthrough: Vec::new(),
     };
     let listener = |protocol, tls| Listener {
         id: ListenerId::derive(&format!("{protocol:?}")),

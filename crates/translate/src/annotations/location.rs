@@ -28,6 +28,8 @@ pub(crate) struct Location {
     pub redirect: Option<(u16, String)>,
     /// `force-ssl-redirect`: its hosts' HTTP requests go to HTTPS even without `spec.tls`.
     pub force_ssl_redirect: bool,
+    /// `ssl-passthrough`: its hosts' TLS goes unterminated to their pools on the HTTPS port.
+    pub ssl_passthrough: bool,
     pub cors: Option<Cors>,
     /// `canary: "true"`: the Ingress's paths are the alternative backends of the Ingress that
     /// routes the same host and path.
@@ -92,6 +94,9 @@ pub(crate) fn location(
         redirect: redirect(&mut r),
         force_ssl_redirect: r
             .value("force-ssl-redirect", parse::bool_value)
+            .unwrap_or(false),
+        ssl_passthrough: r
+            .value("ssl-passthrough", parse::bool_value)
             .unwrap_or(false),
         cors: super::cors::cors(&mut r),
         canary: super::canary::canary(&mut r),

@@ -384,7 +384,19 @@ pub const ANNOTATIONS: &[Annotation] = &[
     ignored("limit-rate-after", NOT_YET),
     ignored("default-backend", NOT_YET),
     ignored("custom-http-errors", NOT_YET),
-    ignored("ssl-passthrough", NOT_YET),
+    Annotation {
+        proxy: ServedDifferently(
+            "always on (no --enable-ssl-passthrough flag); the stream goes to the backend of \
+             the host's `/` path (else its shortest path), balanced as that pool is",
+        ),
+        ..proxy_only(
+            "ssl-passthrough",
+            Ignored(
+                "haproxy's HTTPS frontend terminates every host: passthrough needs a \
+                 `mode tcp` frontend with `req.ssl_sni` in front of it, not rendered yet",
+            ),
+        )
+    },
     ignored("service-upstream", NOT_YET),
     ignored("proxy-buffering", STREAMS),
     ignored("proxy-buffer-size", STREAMS),

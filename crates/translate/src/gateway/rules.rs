@@ -176,6 +176,7 @@ fn tls(gateway: &Prepared<'_>, served: &[usize], origin: &ObjectRef) -> Listener
     ListenerTls {
         default_certificate: default.or_else(|| first.map(secret)),
         sni,
+        passthrough: Vec::new(),
     }
 }
 

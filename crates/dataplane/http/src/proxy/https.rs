@@ -88,7 +88,8 @@ impl Proxy {
         let _kept = self.lane.set(lane);
     }
 
-    /// The handshake, then the connection. Processing the ClientHello (key exchange, signature,
+    /// The handshake, then the connection; or, for a ClientHello naming a passthrough host,
+    /// the raw stream spliced to that host's pool. Processing the ClientHello (key exchange, signature,
     /// the server's flight) is the heavy step and takes its turn in `lane`.
     async fn serve_tls_connection(
         self: Arc<Self>,
@@ -96,6 +97,13 @@ impl Proxy {
         peer: SocketAddr,
         lane: Arc<HeavyLane>,
     ) {
+        let peeked = tokio::time::timeout(HANDSHAKE_TIMEOUT, self.passthrough_pool(&stream));
+        match peeked.await {
+            Ok(Some(pool)) => return self.pass_through(stream, peer, &pool).await,
+            Ok(None) => {}
+            // A client silent past the deadline gets no second one for the handshake.
+            Err(_) => return tracing::debug!(%peer, "no ClientHello in time"),
+        }
         let handshake = async {
             let start =
                 LazyConfigAcceptor::new(rustls::server::Acceptor::default(), stream).await?;

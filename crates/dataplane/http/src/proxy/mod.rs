@@ -12,6 +12,7 @@ mod headers;
 mod https;
 mod lane;
 mod options;
+mod passthrough;
 mod proxy_protocol;
 mod tries;
 mod tunnel;

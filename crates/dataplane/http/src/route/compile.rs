@@ -9,7 +9,7 @@ use super::path::{PathEntry, PathMatch, PathTable};
 use super::pool::{PoolState, Target};
 use super::reduce::{HostMatch, reduce};
 use super::split::{Action, Split};
-use super::{FxMap, RouteTable, Routes};
+use super::{FxMap, Passthrough, RouteTable, Routes};
 use crate::metrics::{PoolMetrics, ProxyMetrics};
 use crate::ratelimit::Limiter;
 use crate::upstream::Endpoints;
@@ -135,6 +135,7 @@ impl<'a> Compiler<'a> {
                 }
             }
         }
+        let passthrough = self.passthrough(&lbs, &named);
         drop(named);
         let this = &self;
         let policies: usize = (lbs.iter().flat_map(|lb| lb.listeners.iter()))
@@ -157,11 +158,29 @@ impl<'a> Compiler<'a> {
             http,
             https,
             pools: self.pools,
+            passthrough,
             limiters: self
                 .limiters
                 .into_inner()
                 .unwrap_or_else(PoisonError::into_inner),
         }
+    }
+
+    /// The passthrough hosts of the TERMINATED_HTTPS listeners, load balancers in id order: on
+    /// a host in two, the first wins.
+    fn passthrough(&mut self, lbs: &[&LoadBalancer], named: &[Named<'_>]) -> Passthrough {
+        let mut passthrough = Passthrough::default();
+        for (lb, named) in lbs.iter().zip(named) {
+            let https = lb.listeners.iter();
+            let https = https.filter(|l| l.protocol == Protocol::TerminatedHttps);
+            for entry in https
+                .filter_map(|l| l.tls.as_ref())
+                .flat_map(|t| &t.passthrough)
+            {
+                passthrough.insert(&entry.host, self.pool(named, entry.pool));
+            }
+        }
+        passthrough
     }
 
     /// The routes of the listeners of `protocol`, over the pools resolved before.

@@ -48,6 +48,7 @@ pub(crate) mod filters;
 mod fxhash;
 mod host;
 mod options;
+mod passthrough;
 mod path;
 mod pool;
 mod reduce;
@@ -61,6 +62,7 @@ pub use compile::{PROVIDER, compile};
 use condition::{Guard, holds};
 pub use condition::{RequestHeaders, RouteRequest};
 pub use options::{RouteOptions, rewrite};
+pub use passthrough::Passthrough;
 pub use pool::{PoolState, Target};
 pub(crate) use split::Action;
 
@@ -80,6 +82,8 @@ pub struct RouteTable {
     pools: FxMap<PoolId, Arc<PoolState>>,
     /// The rate limiters of the routes, by settings (carried into the next table).
     limiters: FxMap<portico_model::RateLimit, Arc<crate::ratelimit::Limiter>>,
+    /// The SNI hosts of the TERMINATED_HTTPS listeners whose TLS is not terminated.
+    passthrough: Passthrough,
 }
 
 /// The compiled policies of the listeners of one protocol.
@@ -142,6 +146,16 @@ impl RouteTable {
     /// The names of the pools this table serves.
     pub(crate) fn pool_names(&self) -> impl Iterator<Item = &str> {
         self.pools.values().map(|p| p.name())
+    }
+
+    /// The pool that takes the unterminated TLS stream of `server_name`, if it passes through.
+    pub fn passthrough(&self, server_name: &str) -> Option<&Arc<PoolState>> {
+        self.passthrough.find(server_name)
+    }
+
+    /// Whether some host passes through: only then are ClientHellos read before the handshake.
+    pub fn has_passthrough(&self) -> bool {
+        !self.passthrough.is_empty()
     }
 
     /// The pools this table serves.

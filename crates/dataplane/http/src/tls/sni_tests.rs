@@ -32,6 +32,7 @@ fn model(name: &str, provider: &str, sni: &[(&str, &str)], default: Option<&str>
         tls: Some(ListenerTls {
             default_certificate: default.map(secret),
             sni: sni.collect(),
+            passthrough: Vec::new(),
         }),
     };
     Model {

@@ -3,7 +3,7 @@
 use portico_model::{
     Algorithm, CompareType, L7Policy, L7PolicyId, L7Rule, L7RuleId, Listener, ListenerId,
     ListenerTls, LoadBalancer, LoadBalancerId, Member, MemberId, Model, ObjectRef, PolicyAction,
-    Pool, PoolId, PoolProtocol, Protocol, RuleType, SniCertificate,
+    Pool, PoolId, PoolProtocol, Protocol, RuleType, SniCertificate, SniPassthrough,
 };
 use std::net::SocketAddr;
 
@@ -163,7 +163,22 @@ impl ModelBuilder {
         self.tls = Some(ListenerTls {
             default_certificate: default.map(secret),
             sni: sni.collect(),
+            passthrough: Vec::new(),
         });
+        self
+    }
+
+    /// Adds passthrough `(host, pool)` entries to the TERMINATED_HTTPS listener (made by
+    /// [`ModelBuilder::tls`]).
+    pub fn passthrough(&mut self, entries: &[(&str, PoolId)]) -> &mut Self {
+        let source = ObjectRef::new("Ingress", "default", &self.name);
+        let tls = self.tls.get_or_insert_with(ListenerTls::default);
+        tls.passthrough
+            .extend(entries.iter().map(|(host, pool)| SniPassthrough {
+                host: (*host).to_owned(),
+                pool: *pool,
+                source: source.clone(),
+            }));
         self
     }
 

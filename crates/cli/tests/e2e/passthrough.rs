@@ -1,0 +1,113 @@
+//! TLS passthrough end to end: on the one HTTPS port, a passthrough host's handshake is
+//! answered by its backend (with the backend's certificate), the other hosts by Portico.
+
+use crate::tls_support::*;
+use crate::upstreams::tls_backend_with;
+use crate::{backends, support::*};
+use portico_tls::generate::Authority;
+
+/// `ing` (from [`ingress`]) with one annotation.
+fn annotated(ing: &str, key: &str, value: &str) -> String {
+    let annotation = format!("metadata:\n  annotations:\n    {key}: \"{value}\"\n");
+    ing.replacen("metadata:\n", &annotation, 1)
+}
+
+#[tokio::test]
+async fn ssl_passthrough_host_gets_the_backend_certificate_beside_terminated_hosts() {
+    let ns = "tls-pass";
+    let m = backends(ns, &[("web", 1)]).await;
+    let ca = Authority::new("e2e ca").unwrap();
+    let (own, terminated) = (
+        ca.issue(&["pass.test"]).unwrap(),
+        ca.issue(&["term.test"]).unwrap(),
+    );
+    let secure = tls_backend_with(&own, "secure", false).await;
+    m.write("secure.yaml", &service(ns, "secure", &ready(&[secure])));
+    m.write("term.json", &issued_secret(ns, "term-tls", &terminated));
+    let term = ingress(
+        ns,
+        "term",
+        "2026-01-01T00:00:00Z",
+        &[("term.test", "/", "Prefix", "web", "80")],
+    );
+    let term = term.replacen(
+        "spec:\n",
+        "spec:\n  tls:\n  - secretName: term-tls\n    hosts: [term.test]\n",
+        1,
+    );
+    m.write("term.yaml", &term);
+    let pass = ingress(
+        ns,
+        "pass",
+        "2026-01-01T00:00:00Z",
+        &[("pass.test", "/", "Prefix", "secure", "80")],
+    );
+    let pass = annotated(&pass, "nginx.ingress.kubernetes.io/ssl-passthrough", "true");
+    m.write("pass.yaml", &pass);
+    let p = Portico::start(m.path(), &[]).await;
+
+    // The backend's own certificate, verified for the name; the backend saw the SNI itself.
+    let conn = try_connect(p.https, Some("pass.test"), &[], Trust::Authority(&ca)).await;
+    let conn = conn.expect("passthrough handshake with the backend");
+    assert_eq!(conn.leaf, leaf_of(&own.chain_pem));
+    let reply = H1::over(conn).await.get("pass.test", "/").await;
+    assert_eq!((reply.status, reply.service()), (200, "secure".to_owned()));
+    assert_eq!(reply.json()["sni"], "pass.test");
+
+    // Another host on the same port: terminated by Portico, forwarded in plain HTTP.
+    let conn = try_connect(p.https, Some("term.test"), &[], Trust::Authority(&ca)).await;
+    let conn = conn.expect("terminated handshake");
+    assert_eq!(conn.leaf, leaf_of(&terminated.chain_pem));
+    let reply = H1::over(conn).await.get("term.test", "/").await;
+    assert_eq!((reply.status, reply.service()), (200, "web".to_owned()));
+    assert_eq!(reply.json()["headers"]["x-forwarded-proto"], "https");
+
+    // An unknown name and no name: the default (self-signed) certificate, neither of those.
+    for sni in [Some("unknown.test"), None] {
+        let conn = connect(p.https, sni, &[]).await;
+        assert_ne!(conn.leaf, leaf_of(&own.chain_pem), "{sni:?}");
+        assert_ne!(conn.leaf, leaf_of(&terminated.chain_pem), "{sni:?}");
+    }
+}
+
+#[tokio::test]
+async fn passthrough_connections_are_balanced_and_skip_a_member_that_refuses() {
+    let ns = "tls-pass-lb";
+    let m = backends(ns, &[("web", 1)]).await;
+    let ca = Authority::new("e2e ca").unwrap();
+    let own = ca.issue(&["pass.test"]).unwrap();
+    let (first, second) = (
+        tls_backend_with(&own, "first", false).await,
+        tls_backend_with(&own, "second", false).await,
+    );
+    // A port nobody listens on any more: connecting is refused.
+    let refused = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    m.write(
+        "secure.yaml",
+        &service(ns, "secure", &ready(&[first, refused, second])),
+    );
+    let pass = ingress(
+        ns,
+        "pass",
+        "2026-01-01T00:00:00Z",
+        &[("pass.test", "/", "Prefix", "secure", "80")],
+    );
+    m.write(
+        "pass.yaml",
+        &annotated(&pass, "portico.dev/ssl-passthrough", "true"),
+    );
+    let p = Portico::start(m.path(), &[]).await;
+    let mut served = std::collections::BTreeMap::<String, usize>::new();
+    for i in 0..9 {
+        let conn = try_connect(p.https, Some("pass.test"), &[], Trust::Authority(&ca)).await;
+        let conn = conn.unwrap_or_else(|e| panic!("connection {i}: {e}"));
+        let reply = H1::over(conn).await.get("pass.test", "/").await;
+        *served.entry(reply.service()).or_default() += 1;
+    }
+    let both = served.get("first").is_some_and(|&n| n >= 3)
+        && served.get("second").is_some_and(|&n| n >= 3);
+    assert!(both, "{served:?}");
+}
