@@ -61,7 +61,6 @@ async fn a_configuration_that_fails_the_check_leaves_the_last_good_one_serving()
     );
     let binary = Arc::new(Binary {
         haproxy: "haproxy".into(),
-        setpriv: None,
     });
     let instance = Instance::start(
         dir.clone(),
@@ -146,7 +145,6 @@ async fn a_failed_start_is_reported_and_retried_until_it_serves() {
     let statuses = Statuses::new();
     let binary = Arc::new(Binary {
         haproxy: "haproxy".into(),
-        setpriv: None,
     });
     let instance = Instance::start(
         dir.clone(),
@@ -210,10 +208,7 @@ async fn a_slow_start_is_waited_for_while_haproxy_lives() {
     std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o700)).unwrap();
     let port = port();
     let statuses = Statuses::new();
-    let binary = Arc::new(Binary {
-        haproxy: wrapper,
-        setpriv: None,
-    });
+    let binary = Arc::new(Binary { haproxy: wrapper });
     let instance = Instance::start(
         dir.clone(),
         binary,
@@ -250,7 +245,6 @@ async fn a_broken_first_configuration_fails_its_start_with_haproxys_reason() {
     let statuses = Statuses::new();
     let binary = Arc::new(Binary {
         haproxy: "haproxy".into(),
-        setpriv: None,
     });
     let instance = Instance::start(
         dir.clone(),
