@@ -523,3 +523,24 @@ async fn upgrades_keep_haproxy_running_and_fail_no_request() {
     until_gone(pid, "Portico after SIGTERM").await;
     until_gone(master, "haproxy after Portico's SIGTERM").await;
 }
+
+/// haproxy outlives a Portico that hands over, but not one killed with SIGKILL: its guard
+/// (waiting for the state directory's lock) kills the master once no Portico holds it.
+#[tokio::test]
+async fn a_portico_killed_with_sigkill_takes_its_haproxy_with_it() {
+    let m = manifests(0).await;
+    let p = Portico::start_haproxy(m.path(), &["--access-log=off"]).await;
+    p.wait_route(HOST, "/", 200, "web").await;
+    let running = haproxy_processes(&p.state_dir());
+    assert_eq!(running.len(), 1, "{running:?}");
+    let pid = p.pid().unwrap();
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    until_gone(running[0].0, "haproxy's master after Portico's SIGKILL").await;
+    for worker in &running[0].1 {
+        until_gone(*worker, "a haproxy worker after Portico's SIGKILL").await;
+    }
+}

@@ -144,34 +144,6 @@ pub struct Portico {
     pub stdout: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
-/// haproxy outlives a Portico that dies without stopping it (the next one on the state
-/// directory adopts it): once the process is killed, the masters its state directory names go
-/// too (their workers follow them).
-impl Drop for Portico {
-    fn drop(&mut self) {
-        let Some(state) = &self._state else { return };
-        let pid = self.child.id();
-        let _ = self.child.start_kill();
-        let deadline = std::time::Instant::now() + Duration::from_secs(2);
-        while pid.is_some_and(|pid| !gone(pid)) && std::time::Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let below = self.state_below.as_deref().unwrap_or("");
-        let root = state.path().join(below).join("loadbalancer/haproxy");
-        let Ok(dirs) = std::fs::read_dir(root) else {
-            return;
-        };
-        for dir in dirs.flatten() {
-            if let Ok(pid) = std::fs::read_to_string(dir.path().join("haproxy.pid")) {
-                let _ = std::process::Command::new("kill")
-                    .args(["-KILL", pid.trim()])
-                    .stderr(std::process::Stdio::null())
-                    .status();
-            }
-        }
-    }
-}
-
 impl Portico {
     pub async fn start(dir: &Path, extra: &[&str]) -> Self {
         Self::spawn(&Self::run_args(dir, extra)).await

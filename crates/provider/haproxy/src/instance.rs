@@ -84,6 +84,7 @@ impl Instance {
         stop_timeout: Duration,
         counters: Arc<crate::Counters>,
         reload_wanted: Arc<Notify>,
+        guard: Arc<crate::provider::Guard>,
     ) -> Self {
         let (desired, rx) = watch::channel(None);
         let (members, members_rx) = mpsc::unbounded_channel();
@@ -103,6 +104,7 @@ impl Instance {
             seen: 0,
             live_unknown: false,
             reload_wanted,
+            guard,
         };
         let task = tokio::spawn(manager.run(rx, members_rx));
         Instance {
@@ -270,6 +272,8 @@ struct Manager {
     /// Told when an endpoints-only change needs a reload (no free slot, or the runtime API
     /// failed): the provider then renders the whole configuration at once.
     reload_wanted: Arc<Notify>,
+    /// Started before the first haproxy this process starts.
+    guard: Arc<crate::provider::Guard>,
 }
 
 impl Manager {
@@ -507,6 +511,7 @@ impl Manager {
     }
 
     async fn spawn(&self) -> Result<Process, String> {
+        self.guard.ensure();
         let mut command = Command::new(&self.binary.haproxy);
         command
             .arg("-W")

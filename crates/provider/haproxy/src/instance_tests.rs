@@ -69,6 +69,7 @@ async fn a_configuration_that_fails_the_check_leaves_the_last_good_one_serving()
         Duration::from_secs(3),
         Arc::default(),
         Arc::default(),
+        Arc::default(),
     );
 
     instance.set(Arc::new(config(&dir, port, "one", "")));
@@ -153,6 +154,7 @@ async fn a_failed_start_is_reported_and_retried_until_it_serves() {
         Duration::from_secs(3),
         Arc::default(),
         Arc::default(),
+        Arc::default(),
     );
     instance.set(Arc::new(config(&dir, port, "one", "")));
     until("the failed start's diagnostic", async || {
@@ -216,6 +218,7 @@ async fn a_slow_start_is_waited_for_while_haproxy_lives() {
         Duration::from_secs(3),
         Arc::default(),
         Arc::default(),
+        Arc::default(),
     );
     let started = Instant::now();
     instance.set(Arc::new(config(&dir, port, "slow", "")));
@@ -251,6 +254,7 @@ async fn a_broken_first_configuration_fails_its_start_with_haproxys_reason() {
         binary,
         reporter(&statuses),
         Duration::from_secs(3),
+        Arc::default(),
         Arc::default(),
         Arc::default(),
     );

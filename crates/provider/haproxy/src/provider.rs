@@ -58,6 +58,8 @@ pub struct HaproxyProvider {
     certificates: Arc<Mutex<(Certificates, CaBundles)>>,
     /// The files of endpoints-only changes, written later (see [`Rewrite`]).
     rewrite: Arc<Rewrite>,
+    /// Stops haproxy when no Portico holds the state directory any more.
+    guard: Arc<Guard>,
 }
 
 /// Endpoints-only changes go through the runtime API at once; the files that say the same
@@ -89,6 +91,7 @@ impl HaproxyProvider {
     pub fn new(settings: Settings) -> Result<Self, StartError> {
         let fallback = fallback(&settings.plan.root)?;
         remove_stale(&settings.plan.root, &settings.lock);
+        let guard = Arc::new(Guard::new(&settings.lock, &settings.plan.root));
         Ok(HaproxyProvider {
             binary: Arc::new(settings.binary.clone()),
             settings,
@@ -97,6 +100,7 @@ impl HaproxyProvider {
             statuses: Statuses::new(),
             certificates: Arc::default(),
             rewrite: Arc::default(),
+            guard,
         })
     }
 
@@ -228,6 +232,59 @@ fn fallback(root: &std::path::Path) -> Result<Vec<u8>, StartError> {
     Ok(pem)
 }
 
+/// What the guard runs once it holds the state directory's lock: SIGKILL to each master a PID
+/// file under `$1` names that is still a haproxy (its workers follow their master).
+const GUARD_SCRIPT: &str = r#"for f in "$1"/*/haproxy.pid; do
+  [ -f "$f" ] && read -r p < "$f" || continue
+  [ "$(cat /proc/"$p"/comm 2>/dev/null)" = haproxy ] && kill -KILL "$p"
+done
+exit 0"#;
+
+/// haproxy outlives a Portico that hands over to its successor (which adopts it), so nothing
+/// ties its life to one process; what stops it when Portico dies without stopping it (SIGKILL,
+/// a crash) is this guard: `flock(1)` waiting for the state directory's lock, which the kernel
+/// releases only when no Portico holds it (a successor holds the same lock). It then kills the
+/// masters left under the provider's root and exits. Started with the first haproxy this
+/// process starts (a successor that adopts every haproxy has its predecessor's); not waited
+/// for (it outlives this process when it hands over). The default guards nothing.
+#[derive(Debug, Default)]
+pub(crate) struct Guard {
+    /// The state directory's lock file and the provider's root.
+    paths: Option<(std::path::PathBuf, std::path::PathBuf)>,
+    started: std::sync::atomic::AtomicBool,
+}
+
+impl Guard {
+    fn new(lock: &portico_statedir::Lock, root: &std::path::Path) -> Guard {
+        let file = lock.dir().join(portico_statedir::LOCK_FILE);
+        Guard {
+            paths: Some((file, root.to_owned())),
+            started: Default::default(),
+        }
+    }
+
+    /// Starts the guard unless it runs.
+    pub(crate) fn ensure(&self) {
+        let Some((file, root)) = &self.paths else {
+            return;
+        };
+        if self.started.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let started = std::process::Command::new("flock")
+            .arg(file)
+            .args(["sh", "-c", GUARD_SCRIPT, "portico-haproxy-guard"])
+            .arg(root)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn();
+        if let Err(error) = started {
+            tracing::warn!(%error, "cannot start flock(1) (util-linux): a Portico killed with SIGKILL leaves its haproxy running");
+        }
+    }
+}
+
 /// Whether a load-balancer directory under `root` has a live haproxy master (its master socket
 /// accepts a connection): one left running by a predecessor that handed over, or by a Portico
 /// that died. Its instance adopts it; it holds the listeners' ports meanwhile.
@@ -324,6 +381,7 @@ impl Provider for HaproxyProvider {
                     timeout,
                     self.settings.counters.clone(),
                     self.rewrite.now.clone(),
+                    self.guard.clone(),
                 )
             });
             instance.set(Arc::new(p.desired));
