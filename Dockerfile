@@ -16,8 +16,8 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
     cargo build --release --locked -p portico \
     && cp target/release/portico /portico
 
-# --provider haproxy: Debian's haproxy (2.6, as the tests use). The container's end stops it
-# (Portico leaves it running only for the next Portico to adopt, after an upgrade).
+# --provider haproxy: Debian's haproxy (2.6, as the tests use). util-linux (essential, so
+# already here) has the flock(1) that guards haproxy: it stops it when Portico is killed.
 FROM debian:bookworm-slim AS haproxy
 RUN apt-get update \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
