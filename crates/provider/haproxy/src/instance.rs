@@ -154,7 +154,19 @@ impl Instance {
 /// A running haproxy master and when it started (or was adopted).
 struct Process {
     master: Master,
+    /// The guard of a master this process started ([`crate::provider::Guard`]).
+    guard: Option<std::process::Child>,
     started: Instant,
+}
+
+impl Process {
+    /// The master is stopped or gone: its guard goes.
+    fn unguard(&mut self) {
+        if let Some(mut guard) = self.guard.take() {
+            let _ = guard.kill();
+            let _ = guard.wait();
+        }
+    }
 }
 
 /// The master: started by this process, or adopted from a predecessor (or from a Portico
@@ -168,6 +180,14 @@ enum Master {
         pid: rustix::process::Pid,
         pidfd: std::os::fd::OwnedFd,
     },
+}
+
+/// How many times (every 50 ms) a live master's CLI is asked before it is given up.
+const ADOPT_TRIES: u32 = 40;
+
+/// Whether the process `pid` is a haproxy.
+fn is_haproxy(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "haproxy")
 }
 
 /// How often an adopted master is looked at: the delay before its exit is noticed.
@@ -302,7 +322,10 @@ impl Manager {
                     }
                 }
                 exit = exited(&mut self.process) => {
-                    let ran = self.process.take().map(|p| p.started.elapsed()).unwrap_or_default();
+                    let ran = self.process.take().map(|mut p| {
+                        p.unguard();
+                        p.started.elapsed()
+                    }).unwrap_or_default();
                     if ran > STABLE {
                         self.backoff = FIRST_BACKOFF;
                     }
@@ -489,7 +512,17 @@ impl Manager {
         let pid = std::fs::read_to_string(self.dir.join(PID_FILE)).ok()?;
         let pid: i32 = pid.trim().parse().ok()?;
         let master = files::socket(&self.dir, MASTER_SOCKET);
-        let procs = command(&master, "show proc").await.ok()?;
+        // A master re-executes itself once its first worker runs (haproxy's wait mode): its
+        // CLI refuses connections meanwhile, so a live haproxy is asked again for a while.
+        let mut tries = 0;
+        let procs = loop {
+            match command(&master, "show proc").await {
+                Ok(procs) => break procs,
+                Err(_) if tries < ADOPT_TRIES && is_haproxy(pid) => tries += 1,
+                Err(_) => return None,
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
         if crate::cli::master_pid(&procs) != Some(pid) {
             tracing::info!(dir = %self.dir.display(), pid, "the PID file names no running master: starting haproxy");
             return None;
@@ -498,8 +531,10 @@ impl Manager {
         match adopted {
             Ok(master) => {
                 tracing::info!(dir = %self.dir.display(), pid, "adopting the running haproxy master");
+                // Its guard is the predecessor's.
                 Some(Process {
                     master,
+                    guard: None,
                     started: Instant::now(),
                 })
             }
@@ -511,7 +546,6 @@ impl Manager {
     }
 
     async fn spawn(&self) -> Result<Process, String> {
-        self.guard.ensure();
         let mut command = Command::new(&self.binary.haproxy);
         command
             .arg("-W")
@@ -551,8 +585,11 @@ impl Manager {
             }
             if command_ok(&socket, "show info").await {
                 tracing::info!(dir = %self.dir.display(), pid = child.id(), took = ?started.elapsed(), "haproxy serves");
+                let guard =
+                    (child.id()).and_then(|pid| self.guard.start(pid, &self.dir.join(CONFIG_FILE)));
                 return Ok(Process {
                     master: Master::Child(child),
+                    guard,
                     started,
                 });
             }
@@ -647,12 +684,16 @@ impl Manager {
             if let Some(process) = self.process.take() {
                 tracing::info!(dir = %self.dir.display(), pid = ?process.master.pid(), "haproxy keeps running for the new process");
                 process.master.leave();
+                // The guard stays (not killed, not waited for): it watches the lock the
+                // successor holds now.
+                drop(process.guard);
             }
             return;
         }
         if let Some(mut process) = self.process.take() {
             let master = files::socket(&self.dir, MASTER_SOCKET);
             terminate(&mut process.master, &master, self.stop_timeout).await;
+            process.unguard();
         }
         portico_statedir::remove_socket_alias(&self.dir);
         let _ = std::fs::remove_dir_all(&self.dir);

@@ -91,7 +91,7 @@ impl HaproxyProvider {
     pub fn new(settings: Settings) -> Result<Self, StartError> {
         let fallback = fallback(&settings.plan.root)?;
         remove_stale(&settings.plan.root, &settings.lock);
-        let guard = Arc::new(Guard::new(&settings.lock, &settings.plan.root));
+        let guard = Arc::new(Guard::new(&settings.lock));
         Ok(HaproxyProvider {
             binary: Arc::new(settings.binary.clone()),
             settings,
@@ -232,55 +232,49 @@ fn fallback(root: &std::path::Path) -> Result<Vec<u8>, StartError> {
     Ok(pem)
 }
 
-/// What the guard runs once it holds the state directory's lock: SIGKILL to each master a PID
-/// file under `$1` names that is still a haproxy (its workers follow their master).
-const GUARD_SCRIPT: &str = r#"for f in "$1"/*/haproxy.pid; do
-  [ -f "$f" ] && read -r p < "$f" || continue
-  [ "$(cat /proc/"$p"/comm 2>/dev/null)" = haproxy ] && kill -KILL "$p"
-done
+/// What the guard runs once it holds the state directory's lock: SIGKILL to the master `$1` if
+/// it is still the haproxy of the configuration `$2` (its workers follow their master).
+const GUARD_SCRIPT: &str = r#"tr '\0' ' ' < /proc/"$1"/cmdline 2>/dev/null | grep -qF -- "$2" && kill -KILL "$1"
 exit 0"#;
 
 /// haproxy outlives a Portico that hands over to its successor (which adopts it), so nothing
-/// ties its life to one process; what stops it when Portico dies without stopping it (SIGKILL,
-/// a crash) is this guard: `flock(1)` waiting for the state directory's lock, which the kernel
-/// releases only when no Portico holds it (a successor holds the same lock). It then kills the
-/// masters left under the provider's root and exits. Started with the first haproxy this
-/// process starts (a successor that adopts every haproxy has its predecessor's); not waited
-/// for (it outlives this process when it hands over). The default guards nothing.
+/// ties its life to one process; what stops a master when Portico dies without stopping it
+/// (SIGKILL, a crash) is its guard: `flock(1)` waiting for the state directory's lock, which
+/// the kernel releases only when no Portico holds it (a successor holds the same lock). It
+/// then kills the master if the PID is still that haproxy, and exits. One per master this
+/// process starts, stopped with it; left running with it after a hand-over. The default
+/// guards nothing.
 #[derive(Debug, Default)]
 pub(crate) struct Guard {
-    /// The state directory's lock file and the provider's root.
-    paths: Option<(std::path::PathBuf, std::path::PathBuf)>,
-    started: std::sync::atomic::AtomicBool,
+    /// The state directory's lock file.
+    lock_file: Option<std::path::PathBuf>,
 }
 
 impl Guard {
-    fn new(lock: &portico_statedir::Lock, root: &std::path::Path) -> Guard {
-        let file = lock.dir().join(portico_statedir::LOCK_FILE);
+    fn new(lock: &portico_statedir::Lock) -> Guard {
         Guard {
-            paths: Some((file, root.to_owned())),
-            started: Default::default(),
+            lock_file: Some(lock.dir().join(portico_statedir::LOCK_FILE)),
         }
     }
 
-    /// Starts the guard unless it runs.
-    pub(crate) fn ensure(&self) {
-        let Some((file, root)) = &self.paths else {
-            return;
-        };
-        if self.started.swap(true, Ordering::Relaxed) {
-            return;
-        }
+    /// Starts the guard of the master `pid` of `config`.
+    pub(crate) fn start(&self, pid: u32, config: &std::path::Path) -> Option<std::process::Child> {
+        let file = self.lock_file.as_ref()?;
         let started = std::process::Command::new("flock")
             .arg(file)
             .args(["sh", "-c", GUARD_SCRIPT, "portico-haproxy-guard"])
-            .arg(root)
+            .arg(pid.to_string())
+            .arg(config)
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn();
-        if let Err(error) = started {
-            tracing::warn!(%error, "cannot start flock(1) (util-linux): a Portico killed with SIGKILL leaves its haproxy running");
+        match started {
+            Ok(child) => Some(child),
+            Err(error) => {
+                tracing::warn!(%error, "cannot start flock(1) (util-linux): a Portico killed with SIGKILL leaves its haproxy running");
+                None
+            }
         }
     }
 }
