@@ -17,7 +17,7 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
     && cp target/release/portico /portico
 
 # --provider haproxy: Debian's haproxy (2.6, as the tests use). util-linux (essential, so
-# already here) has the setpriv Portico starts haproxy through, so haproxy never outlives it.
+# already here) has the flock(1) that guards haproxy: it stops it when Portico is killed.
 FROM debian:bookworm-slim AS haproxy
 RUN apt-get update \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \

@@ -114,8 +114,17 @@ impl Node {
         let lock = Arc::new(lock);
         let sockets = inherited.sockets;
         let (http, https) = if listen.haproxy_listens {
-            check_haproxy_listen("HTTP traffic (--http-listen)", listen.http_listen).await?;
-            check_haproxy_listen("HTTPS traffic (--https-listen)", listen.https_listen).await?;
+            // A running haproxy to adopt holds the ports already.
+            let root = crate::providers::haproxy_root(&haproxy.state_dir);
+            let adopting = portico_provider_haproxy::running_under(&root);
+            check_haproxy_listen("HTTP traffic (--http-listen)", listen.http_listen, adopting)
+                .await?;
+            check_haproxy_listen(
+                "HTTPS traffic (--https-listen)",
+                listen.https_listen,
+                adopting,
+            )
+            .await?;
             (None, None)
         } else {
             let http = (SocketKind::Http, listen.http_listen);
@@ -249,12 +258,6 @@ impl Node {
         }
     }
 
-    /// How many haproxy processes run now (an upgrade does not hand them over yet).
-    pub(crate) fn haproxy_running(&self) -> impl Fn() -> usize + Send + 'static {
-        let haproxy = Arc::downgrade(&self.haproxy);
-        move || haproxy.upgrade().map_or(0, |h| h.running())
-    }
-
     /// Set once a successor serves this process's sockets.
     pub(crate) fn handed_over(&self) -> Arc<std::sync::atomic::AtomicBool> {
         self.handed_over.clone()
@@ -286,7 +289,8 @@ impl Node {
             tokio::time::sleep_until(since + self.grace).await;
         }
         self.admin_stop.send_replace(true);
-        self.haproxy.shutdown().await;
+        // After a hand-over haproxy keeps running: the successor adopts it.
+        self.haproxy.shutdown(handed_over).await;
         for task in self.tasks.into_iter().chain(vips) {
             let _ = task.await;
         }
@@ -378,12 +382,19 @@ struct Logging {
     tasks: Vec<JoinHandle<()>>,
 }
 
-/// haproxy needs a fixed port that is free now (it binds it itself, later).
-async fn check_haproxy_listen(what: &'static str, addr: SocketAddr) -> Result<(), AppError> {
+/// haproxy needs a fixed port that is free now (it binds it itself, later), unless a running
+/// haproxy is adopted (`adopting`: it listens there).
+async fn check_haproxy_listen(
+    what: &'static str,
+    addr: SocketAddr,
+    adopting: bool,
+) -> Result<(), AppError> {
     if addr.port() == 0 {
         let reason = "port 0 cannot be handed to haproxy: choose a port".to_owned();
         return Err(AppError::Listen { what, addr, reason });
     }
-    drop(bind(what, addr).await?);
+    if !adopting {
+        drop(bind(what, addr).await?);
+    }
     Ok(())
 }

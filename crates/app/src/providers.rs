@@ -6,7 +6,7 @@ use portico_provider::Registry;
 use portico_provider_haproxy::{Binary, Binds, HaproxyProvider, PlanSettings};
 use portico_provider_proxy::ProxyProvider;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 /// What the haproxy provider is told by the command line.
@@ -18,13 +18,9 @@ pub struct HaproxySettings {
     pub binary: PathBuf,
 }
 
-/// `setpriv` from util-linux, when installed: haproxy then dies with Portico.
-fn setpriv() -> Option<PathBuf> {
-    ["/usr/bin/setpriv", "/bin/setpriv"]
-        .iter()
-        .map(Path::new)
-        .find(|p| p.exists())
-        .map(Path::to_path_buf)
+/// Where the haproxy provider keeps its load balancers in the state directory `state_dir`.
+pub(crate) fn haproxy_root(state_dir: &std::path::Path) -> PathBuf {
+    state_dir.join("loadbalancer").join("haproxy")
 }
 
 /// The haproxy provider's settings; `default_binds` when haproxy serves the run's listeners.
@@ -38,7 +34,7 @@ pub fn haproxy_plan(
     PlanSettings {
         access_log,
         limits,
-        root: settings.state_dir.join("loadbalancer").join("haproxy"),
+        root: haproxy_root(&settings.state_dir),
         default_binds,
         default_class: class.to_owned(),
         tcp: portico_provider_haproxy::TcpLimits::default(),
@@ -73,7 +69,6 @@ pub(crate) fn registry(
         plan,
         binary: Binary {
             haproxy: haproxy.binary.clone(),
-            setpriv: setpriv(),
         },
         counters,
         lock,

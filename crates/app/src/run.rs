@@ -189,10 +189,9 @@ impl Lifecycle {
         };
         let (lock, sockets) = (node.lock.clone(), node.sockets.clone());
         let hand_over = node.hand_over_switch();
-        let haproxy = node.haproxy_running();
         let stop = self.stop.clone();
         tokio::spawn(async move {
-            upgrades(usr2, command, (&lock, &sockets, haproxy), ha, || {
+            upgrades(usr2, command, (&lock, &sockets), ha, || {
                 hand_over();
                 stop.send_replace(true);
             })
@@ -205,18 +204,13 @@ impl Lifecycle {
 async fn upgrades(
     mut usr2: tokio::signal::unix::Signal,
     command: crate::handover::Command,
-    (lock, sockets, haproxy): (&portico_statedir::Lock, &Sockets, impl Fn() -> usize),
+    (lock, sockets): (&portico_statedir::Lock, &Sockets),
     ha: impl Fn() -> Option<crate::handover::HaState>,
     handed_over: impl FnOnce(),
 ) {
     while usr2.recv().await.is_some() {
         tracing::info!(program = %command.program.display(), "SIGUSR2: starting the new process");
-        let outcome = match haproxy() {
-            0 => crate::handover::upgrade(&command, lock, sockets, ha()).await,
-            running => Err(format!(
-                "{running} haproxy processes run (provider haproxy): they are not handed over yet; stop and start Portico instead"
-            )),
-        };
+        let outcome = crate::handover::upgrade(&command, lock, sockets, ha()).await;
         crate::handover::record(lock.dir(), &outcome);
         match outcome {
             Ok(pid) => {

@@ -422,16 +422,132 @@ async fn a_broken_new_binary_leaves_the_old_process_serving() {
     assert_eq!(p.get(HOST, "/").await.status, 200);
 }
 
-/// haproxy processes are not handed over yet: an upgrade with them running is refused with the
-/// reason, and the old process serves on (its haproxy untouched).
+/// Each haproxy master under the state directory `state` (its PID file) and its workers (the
+/// processes whose parent it is).
+fn haproxy_processes(state: &std::path::Path) -> Vec<(u32, Vec<u32>)> {
+    let root = state.join("loadbalancer/haproxy");
+    let mut masters: Vec<u32> = std::fs::read_dir(root)
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read_to_string(e.path().join("haproxy.pid")).ok())
+        .filter_map(|pid| pid.trim().parse().ok())
+        .collect();
+    masters.sort_unstable();
+    let parents: Vec<(u32, u32)> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+            let (_, rest) = stat.rsplit_once(") ")?;
+            let mut fields = rest.split_whitespace();
+            let state = fields.next()?;
+            let ppid = fields.next()?.parse().ok()?;
+            (state != "Z").then_some((pid, ppid))
+        })
+        .collect();
+    masters
+        .into_iter()
+        .map(|master| {
+            let mut workers: Vec<u32> = (parents.iter())
+                .filter(|(_, ppid)| *ppid == master)
+                .map(|(pid, _)| *pid)
+                .collect();
+            workers.sort_unstable();
+            (master, workers)
+        })
+        .collect()
+}
+
+/// Waits until `pid` has exited.
+async fn until_gone(pid: u32, what: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !gone(pid) {
+        assert!(std::time::Instant::now() < deadline, "{what} still runs");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// With `--provider haproxy`, haproxy runs on across upgrades: under keep-alive and
+/// new-connection load, three upgrades fail no request, and the haproxy master and its workers
+/// are the same processes before and after (each new Portico adopts them through their PID
+/// file and master socket, and its configuration being the same, does not reload them). A
+/// change after the upgrades is served: the adopted haproxy is reloaded (its master stays).
+/// A plain SIGTERM then stops haproxy with Portico.
 #[tokio::test]
-async fn an_upgrade_with_haproxy_running_is_refused_and_serving_goes_on() {
+async fn upgrades_keep_haproxy_running_and_fail_no_request() {
     let m = manifests(0).await;
     let p = Portico::start_haproxy(m.path(), &["--access-log=off"]).await;
     p.wait_route(HOST, "/", 200, "web").await;
+    let state = p.state_dir();
+    let before = haproxy_processes(&state);
+    assert!(
+        before.len() == 1 && !before[0].1.is_empty(),
+        "one master with its workers: {before:?}"
+    );
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let kept = keep_alive(p.http, stop.clone());
+    let fresh = NewConnections::start(p.http, HOST);
+    let mut pid = p.pid().unwrap();
+    let mut guards = vec![];
+    for i in 1..=3 {
+        let new = upgrade(pid, &state)
+            .await
+            .unwrap_or_else(|e| panic!("upgrade {i}: {e}"));
+        guards.push(KillOnDrop(new));
+        until_gone(pid, "the old Portico").await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(haproxy_processes(&state), before, "after upgrade {i}");
+        pid = new;
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let seen = fresh.finish().await;
+    let kept = kept.await.unwrap();
+    eprintln!(
+        "3 upgrades with haproxy: {} new-connection, {} keep-alive requests answered",
+        seen.ok, kept.0
+    );
+    assert!(seen.failed.is_empty() && seen.refused == 0, "{seen:?}");
+    assert!(kept.1.is_empty(), "keep-alive failures: {:?}", kept.1);
+    assert!(seen.ok > 0 && kept.0 > 0);
+
+    // A change after the upgrades: the adopted haproxy serves it (reloaded, same master).
+    let created = "2026-01-01T00:00:00Z";
+    let rules = [("after.test", "/", "Prefix", "web", "80")];
+    m.write("after.yaml", &ingress("hot", "after", created, &rules));
+    p.wait_route("after.test", "/", 200, "web").await;
+    let after = haproxy_processes(&state);
+    assert_eq!(after.len(), 1);
+    assert_eq!(after[0].0, before[0].0, "the same master");
+
+    // A plain SIGTERM stops haproxy with Portico.
+    let master = before[0].0;
+    let term = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    until_gone(pid, "Portico after SIGTERM").await;
+    until_gone(master, "haproxy after Portico's SIGTERM").await;
+}
+
+/// haproxy outlives a Portico that hands over, but not one killed with SIGKILL: its guard
+/// (waiting for the state directory's lock) kills the master once no Portico holds it.
+#[tokio::test]
+async fn a_portico_killed_with_sigkill_takes_its_haproxy_with_it() {
+    let m = manifests(0).await;
+    let p = Portico::start_haproxy(m.path(), &["--access-log=off"]).await;
+    p.wait_route(HOST, "/", 200, "web").await;
+    let running = haproxy_processes(&p.state_dir());
+    assert_eq!(running.len(), 1, "{running:?}");
     let pid = p.pid().unwrap();
-    let why = upgrade(pid, &p.state_dir()).await.unwrap_err();
-    assert!(why.contains("haproxy processes run"), "{why}");
-    assert!(!gone(pid));
-    assert_eq!(p.get(HOST, "/").await.status, 200);
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    until_gone(running[0].0, "haproxy's master after Portico's SIGKILL").await;
+    for worker in &running[0].1 {
+        until_gone(*worker, "a haproxy worker after Portico's SIGKILL").await;
+    }
 }

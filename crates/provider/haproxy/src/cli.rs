@@ -45,6 +45,14 @@ pub(crate) fn master_reloads(show_proc: &str) -> Option<(u64, u64)> {
     Some((reloads, failed))
 }
 
+/// The master's PID, from `show proc`.
+pub(crate) fn master_pid(show_proc: &str) -> Option<i32> {
+    let line = show_proc
+        .lines()
+        .find(|l| l.split_whitespace().nth(1) == Some("master"))?;
+    line.split_whitespace().next()?.parse().ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -55,6 +63,8 @@ mod tests {
                     8006            master          3 [failed: 1]   0d00h00m07s     2.6.12\n\
                     # workers\n8009            worker          0               0d00h00m07s     2.6.12\n";
         assert_eq!(master_reloads(text), Some((3, 1)));
+        assert_eq!(master_pid(text), Some(8006));
+        assert_eq!(master_pid("garbage"), None);
         assert_eq!(master_reloads("garbage"), None);
     }
 }

@@ -21,6 +21,20 @@ pub(crate) fn socket(dir: &Path, name: &str) -> std::path::PathBuf {
     portico_statedir::socket_path(dir, name).unwrap_or_else(|| dir.join(name))
 }
 
+/// Every regular file of `dir` (name → content) but those named in `ignore`: what a running
+/// haproxy reads, to tell whether staging a configuration changed it.
+pub(crate) fn snapshot(dir: &Path, ignore: &[&str]) -> BTreeMap<std::ffi::OsString, Vec<u8>> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return BTreeMap::new();
+    };
+    entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .filter(|e| e.file_name().to_str().is_none_or(|n| !ignore.contains(&n)))
+        .filter_map(|e| Some((e.file_name(), std::fs::read(e.path()).ok()?)))
+        .collect()
+}
+
 /// Writes `bytes` to `path` through an exclusive temporary file with a random name and a
 /// rename, mode `mode` (see `portico_statedir::write_file`).
 pub(crate) fn write(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {

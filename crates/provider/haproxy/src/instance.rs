@@ -34,13 +34,14 @@ const PROGRESS_EVERY: Duration = Duration::from_secs(5);
 /// After a hard stop (SIGTERM): the master's time to exit before SIGKILL.
 const KILL_MARGIN: Duration = Duration::from_secs(2);
 
-/// How haproxy is started.
+/// How haproxy is started. Nothing ties its life to Portico's (no parent-death signal): it
+/// must outlive a Portico that hands over to its successor, which adopts it ([`Process`]); a
+/// Portico that dies without stopping it leaves it serving until the next one on the same
+/// state directory adopts it.
 #[derive(Debug, Clone)]
 pub struct Binary {
     /// The haproxy executable.
     pub haproxy: PathBuf,
-    /// `setpriv`, when found: it makes the kernel kill haproxy when Portico dies, however it dies.
-    pub setpriv: Option<PathBuf>,
 }
 
 /// What one load balancer should serve.
@@ -69,6 +70,8 @@ pub(crate) struct Instance {
     /// Whether members went since the last [`Instance::set`]: the next one is sent even when
     /// it equals the last (the running haproxy may differ from it).
     members_sent: AtomicBool,
+    /// Set before the task is told to end: haproxy keeps running (a successor adopts it).
+    keep: Arc<AtomicBool>,
     task: JoinHandle<()>,
 }
 
@@ -81,10 +84,13 @@ impl Instance {
         stop_timeout: Duration,
         counters: Arc<crate::Counters>,
         reload_wanted: Arc<Notify>,
+        guard: Arc<crate::provider::Guard>,
     ) -> Self {
         let (desired, rx) = watch::channel(None);
         let (members, members_rx) = mpsc::unbounded_channel();
+        let keep = Arc::new(AtomicBool::new(false));
         let manager = Manager {
+            keep: keep.clone(),
             dir,
             stop_timeout,
             binary,
@@ -98,6 +104,7 @@ impl Instance {
             seen: 0,
             live_unknown: false,
             reload_wanted,
+            guard,
         };
         let task = tokio::spawn(manager.run(rx, members_rx));
         Instance {
@@ -105,6 +112,7 @@ impl Instance {
             members,
             next: AtomicU64::new(1),
             members_sent: AtomicBool::new(false),
+            keep,
             task,
         }
     }
@@ -134,16 +142,135 @@ impl Instance {
         drop(self.desired);
         let _ = self.task.await;
     }
+
+    /// Leaves haproxy running and its directory as it is, for the successor that adopts it
+    /// (after a hand-over): only this process's task ends.
+    pub(crate) async fn release(self) {
+        self.keep.store(true, Ordering::SeqCst);
+        self.stop().await;
+    }
 }
 
-/// A running haproxy master and when it started.
+/// A running haproxy master and when it started (or was adopted).
 struct Process {
-    child: Child,
+    master: Master,
+    /// The guard of a master this process started ([`crate::provider::Guard`]).
+    guard: Option<std::process::Child>,
     started: Instant,
+}
+
+impl Process {
+    /// The master is stopped or gone: its guard goes.
+    fn unguard(&mut self) {
+        if let Some(mut guard) = self.guard.take() {
+            let _ = guard.kill();
+            let _ = guard.wait();
+        }
+    }
+}
+
+/// The master: started by this process, or adopted from a predecessor (or from a Portico
+/// that died without stopping it). An adopted master is not this process's child (it is its
+/// predecessor's until that one exits, then init's): it cannot be waited for, so it is
+/// watched through a pidfd (readable once it exits; no PID reuse can fool it), polled every
+/// [`ADOPTED_POLL`], and signalled by PID.
+enum Master {
+    Child(Child),
+    Adopted {
+        pid: rustix::process::Pid,
+        pidfd: std::os::fd::OwnedFd,
+    },
+}
+
+/// How many times (every 50 ms) a live master's CLI is asked before it is given up.
+const ADOPT_TRIES: u32 = 40;
+
+/// Whether the process `pid` is a haproxy.
+fn is_haproxy(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "haproxy")
+}
+
+/// How often an adopted master is looked at: the delay before its exit is noticed.
+const ADOPTED_POLL: Duration = Duration::from_millis(100);
+
+impl Master {
+    /// Adopts the master `pid`.
+    fn adopt(pid: rustix::process::Pid) -> std::io::Result<Master> {
+        let pidfd = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty())?;
+        Ok(Master::Adopted { pid, pidfd })
+    }
+
+    fn pid(&self) -> Option<rustix::process::Pid> {
+        match self {
+            Master::Child(child) => child
+                .id()
+                .and_then(|p| i32::try_from(p).ok())
+                .and_then(rustix::process::Pid::from_raw),
+            Master::Adopted { pid, .. } => Some(*pid),
+        }
+    }
+
+    /// Waits for the exit; how it ended, as far as this process can tell.
+    async fn wait(&mut self) -> String {
+        match self {
+            Master::Child(child) => match child.wait().await {
+                Ok(status) => status.to_string(),
+                Err(e) => e.to_string(),
+            },
+            Master::Adopted { .. } => {
+                while !self.has_exited() {
+                    tokio::time::sleep(ADOPTED_POLL).await;
+                }
+                "the adopted master ended".to_owned()
+            }
+        }
+    }
+
+    /// Whether it has exited, without waiting.
+    fn has_exited(&mut self) -> bool {
+        use rustix::event::{PollFd, PollFlags, Timespec, poll};
+        match self {
+            Master::Child(child) => child.try_wait().is_ok_and(|s| s.is_some()),
+            Master::Adopted { pidfd, .. } => {
+                let mut fds = [PollFd::new(pidfd, PollFlags::IN)];
+                poll(&mut fds, Some(&Timespec::default())).is_ok_and(|ready| ready > 0)
+            }
+        }
+    }
+
+    fn signal(&self, signal: rustix::process::Signal) {
+        if let Some(pid) = self.pid() {
+            let _ = rustix::process::kill_process(pid, signal);
+        }
+    }
+
+    async fn kill(&mut self) {
+        match self {
+            Master::Child(child) => {
+                let _ = child.kill().await;
+            }
+            Master::Adopted { .. } => {
+                self.signal(rustix::process::Signal::KILL);
+                let _ = self.wait().await;
+            }
+        }
+    }
+
+    /// Lets it run on after this process (a successor adopts it).
+    fn leave(self) {
+        match self {
+            // Not killed when dropped (`kill_on_drop`, for every other way a child is lost),
+            // not waited for: the successor watches it, init reaps it.
+            Master::Child(child) => std::mem::forget(child),
+            Master::Adopted { .. } => {}
+        }
+    }
 }
 
 struct Manager {
     dir: PathBuf,
+    /// Set when haproxy must keep running after the task ends (see [`Instance::release`]).
+    keep: Arc<AtomicBool>,
     stop_timeout: Duration,
     binary: Arc<Binary>,
     reporter: Reporter,
@@ -165,6 +292,8 @@ struct Manager {
     /// Told when an endpoints-only change needs a reload (no free slot, or the runtime API
     /// failed): the provider then renders the whole configuration at once.
     reload_wanted: Arc<Notify>,
+    /// Started before the first haproxy this process starts.
+    guard: Arc<crate::provider::Guard>,
 }
 
 impl Manager {
@@ -193,7 +322,10 @@ impl Manager {
                     }
                 }
                 exit = exited(&mut self.process) => {
-                    let ran = self.process.take().map(|p| p.started.elapsed()).unwrap_or_default();
+                    let ran = self.process.take().map(|mut p| {
+                        p.unguard();
+                        p.started.elapsed()
+                    }).unwrap_or_default();
                     if ran > STABLE {
                         self.backoff = FIRST_BACKOFF;
                     }
@@ -221,6 +353,13 @@ impl Manager {
         // The very first configuration has no last good one to protect: the start parses it
         // (and reports haproxy's alerts when it fails), so it is not parsed twice.
         let first = self.applied.is_none() && self.process.is_none();
+        // A master left running in the directory (by a predecessor that handed over, or a
+        // Portico that died) is adopted: reloaded only if the files it reads change.
+        let adopted = if first { self.adopt().await } else { None };
+        let before = adopted
+            .as_ref()
+            .map(|_| files::snapshot(&self.dir, &[CANDIDATE, PID_FILE]));
+        self.process = self.process.take().or(adopted);
         if let Err(problem) = self.stage(&desired, plan.is_none() && !first).await {
             tracing::warn!(dir = %self.dir.display(), "{problem}");
             self.restore();
@@ -246,6 +385,15 @@ impl Manager {
                         self.reload_applied().await
                     }
                 }
+            }
+            // Adopted: the running master reads these files already.
+            (Some(_), None)
+                if before
+                    .is_some_and(|b| b == files::snapshot(&self.dir, &[CANDIDATE, PID_FILE])) =>
+            {
+                self.live = crate::runtime::Live::of(&desired.rendered);
+                tracing::info!(dir = %self.dir.display(), "adopted the running haproxy: its configuration is unchanged");
+                Ok(())
             }
             (Some(_), _) => self.reload_applied().await,
         };
@@ -358,16 +506,47 @@ impl Manager {
         self.backoff = (backoff * 2).min(MAX_BACKOFF);
     }
 
-    async fn spawn(&self) -> Result<Process, String> {
-        let mut command = match &self.binary.setpriv {
-            Some(setpriv) => {
-                let mut c = Command::new(setpriv);
-                c.args(["--pdeathsig", "SIGKILL", "--"])
-                    .arg(&self.binary.haproxy);
-                c
+    /// The master running in the directory, if any: the PID its PID file names, when the
+    /// master socket answers `show proc` with that PID as the master.
+    async fn adopt(&self) -> Option<Process> {
+        let pid = std::fs::read_to_string(self.dir.join(PID_FILE)).ok()?;
+        let pid: i32 = pid.trim().parse().ok()?;
+        let master = files::socket(&self.dir, MASTER_SOCKET);
+        // A master re-executes itself once its first worker runs (haproxy's wait mode): its
+        // CLI refuses connections meanwhile, so a live haproxy is asked again for a while.
+        let mut tries = 0;
+        let procs = loop {
+            match command(&master, "show proc").await {
+                Ok(procs) => break procs,
+                Err(_) if tries < ADOPT_TRIES && is_haproxy(pid) => tries += 1,
+                Err(_) => return None,
             }
-            None => Command::new(&self.binary.haproxy),
+            tokio::time::sleep(Duration::from_millis(50)).await;
         };
+        if crate::cli::master_pid(&procs) != Some(pid) {
+            tracing::info!(dir = %self.dir.display(), pid, "the PID file names no running master: starting haproxy");
+            return None;
+        }
+        let adopted = Master::adopt(rustix::process::Pid::from_raw(pid)?);
+        match adopted {
+            Ok(master) => {
+                tracing::info!(dir = %self.dir.display(), pid, "adopting the running haproxy master");
+                // Its guard is the predecessor's.
+                Some(Process {
+                    master,
+                    guard: None,
+                    started: Instant::now(),
+                })
+            }
+            Err(error) => {
+                tracing::warn!(dir = %self.dir.display(), pid, %error, "cannot watch the running haproxy master");
+                None
+            }
+        }
+    }
+
+    async fn spawn(&self) -> Result<Process, String> {
+        let mut command = Command::new(&self.binary.haproxy);
         command
             .arg("-W")
             .arg("-db")
@@ -406,7 +585,13 @@ impl Manager {
             }
             if command_ok(&socket, "show info").await {
                 tracing::info!(dir = %self.dir.display(), pid = child.id(), took = ?started.elapsed(), "haproxy serves");
-                return Ok(Process { child, started });
+                let guard =
+                    (child.id()).and_then(|pid| self.guard.start(pid, &self.dir.join(CONFIG_FILE)));
+                return Ok(Process {
+                    master: Master::Child(child),
+                    guard,
+                    started,
+                });
             }
             if Instant::now() > progress {
                 progress += PROGRESS_EVERY;
@@ -443,8 +628,10 @@ impl Manager {
         let deadline = Instant::now() + LOAD_LIMIT;
         while Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
-            let master_exited = (self.process.as_mut())
-                .is_none_or(|p| p.child.try_wait().is_ok_and(|s| s.is_some()));
+            let master_exited = match self.process.as_mut() {
+                Some(p) => p.master.has_exited(),
+                None => true,
+            };
             if master_exited {
                 return Err("haproxy exited during its reload".to_owned());
             }
@@ -493,9 +680,20 @@ impl Manager {
     }
 
     async fn shutdown(&mut self) {
+        if self.keep.load(Ordering::SeqCst) {
+            if let Some(process) = self.process.take() {
+                tracing::info!(dir = %self.dir.display(), pid = ?process.master.pid(), "haproxy keeps running for the new process");
+                process.master.leave();
+                // The guard stays (not killed, not waited for): it watches the lock the
+                // successor holds now.
+                drop(process.guard);
+            }
+            return;
+        }
         if let Some(mut process) = self.process.take() {
             let master = files::socket(&self.dir, MASTER_SOCKET);
-            terminate(&mut process.child, &master, self.stop_timeout).await;
+            terminate(&mut process.master, &master, self.stop_timeout).await;
+            process.unguard();
         }
         portico_statedir::remove_socket_alias(&self.dir);
         let _ = std::fs::remove_dir_all(&self.dir);
@@ -556,32 +754,25 @@ async fn command_ok(socket: &Path, cmd: &str) -> bool {
 /// what is in flight. haproxy keeps idle keep-alive connections for a last request (`option
 /// idle-close-on-response`), so once no worker has a request or tunnel in flight, or after
 /// `timeout`, SIGTERM (a hard stop) closes them; SIGKILL if even that is not enough.
-async fn terminate(child: &mut Child, master: &Path, timeout: Duration) {
+async fn terminate(process: &mut Master, master: &Path, timeout: Duration) {
     use rustix::process::Signal;
-    signal(child, Signal::USR1);
+    process.signal(Signal::USR1);
     let settled = tokio::time::timeout(timeout, async {
         while in_flight(master).await {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     });
     tokio::select! {
-        _ = child.wait() => return,
+        _ = process.wait() => return,
         _ = settled => {}
     }
-    signal(child, Signal::TERM);
-    if tokio::time::timeout(KILL_MARGIN, child.wait())
+    process.signal(Signal::TERM);
+    if tokio::time::timeout(KILL_MARGIN, process.wait())
         .await
         .is_err()
     {
         tracing::warn!("haproxy did not stop after a hard stop: killing it");
-        let _ = child.kill().await;
-    }
-}
-
-fn signal(child: &Child, signal: rustix::process::Signal) {
-    let pid = child.id().and_then(|p| i32::try_from(p).ok());
-    if let Some(pid) = pid.and_then(rustix::process::Pid::from_raw) {
-        let _ = rustix::process::kill_process(pid, signal);
+        process.kill().await;
     }
 }
 
@@ -615,10 +806,7 @@ fn is_traffic(line: &str) -> bool {
 /// Resolves when the process exits; never when there is none.
 async fn exited(process: &mut Option<Process>) -> String {
     match process {
-        Some(p) => match p.child.wait().await {
-            Ok(status) => status.to_string(),
-            Err(e) => e.to_string(),
-        },
+        Some(p) => p.master.wait().await,
         None => std::future::pending().await,
     }
 }

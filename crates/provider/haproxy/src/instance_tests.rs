@@ -61,13 +61,13 @@ async fn a_configuration_that_fails_the_check_leaves_the_last_good_one_serving()
     );
     let binary = Arc::new(Binary {
         haproxy: "haproxy".into(),
-        setpriv: None,
     });
     let instance = Instance::start(
         dir.clone(),
         binary,
         reporter,
         Duration::from_secs(3),
+        Arc::default(),
         Arc::default(),
         Arc::default(),
     );
@@ -146,13 +146,13 @@ async fn a_failed_start_is_reported_and_retried_until_it_serves() {
     let statuses = Statuses::new();
     let binary = Arc::new(Binary {
         haproxy: "haproxy".into(),
-        setpriv: None,
     });
     let instance = Instance::start(
         dir.clone(),
         binary,
         reporter(&statuses),
         Duration::from_secs(3),
+        Arc::default(),
         Arc::default(),
         Arc::default(),
     );
@@ -210,15 +210,13 @@ async fn a_slow_start_is_waited_for_while_haproxy_lives() {
     std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o700)).unwrap();
     let port = port();
     let statuses = Statuses::new();
-    let binary = Arc::new(Binary {
-        haproxy: wrapper,
-        setpriv: None,
-    });
+    let binary = Arc::new(Binary { haproxy: wrapper });
     let instance = Instance::start(
         dir.clone(),
         binary,
         reporter(&statuses),
         Duration::from_secs(3),
+        Arc::default(),
         Arc::default(),
         Arc::default(),
     );
@@ -250,13 +248,13 @@ async fn a_broken_first_configuration_fails_its_start_with_haproxys_reason() {
     let statuses = Statuses::new();
     let binary = Arc::new(Binary {
         haproxy: "haproxy".into(),
-        setpriv: None,
     });
     let instance = Instance::start(
         dir.clone(),
         binary,
         reporter(&statuses),
         Duration::from_secs(3),
+        Arc::default(),
         Arc::default(),
         Arc::default(),
     );
@@ -285,4 +283,70 @@ async fn a_broken_first_configuration_fails_its_start_with_haproxys_reason() {
     .await;
     until("ready", async || statuses.status().ready).await;
     instance.stop().await;
+}
+
+/// The master PID of the haproxy in `dir` (its PID file).
+fn master_pid(dir: &Path) -> Option<i32> {
+    let pid = std::fs::read_to_string(dir.join(PID_FILE)).ok()?;
+    pid.trim().parse().ok()
+}
+
+/// A released instance leaves haproxy running; a new instance on the same directory adopts its
+/// master (no start, no reload while the files stay the same), reloads it when they change (the
+/// master stays), notices its exit (it is not this process's child when adopted by another
+/// process; here a pidfd watches it all the same) and stops it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_released_haproxy_is_adopted_reloaded_only_on_a_change_and_stopped() {
+    let state = tempfile::tempdir().unwrap();
+    let dir = state.path().join("lb");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let statuses = Statuses::new();
+    let binary = Arc::new(Binary {
+        haproxy: "haproxy".into(),
+    });
+    let start = |counters: Arc<crate::Counters>| {
+        Instance::start(
+            dir.clone(),
+            binary.clone(),
+            reporter(&statuses),
+            Duration::from_secs(3),
+            counters,
+            Arc::default(),
+            Arc::default(),
+        )
+    };
+    let first = start(Arc::default());
+    first.set(Arc::new(config(&dir, port, "one", "")));
+    until("the first haproxy", async || {
+        body(port).await.as_deref() == Some("one")
+    })
+    .await;
+    let master = master_pid(&dir).unwrap();
+    first.release().await;
+    assert_eq!(body(port).await.as_deref(), Some("one"), "still serving");
+
+    let counters = Arc::new(crate::Counters::default());
+    let second = start(counters.clone());
+    second.set(Arc::new(config(&dir, port, "one", "")));
+    until("ready", async || statuses.status().ready).await;
+    assert_eq!(master_pid(&dir), Some(master), "adopted, not started");
+    assert_eq!(counters.reloads.load(Ordering::Relaxed), 0, "not reloaded");
+    second.set(Arc::new(config(&dir, port, "two", "")));
+    until("the change", async || {
+        body(port).await.as_deref() == Some("two")
+    })
+    .await;
+    assert_eq!(master_pid(&dir), Some(master), "reloaded, same master");
+    assert_eq!(counters.reloads.load(Ordering::Relaxed), 1);
+    second.stop().await;
+    // Stopped: gone, or a zombie (this test process started it, and forgot it on release).
+    let stat = std::fs::read_to_string(format!("/proc/{master}/stat")).unwrap_or_default();
+    let running = stat
+        .rsplit_once(") ")
+        .is_some_and(|(_, rest)| !rest.starts_with('Z'));
+    assert!(!running, "the adopted master is stopped: {stat}");
 }

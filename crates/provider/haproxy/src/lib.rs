@@ -27,7 +27,7 @@ mod status;
 
 pub use instance::Binary;
 pub use plan::{PlanSettings, Planned, plan};
-pub use provider::{Counters, HaproxyProvider, Settings, StartError, remove_stale};
+pub use provider::{Counters, HaproxyProvider, Settings, StartError, remove_stale, running_under};
 
 pub use render::{
     BAD_GATEWAY_FILE, BAD_GATEWAY_RESPONSE, Binds, CONFIG_FILE, CRT_LIST_FILE, Checks,

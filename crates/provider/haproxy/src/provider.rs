@@ -58,6 +58,8 @@ pub struct HaproxyProvider {
     certificates: Arc<Mutex<(Certificates, CaBundles)>>,
     /// The files of endpoints-only changes, written later (see [`Rewrite`]).
     rewrite: Arc<Rewrite>,
+    /// Stops haproxy when no Portico holds the state directory any more.
+    guard: Arc<Guard>,
 }
 
 /// Endpoints-only changes go through the runtime API at once; the files that say the same
@@ -87,31 +89,32 @@ impl HaproxyProvider {
     /// removes what a killed Portico left in the state directory ([`remove_stale`]). The state
     /// directory is created (0700) with the first load balancer.
     pub fn new(settings: Settings) -> Result<Self, StartError> {
-        let fallback = portico_tls::self_signed(&["portico.invalid"])
-            .map_err(|e| StartError::Certificate(e.to_string()))?;
+        let fallback = fallback(&settings.plan.root)?;
         remove_stale(&settings.plan.root, &settings.lock);
+        let guard = Arc::new(Guard::new(&settings.lock));
         Ok(HaproxyProvider {
             binary: Arc::new(settings.binary.clone()),
             settings,
-            fallback: Arc::new(fallback.pem()),
+            fallback: Arc::new(fallback),
             instances: Arc::default(),
             statuses: Statuses::new(),
             certificates: Arc::default(),
             rewrite: Arc::default(),
+            guard,
         })
     }
 
-    /// How many haproxy processes (one per load balancer) this provider runs.
-    pub fn running(&self) -> usize {
-        self.lock_instances().len()
-    }
-
-    /// Stops every haproxy and removes their directories.
-    pub async fn shutdown(&self) {
+    /// Stops every haproxy and removes their directories; after a hand-over (`handed_over`),
+    /// leaves them running and their directories as they are, for the successor that adopts
+    /// them.
+    pub async fn shutdown(&self, handed_over: bool) {
         let instances = std::mem::take(&mut *self.lock_instances());
         // All at once: each may wait for its requests in flight up to the shutdown timeout.
         let stopping: Vec<_> = (instances.into_values())
-            .map(|instance| tokio::spawn(instance.stop()))
+            .map(|instance| match handed_over {
+                true => tokio::spawn(instance.release()),
+                false => tokio::spawn(instance.stop()),
+            })
             .collect();
         for stopped in stopping {
             let _ = stopped.await;
@@ -205,11 +208,97 @@ impl Rewriter {
     }
 }
 
+/// The PEM of the self-signed certificate served when nothing else fits: the one in the file
+/// beside `root` (`haproxy-fallback.pem`), made and written there when there is none, so that
+/// the next Portico on the state directory serves the same one (an adopted haproxy is not
+/// reloaded for a new one).
+fn fallback(root: &std::path::Path) -> Result<Vec<u8>, StartError> {
+    let path = root.with_file_name("haproxy-fallback.pem");
+    if let Ok(pem) = std::fs::read(&path) {
+        if portico_tls::Material::from_pem(&pem, &pem).is_ok() {
+            return Ok(pem);
+        }
+        tracing::warn!(path = %path.display(), "not a certificate and its key: making a new fallback certificate");
+    }
+    let pem = portico_tls::self_signed(&["portico.invalid"])
+        .map_err(|e| StartError::Certificate(e.to_string()))?
+        .pem();
+    let parent = path.parent().unwrap_or(root);
+    let written =
+        crate::files::create_dir(parent).and_then(|()| crate::files::write(&path, &pem, 0o600));
+    if let Err(error) = written {
+        tracing::warn!(path = %path.display(), %error, "cannot keep the fallback certificate");
+    }
+    Ok(pem)
+}
+
+/// What the guard runs once it holds the state directory's lock: SIGKILL to the master `$1` if
+/// it is still the haproxy of the configuration `$2` (its workers follow their master).
+const GUARD_SCRIPT: &str = r#"tr '\0' ' ' < /proc/"$1"/cmdline 2>/dev/null | grep -qF -- "$2" && kill -KILL "$1"
+exit 0"#;
+
+/// haproxy outlives a Portico that hands over to its successor (which adopts it), so nothing
+/// ties its life to one process; what stops a master when Portico dies without stopping it
+/// (SIGKILL, a crash) is its guard: `flock(1)` waiting for the state directory's lock, which
+/// the kernel releases only when no Portico holds it (a successor holds the same lock). It
+/// then kills the master if the PID is still that haproxy, and exits. One per master this
+/// process starts, stopped with it; left running with it after a hand-over. The default
+/// guards nothing.
+#[derive(Debug, Default)]
+pub(crate) struct Guard {
+    /// The state directory's lock file.
+    lock_file: Option<std::path::PathBuf>,
+}
+
+impl Guard {
+    fn new(lock: &portico_statedir::Lock) -> Guard {
+        Guard {
+            lock_file: Some(lock.dir().join(portico_statedir::LOCK_FILE)),
+        }
+    }
+
+    /// Starts the guard of the master `pid` of `config`.
+    pub(crate) fn start(&self, pid: u32, config: &std::path::Path) -> Option<std::process::Child> {
+        let file = self.lock_file.as_ref()?;
+        let started = std::process::Command::new("flock")
+            .arg(file)
+            .args(["sh", "-c", GUARD_SCRIPT, "portico-haproxy-guard"])
+            .arg(pid.to_string())
+            .arg(config)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn();
+        match started {
+            Ok(child) => Some(child),
+            Err(error) => {
+                tracing::warn!(%error, "cannot start flock(1) (util-linux): a Portico killed with SIGKILL leaves its haproxy running");
+                None
+            }
+        }
+    }
+}
+
+/// Whether a load-balancer directory under `root` has a live haproxy master (its master socket
+/// accepts a connection): one left running by a predecessor that handed over, or by a Portico
+/// that died. Its instance adopts it; it holds the listeners' ports meanwhile.
+pub fn running_under(root: &std::path::Path) -> bool {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return false;
+    };
+    entries.flatten().any(|entry| live(&entry.path()))
+}
+
+fn live(dir: &std::path::Path) -> bool {
+    let master = crate::files::socket(dir, MASTER_SOCKET);
+    std::os::unix::net::UnixStream::connect(master).is_ok()
+}
+
 /// Removes the load-balancer directories under `root` that no running haproxy serves: those
-/// a Portico killed with SIGKILL could not clean up (its haproxy died with it). Only under the
+/// a Portico killed with SIGKILL could not clean up (its haproxy gone too). Only under the
 /// state directory this process locked (`lock`): no other Portico uses it. A directory whose
 /// master socket still accepts a connection belongs to a live haproxy (one that outlived its
-/// Portico) and is left alone. Returns the directories removed.
+/// Portico) and is left alone: its instance adopts it. Returns the directories removed.
 pub fn remove_stale(
     root: &std::path::Path,
     lock: &portico_statedir::Lock,
@@ -225,9 +314,7 @@ pub fn remove_stale(
     for entry in entries.flatten() {
         let dir = entry.path();
         let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
-        let master = crate::files::socket(&dir, MASTER_SOCKET);
-        let live = std::os::unix::net::UnixStream::connect(master).is_ok();
-        if !is_dir || live {
+        if !is_dir || live(&dir) {
             continue;
         }
         portico_statedir::remove_socket_alias(&dir);
@@ -288,6 +375,7 @@ impl Provider for HaproxyProvider {
                     timeout,
                     self.settings.counters.clone(),
                     self.rewrite.now.clone(),
+                    self.guard.clone(),
                 )
             });
             instance.set(Arc::new(p.desired));

@@ -124,7 +124,7 @@ async fn readiness_changes_go_through_the_runtime_api_without_a_reload() {
         !line.contains(" disabled"),
         "the file follows runtime changes:\n{conf}"
     );
-    p.shutdown().await;
+    p.shutdown(false).await;
     assert!(!dir(state.path()).exists());
 }
 
@@ -161,7 +161,7 @@ async fn a_killed_haproxy_is_started_again_and_serves() {
         assert!(Instant::now() < deadline, "haproxy was not started again");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    p.shutdown().await;
+    p.shutdown(false).await;
 }
 
 /// Routes that change (a path added, one removed) reach the running haproxy through its
@@ -206,7 +206,7 @@ async fn route_changes_go_through_the_runtime_api_without_a_reload() {
         maps,
         format!("test/b {}\n", portico_model::PoolId::derive("pool"))
     );
-    p.shutdown().await;
+    p.shutdown(false).await;
 }
 
 /// Endpoints that change (one replaced by a new address, one added) take spare server slots
@@ -276,7 +276,7 @@ async fn endpoint_changes_take_spare_slots_without_a_reload() {
         0,
         "no reload for the files either"
     );
-    p.shutdown().await;
+    p.shutdown(false).await;
 }
 
 /// Every pool of `model`: the pools whose members changed, as the caller of

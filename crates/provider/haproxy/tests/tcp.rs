@@ -257,5 +257,5 @@ async fn haproxy_serves_a_services_tcp_port_and_member_changes_keep_connections(
         "the same worker serves: no reload"
     );
     drop(held);
-    p.shutdown().await;
+    p.shutdown(false).await;
 }

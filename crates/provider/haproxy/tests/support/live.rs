@@ -153,8 +153,6 @@ pub fn provider_counted(
         },
         binary: Binary {
             haproxy: "haproxy".into(),
-            setpriv: Some("setpriv".into())
-                .filter(|_| std::path::Path::new("/usr/bin/setpriv").exists()),
         },
         counters: counters.clone(),
         lock,
