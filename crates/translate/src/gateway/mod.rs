@@ -21,6 +21,7 @@
 mod attach;
 mod backends;
 mod filters;
+mod l4routes;
 mod listeners;
 mod rules;
 pub mod status;
@@ -46,6 +47,9 @@ pub struct Verdicts {
     pub routes: BTreeMap<ObjectKey, Vec<ParentVerdict>>,
     /// The same for GRPCRoutes.
     pub grpc_routes: BTreeMap<ObjectKey, Vec<ParentVerdict>>,
+    /// The same for TCPRoutes and UDPRoutes.
+    pub tcp_routes: BTreeMap<ObjectKey, Vec<ParentVerdict>>,
+    pub udp_routes: BTreeMap<ObjectKey, Vec<ParentVerdict>>,
 }
 
 /// A Gateway's conditions and its listeners'.
@@ -115,9 +119,14 @@ pub(crate) fn translate(
             verdicts.insert((*key).clone(), parents);
         }
     }
+    let l4 = l4routes::attach(objects, &mut prepared, diagnostics);
+    verdicts.tcp_routes = l4.tcp;
+    verdicts.udp_routes = l4.udp;
     let mut load_balancers = Vec::new();
-    for gateway in prepared {
+    for (g, gateway) in prepared.into_iter().enumerate() {
         load_balancers.extend(rules::load_balancer(&gateway, objects, config, pools));
+        let at = (g, &gateway);
+        load_balancers.extend(l4routes::load_balancer(at, &l4.attachments, objects, pools));
         verdicts
             .gateways
             .insert(gateway.key.clone(), gateway.verdict());
@@ -146,6 +155,8 @@ pub(crate) fn referenced_secrets(objects: &Objects, config: &Config) -> Vec<Obje
     }
     secrets
 }
+
+pub(crate) use l4routes::anchor;
 
 /// The Gateway a load balancer was made for, if any.
 pub(crate) fn of<'a>(lb: &LoadBalancer, objects: &'a Objects) -> Option<&'a Gateway> {
