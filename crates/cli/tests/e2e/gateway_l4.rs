@@ -183,3 +183,53 @@ async fn a_tcp_routes_weights_share_the_connections_and_weight_zero_gets_none() 
         "a's share {share}: {seen:?}"
     );
 }
+
+#[tokio::test]
+async fn in_kubernetes_mode_v1alpha2_tcp_routes_are_served_and_get_their_status() {
+    use crate::kube_support::Cluster;
+    let tcp = tcp_pod("kube-a").await;
+    let (port, other) = (free_port(), free_port());
+    let cluster = Cluster::new().await;
+    cluster.apply(
+        &[
+            class("portico", OURS),
+            service("echo", Some(tcp), None),
+            gateway(&format!(
+                "[{{name: tcp, port: {port}, protocol: TCP}}, {{name: other, port: {other}, protocol: TCP}}]"
+            )),
+            route("TCPRoute", "v1alpha2", "t", "{parentRefs: [{name: edge, sectionName: tcp}], rules: [{backendRefs: [{name: echo, port: 7000}]}]}"),
+            route("TCPRoute", "v1alpha2", "gone", "{parentRefs: [{name: edge, sectionName: other}], rules: [{backendRefs: [{name: missing, port: 7000}]}]}"),
+        ]
+        .concat(),
+    );
+    let _p = Portico::start_kube(&cluster, &[]).await;
+    let conn = wait_connect(SocketAddr::from(([127, 0, 0, 1], port))).await;
+    assert_eq!(conn.pod, "kube-a");
+    let alpha = "gateway.networking.k8s.io/v1alpha2";
+    let ours = |name: &str| {
+        let route = cluster.api.get(alpha, "TCPRoute", Some("apps"), name);
+        let parents = route
+            .map(|r| r["status"]["parents"].clone())
+            .unwrap_or(Value::Null);
+        let ours = (parents.as_array().into_iter().flatten()).find(|p| p["controllerName"] == OURS);
+        let s = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+        let conditions = ours
+            .and_then(|p| p["conditions"].as_array().cloned())
+            .unwrap_or_default();
+        (conditions.iter())
+            .map(|c| format!("{}={}/{}", s(&c["type"]), s(&c["status"]), s(&c["reason"])))
+            .collect::<Vec<_>>()
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while ours("t") != SERVED {
+        assert!(Instant::now() < deadline, "t: {:?}", ours("t"));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        ours("gone"),
+        [
+            "Accepted=True/Accepted",
+            "ResolvedRefs=False/BackendNotFound"
+        ]
+    );
+}
