@@ -198,7 +198,10 @@ fn a_gateway_with_tcp_listeners_only_still_has_its_own_load_balancer_for_the_add
             "{parentRefs: [{name: edge}], rules: [{backendRefs: [{name: echo, port: 7000}]}]}",
         ),
     ]);
-    assert!(lb(&t, "gateway/shop/edge").listeners.is_empty());
+    let own = lb(&t, "gateway/shop/edge");
+    assert!(own.listeners.is_empty());
+    // No L7 provider runs a process for it (haproxy would not start without a listener).
+    assert_eq!(own.provider, "l4");
     assert_eq!(l4_listeners(&t), ["TCP:7000 -> echo"]);
 }
 

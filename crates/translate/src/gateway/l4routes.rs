@@ -276,6 +276,17 @@ pub(crate) fn anchor(lb: &LoadBalancer) -> Option<LoadBalancerId> {
         .then(|| gateway_lb(&ObjectKey::new(&lb.origin.namespace, &lb.origin.name)))
 }
 
+/// A Gateway's own load balancer without HTTP or HTTPS listeners (a Gateway of TCP and UDP
+/// listeners only) goes to provider `l4`, which serves it as nothing: it still holds the
+/// addresses, and no L7 provider runs a process without listeners (haproxy refuses to start
+/// with none).
+pub(crate) fn without_listeners(mut lb: LoadBalancer) -> LoadBalancer {
+    if lb.listeners.is_empty() {
+        lb.provider = PROVIDER.to_owned();
+    }
+    lb
+}
+
 /// The `l4` load balancer of prepared Gateway `g`: a listener per served TCP or UDP listener
 /// with a route; none when it has none (or the Gateway is not accepted).
 pub(crate) fn load_balancer(

@@ -124,7 +124,8 @@ pub(crate) fn translate(
     verdicts.udp_routes = l4.udp;
     let mut load_balancers = Vec::new();
     for (g, gateway) in prepared.into_iter().enumerate() {
-        load_balancers.extend(rules::load_balancer(&gateway, objects, config, pools));
+        let own = rules::load_balancer(&gateway, objects, config, pools);
+        load_balancers.extend(own.map(l4routes::without_listeners));
         let at = (g, &gateway);
         load_balancers.extend(l4routes::load_balancer(at, &l4.attachments, objects, pools));
         verdicts
