@@ -27,6 +27,10 @@ pub enum Kind {
     Httproutes,
     #[value(alias = "grpcroute")]
     Grpcroutes,
+    #[value(alias = "tcproute")]
+    Tcproutes,
+    #[value(alias = "udproute")]
+    Udproutes,
 }
 
 impl Kind {
@@ -37,6 +41,8 @@ impl Kind {
             Kind::Gateways => Some("/api/v1/gateways"),
             Kind::Httproutes => Some("/api/v1/httproutes"),
             Kind::Grpcroutes => Some("/api/v1/grpcroutes"),
+            Kind::Tcproutes => Some("/api/v1/tcproutes"),
+            Kind::Udproutes => Some("/api/v1/udproutes"),
             _ => None,
         }
     }
@@ -54,7 +60,8 @@ pub enum Output {
 pub struct GetArgs {
     /// What to list: loadbalancers (lb), ingresses (ing), pools, diagnostics, or the Gateway
     /// API objects with the status Portico would write: gatewayclasses (gc), gateways (gtw),
-    /// httproutes, grpcroutes (with -o json or yaml: a v1 List of the objects).
+    /// httproutes, grpcroutes, tcproutes, udproutes (with -o json or yaml: a v1 List of the
+    /// objects).
     kind: Kind,
     /// The admin API of the Portico to ask (`portico run`/`agent` listen on 127.0.0.1:9180 by
     /// default, `portico controller` on 127.0.0.1:9181).
@@ -69,7 +76,12 @@ pub async fn run(args: &GetArgs) -> anyhow::Result<ExitCode> {
     let items = match args.kind {
         Kind::Loadbalancers | Kind::Pools => fetch(&args.server, "/api/v1/loadbalancers").await?,
         Kind::Ingresses => fetch_all(&args.server, "/api/v1/ingresses").await?,
-        Kind::Gatewayclasses | Kind::Gateways | Kind::Httproutes | Kind::Grpcroutes => {
+        Kind::Gatewayclasses
+        | Kind::Gateways
+        | Kind::Httproutes
+        | Kind::Grpcroutes
+        | Kind::Tcproutes
+        | Kind::Udproutes => {
             let path = args.kind.gateway_api_path().unwrap_or_default();
             fetch_all(&args.server, path).await?
         }
@@ -200,7 +212,7 @@ fn table(kind: Kind, items: &[Value], wide: bool) -> String {
             vec!["NAMESPACE", "NAME", "CLASS", "ADDRESS", "PROGRAMMED"],
             items.iter().map(|g| gateway_row(g, wide)).collect(),
         ),
-        Kind::Httproutes | Kind::Grpcroutes => (
+        Kind::Httproutes | Kind::Grpcroutes | Kind::Tcproutes | Kind::Udproutes => (
             vec!["NAMESPACE", "NAME", "HOSTNAMES", "PARENTS"],
             items.iter().map(|r| route_row(r, wide)).collect(),
         ),
@@ -213,7 +225,9 @@ fn table(kind: Kind, items: &[Value], wide: bool) -> String {
             Kind::Diagnostics => {}
             Kind::Gatewayclasses => header.push("MESSAGE"),
             Kind::Gateways => header.extend(["ACCEPTED", "LISTENERS"]),
-            Kind::Httproutes | Kind::Grpcroutes => header.push("RESOLVEDREFS"),
+            Kind::Httproutes | Kind::Grpcroutes | Kind::Tcproutes | Kind::Udproutes => {
+                header.push("RESOLVEDREFS");
+            }
         }
     }
     if rows.is_empty() {

@@ -101,6 +101,10 @@ pub static TABLE: &[ResourceType] = &[
         true,
         false,
     ),
+    // TCPRoute and UDPRoute in the experimental channel's v1alpha2 only: what most clusters
+    // still serve (the reader falls back to it from v1).
+    ty(GATEWAY, "v1alpha2", "tcproutes", "TCPRoute", true, true),
+    ty(GATEWAY, "v1alpha2", "udproutes", "UDPRoute", true, true),
 ];
 
 /// The Gateway API's group.

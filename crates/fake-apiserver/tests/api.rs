@@ -393,7 +393,10 @@ async fn the_gateway_api_is_discovered_in_both_versions_unless_left_out() {
     let group = discovery
         .get(GATEWAY_API)
         .expect("the Gateway API is served");
-    assert_eq!(group.versions().collect::<Vec<_>>(), ["v1", "v1beta1"]);
+    assert_eq!(
+        group.versions().collect::<Vec<_>>(),
+        ["v1", "v1beta1", "v1alpha2"]
+    );
     assert_eq!(group.preferred_version(), Some("v1"));
     let kinds = |v| -> Vec<String> {
         let resources = group.versioned_resources(v).into_iter();
@@ -402,6 +405,7 @@ async fn the_gateway_api_is_discovered_in_both_versions_unless_left_out() {
     let all = ["GatewayClass", "Gateway", "HTTPRoute", "ReferenceGrant"];
     assert_eq!(kinds("v1"), all);
     assert_eq!(kinds("v1beta1"), all);
+    assert_eq!(kinds("v1alpha2"), ["TCPRoute", "UDPRoute"]);
     let route = json!({"apiVersion": "gateway.networking.k8s.io/v1beta1", "kind": "HTTPRoute",
         "metadata": {"name": "r", "namespace": "web"}, "spec": {}});
     server.apply(route);
@@ -432,6 +436,9 @@ async fn the_gateway_api_is_discovered_in_both_versions_unless_left_out() {
     let (_server, client) = connect(only_beta).await;
     let discovery = Discovery::new(client).run().await.expect("discovery");
     let group = discovery.get(GATEWAY_API).expect("the group");
-    assert_eq!(group.versions().collect::<Vec<_>>(), ["v1beta1"]);
+    assert_eq!(
+        group.versions().collect::<Vec<_>>(),
+        ["v1beta1", "v1alpha2"]
+    );
     assert_eq!(group.preferred_version(), Some("v1beta1"));
 }

@@ -1,5 +1,5 @@
 //! The Gateway API kinds Portico reads (`gateway.networking.k8s.io`: GatewayClass, Gateway,
-//! HTTPRoute, GRPCRoute, ReferenceGrant), as serde types written from the v1 API's schemas. The
+//! HTTPRoute, GRPCRoute, ReferenceGrant, TCPRoute, UDPRoute), as serde types written from the v1 API's schemas. The
 //! `v1beta1` versions of these kinds have the same shape and decode into the same types.
 //!
 //! Why not kube-rs's `gateway-api` crate: its newest release depends on other major versions
@@ -23,6 +23,7 @@ mod filter;
 mod gateway;
 mod grant;
 mod grpc;
+mod l4route;
 mod resource;
 mod route;
 mod status;
@@ -37,6 +38,9 @@ pub use gateway::{
 };
 pub use grant::{ReferenceGrant, ReferenceGrantFrom, ReferenceGrantSpec, ReferenceGrantTo};
 pub use grpc::{GrpcMethodMatch, GrpcRoute, GrpcRouteMatch, GrpcRouteRule, GrpcRouteSpec};
+pub use l4route::{
+    L4_ROUTE_VERSIONS, L4RouteRule, L4RouteSpec, TcpRoute, UdpRoute, is_l4_route_version,
+};
 pub use route::{
     BackendRef, HeaderMatch, HttpRoute, HttpRouteMatch, HttpRouteRule, HttpRouteSpec,
     ParentReference, PathMatch, QueryParamMatch, SecretObjectReference,
@@ -54,6 +58,8 @@ pub struct Statuses {
     pub gateways: Vec<Gateway>,
     pub routes: Vec<HttpRoute>,
     pub grpc_routes: Vec<GrpcRoute>,
+    pub tcp_routes: Vec<TcpRoute>,
+    pub udp_routes: Vec<UdpRoute>,
 }
 
 /// The API group of every kind here.

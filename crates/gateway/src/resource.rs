@@ -1,6 +1,6 @@
 //! k8s-openapi's `Resource`, `ListableResource` and `Metadata` for the kinds here.
 
-use crate::{Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant};
+use crate::{Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant, TcpRoute, UdpRoute};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::{
     ClusterResourceScope, ListableResource, Metadata, NamespaceResourceScope, Resource,
@@ -50,3 +50,5 @@ resource!(
     "referencegrants",
     NamespaceResourceScope
 );
+resource!(TcpRoute, "TCPRoute", "tcproutes", NamespaceResourceScope);
+resource!(UdpRoute, "UDPRoute", "udproutes", NamespaceResourceScope);

@@ -105,3 +105,35 @@ fn kinds_name_their_resources_for_the_api() {
     assert_eq!(HttpRoute::URL_PATH_SEGMENT, "httproutes");
     assert_eq!(GatewayClass::API_VERSION, "gateway.networking.k8s.io/v1");
 }
+
+#[test]
+fn tcp_and_udp_routes_read_v1_and_v1alpha2_as_one_shape() {
+    assert!(is_l4_route_version("gateway.networking.k8s.io/v1alpha2"));
+    assert!(is_l4_route_version("gateway.networking.k8s.io/v1"));
+    assert!(!is_l4_route_version("gateway.networking.k8s.io/v1beta1"));
+    let route: TcpRoute = yaml(
+        "apiVersion: gateway.networking.k8s.io/v1alpha2
+kind: TCPRoute
+metadata: {name: db, namespace: shop}
+spec:
+  parentRefs: [{name: edge, sectionName: pg}]
+  rules:
+  - backendRefs: [{name: pg, port: 5432, weight: 3}, {name: pg-canary, port: 5432}]
+    futureField: x
+",
+    );
+    let rule = &route.spec.rules[0];
+    assert_eq!(
+        route.spec.parent_refs[0].section_name.as_deref(),
+        Some("pg")
+    );
+    assert_eq!(rule.backend_refs[0].effective_weight(), 3);
+    assert_eq!(rule.backend_refs[1].effective_weight(), 1);
+    assert!(rule.rest.contains_key("futureField"));
+    let udp: UdpRoute =
+        yaml("{kind: UDPRoute, spec: {rules: [{backendRefs: [{name: dns, port: 53}]}]}}");
+    assert_eq!(udp.spec.rules[0].backend_refs[0].name, "dns");
+    use k8s_openapi::Resource;
+    assert_eq!(UdpRoute::URL_PATH_SEGMENT, "udproutes");
+    assert_eq!(TcpRoute::KIND, "TCPRoute");
+}

@@ -13,7 +13,7 @@
 //! - after a write, the same object is not written again while the source still reports the
 //!   resourceVersion it had before the write (the watch lags behind).
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
 use portico_gateway::{GatewayStatus, RouteParentStatus, RouteStatus, Statuses};
 use portico_translate::{ObjectKey, Objects};
 use serde::Serialize;
@@ -26,6 +26,8 @@ pub enum GatewayKind {
     GatewayClass,
     Gateway,
     HttpRoute,
+    TcpRoute,
+    UdpRoute,
 }
 
 impl GatewayKind {
@@ -35,6 +37,8 @@ impl GatewayKind {
             GatewayKind::GatewayClass => ("GatewayClass", "gatewayclasses"),
             GatewayKind::Gateway => ("Gateway", "gateways"),
             GatewayKind::HttpRoute => ("HTTPRoute", "httproutes"),
+            GatewayKind::TcpRoute => ("TCPRoute", "tcproutes"),
+            GatewayKind::UdpRoute => ("UDPRoute", "udproutes"),
         }
     }
 }
@@ -116,43 +120,79 @@ pub fn gateway_reports(
         let Some(seen) = objects.http_routes.get(&key) else {
             continue;
         };
-        let observed = seen.status.clone().unwrap_or_default();
-        let mine = |p: &&RouteParentStatus| p.controller_name == controller;
-        let mut want: Vec<RouteParentStatus> = route
-            .status
-            .iter()
-            .flat_map(|s| s.parents.iter())
-            .filter(mine)
-            .cloned()
-            .collect();
-        let had: Vec<RouteParentStatus> = observed.parents.iter().filter(mine).cloned().collect();
-        for parent in &mut want {
-            let before = had.iter().find(|p| p.parent_ref == parent.parent_ref);
-            restamp(
-                &mut parent.conditions,
-                before.map_or(&[][..], |p| &p.conditions),
-            );
-        }
-        if want != had {
-            let mut parents: Vec<RouteParentStatus> = observed
-                .parents
-                .iter()
-                .filter(|p| p.controller_name != controller)
-                .cloned()
-                .collect();
-            parents.extend(want);
-            let status = RouteStatus { parents };
-            out.push(entry(
-                GatewayKind::HttpRoute,
-                key,
-                &seen.api_version,
-                &seen.metadata,
-                &status,
-                &observed,
-            ));
-        }
+        let seen = (&seen.status, seen.api_version.as_str(), &seen.metadata);
+        let kind = GatewayKind::HttpRoute;
+        out.extend(route_entry(
+            (kind, key),
+            route.status.as_ref(),
+            seen,
+            controller,
+        ));
+    }
+    for route in &desired.tcp_routes {
+        let key = ObjectKey::of(&route.metadata);
+        let Some(seen) = objects.tcp_routes.get(&key) else {
+            continue;
+        };
+        let seen = (&seen.status, seen.api_version.as_str(), &seen.metadata);
+        let kind = GatewayKind::TcpRoute;
+        out.extend(route_entry(
+            (kind, key),
+            route.status.as_ref(),
+            seen,
+            controller,
+        ));
+    }
+    for route in &desired.udp_routes {
+        let key = ObjectKey::of(&route.metadata);
+        let Some(seen) = objects.udp_routes.get(&key) else {
+            continue;
+        };
+        let seen = (&seen.status, seen.api_version.as_str(), &seen.metadata);
+        let kind = GatewayKind::UdpRoute;
+        out.extend(route_entry(
+            (kind, key),
+            route.status.as_ref(),
+            seen,
+            controller,
+        ));
     }
     out
+}
+
+/// The write of a route's parent entries of ours, when they differ from those `seen` shows
+/// (its status, the version it was read in, its metadata); others' entries are kept.
+fn route_entry(
+    (kind, key): (GatewayKind, ObjectKey),
+    desired: Option<&RouteStatus>,
+    (status, api_version, meta): (&Option<RouteStatus>, &str, &ObjectMeta),
+    controller: &str,
+) -> Option<GatewayStatusReport> {
+    let observed = status.clone().unwrap_or_default();
+    let mine = |p: &&RouteParentStatus| p.controller_name == controller;
+    let mut want: Vec<RouteParentStatus> = (desired.iter())
+        .flat_map(|s| s.parents.iter())
+        .filter(mine)
+        .cloned()
+        .collect();
+    let had: Vec<RouteParentStatus> = observed.parents.iter().filter(mine).cloned().collect();
+    for parent in &mut want {
+        let before = had.iter().find(|p| p.parent_ref == parent.parent_ref);
+        restamp(
+            &mut parent.conditions,
+            before.map_or(&[][..], |p| &p.conditions),
+        );
+    }
+    if want == had {
+        return None;
+    }
+    let mut parents: Vec<RouteParentStatus> = (observed.parents.iter())
+        .filter(|p| p.controller_name != controller)
+        .cloned()
+        .collect();
+    parents.extend(want);
+    let status = RouteStatus { parents };
+    Some(entry(kind, key, api_version, meta, &status, &observed))
 }
 
 /// Each condition of `want` keeps the transition time of the observed condition of its type

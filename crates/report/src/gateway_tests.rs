@@ -91,6 +91,7 @@ fn only_our_classes_and_gateways_are_written() {
         ],
         routes: vec![],
         grpc_routes: vec![],
+        ..Statuses::default()
     };
     let reports = gateway_reports(&seen, &desired, OURS);
     let written: Vec<_> = reports

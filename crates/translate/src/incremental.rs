@@ -24,7 +24,9 @@ pub fn endpoint_only_change(old: &Objects, new: &Objects) -> Option<BTreeSet<Obj
         && same(&old.gateways, &new.gateways)
         && same(&old.http_routes, &new.http_routes)
         && same(&old.grpc_routes, &new.grpc_routes)
-        && same(&old.reference_grants, &new.reference_grants);
+        && same(&old.reference_grants, &new.reference_grants)
+        && same(&old.tcp_routes, &new.tcp_routes)
+        && same(&old.udp_routes, &new.udp_routes);
     if !unchanged {
         return None;
     }

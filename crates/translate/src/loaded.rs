@@ -29,6 +29,8 @@ impl fmt::Debug for Loaded {
             .field("gateways", &o.gateways.len())
             .field("http_routes", &o.http_routes.len())
             .field("grpc_routes", &o.grpc_routes.len())
+            .field("tcp_routes", &o.tcp_routes.len())
+            .field("udp_routes", &o.udp_routes.len())
             .field("reference_grants", &o.reference_grants.len())
             .field("diagnostics", &self.diagnostics)
             .field("files", &self.files)

@@ -79,12 +79,16 @@ impl GatewayMemo {
             http_routes,
             grpc_routes,
             reference_grants,
+            tcp_routes,
+            udp_routes,
         } = new;
         same(&old.gateway_classes, gateway_classes)
             && same(&old.gateways, gateways)
             && same(&old.http_routes, http_routes)
             && same(&old.grpc_routes, grpc_routes)
             && same(&old.reference_grants, reference_grants)
+            && same(&old.tcp_routes, tcp_routes)
+            && same(&old.udp_routes, udp_routes)
             && !changed_services.iter().any(|s| self.services.contains(s))
             && crate::gateway::referenced_secrets(new, config)
                 .iter()

@@ -401,7 +401,7 @@ fn what_is_not_served_yet_is_refused_in_status_and_as_an_error() {
         gateway(
             "gw",
             "portico",
-            "[{name: http, port: 80, protocol: HTTP}, {name: tcp, port: 9000, protocol: TCP}]",
+            "[{name: http, port: 80, protocol: HTTP}, {name: raw, port: 9000, protocol: example.com/RAW}]",
         ),
         route(
             "regex",

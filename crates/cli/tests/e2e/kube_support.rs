@@ -151,6 +151,8 @@ fn to_json(object: &Object) -> Value {
         Object::HttpRoute(o) => serde_json::to_value(&**o),
         Object::GrpcRoute(o) => serde_json::to_value(&**o),
         Object::ReferenceGrant(o) => serde_json::to_value(&**o),
+        Object::TcpRoute(o) => serde_json::to_value(&**o),
+        Object::UdpRoute(o) => serde_json::to_value(&**o),
     };
     value.unwrap()
 }

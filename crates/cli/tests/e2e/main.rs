@@ -52,6 +52,7 @@ mod failover;
 mod gateway_api;
 mod gateway_http;
 mod gateway_kube;
+mod gateway_l4;
 mod get;
 mod haproxy;
 mod host_rules;

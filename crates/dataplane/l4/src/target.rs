@@ -18,6 +18,8 @@ const FLOW_SEED: u64 = 0x666c;
 #[derive(Debug)]
 pub struct Target {
     members: Vec<SocketAddr>,
+    /// Slot `members.len()` of the table, when there: the flows of a share that refuses them
+    /// (a Gateway route's backendRef that does not resolve or has no ready member).
     table: Maglev,
     /// ClientIP affinity: its timeout; `None` hashes the client's address and port.
     affinity: Option<Duration>,
@@ -47,14 +49,64 @@ impl Target {
         target
     }
 
+    /// The ready members of weighted pools (a Gateway route's backendRefs): each share gets
+    /// its weight's part of the flows, spread evenly over its pool's ready members; the part
+    /// of a share without a pool or without a ready member is refused, so that the others get
+    /// no more than their weights say. Weight 0 gets nothing. Affinity, source ranges and the
+    /// PROXY header: none.
+    pub fn from_shares(shares: &[(Option<&Pool>, u32)]) -> Self {
+        let ready = |pool: Option<&Pool>| -> Vec<SocketAddr> {
+            let members = pool.map_or(&[][..], |p| &p.members[..]);
+            let ready = members.iter().filter(|m| m.ready);
+            ready.map(|m| SocketAddr::new(m.address, m.port)).collect()
+        };
+        // Each share's weight split over its members in whole numbers: scaled by the least
+        // common multiple of the member counts (bounded; beyond it, rounded).
+        let counts = shares.iter().map(|(p, _)| ready(*p).len().max(1) as u64);
+        let scale = counts.fold(1u64, |l, n| (l / gcd(l, n) * n).min(SCALE_BOUND));
+        let mut weighted: HashMap<SocketAddr, u64> = HashMap::new();
+        let mut refused = 0u64;
+        for (pool, weight) in shares.iter().filter(|(_, w)| *w > 0) {
+            let members = ready(*pool);
+            let total = u64::from(*weight) * scale;
+            if members.is_empty() {
+                refused += total;
+                continue;
+            }
+            let each = (total / members.len() as u64).max(1);
+            for member in members {
+                *weighted.entry(member).or_default() += each;
+            }
+        }
+        let mut members: Vec<(SocketAddr, u64)> = weighted.into_iter().collect();
+        members.sort();
+        let mut weights: Vec<u64> = members.iter().map(|(_, w)| *w).collect();
+        let mut target = Target::new(
+            members.into_iter().map(|(m, _)| m).collect(),
+            None,
+            Vec::new(),
+        );
+        let mut keys: Vec<u64> = target.members.iter().map(member_key).collect();
+        if refused > 0 && !keys.is_empty() {
+            keys.push(hash64(MEMBER_SEED, b"refused"));
+            weights.push(refused);
+        }
+        // Maglev takes u32 weights: the largest is brought under its bound, keeping ratios.
+        let top = weights.iter().copied().max().unwrap_or(1);
+        let divisor = top.div_ceil(u64::from(u32::MAX)).max(1);
+        let weights: Vec<u32> = (weights.iter())
+            .map(|w| u32::try_from((w / divisor).max(1)).unwrap_or(u32::MAX))
+            .collect();
+        target.table = Maglev::new(&keys, &weights);
+        target
+    }
+
     /// `members` in any order (they are sorted), ClientIP affinity, allowed sources (empty:
     /// all).
     pub fn new(mut members: Vec<SocketAddr>, affinity: Option<Duration>, allow: Vec<Cidr>) -> Self {
         members.sort();
         members.dedup();
-        let keys: Vec<u64> = (members.iter())
-            .map(|m| hash64(MEMBER_SEED, m.to_string().as_bytes()))
-            .collect();
+        let keys: Vec<u64> = members.iter().map(member_key).collect();
         let table = Maglev::new(&keys, &vec![1; keys.len()]);
         Target {
             members,
@@ -107,9 +159,13 @@ impl Target {
             order.push(member);
         }
         let hash = self.flow_hash(client);
+        if order.is_empty() && self.table.get(hash) == Some(self.members.len()) {
+            // The flow falls in a refused share.
+            return order;
+        }
         while order.len() < tries.max(1) {
-            let next = self.table.pick(hash, |i| !order.contains(&self.members[i]));
-            match next {
+            let eligible = |i: usize| self.members.get(i).is_some_and(|m| !order.contains(m));
+            match self.table.pick(hash, eligible) {
                 Some(i) => order.push(self.members[i]),
                 None => break,
             }
@@ -120,6 +176,17 @@ impl Target {
     pub(crate) fn affinity_timeout(&self) -> Option<Duration> {
         self.affinity
     }
+}
+
+/// The bound of the scale that splits shares' weights over their members.
+const SCALE_BOUND: u64 = 1 << 16;
+
+fn member_key(member: &SocketAddr) -> u64 {
+    hash64(MEMBER_SEED, member.to_string().as_bytes())
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 { a.max(1) } else { gcd(b, a % b) }
 }
 
 /// ClientIP affinity: each client address's last member and when its last flow was seen. Kept
@@ -255,5 +322,86 @@ mod tests {
         assert_eq!(order.len(), 3);
         let empty = Target::new(Vec::new(), None, Vec::new());
         assert!(empty.choose(client(1), &Affinity::default(), 3).is_empty());
+    }
+
+    fn pool(name: &str, members: &[SocketAddr], ready: bool) -> Pool {
+        use portico_model::{MemberId, ObjectRef, PoolId};
+        Pool {
+            id: PoolId::derive(name),
+            name: name.to_owned(),
+            service: ObjectRef::new("Service", "apps", name),
+            service_port: "80".to_owned(),
+            algorithm: Algorithm::default(),
+            protocol: Default::default(),
+            settings: Default::default(),
+            members: (members.iter())
+                .map(|m| portico_model::Member {
+                    id: MemberId::derive(&m.to_string()),
+                    address: m.ip(),
+                    port: m.port(),
+                    weight: 1,
+                    ready,
+                })
+                .collect(),
+        }
+    }
+
+    /// Shares of flows per member (refused flows under `None`).
+    fn shares_of(target: &Target, flows: u32) -> HashMap<Option<SocketAddr>, f64> {
+        let affinity = Affinity::default();
+        let mut counts: HashMap<Option<SocketAddr>, f64> = HashMap::new();
+        for i in 0..flows {
+            let first = target.choose(client(i), &affinity, 3).first().copied();
+            *counts.entry(first).or_default() += 1.0 / f64::from(flows);
+        }
+        counts
+    }
+
+    fn near(share: Option<&f64>, expected: f64) -> bool {
+        (share.copied().unwrap_or(0.0) - expected).abs() < 0.02
+    }
+
+    #[test]
+    fn shares_follow_their_weights_whatever_their_member_counts() {
+        let all = members(4);
+        let (a, b) = (pool("a", &all[..3], true), pool("b", &all[3..], true));
+        let t = Target::from_shares(&[(Some(&a), 3), (Some(&b), 1)]);
+        let got = shares_of(&t, 100_000);
+        for m in &all[..3] {
+            assert!(near(got.get(&Some(*m)), 0.25), "{got:?}");
+        }
+        assert!(near(got.get(&Some(all[3])), 0.25), "{got:?}");
+        let t = Target::from_shares(&[(Some(&a), 1), (Some(&b), 1)]);
+        assert!(near(shares_of(&t, 100_000).get(&Some(all[3])), 0.5));
+    }
+
+    #[test]
+    fn weight_zero_gets_nothing() {
+        let all = members(2);
+        let (a, b) = (pool("a", &all[..1], true), pool("b", &all[1..], true));
+        let t = Target::from_shares(&[(Some(&a), 1), (Some(&b), 0)]);
+        let got = shares_of(&t, 20_000);
+        assert_eq!(got.get(&Some(all[1])), None, "{got:?}");
+        assert!(near(got.get(&Some(all[0])), 1.0));
+    }
+
+    #[test]
+    fn a_share_without_pool_or_ready_member_refuses_its_flows() {
+        let all = members(2);
+        let (a, b) = (pool("a", &all[..1], true), pool("b", &all[1..], false));
+        for refused in [None, Some(&b)] {
+            let t = Target::from_shares(&[(Some(&a), 1), (refused, 3)]);
+            let got = shares_of(&t, 100_000);
+            assert!(near(got.get(&None), 0.75), "{got:?}");
+            assert!(near(got.get(&Some(all[0])), 0.25), "{got:?}");
+        }
+        // A retry never lands on the refused share.
+        let t = Target::from_shares(&[(Some(&a), 1), (None, 1)]);
+        for i in 0..1000 {
+            let order = t.choose(client(i), &Affinity::default(), 3);
+            assert!(order.is_empty() || order == [all[0]], "{order:?}");
+        }
+        let none = Target::from_shares(&[(None, 1)]);
+        assert!(none.choose(client(1), &Affinity::default(), 3).is_empty());
     }
 }

@@ -5,7 +5,9 @@
 
 pub use portico_dataplane_l4::{L4Limits, tcp_flows};
 use portico_dataplane_l4::{Target, TcpHandle, UdpHandle, serve_tcp, serve_udp};
-use portico_model::{Diagnostic, LoadBalancer, LoadBalancerId, Model, PoolId, Protocol};
+use portico_model::{
+    Diagnostic, Listener, LoadBalancer, LoadBalancerId, Model, PolicyAction, PoolId, Protocol,
+};
 use portico_provider::{CaBundles, Certificates, Provider, SocketKind, Sockets};
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
@@ -35,7 +37,8 @@ struct Bound {
     handle: Handle,
     /// The load balancer served there.
     owner: LoadBalancerId,
-    pool: Option<PoolId>,
+    /// The pools its target is built from.
+    pools: Vec<PoolId>,
     /// Where its socket is registered, until it closes.
     registered: (SocketKind, SocketAddr, Arc<Sockets>),
 }
@@ -107,8 +110,38 @@ fn kind(protocol: Protocol) -> SocketKind {
     }
 }
 
-fn target(lb: &LoadBalancer, pool: Option<PoolId>) -> Target {
-    Target::from_pool(pool.and_then(|id| lb.pool(id)))
+/// What a listener balances over: its default pool (a Service port: its affinity, source
+/// ranges and PROXY header too), else the weighted pools of its one policy (a Gateway's
+/// TCPRoute or UDPRoute), else nothing (every flow is refused).
+fn target(lb: &LoadBalancer, listener: &Listener) -> Target {
+    if let Some(id) = listener.default_pool {
+        return Target::from_pool(lb.pool(id));
+    }
+    let shares: Vec<_> = (shares(listener).into_iter())
+        .map(|(pool, weight)| (pool.and_then(|id| lb.pool(id)), weight))
+        .collect();
+    Target::from_shares(&shares)
+}
+
+/// The weighted pools a listener balances over.
+fn shares(listener: &Listener) -> Vec<(Option<PoolId>, u32)> {
+    let action = listener.policies.first().map(|p| &p.action);
+    match (listener.default_pool, action) {
+        (Some(id), _) => vec![(Some(id), 1)],
+        (None, Some(PolicyAction::RedirectToPool { pool })) => vec![(Some(*pool), 1)],
+        (None, Some(PolicyAction::RedirectToPools { pools })) => {
+            pools.iter().map(|s| (s.pool, s.weight)).collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// The pools [`target`] reads for `listener`.
+fn pools_of(listener: &Listener) -> Vec<PoolId> {
+    shares(listener)
+        .into_iter()
+        .filter_map(|(p, _)| p)
+        .collect()
 }
 
 impl Provider for L4Provider {
@@ -146,7 +179,7 @@ impl Provider for L4Provider {
                     continue;
                 }
                 let key = (listener.protocol, SocketAddr::new(vip, listener.port));
-                let pool = listener.default_pool;
+                let pools = pools_of(listener);
                 if let Some(first) = wanted.get(&key) {
                     diagnostics.push(Diagnostic::warning(
                         lb.origin.clone(),
@@ -157,12 +190,12 @@ impl Provider for L4Provider {
                 }
                 wanted.insert(key, &lb.origin);
                 if let Some(existing) = bound.get_mut(&key) {
-                    existing.handle.set(target(lb, pool));
+                    existing.handle.set(target(lb, listener));
                     existing.owner = lb.id;
-                    existing.pool = pool;
+                    existing.pools = pools;
                     continue;
                 }
-                match self.bind(key.0, key.1, target(lb, pool)) {
+                match self.bind(key.0, key.1, target(lb, listener)) {
                     Ok(handle) => {
                         tracing::info!(lb = %lb.name, listener = %listener.name, addr = %key.1, "l4: listening");
                         bound.insert(
@@ -170,7 +203,7 @@ impl Provider for L4Provider {
                             Bound {
                                 handle,
                                 owner: lb.id,
-                                pool,
+                                pools,
                                 registered: (kind(key.0), key.1, self.sockets.clone()),
                             },
                         );
@@ -196,8 +229,8 @@ impl Provider for L4Provider {
                 let Some(existing) = bound.get(&key).filter(|b| b.owner == lb.id) else {
                     continue;
                 };
-                if existing.pool.is_some_and(|p| pools.contains(&p)) {
-                    existing.handle.set(target(lb, existing.pool));
+                if existing.pools.iter().any(|p| pools.contains(p)) {
+                    existing.handle.set(target(lb, listener));
                 }
             }
         }
@@ -208,9 +241,7 @@ impl Provider for L4Provider {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use portico_model::{
-        Algorithm, Listener, ListenerId, Member, MemberId, ObjectRef, Pool, PoolProtocol,
-    };
+    use portico_model::{Algorithm, ListenerId, Member, MemberId, ObjectRef, Pool, PoolProtocol};
     use std::sync::Arc;
     use tokio::io::AsyncReadExt;
 

@@ -4,6 +4,7 @@ use crate::object::{Kind, Object};
 use k8s_openapi::api::core::v1::{Endpoints, Secret};
 use k8s_openapi::api::networking::v1::IngressClass;
 use portico_gateway::{Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant};
+use portico_gateway::{TcpRoute, UdpRoute};
 use portico_model::{Diagnostic, ObjectRef};
 use portico_translate::{CompactSlice, KeptIngress, KeptService, ObjectKey, Objects};
 use std::collections::BTreeMap;
@@ -139,6 +140,8 @@ pub(crate) fn assemble(
         // Every object in a file is kept whole, its status included.
         ingress_seen: Arc::default(),
         service_seen: Arc::default(),
+        tcp_routes: built.kind(Kind::TcpRoute, &old.tcp_routes, kinds.tcp_routes),
+        udp_routes: built.kind(Kind::UdpRoute, &old.udp_routes, kinds.udp_routes),
     };
     let Built {
         mut duplicates,
@@ -203,6 +206,8 @@ struct Kinds {
     http_routes: Entries<ObjectKey, HttpRoute>,
     grpc_routes: Entries<ObjectKey, GrpcRoute>,
     reference_grants: Entries<ObjectKey, ReferenceGrant>,
+    tcp_routes: Entries<ObjectKey, TcpRoute>,
+    udp_routes: Entries<ObjectKey, UdpRoute>,
 }
 
 impl Kinds {
@@ -227,6 +232,8 @@ impl Kinds {
             Object::ReferenceGrant(o) => {
                 self.reference_grants.push((key(name), o.clone(), origin));
             }
+            Object::TcpRoute(o) => self.tcp_routes.push((key(name), o.clone(), origin)),
+            Object::UdpRoute(o) => self.udp_routes.push((key(name), o.clone(), origin)),
         }
     }
 }

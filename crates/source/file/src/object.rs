@@ -3,6 +3,7 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use portico_gateway::{Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant};
+use portico_gateway::{TcpRoute, UdpRoute};
 use portico_model::ObjectRef;
 use portico_translate::{CompactSlice, KeptIngress, KeptService, ObjectKey};
 use serde::de::DeserializeOwned;
@@ -27,6 +28,8 @@ pub enum Object {
     HttpRoute(Arc<HttpRoute>),
     GrpcRoute(Arc<GrpcRoute>),
     ReferenceGrant(Arc<ReferenceGrant>),
+    TcpRoute(Arc<TcpRoute>),
+    UdpRoute(Arc<UdpRoute>),
 }
 
 impl Object {
@@ -59,6 +62,8 @@ impl Object {
             Object::HttpRoute(o) => meta(&o.metadata),
             Object::GrpcRoute(o) => meta(&o.metadata),
             Object::ReferenceGrant(o) => meta(&o.metadata),
+            Object::TcpRoute(o) => meta(&o.metadata),
+            Object::UdpRoute(o) => meta(&o.metadata),
         }
     }
 
@@ -79,6 +84,8 @@ impl Object {
             (Object::HttpRoute(a), Object::HttpRoute(b)) => same(a, b),
             (Object::GrpcRoute(a), Object::GrpcRoute(b)) => same(a, b),
             (Object::ReferenceGrant(a), Object::ReferenceGrant(b)) => same(a, b),
+            (Object::TcpRoute(a), Object::TcpRoute(b)) => same(a, b),
+            (Object::UdpRoute(a), Object::UdpRoute(b)) => same(a, b),
             _ => false,
         }
     }
@@ -96,6 +103,8 @@ impl Object {
             Object::HttpRoute(_) => Kind::HttpRoute,
             Object::GrpcRoute(_) => Kind::GrpcRoute,
             Object::ReferenceGrant(_) => Kind::ReferenceGrant,
+            Object::TcpRoute(_) => Kind::TcpRoute,
+            Object::UdpRoute(_) => Kind::UdpRoute,
         }
     }
 }
@@ -115,6 +124,8 @@ impl fmt::Debug for Object {
             Object::HttpRoute(o) => f.debug_tuple("HTTPRoute").field(o).finish(),
             Object::GrpcRoute(o) => f.debug_tuple("GRPCRoute").field(o).finish(),
             Object::ReferenceGrant(o) => f.debug_tuple("ReferenceGrant").field(o).finish(),
+            Object::TcpRoute(o) => f.debug_tuple("TCPRoute").field(o).finish(),
+            Object::UdpRoute(o) => f.debug_tuple("UDPRoute").field(o).finish(),
         }
     }
 }
@@ -133,12 +144,14 @@ pub(crate) enum Kind {
     HttpRoute,
     GrpcRoute,
     ReferenceGrant,
+    TcpRoute,
+    UdpRoute,
 }
 
 pub(crate) type DecodeError = serde_path_to_error::Error<serde_json::Error>;
 
 impl Kind {
-    pub const ALL: [Kind; 11] = [
+    pub const ALL: [Kind; 13] = [
         Kind::Ingress,
         Kind::IngressClass,
         Kind::Service,
@@ -150,6 +163,8 @@ impl Kind {
         Kind::HttpRoute,
         Kind::GrpcRoute,
         Kind::ReferenceGrant,
+        Kind::TcpRoute,
+        Kind::UdpRoute,
     ];
 
     pub fn recognise(api_version: &str, kind: &str) -> Option<Kind> {
@@ -160,6 +175,12 @@ impl Kind {
             ("discovery.k8s.io/v1", "EndpointSlice") => Some(Kind::EndpointSlice),
             ("v1", "Endpoints") => Some(Kind::Endpoints),
             ("v1", "Secret") => Some(Kind::Secret),
+            (version, "TCPRoute") if portico_gateway::is_l4_route_version(version) => {
+                Some(Kind::TcpRoute)
+            }
+            (version, "UDPRoute") if portico_gateway::is_l4_route_version(version) => {
+                Some(Kind::UdpRoute)
+            }
             (version, kind) if portico_gateway::is_read_version(version) => match kind {
                 "GatewayClass" => Some(Kind::GatewayClass),
                 "Gateway" => Some(Kind::Gateway),
@@ -185,6 +206,8 @@ impl Kind {
             Kind::HttpRoute => "HTTPRoute",
             Kind::GrpcRoute => "GRPCRoute",
             Kind::ReferenceGrant => "ReferenceGrant",
+            Kind::TcpRoute => "TCPRoute",
+            Kind::UdpRoute => "UDPRoute",
         }
     }
 
@@ -217,6 +240,8 @@ impl Kind {
             Kind::HttpRoute => Object::HttpRoute(Arc::new(de(value)?)),
             Kind::GrpcRoute => Object::GrpcRoute(Arc::new(de(value)?)),
             Kind::ReferenceGrant => Object::ReferenceGrant(Arc::new(de(value)?)),
+            Kind::TcpRoute => Object::TcpRoute(Arc::new(de(value)?)),
+            Kind::UdpRoute => Object::UdpRoute(Arc::new(de(value)?)),
         })
     }
 }

@@ -21,6 +21,7 @@ use kube::discovery::Discovery;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 use portico_gateway::{GROUP, Gateway, GatewayClass, HttpRoute, ReferenceGrant};
+use portico_gateway::{L4_ROUTE_VERSIONS, TcpRoute, UdpRoute};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::task::JoinSet;
@@ -52,6 +53,8 @@ pub(crate) async fn run(shared: Arc<Shared>, namespace: Option<String>) {
     start::<Gateway>(&shared, group.as_ref(), Some(ns), &mut watchers).await;
     start::<HttpRoute>(&shared, group.as_ref(), Some(ns), &mut watchers).await;
     start::<ReferenceGrant>(&shared, group.as_ref(), Some(ns), &mut watchers).await;
+    start::<TcpRoute>(&shared, group.as_ref(), Some(ns), &mut watchers).await;
+    start::<UdpRoute>(&shared, group.as_ref(), Some(ns), &mut watchers).await;
     while watchers.join_next().await.is_some() {}
 }
 
@@ -79,13 +82,22 @@ async fn discover(client: &Client) -> Option<Served> {
     }
 }
 
-/// The resource of `kind` to read, from what each served version holds: the first of
-/// [`VERSIONS`] that has it.
+/// The resource of `kind` to read, from what each served version holds: the first of its
+/// versions ([`versions`]) that has it.
 fn pick<'a>(served: &'a [(String, Vec<ApiResource>)], kind: &str) -> Option<&'a ApiResource> {
-    VERSIONS.iter().find_map(|want| {
+    versions(kind).iter().find_map(|want| {
         let (_, resources) = served.iter().find(|(v, _)| v == want)?;
         resources.iter().find(|r| r.kind == kind)
     })
+}
+
+/// The versions read of `kind`, most preferred first: TCPRoute and UDPRoute in `v1`, else
+/// `v1alpha2`; the other kinds in [`VERSIONS`].
+fn versions(kind: &str) -> &'static [&'static str] {
+    match kind {
+        "TCPRoute" | "UDPRoute" => &L4_ROUTE_VERSIONS,
+        _ => &VERSIONS,
+    }
 }
 
 /// Watches kind `K` in its served version (namespaced in `ns` when `Some`), or counts it as
@@ -99,9 +111,10 @@ async fn start<K: Watched + k8s_openapi::Resource>(
     let resource = group.and_then(|served| pick(served, kind::<K>())).cloned();
     let Some(resource) = resource else {
         if group.is_some() {
+            let versions = versions(kind::<K>()).join(" or ");
             tracing::warn!(
                 kind = kind::<K>(),
-                "not served by the cluster in v1 or v1beta1"
+                "not served by the cluster in {versions}"
             );
         }
         absent::<K>(shared);
@@ -205,8 +218,11 @@ mod tests {
         assert_eq!(picked("Gateway"), Some("v1"));
         assert_eq!(picked("ReferenceGrant"), Some("v1beta1"));
         assert_eq!(picked("GRPCRoute"), None);
-        let alpha = [version("v1alpha2", &["Gateway"])];
+        let alpha = [version("v1alpha2", &["Gateway", "TCPRoute", "UDPRoute"])];
         assert_eq!(pick(&alpha, "Gateway"), None);
+        let picked = |kind| pick(&alpha, kind).map(|r| r.version.as_str());
+        assert_eq!(picked("TCPRoute"), Some("v1alpha2"));
+        assert_eq!(picked("UDPRoute"), Some("v1alpha2"));
     }
 
     #[test]

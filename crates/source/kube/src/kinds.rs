@@ -4,7 +4,7 @@ use k8s_openapi::api::core::v1::{Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use kube::Resource;
-use portico_gateway::{Gateway, GatewayClass, HttpRoute, ReferenceGrant};
+use portico_gateway::{Gateway, GatewayClass, HttpRoute, ReferenceGrant, TcpRoute, UdpRoute};
 use portico_translate::{CompactSlice, KeptIngress, KeptService, ObjectKey, Objects, StatusSeen};
 use serde::de::DeserializeOwned;
 use std::collections::BTreeMap;
@@ -23,10 +23,12 @@ pub enum Kind {
     Gateway,
     HttpRoute,
     ReferenceGrant,
+    TcpRoute,
+    UdpRoute,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 9] = [
+    pub const ALL: [Kind; 11] = [
         Kind::Ingress,
         Kind::IngressClass,
         Kind::Service,
@@ -36,6 +38,8 @@ impl Kind {
         Kind::Gateway,
         Kind::HttpRoute,
         Kind::ReferenceGrant,
+        Kind::TcpRoute,
+        Kind::UdpRoute,
     ];
 
     /// Whether a change of this kind can change which Secrets are referenced.
@@ -256,6 +260,8 @@ macro_rules! gateway_api {
 }
 
 gateway_api!(Gateway, Kind::Gateway, ObjectKey, namespaced, gateways);
+gateway_api!(TcpRoute, Kind::TcpRoute, ObjectKey, namespaced, tcp_routes);
+gateway_api!(UdpRoute, Kind::UdpRoute, ObjectKey, namespaced, udp_routes);
 gateway_api!(
     HttpRoute,
     Kind::HttpRoute,

@@ -305,6 +305,8 @@ mod tests {
         state.relisted::<portico_gateway::Gateway>(vec![]);
         state.relisted::<portico_gateway::HttpRoute>(vec![]);
         state.relisted::<portico_gateway::ReferenceGrant>(vec![]);
+        state.relisted::<portico_gateway::TcpRoute>(vec![]);
+        state.relisted::<portico_gateway::UdpRoute>(vec![]);
         state
     }
 

@@ -45,13 +45,16 @@ pub fn assign_addresses(
     previous: &Allocations,
 ) -> (Allocations, Vec<Diagnostic>) {
     let mut diagnostics = Vec::new();
+    // A Gateway's `l4` load balancer asks for nothing: it takes its Gateway's addresses.
     let requests: Vec<AddressRequest> = (model.load_balancers.iter())
+        .filter(|lb| crate::gateway::anchor(lb).is_none())
         .map(|lb| request(lb, objects, config, &mut diagnostics))
         .collect();
     let (allocations, problems) = allocate(previous, &requests);
     diagnostics.extend(problems);
     for lb in &mut model.load_balancers {
-        let a = allocations.get(&lb.id).copied().unwrap_or_default();
+        let id = crate::gateway::anchor(lb).unwrap_or(lb.id);
+        let a = allocations.get(&id).copied().unwrap_or_default();
         lb.vip = a.vip;
         lb.floating_ip = a.floating_ip;
     }

@@ -205,13 +205,17 @@ fn listener<'a>(gateway: &ObjectKey, spec: &'a Listener, objects: &Objects) -> L
                 state.resolved = certificates(gateway, spec, objects, &mut state.certificates);
             }
         },
+        "TCP" => state.protocol = Some(Protocol::Tcp),
+        "UDP" => state.protocol = Some(Protocol::Udp),
         other => {
-            let message = format!("protocol {other:?} is not served yet (HTTP and HTTPS are)");
+            let message =
+                format!("protocol {other:?} is not served yet (HTTP, HTTPS, TCP and UDP are)");
             state.accepted = Err(("UnsupportedProtocol", message));
         }
     }
     if state.accepted.is_ok() {
-        let (kinds, invalid) = route_kinds(spec);
+        let served = super::l4routes::kinds_for(&spec.protocol).unwrap_or(&SERVED);
+        let (kinds, invalid) = route_kinds(spec, served);
         state.kinds = kinds;
         if let (Some(kind), Ok(())) = (invalid, &state.resolved) {
             let message = format!("route kind {kind:?} is not served on this listener");
@@ -226,14 +230,14 @@ const SERVED: [&str; 2] = ["HTTPRoute", super::GRPC_ROUTE];
 
 /// The route kinds `allowedRoutes.kinds` admits (none named: the protocol's default, HTTPRoute
 /// and GRPCRoute), and the first kind named that is not served.
-fn route_kinds(spec: &Listener) -> (Vec<&'static str>, Option<String>) {
+fn route_kinds(spec: &Listener, served: &[&'static str]) -> (Vec<&'static str>, Option<String>) {
     let kinds = spec.allowed_kinds();
     if kinds.is_empty() {
-        return (SERVED.to_vec(), None);
+        return (served.to_vec(), None);
     }
     let served = |k: &portico_gateway::RouteGroupKind| {
         let ours = k.group.as_deref().unwrap_or(GROUP) == GROUP;
-        SERVED.into_iter().find(|s| ours && k.kind == *s)
+        served.iter().copied().find(|s| ours && k.kind == *s)
     };
     let invalid = kinds.iter().find(|k| served(k).is_none());
     let mut taken: Vec<&'static str> = kinds.iter().filter_map(served).collect();
@@ -307,7 +311,10 @@ fn conflicts(listeners: &mut [ListenerState<'_>]) {
             if i == j || a.port != b.port {
                 continue;
             }
-            let reason = if a.protocol != b.protocol {
+            // UDP shares a port number with a TCP-based protocol (another transport).
+            let reason = if (a.protocol == "UDP") != (b.protocol == "UDP") {
+                continue;
+            } else if a.protocol != b.protocol {
                 "ProtocolConflict"
             } else if host_key(a) == host_key(b) {
                 "HostnameConflict"
@@ -328,7 +335,13 @@ fn host_key(listener: &Listener) -> Option<String> {
 fn one_port_per_protocol(listeners: &mut [ListenerState<'_>]) {
     let mut first: Vec<(Protocol, i32)> = Vec::new();
     for l in listeners.iter_mut().filter(|l| l.accepted.is_ok()) {
-        let Some(protocol) = l.protocol else { continue };
+        // TCP and UDP listeners each have their own port.
+        let Some(protocol) = l
+            .protocol
+            .filter(|p| !matches!(p, Protocol::Tcp | Protocol::Udp))
+        else {
+            continue;
+        };
         match first.iter().find(|(p, _)| *p == protocol) {
             None => first.push((protocol, l.spec.port)),
             Some((_, port)) if *port == l.spec.port => {}

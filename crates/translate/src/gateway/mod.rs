@@ -21,6 +21,7 @@
 mod attach;
 mod backends;
 mod filters;
+mod l4routes;
 mod listeners;
 mod rules;
 pub mod status;
@@ -46,6 +47,9 @@ pub struct Verdicts {
     pub routes: BTreeMap<ObjectKey, Vec<ParentVerdict>>,
     /// The same for GRPCRoutes.
     pub grpc_routes: BTreeMap<ObjectKey, Vec<ParentVerdict>>,
+    /// The same for TCPRoutes and UDPRoutes.
+    pub tcp_routes: BTreeMap<ObjectKey, Vec<ParentVerdict>>,
+    pub udp_routes: BTreeMap<ObjectKey, Vec<ParentVerdict>>,
 }
 
 /// A Gateway's conditions and its listeners'.
@@ -115,9 +119,15 @@ pub(crate) fn translate(
             verdicts.insert((*key).clone(), parents);
         }
     }
+    let l4 = l4routes::attach(objects, &mut prepared, diagnostics);
+    verdicts.tcp_routes = l4.tcp;
+    verdicts.udp_routes = l4.udp;
     let mut load_balancers = Vec::new();
-    for gateway in prepared {
-        load_balancers.extend(rules::load_balancer(&gateway, objects, config, pools));
+    for (g, gateway) in prepared.into_iter().enumerate() {
+        let own = rules::load_balancer(&gateway, objects, config, pools);
+        load_balancers.extend(own.map(l4routes::without_listeners));
+        let at = (g, &gateway);
+        load_balancers.extend(l4routes::load_balancer(at, &l4.attachments, objects, pools));
         verdicts
             .gateways
             .insert(gateway.key.clone(), gateway.verdict());
@@ -147,8 +157,8 @@ pub(crate) fn referenced_secrets(objects: &Objects, config: &Config) -> Vec<Obje
     secrets
 }
 
-/// Every Service the HTTPRoutes and GRPCRoutes name in a backendRef or a RequestMirror (of a
-/// rule or of a backendRef), resolved or not, attached or not: what their translation may
+/// Every Service the HTTPRoutes, GRPCRoutes, TCPRoutes and UDPRoutes name in a backendRef or
+/// a RequestMirror (of a rule or of a backendRef), resolved or not, attached or not: what their translation may
 /// depend on besides the Gateway API's own kinds.
 pub(crate) fn backend_services(objects: &Objects) -> foldhash::HashSet<ObjectKey> {
     let mut services = foldhash::HashSet::default();
@@ -174,8 +184,18 @@ pub(crate) fn backend_services(objects: &Objects) -> foldhash::HashSet<ObjectKey
     for (key, route) in objects.grpc_routes.iter() {
         add(&key.namespace, &route.as_http_route());
     }
+    let tcp = (objects.tcp_routes.iter()).map(|(k, r)| (k, &r.spec));
+    let udp = (objects.udp_routes.iter()).map(|(k, r)| (k, &r.spec));
+    for (key, spec) in tcp.chain(udp) {
+        for b in spec.rules.iter().flat_map(|r| &r.backend_refs) {
+            let ns = b.namespace.as_deref().unwrap_or(&key.namespace);
+            services.insert(ObjectKey::new(ns, &b.name));
+        }
+    }
     services
 }
+
+pub(crate) use l4routes::anchor;
 
 /// The Gateway a load balancer was made for, if any.
 pub(crate) fn of<'a>(lb: &LoadBalancer, objects: &'a Objects) -> Option<&'a Gateway> {

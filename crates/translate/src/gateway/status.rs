@@ -12,6 +12,7 @@ use portico_gateway::{
     Gateway, GatewayClass, GatewayClassStatus, GatewayStatus, GatewayStatusAddress, GrpcRoute,
     HttpRoute, ListenerStatus, RouteGroupKind, RouteParentStatus, RouteStatus, Statuses,
 };
+use portico_gateway::{TcpRoute, UdpRoute};
 use std::collections::BTreeMap;
 
 /// One condition as decided, before it is stamped.
@@ -109,11 +110,27 @@ pub fn statuses(
         route.status = stamped(route.status.take(), at, parents, controller, now);
         route
     });
+    let tcp_routes = objects.tcp_routes.iter().map(|(key, route)| {
+        let mut route = TcpRoute::clone(route);
+        let parents = (verdicts.tcp_routes.get(key)).map(|p| (&route.spec.parent_refs[..], &p[..]));
+        let at = route.metadata.generation;
+        route.status = stamped(route.status.take(), at, parents, controller, now);
+        route
+    });
+    let udp_routes = objects.udp_routes.iter().map(|(key, route)| {
+        let mut route = UdpRoute::clone(route);
+        let parents = (verdicts.udp_routes.get(key)).map(|p| (&route.spec.parent_refs[..], &p[..]));
+        let at = route.metadata.generation;
+        route.status = stamped(route.status.take(), at, parents, controller, now);
+        route
+    });
     Statuses {
         classes: classes.collect(),
         gateways: gateways.collect(),
         routes: routes.collect(),
         grpc_routes: grpc_routes.collect(),
+        tcp_routes: tcp_routes.collect(),
+        udp_routes: udp_routes.collect(),
     }
 }
 

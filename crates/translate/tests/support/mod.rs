@@ -150,6 +150,12 @@ fn add(objects: &mut Objects, doc: Value) {
         "ReferenceGrant" => std::sync::Arc::make_mut(&mut objects.reference_grants)
             .insert(key, typed(doc))
             .map(drop),
+        "TCPRoute" => std::sync::Arc::make_mut(&mut objects.tcp_routes)
+            .insert(key, typed(doc))
+            .map(drop),
+        "UDPRoute" => std::sync::Arc::make_mut(&mut objects.udp_routes)
+            .insert(key, typed(doc))
+            .map(drop),
         other => panic!("test loader does not know kind {other:?}"),
     };
 }
