@@ -32,38 +32,23 @@ pub(crate) fn attach<'a>(
         let (supported, resolved) = checked.get_or_insert_with(|| {
             let supported = unsupported(route).map_or(Ok(()), Err);
             let rules = &route.spec.rules;
-            let resolved = match backends::unresolved(rules, (kind, &key.namespace), objects) {
-                None => Ok(()),
-                Some((field, refusal)) => {
-                    let message = format!("{}: {}", refusal.0, refusal.1);
-                    diagnostics.push(Diagnostic::warning(object.clone(), field, message));
-                    Err(refusal)
-                }
-            };
+            let unresolved = backends::unresolved(rules, (kind, &key.namespace), objects);
+            let resolved = resolved_refs(&object, unresolved, diagnostics);
             (supported, resolved)
         });
         let accepted = match supported {
             Err(refusal) => Err(refusal.clone()),
             Ok(()) => listen(key, route, parent, gateway, rank),
         };
-        if let Err((reason, message)) = &accepted {
-            let field = format!("spec.parentRefs[{index}]");
-            let message = format!(
-                "not accepted by Gateway {}: {reason}: {message}",
-                gateway.key
-            );
-            diagnostics.push(match *reason {
-                "UnsupportedValue" => Diagnostic::error(object.clone(), field, message),
-                _ => Diagnostic::warning(object.clone(), field, message),
-            });
-        }
-        parents.push(ParentVerdict {
-            index,
-            conditions: vec![
-                verdict("Accepted", &accepted),
-                verdict("ResolvedRefs", resolved),
-            ],
-        });
+        let gateway = gateway.key;
+        let entry = (index, gateway);
+        parents.push(parent_verdict(
+            &object,
+            entry,
+            &accepted,
+            resolved,
+            diagnostics,
+        ));
     }
     parents
 }
@@ -247,4 +232,48 @@ fn unsupported_match(field: &str, matched: &HttpRouteMatch) -> Option<Refusal> {
         }
     }
     None
+}
+
+/// A route's `ResolvedRefs`: a backendRef that does not resolve (`unresolved`: its field and
+/// why) is a warning on the route as well.
+pub(super) fn resolved_refs(
+    object: &ObjectRef,
+    unresolved: Option<(String, Refusal)>,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Result<(), Refusal> {
+    match unresolved {
+        None => Ok(()),
+        Some((field, refusal)) => {
+            let message = format!("{}: {}", refusal.0, refusal.1);
+            diagnostics.push(Diagnostic::warning(object.clone(), field, message));
+            Err(refusal)
+        }
+    }
+}
+
+/// The verdict on a route's parentRef `index` to `gateway`: Accepted and ResolvedRefs; a
+/// refusal is a diagnostic on the parentRef too (an error for an unsupported value, else a
+/// warning).
+pub(super) fn parent_verdict(
+    object: &ObjectRef,
+    (index, gateway): (usize, &ObjectKey),
+    accepted: &Result<(), Refusal>,
+    resolved: &Result<(), Refusal>,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> ParentVerdict {
+    if let Err((reason, message)) = accepted {
+        let field = format!("spec.parentRefs[{index}]");
+        let message = format!("not accepted by Gateway {gateway}: {reason}: {message}");
+        diagnostics.push(match *reason {
+            "UnsupportedValue" => Diagnostic::error(object.clone(), field, message),
+            _ => Diagnostic::warning(object.clone(), field, message),
+        });
+    }
+    ParentVerdict {
+        index,
+        conditions: vec![
+            verdict("Accepted", accepted),
+            verdict("ResolvedRefs", resolved),
+        ],
+    }
 }

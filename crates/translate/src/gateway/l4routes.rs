@@ -18,8 +18,9 @@
 //! backendRef does not resolve refuses its flows (connections closed, datagrams dropped), as
 //! the API asks, and so does a share whose Service has no ready endpoint.
 
+use super::attach::{parent_verdict, resolved_refs};
 use super::listeners::{ListenerState, Prepared};
-use super::status::{Refusal, verdict};
+use super::status::Refusal;
 use super::{ParentVerdict, backends};
 use crate::backend::PoolKey;
 use crate::memo::Pools;
@@ -138,36 +139,21 @@ fn attach_one<'a>(
                     format!("spec.rules: {n} rules; a {} has one", route.kind),
                 )),
             };
-            let resolved = match unresolved(route, objects) {
-                None => Ok(()),
-                Some((field, refusal)) => {
-                    let message = format!("{}: {}", refusal.0, refusal.1);
-                    diagnostics.push(Diagnostic::warning(object.clone(), field, message));
-                    Err(refusal)
-                }
-            };
+            let resolved = resolved_refs(&object, unresolved(route, objects), diagnostics);
             (supported, resolved)
         });
         let accepted = match supported {
             Err(refusal) => Err(refusal.clone()),
             Ok(()) => listen(route, parent, (g, &mut gateways[g]), out),
         };
-        if let Err((reason, message)) = &accepted {
-            let field = format!("spec.parentRefs[{index}]");
-            let gateway = gateways[g].key;
-            let message = format!("not accepted by Gateway {gateway}: {reason}: {message}");
-            diagnostics.push(match *reason {
-                "UnsupportedValue" => Diagnostic::error(object.clone(), field, message),
-                _ => Diagnostic::warning(object.clone(), field, message),
-            });
-        }
-        parents.push(ParentVerdict {
-            index,
-            conditions: vec![
-                verdict("Accepted", &accepted),
-                verdict("ResolvedRefs", resolved),
-            ],
-        });
+        let entry = (index, gateways[g].key);
+        parents.push(parent_verdict(
+            &object,
+            entry,
+            &accepted,
+            resolved,
+            diagnostics,
+        ));
     }
     parents
 }
