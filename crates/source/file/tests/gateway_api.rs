@@ -33,6 +33,11 @@ spec:
 ---
 apiVersion: gateway.networking.k8s.io/v1alpha2
 kind: TCPRoute
+metadata: {name: t}
+spec: {}
+---
+apiVersion: gateway.networking.k8s.io/v1alpha2
+kind: TLSRoute
 metadata: {name: not-read}
 spec: {}
 "#;
@@ -49,6 +54,7 @@ fn gateway_api_kinds_are_read_beside_the_others_with_the_api_servers_namespace_d
             ObjectRef::new("Gateway", "default", "web"),
             ObjectRef::new("HTTPRoute", "shop", "r"),
             ObjectRef::new("ReferenceGrant", "default", "g"),
+            ObjectRef::new("TCPRoute", "default", "t"),
         ]
     );
 }
