@@ -119,6 +119,19 @@ async fn https_listeners_serve_http3_with_the_same_routes_certificates_and_log()
         assert_eq!(echo["method"], "POST", "{echo}");
         assert_eq!(echo["body_bytes"], 100_000, "{echo}");
     }
+    // A request head above --max-header-bytes (16 KiB) is refused as over HTTP/1.1 and
+    // HTTP/2: the limit is in the server's SETTINGS (the client may refuse to send it) and
+    // enforced (431).
+    let mut client = H3Client::connect(p.https, "a.test").await.unwrap();
+    let big = Request::get("https://a.test/big")
+        .header("x-big", "x".repeat(20_000))
+        .body(())
+        .unwrap();
+    let refused = client.send(big, b"").await;
+    assert!(
+        refused.as_ref().map_or(true, |a| a.status == 431),
+        "an oversized head: {refused:?}"
+    );
     // No route: Portico's own answer, over HTTP/3 too.
     let mut client = H3Client::connect(p.https, "nowhere.test").await.unwrap();
     let answer = client.get("nowhere.test", "/").await.unwrap();

@@ -141,7 +141,13 @@ impl Proxy {
             Ok(connection) => connection,
             Err(error) => return tracing::debug!(%peer, %error, "QUIC handshake failed"),
         };
-        let h3 = h3::server::Connection::new(h3_quinn::Connection::new(connection)).await;
+        // The request head limit of the other versions (`--max-header-bytes`), told to the
+        // client in SETTINGS and enforced on every request's field section.
+        let max_head = u64::try_from(self.limits.max_header_bytes).unwrap_or(u64::MAX);
+        let h3 = h3::server::builder()
+            .max_field_section_size(max_head)
+            .build(h3_quinn::Connection::new(connection))
+            .await;
         let mut h3: h3::server::Connection<h3_quinn::Connection, Bytes> = match h3 {
             Ok(h3) => h3,
             Err(error) => return tracing::debug!(%peer, %error, "HTTP/3 connection failed"),
