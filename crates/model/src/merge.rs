@@ -66,6 +66,7 @@ fn absorb(listener: &mut Listener, other: &Listener) {
                 }
             }
             tls.passthrough.sort_by(|a, b| a.host.cmp(&b.host));
+            tls.http3_off |= more.http3_off;
         }
         (None, Some(more)) => listener.tls = Some(more.clone()),
         _ => {}

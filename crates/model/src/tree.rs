@@ -88,6 +88,11 @@ pub struct ListenerTls {
     /// Gateway API matching any number of labels.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub passthrough: Vec<SniPassthrough>,
+    /// HTTP/3 is not served beside this listener (its IngressClass's `portico.dev/http3:
+    /// "false"`); on an address shared by several load balancers, one that says so turns it
+    /// off for the address.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub http3_off: bool,
 }
 
 /// An SNI host and the Secret (`kubernetes.io/tls`) that holds its certificate.

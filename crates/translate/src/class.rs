@@ -108,6 +108,34 @@ pub(crate) fn provider(objects: &Objects, class: &str, config: &Config) -> Strin
     annotated.unwrap_or(&config.default_provider).clone()
 }
 
+/// The IngressClass annotation that turns HTTP/3 off for the class's load balancers.
+pub const HTTP3_ANNOTATION: &str = "portico.dev/http3";
+
+/// Whether the class's load balancers serve HTTP/3 beside their HTTPS listener (`--http3`
+/// decides whether it is served at all): not when the class says `portico.dev/http3:
+/// "false"`; another value than `"true"` or `"false"` is a warning on the class and changes
+/// nothing.
+pub(crate) fn http3(objects: &Objects, class: &str, diagnostics: &mut Vec<Diagnostic>) -> bool {
+    let annotations = objects
+        .ingress_classes
+        .get(class)
+        .and_then(|c| c.metadata.annotations.as_ref());
+    match annotations
+        .and_then(|a| a.get(HTTP3_ANNOTATION))
+        .map(String::as_str)
+    {
+        None | Some("true") => true,
+        Some("false") => false,
+        Some(other) => {
+            let field = format!("metadata.annotations[{HTTP3_ANNOTATION}]");
+            let message = format!("invalid value {other:?}: must be \"true\" or \"false\"");
+            let object = ObjectRef::new("IngressClass", "", class);
+            diagnostics.push(Diagnostic::warning(object, field, message));
+            true
+        }
+    }
+}
+
 /// The Secrets a source must keep: those named by `spec.tls` of Ingresses whose class is ours,
 /// in the Ingress's namespace, their upstream CA Secrets (`proxy-ssl-secret`), the
 /// `certificateRefs` of our Gateways' listeners, and the `--default-certificate` Secret. A Kubernetes source

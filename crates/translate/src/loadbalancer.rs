@@ -112,6 +112,19 @@ pub(crate) fn build_load_balancer(
             diagnostics.extend(warnings);
         }
     }
+    let mut listeners = crate::tls::listeners(
+        ids.https_listener,
+        listener,
+        https_policies,
+        sources,
+        config,
+        diagnostics,
+    );
+    if !class::http3(objects, identity.class, diagnostics) {
+        for tls in listeners.iter_mut().filter_map(|l| l.tls.as_mut()) {
+            tls.http3_off = true;
+        }
+    }
     let load_balancer = LoadBalancer {
         id: ids.load_balancer,
         provider,
@@ -119,14 +132,7 @@ pub(crate) fn build_load_balancer(
         origin: identity.origin,
         vip: None,
         floating_ip: None,
-        listeners: Arc::new(crate::tls::listeners(
-            ids.https_listener,
-            listener,
-            https_policies,
-            sources,
-            config,
-            diagnostics,
-        )),
+        listeners: Arc::new(listeners),
         pools,
     };
     drop(winners);

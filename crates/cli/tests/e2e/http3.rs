@@ -173,3 +173,68 @@ async fn with_http3_off_nothing_listens_on_udp_and_nothing_is_advertised() {
         "an HTTP/3 connection with --http3=off"
     );
 }
+
+/// The IngressClass `portico` with `portico.dev/http3` set to `value`.
+fn class(value: &str) -> String {
+    format!(
+        "---\napiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata:\n  name: portico\n  annotations:\n    portico.dev/http3: \"{value}\"\nspec:\n  controller: portico.dev/ingress-controller\n"
+    )
+}
+
+/// The `Alt-Svc` of an HTTPS answer for `a.test` over HTTP/1.1.
+async fn advertised(p: &Portico) -> Option<String> {
+    let h1 = H1::over(connect(p.https, Some("a.test"), &[]).await)
+        .await
+        .get("a.test", "/")
+        .await;
+    assert_eq!(h1.status, 200);
+    alt_svc(&h1.headers)
+}
+
+#[tokio::test]
+async fn an_ingress_class_turns_http3_off_for_its_load_balancers_without_a_restart() {
+    let (m, _, _) = manifests().await;
+    m.write("class.yaml", &class("false"));
+    let p = Portico::start(m.path(), &[]).await;
+    p.wait_route("plain.test", "/", 200, "web-a").await;
+    assert_eq!(
+        advertised(&p).await,
+        None,
+        "no Alt-Svc with the class's http3 off"
+    );
+    let tried = tokio::time::timeout(Duration::from_secs(3), async {
+        let mut client = H3Client::connect(p.https, "a.test").await?;
+        client.get("a.test", "/").await
+    })
+    .await;
+    assert!(
+        !matches!(tried, Ok(Ok(_))),
+        "an HTTP/3 answer with the class's http3 off: {tried:?}"
+    );
+
+    // Turned on again in the class: advertised and served, no restart.
+    m.write("class.yaml", &class("true"));
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while advertised(&p).await.is_none() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never advertised again"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut client = H3Client::connect(p.https, "a.test").await.unwrap();
+    assert_eq!(client.get("a.test", "/").await.unwrap().status, 200);
+
+    // Another value is a warning on the class; HTTP/3 stays on.
+    m.write("class.yaml", &class("no"));
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let text = p.admin_json("/api/v1/diagnostics").await.to_string();
+        if text.contains("portico.dev/http3") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no warning: {text}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(advertised(&p).await.is_some());
+}

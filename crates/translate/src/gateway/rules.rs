@@ -177,6 +177,7 @@ fn tls(gateway: &Prepared<'_>, served: &[usize], origin: &ObjectRef) -> Listener
         default_certificate: default.or_else(|| first.map(secret)),
         sni,
         passthrough: Vec::new(),
+        http3_off: false,
     }
 }
 

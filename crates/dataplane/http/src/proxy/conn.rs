@@ -306,7 +306,7 @@ impl Conn {
             let headers = response.headers_mut();
             headers.entry(STRICT_TRANSPORT_SECURITY).or_insert(hsts);
         }
-        if let Some(alt_svc) = self.proxy.alt_svc.get().filter(|_| https) {
+        if let Some(alt_svc) = self.proxy.alt_svc().filter(|_| https) {
             let headers = response.headers_mut();
             headers.entry(ALT_SVC).or_insert_with(|| alt_svc.clone());
         }

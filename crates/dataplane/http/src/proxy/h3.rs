@@ -72,6 +72,11 @@ impl Proxy {
                 incoming = endpoint.accept() => {
                     let Some(incoming) = incoming else { break };
                     let peer = incoming.remote_address();
+                    if self.h3_off.load(std::sync::atomic::Ordering::Relaxed) {
+                        // A class served here turned HTTP/3 off: the client falls back to TCP.
+                        incoming.refuse();
+                        continue;
+                    }
                     let Some(admitted) = self.caps.admit(peer.ip()) else {
                         tracing::debug!(%peer, "connection cap reached: refusing");
                         incoming.refuse();

@@ -88,6 +88,9 @@ pub struct Proxy {
     lane: std::sync::OnceLock<Arc<HeavyLane>>,
     /// `Alt-Svc` of HTTPS responses, once HTTP/3 is served beside the HTTPS listener.
     alt_svc: std::sync::OnceLock<HeaderValue>,
+    /// A load balancer served here turns HTTP/3 off (its class's `portico.dev/http3:
+    /// "false"`): no `Alt-Svc`, QUIC clients refused. Set by `apply`.
+    h3_off: std::sync::atomic::AtomicBool,
     /// The basic-auth Secrets' entries routes check against, swapped by `set_credentials`.
     credentials: Mutex<portico_model::Credentials>,
 }
@@ -131,6 +134,7 @@ impl Proxy {
             own_http1: std::sync::atomic::AtomicBool::new(own_http1_from_env()),
             lane: std::sync::OnceLock::new(),
             alt_svc: std::sync::OnceLock::new(),
+            h3_off: std::sync::atomic::AtomicBool::new(false),
             credentials: Mutex::default(),
         })
     }
@@ -162,6 +166,14 @@ impl Proxy {
         table.pools().for_each(|p| ensure_checks(p.balance()));
         self.table.store(Arc::new(table));
         drop(previous);
+        let listeners = model
+            .load_balancers
+            .iter()
+            .flat_map(|lb| lb.listeners.iter());
+        let h3_off = listeners
+            .filter_map(|l| l.tls.as_ref())
+            .any(|t| t.http3_off);
+        self.h3_off.store(h3_off, Ordering::Relaxed);
         let generation = self.next_generation();
         self.applied.send_replace(true);
         generation
@@ -475,6 +487,15 @@ fn server_builder(limits: &Limits) -> auto::Builder<TokioExecutor> {
         // RFC 8441: WebSockets (and other upgrades) over HTTP/2 with extended CONNECT.
         .enable_connect_protocol();
     builder
+}
+
+impl Proxy {
+    /// The `Alt-Svc` of HTTPS responses now: HTTP/3's while it is served and no load balancer
+    /// here turns it off.
+    pub(crate) fn alt_svc(&self) -> Option<&HeaderValue> {
+        let off = self.h3_off.load(Ordering::Relaxed);
+        self.alt_svc.get().filter(|_| !off)
+    }
 }
 
 /// `hsts` as a field value; none when off.

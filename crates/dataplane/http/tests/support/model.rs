@@ -164,6 +164,7 @@ impl ModelBuilder {
             default_certificate: default.map(secret),
             sni: sni.collect(),
             passthrough: Vec::new(),
+            http3_off: false,
         });
         self
     }

@@ -532,7 +532,7 @@ impl<IO> Client<IO> {
 
     /// The `Alt-Svc` of this connection's responses: HTTP/3's, over TLS, while it is served.
     fn alt_svc<'p>(&self, proxy: &'p Proxy) -> Option<&'p [u8]> {
-        let alt_svc = proxy.alt_svc.get().filter(|_| self.scheme == Scheme::Https);
+        let alt_svc = proxy.alt_svc().filter(|_| self.scheme == Scheme::Https);
         alt_svc.map(http::HeaderValue::as_bytes)
     }
 
