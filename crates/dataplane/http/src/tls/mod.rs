@@ -61,15 +61,35 @@ impl ResolvesServerCert for Resolver {
 
 /// The server configuration of every TLS connection, around `resolver`.
 pub(crate) fn server_config(resolver: Arc<Resolver>) -> Arc<ServerConfig> {
+    let alpn = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Arc::new(config_for(resolver, portico_tls::PROTOCOL_VERSIONS, alpn))
+}
+
+/// The TLS configuration of HTTP/3 (QUIC needs TLS 1.3, and names `h3` in ALPN) around the
+/// same certificates. No early data (rustls's default, kept explicit): 0-RTT requests could
+/// be replayed.
+pub(crate) fn quic_server_config(resolver: Arc<Resolver>) -> Arc<ServerConfig> {
+    let mut config = config_for(resolver, &[&rustls::version::TLS13], vec![b"h3".to_vec()]);
+    config.max_early_data_size = 0;
+    Arc::new(config)
+}
+
+/// A server configuration around `resolver` with `versions` and `alpn`, and the session
+/// tickets of both.
+fn config_for(
+    resolver: Arc<Resolver>,
+    versions: &[&'static rustls::SupportedProtocolVersion],
+    alpn: Vec<Vec<u8>>,
+) -> ServerConfig {
     let builder = ServerConfig::builder_with_provider(portico_tls::provider())
-        .with_protocol_versions(portico_tls::PROTOCOL_VERSIONS);
+        .with_protocol_versions(versions);
     // Only fails for a provider without suites for these versions, which ring is not.
     let builder = match builder {
         Ok(builder) => builder,
         Err(error) => unreachable!("the ring provider supports TLS 1.2 and 1.3: {error}"),
     };
     let mut config = builder.with_no_client_auth().with_cert_resolver(resolver);
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    config.alpn_protocols = alpn;
     // Session tickets (stateless resumption, keys rotated by rustls), as nginx and haproxy
     // offer by default; the stateful session cache stays as well.
     match rustls::crypto::ring::Ticketer::new() {
@@ -81,26 +101,7 @@ pub(crate) fn server_config(resolver: Arc<Resolver>) -> Arc<ServerConfig> {
     // store is a share of every new connection's cost on both sides. OpenSSL sends one after a
     // resumption (two after a full handshake); Go's crypto/tls, and with it Traefik, one.
     config.send_tls13_tickets = 1;
-    Arc::new(config)
-}
-
-/// The TLS configuration of HTTP/3 (QUIC needs TLS 1.3, and names `h3` in ALPN) around the
-/// same certificates. No early data: 0-RTT requests could be replayed.
-pub(crate) fn quic_server_config(resolver: Arc<Resolver>) -> Arc<ServerConfig> {
-    let builder = ServerConfig::builder_with_provider(portico_tls::provider())
-        .with_protocol_versions(&[&rustls::version::TLS13]);
-    let builder = match builder {
-        Ok(builder) => builder,
-        Err(error) => unreachable!("the ring provider supports TLS 1.3: {error}"),
-    };
-    let mut config = builder.with_no_client_auth().with_cert_resolver(resolver);
-    config.alpn_protocols = vec![b"h3".to_vec()];
-    config.max_early_data_size = 0;
-    if let Ok(ticketer) = rustls::crypto::ring::Ticketer::new() {
-        config.ticketer = ticketer;
-    }
-    config.send_tls13_tickets = 1;
-    Arc::new(config)
+    config
 }
 
 /// Material by Secret reference, as [`crate::Proxy::set_certificates`] takes it.
