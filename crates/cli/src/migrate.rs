@@ -4,7 +4,7 @@
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
-use portico_translate::migrate::{KeyReport, Report, report};
+use portico_translate::migrate::{GatewayOptions, KeyReport, Report, report, to_gateway_api};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -28,7 +28,27 @@ pub struct MigrateArgs {
     /// `data` is reported with the flag or annotation that serves it, or why none does.
     #[arg(long, value_name = "FILE")]
     nginx_configmap: Option<PathBuf>,
-    /// Output format.
+    /// What to print: the annotation report (default), or with `gateway-api` the Gateway API
+    /// objects that route as the served Ingresses do (a GatewayClass named by
+    /// --gateway-controller-name, a Gateway per IngressClass, ReferenceGrants for its TLS
+    /// Secrets, an HTTPRoute per Ingress host); what they cannot express goes to stderr, per
+    /// Ingress, and the exit code is 1.
+    #[arg(long, value_enum, value_name = "gateway-api")]
+    to: Option<Target>,
+    /// With --to gateway-api: the namespace of the Gateways.
+    #[arg(long, value_name = "NAMESPACE", default_value = "default")]
+    gateway_namespace: String,
+    /// With --to gateway-api: the GatewayClass's name.
+    #[arg(long, value_name = "NAME", default_value = "portico")]
+    gateway_class: String,
+    /// With --to gateway-api: the port of the Gateways' HTTP listener.
+    #[arg(long, value_name = "PORT", default_value_t = 80)]
+    http_port: u16,
+    /// With --to gateway-api: the port of the Gateways' HTTPS listeners.
+    #[arg(long, value_name = "PORT", default_value_t = 443)]
+    https_port: u16,
+    /// Output format: the report as text or JSON; with --to gateway-api, YAML documents
+    /// (`text`, `yaml`) or a v1 List (`json`).
     #[arg(short = 'o', long, value_enum, default_value_t = Format::Text)]
     output: Format,
 }
@@ -37,6 +57,12 @@ pub struct MigrateArgs {
 enum Format {
     Text,
     Json,
+    Yaml,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Target {
+    GatewayApi,
 }
 
 /// How long `--kubernetes` waits for the first complete list of every kind.
@@ -68,6 +94,26 @@ pub fn run(args: &MigrateArgs) -> anyhow::Result<ExitCode> {
         .map(configmap_data)
         .transpose()?;
     let compiled = portico_app::compile::compile_once(loaded.clone(), &config);
+    if args.to.is_some() {
+        let options = GatewayOptions {
+            controller_name: args.class.gateway_controller_name.clone(),
+            class_name: args.gateway_class.clone(),
+            namespace: args.gateway_namespace.clone(),
+            http_port: args.http_port,
+            https_port: args.https_port,
+        };
+        let converted = to_gateway_api(&loaded.objects, &compiled.translation, &options);
+        print_objects(&converted.objects, args.output)?;
+        for note in &converted.notes {
+            let escaped = portico_model::Escaped(&note.message);
+            eprintln!("Ingress {}/{}: {escaped}", note.namespace, note.name);
+        }
+        return Ok(if converted.notes.is_empty() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        });
+    }
     let report = report(
         &loaded.objects,
         &compiled.translation,
@@ -77,6 +123,7 @@ pub fn run(args: &MigrateArgs) -> anyhow::Result<ExitCode> {
     match args.output {
         Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
         Format::Text => print!("{}", text(&report)),
+        Format::Yaml => print!("{}", serde_saphyr::to_string(&report)?),
     }
     for d in &loaded.diagnostics {
         eprintln!("{d}");
@@ -86,6 +133,22 @@ pub fn run(args: &MigrateArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// `--to gateway-api`'s objects: YAML documents, or a v1 List as JSON.
+fn print_objects(objects: &[serde_json::Value], format: Format) -> anyhow::Result<()> {
+    if format == Format::Json {
+        let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": objects});
+        println!("{}", serde_json::to_string_pretty(&list)?);
+        return Ok(());
+    }
+    for object in objects {
+        print!(
+            "---\n{}",
+            serde_saphyr::to_string(object).context("writing YAML")?
+        );
+    }
+    Ok(())
 }
 
 /// The `data` of the first ConfigMap in `path`.

@@ -70,6 +70,7 @@ mod limits;
 mod live;
 mod merging;
 mod migrate;
+mod migrate_gateway;
 mod passthrough;
 mod path_rules;
 mod paths;

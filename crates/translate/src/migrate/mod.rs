@@ -7,8 +7,10 @@
 mod configmap;
 #[cfg(test)]
 mod docs;
+mod gateway;
 
 pub use configmap::{CONFIG_KEYS, ConfigKey, config_key};
+pub use gateway::{Converted, GatewayOptions, Note, to_gateway_api};
 
 use crate::annotations::table::{Outcome, classify};
 use crate::{ObjectKey, Objects, Translation};
