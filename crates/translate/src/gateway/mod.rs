@@ -25,6 +25,7 @@ mod l4routes;
 mod listeners;
 mod rules;
 pub mod status;
+mod tlsroutes;
 
 use crate::memo::Pools;
 use crate::{Config, ObjectKey, Objects};
@@ -50,6 +51,8 @@ pub struct Verdicts {
     /// The same for TCPRoutes and UDPRoutes.
     pub tcp_routes: BTreeMap<ObjectKey, Vec<ParentVerdict>>,
     pub udp_routes: BTreeMap<ObjectKey, Vec<ParentVerdict>>,
+    /// The same for TLSRoutes.
+    pub tls_routes: BTreeMap<ObjectKey, Vec<ParentVerdict>>,
 }
 
 /// A Gateway's conditions and its listeners'.
@@ -119,6 +122,11 @@ pub(crate) fn translate(
             verdicts.insert((*key).clone(), parents);
         }
     }
+    for gateway in &mut prepared {
+        let provider = rules::provider(objects, &gateway.gateway.spec.gateway_class_name, config);
+        tlsroutes::refuse_unserved(gateway, &provider, diagnostics);
+    }
+    verdicts.tls_routes = tlsroutes::attach(objects, &mut prepared, diagnostics);
     let l4 = l4routes::attach(objects, &mut prepared, diagnostics);
     verdicts.tcp_routes = l4.tcp;
     verdicts.udp_routes = l4.udp;
