@@ -165,7 +165,7 @@ pub(crate) fn referenced_secrets(objects: &Objects, config: &Config) -> Vec<Obje
     secrets
 }
 
-/// Every Service the HTTPRoutes, GRPCRoutes, TCPRoutes and UDPRoutes name in a backendRef or
+/// Every Service the HTTPRoutes, GRPCRoutes, TLSRoutes, TCPRoutes and UDPRoutes name in a backendRef or
 /// a RequestMirror (of a rule or of a backendRef), resolved or not, attached or not: what their translation may
 /// depend on besides the Gateway API's own kinds.
 pub(crate) fn backend_services(objects: &Objects) -> foldhash::HashSet<ObjectKey> {
@@ -192,10 +192,11 @@ pub(crate) fn backend_services(objects: &Objects) -> foldhash::HashSet<ObjectKey
     for (key, route) in objects.grpc_routes.iter() {
         add(&key.namespace, &route.as_http_route());
     }
-    let tcp = (objects.tcp_routes.iter()).map(|(k, r)| (k, &r.spec));
-    let udp = (objects.udp_routes.iter()).map(|(k, r)| (k, &r.spec));
-    for (key, spec) in tcp.chain(udp) {
-        for b in spec.rules.iter().flat_map(|r| &r.backend_refs) {
+    let tcp = (objects.tcp_routes.iter()).map(|(k, r)| (k, &r.spec.rules));
+    let udp = (objects.udp_routes.iter()).map(|(k, r)| (k, &r.spec.rules));
+    let tls = (objects.tls_routes.iter()).map(|(k, r)| (k, &r.spec.rules));
+    for (key, rules) in tcp.chain(udp).chain(tls) {
+        for b in rules.iter().flat_map(|r| &r.backend_refs) {
             let ns = b.namespace.as_deref().unwrap_or(&key.namespace);
             services.insert(ObjectKey::new(ns, &b.name));
         }
