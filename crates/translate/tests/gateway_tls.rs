@@ -169,10 +169,11 @@ fn on_a_host_two_routes_name_the_older_route_is_served() {
     };
     let t = translate_docs(&[
         gateway("portico", SHARED),
-        route("young", "2026-02-01T00:00:00Z", &spec("other")),
-        route("old", "2026-01-01T00:00:00Z", &spec("tls-backend")),
+        // Named so that name order is the other way round.
+        route("a-young", "2026-02-01T00:00:00Z", &spec("other")),
+        route("z-old", "2026-01-01T00:00:00Z", &spec("tls-backend")),
     ]);
-    assert_eq!(passthrough(&t), ["db.example.com -> tls-backend (old)"]);
+    assert_eq!(passthrough(&t), ["db.example.com -> tls-backend (z-old)"]);
 }
 
 #[test]
