@@ -46,11 +46,11 @@ pub use route::{
     BackendRef, HeaderMatch, HttpRoute, HttpRouteMatch, HttpRouteRule, HttpRouteSpec,
     ParentReference, PathMatch, QueryParamMatch, SecretObjectReference,
 };
-pub use tls_route::{TLS_ROUTE_VERSIONS, TlsRoute, TlsRouteSpec, is_tls_route_version};
 pub use status::{
     GatewayClassStatus, GatewayStatus, GatewayStatusAddress, ListenerStatus, RouteGroupKind,
     RouteParentStatus, RouteStatus,
 };
+pub use tls_route::{TLS_ROUTE_VERSIONS, TlsRoute, TlsRouteSpec, is_tls_route_version};
 
 /// Every GatewayClass, Gateway and HTTPRoute with the status Portico would write (what
 /// `portico get` and the admin API show).

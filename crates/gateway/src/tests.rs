@@ -141,7 +141,9 @@ spec:
 #[test]
 fn tls_routes_read_v1_v1alpha3_and_v1alpha2_as_one_shape() {
     for version in ["v1", "v1alpha3", "v1alpha2"] {
-        assert!(is_tls_route_version(&format!("gateway.networking.k8s.io/{version}")));
+        assert!(is_tls_route_version(&format!(
+            "gateway.networking.k8s.io/{version}"
+        )));
     }
     assert!(!is_tls_route_version("gateway.networking.k8s.io/v1beta1"));
     let route: TlsRoute = yaml(

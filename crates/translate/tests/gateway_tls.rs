@@ -109,7 +109,11 @@ fn a_tls_route_passes_its_hosts_through_beside_the_terminated_https_host_on_one_
         ]
     );
     let lb = own(&t);
-    assert_eq!(lb.listeners.len(), 1, "one TERMINATED_HTTPS listener on 443");
+    assert_eq!(
+        lb.listeners.len(),
+        1,
+        "one TERMINATED_HTTPS listener on 443"
+    );
     let tls = lb.listeners[0].tls.as_ref().unwrap();
     assert_eq!(lb.listeners[0].port, 443);
     assert_eq!(tls.sni[0].host, "web.example.com");
@@ -118,7 +122,12 @@ fn a_tls_route_passes_its_hosts_through_beside_the_terminated_https_host_on_one_
     let listeners: Vec<_> = (g.listeners.iter())
         .map(|l| {
             let kinds: Vec<&str> = l.supported_kinds.iter().map(|k| k.1.as_str()).collect();
-            (l.name.as_str(), l.attached_routes, kinds, conditions(&l.conditions))
+            (
+                l.name.as_str(),
+                l.attached_routes,
+                kinds,
+                conditions(&l.conditions),
+            )
         })
         .collect();
     let fine = [
@@ -130,7 +139,12 @@ fn a_tls_route_passes_its_hosts_through_beside_the_terminated_https_host_on_one_
     assert_eq!(
         listeners,
         [
-            ("https", 0, vec!["HTTPRoute", "GRPCRoute"], fine.map(String::from).to_vec()),
+            (
+                "https",
+                0,
+                vec!["HTTPRoute", "GRPCRoute"],
+                fine.map(String::from).to_vec()
+            ),
             ("tls", 1, vec!["TLSRoute"], fine.map(String::from).to_vec()),
         ]
     );
@@ -165,7 +179,9 @@ fn hostnames_intersect_with_the_listeners_and_a_route_outside_it_is_not_attached
 #[test]
 fn on_a_host_two_routes_name_the_older_route_is_served() {
     let spec = |backend: &str| {
-        format!("{{parentRefs: [{{name: edge}}], hostnames: [db.example.com], rules: [{{backendRefs: [{{name: {backend}, port: 8443}}]}}]}}")
+        format!(
+            "{{parentRefs: [{{name: edge}}], hostnames: [db.example.com], rules: [{{backendRefs: [{{name: {backend}, port: 8443}}]}}]}}"
+        )
     };
     let t = translate_docs(&[
         gateway("portico", SHARED),
@@ -194,11 +210,17 @@ fn a_missing_service_and_a_forbidden_namespace_are_unresolved_and_pass_nothing_t
     assert_eq!(passthrough(&t), Vec::<String>::new());
     assert_eq!(
         route_conditions(&t, "missing"),
-        ["Accepted=true/Accepted", "ResolvedRefs=false/BackendNotFound"]
+        [
+            "Accepted=true/Accepted",
+            "ResolvedRefs=false/BackendNotFound"
+        ]
     );
     assert_eq!(
         route_conditions(&t, "forbidden"),
-        ["Accepted=true/Accepted", "ResolvedRefs=false/RefNotPermitted"]
+        [
+            "Accepted=true/Accepted",
+            "ResolvedRefs=false/RefNotPermitted"
+        ]
     );
     // A ReferenceGrant from TLSRoutes of `shop` lets it through.
     let grant = "---\napiVersion: gateway.networking.k8s.io/v1beta1\nkind: ReferenceGrant\nmetadata: {name: g, namespace: backends}\nspec:\n  from: [{group: gateway.networking.k8s.io, kind: TLSRoute, namespace: shop}]\n  to: [{group: '', kind: Service}]\n";
@@ -233,7 +255,10 @@ fn several_weighted_backends_are_refused_rather_than_served_as_one() {
     assert_eq!(passthrough(&t), ["z.example.com -> other (zero)"]);
     assert_eq!(
         route_conditions(&t, "split"),
-        ["Accepted=false/UnsupportedValue", "ResolvedRefs=true/ResolvedRefs"]
+        [
+            "Accepted=false/UnsupportedValue",
+            "ResolvedRefs=true/ResolvedRefs"
+        ]
     );
 }
 
@@ -243,7 +268,10 @@ fn tls_listeners_take_only_tls_routes_and_terminate_mode_is_refused() {
     let http_route = "---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: h, namespace: shop}\nspec: {parentRefs: [{name: edge, sectionName: tls}]}\n";
     let t = translate_docs(&[gateway("portico", listeners), http_route.to_owned()]);
     let h = &t.gateways.routes[&ObjectKey::new("shop", "h")][0];
-    assert_eq!(conditions(&h.conditions)[0], "Accepted=false/NotAllowedByListeners");
+    assert_eq!(
+        conditions(&h.conditions)[0],
+        "Accepted=false/NotAllowedByListeners"
+    );
     let g = &t.gateways.gateways[&ObjectKey::new("shop", "edge")];
     assert_eq!(
         conditions(&g.listeners[1].conditions)[0],
@@ -273,7 +301,8 @@ fn a_gateway_served_by_haproxy_refuses_its_tls_listeners_in_status_and_a_diagnos
         "Accepted=false/NotAllowedByListeners"
     );
     assert!(passthrough(&t).is_empty());
-    let named = (t.diagnostics.iter())
-        .any(|d| d.object.name == "edge" && d.message.contains("haproxy does not serve TLS passthrough"));
+    let named = (t.diagnostics.iter()).any(|d| {
+        d.object.name == "edge" && d.message.contains("haproxy does not serve TLS passthrough")
+    });
     assert!(named, "{:?}", t.diagnostics);
 }

@@ -43,7 +43,10 @@ async fn wait_conditions(p: &Portico, ns: &str, name: &str, want: &[&str]) {
         if got == want {
             return;
         }
-        assert!(Instant::now() < deadline, "{name}: wanted {want:?}, got {got:?}");
+        assert!(
+            Instant::now() < deadline,
+            "{name}: wanted {want:?}, got {got:?}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -113,9 +116,15 @@ async fn a_tls_route_passes_its_host_through_beside_a_terminated_https_host_on_o
         "ResolvedRefs=True/ResolvedRefs",
     ];
     wait_conditions(&p, ns, "elsewhere", &no_host).await;
-    let missing = ["Accepted=True/Accepted", "ResolvedRefs=False/BackendNotFound"];
+    let missing = [
+        "Accepted=True/Accepted",
+        "ResolvedRefs=False/BackendNotFound",
+    ];
     wait_conditions(&p, ns, "missing", &missing).await;
-    let forbidden = ["Accepted=True/Accepted", "ResolvedRefs=False/RefNotPermitted"];
+    let forbidden = [
+        "Accepted=True/Accepted",
+        "ResolvedRefs=False/RefNotPermitted",
+    ];
     wait_conditions(&p, ns, "forbidden", &forbidden).await;
 
     let gw = crate::gateway_api::object(&p, "/api/v1/gateways", ns, "edge").await;
@@ -127,7 +136,9 @@ async fn a_tls_route_passes_its_host_through_beside_a_terminated_https_host_on_o
 
     let table = get(&p, &["tlsroutes"]);
     assert!(
-        table.lines().any(|l| l.starts_with(ns) && l.contains("pass")),
+        table
+            .lines()
+            .any(|l| l.starts_with(ns) && l.contains("pass")),
         "{table}"
     );
     let list: Value = serde_json::from_str(&get(&p, &["tlsroutes", "-o", "json"])).unwrap();
@@ -174,7 +185,10 @@ async fn in_kubernetes_mode_a_v1alpha3_tls_route_is_served_and_gets_its_status()
         assert!(Instant::now() < deadline, "pass: {:?}", written("pass"));
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let missing = ["Accepted=True/Accepted", "ResolvedRefs=False/BackendNotFound"];
+    let missing = [
+        "Accepted=True/Accepted",
+        "ResolvedRefs=False/BackendNotFound",
+    ];
     while written("gone") != missing {
         assert!(Instant::now() < deadline, "gone: {:?}", written("gone"));
         tokio::time::sleep(Duration::from_millis(50)).await;

@@ -230,7 +230,10 @@ mod tests {
             version("v1alpha2", &["TLSRoute"]),
             version("v1alpha3", &["TLSRoute"]),
         ];
-        assert_eq!(pick(&tls, "TLSRoute").map(|r| r.version.as_str()), Some("v1alpha3"));
+        assert_eq!(
+            pick(&tls, "TLSRoute").map(|r| r.version.as_str()),
+            Some("v1alpha3")
+        );
     }
 
     #[test]

@@ -4,7 +4,9 @@ use k8s_openapi::api::core::v1::{Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use kube::Resource;
-use portico_gateway::{Gateway, GatewayClass, HttpRoute, ReferenceGrant, TcpRoute, TlsRoute, UdpRoute};
+use portico_gateway::{
+    Gateway, GatewayClass, HttpRoute, ReferenceGrant, TcpRoute, TlsRoute, UdpRoute,
+};
 use portico_translate::{CompactSlice, KeptIngress, KeptService, ObjectKey, Objects, StatusSeen};
 use serde::de::DeserializeOwned;
 use std::collections::BTreeMap;

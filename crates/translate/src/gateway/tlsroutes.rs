@@ -54,9 +54,8 @@ pub(crate) fn refuse_unserved(
     let object = ObjectRef::new("Gateway", &gateway.key.namespace, &gateway.key.name);
     let passing = gateway.listeners.iter_mut().enumerate();
     for (i, listener) in passing.filter(|(_, l)| l.passthrough && l.accepted.is_ok()) {
-        let message = format!(
-            "provider {provider} does not serve TLS passthrough (the built-in proxy does)"
-        );
+        let message =
+            format!("provider {provider} does not serve TLS passthrough (the built-in proxy does)");
         let field = format!("spec.listeners[{i}]");
         let text = format!("UnsupportedProtocol: {message}");
         diagnostics.push(Diagnostic::warning(object.clone(), field, text));
@@ -72,8 +71,9 @@ pub(crate) fn attach(
     gateways: &mut [Prepared<'_>],
     diagnostics: &mut Vec<Diagnostic>,
 ) -> BTreeMap<ObjectKey, Vec<ParentVerdict>> {
-    let mut routes: Vec<(&ObjectKey, &TlsRoute)> =
-        (objects.tls_routes.iter()).map(|(k, r)| (k, &**r)).collect();
+    let mut routes: Vec<(&ObjectKey, &TlsRoute)> = (objects.tls_routes.iter())
+        .map(|(k, r)| (k, &**r))
+        .collect();
     // No timestamp (a manifest file) counts as the oldest.
     routes.sort_by_cached_key(|(k, r)| (r.metadata.creation_timestamp.clone(), (*k).clone()));
     let mut verdicts = BTreeMap::new();
@@ -142,9 +142,7 @@ fn backend(
             .err()
             .map(|e| (field, e))
     });
-    let weighted: Vec<&BackendRef> = (refs.iter())
-        .filter(|b| b.effective_weight() > 0)
-        .collect();
+    let weighted: Vec<&BackendRef> = (refs.iter()).filter(|b| b.effective_weight() > 0).collect();
     let backend = match weighted[..] {
         [] => Ok(None),
         [one] => Ok(backends::resolve(one, from, objects).ok()),
@@ -218,8 +216,7 @@ fn listen(
         }
     }
     if !attached {
-        let message =
-            "no hostname of the route intersects a TLS listener's hostname".to_owned();
+        let message = "no hostname of the route intersects a TLS listener's hostname".to_owned();
         return Err(("NoMatchingListenerHostname", message));
     }
     Ok(())
