@@ -306,3 +306,14 @@ fn a_gateway_served_by_haproxy_refuses_its_tls_listeners_in_status_and_a_diagnos
     });
     assert!(named, "{:?}", t.diagnostics);
 }
+
+#[test]
+fn https_and_tls_listeners_share_a_port_but_not_a_hostname_nor_another_port() {
+    let listeners = "[{name: https, port: 443, protocol: HTTPS, hostname: a.example.com, tls: {certificateRefs: [{name: cert}]}}, {name: tls, port: 443, protocol: TLS, hostname: a.example.com, tls: {mode: Passthrough}}, {name: other, port: 8443, protocol: TLS, hostname: b.example.com, tls: {mode: Passthrough}}]";
+    let t = translate_docs(&[gateway("portico", listeners)]);
+    let g = &t.gateways.gateways[&ObjectKey::new("shop", "edge")];
+    let verdict = |i: usize| conditions(&g.listeners[i].conditions);
+    assert_eq!(verdict(0)[3], "Conflicted=true/HostnameConflict");
+    assert_eq!(verdict(1)[3], "Conflicted=true/HostnameConflict");
+    assert_eq!(verdict(2)[0], "Accepted=false/PortUnavailable");
+}
