@@ -194,3 +194,52 @@ async fn in_kubernetes_mode_a_v1alpha3_tls_route_is_served_and_gets_its_status()
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// Polls until a handshake for `sni` presents `want` (`None`: any leaf but `not`).
+async fn wait_leaf(p: &Portico, sni: &str, want: Option<&str>, not: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let conn = connect(p.https, Some(sni), &[]).await;
+        let ok = match want {
+            Some(chain) => conn.leaf == leaf_of(chain),
+            None => conn.leaf != leaf_of(not),
+        };
+        if ok {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{sni}: still the old certificate");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_tls_route_added_changed_and_removed_is_served_without_a_restart() {
+    let ns = "gw-tls-live";
+    let m = backends(ns, &[("web", 1)]).await;
+    let ca = Authority::new("e2e ca").unwrap();
+    let (first, second) = (
+        ca.issue(&["db.pass.test"]).unwrap(),
+        ca.issue(&["db.pass.test"]).unwrap(),
+    );
+    let (a, b) = (
+        tls_backend_with(&first, "first", false).await,
+        tls_backend_with(&second, "second", false).await,
+    );
+    m.write("a.yaml", &service(ns, "first", &ready(&[a])));
+    m.write("b.yaml", &service(ns, "second", &ready(&[b])));
+    let listeners = "[{name: tls, port: 443, protocol: TLS, hostname: '*.pass.test', tls: {mode: Passthrough}}]";
+    m.write(
+        "gw.yaml",
+        &[class("portico", OURS), gateway(ns, "edge", "portico", listeners)].concat(),
+    );
+    let p = Portico::start(m.path(), &[]).await;
+    let spec = |backend: &str| {
+        format!("{{parentRefs: [{{name: edge}}], hostnames: [db.pass.test], rules: [{{backendRefs: [{{name: {backend}, port: 80}}]}}]}}")
+    };
+    m.write("route.yaml", &tls_route(ns, "v1", "pass", &spec("first")));
+    wait_leaf(&p, "db.pass.test", Some(&first.chain_pem), "").await;
+    m.write("route.yaml", &tls_route(ns, "v1", "pass", &spec("second")));
+    wait_leaf(&p, "db.pass.test", Some(&second.chain_pem), "").await;
+    m.remove("route.yaml");
+    wait_leaf(&p, "db.pass.test", None, &second.chain_pem).await;
+}
