@@ -207,7 +207,10 @@ async fn wait_leaf(p: &Portico, sni: &str, want: Option<&str>, not: &str) {
         if ok {
             return;
         }
-        assert!(Instant::now() < deadline, "{sni}: still the old certificate");
+        assert!(
+            Instant::now() < deadline,
+            "{sni}: still the old certificate"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -230,11 +233,17 @@ async fn a_tls_route_added_changed_and_removed_is_served_without_a_restart() {
     let listeners = "[{name: tls, port: 443, protocol: TLS, hostname: '*.pass.test', tls: {mode: Passthrough}}]";
     m.write(
         "gw.yaml",
-        &[class("portico", OURS), gateway(ns, "edge", "portico", listeners)].concat(),
+        &[
+            class("portico", OURS),
+            gateway(ns, "edge", "portico", listeners),
+        ]
+        .concat(),
     );
     let p = Portico::start(m.path(), &[]).await;
     let spec = |backend: &str| {
-        format!("{{parentRefs: [{{name: edge}}], hostnames: [db.pass.test], rules: [{{backendRefs: [{{name: {backend}, port: 80}}]}}]}}")
+        format!(
+            "{{parentRefs: [{{name: edge}}], hostnames: [db.pass.test], rules: [{{backendRefs: [{{name: {backend}, port: 80}}]}}]}}"
+        )
     };
     m.write("route.yaml", &tls_route(ns, "v1", "pass", &spec("first")));
     wait_leaf(&p, "db.pass.test", Some(&first.chain_pem), "").await;
