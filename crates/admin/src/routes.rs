@@ -58,6 +58,7 @@ pub(crate) fn handle<B>(admin: &Admin, req: Request<B>) -> Response<Body> {
         "/api/v1/grpcroutes" => page(&snap.gateway_api.grpc_routes, req.uri().query()),
         "/api/v1/tcproutes" => page(&snap.gateway_api.tcp_routes, req.uri().query()),
         "/api/v1/udproutes" => page(&snap.gateway_api.udp_routes, req.uri().query()),
+        "/api/v1/tlsroutes" => page(&snap.gateway_api.tls_routes, req.uri().query()),
         "/api/v1/loadbalancers" => json(&load_balancers(&snap)),
         "/api/v1/pools" => json(&pools(admin, &snap.model)),
         "/api/v1/summary" => json(&views::summary(&snap, &admin.registry)),

@@ -31,6 +31,8 @@ pub enum Kind {
     Tcproutes,
     #[value(alias = "udproute")]
     Udproutes,
+    #[value(alias = "tlsroute")]
+    Tlsroutes,
 }
 
 impl Kind {
@@ -43,6 +45,7 @@ impl Kind {
             Kind::Grpcroutes => Some("/api/v1/grpcroutes"),
             Kind::Tcproutes => Some("/api/v1/tcproutes"),
             Kind::Udproutes => Some("/api/v1/udproutes"),
+            Kind::Tlsroutes => Some("/api/v1/tlsroutes"),
             _ => None,
         }
     }
@@ -60,7 +63,7 @@ pub enum Output {
 pub struct GetArgs {
     /// What to list: loadbalancers (lb), ingresses (ing), pools, diagnostics, or the Gateway
     /// API objects with the status Portico would write: gatewayclasses (gc), gateways (gtw),
-    /// httproutes, grpcroutes, tcproutes, udproutes (with -o json or yaml: a v1 List of the
+    /// httproutes, grpcroutes, tcproutes, udproutes, tlsroutes (with -o json or yaml: a v1 List of the
     /// objects).
     kind: Kind,
     /// The admin API of the Portico to ask (`portico run`/`agent` listen on 127.0.0.1:9180 by
@@ -81,7 +84,8 @@ pub async fn run(args: &GetArgs) -> anyhow::Result<ExitCode> {
         | Kind::Httproutes
         | Kind::Grpcroutes
         | Kind::Tcproutes
-        | Kind::Udproutes => {
+        | Kind::Udproutes
+        | Kind::Tlsroutes => {
             let path = args.kind.gateway_api_path().unwrap_or_default();
             fetch_all(&args.server, path).await?
         }
@@ -212,7 +216,11 @@ fn table(kind: Kind, items: &[Value], wide: bool) -> String {
             vec!["NAMESPACE", "NAME", "CLASS", "ADDRESS", "PROGRAMMED"],
             items.iter().map(|g| gateway_row(g, wide)).collect(),
         ),
-        Kind::Httproutes | Kind::Grpcroutes | Kind::Tcproutes | Kind::Udproutes => (
+        Kind::Httproutes
+        | Kind::Grpcroutes
+        | Kind::Tcproutes
+        | Kind::Udproutes
+        | Kind::Tlsroutes => (
             vec!["NAMESPACE", "NAME", "HOSTNAMES", "PARENTS"],
             items.iter().map(|r| route_row(r, wide)).collect(),
         ),
@@ -225,7 +233,11 @@ fn table(kind: Kind, items: &[Value], wide: bool) -> String {
             Kind::Diagnostics => {}
             Kind::Gatewayclasses => header.push("MESSAGE"),
             Kind::Gateways => header.extend(["ACCEPTED", "LISTENERS"]),
-            Kind::Httproutes | Kind::Grpcroutes | Kind::Tcproutes | Kind::Udproutes => {
+            Kind::Httproutes
+            | Kind::Grpcroutes
+            | Kind::Tcproutes
+            | Kind::Udproutes
+            | Kind::Tlsroutes => {
                 header.push("RESOLVEDREFS");
             }
         }

@@ -105,6 +105,8 @@ pub static TABLE: &[ResourceType] = &[
     // still serve (the reader falls back to it from v1).
     ty(GATEWAY, "v1alpha2", "tcproutes", "TCPRoute", true, true),
     ty(GATEWAY, "v1alpha2", "udproutes", "UDPRoute", true, true),
+    // TLSRoute in v1alpha3, the experimental channel's last version before v1.
+    ty(GATEWAY, "v1alpha3", "tlsroutes", "TLSRoute", true, true),
 ];
 
 /// The Gateway API's group.

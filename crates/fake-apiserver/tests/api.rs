@@ -395,7 +395,7 @@ async fn the_gateway_api_is_discovered_in_both_versions_unless_left_out() {
         .expect("the Gateway API is served");
     assert_eq!(
         group.versions().collect::<Vec<_>>(),
-        ["v1", "v1beta1", "v1alpha2"]
+        ["v1", "v1beta1", "v1alpha3", "v1alpha2"]
     );
     assert_eq!(group.preferred_version(), Some("v1"));
     let kinds = |v| -> Vec<String> {
@@ -406,6 +406,7 @@ async fn the_gateway_api_is_discovered_in_both_versions_unless_left_out() {
     assert_eq!(kinds("v1"), all);
     assert_eq!(kinds("v1beta1"), all);
     assert_eq!(kinds("v1alpha2"), ["TCPRoute", "UDPRoute"]);
+    assert_eq!(kinds("v1alpha3"), ["TLSRoute"]);
     let route = json!({"apiVersion": "gateway.networking.k8s.io/v1beta1", "kind": "HTTPRoute",
         "metadata": {"name": "r", "namespace": "web"}, "spec": {}});
     server.apply(route);
@@ -438,7 +439,7 @@ async fn the_gateway_api_is_discovered_in_both_versions_unless_left_out() {
     let group = discovery.get(GATEWAY_API).expect("the group");
     assert_eq!(
         group.versions().collect::<Vec<_>>(),
-        ["v1beta1", "v1alpha2"]
+        ["v1beta1", "v1alpha3", "v1alpha2"]
     );
     assert_eq!(group.preferred_version(), Some("v1beta1"));
 }

@@ -1,5 +1,5 @@
 //! The Gateway API kinds Portico reads (`gateway.networking.k8s.io`: GatewayClass, Gateway,
-//! HTTPRoute, GRPCRoute, ReferenceGrant, TCPRoute, UDPRoute), as serde types written from the v1 API's schemas. The
+//! HTTPRoute, GRPCRoute, ReferenceGrant, TLSRoute, TCPRoute, UDPRoute), as serde types written from the v1 API's schemas. The
 //! `v1beta1` versions of these kinds have the same shape and decode into the same types.
 //!
 //! Why not kube-rs's `gateway-api` crate: its newest release depends on other major versions
@@ -27,6 +27,7 @@ mod l4route;
 mod resource;
 mod route;
 mod status;
+mod tls_route;
 
 pub use class::{GatewayClass, GatewayClassSpec};
 pub use filter::{
@@ -49,6 +50,7 @@ pub use status::{
     GatewayClassStatus, GatewayStatus, GatewayStatusAddress, ListenerStatus, RouteGroupKind,
     RouteParentStatus, RouteStatus,
 };
+pub use tls_route::{TLS_ROUTE_VERSIONS, TlsRoute, TlsRouteSpec, is_tls_route_version};
 
 /// Every GatewayClass, Gateway and HTTPRoute with the status Portico would write (what
 /// `portico get` and the admin API show).
@@ -58,6 +60,7 @@ pub struct Statuses {
     pub gateways: Vec<Gateway>,
     pub routes: Vec<HttpRoute>,
     pub grpc_routes: Vec<GrpcRoute>,
+    pub tls_routes: Vec<TlsRoute>,
     pub tcp_routes: Vec<TcpRoute>,
     pub udp_routes: Vec<UdpRoute>,
 }

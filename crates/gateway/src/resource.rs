@@ -1,6 +1,8 @@
 //! k8s-openapi's `Resource`, `ListableResource` and `Metadata` for the kinds here.
 
-use crate::{Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant, TcpRoute, UdpRoute};
+use crate::{
+    Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant, TcpRoute, TlsRoute, UdpRoute,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::{
     ClusterResourceScope, ListableResource, Metadata, NamespaceResourceScope, Resource,
@@ -52,3 +54,4 @@ resource!(
 );
 resource!(TcpRoute, "TCPRoute", "tcproutes", NamespaceResourceScope);
 resource!(UdpRoute, "UDPRoute", "udproutes", NamespaceResourceScope);
+resource!(TlsRoute, "TLSRoute", "tlsroutes", NamespaceResourceScope);

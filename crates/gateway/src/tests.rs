@@ -137,3 +137,30 @@ spec:
     assert_eq!(UdpRoute::URL_PATH_SEGMENT, "udproutes");
     assert_eq!(TcpRoute::KIND, "TCPRoute");
 }
+
+#[test]
+fn tls_routes_read_v1_v1alpha3_and_v1alpha2_as_one_shape() {
+    for version in ["v1", "v1alpha3", "v1alpha2"] {
+        assert!(is_tls_route_version(&format!(
+            "gateway.networking.k8s.io/{version}"
+        )));
+    }
+    assert!(!is_tls_route_version("gateway.networking.k8s.io/v1beta1"));
+    let route: TlsRoute = yaml(
+        "apiVersion: gateway.networking.k8s.io/v1alpha2
+kind: TLSRoute
+metadata: {name: db, namespace: shop}
+spec:
+  parentRefs: [{name: edge, sectionName: tls, port: 443}]
+  hostnames: [db.example.com, \"*.example.net\"]
+  rules:
+  - backendRefs: [{name: db, port: 8443, weight: 3}]
+",
+    );
+    assert_eq!(route.spec.hostnames, ["db.example.com", "*.example.net"]);
+    assert_eq!(route.spec.parent_refs[0].port, Some(443));
+    assert_eq!(route.spec.rules[0].backend_refs[0].effective_weight(), 3);
+    use k8s_openapi::Resource;
+    assert_eq!(TlsRoute::URL_PATH_SEGMENT, "tlsroutes");
+    assert_eq!(TlsRoute::KIND, "TLSRoute");
+}

@@ -28,6 +28,7 @@ pub enum GatewayKind {
     HttpRoute,
     TcpRoute,
     UdpRoute,
+    TlsRoute,
 }
 
 impl GatewayKind {
@@ -39,6 +40,7 @@ impl GatewayKind {
             GatewayKind::HttpRoute => ("HTTPRoute", "httproutes"),
             GatewayKind::TcpRoute => ("TCPRoute", "tcproutes"),
             GatewayKind::UdpRoute => ("UDPRoute", "udproutes"),
+            GatewayKind::TlsRoute => ("TLSRoute", "tlsroutes"),
         }
     }
 }
@@ -150,6 +152,20 @@ pub fn gateway_reports(
         };
         let seen = (&seen.status, seen.api_version.as_str(), &seen.metadata);
         let kind = GatewayKind::UdpRoute;
+        out.extend(route_entry(
+            (kind, key),
+            route.status.as_ref(),
+            seen,
+            controller,
+        ));
+    }
+    for route in &desired.tls_routes {
+        let key = ObjectKey::of(&route.metadata);
+        let Some(seen) = objects.tls_routes.get(&key) else {
+            continue;
+        };
+        let seen = (&seen.status, seen.api_version.as_str(), &seen.metadata);
+        let kind = GatewayKind::TlsRoute;
         out.extend(route_entry(
             (kind, key),
             route.status.as_ref(),

@@ -26,7 +26,8 @@ pub fn endpoint_only_change(old: &Objects, new: &Objects) -> Option<BTreeSet<Obj
         && same(&old.grpc_routes, &new.grpc_routes)
         && same(&old.reference_grants, &new.reference_grants)
         && same(&old.tcp_routes, &new.tcp_routes)
-        && same(&old.udp_routes, &new.udp_routes);
+        && same(&old.udp_routes, &new.udp_routes)
+        && same(&old.tls_routes, &new.tls_routes);
     if !unchanged {
         return None;
     }

@@ -31,6 +31,7 @@ impl fmt::Debug for Loaded {
             .field("grpc_routes", &o.grpc_routes.len())
             .field("tcp_routes", &o.tcp_routes.len())
             .field("udp_routes", &o.udp_routes.len())
+            .field("tls_routes", &o.tls_routes.len())
             .field("reference_grants", &o.reference_grants.len())
             .field("diagnostics", &self.diagnostics)
             .field("files", &self.files)

@@ -81,6 +81,7 @@ impl GatewayMemo {
             reference_grants,
             tcp_routes,
             udp_routes,
+            tls_routes,
         } = new;
         same(&old.gateway_classes, gateway_classes)
             && same(&old.gateways, gateways)
@@ -89,6 +90,7 @@ impl GatewayMemo {
             && same(&old.reference_grants, reference_grants)
             && same(&old.tcp_routes, tcp_routes)
             && same(&old.udp_routes, udp_routes)
+            && same(&old.tls_routes, tls_routes)
             && !changed_services.iter().any(|s| self.services.contains(s))
             && crate::gateway::referenced_secrets(new, config)
                 .iter()

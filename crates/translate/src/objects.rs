@@ -6,7 +6,7 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{IngressClass, IngressStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use portico_gateway::{Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant};
-use portico_gateway::{TcpRoute, UdpRoute};
+use portico_gateway::{TcpRoute, TlsRoute, UdpRoute};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::net::IpAddr;
@@ -73,6 +73,8 @@ pub struct Objects {
     /// TCPRoutes and UDPRoutes (Gateway API kinds served by provider `l4`).
     pub tcp_routes: Arc<BTreeMap<ObjectKey, Arc<TcpRoute>>>,
     pub udp_routes: Arc<BTreeMap<ObjectKey, Arc<UdpRoute>>>,
+    /// TLSRoutes (SNI passthrough on a Gateway's TLS listeners).
+    pub tls_routes: Arc<BTreeMap<ObjectKey, Arc<TlsRoute>>>,
 }
 
 /// What an update of a kept object changed when it changed nothing that is served: its

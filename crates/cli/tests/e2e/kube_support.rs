@@ -153,6 +153,7 @@ fn to_json(object: &Object) -> Value {
         Object::ReferenceGrant(o) => serde_json::to_value(&**o),
         Object::TcpRoute(o) => serde_json::to_value(&**o),
         Object::UdpRoute(o) => serde_json::to_value(&**o),
+        Object::TlsRoute(o) => serde_json::to_value(&**o),
     };
     value.unwrap()
 }

@@ -53,6 +53,7 @@ mod gateway_api;
 mod gateway_http;
 mod gateway_kube;
 mod gateway_l4;
+mod gateway_tls;
 mod get;
 mod haproxy;
 mod host_rules;

@@ -4,7 +4,7 @@ use crate::object::{Kind, Object};
 use k8s_openapi::api::core::v1::{Endpoints, Secret};
 use k8s_openapi::api::networking::v1::IngressClass;
 use portico_gateway::{Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant};
-use portico_gateway::{TcpRoute, UdpRoute};
+use portico_gateway::{TcpRoute, TlsRoute, UdpRoute};
 use portico_model::{Diagnostic, ObjectRef};
 use portico_translate::{CompactSlice, KeptIngress, KeptService, ObjectKey, Objects};
 use std::collections::BTreeMap;
@@ -142,6 +142,7 @@ pub(crate) fn assemble(
         service_seen: Arc::default(),
         tcp_routes: built.kind(Kind::TcpRoute, &old.tcp_routes, kinds.tcp_routes),
         udp_routes: built.kind(Kind::UdpRoute, &old.udp_routes, kinds.udp_routes),
+        tls_routes: built.kind(Kind::TlsRoute, &old.tls_routes, kinds.tls_routes),
     };
     let Built {
         mut duplicates,
@@ -208,6 +209,7 @@ struct Kinds {
     reference_grants: Entries<ObjectKey, ReferenceGrant>,
     tcp_routes: Entries<ObjectKey, TcpRoute>,
     udp_routes: Entries<ObjectKey, UdpRoute>,
+    tls_routes: Entries<ObjectKey, TlsRoute>,
 }
 
 impl Kinds {
@@ -234,6 +236,7 @@ impl Kinds {
             }
             Object::TcpRoute(o) => self.tcp_routes.push((key(name), o.clone(), origin)),
             Object::UdpRoute(o) => self.udp_routes.push((key(name), o.clone(), origin)),
+            Object::TlsRoute(o) => self.tls_routes.push((key(name), o.clone(), origin)),
         }
     }
 }

@@ -3,7 +3,7 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use portico_gateway::{Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant};
-use portico_gateway::{TcpRoute, UdpRoute};
+use portico_gateway::{TcpRoute, TlsRoute, UdpRoute};
 use portico_model::ObjectRef;
 use portico_translate::{CompactSlice, KeptIngress, KeptService, ObjectKey};
 use serde::de::DeserializeOwned;
@@ -30,6 +30,7 @@ pub enum Object {
     ReferenceGrant(Arc<ReferenceGrant>),
     TcpRoute(Arc<TcpRoute>),
     UdpRoute(Arc<UdpRoute>),
+    TlsRoute(Arc<TlsRoute>),
 }
 
 impl Object {
@@ -64,6 +65,7 @@ impl Object {
             Object::ReferenceGrant(o) => meta(&o.metadata),
             Object::TcpRoute(o) => meta(&o.metadata),
             Object::UdpRoute(o) => meta(&o.metadata),
+            Object::TlsRoute(o) => meta(&o.metadata),
         }
     }
 
@@ -86,6 +88,7 @@ impl Object {
             (Object::ReferenceGrant(a), Object::ReferenceGrant(b)) => same(a, b),
             (Object::TcpRoute(a), Object::TcpRoute(b)) => same(a, b),
             (Object::UdpRoute(a), Object::UdpRoute(b)) => same(a, b),
+            (Object::TlsRoute(a), Object::TlsRoute(b)) => same(a, b),
             _ => false,
         }
     }
@@ -105,6 +108,7 @@ impl Object {
             Object::ReferenceGrant(_) => Kind::ReferenceGrant,
             Object::TcpRoute(_) => Kind::TcpRoute,
             Object::UdpRoute(_) => Kind::UdpRoute,
+            Object::TlsRoute(_) => Kind::TlsRoute,
         }
     }
 }
@@ -126,6 +130,7 @@ impl fmt::Debug for Object {
             Object::ReferenceGrant(o) => f.debug_tuple("ReferenceGrant").field(o).finish(),
             Object::TcpRoute(o) => f.debug_tuple("TCPRoute").field(o).finish(),
             Object::UdpRoute(o) => f.debug_tuple("UDPRoute").field(o).finish(),
+            Object::TlsRoute(o) => f.debug_tuple("TLSRoute").field(o).finish(),
         }
     }
 }
@@ -146,12 +151,13 @@ pub(crate) enum Kind {
     ReferenceGrant,
     TcpRoute,
     UdpRoute,
+    TlsRoute,
 }
 
 pub(crate) type DecodeError = serde_path_to_error::Error<serde_json::Error>;
 
 impl Kind {
-    pub const ALL: [Kind; 13] = [
+    pub const ALL: [Kind; 14] = [
         Kind::Ingress,
         Kind::IngressClass,
         Kind::Service,
@@ -165,6 +171,7 @@ impl Kind {
         Kind::ReferenceGrant,
         Kind::TcpRoute,
         Kind::UdpRoute,
+        Kind::TlsRoute,
     ];
 
     pub fn recognise(api_version: &str, kind: &str) -> Option<Kind> {
@@ -180,6 +187,9 @@ impl Kind {
             }
             (version, "UDPRoute") if portico_gateway::is_l4_route_version(version) => {
                 Some(Kind::UdpRoute)
+            }
+            (version, "TLSRoute") if portico_gateway::is_tls_route_version(version) => {
+                Some(Kind::TlsRoute)
             }
             (version, kind) if portico_gateway::is_read_version(version) => match kind {
                 "GatewayClass" => Some(Kind::GatewayClass),
@@ -208,6 +218,7 @@ impl Kind {
             Kind::ReferenceGrant => "ReferenceGrant",
             Kind::TcpRoute => "TCPRoute",
             Kind::UdpRoute => "UDPRoute",
+            Kind::TlsRoute => "TLSRoute",
         }
     }
 
@@ -242,6 +253,7 @@ impl Kind {
             Kind::ReferenceGrant => Object::ReferenceGrant(Arc::new(de(value)?)),
             Kind::TcpRoute => Object::TcpRoute(Arc::new(de(value)?)),
             Kind::UdpRoute => Object::UdpRoute(Arc::new(de(value)?)),
+            Kind::TlsRoute => Object::TlsRoute(Arc::new(de(value)?)),
         })
     }
 }

@@ -38,6 +38,16 @@ spec: {}
 ---
 apiVersion: gateway.networking.k8s.io/v1alpha2
 kind: TLSRoute
+metadata: {name: tls}
+spec: {}
+---
+apiVersion: gateway.networking.k8s.io/v1alpha3
+kind: TLSRoute
+metadata: {name: tls3}
+spec: {}
+---
+apiVersion: gateway.networking.k8s.io/v1beta1
+kind: TLSRoute
 metadata: {name: not-read}
 spec: {}
 "#;
@@ -55,6 +65,8 @@ fn gateway_api_kinds_are_read_beside_the_others_with_the_api_servers_namespace_d
             ObjectRef::new("HTTPRoute", "shop", "r"),
             ObjectRef::new("ReferenceGrant", "default", "g"),
             ObjectRef::new("TCPRoute", "default", "t"),
+            ObjectRef::new("TLSRoute", "default", "tls"),
+            ObjectRef::new("TLSRoute", "default", "tls3"),
         ]
     );
 }

@@ -21,7 +21,7 @@ use kube::discovery::Discovery;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 use portico_gateway::{GROUP, Gateway, GatewayClass, HttpRoute, ReferenceGrant};
-use portico_gateway::{L4_ROUTE_VERSIONS, TcpRoute, UdpRoute};
+use portico_gateway::{L4_ROUTE_VERSIONS, TLS_ROUTE_VERSIONS, TcpRoute, TlsRoute, UdpRoute};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::task::JoinSet;
@@ -55,6 +55,7 @@ pub(crate) async fn run(shared: Arc<Shared>, namespace: Option<String>) {
     start::<ReferenceGrant>(&shared, group.as_ref(), Some(ns), &mut watchers).await;
     start::<TcpRoute>(&shared, group.as_ref(), Some(ns), &mut watchers).await;
     start::<UdpRoute>(&shared, group.as_ref(), Some(ns), &mut watchers).await;
+    start::<TlsRoute>(&shared, group.as_ref(), Some(ns), &mut watchers).await;
     while watchers.join_next().await.is_some() {}
 }
 
@@ -92,10 +93,12 @@ fn pick<'a>(served: &'a [(String, Vec<ApiResource>)], kind: &str) -> Option<&'a 
 }
 
 /// The versions read of `kind`, most preferred first: TCPRoute and UDPRoute in `v1`, else
-/// `v1alpha2`; the other kinds in [`VERSIONS`].
+/// `v1alpha2`; TLSRoute in `v1`, else `v1alpha3`, else `v1alpha2`; the other kinds in
+/// [`VERSIONS`].
 fn versions(kind: &str) -> &'static [&'static str] {
     match kind {
         "TCPRoute" | "UDPRoute" => &L4_ROUTE_VERSIONS,
+        "TLSRoute" => &TLS_ROUTE_VERSIONS,
         _ => &VERSIONS,
     }
 }
@@ -223,6 +226,14 @@ mod tests {
         let picked = |kind| pick(&alpha, kind).map(|r| r.version.as_str());
         assert_eq!(picked("TCPRoute"), Some("v1alpha2"));
         assert_eq!(picked("UDPRoute"), Some("v1alpha2"));
+        let tls = [
+            version("v1alpha2", &["TLSRoute"]),
+            version("v1alpha3", &["TLSRoute"]),
+        ];
+        assert_eq!(
+            pick(&tls, "TLSRoute").map(|r| r.version.as_str()),
+            Some("v1alpha3")
+        );
     }
 
     #[test]

@@ -4,7 +4,9 @@ use k8s_openapi::api::core::v1::{Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use kube::Resource;
-use portico_gateway::{Gateway, GatewayClass, HttpRoute, ReferenceGrant, TcpRoute, UdpRoute};
+use portico_gateway::{
+    Gateway, GatewayClass, HttpRoute, ReferenceGrant, TcpRoute, TlsRoute, UdpRoute,
+};
 use portico_translate::{CompactSlice, KeptIngress, KeptService, ObjectKey, Objects, StatusSeen};
 use serde::de::DeserializeOwned;
 use std::collections::BTreeMap;
@@ -25,10 +27,11 @@ pub enum Kind {
     ReferenceGrant,
     TcpRoute,
     UdpRoute,
+    TlsRoute,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 11] = [
+    pub const ALL: [Kind; 12] = [
         Kind::Ingress,
         Kind::IngressClass,
         Kind::Service,
@@ -40,6 +43,7 @@ impl Kind {
         Kind::ReferenceGrant,
         Kind::TcpRoute,
         Kind::UdpRoute,
+        Kind::TlsRoute,
     ];
 
     /// Whether a change of this kind can change which Secrets are referenced.
@@ -262,6 +266,7 @@ macro_rules! gateway_api {
 gateway_api!(Gateway, Kind::Gateway, ObjectKey, namespaced, gateways);
 gateway_api!(TcpRoute, Kind::TcpRoute, ObjectKey, namespaced, tcp_routes);
 gateway_api!(UdpRoute, Kind::UdpRoute, ObjectKey, namespaced, udp_routes);
+gateway_api!(TlsRoute, Kind::TlsRoute, ObjectKey, namespaced, tls_routes);
 gateway_api!(
     HttpRoute,
     Kind::HttpRoute,

@@ -307,6 +307,7 @@ mod tests {
         state.relisted::<portico_gateway::ReferenceGrant>(vec![]);
         state.relisted::<portico_gateway::TcpRoute>(vec![]);
         state.relisted::<portico_gateway::UdpRoute>(vec![]);
+        state.relisted::<portico_gateway::TlsRoute>(vec![]);
         state
     }
 

@@ -28,6 +28,9 @@ pub(crate) struct Prepared<'a> {
     pub listeners: Vec<ListenerState<'a>>,
     pub address: Result<Option<IpAddr>, Refusal>,
     pub attachments: Vec<Attachment<'a>>,
+    /// SNI hosts of its TLS listeners whose streams pass through, with the TLSRoute and the
+    /// backend that take them (oldest route first per host).
+    pub passthrough: Vec<super::tlsroutes::Entry>,
 }
 
 #[derive(Debug)]
@@ -43,6 +46,9 @@ pub(crate) struct ListenerState<'a> {
     /// The Secrets of its certificates (HTTPS), resolved.
     pub certificates: Vec<ObjectKey>,
     pub attached: i32,
+    /// A TLS listener of `tls.mode: Passthrough`: served on the TERMINATED_HTTPS listener
+    /// of its port, its hosts' streams not terminated.
+    pub passthrough: bool,
 }
 
 impl ListenerState<'_> {
@@ -154,6 +160,7 @@ pub(crate) fn prepare<'a>(
         listeners,
         address,
         attachments: Vec::new(),
+        passthrough: Vec::new(),
     }
 }
 
@@ -192,6 +199,7 @@ fn listener<'a>(gateway: &ObjectKey, spec: &'a Listener, objects: &Objects) -> L
         kinds: Vec::new(),
         certificates: Vec::new(),
         attached: 0,
+        passthrough: false,
     };
     match spec.protocol.as_str() {
         "HTTP" => state.protocol = Some(Protocol::Http),
@@ -205,16 +213,28 @@ fn listener<'a>(gateway: &ObjectKey, spec: &'a Listener, objects: &Objects) -> L
                 state.resolved = certificates(gateway, spec, objects, &mut state.certificates);
             }
         },
+        "TLS" => match spec.tls.as_ref().map(|t| t.tls_mode()) {
+            Some("Passthrough") => {
+                state.protocol = Some(Protocol::TerminatedHttps);
+                state.passthrough = true;
+            }
+            _ => {
+                let message = "tls.mode Terminate on a TLS listener is not served yet (Passthrough is; HTTPS terminates)".to_owned();
+                state.accepted = Err(("UnsupportedValue", message));
+            }
+        },
         "TCP" => state.protocol = Some(Protocol::Tcp),
         "UDP" => state.protocol = Some(Protocol::Udp),
         other => {
             let message =
-                format!("protocol {other:?} is not served yet (HTTP, HTTPS, TCP and UDP are)");
+                format!("protocol {other:?} is not served yet (HTTP, HTTPS, TLS, TCP and UDP are)");
             state.accepted = Err(("UnsupportedProtocol", message));
         }
     }
     if state.accepted.is_ok() {
-        let served = super::l4routes::kinds_for(&spec.protocol).unwrap_or(&SERVED);
+        let served = (super::l4routes::kinds_for(&spec.protocol))
+            .or_else(|| super::tlsroutes::kinds_for(&spec.protocol))
+            .unwrap_or(&SERVED);
         let (kinds, invalid) = route_kinds(spec, served);
         state.kinds = kinds;
         if let (Some(kind), Ok(())) = (invalid, &state.resolved) {
@@ -301,8 +321,10 @@ fn certificate(
     Ok(key)
 }
 
-/// Listeners on one port with other protocols conflict (`ProtocolConflict`); with the same
-/// protocol and the same hostname, they conflict too (`HostnameConflict`).
+/// Listeners on one port with other protocols conflict (`ProtocolConflict`), except HTTPS
+/// and TLS, which share a port as the API allows (terminated hosts beside passed-through
+/// ones); with compatible protocols and the same hostname, they conflict too
+/// (`HostnameConflict`).
 fn conflicts(listeners: &mut [ListenerState<'_>]) {
     let n = listeners.len();
     for i in 0..n {
@@ -314,7 +336,7 @@ fn conflicts(listeners: &mut [ListenerState<'_>]) {
             // UDP shares a port number with a TCP-based protocol (another transport).
             let reason = if (a.protocol == "UDP") != (b.protocol == "UDP") {
                 continue;
-            } else if a.protocol != b.protocol {
+            } else if a.protocol != b.protocol && !tls_beside_https(&a.protocol, &b.protocol) {
                 "ProtocolConflict"
             } else if host_key(a) == host_key(b) {
                 "HostnameConflict"
@@ -324,6 +346,10 @@ fn conflicts(listeners: &mut [ListenerState<'_>]) {
             listeners[i].conflict.get_or_insert(reason);
         }
     }
+}
+
+fn tls_beside_https(a: &str, b: &str) -> bool {
+    matches!((a, b), ("HTTPS", "TLS") | ("TLS", "HTTPS"))
 }
 
 fn host_key(listener: &Listener) -> Option<String> {

@@ -25,6 +25,7 @@ mod l4routes;
 mod listeners;
 mod rules;
 pub mod status;
+mod tlsroutes;
 
 use crate::memo::Pools;
 use crate::{Config, ObjectKey, Objects};
@@ -50,6 +51,8 @@ pub struct Verdicts {
     /// The same for TCPRoutes and UDPRoutes.
     pub tcp_routes: BTreeMap<ObjectKey, Vec<ParentVerdict>>,
     pub udp_routes: BTreeMap<ObjectKey, Vec<ParentVerdict>>,
+    /// The same for TLSRoutes.
+    pub tls_routes: BTreeMap<ObjectKey, Vec<ParentVerdict>>,
 }
 
 /// A Gateway's conditions and its listeners'.
@@ -119,6 +122,11 @@ pub(crate) fn translate(
             verdicts.insert((*key).clone(), parents);
         }
     }
+    for gateway in &mut prepared {
+        let provider = rules::provider(objects, &gateway.gateway.spec.gateway_class_name, config);
+        tlsroutes::refuse_unserved(gateway, &provider, diagnostics);
+    }
+    verdicts.tls_routes = tlsroutes::attach(objects, &mut prepared, diagnostics);
     let l4 = l4routes::attach(objects, &mut prepared, diagnostics);
     verdicts.tcp_routes = l4.tcp;
     verdicts.udp_routes = l4.udp;
@@ -157,7 +165,7 @@ pub(crate) fn referenced_secrets(objects: &Objects, config: &Config) -> Vec<Obje
     secrets
 }
 
-/// Every Service the HTTPRoutes, GRPCRoutes, TCPRoutes and UDPRoutes name in a backendRef or
+/// Every Service the HTTPRoutes, GRPCRoutes, TLSRoutes, TCPRoutes and UDPRoutes name in a backendRef or
 /// a RequestMirror (of a rule or of a backendRef), resolved or not, attached or not: what their translation may
 /// depend on besides the Gateway API's own kinds.
 pub(crate) fn backend_services(objects: &Objects) -> foldhash::HashSet<ObjectKey> {
@@ -184,10 +192,11 @@ pub(crate) fn backend_services(objects: &Objects) -> foldhash::HashSet<ObjectKey
     for (key, route) in objects.grpc_routes.iter() {
         add(&key.namespace, &route.as_http_route());
     }
-    let tcp = (objects.tcp_routes.iter()).map(|(k, r)| (k, &r.spec));
-    let udp = (objects.udp_routes.iter()).map(|(k, r)| (k, &r.spec));
-    for (key, spec) in tcp.chain(udp) {
-        for b in spec.rules.iter().flat_map(|r| &r.backend_refs) {
+    let tcp = (objects.tcp_routes.iter()).map(|(k, r)| (k, &r.spec.rules));
+    let udp = (objects.udp_routes.iter()).map(|(k, r)| (k, &r.spec.rules));
+    let tls = (objects.tls_routes.iter()).map(|(k, r)| (k, &r.spec.rules));
+    for (key, rules) in tcp.chain(udp).chain(tls) {
+        for b in rules.iter().flat_map(|r| &r.backend_refs) {
             let ns = b.namespace.as_deref().unwrap_or(&key.namespace);
             services.insert(ObjectKey::new(ns, &b.name));
         }

@@ -62,9 +62,17 @@ pub(crate) fn load_balancer(
                 }
             }
         }
-        policies.extend(isolation(gateway, &served, listener_id, &origin));
+        // Passed-through hosts never reach the policies: no isolation for them.
+        let terminated: Vec<usize> = (served.iter().copied())
+            .filter(|&i| !gateway.listeners[i].passthrough)
+            .collect();
+        policies.extend(isolation(gateway, &terminated, listener_id, &origin));
         order::sort(&mut policies);
-        let tls = (protocol == Protocol::TerminatedHttps).then(|| tls(gateway, &served, &origin));
+        let tls = (protocol == Protocol::TerminatedHttps).then(|| {
+            let mut tls = tls(gateway, &terminated, &origin);
+            tls.passthrough = super::tlsroutes::entries(gateway, id, &mut used);
+            tls
+        });
         listeners.push(Listener {
             id: listener_id,
             name: format!("{protocol_name}:{port}"),
@@ -139,7 +147,7 @@ fn isolation(
 }
 
 /// The GatewayClass's `portico.dev/provider`, else `--provider`.
-fn provider(objects: &Objects, class: &str, config: &Config) -> String {
+pub(super) fn provider(objects: &Objects, class: &str, config: &Config) -> String {
     let class = objects.gateway_classes.get(class);
     let annotations = class.and_then(|c| c.metadata.annotations.as_ref());
     let annotated = annotations.and_then(|a| a.get(PROVIDER_ANNOTATION));

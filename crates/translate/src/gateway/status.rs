@@ -12,7 +12,7 @@ use portico_gateway::{
     Gateway, GatewayClass, GatewayClassStatus, GatewayStatus, GatewayStatusAddress, GrpcRoute,
     HttpRoute, ListenerStatus, RouteGroupKind, RouteParentStatus, RouteStatus, Statuses,
 };
-use portico_gateway::{TcpRoute, UdpRoute};
+use portico_gateway::{TcpRoute, TlsRoute, UdpRoute};
 use std::collections::BTreeMap;
 
 /// One condition as decided, before it is stamped.
@@ -124,6 +124,13 @@ pub fn statuses(
         route.status = stamped(route.status.take(), at, parents, controller, now);
         route
     });
+    let tls_routes = objects.tls_routes.iter().map(|(key, route)| {
+        let mut route = TlsRoute::clone(route);
+        let parents = (verdicts.tls_routes.get(key)).map(|p| (&route.spec.parent_refs[..], &p[..]));
+        let at = route.metadata.generation;
+        route.status = stamped(route.status.take(), at, parents, controller, now);
+        route
+    });
     Statuses {
         classes: classes.collect(),
         gateways: gateways.collect(),
@@ -131,6 +138,7 @@ pub fn statuses(
         grpc_routes: grpc_routes.collect(),
         tcp_routes: tcp_routes.collect(),
         udp_routes: udp_routes.collect(),
+        tls_routes: tls_routes.collect(),
     }
 }
 

@@ -156,6 +156,9 @@ fn add(objects: &mut Objects, doc: Value) {
         "UDPRoute" => std::sync::Arc::make_mut(&mut objects.udp_routes)
             .insert(key, typed(doc))
             .map(drop),
+        "TLSRoute" => std::sync::Arc::make_mut(&mut objects.tls_routes)
+            .insert(key, typed(doc))
+            .map(drop),
         other => panic!("test loader does not know kind {other:?}"),
     };
 }

@@ -1,0 +1,254 @@
+//! TLSRoute on the real binary with the built-in proxy: a Gateway's TLS listener of
+//! `tls.mode: Passthrough` beside its HTTPS listener on one port. A passed-through name's
+//! handshake is answered by the TLS backend itself (its certificate reaches the client),
+//! another name's by Portico with the listener's certificate. Cases modelled on the upstream
+//! conformance suite's TLSRoute tests (a simple same-namespace route, hostname intersection,
+//! an unresolved and a forbidden backendRef), in file mode and in Kubernetes mode (status
+//! written through the fake API server).
+
+use crate::gateway_api::{OURS, class, gateway, route};
+use crate::get::get;
+use crate::tls_support::*;
+use crate::upstreams::tls_backend_with;
+use crate::{backends, support::*};
+use portico_tls::generate::Authority;
+use serde_json::Value;
+use std::time::{Duration, Instant};
+
+/// A TLSRoute `ns/name` in `version`.
+fn tls_route(ns: &str, version: &str, name: &str, spec: &str) -> String {
+    format!(
+        "---\napiVersion: gateway.networking.k8s.io/{version}\nkind: TLSRoute\nmetadata: {{name: {name}, namespace: {ns}}}\nspec: {spec}\n"
+    )
+}
+
+/// `type=status/reason` of the conditions of our parent entries in `route`.
+fn ours(route: &Value) -> Vec<String> {
+    let parents = route["status"]["parents"].as_array().cloned();
+    let parents = parents.unwrap_or_default();
+    let entries = parents.iter().filter(|e| e["controllerName"] == OURS);
+    let conditions = entries.flat_map(|e| e["conditions"].as_array().cloned().unwrap_or_default());
+    let s = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+    conditions
+        .map(|c| format!("{}={}/{}", s(&c["type"]), s(&c["status"]), s(&c["reason"])))
+        .collect()
+}
+
+/// Polls the admin API until TLSRoute `ns/name` has our conditions `want`.
+async fn wait_conditions(p: &Portico, ns: &str, name: &str, want: &[&str]) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let route = crate::gateway_api::object(p, "/api/v1/tlsroutes", ns, name).await;
+        let got = ours(&route);
+        if got == want {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{name}: wanted {want:?}, got {got:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+const SERVED: [&str; 2] = ["Accepted=True/Accepted", "ResolvedRefs=True/ResolvedRefs"];
+
+/// An HTTPS listener for `term.test` and a TLS passthrough listener for `*.pass.test`, both
+/// on 443 (a Gateway without an address: Portico's HTTPS listener).
+const LISTENERS: &str = "[{name: https, port: 443, protocol: HTTPS, hostname: term.test, tls: {certificateRefs: [{name: term-tls}]}}, {name: tls, port: 443, protocol: TLS, hostname: '*.pass.test', tls: {mode: Passthrough}}]";
+
+#[tokio::test]
+async fn a_tls_route_passes_its_host_through_beside_a_terminated_https_host_on_one_port() {
+    let ns = "gw-tls";
+    let m = backends(ns, &[("web", 1)]).await;
+    let ca = Authority::new("e2e ca").unwrap();
+    let (own, terminated) = (
+        ca.issue(&["db.pass.test"]).unwrap(),
+        ca.issue(&["term.test"]).unwrap(),
+    );
+    let secure = tls_backend_with(&own, "secure", false).await;
+    m.write("secure.yaml", &service(ns, "secure", &ready(&[secure])));
+    m.write("term.json", &issued_secret(ns, "term-tls", &terminated));
+    let to = |backend: &str| format!("rules: [{{backendRefs: [{{name: {backend}, port: 80}}]}}]");
+    m.write(
+        "gw.yaml",
+        &[
+            class("portico", OURS),
+            gateway(ns, "edge", "portico", LISTENERS),
+            route(
+                ns,
+                "web",
+                "{parentRefs: [{name: edge, sectionName: https}], hostnames: [term.test], rules: [{backendRefs: [{name: web, port: 80}]}]}",
+            ),
+            tls_route(ns, "v1alpha2", "pass", &format!("{{parentRefs: [{{name: edge, sectionName: tls}}], hostnames: [db.pass.test], {}}}", to("secure"))),
+            tls_route(ns, "v1", "elsewhere", &format!("{{parentRefs: [{{name: edge}}], hostnames: [db.other.test], {}}}", to("secure"))),
+            tls_route(ns, "v1alpha3", "missing", &format!("{{parentRefs: [{{name: edge}}], hostnames: [gone.pass.test], {}}}", to("nowhere"))),
+            tls_route(ns, "v1", "forbidden", "{parentRefs: [{name: edge}], hostnames: [far.pass.test], rules: [{backendRefs: [{name: web, namespace: elsewhere, port: 80}]}]}"),
+        ]
+        .concat(),
+    );
+    let p = Portico::start(m.path(), &[]).await;
+
+    // The backend's own certificate, verified for the name; the backend saw the SNI itself.
+    let conn = try_connect(p.https, Some("db.pass.test"), &[], Trust::Authority(&ca)).await;
+    let conn = conn.expect("passthrough handshake with the backend");
+    assert_eq!(conn.leaf, leaf_of(&own.chain_pem));
+    let reply = H1::over(conn).await.get("db.pass.test", "/").await;
+    assert_eq!((reply.status, reply.service()), (200, "secure".to_owned()));
+    assert_eq!(reply.json()["sni"], "db.pass.test");
+
+    // The HTTPS listener's host on the same port: terminated by Portico.
+    let conn = try_connect(p.https, Some("term.test"), &[], Trust::Authority(&ca)).await;
+    let conn = conn.expect("terminated handshake");
+    assert_eq!(conn.leaf, leaf_of(&terminated.chain_pem));
+    let reply = H1::over(conn).await.get("term.test", "/").await;
+    assert_eq!((reply.status, reply.service()), (200, "web".to_owned()));
+
+    // Unresolved routes pass nothing through: their names meet Portico, not a backend.
+    for sni in ["gone.pass.test", "far.pass.test", "db.other.test"] {
+        let conn = connect(p.https, Some(sni), &[]).await;
+        assert_ne!(conn.leaf, leaf_of(&own.chain_pem), "{sni}");
+    }
+
+    wait_conditions(&p, ns, "pass", &SERVED).await;
+    let no_host = [
+        "Accepted=False/NoMatchingListenerHostname",
+        "ResolvedRefs=True/ResolvedRefs",
+    ];
+    wait_conditions(&p, ns, "elsewhere", &no_host).await;
+    let missing = [
+        "Accepted=True/Accepted",
+        "ResolvedRefs=False/BackendNotFound",
+    ];
+    wait_conditions(&p, ns, "missing", &missing).await;
+    let forbidden = [
+        "Accepted=True/Accepted",
+        "ResolvedRefs=False/RefNotPermitted",
+    ];
+    wait_conditions(&p, ns, "forbidden", &forbidden).await;
+
+    let gw = crate::gateway_api::object(&p, "/api/v1/gateways", ns, "edge").await;
+    let listeners = gw["status"]["listeners"].as_array().cloned().unwrap();
+    let tls = listeners.iter().find(|l| l["name"] == "tls").unwrap();
+    assert_eq!(tls["supportedKinds"][0]["kind"], "TLSRoute");
+    // pass, missing and forbidden meet `*.pass.test`; elsewhere does not.
+    assert_eq!(tls["attachedRoutes"], 3);
+
+    let table = get(&p, &["tlsroutes"]);
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with(ns) && l.contains("pass")),
+        "{table}"
+    );
+    let list: Value = serde_json::from_str(&get(&p, &["tlsroutes", "-o", "json"])).unwrap();
+    assert_eq!(list["kind"], "List");
+    assert_eq!(list["items"].as_array().map(Vec::len), Some(4));
+}
+
+#[tokio::test]
+async fn in_kubernetes_mode_a_v1alpha3_tls_route_is_served_and_gets_its_status() {
+    use crate::kube_support::Cluster;
+    let ns = "gw-tls-kube";
+    let ca = Authority::new("e2e ca").unwrap();
+    let own = ca.issue(&["db.pass.test"]).unwrap();
+    let secure = tls_backend_with(&own, "secure", false).await;
+    let cluster = Cluster::new().await;
+    let listeners = "[{name: tls, port: 443, protocol: TLS, hostname: '*.pass.test', tls: {mode: Passthrough}}]";
+    cluster.apply(
+        &[
+            class("portico", OURS),
+            service(ns, "secure", &ready(&[secure])),
+            gateway(ns, "edge", "portico", listeners),
+            tls_route(ns, "v1alpha3", "pass", "{parentRefs: [{name: edge}], hostnames: [db.pass.test], rules: [{backendRefs: [{name: secure, port: 80}]}]}"),
+            tls_route(ns, "v1alpha3", "gone", "{parentRefs: [{name: edge}], hostnames: [gone.pass.test], rules: [{backendRefs: [{name: missing, port: 80}]}]}"),
+        ]
+        .concat(),
+    );
+    let p = Portico::start_kube(&cluster, &[]).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let conn = loop {
+        let conn = try_connect(p.https, Some("db.pass.test"), &[], Trust::Authority(&ca)).await;
+        match conn {
+            Ok(conn) => break conn,
+            Err(e) => assert!(Instant::now() < deadline, "passthrough: {e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(conn.leaf, leaf_of(&own.chain_pem));
+    let written = |name: &str| {
+        let alpha = "gateway.networking.k8s.io/v1alpha3";
+        let route = cluster.api.get(alpha, "TLSRoute", Some(ns), name);
+        ours(&route.unwrap_or(Value::Null))
+    };
+    while written("pass") != SERVED {
+        assert!(Instant::now() < deadline, "pass: {:?}", written("pass"));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let missing = [
+        "Accepted=True/Accepted",
+        "ResolvedRefs=False/BackendNotFound",
+    ];
+    while written("gone") != missing {
+        assert!(Instant::now() < deadline, "gone: {:?}", written("gone"));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Polls until a handshake for `sni` presents `want` (`None`: any leaf but `not`).
+async fn wait_leaf(p: &Portico, sni: &str, want: Option<&str>, not: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let conn = connect(p.https, Some(sni), &[]).await;
+        let ok = match want {
+            Some(chain) => conn.leaf == leaf_of(chain),
+            None => conn.leaf != leaf_of(not),
+        };
+        if ok {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{sni}: still the old certificate"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_tls_route_added_changed_and_removed_is_served_without_a_restart() {
+    let ns = "gw-tls-live";
+    let m = backends(ns, &[("web", 1)]).await;
+    let ca = Authority::new("e2e ca").unwrap();
+    let (first, second) = (
+        ca.issue(&["db.pass.test"]).unwrap(),
+        ca.issue(&["db.pass.test"]).unwrap(),
+    );
+    let (a, b) = (
+        tls_backend_with(&first, "first", false).await,
+        tls_backend_with(&second, "second", false).await,
+    );
+    m.write("a.yaml", &service(ns, "first", &ready(&[a])));
+    m.write("b.yaml", &service(ns, "second", &ready(&[b])));
+    let listeners = "[{name: tls, port: 443, protocol: TLS, hostname: '*.pass.test', tls: {mode: Passthrough}}]";
+    m.write(
+        "gw.yaml",
+        &[
+            class("portico", OURS),
+            gateway(ns, "edge", "portico", listeners),
+        ]
+        .concat(),
+    );
+    let p = Portico::start(m.path(), &[]).await;
+    let spec = |backend: &str| {
+        format!(
+            "{{parentRefs: [{{name: edge}}], hostnames: [db.pass.test], rules: [{{backendRefs: [{{name: {backend}, port: 80}}]}}]}}"
+        )
+    };
+    m.write("route.yaml", &tls_route(ns, "v1", "pass", &spec("first")));
+    wait_leaf(&p, "db.pass.test", Some(&first.chain_pem), "").await;
+    m.write("route.yaml", &tls_route(ns, "v1", "pass", &spec("second")));
+    wait_leaf(&p, "db.pass.test", Some(&second.chain_pem), "").await;
+    m.remove("route.yaml");
+    wait_leaf(&p, "db.pass.test", None, &second.chain_pem).await;
+}

@@ -1,0 +1,256 @@
+//! TLSRoutes → SNI passthrough on a Gateway's TLS listeners (`tls.mode: Passthrough`).
+//!
+//! A TLS listener is served on the TERMINATED_HTTPS listener of its port: its hosts go to
+//! [`portico_model::ListenerTls::passthrough`], checked before any certificate is chosen, so
+//! an HTTPS listener on the same port keeps terminating its own hosts beside them. A route's
+//! hosts on a listener are the intersection of its `hostnames` and the listener's hostname,
+//! wildcards included; on a host two routes name, the older (creation timestamp, then
+//! namespace/name) is served.
+//!
+//! The built-in proxy's passthrough hands a host's stream to one pool, so a route's rule
+//! serves one backendRef: the one with a weight above zero. Several weighted backendRefs are
+//! refused (`Accepted: False`, `UnsupportedValue`) rather than served as one; a backendRef
+//! that does not resolve gets `ResolvedRefs: False` with the API's reason, and its hosts pass
+//! through nowhere (the handshake then meets the listener's default certificate, which a
+//! verifying client refuses). Only the built-in proxy peeks SNI: a TLS listener of a Gateway
+//! served by another provider is refused (`UnsupportedProtocol`) in status and a diagnostic.
+
+use super::attach::{intersect, parent_verdict, resolved_refs};
+use super::listeners::{ListenerState, Prepared};
+use super::status::Refusal;
+use super::{ParentVerdict, backends};
+use crate::backend::PoolKey;
+use crate::pool::pool_id;
+use crate::{ObjectKey, Objects};
+use portico_gateway::{BackendRef, ParentReference, TlsRoute};
+use portico_model::{Diagnostic, LoadBalancerId, ObjectRef, PoolId, SniPassthrough};
+use std::collections::BTreeMap;
+
+pub(crate) const TLS_ROUTE: &str = "TLSRoute";
+
+/// The route kinds a listener of `protocol` takes, for TLS.
+pub(crate) fn kinds_for(protocol: &str) -> Option<&'static [&'static str]> {
+    (protocol == "TLS").then_some(&[TLS_ROUTE][..])
+}
+
+/// A passed-through host of a Gateway, its backend and the route that named it.
+#[derive(Debug, Clone)]
+pub(crate) struct Entry {
+    pub host: String,
+    pub backend: PoolKey,
+    pub source: ObjectRef,
+}
+
+/// A Gateway not served by the built-in proxy cannot pass TLS through: its TLS listeners are
+/// refused, named in a diagnostic.
+pub(crate) fn refuse_unserved(
+    gateway: &mut Prepared<'_>,
+    provider: &str,
+    diagnostics: &mut Vec<Diagnostic>,
+) {
+    if provider == "proxy" {
+        return;
+    }
+    let object = ObjectRef::new("Gateway", &gateway.key.namespace, &gateway.key.name);
+    let passing = gateway.listeners.iter_mut().enumerate();
+    for (i, listener) in passing.filter(|(_, l)| l.passthrough && l.accepted.is_ok()) {
+        let message =
+            format!("provider {provider} does not serve TLS passthrough (the built-in proxy does)");
+        let field = format!("spec.listeners[{i}]");
+        let text = format!("UnsupportedProtocol: {message}");
+        diagnostics.push(Diagnostic::warning(object.clone(), field, text));
+        listener.accepted = Err(("UnsupportedProtocol", message));
+    }
+}
+
+/// Attaches every TLSRoute, oldest first, to the TLS listeners of `gateways` it may use; its
+/// hosts become the Gateways' passthrough entries. The verdicts of the routes with a
+/// parentRef to one of our Gateways.
+pub(crate) fn attach(
+    objects: &Objects,
+    gateways: &mut [Prepared<'_>],
+    diagnostics: &mut Vec<Diagnostic>,
+) -> BTreeMap<ObjectKey, Vec<ParentVerdict>> {
+    let mut routes: Vec<(&ObjectKey, &TlsRoute)> = (objects.tls_routes.iter())
+        .map(|(k, r)| (k, &**r))
+        .collect();
+    // No timestamp (a manifest file) counts as the oldest.
+    routes.sort_by_cached_key(|(k, r)| (r.metadata.creation_timestamp.clone(), (*k).clone()));
+    let mut verdicts = BTreeMap::new();
+    for (key, route) in routes {
+        let parents = attach_one(key, route, objects, gateways, diagnostics);
+        if !parents.is_empty() {
+            verdicts.insert(key.clone(), parents);
+        }
+    }
+    verdicts
+}
+
+fn attach_one(
+    key: &ObjectKey,
+    route: &TlsRoute,
+    objects: &Objects,
+    gateways: &mut [Prepared<'_>],
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Vec<ParentVerdict> {
+    let object = ObjectRef::new(TLS_ROUTE, &key.namespace, &key.name);
+    let mut parents = Vec::new();
+    let mut checked = None;
+    for (index, parent) in route.spec.parent_refs.iter().enumerate() {
+        let Some(g) = ours(parent, &key.namespace, gateways) else {
+            continue;
+        };
+        let (backend, resolved) = checked.get_or_insert_with(|| {
+            let (backend, unresolved) = backend(key, route, objects);
+            (backend, resolved_refs(&object, unresolved, diagnostics))
+        });
+        let accepted = match backend {
+            Err(refusal) => Err(refusal.clone()),
+            Ok(backend) => listen((key, route), parent, &mut gateways[g], backend.as_ref()),
+        };
+        let entry = (index, gateways[g].key);
+        parents.push(parent_verdict(
+            &object,
+            entry,
+            &accepted,
+            resolved,
+            diagnostics,
+        ));
+    }
+    parents
+}
+
+/// The backend of the route's hosts (`None`: it does not resolve, or no share has weight),
+/// or why the route is refused; and the backendRef that does not resolve, if any.
+type Backend = Result<Option<PoolKey>, Refusal>;
+
+fn backend(
+    key: &ObjectKey,
+    route: &TlsRoute,
+    objects: &Objects,
+) -> (Backend, Option<(String, Refusal)>) {
+    let rules = &route.spec.rules;
+    if rules.len() > 1 {
+        let message = format!("spec.rules: {} rules; a TLSRoute has one", rules.len());
+        return (Err(("UnsupportedValue", message)), None);
+    }
+    let refs: &[BackendRef] = rules.first().map_or(&[], |r| &r.backend_refs);
+    let from = (TLS_ROUTE, key.namespace.as_str());
+    let unresolved = (refs.iter().enumerate()).find_map(|(b, backend)| {
+        let field = format!("spec.rules[0].backendRefs[{b}]");
+        backends::resolve(backend, from, objects)
+            .err()
+            .map(|e| (field, e))
+    });
+    let weighted: Vec<&BackendRef> = (refs.iter()).filter(|b| b.effective_weight() > 0).collect();
+    let backend = match weighted[..] {
+        [] => Ok(None),
+        [one] => Ok(backends::resolve(one, from, objects).ok()),
+        _ => Err((
+            "UnsupportedValue",
+            format!(
+                "spec.rules[0].backendRefs: {} backends with weights; TLS passthrough serves one backend per route",
+                weighted.len()
+            ),
+        )),
+    };
+    (backend, unresolved)
+}
+
+/// The index of the Gateway of ours that `parent` names, if any.
+fn ours(parent: &ParentReference, namespace: &str, gateways: &[Prepared<'_>]) -> Option<usize> {
+    if !parent.is_gateway() {
+        return None;
+    }
+    let namespace = parent.namespace_or(namespace);
+    (gateways.iter()).position(|g| g.key.namespace == namespace && g.key.name == parent.name)
+}
+
+/// Attaches the route to the TLS listeners of `gateway` that `parent` selects, that admit it
+/// and whose hostname meets one of its hostnames; their hosts pass through to `backend`.
+fn listen(
+    (key, route): (&ObjectKey, &TlsRoute),
+    parent: &ParentReference,
+    gateway: &mut Prepared<'_>,
+    backend: Option<&PoolKey>,
+) -> Result<(), Refusal> {
+    let selected: Vec<usize> = (gateway.listeners.iter().enumerate())
+        .filter(|(_, l)| (parent.section_name.as_deref()).is_none_or(|s| s == l.spec.name))
+        .filter(|(_, l)| parent.port.is_none_or(|p| p == l.spec.port))
+        .map(|(i, _)| i)
+        .collect();
+    if selected.is_empty() {
+        let message = "no listener has the sectionName and port of the parentRef".to_owned();
+        return Err(("NoMatchingParent", message));
+    }
+    let namespace = gateway.key.namespace.clone();
+    let allowed: Vec<usize> = (selected.into_iter())
+        .filter(|&i| admits(&gateway.listeners[i], &namespace, &key.namespace))
+        .collect();
+    if allowed.is_empty() {
+        let message = "no listener it selects admits TLSRoutes of this namespace".to_owned();
+        return Err(("NotAllowedByListeners", message));
+    }
+    let source = ObjectRef::new(TLS_ROUTE, &key.namespace, &key.name);
+    let mut attached = false;
+    for i in allowed {
+        let listener = gateway.listeners[i].spec.hostname.as_deref();
+        // SNI routing needs a name: a route and listener both without one meet nowhere.
+        let hosts: Vec<String> = (intersect(listener, &route.spec.hostnames).into_iter())
+            .flatten()
+            .collect();
+        if hosts.is_empty() {
+            continue;
+        }
+        attached = true;
+        gateway.listeners[i].attached += 1;
+        let Some(backend) = backend else { continue };
+        for host in hosts {
+            if !gateway.passthrough.iter().any(|e| e.host == host) {
+                gateway.passthrough.push(Entry {
+                    host,
+                    backend: backend.clone(),
+                    source: source.clone(),
+                });
+            }
+        }
+    }
+    if !attached {
+        let message = "no hostname of the route intersects a TLS listener's hostname".to_owned();
+        return Err(("NoMatchingListenerHostname", message));
+    }
+    Ok(())
+}
+
+/// Whether TLS `listener` (of a Gateway in namespace `gateway`) takes TLSRoutes of `route`.
+fn admits(listener: &ListenerState<'_>, gateway: &str, route: &str) -> bool {
+    let from = match listener.spec.routes_from() {
+        "All" => true,
+        "Same" => gateway == route,
+        // Namespaces' labels are not read yet: a selector admits none.
+        _ => false,
+    };
+    listener.served() && from && listener.kinds.contains(&TLS_ROUTE)
+}
+
+/// The passthrough entries of `gateway`'s load balancer `lb`, ordered by host; their pools go
+/// to `used`.
+pub(crate) fn entries(
+    gateway: &Prepared<'_>,
+    lb: LoadBalancerId,
+    used: &mut BTreeMap<PoolId, PoolKey>,
+) -> Vec<SniPassthrough> {
+    let mut out: Vec<SniPassthrough> = (gateway.passthrough.iter())
+        .map(|entry| {
+            let pool = pool_id(lb, &entry.backend);
+            used.entry(pool).or_insert_with(|| entry.backend.clone());
+            SniPassthrough {
+                host: entry.host.clone(),
+                pool,
+                source: entry.source.clone(),
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| a.host.cmp(&b.host));
+    out
+}
