@@ -195,6 +195,8 @@ struct AgentArgs {
     access_log: portico_app::AccessLogDestination,
     #[command(flatten)]
     ha: HaArgs,
+    #[command(flatten)]
+    upgrade: UpgradeFlags,
 }
 
 /// Active-standby of the load balancers placed on this agent.
@@ -505,6 +507,19 @@ struct RunArgs {
     tls: TlsArgs,
     #[command(flatten)]
     haproxy: HaproxyArgs,
+    #[command(flatten)]
+    upgrade: UpgradeFlags,
+}
+
+/// How `run` and `agent` start beside a running Portico.
+#[derive(Args, Debug, Clone)]
+struct UpgradeFlags {
+    /// When another Portico holds --state-dir, take its listening sockets, its haproxy
+    /// masters and (agent) its claims over its hand-over socket, as a SIGUSR2 upgrade does;
+    /// it then drains and exits. For a new pod beside the old one (a DaemonSet with
+    /// maxSurge). Without it, such a start is refused; with the directory free, it starts.
+    #[arg(long)]
+    take_over: bool,
 }
 
 #[derive(Args, Debug)]
@@ -585,12 +600,13 @@ fn settings(
 
 /// How a successor is started on SIGUSR2: the program as this process was named (argv\[0\],
 /// resolved like a shell would when it has no slash) and the same arguments.
-fn upgrade_command() -> portico_app::handover::Command {
+fn upgrade_command(flags: &UpgradeFlags) -> portico_app::handover::Command {
     let mut args = std::env::args_os();
     let program = args.next().unwrap_or_else(|| "portico".into());
     portico_app::handover::Command {
         program: program.into(),
         args: args.collect(),
+        take_over: flags.take_over,
     }
 }
 
@@ -616,7 +632,7 @@ fn main() -> ExitCode {
                 }
             };
             let mut settings = settings(source, listen, class, tls, haproxy)?;
-            settings.upgrade = Some(upgrade_command());
+            settings.upgrade = Some(upgrade_command(&args.upgrade));
             rt.block_on(serve(settings, None))
         }),
         Command::Render(args) => render::run(&args),
@@ -797,7 +813,7 @@ async fn agent(args: AgentArgs) -> anyhow::Result<ExitCode> {
         },
         haproxy: args.haproxy.settings()?,
         ha: args.ha.settings(),
-        upgrade: Some(upgrade_command()),
+        upgrade: Some(upgrade_command(&args.upgrade)),
     };
     let (tx, rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {

@@ -8,11 +8,11 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-const HOST: &str = "hot.test";
+pub const HOST: &str = "hot.test";
 
 /// `hot.test` → Service `web`, with `extra` more Ingresses (hosts `extra-<i>.test`) so that
 /// loading takes a while.
-async fn manifests(extra: usize) -> Manifests {
+pub async fn manifests(extra: usize) -> Manifests {
     let m = crate::backends("hot", &[("web", 2)]).await;
     let created = "2026-01-01T00:00:00Z";
     let mut y = ingress("hot", "web", created, &[(HOST, "/", "Prefix", "web", "80")]);
@@ -182,7 +182,7 @@ pub async fn upgrade(pid: u32, state: &std::path::Path) -> Result<u32, String> {
 
 /// Kills a process by PID when dropped (the processes upgrades start are not the test's
 /// children).
-struct KillOnDrop(u32);
+pub struct KillOnDrop(pub u32);
 
 impl Drop for KillOnDrop {
     fn drop(&mut self) {
@@ -424,7 +424,7 @@ async fn a_broken_new_binary_leaves_the_old_process_serving() {
 
 /// Each haproxy master under the state directory `state` (its PID file) and its workers (the
 /// processes whose parent it is).
-fn haproxy_processes(state: &std::path::Path) -> Vec<(u32, Vec<u32>)> {
+pub fn haproxy_processes(state: &std::path::Path) -> Vec<(u32, Vec<u32>)> {
     let root = state.join("loadbalancer/haproxy");
     let mut masters: Vec<u32> = std::fs::read_dir(root)
         .unwrap()
@@ -460,7 +460,7 @@ fn haproxy_processes(state: &std::path::Path) -> Vec<(u32, Vec<u32>)> {
 }
 
 /// Waits until `pid` has exited.
-async fn until_gone(pid: u32, what: &str) {
+pub async fn until_gone(pid: u32, what: &str) {
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     while !gone(pid) {
         assert!(std::time::Instant::now() < deadline, "{what} still runs");
