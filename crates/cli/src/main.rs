@@ -518,6 +518,8 @@ struct UpgradeFlags {
     /// masters and (agent) its claims over its hand-over socket, as a SIGUSR2 upgrade does;
     /// it then drains and exits. For a new pod beside the old one (a DaemonSet with
     /// maxSurge). Without it, such a start is refused; with the directory free, it starts.
+    /// A process with it that hands over (closing everything) waits for SIGTERM to exit, so
+    /// that its container is not restarted.
     #[arg(long)]
     take_over: bool,
 }
@@ -746,6 +748,8 @@ async fn serve(
         wait_for_signal().await;
         let _ = tx.send(true);
     });
+    let take_over = settings.upgrade.as_ref().is_some_and(|u| u.take_over);
+    let signalled = rx.clone();
     portico_app::run(settings, rx, |bound| {
         println!(
             "portico: serving HTTP on {}, HTTPS on {} and the admin API on {}",
@@ -761,7 +765,22 @@ async fn serve(
         }
     })
     .await?;
+    linger_after_hand_over(take_over, signalled).await;
     Ok(ExitCode::SUCCESS)
+}
+
+/// With `--take-over`, a process that handed everything over (and closed it all) stays until
+/// SIGTERM: it runs in a pod (a DaemonSet's), whose container, exiting, would be restarted and
+/// take the sockets back; Kubernetes deletes the pod once its successor's is ready. (In a
+/// container, the first process exiting also ends a SIGUSR2 successor.)
+async fn linger_after_hand_over(
+    take_over: bool,
+    mut signalled: tokio::sync::watch::Receiver<bool>,
+) {
+    if take_over && !*signalled.borrow() {
+        tracing::info!("handed over and drained; --take-over: waiting for SIGTERM to exit");
+        let _ = signalled.wait_for(|s| *s).await;
+    }
 }
 
 /// `portico controller`: prints the admin API's address once bound.
@@ -820,6 +839,7 @@ async fn agent(args: AgentArgs) -> anyhow::Result<ExitCode> {
         wait_for_signal().await;
         let _ = tx.send(true);
     });
+    let signalled = rx.clone();
     portico_app::agent(settings, rx, |bound| {
         println!(
             "portico: agent {}, serving HTTP on {}, HTTPS on {} and the admin API on {}",
@@ -827,6 +847,7 @@ async fn agent(args: AgentArgs) -> anyhow::Result<ExitCode> {
         );
     })
     .await?;
+    linger_after_hand_over(args.upgrade.take_over, signalled).await;
     Ok(ExitCode::SUCCESS)
 }
 
