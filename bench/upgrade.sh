@@ -13,9 +13,14 @@
 # the sockets, the lease and the claims over. It also checks that no claim's holder or epoch
 # changed (no election).
 #
+# PROVIDER=haproxy serves with the haproxy provider (both modes): haproxy binds the listeners
+# itself (fixed loopback ports in MODE=run), and the script also checks that every haproxy
+# master is the same process before and after the upgrades (each new Portico adopts them).
+#
 # Usage: bash bench/upgrade.sh                      (builds the release binary if missing)
 #        PORTICO=target/debug/portico INGRESSES=1000 UPGRADES=10 bash bench/upgrade.sh
 #        MODE=agent INGRESSES=10 bash bench/upgrade.sh
+#        PROVIDER=haproxy [MODE=agent] INGRESSES=10 bash bench/upgrade.sh
 # It starts and stops only its own processes, by PID, and listens only on 127.0.0.1 (or in
 # its own namespace, deleted at the end).
 set -euo pipefail
@@ -24,6 +29,7 @@ PORTICO=${PORTICO:-target/release/portico}
 MODE=${MODE:-run}
 INGRESSES=${INGRESSES:-1000}
 UPGRADES=${UPGRADES:-10}
+PROVIDER=${PROVIDER:-proxy}
 [ -x "$PORTICO" ] || cargo build --release --bin portico
 PORTICO=$(realpath "$PORTICO")
 
@@ -74,7 +80,8 @@ if [ "$MODE" = agent ]; then
   # Not through in_ns: $! must be the agent's PID (ip netns exec execs it).
   ip netns exec "$ns" "$PORTICO" agent --node n0 "$store" --interface ha0 --advertise-address 10.255.0.2 \
     --http-listen 127.0.0.1:18080 --https-listen 127.0.0.1:18443 --admin-listen 127.0.0.1:19180 \
-    --state-dir "$work/state" --access-log off --shutdown-grace 0s >"$work/out" 2>"$work/err" &
+    --state-dir "$work/state" --access-log off --shutdown-grace 0s --provider "$PROVIDER" \
+    >"$work/out" 2>"$work/err" &
   pid=$!
   pids+=("$pid")
   for _ in $(seq 1 500); do grep -qs "admin API on" "$work/out" && break; sleep 0.02; done
@@ -85,7 +92,8 @@ if [ "$MODE" = agent ]; then
     >"$work/out1" 2>"$work/err1" &
   pids+=("$!")
   in_ns "$PORTICO" controller -f "$work/manifests" "$store" --admin-listen 127.0.0.1:19181 \
-    --identity c1 --vip-pool 10.255.1.0/20 --fip-pool 10.255.32.0/20 >"$work/controller.out" 2>&1 &
+    --identity c1 --vip-pool 10.255.1.0/20 --fip-pool 10.255.32.0/20 --provider "$PROVIDER" \
+    >"$work/controller.out" 2>&1 &
   pids+=("$!")
   held() { in_ns etcdctl --endpoints 127.0.0.1:23790 get --prefix /portico/ha/ --print-value-only | grep -o '"holder":"n[01]","epoch":[0-9]*' | sort | uniq -c | tr '\n' ' '; }
   claims() { in_ns etcdctl --endpoints 127.0.0.1:23790 get --prefix /portico/ha/ --print-value-only | grep -c '"holder"' || true; }
@@ -110,7 +118,10 @@ if [ "$MODE" = run ]; then
   done
 } >"$work/manifests/all.yaml"
 
-"$PORTICO" run -f "$work/manifests" --http-listen 127.0.0.1:0 --https-listen 127.0.0.1:0 \
+# haproxy binds its listeners itself: it cannot be given port 0.
+listen=(--http-listen 127.0.0.1:0 --https-listen 127.0.0.1:0)
+[ "$PROVIDER" = haproxy ] && listen=(--http-listen 127.0.0.1:28080 --https-listen 127.0.0.1:28443)
+"$PORTICO" run -f "$work/manifests" "${listen[@]}" --provider "$PROVIDER" \
   --admin-listen 127.0.0.1:0 --state-dir "$work/state" --access-log off \
   --shutdown-grace 0s >"$work/out" 2>"$work/err" &
 pid=$!
@@ -121,6 +132,14 @@ for _ in $(seq 1 500); do
   curl -fs "http://$admin/readyz" >/dev/null 2>&1 && break
   sleep 0.02
 done
+fi
+
+# The haproxy masters (their PID files), to compare after the upgrades.
+masters() { cat "$work"/state/loadbalancer/haproxy/*/haproxy.pid 2>/dev/null | sort -n | tr '\n' ' '; }
+if [ "$PROVIDER" = haproxy ]; then
+  for _ in $(seq 1 500); do [ -n "$(masters)" ] && break; sleep 0.02; done
+  masters_before=$(masters)
+  [ -n "$masters_before" ] || { echo "no haproxy master runs" >&2; exit 1; }
 fi
 
 now() { date +%s%N; }
@@ -146,8 +165,15 @@ if [ "$MODE" = agent ]; then
   [ "$before" = "$after" ] || { echo "a claim's epoch changed (an election): $before -> $after" >&2; exit 1; }
   echo "(agent: claims by holder and epoch before and after the upgrades of n0: $after)"
 fi
+if [ "$PROVIDER" = haproxy ]; then
+  [ "$(masters)" = "$masters_before" ] || { echo "the haproxy masters changed: $masters_before -> $(masters)" >&2; exit 1; }
+  for m in $masters_before; do
+    [ -e "/proc/$m" ] || { echo "haproxy master $m is gone" >&2; exit 1; }
+  done
+  echo "(haproxy: $(wc -w <<<"$masters_before") master(s), the same PIDs before and after: $masters_before)"
+fi
 stats() { tr ' ' '\n' <<<"$*" | sort -n | awk '{a[NR]=$1} END {printf "%d | %d", a[int((NR+1)/2)], a[NR]}'; }
-echo "| $MODE: $INGRESSES Ingresses, $UPGRADES upgrades | median ms | max ms |"
+echo "| $MODE, provider $PROVIDER: $INGRESSES Ingresses, $UPGRADES upgrades | median ms | max ms |"
 echo "| --- | --- | --- |"
 echo "| SIGUSR2 to the new process serving | $(stats "${serving[@]}") |"
 echo "| SIGUSR2 to the old process's exit | $(stats "${exited[@]}") |"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Checks deploy/ and the Dockerfile offline: `kubectl kustomize deploy/` renders, every rendered
+# Checks deploy/ (and its DaemonSet variant, deploy/daemonset/) and the Dockerfile offline: each
+# variant renders with `kubectl kustomize`, every rendered
 # object validates strictly (unknown fields are errors) against the Kubernetes schemas, and
 # scripts/deploy-policy.py finds RBAC exactly least-privilege, the pod locked down, the Service
 # on 80/443 only and the Dockerfile multi-stage and non-root. Each check is first shown to fail
@@ -35,6 +36,8 @@ trap 'rm -rf "$tmp"' EXIT
 
 kubectl kustomize deploy/ >"$tmp/rendered.yaml"
 echo "  rendered $(grep -c '^kind:' "$tmp/rendered.yaml") objects"
+kubectl kustomize deploy/daemonset/ >"$tmp/daemonset.yaml"
+echo "  rendered $(grep -c '^kind:' "$tmp/daemonset.yaml") objects of the DaemonSet variant"
 
 validate() {
   local file=$1 version
@@ -56,6 +59,8 @@ fi
 echo "  a broken copy (readOnlyRootFileSystem) fails validation, as it must"
 
 validate "$tmp/rendered.yaml"
-echo "  every object validates (strict) against Kubernetes ${KUBE_VERSIONS[*]}"
+validate "$tmp/daemonset.yaml"
+echo "  every object of both variants validates (strict) against Kubernetes ${KUBE_VERSIONS[*]}"
 
 "$VENV/bin/python" scripts/deploy-policy.py "$tmp/rendered.yaml" Dockerfile --self-test
+"$VENV/bin/python" scripts/deploy-policy.py "$tmp/daemonset.yaml" Dockerfile --self-test

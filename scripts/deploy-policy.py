@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
-"""Portico's deployment policy, checked on the rendered kustomize base and the Dockerfile.
+"""Portico's deployment policy, checked on a rendered variant (`deploy/`, the Deployment, or
+`deploy/daemonset/`, the DaemonSet) and the Dockerfile.
 
 Schema validity is kubernetes-validate's job (scripts/deploy-check.sh); this script checks what
 a schema cannot: the RBAC rules, as bound to Portico's ServiceAccount, grant exactly the
 allowed set (docs/kubernetes.md says why each), the pod runs non-root with a read-only root
 filesystem and no privileges, the Service exposes traffic ports only, and the Dockerfile is
-multi-stage, ends non-root and fetches nothing with ADD.
+multi-stage, ends non-root and fetches nothing with ADD. The DaemonSet alone may use the host's
+network and one hostPath, its state directory, and must surge (maxSurge 1, maxUnavailable 0)
+with --take-over and no container ports (host ports would keep the new pod off the node).
 
 Usage: deploy-policy.py RENDERED.yaml Dockerfile [--self-test]
 --self-test also checks that every mutation in MUTATIONS (an extra verb, a wildcard, a root
@@ -142,7 +145,34 @@ def container_errors(where, container):
     return [f"{where}: {msg}" for ok, msg in checks if not ok]
 
 
-def pod_errors(where, pod):
+def state_dir(pod):
+    """The --state-dir of the pod's first container."""
+    for arg in (pod.get("containers") or [{}])[0].get("args") or []:
+        if arg.startswith("--state-dir="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def host_path_errors(where, pod, daemonset):
+    """A DaemonSet may mount one hostPath: an existing directory, at its --state-dir."""
+    host = [v for v in pod.get("volumes") or [] if "hostPath" in v]
+    if not daemonset:
+        return [f"{where}: mounts a hostPath"] if host else []
+    mounts = {
+        m.get("name"): m.get("mountPath")
+        for c in pod.get("containers") or []
+        for m in c.get("volumeMounts") or []
+    }
+    errors = []
+    for v in host:
+        if mounts.get(v.get("name")) != state_dir(pod):
+            errors.append(f"{where}: hostPath {v.get('name')} is not mounted at --state-dir")
+        if v["hostPath"].get("type") != "Directory":
+            errors.append(f"{where}: hostPath {v.get('name')} is not type Directory")
+    return errors
+
+
+def pod_errors(where, pod, daemonset=False):
     sc = pod.get("securityContext") or {}
     checks = [
         (sc.get("runAsNonRoot") is True, "securityContext.runAsNonRoot is not true"),
@@ -153,12 +183,13 @@ def pod_errors(where, pod):
         ),
         (pod.get("serviceAccountName") == NAME, f"serviceAccountName is not {NAME}"),
         (
-            not any(pod.get(h) for h in ("hostNetwork", "hostPID", "hostIPC")),
+            not any(pod.get(h) for h in ("hostPID", "hostIPC")),
             "shares a host namespace",
         ),
-        (not any("hostPath" in v for v in pod.get("volumes") or []), "mounts a hostPath"),
+        (daemonset or not pod.get("hostNetwork"), "uses the host's network"),
     ]
     errors = [f"{where}: {msg}" for ok, msg in checks if not ok]
+    errors += host_path_errors(where, pod, daemonset)
     for c in (pod.get("initContainers") or []) + (pod.get("containers") or []):
         errors += container_errors(f"{where} container {c.get('name')}", c)
     return errors
@@ -190,25 +221,44 @@ def probe_errors(where, pod):
     return errors
 
 
+def surge_errors(where, daemonset):
+    """The DaemonSet's update: the new pod beside the old one, taking its sockets over."""
+    spec = daemonset["spec"]
+    rolling = (spec.get("updateStrategy") or {}).get("rollingUpdate") or {}
+    pod = spec["template"]["spec"]
+    checks = [
+        ((rolling.get("maxSurge"), rolling.get("maxUnavailable")) == (1, 0), "does not surge (maxSurge 1, maxUnavailable 0)"),
+        (all("--take-over" in (c.get("args") or []) for c in pod.get("containers") or []), "lacks --take-over"),
+        (not any(c.get("ports") for c in pod.get("containers") or []), "declares container ports (host ports on the host's network)"),
+        (state_dir(pod) is not None, "has no --state-dir"),
+    ]
+    return [f"{where}: {msg}" for ok, msg in checks if not ok]
+
+
+def workloads(objects):
+    return of_kind(objects, "Deployment", "DaemonSet")
+
+
 def workload_errors(objects):
-    deployments = of_kind(objects, "Deployment")
-    errors = [] if len(deployments) == 1 else [f"{len(deployments)} Deployments, want 1"]
+    found = workloads(objects)
+    errors = [] if len(found) == 1 else [f"{len(found)} Deployments and DaemonSets, want 1"]
     errors += [
         f"{ident(o)}: not expected in deploy/"
-        for o in of_kind(objects, "Pod", "DaemonSet", "StatefulSet", "Job", "CronJob")
+        for o in of_kind(objects, "Pod", "StatefulSet", "Job", "CronJob")
     ]
     accounts = {ident(a) for a in of_kind(objects, "ServiceAccount")}
     if f"ServiceAccount {NAMESPACE}/{NAME}" not in accounts:
         errors.append(f"no ServiceAccount {NAMESPACE}/{NAME}")
-    for d in deployments:
-        pod = d["spec"]["template"]["spec"]
-        errors += pod_errors(ident(d), pod) + probe_errors(ident(d), pod)
+    for w in found:
+        pod, daemonset = w["spec"]["template"]["spec"], w["kind"] == "DaemonSet"
+        errors += pod_errors(ident(w), pod, daemonset) + probe_errors(ident(w), pod)
+        errors += surge_errors(ident(w), w) if daemonset else []
     return errors
 
 
 def service_errors(objects):
-    deployments = of_kind(objects, "Deployment")
-    ports = named_ports(deployments[0]["spec"]["template"]["spec"]) if deployments else {}
+    found = workloads(objects)
+    ports = named_ports(found[0]["spec"]["template"]["spec"]) if found else {}
     errors = []
     for svc in of_kind(objects, "Service"):
         spec = svc.get("spec", {})
@@ -294,7 +344,12 @@ def find(objects, kind, name):
 
 
 def pod(objects):
-    return find(objects, "Deployment", NAME)["spec"]["template"]["spec"]
+    return workloads(objects)[0]["spec"]["template"]["spec"]
+
+
+def daemonset(objects):
+    """The DaemonSet variant's DaemonSet, or None (its mutations are skipped)."""
+    return next(iter(of_kind(objects, "DaemonSet")), None)
 
 
 def container(objects):
@@ -411,11 +466,63 @@ def dockerfile_single_stage(o, d):
     return o, 'FROM debian:bookworm-slim\nUSER 65532\nENTRYPOINT ["/portico"]\n'
 
 
+@mutation
+def host_network_in_the_deployment(o, d):
+    if daemonset(o):
+        return None
+    pod(o)["hostNetwork"] = True
+    return o, d
+
+
+@mutation
+def host_path_in_the_deployment(o, d):
+    if daemonset(o):
+        return None
+    pod(o)["volumes"].append({"name": "host", "hostPath": {"path": "/"}})
+    return o, d
+
+
+@mutation
+def daemonset_without_surge(o, d):
+    if not daemonset(o):
+        return None
+    daemonset(o)["spec"]["updateStrategy"]["rollingUpdate"]["maxSurge"] = 0
+    return o, d
+
+
+@mutation
+def daemonset_without_take_over(o, d):
+    if not daemonset(o):
+        return None
+    container(o)["args"].remove("--take-over")
+    return o, d
+
+
+@mutation
+def daemonset_with_a_host_port(o, d):
+    if not daemonset(o):
+        return None
+    container(o)["ports"] = [{"name": "http", "containerPort": 8080}]
+    return o, d
+
+
+@mutation
+def daemonset_mounts_another_host_path(o, d):
+    if not daemonset(o):
+        return None
+    pod(o)["volumes"].append({"name": "root", "hostPath": {"path": "/", "type": "Directory"}})
+    container(o)["volumeMounts"].append({"name": "root", "mountPath": "/host"})
+    return o, d
+
+
 def self_test(objects, dockerfile):
     missed = []
     for change in MUTATIONS:
         name = change.__name__.replace("_", " ")
-        errors = all_errors(*change(copy.deepcopy(objects), dockerfile))
+        changed = change(copy.deepcopy(objects), dockerfile)
+        if changed is None:
+            continue
+        errors = all_errors(*changed)
         print(f"  self-test {name}: {'caught: ' + errors[0] if errors else 'MISSED'}")
         if not errors:
             missed.append(name)
@@ -443,7 +550,7 @@ def main(argv):
         if missed:
             print(f"policy: self-test missed: {missed}", file=sys.stderr)
             return 1
-        print(f"policy: self-test: all {len(MUTATIONS)} mutations caught")
+        print("policy: self-test: every mutation that applies caught")
     return 0
 
 

@@ -56,7 +56,9 @@ pub async fn agent(
     shutdown: watch::Receiver<bool>,
     on_bound: impl FnOnce(Bound),
 ) -> Result<(), AppError> {
-    let (mut life, inherited) = crate::run::Lifecycle::begin(settings.upgrade.is_some(), shutdown)?;
+    let upgrade = settings.upgrade.as_ref();
+    let dir = &settings.haproxy.state_dir;
+    let (mut life, inherited) = crate::run::Lifecycle::begin(upgrade, dir, shutdown)?;
     let shutdown = life.stopped.clone();
     let started = Node::start(&settings.listen, &settings.haproxy, &shutdown, inherited).await;
     let mut node = match started {

@@ -49,6 +49,8 @@ pub(crate) struct Node {
     admin_stop: watch::Sender<bool>,
     /// Opens the admin API's listener when it was handed over (it waits for the first state).
     admin_open: Arc<watch::Sender<bool>>,
+    /// True once the first desired state is applied.
+    serving: Arc<watch::Sender<bool>>,
     /// The state directory's lock, held for the process's life.
     pub(crate) lock: Arc<portico_statedir::Lock>,
     /// Every listening socket of this process, for an upgrade.
@@ -230,6 +232,7 @@ impl Node {
             grace: listen.limits.shutdown_grace,
             admin_stop,
             admin_open,
+            serving: Arc::new(watch::Sender::new(false)),
             lock,
             sockets,
             proxy,
@@ -242,10 +245,17 @@ impl Node {
     /// handed-over sockets no load balancer took close.
     pub(crate) fn first_state_applied(&self) -> impl Fn() + Send + 'static {
         let (open, sockets) = (self.admin_open.clone(), self.sockets.clone());
+        let serving = self.serving.clone();
         move || {
             open.send_replace(true);
             sockets.close_unclaimed();
+            serving.send_replace(true);
         }
+    }
+
+    /// Turns true once the first desired state is applied.
+    pub(crate) fn serving(&self) -> watch::Receiver<bool> {
+        self.serving.subscribe()
     }
 
     /// A successor serves this process's sockets: the shutdown to come stops accepting at once

@@ -85,7 +85,8 @@ pub async fn run(
     shutdown: watch::Receiver<bool>,
     on_bound: impl FnOnce(Bound),
 ) -> Result<(), AppError> {
-    let (mut life, inherited) = Lifecycle::begin(settings.upgrade.is_some(), shutdown)?;
+    let upgrade = settings.upgrade.as_ref();
+    let (mut life, inherited) = Lifecycle::begin(upgrade, &settings.haproxy.state_dir, shutdown)?;
     let started = start(&settings, inherited, &life.stopped).await;
     let (node, source) = match started {
         Ok(started) => started,
@@ -131,13 +132,23 @@ pub(crate) struct Lifecycle {
 }
 
 impl Lifecycle {
-    /// Receives what a predecessor hands over, if started by one; installs SIGUSR2's handler
-    /// when `upgrades` (before anything is served: its default action ends the process).
+    /// Receives what a predecessor hands over, if started by one or told to take over
+    /// (`--take-over`) the state directory `dir` from the Portico that holds it; installs
+    /// SIGUSR2's handler when `upgrade` is given (before anything is served: its default
+    /// action ends the process).
     pub(crate) fn begin(
-        upgrades: bool,
+        upgrade: Option<&crate::handover::Command>,
+        dir: &std::path::Path,
         shutdown: watch::Receiver<bool>,
     ) -> Result<(Lifecycle, crate::node::Inherited), AppError> {
-        let mut successor = crate::handover::Successor::from_env().map_err(AppError::Upgrade)?;
+        use crate::handover::Successor;
+        let mut successor = match Successor::from_env().map_err(AppError::Upgrade)? {
+            Some(s) => Some(s),
+            None if upgrade.is_some_and(|c| c.take_over) => {
+                Successor::take_over(dir).map_err(AppError::Upgrade)?
+            }
+            None => None,
+        };
         let inherited = match &mut successor {
             Some(s) => crate::node::Inherited {
                 lock: s.lock.take(),
@@ -152,7 +163,7 @@ impl Lifecycle {
             let _ = signalled.wait_for(|s| *s).await;
             outside.send_replace(true);
         });
-        let usr2 = if upgrades {
+        let usr2 = if upgrade.is_some() {
             use tokio::signal::unix::{SignalKind, signal};
             let usr2 = signal(SignalKind::user_defined2());
             Some(usr2.map_err(|e| AppError::Upgrade(format!("cannot handle SIGUSR2: {e}")))?)
@@ -176,8 +187,9 @@ impl Lifecycle {
         e
     }
 
-    /// Handles SIGUSR2 (when on) until an upgrade succeeds, handing `ha()` over with the
-    /// sockets; then this process drains and stops.
+    /// Once this process serves its first state: hands over on SIGUSR2 (when on) or when a
+    /// `--take-over` process asks on the hand-over socket, until a hand-over succeeds,
+    /// handing `ha()` over with the sockets; then this process drains and stops.
     pub(crate) fn handle_upgrades(
         &mut self,
         command: Option<crate::handover::Command>,
@@ -188,9 +200,13 @@ impl Lifecycle {
             return;
         };
         let (lock, sockets) = (node.lock.clone(), node.sockets.clone());
-        let hand_over = node.hand_over_switch();
+        let (hand_over, mut serving) = (node.hand_over_switch(), node.serving());
         let stop = self.stop.clone();
         tokio::spawn(async move {
+            // Its hand-over socket replaces a predecessor's only once this one serves.
+            if serving.wait_for(|s| *s).await.is_err() {
+                return;
+            }
             upgrades(usr2, command, (&lock, &sockets), ha, || {
                 hand_over();
                 stop.send_replace(true);
@@ -200,7 +216,8 @@ impl Lifecycle {
     }
 }
 
-/// Handles SIGUSR2 until an upgrade succeeds, then calls `handed_over`.
+/// Hands over on SIGUSR2 or a `--take-over` request until one succeeds, then calls
+/// `handed_over`.
 async fn upgrades(
     mut usr2: tokio::signal::unix::Signal,
     command: crate::handover::Command,
@@ -208,9 +225,27 @@ async fn upgrades(
     ha: impl Fn() -> Option<crate::handover::HaState>,
     handed_over: impl FnOnce(),
 ) {
-    while usr2.recv().await.is_some() {
-        tracing::info!(program = %command.program.display(), "SIGUSR2: starting the new process");
-        let outcome = crate::handover::upgrade(&command, lock, sockets, ha()).await;
+    let listener = match crate::handover::listen(lock.dir()) {
+        Ok(listener) => listener,
+        Err(why) => return tracing::warn!(%why, "no upgrade or take-over possible"),
+    };
+    loop {
+        let outcome = tokio::select! {
+            signal = usr2.recv() => {
+                if signal.is_none() {
+                    return;
+                }
+                tracing::info!(program = %command.program.display(), "SIGUSR2: starting the new process");
+                crate::handover::upgrade(&command, &listener, (lock, sockets), ha()).await
+            }
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    tracing::info!("a new process asks to take over: handing over");
+                    crate::handover::hand_over(stream, (lock, sockets), ha()).await
+                }
+                Err(e) => Err(format!("the hand-over socket: {e}")),
+            },
+        };
         crate::handover::record(lock.dir(), &outcome);
         match outcome {
             Ok(pid) => {

@@ -195,6 +195,8 @@ struct AgentArgs {
     access_log: portico_app::AccessLogDestination,
     #[command(flatten)]
     ha: HaArgs,
+    #[command(flatten)]
+    upgrade: UpgradeFlags,
 }
 
 /// Active-standby of the load balancers placed on this agent.
@@ -505,6 +507,21 @@ struct RunArgs {
     tls: TlsArgs,
     #[command(flatten)]
     haproxy: HaproxyArgs,
+    #[command(flatten)]
+    upgrade: UpgradeFlags,
+}
+
+/// How `run` and `agent` start beside a running Portico.
+#[derive(Args, Debug, Clone)]
+struct UpgradeFlags {
+    /// When another Portico holds --state-dir, take its listening sockets, its haproxy
+    /// masters and (agent) its claims over its hand-over socket, as a SIGUSR2 upgrade does;
+    /// it then drains and exits. For a new pod beside the old one (a DaemonSet with
+    /// maxSurge). Without it, such a start is refused; with the directory free, it starts.
+    /// A process with it that hands over (closing everything) waits for SIGTERM to exit, so
+    /// that its container is not restarted.
+    #[arg(long)]
+    take_over: bool,
 }
 
 #[derive(Args, Debug)]
@@ -585,12 +602,13 @@ fn settings(
 
 /// How a successor is started on SIGUSR2: the program as this process was named (argv\[0\],
 /// resolved like a shell would when it has no slash) and the same arguments.
-fn upgrade_command() -> portico_app::handover::Command {
+fn upgrade_command(flags: &UpgradeFlags) -> portico_app::handover::Command {
     let mut args = std::env::args_os();
     let program = args.next().unwrap_or_else(|| "portico".into());
     portico_app::handover::Command {
         program: program.into(),
         args: args.collect(),
+        take_over: flags.take_over,
     }
 }
 
@@ -616,7 +634,7 @@ fn main() -> ExitCode {
                 }
             };
             let mut settings = settings(source, listen, class, tls, haproxy)?;
-            settings.upgrade = Some(upgrade_command());
+            settings.upgrade = Some(upgrade_command(&args.upgrade));
             rt.block_on(serve(settings, None))
         }),
         Command::Render(args) => render::run(&args),
@@ -730,6 +748,8 @@ async fn serve(
         wait_for_signal().await;
         let _ = tx.send(true);
     });
+    let take_over = settings.upgrade.as_ref().is_some_and(|u| u.take_over);
+    let signalled = rx.clone();
     portico_app::run(settings, rx, |bound| {
         println!(
             "portico: serving HTTP on {}, HTTPS on {} and the admin API on {}",
@@ -745,7 +765,22 @@ async fn serve(
         }
     })
     .await?;
+    linger_after_hand_over(take_over, signalled).await;
     Ok(ExitCode::SUCCESS)
+}
+
+/// With `--take-over`, a process that handed everything over (and closed it all) stays until
+/// SIGTERM: it runs in a pod (a DaemonSet's), whose container, exiting, would be restarted and
+/// take the sockets back; Kubernetes deletes the pod once its successor's is ready. (In a
+/// container, the first process exiting also ends a SIGUSR2 successor.)
+async fn linger_after_hand_over(
+    take_over: bool,
+    mut signalled: tokio::sync::watch::Receiver<bool>,
+) {
+    if take_over && !*signalled.borrow() {
+        tracing::info!("handed over and drained; --take-over: waiting for SIGTERM to exit");
+        let _ = signalled.wait_for(|s| *s).await;
+    }
 }
 
 /// `portico controller`: prints the admin API's address once bound.
@@ -797,13 +832,14 @@ async fn agent(args: AgentArgs) -> anyhow::Result<ExitCode> {
         },
         haproxy: args.haproxy.settings()?,
         ha: args.ha.settings(),
-        upgrade: Some(upgrade_command()),
+        upgrade: Some(upgrade_command(&args.upgrade)),
     };
     let (tx, rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
         wait_for_signal().await;
         let _ = tx.send(true);
     });
+    let signalled = rx.clone();
     portico_app::agent(settings, rx, |bound| {
         println!(
             "portico: agent {}, serving HTTP on {}, HTTPS on {} and the admin API on {}",
@@ -811,6 +847,7 @@ async fn agent(args: AgentArgs) -> anyhow::Result<ExitCode> {
         );
     })
     .await?;
+    linger_after_hand_over(args.upgrade.take_over, signalled).await;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -13,6 +13,13 @@
 //! and starts those elections as the holder (the addresses stay on the interface); the
 //! predecessor, once handed over, neither releases its claims nor removes its addresses.
 //!
+//! A process that was not started by its predecessor asks for the same hand-over with
+//! `--take-over` (a DaemonSet's new pod beside the old one): finding the state directory
+//! locked by a live Portico, it connects to that process's hand-over socket ([`SOCKET_FILE`],
+//! which a serving process keeps bound) and receives what a SIGUSR2 successor receives; the
+//! predecessor then drains as after SIGUSR2. One conversation serves both ([`hand_over`]);
+//! only who starts the successor differs.
+//!
 //! Each attempt's outcome is written to [`STATUS_FILE`] in the state directory, for
 //! `portico upgrade`: `OLD-PID ready NEW-PID` or `OLD-PID failed REASON`.
 
@@ -25,7 +32,7 @@ use portico_provider::{SocketKey, Sockets};
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The environment variable naming the hand-over socket for a successor.
 pub const SOCKET_ENV: &str = "PORTICO_UPGRADE_SOCKET";
@@ -35,6 +42,9 @@ pub const SOCKET_FILE: &str = "upgrade.sock";
 pub const STATUS_FILE: &str = "upgrade.status";
 /// How long a successor has to connect, start and apply its first state.
 pub const DEADLINE: Duration = Duration::from_secs(30);
+/// How long `--take-over` waits for the lock holder's hand-over socket to accept (a process
+/// binds it once it serves its first state).
+pub const CONNECT_WAIT: Duration = Duration::from_secs(10);
 
 /// How this process was started, to start its successor the same way: the program as it was
 /// named (argv\[0\], as nginx does: `/proc/self/exe` would be the old binary) and the arguments.
@@ -42,6 +52,9 @@ pub const DEADLINE: Duration = Duration::from_secs(30);
 pub struct Command {
     pub program: PathBuf,
     pub args: Vec<OsString>,
+    /// `--take-over`: a state directory locked by a live Portico is taken over from it
+    /// instead of refused.
+    pub take_over: bool,
 }
 
 /// What a successor received from its predecessor.
@@ -61,8 +74,45 @@ impl Successor {
         let Some(path) = std::env::var_os(SOCKET_ENV) else {
             return Ok(None);
         };
+        let path = Path::new(&path);
+        let stream = std::os::unix::net::UnixStream::connect(path);
+        let stream = stream.map_err(|e| format!("the upgrade socket {}: {e}", path.display()))?;
+        Successor::receive(stream, path).map(Some)
+    }
+
+    /// `--take-over`: when another Portico holds the lock of the state directory `dir`, asks
+    /// it over its hand-over socket for what it would hand a SIGUSR2 successor. `None` when
+    /// the lock is free (or the directory unusable: the start says why).
+    pub fn take_over(dir: &Path) -> Result<Option<Successor>, String> {
+        let holder = match portico_statedir::lock(dir) {
+            Err(portico_statedir::StateDirError::InUse { holder, .. }) => holder,
+            _ => return Ok(None),
+        };
+        let path = dir.join(SOCKET_FILE);
+        tracing::info!(%holder, socket = %path.display(), "the state directory is in use: taking over");
+        let deadline = Instant::now() + CONNECT_WAIT;
+        let stream = loop {
+            match std::os::unix::net::UnixStream::connect(&path) {
+                Ok(stream) => break stream,
+                Err(_) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                Err(e) => {
+                    return Err(format!(
+                        "the state directory {} is in use by {holder}, whose hand-over socket {} \
+                         does not answer ({e}): is it a Portico that serves?",
+                        dir.display(),
+                        path.display()
+                    ));
+                }
+            }
+        };
+        Successor::receive(stream, &path).map(Some)
+    }
+
+    /// Receives the lock, the sockets and an agent's state over `stream`.
+    fn receive(stream: std::os::unix::net::UnixStream, path: &Path) -> Result<Successor, String> {
         let failed = |e: std::io::Error| format!("the upgrade socket {}: {e}", path.display());
-        let stream = std::os::unix::net::UnixStream::connect(&path).map_err(failed)?;
         stream.set_read_timeout(Some(DEADLINE)).map_err(failed)?;
         let (mut lock, mut sockets) = (None, Vec::new());
         let (received, ha) = transfer::receive(&stream).map_err(failed)?;
@@ -76,12 +126,12 @@ impl Successor {
             sockets = sockets.len(),
             "received the predecessor's sockets"
         );
-        Ok(Some(Successor {
+        Ok(Successor {
             stream,
             lock,
             sockets,
             ha,
-        }))
+        })
     }
 
     /// Tells the predecessor how the start went.
@@ -93,43 +143,45 @@ impl Successor {
     }
 }
 
-/// Starts a successor with `command` and hands it `lock`, `sockets` and `ha`; returns its PID
-/// once it serves, or why it does not (it is then killed).
+/// Binds this process's hand-over socket in the state directory `dir` (under a name of its
+/// own, then renamed over [`SOCKET_FILE`]: a predecessor's, still draining, is replaced at
+/// once), where a successor asks for the sockets.
+pub fn listen(dir: &Path) -> Result<tokio::net::UnixListener, String> {
+    let path = dir.join(SOCKET_FILE);
+    let own = dir.join(format!("{SOCKET_FILE}.{}", std::process::id()));
+    let _ = std::fs::remove_file(&own);
+    let failed = |e: std::io::Error| format!("cannot listen on {}: {e}", path.display());
+    let listener = tokio::net::UnixListener::bind(&own).map_err(failed)?;
+    std::fs::rename(&own, &path).map_err(failed)?;
+    Ok(listener)
+}
+
+/// Starts a successor with `command` (SIGUSR2), which connects to `listener`, and hands it
+/// `lock`, `sockets` and `ha`; returns its PID once it serves, or why it does not (it is then
+/// killed).
 pub async fn upgrade(
     command: &Command,
-    lock: &portico_statedir::Lock,
-    sockets: &Sockets,
+    listener: &tokio::net::UnixListener,
+    (lock, sockets): (&portico_statedir::Lock, &Sockets),
     ha: Option<HaState>,
 ) -> Result<u32, String> {
-    let path = lock.dir().join(SOCKET_FILE);
-    let _ = std::fs::remove_file(&path);
-    let listener = tokio::net::UnixListener::bind(&path)
-        .map_err(|e| format!("cannot listen on {}: {e}", path.display()))?;
-    let mut entries = vec![];
-    let dup = lock.file().try_clone_to_owned();
-    entries.push((Entry::Lock, dup.map_err(|e| e.to_string())?));
-    let handed = sockets.hand_over().into_iter();
-    entries.extend(handed.map(|(key, fd)| (Entry::Socket(key), fd)));
     let mut child = tokio::process::Command::new(&command.program)
         .args(&command.args)
-        .env(SOCKET_ENV, &path)
+        .env(SOCKET_ENV, lock.dir().join(SOCKET_FILE))
         .stdin(std::process::Stdio::null())
         .spawn()
         .map_err(|e| format!("cannot start {}: {e}", command.program.display()))?;
-    let talk = tokio::time::timeout(DEADLINE, converse(listener, entries, ha));
+    let talk = async {
+        let (stream, _) = listener.accept().await.map_err(|e| e.to_string())?;
+        hand_over(stream, (lock, sockets), ha).await
+    };
     let outcome = tokio::select! {
-        answer = talk => match answer {
-            Ok(Ok(Answer::Ready(pid))) => Ok(pid),
-            Ok(Ok(Answer::Failed(why))) => Err(format!("the new process failed: {why}")),
-            Ok(Err(e)) => Err(e),
-            Err(_) => Err(format!("the new process was not ready within {DEADLINE:?}")),
-        },
+        outcome = talk => outcome,
         status = child.wait() => Err(match status {
             Ok(status) => format!("the new process exited ({status}) before it was ready"),
             Err(e) => format!("the new process: {e}"),
         }),
     };
-    let _ = std::fs::remove_file(&path);
     if outcome.is_err() {
         let _ = child.start_kill();
         let _ = child.wait().await;
@@ -137,13 +189,33 @@ pub async fn upgrade(
     outcome
 }
 
-/// Accepts the successor's connection, sends `entries` and reads its answer.
+/// The one hand-over, to a successor connected on `stream` (started by [`upgrade`], or
+/// `--take-over`): sends `lock`, `sockets` and `ha`, and returns its PID once it serves, or
+/// why it does not.
+pub async fn hand_over(
+    stream: tokio::net::UnixStream,
+    (lock, sockets): (&portico_statedir::Lock, &Sockets),
+    ha: Option<HaState>,
+) -> Result<u32, String> {
+    let mut entries = vec![];
+    let dup = lock.file().try_clone_to_owned();
+    entries.push((Entry::Lock, dup.map_err(|e| e.to_string())?));
+    let handed = sockets.hand_over().into_iter();
+    entries.extend(handed.map(|(key, fd)| (Entry::Socket(key), fd)));
+    match tokio::time::timeout(DEADLINE, converse(stream, entries, ha)).await {
+        Ok(Ok(Answer::Ready(pid))) => Ok(pid),
+        Ok(Ok(Answer::Failed(why))) => Err(format!("the new process failed: {why}")),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(format!("the new process was not ready within {DEADLINE:?}")),
+    }
+}
+
+/// Sends `entries` over the successor's connection and reads its answer.
 async fn converse(
-    listener: tokio::net::UnixListener,
+    stream: tokio::net::UnixStream,
     entries: Vec<(Entry, OwnedFd)>,
     ha: Option<HaState>,
 ) -> Result<Answer, String> {
-    let (stream, _) = listener.accept().await.map_err(|e| e.to_string())?;
     let stream = stream.into_std().map_err(|e| e.to_string())?;
     let talk = move || -> std::io::Result<Option<Answer>> {
         use std::io::BufRead;

@@ -8,11 +8,11 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-const HOST: &str = "hot.test";
+pub const HOST: &str = "hot.test";
 
 /// `hot.test` → Service `web`, with `extra` more Ingresses (hosts `extra-<i>.test`) so that
 /// loading takes a while.
-async fn manifests(extra: usize) -> Manifests {
+pub async fn manifests(extra: usize) -> Manifests {
     let m = crate::backends("hot", &[("web", 2)]).await;
     let created = "2026-01-01T00:00:00Z";
     let mut y = ingress("hot", "web", created, &[(HOST, "/", "Prefix", "web", "80")]);
@@ -24,6 +24,18 @@ async fn manifests(extra: usize) -> Manifests {
     }
     m.write("ingresses.yaml", &y);
     m
+}
+
+/// A WebSocket echo backend behind `ws.test` (path `/chat`).
+async fn chat(m: &Manifests) {
+    let chat = service(
+        "hot",
+        "chat",
+        &ready(&[crate::websocket::echo_backend().await]),
+    );
+    let rules = [("ws.test", "/", "Prefix", "chat", "80")];
+    let chat_ingress = ingress("hot", "chat", "2026-01-01T00:00:00Z", &rules);
+    m.write("chat.yaml", &format!("{chat}{chat_ingress}"));
 }
 
 /// `portico run` of `dir` with HTTP on `port` and the other listeners on ports the system
@@ -182,7 +194,7 @@ pub async fn upgrade(pid: u32, state: &std::path::Path) -> Result<u32, String> {
 
 /// Kills a process by PID when dropped (the processes upgrades start are not the test's
 /// children).
-struct KillOnDrop(u32);
+pub struct KillOnDrop(pub u32);
 
 impl Drop for KillOnDrop {
     fn drop(&mut self) {
@@ -268,12 +280,9 @@ pub fn keep_alive_to(
 #[tokio::test]
 async fn ten_upgrades_under_load_fail_no_request_and_keep_tunnels_and_flows() {
     use crate::l4::{Endpoint, l4_service, tcp_endpoint, tcp_pod, udp_pod, vip_of, wait_connect};
-    use crate::websocket::{echo_backend, handshake, round_trip};
+    use crate::websocket::{handshake, round_trip};
     let m = manifests(0).await;
-    let chat = service("hot", "chat", &ready(&[echo_backend().await]));
-    let rules = [("ws.test", "/", "Prefix", "chat", "80")];
-    let chat_ingress = ingress("hot", "chat", "2026-01-01T00:00:00Z", &rules);
-    m.write("chat.yaml", &format!("{chat}{chat_ingress}"));
+    chat(&m).await;
     let (pt, pu) = (free_port(), free_port());
     let ports = format!(
         "  - {{name: tcp, port: {pt}, protocol: TCP, targetPort: web}}\n  - {{name: dns, port: {pu}, protocol: UDP, targetPort: dns}}\n"
@@ -424,7 +433,7 @@ async fn a_broken_new_binary_leaves_the_old_process_serving() {
 
 /// Each haproxy master under the state directory `state` (its PID file) and its workers (the
 /// processes whose parent it is).
-fn haproxy_processes(state: &std::path::Path) -> Vec<(u32, Vec<u32>)> {
+pub fn haproxy_processes(state: &std::path::Path) -> Vec<(u32, Vec<u32>)> {
     let root = state.join("loadbalancer/haproxy");
     let mut masters: Vec<u32> = std::fs::read_dir(root)
         .unwrap()
@@ -460,7 +469,7 @@ fn haproxy_processes(state: &std::path::Path) -> Vec<(u32, Vec<u32>)> {
 }
 
 /// Waits until `pid` has exited.
-async fn until_gone(pid: u32, what: &str) {
+pub async fn until_gone(pid: u32, what: &str) {
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     while !gone(pid) {
         assert!(std::time::Instant::now() < deadline, "{what} still runs");
@@ -468,17 +477,21 @@ async fn until_gone(pid: u32, what: &str) {
     }
 }
 
-/// With `--provider haproxy`, haproxy runs on across upgrades: under keep-alive and
-/// new-connection load, three upgrades fail no request, and the haproxy master and its workers
-/// are the same processes before and after (each new Portico adopts them through their PID
+/// With `--provider haproxy`, haproxy runs on across upgrades: under keep-alive,
+/// new-connection and HTTPS load with an open WebSocket, ten upgrades fail no request and keep
+/// the WebSocket, and the haproxy master and its workers are the same processes before and after (each new Portico adopts them through their PID
 /// file and master socket, and its configuration being the same, does not reload them). A
 /// change after the upgrades is served: the adopted haproxy is reloaded (its master stays).
 /// A plain SIGTERM then stops haproxy with Portico.
 #[tokio::test]
 async fn upgrades_keep_haproxy_running_and_fail_no_request() {
+    use crate::websocket::{handshake, round_trip};
     let m = manifests(0).await;
+    chat(&m).await;
     let p = Portico::start_haproxy(m.path(), &["--access-log=off"]).await;
     p.wait_route(HOST, "/", 200, "web").await;
+    let mut ws = TcpStream::connect(p.http).await.unwrap();
+    handshake(&mut ws, "ws.test", "/chat").await.unwrap();
     let state = p.state_dir();
     let before = haproxy_processes(&state);
     assert!(
@@ -487,10 +500,11 @@ async fn upgrades_keep_haproxy_running_and_fail_no_request() {
     );
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let kept = keep_alive(p.http, stop.clone());
+    let tls = https_new_connections(p.https, stop.clone());
     let fresh = NewConnections::start(p.http, HOST);
     let mut pid = p.pid().unwrap();
     let mut guards = vec![];
-    for i in 1..=3 {
+    for i in 1..=10 {
         let new = upgrade(pid, &state)
             .await
             .unwrap_or_else(|e| panic!("upgrade {i}: {e}"));
@@ -498,18 +512,24 @@ async fn upgrades_keep_haproxy_running_and_fail_no_request() {
         until_gone(pid, "the old Portico").await;
         tokio::time::sleep(Duration::from_millis(300)).await;
         assert_eq!(haproxy_processes(&state), before, "after upgrade {i}");
+        let text = format!("after upgrade {i}");
+        let echoed = round_trip(&mut ws, &text).await;
+        assert_eq!(echoed, Some(format!("echo: {text}")), "the WebSocket");
         pid = new;
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let seen = fresh.finish().await;
-    let kept = kept.await.unwrap();
+    let (kept, tls) = (kept.await.unwrap(), tls.await.unwrap());
     eprintln!(
-        "3 upgrades with haproxy: {} new-connection, {} keep-alive requests answered",
-        seen.ok, kept.0
+        "10 upgrades with haproxy: {} new-connection, {} keep-alive, {} HTTPS requests answered",
+        seen.ok, kept.0, tls.0
     );
     assert!(seen.failed.is_empty() && seen.refused == 0, "{seen:?}");
     assert!(kept.1.is_empty(), "keep-alive failures: {:?}", kept.1);
-    assert!(seen.ok > 0 && kept.0 > 0);
+    assert!(tls.1.is_empty(), "HTTPS failures: {:?}", tls.1);
+    assert!(seen.ok > 0 && kept.0 > 0 && tls.0 > 0);
+    // The WebSocket would hold the SIGTERM below for --shutdown-timeout.
+    drop(ws);
 
     // A change after the upgrades: the adopted haproxy serves it (reloaded, same master).
     let created = "2026-01-01T00:00:00Z";

@@ -79,6 +79,7 @@ mod proxy_protocol;
 mod rate_limits;
 mod seed_examples;
 mod server_header;
+mod take_over;
 mod tls;
 mod upgrades;
 mod upstreams;

@@ -527,6 +527,12 @@ impl Manager {
             tracing::info!(dir = %self.dir.display(), pid, "the PID file names no running master: starting haproxy");
             return None;
         }
+        // PIDs are read in the master's PID namespace: a master of another one (a pod that
+        // shares the state directory, not its processes) is not this PID here.
+        if !is_haproxy(pid) {
+            tracing::info!(dir = %self.dir.display(), pid, "the running master is not visible here (another PID namespace): starting haproxy");
+            return None;
+        }
         let adopted = Master::adopt(rustix::process::Pid::from_raw(pid)?);
         match adopted {
             Ok(master) => {

@@ -136,7 +136,7 @@ async fn start<K: Watched + k8s_openapi::Resource>(
     {
         tracing::warn!(
             kind = kind::<K>(),
-            "not permitted to list (deploy/rbac.yaml grants it): not served"
+            "not permitted to list (deploy/common/rbac.yaml grants it): not served"
         );
         absent::<K>(shared);
         return;
