@@ -28,7 +28,8 @@ pub use limits::Limits;
 pub use merge::merge;
 pub use object::ObjectRef;
 pub use options::{
-    BasicAuth, Coding, Compression, Cors, ExternalAuth, Hsts, PolicyOptions, RateLimit, Rewrite,
+    BasicAuth, Coding, Compression, Cors, ErrorPages, ExternalAuth, Hsts, PolicyOptions, RateLimit,
+    Rewrite,
 };
 pub use placement::Placement;
 pub use settings::{

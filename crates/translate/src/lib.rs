@@ -48,6 +48,7 @@ mod class;
 mod collision;
 mod compat;
 mod config;
+mod errors;
 pub mod gateway;
 mod incremental;
 mod kept;

@@ -47,6 +47,7 @@ mod dashboard;
 mod demo;
 mod distributed;
 mod drain;
+mod error_pages;
 mod external_auth;
 mod failover;
 mod gateway_api;

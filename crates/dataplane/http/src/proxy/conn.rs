@@ -405,6 +405,8 @@ impl Conn {
         {
             return response;
         }
+        let errors = options.and_then(|o| o.errors.as_ref());
+        let asked = errors.map(|_| super::errors::Asked::of(&req));
         if let Some(options) = options {
             super::options::before(options, &mut req);
         }
@@ -413,23 +415,34 @@ impl Conn {
             super::filters::before(filters, &mut req);
             super::filters::mirror(self, filters, &req);
         }
+        // ingress-nginx's `default-backend`: it answers for a pool without ready members.
+        let fallback = errors.filter(|e| e.unavailable && pool.is_empty());
+        if let (Some(errors), Some(asked)) = (fallback, &asked) {
+            super::errors::mark(errors, asked, 503, req.headers_mut());
+        }
+        let to = fallback.map_or(&pool, |e| &e.pool);
         let forwarded = if is_upgrade(&req) {
             // Boxed: rare, and its state would lengthen every request's future.
-            Box::pin(self.upgrade(&pool, req)).await
+            Box::pin(self.upgrade(to, req)).await
         } else if let Some(limit) = filters.and_then(|f| f.request_timeout) {
-            let forward = self.forward(&pool, req, entry, options);
-            let late = ProxyError::RequestTimeout { pool: pool.id() };
+            let forward = self.forward(to, req, entry, options);
+            let late = ProxyError::RequestTimeout { pool: to.id() };
             (tokio::time::timeout(limit, forward).await).unwrap_or(Err(late))
         } else {
-            self.forward(&pool, req, entry, options).await
+            self.forward(to, req, entry, options).await
         };
         let mut response = match forwarded {
             Ok(response) => {
-                pool.metrics.record(response.status());
+                to.metrics.record(response.status());
                 response
             }
-            Err(error) => rescue(&pool.metrics, &error),
+            Err(error) => rescue(&to.metrics, &error),
         };
+        if let (Some(errors), Some(asked), None) = (errors, &asked, fallback)
+            && errors.intercepts(response.status().as_u16())
+        {
+            response = Box::pin(self.error_page(errors, asked, response, entry)).await;
+        }
         if let (Some(options), Some(origin)) = (options, cors) {
             super::options::cors_fields(options, origin, response.headers_mut());
         }
@@ -569,7 +582,7 @@ impl Conn {
         }
     }
 
-    async fn forward(
+    pub(super) async fn forward(
         &self,
         pool: &PoolState,
         req: Request<Inbound>,
