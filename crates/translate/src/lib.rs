@@ -71,6 +71,7 @@ mod source;
 mod tls;
 mod translate;
 mod vip;
+mod www;
 
 pub use address::{
     Allocations, Cidr, EXTERNAL_IP_ANNOTATION, FIP_POOL_ANNOTATION, VIP_POOL_ANNOTATION,

@@ -106,7 +106,15 @@ pub(crate) fn build_load_balancer(
         .into_iter()
         .map(|(id, key)| pools.pool(id, key))
         .collect();
-    let (policies, https_policies) = policies(&winners, &regex, sort, controller_pool);
+    let (mut policies, mut https_policies) = policies(&winners, &regex, sort, controller_pool);
+    let www = crate::www::redirects(&winners, diagnostics);
+    if !www.is_empty() {
+        policies.extend(crate::www::policies(&www, ids.listener));
+        https_policies.extend(crate::www::policies(&www, ids.https_listener));
+        portico_model::order::sort(&mut policies);
+        portico_model::order::sort(&mut https_policies);
+    }
+    drop(www);
     let listener = Listener {
         id: ids.listener,
         name: format!("HTTP:{port}"),

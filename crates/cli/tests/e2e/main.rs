@@ -83,6 +83,7 @@ mod upgrades;
 mod upstreams;
 mod vips;
 mod websocket;
+mod www_redirect;
 
 use support::*;
 

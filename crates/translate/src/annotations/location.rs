@@ -55,6 +55,9 @@ pub(crate) struct Location {
     pub default_backend: Option<(String, String)>,
     /// `custom-http-errors`: the codes whose pages come from the default backend, ascending.
     pub custom_errors: Vec<u16>,
+    /// `from-to-www-redirect`: the other name of each host (`www.` added or taken off)
+    /// redirects to it.
+    pub from_to_www: bool,
 }
 
 impl Location {
@@ -117,6 +120,9 @@ pub(crate) fn location(
         custom_errors: r
             .value("custom-http-errors", parse::error_codes)
             .unwrap_or_default(),
+        from_to_www: r
+            .value("from-to-www-redirect", parse::bool_value)
+            .unwrap_or(false),
     };
     if l == Location::default() {
         return Location::default_arc();

@@ -250,7 +250,20 @@ pub const ANNOTATIONS: &[Annotation] = &[
         ),
         ..proxy_only("force-ssl-redirect", Ignored(HAPROXY_NOT_YET))
     },
-    ignored("from-to-www-redirect", NOT_YET),
+    Annotation {
+        proxy: ServedDifferently(
+            "the Location keeps the request's path whole and the port its Host named \
+             (ingress-nginx drops one trailing slash and names its HTTPS port when that is not \
+             443); 308, scheme kept",
+        ),
+        ..proxy_only(
+            "from-to-www-redirect",
+            Ignored(
+                "served by the built-in proxy; haproxy's redirect is not given the request's \
+                 scheme and port here: the redirect is left out",
+            ),
+        )
+    },
     Annotation {
         proxy: ServedDifferently(ALIAS),
         haproxy: ServedDifferently(ALIAS),

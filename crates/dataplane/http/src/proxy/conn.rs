@@ -575,7 +575,12 @@ impl Conn {
             return rescue(unrouted, &ProxyError::MissingHost);
         }
         let uri = req.uri();
-        let location = redirect.location(&host, uri.path(), uri.query());
+        let origin = portico_model::Origin {
+            scheme: self.forwarded.scheme.as_str(),
+            host: &host,
+            port: request_host(req).and_then(host_port),
+        };
+        let location = redirect.location(&origin, uri.path(), uri.query());
         match HeaderValue::from_str(&location) {
             Ok(location) => redirect_response(unrouted, redirect.status, location),
             Err(_) => rescue(unrouted, &ProxyError::BadTarget),
@@ -866,6 +871,15 @@ fn is_dot_segment(segment: &str) -> bool {
         dots += 1;
     }
     matches!(dots, 1 | 2)
+}
+
+/// The port a request's host names (`a.test:8080`, `[::1]:8080`), if any.
+fn host_port(host: &str) -> Option<u16> {
+    let (_, port) = host.rsplit_once(':')?;
+    if port.is_empty() || !port.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    port.parse().ok()
 }
 
 fn without_userinfo(authority: &uri::Authority) -> &str {
