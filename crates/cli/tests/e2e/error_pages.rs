@@ -6,10 +6,13 @@
 //! requests no rule matches and for the pages of an Ingress without the annotation, and bad
 //! values reported on the Ingress and annotation while the rest is served.
 
+use crate::conformance::Provider;
 use crate::support::*;
 use portico_echo::Behaviour;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+
+proxy_and_haproxy!(the_controller_default_backend_answers_unmatched_requests);
 
 const NGINX: &str = "nginx.ingress.kubernetes.io";
 const CREATED: &str = "2026-01-01T00:00:00Z";
@@ -161,16 +164,12 @@ async fn custom_http_errors_take_each_codes_page_from_the_default_backend() {
 }
 
 #[tokio::test]
-async fn the_controller_default_backend_serves_unmatched_requests_and_pages() {
+async fn the_controller_default_backend_serves_the_pages_of_ingresses_without_one() {
     let m = manifests().await;
     let flag = ["--default-backend-service", "ingress-nginx/global"];
     let p = Portico::start(m.path(), &flag).await;
     p.wait_route("c.test", "/fine", 200, "ok").await;
 
-    let unmatched = get(&p, "nomatch.test", "/some/where", &[]).await;
-    assert_eq!(unmatched.status, 200, "{unmatched:?}");
-    assert_eq!(unmatched.service(), "global");
-    assert_eq!(unmatched.json()["path"], "/some/where");
     // An Ingress without default-backend takes its pages from the controller's.
     let page = get(&p, "g.test", "/", &[]).await;
     assert_eq!((page.status, page.service().as_str()), (404, "global"));
@@ -207,4 +206,37 @@ async fn bad_default_backend_values_are_reported_and_the_rest_is_served() {
         service.contains("errs/no-such") && service.contains("not found"),
         "{service}"
     );
+}
+
+async fn the_controller_default_backend_answers_unmatched_requests(provider: Provider) {
+    let m = manifests().await;
+    let flag = ["--default-backend-service", "ingress-nginx/global"];
+    let p = provider.start_with(m.path(), &flag).await;
+    p.wait_route("c.test", "/fine", 200, "ok").await;
+    let unmatched = get(&p, "nomatch.test", "/some/where", &[]).await;
+    assert_eq!(unmatched.status, 200, "{unmatched:?}");
+    assert_eq!(unmatched.service(), "global");
+    assert_eq!(unmatched.json()["path"], "/some/where");
+}
+
+#[tokio::test]
+async fn the_haproxy_provider_warns_about_the_annotations_and_serves_the_backends_answers() {
+    let m = manifests().await;
+    let p = Portico::start_haproxy(m.path(), &[]).await;
+    p.wait_route("c.test", "/fine", 200, "ok").await;
+    let own = get(&p, "c.test", "/gone", &[]).await;
+    assert_eq!((own.status, own.service().as_str()), (404, "gone"));
+    let ingress = p.ingress(NS, "c").await;
+    let diagnostics = ingress["diagnostics"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    for key in ["default-backend", "custom-http-errors"] {
+        let field = format!("metadata.annotations[{NGINX}/{key}]");
+        let warned = diagnostics.iter().any(|d| {
+            let message = d["message"].as_str().unwrap_or_default();
+            d["field"] == field && message.starts_with("ignored by the haproxy provider")
+        });
+        assert!(warned, "{key}: {ingress:#}");
+    }
 }

@@ -93,3 +93,23 @@ async fn a_name_another_ingress_routes_is_not_redirected_and_is_reported() {
         "{message}"
     );
 }
+
+#[tokio::test]
+async fn the_haproxy_provider_leaves_the_redirect_out_with_a_warning() {
+    let m = manifests().await;
+    let p = Portico::start_haproxy(m.path(), &[]).await;
+    p.wait_route("www.taken.test", "/", 200, "other").await;
+    assert_eq!(p.get("www.second.test", "/").await.service(), "web");
+    assert_eq!(p.get("second.test", "/").await.status, 404);
+    let ingress = p.ingress(NS, "second").await;
+    let field = format!("metadata.annotations[{NGINX}/from-to-www-redirect]");
+    let diagnostics = ingress["diagnostics"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let warned = diagnostics.iter().any(|d| {
+        let message = d["message"].as_str().unwrap_or_default();
+        d["field"] == field && message.starts_with("ignored by the haproxy provider")
+    });
+    assert!(warned, "{ingress:#}");
+}
