@@ -338,3 +338,25 @@ pub(super) fn error_codes(v: &str) -> Parsed<Vec<u16>> {
     codes.dedup();
     Ok(codes)
 }
+
+#[cfg(test)]
+mod error_code_tests {
+    use super::{error_codes, service_name};
+
+    #[test]
+    fn custom_http_errors_are_codes_from_400_to_599_sorted_once() {
+        assert_eq!(error_codes("503, 404,404"), Ok(vec![404, 503]));
+        assert_eq!(error_codes("599,400"), Ok(vec![400, 599]));
+        for bad in ["", " , ", "404,600", "399", "4o4", "+404", "404;503", "off"] {
+            assert!(error_codes(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_default_backend_is_a_service_name() {
+        assert_eq!(service_name("pages-1"), Ok("pages-1".to_owned()));
+        for bad in ["", "Pages", "1pages", "pages-", "ns/pages", "a.b"] {
+            assert!(service_name(bad).is_err(), "{bad:?}");
+        }
+    }
+}
