@@ -210,6 +210,7 @@ async fn run_in(dir: &Path, listen: &ListenArgs) -> anyhow::Result<ExitCode> {
         vip_pool: None,
         fip_pool: None,
         l4_all_services: false,
+        default_backend_service: None,
     };
     let banner = BANNER.replace("{dir}", &dir.display().to_string());
     let tls = TlsArgs {

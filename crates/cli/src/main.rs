@@ -263,6 +263,11 @@ struct ClassArgs {
     /// `l4` too (those of class `portico.dev/l4` always are).
     #[arg(long)]
     l4_all_services: bool,
+    /// Service (NAMESPACE/NAME; its first port) that answers requests no Ingress rule matches,
+    /// in place of Portico's own 404, and serves the `custom-http-errors` pages of Ingresses
+    /// without a `default-backend` annotation, as ingress-nginx's flag of the same name.
+    #[arg(long, value_name = "NAMESPACE/NAME", value_parser = namespaced_name)]
+    default_backend_service: Option<portico_translate::ObjectKey>,
 }
 
 fn cidr(value: &str) -> Result<portico_translate::Cidr, String> {
@@ -573,6 +578,7 @@ fn translate_config(class: &ClassArgs, tls: &TlsArgs) -> portico_translate::Conf
         vip_pool: class.vip_pool,
         fip_pool: class.fip_pool,
         l4_all_services: class.l4_all_services,
+        default_backend: class.default_backend_service.clone(),
         ..portico_translate::Config::default()
     }
 }

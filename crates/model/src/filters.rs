@@ -94,27 +94,44 @@ pub struct Redirect {
     /// None: the request's path.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<PathRewrite>,
+    /// The `Location` keeps the request's own scheme and the port its host named, in place of
+    /// `scheme` and `port` (ingress-nginx's `from-to-www-redirect`: HTTPS stays HTTPS).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub same_scheme: bool,
+}
+
+fn is_false(value: &bool) -> bool {
+    !*value
+}
+
+/// What a redirect's `Location` may take from the request: the scheme it came over, its host
+/// (without port) and the port that host named, if any.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Origin<'a> {
+    pub scheme: &'a str,
+    pub host: &'a str,
+    pub port: Option<u16>,
 }
 
 impl Redirect {
-    /// The `Location` for a request to `host` (without port) with `path` and `query`.
-    pub fn location(&self, host: &str, path: &str, query: Option<&str>) -> String {
-        let host = self.hostname.as_deref().unwrap_or(host);
-        let well_known = matches!(
-            (self.scheme.as_str(), self.port),
-            ("http", 80) | ("https", 443)
-        );
-        let port = if well_known {
-            String::new()
+    /// The `Location` for a request from `origin` with `path` and `query`.
+    pub fn location(&self, origin: &Origin<'_>, path: &str, query: Option<&str>) -> String {
+        let host = self.hostname.as_deref().unwrap_or(origin.host);
+        let (scheme, port) = if self.same_scheme {
+            (origin.scheme, origin.port)
         } else {
-            format!(":{}", self.port)
+            (self.scheme.as_str(), Some(self.port))
+        };
+        let port = match (scheme, port) {
+            (_, None) | ("http", Some(80)) | ("https", Some(443)) => String::new(),
+            (_, Some(port)) => format!(":{port}"),
         };
         let path = self
             .path
             .as_ref()
             .map_or_else(|| path.to_owned(), |p| p.apply(path));
         let query = query.map(|q| format!("?{q}")).unwrap_or_default();
-        format!("{}://{host}{port}{path}{query}", self.scheme)
+        format!("{scheme}://{host}{port}{path}{query}")
     }
 }
 
@@ -185,6 +202,7 @@ mod tests {
                 prefix: "/a".into(),
                 replacement: "/b".into(),
             }),
+            same_scheme: false,
         });
         let json = serde_json::to_string(&action).unwrap();
         assert_eq!(
@@ -221,8 +239,14 @@ mod tests {
             hostname: None,
             port,
             path: None,
+            same_scheme: false,
         };
-        let at = |r: Redirect| r.location("a.test", "/p", Some("q=1"));
+        let origin = Origin {
+            scheme: "http",
+            host: "a.test",
+            port: Some(8080),
+        };
+        let at = |r: Redirect| r.location(&origin, "/p", Some("q=1"));
         assert_eq!(at(redirect("http", 80)), "http://a.test/p?q=1");
         assert_eq!(at(redirect("https", 443)), "https://a.test/p?q=1");
         assert_eq!(at(redirect("https", 80)), "https://a.test:80/p?q=1");
@@ -230,6 +254,31 @@ mod tests {
         let mut moved = redirect("http", 80);
         moved.hostname = Some("example.org".into());
         moved.path = Some(PathRewrite::Full { path: "/x".into() });
-        assert_eq!(moved.location("a.test", "/p", None), "http://example.org/x");
+        assert_eq!(moved.location(&origin, "/p", None), "http://example.org/x");
+    }
+
+    #[test]
+    fn a_same_scheme_redirect_keeps_the_requests_scheme_and_port() {
+        let to_www = Redirect {
+            status: 308,
+            scheme: "http".into(),
+            hostname: Some("www.a.test".into()),
+            port: 80,
+            path: None,
+            same_scheme: true,
+        };
+        let at = |scheme, port| {
+            let origin = Origin {
+                scheme,
+                host: "a.test",
+                port,
+            };
+            to_www.location(&origin, "/p/", Some("q=1"))
+        };
+        assert_eq!(at("https", None), "https://www.a.test/p/?q=1");
+        assert_eq!(at("https", Some(443)), "https://www.a.test/p/?q=1");
+        assert_eq!(at("https", Some(8443)), "https://www.a.test:8443/p/?q=1");
+        assert_eq!(at("http", Some(80)), "http://www.a.test/p/?q=1");
+        assert_eq!(at("http", Some(8080)), "http://www.a.test:8080/p/?q=1");
     }
 }

@@ -22,13 +22,14 @@ mod tree;
 pub use credentials::{Credentials, Htpasswd, HtpasswdError, PasswordHash};
 pub use diagnostic::{Diagnostic, Escaped, MAX_OBJECT_DIAGNOSTICS, Severity, cap_per_object};
 pub use diff::{Change, ChangeKind, ElementKind, diff};
-pub use filters::{HeaderChanges, Mirror, PathRewrite, Redirect, Timeouts};
+pub use filters::{HeaderChanges, Mirror, Origin, PathRewrite, Redirect, Timeouts};
 pub use id::{L7PolicyId, L7RuleId, ListenerId, LoadBalancerId, MemberId, PoolId, stable_uuid};
 pub use limits::Limits;
 pub use merge::merge;
 pub use object::ObjectRef;
 pub use options::{
-    BasicAuth, Coding, Compression, Cors, ExternalAuth, Hsts, PolicyOptions, RateLimit, Rewrite,
+    BasicAuth, Coding, Compression, Cors, ErrorPages, ExternalAuth, Hsts, PolicyOptions, RateLimit,
+    Rewrite,
 };
 pub use placement::Placement;
 pub use settings::{

@@ -3,7 +3,7 @@
 //! `upstream-vhost`, CORS, rate limits, external auth). Kept apart from the rules and the action so that a policy
 //! without them is unchanged.
 
-use crate::{HeaderChanges, Mirror, ObjectRef, PathRewrite, Timeouts};
+use crate::{HeaderChanges, Mirror, ObjectRef, PathRewrite, PoolId, Timeouts};
 use serde::{Deserialize, Serialize};
 
 /// The request changes and CORS answers of one policy. Every field is optional; a policy
@@ -43,6 +43,41 @@ pub struct PolicyOptions {
     /// process's (`--compression`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compression: Option<Compression>,
+    /// ingress-nginx's `default-backend` and `custom-http-errors`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub errors: Option<ErrorPages>,
+}
+
+/// Where a policy's error answers come from: ingress-nginx's default backend (the
+/// `default-backend` annotation's Service, else the controller-wide `--default-backend-service`),
+/// a pool of the load balancer. It answers in place of the policy's pool when that has no ready
+/// member (`unavailable`, the annotation's only), and it serves the page of each answer whose
+/// status is one of `codes` (`custom-http-errors`), that status kept. Either request carries
+/// the headers ingress-nginx sends its default backend: `X-Code`, `X-Format` (the request's
+/// `Accept`), `X-Original-URI`, `X-Namespace`, `X-Ingress-Name`, `X-Service-Name`,
+/// `X-Service-Port`, `X-Request-ID`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ErrorPages {
+    pub pool: PoolId,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub unavailable: bool,
+    /// Ascending, each in 400–599.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub codes: Vec<u16>,
+    /// The Ingress (`X-Namespace`, `X-Ingress-Name`).
+    pub namespace: String,
+    pub ingress: String,
+    /// The Service port of the policy's own backend, as the Ingress names it
+    /// (`X-Service-Name`, `X-Service-Port`).
+    pub service: String,
+    pub service_port: String,
+}
+
+impl ErrorPages {
+    /// Whether an answer with `status` gets the default backend's page instead.
+    pub fn intercepts(&self, status: u16) -> bool {
+        self.codes.binary_search(&status).is_ok()
+    }
 }
 
 /// A content coding the data plane compresses responses with.

@@ -162,14 +162,17 @@ pub struct WeightedPool {
 }
 
 impl L7Policy {
-    /// Every pool the policy may send a request to, its mirrors' included.
+    /// Every pool the policy may send a request to, its mirrors' and error pages' included.
     pub fn pools(&self) -> impl Iterator<Item = PoolId> + '_ {
         let shares = match &self.action {
             PolicyAction::RedirectToPools { pools } => &pools[..],
             _ => &[][..],
         };
         let options = (self.options.iter()).chain(shares.iter().filter_map(|s| s.options.as_ref()));
-        let mirrors = options.flat_map(|o| o.mirrors.iter().map(|m| m.pool));
+        let mirrors = options.flat_map(|o| {
+            let errors = o.errors.as_ref().map(|e| e.pool);
+            o.mirrors.iter().map(|m| m.pool).chain(errors)
+        });
         self.action.pools().chain(mirrors)
     }
 }

@@ -49,6 +49,10 @@ pub struct Config {
     /// Services of type LoadBalancer without `spec.loadBalancerClass` become `l4` load
     /// balancers too (`--l4-all-services`); those of class [`L4_CLASS`] always do.
     pub l4_all_services: bool,
+    /// The Service that answers requests no rule matches, in place of the data plane's own
+    /// 404, and serves the `custom-http-errors` pages of Ingresses without a
+    /// `default-backend` (`--default-backend-service`).
+    pub default_backend: Option<ObjectKey>,
 }
 
 impl Default for Config {
@@ -64,6 +68,7 @@ impl Default for Config {
             vip_pool: None,
             fip_pool: None,
             l4_all_services: false,
+            default_backend: None,
         }
     }
 }

@@ -48,6 +48,7 @@ mod class;
 mod collision;
 mod compat;
 mod config;
+mod errors;
 pub mod gateway;
 mod incremental;
 mod kept;
@@ -70,6 +71,7 @@ mod source;
 mod tls;
 mod translate;
 mod vip;
+mod www;
 
 pub use address::{
     Allocations, Cidr, EXTERNAL_IP_ANNOTATION, FIP_POOL_ANNOTATION, VIP_POOL_ANNOTATION,

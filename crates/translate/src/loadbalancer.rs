@@ -9,7 +9,7 @@ use crate::memo::Pools;
 use crate::merge::{Entry, default_backend, merge, order};
 use crate::policy::build_policies;
 use crate::regex_hosts::{RegexPaths, regex_paths};
-use crate::route::Route;
+use crate::route::{Backend, Route};
 use crate::source::{ClassIds, Source};
 use crate::{Config, Objects, class};
 use portico_model::{Diagnostic, L7Policy, Listener, LoadBalancer, PoolId, Protocol};
@@ -89,18 +89,39 @@ pub(crate) fn build_load_balancer(
     if let Some((backend, _)) = default {
         used.insert(backend.pool, &backend.key);
     }
+    let controller = controller_backend(&ids, objects, config, diagnostics);
+    if let Some(backend) = &controller {
+        used.insert(backend.pool, &backend.key);
+    }
+    for source in sources {
+        if let Some(backend) = &source.error_backend {
+            used.insert(backend.pool, &backend.key);
+        }
+    }
+    let controller_pool = controller.as_ref().map(|b| b.pool);
+    if controller_pool.is_none() {
+        diagnostics.extend(sources.iter().filter_map(|s| pageless(s)));
+    }
     let pools = used
         .into_iter()
         .map(|(id, key)| pools.pool(id, key))
         .collect();
-    let (policies, https_policies) = policies(&winners, &regex, sort);
+    let (mut policies, mut https_policies) = policies(&winners, &regex, sort, controller_pool);
+    let www = crate::www::redirects(&winners, diagnostics);
+    if !www.is_empty() {
+        policies.extend(crate::www::policies(&www, ids.listener));
+        https_policies.extend(crate::www::policies(&www, ids.https_listener));
+        portico_model::order::sort(&mut policies);
+        portico_model::order::sort(&mut https_policies);
+    }
+    drop(www);
     let listener = Listener {
         id: ids.listener,
         name: format!("HTTP:{port}"),
         protocol: Protocol::Http,
         port,
         policies,
-        default_pool: default.map(|(backend, _)| backend.pool),
+        default_pool: default.map(|(backend, _)| backend.pool).or(controller_pool),
         default_source: default.map(|(_, source)| portico_model::ObjectRef::clone(&source.object)),
         tls: None,
     };
@@ -140,6 +161,49 @@ pub(crate) fn build_load_balancer(
     load_balancer
 }
 
+/// The pool of `--default-backend-service` on this load balancer, or an error naming the flag
+/// when its Service does not resolve (requests no rule matches are then answered 404).
+fn controller_backend(
+    ids: &ClassIds,
+    objects: &Objects,
+    config: &Config,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Option<Backend> {
+    let service = config.default_backend.as_ref()?;
+    match crate::errors::backend_key(objects, service) {
+        Ok(key) => Some(Backend::new(ids, key)),
+        Err(why) => {
+            let object =
+                portico_model::ObjectRef::new("Service", &service.namespace, &service.name);
+            let message = format!(
+                "--default-backend-service: {why}; requests no rule matches are answered 404"
+            );
+            diagnostics.push(Diagnostic::warning(object, "metadata.name", message));
+            None
+        }
+    }
+}
+
+/// The warning of an Ingress with `custom-http-errors` and no default backend to take the
+/// pages from (neither its `default-backend` nor `--default-backend-service`).
+fn pageless(source: &Source) -> Option<Diagnostic> {
+    let location = &source.location;
+    if location.custom_errors.is_empty() || source.error_backend.is_some() {
+        return None;
+    }
+    let ingress = source.ingress();
+    let annotations = ingress.metadata.annotations.as_ref()?;
+    let (name, _) = crate::annotations::get(annotations, "custom-http-errors")?;
+    let field = format!("metadata.annotations[{name}]");
+    let message = "no default backend to take the error pages from (a default-backend \
+        annotation or --default-backend-service): the backend's own answers are served";
+    Some(Diagnostic::warning(
+        (*source.object).clone(),
+        field,
+        message,
+    ))
+}
+
 /// From this many routes on, the two listeners' policies are built on two threads.
 const PARALLEL_ROUTES: usize = 2048;
 
@@ -151,6 +215,7 @@ fn policies(
     winners: &[Route<'_>],
     regex: &RegexPaths,
     sort: bool,
+    controller: Option<PoolId>,
 ) -> (Vec<L7Policy>, Vec<L7Policy>) {
     let build = |https: bool| -> Vec<L7Policy> {
         let ids = |route: &Route<'_>| {
@@ -163,7 +228,7 @@ fn policies(
         let mut out = Vec::with_capacity(winners.len());
         for (i, route) in winners.iter().enumerate() {
             let written = regex.get(&i).map(String::as_str);
-            build_policies(route, &ids(route), written, &mut out);
+            build_policies(route, &ids(route), (written, controller), &mut out);
         }
         if !sort {
             for (position, policy) in out.iter_mut().enumerate() {

@@ -3,8 +3,8 @@
 use crate::annotations::Location;
 use crate::route::{HostMatch, PolicyIds, Route, RouteSpec};
 use portico_model::{
-    CompareType, L7Policy, L7PolicyId, L7Rule, L7RuleId, PolicyAction, PolicyOptions, Rewrite,
-    RuleType,
+    CompareType, L7Policy, L7PolicyId, L7Rule, L7RuleId, PolicyAction, PolicyOptions, PoolId,
+    Rewrite, RuleType,
 };
 use std::cmp::Reverse;
 use std::sync::Arc;
@@ -29,11 +29,11 @@ pub(crate) fn sort_key(spec: &RouteSpec) -> SortKey<'_> {
 /// The policies of `route` on one listener (`ids`), pushed onto `out`: its own, and before it
 /// the `app-root` redirect of `/` when its Ingress has one and its path is the root. `regex`
 /// is the route's path as written when its host's paths are regular expressions
-/// ([`crate::regex_hosts`]).
+/// ([`crate::regex_hosts`]). `controller` is the pool of `--default-backend-service`.
 pub(crate) fn build_policies(
     route: &Route<'_>,
     ids: &PolicyIds,
-    regex: Option<&str>,
+    (regex, controller): (Option<&str>, Option<PoolId>),
     out: &mut Vec<L7Policy>,
 ) {
     let spec = route.spec;
@@ -73,7 +73,7 @@ pub(crate) fn build_policies(
         }
         None => (
             crate::canary::action(route, spec.backend.pool),
-            options(location, regex),
+            options(route, regex, controller),
         ),
     };
     let rules = (ids.host_rule, ids.path_rule);
@@ -88,8 +88,14 @@ pub(crate) fn build_policies(
 const APP_ROOT_STATUS: u16 = 302;
 
 /// The options of a route forwarded to its pool: the rewrite (only on a regex host, where
-/// the written path is its pattern), the upstream `Host`, CORS, rate limits, external auth, HSTS, compression.
-fn options(location: &Location, regex: Option<&str>) -> Option<Arc<PolicyOptions>> {
+/// the written path is its pattern), the upstream `Host`, CORS, rate limits, external auth,
+/// HSTS, compression, error pages.
+fn options(
+    route: &Route<'_>,
+    regex: Option<&str>,
+    controller: Option<PoolId>,
+) -> Option<Arc<PolicyOptions>> {
+    let location: &Location = &route.source.location;
     let rewrite = regex
         .filter(|path| location.rewrites(path))
         .and_then(|path| {
@@ -108,6 +114,7 @@ fn options(location: &Location, regex: Option<&str>) -> Option<Arc<PolicyOptions
         basic_auth: location.basic_auth.clone().and_then(Result::ok),
         hsts: location.hsts,
         compression: location.compression,
+        errors: crate::errors::error_pages(route.source, route.spec, controller),
         ..PolicyOptions::default()
     };
     (options != PolicyOptions::default()).then(|| Arc::new(options))

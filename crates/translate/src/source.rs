@@ -76,6 +76,8 @@ pub(crate) struct Source {
     pub default: Option<Box<Backend>>,
     /// Its per-location annotations (rewrite, redirects, CORS, …); shared default for most.
     pub location: Arc<Location>,
+    /// The `default-backend` annotation's Service, when it resolves.
+    pub error_backend: Option<Box<Backend>>,
 }
 
 impl Source {
@@ -108,6 +110,9 @@ impl Source {
         } else {
             (Vec::new(), None)
         };
+        let found = (&mut lookups.services, &mut lookups.diagnostics);
+        let error_backend =
+            crate::errors::annotation_backend(&object, &settings, &ids, objects, found);
         lookups.services.sort();
         lookups.services.dedup();
         lookups.services.shrink_to_fit();
@@ -123,6 +128,7 @@ impl Source {
             routes,
             default,
             location: settings,
+            error_backend,
         }
     }
 

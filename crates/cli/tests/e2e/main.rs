@@ -47,6 +47,7 @@ mod dashboard;
 mod demo;
 mod distributed;
 mod drain;
+mod error_pages;
 mod external_auth;
 mod failover;
 mod gateway_api;
@@ -85,6 +86,7 @@ mod upgrades;
 mod upstreams;
 mod vips;
 mod websocket;
+mod www_redirect;
 
 use support::*;
 

@@ -1,6 +1,7 @@
 //! An Ingress's per-location annotations (ingress-nginx's word: what each of its paths does
 //! besides choosing the pool): regex paths, the rewrite, redirects, the upstream `Host`,
-//! `X-Forwarded-Prefix`, the HTTPS redirect it forces, CORS, canaries, rate limits, external and basic auth, HSTS, compression. Read with the same [`Reader`]
+//! `X-Forwarded-Prefix`, the HTTPS redirect it forces, CORS, canaries, rate limits, external and basic auth, HSTS, compression, the default backend and
+//! custom error pages. Read with the same [`Reader`]
 //! as the upstream settings; a bad value is a warning and the default applies.
 
 use super::canary::Canary;
@@ -48,6 +49,15 @@ pub(crate) struct Location {
     pub hsts: Option<Hsts>,
     /// `portico.dev/compression`: the Ingress's own response codings.
     pub compression: Option<Compression>,
+    /// `default-backend`: the Service (in the Ingress's namespace) that answers when a path's
+    /// own backend has no ready member, and serves the pages of `custom_errors`; with the
+    /// full name of the annotation that named it.
+    pub default_backend: Option<(String, String)>,
+    /// `custom-http-errors`: the codes whose pages come from the default backend, ascending.
+    pub custom_errors: Vec<u16>,
+    /// `from-to-www-redirect`: the other name of each host (`www.` added or taken off)
+    /// redirects to it.
+    pub from_to_www: bool,
 }
 
 impl Location {
@@ -106,6 +116,13 @@ pub(crate) fn location(
         aliases: r.value("server-alias", aliases).unwrap_or_default(),
         hsts: hsts(&mut r),
         compression: r.value("compression", Compression::parse),
+        default_backend: default_backend(&mut r),
+        custom_errors: r
+            .value("custom-http-errors", parse::error_codes)
+            .unwrap_or_default(),
+        from_to_www: r
+            .value("from-to-www-redirect", parse::bool_value)
+            .unwrap_or(false),
     };
     if l == Location::default() {
         return Location::default_arc();
@@ -125,6 +142,13 @@ fn redirect(r: &mut Reader<'_>) -> Option<(u16, String)> {
         (None, Some(url)) => Some((permanent_code.unwrap_or(301), url)),
         (None, None) => None,
     }
+}
+
+/// `default-backend`: the annotation's full name and the Service it names.
+fn default_backend(r: &mut Reader<'_>) -> Option<(String, String)> {
+    let (name, _) = r.get("default-backend")?;
+    let service = r.value("default-backend", parse::service_name)?;
+    Some((name, service))
 }
 
 /// `hsts-max-age` (seconds; 0: none on this Ingress's routes), with `hsts-include-subdomains`

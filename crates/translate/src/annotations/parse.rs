@@ -298,3 +298,65 @@ pub(super) fn redirect_code(v: &str) -> Parsed<u16> {
         .filter(|c| (300..=308).contains(c) && v.bytes().all(|b| b.is_ascii_digit()))
         .ok_or_else(|| "must be a redirect status from 300 to 308".to_owned())
 }
+
+/// `default-backend`: the name of a Service in the Ingress's own namespace (a DNS-1035 label,
+/// as Service names are).
+pub(super) fn service_name(v: &str) -> Parsed<String> {
+    let ok = !v.is_empty()
+        && v.len() <= 63
+        && v.starts_with(|c: char| c.is_ascii_lowercase())
+        && !v.ends_with('-')
+        && v.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    if ok {
+        Ok(v.to_owned())
+    } else {
+        Err("must be the name of a Service in the Ingress's namespace".to_owned())
+    }
+}
+
+/// `custom-http-errors`: status codes from 400 to 599 separated by commas, ascending and
+/// without duplicates once read.
+pub(super) fn error_codes(v: &str) -> Parsed<Vec<u16>> {
+    let mut codes = Vec::new();
+    for token in v.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+        let code = token
+            .parse::<u16>()
+            .ok()
+            .filter(|c| (400..=599).contains(c) && token.bytes().all(|b| b.is_ascii_digit()));
+        let Some(code) = code else {
+            return Err(format!(
+                "{token:?} is not a status code from 400 to 599 (e.g. \"404,503\")"
+            ));
+        };
+        codes.push(code);
+    }
+    if codes.is_empty() {
+        return Err("must name status codes from 400 to 599 (e.g. \"404,503\")".to_owned());
+    }
+    codes.sort_unstable();
+    codes.dedup();
+    Ok(codes)
+}
+
+#[cfg(test)]
+mod error_code_tests {
+    use super::{error_codes, service_name};
+
+    #[test]
+    fn custom_http_errors_are_codes_from_400_to_599_sorted_once() {
+        assert_eq!(error_codes("503, 404,404"), Ok(vec![404, 503]));
+        assert_eq!(error_codes("599,400"), Ok(vec![400, 599]));
+        for bad in ["", " , ", "404,600", "399", "4o4", "+404", "404;503", "off"] {
+            assert!(error_codes(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_default_backend_is_a_service_name() {
+        assert_eq!(service_name("pages-1"), Ok("pages-1".to_owned()));
+        for bad in ["", "Pages", "1pages", "pages-", "ns/pages", "a.b"] {
+            assert!(service_name(bad).is_err(), "{bad:?}");
+        }
+    }
+}

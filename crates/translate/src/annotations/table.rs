@@ -250,7 +250,20 @@ pub const ANNOTATIONS: &[Annotation] = &[
         ),
         ..proxy_only("force-ssl-redirect", Ignored(HAPROXY_NOT_YET))
     },
-    ignored("from-to-www-redirect", NOT_YET),
+    Annotation {
+        proxy: ServedDifferently(
+            "the Location keeps the request's path whole and the port its Host named \
+             (ingress-nginx drops one trailing slash and names its HTTPS port when that is not \
+             443); 308, scheme kept",
+        ),
+        ..proxy_only(
+            "from-to-www-redirect",
+            Ignored(
+                "served by the built-in proxy; haproxy's redirect is not given the request's \
+                 scheme and port here: the redirect is left out",
+            ),
+        )
+    },
     Annotation {
         proxy: ServedDifferently(ALIAS),
         haproxy: ServedDifferently(ALIAS),
@@ -382,8 +395,34 @@ pub const ANNOTATIONS: &[Annotation] = &[
     proxy_only("limit-whitelist", Ignored(HAPROXY_NOT_YET)),
     ignored("limit-rate", NOT_YET),
     ignored("limit-rate-after", NOT_YET),
-    ignored("default-backend", NOT_YET),
-    ignored("custom-http-errors", NOT_YET),
+    Annotation {
+        proxy: ServedDifferently(
+            "the Service's first port, as ingress-nginx takes it; a Service that does not \
+             exist is a warning and the Ingress is served without it",
+        ),
+        ..proxy_only(
+            "default-backend",
+            Ignored(
+                "served by the built-in proxy; the haproxy provider does not serve it yet (a \
+                 path without ready endpoints answers 503)",
+            ),
+        )
+    },
+    Annotation {
+        proxy: ServedDifferently(
+            "the page is fetched with GET / and served with the intercepted status (nginx's \
+             `error_page … =` keeps the method and takes the default backend's status); \
+             without any default backend (annotation or --default-backend-service) the \
+             backend's own answer is served, with a warning",
+        ),
+        ..proxy_only(
+            "custom-http-errors",
+            Ignored(
+                "haproxy 2.6 cannot answer a response status with a page fetched from another \
+                 backend (its errorfiles are static files); the backend's own answer is served",
+            ),
+        )
+    },
     Annotation {
         proxy: ServedDifferently(
             "always on (no --enable-ssl-passthrough flag); the stream goes to the backend of \

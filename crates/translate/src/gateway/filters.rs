@@ -337,6 +337,7 @@ pub(crate) fn compile(
                     hostname: r.hostname.clone(),
                     port,
                     path: r.path.as_ref().and_then(|p| rewrite(p, prefix)),
+                    same_scheme: false,
                 });
             }
             "CORS" => options.cors = filter.cors.as_ref().map(cors),

@@ -169,7 +169,11 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
         "--limit-status-code",
         "one status for rate and connection limits (--limit-status-code)",
     ),
-    not("custom-http-errors", LATER),
+    not(
+        "custom-http-errors",
+        "per Ingress: the custom-http-errors annotation, its pages from the Ingress's \
+         default-backend or --default-backend-service",
+    ),
     not("enable-opentelemetry", LATER),
     not("enable-modsecurity", "Portico has no WAF"),
     not("enable-owasp-modsecurity-crs", "Portico has no WAF"),

@@ -82,6 +82,8 @@ impl Fault {
 pub(crate) enum Inbound {
     Hyper(Incoming),
     H3(H3Body),
+    /// No body: a request the proxy makes itself (an error page's).
+    Empty,
 }
 
 /// The receiving half of an HTTP/3 request stream as a body: its DATA frames, then its
@@ -136,6 +138,7 @@ impl Body for Inbound {
         match self.get_mut() {
             Inbound::Hyper(body) => Pin::new(body).poll_frame(cx).map_err(Into::into),
             Inbound::H3(body) => body.poll_frame(cx),
+            Inbound::Empty => Poll::Ready(None),
         }
     }
 
@@ -143,6 +146,7 @@ impl Body for Inbound {
         match self {
             Inbound::Hyper(body) => body.is_end_stream(),
             Inbound::H3(body) => body.ended,
+            Inbound::Empty => true,
         }
     }
 
@@ -150,6 +154,7 @@ impl Body for Inbound {
         match self {
             Inbound::Hyper(body) => body.size_hint(),
             Inbound::H3(body) if body.ended => SizeHint::with_exact(0),
+            Inbound::Empty => SizeHint::with_exact(0),
             Inbound::H3(_) => SizeHint::default(),
         }
     }

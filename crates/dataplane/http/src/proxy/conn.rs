@@ -405,6 +405,8 @@ impl Conn {
         {
             return response;
         }
+        let errors = options.and_then(|o| o.errors.as_ref());
+        let asked = errors.map(|_| super::errors::Asked::of(&req));
         if let Some(options) = options {
             super::options::before(options, &mut req);
         }
@@ -413,23 +415,34 @@ impl Conn {
             super::filters::before(filters, &mut req);
             super::filters::mirror(self, filters, &req);
         }
+        // ingress-nginx's `default-backend`: it answers for a pool without ready members.
+        let fallback = errors.filter(|e| e.unavailable && pool.is_empty());
+        if let (Some(errors), Some(asked)) = (fallback, &asked) {
+            super::errors::mark(errors, asked, 503, req.headers_mut());
+        }
+        let to = fallback.map_or(&pool, |e| &e.pool);
         let forwarded = if is_upgrade(&req) {
             // Boxed: rare, and its state would lengthen every request's future.
-            Box::pin(self.upgrade(&pool, req)).await
+            Box::pin(self.upgrade(to, req)).await
         } else if let Some(limit) = filters.and_then(|f| f.request_timeout) {
-            let forward = self.forward(&pool, req, entry, options);
-            let late = ProxyError::RequestTimeout { pool: pool.id() };
+            let forward = self.forward(to, req, entry, options);
+            let late = ProxyError::RequestTimeout { pool: to.id() };
             (tokio::time::timeout(limit, forward).await).unwrap_or(Err(late))
         } else {
-            self.forward(&pool, req, entry, options).await
+            self.forward(to, req, entry, options).await
         };
         let mut response = match forwarded {
             Ok(response) => {
-                pool.metrics.record(response.status());
+                to.metrics.record(response.status());
                 response
             }
-            Err(error) => rescue(&pool.metrics, &error),
+            Err(error) => rescue(&to.metrics, &error),
         };
+        if let (Some(errors), Some(asked), None) = (errors, &asked, fallback)
+            && errors.intercepts(response.status().as_u16())
+        {
+            response = Box::pin(self.error_page(errors, asked, response, entry)).await;
+        }
         if let (Some(options), Some(origin)) = (options, cors) {
             super::options::cors_fields(options, origin, response.headers_mut());
         }
@@ -562,14 +575,19 @@ impl Conn {
             return rescue(unrouted, &ProxyError::MissingHost);
         }
         let uri = req.uri();
-        let location = redirect.location(&host, uri.path(), uri.query());
+        let origin = portico_model::Origin {
+            scheme: self.forwarded.scheme.as_str(),
+            host: &host,
+            port: request_host(req).and_then(host_port),
+        };
+        let location = redirect.location(&origin, uri.path(), uri.query());
         match HeaderValue::from_str(&location) {
             Ok(location) => redirect_response(unrouted, redirect.status, location),
             Err(_) => rescue(unrouted, &ProxyError::BadTarget),
         }
     }
 
-    async fn forward(
+    pub(super) async fn forward(
         &self,
         pool: &PoolState,
         req: Request<Inbound>,
@@ -853,6 +871,15 @@ fn is_dot_segment(segment: &str) -> bool {
         dots += 1;
     }
     matches!(dots, 1 | 2)
+}
+
+/// The port a request's host names (`a.test:8080`, `[::1]:8080`), if any.
+fn host_port(host: &str) -> Option<u16> {
+    let (_, port) = host.rsplit_once(':')?;
+    if port.is_empty() || !port.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    port.parse().ok()
 }
 
 fn without_userinfo(authority: &uri::Authority) -> &str {

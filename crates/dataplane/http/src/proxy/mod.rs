@@ -4,6 +4,7 @@ mod authorize;
 mod conn;
 mod drain;
 mod error;
+mod errors;
 mod filters;
 mod gate;
 mod h1;

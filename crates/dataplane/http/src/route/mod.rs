@@ -61,6 +61,7 @@ pub(crate) use compile::{Compiler, ready_members};
 pub use compile::{PROVIDER, compile};
 use condition::{Guard, holds};
 pub use condition::{RequestHeaders, RouteRequest};
+pub(crate) use options::CompiledErrors;
 pub use options::{RouteOptions, rewrite};
 pub use passthrough::Passthrough;
 pub use pool::{PoolState, Target};

@@ -31,6 +31,43 @@ pub struct RouteOptions {
     pub(crate) hsts: Option<Option<HeaderValue>>,
     /// The Ingress's own response codings, in place of the process's.
     pub(crate) compression: Option<portico_model::Compression>,
+    /// `default-backend` and `custom-http-errors`; none when the pool is not served here.
+    pub(crate) errors: Option<CompiledErrors>,
+}
+
+/// [`portico_model::ErrorPages`] with its pool's state and its header values checked once.
+#[derive(Debug)]
+pub(crate) struct CompiledErrors {
+    pub(crate) pool: Arc<super::PoolState>,
+    pub(crate) unavailable: bool,
+    pub(crate) codes: Vec<u16>,
+    /// `X-Namespace`, `X-Ingress-Name`, `X-Service-Name`, `X-Service-Port`, in that order.
+    pub(crate) fields: [HeaderValue; 4],
+}
+
+impl CompiledErrors {
+    fn compile(
+        errors: &portico_model::ErrorPages,
+        pool: &dyn Fn(portico_model::PoolId) -> Option<Arc<super::PoolState>>,
+    ) -> Option<Self> {
+        let value = |s: &str| HeaderValue::from_str(s).ok();
+        Some(CompiledErrors {
+            pool: pool(errors.pool)?,
+            unavailable: errors.unavailable,
+            codes: errors.codes.clone(),
+            fields: [
+                value(&errors.namespace)?,
+                value(&errors.ingress)?,
+                value(&errors.service)?,
+                value(&errors.service_port)?,
+            ],
+        })
+    }
+
+    /// Whether an answer with `status` gets the default backend's page instead.
+    pub(crate) fn intercepts(&self, status: u16) -> bool {
+        self.codes.binary_search(&status).is_ok()
+    }
 }
 
 #[derive(Debug)]
@@ -82,6 +119,7 @@ impl RouteOptions {
                 .map(|b| crate::auth::basic::Basic::compile(b, credentials)),
             hsts: options.hsts.as_ref().map(crate::proxy::hsts_value),
             compression: options.compression,
+            errors: (options.errors.as_ref()).and_then(|e| CompiledErrors::compile(e, pool)),
         }
     }
 }

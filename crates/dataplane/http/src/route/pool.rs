@@ -120,6 +120,11 @@ impl PoolState {
         self.balance.endpoints().iter().map(|e| e.addr()).collect()
     }
 
+    /// Whether the pool has no ready member at all (ingress-nginx's "no active endpoint").
+    pub(crate) fn is_empty(&self) -> bool {
+        self.balance.member_count() == 0
+    }
+
     /// Each ready member's health: healthy, ejected (passive health) or failing its checks.
     pub fn health(&self) -> Vec<(SocketAddr, Health)> {
         self.balance.health()

@@ -80,6 +80,11 @@ fn unsupported(policy: &L7Policy) -> Option<&'static str> {
         });
     }
     if let PolicyAction::RequestRedirect(redirect) = &policy.action
+        && redirect.same_scheme
+    {
+        return Some("a redirect keeping the request's scheme and port (from-to-www-redirect)");
+    }
+    if let PolicyAction::RequestRedirect(redirect) = &policy.action
         && redirect_line(redirect).is_none()
     {
         return Some("a RequestRedirect that changes the path");
