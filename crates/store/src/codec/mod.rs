@@ -22,6 +22,7 @@
 //! Every value is an envelope `{"schema": 1, "kind": …, "data": …}`; a value that does not
 //! decode, or of another schema, is a diagnostic naming its key, and the rest is served.
 
+mod assemble;
 mod decode;
 mod encode;
 mod placement;

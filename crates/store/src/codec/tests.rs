@@ -352,3 +352,157 @@ fn credentials_travel_under_their_own_keys_and_a_bad_one_is_a_diagnostic() {
     assert!(desired.credentials.is_empty());
     assert_eq!(desired.diagnostics.len(), 1, "{:?}", desired.diagnostics);
 }
+
+/// What one source gives the load balancer of [`sources_model`]: (host, path, on HTTPS too)
+/// per policy, and SNI hosts.
+type SourceSpec = (Vec<(u8, u8, bool)>, Vec<u8>);
+
+/// One load balancer with an HTTP and an HTTPS listener and a policy (and SNI entry) per spec
+/// of each present source. Hosts and paths come from small sets, so policies of different
+/// sources tie in evaluation order.
+fn sources_model(sources: &[Option<SourceSpec>]) -> Model {
+    use portico_model::{
+        CompareType, L7Policy, L7PolicyId, L7Rule, L7RuleId, Listener, ListenerId, ListenerTls,
+        LoadBalancer, LoadBalancerId, PoolId, Protocol, RuleType, SniCertificate,
+    };
+    let listener = |name: &str, protocol, tls| Listener {
+        id: ListenerId::derive(name),
+        name: name.into(),
+        protocol,
+        port: 80,
+        policies: vec![],
+        default_pool: None,
+        default_source: None,
+        tls,
+    };
+    let mut listeners = vec![
+        listener("http", Protocol::Http, None),
+        listener(
+            "https",
+            Protocol::TerminatedHttps,
+            Some(ListenerTls::default()),
+        ),
+    ];
+    for (i, spec) in sources.iter().enumerate() {
+        let Some((policies, sni)) = spec else {
+            continue;
+        };
+        let source = Arc::new(ObjectRef::new("Ingress", "default", &format!("ing-{i}")));
+        for (n, (host, path, https)) in policies.iter().enumerate() {
+            let host = format!("h{host}.test");
+            let path = ["/", "/a", "/a/b"][usize::from(*path % 3)];
+            let rule = |t, c, v: &str| L7Rule {
+                id: L7RuleId::derive(&format!("{i}/{n}/{v}")),
+                rule_type: t,
+                compare_type: c,
+                key: None,
+                value: v.to_owned(),
+            };
+            let policy = L7Policy {
+                id: L7PolicyId::derive(&format!("{i}/{n}")),
+                position: 0,
+                action: PolicyAction::RedirectToPool {
+                    pool: PoolId::derive(&format!("pool-{n}")),
+                },
+                rules: vec![
+                    rule(RuleType::HostName, CompareType::EqualTo, &host),
+                    rule(RuleType::Path, CompareType::PathPrefix, path),
+                ],
+                source: source.clone(),
+                precedence: 0,
+                options: None,
+            };
+            if *https {
+                listeners[1].policies.push(policy.clone());
+            }
+            listeners[0].policies.push(policy);
+        }
+        for host in sni {
+            let tls = listeners[1].tls.as_mut().unwrap();
+            tls.sni.push(SniCertificate {
+                host: format!("h{host}.test"),
+                certificate: ObjectRef::new("Secret", "default", &format!("cert-{i}")),
+                source: (*source).clone(),
+            });
+        }
+    }
+    let lb = LoadBalancer {
+        id: LoadBalancerId::derive("shared"),
+        name: "shared".into(),
+        origin: ObjectRef::new("IngressClass", "", "shared"),
+        provider: "proxy".into(),
+        vip: None,
+        floating_ip: None,
+        listeners: Arc::new(listeners),
+        pools: vec![],
+    };
+    Model {
+        load_balancers: vec![lb],
+    }
+}
+
+fn source_spec() -> impl proptest::strategy::Strategy<Value = Option<SourceSpec>> {
+    use proptest::prelude::*;
+    let policies = prop::collection::vec((0u8..3, 0u8..3, any::<bool>()), 0..3);
+    let sni = prop::collection::vec(0u8..3, 0..2);
+    prop::option::of((policies, sni))
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(200))]
+    /// A decoder that applies each state's changed fragments in place gives, state after
+    /// state, what a new decoder assembling every fragment gives.
+    #[test]
+    fn fragments_applied_in_place_give_what_a_full_assembly_gives(
+        first in proptest::collection::vec(source_spec(), 1..12),
+        steps in proptest::collection::vec(
+            proptest::collection::vec((0usize..12, source_spec()), 1..3), 1..8),
+    ) {
+        let mut sources = first;
+        let mut decoder = Decoder::default();
+        let mut last: Option<View> = None;
+        for (revision, step) in (1..).zip(std::iter::once(vec![]).chain(steps)) {
+            for (i, spec) in step {
+                let i = i % sources.len();
+                sources[i] = spec;
+            }
+            let entries = encode(
+                &sources_model(&sources),
+                &Certificates::new(),
+                &CaBundles::new(),
+                &Credentials::new(),
+            );
+            let next = view(&entries, last.as_ref(), revision);
+            let in_place = decoder.decode(&next);
+            let full = Decoder::default().decode(&next);
+            proptest::prop_assert_eq!(&*in_place.model, &*full.model);
+            proptest::prop_assert_eq!(in_place.diagnostics, full.diagnostics);
+            last = Some(next);
+        }
+    }
+}
+
+#[test]
+fn a_fragment_under_another_sources_key_is_a_diagnostic() {
+    let spec = Some((vec![(0, 0, true)], vec![0]));
+    let mut entries = encode(
+        &sources_model(&[spec.clone(), spec]),
+        &Certificates::new(),
+        &CaBundles::new(),
+        &Credentials::new(),
+    );
+    let fragments: Vec<String> = (entries.keys())
+        .filter(|k| k.contains("/src/"))
+        .cloned()
+        .collect();
+    let moved = entries[&fragments[0]].clone();
+    entries.insert(fragments[1].clone(), moved);
+    let desired = Decoder::default().decode(&view(&entries, None, 1));
+    let messages: Vec<String> = desired.diagnostics.iter().map(|d| d.to_string()).collect();
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.contains(&fragments[1]) && m.contains("holds the fragment of")),
+        "{messages:?}"
+    );
+}
