@@ -506,3 +506,87 @@ fn a_fragment_under_another_sources_key_is_a_diagnostic() {
         "{messages:?}"
     );
 }
+
+/// `map` with `ops` applied.
+fn applied(mut map: BTreeMap<String, Bytes>, ops: Vec<crate::kv::Op>) -> BTreeMap<String, Bytes> {
+    for op in ops {
+        match op {
+            crate::kv::Op::Put { key, value } => {
+                map.insert(key, value);
+            }
+            crate::kv::Op::Delete { key } => {
+                map.remove(&key);
+            }
+        }
+    }
+    map
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(100))]
+    /// What an encoder's changes make of the store, state after state, is what `encode`
+    /// gives for each state.
+    #[test]
+    fn an_encoders_changes_give_the_store_what_encode_gives(
+        first in proptest::collection::vec(source_spec(), 1..10),
+        steps in proptest::collection::vec(
+            proptest::collection::vec((0usize..10, source_spec()), 0..3), 1..6),
+    ) {
+        let mut sources = first;
+        let mut encoder = Encoder::default();
+        let mut store = BTreeMap::new();
+        let none = (Certificates::new(), CaBundles::new(), Credentials::new());
+        for step in steps {
+            let unchanged = step.is_empty();
+            for (i, spec) in step {
+                let i = i % sources.len();
+                sources[i] = spec;
+            }
+            let model = sources_model(&sources);
+            let ops = encoder.changes(&model, &none.0, &none.1, &none.2, BTreeMap::new());
+            if unchanged && !store.is_empty() {
+                proptest::prop_assert!(ops.is_empty(), "{:?}", ops);
+            }
+            store = applied(store, ops);
+            proptest::prop_assert_eq!(&store, &encode(&model, &none.0, &none.1, &none.2));
+        }
+    }
+}
+
+#[test]
+fn an_endpoint_change_hashes_and_writes_the_changed_pool_only() {
+    let (_, model) = golden_models()
+        .into_iter()
+        .find(|(n, _)| n.ends_with("seed-simple-fanout"))
+        .unwrap();
+    let none = (Certificates::new(), CaBundles::new(), Credentials::new());
+    let mut encoder = Encoder::default();
+    let stored = applied(
+        BTreeMap::new(),
+        encoder.changes(&model, &none.0, &none.1, &none.2, BTreeMap::new()),
+    );
+    assert!(encoder.hashed() > 1);
+    // As an endpoint change leaves it: the same listeners and other pools, one pool new.
+    let mut changed = model.clone();
+    let lb = &mut changed.load_balancers[0];
+    let pool = Arc::make_mut(&mut lb.pools[0]);
+    pool.members[0].ready = !pool.members[0].ready;
+    let key = format!("desired/lb/{}/pool/{}", lb.id, pool.id);
+    let ops = encoder.changes(&changed, &none.0, &none.1, &none.2, BTreeMap::new());
+    assert_eq!(ops.iter().map(|op| op.key()).collect::<Vec<_>>(), [&key]);
+    assert_eq!(encoder.hashed(), 1);
+    assert_eq!(
+        applied(stored.clone(), ops),
+        encode(&changed, &none.0, &none.1, &none.2)
+    );
+
+    // A store read back: the next changes are the diff against it, whatever was written.
+    let mut stale = stored;
+    stale.insert("desired/cert/gone".into(), Bytes::from_static(b"{}"));
+    encoder.assume(stale.clone());
+    let ops = encoder.changes(&changed, &none.0, &none.1, &none.2, BTreeMap::new());
+    assert_eq!(
+        applied(stale, ops),
+        encode(&changed, &none.0, &none.1, &none.2)
+    );
+}
