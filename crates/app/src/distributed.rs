@@ -454,6 +454,7 @@ pub async fn controller(
             identity: settings.identity.clone(),
             leadership: None,
             synced: false,
+            seeded: false,
             encoder: codec::Encoder::default(),
             admin: &admin,
             metrics: &metrics,
@@ -479,6 +480,8 @@ struct ControllerWork<'a> {
     /// Whether `encoder` knows what the store holds under `desired/` (this leader wrote or
     /// read it).
     synced: bool,
+    /// Whether this leader took over the stored addresses and placements.
+    seeded: bool,
     /// Encodes only what changed since the last write, as the changes to commit.
     encoder: codec::Encoder,
     admin: &'a portico_admin::Admin,
@@ -559,6 +562,7 @@ impl ControllerWork<'_> {
                     tracing::info!(identity = %self.identity, "leading: this controller writes the desired state");
                     self.leadership = Some(l);
                     self.synced = false;
+                    self.seeded = false;
                     dirty = true;
                 }
                 () = lost => {
@@ -616,7 +620,12 @@ impl ControllerWork<'_> {
         let first = !self.synced;
         if first {
             let view = self.etcd.read_desired().await?;
-            self.seed(&view);
+            // The addresses and placements are taken over once per leadership, not again
+            // after a failed commit.
+            if !self.seeded {
+                self.seed(&view);
+                self.seeded = true;
+            }
             let stored = view.entries.iter();
             (self.encoder).assume(stored.map(|(k, e)| (k.clone(), e.value.clone())).collect());
         }
