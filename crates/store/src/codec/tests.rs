@@ -590,3 +590,98 @@ fn an_endpoint_change_hashes_and_writes_the_changed_pool_only() {
         encode(&changed, &none.0, &none.1, &none.2)
     );
 }
+
+/// Times, at 10,000 sources (40,000 policies) and 5,000 pools, a one-source change and an
+/// endpoint change through the encoder and the decoder, against encoding everything (and
+/// diffing) and assembling everything. `cargo test -p portico-store --release -- --ignored
+/// --nocapture scale_timing`.
+#[test]
+#[ignore = "a measurement: run it on its own, in release"]
+fn scale_timing() {
+    use std::time::Instant;
+    let template = (golden_models().into_iter())
+        .find_map(|(_, m)| {
+            m.load_balancers
+                .iter()
+                .find_map(|lb| lb.pools.first().cloned())
+        })
+        .unwrap();
+    let sources: Vec<Option<SourceSpec>> =
+        vec![Some((vec![(0, 1, true), (0, 2, true)], vec![])); 10_000];
+    let mut model = sources_model(&sources);
+    // Distinct hosts and paths, as Ingresses have: 5 sources per host.
+    let lb = &mut model.load_balancers[0];
+    for listener in Arc::make_mut(&mut lb.listeners) {
+        for p in &mut listener.policies {
+            let i: usize = p.source.name[4..].parse().unwrap();
+            p.rules[0].value = format!("h{}.test", i / 5);
+            p.rules[1].value = format!("/p{i}{}", p.rules[1].value);
+        }
+    }
+    lb.pools = (0..5_000)
+        .map(|i| {
+            let mut pool = portico_model::Pool::clone(&template);
+            pool.id = portico_model::PoolId::derive(&format!("pool-{i}"));
+            Arc::new(pool)
+        })
+        .collect();
+    let none = (Certificates::new(), CaBundles::new(), Credentials::new());
+    let mut encoder = Encoder::default();
+    let entries = encoder.encode(&model, &none.0, &none.1, &none.2);
+    let first = view(&entries, None, 1);
+    let mut decoder = Decoder::default();
+    decoder.decode(&first);
+
+    // One source's path moved: new listeners, the same pools.
+    let mut changed = model.clone();
+    let listeners = Arc::make_mut(&mut changed.load_balancers[0].listeners);
+    listeners[0].policies[17].rules[1].value.push_str("/moved");
+    let t = Instant::now();
+    let all = encode(&changed, &none.0, &none.1, &none.2);
+    let diff = changes(&entries, &all);
+    let full_encode = t.elapsed();
+    let t = Instant::now();
+    let ops = encoder.changes(&changed, &none.0, &none.1, &none.2, BTreeMap::new());
+    let incremental_encode = t.elapsed();
+    assert_eq!(ops, diff);
+    let second = view(&all, Some(&first), 2);
+    // The same change with the header written again too: a warm decoder assembles everything
+    // (as every change did before the in-place assembly).
+    let mut reassembling = Decoder::default();
+    reassembling.decode(&first);
+    let mut bumped = (*second.entries).clone();
+    let header = format!("desired/lb/{}", model.load_balancers[0].id);
+    bumped.get_mut(&header).unwrap().mod_revision = 2;
+    let bumped = View {
+        revision: 2,
+        entries: Arc::new(bumped),
+    };
+    let t = Instant::now();
+    let full = reassembling.decode(&bumped);
+    let full_decode = t.elapsed();
+    let t = Instant::now();
+    let in_place = decoder.decode(&second);
+    let in_place_decode = t.elapsed();
+    assert_eq!(in_place.model, full.model);
+    println!(
+        "one-source change: encode+diff everything {full_encode:?}, encoder changes {incremental_encode:?} ({} hashed); \
+         warm decode assembling everything {full_decode:?}, decode in place {in_place_decode:?}",
+        encoder.hashed()
+    );
+
+    // An endpoint change: the same listeners, one pool new.
+    let mut endpoint = changed.clone();
+    let pool = Arc::make_mut(&mut endpoint.load_balancers[0].pools[9]);
+    pool.members.clear();
+    let t = Instant::now();
+    let diff = changes(&all, &encode(&endpoint, &none.0, &none.1, &none.2));
+    let full_encode = t.elapsed();
+    let t = Instant::now();
+    let ops = encoder.changes(&endpoint, &none.0, &none.1, &none.2, BTreeMap::new());
+    let incremental_encode = t.elapsed();
+    assert_eq!(ops, diff);
+    println!(
+        "endpoint change: encode+diff everything {full_encode:?}, encoder changes {incremental_encode:?} ({} hashed)",
+        encoder.hashed()
+    );
+}
