@@ -12,7 +12,7 @@ use crate::source::{Source, SourceSettings};
 use bytes::Bytes;
 use portico_model::{LoadBalancerId, Placement};
 use portico_store::codec::{self, Decoder};
-use portico_store::kv::{Key, View};
+use portico_store::kv::View;
 use portico_store::{Desired, Feedback};
 use portico_store_etcd::{Etcd, EtcdConfig, Leadership, cache};
 use std::collections::BTreeMap;
@@ -455,7 +455,8 @@ pub async fn controller(
             controller: Controller::new(settings.translate.clone()),
             identity: settings.identity.clone(),
             leadership: None,
-            written: None,
+            synced: false,
+            seeded: false,
             encoder: codec::Encoder::default(),
             admin: &admin,
             metrics: &metrics,
@@ -478,9 +479,12 @@ struct ControllerWork<'a> {
     controller: Controller,
     identity: String,
     leadership: Option<Leadership>,
-    /// What the store holds under `desired/` as this leader last wrote or read it.
-    written: Option<BTreeMap<Key, Bytes>>,
-    /// Serializes only what changed since the last compile.
+    /// Whether `encoder` knows what the store holds under `desired/` (this leader wrote or
+    /// read it).
+    synced: bool,
+    /// Whether this leader took over the stored addresses and placements.
+    seeded: bool,
+    /// Encodes only what changed since the last write, as the changes to commit.
     encoder: codec::Encoder,
     admin: &'a portico_admin::Admin,
     metrics: &'a crate::metrics::AppMetrics,
@@ -559,7 +563,8 @@ impl ControllerWork<'_> {
                 Some(l) = campaign.recv() => {
                     tracing::info!(identity = %self.identity, "leading: this controller writes the desired state");
                     self.leadership = Some(l);
-                    self.written = None;
+                    self.synced = false;
+                    self.seeded = false;
                     dirty = true;
                 }
                 () = lost => {
@@ -614,34 +619,36 @@ impl ControllerWork<'_> {
         if self.leadership.is_none() || self.controller.compiled().is_none() {
             return Ok(0);
         }
-        let first = self.written.is_none();
-        let old = match self.written.take() {
-            Some(old) => old,
-            None => {
-                let view = self.etcd.read_desired().await?;
+        let first = !self.synced;
+        if first {
+            let view = self.etcd.read_desired().await?;
+            // The addresses and placements are taken over once per leadership, not again
+            // after a failed commit.
+            if !self.seeded {
                 self.seed(&view);
-                view.entries
-                    .iter()
-                    .map(|(k, e)| (k.clone(), e.value.clone()))
-                    .collect()
+                self.seeded = true;
             }
-        };
+            let stored = view.entries.iter();
+            (self.encoder).assume(stored.map(|(k, e)| (k.clone(), e.value.clone())).collect());
+        }
         let (Some(leadership), Some(compiled)) = (&self.leadership, self.controller.compiled())
         else {
             return Ok(0);
         };
         let desired = &compiled.desired;
-        let mut new = (self.encoder).encode(
+        let ops = self.encoder.changes(
             &desired.model,
             &desired.certificates,
             &desired.ca_bundles,
             &desired.credentials,
+            codec::encode_placements(&desired.placements),
         );
-        new.extend(codec::encode_placements(&compiled.desired.placements));
-        let ops = portico_store::kv::changes(&old, &new);
+        // From here on the encoder takes its encoding as what the store holds; if the commit
+        // fails, the next write reads the store again.
+        self.synced = false;
         // A new leader commits even nothing, so that agents see a first state (maybe empty).
         if ops.is_empty() && !first {
-            self.written = Some(new);
+            self.synced = true;
             return Ok(0);
         }
         let bytes: usize = ops
@@ -652,22 +659,17 @@ impl ControllerWork<'_> {
             })
             .sum();
         let count = ops.len();
-        match self.etcd.commit(leadership, ops).await {
-            Ok(revision) => {
-                tracing::info!(
-                    revision,
-                    keys = count,
-                    bytes,
-                    "desired state written to etcd"
-                );
-                self.written = Some(new);
-                Ok(u64::try_from(revision).unwrap_or(0))
-            }
-            Err(e) => {
-                self.written = Some(old);
-                Err(e)
-            }
-        }
+        let hashed = self.encoder.hashed();
+        let revision = self.etcd.commit(leadership, ops).await?;
+        tracing::info!(
+            revision,
+            keys = count,
+            bytes,
+            hashed,
+            "desired state written to etcd"
+        );
+        self.synced = true;
+        Ok(u64::try_from(revision).unwrap_or(0))
     }
 }
 

@@ -1,15 +1,13 @@
 //! Key-value entries → desired state, reusing what unchanged entries gave last time.
 
+use super::assemble::{Assembled, Part};
 use super::{
     CaBundleValue, CertificateValue, CredentialsValue, DESIRED, Envelope, Fragment, KIND_CA_BUNDLE,
-    KIND_CERTIFICATE, KIND_CREDENTIALS, KIND_FRAGMENT, KIND_LOAD_BALANCER, KIND_POOL,
+    KIND_CERTIFICATE, KIND_CREDENTIALS, KIND_FRAGMENT, KIND_LOAD_BALANCER, KIND_POOL, object_hash,
 };
 use crate::kv::{Key, View};
 use crate::{CaBundles, Certificates, Delta, Desired, SCHEMA};
-use portico_model::order;
-use portico_model::{
-    Diagnostic, Listener, LoadBalancer, LoadBalancerId, Model, ObjectRef, Pool, PoolId,
-};
+use portico_model::{Diagnostic, LoadBalancer, LoadBalancerId, Model, ObjectRef, Pool, PoolId};
 use portico_tls::{CaBundle, Material};
 use serde::de::DeserializeOwned;
 use std::collections::{BTreeMap, HashSet};
@@ -20,8 +18,8 @@ use std::sync::Arc;
 enum Item {
     LoadBalancer(Arc<LoadBalancer>),
     Fragment(Arc<Fragment>),
-    /// Boxed: a pool with its settings is several times the size of the other items.
-    Pool(Box<Pool>),
+    /// Shared with the load balancers handed out: a pool that did not change is not copied.
+    Pool(Arc<Pool>),
     Certificate(ObjectRef, Arc<Material>),
     CaBundle(ObjectRef, Arc<CaBundle>),
     Credentials(ObjectRef, Arc<portico_model::Htpasswd>),
@@ -34,17 +32,13 @@ struct Cached {
     item: Item,
 }
 
-/// What a load balancer's listeners were assembled from: its header's and fragments' keys and
-/// revisions.
-type Signature = Vec<(Key, i64)>;
-
 /// Turns views of the `desired/` subtree into [`Desired`] states. Keeps what it decoded, so a
 /// view that changed a few keys costs a few decodes, and a load balancer whose header and
 /// fragments did not change keeps its listeners (the same `Arc`).
 #[derive(Debug, Default)]
 pub struct Decoder {
     cache: BTreeMap<Key, Cached>,
-    listeners: BTreeMap<LoadBalancerId, (Signature, Arc<Vec<Listener>>)>,
+    listeners: BTreeMap<LoadBalancerId, Assembled>,
     decoded_once: bool,
 }
 
@@ -129,32 +123,28 @@ impl Decoder {
                 }
                 Item::Pool(pool) => {
                     let p = parts.entry(lb_key.unwrap_or(key)).or_default();
-                    p.pools.push(pool.as_ref());
+                    p.pools.push(pool);
                 }
             }
         }
         let mut load_balancers = Vec::with_capacity(parts.len());
         let mut listeners = BTreeMap::new();
         for (lb_key, p) in parts {
-            let Some((_, _, header)) = p.header else {
+            let Some((_, revision, header)) = p.header else {
                 let object = ObjectRef::new("StoreKey", "", lb_key);
                 let message = "pools or policies of a load balancer that is not in the store";
                 diagnostics.push(Diagnostic::error(object, "key", message));
                 continue;
             };
-            let signature = p.signature();
-            let reused = (self.listeners.get(&header.id))
-                .filter(|(s, _)| *s == signature)
-                .map(|(_, l)| l.clone());
-            let built = reused.unwrap_or_else(|| Arc::new(p.listeners(header, &mut diagnostics)));
-            listeners.insert(header.id, (signature, built.clone()));
+            let previous = self.listeners.remove(&header.id);
+            let assembled = Assembled::of(previous, (revision, header), &p.fragments);
+            diagnostics.extend(assembled.diagnostics.iter().cloned());
             load_balancers.push(LoadBalancer {
-                listeners: built,
-                pools: (p.pools.into_iter())
-                    .map(|p| std::sync::Arc::new(p.clone()))
-                    .collect(),
+                listeners: assembled.listeners.clone(),
+                pools: p.pools.into_iter().map(Arc::clone).collect(),
                 ..LoadBalancer::clone(header)
             });
+            listeners.insert(header.id, assembled);
         }
         self.listeners = listeners;
         diagnostics.sort();
@@ -176,43 +166,8 @@ impl Decoder {
 #[derive(Default)]
 struct LbParts<'c> {
     header: Option<(&'c Key, i64, &'c Arc<LoadBalancer>)>,
-    fragments: Vec<(&'c Key, i64, &'c Arc<Fragment>)>,
-    pools: Vec<&'c Pool>,
-}
-
-impl LbParts<'_> {
-    fn signature(&self) -> Signature {
-        let header = self.header.iter().map(|(k, r, _)| ((*k).clone(), *r));
-        let fragments = self.fragments.iter().map(|(k, r, _)| ((*k).clone(), *r));
-        header.chain(fragments).collect()
-    }
-
-    /// The header's listeners with every fragment's policies (in evaluation order) and SNI
-    /// entries (by host).
-    fn listeners(&self, header: &LoadBalancer, diagnostics: &mut Vec<Diagnostic>) -> Vec<Listener> {
-        let mut listeners: Vec<Listener> = header.listeners.as_ref().clone();
-        for (key, _, fragment) in &self.fragments {
-            for part in &fragment.listeners {
-                let Some(listener) = listeners.iter_mut().find(|l| l.id == part.listener) else {
-                    let object = ObjectRef::new("StoreKey", "", key);
-                    let message = format!("listener {} is not in the load balancer", part.listener);
-                    diagnostics.push(Diagnostic::error(object, "data.listeners", message));
-                    continue;
-                };
-                listener.policies.extend(part.policies.iter().cloned());
-                if let Some(tls) = &mut listener.tls {
-                    tls.sni.extend(part.sni.iter().cloned());
-                }
-            }
-        }
-        for listener in &mut listeners {
-            order::sort(&mut listener.policies);
-            if let Some(tls) = &mut listener.tls {
-                tls.sni.sort_by(|a, b| a.host.cmp(&b.host));
-            }
-        }
-        listeners
-    }
+    fragments: Vec<Part<'c>>,
+    pools: Vec<&'c Arc<Pool>>,
 }
 
 /// `desired/lb/<uuid>` for any key below a load balancer.
@@ -261,8 +216,10 @@ fn decode_item(key: &str, value: &[u8]) -> Item {
                     Err(format!("holds load balancer {}, not {expected}", lb.id))
                 }
             }),
-            KIND_FRAGMENT => parse::<Fragment>(value, kind).map(|f| Item::Fragment(Arc::new(f))),
-            KIND_POOL => parse::<Pool>(value, kind).map(|p| Item::Pool(Box::new(p))),
+            KIND_FRAGMENT => parse::<Fragment>(value, kind)
+                .and_then(|f| fragment_of(key, f))
+                .map(|f| Item::Fragment(Arc::new(f))),
+            KIND_POOL => parse::<Pool>(value, kind).map(|p| Item::Pool(Arc::new(p))),
             KIND_CA_BUNDLE => parse::<CaBundleValue>(value, kind).and_then(|c| {
                 match CaBundle::from_pem(c.ca_pem.as_bytes()) {
                     Ok(b) => Ok(Item::CaBundle(c.secret, Arc::new(b))),
@@ -284,6 +241,30 @@ fn decode_item(key: &str, value: &[u8]) -> Item {
             }),
         };
     result.unwrap_or_else(bad)
+}
+
+/// `fragment` when it is the one its key names: the key ends in its source's hash and every
+/// policy and SNI entry in it comes from that source (the in-place assembly relies on both).
+fn fragment_of(key: &str, fragment: Fragment) -> Result<Fragment, String> {
+    let expected = key.rsplit('/').next().unwrap_or_default();
+    if object_hash(&fragment.source) != expected {
+        return Err(format!(
+            "holds the fragment of {}, not of {expected}",
+            fragment.source
+        ));
+    }
+    let source = &fragment.source;
+    let parts = fragment.listeners.iter();
+    let foreign = parts
+        .flat_map(|part| {
+            let policies = part.policies.iter().map(|p| p.source.as_ref());
+            policies.chain(part.sni.iter().map(|s| &s.source))
+        })
+        .find(|s| *s != source);
+    match foreign {
+        Some(other) => Err(format!("an entry of {other} in the fragment of {source}")),
+        None => Ok(fragment),
+    }
 }
 
 /// An envelope read without its data, to check schema and kind before the data's type.

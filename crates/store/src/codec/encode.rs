@@ -5,12 +5,13 @@ use super::{
     KIND_CERTIFICATE, KIND_CREDENTIALS, KIND_FRAGMENT, KIND_LOAD_BALANCER, KIND_POOL, ListenerPart,
     object_hash,
 };
-use crate::kv::Key;
+use crate::kv::{self, Key, Op};
 use crate::{CaBundles, Certificates, SCHEMA};
 use bytes::Bytes;
 use portico_model::Credentials;
 use portico_model::{
-    L7Policy, Listener, ListenerId, LoadBalancer, Model, ObjectRef, SniCertificate,
+    L7Policy, Listener, ListenerId, LoadBalancer, LoadBalancerId, Model, ObjectRef, Pool,
+    SniCertificate,
 };
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -28,13 +29,36 @@ pub fn encode(
     Encoder::default().encode(model, certificates, ca_bundles, credentials)
 }
 
-/// [`encode`] for one state after another: a fragment or a pool whose content did not change
-/// since the last call keeps its bytes without being serialized again (a hash of its content,
-/// positions left out, decides), so a one-Ingress change costs a walk of the model, not a
-/// serialization of all of it.
+/// [`encode`] for one state after another, as the changes to what the store holds: the
+/// encoder remembers what it wrote. A load balancer whose listeners are the ones it encoded
+/// last (the same `Arc`: an endpoint change) is not walked; a pool that is the one it encoded
+/// last (the same `Arc`: the translation reuses unchanged pools) is not hashed; a fragment or
+/// a pool whose content hash did not change keeps its bytes without being serialized again.
+/// So a one-Ingress change costs a walk of the changed load balancer's policies, and an
+/// endpoint change a look at each pool, not a serialization or a diff of all of it.
 #[derive(Debug, Default)]
 pub struct Encoder {
-    last: HashMap<Key, (u64, Bytes)>,
+    /// What each load balancer's keys hold as last written.
+    lbs: HashMap<LoadBalancerId, Written>,
+    /// Certificates, CA bundles, credentials and the caller's other keys as last written.
+    others: BTreeMap<Key, Bytes>,
+    /// What the store holds, when it was read rather than written by this encoder: the next
+    /// [`Encoder::changes`] is a diff against it.
+    stored: Option<BTreeMap<Key, Bytes>>,
+    /// Fragments and pools whose content the last call hashed.
+    hashed: usize,
+}
+
+/// One load balancer's keys as last written.
+#[derive(Debug)]
+struct Written {
+    header: (Key, Bytes),
+    /// The listeners the fragments were taken from (kept, so that the same pointer is the
+    /// same content).
+    listeners: Arc<Vec<Listener>>,
+    fragments: HashMap<Key, (u64, Bytes)>,
+    /// The pools as encoded (kept for the same reason), their hashes and bytes.
+    pools: HashMap<Key, (Arc<Pool>, u64, Bytes)>,
 }
 
 impl Encoder {
@@ -46,87 +70,204 @@ impl Encoder {
         ca_bundles: &CaBundles,
         credentials: &Credentials,
     ) -> BTreeMap<Key, Bytes> {
-        let mut out = BTreeMap::new();
-        let mut next = HashMap::with_capacity(self.last.len());
+        self.changes(
+            model,
+            certificates,
+            ca_bundles,
+            credentials,
+            BTreeMap::new(),
+        );
+        self.written()
+    }
+
+    /// Takes `stored` as what the store holds now (read from it): the next
+    /// [`Encoder::changes`] encodes everything again and is the diff against it.
+    pub fn assume(&mut self, stored: BTreeMap<Key, Bytes>) {
+        *self = Encoder {
+            stored: Some(stored),
+            ..Encoder::default()
+        };
+    }
+
+    /// The ops that turn what the store holds (as this encoder last wrote, or was told with
+    /// [`Encoder::assume`]) into the encoding of `model`, `certificates`, `ca_bundles`,
+    /// `credentials` and `others` (more keys, e.g. placements), ordered by key. This encoder
+    /// then takes them as written: when they are not, [`Encoder::assume`] what is.
+    pub fn changes(
+        &mut self,
+        model: &Model,
+        certificates: &Certificates,
+        ca_bundles: &CaBundles,
+        credentials: &Credentials,
+        mut others: BTreeMap<Key, Bytes>,
+    ) -> Vec<Op> {
+        encode_certificates(certificates, &mut others);
+        encode_ca_bundles(ca_bundles, &mut others);
+        encode_credentials(credentials, &mut others);
+        self.hashed = 0;
+        let mut ops = kv::changes(&self.others, &others);
+        self.others = others;
+        let mut lbs = HashMap::with_capacity(model.load_balancers.len());
         for lb in &model.load_balancers {
-            self.encode_load_balancer(lb, &mut out, &mut next);
+            let last = self.lbs.remove(&lb.id);
+            lbs.insert(lb.id, self.encode_load_balancer(lb, last, &mut ops));
         }
-        encode_certificates(certificates, &mut out);
-        encode_ca_bundles(ca_bundles, &mut out);
-        encode_credentials(credentials, &mut out);
-        self.last = next;
+        for (_, gone) in std::mem::replace(&mut self.lbs, lbs) {
+            ops.push(Op::Delete { key: gone.header.0 });
+            let keys = gone.fragments.into_keys().chain(gone.pools.into_keys());
+            ops.extend(keys.map(|key| Op::Delete { key }));
+        }
+        if let Some(stored) = self.stored.take() {
+            ops = kv::changes(&stored, &self.written());
+        }
+        ops.sort_by(|a, b| a.key().cmp(b.key()));
+        ops
+    }
+
+    /// How many fragments and pools the last call hashed (the rest it did not look into).
+    pub fn hashed(&self) -> usize {
+        self.hashed
+    }
+
+    /// Every key as last written.
+    fn written(&self) -> BTreeMap<Key, Bytes> {
+        let mut out = self.others.clone();
+        for w in self.lbs.values() {
+            out.insert(w.header.0.clone(), w.header.1.clone());
+            let fragments = w.fragments.iter().map(|(k, (_, b))| (k.clone(), b.clone()));
+            out.extend(fragments);
+            out.extend(w.pools.iter().map(|(k, (_, _, b))| (k.clone(), b.clone())));
+        }
         out
     }
 
-    /// The bytes of `key` for content of hash `hash`: the last ones when the hash is the same.
-    fn value(
-        &self,
-        key: Key,
-        hash: u64,
-        make: impl FnOnce() -> Bytes,
-        out: &mut BTreeMap<Key, Bytes>,
-        next: &mut HashMap<Key, (u64, Bytes)>,
-    ) {
-        let bytes = match self.last.get(&key) {
-            Some((h, bytes)) if *h == hash => bytes.clone(),
-            _ => make(),
-        };
-        next.insert(key.clone(), (hash, bytes.clone()));
-        out.insert(key, bytes);
-    }
-
     fn encode_load_balancer(
-        &self,
+        &mut self,
         lb: &LoadBalancer,
-        out: &mut BTreeMap<Key, Bytes>,
-        next: &mut HashMap<Key, (u64, Bytes)>,
-    ) {
+        last: Option<Written>,
+        ops: &mut Vec<Op>,
+    ) -> Written {
         let base = format!("{DESIRED}lb/{}", lb.id);
-        let mut fragments: Refs<'_> = BTreeMap::new();
-        for listener in lb.listeners.iter() {
-            for policy in &listener.policies {
-                let part = fragments.entry(&policy.source).or_default();
-                part.entry(listener.id).or_default().0.push(policy);
-            }
-            for sni in listener.tls.iter().flat_map(|t| &t.sni) {
-                let part = fragments.entry(&sni.source).or_default();
-                part.entry(listener.id).or_default().1.push(sni);
-            }
-        }
         let header = LoadBalancer {
             listeners: Arc::new(lb.listeners.iter().map(skeleton).collect()),
             pools: vec![],
             ..lb.clone()
         };
-        out.insert(base.clone(), envelope(KIND_LOAD_BALANCER, &header));
-        for (source, parts) in fragments {
-            let key = format!("{base}/src/{}", object_hash(source));
-            let hash = fragment_hash(source, &parts);
-            let make = || {
-                let fragment = Fragment {
-                    source: source.clone(),
-                    listeners: parts
-                        .iter()
-                        .map(|(id, (policies, sni))| ListenerPart {
-                            listener: *id,
-                            policies: policies.iter().map(|p| stored(p)).collect(),
-                            sni: sni.iter().map(|s| (*s).clone()).collect(),
-                        })
-                        .collect(),
-                };
-                envelope(KIND_FRAGMENT, &fragment)
-            };
-            self.value(key, hash, make, out, next);
+        let header = (base.clone(), envelope(KIND_LOAD_BALANCER, &header));
+        let (mut fragments, mut pools, last_listeners) = match last {
+            Some(w) => {
+                if w.header.1 != header.1 {
+                    put(ops, &header);
+                }
+                (w.fragments, w.pools, Some(w.listeners))
+            }
+            None => {
+                put(ops, &header);
+                (HashMap::new(), HashMap::new(), None)
+            }
+        };
+        let same = last_listeners.is_some_and(|l| Arc::ptr_eq(&l, &lb.listeners));
+        if !same {
+            fragments = self.encode_fragments(lb, &base, fragments, ops);
         }
+        let mut next_pools = HashMap::with_capacity(lb.pools.len());
         for pool in &lb.pools {
             let key = format!("{base}/pool/{}", pool.id);
-            let hash = {
-                let mut h = DefaultHasher::new();
-                pool.hash(&mut h);
-                h.finish()
+            let value = match pools.remove(&key) {
+                Some((last, hash, bytes)) if Arc::ptr_eq(&last, pool) => (last, hash, bytes),
+                last => {
+                    self.hashed += 1;
+                    let hash = hash_of(pool);
+                    let bytes = match last {
+                        Some((_, h, bytes)) if h == hash => bytes,
+                        _ => {
+                            let bytes = envelope(KIND_POOL, pool);
+                            put(ops, &(key.clone(), bytes.clone()));
+                            bytes
+                        }
+                    };
+                    (pool.clone(), hash, bytes)
+                }
             };
-            self.value(key, hash, || envelope(KIND_POOL, pool), out, next);
+            next_pools.insert(key, value);
         }
+        ops.extend(pools.into_keys().map(|key| Op::Delete { key }));
+        Written {
+            header,
+            listeners: lb.listeners.clone(),
+            fragments,
+            pools: next_pools,
+        }
+    }
+
+    /// The fragments of `lb`'s listeners: those whose content hash is the last one's keep
+    /// their bytes; the others are put, and the last ones that are gone deleted.
+    fn encode_fragments(
+        &mut self,
+        lb: &LoadBalancer,
+        base: &str,
+        mut last: HashMap<Key, (u64, Bytes)>,
+        ops: &mut Vec<Op>,
+    ) -> HashMap<Key, (u64, Bytes)> {
+        let mut parts: Refs<'_> = BTreeMap::new();
+        for listener in lb.listeners.iter() {
+            for policy in &listener.policies {
+                let part = parts.entry(&policy.source).or_default();
+                part.entry(listener.id).or_default().0.push(policy);
+            }
+            for sni in listener.tls.iter().flat_map(|t| &t.sni) {
+                let part = parts.entry(&sni.source).or_default();
+                part.entry(listener.id).or_default().1.push(sni);
+            }
+        }
+        let mut next = HashMap::with_capacity(parts.len());
+        for (source, parts) in parts {
+            let key = format!("{base}/src/{}", object_hash(source));
+            self.hashed += 1;
+            let hash = fragment_hash(source, &parts);
+            let bytes = match last.remove(&key) {
+                Some((h, bytes)) if h == hash => bytes,
+                _ => {
+                    let bytes = envelope(KIND_FRAGMENT, &fragment(source, &parts));
+                    put(ops, &(key.clone(), bytes.clone()));
+                    bytes
+                }
+            };
+            next.insert(key, (hash, bytes));
+        }
+        ops.extend(last.into_keys().map(|key| Op::Delete { key }));
+        next
+    }
+}
+
+fn put(ops: &mut Vec<Op>, (key, value): &(Key, Bytes)) {
+    ops.push(Op::Put {
+        key: key.clone(),
+        value: value.clone(),
+    });
+}
+
+fn hash_of(pool: &Pool) -> u64 {
+    let mut h = DefaultHasher::new();
+    pool.hash(&mut h);
+    h.finish()
+}
+
+/// One source's fragment as stored.
+fn fragment(
+    source: &ObjectRef,
+    parts: &BTreeMap<ListenerId, (Vec<&L7Policy>, Vec<&SniCertificate>)>,
+) -> Fragment {
+    Fragment {
+        source: source.clone(),
+        listeners: parts
+            .iter()
+            .map(|(id, (policies, sni))| ListenerPart {
+                listener: *id,
+                policies: policies.iter().map(|p| stored(p)).collect(),
+                sni: sni.iter().map(|s| (*s).clone()).collect(),
+            })
+            .collect(),
     }
 }
 

@@ -18,10 +18,13 @@
 //! names; an endpoint change writes one pool: the bytes written per change do not grow with
 //! the number of Ingresses. Policy positions are not stored: the reader puts the policies back
 //! in evaluation order (`portico_model::order`), which is a function of their rules.
+//! A reader that decoded the previous state applies a changed fragment to the listeners it
+//! assembled then, in place (`assemble.rs`), instead of ordering every policy again.
 //!
 //! Every value is an envelope `{"schema": 1, "kind": …, "data": …}`; a value that does not
 //! decode, or of another schema, is a diagnostic naming its key, and the rest is served.
 
+mod assemble;
 mod decode;
 mod encode;
 mod placement;
