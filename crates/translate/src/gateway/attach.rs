@@ -74,32 +74,8 @@ fn listen<'a>(
     gateway: &mut Prepared<'a>,
     rank: usize,
 ) -> Result<(), Refusal> {
-    let gateway_namespace = gateway.key.namespace.clone();
-    let selected: Vec<usize> = (gateway.listeners.iter().enumerate())
-        .filter(|(_, l)| {
-            parent
-                .section_name
-                .as_deref()
-                .is_none_or(|s| s == l.spec.name)
-        })
-        .filter(|(_, l)| parent.port.is_none_or(|p| p == l.spec.port))
-        .map(|(i, _)| i)
-        .collect();
-    if selected.is_empty() {
-        let message = "no listener has the sectionName and port of the parentRef".to_owned();
-        return Err(("NoMatchingParent", message));
-    }
-    let allowed: Vec<usize> = (selected.into_iter())
-        .filter(|&i| {
-            let listener = &gateway.listeners[i];
-            admits(listener, &gateway_namespace, &key.namespace) && listener.takes(route)
-        })
-        .collect();
-    if allowed.is_empty() {
-        let kind = super::kind(route);
-        let message = format!("no listener it selects admits {kind}s of this namespace");
-        return Err(("NotAllowedByListeners", message));
-    }
+    let kind = super::kind(route);
+    let allowed = admitting(gateway, parent, &key.namespace, kind, |l| l.takes(route))?;
     let mut attached = false;
     for i in allowed {
         let listener = gateway.listeners[i].spec.hostname.as_deref();
@@ -122,6 +98,38 @@ fn listen<'a>(
         return Err(("NoMatchingListenerHostname", message));
     }
     Ok(())
+}
+
+/// The listeners of `gateway` that `parent` selects (its sectionName and port) and that admit
+/// routes of `kind` from namespace `route` (`takes`: the listener takes this route's kind);
+/// the refusal when none does.
+pub(super) fn admitting(
+    gateway: &Prepared<'_>,
+    parent: &ParentReference,
+    route: &str,
+    kind: &str,
+    takes: impl Fn(&ListenerState<'_>) -> bool,
+) -> Result<Vec<usize>, Refusal> {
+    let selected: Vec<usize> = (gateway.listeners.iter().enumerate())
+        .filter(|(_, l)| (parent.section_name.as_deref()).is_none_or(|s| s == l.spec.name))
+        .filter(|(_, l)| parent.port.is_none_or(|p| p == l.spec.port))
+        .map(|(i, _)| i)
+        .collect();
+    if selected.is_empty() {
+        let message = "no listener has the sectionName and port of the parentRef".to_owned();
+        return Err(("NoMatchingParent", message));
+    }
+    let allowed: Vec<usize> = (selected.into_iter())
+        .filter(|&i| {
+            let listener = &gateway.listeners[i];
+            admits(listener, &gateway.key.namespace, route) && takes(listener)
+        })
+        .collect();
+    if allowed.is_empty() {
+        let message = format!("no listener it selects admits {kind}s of this namespace");
+        return Err(("NotAllowedByListeners", message));
+    }
+    Ok(allowed)
 }
 
 /// Whether `listener` (of a Gateway in `gateway`) takes routes from namespace `route`.

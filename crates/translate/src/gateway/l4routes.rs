@@ -18,7 +18,7 @@
 //! backendRef does not resolve refuses its flows (connections closed, datagrams dropped), as
 //! the API asks, and so does a share whose Service has no ready endpoint.
 
-use super::attach::{parent_verdict, resolved_refs};
+use super::attach::{admitting, parent_verdict, resolved_refs};
 use super::listeners::{ListenerState, Prepared};
 use super::status::Refusal;
 use super::{ParentVerdict, backends};
@@ -175,26 +175,8 @@ fn listen<'a>(
     (g, gateway): (usize, &mut Prepared<'_>),
     out: &mut Vec<L4Attachment<'a>>,
 ) -> Result<(), Refusal> {
-    let selected: Vec<usize> = (gateway.listeners.iter().enumerate())
-        .filter(|(_, l)| (parent.section_name.as_deref()).is_none_or(|s| s == l.spec.name))
-        .filter(|(_, l)| parent.port.is_none_or(|p| p == l.spec.port))
-        .map(|(i, _)| i)
-        .collect();
-    if selected.is_empty() {
-        let message = "no listener has the sectionName and port of the parentRef".to_owned();
-        return Err(("NoMatchingParent", message));
-    }
-    let namespace = gateway.key.namespace.clone();
-    let allowed: Vec<usize> = (selected.into_iter())
-        .filter(|&i| admits(&gateway.listeners[i], &namespace, route))
-        .collect();
-    if allowed.is_empty() {
-        let message = format!(
-            "no listener it selects admits {}s of this namespace",
-            route.kind
-        );
-        return Err(("NotAllowedByListeners", message));
-    }
+    let takes = |l: &ListenerState<'_>| l.kinds.contains(&route.kind);
+    let allowed = admitting(gateway, parent, &route.key.namespace, route.kind, takes)?;
     let mut held = None;
     let mut attached = false;
     for i in allowed {
@@ -218,17 +200,6 @@ fn listen<'a>(
         )),
         _ => Ok(()),
     }
-}
-
-/// Whether `listener` (of a Gateway in namespace `gateway`) takes `route`.
-fn admits(listener: &ListenerState<'_>, gateway: &str, route: L4Route<'_>) -> bool {
-    let from = match listener.spec.routes_from() {
-        "All" => true,
-        "Same" => gateway == route.key.namespace,
-        // Namespaces' labels are not read yet: a selector admits none.
-        _ => false,
-    };
-    listener.served() && from && listener.kinds.contains(&route.kind)
 }
 
 /// The first backendRef of the route that does not resolve: the field naming it, why.

@@ -15,7 +15,7 @@
 //! verifying client refuses). Only the built-in proxy peeks SNI: a TLS listener of a Gateway
 //! served by another provider is refused (`UnsupportedProtocol`) in status and a diagnostic.
 
-use super::attach::{intersect, parent_verdict, resolved_refs};
+use super::attach::{admitting, intersect, parent_verdict, resolved_refs};
 use super::listeners::{ListenerState, Prepared};
 use super::status::Refusal;
 use super::{ParentVerdict, backends};
@@ -174,23 +174,8 @@ fn listen(
     gateway: &mut Prepared<'_>,
     backend: Option<&PoolKey>,
 ) -> Result<(), Refusal> {
-    let selected: Vec<usize> = (gateway.listeners.iter().enumerate())
-        .filter(|(_, l)| (parent.section_name.as_deref()).is_none_or(|s| s == l.spec.name))
-        .filter(|(_, l)| parent.port.is_none_or(|p| p == l.spec.port))
-        .map(|(i, _)| i)
-        .collect();
-    if selected.is_empty() {
-        let message = "no listener has the sectionName and port of the parentRef".to_owned();
-        return Err(("NoMatchingParent", message));
-    }
-    let namespace = gateway.key.namespace.clone();
-    let allowed: Vec<usize> = (selected.into_iter())
-        .filter(|&i| admits(&gateway.listeners[i], &namespace, &key.namespace))
-        .collect();
-    if allowed.is_empty() {
-        let message = "no listener it selects admits TLSRoutes of this namespace".to_owned();
-        return Err(("NotAllowedByListeners", message));
-    }
+    let takes = |l: &ListenerState<'_>| l.kinds.contains(&TLS_ROUTE);
+    let allowed = admitting(gateway, parent, &key.namespace, TLS_ROUTE, takes)?;
     let source = ObjectRef::new(TLS_ROUTE, &key.namespace, &key.name);
     let mut attached = false;
     for i in allowed {
@@ -220,17 +205,6 @@ fn listen(
         return Err(("NoMatchingListenerHostname", message));
     }
     Ok(())
-}
-
-/// Whether TLS `listener` (of a Gateway in namespace `gateway`) takes TLSRoutes of `route`.
-fn admits(listener: &ListenerState<'_>, gateway: &str, route: &str) -> bool {
-    let from = match listener.spec.routes_from() {
-        "All" => true,
-        "Same" => gateway == route,
-        // Namespaces' labels are not read yet: a selector admits none.
-        _ => false,
-    };
-    listener.served() && from && listener.kinds.contains(&TLS_ROUTE)
 }
 
 /// The passthrough entries of `gateway`'s load balancer `lb`, ordered by host; their pools go
