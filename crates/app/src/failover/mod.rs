@@ -282,6 +282,7 @@ async fn run(
         instances: BTreeMap::new(),
         sweep,
         handed: me.handed,
+        store_seen: false,
     };
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -350,6 +351,12 @@ struct State {
     sweep: sweep::Sweep,
     /// The claims a predecessor handed over, until their elections start.
     handed: BTreeMap<LoadBalancerId, (u64, i64)>,
+    /// The store's mirror has connected once. Before that, its "not connected" is no news
+    /// about etcd: it is fed to no election, so that a successor holding handed-over claims
+    /// renews them (through its own client) from the start instead of waiting, unconfirmed,
+    /// until its fence makes it drop what it holds. A renewal that fails confirms nothing, so
+    /// an agent that really does not reach etcd still steps down at its fence.
+    store_seen: bool,
 }
 
 impl State {
@@ -366,6 +373,7 @@ impl State {
         let model = &desired.model;
         let claims = inputs.claims.borrow_and_update().clone();
         let connected = inputs.health.borrow_and_update().connected;
+        self.store_seen |= connected;
         inputs.peers.borrow_and_update();
         let mut steps = Vec::new();
         let mut wanted = BTreeMap::new();
@@ -448,7 +456,9 @@ impl State {
                 instance.peer = assignment.peer.clone();
                 steps.push((id, Input::Placement(Some(assignment))));
             }
-            steps.push((id, Input::Etcd(connected)));
+            if self.store_seen {
+                steps.push((id, Input::Etcd(connected)));
+            }
             if connected && claims.revision > 0 {
                 let seen = seen(&claims, id);
                 let revision = seen.as_ref().map_or(0, |s| s.revision);
