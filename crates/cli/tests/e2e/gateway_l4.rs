@@ -46,18 +46,23 @@ fn route(kind: &str, version: &str, name: &str, spec: &str) -> String {
 async fn conditions(p: &Portico, path: &str, name: &str) -> Vec<String> {
     let all = p.admin_json(path).await;
     let route = (all.as_array().into_iter().flatten()).find(|r| r["metadata"]["name"] == name);
-    let parents = route
-        .map(|r| r["status"]["parents"].clone())
-        .unwrap_or(Value::Null);
-    let ours = (parents.as_array().into_iter().flatten()).filter(|e| e["controllerName"] == OURS);
-    let conditions = ours.flat_map(|e| e["conditions"].as_array().cloned().unwrap_or_default());
+    our_conditions(route.unwrap_or(&Value::Null))
+}
+
+/// `type=status/reason` of the conditions of our parent entries in `route`.
+pub(crate) fn our_conditions(route: &Value) -> Vec<String> {
+    let parents = route["status"]["parents"].as_array().cloned();
+    let parents = parents.unwrap_or_default();
+    let entries = parents.iter().filter(|e| e["controllerName"] == OURS);
+    let conditions = entries.flat_map(|e| e["conditions"].as_array().cloned().unwrap_or_default());
     let s = |v: &Value| v.as_str().unwrap_or_default().to_owned();
     conditions
         .map(|c| format!("{}={}/{}", s(&c["type"]), s(&c["status"]), s(&c["reason"])))
         .collect()
 }
 
-async fn wait_conditions(p: &Portico, path: &str, name: &str, want: &[&str]) {
+/// Polls the admin API's list at `path` until route `name` has our conditions `want`.
+pub(crate) async fn wait_conditions(p: &Portico, path: &str, name: &str, want: &[&str]) {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let got = conditions(p, path, name).await;
@@ -72,7 +77,7 @@ async fn wait_conditions(p: &Portico, path: &str, name: &str, want: &[&str]) {
     }
 }
 
-const SERVED: [&str; 2] = ["Accepted=True/Accepted", "ResolvedRefs=True/ResolvedRefs"];
+pub(crate) const SERVED: [&str; 2] = ["Accepted=True/Accepted", "ResolvedRefs=True/ResolvedRefs"];
 
 #[tokio::test]
 async fn tcp_and_udp_routes_reach_their_echo_backends_and_a_missing_service_is_refused_alone() {

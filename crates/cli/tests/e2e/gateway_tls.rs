@@ -7,6 +7,10 @@
 //! written through the fake API server).
 
 use crate::gateway_api::{OURS, class, gateway, route};
+use crate::gateway_l4::{SERVED, our_conditions, wait_conditions};
+
+/// The admin API's list of TLSRoutes.
+const ROUTES: &str = "/api/v1/tlsroutes";
 use crate::get::get;
 use crate::tls_support::*;
 use crate::upstreams::tls_backend_with;
@@ -21,37 +25,6 @@ fn tls_route(ns: &str, version: &str, name: &str, spec: &str) -> String {
         "---\napiVersion: gateway.networking.k8s.io/{version}\nkind: TLSRoute\nmetadata: {{name: {name}, namespace: {ns}}}\nspec: {spec}\n"
     )
 }
-
-/// `type=status/reason` of the conditions of our parent entries in `route`.
-fn ours(route: &Value) -> Vec<String> {
-    let parents = route["status"]["parents"].as_array().cloned();
-    let parents = parents.unwrap_or_default();
-    let entries = parents.iter().filter(|e| e["controllerName"] == OURS);
-    let conditions = entries.flat_map(|e| e["conditions"].as_array().cloned().unwrap_or_default());
-    let s = |v: &Value| v.as_str().unwrap_or_default().to_owned();
-    conditions
-        .map(|c| format!("{}={}/{}", s(&c["type"]), s(&c["status"]), s(&c["reason"])))
-        .collect()
-}
-
-/// Polls the admin API until TLSRoute `ns/name` has our conditions `want`.
-async fn wait_conditions(p: &Portico, ns: &str, name: &str, want: &[&str]) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let route = crate::gateway_api::object(p, "/api/v1/tlsroutes", ns, name).await;
-        let got = ours(&route);
-        if got == want {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{name}: wanted {want:?}, got {got:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-const SERVED: [&str; 2] = ["Accepted=True/Accepted", "ResolvedRefs=True/ResolvedRefs"];
 
 /// An HTTPS listener for `term.test` and a TLS passthrough listener for `*.pass.test`, both
 /// on 443 (a Gateway without an address: Portico's HTTPS listener).
@@ -110,22 +83,22 @@ async fn a_tls_route_passes_its_host_through_beside_a_terminated_https_host_on_o
         assert_ne!(conn.leaf, leaf_of(&own.chain_pem), "{sni}");
     }
 
-    wait_conditions(&p, ns, "pass", &SERVED).await;
+    wait_conditions(&p, ROUTES, "pass", &SERVED).await;
     let no_host = [
         "Accepted=False/NoMatchingListenerHostname",
         "ResolvedRefs=True/ResolvedRefs",
     ];
-    wait_conditions(&p, ns, "elsewhere", &no_host).await;
+    wait_conditions(&p, ROUTES, "elsewhere", &no_host).await;
     let missing = [
         "Accepted=True/Accepted",
         "ResolvedRefs=False/BackendNotFound",
     ];
-    wait_conditions(&p, ns, "missing", &missing).await;
+    wait_conditions(&p, ROUTES, "missing", &missing).await;
     let forbidden = [
         "Accepted=True/Accepted",
         "ResolvedRefs=False/RefNotPermitted",
     ];
-    wait_conditions(&p, ns, "forbidden", &forbidden).await;
+    wait_conditions(&p, ROUTES, "forbidden", &forbidden).await;
 
     let gw = crate::gateway_api::object(&p, "/api/v1/gateways", ns, "edge").await;
     let listeners = gw["status"]["listeners"].as_array().cloned().unwrap();
@@ -179,7 +152,7 @@ async fn in_kubernetes_mode_a_v1alpha3_tls_route_is_served_and_gets_its_status()
     let written = |name: &str| {
         let alpha = "gateway.networking.k8s.io/v1alpha3";
         let route = cluster.api.get(alpha, "TLSRoute", Some(ns), name);
-        ours(&route.unwrap_or(Value::Null))
+        our_conditions(&route.unwrap_or(Value::Null))
     };
     while written("pass") != SERVED {
         assert!(Instant::now() < deadline, "pass: {:?}", written("pass"));
