@@ -23,47 +23,68 @@ pub(crate) fn attach<'a>(
 ) -> Vec<ParentVerdict> {
     let kind = super::kind(route);
     let object = ObjectRef::new(kind, &key.namespace, &key.name);
-    let mut parents = Vec::new();
-    let mut checked: Option<(Result<(), Refusal>, Result<(), Refusal>)> = None;
-    for (index, parent) in route.spec.parent_refs.iter().enumerate() {
-        let Some(gateway) = ours(parent, &key.namespace, gateways) else {
+    let parents = &route.spec.parent_refs;
+    let check = |diagnostics: &mut Vec<Diagnostic>| {
+        let supported = unsupported(route).map_or(Ok(()), Err);
+        let rules = &route.spec.rules;
+        let unresolved = backends::unresolved(rules, (kind, &key.namespace), objects);
+        (supported, resolved_refs(&object, unresolved, diagnostics))
+    };
+    let listen = |(): &(), parent: &ParentReference, g: usize, gateways: &mut [Prepared<'a>]| {
+        listen(key, route, parent, &mut gateways[g], rank)
+    };
+    parent_verdicts(
+        &object,
+        (parents, &key.namespace),
+        gateways,
+        diagnostics,
+        check,
+        listen,
+    )
+}
+
+/// The verdicts on a route's parentRefs to Gateways of ours (none: the route is not ours).
+/// `check`, run once at the first such parentRef, says whether the route is supported (with
+/// what `listen` needs) and whether its references resolve; `listen` attaches the route to
+/// the Gateway `g` a parentRef names.
+pub(super) fn parent_verdicts<'a, T>(
+    object: &ObjectRef,
+    (parents, namespace): (&[ParentReference], &str),
+    gateways: &mut [Prepared<'a>],
+    diagnostics: &mut Vec<Diagnostic>,
+    mut check: impl FnMut(&mut Vec<Diagnostic>) -> (Result<T, Refusal>, Result<(), Refusal>),
+    mut listen: impl FnMut(&T, &ParentReference, usize, &mut [Prepared<'a>]) -> Result<(), Refusal>,
+) -> Vec<ParentVerdict> {
+    let mut verdicts = Vec::new();
+    let mut checked = None;
+    for (index, parent) in parents.iter().enumerate() {
+        let Some(g) = ours(parent, namespace, gateways) else {
             continue;
         };
-        let (supported, resolved) = checked.get_or_insert_with(|| {
-            let supported = unsupported(route).map_or(Ok(()), Err);
-            let rules = &route.spec.rules;
-            let unresolved = backends::unresolved(rules, (kind, &key.namespace), objects);
-            let resolved = resolved_refs(&object, unresolved, diagnostics);
-            (supported, resolved)
-        });
+        let (supported, resolved) = checked.get_or_insert_with(|| check(diagnostics));
         let accepted = match supported {
             Err(refusal) => Err(refusal.clone()),
-            Ok(()) => listen(key, route, parent, gateway, rank),
+            Ok(t) => listen(t, parent, g, gateways),
         };
-        let gateway = gateway.key;
-        let entry = (index, gateway);
-        parents.push(parent_verdict(
-            &object,
+        let entry = (index, gateways[g].key);
+        verdicts.push(parent_verdict(
+            object,
             entry,
             &accepted,
             resolved,
             diagnostics,
         ));
     }
-    parents
+    verdicts
 }
 
-/// The Gateway of ours that `parent` names, if any.
-fn ours<'g, 'a>(
-    parent: &ParentReference,
-    namespace: &str,
-    gateways: &'g mut [Prepared<'a>],
-) -> Option<&'g mut Prepared<'a>> {
+/// The index of the Gateway of ours that `parent` names, if any.
+fn ours(parent: &ParentReference, namespace: &str, gateways: &[Prepared<'_>]) -> Option<usize> {
     if !parent.is_gateway() {
         return None;
     }
     let namespace = parent.namespace_or(namespace);
-    (gateways.iter_mut()).find(|g| g.key.namespace == namespace && g.key.name == parent.name)
+    (gateways.iter()).position(|g| g.key.namespace == namespace && g.key.name == parent.name)
 }
 
 /// Attaches the route to the listeners of `gateway` that `parent` selects and that take it.

@@ -18,7 +18,7 @@
 //! backendRef does not resolve refuses its flows (connections closed, datagrams dropped), as
 //! the API asks, and so does a share whose Service has no ready endpoint.
 
-use super::attach::{admitting, parent_verdict, resolved_refs};
+use super::attach::{admitting, parent_verdicts, resolved_refs};
 use super::listeners::{ListenerState, Prepared};
 use super::status::Refusal;
 use super::{ParentVerdict, backends};
@@ -125,46 +125,30 @@ fn attach_one<'a>(
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Vec<ParentVerdict> {
     let object = ObjectRef::new(route.kind, &route.key.namespace, &route.key.name);
-    let mut parents = Vec::new();
-    let mut checked: Option<(Result<(), Refusal>, Result<(), Refusal>)> = None;
-    for (index, parent) in route.spec.parent_refs.iter().enumerate() {
-        let Some(g) = ours(parent, &route.key.namespace, gateways) else {
-            continue;
+    let parents = &route.spec.parent_refs;
+    let check = |diagnostics: &mut Vec<Diagnostic>| {
+        let supported = match route.spec.rules.len() {
+            0 | 1 => Ok(()),
+            n => Err((
+                "UnsupportedValue",
+                format!("spec.rules: {n} rules; a {} has one", route.kind),
+            )),
         };
-        let (supported, resolved) = checked.get_or_insert_with(|| {
-            let supported = match route.spec.rules.len() {
-                0 | 1 => Ok(()),
-                n => Err((
-                    "UnsupportedValue",
-                    format!("spec.rules: {n} rules; a {} has one", route.kind),
-                )),
-            };
-            let resolved = resolved_refs(&object, unresolved(route, objects), diagnostics);
-            (supported, resolved)
-        });
-        let accepted = match supported {
-            Err(refusal) => Err(refusal.clone()),
-            Ok(()) => listen(route, parent, (g, &mut gateways[g]), out),
-        };
-        let entry = (index, gateways[g].key);
-        parents.push(parent_verdict(
-            &object,
-            entry,
-            &accepted,
-            resolved,
-            diagnostics,
-        ));
-    }
-    parents
-}
-
-/// The index of the Gateway of ours that `parent` names, if any.
-fn ours(parent: &ParentReference, namespace: &str, gateways: &[Prepared<'_>]) -> Option<usize> {
-    if !parent.is_gateway() {
-        return None;
-    }
-    let namespace = parent.namespace_or(namespace);
-    (gateways.iter()).position(|g| g.key.namespace == namespace && g.key.name == parent.name)
+        let resolved = resolved_refs(&object, unresolved(route, objects), diagnostics);
+        (supported, resolved)
+    };
+    let listen = |(): &(), parent: &ParentReference, g: usize, gateways: &mut [Prepared<'_>]| {
+        listen(route, parent, (g, &mut gateways[g]), out)
+    };
+    let namespace = &route.key.namespace;
+    parent_verdicts(
+        &object,
+        (parents, namespace),
+        gateways,
+        diagnostics,
+        check,
+        listen,
+    )
 }
 
 /// Attaches `route` to the listeners of Gateway `g` that `parent` selects, that take it and

@@ -15,7 +15,7 @@
 //! verifying client refuses). Only the built-in proxy peeks SNI: a TLS listener of a Gateway
 //! served by another provider is refused (`UnsupportedProtocol`) in status and a diagnostic.
 
-use super::attach::{admitting, intersect, parent_verdict, resolved_refs};
+use super::attach::{admitting, intersect, parent_verdicts, resolved_refs};
 use super::listeners::{ListenerState, Prepared};
 use super::status::Refusal;
 use super::{ParentVerdict, backends};
@@ -94,30 +94,25 @@ fn attach_one(
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Vec<ParentVerdict> {
     let object = ObjectRef::new(TLS_ROUTE, &key.namespace, &key.name);
-    let mut parents = Vec::new();
-    let mut checked = None;
-    for (index, parent) in route.spec.parent_refs.iter().enumerate() {
-        let Some(g) = ours(parent, &key.namespace, gateways) else {
-            continue;
-        };
-        let (backend, resolved) = checked.get_or_insert_with(|| {
-            let (backend, unresolved) = backend(key, route, objects);
-            (backend, resolved_refs(&object, unresolved, diagnostics))
-        });
-        let accepted = match backend {
-            Err(refusal) => Err(refusal.clone()),
-            Ok(backend) => listen((key, route), parent, &mut gateways[g], backend.as_ref()),
-        };
-        let entry = (index, gateways[g].key);
-        parents.push(parent_verdict(
-            &object,
-            entry,
-            &accepted,
-            resolved,
-            diagnostics,
-        ));
-    }
-    parents
+    let parents = &route.spec.parent_refs;
+    let check = |diagnostics: &mut Vec<Diagnostic>| {
+        let (backend, unresolved) = backend(key, route, objects);
+        (backend, resolved_refs(&object, unresolved, diagnostics))
+    };
+    let listen = |backend: &Option<PoolKey>,
+                  parent: &ParentReference,
+                  g: usize,
+                  gateways: &mut [Prepared<'_>]| {
+        listen((key, route), parent, &mut gateways[g], backend.as_ref())
+    };
+    parent_verdicts(
+        &object,
+        (parents, &key.namespace),
+        gateways,
+        diagnostics,
+        check,
+        listen,
+    )
 }
 
 /// The backend of the route's hosts (`None`: it does not resolve, or no share has weight),
@@ -155,15 +150,6 @@ fn backend(
         )),
     };
     (backend, unresolved)
-}
-
-/// The index of the Gateway of ours that `parent` names, if any.
-fn ours(parent: &ParentReference, namespace: &str, gateways: &[Prepared<'_>]) -> Option<usize> {
-    if !parent.is_gateway() {
-        return None;
-    }
-    let namespace = parent.namespace_or(namespace);
-    (gateways.iter()).position(|g| g.key.namespace == namespace && g.key.name == parent.name)
 }
 
 /// Attaches the route to the TLS listeners of `gateway` that `parent` selects, that admit it
