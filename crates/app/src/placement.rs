@@ -44,8 +44,8 @@ impl Placer {
         changed
     }
 
-    /// Places every load balancer of `model` served by agents (all but `l4`'s) on agents with
-    /// the labels of its selector; returns how many placements changed. Nothing happens before
+    /// Places every load balancer of `model` (provider `l4`'s too: its VIP fails over as the
+    /// others') on agents with the labels of its selector; returns how many placements changed. Nothing happens before
     /// the agents are known.
     pub(crate) fn place(
         &mut self,
@@ -56,7 +56,6 @@ impl Placer {
             return 0;
         };
         let requests: Vec<Request> = (model.load_balancers.iter())
-            .filter(|lb| lb.provider != "l4")
             .map(|lb| Request {
                 id: lb.id,
                 selector: selectors.get(&lb.id).cloned().unwrap_or_default(),

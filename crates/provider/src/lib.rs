@@ -14,7 +14,7 @@ mod registry;
 mod sockets;
 
 pub use registry::{Applied, Registry};
-pub use sockets::{SocketKey, SocketKind, Sockets};
+pub use sockets::{SocketKey, SocketKind, Sockets, bind_nonlocal_tcp, bind_nonlocal_udp};
 
 pub use portico_model::Credentials;
 use portico_model::{Diagnostic, Model, ObjectRef, PoolId};

@@ -133,6 +133,40 @@ impl Sockets {
     }
 }
 
+/// A TCP listener on `addr` even while the address is not on any interface (IP_FREEBIND): a
+/// standby agent listens on its load balancers' addresses, so that a takeover only moves the
+/// addresses. Non-blocking, for the runtime.
+pub fn bind_nonlocal_tcp(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
+    use socket2::{Domain, Socket, Type};
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+    socket.set_reuse_address(true)?;
+    freebind(&socket, addr)?;
+    socket.bind(&addr.into())?;
+    socket.listen(1024)?;
+    socket.set_nonblocking(true)?;
+    Ok(socket.into())
+}
+
+/// A UDP socket on `addr` even while the address is not on any interface (IP_FREEBIND), as
+/// [`bind_nonlocal_tcp`]: HTTP/3 beside an HTTPS listener, an `l4` UDP listener. Non-blocking.
+pub fn bind_nonlocal_udp(addr: SocketAddr) -> std::io::Result<std::net::UdpSocket> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    freebind(&socket, addr)?;
+    socket.bind(&addr.into())?;
+    socket.set_nonblocking(true)?;
+    Ok(socket.into())
+}
+
+fn freebind(socket: &socket2::Socket, addr: SocketAddr) -> std::io::Result<()> {
+    if addr.is_ipv4() {
+        socket.set_freebind_v4(true)
+    } else {
+        socket.set_only_v6(true)?;
+        socket.set_freebind_v6(true)
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -148,6 +182,18 @@ mod tests {
             assert_eq!(kind.to_string().parse::<SocketKind>().unwrap(), kind);
         }
         assert!("ftp".parse::<SocketKind>().is_err());
+    }
+
+    /// 192.0.2.1 (TEST-NET-1) is on no interface of a test machine: a plain bind fails, the
+    /// nonlocal ones succeed, as a standby agent's listeners on its VIPs must.
+    #[test]
+    fn nonlocal_binds_succeed_on_an_address_no_interface_holds() {
+        let addr: SocketAddr = "192.0.2.1:0".parse().unwrap();
+        assert!(std::net::TcpListener::bind(addr).is_err());
+        let tcp = bind_nonlocal_tcp(addr).unwrap();
+        assert_eq!(tcp.local_addr().unwrap().ip(), addr.ip());
+        let udp = bind_nonlocal_udp(addr).unwrap();
+        assert_eq!(udp.local_addr().unwrap().ip(), addr.ip());
     }
 
     #[test]

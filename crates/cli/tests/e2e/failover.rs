@@ -19,9 +19,12 @@ const HEARTBEAT: u16 = 9182;
 /// A placed load balancer of the controller's list, with both addresses.
 fn lb_of(v: &Value) -> Option<Lb> {
     let ip = |k: &str| v[k].as_str()?.parse::<Ipv4Addr>().ok();
-    // Ingress `in-<i>` and Gateway `gw-<i>` both route to `svc-<i>`.
+    // Ingress `in-<i>` and Gateway `gw-<i>` both route to `svc-<i>`; a Service of type
+    // LoadBalancer `svc-<i>` is its own.
     let origin = v["origin"]["name"].as_str()?;
-    let i = (origin.strip_prefix("in-")).or_else(|| origin.strip_prefix("gw-"))?;
+    let i = (origin.strip_prefix("in-"))
+        .or_else(|| origin.strip_prefix("gw-"))
+        .or_else(|| origin.strip_prefix("svc-"))?;
     Some(Lb {
         id: v["id"].as_str()?.to_owned(),
         vip: ip("vip")?,
@@ -161,6 +164,8 @@ enum Objects {
     Ingresses(usize, Option<String>),
     /// One Gateway and its HTTPRoute.
     Gateway,
+    /// One Service of type LoadBalancer, served by provider `l4` (TCP port 80 to the echo).
+    L4Service,
 }
 
 /// Portico's GatewayClass, Gateway `gw-<i>` (HTTP on port 80) and an HTTPRoute to `service`.
@@ -235,6 +240,13 @@ impl Ha {
         Ha::start_objects(provider, agents, 5, Objects::Gateway).await
     }
 
+    /// A lab whose one load balancer is the Service `svc-0` of type LoadBalancer (class
+    /// `portico.dev/l4`), TCP port 80 to its echo backend: placed and failed over like an
+    /// Ingress of a dedicated class.
+    pub async fn start_l4(agents: usize) -> Ha {
+        Ha::start_objects("proxy", agents, 5, Objects::L4Service).await
+    }
+
     async fn start_objects(
         provider: &'static str,
         agents: usize,
@@ -247,7 +259,7 @@ impl Ha {
         let m = crate::support::Manifests::new();
         let (ingresses, websocket) = match &objects {
             Objects::Ingresses(n, websocket) => (*n, websocket.as_deref()),
-            Objects::Gateway => (1, None),
+            Objects::Gateway | Objects::L4Service => (1, None),
         };
         let mut yaml = CLASS.to_owned();
         for i in 0..ingresses {
@@ -257,7 +269,9 @@ impl Ha {
                 .await
                 .unwrap();
             let eps = crate::support::ready(&[pod]);
-            yaml.push_str(&crate::support::service("default", &service, &eps));
+            if !matches!(objects, Objects::L4Service) {
+                yaml.push_str(&crate::support::service("default", &service, &eps));
+            }
             let mut rules = vec![("", "/", "Prefix", service.as_str(), "80")];
             if let Some(host) = websocket.filter(|_| i == 0) {
                 let backend = crate::websocket::echo_backend_on(lab.addr(1).into()).await;
@@ -267,6 +281,12 @@ impl Ha {
             }
             if let Objects::Gateway = objects {
                 yaml.push_str(&gateway_objects(i, &service));
+                continue;
+            }
+            if let Objects::L4Service = objects {
+                let plain = crate::support::service("default", &service, &eps);
+                let l4 = "spec:\n  type: LoadBalancer\n  loadBalancerClass: portico.dev/l4\n";
+                yaml.push_str(&plain.replacen("spec:\n", l4, 1));
                 continue;
             }
             let ingress = crate::support::ingress(
@@ -734,6 +754,19 @@ async fn a_gateways_vip_fails_over_like_an_ingress_load_balancers() {
         let gaps = failovers_of(ha, 9, 2).await;
         assert!(*gaps.last().unwrap() < 1000, "{provider}: gaps {gaps:?}");
     }
+}
+
+/// A Service of type LoadBalancer served by provider `l4` fails over as an Ingress's load
+/// balancer does: the standby's l4 listener is bound on the VIP before it holds it (IP_FREEBIND),
+/// so the moved VIP answers new TCP connections at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_l4_services_vip_fails_over_to_a_standby_already_listening() {
+    if skip() {
+        return;
+    }
+    let ha = Ha::start_l4(2).await;
+    let gaps = failovers_of(ha, 9, 2).await;
+    assert!(*gaps.last().unwrap() < 1000, "gaps {gaps:?}");
 }
 
 /// The same with `--provider haproxy`: the agents run haproxy, which binds the VIP with

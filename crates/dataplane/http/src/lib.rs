@@ -23,7 +23,7 @@ mod upstream;
 
 pub use access::{AccessLog, Destination};
 pub use metrics::ProxyMetrics;
-pub use proxy::{HeavyLane, Proxy, Scheme, bind_quic};
+pub use proxy::{HeavyLane, Proxy, Scheme};
 pub use route::{
     Health, Outcome, PROVIDER, Pick, PoolState, RequestHeaders, RequestInfo, RouteRequest,
     RouteTable, Target, compile,

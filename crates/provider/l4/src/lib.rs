@@ -1,6 +1,6 @@
-//! Provider `l4`: serves each load balancer's TCP and UDP listeners on its VIP and ports with
-//! the L4 data plane (`portico-dataplane-l4`). A change swaps the listeners' targets without
-//! rebinding; listeners that are gone stop accepting and their flows drain. A load balancer
+//! Provider `l4`: serves each load balancer's TCP and UDP listeners on its VIP (and floating IP)
+//! and ports with the L4 data plane (`portico-dataplane-l4`). A change swaps the listeners'
+//! targets without rebinding; listeners that are gone stop accepting and their flows drain. A load balancer
 //! without a VIP is not served (a diagnostic says so): give Portico a `--vip-pool`.
 
 pub use portico_dataplane_l4::{L4Limits, tcp_flows};
@@ -10,7 +10,7 @@ use portico_model::{
 };
 use portico_provider::{CaBundles, Certificates, Provider, SocketKind, Sockets};
 use std::collections::{HashMap, HashSet};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 
 /// The provider type.
@@ -81,7 +81,7 @@ impl L4Provider {
             Protocol::Udp => {
                 let socket = match inherited {
                     Some(fd) => std::net::UdpSocket::from(fd),
-                    None => std::net::UdpSocket::bind(addr)?,
+                    None => portico_provider::bind_nonlocal_udp(addr)?,
                 };
                 self.sockets.listening((SocketKind::Udp, addr), &socket);
                 serve_udp(socket, target, self.limits).map(Handle::Udp)
@@ -89,7 +89,7 @@ impl L4Provider {
             _ => {
                 let listener = match inherited {
                     Some(fd) => std::net::TcpListener::from(fd),
-                    None => std::net::TcpListener::bind(addr)?,
+                    None => portico_provider::bind_nonlocal_tcp(addr)?,
                 };
                 self.sockets.listening((SocketKind::Tcp, addr), &listener);
                 serve_tcp(listener, target, self.limits).map(Handle::Tcp)
@@ -136,6 +136,14 @@ fn shares(listener: &Listener) -> Vec<(Option<PoolId>, u32)> {
     }
 }
 
+/// Each listener of `lb` on each of its addresses: the VIP, then the floating IP when it has
+/// one (the same ports and targets, as the other providers bind both).
+fn listeners_on(lb: &LoadBalancer, vip: IpAddr) -> impl Iterator<Item = (&Listener, IpAddr)> {
+    let ips: Vec<IpAddr> = std::iter::once(vip).chain(lb.floating_ip).collect();
+    ips.into_iter()
+        .flat_map(move |ip| lb.listeners.iter().map(move |l| (l, ip)))
+}
+
 /// The pools [`target`] reads for `listener`.
 fn pools_of(listener: &Listener) -> Vec<PoolId> {
     shares(listener)
@@ -169,8 +177,11 @@ impl Provider for L4Provider {
                 ));
                 continue;
             };
-            for listener in lb.listeners.iter() {
+            for (listener, ip) in listeners_on(lb, vip) {
                 if !matches!(listener.protocol, Protocol::Tcp | Protocol::Udp) {
+                    if ip != vip {
+                        continue;
+                    }
                     diagnostics.push(Diagnostic::warning(
                         lb.origin.clone(),
                         format!("listener {}", listener.name),
@@ -178,7 +189,7 @@ impl Provider for L4Provider {
                     ));
                     continue;
                 }
-                let key = (listener.protocol, SocketAddr::new(vip, listener.port));
+                let key = (listener.protocol, SocketAddr::new(ip, listener.port));
                 let pools = pools_of(listener);
                 if let Some(first) = wanted.get(&key) {
                     diagnostics.push(Diagnostic::warning(
@@ -224,8 +235,8 @@ impl Provider for L4Provider {
         let bound = self.bound.lock().unwrap_or_else(|e| e.into_inner());
         for lb in &model.load_balancers {
             let Some(vip) = lb.vip else { continue };
-            for listener in lb.listeners.iter() {
-                let key = (listener.protocol, SocketAddr::new(vip, listener.port));
+            for (listener, ip) in listeners_on(lb, vip) {
+                let key = (listener.protocol, SocketAddr::new(ip, listener.port));
                 let Some(existing) = bound.get(&key).filter(|b| b.owner == lb.id) else {
                     continue;
                 };

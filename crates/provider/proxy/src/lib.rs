@@ -147,7 +147,7 @@ impl ProxyProvider {
                 listener.set_nonblocking(true)?;
                 TcpListener::from_std(listener)?
             }
-            None => bind_nonlocal(addr)?,
+            None => TcpListener::from_std(portico_provider::bind_nonlocal_tcp(addr)?)?,
         };
         self.sockets.listening((kind, addr), &listener);
         Ok(listener)
@@ -191,7 +191,7 @@ fn quic_socket(sockets: &Sockets, addr: SocketAddr) -> Option<std::net::UdpSocke
     let key = (SocketKind::Quic, addr);
     let socket = match sockets.take(key) {
         Some(fd) => std::net::UdpSocket::from(fd),
-        None => match portico_dataplane_http::bind_quic(addr) {
+        None => match portico_provider::bind_nonlocal_udp(addr) {
             Ok(socket) => socket,
             Err(error) => {
                 tracing::warn!(%addr, %error, "HTTP/3 not served: its UDP port cannot be bound");
@@ -205,24 +205,6 @@ fn quic_socket(sockets: &Sockets, addr: SocketAddr) -> Option<std::net::UdpSocke
     }
     sockets.listening(key, &socket);
     Some(socket)
-}
-
-/// A listener on `addr` even while the address is not on any interface (IP_FREEBIND): a
-/// standby agent listens on its load balancers' addresses, so that a takeover only moves the
-/// addresses.
-fn bind_nonlocal(addr: SocketAddr) -> std::io::Result<TcpListener> {
-    use socket2::{Domain, Socket, Type};
-    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
-    socket.set_reuse_address(true)?;
-    if addr.is_ipv4() {
-        socket.set_freebind_v4(true)?;
-    } else {
-        socket.set_freebind_v6(true)?;
-    }
-    socket.bind(&addr.into())?;
-    socket.listen(1024)?;
-    socket.set_nonblocking(true)?;
-    TcpListener::from_std(socket.into())
 }
 
 /// One served pool and its members' health.

@@ -27,22 +27,6 @@ use tokio::task::JoinSet;
 /// as Cloudflare and Google advertise.
 const ALT_SVC_MAX_AGE_S: u32 = 86_400;
 
-/// A UDP socket for HTTP/3 on `addr`, even while the address is not on any interface (a
-/// standby agent's VIP, as its TCP listeners).
-pub fn bind_quic(addr: SocketAddr) -> std::io::Result<std::net::UdpSocket> {
-    use socket2::{Domain, Protocol, Socket, Type};
-    let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
-    if addr.is_ipv4() {
-        socket.set_freebind_v4(true)?;
-    } else {
-        socket.set_only_v6(true)?;
-        socket.set_freebind_v6(true)?;
-    }
-    socket.bind(&addr.into())?;
-    socket.set_nonblocking(true)?;
-    Ok(socket.into())
-}
-
 /// `Alt-Svc` naming HTTP/3 on `port`.
 pub(super) fn alt_svc(port: u16) -> HeaderValue {
     let value = format!("h3=\":{port}\"; ma={ALT_SVC_MAX_AGE_S}");

@@ -34,7 +34,7 @@ impl Proxy {
     /// Accepts TLS connections until `shutdown` turns true, like [`Proxy::serve`]; requests
     /// are routed on the TERMINATED_HTTPS listeners and forwarded with
     /// `X-Forwarded-Proto: https`. HTTP redirects name this listener's port. With `quic` (a
-    /// UDP socket on the same address and port: [`bind_quic`]), HTTP/3 is served on it too
+    /// UDP socket on the same address and port, bound by the provider), HTTP/3 is served on it too
     /// and advertised, unless `--http3 off` or the PROXY protocol (which QUIC does not carry).
     pub async fn serve_https(
         self: Arc<Self>,

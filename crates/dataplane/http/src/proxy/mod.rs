@@ -18,7 +18,6 @@ mod proxy_protocol;
 mod tries;
 mod tunnel;
 
-pub use h3::bind_quic;
 pub use headers::Scheme;
 pub use lane::HeavyLane;
 
