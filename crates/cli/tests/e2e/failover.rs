@@ -160,12 +160,30 @@ const CLASS: &str = "---\napiVersion: networking.k8s.io/v1\nkind: IngressClass\n
 
 /// What a lab's load balancers come from.
 enum Objects {
-    /// `n` Ingresses of the dedicated class; the first one's host (if any) to a WebSocket echo.
-    Ingresses(usize, Option<String>),
+    /// `n` Ingresses of the dedicated class; the first one's host (if any) to a WebSocket echo;
+    /// with `true`, also the Service [`FLOWS`] of type LoadBalancer (provider `l4`).
+    Ingresses(usize, Option<String>, bool),
     /// One Gateway and its HTTPRoute.
     Gateway,
     /// One Service of type LoadBalancer, served by provider `l4` (TCP port 80 to the echo).
     L4Service,
+}
+
+/// The Service of type LoadBalancer of [`Ha::start_with_flows`], and its ports.
+pub const FLOWS: &str = "flows";
+pub const FLOWS_TCP: u16 = 7000;
+pub const FLOWS_UDP: u16 = 7001;
+
+/// The Service [`FLOWS`] (class `portico.dev/l4`) and its EndpointSlice: a TCP and a UDP
+/// backend on `ip`, started now.
+async fn flows_service(ip: std::net::IpAddr) -> String {
+    let tcp = crate::l4::tcp_pod_on(ip, "t0").await;
+    let udp = crate::l4::udp_pod_on(ip, "u0").await;
+    format!(
+        "---\napiVersion: v1\nkind: Service\nmetadata: {{name: {FLOWS}, namespace: default}}\nspec:\n  type: LoadBalancer\n  loadBalancerClass: portico.dev/l4\n  selector: {{app: {FLOWS}}}\n  ports:\n  - {{name: tcp, port: {FLOWS_TCP}, protocol: TCP, targetPort: tcp}}\n  - {{name: udp, port: {FLOWS_UDP}, protocol: UDP, targetPort: udp}}\n---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: {FLOWS}-0\n  namespace: default\n  labels: {{kubernetes.io/service-name: {FLOWS}}}\naddressType: IPv4\nports: [{{name: tcp, port: {}, protocol: TCP}}, {{name: udp, port: {}, protocol: UDP}}]\nendpoints:\n- addresses: [\"{ip}\"]\n  conditions: {{ready: true}}\n",
+        tcp.port(),
+        udp.port()
+    )
 }
 
 /// Portico's GatewayClass, Gateway `gw-<i>` (HTTP on port 80) and an HTTPRoute to `service`.
@@ -229,8 +247,17 @@ impl Ha {
         lease_ttl: u64,
         websocket: Option<&str>,
     ) -> Ha {
-        let objects = Objects::Ingresses(ingresses, websocket.map(str::to_owned));
+        let objects = Objects::Ingresses(ingresses, websocket.map(str::to_owned), false);
         Ha::start_objects(provider, agents, lease_ttl, objects).await
+    }
+
+    /// [`Ha::start_routed`] with one Ingress, its WebSocket host `websocket`, and beside it the
+    /// Service [`FLOWS`] of type LoadBalancer served by provider `l4`: TCP port
+    /// [`FLOWS_TCP`] to a greeting echo backend (`crate::l4::tcp_pod`), UDP port
+    /// [`FLOWS_UDP`] to a datagram echo (`crate::l4::udp_pod`), both on the bridge's address.
+    pub async fn start_with_flows(provider: &'static str, agents: usize, websocket: &str) -> Ha {
+        let objects = Objects::Ingresses(1, Some(websocket.to_owned()), true);
+        Ha::start_objects(provider, agents, 5, objects).await
     }
 
     /// A lab whose one load balancer is a Gateway `gw-0` of Portico's GatewayClass with an
@@ -258,10 +285,13 @@ impl Ha {
         let etcd = EtcdCluster::start_on(lab.addr(1).into());
         let m = crate::support::Manifests::new();
         let (ingresses, websocket) = match &objects {
-            Objects::Ingresses(n, websocket) => (*n, websocket.as_deref()),
+            Objects::Ingresses(n, websocket, _) => (*n, websocket.as_deref()),
             Objects::Gateway | Objects::L4Service => (1, None),
         };
         let mut yaml = CLASS.to_owned();
+        if let Objects::Ingresses(_, _, true) = objects {
+            yaml.push_str(&flows_service(lab.addr(1).into()).await);
+        }
         for i in 0..ingresses {
             let service = format!("svc-{i}");
             let bind = SocketAddr::new(lab.addr(1).into(), 0);
@@ -394,7 +424,7 @@ impl Ha {
     }
 
     /// The controller's `/api/v1/loadbalancers` now (empty when it does not answer).
-    fn controller_lbs(&self) -> Vec<Value> {
+    pub fn controller_lbs(&self) -> Vec<Value> {
         let url = format!("http://{}/api/v1/loadbalancers", self.controller_admin);
         let out = std::process::Command::new("curl")
             .args(["-sf", &url])

@@ -205,10 +205,11 @@ impl Drop for KillOnDrop {
     }
 }
 
-/// A client making HTTPS requests, each on a new TLS connection, until stopped: (200s,
-/// failures).
-fn https_new_connections(
+/// A client making HTTPS requests to `host`, each on a new TLS connection, until stopped:
+/// (200s, failures).
+pub fn https_new_connections(
     addr: SocketAddr,
+    host: &'static str,
     stop: Arc<std::sync::atomic::AtomicBool>,
 ) -> tokio::task::JoinHandle<(usize, Vec<String>)> {
     use crate::tls_support::{H1, Trust, try_connect};
@@ -216,9 +217,9 @@ fn https_new_connections(
         let (mut ok, mut failed) = (0, Vec::new());
         while !stop.load(std::sync::atomic::Ordering::Relaxed) {
             let one = tokio::spawn(async move {
-                let conn = try_connect(addr, Some(HOST), &[b"http/1.1"], Trust::Any).await;
+                let conn = try_connect(addr, Some(host), &[b"http/1.1"], Trust::Any).await;
                 let conn = conn.map_err(|e| format!("TLS connect: {e}"))?;
-                let answer = H1::over(conn).await.get(HOST, "/").await;
+                let answer = H1::over(conn).await.get(host, "/").await;
                 match answer.status {
                     200 => Ok(()),
                     status => Err(format!("HTTPS answered {status}")),
@@ -314,7 +315,7 @@ async fn ten_upgrades_under_load_fail_no_request_and_keep_tunnels_and_flows() {
     let udp_addr = SocketAddr::new(vip, pu);
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let kept = keep_alive(p.http, stop.clone());
-    let tls = https_new_connections(p.https, stop.clone());
+    let tls = https_new_connections(p.https, HOST, stop.clone());
     let fresh = NewConnections::start(p.http, HOST);
 
     let first = p.pid().unwrap();
@@ -500,7 +501,7 @@ async fn upgrades_keep_haproxy_running_and_fail_no_request() {
     );
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let kept = keep_alive(p.http, stop.clone());
-    let tls = https_new_connections(p.https, stop.clone());
+    let tls = https_new_connections(p.https, HOST, stop.clone());
     let fresh = NewConnections::start(p.http, HOST);
     let mut pid = p.pid().unwrap();
     let mut guards = vec![];

@@ -14,7 +14,12 @@ use tokio::net::{TcpListener, TcpSocket, TcpStream, UdpSocket};
 
 /// A TCP backend: greets each connection with `<name>\n`, then echoes.
 pub(crate) async fn tcp_pod(name: &str) -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    tcp_pod_on(IpAddr::from([127, 0, 0, 1]), name).await
+}
+
+/// [`tcp_pod`] listening on `ip`.
+pub(crate) async fn tcp_pod_on(ip: IpAddr, name: &str) -> SocketAddr {
+    let listener = TcpListener::bind(SocketAddr::new(ip, 0)).await.unwrap();
     let addr = listener.local_addr().unwrap();
     let name = name.to_owned();
     tokio::spawn(async move {
@@ -34,7 +39,12 @@ pub(crate) async fn tcp_pod(name: &str) -> SocketAddr {
 
 /// A UDP backend: answers each datagram with `<name>:<datagram>`.
 pub(crate) async fn udp_pod(name: &str) -> SocketAddr {
-    let socket = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    udp_pod_on(IpAddr::from([127, 0, 0, 1]), name).await
+}
+
+/// [`udp_pod`] on `ip`.
+pub(crate) async fn udp_pod_on(ip: IpAddr, name: &str) -> SocketAddr {
+    let socket = UdpSocket::bind(SocketAddr::new(ip, 0)).await.unwrap();
     let addr = socket.local_addr().unwrap();
     let name = name.to_owned();
     tokio::spawn(async move {
