@@ -107,6 +107,8 @@ pub static TABLE: &[ResourceType] = &[
     ty(GATEWAY, "v1alpha2", "udproutes", "UDPRoute", true, true),
     // TLSRoute in v1alpha3, the experimental channel's last version before v1.
     ty(GATEWAY, "v1alpha3", "tlsroutes", "TLSRoute", true, true),
+    // GRPCRoute in v1 (standard since Gateway API v1.1).
+    ty(GATEWAY, "v1", "grpcroutes", "GRPCRoute", true, true),
 ];
 
 /// The Gateway API's group.

@@ -18,7 +18,8 @@ use portico_gateway::{GatewayStatus, RouteParentStatus, RouteStatus, Statuses};
 use portico_translate::{ObjectKey, Objects};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 /// Which Gateway API kind a [`GatewayStatusReport`] is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -29,6 +30,7 @@ pub enum GatewayKind {
     TcpRoute,
     UdpRoute,
     TlsRoute,
+    GrpcRoute,
 }
 
 impl GatewayKind {
@@ -41,6 +43,7 @@ impl GatewayKind {
             GatewayKind::TcpRoute => ("TCPRoute", "tcproutes"),
             GatewayKind::UdpRoute => ("UDPRoute", "udproutes"),
             GatewayKind::TlsRoute => ("TLSRoute", "tlsroutes"),
+            GatewayKind::GrpcRoute => ("GRPCRoute", "grpcroutes"),
         }
     }
 }
@@ -117,63 +120,77 @@ pub fn gateway_reports(
             ));
         }
     }
-    for route in &desired.routes {
-        let key = ObjectKey::of(&route.metadata);
-        let Some(seen) = objects.http_routes.get(&key) else {
-            continue;
-        };
-        let seen = (&seen.status, seen.api_version.as_str(), &seen.metadata);
-        let kind = GatewayKind::HttpRoute;
-        out.extend(route_entry(
-            (kind, key),
-            route.status.as_ref(),
-            seen,
-            controller,
-        ));
-    }
-    for route in &desired.tcp_routes {
-        let key = ObjectKey::of(&route.metadata);
-        let Some(seen) = objects.tcp_routes.get(&key) else {
-            continue;
-        };
-        let seen = (&seen.status, seen.api_version.as_str(), &seen.metadata);
-        let kind = GatewayKind::TcpRoute;
-        out.extend(route_entry(
-            (kind, key),
-            route.status.as_ref(),
-            seen,
-            controller,
-        ));
-    }
-    for route in &desired.udp_routes {
-        let key = ObjectKey::of(&route.metadata);
-        let Some(seen) = objects.udp_routes.get(&key) else {
-            continue;
-        };
-        let seen = (&seen.status, seen.api_version.as_str(), &seen.metadata);
-        let kind = GatewayKind::UdpRoute;
-        out.extend(route_entry(
-            (kind, key),
-            route.status.as_ref(),
-            seen,
-            controller,
-        ));
-    }
-    for route in &desired.tls_routes {
-        let key = ObjectKey::of(&route.metadata);
-        let Some(seen) = objects.tls_routes.get(&key) else {
-            continue;
-        };
-        let seen = (&seen.status, seen.api_version.as_str(), &seen.metadata);
-        let kind = GatewayKind::TlsRoute;
-        out.extend(route_entry(
-            (kind, key),
-            route.status.as_ref(),
-            seen,
-            controller,
-        ));
-    }
+    route_entries(
+        GatewayKind::HttpRoute,
+        &desired.routes,
+        &objects.http_routes,
+        controller,
+        &mut out,
+        |r| (&r.metadata, &r.status, &r.api_version),
+    );
+    route_entries(
+        GatewayKind::GrpcRoute,
+        &desired.grpc_routes,
+        &objects.grpc_routes,
+        controller,
+        &mut out,
+        |r| (&r.metadata, &r.status, &r.api_version),
+    );
+    route_entries(
+        GatewayKind::TcpRoute,
+        &desired.tcp_routes,
+        &objects.tcp_routes,
+        controller,
+        &mut out,
+        |r| (&r.metadata, &r.status, &r.api_version),
+    );
+    route_entries(
+        GatewayKind::UdpRoute,
+        &desired.udp_routes,
+        &objects.udp_routes,
+        controller,
+        &mut out,
+        |r| (&r.metadata, &r.status, &r.api_version),
+    );
+    route_entries(
+        GatewayKind::TlsRoute,
+        &desired.tls_routes,
+        &objects.tls_routes,
+        controller,
+        &mut out,
+        |r| (&r.metadata, &r.status, &r.api_version),
+    );
     out
+}
+
+/// A route's metadata, status and the version it was read in.
+type RouteParts<'a> = (&'a ObjectMeta, &'a Option<RouteStatus>, &'a String);
+
+/// The writes of one route kind's parent entries of ours: each route of `desired` against the
+/// same route as the source saw it (`seen`), by [`route_entry`].
+fn route_entries<R>(
+    kind: GatewayKind,
+    desired: &[R],
+    seen: &BTreeMap<ObjectKey, Arc<R>>,
+    controller: &str,
+    out: &mut Vec<GatewayStatusReport>,
+    parts: impl for<'a> Fn(&'a R) -> RouteParts<'a>,
+) {
+    for route in desired {
+        let (meta, status, _) = parts(route);
+        let key = ObjectKey::of(meta);
+        let Some(observed) = seen.get(&key) else {
+            continue;
+        };
+        let (meta, observed_status, api_version) = parts(observed);
+        let observed = (observed_status, api_version.as_str(), meta);
+        out.extend(route_entry(
+            (kind, key),
+            status.as_ref(),
+            observed,
+            controller,
+        ));
+    }
 }
 
 /// The write of a route's parent entries of ours, when they differ from those `seen` shows

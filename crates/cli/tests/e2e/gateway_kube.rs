@@ -294,3 +294,58 @@ async fn a_gateway_kind_portico_may_not_list_does_not_keep_ingresses_from_being_
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(text.contains("not permitted to list"), "{text}");
 }
+
+/// A GRPCRoute created through the API is served (its backend over h2c) and gets its parent
+/// entry through the status subresource; a call its matches do not name is not routed; deleted,
+/// it is no longer served.
+#[tokio::test]
+async fn a_grpc_route_from_the_api_is_served_and_gets_its_status() {
+    let cluster = Cluster::new().await;
+    let greeter = portico_testkit::grpc_backend("greeter").await;
+    cluster.apply(&service(NS, "greeter", &ready(&[greeter])));
+    cluster.apply(&(class("portico", OURS) + &gateway("gw", "portico")));
+    let grpc = |backend: &str| {
+        format!(
+            "---\napiVersion: {V1}\nkind: GRPCRoute\nmetadata: {{name: calls, namespace: {NS}}}\nspec:\n  parentRefs: [{{name: gw}}]\n  hostnames: [grpc.example]\n  rules: [{{matches: [{{method: {{service: helloworld.Greeter, method: SayHello}}}}], backendRefs: [{{name: {backend}, port: 80}}]}}]\n"
+        )
+    };
+    cluster.apply(&grpc("greeter"));
+    let p = Portico::start_kube(&cluster, &[]).await;
+    p.wait_route(
+        "grpc.example",
+        "/helloworld.Greeter/SayHello",
+        200,
+        "greeter",
+    )
+    .await;
+    p.wait_route("grpc.example", "/helloworld.Greeter/SayBye", 404, "")
+        .await;
+    let ours = || {
+        let route = stored(&cluster, "GRPCRoute", Some(NS), "calls");
+        let parents = route["status"]["parents"].as_array().cloned();
+        let mine = parents
+            .into_iter()
+            .flatten()
+            .find(|p| p["controllerName"] == OURS);
+        mine.map(|p| verdicts(&p["conditions"])).unwrap_or_default()
+    };
+    eventually("the GRPCRoute's status", || {
+        let got = ours();
+        (got != ACCEPTED).then(|| format!("{got:?}"))
+    })
+    .await;
+    // A backend that does not exist: ResolvedRefs says so, written through the API.
+    cluster.apply(&grpc("missing"));
+    eventually("the GRPCRoute's refused backend", || {
+        let got = ours();
+        let want = [
+            "Accepted=True/Accepted",
+            "ResolvedRefs=False/BackendNotFound",
+        ];
+        (got != want).then(|| format!("{got:?}"))
+    })
+    .await;
+    assert!(cluster.api.delete(V1, "GRPCRoute", Some(NS), "calls"));
+    p.wait_route("grpc.example", "/helloworld.Greeter/SayHello", 404, "")
+        .await;
+}

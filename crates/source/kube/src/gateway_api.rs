@@ -20,7 +20,7 @@ use kube::api::{ApiResource, DynamicObject, ListParams};
 use kube::discovery::Discovery;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
-use portico_gateway::{GROUP, Gateway, GatewayClass, HttpRoute, ReferenceGrant};
+use portico_gateway::{GROUP, Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant};
 use portico_gateway::{L4_ROUTE_VERSIONS, TLS_ROUTE_VERSIONS, TcpRoute, TlsRoute, UdpRoute};
 use std::sync::Arc;
 use std::time::Duration;
@@ -56,6 +56,7 @@ pub(crate) async fn run(shared: Arc<Shared>, namespace: Option<String>) {
     start::<TcpRoute>(&shared, group.as_ref(), Some(ns), &mut watchers).await;
     start::<UdpRoute>(&shared, group.as_ref(), Some(ns), &mut watchers).await;
     start::<TlsRoute>(&shared, group.as_ref(), Some(ns), &mut watchers).await;
+    start::<GrpcRoute>(&shared, group.as_ref(), Some(ns), &mut watchers).await;
     while watchers.join_next().await.is_some() {}
 }
 
@@ -221,6 +222,11 @@ mod tests {
         assert_eq!(picked("Gateway"), Some("v1"));
         assert_eq!(picked("ReferenceGrant"), Some("v1beta1"));
         assert_eq!(picked("GRPCRoute"), None);
+        let grpc = [version("v1", &["GRPCRoute"])];
+        assert_eq!(
+            pick(&grpc, "GRPCRoute").map(|r| r.version.as_str()),
+            Some("v1")
+        );
         let alpha = [version("v1alpha2", &["Gateway", "TCPRoute", "UDPRoute"])];
         assert_eq!(pick(&alpha, "Gateway"), None);
         let picked = |kind| pick(&alpha, kind).map(|r| r.version.as_str());

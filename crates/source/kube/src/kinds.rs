@@ -5,7 +5,7 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use kube::Resource;
 use portico_gateway::{
-    Gateway, GatewayClass, HttpRoute, ReferenceGrant, TcpRoute, TlsRoute, UdpRoute,
+    Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant, TcpRoute, TlsRoute, UdpRoute,
 };
 use portico_translate::{CompactSlice, KeptIngress, KeptService, ObjectKey, Objects, StatusSeen};
 use serde::de::DeserializeOwned;
@@ -28,10 +28,11 @@ pub enum Kind {
     TcpRoute,
     UdpRoute,
     TlsRoute,
+    GrpcRoute,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 12] = [
+    pub const ALL: [Kind; 13] = [
         Kind::Ingress,
         Kind::IngressClass,
         Kind::Service,
@@ -44,6 +45,7 @@ impl Kind {
         Kind::TcpRoute,
         Kind::UdpRoute,
         Kind::TlsRoute,
+        Kind::GrpcRoute,
     ];
 
     /// Whether a change of this kind can change which Secrets are referenced.
@@ -267,6 +269,13 @@ gateway_api!(Gateway, Kind::Gateway, ObjectKey, namespaced, gateways);
 gateway_api!(TcpRoute, Kind::TcpRoute, ObjectKey, namespaced, tcp_routes);
 gateway_api!(UdpRoute, Kind::UdpRoute, ObjectKey, namespaced, udp_routes);
 gateway_api!(TlsRoute, Kind::TlsRoute, ObjectKey, namespaced, tls_routes);
+gateway_api!(
+    GrpcRoute,
+    Kind::GrpcRoute,
+    ObjectKey,
+    namespaced,
+    grpc_routes
+);
 gateway_api!(
     HttpRoute,
     Kind::HttpRoute,

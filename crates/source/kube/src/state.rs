@@ -308,6 +308,7 @@ mod tests {
         state.relisted::<portico_gateway::TcpRoute>(vec![]);
         state.relisted::<portico_gateway::UdpRoute>(vec![]);
         state.relisted::<portico_gateway::TlsRoute>(vec![]);
+        state.relisted::<portico_gateway::GrpcRoute>(vec![]);
         state
     }
 
