@@ -17,6 +17,7 @@ mod distributed;
 mod floor;
 mod generate;
 mod haproxy_scale;
+mod hload;
 mod http;
 mod l4;
 mod nginx;
@@ -58,6 +59,9 @@ enum Command {
     L4Echo(L4EchoArgs),
     /// TCP load against one address for a while; prints the totals (bench/l4.sh).
     L4Load(L4LoadArgs),
+    /// GET requests over HTTP/3 or HTTP/2 over TLS, one in flight per connection, for a
+    /// while; prints the totals (bench/http3.sh).
+    HLoad(HLoadArgs),
     /// A minimal reverse proxy on hyper (HTTP/1.1, one thread, round robin, keep-alive
     /// upstreams): the floor of the library's cost per request (bench/proxy.sh, proxy `floor`).
     HyperFloor(HyperFloorArgs),
@@ -112,6 +116,25 @@ struct L4LoadArgs {
     /// Bytes per write (each short connection sends and reads back one write).
     #[arg(long, default_value_t = 64)]
     size: usize,
+}
+
+#[derive(Args, Debug)]
+struct HLoadArgs {
+    #[arg(long, value_enum)]
+    protocol: hload::Protocol,
+    /// The proxy's HTTPS address (UDP for HTTP/3, TCP for HTTP/2).
+    #[arg(long)]
+    target: std::net::SocketAddr,
+    /// Host (and SNI) of the requests.
+    #[arg(long)]
+    host: String,
+    #[arg(long, default_value = "/")]
+    path: String,
+    #[arg(long, default_value_t = 50)]
+    connections: usize,
+    /// Seconds of load.
+    #[arg(long, default_value_t = 5)]
+    duration: u64,
 }
 
 #[derive(Args, Debug)]
@@ -321,6 +344,7 @@ fn main() -> anyhow::Result<()> {
             runtime.block_on(l4::echo(args.listen))
         }
         Command::L4Load(args) => l4_load(args),
+        Command::HLoad(args) => h_load(args),
         Command::HyperFloor(args) => floor::run(args.listen, args.routes, args.inline),
         Command::RawFloor(args) => raw_floor::run(args.listen, args.routes),
     }
@@ -342,6 +366,28 @@ fn l4_load(args: L4LoadArgs) -> anyhow::Result<()> {
         totals.bytes,
         totals.errors,
         totals.elapsed.as_secs_f64()
+    );
+    Ok(())
+}
+
+fn h_load(args: HLoadArgs) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()?;
+    let duration = Duration::from_secs(args.duration);
+    let totals = runtime.block_on(hload::run(
+        args.protocol,
+        args.target,
+        args.host,
+        args.path,
+        args.connections,
+        duration,
+    ));
+    let us = totals.elapsed.as_micros();
+    println!(
+        "RESULT requests={} duration_us={us} errors={}",
+        totals.requests, totals.errors
     );
     Ok(())
 }
