@@ -211,6 +211,7 @@ async fn run_in(dir: &Path, listen: &ListenArgs) -> anyhow::Result<ExitCode> {
         fip_pool: None,
         l4_all_services: false,
         default_backend_service: None,
+        custom_http_errors: None,
     };
     let banner = BANNER.replace("{dir}", &dir.display().to_string());
     let tls = TlsArgs {

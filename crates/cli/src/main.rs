@@ -268,6 +268,20 @@ struct ClassArgs {
     /// without a `default-backend` annotation, as ingress-nginx's flag of the same name.
     #[arg(long, value_name = "NAMESPACE/NAME", value_parser = namespaced_name)]
     default_backend_service: Option<portico_translate::ObjectKey>,
+    /// Status codes (`404,503`: 400 to 599) whose answers --default-backend-service replaces
+    /// with its page (the `X-Code` headers and the rest, as the `custom-http-errors`
+    /// annotation) for every Ingress without a `custom-http-errors` of its own: ingress-nginx's
+    /// ConfigMap key of that name.
+    #[arg(long, value_name = "CODES", value_parser = error_codes, requires = "default_backend_service")]
+    custom_http_errors: Option<ErrorCodes>,
+}
+
+/// The codes of `--custom-http-errors`.
+#[derive(Debug, Clone)]
+struct ErrorCodes(Vec<u16>);
+
+fn error_codes(value: &str) -> Result<ErrorCodes, String> {
+    portico_translate::error_codes(value).map(ErrorCodes)
 }
 
 fn cidr(value: &str) -> Result<portico_translate::Cidr, String> {
@@ -579,6 +593,7 @@ fn translate_config(class: &ClassArgs, tls: &TlsArgs) -> portico_translate::Conf
         fip_pool: class.fip_pool,
         l4_all_services: class.l4_all_services,
         default_backend: class.default_backend_service.clone(),
+        custom_errors: (class.custom_http_errors.clone()).map_or_else(Vec::new, |c| c.0),
         ..portico_translate::Config::default()
     }
 }

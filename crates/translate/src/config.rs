@@ -53,6 +53,10 @@ pub struct Config {
     /// 404, and serves the `custom-http-errors` pages of Ingresses without a
     /// `default-backend` (`--default-backend-service`).
     pub default_backend: Option<ObjectKey>,
+    /// The codes whose answers the controller-wide default backend replaces with its page for
+    /// every Ingress without a `custom-http-errors` of its own (`--custom-http-errors`, the
+    /// ingress-nginx ConfigMap key of that name); empty: none.
+    pub custom_errors: Vec<u16>,
 }
 
 impl Default for Config {
@@ -69,6 +73,7 @@ impl Default for Config {
             fip_pool: None,
             l4_all_services: false,
             default_backend: None,
+            custom_errors: Vec::new(),
         }
     }
 }

@@ -48,22 +48,38 @@ pub(crate) fn annotation_backend(
     }
 }
 
+/// The controller-wide default backend on a load balancer (`--default-backend-service`): its
+/// pool, and the codes whose pages it serves for Ingresses without a `custom-http-errors` of
+/// their own (`--custom-http-errors`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ControllerErrors<'a> {
+    pub pool: PoolId,
+    pub codes: &'a [u16],
+}
+
 /// The error pages of a route of `source` forwarded to its pool: from the Ingress's own
 /// default backend (which also answers when the route's pool has no ready member), else the
-/// controller-wide one for `custom-http-errors`; none without either.
+/// controller-wide one for `custom-http-errors`; none without either. The codes are the
+/// Ingress's `custom-http-errors`, else `--custom-http-errors` (as ingress-nginx's annotation
+/// overrides its ConfigMap key).
 pub(crate) fn error_pages(
     source: &Source,
     spec: &RouteSpec,
-    controller: Option<PoolId>,
+    controller: Option<ControllerErrors<'_>>,
 ) -> Option<ErrorPages> {
     let own = source.error_backend.as_ref().map(|b| b.pool);
-    let codes = &source.location.custom_errors;
+    let codes = match (&source.location.custom_errors, controller) {
+        (own_codes, _) if !own_codes.is_empty() => own_codes.as_slice(),
+        (_, Some(controller)) => controller.codes,
+        (_, None) => &[],
+    };
+    let controller = controller.map(|c| c.pool);
     let pool = own.or(controller.filter(|_| !codes.is_empty()))?;
     let key = &spec.backend.key;
     Some(ErrorPages {
         pool,
         unavailable: own.is_some(),
-        codes: codes.clone(),
+        codes: codes.to_vec(),
         namespace: source.key.namespace.clone(),
         ingress: source.key.name.clone(),
         service: key.service.name.clone(),

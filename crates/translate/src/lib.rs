@@ -77,6 +77,7 @@ pub use address::{
     Allocations, Cidr, EXTERNAL_IP_ANNOTATION, FIP_POOL_ANNOTATION, VIP_POOL_ANNOTATION,
     assign_addresses,
 };
+pub use annotations::error_codes;
 pub use annotations::table as annotation_table;
 pub use certificates::{Certificates, SecretError, certificates};
 pub use class::referenced_secrets;

@@ -5,6 +5,7 @@
 use crate::aliases::alias_routes;
 use crate::annotations::provider_warnings;
 use crate::backend::PoolKey;
+use crate::errors::ControllerErrors;
 use crate::memo::Pools;
 use crate::merge::{Entry, default_backend, merge, order};
 use crate::policy::build_policies;
@@ -106,7 +107,11 @@ pub(crate) fn build_load_balancer(
         .into_iter()
         .map(|(id, key)| pools.pool(id, key))
         .collect();
-    let (mut policies, mut https_policies) = policies(&winners, &regex, sort, controller_pool);
+    let errors = controller_pool.map(|pool| ControllerErrors {
+        pool,
+        codes: &config.custom_errors,
+    });
+    let (mut policies, mut https_policies) = policies(&winners, &regex, sort, errors);
     let www = crate::www::redirects(&winners, diagnostics);
     if !www.is_empty() {
         policies.extend(crate::www::policies(&www, ids.listener));
@@ -215,7 +220,7 @@ fn policies(
     winners: &[Route<'_>],
     regex: &RegexPaths,
     sort: bool,
-    controller: Option<PoolId>,
+    controller: Option<ControllerErrors<'_>>,
 ) -> (Vec<L7Policy>, Vec<L7Policy>) {
     let build = |https: bool| -> Vec<L7Policy> {
         let ids = |route: &Route<'_>| {

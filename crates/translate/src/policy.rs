@@ -1,10 +1,11 @@
 //! L7 policies in evaluation order: the first policy whose rules all match wins.
 
 use crate::annotations::Location;
+use crate::errors::ControllerErrors;
 use crate::route::{HostMatch, PolicyIds, Route, RouteSpec};
 use portico_model::{
-    CompareType, L7Policy, L7PolicyId, L7Rule, L7RuleId, PolicyAction, PolicyOptions, PoolId,
-    Rewrite, RuleType,
+    CompareType, L7Policy, L7PolicyId, L7Rule, L7RuleId, PolicyAction, PolicyOptions, Rewrite,
+    RuleType,
 };
 use std::cmp::Reverse;
 use std::sync::Arc;
@@ -33,7 +34,7 @@ pub(crate) fn sort_key(spec: &RouteSpec) -> SortKey<'_> {
 pub(crate) fn build_policies(
     route: &Route<'_>,
     ids: &PolicyIds,
-    (regex, controller): (Option<&str>, Option<PoolId>),
+    (regex, controller): (Option<&str>, Option<ControllerErrors<'_>>),
     out: &mut Vec<L7Policy>,
 ) {
     let spec = route.spec;
@@ -93,7 +94,7 @@ const APP_ROOT_STATUS: u16 = 302;
 fn options(
     route: &Route<'_>,
     regex: Option<&str>,
-    controller: Option<PoolId>,
+    controller: Option<ControllerErrors<'_>>,
 ) -> Option<Arc<PolicyOptions>> {
     let location: &Location = &route.source.location;
     let rewrite = regex

@@ -180,6 +180,67 @@ async fn the_controller_default_backend_serves_the_pages_of_ingresses_without_on
     assert_eq!((own.status, own.service().as_str()), (404, "pages"));
 }
 
+/// `--custom-http-errors` (ingress-nginx's ConfigMap key): the controller's default backend
+/// serves those codes' pages for every Ingress without a `custom-http-errors` of its own; an
+/// Ingress's annotation replaces the flag's codes; the flag needs `--default-backend-service`.
+#[tokio::test]
+async fn the_controller_wide_codes_apply_to_ingresses_without_their_own() {
+    let m = manifests().await;
+    let rules = [
+        ("plain.test", "/down", "Prefix", "down", "80"),
+        ("plain.test", "/teapot", "Prefix", "teapot", "80"),
+    ];
+    m.write("plain.yaml", &with("plain", &rules, &[]));
+    let flags = [
+        "--default-backend-service",
+        "ingress-nginx/global",
+        "--custom-http-errors",
+        "418,503",
+    ];
+    let p = Portico::start(m.path(), &flags).await;
+    p.wait_route("c.test", "/fine", 200, "ok").await;
+    // No annotation: the flag's codes, pages from the controller's default backend.
+    for (path, code) in [("/down", 503), ("/teapot", 418)] {
+        let page = get(&p, "plain.test", path, &[]).await;
+        assert_eq!(
+            (page.status, page.service().as_str()),
+            (code, "global"),
+            "{path}"
+        );
+        assert_eq!(seen(&page, "x-code"), code.to_string(), "{path}");
+        assert_eq!(seen(&page, "x-ingress-name"), "plain", "{path}");
+    }
+    // Its own custom-http-errors (404) replaces the flag's: its 503 and 418 pass as answered.
+    let own = get(&p, "c.test", "/teapot", &[]).await;
+    assert_eq!((own.status, own.service().as_str()), (418, "teapot"));
+    let page = get(&p, "g.test", "/", &[]).await;
+    assert_eq!((page.status, page.service().as_str()), (404, "global"));
+
+    let out = std::process::Command::new(BIN)
+        .args(["validate", "-f"])
+        .arg(m.path())
+        .args(["--custom-http-errors", "404"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("--default-backend-service"),
+        "{stderr}"
+    );
+    let out = std::process::Command::new(BIN)
+        .args(["validate", "-f"])
+        .arg(m.path())
+        .args(["--default-backend-service", "ingress-nginx/global"])
+        .args(["--custom-http-errors", "404,700"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("\"700\""),
+        "{stderr}"
+    );
+}
+
 #[tokio::test]
 async fn bad_default_backend_values_are_reported_and_the_rest_is_served() {
     let m = manifests().await;

@@ -18,6 +18,12 @@ mod tests;
 
 use crate::KeptIngress;
 pub(crate) use basic::{SecretType, basic_secret};
+
+/// Status codes as `custom-http-errors` takes them (`404,503`: 400 to 599), sorted; for
+/// `--custom-http-errors`.
+pub fn error_codes(value: &str) -> Result<Vec<u16>, String> {
+    parse::error_codes(value)
+}
 pub(crate) use canary::{Canary, HeaderMatch};
 pub(crate) use location::{Location, location};
 use parse::{bool_value, duration_ms, hash_key, percent, size_bytes, u32_value};

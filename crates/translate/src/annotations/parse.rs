@@ -317,7 +317,7 @@ pub(super) fn service_name(v: &str) -> Parsed<String> {
 
 /// `custom-http-errors`: status codes from 400 to 599 separated by commas, ascending and
 /// without duplicates once read.
-pub(super) fn error_codes(v: &str) -> Parsed<Vec<u16>> {
+pub(crate) fn error_codes(v: &str) -> Parsed<Vec<u16>> {
     let mut codes = Vec::new();
     for token in v.split(',').map(str::trim).filter(|t| !t.is_empty()) {
         let code = token

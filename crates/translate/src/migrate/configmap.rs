@@ -169,10 +169,9 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
         "--limit-status-code",
         "one status for rate and connection limits (--limit-status-code)",
     ),
-    not(
+    by(
         "custom-http-errors",
-        "per Ingress: the custom-http-errors annotation, its pages from the Ingress's \
-         default-backend or --default-backend-service",
+        "--custom-http-errors with --default-backend-service (per Ingress: custom-http-errors)",
     ),
     not("enable-opentelemetry", LATER),
     not("enable-modsecurity", "Portico has no WAF"),
