@@ -44,8 +44,10 @@ impl Placer {
         changed
     }
 
-    /// Places every load balancer of `model` (provider `l4`'s too: its VIP fails over as the
-    /// others') on agents with the labels of its selector; returns how many placements changed. Nothing happens before
+    /// Places every load balancer of `model` that holds its addresses (provider `l4`'s too:
+    /// a Service's VIP fails over as the others'; not the `l4` half of a Gateway, which listens
+    /// on its Gateway's addresses wherever it is served) on agents with the labels of its
+    /// selector; returns how many placements changed. Nothing happens before
     /// the agents are known.
     pub(crate) fn place(
         &mut self,
@@ -56,6 +58,7 @@ impl Placer {
             return 0;
         };
         let requests: Vec<Request> = (model.load_balancers.iter())
+            .filter(|lb| portico_translate::gateway::anchor(lb).is_none())
             .map(|lb| Request {
                 id: lb.id,
                 selector: selectors.get(&lb.id).cloned().unwrap_or_default(),
@@ -130,6 +133,32 @@ mod tests {
             .iter()
             .map(|n| ((*n).to_owned(), feedback(n)))
             .collect()
+    }
+
+    /// A Service's `l4` load balancer is placed; the `l4` half of a Gateway is not (its
+    /// addresses are the Gateway's own load balancer's, placed and failed over once).
+    #[test]
+    fn l4_load_balancers_are_placed_but_a_gateways_l4_half() {
+        let mut m = model(&["gateway/ns/gw"]);
+        let mut l4 = |name: &str, kind: &str, origin: &str| {
+            let mut lb = m.load_balancers[0].clone();
+            lb.id = LoadBalancerId::derive(name);
+            lb.name = name.into();
+            lb.origin = portico_model::ObjectRef::new(kind, "ns", origin);
+            lb.provider = "l4".into();
+            lb
+        };
+        let service = l4("service/ns/svc", "Service", "svc");
+        let half = l4("gateway/ns/gw/l4", "Gateway", "gw");
+        let (service_id, half_id) = (service.id, half.id);
+        m.load_balancers[0].origin = portico_model::ObjectRef::new("Gateway", "ns", "gw");
+        m.load_balancers.extend([service, half]);
+        let mut placer = Placer::default();
+        placer.set_agents(&agents(&["n1", "n2"]));
+        placer.place(&m, &none());
+        assert!(placer.placements().contains_key(&service_id));
+        assert!(!placer.placements().contains_key(&half_id));
+        assert_eq!(placer.placements().len(), 2);
     }
 
     #[test]

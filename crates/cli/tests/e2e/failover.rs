@@ -163,8 +163,9 @@ enum Objects {
     /// `n` Ingresses of the dedicated class; the first one's host (if any) to a WebSocket echo;
     /// with `true`, also the Service [`FLOWS`] of type LoadBalancer (provider `l4`).
     Ingresses(usize, Option<String>, bool),
-    /// One Gateway and its HTTPRoute.
-    Gateway,
+    /// One Gateway and its HTTPRoute; with `true`, also a TCP listener on [`FLOWS_TCP`] whose
+    /// TCPRoute goes to the ClusterIP Service [`FLOWS`].
+    Gateway(bool),
     /// One Service of type LoadBalancer, served by provider `l4` (TCP port 80 to the echo).
     L4Service,
 }
@@ -174,20 +175,26 @@ pub const FLOWS: &str = "flows";
 pub const FLOWS_TCP: u16 = 7000;
 pub const FLOWS_UDP: u16 = 7001;
 
-/// The Service [`FLOWS`] (class `portico.dev/l4`) and its EndpointSlice: a TCP and a UDP
-/// backend on `ip`, started now.
-async fn flows_service(ip: std::net::IpAddr) -> String {
+/// The Service [`FLOWS`] and its EndpointSlice: a TCP and a UDP backend on `ip`, started now;
+/// of type LoadBalancer (class `portico.dev/l4`) with `l4`, else a ClusterIP one.
+async fn flows_service(ip: std::net::IpAddr, l4: bool) -> String {
     let tcp = crate::l4::tcp_pod_on(ip, "t0").await;
     let udp = crate::l4::udp_pod_on(ip, "u0").await;
+    let kind = if l4 {
+        "  type: LoadBalancer\n  loadBalancerClass: portico.dev/l4\n"
+    } else {
+        ""
+    };
     format!(
-        "---\napiVersion: v1\nkind: Service\nmetadata: {{name: {FLOWS}, namespace: default}}\nspec:\n  type: LoadBalancer\n  loadBalancerClass: portico.dev/l4\n  selector: {{app: {FLOWS}}}\n  ports:\n  - {{name: tcp, port: {FLOWS_TCP}, protocol: TCP, targetPort: tcp}}\n  - {{name: udp, port: {FLOWS_UDP}, protocol: UDP, targetPort: udp}}\n---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: {FLOWS}-0\n  namespace: default\n  labels: {{kubernetes.io/service-name: {FLOWS}}}\naddressType: IPv4\nports: [{{name: tcp, port: {}, protocol: TCP}}, {{name: udp, port: {}, protocol: UDP}}]\nendpoints:\n- addresses: [\"{ip}\"]\n  conditions: {{ready: true}}\n",
+        "---\napiVersion: v1\nkind: Service\nmetadata: {{name: {FLOWS}, namespace: default}}\nspec:\n{kind}  selector: {{app: {FLOWS}}}\n  ports:\n  - {{name: tcp, port: {FLOWS_TCP}, protocol: TCP, targetPort: tcp}}\n  - {{name: udp, port: {FLOWS_UDP}, protocol: UDP, targetPort: udp}}\n---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: {FLOWS}-0\n  namespace: default\n  labels: {{kubernetes.io/service-name: {FLOWS}}}\naddressType: IPv4\nports: [{{name: tcp, port: {}, protocol: TCP}}, {{name: udp, port: {}, protocol: UDP}}]\nendpoints:\n- addresses: [\"{ip}\"]\n  conditions: {{ready: true}}\n",
         tcp.port(),
         udp.port()
     )
 }
 
-/// Portico's GatewayClass, Gateway `gw-<i>` (HTTP on port 80) and an HTTPRoute to `service`.
-fn gateway_objects(i: usize, service: &str) -> String {
+/// Portico's GatewayClass, Gateway `gw-<i>` (HTTP on port 80) and an HTTPRoute to `service`;
+/// with `tcp`, a TCP listener on [`FLOWS_TCP`] too and a TCPRoute to [`FLOWS`].
+fn gateway_objects(i: usize, service: &str, tcp: bool) -> String {
     use crate::gateway_api::{HTTP, OURS, class, gateway, route};
     let spec = format!(
         "{{parentRefs: [{{name: gw-{i}}}], rules: [{{backendRefs: [{{name: {service}, port: 80}}]}}]}}"
@@ -197,9 +204,21 @@ fn gateway_objects(i: usize, service: &str) -> String {
     } else {
         String::new()
     };
+    if !tcp {
+        return class
+            + &gateway("default", &format!("gw-{i}"), "portico", HTTP)
+            + &route("default", &format!("rt-{i}"), &spec);
+    }
+    let listeners = format!(
+        "[{{name: http, port: 80, protocol: HTTP}}, {{name: tcp, port: {FLOWS_TCP}, protocol: TCP}}]"
+    );
+    let tcp_route = format!(
+        "---\napiVersion: gateway.networking.k8s.io/v1alpha2\nkind: TCPRoute\nmetadata: {{name: flows-{i}, namespace: default}}\nspec: {{parentRefs: [{{name: gw-{i}, sectionName: tcp}}], rules: [{{backendRefs: [{{name: {FLOWS}, port: {FLOWS_TCP}}}]}}]}}\n"
+    );
     class
-        + &gateway("default", &format!("gw-{i}"), "portico", HTTP)
+        + &gateway("default", &format!("gw-{i}"), "portico", &listeners)
         + &route("default", &format!("rt-{i}"), &spec)
+        + &tcp_route
 }
 
 /// One load balancer as the controller shows it.
@@ -264,7 +283,13 @@ impl Ha {
     /// HTTP listener on port 80 and an HTTPRoute to `svc-0`, served by `provider`: placed and
     /// failed over like an Ingress of a dedicated class.
     pub async fn start_gateway(provider: &'static str, agents: usize) -> Ha {
-        Ha::start_objects(provider, agents, 5, Objects::Gateway).await
+        Ha::start_objects(provider, agents, 5, Objects::Gateway(false)).await
+    }
+
+    /// [`Ha::start_gateway`] with a TCP listener on the Gateway too, its TCPRoute to the
+    /// greeting echo of [`FLOWS`] (the Gateway's `l4` half, on the same VIP).
+    pub async fn start_gateway_with_tcp(agents: usize) -> Ha {
+        Ha::start_objects("proxy", agents, 5, Objects::Gateway(true)).await
     }
 
     /// A lab whose one load balancer is the Service `svc-0` of type LoadBalancer (class
@@ -286,11 +311,11 @@ impl Ha {
         let m = crate::support::Manifests::new();
         let (ingresses, websocket) = match &objects {
             Objects::Ingresses(n, websocket, _) => (*n, websocket.as_deref()),
-            Objects::Gateway | Objects::L4Service => (1, None),
+            Objects::Gateway(_) | Objects::L4Service => (1, None),
         };
         let mut yaml = CLASS.to_owned();
         if let Objects::Ingresses(_, _, true) = objects {
-            yaml.push_str(&flows_service(lab.addr(1).into()).await);
+            yaml.push_str(&flows_service(lab.addr(1).into(), true).await);
         }
         for i in 0..ingresses {
             let service = format!("svc-{i}");
@@ -309,8 +334,11 @@ impl Ha {
                 yaml.push_str(&crate::support::service("default", "extra", &eps));
                 rules.insert(0, (host, "/", "Prefix", "extra", "80"));
             }
-            if let Objects::Gateway = objects {
-                yaml.push_str(&gateway_objects(i, &service));
+            if let Objects::Gateway(tcp) = objects {
+                yaml.push_str(&gateway_objects(i, &service, tcp));
+                if tcp {
+                    yaml.push_str(&flows_service(lab.addr(1).into(), false).await);
+                }
                 continue;
             }
             if let Objects::L4Service = objects {
@@ -797,6 +825,52 @@ async fn an_l4_services_vip_fails_over_to_a_standby_already_listening() {
     let ha = Ha::start_l4(2).await;
     let gaps = failovers_of(ha, 9, 2).await;
     assert!(*gaps.last().unwrap() < 1000, "gaps {gaps:?}");
+}
+
+/// A Gateway with an HTTP and a TCP listener is two load balancers on one VIP: its own (placed,
+/// failed over) and its `l4` half (not placed, listening on every agent). Killing the active
+/// agent moves the VIP once, and new TCP connections through it reach the TCPRoute's backend
+/// from the new active; once the killed agent is back, only the new active holds the VIP.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_gateways_tcp_listener_follows_its_vip_on_failover() {
+    if skip() {
+        return;
+    }
+    let mut ha = Ha::start_gateway_with_tcp(2).await;
+    let lb = ha.load_balancers(1).await.remove(0);
+    let tcp = SocketAddr::new(lb.vip.into(), FLOWS_TCP);
+    for round in 0..2 {
+        let active = ha.wait_active(&lb.id, lb.vip, &lb.service).await;
+        ha.settle(&lb).await;
+        let mut conn = crate::l4::wait_connect(tcp).await;
+        assert_eq!(conn.pod, "t0");
+        conn.echo("before").await.unwrap();
+        ha.agents[active].signal(9).await;
+        let standby = 1 - active;
+        eventually(
+            Duration::from_secs(5),
+            "new TCP connections through the moved VIP",
+            async || match crate::l4::connect_from(None, tcp).await {
+                Ok(mut c) => c.echo("after").await.is_ok() && ha.agents[standby].has(lb.vip),
+                Err(_) => false,
+            },
+        )
+        .await;
+        // The killed agent's addresses stay on its interface (no process removed them) until
+        // it comes back and gives up what it holds no claim for.
+        ha.spawn_agent(active).await;
+        eventually(
+            Duration::from_secs(5),
+            "the returning agent holds nothing",
+            async || {
+                let holders: Vec<bool> = ha.agents.iter().map(|a| a.has(lb.vip)).collect();
+                holders == [active == 1, active == 0]
+            },
+        )
+        .await;
+        let again = crate::l4::connect_from(None, tcp).await;
+        assert!(again.is_ok(), "round {round}");
+    }
 }
 
 /// The same with `--provider haproxy`: the agents run haproxy, which binds the VIP with

@@ -212,7 +212,7 @@ fn gateway_lb(key: &ObjectKey) -> LoadBalancerId {
 
 /// For the `l4` load balancer of a Gateway: the Gateway's own load balancer, whose addresses
 /// it takes.
-pub(crate) fn anchor(lb: &LoadBalancer) -> Option<LoadBalancerId> {
+pub fn anchor(lb: &LoadBalancer) -> Option<LoadBalancerId> {
     (lb.origin.kind == "Gateway" && lb.provider == PROVIDER && lb.name.ends_with("/l4"))
         .then(|| gateway_lb(&ObjectKey::new(&lb.origin.namespace, &lb.origin.name)))
 }

@@ -204,7 +204,7 @@ pub(crate) fn backend_services(objects: &Objects) -> foldhash::HashSet<ObjectKey
     services
 }
 
-pub(crate) use l4routes::anchor;
+pub use l4routes::anchor;
 
 /// The Gateway a load balancer was made for, if any.
 pub(crate) fn of<'a>(lb: &LoadBalancer, objects: &'a Objects) -> Option<&'a Gateway> {
