@@ -140,7 +140,7 @@ mod tests {
     #[test]
     fn l4_load_balancers_are_placed_but_a_gateways_l4_half() {
         let mut m = model(&["gateway/ns/gw"]);
-        let mut l4 = |name: &str, kind: &str, origin: &str| {
+        let l4 = |name: &str, kind: &str, origin: &str| {
             let mut lb = m.load_balancers[0].clone();
             lb.id = LoadBalancerId::derive(name);
             lb.name = name.into();
