@@ -19,8 +19,8 @@
 # connections: CPU time per request (utime + stime from /proc). The report gives each
 # annotation's cost over the plain route, for both, and Portico / nginx per case.
 #
-# Usage: bash bench/annotations.sh     (RUNS=3 DURATION=6 CONNECTIONS=50 by default; PORTICO=path
-#        runs that binary instead of building the release one)
+# Usage: bash bench/annotations.sh     (RUNS=3 DURATION=6 CONNECTIONS=50 by default; PORTICO=path and BENCH=path
+#        run those binaries instead of building the release ones)
 # It starts and stops only its own processes, by PID, and sends traffic only to 127.0.0.1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,57 +37,23 @@ ADMIN_PORT=18603
 ORIGIN=https://app.example
 
 source scripts/lib.sh
+source bench/lib-one-route.sh
 apt_install nginx wrk curl python3
-if [ -z "${PORTICO:-}" ]; then
-  cargo build --release --locked -q -p portico
-  PORTICO=${CARGO_TARGET_DIR:-$PWD/target}/release/portico
-fi
+release_binaries
 
 start_work
 chmod 755 "$work" # the nginx workers run as an unprivileged user
 
-# Backends: one nginx worker answering /small (100 bytes) on both ports, whatever the prefix
-# the proxies forward (the rewrite strips /app).
-mkdir -p "$work/www" "$work/backend"
+# Backends: nginx answering /small (100 bytes) on two ports, whatever the prefix the proxies
+# forward (the rewrite strips /app).
+mkdir -p "$work/www"
 head -c 100 /dev/zero | tr '\0' 'x' >"$work/www/small"
-{
-  echo "worker_processes 1; daemon off; pid $work/backend/nginx.pid; error_log $work/backend/error.log warn;"
-  echo "events { worker_connections 4096; }"
-  echo "http { access_log off; keepalive_requests 1000000;"
-  echo "  client_body_temp_path $work/backend; proxy_temp_path $work/backend; fastcgi_temp_path $work/backend; uwsgi_temp_path $work/backend; scgi_temp_path $work/backend;"
-  echo "  server { root $work/www; default_type text/plain;"
-  for port in "${BACKEND_PORTS[@]}"; do echo "    listen 127.0.0.1:$port;"; done
-  echo "  } }"
-} >"$work/backend/nginx.conf"
 chmod -R a+rX "$work/www"
-taskset -c "$LOAD_CPU" nginx -c "$work/backend/nginx.conf" -e "$work/backend/error.log" &
-pids+=($!)
-wait_port "${BACKEND_PORTS[0]}"
+start_backend "${BACKEND_PORTS[0]}" "listen 127.0.0.1:${BACKEND_PORTS[1]}; root $work/www; default_type text/plain;"
 
 # Portico: the pool and one Ingress per case, with ingress-nginx's annotations.
 mkdir -p "$work/portico"
-cat >"$work/portico/pool.yaml" <<EOF
----
-apiVersion: v1
-kind: Service
-metadata: {name: pool, namespace: bench}
-spec:
-  ports: [{name: http, port: 80}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: pool-a, namespace: bench, labels: {kubernetes.io/service-name: pool}}
-addressType: IPv4
-ports: [{name: http, port: ${BACKEND_PORTS[0]}}]
-endpoints: [{addresses: [127.0.0.1], conditions: {ready: true}}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: pool-b, namespace: bench, labels: {kubernetes.io/service-name: pool}}
-addressType: IPv4
-ports: [{name: http, port: ${BACKEND_PORTS[1]}}]
-endpoints: [{addresses: [127.0.0.1], conditions: {ready: true}}]
-EOF
+for port in "${BACKEND_PORTS[@]}"; do service_manifest "$work/portico/pool.yaml" pool "$port"; done
 rewrite='nginx.ingress.kubernetes.io/use-regex: "true", nginx.ingress.kubernetes.io/rewrite-target: /$2'
 cors="nginx.ingress.kubernetes.io/enable-cors: \"true\", nginx.ingress.kubernetes.io/cors-allow-origin: \"$ORIGIN\", nginx.ingress.kubernetes.io/cors-allow-credentials: \"true\""
 limit='nginx.ingress.kubernetes.io/limit-rps: "1000000"'
@@ -100,66 +66,36 @@ for case in "${CASES[@]}"; do
     all) annotations="$rewrite, $cors, $limit" ;;
   esac
   case $case in rewrite | all) path='/app(/|$)(.*)' type=ImplementationSpecific ;; esac
-  cat >"$work/portico/$case.yaml" <<EOF
----
-apiVersion: networking.k8s.io/v1
-kind: Ingress
-metadata:
-  name: $case
-  namespace: bench
-  annotations: {$annotations}
-spec:
-  ingressClassName: portico
-  rules:
-  - host: $case.test
-    http:
-      paths:
-      - {path: '$path', pathType: $type, backend: {service: {name: pool, port: {number: 80}}}}
-EOF
+  ingress_manifest "$work/portico/$case.yaml" "$case" "$case.test" "$path" "$type" pool "$annotations"
 done
-taskset -c "$PROXY_CPU" "$PORTICO" run -f "$work/portico" --workers 1 --log warn \
-  --http-listen "127.0.0.1:$PORTICO_PORT" --https-listen 127.0.0.1:0 --access-log off \
-  --admin-listen "127.0.0.1:$ADMIN_PORT" >/dev/null &
-pids+=($!)
-PORTICO_PID=$!
-wait_http "http://127.0.0.1:$ADMIN_PORT/readyz"
+start_portico_on "$work/portico" "$PORTICO_PORT" 127.0.0.1:0 "$ADMIN_PORT"
 
 # nginx: the same routes with the directives ingress-nginx writes for the annotations.
-mkdir -p "$work/nginx"
-{
-  echo "worker_processes 1; daemon off; pid $work/nginx/nginx.pid; error_log $work/nginx/error.log warn;"
-  echo "events { worker_connections 8000; }"
-  echo "http { access_log off; keepalive_requests 1000000;"
-  echo "  client_body_temp_path $work/nginx; proxy_temp_path $work/nginx; fastcgi_temp_path $work/nginx; uwsgi_temp_path $work/nginx; scgi_temp_path $work/nginx;"
-  echo "  upstream pool { server 127.0.0.1:${BACKEND_PORTS[0]}; server 127.0.0.1:${BACKEND_PORTS[1]}; keepalive 64; }"
-  echo "  limit_req_zone \$binary_remote_addr zone=rps:5m rate=1000000r/s;"
-  echo "  map \$http_origin \$cors_ok { default 0; \"$ORIGIN\" 1; }"
-  proxy="proxy_pass http://pool; proxy_http_version 1.1; proxy_set_header Connection \"\"; proxy_set_header Host \$http_host; proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;"
-  cors_lines="set \$cors ''; if (\$cors_ok) { set \$cors 'true'; }
+proxy=$(nginx_proxy_to pool)
+cors_lines="set \$cors ''; if (\$cors_ok) { set \$cors 'true'; }
       if (\$request_method = 'OPTIONS') { set \$cors \"\${cors}options\"; }
       if (\$cors = 'trueoptions') { add_header Access-Control-Allow-Origin \$http_origin; add_header Access-Control-Allow-Credentials true; add_header Access-Control-Allow-Methods 'GET, PUT, POST, DELETE, PATCH, OPTIONS'; add_header Access-Control-Allow-Headers 'DNT,Keep-Alive,User-Agent,X-Requested-With,If-Modified-Since,Cache-Control,Content-Type,Range,Authorization'; add_header Access-Control-Max-Age 1728000; return 204; }
       if (\$cors = 'true') { add_header Access-Control-Allow-Origin \$http_origin always; add_header Access-Control-Allow-Credentials true always; add_header Access-Control-Allow-Methods 'GET, PUT, POST, DELETE, PATCH, OPTIONS' always; add_header Access-Control-Allow-Headers 'DNT,Keep-Alive,User-Agent,X-Requested-With,If-Modified-Since,Cache-Control,Content-Type,Range,Authorization' always; }"
-  limit_lines="limit_req zone=rps burst=5000000 nodelay; limit_req_status 503;"
-  for case in "${CASES[@]}"; do
-    echo "  server { listen 127.0.0.1:$NGINX_PORT; server_name $case.test;"
-    case $case in
-      plain) echo "    location / { $proxy }" ;;
-      rewrite) echo "    location ~* \"^/app(/|\$)(.*)\" { rewrite \"(?i)/app(/|\$)(.*)\" /\$2 break; $proxy }" ;;
-      cors) echo "    location / { $cors_lines
+limit_lines="limit_req zone=rps burst=5000000 nodelay; limit_req_status 503;"
+http="  upstream pool { server 127.0.0.1:${BACKEND_PORTS[0]}; server 127.0.0.1:${BACKEND_PORTS[1]}; keepalive 64; }
+  limit_req_zone \$binary_remote_addr zone=rps:5m rate=1000000r/s;
+  map \$http_origin \$cors_ok { default 0; \"$ORIGIN\" 1; }"
+for case in "${CASES[@]}"; do
+  case $case in
+    plain) location="location / { $proxy }" ;;
+    rewrite) location="location ~* \"^/app(/|\$)(.*)\" { rewrite \"(?i)/app(/|\$)(.*)\" /\$2 break; $proxy }" ;;
+    cors) location="location / { $cors_lines
       $proxy }" ;;
-      limit) echo "    location / { $limit_lines $proxy }" ;;
-      all) echo "    location ~* \"^/app(/|\$)(.*)\" { $limit_lines $cors_lines
+    limit) location="location / { $limit_lines $proxy }" ;;
+    all) location="location ~* \"^/app(/|\$)(.*)\" { $limit_lines $cors_lines
       rewrite \"(?i)/app(/|\$)(.*)\" /\$2 break; $proxy }" ;;
-    esac
-    echo "  }"
-  done
-  echo "}"
-} >"$work/nginx/nginx.conf"
-nginx -t -q -c "$work/nginx/nginx.conf" -e "$work/nginx/error.log"
-taskset -c "$PROXY_CPU" nginx -c "$work/nginx/nginx.conf" -e "$work/nginx/error.log" &
-pids+=($!)
-NGINX_PID=$!
-wait_port "$NGINX_PORT"
+  esac
+  http+="
+  server { listen 127.0.0.1:$NGINX_PORT; server_name $case.test;
+    $location
+  }"
+done
+start_nginx_proxy "$NGINX_PORT" "$http"
 
 path_of() { case $1 in rewrite | all) echo /app/small ;; *) echo /small ;; esac; }
 
@@ -183,35 +119,10 @@ for port in "$PORTICO_PORT" "$NGINX_PORT"; do
   done
 done
 
-# One wrk run of keep-alive requests to CASE on PORT; prints "requests cpu_ticks".
-run_once() { # port case pid...
-  local port=$1 case=$2
-  shift 2
-  local before after out
-  before=$(cpu_ticks "$@")
-  out=$(taskset -c "$LOAD_CPU" wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" \
-    -H "Host: $case.test" -H "Origin: $ORIGIN" "http://127.0.0.1:$port$(path_of "$case")")
-  after=$(cpu_ticks "$@")
-  local requests non2xx
-  requests=$(awk '/requests in/ {print $1}' <<<"$out")
-  non2xx=$(awk '/Non-2xx/ {print $NF}' <<<"$out")
-  if [ -n "$non2xx" ]; then
-    echo "$case on $port: $non2xx answers were not 2xx" >&2
-    exit 1
-  fi
-  echo "$requests $(( ${after%% *} - ${before%% *} ))"
+one_case() { # case
+  wrk_cpu -H "Host: $1.test" -H "Origin: $ORIGIN" "http://127.0.0.1:$port$(path_of "$1")"
 }
-
-results=$work/results
-: >"$results"
-nginx_pids() { echo "$NGINX_PID" $(pgrep -P "$NGINX_PID"); }
-for run in $(seq "$RUNS"); do
-  for case in "${CASES[@]}"; do
-    echo "portico $case $(run_once "$PORTICO_PORT" "$case" "$PORTICO_PID")" >>"$results"
-    echo "nginx $case $(run_once "$NGINX_PORT" "$case" $(nginx_pids))" >>"$results"
-  done
-  echo "run $run of $RUNS done" >&2
-done
+run_cases one_case
 
 python3 - "$results" "$(getconf CLK_TCK)" "${CASES[*]}" <<'EOF'
 import statistics, sys

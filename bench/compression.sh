@@ -13,7 +13,7 @@
 # body, CPU ms per MB, the compressed size, and Portico / nginx for gzip and identity.
 #
 # Usage: bash bench/compression.sh   (RUNS=3 DURATION=6 CONNECTIONS=10 SIZE=65536 by default;
-#        PORTICO=path runs that binary instead of building the release one)
+#        PORTICO=path and BENCH=path run those binaries instead of building the release ones)
 # It starts and stops only its own processes, by PID, and sends traffic only to 127.0.0.1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,17 +29,15 @@ NGINX_PORT=18702
 ADMIN_PORT=18703
 
 source scripts/lib.sh
+source bench/lib-one-route.sh
 apt_install nginx wrk curl python3
-if [ -z "${PORTICO:-}" ]; then
-  cargo build --release --locked -q -p portico
-  PORTICO=${CARGO_TARGET_DIR:-$PWD/target}/release/portico
-fi
+release_binaries
 
 start_work
 chmod 755 "$work" # the nginx workers run as an unprivileged user
 
 # The document: an API's list of records, SIZE bytes.
-mkdir -p "$work/www" "$work/backend"
+mkdir -p "$work/www"
 python3 - "$SIZE" >"$work/www/doc.json" <<'EOF'
 import json, random, sys
 random.seed(7)
@@ -54,69 +52,16 @@ while True:
         break
 EOF
 chmod -R a+rX "$work/www"
-{
-  echo "worker_processes 1; daemon off; pid $work/backend/nginx.pid; error_log $work/backend/error.log warn;"
-  echo "events { worker_connections 4096; }"
-  echo "http { access_log off; keepalive_requests 1000000; types { application/json json; }"
-  echo "  client_body_temp_path $work/backend; proxy_temp_path $work/backend; fastcgi_temp_path $work/backend; uwsgi_temp_path $work/backend; scgi_temp_path $work/backend;"
-  echo "  server { listen 127.0.0.1:$BACKEND_PORT; root $work/www; } }"
-} >"$work/backend/nginx.conf"
-taskset -c "$LOAD_CPU" nginx -c "$work/backend/nginx.conf" -e "$work/backend/error.log" &
-pids+=($!)
-wait_port "$BACKEND_PORT"
+start_backend "$BACKEND_PORT" "root $work/www; types { application/json json; }"
 
 mkdir -p "$work/portico"
-cat >"$work/portico/all.yaml" <<EOF
----
-apiVersion: v1
-kind: Service
-metadata: {name: docs, namespace: bench}
-spec:
-  ports: [{name: http, port: 80}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: docs, namespace: bench, labels: {kubernetes.io/service-name: docs}}
-addressType: IPv4
-ports: [{name: http, port: $BACKEND_PORT}]
-endpoints: [{addresses: [127.0.0.1], conditions: {ready: true}}]
----
-apiVersion: networking.k8s.io/v1
-kind: Ingress
-metadata: {name: docs, namespace: bench}
-spec:
-  ingressClassName: portico
-  rules:
-  - host: docs.test
-    http:
-      paths:
-      - {path: /, pathType: Prefix, backend: {service: {name: docs, port: {number: 80}}}}
-EOF
-taskset -c "$PROXY_CPU" "$PORTICO" run -f "$work/portico" --workers 1 --log warn \
-  --http-listen "127.0.0.1:$PORTICO_PORT" --https-listen 127.0.0.1:0 --access-log off \
-  --compression zstd,br,gzip --admin-listen "127.0.0.1:$ADMIN_PORT" >/dev/null &
-pids+=($!)
-PORTICO_PID=$!
-wait_http "http://127.0.0.1:$ADMIN_PORT/readyz"
+service_manifest "$work/portico/all.yaml" docs "$BACKEND_PORT"
+ingress_manifest "$work/portico/all.yaml" docs docs.test / Prefix docs ""
+start_portico_on "$work/portico" "$PORTICO_PORT" 127.0.0.1:0 "$ADMIN_PORT" --compression zstd,br,gzip
 
-mkdir -p "$work/nginx"
-{
-  echo "worker_processes 1; daemon off; pid $work/nginx/nginx.pid; error_log $work/nginx/error.log warn;"
-  echo "events { worker_connections 8000; }"
-  echo "http { access_log off; keepalive_requests 1000000;"
-  echo "  client_body_temp_path $work/nginx; proxy_temp_path $work/nginx; fastcgi_temp_path $work/nginx; uwsgi_temp_path $work/nginx; scgi_temp_path $work/nginx;"
-  echo "  gzip on; gzip_comp_level 1; gzip_min_length 256; gzip_proxied any; gzip_vary on; gzip_types application/json;"
-  echo "  upstream docs { server 127.0.0.1:$BACKEND_PORT; keepalive 64; }"
-  echo "  server { listen 127.0.0.1:$NGINX_PORT; server_name docs.test;"
-  echo "    location / { proxy_pass http://docs; proxy_http_version 1.1; proxy_set_header Connection \"\"; proxy_set_header Host \$http_host; proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for; }"
-  echo "  } }"
-} >"$work/nginx/nginx.conf"
-nginx -t -q -c "$work/nginx/nginx.conf" -e "$work/nginx/error.log"
-taskset -c "$PROXY_CPU" nginx -c "$work/nginx/nginx.conf" -e "$work/nginx/error.log" &
-pids+=($!)
-NGINX_PID=$!
-wait_port "$NGINX_PORT"
-nginx_pids() { echo "$NGINX_PID" $(pgrep -P "$NGINX_PID"); }
+start_nginx_proxy "$NGINX_PORT" "  gzip on; gzip_comp_level 1; gzip_min_length 256; gzip_proxied any; gzip_vary on; gzip_types application/json;
+  upstream docs { server 127.0.0.1:$BACKEND_PORT; keepalive 64; }
+  server { listen 127.0.0.1:$NGINX_PORT; server_name docs.test; location / { $(nginx_proxy_to docs) } }"
 
 # Sanity: each coding decodes to the exact document; prints the compressed size.
 decoded_size() { # port coding
@@ -139,20 +84,9 @@ decoded_size() { # port coding
 
 results=$work/results
 : >"$results"
-run_once() { # proxy port coding pid...
-  local proxy=$1 port=$2 coding=$3
-  shift 3
-  local before after out requests
-  before=$(cpu_ticks "$@")
-  out=$(taskset -c "$LOAD_CPU" wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" \
-    -H "Host: docs.test" -H "Accept-Encoding: $coding" "http://127.0.0.1:$port/doc.json")
-  after=$(cpu_ticks "$@")
-  requests=$(awk '/requests in/ {print $1}' <<<"$out")
-  if grep -q 'Non-2xx' <<<"$out"; then
-    echo "$proxy $coding: answers that were not 2xx" >&2
-    exit 1
-  fi
-  echo "$proxy $coding $requests $(( ${after%% *} - ${before%% *} )) $DURATION" >>"$results"
+run_once() { # proxy port coding
+  echo "$1 $3 $(wrk_cpu -H "Host: docs.test" -H "Accept-Encoding: $3" \
+    "http://127.0.0.1:$2/doc.json") $DURATION" >>"$results"
 }
 
 declare -A compressed
@@ -163,12 +97,10 @@ for coding in identity gzip; do
   compressed[nginx-$coding]=$(decoded_size "$NGINX_PORT" "$coding")
 done
 for run in $(seq "$RUNS"); do
-  for coding in identity gzip br zstd; do
-    run_once portico "$PORTICO_PORT" "$coding" "$PORTICO_PID"
-  done
-  for coding in identity gzip; do
-    run_once nginx "$NGINX_PORT" "$coding" $(nginx_pids)
-  done
+  PROXY_PIDS=$PORTICO_PID
+  for coding in identity gzip br zstd; do run_once portico "$PORTICO_PORT" "$coding"; done
+  PROXY_PIDS=$(nginx_pids)
+  for coding in identity gzip; do run_once nginx "$NGINX_PORT" "$coding"; done
   echo "run $run of $RUNS done" >&2
 done
 

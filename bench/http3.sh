@@ -30,12 +30,9 @@ ADMIN_PORT=18903
 HOST=h3.test
 
 source scripts/lib.sh
+source bench/lib-one-route.sh
 apt_install nginx openssl curl python3
-if [ -z "${PORTICO:-}" ] || [ -z "${BENCH:-}" ]; then
-  cargo build --release --locked -q -p portico -p portico-bench
-  PORTICO=${PORTICO:-${CARGO_TARGET_DIR:-$PWD/target}/release/portico}
-  BENCH=${BENCH:-${CARGO_TARGET_DIR:-$PWD/target}/release/portico-bench}
-fi
+release_binaries
 if nginx -V 2>&1 | grep -q -- --with-http_v3_module; then
   echo "note: this nginx has HTTP/3, but the load tool measures it over HTTP/2 only" >&2
 else
@@ -45,22 +42,13 @@ fi
 start_work
 chmod 755 "$work" # the nginx workers run as an unprivileged user
 
-mkdir -p "$work/tls" "$work/www" "$work/backend"
+mkdir -p "$work/tls" "$work/www"
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj "/CN=$HOST" \
   -addext "subjectAltName=DNS:$HOST" -keyout "$work/tls/key.pem" -out "$work/tls/cert.pem" 2>/dev/null
 chmod 755 "$work/tls" && chmod 644 "$work/tls/"*.pem
 head -c 100 /dev/zero | tr '\0' 'x' >"$work/www/small"
 chmod -R a+rX "$work/www"
-{
-  echo "worker_processes 1; daemon off; pid $work/backend/nginx.pid; error_log $work/backend/error.log warn;"
-  echo "events { worker_connections 4096; }"
-  echo "http { access_log off; keepalive_requests 1000000; default_type text/plain;"
-  echo "  client_body_temp_path $work/backend; proxy_temp_path $work/backend; fastcgi_temp_path $work/backend; uwsgi_temp_path $work/backend; scgi_temp_path $work/backend;"
-  echo "  server { listen 127.0.0.1:$BACKEND_PORT; root $work/www; } }"
-} >"$work/backend/nginx.conf"
-taskset -c "$LOAD_CPU" nginx -c "$work/backend/nginx.conf" -e "$work/backend/error.log" &
-pids+=($!)
-wait_port "$BACKEND_PORT"
+start_backend "$BACKEND_PORT" "root $work/www; default_type text/plain;"
 
 mkdir -p "$work/portico"
 cat >"$work/portico/all.yaml" <<EOF
@@ -72,57 +60,15 @@ metadata: {name: h3, namespace: bench}
 data:
   tls.crt: $(base64 -w0 "$work/tls/cert.pem")
   tls.key: $(base64 -w0 "$work/tls/key.pem")
----
-apiVersion: v1
-kind: Service
-metadata: {name: small, namespace: bench}
-spec:
-  ports: [{name: http, port: 80}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: small, namespace: bench, labels: {kubernetes.io/service-name: small}}
-addressType: IPv4
-ports: [{name: http, port: $BACKEND_PORT}]
-endpoints: [{addresses: [127.0.0.1], conditions: {ready: true}}]
----
-apiVersion: networking.k8s.io/v1
-kind: Ingress
-metadata: {name: small, namespace: bench}
-spec:
-  ingressClassName: portico
-  tls: [{hosts: [$HOST], secretName: h3}]
-  rules:
-  - host: $HOST
-    http:
-      paths:
-      - {path: /, pathType: Prefix, backend: {service: {name: small, port: {number: 80}}}}
 EOF
-taskset -c "$PROXY_CPU" "$PORTICO" run -f "$work/portico" --workers 1 --log warn \
-  --http-listen "127.0.0.1:$PORTICO_PORT" --https-listen "127.0.0.1:$PORTICO_TLS_PORT" \
-  --access-log off --admin-listen "127.0.0.1:$ADMIN_PORT" >/dev/null &
-pids+=($!)
-PORTICO_PID=$!
-wait_http "http://127.0.0.1:$ADMIN_PORT/readyz"
+service_manifest "$work/portico/all.yaml" small "$BACKEND_PORT"
+ingress_manifest "$work/portico/all.yaml" small "$HOST" / Prefix small "" h3
+start_portico_on "$work/portico" "$PORTICO_PORT" "127.0.0.1:$PORTICO_TLS_PORT" "$ADMIN_PORT"
 
-mkdir -p "$work/nginx"
-{
-  echo "worker_processes 1; daemon off; pid $work/nginx/nginx.pid; error_log $work/nginx/error.log warn;"
-  echo "events { worker_connections 8000; }"
-  echo "http { access_log off; keepalive_requests 1000000;"
-  echo "  client_body_temp_path $work/nginx; proxy_temp_path $work/nginx; fastcgi_temp_path $work/nginx; uwsgi_temp_path $work/nginx; scgi_temp_path $work/nginx;"
-  echo "  upstream small { server 127.0.0.1:$BACKEND_PORT; keepalive 64; }"
-  echo "  server { listen 127.0.0.1:$NGINX_TLS_PORT ssl http2; server_name $HOST;"
-  echo "    ssl_certificate $work/tls/cert.pem; ssl_certificate_key $work/tls/key.pem; ssl_protocols TLSv1.2 TLSv1.3;"
-  echo "    location / { proxy_pass http://small; proxy_http_version 1.1; proxy_set_header Connection \"\"; proxy_set_header Host \$http_host; proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for; }"
-  echo "  } }"
-} >"$work/nginx/nginx.conf"
-nginx -t -q -c "$work/nginx/nginx.conf" -e "$work/nginx/error.log"
-taskset -c "$PROXY_CPU" nginx -c "$work/nginx/nginx.conf" -e "$work/nginx/error.log" &
-pids+=($!)
-NGINX_PID=$!
-wait_port "$NGINX_TLS_PORT"
-nginx_pids() { echo "$NGINX_PID" $(pgrep -P "$NGINX_PID"); }
+start_nginx_proxy "$NGINX_TLS_PORT" "  upstream small { server 127.0.0.1:$BACKEND_PORT; keepalive 64; }
+  server { listen 127.0.0.1:$NGINX_TLS_PORT ssl http2; server_name $HOST;
+    ssl_certificate $work/tls/cert.pem; ssl_certificate_key $work/tls/key.pem; ssl_protocols TLSv1.2 TLSv1.3;
+    location / { $(nginx_proxy_to small) } }"
 
 load() { # protocol port
   taskset -c "$LOAD_CPU" "$BENCH" h-load --protocol "$1" --target "127.0.0.1:$2" --host "$HOST" \
