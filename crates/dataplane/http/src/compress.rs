@@ -30,7 +30,11 @@ pub const MIN_LENGTH: u64 = 256;
 const EMIT: usize = 16 * 1024;
 const GZIP_LEVEL: u32 = 1;
 const BROTLI_QUALITY: u32 = 4;
+/// Brotli's largest window (4 MiB); a response of known length gets the smallest window that
+/// holds it ([`brotli_window`]): the encoder's ring buffer is allocated whole for each response.
 const BROTLI_WINDOW: u32 = 22;
+/// Brotli's smallest window.
+const BROTLI_MIN_WINDOW: u32 = 10;
 const BROTLI_BUFFER: usize = 4096;
 const ZSTD_LEVEL: i32 = 1;
 
@@ -202,7 +206,9 @@ where
     let Some(coding) = negotiate(accept, offered) else {
         return Response::from_parts(parts, Compressible::Plain(body));
     };
-    let Some(encoder) = Encoder::new(coding) else {
+    let length =
+        (parts.headers.get(CONTENT_LENGTH)).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    let Some(encoder) = Encoder::new(coding, length) else {
         return Response::from_parts(parts, Compressible::Plain(body));
     };
     let headers = &mut parts.headers;
@@ -362,6 +368,17 @@ enum Encoder {
     Zstd(zstd::stream::write::Encoder<'static, Vec<u8>>),
 }
 
+/// The smallest brotli window (`lgwin`) that holds a body of `length` bytes (a window holds
+/// 2^lgwin - 16), the largest when the length is unknown.
+fn brotli_window(length: Option<u64>) -> u32 {
+    let Some(length) = length else {
+        return BROTLI_WINDOW;
+    };
+    (BROTLI_MIN_WINDOW..BROTLI_WINDOW)
+        .find(|w| (1u64 << w) - 16 >= length)
+        .unwrap_or(BROTLI_WINDOW)
+}
+
 impl std::fmt::Debug for Encoder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let coding = match self {
@@ -374,7 +391,9 @@ impl std::fmt::Debug for Encoder {
 }
 
 impl Encoder {
-    fn new(coding: Coding) -> Option<Encoder> {
+    /// An encoder for a body of `length` bytes when known (brotli's window fitted to it: less
+    /// memory to allocate and clear per response; a longer body still encodes correctly).
+    fn new(coding: Coding, length: Option<u64>) -> Option<Encoder> {
         Some(match coding {
             Coding::Gzip => {
                 let level = flate2::Compression::new(GZIP_LEVEL);
@@ -384,7 +403,7 @@ impl Encoder {
                 Vec::new(),
                 BROTLI_BUFFER,
                 BROTLI_QUALITY,
-                BROTLI_WINDOW,
+                brotli_window(length),
             ))),
             Coding::Zstd => {
                 let encoder = zstd::stream::write::Encoder::new(Vec::new(), ZSTD_LEVEL);

@@ -226,3 +226,26 @@ fn without_an_accepted_coding_the_body_passes_with_vary_set() {
     let head = respond(head, &accept("gzip"), Compression::default(), true);
     assert!(!head.headers().contains_key("content-encoding"));
 }
+
+/// Brotli's ring buffer is allocated whole per response: a known length gets the smallest
+/// window that holds it (2^lgwin - 16 bytes), an unknown one the largest.
+#[test]
+fn brotli_windows_fit_the_known_length() {
+    assert_eq!(brotli_window(None), 22);
+    assert_eq!(brotli_window(Some(300)), 10);
+    assert_eq!(brotli_window(Some(1008)), 10);
+    assert_eq!(brotli_window(Some(1009)), 11);
+    assert_eq!(brotli_window(Some(65_536)), 17);
+    assert_eq!(brotli_window(Some(1 << 30)), 22);
+    // A body longer than its Content-Length said still decodes (the window only bounds how
+    // far back a match may reach).
+    let body = text(5_000);
+    let response = Response::builder()
+        .header("content-type", "text/plain")
+        .header("content-length", "1000")
+        .body(Scripted(vec![Some(Bytes::from(body.clone()))].into()))
+        .unwrap();
+    let mut response = respond(response, &accept("br"), Compression::default(), false);
+    let (out, _) = drain(response.body_mut());
+    assert_eq!(decode("br", &out), body);
+}
