@@ -490,6 +490,36 @@ mod tests {
     }
 
     #[test]
+    fn the_proxys_traceparent_replaces_the_clients_and_tracestate_stays() {
+        let input = b"GET / HTTP/1.1\r\nHost: a\r\ntraceparent: client\r\n\
+            TraceParent: second\r\ntracestate: k=v\r\n\r\n";
+        let mut fields = [httparse::EMPTY_HEADER; MAX_FIELDS];
+        let Inspected::Request(request) = inspect(input, &mut fields, 100) else {
+            panic!("not served here");
+        };
+        assert_eq!(request.traceparent, Some(&b"client"[..]));
+        let forwarding = |traceparent| Forwarding {
+            client: b"10.0.0.9",
+            proto: "http",
+            request_id: None,
+            traceparent,
+        };
+        let mut out = Vec::new();
+        assert!(write_upstream(&mut out, &request, &forwarding(Some(b"ours"))));
+        let head = String::from_utf8(out).unwrap();
+        assert_eq!(
+            head,
+            "GET / HTTP/1.1\r\nHost: a\r\ntracestate: k=v\r\nx-forwarded-for: 10.0.0.9\r\n\
+             x-forwarded-proto: http\r\nx-forwarded-host: a\r\ntraceparent: ours\r\n\r\n"
+        );
+        // Tracing off: the client's fields go on untouched.
+        let mut out = Vec::new();
+        assert!(write_upstream(&mut out, &request, &forwarding(None)));
+        let head = String::from_utf8(out).unwrap();
+        assert!(head.contains("traceparent: client\r\nTraceParent: second\r\n"), "{head}");
+    }
+
+    #[test]
     fn the_upstream_head_drops_hop_by_hop_fields_and_adds_the_forwarded_ones() {
         let head = b"GET /p?q HTTP/1.1\r\nHost: web.test\r\nConnection: keep-alive, X-Secret\r\n\
             X-Secret: 1\r\nKeep-Alive: timeout=5\r\nTE: trailers\r\nX-Forwarded-For: 1.1.1.1\r\n\
