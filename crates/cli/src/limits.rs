@@ -115,6 +115,36 @@ pub struct LimitArgs {
     #[arg(long, value_name = "on|off", default_value = "on", value_parser = on_off,
           action = clap::ArgAction::Set)]
     http3: bool,
+    /// OpenTelemetry tracing: a span per request, exported in batches over OTLP/HTTP
+    /// (protobuf) to this URL, the whole path (`http://collector:4318/v1/traces`); members
+    /// get the W3C `traceparent` of the proxy's span (a client's is its parent) and the
+    /// client's `tracestate`; the access log carries the trace id. Off when absent: no
+    /// header is read or changed. Built-in proxy.
+    #[arg(long, value_name = "URL", value_parser = otlp_endpoint)]
+    otlp_endpoint: Option<String>,
+    /// With --otlp-endpoint: the share of new traces sampled, 0 to 1 (`0.01`: 1 %). A client's
+    /// `traceparent` decides for its trace: sampled, the request's span is too; not, not.
+    #[arg(long, value_name = "RATIO", default_value_t = 1.0, value_parser = sample_ratio)]
+    trace_sample_ratio: f64,
+}
+
+/// An `http://` URL with a host (the exporter speaks plain HTTP).
+fn otlp_endpoint(value: &str) -> Result<String, String> {
+    let uri: http::Uri = value.parse().map_err(|e| format!("not a URL: {e}"))?;
+    if uri.scheme_str() != Some("http") || uri.host().is_none() {
+        return Err(format!(
+            "expected http://HOST[:PORT]/PATH (as http://collector:4318/v1/traces), got {value:?}"
+        ));
+    }
+    Ok(value.to_owned())
+}
+
+/// A number from 0 to 1.
+fn sample_ratio(value: &str) -> Result<f64, String> {
+    match value.parse::<f64>() {
+        Ok(r) if (0.0..=1.0).contains(&r) => Ok(r),
+        _ => Err(format!("expected a number from 0 to 1, got {value:?}")),
+    }
 }
 
 /// `on` or `off`.
@@ -175,6 +205,12 @@ impl LimitArgs {
             // Leaked once, at start: the limits are a plain copy.
             trusted_proxies: Vec::leak(self.trusted_proxies.clone()),
             http3: self.http3,
+            tracing: portico_model::Tracing {
+                // Leaked once, at start, as the trusted proxies.
+                endpoint: (self.otlp_endpoint.clone()).map(|e| &*String::leak(e)),
+                // In 0..=1 (checked by `sample_ratio`): at most a million.
+                sample_per_million: (self.trace_sample_ratio * 1e6).round() as u32,
+            },
         }
     }
 

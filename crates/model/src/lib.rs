@@ -24,7 +24,7 @@ pub use diagnostic::{Diagnostic, Escaped, MAX_OBJECT_DIAGNOSTICS, Severity, cap_
 pub use diff::{Change, ChangeKind, ElementKind, diff};
 pub use filters::{HeaderChanges, Mirror, Origin, PathRewrite, Redirect, Timeouts};
 pub use id::{L7PolicyId, L7RuleId, ListenerId, LoadBalancerId, MemberId, PoolId, stable_uuid};
-pub use limits::Limits;
+pub use limits::{Limits, Tracing};
 pub use merge::merge;
 pub use object::ObjectRef;
 pub use options::{

@@ -58,6 +58,26 @@ pub struct Limits {
     /// HTTP/3 over UDP on every HTTPS listener's port, advertised with `Alt-Svc` (`--http3`;
     /// built-in proxy). Not behind the PROXY protocol.
     pub http3: bool,
+    /// OpenTelemetry tracing of the built-in proxy's requests (`--otlp-endpoint`,
+    /// `--trace-sample-ratio`); off by default.
+    pub tracing: Tracing,
+}
+
+/// Where the built-in proxy exports its spans, and which share of new traces it samples.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Tracing {
+    /// The OTLP/HTTP URL spans are sent to (`http://collector:4318/v1/traces`); none: off.
+    /// Static, set once per process.
+    pub endpoint: Option<&'static str>,
+    /// Millionths of new traces sampled (a sampled parent's are, an unsampled one's not).
+    pub sample_per_million: u32,
+}
+
+impl Tracing {
+    /// The share of new traces sampled, 0 to 1.
+    pub fn ratio(&self) -> f64 {
+        f64::from(self.sample_per_million) / 1e6
+    }
 }
 
 impl Default for Limits {
@@ -82,6 +102,7 @@ impl Default for Limits {
             proxy_protocol: false,
             trusted_proxies: &[],
             http3: true,
+            tracing: Tracing::default(),
         }
     }
 }

@@ -73,6 +73,7 @@ mod live;
 mod merging;
 mod migrate;
 mod migrate_gateway;
+mod otlp;
 mod passthrough;
 mod path_rules;
 mod paths;

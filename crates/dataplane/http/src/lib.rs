@@ -19,6 +19,7 @@ mod proxy;
 mod ratelimit;
 mod route;
 mod tls;
+mod trace;
 mod upstream;
 
 pub use access::{AccessLog, Destination};

@@ -173,7 +173,32 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
         "custom-http-errors",
         "--custom-http-errors with --default-backend-service (per Ingress: custom-http-errors)",
     ),
-    not("enable-opentelemetry", LATER),
+    differently(
+        "enable-opentelemetry",
+        "--otlp-endpoint",
+        "on for the process when --otlp-endpoint is set (built-in proxy)",
+    ),
+    differently(
+        "otlp-collector-host",
+        "--otlp-endpoint",
+        "the host of --otlp-endpoint's URL: OTLP over HTTP (port 4318, /v1/traces), not gRPC",
+    ),
+    differently(
+        "otlp-collector-port",
+        "--otlp-endpoint",
+        "the port of --otlp-endpoint's URL: OTLP over HTTP (4318), not gRPC's 4317",
+    ),
+    by("otel-sampler-ratio", "--trace-sample-ratio"),
+    differently(
+        "otel-sampler-parent-based",
+        "--trace-sample-ratio",
+        "always parent-based: a client's traceparent decides for its trace",
+    ),
+    differently(
+        "opentelemetry-trust-incoming-span",
+        "--otlp-endpoint",
+        "always trusted: a valid client traceparent is the span's parent",
+    ),
     not("enable-modsecurity", "Portico has no WAF"),
     not("enable-owasp-modsecurity-crs", "Portico has no WAF"),
     not("use-geoip2", LATER),

@@ -6,6 +6,7 @@ use super::{json, time};
 use crate::limits::Fault;
 use crate::ratelimit::InProgress;
 use crate::route::PoolState;
+use crate::trace::Recording;
 use bytes::Buf;
 use hyper::body::{Body, Frame, SizeHint};
 use std::fmt::Write as _;
@@ -22,11 +23,31 @@ pub(crate) struct Asked<'a> {
     pub(crate) host: &'a [u8],
     pub(crate) method: &'a str,
     pub(crate) path: &'a [u8],
+    /// The request's trace id, when tracing is on.
+    pub(crate) trace_id: Option<&'a [u8]>,
 }
 
-/// A request's access log line in the making; does nothing when the log is off.
+/// A request's access log line in the making, and its span when it is traced and sampled
+/// (which ends with the line, knowing what it knows); does nothing when both are off.
 #[derive(Default)]
-pub(crate) struct Entry(Option<Box<Line>>);
+pub(crate) struct Entry {
+    line: Option<Box<Line>>,
+    span: Option<Box<Spanned>>,
+}
+
+/// A sampled request's span and what its end needs that the line may not be there to hold.
+struct Spanned {
+    span: Recording,
+    status: u16,
+    pool: Option<Arc<PoolState>>,
+}
+
+impl Spanned {
+    fn end(self) {
+        let pool = self.pool.as_ref().map(|p| (p.load_balancer(), p.name()));
+        self.span.end(self.status, pool);
+    }
+}
 
 struct Line {
     log: AccessLog,
@@ -44,7 +65,7 @@ impl Entry {
     /// Formats what the client asked for, when `log` is on.
     pub(crate) fn begin(log: &AccessLog, asked: &Asked<'_>) -> Self {
         if !log.is_on() {
-            return Entry(None);
+            return Entry::default();
         }
         let mut text = Vec::with_capacity(384);
         text.extend_from_slice(b"{\"time\":\"");
@@ -60,7 +81,11 @@ impl Entry {
             text.extend_from_slice(key);
             json::string(&mut text, value);
         }
-        Entry(Some(Box::new(Line {
+        if let Some(trace_id) = asked.trace_id {
+            text.extend_from_slice(b",\"trace_id\":");
+            json::string(&mut text, trace_id);
+        }
+        let line = Some(Box::new(Line {
             log: log.clone(),
             text,
             started: Instant::now(),
@@ -70,20 +95,48 @@ impl Entry {
             upstream_time: None,
             body_in: None,
             bytes_out: 0,
-        })))
+        }));
+        Entry { line, span: None }
+    }
+
+    /// The request's span, sampled: it ends when the line does.
+    pub(crate) fn trace(&mut self, span: Option<Box<Recording>>) {
+        self.span = span.map(|span| {
+            Box::new(Spanned {
+                span: *span,
+                status: 0,
+                pool: None,
+            })
+        });
     }
 
     fn line(&mut self) -> Option<&mut Line> {
-        self.0.as_deref_mut()
+        self.line.as_deref_mut()
+    }
+
+    /// Sends the line and ends the span.
+    fn finish(&mut self) {
+        if let Some(line) = self.line.take() {
+            line.finish();
+        }
+        if let Some(span) = self.span.take() {
+            span.end();
+        }
     }
 
     pub(crate) fn pool(&mut self, pool: &Arc<PoolState>) {
+        if let Some(span) = self.span.as_deref_mut() {
+            span.pool = Some(pool.clone());
+        }
         if let Some(line) = self.line() {
             line.pool = Some(pool.clone());
         }
     }
 
     pub(crate) fn upstream(&mut self, addr: SocketAddr, body: &Arc<Fault>) {
+        if let Some(span) = self.span.as_deref_mut() {
+            span.span.tried(addr);
+        }
         if let Some(line) = self.line() {
             line.upstream = Some(addr);
             line.body_in = Some(body.clone());
@@ -92,6 +145,9 @@ impl Entry {
 
     /// The member a try without a request body went to (the own HTTP/1.1 path).
     pub(crate) fn upstream_addr(&mut self, addr: SocketAddr) {
+        if let Some(span) = self.span.as_deref_mut() {
+            span.span.tried(addr);
+        }
         if let Some(line) = self.line() {
             line.upstream = Some(addr);
         }
@@ -106,9 +162,7 @@ impl Entry {
 
     /// Sends the line now (the own HTTP/1.1 path, once the response is written).
     pub(crate) fn end(mut self) {
-        if let Some(line) = self.0.take() {
-            line.finish();
-        }
+        self.finish();
     }
 
     pub(crate) fn answered(&mut self, upstream_time: Duration) {
@@ -118,6 +172,9 @@ impl Entry {
     }
 
     pub(crate) fn status(&mut self, status: u16) {
+        if let Some(span) = self.span.as_deref_mut() {
+            span.status = status;
+        }
         if let Some(line) = self.line() {
             line.status = status;
         }
@@ -215,9 +272,7 @@ where
 
 impl<B> Drop for Logged<B> {
     fn drop(&mut self) {
-        if let Some(line) = self.entry.0.take() {
-            line.finish();
-        }
+        self.entry.finish();
         self.held.take();
     }
 }

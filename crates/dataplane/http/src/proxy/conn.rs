@@ -9,6 +9,8 @@ use super::tries::{
 use super::tunnel::is_upgrade;
 use super::{Phase, Proxy, ProxyBody};
 use crate::access::{Asked, Entry, Logged, X_REQUEST_ID, ensure_request_id};
+use crate::trace::Traced;
+
 use crate::compress::{self, Compressible};
 use crate::limits::{Activity, Ambiguous, ClientBody, Fault, Framing, Inbound, Tracked, Watched};
 use crate::metrics::PoolMetrics;
@@ -38,6 +40,9 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinSet;
+
+/// The W3C trace context field (`--otlp-endpoint`).
+static TRACEPARENT: http::HeaderName = http::HeaderName::from_static("traceparent");
 
 /// The client a request from a trusted proxy names (`--trusted-proxies`), in its extensions.
 #[derive(Debug, Clone, Copy)]
@@ -291,7 +296,13 @@ impl Conn {
                 req.extensions_mut().insert(Client(client));
             }
         }
-        let mut entry = self.begin_entry(&req);
+        let traced = self
+            .proxy
+            .tracing
+            .map(|tracing| self.trace(tracing, &mut req));
+        let trace_id = traced.as_ref().map(Traced::trace_id);
+        let mut entry = self.begin_entry(&req, trace_id);
+        entry.trace(traced.and_then(|t| t.span));
         let https = self.forwarded.scheme == Scheme::Https;
         let mut finish = Finish {
             held: None,
@@ -316,9 +327,35 @@ impl Conn {
         response.map(|body| Logged::new(body, entry, held))
     }
 
+    /// The request's trace (a child of its `traceparent`, when valid), whose context
+    /// replaces that field for the member; `tracestate` goes on as it came.
+    fn trace(&self, tracing: &crate::trace::Tracing, req: &mut Request<Inbound>) -> Traced {
+        let named = req.extensions().get::<Client>().map(|c| c.0.to_string());
+        let host = match req.uri().authority() {
+            Some(authority) => without_userinfo(authority).as_bytes(),
+            None => req.headers().get(HOST).map_or(&b""[..], |h| h.as_bytes()),
+        };
+        let asked = crate::trace::Asked {
+            method: req.method().as_str(),
+            path: req.uri().path().as_bytes(),
+            host,
+            scheme: self.forwarded.scheme.as_str(),
+            client: named
+                .as_ref()
+                .map_or(self.forwarded.client.as_bytes(), |n| n.as_bytes()),
+            peer: self.peer,
+        };
+        let parent = req.headers().get(&TRACEPARENT).map(HeaderValue::as_bytes);
+        let traced = tracing.begin(parent, &asked);
+        if let Ok(value) = HeaderValue::from_bytes(&traced.traceparent) {
+            req.headers_mut().insert(&TRACEPARENT, value);
+        }
+        traced
+    }
+
     /// The access log line's start: what the client asked for (the path without its query,
     /// which may carry tokens).
-    fn begin_entry(&self, req: &Request<Inbound>) -> Entry {
+    fn begin_entry(&self, req: &Request<Inbound>, trace_id: Option<&[u8]>) -> Entry {
         let log = &self.proxy.access;
         if !log.is_on() {
             return Entry::default();
@@ -337,6 +374,7 @@ impl Conn {
             host,
             method: req.method().as_str(),
             path: req.uri().path().as_bytes(),
+            trace_id,
         };
         Entry::begin(log, &asked)
     }

@@ -81,6 +81,8 @@ pub struct Proxy {
     handed_over: std::sync::atomic::AtomicBool,
     /// Where each request's line goes, if anywhere.
     access: AccessLog,
+    /// The process's tracer, when `--otlp-endpoint` is set.
+    tracing: Option<&'static crate::trace::Tracing>,
     /// Whether HTTP/1.1 requests take the own path (`h1`) before hyper.
     own_http1: std::sync::atomic::AtomicBool,
     /// Where TLS handshakes take turns: shared by `share_heavy_lane`, or made when the HTTPS
@@ -131,6 +133,7 @@ impl Proxy {
             applied: watch::Sender::new(false),
             handed_over: std::sync::atomic::AtomicBool::new(false),
             access,
+            tracing: crate::trace::process(&limits.tracing),
             own_http1: std::sync::atomic::AtomicBool::new(own_http1_from_env()),
             lane: std::sync::OnceLock::new(),
             alt_svc: std::sync::OnceLock::new(),

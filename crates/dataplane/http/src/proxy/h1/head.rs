@@ -24,6 +24,8 @@ pub(super) struct Request<'a> {
     pub(super) close: bool,
     /// The client's `X-Request-Id`, if it sent one.
     pub(super) request_id: Option<&'a [u8]>,
+    /// The client's first `traceparent`, if it sent one.
+    pub(super) traceparent: Option<&'a [u8]>,
     /// It has an `Accept-Encoding` field (its response may be compressed).
     pub(super) accept_encoding: bool,
     /// It has an `X-Forwarded-For` field (a trusted proxy's names the client).
@@ -70,7 +72,7 @@ pub(super) fn inspect<'a>(
     let fields: &'a [Header<'a>] = parsed.headers;
     let mut host = None;
     let mut close = false;
-    let mut request_id = None;
+    let (mut request_id, mut traceparent) = (None, None);
     let (mut accept_encoding, mut forwarded_for) = (false, false);
     for field in fields {
         let name = field.name;
@@ -100,6 +102,8 @@ pub(super) fn inspect<'a>(
             return Inspected::Decline;
         } else if name.eq_ignore_ascii_case("x-request-id") && request_id.is_none() {
             request_id = Some(field.value);
+        } else if name.eq_ignore_ascii_case("traceparent") && traceparent.is_none() {
+            traceparent = Some(field.value);
         } else if name.eq_ignore_ascii_case("accept-encoding") {
             accept_encoding = true;
         } else if name.eq_ignore_ascii_case("x-forwarded-for") {
@@ -116,6 +120,7 @@ pub(super) fn inspect<'a>(
         host,
         close,
         request_id,
+        traceparent,
         accept_encoding,
         forwarded_for,
         fields,
@@ -165,12 +170,15 @@ pub(super) struct Forwarding<'a> {
     pub(super) proto: &'a str,
     /// A new request id, when the client sent none.
     pub(super) request_id: Option<&'a [u8]>,
+    /// The proxy's span's `traceparent`, in place of the client's (tracing on).
+    pub(super) traceparent: Option<&'a [u8]>,
 }
 
 /// Writes the head of `request` for the upstream into `out`: the same request line in
 /// HTTP/1.1, its fields but the hop-by-hop ones and those `Connection` names, the client's
 /// `X-Forwarded-For` list with the client's address appended, `X-Forwarded-Proto` and
-/// `X-Forwarded-Host` replaced, and an `X-Request-Id` when the client sent none. `false`
+/// `X-Forwarded-Host` replaced, an `X-Request-Id` when the client sent none, and the
+/// proxy's `traceparent` in place of the client's when tracing is on. `false`
 /// when `Connection` names more fields than this path keeps track of (hyper serves it then).
 pub(super) fn write_upstream(
     out: &mut Vec<u8>,
@@ -192,6 +200,7 @@ pub(super) fn write_upstream(
         if is_hop_by_hop(name, named)
             || name.eq_ignore_ascii_case("x-forwarded-proto")
             || name.eq_ignore_ascii_case("x-forwarded-host")
+            || (forwarding.traceparent.is_some() && name.eq_ignore_ascii_case("traceparent"))
         {
             continue;
         }
@@ -213,6 +222,9 @@ pub(super) fn write_upstream(
     field_line(out, b"x-forwarded-host", request.host.as_bytes());
     if let Some(id) = forwarding.request_id {
         field_line(out, b"x-request-id", id);
+    }
+    if let Some(traceparent) = forwarding.traceparent {
+        field_line(out, b"traceparent", traceparent);
     }
     out.extend_from_slice(b"\r\n");
     true
@@ -470,10 +482,41 @@ mod tests {
             client: b"10.0.0.9",
             proto: "https",
             request_id,
+            traceparent: None,
         };
         let mut out = Vec::new();
         assert!(write_upstream(&mut out, &request, &forwarding));
         String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn the_proxys_traceparent_replaces_the_clients_and_tracestate_stays() {
+        let input = b"GET / HTTP/1.1\r\nHost: a\r\ntraceparent: client\r\n\
+            TraceParent: second\r\ntracestate: k=v\r\n\r\n";
+        let mut fields = [httparse::EMPTY_HEADER; MAX_FIELDS];
+        let Inspected::Request(request) = inspect(input, &mut fields, 100) else {
+            panic!("not served here");
+        };
+        assert_eq!(request.traceparent, Some(&b"client"[..]));
+        let forwarding = |traceparent| Forwarding {
+            client: b"10.0.0.9",
+            proto: "http",
+            request_id: None,
+            traceparent,
+        };
+        let mut out = Vec::new();
+        assert!(write_upstream(&mut out, &request, &forwarding(Some(b"ours"))));
+        let head = String::from_utf8(out).unwrap();
+        assert_eq!(
+            head,
+            "GET / HTTP/1.1\r\nHost: a\r\ntracestate: k=v\r\nx-forwarded-for: 10.0.0.9\r\n\
+             x-forwarded-proto: http\r\nx-forwarded-host: a\r\ntraceparent: ours\r\n\r\n"
+        );
+        // Tracing off: the client's fields go on untouched.
+        let mut out = Vec::new();
+        assert!(write_upstream(&mut out, &request, &forwarding(None)));
+        let head = String::from_utf8(out).unwrap();
+        assert!(head.contains("traceparent: client\r\nTraceParent: second\r\n"), "{head}");
     }
 
     #[test]

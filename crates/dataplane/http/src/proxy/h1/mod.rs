@@ -248,10 +248,22 @@ impl Proxy {
         }
         let pick = pool.choose(&client.request_info(), &[]).ok_or(Declined)?;
         let new_id = request.request_id.is_none().then(new_id_text);
+        let traced = self.tracing.map(|tracing| {
+            let asked = crate::trace::Asked {
+                method: request.method,
+                path: path.as_bytes(),
+                host: request.host.as_bytes(),
+                scheme: client.scheme.as_str(),
+                client: client.peer_text.as_bytes(),
+                peer: client.peer,
+            };
+            tracing.begin(request.traceparent, &asked)
+        });
         let forwarding = Forwarding {
             client: client.peer_text.as_bytes(),
             proto: client.scheme.as_str(),
             request_id: new_id.as_ref().map(|id| &id[..]),
+            traceparent: traced.as_ref().map(|t| &t.traceparent[..]),
         };
         client.out.clear();
         if !head::write_upstream(&mut client.out, &request, &forwarding) {
@@ -268,8 +280,10 @@ impl Proxy {
                 host: request.host.as_bytes(),
                 method: request.method,
                 path: path.as_bytes(),
+                trace_id: traced.as_ref().map(crate::trace::Traced::trace_id),
             },
         );
+        entry.trace(traced.and_then(|t| t.span));
         entry.pool(pool);
         let planned = Planned {
             pool: pool.clone(),
