@@ -10,8 +10,8 @@ use crate::{CaBundles, Certificates, SCHEMA};
 use bytes::Bytes;
 use portico_model::Credentials;
 use portico_model::{
-    L7Policy, Listener, ListenerId, LoadBalancer, LoadBalancerId, Model, ObjectRef, Pool,
-    SniCertificate,
+    L7Policy, Listener, ListenerId, ListenerTls, LoadBalancer, LoadBalancerId, Model, ObjectRef,
+    Pool, SniCertificate,
 };
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -420,16 +420,42 @@ fn encode_credentials(credentials: &Credentials, out: &mut BTreeMap<Key, Bytes>)
     }
 }
 
-/// A listener without its policies and SNI entries (they live in the fragments).
+/// A listener without its policies and SNI entries (they live in the fragments); neither is
+/// copied on the way.
 fn skeleton(listener: &Listener) -> Listener {
-    let mut tls = listener.tls.clone();
-    if let Some(tls) = &mut tls {
-        tls.sni.clear();
-    }
-    Listener {
-        policies: vec![],
+    let Listener {
+        id,
+        name,
+        protocol,
+        port,
+        policies: _,
+        default_pool,
+        default_source,
         tls,
-        ..listener.clone()
+    } = listener;
+    let tls = tls.as_ref().map(|tls| {
+        let ListenerTls {
+            default_certificate,
+            sni: _,
+            passthrough,
+            http3_off,
+        } = tls;
+        ListenerTls {
+            default_certificate: default_certificate.clone(),
+            sni: vec![],
+            passthrough: passthrough.clone(),
+            http3_off: *http3_off,
+        }
+    });
+    Listener {
+        id: *id,
+        name: name.clone(),
+        protocol: *protocol,
+        port: *port,
+        policies: vec![],
+        default_pool: *default_pool,
+        default_source: default_source.clone(),
+        tls,
     }
 }
 
