@@ -10,8 +10,8 @@ use crate::{CaBundles, Certificates, SCHEMA};
 use bytes::Bytes;
 use portico_model::Credentials;
 use portico_model::{
-    L7Policy, Listener, ListenerId, LoadBalancer, LoadBalancerId, Model, ObjectRef, Pool,
-    SniCertificate,
+    L7Policy, Listener, ListenerId, ListenerTls, LoadBalancer, LoadBalancerId, Model, ObjectRef,
+    Pool, SniCertificate,
 };
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -49,6 +49,17 @@ pub struct Encoder {
     hashed: usize,
 }
 
+/// One source's fragment as last written: its key, content hash (positions left out) and bytes.
+#[derive(Debug)]
+struct Stored {
+    key: Key,
+    hash: u64,
+    bytes: Bytes,
+}
+
+/// A source's fragment as last written, if it was, with the source's identity.
+type Last = Option<(ObjectRef, Stored)>;
+
 /// One load balancer's keys as last written.
 #[derive(Debug)]
 struct Written {
@@ -56,7 +67,8 @@ struct Written {
     /// The listeners the fragments were taken from (kept, so that the same pointer is the
     /// same content).
     listeners: Arc<Vec<Listener>>,
-    fragments: HashMap<Key, (u64, Bytes)>,
+    /// By source.
+    fragments: HashMap<ObjectRef, Stored>,
     /// The pools as encoded (kept for the same reason), their hashes and bytes.
     pools: HashMap<Key, (Arc<Pool>, u64, Bytes)>,
 }
@@ -114,7 +126,8 @@ impl Encoder {
         }
         for (_, gone) in std::mem::replace(&mut self.lbs, lbs) {
             ops.push(Op::Delete { key: gone.header.0 });
-            let keys = gone.fragments.into_keys().chain(gone.pools.into_keys());
+            let fragments = gone.fragments.into_values().map(|s| s.key);
+            let keys = fragments.chain(gone.pools.into_keys());
             ops.extend(keys.map(|key| Op::Delete { key }));
         }
         if let Some(stored) = self.stored.take() {
@@ -134,7 +147,10 @@ impl Encoder {
         let mut out = self.others.clone();
         for w in self.lbs.values() {
             out.insert(w.header.0.clone(), w.header.1.clone());
-            let fragments = w.fragments.iter().map(|(k, (_, b))| (k.clone(), b.clone()));
+            let fragments = w
+                .fragments
+                .values()
+                .map(|s| (s.key.clone(), s.bytes.clone()));
             out.extend(fragments);
             out.extend(w.pools.iter().map(|(k, (_, _, b))| (k.clone(), b.clone())));
         }
@@ -202,40 +218,94 @@ impl Encoder {
 
     /// The fragments of `lb`'s listeners: those whose content hash is the last one's keep
     /// their bytes; the others are put, and the last ones that are gone deleted.
+    ///
+    /// One pass groups the policies and SNI entries by source and hashes them as it goes:
+    /// by the source's pointer first (the translation shares one per Ingress), by its
+    /// identity once per pointer; no policy is copied or collected. Only the sources whose
+    /// hash changed are walked again to be serialized.
     fn encode_fragments(
         &mut self,
         lb: &LoadBalancer,
         base: &str,
-        mut last: HashMap<Key, (u64, Bytes)>,
+        mut last: HashMap<ObjectRef, Stored>,
         ops: &mut Vec<Op>,
-    ) -> HashMap<Key, (u64, Bytes)> {
+    ) -> HashMap<ObjectRef, Stored> {
+        let mut groups = Groups::default();
+        for listener in lb.listeners.iter() {
+            for policy in &listener.policies {
+                let h = groups.hasher(&policy.source);
+                (listener.id, 0u8).hash(h);
+                let L7Policy {
+                    id,
+                    position: _,
+                    action,
+                    rules,
+                    source: _,
+                    options,
+                    precedence,
+                } = policy;
+                (id, action, rules, options, precedence).hash(h);
+            }
+            for sni in listener.tls.iter().flat_map(|t| &t.sni) {
+                let h = groups.hasher(&sni.source);
+                (listener.id, 1u8).hash(h);
+                sni.hash(h);
+            }
+        }
+        let sources = groups.sources;
+        let mut next = HashMap::with_capacity(sources.len());
+        // The sources to serialize again: their new hash and what was last written of them.
+        let mut changed: HashMap<&ObjectRef, (u64, Last)> = HashMap::new();
+        for (source, h) in sources {
+            self.hashed += 1;
+            let hash = h.finish();
+            match last.remove_entry(source) {
+                Some((source, stored)) if stored.hash == hash => {
+                    next.insert(source, stored);
+                }
+                stored => {
+                    changed.insert(source, (hash, stored));
+                }
+            }
+        }
+        ops.extend(last.into_values().map(|s| Op::Delete { key: s.key }));
+        if changed.is_empty() {
+            return next;
+        }
         let mut parts: Refs<'_> = BTreeMap::new();
         for listener in lb.listeners.iter() {
             for policy in &listener.policies {
-                let part = parts.entry(&policy.source).or_default();
-                part.entry(listener.id).or_default().0.push(policy);
+                if changed.contains_key(&*policy.source) {
+                    let part = parts.entry(&policy.source).or_default();
+                    part.entry(listener.id).or_default().0.push(policy);
+                }
             }
             for sni in listener.tls.iter().flat_map(|t| &t.sni) {
-                let part = parts.entry(&sni.source).or_default();
-                part.entry(listener.id).or_default().1.push(sni);
+                if changed.contains_key(&sni.source) {
+                    let part = parts.entry(&sni.source).or_default();
+                    part.entry(listener.id).or_default().1.push(sni);
+                }
             }
         }
-        let mut next = HashMap::with_capacity(parts.len());
         for (source, parts) in parts {
-            let key = format!("{base}/src/{}", object_hash(source));
-            self.hashed += 1;
-            let hash = fragment_hash(source, &parts);
-            let bytes = match last.remove(&key) {
-                Some((h, bytes)) if h == hash => bytes,
-                _ => {
-                    let bytes = envelope(KIND_FRAGMENT, &fragment(source, &parts));
+            let Some((hash, last)) = changed.remove(source) else {
+                continue;
+            };
+            let bytes = envelope(KIND_FRAGMENT, &fragment(source, &parts));
+            let (source, stored) = match last {
+                // Hashed differently (e.g. listeners reordered), the same bytes.
+                Some((source, s)) if s.bytes == bytes => (source, Stored { hash, ..s }),
+                last => {
+                    let (source, key) = match last {
+                        Some((source, s)) => (source, s.key),
+                        None => (source.clone(), key_of(base, source)),
+                    };
                     put(ops, &(key.clone(), bytes.clone()));
-                    bytes
+                    (source, Stored { key, hash, bytes })
                 }
             };
-            next.insert(key, (hash, bytes));
+            next.insert(source, stored);
         }
-        ops.extend(last.into_keys().map(|key| Op::Delete { key }));
         next
     }
 }
@@ -283,22 +353,37 @@ fn stored(policy: &L7Policy) -> L7Policy {
     }
 }
 
-/// The content of one source's fragment, positions left out.
-fn fragment_hash(
-    source: &ObjectRef,
-    parts: &BTreeMap<ListenerId, (Vec<&L7Policy>, Vec<&SniCertificate>)>,
-) -> u64 {
-    let mut h = DefaultHasher::new();
-    source.hash(&mut h);
-    for (listener, (policies, sni)) in parts {
-        listener.hash(&mut h);
-        policies.len().hash(&mut h);
-        for p in policies {
-            (&p.id, &p.action, &p.rules, &p.source).hash(&mut h);
-        }
-        sni.hash(&mut h);
+/// The key of `source`'s fragment in the load balancer under `base`.
+fn key_of(base: &str, source: &ObjectRef) -> Key {
+    format!("{base}/src/{}", object_hash(source))
+}
+
+/// A load balancer's sources as its listeners name them, each with the hash of what it gives
+/// them so far.
+#[derive(Default)]
+struct Groups<'lb> {
+    /// By the source's pointer: one look-up by identity per distinct pointer.
+    by_pointer: HashMap<*const ObjectRef, usize>,
+    by_identity: HashMap<&'lb ObjectRef, usize>,
+    sources: Vec<(&'lb ObjectRef, DefaultHasher)>,
+}
+
+impl<'lb> Groups<'lb> {
+    fn hasher(&mut self, source: &'lb ObjectRef) -> &mut DefaultHasher {
+        let Groups {
+            by_pointer,
+            by_identity,
+            sources,
+        } = self;
+        let pointer: *const ObjectRef = source;
+        let i = *by_pointer.entry(pointer).or_insert_with(|| {
+            *by_identity.entry(source).or_insert_with(|| {
+                sources.push((source, DefaultHasher::new()));
+                sources.len() - 1
+            })
+        });
+        &mut sources[i].1
     }
-    h.finish()
 }
 
 fn encode_certificates(certificates: &Certificates, out: &mut BTreeMap<Key, Bytes>) {
@@ -335,16 +420,42 @@ fn encode_credentials(credentials: &Credentials, out: &mut BTreeMap<Key, Bytes>)
     }
 }
 
-/// A listener without its policies and SNI entries (they live in the fragments).
+/// A listener without its policies and SNI entries (they live in the fragments); neither is
+/// copied on the way.
 fn skeleton(listener: &Listener) -> Listener {
-    let mut tls = listener.tls.clone();
-    if let Some(tls) = &mut tls {
-        tls.sni.clear();
-    }
-    Listener {
-        policies: vec![],
+    let Listener {
+        id,
+        name,
+        protocol,
+        port,
+        policies: _,
+        default_pool,
+        default_source,
         tls,
-        ..listener.clone()
+    } = listener;
+    let tls = tls.as_ref().map(|tls| {
+        let ListenerTls {
+            default_certificate,
+            sni: _,
+            passthrough,
+            http3_off,
+        } = tls;
+        ListenerTls {
+            default_certificate: default_certificate.clone(),
+            sni: vec![],
+            passthrough: passthrough.clone(),
+            http3_off: *http3_off,
+        }
+    });
+    Listener {
+        id: *id,
+        name: name.clone(),
+        protocol: *protocol,
+        port: *port,
+        policies: vec![],
+        default_pool: *default_pool,
+        default_source: default_source.clone(),
+        tls,
     }
 }
 

@@ -554,6 +554,37 @@ proptest::proptest! {
 }
 
 #[test]
+fn a_change_to_a_policys_options_or_precedence_alone_writes_its_fragment() {
+    let sources = vec![Some((vec![(0, 1, true), (0, 2, true)], vec![])); 4];
+    let model = sources_model(&sources);
+    let none = (Certificates::new(), CaBundles::new(), Credentials::new());
+    let mut encoder = Encoder::default();
+    let mut stored = applied(
+        BTreeMap::new(),
+        encoder.changes(&model, &none.0, &none.1, &none.2, BTreeMap::new()),
+    );
+    let options = portico_model::PolicyOptions {
+        upstream_host: Some("changed.test".into()),
+        ..Default::default()
+    };
+    let changes: [&dyn Fn(&mut portico_model::L7Policy); 2] =
+        [&|p| p.options = Some(Arc::new(options.clone())), &|p| {
+            p.precedence += 1
+        }];
+    let mut model = model;
+    for change in changes {
+        let lb = &mut model.load_balancers[0];
+        let policy = &mut Arc::make_mut(&mut lb.listeners)[0].policies[1];
+        change(policy);
+        let key = format!("desired/lb/{}/src/{}", lb.id, object_hash(&policy.source));
+        let ops = encoder.changes(&model, &none.0, &none.1, &none.2, BTreeMap::new());
+        assert_eq!(ops.iter().map(|op| op.key()).collect::<Vec<_>>(), [&key]);
+        stored = applied(stored, ops);
+        assert_eq!(stored, encode(&model, &none.0, &none.1, &none.2));
+    }
+}
+
+#[test]
 fn an_endpoint_change_hashes_and_writes_the_changed_pool_only() {
     let (_, model) = golden_models()
         .into_iter()
