@@ -505,7 +505,11 @@ mod tests {
             traceparent,
         };
         let mut out = Vec::new();
-        assert!(write_upstream(&mut out, &request, &forwarding(Some(b"ours"))));
+        assert!(write_upstream(
+            &mut out,
+            &request,
+            &forwarding(Some(b"ours"))
+        ));
         let head = String::from_utf8(out).unwrap();
         assert_eq!(
             head,
@@ -516,7 +520,10 @@ mod tests {
         let mut out = Vec::new();
         assert!(write_upstream(&mut out, &request, &forwarding(None)));
         let head = String::from_utf8(out).unwrap();
-        assert!(head.contains("traceparent: client\r\nTraceParent: second\r\n"), "{head}");
+        assert!(
+            head.contains("traceparent: client\r\nTraceParent: second\r\n"),
+            "{head}"
+        );
     }
 
     #[test]
