@@ -282,7 +282,7 @@ fn tls_listeners_take_only_tls_routes_and_terminate_mode_is_refused() {
 }
 
 #[test]
-fn a_gateway_served_by_haproxy_refuses_its_tls_listeners_in_status_and_a_diagnostic() {
+fn a_gateway_served_by_haproxy_passes_tls_through_as_the_proxy_does() {
     let t = translate_docs(&[
         gateway("hap", SHARED),
         route(
@@ -294,17 +294,13 @@ fn a_gateway_served_by_haproxy_refuses_its_tls_listeners_in_status_and_a_diagnos
     let g = &t.gateways.gateways[&ObjectKey::new("shop", "edge")];
     assert_eq!(
         conditions(&g.listeners[1].conditions)[0],
-        "Accepted=false/UnsupportedProtocol"
+        "Accepted=true/Accepted"
     );
-    assert_eq!(
-        route_conditions(&t, "db")[0],
-        "Accepted=false/NotAllowedByListeners"
-    );
-    assert!(passthrough(&t).is_empty());
-    let named = (t.diagnostics.iter()).any(|d| {
-        d.object.name == "edge" && d.message.contains("haproxy does not serve TLS passthrough")
-    });
-    assert!(named, "{:?}", t.diagnostics);
+    assert_eq!(route_conditions(&t, "db")[0], "Accepted=true/Accepted");
+    assert_eq!(passthrough(&t).len(), 1, "{:?}", passthrough(&t));
+    let refused =
+        (t.diagnostics.iter()).any(|d| d.message.contains("does not serve TLS passthrough"));
+    assert!(!refused, "{:?}", t.diagnostics);
 }
 
 #[test]

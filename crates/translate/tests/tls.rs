@@ -664,7 +664,7 @@ fn ssl_passthrough_hosts_pass_to_the_pool_of_their_root_path_and_the_older_ingre
 }
 
 #[test]
-fn ssl_passthrough_on_haproxy_is_a_warning_naming_the_provider() {
+fn ssl_passthrough_on_haproxy_is_served_without_a_warning() {
     let class = json!({"apiVersion": "networking.k8s.io/v1", "kind": "IngressClass",
         "metadata": {"name": "h", "annotations": {"portico.dev/provider": "haproxy"}},
         "spec": {"controller": "portico.dev/ingress-controller"}});
@@ -680,6 +680,13 @@ fn ssl_passthrough_on_haproxy_is_a_warning_naming_the_provider() {
     let t = run(&objects(docs));
     let field = "metadata.annotations[nginx.ingress.kubernetes.io/ssl-passthrough]";
     let found = t.diagnostics.iter().find(|d| d.field == field);
-    let found = found.expect("a warning about ssl-passthrough");
-    assert!(found.message.contains("haproxy provider"), "{found:?}");
+    assert!(found.is_none(), "{found:?}");
+    let lb = &t.model.load_balancers[0];
+    let tls = lb
+        .listeners
+        .iter()
+        .find_map(|l| l.tls.as_ref())
+        .expect("an HTTPS listener");
+    let hosts: Vec<_> = tls.passthrough.iter().map(|e| e.host.as_str()).collect();
+    assert_eq!(hosts, ["a.test"]);
 }

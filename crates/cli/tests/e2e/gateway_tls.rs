@@ -32,7 +32,16 @@ const LISTENERS: &str = "[{name: https, port: 443, protocol: HTTPS, hostname: te
 
 #[tokio::test]
 async fn a_tls_route_passes_its_host_through_beside_a_terminated_https_host_on_one_port() {
-    let ns = "gw-tls";
+    passes_through_beside_terminated("gw-tls", false).await;
+}
+
+/// The same with the haproxy provider: its SNI frontend on the HTTPS port.
+#[tokio::test]
+async fn haproxy_passes_a_tls_routes_host_through_beside_a_terminated_https_host() {
+    passes_through_beside_terminated("gw-tls-hx", true).await;
+}
+
+async fn passes_through_beside_terminated(ns: &str, haproxy: bool) {
     let m = backends(ns, &[("web", 1)]).await;
     let ca = Authority::new("e2e ca").unwrap();
     let (own, terminated) = (
@@ -60,7 +69,13 @@ async fn a_tls_route_passes_its_host_through_beside_a_terminated_https_host_on_o
         ]
         .concat(),
     );
-    let p = Portico::start(m.path(), &[]).await;
+    let p = if haproxy {
+        let p = Portico::start_haproxy(m.path(), &[]).await;
+        wait_conditions(&p, ROUTES, "pass", &SERVED).await;
+        p
+    } else {
+        Portico::start(m.path(), &[]).await
+    };
 
     // The backend's own certificate, verified for the name; the backend saw the SNI itself.
     let conn = try_connect(p.https, Some("db.pass.test"), &[], Trust::Authority(&ca)).await;

@@ -111,3 +111,67 @@ async fn passthrough_connections_are_balanced_and_skip_a_member_that_refuses() {
         && served.get("second").is_some_and(|&n| n >= 3);
     assert!(both, "{served:?}");
 }
+
+/// The haproxy provider: on its one HTTPS port, the `ssl-passthrough` host's handshake is
+/// answered by the backend (its certificate, the SNI it saw), the other host by haproxy with
+/// the Ingress's certificate and HTTP routing, through the internal hop that keeps the
+/// client's address.
+#[tokio::test]
+async fn haproxy_passes_a_host_through_beside_terminated_hosts_on_one_port() {
+    let ns = "tls-pass-hx";
+    let m = backends(ns, &[("web", 1)]).await;
+    let ca = Authority::new("e2e ca").unwrap();
+    let (own, terminated) = (
+        ca.issue(&["pass.test", "a.b.pass.test"]).unwrap(),
+        ca.issue(&["term.test"]).unwrap(),
+    );
+    let secure = tls_backend_with(&own, "secure", false).await;
+    m.write("secure.yaml", &service(ns, "secure", &ready(&[secure])));
+    m.write("term.json", &issued_secret(ns, "term-tls", &terminated));
+    let term = ingress(
+        ns,
+        "term",
+        "2026-01-01T00:00:00Z",
+        &[("term.test", "/", "Prefix", "web", "80")],
+    );
+    let term = term.replacen(
+        "spec:\n",
+        "spec:\n  tls:\n  - secretName: term-tls\n    hosts: [term.test]\n",
+        1,
+    );
+    m.write("term.yaml", &term);
+    let pass = ingress(
+        ns,
+        "pass",
+        "2026-01-01T00:00:00Z",
+        &[("*.pass.test", "/", "Prefix", "secure", "80")],
+    );
+    let pass = annotated(&pass, "nginx.ingress.kubernetes.io/ssl-passthrough", "true");
+    m.write("pass.yaml", &pass);
+    let p = Portico::start_haproxy(m.path(), &[]).await;
+    // Served: plain HTTP for the TLS host is redirected to HTTPS.
+    p.wait_route("term.test", "/", 308, "").await;
+
+    // A name under the wildcard, two labels deep: the backend's own certificate and the SNI
+    // it saw itself.
+    let conn = try_connect(p.https, Some("a.b.pass.test"), &[], Trust::Authority(&ca)).await;
+    let conn = conn.expect("passthrough handshake with the backend");
+    assert_eq!(conn.leaf, leaf_of(&own.chain_pem));
+    let reply = H1::over(conn).await.get("a.b.pass.test", "/").await;
+    assert_eq!((reply.status, reply.service()), (200, "secure".to_owned()));
+    assert_eq!(reply.json()["sni"], "a.b.pass.test");
+
+    // The other host on the same port: terminated by haproxy, routed by HTTP, and the client
+    // address survived the hop.
+    let conn = try_connect(p.https, Some("term.test"), &[], Trust::Authority(&ca)).await;
+    let conn = conn.expect("terminated handshake");
+    assert_eq!(conn.leaf, leaf_of(&terminated.chain_pem));
+    let reply = H1::over(conn).await.get("term.test", "/").await;
+    assert_eq!((reply.status, reply.service()), (200, "web".to_owned()));
+    assert_eq!(reply.json()["headers"]["x-forwarded-proto"], "https");
+    assert_eq!(reply.json()["headers"]["x-forwarded-for"], "127.0.0.1");
+
+    // The wildcard's own name is not under it: terminated, not the backend's certificate.
+    let conn = connect(p.https, Some("pass.test"), &[]).await;
+    assert_ne!(conn.leaf, leaf_of(&own.chain_pem));
+}

@@ -430,9 +430,12 @@ pub const ANNOTATIONS: &[Annotation] = &[
         ),
         ..proxy_only(
             "ssl-passthrough",
-            Ignored(
-                "haproxy's HTTPS frontend terminates every host: passthrough needs a \
-                 `mode tcp` frontend with `req.ssl_sni` in front of it, not rendered yet",
+            ServedDifferently(
+                "always on; a `mode tcp` frontend on the HTTPS port reads the ClientHello's \
+                 server name and hands the stream to the backend of the host's `/` path (else \
+                 its shortest path), balanced by a hash of the client's address and port; \
+                 the other hosts go to the terminating frontend through a unix socket. A \
+                 backend that also serves HTTP routes is not passed through",
             ),
         )
     },

@@ -41,21 +41,22 @@ pub(crate) struct Entry {
     pub source: ObjectRef,
 }
 
-/// A Gateway not served by the built-in proxy cannot pass TLS through: its TLS listeners are
-/// refused, named in a diagnostic.
+/// A Gateway served by neither the built-in proxy nor haproxy cannot pass TLS through: its
+/// TLS listeners are refused, named in a diagnostic.
 pub(crate) fn refuse_unserved(
     gateway: &mut Prepared<'_>,
     provider: &str,
     diagnostics: &mut Vec<Diagnostic>,
 ) {
-    if provider == "proxy" {
+    if provider == "proxy" || provider == "haproxy" {
         return;
     }
     let object = ObjectRef::new("Gateway", &gateway.key.namespace, &gateway.key.name);
     let passing = gateway.listeners.iter_mut().enumerate();
     for (i, listener) in passing.filter(|(_, l)| l.passthrough && l.accepted.is_ok()) {
-        let message =
-            format!("provider {provider} does not serve TLS passthrough (the built-in proxy does)");
+        let message = format!(
+            "provider {provider} does not serve TLS passthrough (the built-in proxy and haproxy do)"
+        );
         let field = format!("spec.listeners[{i}]");
         let text = format!("UnsupportedProtocol: {message}");
         diagnostics.push(Diagnostic::warning(object.clone(), field, text));

@@ -249,9 +249,20 @@ fn bind_line(
         ),
         Protocol::TerminatedHttps => {
             let list = quote::path(&input.dir.join(CRT_LIST_FILE)).ok()?;
-            Some(addrs(input.binds.https?).map(|addr| format!(
-                "    bind {addr}{transparent}{accept_proxy} ssl crt {DEFAULT_CERTIFICATE_FILE} crt-list {list} alpn h2,http/1.1 ssl-min-ver TLSv1.2\n"
-            )).collect())
+            let tls = format!(
+                "ssl crt {DEFAULT_CERTIFICATE_FILE} crt-list {list} alpn h2,http/1.1 ssl-min-ver TLSv1.2"
+            );
+            let https = input.binds.https?;
+            // With passthrough hosts, the SNI frontend holds the address (super::sni).
+            if super::sni::hops(listener) {
+                let hop = super::sni::hop_address(input).ok()?;
+                return Some(format!("    bind {hop} accept-proxy {tls}\n"));
+            }
+            Some(
+                addrs(https)
+                    .map(|addr| format!("    bind {addr}{transparent}{accept_proxy} {tls}\n"))
+                    .collect(),
+            )
         }
         Protocol::Tcp | Protocol::Udp => {
             let class = lb.origin.clone();

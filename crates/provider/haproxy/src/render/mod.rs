@@ -17,6 +17,7 @@ mod frontend;
 mod global;
 mod reduce;
 pub mod routes;
+mod sni;
 mod tcp;
 
 use portico_model::{Diagnostic, Limits, LoadBalancer, MemberId, ObjectRef, PoolId};
@@ -205,13 +206,22 @@ pub(crate) fn pool_servers(
         if !pools.contains(&pool.id) || out.contains_key(&pool.id) {
             continue;
         }
-        if pool.settings.affinity.is_some() {
+        // Cookie affinity, or a passthrough pool whose `mode tcp` backend has the same
+        // members under another name (sni::tcp_backend): the render says what changes.
+        if pool.settings.affinity.is_some() || passes_through(model, pool.id) {
             return None;
         }
         let servers = pool.members.iter().map(|m| backend::server(pool, m));
         out.insert(pool.id, servers.collect());
     }
     Some(out)
+}
+
+/// Whether a haproxy load balancer of `model` passes TLS through to `pool`.
+fn passes_through(model: &portico_model::Model, pool: PoolId) -> bool {
+    let haproxy = (model.load_balancers.iter()).filter(|lb| lb.provider == crate::PROVIDER);
+    let tls = haproxy.flat_map(|lb| lb.listeners.iter().filter_map(|l| l.tls.as_ref()));
+    tls.flat_map(|t| &t.passthrough).any(|e| e.pool == pool)
 }
 
 /// Renders `lb`'s haproxy.conf and crt-list (a Service's load balancer: see [`tcp`]).
@@ -233,6 +243,7 @@ pub fn render(lb: &LoadBalancer, input: &Input<'_>) -> Rendered {
             &mut out,
         ));
     }
+    text.push_str(&sni::render(lb, input, &mut out));
     for pool in &lb.pools {
         out.spares.insert(pool.id, backend::spares(pool));
     }
@@ -256,7 +267,8 @@ pub fn render(lb: &LoadBalancer, input: &Input<'_>) -> Rendered {
 /// included), the connections asked for.
 fn needs(lb: &LoadBalancer, input: &Input<'_>) -> Needs {
     let mut needs = Needs {
-        listeners: input.binds.all().len(),
+        // With passthrough hosts, the HTTPS frontend binds the internal hop too.
+        listeners: input.binds.all().len() + usize::from(lb.listeners.iter().any(sni::hops)),
         max_connections: input.limits.max_connections,
         ..Needs::default()
     };

@@ -32,7 +32,7 @@ pub(crate) fn is_l4(lb: &LoadBalancer) -> bool {
 }
 
 /// The session variable holding the client's port, for the flow hash.
-const PORT_VARIABLE: &str = "sess.portico_src_port";
+pub(super) const PORT_VARIABLE: &str = "sess.portico_src_port";
 
 /// Renders a Service's load balancer.
 pub(super) fn render(lb: &LoadBalancer, input: &Input<'_>, tcp: &TcpLimits) -> Rendered {
@@ -131,7 +131,7 @@ fn client_affinity(pool: &Pool) -> bool {
 }
 
 /// The pool's backend; `servers` gets each member's server slot.
-fn backend(pool: &Pool, tcp: &TcpLimits, servers: &mut Vec<Server>) -> String {
+pub(super) fn backend(pool: &Pool, tcp: &TcpLimits, servers: &mut Vec<Server>) -> String {
     let mut s = format!("\nbackend {}\n", pool.id);
     if client_affinity(pool) {
         let timeout = pool.settings.client_affinity_timeout_s.unwrap_or(10_800);

@@ -676,3 +676,131 @@ fn a_short_descriptor_limit_leaves_passive_checks_out_and_lowers_maxconn() {
         d.message
     );
 }
+
+/// A load balancer whose HTTPS listener passes `hosts` through to a second pool, `secure`.
+fn lb_with_passthrough(hosts: &[&str]) -> LoadBalancer {
+    let mut lb = lb_with_https();
+    let secure = PoolId::derive("secure");
+    let mut pool = (*lb.pools[0]).clone();
+    pool.id = secure;
+    pool.name = "default_secure_443".into();
+    pool.members = vec![member(7, true)];
+    lb.pools.push(std::sync::Arc::new(pool));
+    let mut listeners = (*lb.listeners).clone();
+    listeners[1].tls = Some(ListenerTls {
+        passthrough: (hosts.iter())
+            .map(|h| SniPassthrough {
+                host: (*h).to_owned(),
+                pool: secure,
+                source: ObjectRef::new("Ingress", "default", "pass"),
+            })
+            .collect(),
+        ..ListenerTls::default()
+    });
+    lb.listeners = std::sync::Arc::new(listeners);
+    lb
+}
+
+fn passthrough_input<'a>(
+    dir: &'a std::path::Path,
+    certificates: &'a BTreeMap<ObjectRef, String>,
+    ca: &'a BTreeMap<ObjectRef, String>,
+    limits: &'a Limits,
+) -> Input<'a> {
+    Input {
+        dir,
+        binds: Binds {
+            http: Some(([127, 0, 0, 1], 8080).into()),
+            https: Some(([127, 0, 0, 1], 8443).into()),
+            transparent: false,
+            floating: None,
+        },
+        certificates,
+        ca_files: ca,
+        limits,
+        tcp: Default::default(),
+        access_log: None,
+        descriptors: None,
+    }
+}
+
+#[test]
+fn passthrough_hosts_get_a_tcp_frontend_on_the_https_address_and_the_rest_a_hop() {
+    let dir = PathBuf::from("/state/lb");
+    let (certificates, ca, limits) = (BTreeMap::new(), ca_files(), Limits::default());
+    let input = passthrough_input(&dir, &certificates, &ca, &limits);
+    let r = render(
+        &lb_with_passthrough(&["*.a.test", "b.test", "*.x.a.test"]),
+        &input,
+    );
+    let config = &r.config;
+    if std::env::var_os("PRINT_CONFIG").is_some() {
+        println!("=====\n{config}=====");
+    }
+    let secure = sni::tcp_backend(PoolId::derive("secure"));
+    let https = ListenerId::derive("https");
+    // The address is the SNI frontend's; the HTTPS frontend binds the hop.
+    assert_eq!(
+        lines_with(&r, "bind 127.0.0.1:8443"),
+        ["bind 127.0.0.1:8443"]
+    );
+    let hop = lines_with(&r, "bind \"unix@/state/lb/https.sock\"");
+    assert!(
+        hop[0].starts_with("bind \"unix@/state/lb/https.sock\" accept-proxy ssl "),
+        "{hop:?}"
+    );
+    assert!(config.contains("server https \"unix@/state/lb/https.sock\" send-proxy-v2"));
+    assert!(config.contains("tcp-request content accept if { req.ssl_hello_type 1 }"));
+    // Exact names first, then the longest suffix: the proxy's matching.
+    let uses = lines_with(&r, "sess.portico_sni) -m");
+    assert_eq!(
+        uses,
+        [
+            format!("use_backend {secure} if {{ var(sess.portico_sni) -m str b.test }}"),
+            format!("use_backend {secure} if {{ var(sess.portico_sni) -m end .x.a.test }}"),
+            format!("use_backend {secure} if {{ var(sess.portico_sni) -m end .a.test }}"),
+        ]
+    );
+    assert!(config.contains(&format!("default_backend {https}-terminate")));
+    // The passthrough pool has a `mode tcp` backend, with its member.
+    assert_eq!(config.matches(&format!("backend {secure}\n")).count(), 1);
+    let tcp = &config[config.find(&format!("backend {secure}\n")).unwrap()..];
+    let tcp = tcp.split("\n\n").next().unwrap();
+    assert!(
+        tcp.contains("server ") && tcp.contains("10.0.0.7:8080"),
+        "{tcp}"
+    );
+    assert!(
+        tcp.starts_with(&format!("backend {secure}\n    mode tcp\n")),
+        "{tcp}"
+    );
+    assert!(!tcp.contains("http-request"), "{tcp}");
+    assert!(r.servers.iter().any(|s| s.backend == secure));
+    assert!(r.diagnostics.is_empty(), "{:?}", r.diagnostics);
+}
+
+#[test]
+fn without_passthrough_hosts_the_https_frontend_binds_the_address_itself() {
+    let dir = PathBuf::from("/state/lb");
+    let (certificates, ca, limits) = (BTreeMap::new(), ca_files(), Limits::default());
+    let input = passthrough_input(&dir, &certificates, &ca, &limits);
+    let r = render(&lb_with_passthrough(&[]), &input);
+    assert!(!r.config.contains("mode tcp") && !r.config.contains("https.sock"));
+    assert!(lines_with(&r, "bind 127.0.0.1:8443")[0].contains(" ssl "));
+}
+
+#[test]
+fn a_passthrough_host_haproxy_cannot_select_is_refused_with_a_diagnostic() {
+    let dir = PathBuf::from("/state/lb");
+    let (certificates, ca, limits) = (BTreeMap::new(), ca_files(), Limits::default());
+    let input = passthrough_input(&dir, &certificates, &ca, &limits);
+    let r = render(&lb_with_passthrough(&["ok.test", "bad }.test"]), &input);
+    assert_eq!(lines_with(&r, "sess.portico_sni) -m").len(), 1);
+    assert!(!r.config.contains("bad"));
+    let d = &r.diagnostics[0];
+    assert_eq!(d.object.name, "pass");
+    assert!(
+        d.message.contains("\"bad }.test\"") && d.message.contains("not served by haproxy"),
+        "{d:?}"
+    );
+}
