@@ -19,6 +19,7 @@
 //! paths falls through to the wildcard and host-less policies.
 
 mod attach;
+mod backend_tls;
 mod backends;
 mod filters;
 mod l4routes;
@@ -53,6 +54,9 @@ pub struct Verdicts {
     pub udp_routes: BTreeMap<ObjectKey, Vec<ParentVerdict>>,
     /// The same for TLSRoutes.
     pub tls_routes: BTreeMap<ObjectKey, Vec<ParentVerdict>>,
+    /// BackendTLSPolicies that govern (or lose) a Service port our Gateways send to: by
+    /// policy, the conditions for each such Gateway.
+    pub backend_tls_policies: backend_tls::PolicyVerdicts,
 }
 
 /// A Gateway's conditions and its listeners'.
@@ -140,6 +144,7 @@ pub(crate) fn translate(
             .gateways
             .insert(gateway.key.clone(), gateway.verdict());
     }
+    verdicts.backend_tls_policies = backend_tls::verdicts(objects, &load_balancers);
     (load_balancers, verdicts)
 }
 
@@ -204,6 +209,7 @@ pub(crate) fn backend_services(objects: &Objects) -> foldhash::HashSet<ObjectKey
     services
 }
 
+pub(crate) use backend_tls::ca_refs as backend_tls_ca_refs;
 pub(crate) use l4routes::anchor;
 
 /// The Gateway a load balancer was made for, if any.
