@@ -168,13 +168,12 @@ pub(crate) fn conditions(
     vec![accepted, resolved]
 }
 
-/// For each policy targeting a Service port that the load balancer `lb_pools` serves (pools by
-/// Service and port number), the governing policy of that port: the Gateways each policy
-/// reaches, and for a losing one, the winner.
-pub(crate) fn reached<'a>(
-    objects: &'a Objects,
+/// The policies targeting the Service ports `ports` (Service, port number): each that governs
+/// one of them (none), and each that governs none of them, with a winner it lost to.
+fn reached(
+    objects: &Objects,
     ports: impl Iterator<Item = (ObjectKey, i32)>,
-) -> BTreeMap<&'a ObjectKey, Option<&'a ObjectKey>> {
+) -> BTreeMap<&ObjectKey, Option<&ObjectKey>> {
     let mut out: BTreeMap<&ObjectKey, Option<&ObjectKey>> = BTreeMap::new();
     for (service, number) in ports {
         let Some(found) = objects.services.get(&service) else {
