@@ -7,6 +7,7 @@
 
 use crate::conformance::Provider;
 use crate::gateway_api::{HTTP, OURS, class, gateway, object, route};
+use crate::get::get;
 use crate::support::*;
 use crate::upstreams::{ca_secret, tls_echo_with_ca};
 use serde_json::Value;
@@ -160,4 +161,23 @@ async fn a_policys_ca_and_hostname_verify_the_backend_and_fail_closed(provider: 
     ];
     wait_policy(&p, "missing", &unresolved).await;
     wait_policy(&p, "stranger", &accepted).await;
+
+    let table = get(&p, &["backendtlspolicies", "-o", "wide"]);
+    let row = |name: &str| {
+        let row = table
+            .lines()
+            .find(|l| l.split_whitespace().nth(1) == Some(name));
+        row.unwrap_or_default().to_owned()
+    };
+    assert!(row("web").contains("web:http"), "{table}");
+    assert!(
+        row("web-whole").contains("gw: False (Conflicted)"),
+        "{table}"
+    );
+    assert!(
+        row("missing").contains("InvalidCACertificateRef"),
+        "{table}"
+    );
+    let list: Value = serde_json::from_str(&get(&p, &["btlspolicy", "-o", "json"])).unwrap();
+    assert_eq!(list["items"].as_array().map(Vec::len), Some(6), "{list}");
 }
