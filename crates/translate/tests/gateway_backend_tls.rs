@@ -8,7 +8,10 @@ mod support;
 use portico_model::{ObjectRef, Pool, PoolProtocol, UpstreamTls};
 use portico_tls::generate::Authority;
 use portico_translate::gateway::Condition;
-use portico_translate::{Certificates, Config, ObjectKey, Translation, certificates};
+use portico_translate::{
+    Certificates, Config, Memo, ObjectKey, Previous, Translation, certificates,
+    translate_incremental,
+};
 
 const BASE: &str = r#"
 apiVersion: gateway.networking.k8s.io/v1
@@ -239,4 +242,29 @@ fn the_ca_bundle_of_a_named_config_map_is_loaded_and_a_bad_one_is_a_warning() {
         warned,
         ["BackendTLSPolicy shop/plain spec.validation.caCertificateRefs[0]"]
     );
+}
+
+#[test]
+fn a_ca_secret_added_later_resolves_the_policy_in_an_incremental_translation() {
+    let by_secret =
+        "{caCertificateRefs: [{group: '', kind: Secret, name: ca-secret}], hostname: web.example}";
+    let before = support::load(&format!("{BASE}{}", policy("web", OLD, WEB, by_secret)));
+    let secret = "---\napiVersion: v1\nkind: Secret\nmetadata: {name: ca-secret, namespace: shop}\nstringData: {ca.crt: x}\n";
+    let after = support::load(&format!(
+        "{BASE}{}{secret}",
+        policy("web", OLD, WEB, by_secret)
+    ));
+    let config = Config::default();
+    let mut memo = Memo::default();
+    let first = translate_incremental(&before, &config, None, &mut memo);
+    assert_eq!(
+        verdict(&first, "web")[1],
+        "ResolvedRefs=false/InvalidCACertificateRef"
+    );
+    let previous = Previous {
+        objects: &before,
+        model: &first.model,
+    };
+    let second = translate_incremental(&after, &config, Some(previous), &mut memo);
+    assert_eq!(verdict(&second, "web"), HOLDS);
 }

@@ -150,7 +150,8 @@ pub(crate) fn translate(
 
 /// The Secrets our Gateways' listeners name in `tls.certificateRefs` (in the Gateway's
 /// namespace unless the ref names another; whether a ReferenceGrant permits that is decided by
-/// the translation, which needs the Secret to say so either way).
+/// the translation, which needs the Secret to say so either way), and those BackendTLSPolicies
+/// name for their CA certificates (their status says whether each holds `ca.crt`).
 pub(crate) fn referenced_secrets(objects: &Objects, config: &Config) -> Vec<ObjectKey> {
     let ours = |class: &str| {
         let class = objects.gateway_classes.get(class);
@@ -167,6 +168,9 @@ pub(crate) fn referenced_secrets(objects: &Objects, config: &Config) -> Vec<Obje
             refs.map(|r| ObjectKey::new(r.namespace.as_deref().unwrap_or(&key.namespace), &r.name)),
         );
     }
+    let cas = backend_tls::ca_refs(objects).into_iter().map(|(_, r)| r);
+    let cas = cas.filter(|r| r.kind == "Secret");
+    secrets.extend(cas.map(|r| ObjectKey::new(&r.namespace, &r.name)));
     secrets
 }
 
