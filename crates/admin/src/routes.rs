@@ -59,6 +59,9 @@ pub(crate) fn handle<B>(admin: &Admin, req: Request<B>) -> Response<Body> {
         "/api/v1/tcproutes" => page(&snap.gateway_api.tcp_routes, req.uri().query()),
         "/api/v1/udproutes" => page(&snap.gateway_api.udp_routes, req.uri().query()),
         "/api/v1/tlsroutes" => page(&snap.gateway_api.tls_routes, req.uri().query()),
+        "/api/v1/backendtlspolicies" => {
+            page(&snap.gateway_api.backend_tls_policies, req.uri().query())
+        }
         "/api/v1/loadbalancers" => json(&load_balancers(&snap)),
         "/api/v1/pools" => json(&pools(admin, &snap.model)),
         "/api/v1/summary" => json(&views::summary(&snap, &admin.registry)),

@@ -33,6 +33,8 @@ pub enum Kind {
     Udproutes,
     #[value(alias = "tlsroute")]
     Tlsroutes,
+    #[value(alias = "backendtlspolicy", alias = "btlspolicy")]
+    Backendtlspolicies,
 }
 
 impl Kind {
@@ -46,6 +48,7 @@ impl Kind {
             Kind::Tcproutes => Some("/api/v1/tcproutes"),
             Kind::Udproutes => Some("/api/v1/udproutes"),
             Kind::Tlsroutes => Some("/api/v1/tlsroutes"),
+            Kind::Backendtlspolicies => Some("/api/v1/backendtlspolicies"),
             _ => None,
         }
     }
@@ -63,8 +66,8 @@ pub enum Output {
 pub struct GetArgs {
     /// What to list: loadbalancers (lb), ingresses (ing), pools, diagnostics, or the Gateway
     /// API objects with the status Portico would write: gatewayclasses (gc), gateways (gtw),
-    /// httproutes, grpcroutes, tcproutes, udproutes, tlsroutes (with -o json or yaml: a v1 List of the
-    /// objects).
+    /// httproutes, grpcroutes, tcproutes, udproutes, tlsroutes, backendtlspolicies (with -o json or
+    /// yaml: a v1 List of the objects).
     kind: Kind,
     /// The admin API of the Portico to ask (`portico run`/`agent` listen on 127.0.0.1:9180 by
     /// default, `portico controller` on 127.0.0.1:9181).
@@ -85,7 +88,8 @@ pub async fn run(args: &GetArgs) -> anyhow::Result<ExitCode> {
         | Kind::Grpcroutes
         | Kind::Tcproutes
         | Kind::Udproutes
-        | Kind::Tlsroutes => {
+        | Kind::Tlsroutes
+        | Kind::Backendtlspolicies => {
             let path = args.kind.gateway_api_path().unwrap_or_default();
             fetch_all(&args.server, path).await?
         }
@@ -224,6 +228,10 @@ fn table(kind: Kind, items: &[Value], wide: bool) -> String {
             vec!["NAMESPACE", "NAME", "HOSTNAMES", "PARENTS"],
             items.iter().map(|r| route_row(r, wide)).collect(),
         ),
+        Kind::Backendtlspolicies => (
+            vec!["NAMESPACE", "NAME", "TARGETS", "HOSTNAME", "ANCESTORS"],
+            items.iter().map(|p| policy_row(p, wide)).collect(),
+        ),
     };
     if wide {
         match kind {
@@ -237,7 +245,8 @@ fn table(kind: Kind, items: &[Value], wide: bool) -> String {
             | Kind::Grpcroutes
             | Kind::Tcproutes
             | Kind::Udproutes
-            | Kind::Tlsroutes => {
+            | Kind::Tlsroutes
+            | Kind::Backendtlspolicies => {
                 header.push("RESOLVEDREFS");
             }
         }
@@ -394,6 +403,44 @@ fn gateway_row(g: &Value, wide: bool) -> Vec<String> {
 
 /// Each parent in the route's status (Portico's and other controllers'), as
 /// `gateway[/section]: <Accepted status> (reason)`.
+/// A BackendTLSPolicy: its targets (`Service name[:port]`), hostname and, per Gateway it
+/// reaches, whether it is accepted (wide: its references resolved).
+fn policy_row(p: &Value, wide: bool) -> Vec<String> {
+    let targets: Vec<String> = (p["spec"]["targetRefs"].as_array().into_iter().flatten())
+        .map(|t| match t["sectionName"].as_str() {
+            Some(port) => format!("{}:{port}", s(&t["name"])),
+            None => s(&t["name"]),
+        })
+        .collect();
+    let ancestors = p["status"]["ancestors"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let each = |type_: &str| -> Vec<String> {
+        (ancestors.iter())
+            .map(|a| {
+                let (status, reason) = condition(&a["conditions"], type_);
+                format!(
+                    "{}: {}",
+                    s(&a["ancestorRef"]["name"]),
+                    with_reason(status, &reason)
+                )
+            })
+            .collect()
+    };
+    let mut row = vec![
+        s(&p["metadata"]["namespace"]),
+        s(&p["metadata"]["name"]),
+        none_if_empty(&targets),
+        s(&p["spec"]["validation"]["hostname"]),
+        none_if_empty(&each("Accepted")),
+    ];
+    if wide {
+        row.push(none_if_empty(&each("ResolvedRefs")));
+    }
+    row
+}
+
 fn route_row(r: &Value, wide: bool) -> Vec<String> {
     let hostnames: Vec<String> = (r["spec"]["hostnames"].as_array().into_iter().flatten())
         .map(s)

@@ -1,5 +1,5 @@
 //! The Gateway API kinds Portico reads (`gateway.networking.k8s.io`: GatewayClass, Gateway,
-//! HTTPRoute, GRPCRoute, ReferenceGrant, TLSRoute, TCPRoute, UDPRoute), as serde types written from the v1 API's schemas. The
+//! HTTPRoute, GRPCRoute, ReferenceGrant, TLSRoute, TCPRoute, UDPRoute, BackendTLSPolicy), as serde types written from the v1 API's schemas. The
 //! `v1beta1` versions of these kinds have the same shape and decode into the same types.
 //!
 //! Why not kube-rs's `gateway-api` crate: its newest release depends on other major versions
@@ -18,6 +18,7 @@
 //! Types only: it depends on serde and k8s-openapi (no API version feature: the binary picks
 //! it), never on the model, the translator or any I/O crate.
 
+mod backend_tls;
 mod class;
 mod filter;
 mod gateway;
@@ -29,6 +30,11 @@ mod route;
 mod status;
 mod tls_route;
 
+pub use backend_tls::{
+    BACKEND_TLS_POLICY_VERSIONS, BackendTlsPolicy, BackendTlsPolicySpec, BackendTlsValidation,
+    LocalObjectReference, PolicyAncestorStatus, PolicyStatus, PolicyTargetReference,
+    is_backend_tls_policy_version,
+};
 pub use class::{GatewayClass, GatewayClassSpec};
 pub use filter::{
     CorsFilter, Fraction, HeaderModifier, HttpHeader, HttpRouteFilter, PathModifier, RequestMirror,
@@ -63,6 +69,7 @@ pub struct Statuses {
     pub tls_routes: Vec<TlsRoute>,
     pub tcp_routes: Vec<TcpRoute>,
     pub udp_routes: Vec<UdpRoute>,
+    pub backend_tls_policies: Vec<BackendTlsPolicy>,
 }
 
 /// The API group of every kind here.

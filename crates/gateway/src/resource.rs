@@ -1,7 +1,8 @@
 //! k8s-openapi's `Resource`, `ListableResource` and `Metadata` for the kinds here.
 
 use crate::{
-    Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant, TcpRoute, TlsRoute, UdpRoute,
+    BackendTlsPolicy, Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant, TcpRoute,
+    TlsRoute, UdpRoute,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::{
@@ -55,3 +56,9 @@ resource!(
 resource!(TcpRoute, "TCPRoute", "tcproutes", NamespaceResourceScope);
 resource!(UdpRoute, "UDPRoute", "udproutes", NamespaceResourceScope);
 resource!(TlsRoute, "TLSRoute", "tlsroutes", NamespaceResourceScope);
+resource!(
+    BackendTlsPolicy,
+    "BackendTLSPolicy",
+    "backendtlspolicies",
+    NamespaceResourceScope
+);

@@ -2,8 +2,9 @@
 //! HTTPS listeners and by `--default-certificate`, parsed and checked, with a warning for each one that cannot be
 //! used (its hosts are then served with the default certificate; nothing else is affected).
 //! Also the CA bundles (`ca.crt`) of the Secrets that verifying pools name in
-//! `proxy-ssl-secret`: one that cannot be used is a warning on the Ingress, and its pools'
-//! verification fails closed (502). And the htpasswd entries of the Secrets that basic auth
+//! `proxy-ssl-secret`, and of the ConfigMaps and Secrets BackendTLSPolicies name in
+//! `caCertificateRefs`: one that cannot be used is a warning on the Ingress or the policy, and
+//! its pools' verification fails closed (502). And the htpasswd entries of the Secrets that basic auth
 //! names (`auth-secret`): one that cannot be used is a warning on the Ingress, and its paths
 //! answer 503.
 //!
@@ -231,6 +232,7 @@ impl Certificates {
         if wanted.is_empty() {
             return;
         }
+        self.policy_cas(objects, &wanted, previous);
         for state in translation.ingresses.iter().filter(|s| s.served) {
             let key = &state.key;
             let Some(ingress) = objects.ingresses.get(key) else {
@@ -256,6 +258,51 @@ impl Certificates {
                     .push(Diagnostic::warning(object, field, message));
             }
         }
+    }
+
+    /// The CA bundles BackendTLSPolicies name that verifying pools use (`wanted`), with a
+    /// warning on each policy whose CA cannot be used.
+    fn policy_cas(
+        &mut self,
+        objects: &Objects,
+        wanted: &std::collections::BTreeSet<&ObjectRef>,
+        previous: &Self,
+    ) {
+        for ca in crate::gateway::backend_tls_ca_refs(objects) {
+            if !wanted.contains(&ca.1) || self.ca.contains_key(&ca.1) {
+                continue;
+            }
+            let key = ObjectKey::new(&ca.1.namespace, &ca.1.name);
+            let result = match ca.1.kind.as_str() {
+                "ConfigMap" => self.load_config_map_ca(objects, &key),
+                _ => (self.load_ca(objects, &key, previous).map(|_| ())).map_err(|e| e.to_string()),
+            };
+            if let Err(error) = result {
+                let object = ObjectRef::new("BackendTLSPolicy", &ca.0.namespace, &ca.0.name);
+                let message = format!(
+                    "{error}; the backends' certificates cannot be verified: every connection \
+                     to them fails (502) until it holds the CA certificates under ca.crt"
+                );
+                let field = "spec.validation.caCertificateRefs[0]";
+                (self.diagnostics).push(Diagnostic::warning(object, field, message));
+            }
+        }
+    }
+
+    /// The CA bundle of ConfigMap `key` (`data` or `binaryData` `ca.crt`). Parsed on every
+    /// call: only the few ConfigMaps policies name are read.
+    fn load_config_map_ca(&mut self, objects: &Objects, key: &ObjectKey) -> Result<(), String> {
+        let config_map = (objects.config_maps.get(key))
+            .ok_or_else(|| format!("configmap \"{key}\" not found"))?;
+        let text = config_map.data.as_ref().and_then(|d| d.get(CA_KEY));
+        let binary = config_map.binary_data.as_ref().and_then(|d| d.get(CA_KEY));
+        let pem = (text.map(String::as_bytes))
+            .or(binary.map(|b| &b.0[..]))
+            .ok_or_else(|| format!("configmap \"{key}\" has no data key \"{CA_KEY}\""))?;
+        let bundle = CaBundle::from_pem(pem).map_err(|e| format!("configmap \"{key}\": {e}"))?;
+        let object = ObjectRef::new("ConfigMap", &key.namespace, &key.name);
+        self.ca.insert(object, Arc::new(bundle));
+        Ok(())
     }
 
     /// The CA bundle of Secret `key`, parsed once per call and only when it changed since

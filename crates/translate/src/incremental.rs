@@ -27,7 +27,9 @@ pub fn endpoint_only_change(old: &Objects, new: &Objects) -> Option<BTreeSet<Obj
         && same(&old.reference_grants, &new.reference_grants)
         && same(&old.tcp_routes, &new.tcp_routes)
         && same(&old.udp_routes, &new.udp_routes)
-        && same(&old.tls_routes, &new.tls_routes);
+        && same(&old.tls_routes, &new.tls_routes)
+        && same(&old.backend_tls_policies, &new.backend_tls_policies)
+        && same(&old.config_maps, &new.config_maps);
     if !unchanged {
         return None;
     }

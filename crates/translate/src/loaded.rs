@@ -32,6 +32,8 @@ impl fmt::Debug for Loaded {
             .field("tcp_routes", &o.tcp_routes.len())
             .field("udp_routes", &o.udp_routes.len())
             .field("tls_routes", &o.tls_routes.len())
+            .field("backend_tls_policies", &o.backend_tls_policies.len())
+            .field("config_maps", &o.config_maps.len())
             .field("reference_grants", &o.reference_grants.len())
             .field("diagnostics", &self.diagnostics)
             .field("files", &self.files)

@@ -82,6 +82,8 @@ impl GatewayMemo {
             tcp_routes,
             udp_routes,
             tls_routes,
+            backend_tls_policies,
+            config_maps,
         } = new;
         same(&old.gateway_classes, gateway_classes)
             && same(&old.gateways, gateways)
@@ -91,6 +93,8 @@ impl GatewayMemo {
             && same(&old.tcp_routes, tcp_routes)
             && same(&old.udp_routes, udp_routes)
             && same(&old.tls_routes, tls_routes)
+            && same(&old.backend_tls_policies, backend_tls_policies)
+            && same(&old.config_maps, config_maps)
             && !changed_services.iter().any(|s| self.services.contains(s))
             && crate::gateway::referenced_secrets(new, config)
                 .iter()

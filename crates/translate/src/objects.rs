@@ -1,12 +1,12 @@
 use crate::compat::ListField;
 use crate::members::SLICE_SERVICE_LABEL;
 use crate::{KeptIngress, KeptService};
-use k8s_openapi::api::core::v1::{Endpoints, Secret, ServiceStatus};
+use k8s_openapi::api::core::v1::{ConfigMap, Endpoints, Secret, ServiceStatus};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{IngressClass, IngressStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use portico_gateway::{BackendTlsPolicy, TcpRoute, TlsRoute, UdpRoute};
 use portico_gateway::{Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant};
-use portico_gateway::{TcpRoute, TlsRoute, UdpRoute};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::net::IpAddr;
@@ -75,6 +75,11 @@ pub struct Objects {
     pub udp_routes: Arc<BTreeMap<ObjectKey, Arc<UdpRoute>>>,
     /// TLSRoutes (SNI passthrough on a Gateway's TLS listeners).
     pub tls_routes: Arc<BTreeMap<ObjectKey, Arc<TlsRoute>>>,
+    /// BackendTLSPolicies (TLS towards the Services they target).
+    pub backend_tls_policies: Arc<BTreeMap<ObjectKey, Arc<BackendTlsPolicy>>>,
+    /// The ConfigMaps BackendTLSPolicies name for their CA certificates (only those: a source
+    /// reads no other ConfigMap).
+    pub config_maps: Arc<BTreeMap<ObjectKey, Arc<ConfigMap>>>,
 }
 
 /// What an update of a kept object changed when it changed nothing that is served: its

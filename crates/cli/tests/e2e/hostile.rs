@@ -37,7 +37,8 @@ fn huge_list(bytes: usize) -> Vec<u8> {
 }
 
 fn large_ignored_kind(bytes: usize) -> Vec<u8> {
-    let mut y = String::from("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: big}\ndata:\n");
+    let mut y =
+        String::from("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: big}\ndata:\n");
     let mut i = 0;
     while y.len() < bytes {
         y.push_str(&format!("  k{i}: \"{}\"\n", "v".repeat(100)));

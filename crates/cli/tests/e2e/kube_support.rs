@@ -153,6 +153,8 @@ fn to_json(object: &Object) -> Value {
         Object::ReferenceGrant(o) => serde_json::to_value(&**o),
         Object::TcpRoute(o) => serde_json::to_value(&**o),
         Object::UdpRoute(o) => serde_json::to_value(&**o),
+        Object::BackendTlsPolicy(o) => serde_json::to_value(&**o),
+        Object::ConfigMap(o) => serde_json::to_value(&**o),
         Object::TlsRoute(o) => serde_json::to_value(&**o),
     };
     value.unwrap()

@@ -51,6 +51,7 @@ mod error_pages;
 mod external_auth;
 mod failover;
 mod gateway_api;
+mod gateway_backend_tls;
 mod gateway_http;
 mod gateway_kube;
 mod gateway_l4;

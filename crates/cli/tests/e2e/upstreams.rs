@@ -601,7 +601,7 @@ async fn tls_echo(service: &'static str) -> SocketAddr {
 
 /// [`tls_echo`], with the PEM of the authority that signed its certificate; its answers also
 /// name the SNI the client sent (`"sni"`, empty without one).
-async fn tls_echo_with_ca(service: &'static str) -> (SocketAddr, String) {
+pub(crate) async fn tls_echo_with_ca(service: &'static str) -> (SocketAddr, String) {
     tls_backend(service, false).await
 }
 
@@ -789,7 +789,7 @@ async fn active_checks_reach_tls_and_h2_members_as_their_traffic_does(provider: 
 }
 
 /// A Secret `name` in the test namespace holding `ca_pem` under `ca.crt`.
-fn ca_secret(name: &str, ca_pem: &str) -> String {
+pub(crate) fn ca_secret(name: &str, ca_pem: &str) -> String {
     let indented: String = ca_pem.lines().map(|l| format!("    {l}\n")).collect();
     format!(
         "---\napiVersion: v1\nkind: Secret\nmetadata:\n  name: {name}\n  namespace: {NS}\nstringData:\n  ca.crt: |\n{indented}"

@@ -1,10 +1,10 @@
 //! The objects of all files → one `Objects`, the later file winning on duplicates.
 
 use crate::object::{Kind, Object};
-use k8s_openapi::api::core::v1::{Endpoints, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Endpoints, Secret};
 use k8s_openapi::api::networking::v1::IngressClass;
+use portico_gateway::{BackendTlsPolicy, TcpRoute, TlsRoute, UdpRoute};
 use portico_gateway::{Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant};
-use portico_gateway::{TcpRoute, TlsRoute, UdpRoute};
 use portico_model::{Diagnostic, ObjectRef};
 use portico_translate::{CompactSlice, KeptIngress, KeptService, ObjectKey, Objects};
 use std::collections::BTreeMap;
@@ -13,12 +13,12 @@ use std::sync::Arc;
 
 /// A set of kinds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct KindSet(u16);
+pub(crate) struct KindSet(u32);
 
 impl KindSet {
     pub(crate) const ALL: KindSet = KindSet((1 << Kind::ALL.len()) - 1);
 
-    fn bit(kind: Kind) -> u16 {
+    fn bit(kind: Kind) -> u32 {
         1 << kind as u8
     }
 
@@ -143,6 +143,12 @@ pub(crate) fn assemble(
         tcp_routes: built.kind(Kind::TcpRoute, &old.tcp_routes, kinds.tcp_routes),
         udp_routes: built.kind(Kind::UdpRoute, &old.udp_routes, kinds.udp_routes),
         tls_routes: built.kind(Kind::TlsRoute, &old.tls_routes, kinds.tls_routes),
+        backend_tls_policies: built.kind(
+            Kind::BackendTlsPolicy,
+            &old.backend_tls_policies,
+            kinds.backend_tls_policies,
+        ),
+        config_maps: built.kind(Kind::ConfigMap, &old.config_maps, kinds.config_maps),
     };
     let Built {
         mut duplicates,
@@ -210,6 +216,8 @@ struct Kinds {
     tcp_routes: Entries<ObjectKey, TcpRoute>,
     udp_routes: Entries<ObjectKey, UdpRoute>,
     tls_routes: Entries<ObjectKey, TlsRoute>,
+    backend_tls_policies: Entries<ObjectKey, BackendTlsPolicy>,
+    config_maps: Entries<ObjectKey, ConfigMap>,
 }
 
 impl Kinds {
@@ -237,6 +245,11 @@ impl Kinds {
             Object::TcpRoute(o) => self.tcp_routes.push((key(name), o.clone(), origin)),
             Object::UdpRoute(o) => self.udp_routes.push((key(name), o.clone(), origin)),
             Object::TlsRoute(o) => self.tls_routes.push((key(name), o.clone(), origin)),
+            Object::BackendTlsPolicy(o) => {
+                self.backend_tls_policies
+                    .push((key(name), o.clone(), origin));
+            }
+            Object::ConfigMap(o) => self.config_maps.push((key(name), o.clone(), origin)),
         }
     }
 }

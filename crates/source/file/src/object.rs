@@ -1,9 +1,9 @@
-use k8s_openapi::api::core::v1::{Endpoints, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Endpoints, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use portico_gateway::{BackendTlsPolicy, TcpRoute, TlsRoute, UdpRoute};
 use portico_gateway::{Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant};
-use portico_gateway::{TcpRoute, TlsRoute, UdpRoute};
 use portico_model::ObjectRef;
 use portico_translate::{CompactSlice, KeptIngress, KeptService, ObjectKey};
 use serde::de::DeserializeOwned;
@@ -31,6 +31,9 @@ pub enum Object {
     TcpRoute(Arc<TcpRoute>),
     UdpRoute(Arc<UdpRoute>),
     TlsRoute(Arc<TlsRoute>),
+    BackendTlsPolicy(Arc<BackendTlsPolicy>),
+    /// Read for the CA certificates BackendTLSPolicies name; never printed.
+    ConfigMap(Arc<ConfigMap>),
 }
 
 impl Object {
@@ -66,6 +69,8 @@ impl Object {
             Object::TcpRoute(o) => meta(&o.metadata),
             Object::UdpRoute(o) => meta(&o.metadata),
             Object::TlsRoute(o) => meta(&o.metadata),
+            Object::BackendTlsPolicy(o) => meta(&o.metadata),
+            Object::ConfigMap(o) => meta(&o.metadata),
         }
     }
 
@@ -89,6 +94,8 @@ impl Object {
             (Object::TcpRoute(a), Object::TcpRoute(b)) => same(a, b),
             (Object::UdpRoute(a), Object::UdpRoute(b)) => same(a, b),
             (Object::TlsRoute(a), Object::TlsRoute(b)) => same(a, b),
+            (Object::BackendTlsPolicy(a), Object::BackendTlsPolicy(b)) => same(a, b),
+            (Object::ConfigMap(a), Object::ConfigMap(b)) => same(a, b),
             _ => false,
         }
     }
@@ -109,11 +116,13 @@ impl Object {
             Object::TcpRoute(_) => Kind::TcpRoute,
             Object::UdpRoute(_) => Kind::UdpRoute,
             Object::TlsRoute(_) => Kind::TlsRoute,
+            Object::BackendTlsPolicy(_) => Kind::BackendTlsPolicy,
+            Object::ConfigMap(_) => Kind::ConfigMap,
         }
     }
 }
 
-/// Secrets print as their identity only: their data must never reach a log.
+/// Secrets and ConfigMaps print as their identity only: their data must never reach a log.
 impl fmt::Debug for Object {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -131,6 +140,8 @@ impl fmt::Debug for Object {
             Object::TcpRoute(o) => f.debug_tuple("TCPRoute").field(o).finish(),
             Object::UdpRoute(o) => f.debug_tuple("UDPRoute").field(o).finish(),
             Object::TlsRoute(o) => f.debug_tuple("TLSRoute").field(o).finish(),
+            Object::BackendTlsPolicy(o) => f.debug_tuple("BackendTLSPolicy").field(o).finish(),
+            Object::ConfigMap(_) => write!(f, "ConfigMap({}, data redacted)", self.object_ref()),
         }
     }
 }
@@ -152,12 +163,14 @@ pub(crate) enum Kind {
     TcpRoute,
     UdpRoute,
     TlsRoute,
+    BackendTlsPolicy,
+    ConfigMap,
 }
 
 pub(crate) type DecodeError = serde_path_to_error::Error<serde_json::Error>;
 
 impl Kind {
-    pub const ALL: [Kind; 14] = [
+    pub const ALL: [Kind; 16] = [
         Kind::Ingress,
         Kind::IngressClass,
         Kind::Service,
@@ -172,6 +185,8 @@ impl Kind {
         Kind::TcpRoute,
         Kind::UdpRoute,
         Kind::TlsRoute,
+        Kind::BackendTlsPolicy,
+        Kind::ConfigMap,
     ];
 
     pub fn recognise(api_version: &str, kind: &str) -> Option<Kind> {
@@ -182,6 +197,12 @@ impl Kind {
             ("discovery.k8s.io/v1", "EndpointSlice") => Some(Kind::EndpointSlice),
             ("v1", "Endpoints") => Some(Kind::Endpoints),
             ("v1", "Secret") => Some(Kind::Secret),
+            ("v1", "ConfigMap") => Some(Kind::ConfigMap),
+            (version, "BackendTLSPolicy")
+                if portico_gateway::is_backend_tls_policy_version(version) =>
+            {
+                Some(Kind::BackendTlsPolicy)
+            }
             (version, "TCPRoute") if portico_gateway::is_l4_route_version(version) => {
                 Some(Kind::TcpRoute)
             }
@@ -219,6 +240,8 @@ impl Kind {
             Kind::TcpRoute => "TCPRoute",
             Kind::UdpRoute => "UDPRoute",
             Kind::TlsRoute => "TLSRoute",
+            Kind::BackendTlsPolicy => "BackendTLSPolicy",
+            Kind::ConfigMap => "ConfigMap",
         }
     }
 
@@ -254,6 +277,8 @@ impl Kind {
             Kind::TcpRoute => Object::TcpRoute(Arc::new(de(value)?)),
             Kind::UdpRoute => Object::UdpRoute(Arc::new(de(value)?)),
             Kind::TlsRoute => Object::TlsRoute(Arc::new(de(value)?)),
+            Kind::BackendTlsPolicy => Object::BackendTlsPolicy(Arc::new(de(value)?)),
+            Kind::ConfigMap => Object::ConfigMap(Arc::new(de(value)?)),
         })
     }
 }

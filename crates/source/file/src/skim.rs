@@ -107,25 +107,25 @@ mod tests {
 
     #[test]
     fn ignored_kinds_keep_only_their_identity_and_read_kinds_are_whole() {
-        let yaml = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: big}\ndata: {a: b}\n";
+        let yaml = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: big}\ndata: {a: b}\n";
         let Skim(v) = serde_saphyr::from_str(yaml).unwrap();
         assert_eq!(
             v,
-            serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap"})
+            serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment"})
         );
         let yaml =
             "apiVersion: v1\nkind: Service\nmetadata: {name: web}\nspec: {ports: [{port: 80}]}\n";
         let Skim(v) = serde_saphyr::from_str(yaml).unwrap();
         assert_eq!(v["spec"]["ports"][0]["port"], 80);
-        let yaml = "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: ConfigMap, data: {a: b}}\n- {apiVersion: v1, kind: Service, metadata: {name: s}}\n";
+        let yaml = "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: apps/v1, kind: Deployment, data: {a: b}}\n- {apiVersion: v1, kind: Service, metadata: {name: s}}\n";
         let Skim(v) = serde_saphyr::from_str(yaml).unwrap();
         assert_eq!(
             v["items"][0],
-            serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap"})
+            serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment"})
         );
         assert_eq!(v["items"][1]["metadata"]["name"], "s");
         // The kind written last: the object is decoded whole, as before.
-        let yaml = "data: {a: b}\napiVersion: v1\nkind: ConfigMap\n";
+        let yaml = "data: {a: b}\napiVersion: apps/v1\nkind: Deployment\n";
         let Skim(v) = serde_saphyr::from_str(yaml).unwrap();
         assert_eq!(v["data"]["a"], "b");
     }

@@ -41,10 +41,10 @@ metadata: {name: tls, namespace: shop}
 type: kubernetes.io/tls
 data: {tls.crt: Y2VydA==, tls.key: a2V5}
 ---
-apiVersion: v1
-kind: ConfigMap
+apiVersion: apps/v1
+kind: Deployment
 metadata: {name: ignored, namespace: shop}
-data: {a: b}
+spec: {replicas: 1}
 "#;
 
 fn kinds(objects: &[Object]) -> Vec<&'static str> {

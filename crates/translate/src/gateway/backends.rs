@@ -50,12 +50,20 @@ pub(crate) fn resolve(
     let Some(port) = backend.port else {
         return not_found(format!("backendRef to Service {service} names no port"));
     };
-    if !found.spec.ports.iter().any(|p| p.port == port) {
+    let Some(service_port) = found.spec.ports.iter().find(|p| p.port == port) else {
         return not_found(format!("Service {service} has no port {port}"));
-    }
-    let upstream = match route_kind {
-        super::GRPC_ROUTE => grpc_upstream(),
-        _ => Upstream::default_arc(),
+    };
+    let upstream = match super::backend_tls::governing(objects, &service, service_port) {
+        Some((key, policy)) => {
+            let h2c = matches!(
+                service_port.app_protocol.as_deref(),
+                Some("kubernetes.io/h2c" | "h2c")
+            );
+            let h2 = route_kind == super::GRPC_ROUTE || h2c;
+            super::backend_tls::upstream(&key.namespace, policy, h2)
+        }
+        None if route_kind == super::GRPC_ROUTE => grpc_upstream(),
+        None => Upstream::default_arc(),
     };
     Ok(PoolKey {
         service,

@@ -19,6 +19,7 @@
 //! paths falls through to the wildcard and host-less policies.
 
 mod attach;
+mod backend_tls;
 mod backends;
 mod filters;
 mod l4routes;
@@ -53,6 +54,9 @@ pub struct Verdicts {
     pub udp_routes: BTreeMap<ObjectKey, Vec<ParentVerdict>>,
     /// The same for TLSRoutes.
     pub tls_routes: BTreeMap<ObjectKey, Vec<ParentVerdict>>,
+    /// BackendTLSPolicies that govern (or lose) a Service port our Gateways send to: by
+    /// policy, the conditions for each such Gateway.
+    pub backend_tls_policies: backend_tls::PolicyVerdicts,
 }
 
 /// A Gateway's conditions and its listeners'.
@@ -140,12 +144,14 @@ pub(crate) fn translate(
             .gateways
             .insert(gateway.key.clone(), gateway.verdict());
     }
+    verdicts.backend_tls_policies = backend_tls::verdicts(objects, &load_balancers);
     (load_balancers, verdicts)
 }
 
 /// The Secrets our Gateways' listeners name in `tls.certificateRefs` (in the Gateway's
 /// namespace unless the ref names another; whether a ReferenceGrant permits that is decided by
-/// the translation, which needs the Secret to say so either way).
+/// the translation, which needs the Secret to say so either way), and those BackendTLSPolicies
+/// name for their CA certificates (their status says whether each holds `ca.crt`).
 pub(crate) fn referenced_secrets(objects: &Objects, config: &Config) -> Vec<ObjectKey> {
     let ours = |class: &str| {
         let class = objects.gateway_classes.get(class);
@@ -162,6 +168,9 @@ pub(crate) fn referenced_secrets(objects: &Objects, config: &Config) -> Vec<Obje
             refs.map(|r| ObjectKey::new(r.namespace.as_deref().unwrap_or(&key.namespace), &r.name)),
         );
     }
+    let cas = backend_tls::ca_refs(objects).into_iter().map(|(_, r)| r);
+    let cas = cas.filter(|r| r.kind == "Secret");
+    secrets.extend(cas.map(|r| ObjectKey::new(&r.namespace, &r.name)));
     secrets
 }
 
@@ -204,6 +213,7 @@ pub(crate) fn backend_services(objects: &Objects) -> foldhash::HashSet<ObjectKey
     services
 }
 
+pub(crate) use backend_tls::ca_refs as backend_tls_ca_refs;
 pub use l4routes::anchor;
 
 /// The Gateway a load balancer was made for, if any.

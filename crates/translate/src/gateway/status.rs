@@ -9,10 +9,13 @@ use super::{GatewayVerdict, Verdicts};
 use crate::{ObjectKey, Objects};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition as ApiCondition, Time};
 use portico_gateway::{
+    BackendTlsPolicy, ParentReference, PolicyAncestorStatus, PolicyStatus, TcpRoute, TlsRoute,
+    UdpRoute,
+};
+use portico_gateway::{
     Gateway, GatewayClass, GatewayClassStatus, GatewayStatus, GatewayStatusAddress, GrpcRoute,
     HttpRoute, ListenerStatus, RouteGroupKind, RouteParentStatus, RouteStatus, Statuses,
 };
-use portico_gateway::{TcpRoute, TlsRoute, UdpRoute};
 use std::collections::BTreeMap;
 
 /// One condition as decided, before it is stamped.
@@ -139,7 +142,56 @@ pub fn statuses(
         tcp_routes: tcp_routes.collect(),
         udp_routes: udp_routes.collect(),
         tls_routes: tls_routes.collect(),
+        backend_tls_policies: (objects.backend_tls_policies.iter())
+            .map(|(key, policy)| {
+                let entries = verdicts.backend_tls_policies.get(key);
+                policy_status(
+                    policy,
+                    entries.map_or(&[][..], Vec::as_slice),
+                    controller,
+                    now,
+                )
+            })
+            .collect(),
     }
+}
+
+/// A BackendTLSPolicy with our ancestor entries (one per Gateway of ours it reaches, from
+/// `entries`) beside the other controllers' (kept as they are).
+fn policy_status(
+    policy: &BackendTlsPolicy,
+    entries: &[(ObjectKey, Vec<Condition>)],
+    controller: &str,
+    now: &Time,
+) -> BackendTlsPolicy {
+    let mut policy = policy.clone();
+    let generation = policy.metadata.generation;
+    let old = policy.status.take().unwrap_or_default();
+    let mut ancestors: Vec<PolicyAncestorStatus> = (old.ancestors.iter())
+        .filter(|a| a.controller_name != controller)
+        .cloned()
+        .collect();
+    for (gateway, conditions) in entries {
+        let ancestor_ref = ParentReference {
+            group: Some(portico_gateway::GROUP.to_owned()),
+            kind: Some("Gateway".to_owned()),
+            namespace: Some(gateway.namespace.clone()),
+            name: gateway.name.clone(),
+            ..ParentReference::default()
+        };
+        let previous = (old.ancestors.iter())
+            .find(|a| a.controller_name == controller && a.ancestor_ref == ancestor_ref);
+        let previous = previous.map_or(&[][..], |a| &a.conditions[..]);
+        ancestors.push(PolicyAncestorStatus {
+            ancestor_ref,
+            controller_name: controller.to_owned(),
+            conditions: stamp(conditions, previous, generation, now),
+        });
+    }
+    if !ancestors.is_empty() || !old.ancestors.is_empty() {
+        policy.status = Some(PolicyStatus { ancestors });
+    }
+    policy
 }
 
 fn gateway_status(

@@ -159,6 +159,12 @@ fn add(objects: &mut Objects, doc: Value) {
         "TLSRoute" => std::sync::Arc::make_mut(&mut objects.tls_routes)
             .insert(key, typed(doc))
             .map(drop),
+        "BackendTLSPolicy" => std::sync::Arc::make_mut(&mut objects.backend_tls_policies)
+            .insert(key, typed(doc))
+            .map(drop),
+        "ConfigMap" => std::sync::Arc::make_mut(&mut objects.config_maps)
+            .insert(key, typed(doc))
+            .map(drop),
         other => panic!("test loader does not know kind {other:?}"),
     };
 }
