@@ -12,15 +12,22 @@ fn annotated(ing: &str, key: &str, value: &str) -> String {
     ing.replacen("metadata:\n", &annotation, 1)
 }
 
-#[tokio::test]
-async fn ssl_passthrough_host_gets_the_backend_certificate_beside_terminated_hosts() {
-    let ns = "tls-pass";
+/// What [`pass_beside_terminated`] made: the manifests, the authority, the passthrough
+/// backend's certificate and the terminated host's.
+struct Passing {
+    m: Manifests,
+    ca: Authority,
+    own: portico_tls::generate::Issued,
+    terminated: portico_tls::generate::Issued,
+}
+
+/// Manifests in `ns`: a terminated host `term.test` (its Secret issued by the returned
+/// authority, to the echo `web`) and an `ssl-passthrough` Ingress for `host` to the TLS
+/// backend `secure`, whose own certificate (by the same authority) names `names`.
+async fn pass_beside_terminated(ns: &str, names: &[&str], host: &str) -> Passing {
     let m = backends(ns, &[("web", 1)]).await;
     let ca = Authority::new("e2e ca").unwrap();
-    let (own, terminated) = (
-        ca.issue(&["pass.test"]).unwrap(),
-        ca.issue(&["term.test"]).unwrap(),
-    );
+    let (own, terminated) = (ca.issue(names).unwrap(), ca.issue(&["term.test"]).unwrap());
     let secure = tls_backend_with(&own, "secure", false).await;
     m.write("secure.yaml", &service(ns, "secure", &ready(&[secure])));
     m.write("term.json", &issued_secret(ns, "term-tls", &terminated));
@@ -40,10 +47,27 @@ async fn ssl_passthrough_host_gets_the_backend_certificate_beside_terminated_hos
         ns,
         "pass",
         "2026-01-01T00:00:00Z",
-        &[("pass.test", "/", "Prefix", "secure", "80")],
+        &[(host, "/", "Prefix", "secure", "80")],
     );
     let pass = annotated(&pass, "nginx.ingress.kubernetes.io/ssl-passthrough", "true");
     m.write("pass.yaml", &pass);
+    Passing {
+        m,
+        ca,
+        own,
+        terminated,
+    }
+}
+
+#[tokio::test]
+async fn ssl_passthrough_host_gets_the_backend_certificate_beside_terminated_hosts() {
+    let ns = "tls-pass";
+    let Passing {
+        m,
+        ca,
+        own,
+        terminated,
+    } = pass_beside_terminated(ns, &["pass.test"], "pass.test").await;
     let p = Portico::start(m.path(), &[]).await;
 
     // The backend's own certificate, verified for the name; the backend saw the SNI itself.
@@ -119,35 +143,12 @@ async fn passthrough_connections_are_balanced_and_skip_a_member_that_refuses() {
 #[tokio::test]
 async fn haproxy_passes_a_host_through_beside_terminated_hosts_on_one_port() {
     let ns = "tls-pass-hx";
-    let m = backends(ns, &[("web", 1)]).await;
-    let ca = Authority::new("e2e ca").unwrap();
-    let (own, terminated) = (
-        ca.issue(&["pass.test", "a.b.pass.test"]).unwrap(),
-        ca.issue(&["term.test"]).unwrap(),
-    );
-    let secure = tls_backend_with(&own, "secure", false).await;
-    m.write("secure.yaml", &service(ns, "secure", &ready(&[secure])));
-    m.write("term.json", &issued_secret(ns, "term-tls", &terminated));
-    let term = ingress(
-        ns,
-        "term",
-        "2026-01-01T00:00:00Z",
-        &[("term.test", "/", "Prefix", "web", "80")],
-    );
-    let term = term.replacen(
-        "spec:\n",
-        "spec:\n  tls:\n  - secretName: term-tls\n    hosts: [term.test]\n",
-        1,
-    );
-    m.write("term.yaml", &term);
-    let pass = ingress(
-        ns,
-        "pass",
-        "2026-01-01T00:00:00Z",
-        &[("*.pass.test", "/", "Prefix", "secure", "80")],
-    );
-    let pass = annotated(&pass, "nginx.ingress.kubernetes.io/ssl-passthrough", "true");
-    m.write("pass.yaml", &pass);
+    let Passing {
+        m,
+        ca,
+        own,
+        terminated,
+    } = pass_beside_terminated(ns, &["pass.test", "a.b.pass.test"], "*.pass.test").await;
     let p = Portico::start_haproxy(m.path(), &[]).await;
     // Served: plain HTTP for the TLS host is redirected to HTTPS.
     p.wait_route("term.test", "/", 308, "").await;
