@@ -64,6 +64,9 @@ fn policy(name: &str, created: &str, target: &str, validation: &str) -> String {
 const WEB: &str = "{group: '', kind: Service, name: web}";
 const GOOD: &str =
     "{caCertificateRefs: [{group: '', kind: ConfigMap, name: ca}], hostname: web.example}";
+/// Another hostname with the same CA.
+const OTHER: &str =
+    "{caCertificateRefs: [{group: '', kind: ConfigMap, name: ca}], hostname: other.example}";
 const OLD: &str = "2026-01-01T00:00:00Z";
 const NEW: &str = "2026-01-02T00:00:00Z";
 
@@ -75,6 +78,12 @@ fn pool<'a>(t: &'a Translation, service: &str, port: &str) -> &'a Pool {
     let pools = t.model.load_balancers.iter().flat_map(|lb| &lb.pools);
     let mut found = pools.filter(|p| p.service.name == service && p.service_port == port);
     found.next().expect("the pool")
+}
+
+/// The upstream TLS of the pool of `service`'s `port`.
+fn upstream_tls(t: &Translation, service: &str, port: &str) -> portico_model::UpstreamTls {
+    let tls = pool(t, service, port).settings.upstream_tls.clone();
+    tls.expect("the pool speaks TLS")
 }
 
 /// `type=status/reason` of the policy's conditions for Gateway shop/edge.
@@ -118,31 +127,21 @@ fn a_governed_service_port_speaks_verified_tls_with_the_policys_ca_and_hostname(
 #[test]
 fn a_policy_naming_the_port_wins_over_an_older_one_for_the_whole_service() {
     let section = "{group: '', kind: Service, name: web, sectionName: https}";
-    let other =
-        "{caCertificateRefs: [{group: '', kind: ConfigMap, name: ca}], hostname: other.example}";
     let t = translate_docs(&[
-        policy("whole", OLD, WEB, other),
+        policy("whole", OLD, WEB, OTHER),
         policy("port", NEW, section, GOOD),
     ]);
-    let tls = pool(&t, "web", "443")
-        .settings
-        .upstream_tls
-        .clone()
-        .unwrap();
+    let tls = upstream_tls(&t, "web", "443");
     assert_eq!(tls.server_name.as_deref(), Some("web.example"));
     // The whole-Service policy still governs the other port.
-    let h2 = pool(&t, "web", "8443")
-        .settings
-        .upstream_tls
-        .clone()
-        .unwrap();
+    let h2 = upstream_tls(&t, "web", "8443");
     assert_eq!(h2.server_name.as_deref(), Some("other.example"));
     assert_eq!(verdict(&t, "port"), HOLDS);
     // In effect on a port, so accepted; conflicted only where it governs no port at all.
     assert_eq!(verdict(&t, "whole"), HOLDS);
     let by_name = "{group: '', kind: Service, name: web, sectionName: h2}";
     let t = translate_docs(&[
-        policy("whole", OLD, WEB, other),
+        policy("whole", OLD, WEB, OTHER),
         policy("port", NEW, section, GOOD),
         policy("h2", NEW, by_name, GOOD),
     ]);
@@ -157,17 +156,11 @@ fn a_policy_naming_the_port_wins_over_an_older_one_for_the_whole_service() {
 
 #[test]
 fn of_two_equal_policies_the_older_governs_and_the_newer_is_conflicted() {
-    let other =
-        "{caCertificateRefs: [{group: '', kind: ConfigMap, name: ca}], hostname: other.example}";
     let t = translate_docs(&[
         policy("b-old", OLD, WEB, GOOD),
-        policy("a-new", NEW, WEB, other),
+        policy("a-new", NEW, WEB, OTHER),
     ]);
-    let tls = pool(&t, "web", "443")
-        .settings
-        .upstream_tls
-        .clone()
-        .unwrap();
+    let tls = upstream_tls(&t, "web", "443");
     assert_eq!(tls.server_name.as_deref(), Some("web.example"));
     assert_eq!(verdict(&t, "b-old"), HOLDS);
     assert_eq!(verdict(&t, "a-new")[0], "Accepted=false/Conflicted");
@@ -186,11 +179,7 @@ fn bad_ca_references_are_refused_in_status_and_still_verify() {
         ]
     );
     // Fails closed: verification stays on with a CA that cannot load (502), never plaintext.
-    let tls = pool(&t, "web", "443")
-        .settings
-        .upstream_tls
-        .clone()
-        .unwrap();
+    let tls = upstream_tls(&t, "web", "443");
     assert!(tls.verify);
 
     let kind = "{caCertificateRefs: [{group: example.com, kind: Bundle, name: ca}], hostname: web.example}";
