@@ -64,13 +64,23 @@ pub struct Limits {
 }
 
 /// Where the built-in proxy exports its spans, and which share of new traces it samples.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Tracing {
     /// The OTLP/HTTP URL spans are sent to (`http://collector:4318/v1/traces`); none: off.
     /// Static, set once per process.
     pub endpoint: Option<&'static str>,
     /// Millionths of new traces sampled (a sampled parent's are, an unsampled one's not).
     pub sample_per_million: u32,
+}
+
+/// Off, sampling every new trace once an endpoint is set (`--trace-sample-ratio`'s default).
+impl Default for Tracing {
+    fn default() -> Self {
+        Tracing {
+            endpoint: None,
+            sample_per_million: 1_000_000,
+        }
+    }
 }
 
 impl Tracing {
