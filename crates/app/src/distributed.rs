@@ -127,6 +127,7 @@ pub async fn agent(
     let metrics = node.metrics.clone();
     let view = Arc::new(crate::failover::AdminView::new(admin.clone()));
     let (running, ha_running) = watch::channel(settings.ha.is_none());
+    let (served_tx, served) = watch::channel(0);
     let failover = settings.ha.clone().map(|ha| {
         let upgrades = crate::failover::Upgrades {
             handed,
@@ -134,6 +135,7 @@ pub async fn agent(
             handed_over: node.handed_over(),
             running,
             state: ha_state,
+            serving: served.clone(),
         };
         let agent = crate::failover::HaAgent {
             node: settings.node.clone(),
@@ -151,7 +153,6 @@ pub async fn agent(
         );
         tokio::spawn(link)
     });
-    let (served_tx, served) = watch::channel(0);
     tokio::spawn(first_state(
         served,
         ha_running,

@@ -82,6 +82,13 @@ pub(crate) struct Upgrades {
     pub(crate) running: watch::Sender<bool>,
     /// This process's lease and held claims, for a successor (none before the lease).
     pub(crate) state: Arc<Mutex<Option<HaState>>>,
+    /// The revision the agent serves (0 before its first state). A successor starts its
+    /// elections once it serves, right before it answers its predecessor: until then the
+    /// predecessor's elections alone read the pair's adverts and renew the claims, so that the
+    /// two processes never split the adverts between them or race each other's renewals for
+    /// longer than that answer takes (a successor starved of adverts while it loads, and
+    /// unconfirmed behind its predecessor's renewals, stepped down at its fence).
+    pub(crate) serving: watch::Receiver<u64>,
 }
 
 /// Removes the addresses of the load balancers it knows (except those a predecessor handed
@@ -94,7 +101,7 @@ pub(crate) async fn link(
     view: Arc<AdminView>,
     metrics: crate::metrics::AppMetrics,
     upgrades: Upgrades,
-    shutdown: watch::Receiver<bool>,
+    mut shutdown: watch::Receiver<bool>,
 ) {
     let HaAgent {
         node,
@@ -144,6 +151,19 @@ pub(crate) async fn link(
         handed,
     };
     let running = upgrades.running.clone();
+    let mut serving = upgrades.serving;
+    if !me.handed.is_empty() {
+        tokio::select! {
+            served = serving.wait_for(|revision| *revision > 0) => if served.is_err() {
+                running.send_replace(true);
+                return;
+            },
+            _ = shutdown.wait_for(|s| *s) => {
+                running.send_replace(true);
+                return;
+            }
+        }
+    }
     let shared = Shared {
         view,
         running: upgrades.running,

@@ -36,12 +36,7 @@ async fn ten_upgrades_of_the_active_agent_keep_the_vip_without_an_election() {
     ten_upgrades("proxy").await;
 }
 
-/// Ignored until it has a longer record: on a loaded machine the new process, started as the
-/// claim's holder, stepped down within the fence and claimed again with the next epoch (the
-/// store mirror's first "not connected" kept it from renewing; no longer fed to the elections,
-/// see docs/active-standby.md), at the second upgrade in every run before that fix.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "the successor's election steps down under load: see the comment"]
 async fn ten_upgrades_of_an_active_haproxy_agent_keep_the_vip_and_haproxy() {
     ten_upgrades("haproxy").await;
 }
