@@ -528,3 +528,60 @@ fn the_gateways_share_is_reused_while_its_routes_services_and_secrets_are_unchan
     let (_, reused) = step(&old, &model, &old, &mut memo);
     assert!(reused, "nothing changed");
 }
+
+/// Times, at 10,000 HTTPRoutes on one Gateway (two PathPrefix rules each, 5,000 Services), a
+/// one-route change translated incrementally against a full translation. `cargo test -p
+/// portico-translate --release --test incremental -- --ignored --nocapture gateway_timing`.
+#[test]
+#[ignore = "a measurement: run it on its own, in release"]
+fn gateway_timing() {
+    use std::time::Instant;
+    let routes = |moved: bool| -> Vec<Value> {
+        let mut docs = vec![
+            json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
+                   "metadata": {"name": "portico"},
+                   "spec": {"controllerName": "portico.dev/gateway-controller"}}),
+            json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+                   "metadata": {"name": "gw", "namespace": "default"},
+                   "spec": {"gatewayClassName": "portico",
+                            "listeners": [{"name": "http", "port": 80, "protocol": "HTTP",
+                                           "allowedRoutes": {"namespaces": {"from": "All"}}}]}}),
+        ];
+        for i in 0..10_000 {
+            let a = if moved && i == 4_321 { format!("/moved{i}") } else { format!("/a{i}") };
+            docs.push(json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+                "metadata": {"name": format!("r{i}"), "namespace": "default"},
+                "spec": {"parentRefs": [{"name": "gw"}], "hostnames": [format!("h{}.test", i / 5)],
+                    "rules": [
+                        {"matches": [{"path": {"type": "PathPrefix", "value": a}}],
+                         "backendRefs": [{"name": format!("s{}", i % 5_000), "port": 80}]},
+                        {"matches": [{"path": {"type": "PathPrefix", "value": format!("/b{i}")}}],
+                         "backendRefs": [{"name": format!("s{}", (i + 1) % 5_000), "port": 80}]}]}}));
+        }
+        for s in 0..5_000 {
+            let ip = format!("10.{}.{}.1", s / 250, s % 250);
+            docs.extend(service("default", &format!("s{s}"), &ip));
+        }
+        docs
+    };
+    let config = Config::default();
+    let old = load_values(routes(false));
+    let mut new = old.clone();
+    let moved = load_values(routes(true));
+    let key = ObjectKey::new("default", "r4321");
+    std::sync::Arc::make_mut(&mut new.http_routes)
+        .insert(key.clone(), moved.http_routes[&key].clone());
+    let t = Instant::now();
+    let mut memo = Memo::default();
+    let first = translate_incremental(&old, &config, None, &mut memo);
+    let full = t.elapsed();
+    let previous = Previous {
+        objects: &old,
+        model: &first.model,
+    };
+    let t = Instant::now();
+    let second = translate_incremental(&new, &config, Some(previous), &mut memo);
+    let incremental = t.elapsed();
+    assert_eq!(second.model, translate(&new, &config).model);
+    println!("10,000 HTTPRoutes: full translation {full:?}, one route changed {incremental:?}");
+}
