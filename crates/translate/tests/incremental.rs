@@ -548,7 +548,11 @@ fn gateway_timing() {
                                            "allowedRoutes": {"namespaces": {"from": "All"}}}]}}),
         ];
         for i in 0..10_000 {
-            let a = if moved && i == 4_321 { format!("/moved{i}") } else { format!("/a{i}") };
+            let a = if moved && i == 4_321 {
+                format!("/moved{i}")
+            } else {
+                format!("/a{i}")
+            };
             docs.push(json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
                 "metadata": {"name": format!("r{i}"), "namespace": "default"},
                 "spec": {"parentRefs": [{"name": "gw"}], "hostnames": [format!("h{}.test", i / 5)],

@@ -9,7 +9,8 @@ use crate::route::PoolState;
 use crate::trace::Recording;
 use bytes::Buf;
 use hyper::body::{Body, Frame, SizeHint};
-use std::fmt::Write as _;
+use std::cell::RefCell;
+use std::io::Write as _;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -67,7 +68,7 @@ impl Entry {
         if !log.is_on() {
             return Entry::default();
         }
-        let mut text = Vec::with_capacity(384);
+        let mut text = spare();
         text.extend_from_slice(b"{\"time\":\"");
         time::rfc3339(&mut text, SystemTime::now());
         let fields: [(&[u8], &[u8]); 5] = [
@@ -185,36 +186,61 @@ impl Line {
     /// The rest of the line, then to the writer.
     fn finish(mut self) {
         let bytes_in = self.body_in.as_ref().map_or(0, |f| f.read());
-        let mut s = String::with_capacity(192);
+        let text = &mut self.text;
         let _ = write!(
-            s,
+            text,
             ",\"status\":{},\"bytes_in\":{bytes_in},\"bytes_out\":{},\"request_time_ms\":{}",
             self.status,
             self.bytes_out,
             Millis(self.started.elapsed()),
         );
-        match self.upstream_time {
-            Some(time) => write!(s, ",\"upstream_time_ms\":{}", Millis(time)).unwrap_or(()),
-            None => s.push_str(",\"upstream_time_ms\":-1"),
-        }
-        s.push_str(",\"upstream_addr\":\"");
-        match self.upstream {
-            Some(addr) => write!(s, "{addr}\"").unwrap_or(()),
-            None => s.push_str("-\""),
-        }
-        self.text.extend_from_slice(s.as_bytes());
+        let _ = match self.upstream_time {
+            Some(time) => write!(text, ",\"upstream_time_ms\":{}", Millis(time)),
+            None => text.write_all(b",\"upstream_time_ms\":-1"),
+        };
+        let _ = match self.upstream {
+            Some(addr) => write!(text, ",\"upstream_addr\":\"{addr}\""),
+            None => text.write_all(b",\"upstream_addr\":\"-\""),
+        };
         let (lb, pool) = match &self.pool {
             Some(pool) => (pool.load_balancer(), pool.name()),
             None => ("-", "-"),
         };
-        self.text.extend_from_slice(b",\"load_balancer\":");
-        json::string(&mut self.text, lb.as_bytes());
-        self.text.extend_from_slice(b",\"pool\":");
-        json::string(&mut self.text, pool.as_bytes());
-        self.text.extend_from_slice(b"}\n");
+        text.extend_from_slice(b",\"load_balancer\":");
+        json::string(text, lb.as_bytes());
+        text.extend_from_slice(b",\"pool\":");
+        json::string(text, pool.as_bytes());
+        text.extend_from_slice(b"}\n");
         let Line { log, text, .. } = self;
-        log.send(text);
+        log.send(&text);
+        recycle(text);
     }
+}
+
+thread_local! {
+    /// The buffers of lines sent, for this thread's next lines: a line allocates nothing once
+    /// its thread has logged a few.
+    static SPARE: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// An empty line buffer: one of this thread's spares, else a new one.
+fn spare() -> Vec<u8> {
+    let spare = SPARE.with(|spare| spare.borrow_mut().pop());
+    spare.unwrap_or_else(|| Vec::with_capacity(384))
+}
+
+/// Keeps a sent line's buffer for this thread's next lines (a few, of a usual size).
+fn recycle(mut text: Vec<u8>) {
+    if text.capacity() > 4096 {
+        return;
+    }
+    text.clear();
+    SPARE.with(|spare| {
+        let mut spare = spare.borrow_mut();
+        if spare.len() < 64 {
+            spare.push(text);
+        }
+    });
 }
 
 /// A duration in milliseconds with three decimals, without floating point.
