@@ -137,13 +137,19 @@ haproxy_config() {
   } >"$work/haproxy.cfg"
 }
 
-nginx_config() {
-  mkdir -p "$work/nginx"
+# nginx's configuration in DIR (default $work/nginx) on $NGINX_PORT (and $NGINX_TLS_PORT when
+# set); NGINX_ACCESS_LOG=FILE logs each request there as users run it (`combined`, buffered
+# 64k, flushed every second) instead of `access_log off`.
+nginx_config() { # [dir]
+  local dir=${1:-$work/nginx}
+  local log="access_log off;"
+  [ -n "${NGINX_ACCESS_LOG:-}" ] && log="access_log $NGINX_ACCESS_LOG combined buffer=64k flush=1s;"
+  mkdir -p "$dir"
   {
-    echo "worker_processes 1; daemon off; master_process ${NGINX_MASTER:-on}; pid $work/nginx/nginx.pid; error_log $work/nginx/error.log warn;"
+    echo "worker_processes 1; daemon off; master_process ${NGINX_MASTER:-on}; pid $dir/nginx.pid; error_log $dir/error.log warn;"
     echo "events { worker_connections 8000; }"
-    echo "http { access_log off; keepalive_requests 1000000;"
-    echo "  client_body_temp_path $work/nginx; proxy_temp_path $work/nginx; fastcgi_temp_path $work/nginx; uwsgi_temp_path $work/nginx; scgi_temp_path $work/nginx;"
+    echo "http { $log keepalive_requests 1000000;"
+    echo "  client_body_temp_path $dir; proxy_temp_path $dir; fastcgi_temp_path $dir; uwsgi_temp_path $dir; scgi_temp_path $dir;"
     for p in 0 1 2; do
       echo "  upstream pool$p { server 127.0.0.1:${BACKEND_PORTS[$((2 * p))]}; server 127.0.0.1:${BACKEND_PORTS[$((2 * p + 1))]}; keepalive 64; }"
     done
@@ -160,7 +166,7 @@ nginx_config() {
       echo "  }"
     done
     echo "}"
-  } >"$work/nginx/nginx.conf"
+  } >"$dir/nginx.conf"
 }
 
 # The wrk script: cycles through the 9 host/prefix routes; reports exact counts and percentiles.

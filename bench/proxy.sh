@@ -23,7 +23,9 @@
 # the HTTP cases only.
 # Portico runs without an access log, as nginx and haproxy do here; `portico-log` is a second
 # Portico with `--access-log FILE` (one JSON line per request, written to a file in the work
-# directory), measured against `portico` for the access log's cost (bench/access-log.sh).
+# directory), measured against `portico` for the access log's cost (bench/access-log.sh), and
+# `nginx-log` a second nginx logging each request as users run it (`access_log FILE combined
+# buffer=64k flush=1s`), against `nginx`.
 #
 # PROXY_QUOTA=N (percent of one core, off by default) runs each proxy in a CPU cgroup of its own
 # limited to N % of a core (cgroup v2 `cpu.max` or v1 `cpu.cfs_quota_us`, over a 10 ms period;
@@ -32,7 +34,7 @@
 # every proxy uses unlimited (40 on the 2-core VMs of docs/benchmarks.md), each proxy's budget
 # is the bound, so requests per second follow its CPU per request.
 # Usage: bash bench/proxy.sh            (RUNS=5 DURATION=8 CONNECTIONS=50 TLS_CLIENTS=4 STORM_CALM=10 by default;
-#        PROXIES="portico portico-log nginx haproxy floor" and CASES="small-keepalive tls-close ..." choose a subset)
+#        PROXIES="portico portico-log nginx nginx-log haproxy floor" and CASES="small-keepalive tls-close ..." choose a subset)
 # It starts and stops only its own processes, by PID, and sends traffic only to 127.0.0.1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -93,6 +95,7 @@ BACKEND_PORTS=(18101 18102 18103 18104 18105 18106)
 HOSTS=(h1.bench h2.bench h3.bench)
 PREFIXES=(a b c)
 PORTICO_PORT=18080 HAPROXY_PORT=18081 NGINX_PORT=18082 LOGGING_PORT=18083 FLOOR_PORT=18084 RAW_PORT=18085
+NGINX_LOG_PORT=18086 NGINX_LOG_TLS_PORT=18447
 PORTICO_TLS_PORT=18443 HAPROXY_TLS_PORT=18444 NGINX_TLS_PORT=18445 LOGGING_TLS_PORT=18446
 
 source bench/lib-proxy.sh
@@ -190,6 +193,16 @@ start_nginx() {
   wait_port "$NGINX_PORT"
 }
 
+# The second nginx, with its access log on (`nginx-log`).
+start_nginx_log() {
+  NGINX_PORT=$NGINX_LOG_PORT NGINX_TLS_PORT=$NGINX_LOG_TLS_PORT \
+    NGINX_ACCESS_LOG=$work/nginx-access.log nginx_config "$work/nginx-log"
+  taskset -c "$PROXY_CPU" nginx -c "$work/nginx-log/nginx.conf" -e "$work/nginx-log/error.log" &
+  pids+=($!)
+  NGINX_LOG_PID=$!
+  wait_port "$NGINX_LOG_PORT"
+}
+
 start_floor() {
   local command=${1:-hyper-floor} port=${2:-$FLOOR_PORT} routes=() i j p
   for i in 0 1 2; do
@@ -225,6 +238,10 @@ if wanted nginx; then
   start_nginx
   urls+=("http://127.0.0.1:$NGINX_PORT" "https://127.0.0.1:$NGINX_TLS_PORT")
 fi
+if wanted nginx-log; then
+  start_nginx_log
+  urls+=("http://127.0.0.1:$NGINX_LOG_PORT" "https://127.0.0.1:$NGINX_LOG_TLS_PORT")
+fi
 if wanted floor; then
   start_floor hyper-floor "$FLOOR_PORT"
   FLOOR_PID=${pids[-1]}
@@ -244,6 +261,7 @@ proxy_pids() { # name
     portico-log) echo "$LOGGING_PID" ;;
     haproxy) echo "$HAPROXY_PID" ;;
     nginx) echo "$NGINX_PID" $(pgrep -P "$NGINX_PID") ;;
+    nginx-log) echo "$NGINX_LOG_PID" $(pgrep -P "$NGINX_LOG_PID") ;;
     floor) echo "$FLOOR_PID" ;;
     raw) echo "$RAW_PID" ;;
   esac
@@ -290,6 +308,7 @@ for case in $CASES; do
         portico-log) port=$LOGGING_PORT tls_port=$LOGGING_TLS_PORT ;;
         haproxy) port=$HAPROXY_PORT tls_port=$HAPROXY_TLS_PORT ;;
         nginx) port=$NGINX_PORT tls_port=$NGINX_TLS_PORT ;;
+        nginx-log) port=$NGINX_LOG_PORT tls_port=$NGINX_LOG_TLS_PORT ;;
         floor) port=$FLOOR_PORT tls_port= ;;
         raw) port=$RAW_PORT tls_port= ;;
       esac
@@ -305,6 +324,9 @@ for proxy in $PROXIES; do
 done >>"$results"
 if wanted portico-log; then
   echo "access_log_lines portico-log $(wc -l <"$work/access.log")" >>"$results"
+fi
+if wanted nginx-log; then
+  echo "access_log_lines nginx-log $(wc -l <"$work/nginx-access.log")" >>"$results"
 fi
 if [ -n "$PROXY_QUOTA" ]; then
   echo "Each proxy limited to $PROXY_QUOTA % of one core (PROXY_QUOTA): the proxy-bound layout."

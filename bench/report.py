@@ -9,7 +9,7 @@ import statistics
 import sys
 from collections import defaultdict
 
-PROXIES = ["portico", "portico-log", "nginx", "haproxy", "floor", "raw"]
+PROXIES = ["portico", "portico-log", "nginx", "nginx-log", "haproxy", "floor", "raw"]
 
 
 def load(path):
@@ -93,20 +93,33 @@ def proxy_report(path):
 
 
 def log_ratios(runs, cases):
-    """The access log's cost: `portico-log` (access log to a file) over `portico` (off)."""
-    pairs = [(c, runs.get((c, "portico-log")), runs.get((c, "portico"))) for c in cases]
-    pairs = [(c, on, off) for c, on, off in pairs if on and off]
-    if not pairs:
-        return
-    print("\nAccess log on / off (portico-log / portico): CPU/req above 1.00 is the log's cost.\n")
-    print("| case | CPU/req on | CPU/req off | ratio | req/s ratio | p99 ratio |")
-    print("| --- | --- | --- | --- | --- | --- |")
-    for case, on, off in pairs:
+    """The access log's cost: each proxy with its log on over itself with it off (`portico-log`
+    / `portico`, `nginx-log` / `nginx`), and Portico's latency against nginx's, both logging."""
+    for on_name, off_name in [("portico-log", "portico"), ("nginx-log", "nginx")]:
+        pairs = [(c, runs.get((c, on_name)), runs.get((c, off_name))) for c in cases]
+        pairs = [(c, on, off) for c, on, off in pairs if on and off]
+        if not pairs:
+            continue
         print(
-            f"| {case} | {med(on, 'cpu'):.1f} | {med(off, 'cpu'):.1f} "
-            f"| {med(on, 'cpu') / med(off, 'cpu'):.3f} | {med(on, 'rps') / med(off, 'rps'):.2f} "
-            f"| {med(on, 'p99') / med(off, 'p99'):.2f} |"
+            f"\nAccess log on / off ({on_name} / {off_name}): CPU/req above 1.00 is the log's cost.\n"
         )
+        print("| case | CPU/req on | CPU/req off | ratio | req/s ratio | p99 ratio |")
+        print("| --- | --- | --- | --- | --- | --- |")
+        for case, on, off in pairs:
+            print(
+                f"| {case} | {med(on, 'cpu'):.1f} | {med(off, 'cpu'):.1f} "
+                f"| {med(on, 'cpu') / med(off, 'cpu'):.3f} | {med(on, 'rps') / med(off, 'rps'):.2f} "
+                f"| {med(on, 'p99') / med(off, 'p99'):.2f} |"
+            )
+    pairs = [(c, runs.get((c, "portico-log")), runs.get((c, "nginx-log"))) for c in cases]
+    pairs = [(c, ours, theirs) for c, ours, theirs in pairs if ours and theirs]
+    if pairs:
+        print("\nBoth logging (portico-log / nginx-log): lower is better.\n")
+        print("| case | CPU/req | p50 | p99 |")
+        print("| --- | --- | --- | --- |")
+        for case, ours, theirs in pairs:
+            ratio = lambda k: med(ours, k) / med(theirs, k) if med(theirs, k) else float("nan")
+            print(f"| {case} | {ratio('cpu'):.2f} | {ratio('p50'):.2f} | {ratio('p99'):.2f} |")
 
 
 if __name__ == "__main__":
