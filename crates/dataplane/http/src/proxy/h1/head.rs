@@ -30,6 +30,8 @@ pub(super) struct Request<'a> {
     pub(super) accept_encoding: bool,
     /// It has an `X-Forwarded-For` field (a trusted proxy's names the client).
     pub(super) forwarded_for: bool,
+    /// The body's length by its one `Content-Length` field; 0 without one.
+    pub(super) body: u64,
     pub(super) fields: &'a [Header<'a>],
 }
 
@@ -45,10 +47,12 @@ pub(super) enum Inspected<'a> {
 
 /// Reads the request head at the start of `input` into `fields`.
 ///
-/// The own path takes HTTP/1.1 requests without a body, in origin form, with one `Host`;
-/// anything else (HTTP/1.0, HTTP/2's preface, a body, `Upgrade`, `Expect`, an absolute or
-/// asterisk target, a malformed head) is declined, so that hyper answers it exactly as it
-/// answers every other request.
+/// The own path takes HTTP/1.1 requests in origin form, with one `Host`, without a body or with
+/// one `Content-Length` of plain digits; anything else (HTTP/1.0, HTTP/2's preface,
+/// `Transfer-Encoding`, a second `Content-Length` or a list, `Upgrade`, `Expect`, an absolute
+/// or asterisk target, a malformed head) is declined, so that hyper answers it exactly as it
+/// answers every other request: whatever hyper would refuse as ambiguous framing never gets
+/// here.
 pub(super) fn inspect<'a>(
     input: &'a [u8],
     fields: &'a mut [Header<'a>; MAX_FIELDS],
@@ -74,6 +78,7 @@ pub(super) fn inspect<'a>(
     let mut close = false;
     let (mut request_id, mut traceparent) = (None, None);
     let (mut accept_encoding, mut forwarded_for) = (false, false);
+    let mut body = None;
     for field in fields {
         let name = field.name;
         if name.eq_ignore_ascii_case("host") {
@@ -84,9 +89,11 @@ pub(super) fn inspect<'a>(
             }
             host = visible;
         } else if name.eq_ignore_ascii_case("content-length") {
-            if field.value != b"0" {
+            let length = content_length(field.value);
+            if body.is_some() || length.is_none() {
                 return Inspected::Decline;
             }
+            body = length;
         } else if name.eq_ignore_ascii_case("connection") {
             for token in tokens(field.value) {
                 if token.eq_ignore_ascii_case(b"close") {
@@ -123,8 +130,18 @@ pub(super) fn inspect<'a>(
         traceparent,
         accept_encoding,
         forwarded_for,
+        body: body.unwrap_or(0),
         fields,
     })
+}
+
+/// A `Content-Length` value of digits only (no sign, list or space; at most 19 digits, so
+/// that it fits in a `u64`): its length; `None` for anything else, which is hyper's to judge.
+fn content_length(value: &[u8]) -> Option<u64> {
+    if value.is_empty() || value.len() > 19 || !value.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(value).ok()?.parse().ok()
 }
 
 /// The comma-separated tokens of a field value, trimmed.
@@ -444,7 +461,7 @@ mod tests {
 
     #[test]
     fn what_hyper_serves_or_refuses_is_declined() {
-        let declined: [&[u8]; 15] = [
+        let declined: [&[u8]; 14] = [
             b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
             b"GET / HTTP/1.0\r\nHost: a\r\n\r\n",
             b"GET http://a/ HTTP/1.1\r\nHost: a\r\n\r\n",
@@ -453,7 +470,6 @@ mod tests {
             b"GET / HTTP/1.1\r\n\r\n",
             b"GET / HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n",
             b"GET / HTTP/1.1\r\nHost: a, b\r\n\r\n",
-            b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhello",
             b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n",
             b"GET / HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n",
             b"GET / HTTP/1.1\r\nHost: a\r\nConnection: upgrade\r\n\r\n",
@@ -471,6 +487,42 @@ mod tests {
         }
         assert_eq!(outcome(b"GET / HTTP/1.1\r\nHost: a\r\n"), "partial");
         assert_eq!(outcome(b"GET / HT"), "partial");
+    }
+
+    /// The body a request head with `fields` is served with here, or `None`: declined.
+    fn body_of(fields: &str) -> Option<u64> {
+        let head = format!("POST / HTTP/1.1\r\nHost: a\r\n{fields}\r\n");
+        let mut parsed = [httparse::EMPTY_HEADER; MAX_FIELDS];
+        match inspect(head.as_bytes(), &mut parsed, 100) {
+            Inspected::Request(request) => Some(request.body),
+            Inspected::Partial | Inspected::Decline => None,
+        }
+    }
+
+    #[test]
+    fn a_body_is_served_here_only_when_one_content_length_frames_it() {
+        let cases: [(&str, Option<u64>); 17] = [
+            ("", Some(0)),
+            ("Content-Length: 0\r\n", Some(0)),
+            ("Content-Length: 1024\r\n", Some(1024)),
+            ("content-length: 007\r\n", Some(7)),
+            ("Content-Length: 18446744073709551615\r\n", None),
+            ("Content-Length: 9999999999999999999\r\n", Some(9_999_999_999_999_999_999)),
+            ("Content-Length: 5, 5\r\n", None),
+            ("Content-Length: 5\r\nContent-Length: 5\r\n", None),
+            ("Content-Length: 5\r\nContent-Length: 6\r\n", None),
+            ("Content-Length: +5\r\n", None),
+            ("Content-Length: -1\r\n", None),
+            ("Content-Length: 0x10\r\n", None),
+            ("Content-Length: 5 5\r\n", None),
+            ("Content-Length:\r\n", None),
+            ("Content-Length: 5\r\nTransfer-Encoding: chunked\r\n", None),
+            ("Transfer-Encoding: chunked\r\nContent-Length: 5\r\n", None),
+            ("Expect: 100-continue\r\nContent-Length: 5\r\n", None),
+        ];
+        for (fields, want) in cases {
+            assert_eq!(body_of(fields), want, "{fields:?}");
+        }
     }
 
     fn upstream_head(input: &[u8], request_id: Option<&[u8]>) -> String {
