@@ -507,7 +507,10 @@ mod tests {
             ("Content-Length: 1024\r\n", Some(1024)),
             ("content-length: 007\r\n", Some(7)),
             ("Content-Length: 18446744073709551615\r\n", None),
-            ("Content-Length: 9999999999999999999\r\n", Some(9_999_999_999_999_999_999)),
+            (
+                "Content-Length: 9999999999999999999\r\n",
+                Some(9_999_999_999_999_999_999),
+            ),
             ("Content-Length: 5, 5\r\n", None),
             ("Content-Length: 5\r\nContent-Length: 5\r\n", None),
             ("Content-Length: 5\r\nContent-Length: 6\r\n", None),

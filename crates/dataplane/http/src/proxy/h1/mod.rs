@@ -735,7 +735,9 @@ async fn exchange_head<IO: AsyncRead + AsyncWrite + Unpin>(
         unsent: false,
     };
     match try_.received {
-        Some(received) => body::send_with_body(stream, client, &try_.proxy.limits, received).await?,
+        Some(received) => {
+            body::send_with_body(stream, client, &try_.proxy.limits, received).await?
+        }
         None => stream.write_all(&client.out).await.map_err(broken)?,
     }
     let deadline = tokio::time::Instant::now() + try_.read;
