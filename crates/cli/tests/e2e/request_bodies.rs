@@ -1,5 +1,6 @@
-//! Request bodies through the built-in proxy over raw HTTP/1.1: `Content-Length` bodies take
-//! the own HTTP/1.1 path, chunked ones hyper's. Each body reaches the member whole, in one
+//! Request bodies through the built-in proxy over raw HTTP/1.1: `Content-Length` and chunked
+//! bodies take the own HTTP/1.1 path, those with `Expect: 100-continue` hyper's. Each body
+//! reaches the member whole, in one
 //! write or in pieces, with other requests before and after it on the same connection and
 //! pipelined; a body over the limit is refused with 413; a member that closes mid-request
 //! gets the same answer on both paths and a POST is not tried again; the access log counts
@@ -60,14 +61,33 @@ fn post_chunked(path: &str, body: &[u8]) -> Vec<u8> {
     [head.as_bytes(), body, b"\r\n0\r\n\r\n"].concat()
 }
 
+/// A POST that hyper's path serves (the own path declines `Expect`).
+fn post_expecting(path: &str, body: &[u8]) -> Vec<u8> {
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: {HOST}\r\nExpect: 100-continue\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    [head.as_bytes(), body].concat()
+}
+
 fn get(path: &str) -> Vec<u8> {
     format!("GET {path} HTTP/1.1\r\nHost: {HOST}\r\n\r\n").into_bytes()
+}
+
+/// The next final response on `stream` (interim ones skipped).
+async fn response(stream: &mut TcpStream, rest: &mut Vec<u8>) -> Option<(u16, Value)> {
+    loop {
+        match any_response(stream, rest).await? {
+            (100..=199, _) => {}
+            answer => return Some(answer),
+        }
+    }
 }
 
 /// The next response on `stream` (its body by `Content-Length`), with what was read past it
 /// kept in `rest`: the status and the body as JSON (`Null` when it is not JSON), `None` when
 /// the connection ended first or nothing came within 5 s.
-async fn response(stream: &mut TcpStream, rest: &mut Vec<u8>) -> Option<(u16, Value)> {
+async fn any_response(stream: &mut TcpStream, rest: &mut Vec<u8>) -> Option<(u16, Value)> {
     let read = async {
         loop {
             if let Some(at) = rest.windows(4).position(|w| w == b"\r\n\r\n") {
@@ -115,8 +135,8 @@ async fn bodies_reach_the_member_whole_between_other_requests_on_one_connection(
     let mut rest = Vec::new();
     let one_kib = vec![b'a'; 1024];
     let big = vec![b'b'; 200 * 1024];
-    // A body in the head's write, a GET, a body sent in pieces, a chunked one (hyper's path),
-    // then a body of 1 byte.
+    // A body in the head's write, a GET, a body sent in pieces, a chunked one sent in pieces,
+    // one with `Expect` (hyper's path), then a body of 1 byte.
     stream.write_all(&post("/one", &one_kib)).await.unwrap();
     let (status, echo) = response(&mut stream, &mut rest).await.unwrap();
     assert_eq!((status, received(&echo)), (200, 1024), "{echo}");
@@ -131,10 +151,15 @@ async fn bodies_reach_the_member_whole_between_other_requests_on_one_connection(
     }
     let (status, echo) = response(&mut stream, &mut rest).await.unwrap();
     assert_eq!((status, received(&echo)), (200, 200 * 1024), "{echo}");
-    stream
-        .write_all(&post_chunked("/chunked", &one_kib))
-        .await
-        .unwrap();
+    let whole = post_chunked("/chunked", &big);
+    for piece in whole.chunks(50_000) {
+        stream.write_all(piece).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    }
+    let (status, echo) = response(&mut stream, &mut rest).await.unwrap();
+    assert_eq!((status, received(&echo)), (200, 200 * 1024), "{echo}");
+    let expecting = post_expecting("/expect", &one_kib);
+    stream.write_all(&expecting).await.unwrap();
     let (status, echo) = response(&mut stream, &mut rest).await.unwrap();
     assert_eq!((status, received(&echo)), (200, 1024), "{echo}");
     stream.write_all(&post("/last", b"z")).await.unwrap();
@@ -151,12 +176,20 @@ async fn pipelined_requests_with_bodies_are_answered_in_order() {
         post("/p1", &[b'x'; 300]),
         get("/g"),
         post("/p2", &[b'y'; 5000]),
+        post_chunked("/c", &[b'z'; 700]),
         post("/p3", b""),
     ]
     .concat();
     stream.write_all(&raw).await.unwrap();
     let mut rest = Vec::new();
-    for (path, bytes) in [("/p1", 300), ("/g", 0), ("/p2", 5000), ("/p3", 0)] {
+    let answers = [
+        ("/p1", 300),
+        ("/g", 0),
+        ("/p2", 5000),
+        ("/c", 700),
+        ("/p3", 0),
+    ];
+    for (path, bytes) in answers {
         let (status, echo) = response(&mut stream, &mut rest).await.unwrap();
         assert_eq!(status, 200, "{path}: {echo}");
         assert_eq!(echo["path"], path, "{echo}");
@@ -187,14 +220,19 @@ async fn a_member_closing_mid_request_gets_the_same_answer_on_both_paths_and_no_
     let (_m, p) = start(&[]).await;
     let body = vec![b'c'; 100 * 1024];
     let mut answers = Vec::new();
-    for raw in [post("/cut", &body), post_chunked("/cut", &body)] {
+    let raws = [
+        post("/cut", &body),
+        post_chunked("/cut", &body),
+        post_expecting("/cut", &body),
+    ];
+    for raw in raws {
         let mut stream = TcpStream::connect(p.http).await.unwrap();
         // The member may close before the whole body is written.
         let _ = stream.write_all(&raw).await;
         let mut rest = Vec::new();
         answers.push(response(&mut stream, &mut rest).await.map(|(s, _)| s));
     }
-    assert_eq!(answers, [Some(502), Some(502)]);
+    assert_eq!(answers, [Some(502), Some(502), Some(502)]);
     // Each POST went to one member only: a body once sent is not sent again.
     assert_eq!(retries(&p).await, 0.0);
     // A GET is (the pool's other member closes too).

@@ -30,9 +30,18 @@ pub(super) struct Request<'a> {
     pub(super) accept_encoding: bool,
     /// It has an `X-Forwarded-For` field (a trusted proxy's names the client).
     pub(super) forwarded_for: bool,
-    /// The body's length by its one `Content-Length` field; 0 without one.
-    pub(super) body: u64,
+    pub(super) body: Body,
     pub(super) fields: &'a [Header<'a>],
+}
+
+/// How a request's body is framed on the own path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Body {
+    None,
+    /// By its one `Content-Length` field, of this many bytes (not 0).
+    Length(u64),
+    /// By its one `Transfer-Encoding: chunked` field.
+    Chunked,
 }
 
 /// What a buffer holds, for the own path.
@@ -48,8 +57,9 @@ pub(super) enum Inspected<'a> {
 /// Reads the request head at the start of `input` into `fields`.
 ///
 /// The own path takes HTTP/1.1 requests in origin form, with one `Host`, without a body or with
-/// one `Content-Length` of plain digits; anything else (HTTP/1.0, HTTP/2's preface,
-/// `Transfer-Encoding`, a second `Content-Length` or a list, `Upgrade`, `Expect`, an absolute
+/// one `Content-Length` of plain digits or one `Transfer-Encoding: chunked`; anything else
+/// (HTTP/1.0, HTTP/2's preface, both framings, another transfer coding or a list, a second
+/// `Content-Length` or `Transfer-Encoding` field, `Upgrade`, `Expect`, an absolute
 /// or asterisk target, a malformed head) is declined, so that hyper answers it exactly as it
 /// answers every other request: whatever hyper would refuse as ambiguous framing never gets
 /// here.
@@ -79,6 +89,7 @@ pub(super) fn inspect<'a>(
     let (mut request_id, mut traceparent) = (None, None);
     let (mut accept_encoding, mut forwarded_for) = (false, false);
     let mut body = None;
+    let mut chunked = false;
     for field in fields {
         let name = field.name;
         if name.eq_ignore_ascii_case("host") {
@@ -102,10 +113,12 @@ pub(super) fn inspect<'a>(
                     return Inspected::Decline;
                 }
             }
-        } else if name.eq_ignore_ascii_case("transfer-encoding")
-            || name.eq_ignore_ascii_case("upgrade")
-            || name.eq_ignore_ascii_case("expect")
-        {
+        } else if name.eq_ignore_ascii_case("transfer-encoding") {
+            if chunked || !field.value.trim_ascii().eq_ignore_ascii_case(b"chunked") {
+                return Inspected::Decline;
+            }
+            chunked = true;
+        } else if name.eq_ignore_ascii_case("upgrade") || name.eq_ignore_ascii_case("expect") {
             return Inspected::Decline;
         } else if name.eq_ignore_ascii_case("x-request-id") && request_id.is_none() {
             request_id = Some(field.value);
@@ -120,6 +133,12 @@ pub(super) fn inspect<'a>(
     let Some(host) = host else {
         return Inspected::Decline;
     };
+    let body = match (body, chunked) {
+        (Some(_), true) => return Inspected::Decline,
+        (None, true) => Body::Chunked,
+        (None | Some(0), false) => Body::None,
+        (Some(length), false) => Body::Length(length),
+    };
     Inspected::Request(Request {
         len,
         method,
@@ -130,7 +149,7 @@ pub(super) fn inspect<'a>(
         traceparent,
         accept_encoding,
         forwarded_for,
-        body: body.unwrap_or(0),
+        body,
         fields,
     })
 }
@@ -242,6 +261,9 @@ pub(super) fn write_upstream(
     }
     if let Some(traceparent) = forwarding.traceparent {
         field_line(out, b"traceparent", traceparent);
+    }
+    if request.body == Body::Chunked {
+        field_line(out, b"transfer-encoding", b"chunked");
     }
     out.extend_from_slice(b"\r\n");
     true
@@ -470,7 +492,7 @@ mod tests {
             b"GET / HTTP/1.1\r\n\r\n",
             b"GET / HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n",
             b"GET / HTTP/1.1\r\nHost: a, b\r\n\r\n",
-            b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n",
+            b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip\r\n\r\n",
             b"GET / HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n",
             b"GET / HTTP/1.1\r\nHost: a\r\nConnection: upgrade\r\n\r\n",
             b"POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 0\r\n\r\n",
@@ -490,7 +512,7 @@ mod tests {
     }
 
     /// The body a request head with `fields` is served with here, or `None`: declined.
-    fn body_of(fields: &str) -> Option<u64> {
+    fn body_of(fields: &str) -> Option<Body> {
         let head = format!("POST / HTTP/1.1\r\nHost: a\r\n{fields}\r\n");
         let mut parsed = [httparse::EMPTY_HEADER; MAX_FIELDS];
         match inspect(head.as_bytes(), &mut parsed, 100) {
@@ -501,16 +523,28 @@ mod tests {
 
     #[test]
     fn a_body_is_served_here_only_when_one_content_length_frames_it() {
-        let cases: [(&str, Option<u64>); 17] = [
-            ("", Some(0)),
-            ("Content-Length: 0\r\n", Some(0)),
-            ("Content-Length: 1024\r\n", Some(1024)),
-            ("content-length: 007\r\n", Some(7)),
+        use Body::{Chunked, Length};
+        let cases: [(&str, Option<Body>); 26] = [
+            ("", Some(Body::None)),
+            ("Content-Length: 0\r\n", Some(Body::None)),
+            ("Content-Length: 1024\r\n", Some(Length(1024))),
+            ("content-length: 007\r\n", Some(Length(7))),
             ("Content-Length: 18446744073709551615\r\n", None),
             (
                 "Content-Length: 9999999999999999999\r\n",
-                Some(9_999_999_999_999_999_999),
+                Some(Length(9_999_999_999_999_999_999)),
             ),
+            ("Transfer-Encoding: chunked\r\n", Some(Chunked)),
+            ("transfer-encoding: CHUNKED \r\n", Some(Chunked)),
+            ("Transfer-Encoding: gzip, chunked\r\n", None),
+            ("Transfer-Encoding: chunked, chunked\r\n", None),
+            (
+                "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n",
+                None,
+            ),
+            ("Transfer-Encoding: identity\r\n", None),
+            ("Transfer-Encoding: \r\n", None),
+            ("Content-Length: 0\r\nTransfer-Encoding: chunked\r\n", None),
             ("Content-Length: 5, 5\r\n", None),
             ("Content-Length: 5\r\nContent-Length: 5\r\n", None),
             ("Content-Length: 5\r\nContent-Length: 6\r\n", None),
@@ -522,6 +556,10 @@ mod tests {
             ("Content-Length: 5\r\nTransfer-Encoding: chunked\r\n", None),
             ("Transfer-Encoding: chunked\r\nContent-Length: 5\r\n", None),
             ("Expect: 100-continue\r\nContent-Length: 5\r\n", None),
+            (
+                "Expect: 100-continue\r\nTransfer-Encoding: chunked\r\n",
+                None,
+            ),
         ];
         for (fields, want) in cases {
             assert_eq!(body_of(fields), want, "{fields:?}");

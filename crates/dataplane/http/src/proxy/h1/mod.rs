@@ -1,5 +1,5 @@
 //! The proxy's own HTTP/1.1 path: the common request (HTTP/1.1, origin form, without a body or
-//! with one framed by `Content-Length` (see [`body`]), to a
+//! with one framed by `Content-Length` or chunked (see [`body`]), to a
 //! pool of plain HTTP/1.1 members chosen without reading the request) served in the client
 //! connection's task, with httparse and byte copies instead of hyper's two state machines,
 //! header maps and the task hand-off between them (docs/benchmarks.md, "Performance II, eighth
@@ -7,7 +7,7 @@
 //! hyper 1.3 times nginx's).
 //!
 //! The first request head it declines (see [`head::inspect`]: bodies, upgrades, HTTP/2,
-//! HTTP/1.0, malformed heads, chunked bodies, `Expect`, a declared body over the pool's limit;
+//! HTTP/1.0, malformed heads, ambiguous framing, `Expect`, a declared body over the pool's limit;
 //! or a route that is not a pool it can serve) goes to hyper with
 //! the bytes already read, and hyper serves that request and the rest of the connection, errors
 //! included. So whatever this path does not do is done as before.
@@ -22,6 +22,7 @@
 mod body;
 mod chunked;
 mod deadline;
+mod dechunk;
 mod head;
 
 use super::conn::{failure_outcome, lock};
@@ -36,7 +37,7 @@ use crate::route::{Action, Outcome, PoolState, RequestInfo, Target};
 use crate::upstream::{Endpoint, UpstreamError};
 use chunked::Chunked;
 use deadline::Watch;
-use head::{Answer, Finish, Forwarding, Framing, Inspected, MAX_FIELDS};
+use head::{Answer, Body, Finish, Forwarding, Framing, Inspected, MAX_FIELDS};
 use http::{HeaderMap, StatusCode, Uri};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -69,8 +70,9 @@ struct Client<IO> {
     scheme: Scheme,
     /// Bytes read and not yet served: the rest of a request body, then the next request head.
     input: Vec<u8>,
-    /// Bytes of the current request's body not yet taken from `input` or read from the client.
-    /// The connection can take another request only once this is 0.
+    /// Bytes of the current request's body not yet taken from `input` or read from the client
+    /// ([`CHUNKED_UNREAD`] until a chunked body's end). The connection can take another
+    /// request only once this is 0.
     unread: u64,
     /// What is written next, to the upstream or to the client.
     out: Vec<u8>,
@@ -125,6 +127,10 @@ mod spare {
     }
 }
 
+/// [`Client::unread`] while a chunked body has not ended (no `Content-Length` the own path
+/// takes is this large).
+const CHUNKED_UNREAD: u64 = u64::MAX;
+
 /// How serving a request left the connection.
 enum Next {
     KeepAlive,
@@ -138,8 +144,7 @@ struct Planned {
     idempotent: bool,
     head: bool,
     close: bool,
-    /// The body's length (0: none).
-    body: u64,
+    body: Body,
     entry: Entry,
 }
 
@@ -252,8 +257,8 @@ impl Proxy {
         // A body over the limit is refused by hyper's path (413), as every other one; a send
         // timeout is applied there only.
         let max = max_body(pool, &self.limits);
-        let too_large = max > 0 && request.body > max;
-        if request.body > 0 && (too_large || !send_timeout(pool).is_zero()) {
+        let too_large = matches!(request.body, Body::Length(n) if max > 0 && n > max);
+        if request.body != Body::None && (too_large || !send_timeout(pool).is_zero()) {
             return Err(Declined);
         }
         // A trusted proxy's request names its client: hyper's path reads it.
@@ -316,7 +321,11 @@ impl Proxy {
         };
         let (len, body) = (request.len, request.body);
         client.input.drain(..len);
-        client.unread = body;
+        client.unread = match body {
+            Body::None => 0,
+            Body::Length(length) => length,
+            Body::Chunked => CHUNKED_UNREAD,
+        };
         Ok(Some(planned))
     }
 
@@ -336,9 +345,10 @@ impl Proxy {
             mut entry,
         } = planned;
         // Only a request without a body can be sent again once sent: bodies are streamed.
-        let replayable = idempotent && body == 0;
+        let replayable = idempotent && body == Body::None;
         // Counts the body's bytes for the access log.
-        let received = (body > 0).then(|| Arc::new(Fault::default()));
+        let received = (body != Body::None).then(|| Arc::new(Fault::default()));
+        let max_body = max_body(&pool, &self.limits);
         let read = read_timeout(&pool, &self.limits);
         let connect = connect_timeout(&pool);
         lock(&pool.budget).request(Instant::now());
@@ -359,6 +369,7 @@ impl Proxy {
                 replayable,
                 head,
                 close,
+                body: (body, max_body),
                 received: received.as_deref(),
             };
             let failed = match send(&endpoint, client, &try_).await {
@@ -550,6 +561,8 @@ struct Try<'a> {
     read: Duration,
     /// The request can be sent again after a failure (see [`super::tries::may_retry`]).
     replayable: bool,
+    /// The request's body and the pool's limit on it (0: none).
+    body: (Body, u64),
     /// Where the body's bytes are counted; `None`: no body.
     received: Option<&'a Fault>,
     /// The request is HEAD.
@@ -734,11 +747,15 @@ async fn exchange_head<IO: AsyncRead + AsyncWrite + Unpin>(
         error: UpstreamError::Io(error),
         unsent: false,
     };
-    match try_.received {
-        Some(received) => {
-            body::send_with_body(stream, client, &try_.proxy.limits, received).await?
+    let limits = &try_.proxy.limits;
+    match (try_.body, try_.received) {
+        ((Body::Length(_), _), Some(received)) => {
+            body::send_length(stream, client, limits, received).await?;
         }
-        None => stream.write_all(&client.out).await.map_err(broken)?,
+        ((Body::Chunked, max), Some(received)) => {
+            body::send_chunked(stream, client, (limits, max), received).await?;
+        }
+        _ => stream.write_all(&client.out).await.map_err(broken)?,
     }
     let deadline = tokio::time::Instant::now() + try_.read;
     client.upstream.clear();
