@@ -6,7 +6,7 @@
 //! pass": a proxy built this way costs half of nginx's instructions per request, one built on
 //! hyper 1.3 times nginx's).
 //!
-//! The first request head it declines (see [`head::inspect`]: bodies, upgrades, HTTP/2,
+//! The first request head it declines (see [`head::inspect`]: upgrades, HTTP/2,
 //! HTTP/1.0, malformed heads, ambiguous framing, `Expect`, a declared body over the pool's limit;
 //! or a route that is not a pool it can serve) goes to hyper with
 //! the bytes already read, and hyper serves that request and the rest of the connection, errors
@@ -254,8 +254,8 @@ impl Proxy {
         if !pool.own_path_fits() || !source_allowed(pool, client.peer) {
             return Err(Declined);
         }
-        // A body over the limit is refused by hyper's path (413), as every other one; a send
-        // timeout is applied there only.
+        // A declared body over the limit is refused by hyper's path (413), as every other one
+        // (a chunked one is refused here once over it); a send timeout is applied there only.
         let max = max_body(pool, &self.limits);
         let too_large = matches!(request.body, Body::Length(n) if max > 0 && n > max);
         if request.body != Body::None && (too_large || !send_timeout(pool).is_zero()) {
@@ -700,14 +700,14 @@ enum Failed {
         /// Nothing of the request reached the member (it can go elsewhere).
         unsent: bool,
     },
-    /// The client's body failed: cut, or too slow.
+    /// The client's body failed: cut or malformed, too large, or too slow.
     Body(BodyFault),
 }
 
 /// Sends the upstream head in `client.out` to `endpoint`, on an idle connection or a new one,
 /// and reads the response head into `client.upstream` (interim responses dropped); the
 /// client's head is then in `client.out`. A reused connection that fails before any response
-/// byte is replaced once by a new one for an idempotent request: the member closed it while
+/// byte is replaced once by a new one for a replayable request: the member closed it while
 /// idle, which says nothing of its health.
 async fn send<IO: AsyncRead + AsyncWrite + Unpin>(
     endpoint: &Endpoint,
