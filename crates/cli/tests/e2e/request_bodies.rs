@@ -1,5 +1,6 @@
-//! Request bodies through the built-in proxy over raw HTTP/1.1: `Content-Length` and chunked
-//! bodies take the own HTTP/1.1 path, those with `Expect: 100-continue` hyper's. Each body
+//! Request bodies through the built-in proxy over raw HTTP/1.1: `Content-Length` bodies and
+//! chunked ones that come whole with their head take the own HTTP/1.1 path; chunked ones still
+//! coming and those with `Expect: 100-continue` hyper's. Each body
 //! reaches the member whole, in one
 //! write or in pieces, with other requests before and after it on the same connection and
 //! pipelined; a body over the limit is refused with 413; a member that closes mid-request
@@ -135,8 +136,8 @@ async fn bodies_reach_the_member_whole_between_other_requests_on_one_connection(
     let mut rest = Vec::new();
     let one_kib = vec![b'a'; 1024];
     let big = vec![b'b'; 200 * 1024];
-    // A body in the head's write, a GET, a body sent in pieces, a chunked one sent in pieces,
-    // one with `Expect` (hyper's path), then a body of 1 byte.
+    // A body in the head's write, a GET, a body sent in pieces, a chunked one sent in pieces
+    // and one with `Expect` (both hyper's path), then a body of 1 byte.
     stream.write_all(&post("/one", &one_kib)).await.unwrap();
     let (status, echo) = response(&mut stream, &mut rest).await.unwrap();
     assert_eq!((status, received(&echo)), (200, 1024), "{echo}");

@@ -51,6 +51,14 @@ pub(super) struct Fed {
     pub(super) ended: bool,
 }
 
+/// Whether `input` starts with a whole chunked body, well-formed and of at most `max` data
+/// bytes (0: no limit).
+pub(super) fn is_whole(input: &[u8], max: u64) -> bool {
+    let mut coded = Vec::new();
+    let fed = Dechunk::new(max).feed(input, &mut coded);
+    matches!(fed, Ok(Fed { ended: true, .. }))
+}
+
 #[derive(Debug)]
 pub(super) struct Dechunk {
     state: State,
@@ -204,6 +212,17 @@ mod tests {
             let (_, end) = decode(body, 1, 0).unwrap();
             assert_eq!(end, Some(body.len()), "{body:?}");
         }
+    }
+
+    #[test]
+    fn only_a_whole_well_formed_body_within_the_limit_is_whole() {
+        assert!(is_whole(b"3\r\nabc\r\n0\r\n\r\nGET", 0));
+        assert!(is_whole(b"3\r\nabc\r\n0\r\n\r\n", 3));
+        assert!(!is_whole(b"3\r\nabc\r\n0\r\n\r\n", 2));
+        assert!(!is_whole(b"3\r\nabc\r\n0\r\n", 0));
+        assert!(!is_whole(b"3\r\nab", 0));
+        assert!(!is_whole(b"zz\r\n", 0));
+        assert!(!is_whole(b"", 0));
     }
 
     #[test]

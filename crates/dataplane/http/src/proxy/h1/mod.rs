@@ -254,11 +254,16 @@ impl Proxy {
         if !pool.own_path_fits() || !source_allowed(pool, client.peer) {
             return Err(Declined);
         }
-        // A declared body over the limit is refused by hyper's path (413), as every other one
-        // (a chunked one is refused here once over it); a send timeout is applied there only.
+        // A declared body over the limit is refused by hyper's path (413), as every other one;
+        // a send timeout is applied there only. A chunked body is taken only when it came whole
+        // with its head, well-formed and within the limit: one still coming may be answered
+        // while it streams (full duplex), which hyper's path serves and this one, reading the
+        // answer once the body is sent, would not.
         let max = max_body(pool, &self.limits);
         let too_large = matches!(request.body, Body::Length(n) if max > 0 && n > max);
-        if request.body != Body::None && (too_large || !send_timeout(pool).is_zero()) {
+        let partial =
+            request.body == Body::Chunked && !dechunk::is_whole(&client.input[request.len..], max);
+        if request.body != Body::None && (too_large || partial || !send_timeout(pool).is_zero()) {
             return Err(Declined);
         }
         // A trusted proxy's request names its client: hyper's path reads it.
