@@ -80,6 +80,7 @@ mod path_rules;
 mod paths;
 mod proxy_protocol;
 mod rate_limits;
+mod request_bodies;
 mod seed_examples;
 mod server_header;
 mod take_over;

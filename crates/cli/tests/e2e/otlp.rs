@@ -4,7 +4,7 @@
 //! `traceparent` and the client's `tracestate`; an unsampled parent gives no span but is
 //! propagated; the access log has the trace id. Without the flag, headers pass untouched and
 //! the collector hears nothing. Both request paths: GET (the own HTTP/1.1 path) and POST with
-//! a body (hyper's).
+//! `Expect: 100-continue` (hyper's).
 
 use crate::backends;
 use crate::support::*;
@@ -130,12 +130,15 @@ async fn a_span_per_request_child_of_the_clients_and_the_member_sees_the_proxys(
     let p = Portico::start(m.path(), &flags).await;
     p.wait_route("web.test", "/ready", 200, "web").await;
     let traceparent = format!("00-{TRACE}-{PARENT}-01");
-    // GET: the own HTTP/1.1 path; POST with a body: hyper's.
+    // GET: the own HTTP/1.1 path; POST with `Expect`: hyper's.
     for (method, path, body) in [("GET", "/own", ""), ("POST", "/hyper", "12345")] {
-        let headers = [
+        let mut headers = vec![
             ("traceparent", traceparent.as_str()),
             ("tracestate", "vendor=opaque"),
         ];
+        if !body.is_empty() {
+            headers.push(("expect", "100-continue"));
+        }
         let reply = p
             .request(p.http, method, "web.test", path, &headers, body)
             .await

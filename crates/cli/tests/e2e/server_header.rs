@@ -1,9 +1,12 @@
 //! `Server` on every response that has none, as nginx and Envoy add theirs: the backend's own
 //! is kept; `--server-header NAME` renames it, `off` adds none. Both providers, and on the
-//! built-in proxy both request paths (a GET takes the own HTTP/1.1 path, a POST with a body
-//! hyper's).
+//! built-in proxy both request paths (a GET takes the own HTTP/1.1 path, a POST with
+//! `Expect: 100-continue` hyper's).
 
 use crate::conformance::Provider;
+
+/// A request with `Expect` takes hyper's path on the built-in proxy.
+const EXPECTING: [(&str, &str); 1] = [("expect", "100-continue")];
 use crate::support::*;
 use std::net::SocketAddr;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -68,7 +71,7 @@ async fn responses_without_a_server_field_get_one(provider: Provider) {
     let got = p.get("plain.test", "/").await;
     assert_eq!((got.status, server(&got)), (200, Some("portico")));
     let posted = p
-        .request(p.http, "POST", "plain.test", "/", &[], "body")
+        .request(p.http, "POST", "plain.test", "/", &EXPECTING, "body")
         .await
         .unwrap();
     assert_eq!((posted.status, server(&posted)), (200, Some("portico")));

@@ -48,6 +48,12 @@ impl Fault {
         self.notify.notify_waiters();
     }
 
+    /// Counts `bytes` more of the body as read: for a body read without a [`ClientBody`] (the
+    /// own HTTP/1.1 path's), so that the access log has its size.
+    pub(crate) fn count(&self, bytes: u64) {
+        self.read.fetch_add(bytes, Ordering::Relaxed);
+    }
+
     /// Body bytes read so far.
     pub(crate) fn read(&self) -> u64 {
         self.read.load(Ordering::Relaxed)

@@ -30,7 +30,18 @@ pub(super) struct Request<'a> {
     pub(super) accept_encoding: bool,
     /// It has an `X-Forwarded-For` field (a trusted proxy's names the client).
     pub(super) forwarded_for: bool,
+    pub(super) body: Body,
     pub(super) fields: &'a [Header<'a>],
+}
+
+/// How a request's body is framed on the own path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Body {
+    None,
+    /// By its one `Content-Length` field, of this many bytes (not 0).
+    Length(u64),
+    /// By its one `Transfer-Encoding: chunked` field.
+    Chunked,
 }
 
 /// What a buffer holds, for the own path.
@@ -45,10 +56,13 @@ pub(super) enum Inspected<'a> {
 
 /// Reads the request head at the start of `input` into `fields`.
 ///
-/// The own path takes HTTP/1.1 requests without a body, in origin form, with one `Host`;
-/// anything else (HTTP/1.0, HTTP/2's preface, a body, `Upgrade`, `Expect`, an absolute or
-/// asterisk target, a malformed head) is declined, so that hyper answers it exactly as it
-/// answers every other request.
+/// The own path takes HTTP/1.1 requests in origin form, with one `Host`, without a body or with
+/// one `Content-Length` of plain digits or one `Transfer-Encoding: chunked`; anything else
+/// (HTTP/1.0, HTTP/2's preface, both framings, another transfer coding or a list, a second
+/// `Content-Length` or `Transfer-Encoding` field, `Upgrade`, `Expect`, an absolute
+/// or asterisk target, a malformed head) is declined, so that hyper answers it exactly as it
+/// answers every other request: whatever hyper would refuse as ambiguous framing never gets
+/// here.
 pub(super) fn inspect<'a>(
     input: &'a [u8],
     fields: &'a mut [Header<'a>; MAX_FIELDS],
@@ -74,6 +88,8 @@ pub(super) fn inspect<'a>(
     let mut close = false;
     let (mut request_id, mut traceparent) = (None, None);
     let (mut accept_encoding, mut forwarded_for) = (false, false);
+    let mut body = None;
+    let mut chunked = false;
     for field in fields {
         let name = field.name;
         if name.eq_ignore_ascii_case("host") {
@@ -84,9 +100,11 @@ pub(super) fn inspect<'a>(
             }
             host = visible;
         } else if name.eq_ignore_ascii_case("content-length") {
-            if field.value != b"0" {
+            let length = content_length(field.value);
+            if body.is_some() || length.is_none() {
                 return Inspected::Decline;
             }
+            body = length;
         } else if name.eq_ignore_ascii_case("connection") {
             for token in tokens(field.value) {
                 if token.eq_ignore_ascii_case(b"close") {
@@ -95,10 +113,12 @@ pub(super) fn inspect<'a>(
                     return Inspected::Decline;
                 }
             }
-        } else if name.eq_ignore_ascii_case("transfer-encoding")
-            || name.eq_ignore_ascii_case("upgrade")
-            || name.eq_ignore_ascii_case("expect")
-        {
+        } else if name.eq_ignore_ascii_case("transfer-encoding") {
+            if chunked || !field.value.trim_ascii().eq_ignore_ascii_case(b"chunked") {
+                return Inspected::Decline;
+            }
+            chunked = true;
+        } else if name.eq_ignore_ascii_case("upgrade") || name.eq_ignore_ascii_case("expect") {
             return Inspected::Decline;
         } else if name.eq_ignore_ascii_case("x-request-id") && request_id.is_none() {
             request_id = Some(field.value);
@@ -113,6 +133,12 @@ pub(super) fn inspect<'a>(
     let Some(host) = host else {
         return Inspected::Decline;
     };
+    let body = match (body, chunked) {
+        (Some(_), true) => return Inspected::Decline,
+        (None, true) => Body::Chunked,
+        (None | Some(0), false) => Body::None,
+        (Some(length), false) => Body::Length(length),
+    };
     Inspected::Request(Request {
         len,
         method,
@@ -123,8 +149,18 @@ pub(super) fn inspect<'a>(
         traceparent,
         accept_encoding,
         forwarded_for,
+        body,
         fields,
     })
+}
+
+/// A `Content-Length` value of digits only (no sign, list or space; at most 19 digits, so
+/// that it fits in a `u64`): its length; `None` for anything else, which is hyper's to judge.
+fn content_length(value: &[u8]) -> Option<u64> {
+    if value.is_empty() || value.len() > 19 || !value.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(value).ok()?.parse().ok()
 }
 
 /// The comma-separated tokens of a field value, trimmed.
@@ -225,6 +261,9 @@ pub(super) fn write_upstream(
     }
     if let Some(traceparent) = forwarding.traceparent {
         field_line(out, b"traceparent", traceparent);
+    }
+    if request.body == Body::Chunked {
+        field_line(out, b"transfer-encoding", b"chunked");
     }
     out.extend_from_slice(b"\r\n");
     true
@@ -444,7 +483,7 @@ mod tests {
 
     #[test]
     fn what_hyper_serves_or_refuses_is_declined() {
-        let declined: [&[u8]; 15] = [
+        let declined: [&[u8]; 14] = [
             b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
             b"GET / HTTP/1.0\r\nHost: a\r\n\r\n",
             b"GET http://a/ HTTP/1.1\r\nHost: a\r\n\r\n",
@@ -453,8 +492,7 @@ mod tests {
             b"GET / HTTP/1.1\r\n\r\n",
             b"GET / HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n",
             b"GET / HTTP/1.1\r\nHost: a, b\r\n\r\n",
-            b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhello",
-            b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n",
+            b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip\r\n\r\n",
             b"GET / HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n",
             b"GET / HTTP/1.1\r\nHost: a\r\nConnection: upgrade\r\n\r\n",
             b"POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 0\r\n\r\n",
@@ -471,6 +509,61 @@ mod tests {
         }
         assert_eq!(outcome(b"GET / HTTP/1.1\r\nHost: a\r\n"), "partial");
         assert_eq!(outcome(b"GET / HT"), "partial");
+    }
+
+    /// The body a request head with `fields` is served with here, or `None`: declined.
+    fn body_of(fields: &str) -> Option<Body> {
+        let head = format!("POST / HTTP/1.1\r\nHost: a\r\n{fields}\r\n");
+        let mut parsed = [httparse::EMPTY_HEADER; MAX_FIELDS];
+        match inspect(head.as_bytes(), &mut parsed, 100) {
+            Inspected::Request(request) => Some(request.body),
+            Inspected::Partial | Inspected::Decline => None,
+        }
+    }
+
+    #[test]
+    fn a_body_is_served_here_only_when_one_content_length_frames_it() {
+        use Body::{Chunked, Length};
+        let cases: [(&str, Option<Body>); 26] = [
+            ("", Some(Body::None)),
+            ("Content-Length: 0\r\n", Some(Body::None)),
+            ("Content-Length: 1024\r\n", Some(Length(1024))),
+            ("content-length: 007\r\n", Some(Length(7))),
+            ("Content-Length: 18446744073709551615\r\n", None),
+            (
+                "Content-Length: 9999999999999999999\r\n",
+                Some(Length(9_999_999_999_999_999_999)),
+            ),
+            ("Transfer-Encoding: chunked\r\n", Some(Chunked)),
+            ("transfer-encoding: CHUNKED \r\n", Some(Chunked)),
+            ("Transfer-Encoding: gzip, chunked\r\n", None),
+            ("Transfer-Encoding: chunked, chunked\r\n", None),
+            (
+                "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n",
+                None,
+            ),
+            ("Transfer-Encoding: identity\r\n", None),
+            ("Transfer-Encoding: \r\n", None),
+            ("Content-Length: 0\r\nTransfer-Encoding: chunked\r\n", None),
+            ("Content-Length: 5, 5\r\n", None),
+            ("Content-Length: 5\r\nContent-Length: 5\r\n", None),
+            ("Content-Length: 5\r\nContent-Length: 6\r\n", None),
+            ("Content-Length: +5\r\n", None),
+            ("Content-Length: -1\r\n", None),
+            ("Content-Length: 0x10\r\n", None),
+            ("Content-Length: 5 5\r\n", None),
+            ("Content-Length:\r\n", None),
+            ("Content-Length: 5\r\nTransfer-Encoding: chunked\r\n", None),
+            ("Transfer-Encoding: chunked\r\nContent-Length: 5\r\n", None),
+            ("Expect: 100-continue\r\nContent-Length: 5\r\n", None),
+            (
+                "Expect: 100-continue\r\nTransfer-Encoding: chunked\r\n",
+                None,
+            ),
+        ];
+        for (fields, want) in cases {
+            assert_eq!(body_of(fields), want, "{fields:?}");
+        }
     }
 
     fn upstream_head(input: &[u8], request_id: Option<&[u8]>) -> String {

@@ -1,35 +1,43 @@
-//! The proxy's own HTTP/1.1 path: the common request (HTTP/1.1, no body, origin form, to a
+//! The proxy's own HTTP/1.1 path: the common request (HTTP/1.1, origin form, without a body or
+//! with one framed by `Content-Length` or chunked (see [`body`]), to a
 //! pool of plain HTTP/1.1 members chosen without reading the request) served in the client
 //! connection's task, with httparse and byte copies instead of hyper's two state machines,
 //! header maps and the task hand-off between them (docs/benchmarks.md, "Performance II, eighth
 //! pass": a proxy built this way costs half of nginx's instructions per request, one built on
 //! hyper 1.3 times nginx's).
 //!
-//! The first request head it declines (see [`head::inspect`]: bodies, upgrades, HTTP/2,
-//! HTTP/1.0, malformed heads; or a route that is not a pool it can serve) goes to hyper with
+//! The first request head it declines (see [`head::inspect`]: upgrades, HTTP/2,
+//! HTTP/1.0, malformed heads, ambiguous framing, `Expect`, a declared body over the pool's limit;
+//! or a route that is not a pool it can serve) goes to hyper with
 //! the bytes already read, and hyper serves that request and the rest of the connection, errors
 //! included. So whatever this path does not do is done as before.
 //!
 //! Each request keeps what the hyper path does: the same routing, admission by source, member
 //! choice, passive health, retries on another member (a failed connect; any failure before
-//! the response head for idempotent methods), retry budget, connect and read timeouts, the
+//! the response head for idempotent methods without a body), retry budget, connect and read
+//! timeouts, the body's size limit and minimum rate, the
 //! header rewriting, `X-Request-Id`, the access log line and the pool metrics; the header,
 //! keep-alive and drain deadlines of the connection.
 
+mod body;
 mod chunked;
 mod deadline;
+mod dechunk;
 mod head;
 
 use super::conn::{failure_outcome, lock};
 use super::error::ProxyError;
-use super::tries::{connect_timeout, is_idempotent, read_timeout, source_allowed};
+use super::tries::{
+    connect_timeout, is_idempotent, max_body, read_timeout, send_timeout, source_allowed,
+};
 use super::{Phase, Proxy, Scheme};
 use crate::access::{Asked, Entry, http_date_now, new_id_text};
+use crate::limits::{BodyFault, Fault};
 use crate::route::{Action, Outcome, PoolState, RequestInfo, Target};
 use crate::upstream::{Endpoint, UpstreamError};
 use chunked::Chunked;
 use deadline::Watch;
-use head::{Answer, Finish, Forwarding, Framing, Inspected, MAX_FIELDS};
+use head::{Answer, Body, Finish, Forwarding, Framing, Inspected, MAX_FIELDS};
 use http::{HeaderMap, StatusCode, Uri};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -60,8 +68,12 @@ struct Client<IO> {
     /// The peer's address as `X-Forwarded-For` and the access log write it.
     peer_text: String,
     scheme: Scheme,
-    /// Bytes read and not yet served: the start of the next request head.
+    /// Bytes read and not yet served: the rest of a request body, then the next request head.
     input: Vec<u8>,
+    /// Bytes of the current request's body not yet taken from `input` or read from the client
+    /// ([`CHUNKED_UNREAD`] until a chunked body's end). The connection can take another
+    /// request only once this is 0.
+    unread: u64,
     /// What is written next, to the upstream or to the client.
     out: Vec<u8>,
     /// What the upstream sent, not yet forwarded.
@@ -115,6 +127,10 @@ mod spare {
     }
 }
 
+/// [`Client::unread`] while a chunked body has not ended (no `Content-Length` the own path
+/// takes is this large).
+const CHUNKED_UNREAD: u64 = u64::MAX;
+
 /// How serving a request left the connection.
 enum Next {
     KeepAlive,
@@ -128,6 +144,7 @@ struct Planned {
     idempotent: bool,
     head: bool,
     close: bool,
+    body: Body,
     entry: Entry,
 }
 
@@ -155,6 +172,7 @@ impl Proxy {
             peer_text: peer.to_string(),
             scheme,
             input,
+            unread: 0,
             out,
             upstream,
             head,
@@ -236,6 +254,18 @@ impl Proxy {
         if !pool.own_path_fits() || !source_allowed(pool, client.peer) {
             return Err(Declined);
         }
+        // A declared body over the limit is refused by hyper's path (413), as every other one;
+        // a send timeout is applied there only. A chunked body is taken only when it came whole
+        // with its head, well-formed and within the limit: one still coming may be answered
+        // while it streams (full duplex), which hyper's path serves and this one, reading the
+        // answer once the body is sent, would not.
+        let max = max_body(pool, &self.limits);
+        let too_large = matches!(request.body, Body::Length(n) if max > 0 && n > max);
+        let partial =
+            request.body == Body::Chunked && !dechunk::is_whole(&client.input[request.len..], max);
+        if request.body != Body::None && (too_large || partial || !send_timeout(pool).is_zero()) {
+            return Err(Declined);
+        }
         // A trusted proxy's request names its client: hyper's path reads it.
         let trusted = self.limits.trusted_proxies;
         if request.forwarded_for && trusted.iter().any(|c| c.contains(client.peer)) {
@@ -291,10 +321,16 @@ impl Proxy {
             idempotent: is_idempotent(request.method),
             head: request.method == "HEAD",
             close: request.close,
+            body: request.body,
             entry,
         };
-        let len = request.len;
+        let (len, body) = (request.len, request.body);
         client.input.drain(..len);
+        client.unread = match body {
+            Body::None => 0,
+            Body::Length(length) => length,
+            Body::Chunked => CHUNKED_UNREAD,
+        };
         Ok(Some(planned))
     }
 
@@ -310,8 +346,14 @@ impl Proxy {
             idempotent,
             head,
             close,
+            body,
             mut entry,
         } = planned;
+        // Only a request without a body can be sent again once sent: bodies are streamed.
+        let replayable = idempotent && body == Body::None;
+        // Counts the body's bytes for the access log.
+        let received = (body != Body::None).then(|| Arc::new(Fault::default()));
+        let max_body = max_body(&pool, &self.limits);
         let read = read_timeout(&pool, &self.limits);
         let connect = connect_timeout(&pool);
         lock(&pool.budget).request(Instant::now());
@@ -320,15 +362,20 @@ impl Proxy {
         loop {
             let endpoint = pick.endpoint().clone();
             let upstream = endpoint.addr();
-            entry.upstream_addr(upstream);
+            match &received {
+                Some(received) => entry.upstream(upstream, received),
+                None => entry.upstream_addr(upstream),
+            }
             let started = Instant::now();
             let try_ = Try {
                 proxy: self,
                 connect,
                 read,
-                idempotent,
+                replayable,
                 head,
                 close,
+                body: (body, max_body),
+                received: received.as_deref(),
             };
             let failed = match send(&endpoint, client, &try_).await {
                 Ok((stream, response)) => {
@@ -349,12 +396,17 @@ impl Proxy {
                     };
                     return self.fail(client, &pool, &error, entry).await;
                 }
+                // The client's body failed: not the member's fault (its pick is dropped).
+                Err(Failed::Body(fault)) => {
+                    let error = ProxyError::Body(fault);
+                    return self.fail(client, &pool, &error, entry).await;
+                }
                 Err(Failed::Error { error, unsent }) => (error, unsent),
             };
             let (error, unsent) = failed;
             pool.record(pick, failure_outcome(&error));
             tried.push(upstream);
-            let again = unsent || (idempotent && error.before_response());
+            let again = super::tries::may_retry(unsent, replayable, &error);
             let next = if again && tried.len() < max_tries {
                 pool.choose(&client.request_info(), &tried)
             } else {
@@ -427,7 +479,8 @@ impl Proxy {
             client.out.extend_from_slice(b"\r\nalt-svc: ");
             client.out.extend_from_slice(alt_svc);
         }
-        let close = self.draining();
+        // A body not read to its end leaves the connection without a next request head.
+        let close = self.draining() || client.unread > 0;
         if close {
             client.out.extend_from_slice(b"\r\nconnection: close");
         }
@@ -511,7 +564,12 @@ struct Try<'a> {
     proxy: &'a Proxy,
     connect: Duration,
     read: Duration,
-    idempotent: bool,
+    /// The request can be sent again after a failure (see [`super::tries::may_retry`]).
+    replayable: bool,
+    /// The request's body and the pool's limit on it (0: none).
+    body: (Body, u64),
+    /// Where the body's bytes are counted; `None`: no body.
+    received: Option<&'a Fault>,
     /// The request is HEAD.
     head: bool,
     /// The client asked to close.
@@ -528,6 +586,11 @@ enum Read {
 }
 
 impl<IO> Client<IO> {
+    /// How many of the next `most` bytes belong to the current request's body.
+    fn body_room(&self, most: usize) -> usize {
+        usize::try_from(self.unread).map_or(most, |unread| unread.min(most))
+    }
+
     /// What member choice sees of a request on this path: the client's address only.
     fn request_info(&self) -> RequestInfo<'_> {
         RequestInfo {
@@ -642,14 +705,16 @@ enum Failed {
         /// Nothing of the request reached the member (it can go elsewhere).
         unsent: bool,
     },
+    /// The client's body failed: cut or malformed, too large, or too slow.
+    Body(BodyFault),
 }
 
 /// Sends the upstream head in `client.out` to `endpoint`, on an idle connection or a new one,
 /// and reads the response head into `client.upstream` (interim responses dropped); the
 /// client's head is then in `client.out`. A reused connection that fails before any response
-/// byte is replaced once by a new one for an idempotent request: the member closed it while
+/// byte is replaced once by a new one for a replayable request: the member closed it while
 /// idle, which says nothing of its health.
-async fn send<IO>(
+async fn send<IO: AsyncRead + AsyncWrite + Unpin>(
     endpoint: &Endpoint,
     client: &mut Client<IO>,
     try_: &Try<'_>,
@@ -667,7 +732,7 @@ async fn send<IO>(
         match exchange_head(&mut stream, client, try_).await {
             Ok(response) => return Ok((stream, response)),
             Err(Failed::Error { error, .. })
-                if !fresh && try_.idempotent && error.before_response() =>
+                if !fresh && try_.replayable && error.before_response() =>
             {
                 tracing::debug!(addr = %endpoint.addr(), %error, "idle upstream connection closed");
             }
@@ -678,7 +743,7 @@ async fn send<IO>(
 
 /// Writes the request head and reads the response head, within the read timeout of the
 /// write. `client.out` keeps the request head until a response head replaces it.
-async fn exchange_head<IO>(
+async fn exchange_head<IO: AsyncRead + AsyncWrite + Unpin>(
     stream: &mut TcpStream,
     client: &mut Client<IO>,
     try_: &Try<'_>,
@@ -687,7 +752,16 @@ async fn exchange_head<IO>(
         error: UpstreamError::Io(error),
         unsent: false,
     };
-    stream.write_all(&client.out).await.map_err(broken)?;
+    let limits = &try_.proxy.limits;
+    match (try_.body, try_.received) {
+        ((Body::Length(_), _), Some(received)) => {
+            body::send_length(stream, client, limits, received).await?;
+        }
+        ((Body::Chunked, max), Some(received)) => {
+            body::send_chunked(stream, client, (limits, max), received).await?;
+        }
+        _ => stream.write_all(&client.out).await.map_err(broken)?,
+    }
     let deadline = tokio::time::Instant::now() + try_.read;
     client.upstream.clear();
     loop {
