@@ -94,13 +94,13 @@ EOF
 }
 
 # Portico on the manifests in DIR, one worker thread pinned to core PROXY_CPU, access log off,
-# with FLAGS; sets PORTICO_PID.
+# a state directory of its own (in the work directory), with FLAGS; sets PORTICO_PID.
 start_portico_on() { # dir http-port https-listen admin-port [flags...]
   local dir=$1 http=$2 https=$3 admin=$4
   shift 4
   taskset -c "$PROXY_CPU" "$PORTICO" run -f "$dir" --workers 1 --log warn \
     --http-listen "127.0.0.1:$http" --https-listen "$https" --access-log off \
-    --admin-listen "127.0.0.1:$admin" "$@" >/dev/null &
+    --admin-listen "127.0.0.1:$admin" --state-dir "$work/state-$http" "$@" >/dev/null &
   pids+=($!)
   PORTICO_PID=$!
   wait_http "http://127.0.0.1:$admin/readyz"

@@ -51,9 +51,12 @@ PROXY_QUOTA=${PROXY_QUOTA:-}
 
 source scripts/lib.sh
 apt_install nginx haproxy wrk openssl
-cargo build --release --locked -q -p portico -p portico-bench
-PORTICO=${CARGO_TARGET_DIR:-$PWD/target}/release/portico
-BENCH=${CARGO_TARGET_DIR:-$PWD/target}/release/portico-bench
+# PORTICO=path and BENCH=path run those binaries instead of building the release ones.
+if [ -z "${PORTICO:-}" ] || [ -z "${BENCH:-}" ]; then
+  cargo build --release --locked -q -p portico -p portico-bench
+fi
+PORTICO=${PORTICO:-${CARGO_TARGET_DIR:-$PWD/target}/release/portico}
+BENCH=${BENCH:-${CARGO_TARGET_DIR:-$PWD/target}/release/portico-bench}
 
 start_work
 chmod 755 "$work" # the nginx workers run as an unprivileged user
@@ -171,7 +174,8 @@ start_portico() { # http-port https-port admin-port access-log
   [ -d "$work/portico" ] || portico_manifests
   taskset -c "$PROXY_CPU" "$PORTICO" run -f "$work/portico" --workers 1 --log warn \
     --http-listen "127.0.0.1:$1" --https-listen "127.0.0.1:$2" --access-log "$4" \
-    --default-certificate bench/bench-tls --admin-listen "127.0.0.1:$3" >/dev/null &
+    --default-certificate bench/bench-tls --admin-listen "127.0.0.1:$3" \
+    --state-dir "$work/state-$1" >/dev/null &
   pids+=($!)
   wait_http "http://127.0.0.1:$3/readyz"
 }
