@@ -9,12 +9,17 @@
 #
 # Proxies: portico (own HTTP/1.1 path), portico-hyper (PORTICO_HTTP1=hyper), nginx
 # (master_process off), haproxy (nbthread 1), floor (portico-bench hyper-floor), raw
-# (portico-bench raw-floor). Each runs alone under callgrind on core 0, instrumentation off
+# (portico-bench raw-floor); and, for the access log's cost (not in the default list),
+# portico-log (`--access-log FILE`, its writer thread counted) and nginx-log (`access_log FILE
+# combined buffer=64k flush=1s`). Each runs alone under callgrind on core 0, instrumentation off
 # until a 2 s warm-up is done; then wrk (1 thread, CONNECTIONS connections, on core 1) for
 # DURATION seconds with instrumentation on; instructions over requests.
 #
 # Usage: bash bench/instructions.sh                         (all proxies, keep-alive and close)
 #        PROXIES="portico nginx" MODES=keepalive bash bench/instructions.sh
+#        PROXIES="portico portico-log nginx nginx-log" MODES=keepalive bash bench/instructions.sh
+#        (PORTICO=path and BENCH=path run those binaries instead of building the release ones;
+#        PROFILES=DIR keeps each run's callgrind output there, for callgrind_annotate)
 # It starts and stops only its own processes, by PID, and sends traffic only to 127.0.0.1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,9 +30,11 @@ DURATION=${DURATION:-8}
 
 source scripts/lib.sh
 apt_install nginx haproxy wrk valgrind curl
-cargo build --release --locked -q -p portico -p portico-bench
-PORTICO=${CARGO_TARGET_DIR:-$PWD/target}/release/portico
-BENCH=${CARGO_TARGET_DIR:-$PWD/target}/release/portico-bench
+if [ -z "${PORTICO:-}" ] || [ -z "${BENCH:-}" ]; then
+  cargo build --release --locked -q -p portico -p portico-bench
+fi
+PORTICO=${PORTICO:-${CARGO_TARGET_DIR:-$PWD/target}/release/portico}
+BENCH=${BENCH:-${CARGO_TARGET_DIR:-$PWD/target}/release/portico-bench}
 
 start_work
 chmod 755 "$work" # the nginx workers run as an unprivileged user
@@ -43,6 +50,7 @@ source bench/lib-proxy.sh
 start_backends
 portico_manifests
 nginx_config
+NGINX_ACCESS_LOG=$work/nginx-access.log nginx_config "$work/nginx-log"
 haproxy_config
 routes=()
 for i in 0 1 2; do
@@ -57,16 +65,18 @@ for mode in keepalive close; do wrk_script small "$mode"; done
 # valgrind's PID (each branch execs it).
 start() {
   local grind=(valgrind --tool=callgrind --instr-atstart=no "--callgrind-out-file=$work/callgrind.out")
-  local http1=own
+  local http1=own log=off
   [ "$1" = portico-hyper ] && http1=hyper
+  [ "$1" = portico-log ] && log=$work/access.log
   (
     case $1 in
-      portico | portico-hyper)
+      portico | portico-hyper | portico-log)
         export PORTICO_HTTP1=$http1 MIMALLOC_ARENA_EAGER_COMMIT=0 MIMALLOC_PURGE_DELAY=0
         exec taskset -c 0 "${grind[@]}" "$PORTICO" run -f "$work/portico" --workers 1 --log warn \
-          --access-log off --http-listen "127.0.0.1:$PORT" --https-listen 127.0.0.1:0 \
-          --admin-listen 127.0.0.1:0 ;;
+          --access-log "$log" --http-listen "127.0.0.1:$PORT" --https-listen 127.0.0.1:0 \
+          --admin-listen 127.0.0.1:0 --state-dir "$work/state" ;;
       nginx) exec taskset -c 0 "${grind[@]}" nginx -c "$work/nginx/nginx.conf" -e "$work/nginx/error.log" ;;
+      nginx-log) exec taskset -c 0 "${grind[@]}" nginx -c "$work/nginx-log/nginx.conf" -e "$work/nginx-log/error.log" ;;
       haproxy) exec taskset -c 0 "${grind[@]}" haproxy -db -f "$work/haproxy.cfg" ;;
       floor) exec taskset -c 0 "${grind[@]}" "$BENCH" hyper-floor --listen "127.0.0.1:$PORT" "${routes[@]}" ;;
       raw) exec taskset -c 0 "${grind[@]}" "$BENCH" raw-floor --listen "127.0.0.1:$PORT" "${routes[@]}" ;;
@@ -105,5 +115,8 @@ for proxy in $PROXIES; do
       if [[ ${ir:-} =~ ^[0-9]+$ ]] && [ "$ir" -gt "$instructions" ]; then instructions=$ir; fi
     done
     echo "| $proxy | $mode | $requests | $((instructions / (requests > 0 ? requests : 1))) |"
+    if [ -n "${PROFILES:-}" ]; then
+      for f in "$work"/callgrind.out*; do cp "$f" "$PROFILES/$proxy-$mode.${f##*/}"; done
+    fi
   done
 done

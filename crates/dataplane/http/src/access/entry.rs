@@ -187,17 +187,19 @@ impl Line {
     fn finish(mut self) {
         let bytes_in = self.body_in.as_ref().map_or(0, |f| f.read());
         let text = &mut self.text;
-        let _ = write!(
-            text,
-            ",\"status\":{},\"bytes_in\":{bytes_in},\"bytes_out\":{},\"request_time_ms\":{}",
-            self.status,
-            self.bytes_out,
-            Millis(self.started.elapsed()),
-        );
-        let _ = match self.upstream_time {
-            Some(time) => write!(text, ",\"upstream_time_ms\":{}", Millis(time)),
-            None => text.write_all(b",\"upstream_time_ms\":-1"),
-        };
+        text.extend_from_slice(b",\"status\":");
+        json::decimal(text, u64::from(self.status));
+        text.extend_from_slice(b",\"bytes_in\":");
+        json::decimal(text, bytes_in);
+        text.extend_from_slice(b",\"bytes_out\":");
+        json::decimal(text, self.bytes_out);
+        text.extend_from_slice(b",\"request_time_ms\":");
+        millis(text, self.started.elapsed());
+        text.extend_from_slice(b",\"upstream_time_ms\":");
+        match self.upstream_time {
+            Some(time) => millis(text, time),
+            None => text.extend_from_slice(b"-1"),
+        }
         let _ = match self.upstream {
             Some(addr) => write!(text, ",\"upstream_addr\":\"{addr}\""),
             None => text.write_all(b",\"upstream_addr\":\"-\""),
@@ -243,14 +245,17 @@ fn recycle(mut text: Vec<u8>) {
     });
 }
 
-/// A duration in milliseconds with three decimals, without floating point.
-struct Millis(Duration);
-
-impl std::fmt::Display for Millis {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let micros = self.0.as_micros();
-        write!(f, "{}.{:03}", micros / 1000, micros % 1000)
-    }
+/// Appends a duration in milliseconds with three decimals, without floating point.
+fn millis(out: &mut Vec<u8>, duration: Duration) {
+    let micros = u64::try_from(duration.as_micros()).unwrap_or(u64::MAX);
+    json::decimal(out, micros / 1000);
+    let rest = micros % 1000;
+    out.extend_from_slice(&[
+        b'.',
+        b'0' + (rest / 100) as u8,
+        b'0' + (rest / 10 % 10) as u8,
+        b'0' + (rest % 10) as u8,
+    ]);
 }
 
 /// A response body that counts the bytes it sends and completes its request's line when it
@@ -300,5 +305,24 @@ impl<B> Drop for Logged<B> {
     fn drop(&mut self) {
         self.entry.finish();
         self.held.take();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_are_milliseconds_with_three_decimals() {
+        for (micros, text) in [
+            (0, "0.000"),
+            (7, "0.007"),
+            (1_234, "1.234"),
+            (60_000_010, "60000.010"),
+        ] {
+            let mut out = Vec::new();
+            millis(&mut out, Duration::from_micros(micros));
+            assert_eq!(String::from_utf8(out).unwrap(), text);
+        }
     }
 }

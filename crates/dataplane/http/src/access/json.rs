@@ -4,6 +4,15 @@
 /// Appends `value` as a JSON string, quotes included.
 pub(crate) fn string(out: &mut Vec<u8>, value: &[u8]) {
     out.push(b'"');
+    // The common value (printable ASCII, nothing to escape) is copied whole.
+    if value
+        .iter()
+        .all(|&b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\')
+    {
+        out.extend_from_slice(value);
+        out.push(b'"');
+        return;
+    }
     for chunk in value.utf8_chunks() {
         escape_str(out, chunk.valid());
         if !chunk.invalid().is_empty() {
@@ -38,6 +47,21 @@ fn escape_str(out: &mut Vec<u8>, s: &str) {
     out.extend_from_slice(&bytes[start..]);
 }
 
+/// Appends `n` in decimal, without the formatting machinery.
+pub(crate) fn decimal(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[at..]);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -53,6 +77,15 @@ mod tests {
         assert_eq!(escaped(b"/a\"b\\c"), r#""/a\"b\\c""#);
         assert_eq!(escaped(b"x\ny\r\tz\x01\x7f"), r#""x\ny\r\tz\u0001\u007f""#);
         assert_eq!(escaped("caf\u{e9}".as_bytes()), "\"caf\u{e9}\"");
+    }
+
+    #[test]
+    fn decimals_are_written_whole() {
+        for n in [0, 7, 10, 999, 1000, 123_456_789, u64::MAX] {
+            let mut out = Vec::new();
+            decimal(&mut out, n);
+            assert_eq!(out, n.to_string().as_bytes());
+        }
     }
 
     #[test]
