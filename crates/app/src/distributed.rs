@@ -66,14 +66,9 @@ pub async fn agent(
         Err(e) => return Err(life.failed(e)),
     };
     let handed = life.successor.as_mut().and_then(|s| s.ha.take());
-    let ha_state = Arc::new(std::sync::Mutex::new(None));
-    let shared = ha_state.clone();
-    life.handle_upgrades(settings.upgrade.clone(), &node, move || {
-        let state = shared
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        state.clone()
-    });
+    let (ha_hand_over, quieting) = crate::handover::ha_hand_over();
+    let ha_hand_over = settings.ha.is_some().then_some(ha_hand_over);
+    life.handle_upgrades(settings.upgrade.clone(), &node, ha_hand_over);
     on_bound(node.bound);
     let cache_path = settings
         .haproxy
@@ -128,14 +123,15 @@ pub async fn agent(
     let view = Arc::new(crate::failover::AdminView::new(admin.clone()));
     let (running, ha_running) = watch::channel(settings.ha.is_none());
     let (served_tx, served) = watch::channel(0);
+    let (quiet_tx, quiet) = watch::channel(false);
     let failover = settings.ha.clone().map(|ha| {
         let upgrades = crate::failover::Upgrades {
             handed,
             sockets: node.sockets.clone(),
             handed_over: node.handed_over(),
             running,
-            state: ha_state,
-            serving: served.clone(),
+            quieting,
+            quiet,
         };
         let agent = crate::failover::HaAgent {
             node: settings.node.clone(),
@@ -155,7 +151,7 @@ pub async fn agent(
     });
     tokio::spawn(first_state(
         served,
-        ha_running,
+        (ha_running, quiet_tx),
         node.first_state_applied(),
         life.successor,
     ));
@@ -185,21 +181,40 @@ pub async fn agent(
 }
 
 /// Once the agent serves its first state and its elections run: `applied`, and a predecessor
-/// is told.
+/// is told. A predecessor that hands over active-standby claims is told first, and the
+/// elections start once it says its own stopped (`quiet`).
 async fn first_state(
     mut served: watch::Receiver<u64>,
-    mut ha_running: watch::Receiver<bool>,
+    (mut ha_running, quiet): (watch::Receiver<bool>, watch::Sender<bool>),
     applied: impl FnOnce(),
     successor: Option<crate::handover::Successor>,
 ) {
     if served.wait_for(|revision| *revision > 0).await.is_err() {
         return;
     }
-    // A closed channel: the elections ended (or never started).
-    let _ = ha_running.wait_for(|running| *running).await;
-    applied();
-    if let Some(s) = successor {
-        s.answer(&crate::handover::Answer::Ready(std::process::id()));
+    match successor {
+        Some(s) if s.waits_for_quiet() => {
+            // Once the lease is taken over and the heartbeat socket taken (before `applied`
+            // closes the sockets nobody took).
+            let _ = ha_running.wait_for(|running| *running).await;
+            applied();
+            let said = tokio::task::spawn_blocking(move || s.ready()).await;
+            if !said.unwrap_or(false) {
+                tracing::warn!(
+                    "the predecessor did not say its elections stopped: starting them anyway"
+                );
+            }
+            quiet.send_replace(true);
+        }
+        successor => {
+            quiet.send_replace(true);
+            // A closed channel: the elections ended (or never started).
+            let _ = ha_running.wait_for(|running| *running).await;
+            applied();
+            if let Some(s) = successor {
+                s.answer(&crate::handover::Answer::Ready(std::process::id()));
+            }
+        }
     }
 }
 

@@ -93,7 +93,7 @@ pub async fn run(
         Err(e) => return Err(life.failed(e)),
     };
     on_bound(node.bound);
-    life.handle_upgrades(settings.upgrade.clone(), &node, || None);
+    life.handle_upgrades(settings.upgrade.clone(), &node, None);
     let (successor, stopped) = (life.successor, life.stopped);
     serve(settings, node, source, successor, stopped).await;
     Ok(())
@@ -189,12 +189,13 @@ impl Lifecycle {
 
     /// Once this process serves its first state: hands over on SIGUSR2 (when on) or when a
     /// `--take-over` process asks on the hand-over socket, until a hand-over succeeds,
-    /// handing `ha()` over with the sockets; then this process drains and stops.
+    /// handing an agent's active-standby (`ha`) over with the sockets; then this process
+    /// drains and stops.
     pub(crate) fn handle_upgrades(
         &mut self,
         command: Option<crate::handover::Command>,
         node: &Node,
-        ha: impl Fn() -> Option<crate::handover::HaState> + Send + 'static,
+        ha: Option<crate::handover::HaHandOver>,
     ) {
         let (Some(command), Some(usr2)) = (command, self.usr2.take()) else {
             return;
@@ -207,7 +208,7 @@ impl Lifecycle {
             if serving.wait_for(|s| *s).await.is_err() {
                 return;
             }
-            upgrades(usr2, command, (&lock, &sockets), ha, || {
+            upgrades(usr2, command, (&lock, &sockets), ha.as_ref(), || {
                 hand_over();
                 stop.send_replace(true);
             })
@@ -222,7 +223,7 @@ async fn upgrades(
     mut usr2: tokio::signal::unix::Signal,
     command: crate::handover::Command,
     (lock, sockets): (&portico_statedir::Lock, &Sockets),
-    ha: impl Fn() -> Option<crate::handover::HaState>,
+    ha: Option<&crate::handover::HaHandOver>,
     handed_over: impl FnOnce(),
 ) {
     let listener = match crate::handover::listen(lock.dir()) {
@@ -236,12 +237,12 @@ async fn upgrades(
                     return;
                 }
                 tracing::info!(program = %command.program.display(), "SIGUSR2: starting the new process");
-                crate::handover::upgrade(&command, &listener, (lock, sockets), ha()).await
+                crate::handover::upgrade(&command, &listener, (lock, sockets), ha).await
             }
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
                     tracing::info!("a new process asks to take over: handing over");
-                    crate::handover::hand_over(stream, (lock, sockets), ha()).await
+                    crate::handover::hand_over(stream, (lock, sockets), ha).await
                 }
                 Err(e) => Err(format!("the hand-over socket: {e}")),
             },

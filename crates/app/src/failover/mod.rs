@@ -23,7 +23,7 @@ mod sweep;
 
 pub(crate) use admin::AdminView;
 
-use crate::handover::HaState;
+use crate::handover::{HaState, Quieting};
 use portico_ha::Placement;
 use portico_ha::election::{Assignment, Claim, Election, Input, Outcome, Role, Seen, TICK, Timing};
 use portico_model::LoadBalancerId;
@@ -77,18 +77,21 @@ pub(crate) struct Upgrades {
     pub(crate) sockets: Arc<Sockets>,
     /// Set once a successor serves: shutdown then releases nothing.
     pub(crate) handed_over: Arc<AtomicBool>,
-    /// Set once the elections run (or never will): a successor answers its predecessor only
-    /// then, so that the adverts go on without a gap.
+    /// Set once the elections run (or never will): a successor whose predecessor does not say
+    /// [`crate::handover::QUIET`] answers only then, so that the adverts go on without a gap.
+    /// A successor whose predecessor says `quiet`, holding handed-over claims, answers once
+    /// it took the lease over and the heartbeat socket, before its elections start.
     pub(crate) running: watch::Sender<bool>,
-    /// This process's lease and held claims, for a successor (none before the lease).
-    pub(crate) state: Arc<Mutex<Option<HaState>>>,
-    /// The revision the agent serves (0 before its first state). A successor starts its
-    /// elections once it serves, right before it answers its predecessor: until then the
-    /// predecessor's elections alone read the pair's adverts and renew the claims, so that the
-    /// two processes never split the adverts between them or race each other's renewals for
-    /// longer than that answer takes (a successor starved of adverts while it loads, and
-    /// unconfirmed behind its predecessor's renewals, stepped down at its fence).
-    pub(crate) serving: watch::Receiver<u64>,
+    /// What this process hands a successor, and the switch that stops the elections once the
+    /// successor is ready.
+    pub(crate) quieting: Quieting,
+    /// Turns true once this process serves its first state and its predecessor's elections
+    /// stopped (a successor whose predecessor says `quiet`) or once it serves (any other
+    /// process). A successor holding handed-over claims starts its elections only then: the
+    /// two processes share the heartbeat socket, and a successor reading the adverts beside its
+    /// predecessor (each advert reaches one of them) heard too few, unconfirmed behind the
+    /// predecessor's renewals, and stepped down at its fence.
+    pub(crate) quiet: watch::Receiver<bool>,
 }
 
 /// Removes the addresses of the load balancers it knows (except those a predecessor handed
@@ -114,6 +117,7 @@ pub(crate) async fn link(
         .flat_map(|h| h.held.keys().copied())
         .collect();
     let handed_lease = upgrades.handed.as_ref().map(|h| h.lease);
+    let quiets = upgrades.handed.as_ref().is_some_and(|h| h.quiets);
     let started = tokio::select! {
         started = start(&store, lease_ttl, handed_lease, shutdown.clone()) => started,
         () = sweep.follow(desired.clone(), &handed_held) => None,
@@ -151,10 +155,24 @@ pub(crate) async fn link(
         handed,
     };
     let running = upgrades.running.clone();
-    let mut serving = upgrades.serving;
+    let exec = exec::Exec::open(&me.settings, etcd, metrics, &upgrades.sockets).await;
+    let exec = match exec {
+        Ok(exec) => exec,
+        Err(e) => {
+            tracing::error!("active-standby is off: {e}");
+            running.send_replace(true);
+            return;
+        }
+    };
+    let mut quiet = upgrades.quiet;
     if !me.handed.is_empty() {
+        if quiets {
+            // The lease is taken over and the heartbeat socket is this process's: it may
+            // answer its predecessor, whose elections stop at that answer.
+            running.send_replace(true);
+        }
         tokio::select! {
-            served = serving.wait_for(|revision| *revision > 0) => if served.is_err() {
+            said = quiet.wait_for(|quiet| *quiet) => if said.is_err() {
                 running.send_replace(true);
                 return;
             },
@@ -164,19 +182,28 @@ pub(crate) async fn link(
             }
         }
     }
+    let Quieting {
+        state,
+        quiesce,
+        electing,
+    } = upgrades.quieting;
     let shared = Shared {
         view,
         running: upgrades.running,
-        state: upgrades.state,
-        sockets: upgrades.sockets,
+        state,
         handed_over: upgrades.handed_over,
+        quiesce,
     };
     let handed_over = shared.handed_over.clone();
-    if let Err(e) = run(me, etcd, inputs, sweep, &shared, metrics, shutdown).await {
+    // Set before `quiesce` is looked at: a hand-over then either stops the elections or finds
+    // them not started.
+    electing.send_replace(true);
+    if let Err(e) = run(me, exec, inputs, sweep, &shared, shutdown).await {
         tracing::error!("active-standby is off: {e}");
     }
+    electing.send_replace(false);
     running.send_replace(true);
-    if handed_over.load(Ordering::SeqCst) {
+    if handed_over.load(Ordering::SeqCst) || shared.quiesced() {
         // The successor keeps the lease alive: dropping it here only stops this process's
         // keep-alive (a lease is never revoked).
         tracing::info!(
@@ -249,8 +276,15 @@ struct Shared {
     view: Arc<AdminView>,
     running: watch::Sender<bool>,
     state: Arc<Mutex<Option<HaState>>>,
-    sockets: Arc<Sockets>,
     handed_over: Arc<AtomicBool>,
+    /// True once a successor is ready: the elections stop, releasing nothing.
+    quiesce: watch::Receiver<bool>,
+}
+
+impl Shared {
+    fn quiesced(&self) -> bool {
+        *self.quiesce.borrow()
+    }
 }
 
 /// A receiver of `f` of every view of `views`.
@@ -282,14 +316,12 @@ struct Instance {
 /// Runs the elections until `shutdown`; then releases what this agent holds.
 async fn run(
     me: Me,
-    etcd: Etcd,
+    mut exec: exec::Exec,
     mut inputs: HaInputs,
     mut sweep: sweep::Sweep,
     shared: &Shared,
-    metrics: crate::metrics::AppMetrics,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), exec::HaError> {
-    let mut exec = exec::Exec::open(&me.settings, etcd, metrics, &shared.sockets).await?;
     if !me.handed.is_empty() {
         // The first reconcile sweeps again, keeping only what is still placed here.
         sweep.forget();
@@ -308,7 +340,11 @@ async fn run(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // The store's inputs are read at the first pass and whenever one of them changed.
     let mut changed = true;
+    let mut quiesce = shared.quiesce.clone();
     loop {
+        if shared.quiesced() {
+            break;
+        }
         let mut steps: Vec<(LoadBalancerId, Input)> = Vec::new();
         if !changed {
             tokio::select! {
@@ -326,6 +362,7 @@ async fn run(
                 r = inputs.claims.changed() => if r.is_err() { break } else { changed = true },
                 r = inputs.health.changed() => if r.is_err() { break } else { changed = true },
                 _ = shutdown.wait_for(|s| *s) => break,
+                _ = quiesce.wait_for(|q| *q) => break,
             }
         }
         // After the wait: the time an input is given is the time it arrived.
@@ -348,7 +385,7 @@ async fn run(
                 .send_if_modified(|r| !std::mem::replace(r, true));
         }
     }
-    if shared.handed_over.load(Ordering::SeqCst) {
+    if shared.handed_over.load(Ordering::SeqCst) || shared.quiesced() {
         // The successor holds what this process held: nothing is removed or released.
         return Ok(());
     }
@@ -524,6 +561,7 @@ impl State {
         let state = HaState {
             lease: self.lease,
             held,
+            quiets: false,
         };
         *handed.lock().unwrap_or_else(PoisonError::into_inner) = Some(state);
         let now: BTreeMap<LoadBalancerId, HaView> = self

@@ -27,7 +27,16 @@ pub struct HaState {
     pub lease: i64,
     /// Each held claim's epoch and mod revision, by load balancer.
     pub held: BTreeMap<LoadBalancerId, (u64, i64)>,
+    /// The predecessor stops its elections once the successor is ready and then says
+    /// [`QUIET`]: the successor starts its own only then (absent: a predecessor that stops at
+    /// its drain, whose successor starts them before it answers).
+    #[serde(default)]
+    pub quiets: bool,
 }
+
+/// The predecessor's line after a successor's `ready`: its elections neither read the pair's
+/// adverts nor renew the claims any more.
+pub const QUIET: &str = "quiet";
 
 /// The `ha` line of `state`.
 pub fn ha_line(state: &HaState) -> String {
@@ -115,6 +124,7 @@ mod tests {
         let ha = HaState {
             lease: 7587,
             held: BTreeMap::from([(LoadBalancerId::derive("lb"), (3, 42))]),
+            quiets: true,
         };
         text.push_str(&ha_line(&ha));
         assert!(parse(&text).is_err(), "no end line yet");

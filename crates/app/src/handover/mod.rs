@@ -12,6 +12,11 @@
 //! etcd lease its claims carry and the claims it holds. Its successor keeps that lease alive
 //! and starts those elections as the holder (the addresses stay on the interface); the
 //! predecessor, once handed over, neither releases its claims nor removes its addresses.
+//! Both processes share that heartbeat socket, and the kernel gives each advert to one of
+//! them: so after the successor's `ready`, the predecessor stops its elections ([`HaHandOver`])
+//! and says [`QUIET`], and only then does the successor start its own. At no time do both
+//! read the adverts or renew the claims (a successor that did so beside its predecessor heard
+//! too few of its peer's adverts and fenced itself under load).
 //!
 //! A process that was not started by its predecessor asks for the same hand-over with
 //! `--take-over` (a DaemonSet's new pod beside the old one): finding the state directory
@@ -27,12 +32,14 @@ mod manifest;
 mod transfer;
 
 use manifest::Entry;
-pub use manifest::{Answer, HaState};
+pub use manifest::{Answer, HaState, QUIET};
 use portico_provider::{SocketKey, Sockets};
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
+use tokio::sync::watch;
 
 /// The environment variable naming the hand-over socket for a successor.
 pub const SOCKET_ENV: &str = "PORTICO_UPGRADE_SOCKET";
@@ -42,6 +49,9 @@ pub const SOCKET_FILE: &str = "upgrade.sock";
 pub const STATUS_FILE: &str = "upgrade.status";
 /// How long a successor has to connect, start and apply its first state.
 pub const DEADLINE: Duration = Duration::from_secs(30);
+/// How long a predecessor waits for its elections to stop after its successor's `ready`, and
+/// a successor for the predecessor's [`QUIET`], before going on without.
+pub const QUIET_WAIT: Duration = Duration::from_secs(1);
 /// How long `--take-over` waits for the lock holder's hand-over socket to accept (a process
 /// binds it once it serves its first state).
 pub const CONNECT_WAIT: Duration = Duration::from_secs(10);
@@ -65,6 +75,8 @@ pub struct Successor {
     pub sockets: Vec<(SocketKey, OwnedFd)>,
     /// An agent's active-standby state.
     pub ha: Option<HaState>,
+    /// The predecessor says [`QUIET`] after this process's `ready` ([`HaState::quiets`]).
+    quiets: bool,
 }
 
 impl Successor {
@@ -126,19 +138,104 @@ impl Successor {
             sockets = sockets.len(),
             "received the predecessor's sockets"
         );
+        let quiets = ha.as_ref().is_some_and(|h| h.quiets);
         Ok(Successor {
             stream,
             lock,
             sockets,
             ha,
+            quiets,
         })
+    }
+
+    /// Whether this process must wait for its predecessor's [`QUIET`] before its elections
+    /// start (then it answers with [`Successor::ready`]).
+    pub fn waits_for_quiet(&self) -> bool {
+        self.quiets
+    }
+
+    /// Answers `ready` and waits for the predecessor's [`QUIET`] (blocking, up to
+    /// [`QUIET_WAIT`]); whether it came.
+    pub fn ready(self) -> bool {
+        use std::io::BufRead;
+        self.answer_ref(&Answer::Ready(std::process::id()));
+        if self.stream.set_read_timeout(Some(QUIET_WAIT)).is_err() {
+            return false;
+        }
+        let mut line = String::new();
+        let read = std::io::BufReader::new(&self.stream).read_line(&mut line);
+        read.is_ok() && line.trim_end() == QUIET
     }
 
     /// Tells the predecessor how the start went.
     pub fn answer(self, answer: &Answer) {
+        self.answer_ref(answer);
+    }
+
+    fn answer_ref(&self, answer: &Answer) {
         use std::io::Write;
         if let Err(error) = (&self.stream).write_all(answer.line().as_bytes()) {
             tracing::warn!(%error, "cannot answer the predecessor");
+        }
+    }
+}
+
+/// An agent's active-standby as the hand-over sees it: the state to hand over, and the switch
+/// that stops the elections once the successor is ready.
+#[derive(Clone)]
+pub(crate) struct HaHandOver {
+    state: Arc<Mutex<Option<HaState>>>,
+    quiesce: Arc<watch::Sender<bool>>,
+    electing: watch::Receiver<bool>,
+}
+
+/// The elections' side of an [`HaHandOver`].
+pub(crate) struct Quieting {
+    /// What the elections publish for a successor (none before the lease).
+    pub(crate) state: Arc<Mutex<Option<HaState>>>,
+    /// Turns true when a successor is ready: the elections stop, releasing nothing.
+    pub(crate) quiesce: watch::Receiver<bool>,
+    /// True while the elections run. They set it before they look at `quiesce`, so that a
+    /// hand-over either stops them or sees them not started.
+    pub(crate) electing: watch::Sender<bool>,
+}
+
+/// A connected [`HaHandOver`] and [`Quieting`].
+pub(crate) fn ha_hand_over() -> (HaHandOver, Quieting) {
+    let state = Arc::new(Mutex::new(None));
+    let (quiesce_tx, quiesce) = watch::channel(false);
+    let (electing, electing_rx) = watch::channel(false);
+    let hand = HaHandOver {
+        state: state.clone(),
+        quiesce: Arc::new(quiesce_tx),
+        electing: electing_rx,
+    };
+    let quieting = Quieting {
+        state,
+        quiesce,
+        electing,
+    };
+    (hand, quieting)
+}
+
+impl HaHandOver {
+    /// The state to hand over, if the elections have a lease.
+    fn state(&self) -> Option<HaState> {
+        let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut state = state.clone()?;
+        state.quiets = true;
+        Some(state)
+    }
+
+    /// Stops the elections and waits (up to [`QUIET_WAIT`]) until they no longer run.
+    async fn quiesce(&self) {
+        self.quiesce.send_replace(true);
+        let mut electing = self.electing.clone();
+        let stopped = electing.wait_for(|running| !*running);
+        if tokio::time::timeout(QUIET_WAIT, stopped).await.is_err() {
+            tracing::warn!(
+                "the elections did not stop within {QUIET_WAIT:?}: the successor starts its own"
+            );
         }
     }
 }
@@ -159,11 +256,11 @@ pub fn listen(dir: &Path) -> Result<tokio::net::UnixListener, String> {
 /// Starts a successor with `command` (SIGUSR2), which connects to `listener`, and hands it
 /// `lock`, `sockets` and `ha`; returns its PID once it serves, or why it does not (it is then
 /// killed).
-pub async fn upgrade(
+pub(crate) async fn upgrade(
     command: &Command,
     listener: &tokio::net::UnixListener,
     (lock, sockets): (&portico_statedir::Lock, &Sockets),
-    ha: Option<HaState>,
+    ha: Option<&HaHandOver>,
 ) -> Result<u32, String> {
     let mut child = tokio::process::Command::new(&command.program)
         .args(&command.args)
@@ -190,45 +287,63 @@ pub async fn upgrade(
 }
 
 /// The one hand-over, to a successor connected on `stream` (started by [`upgrade`], or
-/// `--take-over`): sends `lock`, `sockets` and `ha`, and returns its PID once it serves, or
-/// why it does not.
-pub async fn hand_over(
+/// `--take-over`): sends `lock`, `sockets` and `ha`'s state, and returns its PID once it
+/// serves (an agent's elections stopped and the successor told [`QUIET`]), or why it does
+/// not.
+pub(crate) async fn hand_over(
     stream: tokio::net::UnixStream,
     (lock, sockets): (&portico_statedir::Lock, &Sockets),
-    ha: Option<HaState>,
+    ha: Option<&HaHandOver>,
 ) -> Result<u32, String> {
     let mut entries = vec![];
     let dup = lock.file().try_clone_to_owned();
     entries.push((Entry::Lock, dup.map_err(|e| e.to_string())?));
     let handed = sockets.hand_over().into_iter();
     entries.extend(handed.map(|(key, fd)| (Entry::Socket(key), fd)));
-    match tokio::time::timeout(DEADLINE, converse(stream, entries, ha)).await {
-        Ok(Ok(Answer::Ready(pid))) => Ok(pid),
-        Ok(Ok(Answer::Failed(why))) => Err(format!("the new process failed: {why}")),
-        Ok(Err(e)) => Err(e),
-        Err(_) => Err(format!("the new process was not ready within {DEADLINE:?}")),
+    let state = ha.and_then(HaHandOver::state);
+    let (answer, stream) =
+        match tokio::time::timeout(DEADLINE, converse(stream, entries, state)).await {
+            Ok(Ok(talked)) => talked,
+            Ok(Err(e)) => return Err(e),
+            Err(_) => return Err(format!("the new process was not ready within {DEADLINE:?}")),
+        };
+    match answer {
+        Answer::Ready(pid) => {
+            if let Some(ha) = ha {
+                ha.quiesce().await;
+                use std::io::Write;
+                if let Err(error) = (&stream).write_all(format!("{QUIET}\n").as_bytes()) {
+                    tracing::warn!(%error, "cannot tell the new process that the elections stopped");
+                }
+            }
+            Ok(pid)
+        }
+        Answer::Failed(why) => Err(format!("the new process failed: {why}")),
     }
 }
 
-/// Sends `entries` over the successor's connection and reads its answer.
+/// Sends `entries` over the successor's connection and reads its answer; the connection stays
+/// open for [`QUIET`].
 async fn converse(
     stream: tokio::net::UnixStream,
     entries: Vec<(Entry, OwnedFd)>,
     ha: Option<HaState>,
-) -> Result<Answer, String> {
+) -> Result<(Answer, std::os::unix::net::UnixStream), String> {
     let stream = stream.into_std().map_err(|e| e.to_string())?;
-    let talk = move || -> std::io::Result<Option<Answer>> {
+    let talk = move || -> std::io::Result<(Option<Answer>, std::os::unix::net::UnixStream)> {
         use std::io::BufRead;
         stream.set_nonblocking(false)?;
         transfer::send(&stream, &entries, ha.as_ref())?;
         drop(entries);
         let mut line = String::new();
         std::io::BufReader::new(&stream).read_line(&mut line)?;
-        Ok(Answer::parse(&line))
+        Ok((Answer::parse(&line), stream))
     };
     match tokio::task::spawn_blocking(talk).await {
-        Ok(Ok(Some(answer))) => Ok(answer),
-        Ok(Ok(None)) => Err("the new process closed the upgrade socket without an answer".into()),
+        Ok(Ok((Some(answer), stream))) => Ok((answer, stream)),
+        Ok(Ok((None, _))) => {
+            Err("the new process closed the upgrade socket without an answer".into())
+        }
         Ok(Err(e)) => Err(format!("the upgrade socket: {e}")),
         Err(e) => Err(e.to_string()),
     }

@@ -127,6 +127,7 @@ mod tests {
         let ha = HaState {
             lease: 1,
             held: Default::default(),
+            quiets: false,
         };
         let sent_ha = ha.clone();
         let sender = std::thread::spawn(move || send(&a, &sent, Some(&sent_ha)).unwrap());

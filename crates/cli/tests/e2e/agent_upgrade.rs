@@ -36,13 +36,7 @@ async fn ten_upgrades_of_the_active_agent_keep_the_vip_without_an_election() {
     ten_upgrades("proxy").await;
 }
 
-/// Ignored until the successor's first fence is safe under heavy load: in a suite run with a
-/// callgrind benchmark beside it, the successor heard no advert in its first 140 ms (the
-/// predecessor, still waiting for its answer, kept reading the shared heartbeat socket for
-/// 230 ms) and its renewal had not come back, so it stepped down at its fence and the `l4` TCP
-/// stream through the VIP timed out (see docs/active-standby.md, "Under load").
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "the successor can step down at its first fence under heavy load: see the comment"]
 async fn ten_upgrades_of_an_active_haproxy_agent_keep_the_vip_and_haproxy() {
     ten_upgrades("haproxy").await;
 }
