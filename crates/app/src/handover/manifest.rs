@@ -133,6 +133,9 @@ mod tests {
         let list = parse(&text).unwrap();
         assert_eq!(list.entries, entries);
         assert_eq!(list.ha, Some(ha));
+        // An older predecessor's state has no `quiets`: its successor uses the older order.
+        let older = parse("ha {\"lease\":5,\"held\":{}}\nend\n").unwrap();
+        assert_eq!(older.ha.map(|h| (h.lease, h.quiets)), Some((5, false)));
         assert!(parse("ha {\nend\n").is_err());
         assert!(parse("ftp 1.2.3.4:21\nend\n").is_err());
         assert!(parse("tcp nowhere\nend\n").is_err());
