@@ -13,7 +13,9 @@
 # portico-log (`--access-log FILE`, its writer thread counted) and nginx-log (`access_log FILE
 # combined buffer=64k flush=1s`). Each runs alone under callgrind on core 0, instrumentation off
 # until a 2 s warm-up is done; then wrk (1 thread, CONNECTIONS connections, on core 1) for
-# DURATION seconds with instrumentation on; instructions over requests.
+# DURATION seconds with instrumentation on; instructions over requests: the whole process's,
+# and its busiest thread's (the request path's; Portico's access log writer is another thread,
+# which the kernel may run on another core when the proxy's is saturated).
 #
 # Usage: bash bench/instructions.sh                         (all proxies, keep-alive and close)
 #        PROXIES="portico nginx" MODES=keepalive bash bench/instructions.sh
@@ -64,7 +66,7 @@ for mode in keepalive close; do wrk_script small "$mode"; done
 # Starts PROXY under callgrind on core 0 (instrumentation off), in the background: `$!` is
 # valgrind's PID (each branch execs it).
 start() {
-  local grind=(valgrind --tool=callgrind --instr-atstart=no "--callgrind-out-file=$work/callgrind.out")
+  local grind=(valgrind --tool=callgrind --instr-atstart=no --separate-threads=yes "--callgrind-out-file=$work/callgrind.out")
   local http1=own log=off
   [ "$1" = portico-hyper ] && http1=hyper
   [ "$1" = portico-log ] && log=$work/access.log
@@ -84,8 +86,8 @@ start() {
   ) >/dev/null 2>"$work/valgrind.log" &
 }
 
-echo "| proxy | mode | requests | instructions per request |"
-echo "| --- | --- | --- | --- |"
+echo "| proxy | mode | requests | instructions per request | of which its busiest thread |"
+echo "| --- | --- | --- | --- | --- |"
 for proxy in $PROXIES; do
   for mode in $MODES; do
     rm -f "$work"/callgrind.out*
@@ -108,13 +110,18 @@ for proxy in $PROXIES; do
     kill -INT "$pid"
     wait "$pid" 2>/dev/null || true
     requests=$(sed 's/.*requests=\([0-9]*\).*/\1/' <<<"$out")
-    instructions=0
+    # One file per thread (and dump): the process's total, and its busiest thread's (the
+    # request path's; Portico's access log writer is a thread of its own).
+    instructions=0 busiest=0
     for f in "$work"/callgrind.out*; do
       # `|| true`: grep stops at the first match and callgrind_annotate dies of SIGPIPE.
       ir=$(callgrind_annotate "$f" 2>/dev/null | grep -m1 'PROGRAM TOTALS' | awk '{gsub(",", "", $1); print $1}' || true)
-      if [[ ${ir:-} =~ ^[0-9]+$ ]] && [ "$ir" -gt "$instructions" ]; then instructions=$ir; fi
+      [[ ${ir:-} =~ ^[0-9]+$ ]] || continue
+      instructions=$((instructions + ir))
+      [ "$ir" -gt "$busiest" ] && busiest=$ir
     done
-    echo "| $proxy | $mode | $requests | $((instructions / (requests > 0 ? requests : 1))) |"
+    per() { echo $(($1 / (requests > 0 ? requests : 1))); }
+    echo "| $proxy | $mode | $requests | $(per "$instructions") | $(per "$busiest") |"
     if [ -n "${PROFILES:-}" ]; then
       for f in "$work"/callgrind.out*; do cp "$f" "$PROFILES/$proxy-$mode.${f##*/}"; done
     fi

@@ -43,7 +43,7 @@ pub(crate) fn forward(
         loop {
             tokio::select! {
                 received = socket.recv(&mut buf) => match received {
-                    Ok(len) => log.send(&line(&buf[..len])),
+                    Ok(len) => log.send_line(&line(&buf[..len])),
                     Err(error) => tracing::warn!(%error, "reading haproxy's access log failed"),
                 },
                 _ = shutdown.wait_for(|stop| *stop) => break,

@@ -1,8 +1,8 @@
 //! One request's line: begun when the request arrives (what the client asked for), completed
 //! as routing and forwarding learn more, sent when the response body is done or dropped.
 
+use super::record;
 use super::writer::AccessLog;
-use super::{json, time};
 use crate::limits::Fault;
 use crate::ratelimit::InProgress;
 use crate::route::PoolState;
@@ -10,12 +10,11 @@ use crate::trace::Recording;
 use bytes::Buf;
 use hyper::body::{Body, Frame, SizeHint};
 use std::cell::RefCell;
-use std::io::Write as _;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 /// What the client asked for, as the line shows it.
 pub(crate) struct Asked<'a> {
@@ -69,27 +68,12 @@ impl Entry {
             return Entry::default();
         }
         let mut text = spare();
-        text.extend_from_slice(b"{\"time\":\"");
-        time::rfc3339(&mut text, SystemTime::now());
-        let fields: [(&[u8], &[u8]); 5] = [
-            (b"\",\"request_id\":", asked.request_id),
-            (b",\"client\":", asked.client),
-            (b",\"host\":", asked.host),
-            (b",\"method\":", asked.method.as_bytes()),
-            (b",\"path\":", asked.path),
-        ];
-        for (key, value) in fields {
-            text.extend_from_slice(key);
-            json::string(&mut text, value);
-        }
-        if let Some(trace_id) = asked.trace_id {
-            text.extend_from_slice(b",\"trace_id\":");
-            json::string(&mut text, trace_id);
-        }
+        let started = Instant::now();
+        record::begin(&mut text, started, asked);
         let line = Some(Box::new(Line {
             log: log.clone(),
             text,
-            started: Instant::now(),
+            started,
             status: 0,
             pool: None,
             upstream: None,
@@ -183,36 +167,23 @@ impl Entry {
 }
 
 impl Line {
-    /// The rest of the line, then to the writer.
+    /// The rest of the record, then to the writer.
     fn finish(mut self) {
-        let bytes_in = self.body_in.as_ref().map_or(0, |f| f.read());
-        let text = &mut self.text;
-        text.extend_from_slice(b",\"status\":");
-        json::decimal(text, u64::from(self.status));
-        text.extend_from_slice(b",\"bytes_in\":");
-        json::decimal(text, bytes_in);
-        text.extend_from_slice(b",\"bytes_out\":");
-        json::decimal(text, self.bytes_out);
-        text.extend_from_slice(b",\"request_time_ms\":");
-        millis(text, self.started.elapsed());
-        text.extend_from_slice(b",\"upstream_time_ms\":");
-        match self.upstream_time {
-            Some(time) => millis(text, time),
-            None => text.extend_from_slice(b"-1"),
-        }
-        let _ = match self.upstream {
-            Some(addr) => write!(text, ",\"upstream_addr\":\"{addr}\""),
-            None => text.write_all(b",\"upstream_addr\":\"-\""),
-        };
-        let (lb, pool) = match &self.pool {
+        let (load_balancer, pool) = match &self.pool {
             Some(pool) => (pool.load_balancer(), pool.name()),
             None => ("-", "-"),
         };
-        text.extend_from_slice(b",\"load_balancer\":");
-        json::string(text, lb.as_bytes());
-        text.extend_from_slice(b",\"pool\":");
-        json::string(text, pool.as_bytes());
-        text.extend_from_slice(b"}\n");
+        let done = record::Done {
+            status: self.status,
+            bytes_in: self.body_in.as_ref().map_or(0, |f| f.read()),
+            bytes_out: self.bytes_out,
+            request_time: self.started.elapsed(),
+            upstream_time: self.upstream_time,
+            upstream: self.upstream,
+            load_balancer,
+            pool,
+        };
+        record::finish(&mut self.text, &done);
         let Line { log, text, .. } = self;
         log.send(&text);
         recycle(text);
@@ -243,19 +214,6 @@ fn recycle(mut text: Vec<u8>) {
             spare.push(text);
         }
     });
-}
-
-/// Appends a duration in milliseconds with three decimals, without floating point.
-fn millis(out: &mut Vec<u8>, duration: Duration) {
-    let micros = u64::try_from(duration.as_micros()).unwrap_or(u64::MAX);
-    json::decimal(out, micros / 1000);
-    let rest = micros % 1000;
-    out.extend_from_slice(&[
-        b'.',
-        b'0' + (rest / 100) as u8,
-        b'0' + (rest / 10 % 10) as u8,
-        b'0' + (rest % 10) as u8,
-    ]);
 }
 
 /// A response body that counts the bytes it sends and completes its request's line when it
@@ -305,24 +263,5 @@ impl<B> Drop for Logged<B> {
     fn drop(&mut self) {
         self.entry.finish();
         self.held.take();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations_are_milliseconds_with_three_decimals() {
-        for (micros, text) in [
-            (0, "0.000"),
-            (7, "0.007"),
-            (1_234, "1.234"),
-            (60_000_010, "60000.010"),
-        ] {
-            let mut out = Vec::new();
-            millis(&mut out, Duration::from_micros(micros));
-            assert_eq!(String::from_utf8(out).unwrap(), text);
-        }
     }
 }
