@@ -18,6 +18,8 @@ use std::time::{Duration, Instant};
 
 /// What the client asked for, as the line shows it.
 pub(crate) struct Asked<'a> {
+    /// When the request's first byte arrived (its request time counts from then).
+    pub(crate) started: Instant,
     pub(crate) request_id: &'a [u8],
     pub(crate) client: &'a [u8],
     pub(crate) host: &'a [u8],
@@ -68,8 +70,8 @@ impl Entry {
             return Entry::default();
         }
         let mut text = spare();
-        let started = Instant::now();
-        record::begin(&mut text, started, asked);
+        let started = asked.started;
+        record::begin(&mut text, asked);
         let line = Some(Box::new(Line {
             log: log.clone(),
             text,
@@ -99,10 +101,10 @@ impl Entry {
         self.line.as_deref_mut()
     }
 
-    /// Sends the line and ends the span.
-    fn finish(&mut self) {
+    /// Sends the line (the response ended at `now`, when known) and ends the span.
+    fn finish(&mut self, now: Option<Instant>) {
         if let Some(line) = self.line.take() {
-            line.finish();
+            line.finish(now.unwrap_or_else(Instant::now));
         }
         if let Some(span) = self.span.take() {
             span.end();
@@ -145,9 +147,9 @@ impl Entry {
         }
     }
 
-    /// Sends the line now (the own HTTP/1.1 path, once the response is written).
-    pub(crate) fn end(mut self) {
-        self.finish();
+    /// Sends the line now (the own HTTP/1.1 path, once the response is written, at `now`).
+    pub(crate) fn end(mut self, now: Instant) {
+        self.finish(Some(now));
     }
 
     pub(crate) fn answered(&mut self, upstream_time: Duration) {
@@ -168,7 +170,7 @@ impl Entry {
 
 impl Line {
     /// The rest of the record, then to the writer.
-    fn finish(mut self) {
+    fn finish(mut self, now: Instant) {
         let (load_balancer, pool) = match &self.pool {
             Some(pool) => (pool.load_balancer(), pool.name()),
             None => ("-", "-"),
@@ -177,7 +179,7 @@ impl Line {
             status: self.status,
             bytes_in: self.body_in.as_ref().map_or(0, |f| f.read()),
             bytes_out: self.bytes_out,
-            request_time: self.started.elapsed(),
+            request_time: now.saturating_duration_since(self.started),
             upstream_time: self.upstream_time,
             upstream: self.upstream,
             load_balancer,
@@ -261,7 +263,7 @@ where
 
 impl<B> Drop for Logged<B> {
     fn drop(&mut self) {
-        self.entry.finish();
+        self.entry.finish(None);
         self.held.take();
     }
 }

@@ -43,12 +43,15 @@ pub(crate) struct Done<'a> {
     pub(crate) pool: &'a str,
 }
 
-/// Starts a record in `out` (emptied first) for a request that started at `started`.
-pub(crate) fn begin(out: &mut Vec<u8>, started: Instant, asked: &Asked<'_>) {
+/// Starts a record in `out` (emptied first) of the request `asked`.
+pub(crate) fn begin(out: &mut Vec<u8>, asked: &Asked<'_>) {
     out.clear();
     out.extend_from_slice(&0u32.to_le_bytes());
     out.push(REQUEST);
-    put_u64(out, nanos(started.saturating_duration_since(anchor())));
+    put_u64(
+        out,
+        nanos(asked.started.saturating_duration_since(anchor())),
+    );
     for value in [
         asked.request_id,
         asked.client,
@@ -89,7 +92,11 @@ pub(crate) fn finish(out: &mut Vec<u8>, done: &Done<'_>) {
 /// A record of a whole `line` (ending with `\n`), made elsewhere.
 pub(crate) fn line(line: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(line.len() + 5);
-    out.extend_from_slice(&u32::try_from(line.len() + 1).unwrap_or(u32::MAX).to_le_bytes());
+    out.extend_from_slice(
+        &u32::try_from(line.len() + 1)
+            .unwrap_or(u32::MAX)
+            .to_le_bytes(),
+    );
     out.push(LINE);
     out.extend_from_slice(line);
     out
@@ -291,6 +298,7 @@ fn millis(out: &mut Vec<u8>, micros: u64) {
 #[cfg(test)]
 pub(crate) fn sample(path: &[u8]) -> Vec<u8> {
     let asked = Asked {
+        started: Instant::now(),
         request_id: b"id",
         client: b"127.0.0.1",
         host: b"a.test",
@@ -309,7 +317,7 @@ pub(crate) fn sample(path: &[u8]) -> Vec<u8> {
         pool: "-",
     };
     let mut out = Vec::new();
-    begin(&mut out, Instant::now(), &asked);
+    begin(&mut out, &asked);
     finish(&mut out, &done);
     out
 }
@@ -318,15 +326,16 @@ pub(crate) fn sample(path: &[u8]) -> Vec<u8> {
 mod tests {
     use super::*;
 
-    fn record(asked: &Asked<'_>, done: &Done<'_>, started: Instant) -> Vec<u8> {
+    fn record(asked: &Asked<'_>, done: &Done<'_>) -> Vec<u8> {
         let mut out = Vec::new();
-        begin(&mut out, started, asked);
+        begin(&mut out, asked);
         finish(&mut out, done);
         out
     }
 
-    fn asked<'a>(path: &'a [u8], trace_id: Option<&'a [u8]>) -> Asked<'a> {
+    fn asked<'a>(path: &'a [u8], trace_id: Option<&'a [u8]>, started: Instant) -> Asked<'a> {
         Asked {
+            started,
             request_id: b"id-1",
             client: b"10.0.0.9",
             host: b"a.test",
@@ -355,12 +364,12 @@ mod tests {
         let clock = Clock::now();
         let path = b"/a\"b\\c\n\xff";
         let member = "10.1.2.3:8080".parse().unwrap();
-        let mut bytes = record(&asked(path, Some(b"4bf9")), &done(Some(member)), started);
+        let mut bytes = record(&asked(path, Some(b"4bf9"), started), &done(Some(member)));
         let v6 = "[2001:db8::1]:443".parse().unwrap();
         let mut other = done(Some(v6));
         other.upstream_time = None;
-        bytes.extend(record(&asked(b"/", None), &other, started));
-        bytes.extend(record(&asked(b"/", None), &done(None), started));
+        bytes.extend(record(&asked(b"/", None, started), &other));
+        bytes.extend(record(&asked(b"/", None, started), &done(None)));
         bytes.extend(line(b"{\"haproxy\":1}\n"));
         let mut out = Vec::new();
         assert_eq!(format_all(&bytes, clock, &mut out), 0);
@@ -410,9 +419,9 @@ mod tests {
     #[test]
     fn a_damaged_buffer_loses_only_what_is_damaged() {
         let started = Instant::now();
-        let mut bytes = record(&asked(b"/ok", None), &done(None), started);
+        let mut bytes = record(&asked(b"/ok", None, started), &done(None));
         let good = bytes.len();
-        bytes.extend(record(&asked(b"/cut", None), &done(None), started));
+        bytes.extend(record(&asked(b"/cut", None, started), &done(None)));
         bytes.truncate(good + 10);
         let mut out = Vec::new();
         assert_eq!(format_all(&bytes, Clock::now(), &mut out), 1);
@@ -438,8 +447,8 @@ mod tests {
     proptest::proptest! {
         #[test]
         fn any_request_bytes_make_one_json_line(path: Vec<u8>, host: Vec<u8>, id: Vec<u8>) {
-            let asked = Asked { request_id: &id, client: b"c", host: &host, method: "GET", path: &path, trace_id: None };
-            let bytes = record(&asked, &done(None), Instant::now());
+            let asked = Asked { started: Instant::now(), request_id: &id, client: b"c", host: &host, method: "GET", path: &path, trace_id: None };
+            let bytes = record(&asked, &done(None));
             let mut out = Vec::new();
             proptest::prop_assert_eq!(format_all(&bytes, Clock::now(), &mut out), 0);
             let text = String::from_utf8(out).unwrap();

@@ -367,6 +367,7 @@ impl Conn {
         };
         let named = req.extensions().get::<Client>().map(|c| c.0.to_string());
         let asked = Asked {
+            started: std::time::Instant::now(),
             request_id: request_id.unwrap_or_default(),
             client: named
                 .as_ref()

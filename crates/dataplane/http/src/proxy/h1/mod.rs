@@ -133,7 +133,8 @@ const CHUNKED_UNREAD: u64 = u64::MAX;
 
 /// How serving a request left the connection.
 enum Next {
-    KeepAlive,
+    /// The response ended at this instant (the access log's and the idle wait's).
+    KeepAlive(Instant),
     Close,
 }
 
@@ -181,9 +182,12 @@ impl Proxy {
             no_fields: HeaderMap::new(),
             no_uri: Uri::from_static("/"),
         };
+        // When the head being read began to arrive: the access log's request time counts
+        // from then (as nginx's `$request_time` does).
+        let mut began = first_byte;
         loop {
             let planned = loop {
-                match self.plan(&mut client) {
+                match self.plan(&mut client, began) {
                     Ok(Some(planned)) => break planned,
                     Ok(None) => {}
                     Err(Declined) => return Some(client.hand_over()),
@@ -196,7 +200,9 @@ impl Proxy {
                 match client.read_more(deadline).await {
                     Read::Bytes if was_empty && idle_since.is_some() => {
                         first_byte = Instant::now();
+                        began = first_byte;
                     }
+                    Read::Bytes if was_empty => began = Instant::now(),
                     Read::Bytes => {}
                     Read::Closing | Read::Ended => {
                         client.close().await;
@@ -205,11 +211,11 @@ impl Proxy {
                 }
             };
             match self.exchange(&mut client, planned).await {
-                Next::KeepAlive => {
-                    let now = Instant::now();
+                Next::KeepAlive(now) => {
                     idle_since = Some(now);
                     // A pipelined head already begun has its header timeout from now.
                     first_byte = now;
+                    began = now;
                 }
                 Next::Close => {
                     client.close().await;
@@ -221,7 +227,12 @@ impl Proxy {
 
     /// The request head at the start of the client's input, routed and its member chosen, its
     /// upstream head in `out`: `Ok(None)` until the head is whole, `Err` when declined.
-    fn plan<IO>(&self, client: &mut Client<IO>) -> Result<Option<Planned>, Declined> {
+    /// `began`: when the head began to arrive.
+    fn plan<IO>(
+        &self,
+        client: &mut Client<IO>,
+        began: Instant,
+    ) -> Result<Option<Planned>, Declined> {
         if client.input.is_empty() {
             return Ok(None);
         }
@@ -302,6 +313,7 @@ impl Proxy {
         let mut entry = Entry::begin(
             &self.access,
             &Asked {
+                started: began,
                 request_id: request
                     .request_id
                     .or(forwarding.request_id)
@@ -489,9 +501,10 @@ impl Proxy {
         let sent = client.io.write_all(&client.out).await.is_ok();
         let flushed = sent && client.io.flush().await.is_ok();
         entry.sent(if flushed { body.len() } else { 0 });
-        entry.end();
+        let now = Instant::now();
+        entry.end(now);
         if flushed && !close {
-            Next::KeepAlive
+            Next::KeepAlive(now)
         } else {
             Next::Close
         }
@@ -545,12 +558,13 @@ where
     client.keep_small();
     let flushed = forwarded.is_some() && client.io.flush().await.is_ok();
     entry.sent(usize::try_from(forwarded.unwrap_or(0)).unwrap_or(usize::MAX));
-    entry.end();
+    let now = Instant::now();
+    entry.end(now);
     if flushed && reusable && response.reusable {
         endpoint.checkin_raw(stream);
     }
     if flushed && !response.close {
-        Next::KeepAlive
+        Next::KeepAlive(now)
     } else {
         Next::Close
     }
