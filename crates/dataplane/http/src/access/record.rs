@@ -8,11 +8,11 @@
 //! A line made elsewhere (haproxy's, already JSON) travels whole: [`line`].
 //!
 //! Layout (little-endian): a `u32` length of the rest, a kind byte ([`REQUEST`] or [`LINE`]);
-//! for a request, the start as nanoseconds since
-//! [`anchor`], the byte strings of [`Asked`] (an empty trace id: none), then, once the
-//! response is done, status, bytes in, bytes out, request time and upstream time (µs,
-//! `u64::MAX`: none), the member's address (a family byte 0/4/6, 16 address bytes, the port)
-//! and the load balancer's and pool's names.
+//! for a request, the start as nanoseconds since [`anchor`], the six lengths then the six byte
+//! strings of [`Asked`] (an empty trace id: none); then, once the response is done, status,
+//! bytes in, bytes out, request time and upstream time (µs, `u64::MAX`: none), the member's
+//! address (a family byte 0/4/6, 16 address bytes, the port), the two lengths then the two
+//! names of the load balancer and the pool.
 
 use super::entry::Asked;
 use super::{json, time};
@@ -43,34 +43,34 @@ pub(crate) struct Done<'a> {
     pub(crate) pool: &'a str,
 }
 
-/// Starts a record in `out` (emptied first) of the request `asked`.
+/// Starts a record in `out` (emptied first) of the request `asked`. The fixed part and the
+/// lengths go in one copy, then each value in one: this runs on the request path.
 pub(crate) fn begin(out: &mut Vec<u8>, asked: &Asked<'_>) {
-    out.clear();
-    out.extend_from_slice(&0u32.to_le_bytes());
-    out.push(REQUEST);
-    put_u64(
-        out,
-        nanos(asked.started.saturating_duration_since(anchor())),
-    );
-    for value in [
+    let values = [
         asked.request_id,
         asked.client,
         asked.host,
         asked.method.as_bytes(),
         asked.path,
         asked.trace_id.unwrap_or_default(),
-    ] {
-        put_bytes(out, value);
+    ];
+    let mut head = [0u8; 4 + 1 + 8 + 4 * 6];
+    head[4] = REQUEST;
+    let started = nanos(asked.started.saturating_duration_since(anchor()));
+    head[5..13].copy_from_slice(&started.to_le_bytes());
+    for (i, value) in values.iter().enumerate() {
+        let at = 13 + 4 * i;
+        head[at..at + 4].copy_from_slice(&length(value).to_le_bytes());
+    }
+    out.clear();
+    out.extend_from_slice(&head);
+    for value in values {
+        out.extend_from_slice(&value[..value.len().min(MAX_VALUE)]);
     }
 }
 
-/// Completes the record begun in `out`.
+/// Completes the record begun in `out`, as [`begin`] does: one copy of the fixed part.
 pub(crate) fn finish(out: &mut Vec<u8>, done: &Done<'_>) {
-    put_u64(out, u64::from(done.status));
-    put_u64(out, done.bytes_in);
-    put_u64(out, done.bytes_out);
-    put_u64(out, micros(done.request_time));
-    put_u64(out, done.upstream_time.map_or(u64::MAX, micros));
     let (family, octets, port) = match done.upstream {
         None => (0u8, [0u8; 16], 0u16),
         Some(SocketAddr::V4(a)) => {
@@ -80,13 +80,36 @@ pub(crate) fn finish(out: &mut Vec<u8>, done: &Done<'_>) {
         }
         Some(SocketAddr::V6(a)) => (6, a.ip().octets(), a.port()),
     };
-    out.push(family);
-    out.extend_from_slice(&octets);
-    out.extend_from_slice(&port.to_le_bytes());
-    put_bytes(out, done.load_balancer.as_bytes());
-    put_bytes(out, done.pool.as_bytes());
+    let names = [done.load_balancer.as_bytes(), done.pool.as_bytes()];
+    let mut fixed = [0u8; 8 * 5 + 1 + 16 + 2 + 4 * 2];
+    let numbers = [
+        u64::from(done.status),
+        done.bytes_in,
+        done.bytes_out,
+        micros(done.request_time),
+        done.upstream_time.map_or(u64::MAX, micros),
+    ];
+    for (i, n) in numbers.iter().enumerate() {
+        fixed[8 * i..8 * i + 8].copy_from_slice(&n.to_le_bytes());
+    }
+    fixed[40] = family;
+    fixed[41..57].copy_from_slice(&octets);
+    fixed[57..59].copy_from_slice(&port.to_le_bytes());
+    fixed[59..63].copy_from_slice(&length(names[0]).to_le_bytes());
+    fixed[63..67].copy_from_slice(&length(names[1]).to_le_bytes());
+    out.extend_from_slice(&fixed);
+    for name in names {
+        out.extend_from_slice(&name[..name.len().min(MAX_VALUE)]);
+    }
     let len = u32::try_from(out.len() - 4).unwrap_or(u32::MAX);
     out[..4].copy_from_slice(&len.to_le_bytes());
+}
+
+/// The longest value a record keeps (a request head is far shorter).
+const MAX_VALUE: usize = u32::MAX as usize;
+
+fn length(value: &[u8]) -> u32 {
+    u32::try_from(value.len()).unwrap_or(u32::MAX)
 }
 
 /// A record of a whole `line` (ending with `\n`), made elsewhere.
@@ -110,18 +133,7 @@ fn micros(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
 
-fn put_u64(out: &mut Vec<u8>, n: u64) {
-    out.extend_from_slice(&n.to_le_bytes());
-}
-
-/// A length (`u32`) and the bytes; longer values are cut (a request head is far shorter).
-fn put_bytes(out: &mut Vec<u8>, value: &[u8]) {
-    let value = &value[..value.len().min(u32::MAX as usize)];
-    out.extend_from_slice(&u32::try_from(value.len()).unwrap_or(0).to_le_bytes());
-    out.extend_from_slice(value);
-}
-
-/// Reads records one after another.
+/// Reads records, and within one its fields, one after another.
 struct Reader<'a> {
     rest: &'a [u8],
 }
@@ -142,6 +154,19 @@ impl<'a> Reader<'a> {
 
     fn u32(&mut self) -> Option<u32> {
         Some(u32::from_le_bytes(self.take(4)?.try_into().ok()?))
+    }
+
+    /// `N` lengths, then the `N` values.
+    fn values<const N: usize>(&mut self) -> Option<[&'a [u8]; N]> {
+        let mut lengths = [0usize; N];
+        for length in &mut lengths {
+            *length = usize::try_from(self.u32()?).ok()?;
+        }
+        let mut values = [&[][..]; N];
+        for (value, length) in values.iter_mut().zip(lengths) {
+            *value = self.take(length)?;
+        }
+        Some(values)
     }
 
     fn bytes(&mut self) -> Option<&'a [u8]> {
@@ -204,14 +229,7 @@ fn format(record: &[u8], clock: Clock, out: &mut Vec<u8>) -> Option<()> {
         _ => return None,
     }
     let started = Duration::from_nanos(r.u64()?);
-    let (request_id, client, host, method, path, trace_id) = (
-        r.bytes()?,
-        r.bytes()?,
-        r.bytes()?,
-        r.bytes()?,
-        r.bytes()?,
-        r.bytes()?,
-    );
+    let [request_id, client, host, method, path, trace_id] = r.values::<6>()?;
     out.extend_from_slice(b"{\"time\":\"");
     time::rfc3339(out, clock.wall(started));
     let fields: [(&[u8], &[u8]); 5] = [
@@ -244,6 +262,7 @@ fn format(record: &[u8], clock: Clock, out: &mut Vec<u8>) -> Option<()> {
     let family = r.take(1)?[0];
     let octets: [u8; 16] = r.take(16)?.try_into().ok()?;
     let port = u16::from_le_bytes(r.take(2)?.try_into().ok()?);
+    let [load_balancer, pool] = r.values::<2>()?;
     out.extend_from_slice(b",\"upstream_addr\":\"");
     match family {
         4 => {
@@ -255,9 +274,9 @@ fn format(record: &[u8], clock: Clock, out: &mut Vec<u8>) -> Option<()> {
     }
     out.push(b'"');
     out.extend_from_slice(b",\"load_balancer\":");
-    json::string(out, r.bytes()?);
+    json::string(out, load_balancer);
     out.extend_from_slice(b",\"pool\":");
-    json::string(out, r.bytes()?);
+    json::string(out, pool);
     out.extend_from_slice(b"}\n");
     Some(())
 }
