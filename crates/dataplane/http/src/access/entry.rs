@@ -9,7 +9,6 @@ use crate::route::PoolState;
 use crate::trace::Recording;
 use bytes::Buf;
 use hyper::body::{Body, Frame, SizeHint};
-use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -69,7 +68,7 @@ impl Entry {
         if !log.is_on() {
             return Entry::default();
         }
-        let mut text = spare();
+        let mut text = log.buffer();
         let started = asked.started;
         record::begin(&mut text, asked);
         let line = Some(Box::new(Line {
@@ -187,35 +186,8 @@ impl Line {
         };
         record::finish(&mut self.text, &done);
         let Line { log, text, .. } = self;
-        log.send(&text);
-        recycle(text);
+        log.send(text);
     }
-}
-
-thread_local! {
-    /// The buffers of lines sent, for this thread's next lines: a line allocates nothing once
-    /// its thread has logged a few.
-    static SPARE: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
-}
-
-/// An empty line buffer: one of this thread's spares, else a new one.
-fn spare() -> Vec<u8> {
-    let spare = SPARE.with(|spare| spare.borrow_mut().pop());
-    spare.unwrap_or_else(|| Vec::with_capacity(384))
-}
-
-/// Keeps a sent line's buffer for this thread's next lines (a few, of a usual size).
-fn recycle(mut text: Vec<u8>) {
-    if text.capacity() > 4096 {
-        return;
-    }
-    text.clear();
-    SPARE.with(|spare| {
-        let mut spare = spare.borrow_mut();
-        if spare.len() < 64 {
-            spare.push(text);
-        }
-    });
 }
 
 /// A response body that counts the bytes it sends and completes its request's line when it

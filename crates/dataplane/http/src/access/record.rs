@@ -7,7 +7,10 @@
 //!
 //! A line made elsewhere (haproxy's, already JSON) travels whole: [`line`].
 //!
-//! Layout (little-endian): a `u32` length of the rest, a kind byte ([`REQUEST`] or [`LINE`]);
+//! Each record is a buffer of its own, passed to the writer whole (no copy) and given back empty
+//! for a later record of the same thread.
+//!
+//! Layout (little-endian): a kind byte ([`REQUEST`] or [`LINE`]);
 //! for a request, the start as nanoseconds since [`anchor`], the six lengths then the six byte
 //! strings of [`Asked`] (an empty trace id: none); then, once the response is done, status,
 //! bytes in, bytes out, request time and upstream time (µs, `u64::MAX`: none), the member's
@@ -54,17 +57,17 @@ pub(crate) fn begin(out: &mut Vec<u8>, asked: &Asked<'_>) {
         asked.path,
         asked.trace_id.unwrap_or_default(),
     ];
-    let mut head = [0u8; 4 + 1 + 8 + 4 * 6];
-    head[4] = REQUEST;
+    let mut head = [0u8; 1 + 8 + 4 * 6];
+    head[0] = REQUEST;
     let started = nanos(asked.started.saturating_duration_since(anchor()));
-    head[5..13].copy_from_slice(&started.to_le_bytes());
+    head[1..9].copy_from_slice(&started.to_le_bytes());
     for (i, value) in values.iter().enumerate() {
-        let at = 13 + 4 * i;
+        let at = 9 + 4 * i;
         head[at..at + 4].copy_from_slice(&length(value).to_le_bytes());
     }
     out.clear();
     out.extend_from_slice(&head);
-    for value in values {
+    for value in values.into_iter().filter(|v| !v.is_empty()) {
         out.extend_from_slice(&value[..value.len().min(MAX_VALUE)]);
     }
 }
@@ -101,8 +104,6 @@ pub(crate) fn finish(out: &mut Vec<u8>, done: &Done<'_>) {
     for name in names {
         out.extend_from_slice(&name[..name.len().min(MAX_VALUE)]);
     }
-    let len = u32::try_from(out.len() - 4).unwrap_or(u32::MAX);
-    out[..4].copy_from_slice(&len.to_le_bytes());
 }
 
 /// The longest value a record keeps (a request head is far shorter).
@@ -112,17 +113,11 @@ fn length(value: &[u8]) -> u32 {
     u32::try_from(value.len()).unwrap_or(u32::MAX)
 }
 
-/// A record of a whole `line` (ending with `\n`), made elsewhere.
-pub(crate) fn line(line: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(line.len() + 5);
-    out.extend_from_slice(
-        &u32::try_from(line.len() + 1)
-            .unwrap_or(u32::MAX)
-            .to_le_bytes(),
-    );
+/// A record in `out` (emptied first) of a whole `line` (ending with `\n`), made elsewhere.
+pub(crate) fn line(out: &mut Vec<u8>, line: &[u8]) {
+    out.clear();
     out.push(LINE);
     out.extend_from_slice(line);
-    out
 }
 
 fn nanos(d: Duration) -> u64 {
@@ -168,11 +163,6 @@ impl<'a> Reader<'a> {
         }
         Some(values)
     }
-
-    fn bytes(&mut self) -> Option<&'a [u8]> {
-        let len = self.u32()?;
-        self.take(usize::try_from(len).ok()?)
-    }
 }
 
 /// The writer's clock: now as an instant and as the wall clock, read together at each wake-up,
@@ -199,15 +189,11 @@ impl Clock {
     }
 }
 
-/// Formats each whole record of `records` as its JSON line into `out`, dated by `clock`;
-/// how many records were cut short (none unless the buffer was damaged).
-pub(crate) fn format_all(records: &[u8], clock: Clock, out: &mut Vec<u8>) -> usize {
-    let mut reader = Reader { rest: records };
+/// Formats each record of `records` as its JSON line into `out`, dated by `clock`; how many
+/// records were damaged (none unless a bug made them so): they are left out.
+pub(crate) fn format_all(records: &[Vec<u8>], clock: Clock, out: &mut Vec<u8>) -> usize {
     let mut bad = 0;
-    while !reader.rest.is_empty() {
-        let Some(record) = reader.bytes() else {
-            return bad + 1;
-        };
+    for record in records {
         let start = out.len();
         if format(record, clock, out).is_none() {
             out.truncate(start);
@@ -383,15 +369,19 @@ mod tests {
         let clock = Clock::now();
         let path = b"/a\"b\\c\n\xff";
         let member = "10.1.2.3:8080".parse().unwrap();
-        let mut bytes = record(&asked(path, Some(b"4bf9"), started), &done(Some(member)));
         let v6 = "[2001:db8::1]:443".parse().unwrap();
         let mut other = done(Some(v6));
         other.upstream_time = None;
-        bytes.extend(record(&asked(b"/", None, started), &other));
-        bytes.extend(record(&asked(b"/", None, started), &done(None)));
-        bytes.extend(line(b"{\"haproxy\":1}\n"));
+        let mut haproxy = Vec::new();
+        line(&mut haproxy, b"{\"haproxy\":1}\n");
+        let records = [
+            record(&asked(path, Some(b"4bf9"), started), &done(Some(member))),
+            record(&asked(b"/", None, started), &other),
+            record(&asked(b"/", None, started), &done(None)),
+            haproxy,
+        ];
         let mut out = Vec::new();
-        assert_eq!(format_all(&bytes, clock, &mut out), 0);
+        assert_eq!(format_all(&records, clock, &mut out), 0);
         let text = String::from_utf8(out).unwrap();
         let lines: Vec<serde_json::Value> = (text.lines())
             .map(|l| serde_json::from_str(l).unwrap())
@@ -436,14 +426,17 @@ mod tests {
     }
 
     #[test]
-    fn a_damaged_buffer_loses_only_what_is_damaged() {
+    fn a_damaged_record_loses_only_its_line() {
         let started = Instant::now();
-        let mut bytes = record(&asked(b"/ok", None, started), &done(None));
-        let good = bytes.len();
-        bytes.extend(record(&asked(b"/cut", None, started), &done(None)));
-        bytes.truncate(good + 10);
+        let mut cut = record(&asked(b"/cut", None, started), &done(None));
+        cut.truncate(cut.len() - 3);
+        let records = [
+            record(&asked(b"/ok", None, started), &done(None)),
+            cut,
+            vec![9],
+        ];
         let mut out = Vec::new();
-        assert_eq!(format_all(&bytes, Clock::now(), &mut out), 1);
+        assert_eq!(format_all(&records, Clock::now(), &mut out), 2);
         let text = String::from_utf8(out).unwrap();
         assert_eq!(text.lines().count(), 1);
         assert!(text.contains("\"/ok\""));
@@ -467,9 +460,9 @@ mod tests {
         #[test]
         fn any_request_bytes_make_one_json_line(path: Vec<u8>, host: Vec<u8>, id: Vec<u8>) {
             let asked = Asked { started: Instant::now(), request_id: &id, client: b"c", host: &host, method: "GET", path: &path, trace_id: None };
-            let bytes = record(&asked, &done(None));
+            let records = [record(&asked, &done(None))];
             let mut out = Vec::new();
-            proptest::prop_assert_eq!(format_all(&bytes, Clock::now(), &mut out), 0);
+            proptest::prop_assert_eq!(format_all(&records, Clock::now(), &mut out), 0);
             let text = String::from_utf8(out).unwrap();
             proptest::prop_assert_eq!(text.lines().count(), 1);
             let line: serde_json::Value = serde_json::from_str(&text).unwrap();

@@ -1,7 +1,9 @@
-//! The writer: each thread that logs appends its records ([`super::record`]) to a buffer of its
-//! own (a mutex only the writer thread ever contends for, once per wake-up), and a thread wakes
-//! every 50 ms, swaps each buffer for an empty one of the same capacity, formats the records it
-//! took as JSON lines, writes them through a `BufWriter` and flushes. A request neither allocates for the queue nor wakes anyone (a
+//! The writer: each thread that logs hands its records ([`super::record`], each a buffer of its
+//! own) to a queue of its own (a mutex only the writer thread ever contends for, once per
+//! wake-up), and a thread wakes every 50 ms, takes each queue, formats the records as JSON
+//! lines, writes them through a `BufWriter`, flushes, and gives the emptied buffers back to
+//! their thread's queue for its next records. A record is moved, never copied; a request neither
+//! allocates for the queue (once its thread has buffers to reuse) nor wakes anyone (a
 //! wake-up per line costs a futex call and a context switch per request, half of the proxy's
 //! own CPU per request in `bench/access-log.sh`; a channel send per line cost a few per cent
 //! more); a buffer that holds [`BUFFER_CAP`] already drops the line and counts it, rather than
@@ -18,8 +20,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
-/// Bytes a thread's buffer holds at most between two wake-ups; beyond that lines are dropped
-/// (at one wake-up per 50 ms, 80 MB a second per thread: about 400,000 records).
+/// Record bytes a thread's queue holds at most between two wake-ups; beyond that records are
+/// dropped (at one wake-up per 50 ms, 80 MB a second per thread: about 400,000 records).
 const BUFFER_CAP: usize = 4 << 20;
 const BUFFER: usize = 64 * 1024;
 const WAKE_EVERY: Duration = Duration::from_millis(50);
@@ -46,57 +48,64 @@ struct Sink {
     dropped: Counter,
 }
 
-/// Every logging thread's buffer, shared by the handles and the writer thread.
+/// Every logging thread's queue, shared by the handles and the writer thread.
 #[derive(Debug, Default)]
 struct Buffers {
-    /// Tells this log's buffers apart from another's in a thread's list.
+    /// Tells this log's queues apart from another's in a thread's list.
     id: usize,
     all: Mutex<Vec<Buffer>>,
 }
 
-/// One thread's records waiting for the writer.
-type Buffer = Arc<Mutex<Vec<u8>>>;
+/// One thread's records waiting for the writer, and the buffers the writer gave back.
+#[derive(Debug, Default)]
+struct Queue {
+    records: Vec<Vec<u8>>,
+    /// The records' bytes.
+    bytes: usize,
+    spare: Vec<Vec<u8>>,
+}
+
+type Buffer = Arc<Mutex<Queue>>;
+
+/// Buffers a queue keeps for reuse at most, and the largest it keeps.
+const SPARE_BUFFERS: usize = 4096;
+const SPARE_CAPACITY: usize = 4096;
+/// A new record buffer's capacity (a usual record fits).
+const RECORD: usize = 320;
 
 static NEXT_ID: AtomicUsize = AtomicUsize::new(0);
 
 thread_local! {
-    /// This thread's buffer in each log it wrote to, by [`Buffers::id`].
+    /// This thread's queue in each log it wrote to, by [`Buffers::id`].
     static MINE: RefCell<Vec<(usize, Buffer)>> = const { RefCell::new(Vec::new()) };
 }
 
 impl Buffers {
-    /// This thread's buffer, registered at its first line.
-    fn mine(&self) -> Buffer {
+    /// Runs `f` on this thread's queue, registered at its first use.
+    fn with_mine<T>(&self, f: impl FnOnce(&mut Queue) -> T) -> T {
         MINE.with(|mine| {
             let mut mine = mine.borrow_mut();
             if let Some((_, buffer)) = mine.iter().find(|(id, _)| *id == self.id) {
-                return buffer.clone();
+                return f(&mut lock(buffer));
             }
-            let buffer = Arc::new(Mutex::new(Vec::with_capacity(BUFFER)));
+            let buffer = Arc::new(Mutex::new(Queue::default()));
             lock(&self.all).push(buffer.clone());
             mine.push((self.id, buffer.clone()));
-            buffer
+            f(&mut lock(&buffer))
         })
     }
 
-    /// Appends a record to this thread's buffer; false when it is full.
-    fn append(&self, line: &[u8]) -> bool {
-        let found = MINE.with(|mine| {
-            let mine = mine.borrow();
-            let (_, buffer) = mine.iter().find(|(id, _)| *id == self.id)?;
-            Some(append(buffer, line))
-        });
-        found.unwrap_or_else(|| append(&self.mine(), line))
+    /// Queues a record; false (and the record dropped) when the queue is full.
+    fn append(&self, record: Vec<u8>) -> bool {
+        self.with_mine(|queue| {
+            if queue.bytes + record.len() > BUFFER_CAP {
+                return false;
+            }
+            queue.bytes += record.len();
+            queue.records.push(record);
+            true
+        })
     }
-}
-
-fn append(buffer: &Mutex<Vec<u8>>, line: &[u8]) -> bool {
-    let mut buffer = lock(buffer);
-    if buffer.len() + line.len() > BUFFER_CAP {
-        return false;
-    }
-    buffer.extend_from_slice(line);
-    true
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -140,18 +149,29 @@ impl AccessLog {
     }
 
     /// Adds a whole line (ending with `\n`, made elsewhere: haproxy's) to this thread's
-    /// buffer without waiting: a full buffer drops it.
+    /// queue without waiting: a full queue drops it.
     pub fn send_line(&self, line: &[u8]) {
         if self.is_on() {
-            self.send(&record::line(line));
+            let mut record = self.buffer();
+            super::record::line(&mut record, line);
+            self.send(record);
         }
     }
 
-    /// Adds one record (made by [`super::record`]) to this thread's buffer without waiting: a
-    /// full buffer drops it.
-    pub(crate) fn send(&self, line: &[u8]) {
+    /// An empty buffer for a record: one the writer gave back to this thread, else a new one.
+    pub(crate) fn buffer(&self) -> Vec<u8> {
+        let spare = match &self.sink {
+            Some(sink) => sink.buffers.with_mine(|queue| queue.spare.pop()),
+            None => None,
+        };
+        spare.unwrap_or_else(|| Vec::with_capacity(RECORD))
+    }
+
+    /// Queues one record (made by [`super::record`]) for the writer without waiting: a full
+    /// queue drops it.
+    pub(crate) fn send(&self, record: Vec<u8>) {
         let Some(sink) = &self.sink else { return };
-        if !sink.buffers.append(line) {
+        if !sink.buffers.append(record) {
             sink.dropped.inc();
         }
     }
@@ -178,30 +198,46 @@ fn write_lines(
     mut out: BufWriter<Box<dyn Write + Send>>,
     failed: &Counter,
 ) {
-    let mut taken: Vec<u8> = Vec::with_capacity(BUFFER);
+    let mut taken: Vec<Vec<u8>> = Vec::new();
     let mut lines: Vec<u8> = Vec::with_capacity(BUFFER);
     loop {
         std::thread::sleep(WAKE_EVERY);
-        // Read before draining: the last handle's lines are in the buffers by then.
+        // Read before draining: the last handle's records are in the queues by then.
         let ended = alive.strong_count() == 0;
         let all: Vec<Buffer> = lock(&buffers.all).clone();
         let clock = Clock::now();
         for buffer in all {
-            std::mem::swap(&mut *lock(&buffer), &mut taken);
+            {
+                let mut queue = lock(&buffer);
+                std::mem::swap(&mut queue.records, &mut taken);
+                queue.bytes = 0;
+            }
             let bad = record::format_all(&taken, clock, &mut lines);
             failed.inc_by(u64::try_from(bad).unwrap_or(u64::MAX));
             if !lines.is_empty() && out.write_all(&lines).is_err() {
                 let count = lines.iter().filter(|&&b| b == b'\n').count();
                 failed.inc_by(u64::try_from(count).unwrap_or(u64::MAX));
             }
-            taken.clear();
             lines.clear();
+            give_back(&buffer, &mut taken);
         }
         let _ = out.flush();
         if ended {
             return;
         }
     }
+}
+
+/// Gives the buffers of `taken` back to their thread's queue, emptied (some: see
+/// [`SPARE_BUFFERS`]); `taken` is left empty.
+fn give_back(buffer: &Mutex<Queue>, taken: &mut Vec<Vec<u8>>) {
+    let mut queue = lock(buffer);
+    let room = SPARE_BUFFERS.saturating_sub(queue.spare.len());
+    let kept = taken.drain(..).filter(|b| b.capacity() <= SPARE_CAPACITY);
+    queue.spare.extend(kept.take(room).map(|mut b| {
+        b.clear();
+        b
+    }));
 }
 
 #[cfg(test)]
@@ -223,8 +259,8 @@ mod tests {
         let path = dir.path().join("access.log");
         let mut registry = Registry::default();
         let log = AccessLog::start(&Destination::File(path.clone()), &mut registry).unwrap();
-        log.send(&record::sample(b"/1"));
-        log.send(&record::sample(b"/2"));
+        log.send(record::sample(b"/1"));
+        log.send(record::sample(b"/2"));
         let deadline = Instant::now() + Duration::from_secs(5);
         loop {
             let text = std::fs::read_to_string(&path).unwrap();
@@ -244,7 +280,7 @@ mod tests {
         };
         let line = record::sample(&vec![b'x'; BUFFER_CAP / 2 - 200]);
         for _ in 0..4 {
-            log.send(&line);
+            log.send(line.clone());
         }
         assert_eq!(log.sink.as_ref().unwrap().dropped.get(), 2);
     }
@@ -260,7 +296,7 @@ mod tests {
                 let log = log.clone();
                 std::thread::spawn(move || {
                     for i in 0..1000 {
-                        log.send(&record::sample(format!("{t} {i}").as_bytes()));
+                        log.send(record::sample(format!("{t} {i}").as_bytes()));
                     }
                 })
             })
@@ -297,6 +333,6 @@ mod tests {
         let mut registry = Registry::default();
         let log = AccessLog::start(&Destination::Off, &mut registry).unwrap();
         assert!(!log.is_on());
-        log.send(&record::sample(b"/"));
+        log.send(record::sample(b"/"));
     }
 }
