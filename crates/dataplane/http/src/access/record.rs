@@ -66,8 +66,9 @@ pub(crate) fn begin(out: &mut Vec<u8>, asked: &Asked<'_>) {
         head[at..at + 4].copy_from_slice(&length(value).to_le_bytes());
     }
     out.clear();
+    out.reserve(head.len() + values.iter().map(|v| v.len()).sum::<usize>() + FINISH);
     out.extend_from_slice(&head);
-    for value in values.into_iter().filter(|v| !v.is_empty()) {
+    for value in values {
         out.extend_from_slice(&value[..value.len().min(MAX_VALUE)]);
     }
 }
@@ -105,6 +106,9 @@ pub(crate) fn finish(out: &mut Vec<u8>, done: &Done<'_>) {
         out.extend_from_slice(&name[..name.len().min(MAX_VALUE)]);
     }
 }
+
+/// What [`finish`] adds besides the names.
+const FINISH: usize = 8 * 5 + 1 + 16 + 2 + 4 * 2 + 64;
 
 /// The longest value a record keeps (a request head is far shorter).
 const MAX_VALUE: usize = u32::MAX as usize;

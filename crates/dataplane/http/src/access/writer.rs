@@ -78,7 +78,13 @@ static NEXT_ID: AtomicUsize = AtomicUsize::new(0);
 thread_local! {
     /// This thread's queue in each log it wrote to, by [`Buffers::id`].
     static MINE: RefCell<Vec<(usize, Buffer)>> = const { RefCell::new(Vec::new()) };
+    /// Record buffers this thread took from its queues' spares, for its next records (a
+    /// batch at a time: one lock per [`BATCH`] records, not one per record).
+    static STASH: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
 }
+
+/// Spare buffers taken from a queue at once.
+const BATCH: usize = 64;
 
 impl Buffers {
     /// Runs `f` on this thread's queue, registered at its first use.
@@ -160,11 +166,20 @@ impl AccessLog {
 
     /// An empty buffer for a record: one the writer gave back to this thread, else a new one.
     pub(crate) fn buffer(&self) -> Vec<u8> {
-        let spare = match &self.sink {
-            Some(sink) => sink.buffers.with_mine(|queue| queue.spare.pop()),
-            None => None,
+        let Some(sink) = &self.sink else {
+            return Vec::new();
         };
-        spare.unwrap_or_else(|| Vec::with_capacity(RECORD))
+        STASH.with(|stash| {
+            let mut stash = stash.borrow_mut();
+            if let Some(buffer) = stash.pop() {
+                return buffer;
+            }
+            sink.buffers.with_mine(|queue| {
+                let from = queue.spare.len().saturating_sub(BATCH);
+                stash.extend(queue.spare.drain(from..));
+            });
+            stash.pop().unwrap_or_else(|| Vec::with_capacity(RECORD))
+        })
     }
 
     /// Queues one record (made by [`super::record`]) for the writer without waiting: a full
