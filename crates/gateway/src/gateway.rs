@@ -1,7 +1,7 @@
 //! Gateway: a load balancer's addresses and listeners, of one GatewayClass.
 
 use crate::{GatewayStatus, RouteGroupKind, SecretObjectReference};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -78,6 +78,12 @@ impl Listener {
         namespaces.and_then(|n| n.from.as_deref()).unwrap_or("Same")
     }
 
+    /// `allowedRoutes.namespaces.selector`, as read.
+    pub fn routes_selector(&self) -> Option<&LabelSelector> {
+        let namespaces = self.allowed_routes.as_ref()?.namespaces.as_ref()?;
+        namespaces.selector.as_ref()
+    }
+
     /// The route kinds named in `allowedRoutes.kinds` (empty: the protocol's default kinds).
     pub fn allowed_kinds(&self) -> &[RouteGroupKind] {
         self.allowed_routes.as_ref().map_or(&[], |a| &a.kinds[..])
@@ -119,7 +125,7 @@ pub struct RouteNamespaces {
     /// `Same` (the default), `All` or `Selector`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from: Option<String>,
-    /// A label selector, as read (not interpreted yet).
+    /// With `from: Selector`: the labels of the namespaces whose routes are admitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub selector: Option<Value>,
+    pub selector: Option<LabelSelector>,
 }

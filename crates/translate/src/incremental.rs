@@ -29,7 +29,8 @@ pub fn endpoint_only_change(old: &Objects, new: &Objects) -> Option<BTreeSet<Obj
         && same(&old.udp_routes, &new.udp_routes)
         && same(&old.tls_routes, &new.tls_routes)
         && same(&old.backend_tls_policies, &new.backend_tls_policies)
-        && same(&old.config_maps, &new.config_maps);
+        && same(&old.config_maps, &new.config_maps)
+        && same(&old.namespaces, &new.namespaces);
     if !unchanged {
         return None;
     }

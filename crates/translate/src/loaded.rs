@@ -34,6 +34,7 @@ impl fmt::Debug for Loaded {
             .field("tls_routes", &o.tls_routes.len())
             .field("backend_tls_policies", &o.backend_tls_policies.len())
             .field("config_maps", &o.config_maps.len())
+            .field("namespaces", &o.namespaces.len())
             .field("reference_grants", &o.reference_grants.len())
             .field("diagnostics", &self.diagnostics)
             .field("files", &self.files)

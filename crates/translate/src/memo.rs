@@ -84,6 +84,7 @@ impl GatewayMemo {
             tls_routes,
             backend_tls_policies,
             config_maps,
+            namespaces,
         } = new;
         same(&old.gateway_classes, gateway_classes)
             && same(&old.gateways, gateways)
@@ -95,6 +96,7 @@ impl GatewayMemo {
             && same(&old.tls_routes, tls_routes)
             && same(&old.backend_tls_policies, backend_tls_policies)
             && same(&old.config_maps, config_maps)
+            && same(&old.namespaces, namespaces)
             && !changed_services.iter().any(|s| self.services.contains(s))
             && crate::gateway::referenced_secrets(new, config)
                 .iter()

@@ -1,7 +1,7 @@
 use crate::compat::ListField;
 use crate::members::SLICE_SERVICE_LABEL;
 use crate::{KeptIngress, KeptService};
-use k8s_openapi::api::core::v1::{ConfigMap, Endpoints, Secret, ServiceStatus};
+use k8s_openapi::api::core::v1::{ConfigMap, Endpoints, Namespace, Secret, ServiceStatus};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{IngressClass, IngressStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -80,6 +80,9 @@ pub struct Objects {
     /// The ConfigMaps BackendTLSPolicies name for their CA certificates (only those: a source
     /// reads no other ConfigMap).
     pub config_maps: Arc<BTreeMap<ObjectKey, Arc<ConfigMap>>>,
+    /// Namespaces (cluster-scoped, keyed by name), for their labels: listeners'
+    /// `allowedRoutes.namespaces` selectors match them.
+    pub namespaces: Arc<BTreeMap<String, Arc<Namespace>>>,
 }
 
 /// What an update of a kept object changed when it changed nothing that is served: its

@@ -395,6 +395,71 @@ fn parents_are_selected_by_section_name_and_port_and_listeners_admit_by_namespac
     assert_eq!(gw.listeners[1].attached_routes, 1);
 }
 
+fn namespace(name: &str, labels: &str) -> String {
+    format!("---\napiVersion: v1\nkind: Namespace\nmetadata: {{name: {name}, labels: {labels}}}\n")
+}
+
+#[test]
+fn a_listener_with_a_namespace_selector_admits_routes_of_the_namespaces_it_selects() {
+    let listeners = "[{name: http, port: 80, protocol: HTTP, allowedRoutes: {namespaces: {from: Selector, selector: {matchLabels: {team: shop}, matchExpressions: [{key: env, operator: NotIn, values: [dev]}]}}}}]";
+    let parent = "{parentRefs: [{name: gw, namespace: shop}], rules: [{}]}";
+    let t = translate(&[
+        gateway("gw", "portico", listeners),
+        namespace("shop", "{team: shop}"),
+        namespace("front", "{team: shop, env: prod}"),
+        namespace("dev", "{team: shop, env: dev}"),
+        namespace("other", "{team: other}"),
+        route("own", "shop", parent),
+        route("selected", "front", parent),
+        route("excluded", "dev", parent),
+        route("unlabelled", "other", parent),
+        // No Namespace object: no labels, not selected.
+        route("unknown", "nowhere", parent),
+    ]);
+    let v = &t.gateways;
+    let accepted = |ns, name| route_conditions(v, ns, name)[0][0].clone();
+    assert_eq!(accepted("shop", "own"), "Accepted=true/Accepted");
+    assert_eq!(accepted("front", "selected"), "Accepted=true/Accepted");
+    for (ns, name) in [
+        ("dev", "excluded"),
+        ("other", "unlabelled"),
+        ("nowhere", "unknown"),
+    ] {
+        assert_eq!(
+            accepted(ns, name),
+            "Accepted=false/NotAllowedByListeners",
+            "{ns}/{name}"
+        );
+    }
+    let listener = &v.gateways[&ObjectKey::new("shop", "gw")].listeners[0];
+    assert_eq!(listener.attached_routes, 2);
+}
+
+#[test]
+fn a_namespace_selector_that_cannot_be_evaluated_refuses_its_listener() {
+    let listeners = "[{name: bad, port: 80, protocol: HTTP, allowedRoutes: {namespaces: {from: Selector, selector: {matchExpressions: [{key: env, operator: Equals, values: [x]}]}}}}, {name: none, port: 81, protocol: HTTP, allowedRoutes: {namespaces: {from: Selector}}}]";
+    let t = translate(&[gateway("gw", "portico", listeners)]);
+    let gateway = &t.gateways.gateways[&ObjectKey::new("shop", "gw")];
+    for listener in &gateway.listeners {
+        assert_eq!(
+            conditions(&listener.conditions)[0],
+            "Accepted=false/UnsupportedValue",
+            "{}",
+            listener.name
+        );
+    }
+    let messages: Vec<&str> = (t.diagnostics.iter()).map(|d| d.message.as_str()).collect();
+    assert!(
+        (messages.iter())
+            .any(|m| m.contains("allowedRoutes.namespaces.selector.matchExpressions[0].operator")),
+        "{messages:?}"
+    );
+    assert!(
+        (messages.iter()).any(|m| m.contains("from Selector needs a selector")),
+        "{messages:?}"
+    );
+}
+
 #[test]
 fn what_is_not_served_yet_is_refused_in_status_and_as_an_error() {
     let t = translate(&[

@@ -574,3 +574,52 @@ async fn a_gateway_with_a_static_address_is_served_there_on_its_listeners_port()
         serde_json::json!({"type": "IPAddress", "value": address})
     );
 }
+
+/// A Namespace with labels, as a manifest.
+fn namespace(name: &str, labels: &str) -> String {
+    format!("---\napiVersion: v1\nkind: Namespace\nmetadata: {{name: {name}, labels: {labels}}}\n")
+}
+
+#[tokio::test]
+async fn a_listener_with_a_namespace_selector_serves_only_the_namespaces_it_selects() {
+    let m = Manifests::new();
+    for ns in ["front", "other"] {
+        let pods = echo_pods(ns, 1).await;
+        m.write(
+            &format!("{ns}.yaml"),
+            &service(&format!("gw-sel-{ns}"), ns, &ready(&pods)),
+        );
+    }
+    let listeners = "[{name: http, port: 80, protocol: HTTP, allowedRoutes: {namespaces: {from: Selector, selector: {matchLabels: {gateway-access: 'true'}}}}}]";
+    let spec = |name: &str| {
+        format!(
+            "{{parentRefs: [{{name: gw, namespace: gw-sel}}], hostnames: [{name}.test], rules: [{{backendRefs: [{{name: {name}, port: 80}}]}}]}}"
+        )
+    };
+    let objects = |other_labels: &str| {
+        class("portico", OURS)
+            + &gateway("gw-sel", "gw", "portico", listeners)
+            + &namespace("gw-sel-front", "{gateway-access: 'true'}")
+            + &namespace("gw-sel-other", other_labels)
+            + &route("gw-sel-front", "front", &spec("front"))
+            + &route("gw-sel-other", "other", &spec("other"))
+    };
+    m.write("gw.yaml", &objects("{gateway-access: 'false'}"));
+    let p = Portico::start(m.path(), &[]).await;
+    let accepted = ["Accepted=True/Accepted", "ResolvedRefs=True/ResolvedRefs"];
+    wait_conditions(&p, "gw-sel-front", "front", &accepted).await;
+    let refused = [
+        "Accepted=False/NotAllowedByListeners",
+        "ResolvedRefs=True/ResolvedRefs",
+    ];
+    wait_conditions(&p, "gw-sel-other", "other", &refused).await;
+    let r = p.get("front.test", "/").await;
+    assert_eq!((r.status, r.service()), (200, "front".to_owned()));
+    assert_eq!(p.get("other.test", "/").await.status, 404);
+
+    // Labelling the namespace admits its route, without a restart.
+    m.write("gw.yaml", &objects("{gateway-access: 'true'}"));
+    wait_conditions(&p, "gw-sel-other", "other", &accepted).await;
+    let r = p.get("other.test", "/").await;
+    assert_eq!((r.status, r.service()), (200, "other".to_owned()));
+}

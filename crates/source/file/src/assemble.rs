@@ -1,7 +1,7 @@
 //! The objects of all files → one `Objects`, the later file winning on duplicates.
 
 use crate::object::{Kind, Object};
-use k8s_openapi::api::core::v1::{ConfigMap, Endpoints, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Endpoints, Namespace, Secret};
 use k8s_openapi::api::networking::v1::IngressClass;
 use portico_gateway::{BackendTlsPolicy, TcpRoute, TlsRoute, UdpRoute};
 use portico_gateway::{Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant};
@@ -149,6 +149,7 @@ pub(crate) fn assemble(
             kinds.backend_tls_policies,
         ),
         config_maps: built.kind(Kind::ConfigMap, &old.config_maps, kinds.config_maps),
+        namespaces: built.kind(Kind::Namespace, &old.namespaces, kinds.namespaces),
     };
     let Built {
         mut duplicates,
@@ -218,6 +219,7 @@ struct Kinds {
     tls_routes: Entries<ObjectKey, TlsRoute>,
     backend_tls_policies: Entries<ObjectKey, BackendTlsPolicy>,
     config_maps: Entries<ObjectKey, ConfigMap>,
+    namespaces: Entries<String, Namespace>,
 }
 
 impl Kinds {
@@ -250,6 +252,7 @@ impl Kinds {
                     .push((key(name), o.clone(), origin));
             }
             Object::ConfigMap(o) => self.config_maps.push((key(name), o.clone(), origin)),
+            Object::Namespace(o) => self.namespaces.push((name, o.clone(), origin)),
         }
     }
 }

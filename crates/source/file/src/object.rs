@@ -1,4 +1,4 @@
-use k8s_openapi::api::core::v1::{ConfigMap, Endpoints, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Endpoints, Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -34,6 +34,8 @@ pub enum Object {
     BackendTlsPolicy(Arc<BackendTlsPolicy>),
     /// Read for the CA certificates BackendTLSPolicies name; never printed.
     ConfigMap(Arc<ConfigMap>),
+    /// Read for its labels, which listeners' `allowedRoutes` selectors match.
+    Namespace(Arc<Namespace>),
 }
 
 impl Object {
@@ -71,6 +73,7 @@ impl Object {
             Object::TlsRoute(o) => meta(&o.metadata),
             Object::BackendTlsPolicy(o) => meta(&o.metadata),
             Object::ConfigMap(o) => meta(&o.metadata),
+            Object::Namespace(o) => meta(&o.metadata),
         }
     }
 
@@ -96,6 +99,7 @@ impl Object {
             (Object::TlsRoute(a), Object::TlsRoute(b)) => same(a, b),
             (Object::BackendTlsPolicy(a), Object::BackendTlsPolicy(b)) => same(a, b),
             (Object::ConfigMap(a), Object::ConfigMap(b)) => same(a, b),
+            (Object::Namespace(a), Object::Namespace(b)) => same(a, b),
             _ => false,
         }
     }
@@ -118,6 +122,7 @@ impl Object {
             Object::TlsRoute(_) => Kind::TlsRoute,
             Object::BackendTlsPolicy(_) => Kind::BackendTlsPolicy,
             Object::ConfigMap(_) => Kind::ConfigMap,
+            Object::Namespace(_) => Kind::Namespace,
         }
     }
 }
@@ -142,6 +147,7 @@ impl fmt::Debug for Object {
             Object::TlsRoute(o) => f.debug_tuple("TLSRoute").field(o).finish(),
             Object::BackendTlsPolicy(o) => f.debug_tuple("BackendTLSPolicy").field(o).finish(),
             Object::ConfigMap(_) => write!(f, "ConfigMap({}, data redacted)", self.object_ref()),
+            Object::Namespace(o) => f.debug_tuple("Namespace").field(o).finish(),
         }
     }
 }
@@ -165,12 +171,13 @@ pub(crate) enum Kind {
     TlsRoute,
     BackendTlsPolicy,
     ConfigMap,
+    Namespace,
 }
 
 pub(crate) type DecodeError = serde_path_to_error::Error<serde_json::Error>;
 
 impl Kind {
-    pub const ALL: [Kind; 16] = [
+    pub const ALL: [Kind; 17] = [
         Kind::Ingress,
         Kind::IngressClass,
         Kind::Service,
@@ -187,6 +194,7 @@ impl Kind {
         Kind::TlsRoute,
         Kind::BackendTlsPolicy,
         Kind::ConfigMap,
+        Kind::Namespace,
     ];
 
     pub fn recognise(api_version: &str, kind: &str) -> Option<Kind> {
@@ -198,6 +206,7 @@ impl Kind {
             ("v1", "Endpoints") => Some(Kind::Endpoints),
             ("v1", "Secret") => Some(Kind::Secret),
             ("v1", "ConfigMap") => Some(Kind::ConfigMap),
+            ("v1", "Namespace") => Some(Kind::Namespace),
             (version, "BackendTLSPolicy")
                 if portico_gateway::is_backend_tls_policy_version(version) =>
             {
@@ -242,11 +251,15 @@ impl Kind {
             Kind::TlsRoute => "TLSRoute",
             Kind::BackendTlsPolicy => "BackendTLSPolicy",
             Kind::ConfigMap => "ConfigMap",
+            Kind::Namespace => "Namespace",
         }
     }
 
     pub fn namespaced(self) -> bool {
-        !matches!(self, Kind::IngressClass | Kind::GatewayClass)
+        !matches!(
+            self,
+            Kind::IngressClass | Kind::GatewayClass | Kind::Namespace
+        )
     }
 
     /// Deserializes the typed object, recording the path of the field that failed.
@@ -279,6 +292,7 @@ impl Kind {
             Kind::TlsRoute => Object::TlsRoute(Arc::new(de(value)?)),
             Kind::BackendTlsPolicy => Object::BackendTlsPolicy(Arc::new(de(value)?)),
             Kind::ConfigMap => Object::ConfigMap(Arc::new(de(value)?)),
+            Kind::Namespace => Object::Namespace(Arc::new(de(value)?)),
         })
     }
 }

@@ -143,7 +143,7 @@ pub(super) fn admitting(
     let allowed: Vec<usize> = (selected.into_iter())
         .filter(|&i| {
             let listener = &gateway.listeners[i];
-            admits(listener, &gateway.key.namespace, route) && takes(listener)
+            admits(listener, gateway, route) && takes(listener)
         })
         .collect();
     if allowed.is_empty() {
@@ -153,12 +153,17 @@ pub(super) fn admitting(
     Ok(allowed)
 }
 
-/// Whether `listener` (of a Gateway in `gateway`) takes routes from namespace `route`.
-fn admits(listener: &ListenerState<'_>, gateway: &str, route: &str) -> bool {
+/// Whether `listener` (of `gateway`) takes routes from namespace `route`: `Selector` matches
+/// the labels of the Namespace (none when it is not known).
+fn admits(listener: &ListenerState<'_>, gateway: &Prepared<'_>, route: &str) -> bool {
     let from = match listener.spec.routes_from() {
         "All" => true,
-        "Same" => gateway == route,
-        // Namespaces' labels are not read yet: a selector admits none.
+        "Same" => gateway.key.namespace == route,
+        "Selector" => listener.spec.routes_selector().is_some_and(|selector| {
+            let namespace = gateway.namespaces.get(route);
+            let labels = namespace.and_then(|n| n.metadata.labels.as_ref());
+            super::selector::selects(selector, labels)
+        }),
         _ => false,
     };
     listener.served() && from

@@ -4,9 +4,12 @@
 use super::status::{Condition, Refusal, verdict};
 use super::{GatewayVerdict, ListenerVerdict};
 use crate::{ObjectKey, Objects};
+use k8s_openapi::api::core::v1::Namespace;
 use portico_gateway::{GROUP, Gateway, Listener, SecretObjectReference};
 use portico_model::{Diagnostic, ObjectRef, Protocol};
+use std::collections::BTreeMap;
 use std::net::IpAddr;
+use std::sync::Arc;
 
 /// A route attached to one listener: what the listener's policies are built from.
 #[derive(Debug, Clone)]
@@ -31,6 +34,8 @@ pub(crate) struct Prepared<'a> {
     /// SNI hosts of its TLS listeners whose streams pass through, with the TLSRoute and the
     /// backend that take them (oldest route first per host).
     pub passthrough: Vec<super::tlsroutes::Entry>,
+    /// The Namespaces known (for listeners that admit routes by a namespace selector).
+    pub namespaces: Arc<BTreeMap<String, Arc<Namespace>>>,
 }
 
 #[derive(Debug)]
@@ -161,6 +166,7 @@ pub(crate) fn prepare<'a>(
         address,
         attachments: Vec::new(),
         passthrough: Vec::new(),
+        namespaces: objects.namespaces.clone(),
     }
 }
 
@@ -231,6 +237,11 @@ fn listener<'a>(gateway: &ObjectKey, spec: &'a Listener, objects: &Objects) -> L
             state.accepted = Err(("UnsupportedProtocol", message));
         }
     }
+    if state.accepted.is_ok()
+        && let Err(message) = routes_selector(spec)
+    {
+        state.accepted = Err(("UnsupportedValue", message));
+    }
     if state.accepted.is_ok() {
         let served = (super::l4routes::kinds_for(&spec.protocol))
             .or_else(|| super::tlsroutes::kinds_for(&spec.protocol))
@@ -243,6 +254,19 @@ fn listener<'a>(gateway: &ObjectKey, spec: &'a Listener, objects: &Objects) -> L
         }
     }
     state
+}
+
+/// With `allowedRoutes.namespaces.from: Selector`, whether its selector is there and can be
+/// evaluated.
+fn routes_selector(spec: &Listener) -> Result<(), String> {
+    if spec.routes_from() != "Selector" {
+        return Ok(());
+    }
+    let field = "allowedRoutes.namespaces.selector";
+    match spec.routes_selector() {
+        None => Err(format!("{field}: from Selector needs a selector")),
+        Some(selector) => super::selector::check(selector).map_err(|e| format!("{field}.{e}")),
+    }
 }
 
 /// The route kinds served on HTTP and HTTPS listeners.

@@ -25,6 +25,7 @@ mod filters;
 mod l4routes;
 mod listeners;
 mod rules;
+mod selector;
 pub mod status;
 mod tlsroutes;
 

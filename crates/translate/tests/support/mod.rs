@@ -165,6 +165,9 @@ fn add(objects: &mut Objects, doc: Value) {
         "ConfigMap" => std::sync::Arc::make_mut(&mut objects.config_maps)
             .insert(key, typed(doc))
             .map(drop),
+        "Namespace" => std::sync::Arc::make_mut(&mut objects.namespaces)
+            .insert(key.name, typed(doc))
+            .map(drop),
         other => panic!("test loader does not know kind {other:?}"),
     };
 }
