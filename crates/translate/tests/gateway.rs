@@ -839,3 +839,55 @@ fn a_listener_that_allows_only_httproutes_refuses_a_grpc_route() {
         ]
     );
 }
+
+/// The suite's GatewaySecret{Missing,Invalid}ReferenceGrant and
+/// GatewaySecretReferenceGrant{AllInNamespace,Specific}: a certificate in another namespace
+/// resolves only with a ReferenceGrant there that names Gateways and that Secret (or no name).
+#[test]
+fn a_certificate_in_another_namespace_needs_a_reference_grant_for_it() {
+    let listeners = "[{name: https, port: 443, protocol: HTTPS, tls: {certificateRefs: [{name: certificate, namespace: vault}]}}]";
+    let secret = "---\napiVersion: v1\nkind: Secret\nmetadata: {name: certificate, namespace: vault}\ntype: kubernetes.io/tls\ndata: {tls.crt: eA==, tls.key: eA==}\n";
+    let grant = |to: &str| {
+        format!(
+            "---\napiVersion: gateway.networking.k8s.io/v1beta1\nkind: ReferenceGrant\nmetadata: {{name: g, namespace: vault}}\nspec:\n  from: [{{group: gateway.networking.k8s.io, kind: Gateway, namespace: shop}}]\n  to: [{to}]\n"
+        )
+    };
+    for (case, grant, want) in [
+        (
+            "missing",
+            String::new(),
+            "ResolvedRefs=false/RefNotPermitted",
+        ),
+        (
+            "another secret",
+            grant("{group: '', kind: Secret, name: not-the-one}"),
+            "ResolvedRefs=false/RefNotPermitted",
+        ),
+        (
+            "all in namespace",
+            grant("{group: '', kind: Secret}"),
+            "ResolvedRefs=true/ResolvedRefs",
+        ),
+        (
+            "specific",
+            grant("{group: '', kind: Secret, name: certificate}"),
+            "ResolvedRefs=true/ResolvedRefs",
+        ),
+    ] {
+        let docs = [
+            gateway("gw", "portico", listeners),
+            secret.to_owned(),
+            grant,
+        ];
+        let t = translate(&docs);
+        let gw = &t.gateways.gateways[&ObjectKey::new("shop", "gw")];
+        let listener = conditions(&gw.listeners[0].conditions);
+        assert!(listener.contains(&want.to_owned()), "{case}: {listener:?}");
+        let programmed = want.starts_with("ResolvedRefs=true");
+        assert_eq!(
+            listener.contains(&"Programmed=true/Programmed".to_owned()),
+            programmed,
+            "{case}: {listener:?}"
+        );
+    }
+}
