@@ -145,3 +145,106 @@ async fn a_gateway_whose_infrastructure_parameters_do_not_resolve_is_not_accepte
         "{got:?}"
     );
 }
+
+// Upstream: HTTPRouteServiceTypes (a Service without a selector and its own EndpointSlices,
+// a headless Service, and a headless one with its own EndpointSlices).
+#[tokio::test]
+async fn backends_of_headless_and_selectorless_services_are_served() {
+    let m = Manifests::new();
+    let mut y = String::new();
+    let selector = |name: &str| format!("  selector:\n    app: {name}\n");
+    for name in ["manual", "headless", "headless-manual"] {
+        let mut svc = service("gw-types", name, &ready(&echo_pods(name, 1).await));
+        let replacement = match name {
+            "manual" => String::new(),
+            "headless" => format!("  clusterIP: None\n{}", selector(name)),
+            _ => "  clusterIP: None\n".to_owned(),
+        };
+        svc = svc.replacen(&selector(name), &replacement, 1);
+        y.push_str(&svc);
+    }
+    m.write("backends.yaml", &y);
+    let rules: Vec<String> = ["manual", "headless", "headless-manual"]
+        .iter()
+        .map(|n| format!("{{matches: [{{path: {{type: PathPrefix, value: /{n}}}}}], backendRefs: [{{name: {n}, port: 80}}]}}"))
+        .collect();
+    let spec = format!(
+        "{{parentRefs: [{{name: gw}}], rules: [{}]}}",
+        rules.join(", ")
+    );
+    m.write(
+        "gw.yaml",
+        &(class("portico", OURS)
+            + &gateway("gw-types", "gw", "portico", HTTP)
+            + &route("gw-types", "types", &spec)),
+    );
+    let p = Portico::start(m.path(), &[]).await;
+    expect_routes(
+        &p,
+        &[
+            ("a.test", "/manual", 200, "manual"),
+            ("a.test", "/headless", 200, "headless"),
+            ("a.test", "/headless-manual", 200, "headless-manual"),
+        ],
+    )
+    .await;
+}
+
+// Upstream: GatewayModifyListeners.
+#[tokio::test]
+async fn listeners_added_and_removed_are_served_and_in_the_status() {
+    let m = backends("gw-modify", &[("infra-v1", 1)]).await;
+    let one = "{name: one, port: 80, protocol: HTTP, hostname: one.test}";
+    let two = "{name: two, port: 80, protocol: HTTP, hostname: two.test}";
+    let spec = "{parentRefs: [{name: gw}], rules: [{backendRefs: [{name: infra-v1, port: 80}]}]}";
+    let write = |listeners: &str| {
+        m.write(
+            "gw.yaml",
+            &(class("portico", OURS)
+                + &gateway("gw-modify", "gw", "portico", listeners)
+                + &route("gw-modify", "r", spec)),
+        )
+    };
+    write(&format!("[{one}]"));
+    let p = Portico::start(m.path(), &[]).await;
+    let names = |gw: &Value| -> Vec<String> {
+        (gw["status"]["listeners"].as_array().into_iter().flatten())
+            .map(|l| format!("{}:{}", s(&l["name"]), l["attachedRoutes"]))
+            .collect()
+    };
+    wait_gateway(&p, "gw-modify", "gw", |gw| names(gw) == ["one:1"]).await;
+    expect_routes(
+        &p,
+        &[
+            ("one.test", "/", 200, "infra-v1"),
+            ("two.test", "/", 404, ""),
+        ],
+    )
+    .await;
+
+    write(&format!("[{one}, {two}]"));
+    let gw = wait_gateway(&p, "gw-modify", "gw", |gw| names(gw) == ["one:1", "two:1"]).await;
+    assert_eq!(
+        conditions(&gw["status"]["conditions"]),
+        ["Accepted=True/Accepted", "Programmed=True/Programmed"]
+    );
+    expect_routes(
+        &p,
+        &[
+            ("one.test", "/", 200, "infra-v1"),
+            ("two.test", "/", 200, "infra-v1"),
+        ],
+    )
+    .await;
+
+    write(&format!("[{two}]"));
+    wait_gateway(&p, "gw-modify", "gw", |gw| names(gw) == ["two:1"]).await;
+    expect_routes(
+        &p,
+        &[
+            ("one.test", "/", 404, ""),
+            ("two.test", "/", 200, "infra-v1"),
+        ],
+    )
+    .await;
+}
