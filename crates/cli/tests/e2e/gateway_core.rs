@@ -248,3 +248,95 @@ async fn listeners_added_and_removed_are_served_and_in_the_status() {
     )
     .await;
 }
+
+/// GETs `host/path` at `at`, retrying while nothing listens there yet.
+async fn get_at(p: &Portico, at: std::net::SocketAddr, path: &str) -> (u16, String) {
+    let start = std::time::Instant::now();
+    loop {
+        match p.request(at, "GET", "a.test", path, &[], "").await {
+            Ok(r) => return (r.status, r.service()),
+            Err(e) => assert!(start.elapsed().as_secs() < 5, "{at}: {e}"),
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+// Upstream: HTTPRouteMultipleGateways.
+#[tokio::test]
+async fn a_route_of_two_gateways_is_served_by_each_and_a_dedicated_route_by_its_own() {
+    let m = backends(
+        "gw-multi",
+        &[("infra-v1", 1), ("infra-v2", 1), ("infra-v3", 1)],
+    )
+    .await;
+    let port = free_port();
+    let listeners = format!("[{{name: http, port: {port}, protocol: HTTP}}]");
+    let with_address = |name: &str, address: &str| {
+        gateway("gw-multi", name, "portico", &listeners).replace(
+            "spec:\n",
+            &format!("spec:\n  addresses: [{{type: IPAddress, value: {address}}}]\n"),
+        )
+    };
+    let rule = |path: &str, svc: &str| {
+        format!(
+            "{{matches: [{{path: {{type: PathPrefix, value: {path}}}}}], backendRefs: [{{name: {svc}, port: 80}}]}}"
+        )
+    };
+    m.write(
+        "gw.yaml",
+        &(class("portico", OURS)
+            + &with_address("first", "127.0.0.78")
+            + &with_address("second", "127.0.0.79")
+            + &route(
+                "gw-multi",
+                "shared",
+                &format!(
+                    "{{parentRefs: [{{name: first}}, {{name: second}}], rules: [{}]}}",
+                    rule("/", "infra-v1")
+                ),
+            )
+            + &route(
+                "gw-multi",
+                "first-only",
+                &format!(
+                    "{{parentRefs: [{{name: first}}], rules: [{}]}}",
+                    rule("/first", "infra-v2")
+                ),
+            )
+            + &route(
+                "gw-multi",
+                "second-only",
+                &format!(
+                    "{{parentRefs: [{{name: second}}], rules: [{}]}}",
+                    rule("/second", "infra-v3")
+                ),
+            )),
+    );
+    let p = Portico::start(m.path(), &[]).await;
+    let first: std::net::SocketAddr = format!("127.0.0.78:{port}").parse().unwrap();
+    let second: std::net::SocketAddr = format!("127.0.0.79:{port}").parse().unwrap();
+    for (at, path, want) in [
+        (first, "/", "infra-v1"),
+        (first, "/first", "infra-v2"),
+        (first, "/second", "infra-v1"),
+        (second, "/", "infra-v1"),
+        (second, "/second", "infra-v3"),
+        (second, "/first", "infra-v1"),
+    ] {
+        assert_eq!(
+            get_at(&p, at, path).await,
+            (200, want.to_owned()),
+            "{at}{path}"
+        );
+    }
+    let parents = object(&p, "/api/v1/httproutes", "gw-multi", "shared").await;
+    assert_eq!(
+        parents["status"]["parents"].as_array().map(Vec::len),
+        Some(2),
+        "{parents:#}"
+    );
+    for name in ["shared", "first-only", "second-only"] {
+        let got = route_conditions(&p, "gw-multi", name).await;
+        assert!(got.iter().all(|c| c.contains("=True/")), "{name}: {got:?}");
+    }
+}
