@@ -891,3 +891,46 @@ fn a_certificate_in_another_namespace_needs_a_reference_grant_for_it() {
         );
     }
 }
+
+/// The suite's GatewayClassObservedGenerationBump, GatewayObservedGenerationBump and
+/// HTTPRouteObservedGenerationBump: each condition written carries the generation it judged,
+/// and a changed object's conditions follow its new generation.
+#[test]
+fn conditions_follow_the_generation_of_the_class_the_gateway_and_the_route() {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use portico_translate::gateway::statuses;
+    for generation in [1, 2] {
+        let docs = format!(
+            "---\napiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {{name: portico, generation: {generation}}}\nspec: {{controllerName: portico.dev/gateway-controller}}\n\
+             ---\napiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: gw, namespace: shop, generation: {generation}}}\nspec:\n  gatewayClassName: portico\n  listeners: {HTTP}\n\
+             ---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: r, namespace: shop, generation: {generation}}}\nspec: {{parentRefs: [{{name: gw}}], rules: [{{backendRefs: [{{name: web, port: 8080}}]}}]}}\n"
+        );
+        let objects = support::load(&docs);
+        let t = portico_translate::translate(&objects, &Default::default());
+        let now = Time("2026-01-01T00:00:00Z".parse().unwrap());
+        let out = statuses(
+            &objects,
+            &t.gateways,
+            &Default::default(),
+            "portico.dev/gateway-controller",
+            &now,
+        );
+        let class = out
+            .classes
+            .iter()
+            .find(|c| c.metadata.name.as_deref() == Some("portico"));
+        let class = class.unwrap().status.as_ref().unwrap();
+        let gateway = out.gateways[0].status.as_ref().unwrap();
+        let route = out.routes[0].status.as_ref().unwrap();
+        let all = (class.conditions.iter())
+            .chain(&gateway.conditions)
+            .chain(gateway.listeners.iter().flat_map(|l| &l.conditions))
+            .chain(route.parents.iter().flat_map(|p| &p.conditions));
+        let generations: Vec<Option<i64>> = all.map(|c| c.observed_generation).collect();
+        assert!(generations.len() >= 7, "{generations:?}");
+        assert!(
+            generations.iter().all(|g| *g == Some(generation)),
+            "generation {generation}: {generations:?}"
+        );
+    }
+}
