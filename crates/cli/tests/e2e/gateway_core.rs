@@ -340,3 +340,111 @@ async fn a_route_of_two_gateways_is_served_by_each_and_a_dedicated_route_by_its_
         assert!(got.iter().all(|c| c.contains("=True/")), "{name}: {got:?}");
     }
 }
+
+/// A GRPCRoute `name` in `ns`.
+fn grpc_route(ns: &str, name: &str, spec: &str) -> String {
+    route(ns, name, spec).replace("kind: HTTPRoute", "kind: GRPCRoute")
+}
+
+/// gRPC backends `names` (each answering with its name) and their Services in `ns`.
+async fn grpc_backends(ns: &str, names: &[&'static str]) -> Manifests {
+    let m = Manifests::new();
+    let mut y = String::new();
+    for name in names {
+        let addr = portico_testkit::grpc_backend(name).await;
+        y.push_str(&service(ns, name, &ready(&[addr])));
+    }
+    m.write("backends.yaml", &y);
+    m
+}
+
+/// Calls `/helloworld.Greeter/SayHello` at `host` (HTTP/1.1 in, h2c to the backend): the status
+/// and the backend that answered.
+async fn call(p: &Portico, host: &str) -> (u16, String) {
+    let path = "/helloworld.Greeter/SayHello";
+    let r = p
+        .request(p.http, "POST", host, path, &[], "")
+        .await
+        .unwrap();
+    (r.status, r.service())
+}
+
+/// Waits until calls to `host` are answered 200 (the file watch takes a moment).
+async fn wait_served(p: &Portico, host: &str) {
+    let start = std::time::Instant::now();
+    while call(p, host).await.0 != 200 {
+        assert!(start.elapsed().as_secs() < 5, "{host} is not served");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+// Upstream: GRPCRouteListenerHostnameMatching.
+#[tokio::test]
+async fn a_grpc_route_gets_the_calls_for_its_listeners_hostname() {
+    let ns = "gw-grpc-hosts";
+    let m = grpc_backends(ns, &["grpc-v1", "grpc-v2", "grpc-v3"]).await;
+    let listeners = "[{name: exact, port: 80, protocol: HTTP, hostname: bar.com},\
+        {name: deeper, port: 80, protocol: HTTP, hostname: foo.bar.com},\
+        {name: wild, port: 80, protocol: HTTP, hostname: '*.bar.com'}]";
+    let routed = |name: &str, listener: &str, svc: &str| {
+        grpc_route(
+            ns,
+            name,
+            &format!(
+                "{{parentRefs: [{{name: gw, sectionName: {listener}}}], rules: [{{backendRefs: [{{name: {svc}, port: 80}}]}}]}}"
+            ),
+        )
+    };
+    m.write(
+        "gw.yaml",
+        &(class("portico", OURS)
+            + &gateway(ns, "gw", "portico", listeners)
+            + &routed("r1", "exact", "grpc-v1")
+            + &routed("r2", "deeper", "grpc-v2")
+            + &routed("r3", "wild", "grpc-v3")),
+    );
+    let p = Portico::start(m.path(), &[]).await;
+    wait_served(&p, "bar.com").await;
+    let mut failures = Vec::new();
+    for (host, want) in [
+        ("bar.com", (200, "grpc-v1")),
+        ("foo.bar.com", (200, "grpc-v2")),
+        ("baz.bar.com", (200, "grpc-v3")),
+        ("boo.bar.com", (200, "grpc-v3")),
+        ("multiple.prefixes.bar.com", (200, "grpc-v3")),
+        ("foo.com", (404, "")),
+    ] {
+        let got = call(&p, host).await;
+        if got != (want.0, want.1.to_owned()) {
+            failures.push(format!("{host}: wanted {want:?}, got {got:?}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+// Upstream: GRPCRouteWeight.
+#[tokio::test]
+async fn a_grpc_routes_weights_share_its_calls() {
+    let ns = "gw-grpc-weight";
+    let m = grpc_backends(ns, &["grpc-v1", "grpc-v2", "grpc-v3"]).await;
+    let spec = "{parentRefs: [{name: gw}], rules: [{backendRefs: [\
+        {name: grpc-v1, port: 80, weight: 70}, {name: grpc-v2, port: 80, weight: 30}, {name: grpc-v3, port: 80, weight: 0}]}]}";
+    m.write(
+        "gw.yaml",
+        &(class("portico", OURS)
+            + &gateway(ns, "gw", "portico", HTTP)
+            + &grpc_route(ns, "weighted", spec)),
+    );
+    let p = Portico::start(m.path(), &[]).await;
+    wait_served(&p, "a.test").await;
+    let mut counts = std::collections::BTreeMap::<String, u32>::new();
+    for _ in 0..200 {
+        let (status, svc) = call(&p, "a.test").await;
+        assert_eq!(status, 200, "{svc}");
+        *counts.entry(svc).or_default() += 1;
+    }
+    let n = |s: &str| counts.get(s).copied().unwrap_or(0);
+    assert!((120..=160).contains(&n("grpc-v1")), "{counts:?}");
+    assert!((40..=80).contains(&n("grpc-v2")), "{counts:?}");
+    assert_eq!(n("grpc-v3"), 0, "{counts:?}");
+}
