@@ -934,3 +934,33 @@ fn conditions_follow_the_generation_of_the_class_the_gateway_and_the_route() {
         );
     }
 }
+
+/// The suite's GatewayInvalidTLSConfiguration: a certificateRef to a missing Secret, to another
+/// group or kind, or to a Secret without a certificate and key is an `InvalidCertificateRef`
+/// and the listener is not programmed.
+#[test]
+fn a_certificate_ref_that_is_missing_of_another_kind_or_malformed_is_invalid() {
+    let malformed = "---\napiVersion: v1\nkind: Secret\nmetadata: {name: malformed, namespace: shop}\ntype: kubernetes.io/tls\ndata: {tls.crt: eA==}\n";
+    for (case, reference) in [
+        ("missing", "{name: nonexistent}"),
+        (
+            "another group",
+            "{group: wrong.group.company.io, kind: Secret, name: cert}",
+        ),
+        ("another kind", "{group: '', kind: WrongKind, name: cert}"),
+        ("malformed", "{name: malformed}"),
+    ] {
+        let listeners = format!(
+            "[{{name: https, port: 443, protocol: HTTPS, tls: {{certificateRefs: [{reference}]}}}}]"
+        );
+        let t = translate(&[gateway("gw", "portico", &listeners), malformed.to_owned()]);
+        let gw = &t.gateways.gateways[&ObjectKey::new("shop", "gw")];
+        let listener = conditions(&gw.listeners[0].conditions);
+        for want in [
+            "ResolvedRefs=false/InvalidCertificateRef",
+            "Programmed=false/Invalid",
+        ] {
+            assert!(listener.contains(&want.to_owned()), "{case}: {listener:?}");
+        }
+    }
+}
