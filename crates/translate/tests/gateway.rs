@@ -904,3 +904,128 @@ fn a_listener_that_allows_only_httproutes_refuses_a_grpc_route() {
         ]
     );
 }
+
+/// The suite's GatewaySecret{Missing,Invalid}ReferenceGrant and
+/// GatewaySecretReferenceGrant{AllInNamespace,Specific}: a certificate in another namespace
+/// resolves only with a ReferenceGrant there that names Gateways and that Secret (or no name).
+#[test]
+fn a_certificate_in_another_namespace_needs_a_reference_grant_for_it() {
+    let listeners = "[{name: https, port: 443, protocol: HTTPS, tls: {certificateRefs: [{name: certificate, namespace: vault}]}}]";
+    let secret = "---\napiVersion: v1\nkind: Secret\nmetadata: {name: certificate, namespace: vault}\ntype: kubernetes.io/tls\ndata: {tls.crt: eA==, tls.key: eA==}\n";
+    let grant = |to: &str| {
+        format!(
+            "---\napiVersion: gateway.networking.k8s.io/v1beta1\nkind: ReferenceGrant\nmetadata: {{name: g, namespace: vault}}\nspec:\n  from: [{{group: gateway.networking.k8s.io, kind: Gateway, namespace: shop}}]\n  to: [{to}]\n"
+        )
+    };
+    for (case, grant, want) in [
+        (
+            "missing",
+            String::new(),
+            "ResolvedRefs=false/RefNotPermitted",
+        ),
+        (
+            "another secret",
+            grant("{group: '', kind: Secret, name: not-the-one}"),
+            "ResolvedRefs=false/RefNotPermitted",
+        ),
+        (
+            "all in namespace",
+            grant("{group: '', kind: Secret}"),
+            "ResolvedRefs=true/ResolvedRefs",
+        ),
+        (
+            "specific",
+            grant("{group: '', kind: Secret, name: certificate}"),
+            "ResolvedRefs=true/ResolvedRefs",
+        ),
+    ] {
+        let docs = [
+            gateway("gw", "portico", listeners),
+            secret.to_owned(),
+            grant,
+        ];
+        let t = translate(&docs);
+        let gw = &t.gateways.gateways[&ObjectKey::new("shop", "gw")];
+        let listener = conditions(&gw.listeners[0].conditions);
+        assert!(listener.contains(&want.to_owned()), "{case}: {listener:?}");
+        let programmed = want.starts_with("ResolvedRefs=true");
+        assert_eq!(
+            listener.contains(&"Programmed=true/Programmed".to_owned()),
+            programmed,
+            "{case}: {listener:?}"
+        );
+    }
+}
+
+/// The suite's GatewayClassObservedGenerationBump, GatewayObservedGenerationBump and
+/// HTTPRouteObservedGenerationBump: each condition written carries the generation it judged,
+/// and a changed object's conditions follow its new generation.
+#[test]
+fn conditions_follow_the_generation_of_the_class_the_gateway_and_the_route() {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use portico_translate::gateway::statuses;
+    for generation in [1, 2] {
+        let docs = format!(
+            "---\napiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {{name: portico, generation: {generation}}}\nspec: {{controllerName: portico.dev/gateway-controller}}\n\
+             ---\napiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: gw, namespace: shop, generation: {generation}}}\nspec:\n  gatewayClassName: portico\n  listeners: {HTTP}\n\
+             ---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: r, namespace: shop, generation: {generation}}}\nspec: {{parentRefs: [{{name: gw}}], rules: [{{backendRefs: [{{name: web, port: 8080}}]}}]}}\n"
+        );
+        let objects = support::load(&docs);
+        let t = portico_translate::translate(&objects, &Default::default());
+        let now = Time("2026-01-01T00:00:00Z".parse().unwrap());
+        let out = statuses(
+            &objects,
+            &t.gateways,
+            &Default::default(),
+            "portico.dev/gateway-controller",
+            &now,
+        );
+        let class = out
+            .classes
+            .iter()
+            .find(|c| c.metadata.name.as_deref() == Some("portico"));
+        let class = class.unwrap().status.as_ref().unwrap();
+        let gateway = out.gateways[0].status.as_ref().unwrap();
+        let route = out.routes[0].status.as_ref().unwrap();
+        let all = (class.conditions.iter())
+            .chain(&gateway.conditions)
+            .chain(gateway.listeners.iter().flat_map(|l| &l.conditions))
+            .chain(route.parents.iter().flat_map(|p| &p.conditions));
+        let generations: Vec<Option<i64>> = all.map(|c| c.observed_generation).collect();
+        assert!(generations.len() >= 7, "{generations:?}");
+        assert!(
+            generations.iter().all(|g| *g == Some(generation)),
+            "generation {generation}: {generations:?}"
+        );
+    }
+}
+
+/// The suite's GatewayInvalidTLSConfiguration: a certificateRef to a missing Secret, to another
+/// group or kind, or to a Secret without a certificate and key is an `InvalidCertificateRef`
+/// and the listener is not programmed.
+#[test]
+fn a_certificate_ref_that_is_missing_of_another_kind_or_malformed_is_invalid() {
+    let malformed = "---\napiVersion: v1\nkind: Secret\nmetadata: {name: malformed, namespace: shop}\ntype: kubernetes.io/tls\ndata: {tls.crt: eA==}\n";
+    for (case, reference) in [
+        ("missing", "{name: nonexistent}"),
+        (
+            "another group",
+            "{group: wrong.group.company.io, kind: Secret, name: cert}",
+        ),
+        ("another kind", "{group: '', kind: WrongKind, name: cert}"),
+        ("malformed", "{name: malformed}"),
+    ] {
+        let listeners = format!(
+            "[{{name: https, port: 443, protocol: HTTPS, tls: {{certificateRefs: [{reference}]}}}}]"
+        );
+        let t = translate(&[gateway("gw", "portico", &listeners), malformed.to_owned()]);
+        let gw = &t.gateways.gateways[&ObjectKey::new("shop", "gw")];
+        let listener = conditions(&gw.listeners[0].conditions);
+        for want in [
+            "ResolvedRefs=false/InvalidCertificateRef",
+            "Programmed=false/Invalid",
+        ] {
+            assert!(listener.contains(&want.to_owned()), "{case}: {listener:?}");
+        }
+    }
+}

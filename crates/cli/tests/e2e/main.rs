@@ -52,6 +52,7 @@ mod external_auth;
 mod failover;
 mod gateway_api;
 mod gateway_backend_tls;
+mod gateway_core;
 mod gateway_http;
 mod gateway_kube;
 mod gateway_l4;

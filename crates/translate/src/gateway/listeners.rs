@@ -30,6 +30,8 @@ pub(crate) struct Prepared<'a> {
     pub gateway: &'a Gateway,
     pub listeners: Vec<ListenerState<'a>>,
     pub address: Result<Option<IpAddr>, Refusal>,
+    /// `spec.infrastructure.parametersRef`: none resolves, Portico reads no parameters.
+    pub parameters: Result<(), Refusal>,
     pub attachments: Vec<Attachment<'a>>,
     /// SNI hosts of its TLS listeners whose streams pass through, with the TLSRoute and the
     /// backend that take them (oldest route first per host).
@@ -70,17 +72,19 @@ impl ListenerState<'_> {
 
 impl Prepared<'_> {
     pub(crate) fn accepted(&self) -> bool {
-        self.address.is_ok() && self.listeners.iter().any(|l| l.accepted.is_ok())
+        self.address.is_ok()
+            && self.parameters.is_ok()
+            && self.listeners.iter().any(|l| l.accepted.is_ok())
     }
 
     pub(crate) fn verdict(&self) -> GatewayVerdict {
         let invalid = self.listeners.iter().filter(|l| !l.served()).count();
-        let accepted = match &self.address {
-            Err(refusal) => Err(refusal.clone()),
-            Ok(_) if !self.accepted() => {
+        let accepted = match (&self.parameters, &self.address) {
+            (Err(refusal), _) | (_, Err(refusal)) => Err(refusal.clone()),
+            _ if !self.accepted() => {
                 Err(("ListenersNotValid", "no listener can be served".to_owned()))
             }
-            Ok(_) => Ok(()),
+            _ => Ok(()),
         };
         let mut accepted = verdict("Accepted", &accepted);
         if accepted.status && invalid > 0 {
@@ -144,6 +148,11 @@ pub(crate) fn prepare<'a>(
     if let Err((_, message)) = &address {
         diagnostics.push(Diagnostic::error(object.clone(), "spec.addresses", message));
     }
+    let parameters = parameters(gateway);
+    if let Err((_, message)) = &parameters {
+        let field = "spec.infrastructure.parametersRef";
+        diagnostics.push(Diagnostic::error(object.clone(), field, message));
+    }
     let mut listeners: Vec<ListenerState<'a>> = (gateway.spec.listeners.iter())
         .map(|l| listener(key, l, objects))
         .collect();
@@ -164,10 +173,33 @@ pub(crate) fn prepare<'a>(
         gateway,
         listeners,
         address,
+        parameters,
         attachments: Vec::new(),
         passthrough: Vec::new(),
         namespaces: objects.namespaces.clone(),
     }
+}
+
+/// A Gateway naming `infrastructure.parametersRef` is refused: Portico defines no parameters
+/// resource, so no reference resolves (the API's `InvalidParameters`).
+fn parameters(gateway: &Gateway) -> Result<(), Refusal> {
+    let infrastructure = gateway.spec.rest.get("infrastructure");
+    let Some(r) = infrastructure.and_then(|i| i.get("parametersRef")) else {
+        return Ok(());
+    };
+    let field = |f: &str| {
+        r.get(f)
+            .and_then(|v| v.as_str())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let message = format!(
+        "parameters {}/{} {:?} do not resolve: Portico reads no Gateway parameters",
+        field("group"),
+        field("kind"),
+        field("name")
+    );
+    Err(("InvalidParameters", message))
 }
 
 /// The first `IPAddress` of `spec.addresses` (none: the address comes from a pool or the
