@@ -156,11 +156,7 @@ pub(super) fn redirect_line(redirect: &portico_model::Redirect) -> Option<String
 
 /// The first Gateway API filter among a policy's options that haproxy does not render.
 fn gateway_filters(options: &portico_model::PolicyOptions) -> Option<&'static str> {
-    if options.request_headers.is_some() {
-        Some("a RequestHeaderModifier filter")
-    } else if options.response_headers.is_some() {
-        Some("a ResponseHeaderModifier filter")
-    } else if options.path.is_some() {
+    if options.path.is_some() {
         Some("a URLRewrite path")
     } else if !options.mirrors.is_empty() {
         Some("a RequestMirror filter")

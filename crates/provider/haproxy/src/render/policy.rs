@@ -24,12 +24,69 @@ pub(super) fn lines(policy: &L7Policy) -> Result<String, Refused> {
     for line in request_lines(options)? {
         let _ = writeln!(s, "    http-request {line} {when}");
     }
+    if let Some(changes) = &options.response_headers {
+        for line in header_lines(changes, "ResponseHeaderModifier")? {
+            let _ = writeln!(s, "    http-response {line} {when}");
+        }
+    }
     Ok(s)
+}
+
+/// A header value as a quoted word; haproxy reads it as a format string, so `%` is refused.
+fn value(field: &'static str, v: &str) -> Result<String, Refused> {
+    let refused = |why: String| Refused { field, why };
+    if v.contains('%') {
+        return Err(refused(format!(
+            "value {v:?} holds a %, which haproxy reads as a format directive"
+        )));
+    }
+    quote::word(v).map_err(|e| refused(e.to_string()))
+}
+
+/// A header name: an HTTP token (no quoting needed, none possible in an action's name).
+fn name(field: &'static str, n: &str) -> Result<String, Refused> {
+    let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$&'*+-.^_`|~".contains(&b);
+    if n.is_empty() || !n.bytes().all(token) {
+        return Err(Refused {
+            field,
+            why: format!("name {n:?} is not an HTTP token"),
+        });
+    }
+    Ok(n.to_owned())
+}
+
+/// `set-header`, `add-header`, `del-header` actions, in the model's order.
+fn header_lines(
+    changes: &portico_model::HeaderChanges,
+    field: &'static str,
+) -> Result<Vec<String>, Refused> {
+    let mut out = Vec::new();
+    for (n, v) in &changes.set {
+        out.push(format!(
+            "set-header {} {}",
+            name(field, n)?,
+            value(field, v)?
+        ));
+    }
+    for (n, v) in &changes.add {
+        out.push(format!(
+            "add-header {} {}",
+            name(field, n)?,
+            value(field, v)?
+        ));
+    }
+    for n in &changes.remove {
+        out.push(format!("del-header {}", name(field, n)?));
+    }
+    Ok(out)
 }
 
 /// The `http-request` actions of a policy's options, in the proxy's order.
 fn request_lines(options: &PolicyOptions) -> Result<Vec<String>, Refused> {
-    let mut out = Vec::new();
+    let mut out = match &options.request_headers {
+        Some(changes) => header_lines(changes, "RequestHeaderModifier")?,
+        None => Vec::new(),
+    };
     if let Some(host) = &options.upstream_host {
         let host = quote::word(host).map_err(|e| Refused {
             field: "upstream-vhost",

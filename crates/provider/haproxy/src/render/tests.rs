@@ -865,3 +865,40 @@ fn redirects_to_urls_are_backends_and_a_relative_one_keeps_scheme_and_host() {
     assert!(text.contains("holds a %"), "{text}");
     assert_eq!(entries(&r).len(), 4, "pct.test is not routed");
 }
+
+#[test]
+fn header_modifiers_are_policy_lines_and_unwritable_values_are_refused() {
+    let changes = |set: &str| HeaderChanges {
+        set: vec![("x-set".into(), set.into())],
+        add: vec![("x-add".into(), "a b".into())],
+        remove: vec!["x-gone".into()],
+    };
+    let mut ok = policy("ok", host_root("ok.test"), to_pool());
+    ok.options = Some(std::sync::Arc::new(PolicyOptions {
+        request_headers: Some(changes("v")),
+        response_headers: Some(changes("w")),
+        ..Default::default()
+    }));
+    let mut bad = policy("bad", host_root("bad.test"), to_pool());
+    bad.options = Some(std::sync::Arc::new(PolicyOptions {
+        request_headers: Some(changes("%[src]")),
+        ..Default::default()
+    }));
+    let r = rendered(&lb(vec![ok, bad], vec![]));
+    let id = L7PolicyId::derive("ok");
+    let when = format!("if {{ var(txn.policy) -m str {id} }}");
+    let mut want = vec![];
+    for side in ["request", "response"] {
+        let v = if side == "request" { "v" } else { "w" };
+        want.push(format!("http-{side} set-header x-set \"{v}\" {when}"));
+        want.push(format!("http-{side} add-header x-add \"a\\x20b\" {when}"));
+        want.push(format!("http-{side} del-header x-gone {when}"));
+    }
+    assert_eq!(lines_with(&r, "-header x-"), want);
+    let text = format!("{:?}", r.diagnostics);
+    assert!(
+        text.contains("RequestHeaderModifier") && text.contains("holds a %"),
+        "{text}"
+    );
+    assert_eq!(entries(&r).len(), 2, "bad.test is not routed");
+}
