@@ -3,11 +3,22 @@
 //! parameter and regular expression matches; header changes, redirects, rewrites, mirrors,
 //! timeouts; backend protocols; named rules).
 
+use crate::conformance::Provider;
 use crate::gateway_api::{HTTP, OURS, class, gateway, route, wait_conditions};
 use crate::{backends, support::*};
 
 /// A Gateway `gw` in `ns` and the routes `(name, spec)`, with `services` behind them.
 async fn serve(
+    ns: &str,
+    services: &[(&str, usize)],
+    routes: &[(&str, &str)],
+) -> (Manifests, Portico) {
+    serve_on(Provider::Proxy, ns, services, routes).await
+}
+
+/// [`serve`] with `provider` serving the Gateway.
+async fn serve_on(
+    provider: Provider,
     ns: &str,
     services: &[(&str, usize)],
     routes: &[(&str, &str)],
@@ -18,7 +29,7 @@ async fn serve(
         y.push_str(&route(ns, name, spec));
     }
     m.write("gw.yaml", &y);
-    let p = Portico::start(m.path(), &[]).await;
+    let p = provider.start(m.path()).await;
     let accepted = ["Accepted=True/Accepted", "ResolvedRefs=True/ResolvedRefs"];
     for (name, _) in routes {
         wait_conditions(&p, ns, name, &accepted).await;
@@ -143,6 +154,49 @@ async fn header_modifiers_change_requests_and_answers_on_rules_and_on_backends()
     }
     let want = [("infra-v1", "v1"), ("infra-v2", "v2")].map(|(s, v)| (s.to_owned(), v.to_owned()));
     assert_eq!(seen, want.into_iter().collect());
+}
+
+proxy_and_haproxy!(request_and_response_header_modifiers_on_rules);
+
+async fn request_and_response_header_modifiers_on_rules(provider: Provider) {
+    let spec = "{parentRefs: [{name: gw}], rules: [
+        {matches: [{path: {value: /set}}], filters: [{type: RequestHeaderModifier, requestHeaderModifier: {set: [{name: X-Header-Set, value: set-overwrites-values}], add: [{name: X-Header-Add, value: add-appends-values}], remove: [X-Header-Remove]}}], backendRefs: [{name: infra-v1, port: 80}]},
+        {matches: [{path: {value: /response}}], filters: [{type: ResponseHeaderModifier, responseHeaderModifier: {set: [{name: X-Answer, value: set}], add: [{name: Server, value: added}], remove: [Content-Type]}}], backendRefs: [{name: infra-v1, port: 80}]},
+        {matches: [{path: {value: /plain}}], backendRefs: [{name: infra-v1, port: 80}]}]}";
+    let services = [("infra-v1", 1)];
+    let (_m, p) = serve_on(provider, "gw-hdr-both", &services, &[("modifiers", spec)]).await;
+    let sent = [
+        ("x-header-set", "some-other-value"),
+        ("x-header-add", "add-value"),
+        ("x-header-remove", "gone"),
+    ];
+    let r = p
+        .request(p.http, "GET", "h.test", "/set", &sent, "")
+        .await
+        .unwrap();
+    assert_eq!(r.status, 200);
+    assert_eq!(received(&r, "x-header-set"), "set-overwrites-values");
+    assert_eq!(
+        received(&r, "x-header-add"),
+        "add-value, add-appends-values"
+    );
+    assert_eq!(received(&r, "x-header-remove"), "");
+
+    let r = p.get("h.test", "/response").await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.headers["x-answer"], "set");
+    let servers: Vec<&str> = (r.headers.get_all("server").iter())
+        .map(|v| v.to_str().unwrap())
+        .collect();
+    assert_eq!(servers, ["portico-echo", "added"]);
+    assert!(r.headers.get("content-type").is_none(), "{:?}", r.headers);
+    // Another rule of the route: none of it.
+    let r = p
+        .request(p.http, "GET", "h.test", "/plain", &sent, "")
+        .await
+        .unwrap();
+    assert_eq!(received(&r, "x-header-set"), "some-other-value");
+    assert!(r.headers.get("x-answer").is_none());
 }
 
 /// A rule matching `path` whose RequestRedirect filter has `fields` (flow YAML).

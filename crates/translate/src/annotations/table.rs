@@ -141,6 +141,8 @@ const PER_AGENT: &str = "counted per agent process, as ingress-nginx counts per 
 const ALIAS: &str = "an alias gets the HTTP-to-HTTPS redirect and its own certificate only when \
     spec.tls lists it";
 const NO_VARIABLES: &str = "nginx variables ($request_uri, …) in the URL are sent as written";
+const NO_VARIABLES_HAPROXY: &str = "nginx variables ($request_uri, …) in the URL are sent as \
+    written; a URL holding % is not served by haproxy (an error on the Ingress)";
 const STREAMS: &str = "the proxy streams requests and responses; nothing to tune";
 
 /// Every key Portico knows, in ingress-nginx's documentation order where it has one.
@@ -226,23 +228,28 @@ pub const ANNOTATIONS: &[Annotation] = &[
     },
     Annotation {
         proxy: Served,
-        ..proxy_only("app-root", Ignored(HAPROXY_NOT_YET))
+        haproxy: Served,
+        ..both("app-root")
     },
     Annotation {
         proxy: ServedDifferently(NO_VARIABLES),
-        ..proxy_only("permanent-redirect", Ignored(HAPROXY_NOT_YET))
+        haproxy: ServedDifferently(NO_VARIABLES_HAPROXY),
+        ..both("permanent-redirect")
     },
     Annotation {
         proxy: Served,
-        ..proxy_only("permanent-redirect-code", Ignored(HAPROXY_NOT_YET))
+        haproxy: Served,
+        ..both("permanent-redirect-code")
     },
     Annotation {
         proxy: ServedDifferently(NO_VARIABLES),
-        ..proxy_only("temporal-redirect", Ignored(HAPROXY_NOT_YET))
+        haproxy: ServedDifferently(NO_VARIABLES_HAPROXY),
+        ..both("temporal-redirect")
     },
     Annotation {
         proxy: Served,
-        ..proxy_only("temporal-redirect-code", Ignored(HAPROXY_NOT_YET))
+        haproxy: Served,
+        ..both("temporal-redirect-code")
     },
     Annotation {
         proxy: ServedDifferently(
@@ -275,7 +282,8 @@ pub const ANNOTATIONS: &[Annotation] = &[
     },
     Annotation {
         proxy: Served,
-        ..proxy_only("upstream-vhost", Ignored(HAPROXY_NOT_YET))
+        haproxy: Served,
+        ..both("upstream-vhost")
     },
     Annotation {
         proxy: Served,

@@ -45,16 +45,30 @@ pub(super) fn frontend(
     }
     s.push_str(&compression_lines(input.limits.compression));
     routes::empty(&mut out.maps, listener.id);
+    let mut own = String::new();
     for policy in &listener.policies {
         if let Some(what) = unsupported(policy) {
             out.diagnostics.push(not_served(policy, what));
-        } else if let Err(routes::Unmappable) =
-            policy_entries(listener, policy, specials, &mut out.maps)
-        {
-            out.diagnostics.push(unmappable(policy));
+            continue;
+        }
+        let lines = match super::policy::lines(policy) {
+            Ok(lines) => lines,
+            Err(refused) => {
+                out.diagnostics.push(refused_option(policy, &refused));
+                continue;
+            }
+        };
+        match policy_entries(listener, policy, !lines.is_empty(), specials, &mut out.maps) {
+            Ok(()) => own.push_str(&lines),
+            Err(Skipped::Unmappable) => out.diagnostics.push(unmappable(policy)),
+            Err(Skipped::Refused(refused)) => {
+                out.diagnostics.push(refused_option(policy, &refused));
+            }
         }
     }
     s.push_str(&routes::frontend_lines(listener.id));
+    s.push_str(&own);
+    s.push_str(routes::USE_BACKEND);
     let default = match listener.default_pool {
         Some(pool) => {
             specials.pool(pool);
@@ -142,11 +156,7 @@ pub(super) fn redirect_line(redirect: &portico_model::Redirect) -> Option<String
 
 /// The first Gateway API filter among a policy's options that haproxy does not render.
 fn gateway_filters(options: &portico_model::PolicyOptions) -> Option<&'static str> {
-    if options.request_headers.is_some() {
-        Some("a RequestHeaderModifier filter")
-    } else if options.response_headers.is_some() {
-        Some("a ResponseHeaderModifier filter")
-    } else if options.path.is_some() {
+    if options.path.is_some() {
         Some("a URLRewrite path")
     } else if !options.mirrors.is_empty() {
         Some("a RequestMirror filter")
@@ -203,6 +213,17 @@ fn compression_lines(compression: portico_model::Compression) -> String {
         return String::new();
     }
     "    compression algo gzip\n    compression type text/html text/plain text/css text/javascript text/xml application/json application/javascript application/xml image/svg+xml\n".to_owned()
+}
+
+fn refused_option(policy: &L7Policy, refused: &super::policy::Refused) -> Diagnostic {
+    Diagnostic::error(
+        portico_model::ObjectRef::clone(&policy.source),
+        "metadata.annotations",
+        format!(
+            "{} of policy {} {}; it is not served by haproxy",
+            refused.field, policy.id, refused.why
+        ),
+    )
 }
 
 fn unmappable(policy: &L7Policy) -> Diagnostic {
@@ -293,13 +314,21 @@ pub(crate) fn bind_fix(alerts: &str) -> &'static str {
     }
 }
 
-/// The map entries of one policy; nothing when its rules never match.
+/// Why a policy got no map entries.
+enum Skipped {
+    Unmappable,
+    Refused(super::policy::Refused),
+}
+
+/// The map entries of one policy; nothing when its rules never match. `own`: the policy has
+/// lines of its own, which its entries' value names it for.
 fn policy_entries(
     listener: &Listener,
     policy: &L7Policy,
+    own: bool,
     specials: &mut Specials,
     maps: &mut routes::Maps,
-) -> Result<(), routes::Unmappable> {
+) -> Result<(), Skipped> {
     let Some((host, path)) = reduce(&policy.rules) else {
         return Ok(());
     };
@@ -316,8 +345,15 @@ fn policy_entries(
         },
         // Refused before (`unsupported`).
         PolicyAction::RedirectToPools { .. } => return Ok(()),
-        // Not rendered: the translation warns on the Ingress, naming the annotation.
-        PolicyAction::RedirectToUrl { .. } => return Ok(()),
+        PolicyAction::RedirectToUrl { status, url } => {
+            let line = super::policy::redirect_to_url(*status, url).map_err(Skipped::Refused)?;
+            specials.gateway_redirect(line)
+        }
     };
-    routes::add(maps, listener.id, &host, &path, &backend)
+    let value = if own {
+        format!("{backend}~{}", policy.id)
+    } else {
+        backend
+    };
+    routes::add(maps, listener.id, &host, &path, &value).map_err(|_| Skipped::Unmappable)
 }

@@ -15,6 +15,7 @@ mod balance;
 mod descriptors;
 mod frontend;
 mod global;
+mod policy;
 mod reduce;
 pub mod routes;
 mod sni;

@@ -19,7 +19,8 @@
 //! host rule (as in the proxy, where no rule host holds one). Map files are read word by word
 //! (no quoting): a key or value holding a space, a control byte, a non-ASCII byte or a
 //! leading `#` cannot be written, and its policy is not served (an error on its Ingress).
-//! Values are backend names of Portico's own making.
+//! Values are backend names of Portico's own making, followed by `~` and the policy's id when
+//! the policy has lines of its own ([`super::policy`]), which test `txn.policy`.
 
 use portico_model::ListenerId;
 use portico_model::matching::{HostMatch, PathMatch};
@@ -124,9 +125,13 @@ pub fn frontend_lines(listener: ListenerId) -> String {
             );
         }
     }
-    s.push_str("    use_backend %[var(txn.route)] if { var(txn.route) -m found }\n");
+    s.push_str("    http-request set-var(txn.policy) var(txn.route),field(2,~) if { var(txn.route) -m sub ~ }\n");
     s
 }
+
+/// The line that switches to the backend found (after the policies' own lines).
+pub const USE_BACKEND: &str =
+    "    use_backend %[var(txn.route),field(1,~)] if { var(txn.route) -m found }\n";
 
 /// A map file's text: `key value` lines.
 pub fn file_text(entries: &BTreeMap<String, String>) -> String {

@@ -172,7 +172,7 @@ fn routing_is_by_maps_with_a_fixed_number_of_lines_per_listener() {
     )));
     assert_eq!(
         lines_with(&many, "use_backend"),
-        ["use_backend %[var(txn.route)] if { var(txn.route) -m found }"]
+        ["use_backend %[var(txn.route),field(1,~)] if { var(txn.route) -m found }"]
     );
 }
 
@@ -803,4 +803,102 @@ fn a_passthrough_host_haproxy_cannot_select_is_refused_with_a_diagnostic() {
         d.message.contains("\"bad }.test\"") && d.message.contains("not served by haproxy"),
         "{d:?}"
     );
+}
+
+fn host_root(host: &str) -> Vec<L7Rule> {
+    vec![
+        rule(RuleType::HostName, CompareType::EqualTo, host),
+        rule(RuleType::Path, CompareType::PathPrefix, "/"),
+    ]
+}
+
+#[test]
+fn a_policy_with_options_is_named_in_its_map_value_and_gets_its_own_lines() {
+    let mut vh = policy("vh", host_root("vh.test"), to_pool());
+    vh.options = Some(std::sync::Arc::new(PolicyOptions {
+        upstream_host: Some("internal.svc".into()),
+        ..Default::default()
+    }));
+    let plain = policy("plain", host_root("plain.test"), to_pool());
+    let r = rendered(&lb(vec![vh, plain], vec![]));
+    let pool = PoolId::derive("pool").to_string();
+    let id = L7PolicyId::derive("vh");
+    let values: Vec<String> = entries(&r).into_iter().map(|(_, _, v)| v).collect();
+    assert!(values.contains(&format!("{pool}~{id}")), "{values:?}");
+    assert!(values.contains(&pool), "{values:?}");
+    assert_eq!(
+        lines_with(&r, "set-header Host"),
+        [format!(
+            "http-request set-header Host \"internal.svc\" if {{ var(txn.policy) -m str {id} }}"
+        )]
+    );
+    // The policy's lines come after the lookup that sets txn.policy, before use_backend.
+    let at = |needle: &str| r.config.find(needle).unwrap();
+    assert!(at("set-var(txn.policy)") < at("set-header Host"));
+    assert!(at("set-header Host") < at("use_backend"));
+}
+
+#[test]
+fn redirects_to_urls_are_backends_and_a_relative_one_keeps_scheme_and_host() {
+    let to = |status, url: &str| PolicyAction::RedirectToUrl {
+        status,
+        url: url.into(),
+    };
+    let policies = vec![
+        policy(
+            "pr",
+            host_root("pr.test"),
+            to(301, "https://example.com/new?a=b"),
+        ),
+        policy("ar", host_root("ar.test"), to(302, "/app1")),
+        policy("pct", host_root("pct.test"), to(301, "https://x.test/%41")),
+    ];
+    let r = rendered(&lb(policies, vec![]));
+    assert_eq!(
+        lines_with(&r, "http-request redirect"),
+        [
+            "http-request redirect location \"%[ssl_fc,iif(https,http)]://%[req.hdr(host)]/app1\" code 302",
+            "http-request redirect location \"https://example.com/new\\x3fa\\x3db\" code 301",
+        ]
+    );
+    let text = format!("{:?}", r.diagnostics);
+    assert!(text.contains("holds a %"), "{text}");
+    assert_eq!(entries(&r).len(), 4, "pct.test is not routed");
+}
+
+#[test]
+fn header_modifiers_are_policy_lines_and_unwritable_values_are_refused() {
+    let changes = |set: &str| HeaderChanges {
+        set: vec![("x-set".into(), set.into())],
+        add: vec![("x-add".into(), "a b".into())],
+        remove: vec!["x-gone".into()],
+    };
+    let mut ok = policy("ok", host_root("ok.test"), to_pool());
+    ok.options = Some(std::sync::Arc::new(PolicyOptions {
+        request_headers: Some(changes("v")),
+        response_headers: Some(changes("w")),
+        ..Default::default()
+    }));
+    let mut bad = policy("bad", host_root("bad.test"), to_pool());
+    bad.options = Some(std::sync::Arc::new(PolicyOptions {
+        request_headers: Some(changes("%[src]")),
+        ..Default::default()
+    }));
+    let r = rendered(&lb(vec![ok, bad], vec![]));
+    let id = L7PolicyId::derive("ok");
+    let when = format!("if {{ var(txn.policy) -m str {id} }}");
+    let mut want = vec![];
+    for side in ["request", "response"] {
+        let v = if side == "request" { "v" } else { "w" };
+        want.push(format!("http-{side} set-header x-set \"{v}\" {when}"));
+        want.push(format!("http-{side} add-header x-add \"a\\x20b\" {when}"));
+        want.push(format!("http-{side} del-header x-gone {when}"));
+    }
+    assert_eq!(lines_with(&r, "-header x-"), want);
+    let text = format!("{:?}", r.diagnostics);
+    assert!(
+        text.contains("RequestHeaderModifier") && text.contains("holds a %"),
+        "{text}"
+    );
+    assert_eq!(entries(&r).len(), 2, "bad.test is not routed");
 }
