@@ -187,6 +187,7 @@ mod tests {
                         host: (*host).into(),
                         pool: PoolId::derive(pool),
                         source: ObjectRef::new("Ingress", "default", name),
+                        terminate: false,
                     })
                     .collect(),
                 ..ListenerTls::default()

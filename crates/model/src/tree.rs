@@ -105,7 +105,9 @@ pub struct SniCertificate {
     pub source: ObjectRef,
 }
 
-/// An SNI host whose TLS connections pass through, unterminated, to a pool's members.
+/// An SNI host whose TLS connections go, as a byte stream, to a pool's members: unterminated
+/// (the member holds the certificate), or with `terminate`, decrypted here first (the
+/// listener's SNI certificates answer the handshake, as for HTTPS) and the plain stream sent.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct SniPassthrough {
     /// Lower-cased host name, or `*.suffix` for a wildcard.
@@ -113,6 +115,10 @@ pub struct SniPassthrough {
     pub pool: PoolId,
     /// The Ingress (`ssl-passthrough`) or TLSRoute that asked for it.
     pub source: ObjectRef,
+    /// TLS is terminated here and the decrypted stream goes to the pool (a TLSRoute on a TLS
+    /// listener of `tls.mode: Terminate`); otherwise the raw TLS stream does.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub terminate: bool,
 }
 
 /// What a matching policy does with the request.

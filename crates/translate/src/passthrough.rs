@@ -58,7 +58,15 @@ fn add(
         return diagnostics.push(Diagnostic::warning(object, field, message));
     }
     let source = ObjectRef::clone(&source.object);
-    hosts.insert(host.clone(), SniPassthrough { host, pool, source });
+    hosts.insert(
+        host.clone(),
+        SniPassthrough {
+            host,
+            pool,
+            source,
+            terminate: false,
+        },
+    );
 }
 
 /// The length of a forwarding policy's path (the root path `/` counts 0) and its pool;

@@ -1,5 +1,6 @@
-//! TLSRoute → SNI passthrough on the Gateway's TERMINATED_HTTPS listener, beside its HTTPS
-//! hosts on the same port, and the routes' and listeners' verdicts.
+//! TLSRoute → SNI passthrough (and, on TLS listeners of mode Terminate, SNI-routed termination)
+//! on the Gateway's TERMINATED_HTTPS listener, beside its HTTPS hosts on the same port, and the
+//! routes' and listeners' verdicts.
 #![allow(clippy::unwrap_used)]
 
 mod support;
@@ -22,6 +23,18 @@ spec: {controllerName: portico.dev/gateway-controller}
 apiVersion: v1
 kind: Secret
 metadata: {name: cert, namespace: shop}
+type: kubernetes.io/tls
+data: {tls.crt: eA==, tls.key: eA==}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: term-cert, namespace: shop}
+type: kubernetes.io/tls
+data: {tls.crt: eA==, tls.key: eA==}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: far-cert, namespace: backends}
 type: kubernetes.io/tls
 data: {tls.crt: eA==, tls.key: eA==}
 ---
@@ -68,10 +81,21 @@ fn own(t: &Translation) -> &LoadBalancer {
 
 /// The passthrough entries of the HTTPS listener as `host -> service (route)`.
 fn passthrough(t: &Translation) -> Vec<String> {
+    entries(t, false)
+}
+
+/// The entries of the HTTPS listener that terminate TLS (TLS listeners of mode Terminate) as
+/// `host -> service (route)`.
+fn terminated(t: &Translation) -> Vec<String> {
+    entries(t, true)
+}
+
+fn entries(t: &Translation, terminate: bool) -> Vec<String> {
     let lb = own(t);
     let https = (lb.listeners.iter()).find(|l| l.protocol == Protocol::TerminatedHttps);
     let tls = https.unwrap().tls.as_ref().unwrap();
     (tls.passthrough.iter())
+        .filter(|p| p.terminate == terminate)
         .map(|p| {
             let pool = lb.pool(p.pool).unwrap();
             format!("{} -> {} ({})", p.host, pool.service.name, p.source.name)
@@ -263,8 +287,8 @@ fn several_weighted_backends_are_refused_rather_than_served_as_one() {
 }
 
 #[test]
-fn tls_listeners_take_only_tls_routes_and_terminate_mode_is_refused() {
-    let listeners = "[{name: tls, port: 443, protocol: TLS, hostname: a.example.com, tls: {mode: Passthrough}}, {name: term, port: 8443, protocol: TLS, hostname: b.example.com, tls: {mode: Terminate, certificateRefs: [{name: cert}]}}]";
+fn tls_listeners_take_only_tls_routes_in_either_mode() {
+    let listeners = "[{name: tls, port: 443, protocol: TLS, hostname: a.example.com, tls: {mode: Passthrough}}, {name: term, port: 443, protocol: TLS, hostname: b.example.com, tls: {mode: Terminate, certificateRefs: [{name: cert}]}}]";
     let http_route = "---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: h, namespace: shop}\nspec: {parentRefs: [{name: edge, sectionName: tls}]}\n";
     let t = translate_docs(&[gateway("portico", listeners), http_route.to_owned()]);
     let h = &t.gateways.routes[&ObjectKey::new("shop", "h")][0];
@@ -274,11 +298,25 @@ fn tls_listeners_take_only_tls_routes_and_terminate_mode_is_refused() {
     );
     let g = &t.gateways.gateways[&ObjectKey::new("shop", "edge")];
     assert_eq!(
-        conditions(&g.listeners[1].conditions)[0],
-        "Accepted=false/UnsupportedValue"
+        conditions(&g.listeners[1].conditions),
+        [
+            "Accepted=true/Accepted",
+            "Programmed=true/Programmed",
+            "ResolvedRefs=true/ResolvedRefs",
+            "Conflicted=false/NoConflicts"
+        ]
     );
-    // A TLS-only Gateway still gets its TERMINATED_HTTPS listener (without certificates).
-    assert_eq!(own(&t).listeners[0].protocol, Protocol::TerminatedHttps);
+    let kinds: Vec<&str> = (g.listeners[1].supported_kinds.iter())
+        .map(|k| k.1.as_str())
+        .collect();
+    assert_eq!(kinds, ["TLSRoute"]);
+    // A TLS-only Gateway still gets its TERMINATED_HTTPS listener, with the Terminate
+    // listener's certificate for its hostname.
+    let https = &own(&t).listeners[0];
+    assert_eq!(https.protocol, Protocol::TerminatedHttps);
+    let sni = &https.tls.as_ref().unwrap().sni;
+    assert_eq!(sni.len(), 1);
+    assert_eq!(sni[0].host, "b.example.com");
 }
 
 #[test]
@@ -312,4 +350,147 @@ fn https_and_tls_listeners_share_a_port_but_not_a_hostname_nor_another_port() {
     assert_eq!(verdict(0)[3], "Conflicted=true/HostnameConflict");
     assert_eq!(verdict(1)[3], "Conflicted=true/HostnameConflict");
     assert_eq!(verdict(2)[0], "Accepted=false/PortUnavailable");
+}
+
+/// An HTTPS listener, a Passthrough and a Terminate TLS listener on one port.
+const THREE: &str = "[{name: https, port: 443, protocol: HTTPS, hostname: web.example.com, tls: {certificateRefs: [{name: cert}]}}, {name: pass, port: 443, protocol: TLS, hostname: '*.pass.example.com', tls: {mode: Passthrough}}, {name: term, port: 443, protocol: TLS, hostname: '*.term.example.com', tls: {mode: Terminate, certificateRefs: [{name: term-cert}]}}]";
+
+#[test]
+fn a_terminate_listener_terminates_its_routes_hosts_beside_https_and_passthrough_on_one_port() {
+    let t = translate_docs(&[
+        gateway("portico", THREE),
+        route(
+            "pass",
+            "2026-01-01T00:00:00Z",
+            "{parentRefs: [{name: edge, sectionName: pass}], hostnames: [db.pass.example.com], rules: [{backendRefs: [{name: tls-backend, port: 8443}]}]}",
+        ),
+        route(
+            "term",
+            "2026-01-02T00:00:00Z",
+            "{parentRefs: [{name: edge}], hostnames: [a.term.example.com, '*.x.term.example.com', other.example.org], rules: [{backendRefs: [{name: other, port: 8443}]}]}",
+        ),
+        route(
+            "far",
+            "2026-01-03T00:00:00Z",
+            "{parentRefs: [{name: edge, sectionName: term}], hostnames: [b.term.example.com], rules: [{backendRefs: [{name: db, namespace: backends, port: 8443}]}]}",
+        ),
+    ]);
+    assert_eq!(
+        passthrough(&t),
+        ["db.pass.example.com -> tls-backend (pass)"]
+    );
+    // The route's hostnames meet the listener's; one outside it is not served.
+    assert_eq!(
+        terminated(&t),
+        [
+            "*.x.term.example.com -> other (term)",
+            "a.term.example.com -> other (term)"
+        ]
+    );
+    assert_eq!(route_conditions(&t, "term"), SERVED);
+    assert_eq!(
+        route_conditions(&t, "far"),
+        [
+            "Accepted=true/Accepted",
+            "ResolvedRefs=false/RefNotPermitted"
+        ]
+    );
+    // One TERMINATED_HTTPS listener: the HTTPS host's certificate and the Terminate
+    // listener's; no isolation policy for the TLS hosts (their streams are not HTTP).
+    let lb = own(&t);
+    assert_eq!(lb.listeners.len(), 1);
+    let https = &lb.listeners[0];
+    let sni: Vec<(&str, &str)> = (https.tls.as_ref().unwrap().sni.iter())
+        .map(|s| (s.host.as_str(), s.certificate.name.as_str()))
+        .collect();
+    assert_eq!(
+        sni,
+        [
+            ("*.term.example.com", "term-cert"),
+            ("web.example.com", "cert")
+        ]
+    );
+    let g = &t.gateways.gateways[&ObjectKey::new("shop", "edge")];
+    let listeners: Vec<_> = (g.listeners.iter())
+        .map(|l| {
+            (
+                l.name.as_str(),
+                l.attached_routes,
+                conditions(&l.conditions)[0].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        listeners,
+        [
+            ("https", 0, "Accepted=true/Accepted".to_owned()),
+            ("pass", 1, "Accepted=true/Accepted".to_owned()),
+            ("term", 2, "Accepted=true/Accepted".to_owned()),
+        ]
+    );
+    assert_eq!(conditions(&g.conditions)[0], "Accepted=true/Accepted");
+}
+
+#[test]
+fn a_terminate_listener_needs_certificates_it_may_use() {
+    let listeners = |refs: &str| {
+        format!(
+            "[{{name: term, port: 443, protocol: TLS, hostname: a.example.com, tls: {{mode: Terminate, certificateRefs: [{refs}]}}}}]"
+        )
+    };
+    let resolved = |t: &Translation| {
+        let g = &t.gateways.gateways[&ObjectKey::new("shop", "edge")];
+        conditions(&g.listeners[0].conditions)[2].clone()
+    };
+    let none = translate_docs(&[gateway("portico", &listeners(""))]);
+    assert_eq!(resolved(&none), "ResolvedRefs=false/InvalidCertificateRef");
+    let message = |t: &Translation| {
+        (t.diagnostics.iter())
+            .any(|d| d.field == "spec.listeners[0]" && d.message.contains("certificateRefs"))
+    };
+    assert!(message(&none), "{:?}", none.diagnostics);
+    let far = "{name: far-cert, namespace: backends}";
+    let t = translate_docs(&[gateway("portico", &listeners(far))]);
+    assert_eq!(resolved(&t), "ResolvedRefs=false/RefNotPermitted");
+    let grant = "---\napiVersion: gateway.networking.k8s.io/v1beta1\nkind: ReferenceGrant\nmetadata: {name: g, namespace: backends}\nspec:\n  from: [{group: gateway.networking.k8s.io, kind: Gateway, namespace: shop}]\n  to: [{group: '', kind: Secret}]\n";
+    let t = translate_docs(&[gateway("portico", &listeners(far)), grant.to_owned()]);
+    assert_eq!(resolved(&t), "ResolvedRefs=true/ResolvedRefs");
+    let sni = &own(&t).listeners[0].tls.as_ref().unwrap().sni;
+    assert_eq!(sni[0].certificate.namespace, "backends");
+}
+
+#[test]
+fn a_gateway_served_by_haproxy_refuses_its_terminate_listener_and_keeps_the_others() {
+    let t = translate_docs(&[
+        gateway("hap", THREE),
+        route(
+            "term",
+            "2026-01-02T00:00:00Z",
+            "{parentRefs: [{name: edge, sectionName: term}], hostnames: [a.term.example.com], rules: [{backendRefs: [{name: other, port: 8443}]}]}",
+        ),
+    ]);
+    let g = &t.gateways.gateways[&ObjectKey::new("shop", "edge")];
+    let accepted: Vec<String> = (g.listeners.iter())
+        .map(|l| conditions(&l.conditions)[0].clone())
+        .collect();
+    assert_eq!(
+        accepted,
+        [
+            "Accepted=true/Accepted",
+            "Accepted=true/Accepted",
+            "Accepted=false/UnsupportedProtocol"
+        ]
+    );
+    assert_eq!(terminated(&t), Vec::<String>::new());
+    assert_eq!(
+        route_conditions(&t, "term")[0],
+        "Accepted=false/NotAllowedByListeners"
+    );
+    let named = t.diagnostics.iter().find(|d| {
+        d.object.kind == "Gateway"
+            && d.object.name == "edge"
+            && d.field == "spec.listeners[2]"
+            && d.message.contains("tls.mode Terminate")
+    });
+    assert!(named.is_some(), "{:?}", t.diagnostics);
 }

@@ -56,6 +56,10 @@ pub(crate) struct ListenerState<'a> {
     /// A TLS listener of `tls.mode: Passthrough`: served on the TERMINATED_HTTPS listener
     /// of its port, its hosts' streams not terminated.
     pub passthrough: bool,
+    /// A TLS listener of `tls.mode: Terminate`: served on the TERMINATED_HTTPS listener of its
+    /// port with its certificates, its hosts' decrypted streams sent to their TLSRoutes'
+    /// backends (not HTTP).
+    pub terminate: bool,
 }
 
 impl ListenerState<'_> {
@@ -238,6 +242,7 @@ fn listener<'a>(gateway: &ObjectKey, spec: &'a Listener, objects: &Objects) -> L
         certificates: Vec::new(),
         attached: 0,
         passthrough: false,
+        terminate: false,
     };
     match spec.protocol.as_str() {
         "HTTP" => state.protocol = Some(Protocol::Http),
@@ -257,8 +262,9 @@ fn listener<'a>(gateway: &ObjectKey, spec: &'a Listener, objects: &Objects) -> L
                 state.passthrough = true;
             }
             _ => {
-                let message = "tls.mode Terminate on a TLS listener is not served yet (Passthrough is; HTTPS terminates)".to_owned();
-                state.accepted = Err(("UnsupportedValue", message));
+                state.protocol = Some(Protocol::TerminatedHttps);
+                state.terminate = true;
+                state.resolved = certificates(gateway, spec, objects, &mut state.certificates);
             }
         },
         "TCP" => state.protocol = Some(Protocol::Tcp),
@@ -321,7 +327,7 @@ fn route_kinds(spec: &Listener, served: &[&'static str]) -> (Vec<&'static str>, 
     (taken, invalid.map(|k| k.kind.clone()))
 }
 
-/// Resolves an HTTPS listener's `certificateRefs` into `out`; the first that does not
+/// Resolves the `certificateRefs` of an HTTPS listener or a TLS one of mode Terminate into `out`; the first that does not
 /// resolve is the refusal.
 fn certificates(
     gateway: &ObjectKey,
@@ -334,7 +340,10 @@ fn certificates(
         .as_ref()
         .map_or(&[][..], |t| &t.certificate_refs[..]);
     if refs.is_empty() {
-        let message = "an HTTPS listener needs tls.certificateRefs".to_owned();
+        let message = format!(
+            "an {} listener that terminates TLS needs tls.certificateRefs",
+            spec.protocol
+        );
         return Err(("InvalidCertificateRef", message));
     }
     for r in refs {

@@ -62,11 +62,15 @@ pub(crate) fn load_balancer(
                 }
             }
         }
-        // Passed-through hosts never reach the policies: no isolation for them.
+        // Passed-through hosts, and those of TLS listeners (their streams are not HTTP), never
+        // reach the policies: no isolation for them; the latter's certificates serve.
         let terminated: Vec<usize> = (served.iter().copied())
             .filter(|&i| !gateway.listeners[i].passthrough)
             .collect();
-        policies.extend(isolation(gateway, &terminated, listener_id, &origin));
+        let http: Vec<usize> = (terminated.iter().copied())
+            .filter(|&i| !gateway.listeners[i].terminate)
+            .collect();
+        policies.extend(isolation(gateway, &http, listener_id, &origin));
         order::sort(&mut policies);
         let tls = (protocol == Protocol::TerminatedHttps).then(|| {
             let mut tls = tls(gateway, &terminated, &origin);

@@ -1,4 +1,10 @@
-//! TLSRoutes → SNI passthrough on a Gateway's TLS listeners (`tls.mode: Passthrough`).
+//! TLSRoutes → SNI passthrough on a Gateway's TLS listeners (`tls.mode: Passthrough`), and
+//! SNI-routed TLS termination on those of `tls.mode: Terminate`.
+//!
+//! A Terminate listener is served the same way, its entries marked `terminate`: the
+//! listener's `certificateRefs` join the SNI certificates of the TERMINATED_HTTPS listener
+//! (its hostname, as for HTTPS), and a handshake whose server name is one of its routes' hosts
+//! is answered here and its decrypted stream sent to the route's backend.
 //!
 //! A TLS listener is served on the TERMINATED_HTTPS listener of its port: its hosts go to
 //! [`portico_model::ListenerTls::passthrough`], checked before any certificate is chosen, so
@@ -39,6 +45,8 @@ pub(crate) struct Entry {
     pub host: String,
     pub backend: PoolKey,
     pub source: ObjectRef,
+    /// From a TLS listener of `tls.mode: Terminate`: decrypted here, then sent.
+    pub terminate: bool,
 }
 
 /// A Gateway served by neither the built-in proxy nor haproxy cannot pass TLS through: its
@@ -48,15 +56,24 @@ pub(crate) fn refuse_unserved(
     provider: &str,
     diagnostics: &mut Vec<Diagnostic>,
 ) {
-    if provider == "proxy" || provider == "haproxy" {
+    if provider == "proxy" {
         return;
     }
     let object = ObjectRef::new("Gateway", &gateway.key.namespace, &gateway.key.name);
-    let passing = gateway.listeners.iter_mut().enumerate();
-    for (i, listener) in passing.filter(|(_, l)| l.passthrough && l.accepted.is_ok()) {
-        let message = format!(
-            "provider {provider} does not serve TLS passthrough (the built-in proxy and haproxy do)"
-        );
+    let unserved = |l: &ListenerState<'_>| {
+        l.accepted.is_ok() && (l.terminate || (l.passthrough && provider != "haproxy"))
+    };
+    let listeners = gateway.listeners.iter_mut().enumerate();
+    for (i, listener) in listeners.filter(|(_, l)| unserved(l)) {
+        let message = if listener.terminate {
+            format!(
+                "provider {provider} does not serve TLS listeners of tls.mode Terminate (the built-in proxy does)"
+            )
+        } else {
+            format!(
+                "provider {provider} does not serve TLS passthrough (the built-in proxy and haproxy do)"
+            )
+        };
         let field = format!("spec.listeners[{i}]");
         let text = format!("UnsupportedProtocol: {message}");
         diagnostics.push(Diagnostic::warning(object.clone(), field, text));
@@ -176,6 +193,7 @@ fn listen(
         }
         attached = true;
         gateway.listeners[i].attached += 1;
+        let terminate = gateway.listeners[i].terminate;
         let Some(backend) = backend else { continue };
         for host in hosts {
             if !gateway.passthrough.iter().any(|e| e.host == host) {
@@ -183,6 +201,7 @@ fn listen(
                     host,
                     backend: backend.clone(),
                     source: source.clone(),
+                    terminate,
                 });
             }
         }
@@ -209,6 +228,7 @@ pub(crate) fn entries(
                 host: entry.host.clone(),
                 pool,
                 source: entry.source.clone(),
+                terminate: entry.terminate,
             }
         })
         .collect();

@@ -179,6 +179,7 @@ impl ModelBuilder {
                 host: (*host).to_owned(),
                 pool: *pool,
                 source: source.clone(),
+                terminate: false,
             }));
         self
     }

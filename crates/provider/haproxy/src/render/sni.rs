@@ -67,6 +67,19 @@ pub(super) fn render(lb: &LoadBalancer, input: &Input<'_>, out: &mut Rendered) -
     };
     let mut served: Vec<&SniPassthrough> = Vec::new();
     for entry in entries {
+        if entry.terminate {
+            // Translation refuses such listeners for haproxy; never pass them through raw.
+            let message = format!(
+                "TLS of host {:?} (TLSRoute {}/{}) is to be terminated and its stream sent on: haproxy does not serve TLS listeners of tls.mode Terminate",
+                entry.host, entry.source.namespace, entry.source.name
+            );
+            (out.diagnostics).push(Diagnostic::error(
+                lb.origin.clone(),
+                "spec.listeners",
+                message,
+            ));
+            continue;
+        }
         match refusal(entry) {
             Some(why) => out.diagnostics.push(Diagnostic::error(
                 entry.source.clone(),

@@ -693,6 +693,7 @@ fn lb_with_passthrough(hosts: &[&str]) -> LoadBalancer {
                 host: (*h).to_owned(),
                 pool: secure,
                 source: ObjectRef::new("Ingress", "default", "pass"),
+                terminate: false,
             })
             .collect(),
         ..ListenerTls::default()
@@ -901,4 +902,24 @@ fn header_modifiers_are_policy_lines_and_unwritable_values_are_refused() {
         "{text}"
     );
     assert_eq!(entries(&r).len(), 2, "bad.test is not routed");
+}
+
+#[test]
+fn a_host_whose_tls_is_to_be_terminated_is_not_passed_through_raw() {
+    let dir = PathBuf::from("/state/lb");
+    let (certificates, ca, limits) = (BTreeMap::new(), ca_files(), Limits::default());
+    let input = passthrough_input(&dir, &certificates, &ca, &limits);
+    let mut lb = lb_with_passthrough(&["raw.test", "term.test"]);
+    let mut listeners = (*lb.listeners).clone();
+    let tls = listeners[1].tls.as_mut().unwrap();
+    tls.passthrough[1].terminate = true;
+    lb.listeners = std::sync::Arc::new(listeners);
+    let r = render(&lb, &input);
+    let uses = lines_with(&r, "sess.portico_sni) -m");
+    assert_eq!(uses.len(), 1, "{uses:?}");
+    assert!(uses[0].ends_with("-m str raw.test }"), "{uses:?}");
+    assert!(!r.config.contains("term.test"));
+    let refused = (r.diagnostics.iter())
+        .any(|d| d.object == lb.origin && d.message.contains("\"term.test\""));
+    assert!(refused, "{:?}", r.diagnostics);
 }
