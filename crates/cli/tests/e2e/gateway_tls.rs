@@ -1,5 +1,7 @@
 //! TLSRoute on the real binary with the built-in proxy: a Gateway's TLS listener of
-//! `tls.mode: Passthrough` beside its HTTPS listener on one port. A passed-through name's
+//! `tls.mode: Passthrough` beside its HTTPS listener on one port; and one of `tls.mode:
+//! Terminate` beside both, whose hosts' TLS Portico terminates with the listener's certificate
+//! and whose decrypted streams it sends to plain TCP backends. A passed-through name's
 //! handshake is answered by the TLS backend itself (its certificate reaches the client),
 //! another name's by Portico with the listener's certificate. Cases modelled on the upstream
 //! conformance suite's TLSRoute tests (a simple same-namespace route, hostname intersection,
@@ -239,4 +241,130 @@ async fn a_tls_route_added_changed_and_removed_is_served_without_a_restart() {
     wait_leaf(&p, "db.pass.test", Some(&second.chain_pem), "").await;
     m.remove("route.yaml");
     wait_leaf(&p, "db.pass.test", None, &second.chain_pem).await;
+}
+
+/// A plain TCP backend: it greets each connection with `name`, echoes every line, and after
+/// the client's end of stream (a half-close) says `bye name` and closes.
+async fn tcp_echo(name: &'static str) -> std::net::SocketAddr {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let (read, mut write) = stream.into_split();
+                write.write_all(format!("{name}\n").as_bytes()).await?;
+                let mut lines = BufReader::new(read).lines();
+                while let Some(line) = lines.next_line().await? {
+                    write.write_all(format!("{line}\n").as_bytes()).await?;
+                }
+                write.write_all(format!("bye {name}\n").as_bytes()).await?;
+                write.shutdown().await?;
+                std::io::Result::Ok(())
+            });
+        }
+    });
+    addr
+}
+
+/// Over a terminated connection to a TCP echo backend: its greeting, a line echoed, then,
+/// after the client's half-close, the backend's goodbye and the end of the stream.
+async fn talk(conn: TlsConn) -> Vec<String> {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let mut stream = BufReader::new(conn.stream);
+    let mut said = Vec::new();
+    let mut line = String::new();
+    let read = async |stream: &mut BufReader<_>, line: &mut String| {
+        line.clear();
+        let n = tokio::time::timeout(Duration::from_secs(5), stream.read_line(line));
+        n.await.expect("a line in time").expect("readable");
+        line.trim_end().to_owned()
+    };
+    said.push(read(&mut stream, &mut line).await);
+    stream
+        .get_mut()
+        .write_all(b"hello through TLS\n")
+        .await
+        .unwrap();
+    said.push(read(&mut stream, &mut line).await);
+    stream.get_mut().shutdown().await.unwrap();
+    said.push(read(&mut stream, &mut line).await);
+    said.push(read(&mut stream, &mut line).await);
+    said
+}
+
+/// An HTTPS listener for `term.test`, a Passthrough TLS listener for `*.pass.test` and a
+/// Terminate TLS listener for `*.tcp.test`, all on 443.
+const THREE: &str = "[{name: https, port: 443, protocol: HTTPS, hostname: term.test, tls: {certificateRefs: [{name: term-tls}]}}, {name: tls, port: 443, protocol: TLS, hostname: '*.pass.test', tls: {mode: Passthrough}}, {name: tcp, port: 443, protocol: TLS, hostname: '*.tcp.test', tls: {mode: Terminate, certificateRefs: [{name: tcp-tls}]}}]";
+
+#[tokio::test]
+async fn a_terminate_listener_sends_each_hosts_decrypted_stream_to_its_own_backend() {
+    let ns = "gw-tls-term";
+    let m = backends(ns, &[("web", 1)]).await;
+    let ca = Authority::new("e2e ca").unwrap();
+    let (own, terminated, tcp) = (
+        ca.issue(&["db.pass.test"]).unwrap(),
+        ca.issue(&["term.test"]).unwrap(),
+        ca.issue(&["*.tcp.test"]).unwrap(),
+    );
+    let secure = tls_backend_with(&own, "secure", false).await;
+    let (alpha, beta) = (tcp_echo("alpha").await, tcp_echo("beta").await);
+    m.write("secure.yaml", &service(ns, "secure", &ready(&[secure])));
+    m.write("alpha.yaml", &service(ns, "alpha", &ready(&[alpha])));
+    m.write("beta.yaml", &service(ns, "beta", &ready(&[beta])));
+    m.write("term.json", &issued_secret(ns, "term-tls", &terminated));
+    m.write("tcp.json", &issued_secret(ns, "tcp-tls", &tcp));
+    let to = |host: &str, backend: &str| {
+        format!(
+            "{{parentRefs: [{{name: edge}}], hostnames: [{host}], rules: [{{backendRefs: [{{name: {backend}, port: 80}}]}}]}}"
+        )
+    };
+    m.write(
+        "gw.yaml",
+        &[
+            class("portico", OURS),
+            gateway(ns, "edge", "portico", THREE),
+            route(
+                ns,
+                "web",
+                "{parentRefs: [{name: edge, sectionName: https}], hostnames: [term.test], rules: [{backendRefs: [{name: web, port: 80}]}]}",
+            ),
+            tls_route(ns, "v1", "pass", &to("db.pass.test", "secure")),
+            tls_route(ns, "v1", "a", &to("a.tcp.test", "alpha")),
+            tls_route(ns, "v1alpha2", "b", &to("b.tcp.test", "beta")),
+        ]
+        .concat(),
+    );
+    let p = Portico::start(m.path(), &[]).await;
+    wait_conditions(&p, ROUTES, "b", &SERVED).await;
+
+    // Each terminated host: the listener's certificate, verified for the name; no ALPN
+    // (offered h2 is not taken: the stream is not HTTP); its own backend, half-close passed on.
+    for (sni, backend) in [("a.tcp.test", "alpha"), ("b.tcp.test", "beta")] {
+        let conn = try_connect(p.https, Some(sni), &[b"h2"], Trust::Authority(&ca)).await;
+        let conn = conn.unwrap_or_else(|e| panic!("{sni}: terminated handshake: {e}"));
+        assert_eq!(conn.leaf, leaf_of(&tcp.chain_pem), "{sni}");
+        assert_eq!(conn.alpn, None, "{sni}");
+        assert_eq!(
+            talk(conn).await,
+            [backend, "hello through TLS", &format!("bye {backend}"), ""],
+            "{sni}"
+        );
+    }
+
+    // The passed-through host on the same port: the backend's own certificate.
+    let conn = try_connect(p.https, Some("db.pass.test"), &[], Trust::Authority(&ca)).await;
+    assert_eq!(conn.expect("passthrough").leaf, leaf_of(&own.chain_pem));
+    // The HTTPS listener's host: terminated, HTTP routed.
+    let conn = try_connect(p.https, Some("term.test"), &[], Trust::Authority(&ca)).await;
+    let conn = conn.expect("terminated HTTPS handshake");
+    assert_eq!(conn.leaf, leaf_of(&terminated.chain_pem));
+    let reply = H1::over(conn).await.get("term.test", "/").await;
+    assert_eq!((reply.status, reply.service()), (200, "web".to_owned()));
+
+    let gw = crate::gateway_api::object(&p, "/api/v1/gateways", ns, "edge").await;
+    let listeners = gw["status"]["listeners"].as_array().cloned().unwrap();
+    let tcp_listener = listeners.iter().find(|l| l["name"] == "tcp").unwrap();
+    assert_eq!(tcp_listener["attachedRoutes"], 2);
+    assert_eq!(tcp_listener["supportedKinds"][0]["kind"], "TLSRoute");
 }

@@ -27,6 +27,6 @@ pub use metrics::ProxyMetrics;
 pub use proxy::{HeavyLane, Proxy, Scheme};
 pub use route::{
     Health, Outcome, PROVIDER, Pick, PoolState, RequestHeaders, RequestInfo, RouteRequest,
-    RouteTable, Target, compile,
+    RouteTable, SniTarget, Target, compile,
 };
 pub use tls::{CaBySecret, MaterialBySecret, SniMap};

@@ -89,25 +89,32 @@ impl Proxy {
     }
 
     /// The handshake, then the connection; or, for a ClientHello naming a passthrough host,
-    /// the raw stream spliced to that host's pool. Processing the ClientHello (key exchange, signature,
-    /// the server's flight) is the heavy step and takes its turn in `lane`.
+    /// the raw stream spliced to that host's pool; or, for one naming a host whose TLS is
+    /// terminated and sent on, the handshake (no ALPN), then the decrypted stream spliced to
+    /// that host's pool. Processing the ClientHello (key exchange, signature, the server's
+    /// flight) is the heavy step and takes its turn in `lane`.
     async fn serve_tls_connection(
         self: Arc<Self>,
         stream: TcpStream,
         peer: SocketAddr,
         lane: Arc<HeavyLane>,
     ) {
-        let peeked = tokio::time::timeout(HANDSHAKE_TIMEOUT, self.passthrough_pool(&stream));
-        match peeked.await {
-            Ok(Some(pool)) => return self.pass_through(stream, peer, &pool).await,
-            Ok(None) => {}
+        let peeked = tokio::time::timeout(HANDSHAKE_TIMEOUT, self.sni_target(&stream));
+        let splice = match peeked.await {
+            Ok(Some(target)) if !target.terminate => {
+                return self.pass_through(stream, peer, &target.pool).await;
+            }
+            Ok(target) => target.map(|t| t.pool),
             // A client silent past the deadline gets no second one for the handshake.
             Err(_) => return tracing::debug!(%peer, "no ClientHello in time"),
-        }
+        };
+        let config = match splice {
+            Some(_) => self.stream_tls_config.clone(),
+            None => self.tls_config.clone(),
+        };
         let handshake = async {
             let start =
                 LazyConfigAcceptor::new(rustls::server::Acceptor::default(), stream).await?;
-            let config = self.tls_config.clone();
             lane.run(|| start.into_stream(config)).await
         };
         let accepted = tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await;
@@ -118,6 +125,9 @@ impl Proxy {
             }
             Err(_) => return tracing::debug!(%peer, "TLS handshake timed out"),
         };
-        self.serve_connection(stream, peer, Scheme::Https).await;
+        match splice {
+            Some(pool) => self.pass_through(stream, peer, &pool).await,
+            None => self.serve_connection(stream, peer, Scheme::Https).await,
+        }
     }
 }

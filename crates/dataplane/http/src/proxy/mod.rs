@@ -25,7 +25,7 @@ use crate::access::AccessLog;
 use crate::limits::Caps;
 use crate::metrics::ProxyMetrics;
 use crate::route::{Compiler, RouteTable, ensure_checks, ready_members};
-use crate::tls::{Resolver, server_config};
+use crate::tls::{Resolver, server_config, stream_server_config};
 use crate::upstream::{Endpoints, UpstreamBody};
 use arc_swap::ArcSwap;
 use bytes::Bytes;
@@ -64,6 +64,8 @@ pub struct Proxy {
     resolver: Arc<Resolver>,
     /// The TLS server configuration of every HTTPS connection, around `resolver`.
     tls_config: Arc<rustls::ServerConfig>,
+    /// The same for connections whose decrypted stream is spliced to a pool (no ALPN).
+    stream_tls_config: Arc<rustls::ServerConfig>,
     /// The port HTTP → HTTPS redirects name: that of `serve_https`'s listener once it runs.
     https_port: AtomicU16,
     limits: Limits,
@@ -115,6 +117,7 @@ impl Proxy {
         let resolver = Arc::new(Resolver::new());
         Arc::new(Proxy {
             tls_config: server_config(resolver.clone()),
+            stream_tls_config: stream_server_config(resolver.clone()),
             resolver,
             https_port: AtomicU16::new(443),
             table: ArcSwap::from_pointee(RouteTable::default()),

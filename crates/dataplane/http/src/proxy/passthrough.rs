@@ -1,16 +1,18 @@
 //! TLS passthrough on the HTTPS listener: the ClientHello is peeked, not read, so that a
 //! connection whose server name passes through reaches a member byte for byte (the member
 //! answers the handshake with its own certificate), and any other connection is handed,
-//! untouched, to the rustls acceptor.
+//! untouched, to the rustls acceptor. A server name whose TLS is terminated and sent on as a
+//! stream (TLSRoutes on listeners of `tls.mode: Terminate`) is handed to it too, and after the
+//! handshake its decrypted stream is spliced the same way.
 
 use super::Proxy;
 use super::tries::{connect_timeout, source_allowed};
-use crate::route::{Outcome, PoolState, RequestInfo};
+use crate::route::{Outcome, PoolState, RequestInfo, SniTarget};
 use http::{HeaderMap, Uri};
 use portico_tls::{Sni, peek_sni};
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
 /// The most bytes peeked: a TLS record header and the largest record (16 KiB).
@@ -21,23 +23,25 @@ const MAX_HELLO: usize = 5 + (1 << 14);
 const PEEK_AGAIN: Duration = Duration::from_millis(5);
 
 impl Proxy {
-    /// The pool that takes `stream` as it is, if its ClientHello names a passthrough host;
-    /// `None`: terminate. Reads nothing from the stream.
-    pub(super) async fn passthrough_pool(&self, stream: &TcpStream) -> Option<Arc<PoolState>> {
+    /// Where `stream` goes if its ClientHello names an SNI-routed host (the pool, raw or
+    /// terminated); `None`: terminate and serve HTTPS. Reads nothing from the stream.
+    pub(super) async fn sni_target(&self, stream: &TcpStream) -> Option<SniTarget> {
         let table = self.table.load();
         if !table.has_passthrough() {
             return None;
         }
         let host = server_name(stream).await?;
-        table.passthrough(&host).cloned()
+        table.sni_target(&host).cloned()
     }
 
-    /// Splices `client` to a member of `pool`: the pool's balancing picks it, a member that
-    /// refuses the connection makes way for the next (up to the pool's tries), and a client
-    /// outside the pool's allowed sources is closed.
-    pub(super) async fn pass_through(
+    /// Splices `client` (the raw TCP stream, or the decrypted side of a terminated TLS one) to
+    /// a member of `pool`, both ways, each direction's end passed on as a half-close: the
+    /// pool's balancing picks the member, a member that refuses the connection makes way for
+    /// the next (up to the pool's tries), and a client outside the pool's allowed sources is
+    /// closed.
+    pub(super) async fn pass_through<S: AsyncRead + AsyncWrite + Unpin>(
         &self,
-        mut client: TcpStream,
+        mut client: S,
         peer: SocketAddr,
         pool: &PoolState,
     ) {

@@ -166,8 +166,8 @@ impl<'a> Compiler<'a> {
         }
     }
 
-    /// The passthrough hosts of the TERMINATED_HTTPS listeners, load balancers in id order: on
-    /// a host in two, the first wins.
+    /// The SNI-routed hosts (passed through, or terminated and spliced) of the
+    /// TERMINATED_HTTPS listeners, load balancers in id order: on a host in two, the first wins.
     fn passthrough(&mut self, lbs: &[&LoadBalancer], named: &[Named<'_>]) -> Passthrough {
         let mut passthrough = Passthrough::default();
         for (lb, named) in lbs.iter().zip(named) {
@@ -177,7 +177,8 @@ impl<'a> Compiler<'a> {
                 .filter_map(|l| l.tls.as_ref())
                 .flat_map(|t| &t.passthrough)
             {
-                passthrough.insert(&entry.host, self.pool(named, entry.pool));
+                let pool = self.pool(named, entry.pool);
+                passthrough.insert(&entry.host, pool, entry.terminate);
             }
         }
         passthrough

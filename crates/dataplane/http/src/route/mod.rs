@@ -63,7 +63,7 @@ use condition::{Guard, holds};
 pub use condition::{RequestHeaders, RouteRequest};
 pub(crate) use options::CompiledErrors;
 pub use options::{RouteOptions, rewrite};
-pub use passthrough::Passthrough;
+pub use passthrough::{Passthrough, SniTarget};
 pub use pool::{PoolState, Target};
 pub(crate) use split::Action;
 
@@ -151,10 +151,18 @@ impl RouteTable {
 
     /// The pool that takes the unterminated TLS stream of `server_name`, if it passes through.
     pub fn passthrough(&self, server_name: &str) -> Option<&Arc<PoolState>> {
+        let target = self.passthrough.find(server_name);
+        target.filter(|t| !t.terminate).map(|t| &t.pool)
+    }
+
+    /// Where the TLS stream of `server_name` goes, raw or terminated, if it is routed by SNI
+    /// rather than served as HTTPS.
+    pub fn sni_target(&self, server_name: &str) -> Option<&SniTarget> {
         self.passthrough.find(server_name)
     }
 
-    /// Whether some host passes through: only then are ClientHellos read before the handshake.
+    /// Whether some host is routed by SNI (passed through, or terminated and sent on as a
+    /// stream): only then are ClientHellos read before the handshake.
     pub fn has_passthrough(&self) -> bool {
         !self.passthrough.is_empty()
     }

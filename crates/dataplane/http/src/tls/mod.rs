@@ -1,5 +1,5 @@
 //! TLS termination for the TERMINATED_HTTPS listeners: a rustls server configuration (TLS 1.2
-//! and 1.3, ALPN `h2` and `http/1.1`) whose certificate resolver reads an SNI map that
+//! and 1.3, ALPN `h2` and `http/1.1`; none for the streams of terminated TLSRoutes) whose certificate resolver reads an SNI map that
 //! [`crate::Proxy::set_certificates`] swaps atomically. A new handshake sees the newest map;
 //! open connections keep the certificate they were established with.
 
@@ -63,6 +63,17 @@ impl ResolvesServerCert for Resolver {
 pub(crate) fn server_config(resolver: Arc<Resolver>) -> Arc<ServerConfig> {
     let alpn = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Arc::new(config_for(resolver, portico_tls::PROTOCOL_VERSIONS, alpn))
+}
+
+/// The server configuration of the TLS connections whose decrypted stream is sent on as it is
+/// (TLSRoutes on listeners of `tls.mode: Terminate`): the same certificates, no ALPN (the
+/// stream is no HTTP of ours to name).
+pub(crate) fn stream_server_config(resolver: Arc<Resolver>) -> Arc<ServerConfig> {
+    Arc::new(config_for(
+        resolver,
+        portico_tls::PROTOCOL_VERSIONS,
+        Vec::new(),
+    ))
 }
 
 /// The TLS configuration of HTTP/3 (QUIC needs TLS 1.3, and names `h3` in ALPN) around the
