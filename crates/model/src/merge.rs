@@ -66,6 +66,12 @@ fn absorb(listener: &mut Listener, other: &Listener) {
                 }
             }
             tls.passthrough.sort_by(|a, b| a.host.cmp(&b.host));
+            for host in &more.refused {
+                if !tls.refused.contains(host) {
+                    tls.refused.push(host.clone());
+                }
+            }
+            tls.refused.sort();
             tls.http3_off |= more.http3_off;
         }
         (None, Some(more)) => listener.tls = Some(more.clone()),

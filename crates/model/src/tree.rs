@@ -88,6 +88,12 @@ pub struct ListenerTls {
     /// Gateway API matching any number of labels.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub passthrough: Vec<SniPassthrough>,
+    /// SNI hosts (`name`, or `*.suffix` matching any number of labels) of TLS listeners of
+    /// `tls.mode: Terminate`: a handshake for a name they cover that no `passthrough` entry
+    /// takes (a host no TLSRoute serves) is refused, its connection closed, rather than served
+    /// as HTTPS. Ordered, lower-cased.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<String>,
     /// HTTP/3 is not served beside this listener (its IngressClass's `portico.dev/http3:
     /// "false"`); on an address shared by several load balancers, one that says so turns it
     /// off for the address.

@@ -204,6 +204,7 @@ fn https_listener(
             default_certificate,
             sni: sni.into_values().collect(),
             passthrough: Vec::new(),
+            refused: Vec::new(),
             http3_off: false,
         }),
     }

@@ -410,6 +410,8 @@ fn a_terminate_listener_terminates_its_routes_hosts_beside_https_and_passthrough
             ("web.example.com", "cert")
         ]
     );
+    // The Terminate listener's other names are refused, not served as HTTPS.
+    assert_eq!(https.tls.as_ref().unwrap().refused, ["*.term.example.com"]);
     let g = &t.gateways.gateways[&ObjectKey::new("shop", "edge")];
     let listeners: Vec<_> = (g.listeners.iter())
         .map(|l| {

@@ -332,6 +332,7 @@ async fn a_terminate_listener_sends_each_hosts_decrypted_stream_to_its_own_backe
             tls_route(ns, "v1", "pass", &to("db.pass.test", "secure")),
             tls_route(ns, "v1", "a", &to("a.tcp.test", "alpha")),
             tls_route(ns, "v1alpha2", "b", &to("b.tcp.test", "beta")),
+            tls_route(ns, "v1", "gone", &to("gone.tcp.test", "nowhere")),
         ]
         .concat(),
     );
@@ -352,6 +353,18 @@ async fn a_terminate_listener_sends_each_hosts_decrypted_stream_to_its_own_backe
         );
     }
 
+    // A name the Terminate listener covers that no route serves, or whose backend is
+    // missing: closed before any handshake (not served as HTTPS).
+    for sni in ["c.tcp.test", "gone.tcp.test", "x.c.tcp.test"] {
+        let refused = try_connect(p.https, Some(sni), &[], Trust::Any).await;
+        assert!(refused.is_err(), "{sni}: a handshake");
+    }
+    let missing = [
+        "Accepted=True/Accepted",
+        "ResolvedRefs=False/BackendNotFound",
+    ];
+    wait_conditions(&p, ROUTES, "gone", &missing).await;
+
     // The passed-through host on the same port: the backend's own certificate.
     let conn = try_connect(p.https, Some("db.pass.test"), &[], Trust::Authority(&ca)).await;
     assert_eq!(conn.expect("passthrough").leaf, leaf_of(&own.chain_pem));
@@ -365,6 +378,6 @@ async fn a_terminate_listener_sends_each_hosts_decrypted_stream_to_its_own_backe
     let gw = crate::gateway_api::object(&p, "/api/v1/gateways", ns, "edge").await;
     let listeners = gw["status"]["listeners"].as_array().cloned().unwrap();
     let tcp_listener = listeners.iter().find(|l| l["name"] == "tcp").unwrap();
-    assert_eq!(tcp_listener["attachedRoutes"], 2);
+    assert_eq!(tcp_listener["attachedRoutes"], 3);
     assert_eq!(tcp_listener["supportedKinds"][0]["kind"], "TLSRoute");
 }

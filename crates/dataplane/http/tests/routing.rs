@@ -556,6 +556,36 @@ fn passthrough_hosts_match_exactly_or_under_a_wildcard_at_any_depth_and_the_firs
 }
 
 #[test]
+fn terminated_hosts_go_to_their_pools_and_a_refused_wildcard_takes_only_what_no_entry_takes() {
+    use portico_dataplane_http::SniTarget;
+    let mut b = ModelBuilder::new("lb");
+    let (raw, a, w) = (
+        b.pool("raw", &[addr(1)]),
+        b.pool("a", &[addr(2)]),
+        b.pool("w", &[addr(3)]),
+    );
+    b.tls(&[], None)
+        .passthrough(&[("raw.t.test", raw)])
+        .terminated(&[("a.t.test", a), ("*.w.t.test", w)], &["*.t.test"]);
+    let table = compile(&b.build());
+    let target = |h: &str| match table.sni_target(h) {
+        Some(SniTarget::Pass(p)) => format!("pass {}", p.name()),
+        Some(SniTarget::Terminate(p)) => format!("terminate {}", p.name()),
+        Some(SniTarget::Refuse) => "refuse".to_owned(),
+        None => "https".to_owned(),
+    };
+    assert_eq!(target("raw.t.test"), "pass raw");
+    assert_eq!(target("A.t.test."), "terminate a");
+    assert_eq!(target("x.y.w.t.test"), "terminate w");
+    assert_eq!(target("b.t.test"), "refuse");
+    assert_eq!(target("x.b.t.test"), "refuse");
+    assert_eq!(target("t.test"), "https");
+    // Only raw entries pass through.
+    assert!(table.passthrough("a.t.test").is_none());
+    assert_eq!(table.passthrough("raw.t.test").unwrap().name(), "raw");
+}
+
+#[test]
 fn a_table_without_passthrough_hosts_says_so() {
     let mut b = ModelBuilder::new("lb");
     let web = b.pool("web", &[addr(1)]);

@@ -125,6 +125,7 @@ fn model(fields: &[(String, String)], sni: &[String]) -> LoadBalancer {
             })
             .collect(),
         passthrough: Vec::new(),
+        refused: Vec::new(),
         http3_off: false,
     };
     let listener = |protocol, tls| Listener {

@@ -438,12 +438,14 @@ fn skeleton(listener: &Listener) -> Listener {
             default_certificate,
             sni: _,
             passthrough,
+            refused,
             http3_off,
         } = tls;
         ListenerTls {
             default_certificate: default_certificate.clone(),
             sni: vec![],
             passthrough: passthrough.clone(),
+            refused: refused.clone(),
             http3_off: *http3_off,
         }
     });

@@ -75,6 +75,7 @@ pub(crate) fn load_balancer(
         let tls = (protocol == Protocol::TerminatedHttps).then(|| {
             let mut tls = tls(gateway, &terminated, &origin);
             tls.passthrough = super::tlsroutes::entries(gateway, id, &mut used);
+            tls.refused = super::tlsroutes::refused(gateway, &served);
             tls
         });
         listeners.push(Listener {
@@ -189,6 +190,7 @@ fn tls(gateway: &Prepared<'_>, served: &[usize], origin: &ObjectRef) -> Listener
         default_certificate: default.or_else(|| first.map(secret)),
         sni,
         passthrough: Vec::new(),
+        refused: Vec::new(),
         http3_off: false,
     }
 }

@@ -235,3 +235,17 @@ pub(crate) fn entries(
     out.sort_by(|a, b| a.host.cmp(&b.host));
     out
 }
+
+/// The hostnames of `gateway`'s served TLS listeners of mode Terminate (among `served`):
+/// a name they cover that no route's entry takes is refused, not served as HTTPS. A listener
+/// without hostname refuses nothing (HTTPS listeners' hosts share its port); ordered.
+pub(crate) fn refused(gateway: &Prepared<'_>, served: &[usize]) -> Vec<String> {
+    let listeners = served.iter().map(|&i| &gateway.listeners[i]);
+    let mut hosts: Vec<String> = (listeners.filter(|l| l.terminate))
+        .filter_map(|l| l.spec.hostname.as_deref())
+        .map(str::to_ascii_lowercase)
+        .collect();
+    hosts.sort();
+    hosts.dedup();
+    hosts
+}

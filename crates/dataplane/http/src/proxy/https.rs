@@ -3,6 +3,7 @@
 
 use super::lane::HeavyLane;
 use super::{Proxy, Scheme};
+use crate::route::SniTarget;
 use crate::tls::{MaterialBySecret, SniMap};
 use portico_model::Model;
 use std::net::SocketAddr;
@@ -101,10 +102,12 @@ impl Proxy {
     ) {
         let peeked = tokio::time::timeout(HANDSHAKE_TIMEOUT, self.sni_target(&stream));
         let splice = match peeked.await {
-            Ok(Some(target)) if !target.terminate => {
-                return self.pass_through(stream, peer, &target.pool).await;
+            Ok(Some(SniTarget::Pass(pool))) => return self.pass_through(stream, peer, &pool).await,
+            Ok(Some(SniTarget::Terminate(pool))) => Some(pool),
+            Ok(Some(SniTarget::Refuse)) => {
+                return tracing::debug!(%peer, "no TLSRoute serves the server name: closed");
             }
-            Ok(target) => target.map(|t| t.pool),
+            Ok(None) => None,
             // A client silent past the deadline gets no second one for the handshake.
             Err(_) => return tracing::debug!(%peer, "no ClientHello in time"),
         };

@@ -9,7 +9,7 @@ use super::path::{PathEntry, PathMatch, PathTable};
 use super::pool::{PoolState, Target};
 use super::reduce::{HostMatch, reduce};
 use super::split::{Action, Split};
-use super::{FxMap, Passthrough, RouteTable, Routes};
+use super::{FxMap, Passthrough, RouteTable, Routes, SniTarget};
 use crate::metrics::{PoolMetrics, ProxyMetrics};
 use crate::ratelimit::Limiter;
 use crate::upstream::Endpoints;
@@ -173,12 +173,19 @@ impl<'a> Compiler<'a> {
         for (lb, named) in lbs.iter().zip(named) {
             let https = lb.listeners.iter();
             let https = https.filter(|l| l.protocol == Protocol::TerminatedHttps);
-            for entry in https
-                .filter_map(|l| l.tls.as_ref())
-                .flat_map(|t| &t.passthrough)
-            {
-                let pool = self.pool(named, entry.pool);
-                passthrough.insert(&entry.host, pool, entry.terminate);
+            for tls in https.filter_map(|l| l.tls.as_ref()) {
+                for entry in &tls.passthrough {
+                    let pool = self.pool(named, entry.pool);
+                    let target = match entry.terminate {
+                        true => SniTarget::Terminate(pool),
+                        false => SniTarget::Pass(pool),
+                    };
+                    passthrough.insert(&entry.host, target);
+                }
+                // After the entries: a name an entry takes is not refused.
+                for host in &tls.refused {
+                    passthrough.insert(host, SniTarget::Refuse);
+                }
             }
         }
         passthrough

@@ -151,12 +151,14 @@ impl RouteTable {
 
     /// The pool that takes the unterminated TLS stream of `server_name`, if it passes through.
     pub fn passthrough(&self, server_name: &str) -> Option<&Arc<PoolState>> {
-        let target = self.passthrough.find(server_name);
-        target.filter(|t| !t.terminate).map(|t| &t.pool)
+        match self.passthrough.find(server_name) {
+            Some(SniTarget::Pass(pool)) => Some(pool),
+            _ => None,
+        }
     }
 
-    /// Where the TLS stream of `server_name` goes, raw or terminated, if it is routed by SNI
-    /// rather than served as HTTPS.
+    /// Where the TLS stream of `server_name` goes (raw, terminated, or nowhere), if it is
+    /// routed by SNI rather than served as HTTPS.
     pub fn sni_target(&self, server_name: &str) -> Option<&SniTarget> {
         self.passthrough.find(server_name)
     }

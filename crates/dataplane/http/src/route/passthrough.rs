@@ -1,7 +1,8 @@
 //! SNI-routed TLS streams: which pool takes the TLS stream of a ClientHello's server name,
 //! before any certificate is chosen, and whether it takes it raw (passthrough: the member
 //! answers the handshake) or decrypted (terminated here with the SNI certificates, then
-//! spliced: a TLSRoute on a listener of `tls.mode: Terminate`). A name gets its exact entry,
+//! spliced: a TLSRoute on a listener of `tls.mode: Terminate`), or is refused (a name a
+//! Terminate listener covers that no route takes). A name gets its exact entry,
 //! else the entry of its longest wildcard suffix (`*.foo.com` matches `bar.foo.com` and
 //! `baz.bar.foo.com`, not `foo.com`: the Gateway API's wildcards); names compare
 //! case-insensitively, without a trailing dot.
@@ -12,10 +13,13 @@ use std::sync::Arc;
 
 /// Where the TLS stream of a server name goes.
 #[derive(Debug, Clone)]
-pub struct SniTarget {
-    pub pool: Arc<PoolState>,
-    /// Terminated here, and the decrypted stream sent; otherwise the raw stream.
-    pub terminate: bool,
+pub enum SniTarget {
+    /// The raw stream, to a member of the pool.
+    Pass(Arc<PoolState>),
+    /// Terminated here, the decrypted stream to a member of the pool.
+    Terminate(Arc<PoolState>),
+    /// Nowhere: the connection is closed before any handshake.
+    Refuse,
 }
 
 /// The SNI-routed hosts of the TERMINATED_HTTPS listeners, each with its pool.
@@ -28,13 +32,13 @@ pub struct Passthrough {
 
 impl Passthrough {
     /// Adds `host` (`name` or `*.suffix`) unless it is there already: the first entry wins.
-    pub(crate) fn insert(&mut self, host: &str, pool: Arc<PoolState>, terminate: bool) {
+    pub(crate) fn insert(&mut self, host: &str, target: SniTarget) {
         let host = host.to_ascii_lowercase();
         let table = match host.strip_prefix("*.") {
             Some(suffix) => self.wildcard.entry(Box::from(suffix)),
             None => self.exact.entry(Box::from(host.as_str())),
         };
-        table.or_insert(SniTarget { pool, terminate });
+        table.or_insert(target);
     }
 
     /// Whether no host is routed by SNI (the handshake path then peeks nothing).

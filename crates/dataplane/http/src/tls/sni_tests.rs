@@ -33,6 +33,7 @@ fn model(name: &str, provider: &str, sni: &[(&str, &str)], default: Option<&str>
             default_certificate: default.map(secret),
             sni: sni.collect(),
             passthrough: Vec::new(),
+            refused: Vec::new(),
             http3_off: false,
         }),
     };

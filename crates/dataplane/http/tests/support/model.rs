@@ -164,6 +164,7 @@ impl ModelBuilder {
             default_certificate: default.map(secret),
             sni: sni.collect(),
             passthrough: Vec::new(),
+            refused: Vec::new(),
             http3_off: false,
         });
         self
@@ -181,6 +182,22 @@ impl ModelBuilder {
                 source: source.clone(),
                 terminate: false,
             }));
+        self
+    }
+
+    /// Adds `(host, pool)` entries whose TLS is terminated and whose stream goes to the pool,
+    /// and `refused` hosts, to the TERMINATED_HTTPS listener.
+    pub fn terminated(&mut self, entries: &[(&str, PoolId)], refused: &[&str]) -> &mut Self {
+        let source = ObjectRef::new("TLSRoute", "default", &self.name);
+        let tls = self.tls.get_or_insert_with(ListenerTls::default);
+        tls.passthrough
+            .extend(entries.iter().map(|(host, pool)| SniPassthrough {
+                host: (*host).to_owned(),
+                pool: *pool,
+                source: source.clone(),
+                terminate: true,
+            }));
+        tls.refused.extend(refused.iter().map(|h| (*h).to_owned()));
         self
     }
 
