@@ -381,3 +381,85 @@ async fn a_terminate_listener_sends_each_hosts_decrypted_stream_to_its_own_backe
     assert_eq!(tcp_listener["attachedRoutes"], 3);
     assert_eq!(tcp_listener["supportedKinds"][0]["kind"], "TLSRoute");
 }
+
+#[tokio::test]
+async fn in_kubernetes_mode_a_terminate_listener_is_served_and_its_status_written() {
+    use crate::kube_support::Cluster;
+    let ns = "gw-tls-term-kube";
+    let ca = Authority::new("e2e ca").unwrap();
+    let tcp = ca.issue(&["*.tcp.test"]).unwrap();
+    let alpha = tcp_echo("alpha").await;
+    let cluster = Cluster::new().await;
+    let listeners = "[{name: tcp, port: 443, protocol: TLS, hostname: '*.tcp.test', tls: {mode: Terminate, certificateRefs: [{name: tcp-tls}]}}]";
+    cluster.apply(&issued_secret(ns, "tcp-tls", &tcp));
+    cluster.apply(
+        &[
+            class("portico", OURS),
+            service(ns, "alpha", &ready(&[alpha])),
+            gateway(ns, "edge", "portico", listeners),
+            tls_route(ns, "v1alpha3", "a", "{parentRefs: [{name: edge}], hostnames: [a.tcp.test], rules: [{backendRefs: [{name: alpha, port: 80}]}]}"),
+            tls_route(ns, "v1alpha3", "gone", "{parentRefs: [{name: edge}], hostnames: [gone.tcp.test], rules: [{backendRefs: [{name: missing, port: 80}]}]}"),
+        ]
+        .concat(),
+    );
+    let p = Portico::start_kube(&cluster, &[]).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let conn = loop {
+        let conn = try_connect(p.https, Some("a.tcp.test"), &[], Trust::Authority(&ca)).await;
+        match conn {
+            Ok(conn) => break conn,
+            Err(e) => assert!(Instant::now() < deadline, "terminated: {e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(conn.leaf, leaf_of(&tcp.chain_pem));
+    assert_eq!(
+        talk(conn).await,
+        ["alpha", "hello through TLS", "bye alpha", ""]
+    );
+    let refused = try_connect(p.https, Some("gone.tcp.test"), &[], Trust::Any).await;
+    assert!(
+        refused.is_err(),
+        "a handshake for the route without backend"
+    );
+    let written = |name: &str| {
+        let alpha = "gateway.networking.k8s.io/v1alpha3";
+        let route = cluster.api.get(alpha, "TLSRoute", Some(ns), name);
+        our_conditions(&route.unwrap_or(Value::Null))
+    };
+    while written("a") != SERVED {
+        assert!(Instant::now() < deadline, "a: {:?}", written("a"));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let missing = [
+        "Accepted=True/Accepted",
+        "ResolvedRefs=False/BackendNotFound",
+    ];
+    while written("gone") != missing {
+        assert!(Instant::now() < deadline, "gone: {:?}", written("gone"));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let listener = || {
+        let gw = cluster
+            .api
+            .get("gateway.networking.k8s.io/v1", "Gateway", Some(ns), "edge");
+        let status = gw.unwrap_or(Value::Null)["status"]["listeners"][0].clone();
+        (
+            status["attachedRoutes"].clone(),
+            status["conditions"].clone(),
+        )
+    };
+    loop {
+        let (attached, conditions) = listener();
+        let accepted = (conditions.as_array().into_iter().flatten())
+            .any(|c| c["type"] == "Accepted" && c["status"] == "True");
+        if attached == 2 && accepted {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "listener: {attached} {conditions}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
