@@ -462,15 +462,18 @@ fn a_terminate_listener_needs_certificates_it_may_use() {
 }
 
 #[test]
-fn a_gateway_served_by_haproxy_refuses_its_terminate_listener_and_keeps_the_others() {
-    let t = translate_docs(&[
-        gateway("hap", THREE),
-        route(
-            "term",
-            "2026-01-02T00:00:00Z",
-            "{parentRefs: [{name: edge, sectionName: term}], hostnames: [a.term.example.com], rules: [{backendRefs: [{name: other, port: 8443}]}]}",
-        ),
-    ]);
+fn haproxy_serves_a_terminate_listener_and_another_provider_refuses_it_and_keeps_the_others() {
+    let term = route(
+        "term",
+        "2026-01-02T00:00:00Z",
+        "{parentRefs: [{name: edge, sectionName: term}], hostnames: [a.term.example.com], rules: [{backendRefs: [{name: other, port: 8443}]}]}",
+    );
+    let t = translate_docs(&[gateway("hap", THREE), term.clone()]);
+    assert_eq!(terminated(&t), ["a.term.example.com -> other (term)"]);
+    assert_eq!(route_conditions(&t, "term"), SERVED);
+
+    let class = "---\napiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {name: elsewhere, annotations: {portico.dev/provider: nginx}}\nspec: {controllerName: portico.dev/gateway-controller}\n";
+    let t = translate_docs(&[class.to_owned(), gateway("elsewhere", THREE), term]);
     let g = &t.gateways.gateways[&ObjectKey::new("shop", "edge")];
     let accepted: Vec<String> = (g.listeners.iter())
         .map(|l| conditions(&l.conditions)[0].clone())
@@ -479,11 +482,10 @@ fn a_gateway_served_by_haproxy_refuses_its_terminate_listener_and_keeps_the_othe
         accepted,
         [
             "Accepted=true/Accepted",
-            "Accepted=true/Accepted",
+            "Accepted=false/UnsupportedProtocol",
             "Accepted=false/UnsupportedProtocol"
         ]
     );
-    assert_eq!(terminated(&t), Vec::<String>::new());
     assert_eq!(
         route_conditions(&t, "term")[0],
         "Accepted=false/NotAllowedByListeners"

@@ -49,25 +49,23 @@ pub(crate) struct Entry {
     pub terminate: bool,
 }
 
-/// A Gateway served by neither the built-in proxy nor haproxy cannot pass TLS through: its
-/// TLS listeners are refused, named in a diagnostic.
+/// A Gateway served by neither the built-in proxy nor haproxy cannot pass TLS through nor
+/// terminate it for TLSRoutes: its TLS listeners are refused, named in a diagnostic.
 pub(crate) fn refuse_unserved(
     gateway: &mut Prepared<'_>,
     provider: &str,
     diagnostics: &mut Vec<Diagnostic>,
 ) {
-    if provider == "proxy" {
+    if provider == "proxy" || provider == "haproxy" {
         return;
     }
     let object = ObjectRef::new("Gateway", &gateway.key.namespace, &gateway.key.name);
-    let unserved = |l: &ListenerState<'_>| {
-        l.accepted.is_ok() && (l.terminate || (l.passthrough && provider != "haproxy"))
-    };
+    let unserved = |l: &ListenerState<'_>| l.accepted.is_ok() && (l.terminate || l.passthrough);
     let listeners = gateway.listeners.iter_mut().enumerate();
     for (i, listener) in listeners.filter(|(_, l)| unserved(l)) {
         let message = if listener.terminate {
             format!(
-                "provider {provider} does not serve TLS listeners of tls.mode Terminate (the built-in proxy does)"
+                "provider {provider} does not serve TLS listeners of tls.mode Terminate (the built-in proxy and haproxy do)"
             )
         } else {
             format!(

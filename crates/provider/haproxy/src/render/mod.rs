@@ -269,7 +269,10 @@ pub fn render(lb: &LoadBalancer, input: &Input<'_>) -> Rendered {
 fn needs(lb: &LoadBalancer, input: &Input<'_>) -> Needs {
     let mut needs = Needs {
         // With passthrough hosts, the HTTPS frontend binds the internal hop too.
-        listeners: input.binds.all().len() + usize::from(lb.listeners.iter().any(sni::hops)),
+        // and with terminated TLSRoute hosts, the stream frontend binds a second one.
+        listeners: input.binds.all().len()
+            + usize::from(lb.listeners.iter().any(sni::hops))
+            + usize::from(lb.listeners.iter().any(sni::streams)),
         max_connections: input.limits.max_connections,
         ..Needs::default()
     };

@@ -905,21 +905,47 @@ fn header_modifiers_are_policy_lines_and_unwritable_values_are_refused() {
 }
 
 #[test]
-fn a_host_whose_tls_is_to_be_terminated_is_not_passed_through_raw() {
+fn a_terminated_host_goes_through_the_stream_hop_and_a_refused_name_to_no_server() {
     let dir = PathBuf::from("/state/lb");
     let (certificates, ca, limits) = (BTreeMap::new(), ca_files(), Limits::default());
     let input = passthrough_input(&dir, &certificates, &ca, &limits);
-    let mut lb = lb_with_passthrough(&["raw.test", "term.test"]);
+    let mut lb = lb_with_passthrough(&["raw.t.test", "term.t.test"]);
     let mut listeners = (*lb.listeners).clone();
     let tls = listeners[1].tls.as_mut().unwrap();
     tls.passthrough[1].terminate = true;
+    tls.refused = vec!["*.t.test".to_owned(), "bad }.test".to_owned()];
     lb.listeners = std::sync::Arc::new(listeners);
     let r = render(&lb, &input);
-    let uses = lines_with(&r, "sess.portico_sni) -m");
-    assert_eq!(uses.len(), 1, "{uses:?}");
-    assert!(uses[0].ends_with("-m str raw.test }"), "{uses:?}");
-    assert!(!r.config.contains("term.test"));
-    let refused = (r.diagnostics.iter())
-        .any(|d| d.object == lb.origin && d.message.contains("\"term.test\""));
-    assert!(refused, "{:?}", r.diagnostics);
+    let config = &r.config;
+    if std::env::var_os("PRINT_CONFIG").is_some() {
+        println!("=====\n{config}=====");
+    }
+    let secure = sni::tcp_backend(PoolId::derive("secure"));
+    let https = ListenerId::derive("https");
+    // On the address: the raw host to its pool, the terminated one to the stream hop, the
+    // rest of the Terminate listener's names to a backend without server.
+    let uses = lines_with(&r, "var(sess.portico_sni) -m");
+    assert_eq!(
+        uses,
+        [
+            format!("use_backend {secure} if {{ var(sess.portico_sni) -m str raw.t.test }}"),
+            format!("use_backend {https}-stream if {{ var(sess.portico_sni) -m str term.t.test }}"),
+            format!("use_backend {https}-refuse if {{ var(sess.portico_sni) -m end .t.test }}"),
+            // The stream frontend: the decrypted stream of the terminated name to its pool.
+            format!("use_backend {secure} if {{ var(sess.portico_sni) -m str term.t.test }}"),
+        ]
+    );
+    let stream = lines_with(&r, "bind \"unix@/state/lb/tls-stream.sock\"");
+    assert_eq!(stream.len(), 1, "{stream:?}");
+    assert!(
+        stream[0].contains(" accept-proxy ssl crt default.pem crt-list ")
+            && !stream[0].contains("alpn"),
+        "{stream:?}"
+    );
+    assert!(config.contains("server stream \"unix@/state/lb/tls-stream.sock\" send-proxy-v2"));
+    assert!(config.contains("ssl_fc_sni,lower"));
+    assert!(config.contains(&format!("backend {https}-refuse\n    mode tcp\n")));
+    // A name haproxy cannot compare is left out.
+    assert!(!config.contains("bad"));
+    assert!(r.diagnostics.is_empty(), "{:?}", r.diagnostics);
 }
