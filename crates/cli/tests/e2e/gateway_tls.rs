@@ -299,7 +299,16 @@ const THREE: &str = "[{name: https, port: 443, protocol: HTTPS, hostname: term.t
 
 #[tokio::test]
 async fn a_terminate_listener_sends_each_hosts_decrypted_stream_to_its_own_backend() {
-    let ns = "gw-tls-term";
+    terminates("gw-tls-term", false).await;
+}
+
+/// The same with the haproxy provider: a second hop to its terminating `mode tcp` frontend.
+#[tokio::test]
+async fn haproxy_sends_each_terminated_hosts_decrypted_stream_to_its_own_backend() {
+    terminates("gw-tls-term-hx", true).await;
+}
+
+async fn terminates(ns: &str, haproxy: bool) {
     let m = backends(ns, &[("web", 1)]).await;
     let ca = Authority::new("e2e ca").unwrap();
     let (own, terminated, tcp) = (
@@ -320,6 +329,10 @@ async fn a_terminate_listener_sends_each_hosts_decrypted_stream_to_its_own_backe
         )
     };
     m.write(
+        "a.yaml",
+        &tls_route(ns, "v1", "a", &to("a.tcp.test", "alpha")),
+    );
+    m.write(
         "gw.yaml",
         &[
             class("portico", OURS),
@@ -330,13 +343,16 @@ async fn a_terminate_listener_sends_each_hosts_decrypted_stream_to_its_own_backe
                 "{parentRefs: [{name: edge, sectionName: https}], hostnames: [term.test], rules: [{backendRefs: [{name: web, port: 80}]}]}",
             ),
             tls_route(ns, "v1", "pass", &to("db.pass.test", "secure")),
-            tls_route(ns, "v1", "a", &to("a.tcp.test", "alpha")),
             tls_route(ns, "v1alpha2", "b", &to("b.tcp.test", "beta")),
             tls_route(ns, "v1", "gone", &to("gone.tcp.test", "nowhere")),
         ]
         .concat(),
     );
-    let p = Portico::start(m.path(), &[]).await;
+    let p = if haproxy {
+        Portico::start_haproxy(m.path(), &[]).await
+    } else {
+        Portico::start(m.path(), &[]).await
+    };
     wait_conditions(&p, ROUTES, "b", &SERVED).await;
 
     // Each terminated host: the listener's certificate, verified for the name; no ALPN
@@ -380,6 +396,40 @@ async fn a_terminate_listener_sends_each_hosts_decrypted_stream_to_its_own_backe
     let tcp_listener = listeners.iter().find(|l| l["name"] == "tcp").unwrap();
     assert_eq!(tcp_listener["attachedRoutes"], 3);
     assert_eq!(tcp_listener["supportedKinds"][0]["kind"], "TLSRoute");
+
+    // A route changed, then removed: served without a restart.
+    m.write(
+        "a.yaml",
+        &tls_route(ns, "v1", "a", &to("a.tcp.test", "beta")),
+    );
+    wait_greeting(&p, "a.tcp.test", Some("beta")).await;
+    m.remove("a.yaml");
+    wait_greeting(&p, "a.tcp.test", None).await;
+}
+
+/// Polls until a terminated connection for `sni` is greeted by `backend` (`None`: until it is
+/// refused).
+async fn wait_greeting(p: &Portico, sni: &str, backend: Option<&str>) {
+    use tokio::io::AsyncBufReadExt;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let greeted = match try_connect(p.https, Some(sni), &[], Trust::Any).await {
+            Ok(conn) => {
+                let mut line = String::new();
+                let mut stream = tokio::io::BufReader::new(conn.stream);
+                let read =
+                    tokio::time::timeout(Duration::from_secs(3), stream.read_line(&mut line));
+                let _ = read.await;
+                Some(line.trim_end().to_owned())
+            }
+            Err(_) => None,
+        };
+        if greeted.as_deref() == backend {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{sni}: still {greeted:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 #[tokio::test]

@@ -84,7 +84,11 @@ pub(super) fn render(lb: &LoadBalancer, input: &Input<'_>, out: &mut Rendered) -
                 "spec",
                 format!(
                     "TLS {} of host {:?} is not served by haproxy: {why}",
-                    if entry.terminate { "termination" } else { "passthrough" },
+                    if entry.terminate {
+                        "termination"
+                    } else {
+                        "passthrough"
+                    },
                     entry.host
                 ),
             )),
@@ -256,12 +260,14 @@ pub(super) fn use_backends(routes: &[(&str, String)], sample: &str) -> Vec<Strin
     for (host, backend) in routes {
         match host.strip_prefix("*.") {
             Some(suffix) => wildcard.push((suffix, backend)),
-            None => exact.push(format!("use_backend {backend} if {{ {sample} -m str {host} }}")),
+            None => exact.push(format!(
+                "use_backend {backend} if {{ {sample} -m str {host} }}"
+            )),
         }
     }
     wildcard.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(a.0.cmp(b.0)));
-    let wildcards = wildcard
-        .into_iter()
-        .map(|(suffix, backend)| format!("use_backend {backend} if {{ {sample} -m end .{suffix} }}"));
+    let wildcards = wildcard.into_iter().map(|(suffix, backend)| {
+        format!("use_backend {backend} if {{ {sample} -m end .{suffix} }}")
+    });
     exact.into_iter().chain(wildcards).collect()
 }
