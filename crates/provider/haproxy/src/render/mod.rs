@@ -12,9 +12,11 @@
 mod access;
 mod backend;
 mod balance;
+mod conditions;
 mod descriptors;
 mod frontend;
 mod global;
+mod groups;
 mod policy;
 mod reduce;
 pub mod routes;

@@ -52,8 +52,45 @@ pub fn is_map_word(s: &str) -> bool {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Unmappable;
 
+/// What one map key leads to: the policies there, in evaluation order.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Entry {
+    /// ACL terms (`{ ... }`, space-separated) that must all hold; empty: none.
+    pub when: String,
+    /// Map values and their weights: one value takes every request, several split them by
+    /// weight (none of weight 0).
+    pub shares: Vec<(String, u32)>,
+}
+
+impl Entry {
+    /// A policy without conditions that takes every request to `value`.
+    pub fn plain(value: &str) -> Entry {
+        Entry {
+            when: String::new(),
+            shares: vec![(value.to_owned(), 1)],
+        }
+    }
+
+    /// Whether every request that reaches it stops here.
+    pub fn is_final(&self) -> bool {
+        self.when.is_empty()
+    }
+
+    /// The map value of a key whose first entry this is, when no frontend line is needed.
+    pub fn value(&self) -> Option<&str> {
+        match &self.shares[..] {
+            [(value, _)] if self.is_final() => Some(value),
+            _ => None,
+        }
+    }
+}
+
+/// Map file name → key → the entries there, in evaluation order ([`super::groups`] makes
+/// the maps of it).
+pub type Table = BTreeMap<String, BTreeMap<String, Vec<Entry>>>;
+
 /// Empty maps for `listener` (every file exists, even when it has no entry).
-pub fn empty(maps: &mut Maps, listener: ListenerId) {
+pub fn empty<V: Default>(maps: &mut BTreeMap<String, V>, listener: ListenerId) {
     for (tier, _) in TIERS {
         for kind in ["exact", "prefix"] {
             maps.entry(map_name(listener, tier, kind)).or_default();
@@ -61,14 +98,14 @@ pub fn empty(maps: &mut Maps, listener: ListenerId) {
     }
 }
 
-/// Adds one policy's entries; a key already there keeps its backend (policies come in
-/// evaluation order, so the first one wins, as in the proxy).
+/// Adds one policy's entries; policies come in evaluation order, so an entry after a final
+/// one at its key is never reached and is left out.
 pub fn add(
-    maps: &mut Maps,
+    table: &mut Table,
     listener: ListenerId,
     host: &HostMatch,
     path: &PathMatch,
-    backend: &str,
+    entry: &Entry,
 ) -> Result<(), Unmappable> {
     let (tier, host) = match host {
         HostMatch::Exact(h) => ("host", h.clone()),
@@ -94,7 +131,8 @@ pub fn add(
         // annotation and the provider).
         PathMatch::Regex(_) => return Ok(()),
     }
-    if entries.iter().any(|(_, k)| !is_map_word(k)) || !is_map_word(backend) {
+    let values = entry.shares.iter().map(|(v, _)| v.as_str());
+    if entries.iter().any(|(_, k)| !is_map_word(k)) || !values.into_iter().all(is_map_word) {
         return Err(Unmappable);
     }
     if host.contains('/') {
@@ -102,20 +140,28 @@ pub fn add(
         return Ok(());
     }
     for (kind, key) in entries {
-        let map = maps.entry(map_name(listener, tier, kind)).or_default();
-        map.entry(key).or_insert_with(|| backend.to_owned());
+        let map = table.entry(map_name(listener, tier, kind)).or_default();
+        let at = map.entry(key).or_default();
+        if !at.last().is_some_and(Entry::is_final) {
+            at.push(entry.clone());
+        }
     }
     Ok(())
 }
 
 /// The frontend lines that look a request up in `listener`'s maps and switch to the backend
-/// found (`txn.host` is the normalized host).
-pub fn frontend_lines(listener: ListenerId) -> String {
+/// found (`txn.host` is the normalized host). A key whose policies have conditions or
+/// weights maps to a group (`=g<n>`), which `groups` resolves after its tier's lookups;
+/// a group none of whose policies holds leaves the request to the next tier.
+pub fn frontend_lines(listener: ListenerId, groups: &super::groups::Groups) -> String {
     let mut s = String::from(
         "    http-request set-var(txn.route_path) path\n\
          \x20   http-request set-var(txn.route_host) var(txn.host),concat(,txn.route_path) if !{ var(txn.host) -m sub / }\n\
          \x20   http-request set-var(txn.route_wild) var(txn.host),regsub('^[^.]+\\.','*.'),concat(,txn.route_path) if { var(txn.host) -m reg ^[^./]+\\.[^/]*$ }\n",
     );
+    if groups.draws {
+        s.push_str(super::groups::DRAW);
+    }
     for (tier, var) in TIERS {
         for (kind, converter) in [("exact", "map_str"), ("prefix", "map_beg")] {
             let _ = writeln!(
@@ -124,6 +170,7 @@ pub fn frontend_lines(listener: ListenerId) -> String {
                 map_name(listener, tier, kind)
             );
         }
+        s.push_str(&groups.lines(tier));
     }
     s.push_str("    http-request set-var(txn.policy) var(txn.route),field(2,~) if { var(txn.route) -m sub ~ }\n");
     s
@@ -214,6 +261,26 @@ pub fn map_commands(old: &Maps, new: &Maps) -> Option<Vec<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Adds a plain policy to maps of plain values (through a table and its resolution).
+    fn add(
+        maps: &mut Maps,
+        l: ListenerId,
+        host: &HostMatch,
+        path: &PathMatch,
+        value: &str,
+    ) -> Result<(), Unmappable> {
+        let mut table = Table::new();
+        for (file, keys) in maps.iter() {
+            let at = table.entry(file.clone()).or_default();
+            for (key, value) in keys {
+                at.insert(key.clone(), vec![Entry::plain(value)]);
+            }
+        }
+        super::add(&mut table, l, host, path, &Entry::plain(value))?;
+        *maps = super::super::groups::resolve(&table, l).0;
+        Ok(())
+    }
 
     fn maps_of(policies: &[(HostMatch, PathMatch, &str)]) -> Maps {
         let l = ListenerId::derive("l");
