@@ -1,0 +1,171 @@
+//! Conditions (header, query parameter, method, cookie matches, regular expressions) and
+//! weighted splits render to a configuration `haproxy -c` accepts.
+
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use portico_model::*;
+use std::sync::Arc;
+
+fn rule(rule_type: RuleType, compare_type: CompareType, key: Option<&str>, value: &str) -> L7Rule {
+    L7Rule {
+        id: L7RuleId::derive(&format!("{key:?}/{value}")),
+        rule_type,
+        compare_type,
+        key: key.map(str::to_owned),
+        value: value.to_owned(),
+    }
+}
+
+fn policy(name: &str, mut rules: Vec<L7Rule>, action: PolicyAction) -> L7Policy {
+    rules.push(rule(
+        RuleType::HostName,
+        CompareType::EqualTo,
+        None,
+        "m.test",
+    ));
+    rules.push(rule(RuleType::Path, CompareType::PathPrefix, None, "/"));
+    L7Policy {
+        id: L7PolicyId::derive(name),
+        position: 0,
+        action,
+        rules,
+        source: Arc::new(ObjectRef::new("HTTPRoute", "default", name)),
+        precedence: 0,
+        options: None,
+    }
+}
+
+fn lb() -> LoadBalancer {
+    let pool = PoolId::derive("pool");
+    let to_pool = PolicyAction::RedirectToPool { pool };
+    let header = |value| {
+        rule(
+            RuleType::Header,
+            CompareType::EqualTo,
+            Some("X-Version"),
+            value,
+        )
+    };
+    let headers_modified = Arc::new(PolicyOptions {
+        request_headers: Some(HeaderChanges {
+            set: vec![("x-share".into(), "b".into())],
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    let split = PolicyAction::RedirectToPools {
+        pools: vec![
+            WeightedPool {
+                pool: Some(pool),
+                weight: 2,
+                options: None,
+            },
+            WeightedPool {
+                pool: Some(pool),
+                weight: 1,
+                options: Some(headers_modified),
+            },
+            WeightedPool {
+                pool: None,
+                weight: 1,
+                options: None,
+            },
+            WeightedPool {
+                pool: Some(pool),
+                weight: 0,
+                options: None,
+            },
+        ],
+    };
+    let mut policies = vec![
+        policy(
+            "both",
+            vec![
+                header("v1, v2"),
+                rule(RuleType::Query, CompareType::EqualTo, Some("a"), "-i"),
+            ],
+            to_pool.clone(),
+        ),
+        policy(
+            "regex",
+            vec![rule(
+                RuleType::Header,
+                CompareType::Regex,
+                Some("x-re"),
+                r"v[0-9]+\.(?-i:a)$",
+            )],
+            to_pool.clone(),
+        ),
+        policy(
+            "method",
+            vec![rule(RuleType::Method, CompareType::EqualTo, None, "PATCH")],
+            to_pool.clone(),
+        ),
+        policy(
+            "cookie",
+            vec![rule(
+                RuleType::Cookie,
+                CompareType::EqualTo,
+                Some("canary"),
+                "always",
+            )],
+            to_pool.clone(),
+        ),
+        policy("split", vec![], split),
+    ];
+    portico_model::order::sort(&mut policies);
+    LoadBalancer {
+        id: LoadBalancerId::derive("lb"),
+        name: "lb".into(),
+        origin: ObjectRef::new("GatewayClass", "", "portico"),
+        provider: "haproxy".into(),
+        vip: None,
+        floating_ip: None,
+        listeners: Arc::new(vec![Listener {
+            id: ListenerId::derive("http"),
+            name: "HTTP:80".into(),
+            protocol: Protocol::Http,
+            port: 80,
+            policies,
+            default_pool: None,
+            default_source: None,
+            tls: None,
+        }]),
+        pools: vec![Arc::new(Pool {
+            id: pool,
+            name: "default_web_80".into(),
+            service: ObjectRef::new("Service", "default", "web"),
+            service_port: "80".into(),
+            algorithm: Algorithm::RoundRobin,
+            settings: Default::default(),
+            protocol: PoolProtocol::Http,
+            members: vec![],
+        })],
+    }
+}
+
+#[test]
+fn conditions_and_splits_pass_haproxy_check() {
+    let lb = lb();
+    let dir = tempfile::tempdir().unwrap();
+    let rendered = support::render_in(&lb, dir.path());
+    assert_eq!(rendered.diagnostics, []);
+    for needle in [
+        "req.fhdr(X-Version) -m str --",
+        "urlp(a) -m str -- \"-i\"",
+        "method -m str -- \"PATCH\"",
+        "req.cook(canary) -m str --",
+        "req.fhdr(x-re) -m reg -i --",
+        "var(txn.draw),mod(4) -m int 3:3",
+        "set-header x-share \"b\" if { var(txn.policy) -m str ",
+    ] {
+        assert!(
+            rendered.config.contains(needle),
+            "{needle}\n{}",
+            rendered.config
+        );
+    }
+    support::check(&lb).unwrap();
+}
