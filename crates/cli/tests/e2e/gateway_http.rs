@@ -58,47 +58,62 @@ async fn expect(p: &Portico, host: &str, cases: &[Case<'_>]) {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-#[tokio::test]
-async fn methods_query_parameters_and_regular_expressions_match_in_the_apis_precedence() {
-    let spec = "{parentRefs: [{name: gw}], rules: [
-        {matches: [{method: POST}], backendRefs: [{name: infra-v1, port: 80}]},
-        {matches: [{path: {value: /q}, queryParams: [{name: animal, value: whale}]}], backendRefs: [{name: infra-v2, port: 80}]},
-        {matches: [{path: {value: /q}, queryParams: [{name: animal, value: whale}, {name: color, value: blue}]}], backendRefs: [{name: infra-v3, port: 80}]},
-        {matches: [{path: {value: /q}, queryParams: [{type: RegularExpression, name: id, value: '[0-9]+'}]}], backendRefs: [{name: infra-v1, port: 80}]},
-        {matches: [{path: {type: RegularExpression, value: '/v[0-9]+/items'}}], backendRefs: [{name: infra-v2, port: 80}]},
-        {matches: [{path: {value: /h}, headers: [{type: RegularExpression, name: X-Id, value: 'ab+'}]}], backendRefs: [{name: infra-v3, port: 80}]},
-        {matches: [{path: {value: /m}, method: GET, headers: [{name: x, value: '1'}]}], backendRefs: [{name: infra-v3, port: 80}]},
-        {matches: [{path: {value: /m}, headers: [{name: x, value: '1'}, {name: z, value: '1'}]}], backendRefs: [{name: infra-v2, port: 80}]}]}";
+proxy_and_haproxy!(
+    methods_query_parameters_and_regular_expressions_match_in_the_apis_precedence,
+    request_and_response_header_modifiers_on_rules,
+);
+
+async fn methods_query_parameters_and_regular_expressions_match_in_the_apis_precedence(
+    provider: Provider,
+) {
+    // haproxy's maps hold no regular expression path (refused with a diagnostic).
+    let path_regex = match provider {
+        Provider::Haproxy => "",
+        _ => {
+            "{matches: [{path: {type: RegularExpression, value: '/v[0-9]+/items'}}], backendRefs: [{name: infra-v2, port: 80}]},"
+        }
+    };
+    let spec = format!("{{parentRefs: [{{name: gw}}], rules: [
+        {{matches: [{{method: POST}}], backendRefs: [{{name: infra-v1, port: 80}}]}},
+        {{matches: [{{path: {{value: /q}}, queryParams: [{{name: animal, value: whale}}]}}], backendRefs: [{{name: infra-v2, port: 80}}]}},
+        {{matches: [{{path: {{value: /q}}, queryParams: [{{name: animal, value: whale}}, {{name: color, value: blue}}]}}], backendRefs: [{{name: infra-v3, port: 80}}]}},
+        {{matches: [{{path: {{value: /q}}, queryParams: [{{type: RegularExpression, name: id, value: '[0-9]+'}}]}}], backendRefs: [{{name: infra-v1, port: 80}}]}},
+        {path_regex}
+        {{matches: [{{path: {{value: /h}}, headers: [{{type: RegularExpression, name: X-Id, value: 'ab+'}}]}}], backendRefs: [{{name: infra-v3, port: 80}}]}},
+        {{matches: [{{path: {{value: /m}}, method: GET, headers: [{{name: x, value: '1'}}]}}], backendRefs: [{{name: infra-v3, port: 80}}]}},
+        {{matches: [{{path: {{value: /m}}, headers: [{{name: x, value: '1'}}, {{name: z, value: '1'}}]}}], backendRefs: [{{name: infra-v2, port: 80}}]}}]}}");
     let services = [("infra-v1", 1), ("infra-v2", 1), ("infra-v3", 1)];
-    let (_m, p) = serve("gw-match", &services, &[("matches", spec)]).await;
-    expect(
-        &p,
-        "m.test",
-        &[
-            ("POST", "/", &[], 200, "infra-v1"),
-            ("GET", "/", &[], 404, ""),
-            ("PUT", "/x", &[], 404, ""),
-            ("GET", "/q?animal=whale", &[], 200, "infra-v2"),
-            ("GET", "/q?animal=whale&color=blue", &[], 200, "infra-v3"),
-            ("GET", "/q?color=blue&animal=whale", &[], 200, "infra-v3"),
-            ("GET", "/q?animal=dolphin", &[], 404, ""),
-            ("GET", "/q?Animal=whale", &[], 404, ""),
-            ("GET", "/q?id=42", &[], 200, "infra-v1"),
-            ("GET", "/q?id=42x", &[], 404, ""),
-            ("GET", "/v2/items", &[], 200, "infra-v2"),
+    let (_m, p) = serve_on(provider, "gw-match", &services, &[("matches", &spec)]).await;
+    let mut cases: Vec<Case<'_>> = vec![
+        ("POST", "/", &[], 200, "infra-v1"),
+        ("GET", "/", &[], 404, ""),
+        ("PUT", "/x", &[], 404, ""),
+        ("GET", "/q?animal=whale", &[], 200, "infra-v2"),
+        ("GET", "/q?animal=whale&color=blue", &[], 200, "infra-v3"),
+        ("GET", "/q?color=blue&animal=whale", &[], 200, "infra-v3"),
+        ("GET", "/q?animal=dolphin", &[], 404, ""),
+        // The first parameter of a name counts.
+        ("GET", "/q?animal=dolphin&animal=whale", &[], 404, ""),
+        ("GET", "/q?Animal=whale", &[], 404, ""),
+        ("GET", "/q?id=42", &[], 200, "infra-v1"),
+        ("GET", "/q?id=42x", &[], 404, ""),
+        ("GET", "/h", &[("x-id", "abbb")], 200, "infra-v3"),
+        ("GET", "/h", &[("x-id", "abc")], 404, ""),
+        ("GET", "/h", &[("x-id", "Abb")], 404, ""),
+        // A method match goes before more header matches.
+        ("GET", "/m", &[("x", "1"), ("z", "1")], 200, "infra-v3"),
+        ("DELETE", "/m", &[("x", "1"), ("z", "1")], 200, "infra-v2"),
+        // A POST to a path of another rule: the longer path wins over the method.
+        ("POST", "/q?animal=whale", &[], 200, "infra-v2"),
+    ];
+    if !path_regex.is_empty() {
+        cases.extend([
+            ("GET", "/v2/items", &[][..], 200, "infra-v2"),
             ("GET", "/v2/items/x", &[], 404, ""),
             ("GET", "/V2/items", &[], 404, ""),
-            ("GET", "/h", &[("x-id", "abbb")], 200, "infra-v3"),
-            ("GET", "/h", &[("x-id", "abc")], 404, ""),
-            ("GET", "/h", &[("x-id", "Abb")], 404, ""),
-            // A method match goes before more header matches.
-            ("GET", "/m", &[("x", "1"), ("z", "1")], 200, "infra-v3"),
-            ("DELETE", "/m", &[("x", "1"), ("z", "1")], 200, "infra-v2"),
-            // A POST to a path of another rule: the longer path wins over the method.
-            ("POST", "/q?animal=whale", &[], 200, "infra-v2"),
-        ],
-    )
-    .await;
+        ]);
+    }
+    expect(&p, "m.test", &cases).await;
 }
 
 /// The value of header `name` the echo backend received ("" when it got none).
@@ -129,8 +144,6 @@ async fn header_modifiers_of_a_backend_follow_those_of_its_rule() {
     let want = [("infra-v1", "v1"), ("infra-v2", "v2")].map(|(s, v)| (s.to_owned(), v.to_owned()));
     assert_eq!(seen, want.into_iter().collect());
 }
-
-proxy_and_haproxy!(request_and_response_header_modifiers_on_rules);
 
 async fn request_and_response_header_modifiers_on_rules(provider: Provider) {
     let spec = "{parentRefs: [{name: gw}], rules: [

@@ -154,7 +154,8 @@ fn conditions_and_splits_pass_haproxy_check() {
     assert_eq!(rendered.diagnostics, []);
     for needle in [
         "req.fhdr(X-Version) -m str --",
-        "urlp(a) -m str -- \"-i\"",
+        "var(txn.query_61) -m str -- \"-i\"",
+        "set-var(txn.query_61) urlp(a)",
         "method -m str -- \"PATCH\"",
         "req.cook(canary) -m str --",
         "req.fhdr(x-re) -m reg -i --",

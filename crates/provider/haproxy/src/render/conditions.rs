@@ -29,10 +29,13 @@ fn term(condition: &Condition<'_>) -> Result<String, Refused> {
             "cookie match",
             format!("req.cook({})", name_of("cookie match", name)?),
         ),
-        Field::Query(name) => (
-            "query parameter match",
-            format!("urlp({})", name_of("query parameter match", name)?),
-        ),
+        Field::Query(name) => {
+            name_of("query parameter match", name)?;
+            (
+                "query parameter match",
+                format!("var({})", query_variable(name)),
+            )
+        }
         Field::Method => ("method match", "method".to_owned()),
     };
     if condition.value.is_empty() {
@@ -51,6 +54,37 @@ fn term(condition: &Condition<'_>) -> Result<String, Refused> {
         why: e.to_string(),
     })?;
     Ok(format!("{{ {fetch} -m {how} -- {value} }}"))
+}
+
+/// The variable holding the first value of query parameter `name`: `urlp` in an ACL tries
+/// every parameter of the name, the proxy only the first, which `urlp` gives as a sample.
+fn query_variable(name: &str) -> String {
+    let hex: String = name.bytes().map(|b| format!("{b:02x}")).collect();
+    format!("txn.query_{hex}")
+}
+
+/// The lines that set the variable of each query parameter `rules` compare (before the
+/// route lookups); names [`when`] refuses are left out.
+pub(super) fn query_lines<'a>(rules: impl Iterator<Item = &'a L7Rule>) -> String {
+    let mut names = std::collections::BTreeSet::new();
+    for rule in rules {
+        if let Some(Condition {
+            field: Field::Query(name),
+            ..
+        }) = conditions(std::slice::from_ref(rule)).next()
+            && name_of("", name).is_ok()
+        {
+            names.insert(name);
+        }
+    }
+    (names.into_iter())
+        .map(|n| {
+            format!(
+                "    http-request set-var({}) urlp({n})\n",
+                query_variable(n)
+            )
+        })
+        .collect()
 }
 
 /// A name inside a fetch's parentheses: letters, digits, `-`, `_` and `.` only (a `,` or a
@@ -129,7 +163,7 @@ mod tests {
         );
         assert_eq!(
             c(Field::Query("animal"), "-i", false).unwrap(),
-            r#"{ urlp(animal) -m str -- "-i" }"#
+            r#"{ var(txn.query_616e696d616c) -m str -- "-i" }"#
         );
         assert_eq!(
             c(Field::Method, "PATCH", false).unwrap(),

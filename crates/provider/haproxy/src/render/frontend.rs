@@ -64,6 +64,8 @@ pub(super) fn frontend(
     }
     let (maps, groups) = super::groups::resolve(&table, listener.id);
     out.maps.extend(maps);
+    let rules = listener.policies.iter().flat_map(|p| &p.rules);
+    s.push_str(&super::conditions::query_lines(rules));
     s.push_str(&routes::frontend_lines(listener.id, &groups));
     s.push_str(&own);
     s.push_str(routes::USE_BACKEND);
