@@ -37,6 +37,46 @@ fn policy(name: &str, mut rules: Vec<L7Rule>, action: PolicyAction) -> L7Policy 
     }
 }
 
+/// A URLRewrite of the path and a RequestRedirect with the same path change, on their own
+/// paths.
+fn rewrite(name: &str, path: PathRewrite) -> [L7Policy; 2] {
+    let on = |p: &str| {
+        vec![rule(
+            RuleType::Path,
+            CompareType::PathPrefix,
+            None,
+            &format!("/{name}{p}"),
+        )]
+    };
+    let mut forward = policy(
+        name,
+        on("/f"),
+        PolicyAction::RedirectToPool {
+            pool: PoolId::derive("pool"),
+        },
+    );
+    forward.options = Some(Arc::new(PolicyOptions {
+        path: Some(path.clone()),
+        ..Default::default()
+    }));
+    let redirect = Redirect {
+        status: 302,
+        scheme: "http".into(),
+        hostname: None,
+        port: 80,
+        path: Some(path),
+        same_scheme: false,
+    };
+    [
+        forward,
+        policy(
+            &format!("{name}-r"),
+            on("/r"),
+            PolicyAction::RequestRedirect(redirect),
+        ),
+    ]
+}
+
 fn lb() -> LoadBalancer {
     let pool = PoolId::derive("pool");
     let to_pool = PolicyAction::RedirectToPool { pool };
@@ -115,6 +155,18 @@ fn lb() -> LoadBalancer {
         ),
         policy("split", vec![], split),
     ];
+    policies.extend(rewrite(
+        "full",
+        PathRewrite::Full {
+            path: "/one two".into(),
+        },
+    ));
+    let prefix = |prefix: &str, replacement: &str| PathRewrite::Prefix {
+        prefix: prefix.into(),
+        replacement: replacement.into(),
+    };
+    policies.extend(rewrite("prefix", prefix("/a.b(c)", "/new/")));
+    policies.extend(rewrite("strip", prefix("/s", "/")));
     portico_model::order::sort(&mut policies);
     LoadBalancer {
         id: LoadBalancerId::derive("lb"),
@@ -161,6 +213,8 @@ fn conditions_and_splits_pass_haproxy_check() {
         "req.fhdr(x-re) -m reg -i --",
         "var(txn.draw),mod(4) -m int 3:3",
         "set-header x-share \"b\" if { var(txn.policy) -m str ",
+        "http-request set-path \"/one\\x20two\" if { var(txn.policy) -m str ",
+        "    http-request replace-path \"\\x5e/s\\x28/.*\\x29\\x24\" \"\\x5c1\"\n    http-request redirect location",
     ] {
         assert!(
             rendered.config.contains(needle),

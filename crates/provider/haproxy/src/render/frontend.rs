@@ -91,7 +91,9 @@ fn unsupported(policy: &L7Policy) -> Option<&'static str> {
     if let PolicyAction::RequestRedirect(redirect) = &policy.action
         && redirect_line(redirect).is_none()
     {
-        return Some("a RequestRedirect that changes the path");
+        return Some(
+            "a RequestRedirect whose hostname or path haproxy cannot write (a path holding % or \\)",
+        );
     }
     let shares = match &policy.action {
         PolicyAction::RedirectToPools { pools } => &pools[..],
@@ -117,17 +119,26 @@ fn unsupported(policy: &L7Policy) -> Option<&'static str> {
 }
 
 /// A Gateway API RequestRedirect as haproxy's `http-request redirect` (scheme, host, port
-/// and status; the path and query kept); none for one that changes the path, which haproxy
-/// is not given here, or whose hostname is not plain letters, digits, dots and dashes.
+/// and status; the query kept, the path kept or rewritten first: [`super::rewrite`]); none
+/// for one whose new path haproxy cannot write, or whose hostname is not plain letters,
+/// digits, dots and dashes.
 pub(super) fn redirect_line(redirect: &portico_model::Redirect) -> Option<String> {
     let plain = |s: &str| {
         !s.is_empty()
             && s.bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
     };
-    if redirect.path.is_some() || !plain(&redirect.scheme) {
+    if !plain(&redirect.scheme) {
         return None;
     }
+    // The path rewritten first, in the redirect's own backend: `pathq` then has the new path.
+    let rewrite = match &redirect.path {
+        Some(path) => super::rewrite::actions(path, "RequestRedirect").ok()?,
+        None => Vec::new(),
+    };
+    let rewrite: String = (rewrite.iter())
+        .map(|a| format!("http-request {a}\n    "))
+        .collect();
     let host = match &redirect.hostname {
         Some(host) if plain(host) => host.clone(),
         Some(_) => return None,
@@ -144,15 +155,13 @@ pub(super) fn redirect_line(redirect: &portico_model::Redirect) -> Option<String
     };
     let (scheme, code) = (&redirect.scheme, redirect.status);
     Some(format!(
-        "http-request redirect location \"{scheme}://{host}{port}%[pathq]\" code {code}"
+        "{rewrite}http-request redirect location \"{scheme}://{host}{port}%[pathq]\" code {code}"
     ))
 }
 
 /// The first Gateway API filter among a policy's options that haproxy does not render.
 fn gateway_filters(options: &portico_model::PolicyOptions) -> Option<&'static str> {
-    if options.path.is_some() {
-        Some("a URLRewrite path")
-    } else if !options.mirrors.is_empty() {
+    if !options.mirrors.is_empty() {
         Some("a RequestMirror filter")
     } else if options.timeouts != portico_model::Timeouts::default() {
         Some("timeouts")

@@ -100,6 +100,9 @@ fn request_lines(options: &PolicyOptions) -> Result<Vec<String>, Refused> {
         })?;
         out.push(format!("set-header Host {host}"));
     }
+    if let Some(rewrite) = &options.path {
+        out.extend(super::rewrite::actions(rewrite, "URLRewrite")?);
+    }
     Ok(out)
 }
 
