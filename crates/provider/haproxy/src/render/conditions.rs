@@ -103,7 +103,8 @@ fn name_of(field: &'static str, name: &str) -> Result<String, Refused> {
 }
 
 /// `pattern` anchored at the start, when it keeps to the syntax both engines read alike:
-/// literals, `.`, classes, groups (plain, `(?:`, `(?i:`, `(?-i:`), alternation, the
+/// literals, `.`, classes, groups (plain, `(?:`, and those setting flags `i` and `s`, as
+/// `(?-i:` and a canary pattern's `(?s-i:`), alternation, the
 /// quantifiers, anchors and the escapes `\d \D \w \W \s \S` and escaped punctuation. Anything
 /// else (named groups, look-around, Unicode classes, back-references) is refused: haproxy
 /// would fail to load, or match otherwise.
@@ -127,20 +128,33 @@ fn regex(field: &'static str, pattern: &str) -> Result<String, Refused> {
                     ));
                 }
             },
-            b'(' if bytes.get(i + 1) == Some(&b'?') => {
-                let rest = &pattern[i + 2..];
-                let len = [":", "i:", "-i:"].into_iter().find(|p| rest.starts_with(p));
-                match len {
-                    Some(p) => i += 1 + p.len(),
-                    None => return Err(refused("a group other than (?: (?i: (?-i:")),
+            b'(' if bytes.get(i + 1) == Some(&b'?') => match flag_group(&bytes[i + 2..]) {
+                Some(len) => i += 1 + len,
+                None => {
+                    return Err(refused(
+                        "a group other than (?: or one setting flags i and s",
+                    ));
                 }
-            }
+            },
             b if b.is_ascii_graphic() || b == b' ' => {}
             _ => return Err(refused("a control or non-ASCII character")),
         }
         i += 1;
     }
     Ok(format!("^(?:{pattern})"))
+}
+
+/// The length of `flags:` after `(?`, when the flags are only `i` and `s` (set, then unset
+/// after a `-`), which PCRE2 and `regex` read alike.
+fn flag_group(rest: &[u8]) -> Option<usize> {
+    let end = rest.iter().position(|b| *b == b':')?;
+    let flags = &rest[..end];
+    let (on, off) = match flags.iter().position(|b| *b == b'-') {
+        Some(at) => (&flags[..at], &flags[at + 1..]),
+        None => (flags, &[][..]),
+    };
+    let known = |f: &[u8]| f.iter().all(|b| matches!(b, b'i' | b's'));
+    (known(on) && known(off) && (flags.last() != Some(&b'-'))).then_some(end + 1)
 }
 
 #[cfg(test)]
@@ -180,6 +194,20 @@ mod tests {
     }
 
     #[test]
+    fn a_canary_pattern_is_written() {
+        let term = c(
+            Field::Header("x-version"),
+            "(?s-i:.*?(?:^beta-[0-9]+$))",
+            true,
+        )
+        .unwrap();
+        assert!(
+            term.starts_with("{ req.fhdr(x-version) -m reg -i -- "),
+            "{term}"
+        );
+    }
+
+    #[test]
     fn unwritable_names_values_and_expressions_are_refused_naming_the_field() {
         for (field, value, regex) in [
             (Field::Header("x,y"), "v", false),
@@ -191,6 +219,8 @@ mod tests {
             (Field::Header("x"), r"(?=a)", true),
             (Field::Header("x"), r"\pL", true),
             (Field::Header("x"), r"(a)\1", true),
+            (Field::Header("x"), r"(?x: a)", true),
+            (Field::Header("x"), r"(?i-:a)", true),
         ] {
             let refused = c(field, value, regex).unwrap_err();
             assert!(refused.field.ends_with("match"), "{refused:?}");
