@@ -204,4 +204,146 @@ mod tests {
         );
         assert!(!lines.contains("str(z)"), "{lines}");
     }
+
+    /// haproxy's evaluation of the maps and the group lines of one listener, written out:
+    /// per tier, the exact key else the longest prefix key; a group's lines set the route to
+    /// the first value whose terms the request satisfies (`holds`), and undo it when none does.
+    fn haproxy_route(
+        maps: &Maps,
+        groups: &Groups,
+        host: &str,
+        path: &str,
+        holds: &dyn Fn(&str) -> bool,
+    ) -> Option<String> {
+        let l = ListenerId::derive("l");
+        let mut keys = vec![("host", format!("{host}{path}"))];
+        if let Some(s) = portico_model::matching::wildcard_suffix(host) {
+            keys.push(("wild", format!("*.{s}{path}")));
+        }
+        keys.push(("any", path.to_owned()));
+        for (tier, key) in keys {
+            let exact = maps[&map_name(l, tier, "exact")].get(&key);
+            let prefixes = &maps[&map_name(l, tier, "prefix")];
+            let longest = (prefixes.iter())
+                .filter(|(k, _)| key.starts_with(k.as_str()))
+                .max_by_key(|(k, _)| k.len())
+                .map(|(_, v)| v);
+            let Some(mut route) = exact.or(longest).cloned() else {
+                continue;
+            };
+            for line in groups.lines(tier).lines() {
+                if line.contains("unset-var(txn.route)") {
+                    if route.starts_with('=') {
+                        route.clear();
+                    }
+                    continue;
+                }
+                let (value, rest) = line
+                    .split_once("str(")
+                    .unwrap()
+                    .1
+                    .split_once(") if { var(txn.route) -m str ")
+                    .unwrap();
+                let (group, when) = rest.split_once(" }").unwrap();
+                let terms: Vec<String> = (when.split("} {"))
+                    .map(|t| t.trim_matches([' ', '{', '}']).to_owned())
+                    .filter(|t| !t.is_empty())
+                    .collect();
+                if route == group && terms.iter().all(|t| holds(t)) {
+                    route = value.to_owned();
+                }
+            }
+            if !route.is_empty() {
+                return Some(route);
+            }
+        }
+        None
+    }
+
+    proptest::proptest! {
+        /// Maps and group lines choose what the proxy's ordered first match chooses, for any
+        /// set of policies with header conditions over a few hosts and nested paths.
+        #[test]
+        fn groups_choose_what_the_proxy_chooses(
+            policies in proptest::collection::vec((0..5usize, 0..6usize, proptest::bool::ANY, 0..4usize), 1..10),
+            requests in proptest::collection::vec((0..4usize, 0..8usize, 0..4usize), 1..20),
+        ) {
+            use portico_model::{CompareType, L7Policy, L7Rule, L7RuleId, RuleType};
+            let hosts = ["a.x.test", "b.x.test"];
+            let paths = ["/", "/a", "/a/b", "/ab", "/a/b/c", "/b"];
+            let mut model: Vec<L7Policy> = Vec::new();
+            for (n, (h, p, exact, headers)) in policies.iter().enumerate() {
+                let rule = |rule_type, compare_type, key: Option<&str>, value: &str| L7Rule {
+                    id: L7RuleId::derive(&format!("{n}{value}{key:?}")),
+                    rule_type,
+                    compare_type,
+                    key: key.map(str::to_owned),
+                    value: value.to_owned(),
+                };
+                let mut rules = vec![];
+                match h {
+                    0 | 1 => rules.push(rule(RuleType::HostName, CompareType::EqualTo, None, hosts[*h])),
+                    2 => rules.push(rule(RuleType::HostName, CompareType::WildcardLabel, None, "x.test")),
+                    _ => {}
+                }
+                let compare = if *exact { CompareType::EqualTo } else { CompareType::PathPrefix };
+                rules.push(rule(RuleType::Path, compare, None, paths[*p]));
+                for (bit, name) in [(1, "h1"), (2, "h2")] {
+                    if headers & bit != 0 {
+                        rules.push(rule(RuleType::Header, CompareType::EqualTo, Some(name), "1"));
+                    }
+                }
+                model.push(L7Policy {
+                    id: portico_model::L7PolicyId::derive(&n.to_string()),
+                    position: 0,
+                    action: portico_model::PolicyAction::Reject { status: 403 },
+                    rules,
+                    source: std::sync::Arc::new(portico_model::ObjectRef::new("HTTPRoute", "default", &n.to_string())),
+                    precedence: u32::try_from(n).unwrap(),
+                    options: None,
+                });
+            }
+            portico_model::order::sort(&mut model);
+            let l = ListenerId::derive("l");
+            let mut table = Table::new();
+            for policy in &model {
+                let (host, path) = portico_model::matching::reduce(&policy.rules).unwrap();
+                let entry = Entry {
+                    when: super::super::conditions::when(&policy.rules).unwrap(),
+                    shares: vec![(policy.source.name.clone(), 1)],
+                };
+                add(&mut table, l, &host, &path, &entry).unwrap();
+            }
+            let (maps, groups) = resolve(&table, l);
+            let request_hosts = ["a.x.test", "b.x.test", "c.x.test", "other"];
+            let request_paths = ["/", "/a", "/a/", "/a/b", "/ab", "/a/b/c", "/a/bc", "/b/"];
+            for (h, p, headers) in requests {
+                let (host, path) = (request_hosts[h], request_paths[p]);
+                let has = |name: &str| (name == "h1" && headers & 1 != 0) || (name == "h2" && headers & 2 != 0);
+                let holds = |term: &str| ["h1", "h2"].iter().any(|n| has(n) && term.starts_with(&format!("req.fhdr({n})")));
+                let proxy = model.iter().find(|policy| {
+                    use portico_model::matching::{conditions, prefix_matches, wildcard_suffix, Field, HostMatch, PathMatch};
+                    let (h, p) = portico_model::matching::reduce(&policy.rules).unwrap();
+                    let host_ok = match h {
+                        HostMatch::Any => true,
+                        HostMatch::Exact(e) => e == host,
+                        HostMatch::Wildcard(s) => wildcard_suffix(host) == Some(s.as_str()),
+                        HostMatch::Suffix(_) => false,
+                    };
+                    let path_ok = match p {
+                        PathMatch::Exact(e) => e == path,
+                        PathMatch::Prefix(v) => prefix_matches(&v, path),
+                        PathMatch::Regex(_) => false,
+                    };
+                    let conditions_ok = conditions(&policy.rules).all(|c| matches!(c.field, Field::Header(n) if has(n)));
+                    host_ok && path_ok && conditions_ok
+                }).map(|policy| policy.source.name.clone());
+                proptest::prop_assert_eq!(
+                    haproxy_route(&maps, &groups, host, path, &holds),
+                    proxy,
+                    "{} {} {}", host, path, headers
+                );
+            }
+        }
+    }
 }
