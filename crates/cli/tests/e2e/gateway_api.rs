@@ -151,8 +151,9 @@ async fn a_route_in_the_gateways_namespace_is_served_and_gets_its_status() {
     );
 }
 
-#[tokio::test]
-async fn routes_attach_where_hostnames_intersect_and_wildcards_match_several_labels() {
+async fn routes_attach_where_hostnames_intersect_and_wildcards_match_several_labels(
+    provider: Provider,
+) {
     let m = backends(
         "gw-hosts",
         &[("infra-v1", 1), ("infra-v2", 1), ("infra-v3", 1)],
@@ -200,7 +201,7 @@ async fn routes_attach_where_hostnames_intersect_and_wildcards_match_several_lab
         ));
     }
     m.write("gw.yaml", &y);
-    let p = Portico::start(m.path(), &[]).await;
+    let p = provider.start(m.path()).await;
     expect_routes(
         &p,
         &[
@@ -267,6 +268,7 @@ async fn paths_match_exactly_or_by_prefix_element_wise() {
 }
 
 proxy_and_haproxy!(
+    routes_attach_where_hostnames_intersect_and_wildcards_match_several_labels,
     headers_match_exactly_and_more_matching_headers_win,
     a_rule_whose_headers_do_not_hold_leaves_the_request_to_shorter_paths_then_other_hosts,
     weights_share_requests_and_weight_zero_gets_none,

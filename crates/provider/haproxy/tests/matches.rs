@@ -167,6 +167,19 @@ fn lb() -> LoadBalancer {
     };
     policies.extend(rewrite("prefix", prefix("/a.b(c)", "/new/")));
     policies.extend(rewrite("strip", prefix("/s", "/")));
+    for suffix in ["wildcard.io", "a.wildcard.io"] {
+        let mut wildcard = policy(suffix, vec![], to_pool.clone());
+        wildcard.rules = vec![
+            rule(
+                RuleType::HostName,
+                CompareType::WildcardSuffix,
+                None,
+                suffix,
+            ),
+            rule(RuleType::Header, CompareType::EqualTo, Some("x"), "1"),
+        ];
+        policies.push(wildcard);
+    }
     portico_model::order::sort(&mut policies);
     LoadBalancer {
         id: LoadBalancerId::derive("lb"),
@@ -213,6 +226,7 @@ fn conditions_and_splits_pass_haproxy_check() {
         "req.fhdr(x-re) -m reg -i --",
         "var(txn.draw),mod(4) -m int 3:3",
         "set-header x-share \"b\" if { var(txn.policy) -m str ",
+        "set-var(txn.route_sfx) str(*.a.wildcard.io),concat(,txn.route_path) if !{ var(txn.route) -m found } { var(txn.host) -m end .a.wildcard.io }",
         "http-request set-path \"/one\\x20two\" if { var(txn.policy) -m str ",
         "    http-request replace-path \"\\x5e/s\\x28/.*\\x29\\x24\" \"\\x5c1\"\n    http-request redirect location",
     ] {
@@ -222,5 +236,8 @@ fn conditions_and_splits_pass_haproxy_check() {
             rendered.config
         );
     }
+    // The longer suffix is looked up first.
+    let at = |n: &str| rendered.config.find(n).unwrap();
+    assert!(at("str(*.a.wildcard.io)") < at("str(*.wildcard.io)"));
     support::check(&lb).unwrap();
 }

@@ -6,7 +6,6 @@ use super::reduce::reduce;
 use super::routes;
 use super::{CRT_LIST_FILE, DEFAULT_CERTIFICATE_FILE, Input, Rendered};
 use crate::quote;
-use portico_model::matching::HostMatch;
 use portico_model::{Diagnostic, L7Policy, Listener, LoadBalancer, PolicyAction, Protocol};
 use std::fmt::Write as _;
 use std::net::SocketAddr;
@@ -111,9 +110,6 @@ fn unsupported(policy: &L7Policy) -> Option<&'static str> {
         if options.basic_auth.is_some() {
             return Some("basic auth (auth-type: basic)");
         }
-    }
-    if matches!(reduce(&policy.rules), Some((HostMatch::Suffix(_), _))) {
-        return Some("a wildcard hostname matching several labels (Gateway API)");
     }
     None
 }

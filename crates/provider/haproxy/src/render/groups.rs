@@ -27,6 +27,8 @@ pub(super) const DRAW: &str = "    http-request set-var(txn.draw) rand\n";
 pub struct Groups {
     lines: BTreeMap<&'static str, String>,
     pub draws: bool,
+    /// The suffixes of the listener's Gateway API wildcards, longest first.
+    pub suffixes: Vec<String>,
 }
 
 impl Groups {
@@ -48,7 +50,7 @@ pub fn resolve(table: &Table, listener: ListenerId) -> (Maps, Groups) {
     empty(&mut maps, listener);
     let mut groups = Groups::default();
     let mut numbers: BTreeMap<(&str, Vec<Entry>), usize> = BTreeMap::new();
-    for tier in ["host", "wild", "any"] {
+    for tier in ["host", "suffix", "wild", "any"] {
         let prefix_file = map_name(listener, tier, "prefix");
         let no_prefixes = BTreeMap::new();
         let prefixes = table.get(&prefix_file).unwrap_or(&no_prefixes);
@@ -77,7 +79,24 @@ pub fn resolve(table: &Table, listener: ListenerId) -> (Maps, Groups) {
             }
         }
     }
+    groups.suffixes = suffixes(&maps, listener);
+    if !groups.suffixes.is_empty() {
+        for kind in ["exact", "prefix"] {
+            maps.entry(map_name(listener, "suffix", kind)).or_default();
+        }
+    }
     (maps, groups)
+}
+
+/// The distinct suffixes of the keys of `listener`'s suffix maps, longest first.
+fn suffixes(maps: &Maps, listener: ListenerId) -> Vec<String> {
+    let files = ["exact", "prefix"].map(|kind| maps.get(&map_name(listener, "suffix", kind)));
+    let keys = files.into_iter().flatten().flat_map(|m| m.keys());
+    let hosts = keys.filter_map(|k| k.split_once('/')?.0.strip_prefix("*."));
+    let mut out: Vec<String> = hosts.map(str::to_owned).collect();
+    out.sort_by(|a, b| b.len().cmp(&a.len()).then(a.cmp(b)));
+    out.dedup();
+    out
 }
 
 /// The entries a request reaching `key` may take, in order, up to the first final one: the

@@ -48,6 +48,15 @@ pub fn is_map_word(s: &str) -> bool {
     !s.is_empty() && !s.starts_with('#') && s.bytes().all(|b| b.is_ascii_graphic())
 }
 
+/// Lower-case letters, digits, `-` and `.`: a Gateway API wildcard's suffix the frontend may
+/// name in a sample expression and an ACL pattern as it is.
+fn is_dns_name(s: &str) -> bool {
+    !s.is_empty()
+        && !s.starts_with(['.', '-'])
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+}
+
 /// A key holds a byte a map cannot carry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Unmappable;
@@ -111,7 +120,8 @@ pub fn add(
         HostMatch::Exact(h) => ("host", h.clone()),
         HostMatch::Wildcard(s) => ("wild", format!("*.{s}")),
         HostMatch::Any => ("any", String::new()),
-        // The maps have no tier for several labels (see `frontend::unsupported`).
+        // Looked up by name in the frontend (`str(*.<suffix>)`): a DNS name only.
+        HostMatch::Suffix(s) if is_dns_name(s) => ("suffix", format!("*.{s}")),
         HostMatch::Suffix(_) => return Err(Unmappable),
     };
     let mut entries: Vec<(&str, String)> = Vec::new();
@@ -171,8 +181,34 @@ pub fn frontend_lines(listener: ListenerId, groups: &super::groups::Groups) -> S
             );
         }
         s.push_str(&groups.lines(tier));
+        if tier == "host" {
+            s.push_str(&suffix_lines(listener, groups));
+        }
     }
     s.push_str("    http-request set-var(txn.policy) var(txn.route),field(2,~) if { var(txn.route) -m sub ~ }\n");
+    s
+}
+
+/// The lookups of the Gateway API's wildcards (one or more labels before the suffix), after
+/// the exact hosts and before the one-label wildcards, as in the proxy: per suffix the
+/// listener has, longest first, the key `*.<suffix>` + path when the host ends with it.
+fn suffix_lines(listener: ListenerId, groups: &super::groups::Groups) -> String {
+    let mut s = String::new();
+    for suffix in &groups.suffixes {
+        let _ = writeln!(
+            s,
+            "    http-request set-var(txn.route_sfx) str(*.{suffix}),concat(,txn.route_path) if !{{ var(txn.route) -m found }} {{ var(txn.host) -m end .{suffix} }} !{{ var(txn.host) -m beg . }} !{{ var(txn.host) -m sub / }}"
+        );
+        for (kind, converter) in [("exact", "map_str"), ("prefix", "map_beg")] {
+            let _ = writeln!(
+                s,
+                "    http-request set-var(txn.route) var(txn.route_sfx),{converter}({}) if !{{ var(txn.route) -m found }} {{ var(txn.route_sfx) -m found }}",
+                map_name(listener, "suffix", kind)
+            );
+        }
+        s.push_str(&groups.lines("suffix"));
+        s.push_str("    http-request unset-var(txn.route_sfx)\n");
+    }
     s
 }
 
