@@ -64,6 +64,7 @@ proxy_and_haproxy!(
     redirects_take_scheme_host_port_path_and_status_with_the_apis_port_rules,
     url_rewrites_change_the_host_and_the_path_with_the_apis_slash_rules,
     header_modifiers_of_a_backend_follow_those_of_its_rule,
+    a_request_reaches_only_the_routes_of_the_most_specific_listener_for_its_host,
 );
 
 async fn methods_query_parameters_and_regular_expressions_match_in_the_apis_precedence(
@@ -554,8 +555,9 @@ async fn the_cors_filter_answers_preflights_and_marks_answers_for_allowed_origin
     );
 }
 
-#[tokio::test]
-async fn a_request_reaches_only_the_routes_of_the_most_specific_listener_for_its_host() {
+async fn a_request_reaches_only_the_routes_of_the_most_specific_listener_for_its_host(
+    provider: Provider,
+) {
     let ns = "gw-isolation";
     let m = backends(
         ns,
@@ -585,7 +587,7 @@ async fn a_request_reaches_only_the_routes_of_the_most_specific_listener_for_its
         y.push_str(&route(ns, listener, &spec));
     }
     m.write("gw.yaml", &y);
-    let p = Portico::start(m.path(), &[]).await;
+    let p = provider.start(m.path()).await;
     let accepted = ["Accepted=True/Accepted", "ResolvedRefs=True/ResolvedRefs"];
     for (name, _) in routes {
         wait_conditions(&p, ns, name, &accepted).await;
