@@ -4,6 +4,7 @@
 //! backends), another controller's objects left alone, and route changes under keep-alive
 //! traffic. Gateways without an address are served on the default listeners.
 
+use crate::conformance::Provider;
 use crate::{backends, expect_routes, support::*};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -150,8 +151,9 @@ async fn a_route_in_the_gateways_namespace_is_served_and_gets_its_status() {
     );
 }
 
-#[tokio::test]
-async fn routes_attach_where_hostnames_intersect_and_wildcards_match_several_labels() {
+async fn routes_attach_where_hostnames_intersect_and_wildcards_match_several_labels(
+    provider: Provider,
+) {
     let m = backends(
         "gw-hosts",
         &[("infra-v1", 1), ("infra-v2", 1), ("infra-v3", 1)],
@@ -199,7 +201,7 @@ async fn routes_attach_where_hostnames_intersect_and_wildcards_match_several_lab
         ));
     }
     m.write("gw.yaml", &y);
-    let p = Portico::start(m.path(), &[]).await;
+    let p = provider.start(m.path()).await;
     expect_routes(
         &p,
         &[
@@ -265,8 +267,14 @@ async fn paths_match_exactly_or_by_prefix_element_wise() {
     .await;
 }
 
-#[tokio::test]
-async fn headers_match_exactly_and_more_matching_headers_win() {
+proxy_and_haproxy!(
+    routes_attach_where_hostnames_intersect_and_wildcards_match_several_labels,
+    headers_match_exactly_and_more_matching_headers_win,
+    a_rule_whose_headers_do_not_hold_leaves_the_request_to_shorter_paths_then_other_hosts,
+    weights_share_requests_and_weight_zero_gets_none,
+);
+
+async fn headers_match_exactly_and_more_matching_headers_win(provider: Provider) {
     let m = backends(
         "gw-headers",
         &[("infra-v1", 1), ("infra-v2", 1), ("infra-v3", 1)],
@@ -276,19 +284,44 @@ async fn headers_match_exactly_and_more_matching_headers_win() {
         {matches: [{headers: [{name: version, value: one}]}], backendRefs: [{name: infra-v1, port: 80}]},
         {matches: [{headers: [{name: version, value: two}]}], backendRefs: [{name: infra-v2, port: 80}]},
         {matches: [{headers: [{name: version, value: two}, {name: Color, value: orange}]}], backendRefs: [{name: infra-v3, port: 80}]}]}";
+    // Another route's rule with as many header matches goes after (the API's route order),
+    // one with more goes first.
+    let other = "{parentRefs: [{name: gw}], rules: [
+        {matches: [{headers: [{name: version, value: two}, {name: color, value: orange}]}], backendRefs: [{name: infra-v1, port: 80}]},
+        {matches: [{headers: [{name: version, value: one}, {name: color, value: red}, {name: x, value: 'a, b'}]}], backendRefs: [{name: infra-v2, port: 80}]}]}";
     m.write(
         "gw.yaml",
         &(class("portico", OURS)
             + &gateway("gw-headers", "gw", "portico", HTTP)
-            + &route("gw-headers", "headers", spec)),
+            + &route("gw-headers", "headers", spec)
+            + &route("gw-headers", "later", other)),
     );
-    let p = Portico::start(m.path(), &[]).await;
+    let p = provider.start(m.path()).await;
+    wait_conditions(
+        &p,
+        "gw-headers",
+        "later",
+        &["Accepted=True/Accepted", "ResolvedRefs=True/ResolvedRefs"],
+    )
+    .await;
     type Case<'a> = (&'a [(&'a str, &'a str)], u16, &'a str);
-    let cases: [Case<'_>; 6] = [
+    let cases: [Case<'_>; 9] = [
         (&[("version", "one")], 200, "infra-v1"),
         (&[("Version", "two")], 200, "infra-v2"),
         (&[("version", "two"), ("color", "orange")], 200, "infra-v3"),
         (&[("version", "one"), ("color", "orange")], 200, "infra-v1"),
+        (
+            &[("version", "one"), ("color", "red"), ("x", "a, b")],
+            200,
+            "infra-v2",
+        ),
+        // A header's whole value, not one of its comma-separated elements.
+        (
+            &[("version", "one"), ("color", "red"), ("x", "a")],
+            200,
+            "infra-v1",
+        ),
+        (&[("version", "x"), ("version", "one")], 200, "infra-v1"),
         (&[("version", "TWO")], 404, ""),
         (&[("color", "orange")], 404, ""),
     ];
@@ -305,33 +338,122 @@ async fn headers_match_exactly_and_more_matching_headers_win() {
     }
 }
 
-#[tokio::test]
-async fn weights_share_requests_and_weight_zero_gets_none() {
+async fn a_rule_whose_headers_do_not_hold_leaves_the_request_to_shorter_paths_then_other_hosts(
+    provider: Provider,
+) {
+    let m = backends(
+        "gw-fallback",
+        &[("infra-v1", 1), ("infra-v2", 1), ("infra-v3", 1)],
+    )
+    .await;
+    let h = "{parentRefs: [{name: gw}], hostnames: [h.test], rules: [
+        {matches: [{path: {type: PathPrefix, value: /a}, headers: [{name: x-a, value: '1'}]}], backendRefs: [{name: infra-v1, port: 80}]},
+        {matches: [{path: {type: Exact, value: /e}, headers: [{name: x-a, value: '1'}]}], backendRefs: [{name: infra-v1, port: 80}]},
+        {matches: [{path: {type: PathPrefix, value: /e}, headers: [{name: x-b, value: '1'}]}], backendRefs: [{name: infra-v2, port: 80}]},
+        {backendRefs: [{name: infra-v3, port: 80}]}]}";
+    let g = "{parentRefs: [{name: gw}], hostnames: [g.test], rules: [
+        {matches: [{path: {type: PathPrefix, value: /a}, headers: [{name: x-a, value: '1'}]}], backendRefs: [{name: infra-v3, port: 80}]}]}";
+    let any = "{parentRefs: [{name: gw}], rules: [
+        {matches: [{path: {type: PathPrefix, value: /a/b}}], backendRefs: [{name: infra-v2, port: 80}]},
+        {backendRefs: [{name: infra-v1, port: 80}]}]}";
+    m.write(
+        "gw.yaml",
+        &(class("portico", OURS)
+            + &gateway("gw-fallback", "gw", "portico", HTTP)
+            + &route("gw-fallback", "h", h)
+            + &route("gw-fallback", "g", g)
+            + &route("gw-fallback", "any", any)),
+    );
+    let p = provider.start(m.path()).await;
+    for name in ["h", "g", "any"] {
+        let accepted = ["Accepted=True/Accepted", "ResolvedRefs=True/ResolvedRefs"];
+        wait_conditions(&p, "gw-fallback", name, &accepted).await;
+    }
+    type Case<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)], &'a str);
+    let cases: [Case<'_>; 11] = [
+        ("h.test", "/a/x", &[("x-a", "1")], "infra-v1"),
+        // The rule does not hold: a shorter path of the same host.
+        ("h.test", "/a/x", &[("x-a", "2")], "infra-v3"),
+        ("h.test", "/a/b", &[], "infra-v3"),
+        ("h.test", "/e", &[("x-a", "1"), ("x-b", "1")], "infra-v1"),
+        // The Exact rule does not hold: the Prefix one of the same path, then the root.
+        ("h.test", "/e", &[("x-b", "1")], "infra-v2"),
+        ("h.test", "/e", &[], "infra-v3"),
+        ("h.test", "/e/f", &[("x-a", "1"), ("x-b", "1")], "infra-v2"),
+        ("h.test", "/e/f", &[("x-a", "1")], "infra-v3"),
+        ("g.test", "/a/b", &[("x-a", "1")], "infra-v3"),
+        // No rule of the host holds: the host-less route's.
+        ("g.test", "/a/b", &[], "infra-v2"),
+        ("g.test", "/a/x", &[], "infra-v1"),
+    ];
+    let mut failures = Vec::new();
+    for (host, path, headers, service) in cases {
+        let r = p
+            .request(p.http, "GET", host, path, headers, "")
+            .await
+            .unwrap();
+        if (r.status, r.service().as_str()) != (200, service) {
+            failures.push(format!(
+                "{host}{path} {headers:?}: {} {}, not {service}",
+                r.status,
+                r.service()
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+async fn weights_share_requests_and_weight_zero_gets_none(provider: Provider) {
     let m = backends(
         "gw-weight",
         &[("infra-v1", 1), ("infra-v2", 1), ("infra-v3", 1)],
     )
     .await;
-    let spec = "{parentRefs: [{name: gw}], rules: [{backendRefs: [{name: infra-v1, port: 80, weight: 70}, {name: infra-v2, port: 80, weight: 30}, {name: infra-v3, port: 80, weight: 0}]}]}";
+    let spec = "{parentRefs: [{name: gw}], rules: [
+        {backendRefs: [{name: infra-v1, port: 80, weight: 70}, {name: infra-v2, port: 80, weight: 30}, {name: infra-v3, port: 80, weight: 0}]},
+        {matches: [{path: {value: /half}}], backendRefs: [{name: infra-v1, port: 80}, {name: does-not-exist, port: 80}]}]}";
     m.write(
         "gw.yaml",
         &(class("portico", OURS)
             + &gateway("gw-weight", "gw", "portico", HTTP)
             + &route("gw-weight", "weights", spec)),
     );
-    let p = Portico::start(m.path(), &[]).await;
+    let p = provider.start(m.path()).await;
+    let start = std::time::Instant::now();
+    while p.get("w.test", "/").await.status != 200 {
+        assert!(start.elapsed().as_secs() < 10, "never served");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
-    for _ in 0..100 {
+    for _ in 0..400 {
         let r = p.get("w.test", "/").await;
         assert_eq!(r.status, 200);
         *counts.entry(r.service()).or_default() += 1;
     }
-    let expected = [("infra-v1".to_owned(), 70), ("infra-v2".to_owned(), 30)];
+    assert_eq!(counts.get("infra-v3"), None, "weight 0: {counts:?}");
+    if matches!(provider, Provider::Proxy) {
+        // Interleaved: exactly the weights over any run of their sum.
+        let expected = [("infra-v1".to_owned(), 280), ("infra-v2".to_owned(), 120)];
+        assert_eq!(counts, expected.into_iter().collect(), "70/30/0");
+    } else {
+        // Drawn at random: 280 expected, a standard deviation about 9.
+        let v1 = counts.get("infra-v1").copied().unwrap_or(0);
+        assert!((230..=330).contains(&v1), "70/30/0 over 400: {counts:?}");
+    }
+    // An unresolved backendRef's share answers 500.
+    let mut statuses: BTreeMap<u16, usize> = BTreeMap::new();
+    for _ in 0..200 {
+        *statuses
+            .entry(p.get("w.test", "/half").await.status)
+            .or_default() += 1;
+    }
+    let failed = statuses.get(&500).copied().unwrap_or(0);
     assert_eq!(
-        counts,
-        expected.into_iter().collect(),
-        "70/30/0 over 100 requests"
+        statuses.keys().copied().collect::<Vec<_>>(),
+        [200, 500],
+        "{statuses:?}"
     );
+    assert!((60..=140).contains(&failed), "half of 200: {statuses:?}");
 }
 
 #[tokio::test]
@@ -504,14 +626,14 @@ async fn a_route_changed_under_keep_alive_traffic_fails_no_request() {
 #[tokio::test]
 async fn validate_reports_what_status_refuses_and_what_haproxy_cannot_serve() {
     let m = backends("gw-validate", &[("web", 1)]).await;
-    let headers = "{parentRefs: [{name: gw}], rules: [{matches: [{headers: [{name: x, value: v1}]}], backendRefs: [{name: web, port: 80}]}]}";
+    let timeouts = "{parentRefs: [{name: gw}], rules: [{timeouts: {request: 5s}, backendRefs: [{name: web, port: 80}]}]}";
     let regex =
         "{parentRefs: [{name: gw}], rules: [{matches: [{path: {type: Glob, value: '/a*'}}]}]}";
     m.write(
         "gw.yaml",
         &(class("portico", OURS)
             + &gateway("gw-validate", "gw", "portico", HTTP)
-            + &route("gw-validate", "headers", headers)
+            + &route("gw-validate", "timeouts", timeouts)
             + &route("gw-validate", "regex", regex)),
     );
     let validate = |extra: &[&str]| {
@@ -530,12 +652,12 @@ async fn validate_reports_what_status_refuses_and_what_haproxy_cannot_serve() {
         "{out}"
     );
     assert!(
-        !out.contains("gw-validate/headers"),
-        "the proxy serves header matches: {out}"
+        !out.contains("gw-validate/timeouts"),
+        "the proxy serves timeouts: {out}"
     );
     let (_, out) = validate(&["--provider=haproxy"]);
     assert!(
-        out.contains("HTTPRoute gw-validate/headers") && out.contains("header matches"),
+        out.contains("HTTPRoute gw-validate/timeouts") && out.contains("timeouts"),
         "{out}"
     );
 }

@@ -4,7 +4,8 @@
 //! it has exactly the lines and words of the same model with harmless values, and each value
 //! comes back as one word equal to the original. The route map files hold one key and one
 //! backend per line, and each host and path comes back whole in its key or its policy is not
-//! served (an error). `haproxy -c` accepts a sample of them.
+//! served (an error). `haproxy -c` accepts a sample of them. A header match's value (exact or
+//! a regular expression) comes back as one word.
 
 #![allow(clippy::unwrap_used)]
 
@@ -266,4 +267,52 @@ fn haproxy_accepts_nasty_values_as_plain_patterns() {
         .collect();
     let lb = model(&fields, &["ok.test".to_owned(), "bad host".to_owned()]);
     support::check(&lb).unwrap();
+}
+
+/// One policy for h.test with a header match on `x-v` of `value` (a regular expression when
+/// `regex`).
+fn header_model(value: &str, regex: bool) -> LoadBalancer {
+    let mut lb = model(&[("h.test".to_owned(), "/".to_owned())], &[]);
+    let compare = if regex {
+        CompareType::Regex
+    } else {
+        CompareType::EqualTo
+    };
+    let header = L7Rule {
+        key: Some("x-v".to_owned()),
+        ..rule(RuleType::Header, compare, value, 0)
+    };
+    let mut listeners = (*lb.listeners).clone();
+    for listener in &mut listeners {
+        for policy in &mut listener.policies {
+            policy.rules.push(header.clone());
+        }
+    }
+    lb.listeners = std::sync::Arc::new(listeners);
+    lb
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// A header match's value comes back as the one word after `--`, whole (an expression
+    /// anchored), ending the term; one haproxy cannot carry is left out with an error.
+    #[test]
+    fn a_header_match_value_comes_back_as_one_word(value in field(), regex in any::<bool>()) {
+        let rendered = support::render_in(&header_model(&value, regex), Path::new("/state/lb"));
+        let lines: Vec<&str> = rendered.config.lines().filter(|l| l.contains("req.fhdr(x-v)")).collect();
+        if lines.is_empty() {
+            prop_assert!(regex || value.is_empty() || value.contains('\0'), "{:?}", value);
+            prop_assert!(!rendered.diagnostics.is_empty(), "{:?}", value);
+        }
+        let want = if regex { format!("^(?:{value})") } else { value.clone() };
+        for line in lines {
+            let got = words(line);
+            prop_assert!(got.is_some(), "unreadable line {:?}", line);
+            let got = got.unwrap();
+            let at = got.iter().position(|w| w == b"--").unwrap();
+            prop_assert_eq!(&got[at + 1], want.as_bytes(), "{:?}", line);
+            prop_assert_eq!(&got[at + 2..], [b"}".to_vec()], "{:?}", line);
+        }
+    }
 }

@@ -135,6 +135,9 @@ const BASIC_HAPROXY: &str = "served by the built-in proxy; the haproxy provider 
     basic auth yet and leaves the Ingress's paths out rather than serve them unchecked";
 const REGEX: &str = "the regex crate's syntax (no lookaround or backreferences), on the path as \
     received (percent-encoding kept) rather than nginx's decoded one";
+const CANARY: &str = "the canary's other annotations are its pool's (balancing, affinity, \
+    timeouts), the main Ingress's locations' (rewrite, CORS, …) apply to both, as in \
+    ingress-nginx; a canary without a main Ingress for its host and path is a warning";
 const REGEX_SYNTAX: &str = "the regex crate's syntax (no lookaround or backreferences)";
 const PER_AGENT: &str = "counted per agent process, as ingress-nginx counts per replica: N agents \
     serving one Ingress admit up to N times the rate";
@@ -316,28 +319,30 @@ pub const ANNOTATIONS: &[Annotation] = &[
         ..proxy_only("cors-max-age", Ignored(HAPROXY_NOT_YET))
     },
     Annotation {
-        proxy: ServedDifferently(
-            "the canary's other annotations are its pool's (balancing, affinity, timeouts), the \
-             main Ingress's locations' (rewrite, CORS, …) apply to both, as in ingress-nginx; a \
-             canary without a main Ingress for its host and path is a warning",
-        ),
-        ..proxy_only("canary", Ignored(HAPROXY_NOT_YET))
+        proxy: ServedDifferently(CANARY),
+        haproxy: ServedDifferently(CANARY),
+        ..both("canary")
     },
-    proxy_only("canary-by-header", Ignored(HAPROXY_NOT_YET)),
-    proxy_only("canary-by-header-value", Ignored(HAPROXY_NOT_YET)),
+    both("canary-by-header"),
+    both("canary-by-header-value"),
     Annotation {
         proxy: ServedDifferently(REGEX_SYNTAX),
-        ..proxy_only("canary-by-header-pattern", Ignored(HAPROXY_NOT_YET))
+        haproxy: ServedDifferently(
+            "the syntax PCRE2 and the regex crate read alike (no lookaround, backreferences, \
+             named groups or Unicode classes); another pattern is an error on the Ingress and \
+             its canary's header is not served",
+        ),
+        ..both("canary-by-header-pattern")
     },
-    proxy_only("canary-by-cookie", Ignored(HAPROXY_NOT_YET)),
+    both("canary-by-cookie"),
     Annotation {
         proxy: ServedDifferently(
             "drawn in turn (smooth weighted round robin): exactly canary-weight of every \
              canary-weight-total requests, where ingress-nginx draws at random",
         ),
-        ..proxy_only("canary-weight", Ignored(HAPROXY_NOT_YET))
+        ..both("canary-weight")
     },
-    proxy_only("canary-weight-total", Ignored(HAPROXY_NOT_YET)),
+    both("canary-weight-total"),
     ignored("affinity-canary-behavior", NOT_YET),
     Annotation {
         proxy: ServedDifferently(

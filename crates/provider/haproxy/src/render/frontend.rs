@@ -6,7 +6,6 @@ use super::reduce::reduce;
 use super::routes;
 use super::{CRT_LIST_FILE, DEFAULT_CERTIFICATE_FILE, Input, Rendered};
 use crate::quote;
-use portico_model::matching::HostMatch;
 use portico_model::{Diagnostic, L7Policy, Listener, LoadBalancer, PolicyAction, Protocol};
 use std::fmt::Write as _;
 use std::net::SocketAddr;
@@ -44,29 +43,29 @@ pub(super) fn frontend(
         s.push_str(&hsts_line(&input.limits.hsts));
     }
     s.push_str(&compression_lines(input.limits.compression));
-    routes::empty(&mut out.maps, listener.id);
+    let mut table = routes::Table::new();
     let mut own = String::new();
     for policy in &listener.policies {
         if let Some(what) = unsupported(policy) {
             out.diagnostics.push(not_served(policy, what));
             continue;
         }
-        let lines = match super::policy::lines(policy) {
-            Ok(lines) => lines,
-            Err(refused) => {
-                out.diagnostics.push(refused_option(policy, &refused));
-                continue;
-            }
-        };
-        match policy_entries(listener, policy, !lines.is_empty(), specials, &mut out.maps) {
-            Ok(()) => own.push_str(&lines),
+        match policy_entries(listener, policy, specials, &mut table) {
+            Ok(lines) => own.push_str(&lines),
             Err(Skipped::Unmappable) => out.diagnostics.push(unmappable(policy)),
             Err(Skipped::Refused(refused)) => {
                 out.diagnostics.push(refused_option(policy, &refused));
             }
+            Err(Skipped::Condition(refused)) => {
+                out.diagnostics.push(refused_condition(policy, &refused));
+            }
         }
     }
-    s.push_str(&routes::frontend_lines(listener.id));
+    let (maps, groups) = super::groups::resolve(&table, listener.id);
+    out.maps.extend(maps);
+    let rules = listener.policies.iter().flat_map(|p| &p.rules);
+    s.push_str(&super::conditions::query_lines(rules));
+    s.push_str(&routes::frontend_lines(listener.id, &groups));
     s.push_str(&own);
     s.push_str(routes::USE_BACKEND);
     let default = match listener.default_pool {
@@ -80,19 +79,9 @@ pub(super) fn frontend(
     s
 }
 
-/// What a policy asks that this provider's route maps cannot express, if anything: header,
-/// query, method or cookie conditions, Gateway API wildcards (several labels), a split between
-/// pools, the Gateway API's filters, external auth.
+/// What a policy asks that this provider's route maps cannot express, if anything: Gateway
+/// API wildcards (several labels), some of the Gateway API's filters, external auth.
 fn unsupported(policy: &L7Policy) -> Option<&'static str> {
-    use portico_model::matching::{Field, conditions};
-    if let Some(condition) = conditions(&policy.rules).next() {
-        return Some(match condition.field {
-            Field::Header(_) => "header matches",
-            Field::Query(_) => "query parameter matches",
-            Field::Method => "method matches",
-            Field::Cookie(_) => "cookie matches",
-        });
-    }
     if let PolicyAction::RequestRedirect(redirect) = &policy.action
         && redirect.same_scheme
     {
@@ -101,39 +90,51 @@ fn unsupported(policy: &L7Policy) -> Option<&'static str> {
     if let PolicyAction::RequestRedirect(redirect) = &policy.action
         && redirect_line(redirect).is_none()
     {
-        return Some("a RequestRedirect that changes the path");
+        return Some(
+            "a RequestRedirect whose hostname or path haproxy cannot write (a path holding % or \\)",
+        );
     }
-    if let Some(what) = policy.options.as_deref().and_then(gateway_filters) {
-        return Some(what);
-    }
-    if matches!(reduce(&policy.rules), Some((HostMatch::Suffix(_), _))) {
-        return Some("a wildcard hostname matching several labels (Gateway API)");
-    }
-    // Served without its check, an Ingress with auth-url would be open: left out instead.
-    if (policy.options.as_ref()).is_some_and(|o| o.external_auth.is_some()) {
-        return Some("external auth (auth-url)");
-    }
-    if (policy.options.as_ref()).is_some_and(|o| o.basic_auth.is_some()) {
-        return Some("basic auth (auth-type: basic)");
-    }
-    if matches!(policy.action, PolicyAction::RedirectToPools { .. }) {
-        return Some("several backends with weights");
+    let shares = match &policy.action {
+        PolicyAction::RedirectToPools { pools } => &pools[..],
+        _ => &[][..],
+    };
+    let options = (policy.options.iter()).chain(shares.iter().filter_map(|s| s.options.as_ref()));
+    for options in options {
+        if let Some(what) = gateway_filters(options) {
+            return Some(what);
+        }
+        // Served without its check, an Ingress with auth-url would be open: left out instead.
+        if options.external_auth.is_some() {
+            return Some("external auth (auth-url)");
+        }
+        if options.basic_auth.is_some() {
+            return Some("basic auth (auth-type: basic)");
+        }
     }
     None
 }
 
 /// A Gateway API RequestRedirect as haproxy's `http-request redirect` (scheme, host, port
-/// and status; the path and query kept); none for one that changes the path, which haproxy
-/// is not given here, or whose hostname is not plain letters, digits, dots and dashes.
+/// and status; the query kept, the path kept or rewritten first: [`super::rewrite`]); none
+/// for one whose new path haproxy cannot write, or whose hostname is not plain letters,
+/// digits, dots and dashes.
 pub(super) fn redirect_line(redirect: &portico_model::Redirect) -> Option<String> {
     let plain = |s: &str| {
         !s.is_empty()
             && s.bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
     };
-    if redirect.path.is_some() || !plain(&redirect.scheme) {
+    if !plain(&redirect.scheme) {
         return None;
     }
+    // The path rewritten first, in the redirect's own backend: `pathq` then has the new path.
+    let rewrite = match &redirect.path {
+        Some(path) => super::rewrite::actions(path, "RequestRedirect").ok()?,
+        None => Vec::new(),
+    };
+    let rewrite: String = (rewrite.iter())
+        .map(|a| format!("http-request {a}\n    "))
+        .collect();
     let host = match &redirect.hostname {
         Some(host) if plain(host) => host.clone(),
         Some(_) => return None,
@@ -150,15 +151,13 @@ pub(super) fn redirect_line(redirect: &portico_model::Redirect) -> Option<String
     };
     let (scheme, code) = (&redirect.scheme, redirect.status);
     Some(format!(
-        "http-request redirect location \"{scheme}://{host}{port}%[pathq]\" code {code}"
+        "{rewrite}http-request redirect location \"{scheme}://{host}{port}%[pathq]\" code {code}"
     ))
 }
 
 /// The first Gateway API filter among a policy's options that haproxy does not render.
 fn gateway_filters(options: &portico_model::PolicyOptions) -> Option<&'static str> {
-    if options.path.is_some() {
-        Some("a URLRewrite path")
-    } else if !options.mirrors.is_empty() {
+    if !options.mirrors.is_empty() {
         Some("a RequestMirror filter")
     } else if options.timeouts != portico_model::Timeouts::default() {
         Some("timeouts")
@@ -221,6 +220,17 @@ fn refused_option(policy: &L7Policy, refused: &super::policy::Refused) -> Diagno
         "metadata.annotations",
         format!(
             "{} of policy {} {}; it is not served by haproxy",
+            refused.field, policy.id, refused.why
+        ),
+    )
+}
+
+fn refused_condition(policy: &L7Policy, refused: &super::policy::Refused) -> Diagnostic {
+    Diagnostic::error(
+        portico_model::ObjectRef::clone(&policy.source),
+        "spec.rules",
+        format!(
+            "a {} of policy {} {}; it is not served by haproxy",
             refused.field, policy.id, refused.why
         ),
     )
@@ -317,22 +327,78 @@ pub(crate) fn bind_fix(alerts: &str) -> &'static str {
 /// Why a policy got no map entries.
 enum Skipped {
     Unmappable,
+    /// An option (annotation or filter) that cannot be written.
     Refused(super::policy::Refused),
+    /// A match that cannot be written.
+    Condition(super::policy::Refused),
 }
 
-/// The map entries of one policy; nothing when its rules never match. `own`: the policy has
-/// lines of its own, which its entries' value names it for.
+/// The table entries of one policy (nothing when its rules never match), and its own lines:
+/// those of its options, and of each share's options (a Gateway API backendRef's filters),
+/// which the map value of the policy (`<backend>~<policy>`) or of the share
+/// (`<backend>~<policy>.<n>`) names.
 fn policy_entries(
     listener: &Listener,
     policy: &L7Policy,
-    own: bool,
     specials: &mut Specials,
-    maps: &mut routes::Maps,
-) -> Result<(), Skipped> {
+    table: &mut routes::Table,
+) -> Result<String, Skipped> {
     let Some((host, path)) = reduce(&policy.rules) else {
-        return Ok(());
+        return Ok(String::new());
     };
-    let backend = match &policy.action {
+    let when = super::conditions::when(&policy.rules).map_err(Skipped::Condition)?;
+    let mut lines = super::policy::lines(policy).map_err(Skipped::Refused)?;
+    let named = |backend: String, id: &dyn std::fmt::Display, own: bool| {
+        if own {
+            format!("{backend}~{id}")
+        } else {
+            backend
+        }
+    };
+    let shares = match &policy.action {
+        PolicyAction::RedirectToPools { pools } => {
+            let mut shares = Vec::new();
+            for (n, share) in pools.iter().enumerate() {
+                let backend = match share.pool {
+                    Some(pool) => {
+                        specials.pool(pool);
+                        pool.to_string()
+                    }
+                    // A backendRef that does not resolve: its share answers 500.
+                    None => specials.reject(500),
+                };
+                let id = format!("{}.{n}", policy.id);
+                let own = super::policy::lines_of(&id, share.options.as_deref())
+                    .map_err(Skipped::Refused)?;
+                let value = match (share.pool, &share.options) {
+                    (Some(_), Some(_)) => named(backend, &id, !own.is_empty()),
+                    (Some(_), None) => named(backend, &policy.id, !lines.is_empty()),
+                    (None, _) => backend,
+                };
+                lines.push_str(&own);
+                shares.push((value, share.weight));
+            }
+            shares
+        }
+        action => {
+            let backend = single_backend(action, specials).map_err(Skipped::Refused)?;
+            let Some(backend) = backend else {
+                return Ok(String::new());
+            };
+            vec![(named(backend, &policy.id, !lines.is_empty()), 1)]
+        }
+    };
+    let entry = routes::Entry { when, shares };
+    routes::add(table, listener.id, &host, &path, &entry).map_err(|_| Skipped::Unmappable)?;
+    Ok(lines)
+}
+
+/// The backend of an action that is not a split; none for a redirect haproxy is not given.
+fn single_backend(
+    action: &PolicyAction,
+    specials: &mut Specials,
+) -> Result<Option<String>, super::policy::Refused> {
+    Ok(Some(match action {
         PolicyAction::RedirectToPool { pool } => {
             specials.pool(*pool);
             pool.to_string()
@@ -341,19 +407,12 @@ fn policy_entries(
         PolicyAction::RedirectToHttps { status } => specials.redirect(*status),
         PolicyAction::RequestRedirect(redirect) => match redirect_line(redirect) {
             Some(line) => specials.gateway_redirect(line),
-            None => return Ok(()),
+            None => return Ok(None),
         },
-        // Refused before (`unsupported`).
-        PolicyAction::RedirectToPools { .. } => return Ok(()),
+        PolicyAction::RedirectToPools { .. } => return Ok(None),
         PolicyAction::RedirectToUrl { status, url } => {
-            let line = super::policy::redirect_to_url(*status, url).map_err(Skipped::Refused)?;
+            let line = super::policy::redirect_to_url(*status, url)?;
             specials.gateway_redirect(line)
         }
-    };
-    let value = if own {
-        format!("{backend}~{}", policy.id)
-    } else {
-        backend
-    };
-    routes::add(maps, listener.id, &host, &path, &value).map_err(|_| Skipped::Unmappable)
+    }))
 }

@@ -12,11 +12,14 @@
 mod access;
 mod backend;
 mod balance;
+mod conditions;
 mod descriptors;
 mod frontend;
 mod global;
+mod groups;
 mod policy;
 mod reduce;
+mod rewrite;
 pub mod routes;
 mod sni;
 mod tcp;

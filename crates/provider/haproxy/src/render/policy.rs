@@ -16,10 +16,16 @@ pub(super) struct Refused {
 
 /// The lines `policy` needs, each conditioned on its id; empty when it needs none.
 pub(super) fn lines(policy: &L7Policy) -> Result<String, Refused> {
-    let Some(options) = policy.options.as_deref() else {
+    lines_of(&policy.id.to_string(), policy.options.as_deref())
+}
+
+/// The lines of `options`, each conditioned on `txn.policy` holding `id` (a policy's id, or
+/// a share's: `<policy>.<n>`); empty without options.
+pub(super) fn lines_of(id: &str, options: Option<&PolicyOptions>) -> Result<String, Refused> {
+    let Some(options) = options else {
         return Ok(String::new());
     };
-    let when = format!("if {{ var(txn.policy) -m str {} }}", policy.id);
+    let when = format!("if {{ var(txn.policy) -m str {id} }}");
     let mut s = String::new();
     for line in request_lines(options)? {
         let _ = writeln!(s, "    http-request {line} {when}");
@@ -93,6 +99,9 @@ fn request_lines(options: &PolicyOptions) -> Result<Vec<String>, Refused> {
             why: e.to_string(),
         })?;
         out.push(format!("set-header Host {host}"));
+    }
+    if let Some(rewrite) = &options.path {
+        out.extend(super::rewrite::actions(rewrite, "URLRewrite")?);
     }
     Ok(out)
 }

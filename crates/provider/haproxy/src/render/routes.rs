@@ -48,12 +48,58 @@ pub fn is_map_word(s: &str) -> bool {
     !s.is_empty() && !s.starts_with('#') && s.bytes().all(|b| b.is_ascii_graphic())
 }
 
+/// Lower-case letters, digits, `-` and `.`: a Gateway API wildcard's suffix the frontend may
+/// name in a sample expression and an ACL pattern as it is.
+fn is_dns_name(s: &str) -> bool {
+    !s.is_empty()
+        && !s.starts_with(['.', '-'])
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+}
+
 /// A key holds a byte a map cannot carry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Unmappable;
 
+/// What one map key leads to: the policies there, in evaluation order.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Entry {
+    /// ACL terms (`{ ... }`, space-separated) that must all hold; empty: none.
+    pub when: String,
+    /// Map values and their weights: one value takes every request, several split them by
+    /// weight (none of weight 0).
+    pub shares: Vec<(String, u32)>,
+}
+
+impl Entry {
+    /// A policy without conditions that takes every request to `value`.
+    pub fn plain(value: &str) -> Entry {
+        Entry {
+            when: String::new(),
+            shares: vec![(value.to_owned(), 1)],
+        }
+    }
+
+    /// Whether every request that reaches it stops here.
+    pub fn is_final(&self) -> bool {
+        self.when.is_empty()
+    }
+
+    /// The map value of a key whose first entry this is, when no frontend line is needed.
+    pub fn value(&self) -> Option<&str> {
+        match &self.shares[..] {
+            [(value, _)] if self.is_final() => Some(value),
+            _ => None,
+        }
+    }
+}
+
+/// Map file name → key → the entries there, in evaluation order ([`super::groups`] makes
+/// the maps of it).
+pub type Table = BTreeMap<String, BTreeMap<String, Vec<Entry>>>;
+
 /// Empty maps for `listener` (every file exists, even when it has no entry).
-pub fn empty(maps: &mut Maps, listener: ListenerId) {
+pub fn empty<V: Default>(maps: &mut BTreeMap<String, V>, listener: ListenerId) {
     for (tier, _) in TIERS {
         for kind in ["exact", "prefix"] {
             maps.entry(map_name(listener, tier, kind)).or_default();
@@ -61,20 +107,21 @@ pub fn empty(maps: &mut Maps, listener: ListenerId) {
     }
 }
 
-/// Adds one policy's entries; a key already there keeps its backend (policies come in
-/// evaluation order, so the first one wins, as in the proxy).
+/// Adds one policy's entries; policies come in evaluation order, so an entry after a final
+/// one at its key is never reached and is left out.
 pub fn add(
-    maps: &mut Maps,
+    table: &mut Table,
     listener: ListenerId,
     host: &HostMatch,
     path: &PathMatch,
-    backend: &str,
+    entry: &Entry,
 ) -> Result<(), Unmappable> {
     let (tier, host) = match host {
         HostMatch::Exact(h) => ("host", h.clone()),
         HostMatch::Wildcard(s) => ("wild", format!("*.{s}")),
         HostMatch::Any => ("any", String::new()),
-        // The maps have no tier for several labels (see `frontend::unsupported`).
+        // Looked up by name in the frontend (`str(*.<suffix>)`): a DNS name only.
+        HostMatch::Suffix(s) if is_dns_name(s) => ("suffix", format!("*.{s}")),
         HostMatch::Suffix(_) => return Err(Unmappable),
     };
     let mut entries: Vec<(&str, String)> = Vec::new();
@@ -94,7 +141,8 @@ pub fn add(
         // annotation and the provider).
         PathMatch::Regex(_) => return Ok(()),
     }
-    if entries.iter().any(|(_, k)| !is_map_word(k)) || !is_map_word(backend) {
+    let values = entry.shares.iter().map(|(v, _)| v.as_str());
+    if entries.iter().any(|(_, k)| !is_map_word(k)) || !values.into_iter().all(is_map_word) {
         return Err(Unmappable);
     }
     if host.contains('/') {
@@ -102,20 +150,28 @@ pub fn add(
         return Ok(());
     }
     for (kind, key) in entries {
-        let map = maps.entry(map_name(listener, tier, kind)).or_default();
-        map.entry(key).or_insert_with(|| backend.to_owned());
+        let map = table.entry(map_name(listener, tier, kind)).or_default();
+        let at = map.entry(key).or_default();
+        if !at.last().is_some_and(Entry::is_final) {
+            at.push(entry.clone());
+        }
     }
     Ok(())
 }
 
 /// The frontend lines that look a request up in `listener`'s maps and switch to the backend
-/// found (`txn.host` is the normalized host).
-pub fn frontend_lines(listener: ListenerId) -> String {
+/// found (`txn.host` is the normalized host). A key whose policies have conditions or
+/// weights maps to a group (`=g<n>`), which `groups` resolves after its tier's lookups;
+/// a group none of whose policies holds leaves the request to the next tier.
+pub fn frontend_lines(listener: ListenerId, groups: &super::groups::Groups) -> String {
     let mut s = String::from(
         "    http-request set-var(txn.route_path) path\n\
          \x20   http-request set-var(txn.route_host) var(txn.host),concat(,txn.route_path) if !{ var(txn.host) -m sub / }\n\
          \x20   http-request set-var(txn.route_wild) var(txn.host),regsub('^[^.]+\\.','*.'),concat(,txn.route_path) if { var(txn.host) -m reg ^[^./]+\\.[^/]*$ }\n",
     );
+    if groups.draws {
+        s.push_str(super::groups::DRAW);
+    }
     for (tier, var) in TIERS {
         for (kind, converter) in [("exact", "map_str"), ("prefix", "map_beg")] {
             let _ = writeln!(
@@ -124,8 +180,35 @@ pub fn frontend_lines(listener: ListenerId) -> String {
                 map_name(listener, tier, kind)
             );
         }
+        s.push_str(&groups.lines(tier));
+        if tier == "host" {
+            s.push_str(&suffix_lines(listener, groups));
+        }
     }
     s.push_str("    http-request set-var(txn.policy) var(txn.route),field(2,~) if { var(txn.route) -m sub ~ }\n");
+    s
+}
+
+/// The lookups of the Gateway API's wildcards (one or more labels before the suffix), after
+/// the exact hosts and before the one-label wildcards, as in the proxy: per suffix the
+/// listener has, longest first, the key `*.<suffix>` + path when the host ends with it.
+fn suffix_lines(listener: ListenerId, groups: &super::groups::Groups) -> String {
+    let mut s = String::new();
+    for suffix in &groups.suffixes {
+        let _ = writeln!(
+            s,
+            "    http-request set-var(txn.route_sfx) str(*.{suffix}),concat(,txn.route_path) if !{{ var(txn.route) -m found }} {{ var(txn.host) -m end .{suffix} }} !{{ var(txn.host) -m beg . }} !{{ var(txn.host) -m sub / }}"
+        );
+        for (kind, converter) in [("exact", "map_str"), ("prefix", "map_beg")] {
+            let _ = writeln!(
+                s,
+                "    http-request set-var(txn.route) var(txn.route_sfx),{converter}({}) if !{{ var(txn.route) -m found }} {{ var(txn.route_sfx) -m found }}",
+                map_name(listener, "suffix", kind)
+            );
+        }
+        s.push_str(&groups.lines("suffix"));
+        s.push_str("    http-request unset-var(txn.route_sfx)\n");
+    }
     s
 }
 
@@ -214,6 +297,26 @@ pub fn map_commands(old: &Maps, new: &Maps) -> Option<Vec<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Adds a plain policy to maps of plain values (through a table and its resolution).
+    fn add(
+        maps: &mut Maps,
+        l: ListenerId,
+        host: &HostMatch,
+        path: &PathMatch,
+        value: &str,
+    ) -> Result<(), Unmappable> {
+        let mut table = Table::new();
+        for (file, keys) in maps.iter() {
+            let at = table.entry(file.clone()).or_default();
+            for (key, value) in keys {
+                at.insert(key.clone(), vec![Entry::plain(value)]);
+            }
+        }
+        super::add(&mut table, l, host, path, &Entry::plain(value))?;
+        *maps = super::super::groups::resolve(&table, l).0;
+        Ok(())
+    }
 
     fn maps_of(policies: &[(HostMatch, PathMatch, &str)]) -> Maps {
         let l = ListenerId::derive("l");

@@ -949,3 +949,64 @@ fn a_terminated_host_goes_through_the_stream_hop_and_a_refused_name_to_no_server
     assert!(!config.contains("bad"));
     assert!(r.diagnostics.is_empty(), "{:?}", r.diagnostics);
 }
+
+#[test]
+fn a_match_haproxy_cannot_write_is_refused_naming_the_route_and_the_match() {
+    let mut rules = host_root("h.test");
+    rules.push(L7Rule {
+        key: Some("x,y".into()),
+        ..rule(RuleType::Header, CompareType::EqualTo, "v")
+    });
+    let mut bad = policy("bad", rules, to_pool());
+    bad.source = std::sync::Arc::new(ObjectRef::new("HTTPRoute", "default", "comma"));
+    let r = rendered(&lb(vec![bad], vec![]));
+    let d = &r.diagnostics[..];
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert_eq!(
+        (d[0].object.name.as_str(), d[0].field.as_str()),
+        ("comma", "spec.rules")
+    );
+    assert!(
+        d[0].message.contains("header match") && d[0].message.contains("\"x,y\""),
+        "{d:?}"
+    );
+    assert_eq!(entries(&r).len(), 0);
+}
+
+#[test]
+fn more_conditions_go_first_and_a_group_none_of_which_holds_leaves_the_request_to_the_next_tier() {
+    let header = |name: &str| L7Rule {
+        key: Some(name.into()),
+        ..rule(RuleType::Header, CompareType::EqualTo, "1")
+    };
+    let mut two = host_root("h.test");
+    two.extend([header("a"), header("b")]);
+    let mut one = host_root("h.test");
+    one.push(header("a"));
+    let mut policies = vec![
+        policy("one", one, to_pool()),
+        policy("two", two, PolicyAction::Reject { status: 403 }),
+        policy(
+            "any",
+            vec![rule(RuleType::Path, CompareType::PathPrefix, "/")],
+            PolicyAction::Reject { status: 404 },
+        ),
+    ];
+    portico_model::order::sort(&mut policies);
+    let r = rendered(&lb(policies, vec![]));
+    let group = lines_with(&r, "-m str =g0");
+    assert_eq!(group.len(), 2, "{group:?}");
+    assert!(
+        group[0].starts_with("http-request set-var(txn.route) str(portico_reject_403)"),
+        "{group:?}"
+    );
+    assert!(
+        group[0].ends_with("{ req.fhdr(a) -m str -- \"1\" } { req.fhdr(b) -m str -- \"1\" }"),
+        "{group:?}"
+    );
+    // Neither holds: the group is undone before the wildcard and host-less tiers' lookups.
+    let at = |needle: &str| r.config.find(needle).unwrap();
+    assert!(at("unset-var(txn.route)") > at(group[1]));
+    assert!(at("unset-var(txn.route)") < at("wild-exact.map"));
+    assert!(entries(&r).contains(&e("any-prefix", "/", "portico_reject_404")));
+}
