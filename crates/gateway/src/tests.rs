@@ -197,5 +197,8 @@ spec:
     let default: Gateway = yaml("spec: {gatewayClassName: portico}");
     assert_eq!(default.spec.listeners_from(), "None");
     let printed = serde_json::to_value(&gateway).unwrap();
-    assert_eq!(printed["spec"]["allowedListeners"]["namespaces"]["from"], "All");
+    assert_eq!(
+        printed["spec"]["allowedListeners"]["namespaces"]["from"],
+        "All"
+    );
 }

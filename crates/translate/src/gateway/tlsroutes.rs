@@ -51,16 +51,18 @@ pub(crate) fn refuse_unserved(
     if provider == "proxy" || provider == "haproxy" {
         return;
     }
-    let object = ObjectRef::new("Gateway", &gateway.key.namespace, &gateway.key.name);
-    let passing = gateway.listeners.iter_mut().enumerate();
-    for (i, listener) in passing.filter(|(_, l)| l.passthrough && l.accepted.is_ok()) {
+    for i in 0..gateway.listeners.len() {
+        let listener = &gateway.listeners[i];
+        if !(listener.passthrough && listener.accepted.is_ok()) {
+            continue;
+        }
         let message = format!(
             "provider {provider} does not serve TLS passthrough (the built-in proxy and haproxy do)"
         );
-        let field = format!("spec.listeners[{i}]");
+        let (object, field) = gateway.listener_field(i);
         let text = format!("UnsupportedProtocol: {message}");
-        diagnostics.push(Diagnostic::warning(object.clone(), field, text));
-        listener.accepted = Err(("UnsupportedProtocol", message));
+        diagnostics.push(Diagnostic::warning(object, field, text));
+        gateway.listeners[i].accepted = Err(("UnsupportedProtocol", message));
     }
 }
 
