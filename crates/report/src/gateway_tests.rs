@@ -252,7 +252,10 @@ fn listener_sets_of_our_gateways_are_written_once_and_others_never() {
     let written: Vec<_> = (reports.iter())
         .map(|r| (r.kind, r.key.to_string()))
         .collect();
-    assert_eq!(written, [(GatewayKind::ListenerSet, "ns/on-mine".to_owned())]);
+    assert_eq!(
+        written,
+        [(GatewayKind::ListenerSet, "ns/on-mine".to_owned())]
+    );
     assert_eq!(GatewayKind::ListenerSet.names().1, "listenersets");
     let body = gateway_patch_body(&reports[0]);
     assert_eq!(body["status"]["conditions"][0]["reason"], "Accepted");

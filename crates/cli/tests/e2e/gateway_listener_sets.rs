@@ -112,6 +112,11 @@ async fn a_route_on_a_listener_sets_listener_is_served_on_the_gateways_port_and_
         ["Accepted=False/NotAllowed", "Programmed=False/NotAllowed"],
         "{blocked:#}"
     );
+    let table = crate::get::get(&p, &["listenersets", "-o", "wide"]);
+    assert!(
+        table.contains("gw-lset/gw") && table.contains("NotAllowed") && table.contains("extra(1)"),
+        "{table}"
+    );
     let gw = wait_object(&p, "/api/v1/gateways", NS, "gw", |g| {
         g["status"]["attachedListenerSets"] == 1
     })
