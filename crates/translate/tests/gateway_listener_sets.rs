@@ -268,3 +268,62 @@ fn a_listener_set_of_a_gateway_that_is_not_accepted_is_not_either() {
         "Accepted=false/ParentNotAccepted"
     );
 }
+
+#[test]
+fn a_selector_takes_listener_sets_of_the_namespaces_whose_labels_it_matches() {
+    let gateway = "---\napiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: edge, namespace: shop}\nspec:\n  gatewayClassName: portico\n  allowedListeners: {namespaces: {from: Selector, selector: {matchLabels: {tier: edge}}}}\n  listeners: [{name: web, port: 80, protocol: HTTP, hostname: gw.example.com}]\n";
+    let namespaces = "---\napiVersion: v1\nkind: Namespace\nmetadata: {name: team, labels: {tier: edge}}\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: lab, labels: {tier: test}}\n";
+    let t = translate_docs(&[
+        gateway.to_owned(),
+        namespaces.to_owned(),
+        set("team", "picked", "2026-01-01T00:00:00Z", SET_HTTP),
+        set(
+            "lab",
+            "left",
+            "2026-01-01T00:00:00Z",
+            "[{name: l, port: 80, protocol: HTTP, hostname: lab.example.com}]",
+        ),
+    ]);
+    assert_eq!(
+        set_conditions(&t, "team", "picked")[0],
+        "Accepted=true/Accepted"
+    );
+    assert_eq!(
+        set_conditions(&t, "lab", "left")[0],
+        "Accepted=false/NotAllowed"
+    );
+}
+
+#[test]
+fn a_listener_sets_certificates_are_of_its_namespace_unless_a_grant_from_listener_sets_says_so() {
+    let secrets = "---\napiVersion: v1\nkind: Secret\nmetadata: {name: cert, namespace: team}\ntype: kubernetes.io/tls\ndata: {tls.crt: eA==, tls.key: eA==}\n---\napiVersion: v1\nkind: Secret\nmetadata: {name: gw-cert, namespace: shop}\ntype: kubernetes.io/tls\ndata: {tls.crt: eA==, tls.key: eA==}\n";
+    let https = "[{name: own, port: 443, protocol: HTTPS, hostname: a.example.com, tls: {certificateRefs: [{name: cert}]}}, {name: theirs, port: 443, protocol: HTTPS, hostname: b.example.com, tls: {certificateRefs: [{name: gw-cert, namespace: shop}]}}]";
+    let docs = |grant: &str| {
+        vec![
+            gateway(Some("All")),
+            secrets.to_owned(),
+            set("team", "tls", "2026-01-01T00:00:00Z", https),
+            grant.to_owned(),
+        ]
+    };
+    let resolved = |t: &Translation| -> Vec<String> {
+        let set = &t.gateways.listener_sets[&ObjectKey::new("team", "tls")];
+        (set.listeners.iter())
+            .map(|l| conditions(&l.conditions)[2].clone())
+            .collect()
+    };
+    let t = translate_docs(&docs(""));
+    assert_eq!(
+        resolved(&t),
+        [
+            "ResolvedRefs=true/ResolvedRefs",
+            "ResolvedRefs=false/RefNotPermitted"
+        ]
+    );
+    let gateway_grant = "---\napiVersion: gateway.networking.k8s.io/v1beta1\nkind: ReferenceGrant\nmetadata: {name: g, namespace: shop}\nspec:\n  from: [{group: gateway.networking.k8s.io, kind: Gateway, namespace: team}]\n  to: [{group: '', kind: Secret}]\n";
+    let t = translate_docs(&docs(gateway_grant));
+    assert_eq!(resolved(&t)[1], "ResolvedRefs=false/RefNotPermitted");
+    let set_grant = gateway_grant.replace("kind: Gateway,", "kind: ListenerSet,");
+    let t = translate_docs(&docs(&set_grant));
+    assert_eq!(resolved(&t)[1], "ResolvedRefs=true/ResolvedRefs");
+}
