@@ -1,9 +1,10 @@
-//! ListenerSets on the real binary in file mode with the built-in proxy: a Gateway that
+//! ListenerSets on the real binary in file mode with the built-in proxy and haproxy: a Gateway that
 //! allows them serves their listeners as its own, on its address and port; a route attached
 //! to a ListenerSet's listener (parentRef kind ListenerSet, sectionName) is served for that
 //! listener's hostname; a ListenerSet the Gateway does not take is `NotAllowed` and serves
 //! nothing; the statuses say so (admin API).
 
+use crate::conformance::Provider;
 use crate::gateway_api::{OURS, class, object, route};
 use crate::{backends, expect_routes, support::*};
 use serde_json::Value;
@@ -73,12 +74,14 @@ async fn wait_object(
     }
 }
 
-#[tokio::test]
-async fn a_route_on_a_listener_sets_listener_is_served_on_the_gateways_port_and_a_set_not_allowed_serves_nothing()
- {
+proxy_and_haproxy!(served_on_the_gateways_port_and_a_set_not_allowed_serves_nothing);
+
+/// A route on a ListenerSet's listener is served on the Gateway's port; a ListenerSet the
+/// Gateway does not take serves nothing.
+async fn served_on_the_gateways_port_and_a_set_not_allowed_serves_nothing(provider: Provider) {
     let m = backends(NS, &[("infra-v1", 1), ("infra-v2", 1)]).await;
     m.write("gw.yaml", &manifests(Some("Same")));
-    let p = Portico::start(m.path(), &[]).await;
+    let p = provider.start(m.path()).await;
     p.wait_route("set.test", "/", 200, "infra-v2").await;
     expect_routes(
         &p,
