@@ -45,6 +45,7 @@ ALLOWED = {
     ("cluster", "gateway.networking.k8s.io", "udproutes"): READ,
     ("cluster", "gateway.networking.k8s.io", "tlsroutes"): READ,
     ("cluster", "gateway.networking.k8s.io", "grpcroutes"): READ,
+    ("cluster", "gateway.networking.k8s.io", "listenersets"): READ,
     ("cluster", "gateway.networking.k8s.io", "gatewayclasses/status"): ("update", "patch"),
     ("cluster", "gateway.networking.k8s.io", "gateways/status"): ("update", "patch"),
     ("cluster", "gateway.networking.k8s.io", "httproutes/status"): ("update", "patch"),
@@ -52,6 +53,7 @@ ALLOWED = {
     ("cluster", "gateway.networking.k8s.io", "udproutes/status"): ("update", "patch"),
     ("cluster", "gateway.networking.k8s.io", "tlsroutes/status"): ("update", "patch"),
     ("cluster", "gateway.networking.k8s.io", "grpcroutes/status"): ("update", "patch"),
+    ("cluster", "gateway.networking.k8s.io", "listenersets/status"): ("update", "patch"),
     (NAMESPACE, "coordination.k8s.io", "leases"): ("get", "create", "update"),
 }
 EXPECTED = {key + (verb,) for key, verbs in ALLOWED.items() for verb in verbs}

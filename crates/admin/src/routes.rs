@@ -59,6 +59,7 @@ pub(crate) fn handle<B>(admin: &Admin, req: Request<B>) -> Response<Body> {
         "/api/v1/tcproutes" => page(&snap.gateway_api.tcp_routes, req.uri().query()),
         "/api/v1/udproutes" => page(&snap.gateway_api.udp_routes, req.uri().query()),
         "/api/v1/tlsroutes" => page(&snap.gateway_api.tls_routes, req.uri().query()),
+        "/api/v1/listenersets" => page(&snap.gateway_api.listener_sets, req.uri().query()),
         "/api/v1/backendtlspolicies" => {
             page(&snap.gateway_api.backend_tls_policies, req.uri().query())
         }

@@ -35,6 +35,8 @@ pub enum Kind {
     Tlsroutes,
     #[value(alias = "backendtlspolicy", alias = "btlspolicy")]
     Backendtlspolicies,
+    #[value(alias = "listenerset", alias = "lset")]
+    Listenersets,
 }
 
 impl Kind {
@@ -49,6 +51,7 @@ impl Kind {
             Kind::Udproutes => Some("/api/v1/udproutes"),
             Kind::Tlsroutes => Some("/api/v1/tlsroutes"),
             Kind::Backendtlspolicies => Some("/api/v1/backendtlspolicies"),
+            Kind::Listenersets => Some("/api/v1/listenersets"),
             _ => None,
         }
     }
@@ -66,8 +69,8 @@ pub enum Output {
 pub struct GetArgs {
     /// What to list: loadbalancers (lb), ingresses (ing), pools, diagnostics, or the Gateway
     /// API objects with the status Portico would write: gatewayclasses (gc), gateways (gtw),
-    /// httproutes, grpcroutes, tcproutes, udproutes, tlsroutes, backendtlspolicies (with -o json or
-    /// yaml: a v1 List of the objects).
+    /// httproutes, grpcroutes, tcproutes, udproutes, tlsroutes, backendtlspolicies,
+    /// listenersets (lset) (with -o json or yaml: a v1 List of the objects).
     kind: Kind,
     /// The admin API of the Portico to ask (`portico run`/`agent` listen on 127.0.0.1:9180 by
     /// default, `portico controller` on 127.0.0.1:9181).
@@ -89,7 +92,8 @@ pub async fn run(args: &GetArgs) -> anyhow::Result<ExitCode> {
         | Kind::Tcproutes
         | Kind::Udproutes
         | Kind::Tlsroutes
-        | Kind::Backendtlspolicies => {
+        | Kind::Backendtlspolicies
+        | Kind::Listenersets => {
             let path = args.kind.gateway_api_path().unwrap_or_default();
             fetch_all(&args.server, path).await?
         }
@@ -232,6 +236,10 @@ fn table(kind: Kind, items: &[Value], wide: bool) -> String {
             vec!["NAMESPACE", "NAME", "TARGETS", "HOSTNAME", "ANCESTORS"],
             items.iter().map(|p| policy_row(p, wide)).collect(),
         ),
+        Kind::Listenersets => (
+            vec!["NAMESPACE", "NAME", "GATEWAY", "PROGRAMMED"],
+            items.iter().map(|l| listener_set_row(l, wide)).collect(),
+        ),
     };
     if wide {
         match kind {
@@ -240,7 +248,7 @@ fn table(kind: Kind, items: &[Value], wide: bool) -> String {
             Kind::Pools => header.extend(["SERVICE", "ID"]),
             Kind::Diagnostics => {}
             Kind::Gatewayclasses => header.push("MESSAGE"),
-            Kind::Gateways => header.extend(["ACCEPTED", "LISTENERS"]),
+            Kind::Gateways | Kind::Listenersets => header.extend(["ACCEPTED", "LISTENERS"]),
             Kind::Httproutes
             | Kind::Grpcroutes
             | Kind::Tcproutes
@@ -389,6 +397,31 @@ fn gateway_row(g: &Value, wide: bool) -> Vec<String> {
         s(&g["metadata"]["name"]),
         s(&g["spec"]["gatewayClassName"]),
         none_if_empty(&addresses),
+        with_reason(programmed, &reason),
+    ];
+    if wide {
+        let (accepted, reason) = condition(&status["conditions"], "Accepted");
+        let listeners: Vec<String> = (status["listeners"].as_array().into_iter().flatten())
+            .map(|l| format!("{}({})", s(&l["name"]), s(&l["attachedRoutes"])))
+            .collect();
+        row.extend([with_reason(accepted, &reason), none_if_empty(&listeners)]);
+    }
+    row
+}
+
+/// A ListenerSet: its Gateway (`namespace/name`), whether it is programmed (wide: accepted,
+/// and its listeners with their attached routes).
+fn listener_set_row(l: &Value, wide: bool) -> Vec<String> {
+    let status = &l["status"];
+    let parent = &l["spec"]["parentRef"];
+    let namespace = parent["namespace"]
+        .as_str()
+        .map_or_else(|| s(&l["metadata"]["namespace"]), str::to_owned);
+    let (programmed, reason) = condition(&status["conditions"], "Programmed");
+    let mut row = vec![
+        s(&l["metadata"]["namespace"]),
+        s(&l["metadata"]["name"]),
+        format!("{namespace}/{}", s(&parent["name"])),
         with_reason(programmed, &reason),
     ];
     if wide {

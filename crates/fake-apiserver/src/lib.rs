@@ -12,7 +12,7 @@
 //! of Portico's. Served types: see the table in `resources.rs` (Ingress, IngressClass, Service,
 //! Secret, Endpoints, Event (both groups), Namespace, ConfigMap, EndpointSlice, Lease, and the
 //! Gateway API's GatewayClass, Gateway, HTTPRoute and ReferenceGrant in `v1` and `v1beta1`,
-//! GRPCRoute in `v1`, TCPRoute and UDPRoute in `v1alpha2`, TLSRoute in `v1alpha3`).
+//! GRPCRoute and ListenerSet in `v1`, TCPRoute and UDPRoute in `v1alpha2`, TLSRoute in `v1alpha3`).
 //!
 //! What differs from a real API server, beyond the notes in each module: no authentication,
 //! authorization, admission, validation of object contents, defaulting, finalizers, owner

@@ -109,6 +109,8 @@ pub static TABLE: &[ResourceType] = &[
     ty(GATEWAY, "v1alpha3", "tlsroutes", "TLSRoute", true, true),
     // GRPCRoute in v1 (standard since Gateway API v1.1).
     ty(GATEWAY, "v1", "grpcroutes", "GRPCRoute", true, true),
+    // ListenerSet in v1 (standard since Gateway API v1.5).
+    ty(GATEWAY, "v1", "listenersets", "ListenerSet", true, true),
 ];
 
 /// The Gateway API's group.

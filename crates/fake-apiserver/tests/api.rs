@@ -403,7 +403,10 @@ async fn the_gateway_api_is_discovered_in_both_versions_unless_left_out() {
         resources.map(|(r, _)| r.kind).collect()
     };
     let all = ["GatewayClass", "Gateway", "HTTPRoute", "ReferenceGrant"];
-    assert_eq!(kinds("v1"), [&all[..], &["GRPCRoute"]].concat());
+    assert_eq!(
+        kinds("v1"),
+        [&all[..], &["GRPCRoute", "ListenerSet"]].concat()
+    );
     assert_eq!(kinds("v1beta1"), all);
     assert_eq!(kinds("v1alpha2"), ["TCPRoute", "UDPRoute"]);
     assert_eq!(kinds("v1alpha3"), ["TLSRoute"]);

@@ -1,6 +1,6 @@
 //! Gateway: a load balancer's addresses and listeners, of one GatewayClass.
 
-use crate::{GatewayStatus, RouteGroupKind, SecretObjectReference};
+use crate::{AllowedListeners, GatewayStatus, RouteGroupKind, SecretObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -29,7 +29,10 @@ pub struct GatewaySpec {
     pub listeners: Vec<Listener>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub addresses: Vec<GatewayAddress>,
-    /// `infrastructure`, `backendTLS`, `allowedListeners` and anything newer, as read.
+    /// Which ListenerSets may add listeners (none by default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_listeners: Option<AllowedListeners>,
+    /// `infrastructure`, `backendTLS` and anything newer, as read.
     #[serde(flatten)]
     pub rest: BTreeMap<String, Value>,
 }
@@ -43,6 +46,20 @@ pub struct GatewayAddress {
     /// Optional since v1.3: an address of the type, chosen by the implementation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value: Option<String>,
+}
+
+impl GatewaySpec {
+    /// `allowedListeners.namespaces.from` with the API's default (`None`).
+    pub fn listeners_from(&self) -> &str {
+        let namespaces = (self.allowed_listeners.as_ref()).and_then(|a| a.namespaces.as_ref());
+        namespaces.and_then(|n| n.from.as_deref()).unwrap_or("None")
+    }
+
+    /// `allowedListeners.namespaces.selector`, as read.
+    pub fn listeners_selector(&self) -> Option<&LabelSelector> {
+        let namespaces = self.allowed_listeners.as_ref()?.namespaces.as_ref()?;
+        namespaces.selector.as_ref()
+    }
 }
 
 impl GatewayAddress {

@@ -1,5 +1,6 @@
 //! The Gateway API kinds Portico reads (`gateway.networking.k8s.io`: GatewayClass, Gateway,
-//! HTTPRoute, GRPCRoute, ReferenceGrant, TLSRoute, TCPRoute, UDPRoute, BackendTLSPolicy), as serde types written from the v1 API's schemas. The
+//! HTTPRoute, GRPCRoute, ReferenceGrant, TLSRoute, TCPRoute, UDPRoute, BackendTLSPolicy,
+//! ListenerSet), as serde types written from the v1 API's schemas. The
 //! `v1beta1` versions of these kinds have the same shape and decode into the same types.
 //!
 //! Why not kube-rs's `gateway-api` crate: its newest release depends on other major versions
@@ -25,6 +26,7 @@ mod gateway;
 mod grant;
 mod grpc;
 mod l4route;
+mod listener_set;
 mod resource;
 mod route;
 mod status;
@@ -48,6 +50,10 @@ pub use grpc::{GrpcMethodMatch, GrpcRoute, GrpcRouteMatch, GrpcRouteRule, GrpcRo
 pub use l4route::{
     L4_ROUTE_VERSIONS, L4RouteRule, L4RouteSpec, TcpRoute, UdpRoute, is_l4_route_version,
 };
+pub use listener_set::{
+    AllowedListeners, ListenerNamespaces, ListenerSet, ListenerSetSpec, ListenerSetStatus,
+    ParentGatewayReference,
+};
 pub use route::{
     BackendRef, HeaderMatch, HttpRoute, HttpRouteMatch, HttpRouteRule, HttpRouteSpec,
     ParentReference, PathMatch, QueryParamMatch, SecretObjectReference,
@@ -70,6 +76,7 @@ pub struct Statuses {
     pub tcp_routes: Vec<TcpRoute>,
     pub udp_routes: Vec<UdpRoute>,
     pub backend_tls_policies: Vec<BackendTlsPolicy>,
+    pub listener_sets: Vec<ListenerSet>,
 }
 
 /// The API group of every kind here.

@@ -1,8 +1,8 @@
 //! k8s-openapi's `Resource`, `ListableResource` and `Metadata` for the kinds here.
 
 use crate::{
-    BackendTlsPolicy, Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant, TcpRoute,
-    TlsRoute, UdpRoute,
+    BackendTlsPolicy, Gateway, GatewayClass, GrpcRoute, HttpRoute, ListenerSet, ReferenceGrant,
+    TcpRoute, TlsRoute, UdpRoute,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::{
@@ -60,5 +60,11 @@ resource!(
     BackendTlsPolicy,
     "BackendTLSPolicy",
     "backendtlspolicies",
+    NamespaceResourceScope
+);
+resource!(
+    ListenerSet,
+    "ListenerSet",
+    "listenersets",
     NamespaceResourceScope
 );

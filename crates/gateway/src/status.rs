@@ -25,6 +25,9 @@ pub struct GatewayStatus {
     pub conditions: Vec<Condition>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub listeners: Vec<ListenerStatus>,
+    /// How many ListenerSets are attached (accepted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attached_listener_sets: Option<i32>,
 }
 
 /// An address the Gateway is reachable on.

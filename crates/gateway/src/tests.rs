@@ -164,3 +164,41 @@ spec:
     assert_eq!(TlsRoute::URL_PATH_SEGMENT, "tlsroutes");
     assert_eq!(TlsRoute::KIND, "TLSRoute");
 }
+
+#[test]
+fn a_listener_set_decodes_its_parent_and_listeners_and_a_gateway_its_allowed_listeners() {
+    use k8s_openapi::Resource;
+    let set: ListenerSet = yaml(
+        "apiVersion: gateway.networking.k8s.io/v1
+kind: ListenerSet
+metadata: {name: extra, namespace: team}
+spec:
+  parentRef: {name: web, namespace: shop}
+  listeners:
+  - name: b
+    port: 8080
+    protocol: HTTP
+    hostname: b.example.com
+",
+    );
+    assert!(set.spec.parent_ref.is_gateway());
+    assert_eq!(set.spec.parent_ref.namespace_or("team"), "shop");
+    assert_eq!(set.spec.listeners[0].port, 8080);
+    assert_eq!(set.spec.listeners[0].routes_from(), "Same");
+    assert_eq!(ListenerSet::URL_PATH_SEGMENT, "listenersets");
+    assert_eq!(ListenerSet::KIND, "ListenerSet");
+    let gateway: Gateway = yaml(
+        "spec:
+  gatewayClassName: portico
+  allowedListeners: {namespaces: {from: All}}
+",
+    );
+    assert_eq!(gateway.spec.listeners_from(), "All");
+    let default: Gateway = yaml("spec: {gatewayClassName: portico}");
+    assert_eq!(default.spec.listeners_from(), "None");
+    let printed = serde_json::to_value(&gateway).unwrap();
+    assert_eq!(
+        printed["spec"]["allowedListeners"]["namespaces"]["from"],
+        "All"
+    );
+}

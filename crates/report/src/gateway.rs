@@ -14,7 +14,7 @@
 //!   resourceVersion it had before the write (the watch lags behind).
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
-use portico_gateway::{GatewayStatus, RouteParentStatus, RouteStatus, Statuses};
+use portico_gateway::{GatewayStatus, ListenerSetStatus, RouteParentStatus, RouteStatus, Statuses};
 use portico_translate::{ObjectKey, Objects};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
@@ -31,6 +31,7 @@ pub enum GatewayKind {
     UdpRoute,
     TlsRoute,
     GrpcRoute,
+    ListenerSet,
 }
 
 impl GatewayKind {
@@ -44,6 +45,7 @@ impl GatewayKind {
             GatewayKind::UdpRoute => ("UDPRoute", "udproutes"),
             GatewayKind::TlsRoute => ("TLSRoute", "tlsroutes"),
             GatewayKind::GrpcRoute => ("GRPCRoute", "grpcroutes"),
+            GatewayKind::ListenerSet => ("ListenerSet", "listenersets"),
         }
     }
 }
@@ -160,7 +162,44 @@ pub fn gateway_reports(
         &mut out,
         |r| (&r.metadata, &r.status, &r.api_version),
     );
+    listener_set_entries(objects, desired, &ours, &mut out);
     out
+}
+
+/// The writes of ListenerSets whose Gateway is ours (`ours`: of a class of ours): the whole
+/// status, as for a Gateway.
+fn listener_set_entries(
+    objects: &Objects,
+    desired: &Statuses,
+    ours: &dyn Fn(&str) -> bool,
+    out: &mut Vec<GatewayStatusReport>,
+) {
+    for set in &desired.listener_sets {
+        let key = ObjectKey::of(&set.metadata);
+        let Some(seen) = objects.listener_sets.get(&key) else {
+            continue;
+        };
+        let parent = &seen.spec.parent_ref;
+        let gateway = ObjectKey::new(parent.namespace_or(&key.namespace), &parent.name);
+        let gateway = objects.gateways.get(&gateway);
+        if !gateway.is_some_and(|g| ours(&g.spec.gateway_class_name)) {
+            continue;
+        }
+        let mut want = set.status.clone().unwrap_or_default();
+        let observed = seen.status.clone().unwrap_or_default();
+        restamp_listener_set(&mut want, &observed);
+        if want != observed {
+            let kind = GatewayKind::ListenerSet;
+            out.push(entry(
+                kind,
+                key,
+                &seen.api_version,
+                &seen.metadata,
+                &want,
+                &observed,
+            ));
+        }
+    }
 }
 
 /// A route's metadata, status and the version it was read in.
@@ -242,6 +281,15 @@ fn restamp(want: &mut [Condition], observed: &[Condition]) {
 }
 
 fn restamp_gateway(want: &mut GatewayStatus, observed: &GatewayStatus) {
+    restamp(&mut want.conditions, &observed.conditions);
+    for l in &mut want.listeners {
+        if let Some(o) = observed.listeners.iter().find(|o| o.name == l.name) {
+            restamp(&mut l.conditions, &o.conditions);
+        }
+    }
+}
+
+fn restamp_listener_set(want: &mut ListenerSetStatus, observed: &ListenerSetStatus) {
     restamp(&mut want.conditions, &observed.conditions);
     for l in &mut want.listeners {
         if let Some(o) = observed.listeners.iter().find(|o| o.name == l.name) {

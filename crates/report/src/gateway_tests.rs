@@ -210,3 +210,53 @@ fn a_write_is_not_repeated_while_the_source_lags_behind() {
         "someone wrote since: written again"
     );
 }
+
+fn listener_set(name: &str, gateway: &str, status: Value) -> portico_gateway::ListenerSet {
+    serde_json::from_value(json!({"apiVersion": "gateway.networking.k8s.io/v1",
+        "metadata": {"namespace": "ns", "name": name, "resourceVersion": "3"},
+        "spec": {"parentRef": {"name": gateway}, "listeners": []}, "status": status}))
+    .unwrap()
+}
+
+#[test]
+fn listener_sets_of_our_gateways_are_written_once_and_others_never() {
+    let mut seen = objects(
+        &[
+            class("ours", OURS, json!([])),
+            class("theirs", "x.io/gw", json!([])),
+        ],
+        &[
+            gateway("mine", "ours", json!({})),
+            gateway("other", "theirs", json!({})),
+        ],
+        &[],
+    );
+    let said = json!({"conditions": accepted("2026-01-01T00:00:00Z")});
+    for set in [
+        listener_set("on-mine", "mine", json!({})),
+        listener_set("on-other", "other", json!({})),
+        listener_set("already", "mine", said.clone()),
+    ] {
+        let key = ObjectKey::of(&set.metadata);
+        Arc::make_mut(&mut seen.listener_sets).insert(key, Arc::new(set));
+    }
+    let desired = Statuses {
+        listener_sets: vec![
+            listener_set("on-mine", "mine", said.clone()),
+            listener_set("on-other", "other", said.clone()),
+            listener_set("already", "mine", said),
+        ],
+        ..Statuses::default()
+    };
+    let reports = gateway_reports(&seen, &desired, OURS);
+    let written: Vec<_> = (reports.iter())
+        .map(|r| (r.kind, r.key.to_string()))
+        .collect();
+    assert_eq!(
+        written,
+        [(GatewayKind::ListenerSet, "ns/on-mine".to_owned())]
+    );
+    assert_eq!(GatewayKind::ListenerSet.names().1, "listenersets");
+    let body = gateway_patch_body(&reports[0]);
+    assert_eq!(body["status"]["conditions"][0]["reason"], "Accepted");
+}

@@ -28,6 +28,7 @@ pub fn endpoint_only_change(old: &Objects, new: &Objects) -> Option<BTreeSet<Obj
         && same(&old.tcp_routes, &new.tcp_routes)
         && same(&old.udp_routes, &new.udp_routes)
         && same(&old.tls_routes, &new.tls_routes)
+        && same(&old.listener_sets, &new.listener_sets)
         && same(&old.backend_tls_policies, &new.backend_tls_policies)
         && same(&old.config_maps, &new.config_maps)
         && same(&old.namespaces, &new.namespaces);

@@ -32,6 +32,7 @@ impl fmt::Debug for Loaded {
             .field("tcp_routes", &o.tcp_routes.len())
             .field("udp_routes", &o.udp_routes.len())
             .field("tls_routes", &o.tls_routes.len())
+            .field("listener_sets", &o.listener_sets.len())
             .field("backend_tls_policies", &o.backend_tls_policies.len())
             .field("config_maps", &o.config_maps.len())
             .field("namespaces", &o.namespaces.len())

@@ -82,6 +82,7 @@ impl GatewayMemo {
             tcp_routes,
             udp_routes,
             tls_routes,
+            listener_sets,
             backend_tls_policies,
             config_maps,
             namespaces,
@@ -94,6 +95,7 @@ impl GatewayMemo {
             && same(&old.tcp_routes, tcp_routes)
             && same(&old.udp_routes, udp_routes)
             && same(&old.tls_routes, tls_routes)
+            && same(&old.listener_sets, listener_sets)
             && same(&old.backend_tls_policies, backend_tls_policies)
             && same(&old.config_maps, config_maps)
             && same(&old.namespaces, namespaces)

@@ -5,7 +5,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Endpoints, Namespace, Secret, Servic
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{IngressClass, IngressStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use portico_gateway::{BackendTlsPolicy, TcpRoute, TlsRoute, UdpRoute};
+use portico_gateway::{BackendTlsPolicy, ListenerSet, TcpRoute, TlsRoute, UdpRoute};
 use portico_gateway::{Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -75,6 +75,8 @@ pub struct Objects {
     pub udp_routes: Arc<BTreeMap<ObjectKey, Arc<UdpRoute>>>,
     /// TLSRoutes (SNI passthrough on a Gateway's TLS listeners).
     pub tls_routes: Arc<BTreeMap<ObjectKey, Arc<TlsRoute>>>,
+    /// ListenerSets (more listeners for a Gateway that allows them).
+    pub listener_sets: Arc<BTreeMap<ObjectKey, Arc<ListenerSet>>>,
     /// BackendTLSPolicies (TLS towards the Services they target).
     pub backend_tls_policies: Arc<BTreeMap<ObjectKey, Arc<BackendTlsPolicy>>>,
     /// The ConfigMaps BackendTLSPolicies name for their CA certificates (only those: a source

@@ -349,3 +349,40 @@ async fn a_grpc_route_from_the_api_is_served_and_gets_its_status() {
     p.wait_route("grpc.example", "/helloworld.Greeter/SayHello", 404, "")
         .await;
 }
+
+/// A ListenerSet created through the API adds its listener to a Gateway that allows it: a
+/// route attached to that listener is served, and the leader writes the ListenerSet's status
+/// (and the Gateway's `attachedListenerSets`) through the status subresource.
+#[tokio::test]
+async fn a_listener_set_from_the_api_is_served_and_gets_its_status() {
+    let cluster = Cluster::new().await;
+    services(&cluster, &["web"]).await;
+    let gateway = format!(
+        "---\napiVersion: {V1}\nkind: Gateway\nmetadata: {{name: gw, namespace: {NS}}}\nspec:\n  gatewayClassName: portico\n  allowedListeners: {{namespaces: {{from: Same}}}}\n  listeners: [{{name: http, port: 80, protocol: HTTP, hostname: gw.example}}]\n"
+    );
+    let set = format!(
+        "---\napiVersion: {V1}\nkind: ListenerSet\nmetadata: {{name: more, namespace: {NS}}}\nspec:\n  parentRef: {{name: gw}}\n  listeners: [{{name: extra, port: 80, protocol: HTTP, hostname: set.example}}]\n"
+    );
+    cluster.apply(&(class("portico", OURS) + &gateway + &set));
+    let parents = "[{kind: ListenerSet, name: more, sectionName: extra}]";
+    cluster.apply(&route("via-set", "set.example", parents, "web"));
+    let p = Portico::start_kube(&cluster, &[]).await;
+    p.wait_route("set.example", "/", 200, "web").await;
+    eventually("the ListenerSet's status", || {
+        let set = stored(&cluster, "ListenerSet", Some(NS), "more");
+        let got = verdicts(&set["status"]["conditions"]);
+        let attached = &set["status"]["listeners"][0]["attachedRoutes"];
+        let want = ["Accepted=True/Accepted", "Programmed=True/Programmed"];
+        (got != want || *attached != 1).then(|| format!("{set}"))
+    })
+    .await;
+    eventually("the Gateway's attachedListenerSets", || {
+        let gw = stored(&cluster, "Gateway", Some(NS), "gw");
+        (gw["status"]["attachedListenerSets"] != 1).then(|| format!("{gw}"))
+    })
+    .await;
+    eventually("the route's status", || {
+        parents_are(&cluster, "via-set", &[("more", ACCEPTED)])
+    })
+    .await;
+}

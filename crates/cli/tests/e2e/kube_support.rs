@@ -156,6 +156,7 @@ fn to_json(object: &Object) -> Value {
         Object::BackendTlsPolicy(o) => serde_json::to_value(&**o),
         Object::ConfigMap(o) => serde_json::to_value(&**o),
         Object::TlsRoute(o) => serde_json::to_value(&**o),
+        Object::ListenerSet(o) => serde_json::to_value(&**o),
         Object::Namespace(o) => serde_json::to_value(&**o),
     };
     value.unwrap()

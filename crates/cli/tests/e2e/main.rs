@@ -56,6 +56,7 @@ mod gateway_core;
 mod gateway_http;
 mod gateway_kube;
 mod gateway_l4;
+mod gateway_listener_sets;
 mod gateway_tls;
 mod get;
 mod haproxy;

@@ -3,7 +3,7 @@
 use crate::object::{Kind, Object};
 use k8s_openapi::api::core::v1::{ConfigMap, Endpoints, Namespace, Secret};
 use k8s_openapi::api::networking::v1::IngressClass;
-use portico_gateway::{BackendTlsPolicy, TcpRoute, TlsRoute, UdpRoute};
+use portico_gateway::{BackendTlsPolicy, ListenerSet, TcpRoute, TlsRoute, UdpRoute};
 use portico_gateway::{Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant};
 use portico_model::{Diagnostic, ObjectRef};
 use portico_translate::{CompactSlice, KeptIngress, KeptService, ObjectKey, Objects};
@@ -143,6 +143,7 @@ pub(crate) fn assemble(
         tcp_routes: built.kind(Kind::TcpRoute, &old.tcp_routes, kinds.tcp_routes),
         udp_routes: built.kind(Kind::UdpRoute, &old.udp_routes, kinds.udp_routes),
         tls_routes: built.kind(Kind::TlsRoute, &old.tls_routes, kinds.tls_routes),
+        listener_sets: built.kind(Kind::ListenerSet, &old.listener_sets, kinds.listener_sets),
         backend_tls_policies: built.kind(
             Kind::BackendTlsPolicy,
             &old.backend_tls_policies,
@@ -217,6 +218,7 @@ struct Kinds {
     tcp_routes: Entries<ObjectKey, TcpRoute>,
     udp_routes: Entries<ObjectKey, UdpRoute>,
     tls_routes: Entries<ObjectKey, TlsRoute>,
+    listener_sets: Entries<ObjectKey, ListenerSet>,
     backend_tls_policies: Entries<ObjectKey, BackendTlsPolicy>,
     config_maps: Entries<ObjectKey, ConfigMap>,
     namespaces: Entries<String, Namespace>,
@@ -247,6 +249,7 @@ impl Kinds {
             Object::TcpRoute(o) => self.tcp_routes.push((key(name), o.clone(), origin)),
             Object::UdpRoute(o) => self.udp_routes.push((key(name), o.clone(), origin)),
             Object::TlsRoute(o) => self.tls_routes.push((key(name), o.clone(), origin)),
+            Object::ListenerSet(o) => self.listener_sets.push((key(name), o.clone(), origin)),
             Object::BackendTlsPolicy(o) => {
                 self.backend_tls_policies
                     .push((key(name), o.clone(), origin));

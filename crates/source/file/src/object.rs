@@ -2,7 +2,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Endpoints, Namespace, Secret, Servic
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use portico_gateway::{BackendTlsPolicy, TcpRoute, TlsRoute, UdpRoute};
+use portico_gateway::{BackendTlsPolicy, ListenerSet, TcpRoute, TlsRoute, UdpRoute};
 use portico_gateway::{Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant};
 use portico_model::ObjectRef;
 use portico_translate::{CompactSlice, KeptIngress, KeptService, ObjectKey};
@@ -31,6 +31,7 @@ pub enum Object {
     TcpRoute(Arc<TcpRoute>),
     UdpRoute(Arc<UdpRoute>),
     TlsRoute(Arc<TlsRoute>),
+    ListenerSet(Arc<ListenerSet>),
     BackendTlsPolicy(Arc<BackendTlsPolicy>),
     /// Read for the CA certificates BackendTLSPolicies name; never printed.
     ConfigMap(Arc<ConfigMap>),
@@ -71,6 +72,7 @@ impl Object {
             Object::TcpRoute(o) => meta(&o.metadata),
             Object::UdpRoute(o) => meta(&o.metadata),
             Object::TlsRoute(o) => meta(&o.metadata),
+            Object::ListenerSet(o) => meta(&o.metadata),
             Object::BackendTlsPolicy(o) => meta(&o.metadata),
             Object::ConfigMap(o) => meta(&o.metadata),
             Object::Namespace(o) => meta(&o.metadata),
@@ -97,6 +99,7 @@ impl Object {
             (Object::TcpRoute(a), Object::TcpRoute(b)) => same(a, b),
             (Object::UdpRoute(a), Object::UdpRoute(b)) => same(a, b),
             (Object::TlsRoute(a), Object::TlsRoute(b)) => same(a, b),
+            (Object::ListenerSet(a), Object::ListenerSet(b)) => same(a, b),
             (Object::BackendTlsPolicy(a), Object::BackendTlsPolicy(b)) => same(a, b),
             (Object::ConfigMap(a), Object::ConfigMap(b)) => same(a, b),
             (Object::Namespace(a), Object::Namespace(b)) => same(a, b),
@@ -120,6 +123,7 @@ impl Object {
             Object::TcpRoute(_) => Kind::TcpRoute,
             Object::UdpRoute(_) => Kind::UdpRoute,
             Object::TlsRoute(_) => Kind::TlsRoute,
+            Object::ListenerSet(_) => Kind::ListenerSet,
             Object::BackendTlsPolicy(_) => Kind::BackendTlsPolicy,
             Object::ConfigMap(_) => Kind::ConfigMap,
             Object::Namespace(_) => Kind::Namespace,
@@ -145,6 +149,7 @@ impl fmt::Debug for Object {
             Object::TcpRoute(o) => f.debug_tuple("TCPRoute").field(o).finish(),
             Object::UdpRoute(o) => f.debug_tuple("UDPRoute").field(o).finish(),
             Object::TlsRoute(o) => f.debug_tuple("TLSRoute").field(o).finish(),
+            Object::ListenerSet(o) => f.debug_tuple("ListenerSet").field(o).finish(),
             Object::BackendTlsPolicy(o) => f.debug_tuple("BackendTLSPolicy").field(o).finish(),
             Object::ConfigMap(_) => write!(f, "ConfigMap({}, data redacted)", self.object_ref()),
             Object::Namespace(o) => f.debug_tuple("Namespace").field(o).finish(),
@@ -169,6 +174,7 @@ pub(crate) enum Kind {
     TcpRoute,
     UdpRoute,
     TlsRoute,
+    ListenerSet,
     BackendTlsPolicy,
     ConfigMap,
     Namespace,
@@ -177,7 +183,7 @@ pub(crate) enum Kind {
 pub(crate) type DecodeError = serde_path_to_error::Error<serde_json::Error>;
 
 impl Kind {
-    pub const ALL: [Kind; 17] = [
+    pub const ALL: [Kind; 18] = [
         Kind::Ingress,
         Kind::IngressClass,
         Kind::Service,
@@ -192,6 +198,7 @@ impl Kind {
         Kind::TcpRoute,
         Kind::UdpRoute,
         Kind::TlsRoute,
+        Kind::ListenerSet,
         Kind::BackendTlsPolicy,
         Kind::ConfigMap,
         Kind::Namespace,
@@ -227,6 +234,7 @@ impl Kind {
                 "HTTPRoute" => Some(Kind::HttpRoute),
                 "GRPCRoute" => Some(Kind::GrpcRoute),
                 "ReferenceGrant" => Some(Kind::ReferenceGrant),
+                "ListenerSet" if version.ends_with("/v1") => Some(Kind::ListenerSet),
                 _ => None,
             },
             _ => None,
@@ -249,6 +257,7 @@ impl Kind {
             Kind::TcpRoute => "TCPRoute",
             Kind::UdpRoute => "UDPRoute",
             Kind::TlsRoute => "TLSRoute",
+            Kind::ListenerSet => "ListenerSet",
             Kind::BackendTlsPolicy => "BackendTLSPolicy",
             Kind::ConfigMap => "ConfigMap",
             Kind::Namespace => "Namespace",
@@ -290,6 +299,7 @@ impl Kind {
             Kind::TcpRoute => Object::TcpRoute(Arc::new(de(value)?)),
             Kind::UdpRoute => Object::UdpRoute(Arc::new(de(value)?)),
             Kind::TlsRoute => Object::TlsRoute(Arc::new(de(value)?)),
+            Kind::ListenerSet => Object::ListenerSet(Arc::new(de(value)?)),
             Kind::BackendTlsPolicy => Object::BackendTlsPolicy(Arc::new(de(value)?)),
             Kind::ConfigMap => Object::ConfigMap(Arc::new(de(value)?)),
             Kind::Namespace => Object::Namespace(Arc::new(de(value)?)),

@@ -50,6 +50,23 @@ apiVersion: gateway.networking.k8s.io/v1beta1
 kind: TLSRoute
 metadata: {name: not-read}
 spec: {}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: ListenerSet
+metadata: {name: more}
+spec:
+  parentRef: {name: web}
+  listeners: [{name: extra, port: 8080, protocol: HTTP}]
+---
+apiVersion: gateway.networking.k8s.io/v1beta1
+kind: ListenerSet
+metadata: {name: not-read-either}
+spec: {parentRef: {name: web}}
+---
+apiVersion: gateway.networking.x-k8s.io/v1alpha1
+kind: XListenerSet
+metadata: {name: experimental-not-read}
+spec: {parentRef: {name: web}}
 "#;
 
 #[test]
@@ -67,6 +84,7 @@ fn gateway_api_kinds_are_read_beside_the_others_with_the_api_servers_namespace_d
             ObjectRef::new("TCPRoute", "default", "t"),
             ObjectRef::new("TLSRoute", "default", "tls"),
             ObjectRef::new("TLSRoute", "default", "tls3"),
+            ObjectRef::new("ListenerSet", "default", "more"),
         ]
     );
 }

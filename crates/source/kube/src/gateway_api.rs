@@ -20,7 +20,9 @@ use kube::api::{ApiResource, DynamicObject, ListParams};
 use kube::discovery::Discovery;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
-use portico_gateway::{GROUP, Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant};
+use portico_gateway::{
+    GROUP, Gateway, GatewayClass, GrpcRoute, HttpRoute, ListenerSet, ReferenceGrant,
+};
 use portico_gateway::{L4_ROUTE_VERSIONS, TLS_ROUTE_VERSIONS, TcpRoute, TlsRoute, UdpRoute};
 use std::sync::Arc;
 use std::time::Duration;
@@ -57,6 +59,7 @@ pub(crate) async fn run(shared: Arc<Shared>, namespace: Option<String>) {
     start::<UdpRoute>(&shared, group.as_ref(), Some(ns), &mut watchers).await;
     start::<TlsRoute>(&shared, group.as_ref(), Some(ns), &mut watchers).await;
     start::<GrpcRoute>(&shared, group.as_ref(), Some(ns), &mut watchers).await;
+    start::<ListenerSet>(&shared, group.as_ref(), Some(ns), &mut watchers).await;
     while watchers.join_next().await.is_some() {}
 }
 

@@ -5,7 +5,8 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use kube::Resource;
 use portico_gateway::{
-    Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant, TcpRoute, TlsRoute, UdpRoute,
+    Gateway, GatewayClass, GrpcRoute, HttpRoute, ListenerSet, ReferenceGrant, TcpRoute, TlsRoute,
+    UdpRoute,
 };
 use portico_translate::{CompactSlice, KeptIngress, KeptService, ObjectKey, Objects, StatusSeen};
 use serde::de::DeserializeOwned;
@@ -28,11 +29,12 @@ pub enum Kind {
     TcpRoute,
     UdpRoute,
     TlsRoute,
+    ListenerSet,
     GrpcRoute,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 13] = [
+    pub const ALL: [Kind; 14] = [
         Kind::Ingress,
         Kind::IngressClass,
         Kind::Service,
@@ -45,6 +47,7 @@ impl Kind {
         Kind::TcpRoute,
         Kind::UdpRoute,
         Kind::TlsRoute,
+        Kind::ListenerSet,
         Kind::GrpcRoute,
     ];
 
@@ -52,7 +55,11 @@ impl Kind {
     pub(crate) fn names_secrets(self) -> bool {
         matches!(
             self,
-            Kind::Ingress | Kind::IngressClass | Kind::GatewayClass | Kind::Gateway
+            Kind::Ingress
+                | Kind::IngressClass
+                | Kind::GatewayClass
+                | Kind::Gateway
+                | Kind::ListenerSet
         )
     }
 }
@@ -269,6 +276,13 @@ gateway_api!(Gateway, Kind::Gateway, ObjectKey, namespaced, gateways);
 gateway_api!(TcpRoute, Kind::TcpRoute, ObjectKey, namespaced, tcp_routes);
 gateway_api!(UdpRoute, Kind::UdpRoute, ObjectKey, namespaced, udp_routes);
 gateway_api!(TlsRoute, Kind::TlsRoute, ObjectKey, namespaced, tls_routes);
+gateway_api!(
+    ListenerSet,
+    Kind::ListenerSet,
+    ObjectKey,
+    namespaced,
+    listener_sets
+);
 gateway_api!(
     GrpcRoute,
     Kind::GrpcRoute,

@@ -309,6 +309,7 @@ mod tests {
         state.relisted::<portico_gateway::UdpRoute>(vec![]);
         state.relisted::<portico_gateway::TlsRoute>(vec![]);
         state.relisted::<portico_gateway::GrpcRoute>(vec![]);
+        state.relisted::<portico_gateway::ListenerSet>(vec![]);
         state
     }
 

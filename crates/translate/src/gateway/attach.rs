@@ -2,6 +2,7 @@
 //! (`sectionName`, `port`, allowed namespaces and kinds, hostname intersection) and gets its
 //! verdict; an accepted route is attached to every listener it may use.
 
+use super::listener_sets::{is_listener_set, named};
 use super::listeners::{Attachment, ListenerState, Prepared};
 use super::status::{Refusal, verdict};
 use super::{ParentVerdict, backends};
@@ -78,8 +79,12 @@ pub(super) fn parent_verdicts<'a, T>(
     verdicts
 }
 
-/// The index of the Gateway of ours that `parent` names, if any.
+/// The index of the Gateway of ours that `parent` names, or whose ListenerSet it names, if
+/// any.
 fn ours(parent: &ParentReference, namespace: &str, gateways: &[Prepared<'_>]) -> Option<usize> {
+    if super::listener_sets::is_listener_set(parent) {
+        return (gateways.iter()).position(|g| named(g, parent, namespace).is_some());
+    }
     if !parent.is_gateway() {
         return None;
     }
@@ -131,7 +136,10 @@ pub(super) fn admitting(
     kind: &str,
     takes: impl Fn(&ListenerState<'_>) -> bool,
 ) -> Result<Vec<usize>, Refusal> {
+    // A parentRef to the Gateway selects its own listeners, one to a ListenerSet that set's.
+    let owner = named(gateway, parent, route).filter(|_| is_listener_set(parent));
     let selected: Vec<usize> = (gateway.listeners.iter().enumerate())
+        .filter(|(_, l)| l.owner == owner)
         .filter(|(_, l)| (parent.section_name.as_deref()).is_none_or(|s| s == l.spec.name))
         .filter(|(_, l)| parent.port.is_none_or(|p| p == l.spec.port))
         .map(|(i, _)| i)
@@ -158,7 +166,7 @@ pub(super) fn admitting(
 fn admits(listener: &ListenerState<'_>, gateway: &Prepared<'_>, route: &str) -> bool {
     let from = match listener.spec.routes_from() {
         "All" => true,
-        "Same" => gateway.key.namespace == route,
+        "Same" => gateway.namespace_of(listener) == route,
         "Selector" => listener.spec.routes_selector().is_some_and(|selector| {
             let namespace = gateway.namespaces.get(route);
             let labels = namespace.and_then(|n| n.metadata.labels.as_ref());

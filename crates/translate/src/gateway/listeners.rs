@@ -1,6 +1,8 @@
 //! A Gateway of ours prepared for its routes: its address, and each listener's verdict (which
-//! protocol it is served as, its conflicts, route kinds and certificates).
+//! protocol it is served as, its conflicts, route kinds and certificates), its own listeners
+//! followed by those of the ListenerSets it takes ([`super::listener_sets`]).
 
+use super::listener_sets::SetState;
 use super::status::{Condition, Refusal, verdict};
 use super::{GatewayVerdict, ListenerVerdict};
 use crate::{ObjectKey, Objects};
@@ -38,11 +40,17 @@ pub(crate) struct Prepared<'a> {
     pub passthrough: Vec<super::tlsroutes::Entry>,
     /// The Namespaces known (for listeners that admit routes by a namespace selector).
     pub namespaces: Arc<BTreeMap<String, Arc<Namespace>>>,
+    /// The ListenerSets naming it, in precedence order.
+    pub sets: Vec<SetState<'a>>,
 }
 
 #[derive(Debug)]
 pub(crate) struct ListenerState<'a> {
     pub spec: &'a Listener,
+    /// The ListenerSet it comes from (an index in [`Prepared::sets`]); `None`: the Gateway's.
+    pub owner: Option<usize>,
+    /// Its index in its owner's `spec.listeners`.
+    pub index: usize,
     /// The model protocol it is served as.
     pub protocol: Option<Protocol>,
     pub accepted: Result<(), Refusal>,
@@ -76,13 +84,43 @@ impl ListenerState<'_> {
 
 impl Prepared<'_> {
     pub(crate) fn accepted(&self) -> bool {
-        self.address.is_ok()
-            && self.parameters.is_ok()
-            && self.listeners.iter().any(|l| l.accepted.is_ok())
+        self.address.is_ok() && self.parameters.is_ok() && self.own().any(|l| l.accepted.is_ok())
+    }
+
+    /// The Gateway's own listeners (not its ListenerSets').
+    fn own(&self) -> impl Iterator<Item = &ListenerState<'_>> {
+        self.listeners.iter().filter(|l| l.owner.is_none())
+    }
+
+    /// The object listener `i` is written in and its field there (for diagnostics).
+    pub(crate) fn listener_field(&self, i: usize) -> (ObjectRef, String) {
+        let l = &self.listeners[i];
+        let field = format!("spec.listeners[{}]", l.index);
+        match l.owner {
+            None => {
+                let key = self.key;
+                (ObjectRef::new("Gateway", &key.namespace, &key.name), field)
+            }
+            Some(s) => {
+                let key = self.sets[s].key;
+                (
+                    ObjectRef::new("ListenerSet", &key.namespace, &key.name),
+                    field,
+                )
+            }
+        }
+    }
+
+    /// The namespace listener `l` was written in (a route from there is of the `Same` one).
+    pub(crate) fn namespace_of(&self, l: &ListenerState<'_>) -> &str {
+        match l.owner {
+            None => &self.key.namespace,
+            Some(s) => &self.sets[s].key.namespace,
+        }
     }
 
     pub(crate) fn verdict(&self) -> GatewayVerdict {
-        let invalid = self.listeners.iter().filter(|l| !l.served()).count();
+        let invalid = self.own().filter(|l| !l.served()).count();
         let accepted = match (&self.parameters, &self.address) {
             (Err(refusal), _) | (_, Err(refusal)) => Err(refusal.clone()),
             _ if !self.accepted() => {
@@ -102,13 +140,14 @@ impl Prepared<'_> {
         };
         GatewayVerdict {
             conditions: vec![accepted, programmed],
-            listeners: self.listeners.iter().map(listener_verdict).collect(),
+            listeners: self.own().map(listener_verdict).collect(),
             requested: self.address.clone().ok().flatten(),
+            attached_listener_sets: super::listener_sets::attached(self),
         }
     }
 }
 
-fn listener_verdict(l: &ListenerState<'_>) -> ListenerVerdict {
+pub(crate) fn listener_verdict(l: &ListenerState<'_>) -> ListenerVerdict {
     let programmed = if l.served() {
         Condition::holds("Programmed")
     } else {
@@ -139,12 +178,12 @@ fn listener_verdict(l: &ListenerState<'_>) -> ListenerVerdict {
     }
 }
 
-/// Prepares Gateway `key`: its address and its listeners' verdicts; problems are also
-/// diagnostics on the Gateway.
+/// Prepares Gateway `key`: its address and its listeners' verdicts, then those of the
+/// ListenerSets it takes; problems are also diagnostics on the Gateway (or ListenerSet).
 pub(crate) fn prepare<'a>(
     key: &'a ObjectKey,
     gateway: &'a Gateway,
-    objects: &Objects,
+    objects: &'a Objects,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Prepared<'a> {
     let object = ObjectRef::new("Gateway", &key.namespace, &key.name);
@@ -157,13 +196,50 @@ pub(crate) fn prepare<'a>(
         let field = "spec.infrastructure.parametersRef";
         diagnostics.push(Diagnostic::error(object.clone(), field, message));
     }
-    let mut listeners: Vec<ListenerState<'a>> = (gateway.spec.listeners.iter())
-        .map(|l| listener(key, l, objects))
+    let owner = ("Gateway", key);
+    let mut listeners: Vec<ListenerState<'a>> = (gateway.spec.listeners.iter().enumerate())
+        .map(|(i, l)| listener(owner, (None, i), l, objects))
         .collect();
+    let mut prepared = Prepared {
+        key,
+        gateway,
+        listeners: Vec::new(),
+        address,
+        parameters,
+        attachments: Vec::new(),
+        passthrough: Vec::new(),
+        namespaces: objects.namespaces.clone(),
+        sets: Vec::new(),
+    };
+    let parent_accepted = prepared.address.is_ok()
+        && prepared.parameters.is_ok()
+        && listeners.iter().any(|l| l.accepted.is_ok());
+    for (s, (set_key, set)) in super::listener_sets::naming(key, objects)
+        .into_iter()
+        .enumerate()
+    {
+        let namespaces = &objects.namespaces;
+        let mut taken =
+            super::listener_sets::allowed(gateway, &key.namespace, &set_key.namespace, namespaces);
+        if taken.is_ok() && !parent_accepted {
+            let message = format!("Gateway {key} is not accepted");
+            taken = Err(("ParentNotAccepted", message));
+        }
+        if taken.is_ok() {
+            let owner = ("ListenerSet", set_key);
+            let own = set.spec.listeners.iter().enumerate();
+            listeners.extend(own.map(|(i, l)| listener(owner, (Some(s), i), l, objects)));
+        }
+        prepared.sets.push(super::listener_sets::SetState {
+            key: set_key,
+            taken,
+        });
+    }
     conflicts(&mut listeners);
     one_port_per_protocol(&mut listeners);
-    for (i, l) in listeners.iter().enumerate() {
-        let field = format!("spec.listeners[{i}]");
+    prepared.listeners = listeners;
+    for (i, l) in prepared.listeners.iter().enumerate() {
+        let (object, field) = prepared.listener_field(i);
         for (reason, message) in [&l.accepted, &l.resolved]
             .into_iter()
             .filter_map(|r| r.as_ref().err())
@@ -172,16 +248,7 @@ pub(crate) fn prepare<'a>(
             diagnostics.push(Diagnostic::warning(object.clone(), field.clone(), message));
         }
     }
-    Prepared {
-        key,
-        gateway,
-        listeners,
-        address,
-        parameters,
-        attachments: Vec::new(),
-        passthrough: Vec::new(),
-        namespaces: objects.namespaces.clone(),
-    }
+    prepared
 }
 
 /// A Gateway naming `infrastructure.parametersRef` is refused: Portico defines no parameters
@@ -231,9 +298,18 @@ fn address(gateway: &Gateway) -> Result<Option<IpAddr>, Refusal> {
     Ok(first)
 }
 
-fn listener<'a>(gateway: &ObjectKey, spec: &'a Listener, objects: &Objects) -> ListenerState<'a> {
+/// The state of listener `spec`, written in `owner` (its kind and key), at `at` (its
+/// ListenerSet, if any, and its index there).
+fn listener<'a>(
+    owner: (&str, &ObjectKey),
+    (set, index): (Option<usize>, usize),
+    spec: &'a Listener,
+    objects: &Objects,
+) -> ListenerState<'a> {
     let mut state = ListenerState {
         spec,
+        owner: set,
+        index,
         protocol: None,
         accepted: Ok(()),
         conflict: None,
@@ -253,7 +329,7 @@ fn listener<'a>(gateway: &ObjectKey, spec: &'a Listener, objects: &Objects) -> L
             }
             _ => {
                 state.protocol = Some(Protocol::TerminatedHttps);
-                state.resolved = certificates(gateway, spec, objects, &mut state.certificates);
+                state.resolved = certificates(owner, spec, objects, &mut state.certificates);
             }
         },
         "TLS" => match spec.tls.as_ref().map(|t| t.tls_mode()) {
@@ -264,7 +340,7 @@ fn listener<'a>(gateway: &ObjectKey, spec: &'a Listener, objects: &Objects) -> L
             _ => {
                 state.protocol = Some(Protocol::TerminatedHttps);
                 state.terminate = true;
-                state.resolved = certificates(gateway, spec, objects, &mut state.certificates);
+                state.resolved = certificates(owner, spec, objects, &mut state.certificates);
             }
         },
         "TCP" => state.protocol = Some(Protocol::Tcp),
@@ -330,7 +406,7 @@ fn route_kinds(spec: &Listener, served: &[&'static str]) -> (Vec<&'static str>, 
 /// Resolves the `certificateRefs` of an HTTPS listener or a TLS one of mode Terminate into `out`; the first that does not
 /// resolve is the refusal.
 fn certificates(
-    gateway: &ObjectKey,
+    owner: (&str, &ObjectKey),
     spec: &Listener,
     objects: &Objects,
     out: &mut Vec<ObjectKey>,
@@ -347,13 +423,13 @@ fn certificates(
         return Err(("InvalidCertificateRef", message));
     }
     for r in refs {
-        out.push(certificate(gateway, r, objects)?);
+        out.push(certificate(owner, r, objects)?);
     }
     Ok(())
 }
 
 fn certificate(
-    gateway: &ObjectKey,
+    (kind, owner): (&str, &ObjectKey),
     r: &SecretObjectReference,
     objects: &Objects,
 ) -> Result<ObjectKey, Refusal> {
@@ -364,14 +440,14 @@ fn certificate(
             "certificateRef to {kind} of group {group:?}: only Secrets are"
         ));
     }
-    let namespace = r.namespace.as_deref().unwrap_or(&gateway.namespace);
+    let namespace = r.namespace.as_deref().unwrap_or(&owner.namespace);
     let key = ObjectKey::new(namespace, &r.name);
-    if namespace != gateway.namespace
-        && !super::backends::granted(objects, ("Gateway", &gateway.namespace), ("Secret", &key))
+    if namespace != owner.namespace
+        && !super::backends::granted(objects, (kind, &owner.namespace), ("Secret", &key))
     {
         let message = format!(
-            "no ReferenceGrant in {namespace:?} lets Gateways of {:?} use Secret {key}",
-            gateway.namespace
+            "no ReferenceGrant in {namespace:?} lets {kind}s of {:?} use Secret {key}",
+            owner.namespace
         );
         return Err(("RefNotPermitted", message));
     }
@@ -389,13 +465,15 @@ fn certificate(
 /// Listeners on one port with other protocols conflict (`ProtocolConflict`), except HTTPS
 /// and TLS, which share a port as the API allows (terminated hosts beside passed-through
 /// ones); with compatible protocols and the same hostname, they conflict too
-/// (`HostnameConflict`).
+/// (`HostnameConflict`). Listeners of one object both conflict; between a Gateway's and
+/// its ListenerSets' (or two ListenerSets'), only the later one in precedence order does.
 fn conflicts(listeners: &mut [ListenerState<'_>]) {
     let n = listeners.len();
     for i in 0..n {
         for j in 0..n {
             let (a, b) = (&listeners[i].spec, &listeners[j].spec);
-            if i == j || a.port != b.port {
+            let precedes = listeners[i].owner != listeners[j].owner && i < j;
+            if i == j || a.port != b.port || precedes {
                 continue;
             }
             // UDP shares a port number with a TCP-based protocol (another transport).

@@ -23,6 +23,7 @@ mod backend_tls;
 mod backends;
 mod filters;
 mod l4routes;
+mod listener_sets;
 mod listeners;
 mod rules;
 mod selector;
@@ -35,6 +36,7 @@ use portico_gateway::{Gateway, HttpRoute};
 use portico_model::{Diagnostic, LoadBalancer};
 use std::collections::{BTreeMap, BTreeSet};
 
+pub use listener_sets::ListenerSetVerdict;
 pub use portico_gateway::Statuses;
 pub use status::{Condition, Reach, statuses};
 
@@ -58,6 +60,8 @@ pub struct Verdicts {
     /// BackendTLSPolicies that govern (or lose) a Service port our Gateways send to: by
     /// policy, the conditions for each such Gateway.
     pub backend_tls_policies: backend_tls::PolicyVerdicts,
+    /// ListenerSets naming one of our Gateways.
+    pub listener_sets: BTreeMap<ObjectKey, ListenerSetVerdict>,
 }
 
 /// A Gateway's conditions and its listeners'.
@@ -68,6 +72,8 @@ pub struct GatewayVerdict {
     pub listeners: Vec<ListenerVerdict>,
     /// The address taken from `spec.addresses`, if any.
     pub requested: Option<std::net::IpAddr>,
+    /// How many ListenerSets are attached (`None`: it takes none and none names it).
+    pub attached_listener_sets: Option<i32>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -141,6 +147,10 @@ pub(crate) fn translate(
         load_balancers.extend(own.map(l4routes::without_listeners));
         let at = (g, &gateway);
         load_balancers.extend(l4routes::load_balancer(at, &l4.attachments, objects, pools));
+        for (s, set) in gateway.sets.iter().enumerate() {
+            let verdict = listener_sets::verdict(&gateway, s);
+            verdicts.listener_sets.insert(set.key.clone(), verdict);
+        }
         verdicts
             .gateways
             .insert(gateway.key.clone(), gateway.verdict());
@@ -163,6 +173,20 @@ pub(crate) fn referenced_secrets(objects: &Objects, config: &Config) -> Vec<Obje
     let mut secrets = Vec::new();
     for (key, gateway) in gateways {
         let tls = gateway.spec.listeners.iter().filter_map(|l| l.tls.as_ref());
+        let refs = tls.flat_map(|t| t.certificate_refs.iter());
+        let refs = refs.filter(|r| r.group_kind() == ("", "Secret"));
+        secrets.extend(
+            refs.map(|r| ObjectKey::new(r.namespace.as_deref().unwrap_or(&key.namespace), &r.name)),
+        );
+    }
+    for (key, set) in objects.listener_sets.iter() {
+        let parent = &set.spec.parent_ref;
+        let gateway = ObjectKey::new(parent.namespace_or(&key.namespace), &parent.name);
+        let gateway = objects.gateways.get(&gateway);
+        if !parent.is_gateway() || !gateway.is_some_and(|g| ours(&g.spec.gateway_class_name)) {
+            continue;
+        }
+        let tls = set.spec.listeners.iter().filter_map(|l| l.tls.as_ref());
         let refs = tls.flat_map(|t| t.certificate_refs.iter());
         let refs = refs.filter(|r| r.group_kind() == ("", "Secret"));
         secrets.extend(
@@ -232,6 +256,9 @@ pub(crate) fn requested_address(gateway: &Gateway) -> Option<std::net::IpAddr> {
         .filter(|a| a.address_type() == "IPAddress")
         .find_map(|a| a.value.as_deref()?.parse().ok())
 }
+
+/// The group and kind of a route's parentRef to a ListenerSet.
+pub(crate) const GROUP_KIND_SET: (&str, &str) = (portico_gateway::GROUP, "ListenerSet");
 
 /// The kind of GRPCRoutes, as their HTTPRoutes keep it.
 pub(crate) const GRPC_ROUTE: &str = "GRPCRoute";

@@ -5,12 +5,12 @@
 //!
 //! Reasons are the Gateway API's (v1), as its conformance suite checks them.
 
-use super::{GatewayVerdict, Verdicts};
+use super::{GatewayVerdict, ListenerSetVerdict, ListenerVerdict, Verdicts};
 use crate::{ObjectKey, Objects};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition as ApiCondition, Time};
 use portico_gateway::{
-    BackendTlsPolicy, ParentReference, PolicyAncestorStatus, PolicyStatus, TcpRoute, TlsRoute,
-    UdpRoute,
+    BackendTlsPolicy, ListenerSet, ListenerSetStatus, ParentReference, PolicyAncestorStatus,
+    PolicyStatus, TcpRoute, TlsRoute, UdpRoute,
 };
 use portico_gateway::{
     Gateway, GatewayClass, GatewayClassStatus, GatewayStatus, GatewayStatusAddress, GrpcRoute,
@@ -134,7 +134,16 @@ pub fn statuses(
         route.status = stamped(route.status.take(), at, parents, controller, now);
         route
     });
+    let listener_sets = objects.listener_sets.iter().map(|(key, set)| {
+        let mut set = ListenerSet::clone(set);
+        if let Some(verdict) = verdicts.listener_sets.get(key) {
+            let served = reach.get(&verdict.gateway).is_some_and(|r| r.served);
+            set.status = Some(listener_set_status(&set, verdict, served, now));
+        }
+        set
+    });
     Statuses {
+        listener_sets: listener_sets.collect(),
         classes: classes.collect(),
         gateways: gateways.collect(),
         routes: routes.collect(),
@@ -203,26 +212,8 @@ fn gateway_status(
     let old = gateway.status.clone().unwrap_or_default();
     let generation = gateway.metadata.generation;
     let conditions = served(&verdict.conditions, reach.served);
-    let listeners = verdict.listeners.iter().map(|l| {
-        let previous = old.listeners.iter().find(|p| p.name == l.name);
-        let previous = previous.map_or(&[][..], |p| &p.conditions[..]);
-        ListenerStatus {
-            name: l.name.clone(),
-            supported_kinds: (l.supported_kinds.iter())
-                .map(|(group, kind)| RouteGroupKind {
-                    group: Some(group.clone()),
-                    kind: kind.clone(),
-                })
-                .collect(),
-            attached_routes: l.attached_routes,
-            conditions: stamp(
-                &served(&l.conditions, reach.served),
-                previous,
-                generation,
-                now,
-            ),
-        }
-    });
+    let at = (generation, now);
+    let listeners = listener_statuses(&verdict.listeners, &old.listeners, reach.served, at);
     let addresses = reach.addresses.iter().map(|a| GatewayStatusAddress {
         type_: Some(address_type(a).to_owned()),
         value: a.clone(),
@@ -230,8 +221,55 @@ fn gateway_status(
     GatewayStatus {
         addresses: addresses.collect(),
         conditions: stamp(&conditions, &old.conditions, generation, now),
-        listeners: listeners.collect(),
+        listeners,
+        attached_listener_sets: verdict.attached_listener_sets,
     }
+}
+
+/// A ListenerSet's status: as a Gateway's, without addresses; `served`: an agent serves its
+/// Gateway's load balancer.
+fn listener_set_status(
+    set: &ListenerSet,
+    verdict: &ListenerSetVerdict,
+    served_by: bool,
+    now: &Time,
+) -> ListenerSetStatus {
+    let old = set.status.clone().unwrap_or_default();
+    let generation = set.metadata.generation;
+    let conditions = served(&verdict.conditions, served_by);
+    let at = (generation, now);
+    ListenerSetStatus {
+        conditions: stamp(&conditions, &old.conditions, generation, now),
+        listeners: listener_statuses(&verdict.listeners, &old.listeners, served_by, at),
+    }
+}
+
+/// The listeners' statuses from their verdicts, each condition stamped against the same
+/// listener's `old` one.
+fn listener_statuses(
+    verdicts: &[ListenerVerdict],
+    old: &[ListenerStatus],
+    served_by: bool,
+    (generation, now): (Option<i64>, &Time),
+) -> Vec<ListenerStatus> {
+    let status = |l: &ListenerVerdict| {
+        let previous = old.iter().find(|p| p.name == l.name);
+        let previous = previous.map_or(&[][..], |p| &p.conditions[..]);
+        let kinds = l
+            .supported_kinds
+            .iter()
+            .map(|(group, kind)| RouteGroupKind {
+                group: Some(group.clone()),
+                kind: kind.clone(),
+            });
+        ListenerStatus {
+            name: l.name.clone(),
+            supported_kinds: kinds.collect(),
+            attached_routes: l.attached_routes,
+            conditions: stamp(&served(&l.conditions, served_by), previous, generation, now),
+        }
+    };
+    verdicts.iter().map(status).collect()
 }
 
 /// `Programmed` stays true only while an agent serves the load balancer; until then it is

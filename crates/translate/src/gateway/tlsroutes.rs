@@ -59,10 +59,11 @@ pub(crate) fn refuse_unserved(
     if provider == "proxy" || provider == "haproxy" {
         return;
     }
-    let object = ObjectRef::new("Gateway", &gateway.key.namespace, &gateway.key.name);
-    let unserved = |l: &ListenerState<'_>| l.accepted.is_ok() && (l.terminate || l.passthrough);
-    let listeners = gateway.listeners.iter_mut().enumerate();
-    for (i, listener) in listeners.filter(|(_, l)| unserved(l)) {
+    for i in 0..gateway.listeners.len() {
+        let listener = &gateway.listeners[i];
+        if !(listener.accepted.is_ok() && (listener.terminate || listener.passthrough)) {
+            continue;
+        }
         let message = if listener.terminate {
             format!(
                 "provider {provider} does not serve TLS listeners of tls.mode Terminate (the built-in proxy and haproxy do)"
@@ -72,10 +73,10 @@ pub(crate) fn refuse_unserved(
                 "provider {provider} does not serve TLS passthrough (the built-in proxy and haproxy do)"
             )
         };
-        let field = format!("spec.listeners[{i}]");
+        let (object, field) = gateway.listener_field(i);
         let text = format!("UnsupportedProtocol: {message}");
-        diagnostics.push(Diagnostic::warning(object.clone(), field, text));
-        listener.accepted = Err(("UnsupportedProtocol", message));
+        diagnostics.push(Diagnostic::warning(object, field, text));
+        gateway.listeners[i].accepted = Err(("UnsupportedProtocol", message));
     }
 }
 

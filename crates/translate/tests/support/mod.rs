@@ -159,6 +159,9 @@ fn add(objects: &mut Objects, doc: Value) {
         "TLSRoute" => std::sync::Arc::make_mut(&mut objects.tls_routes)
             .insert(key, typed(doc))
             .map(drop),
+        "ListenerSet" => std::sync::Arc::make_mut(&mut objects.listener_sets)
+            .insert(key, typed(doc))
+            .map(drop),
         "BackendTLSPolicy" => std::sync::Arc::make_mut(&mut objects.backend_tls_policies)
             .insert(key, typed(doc))
             .map(drop),
