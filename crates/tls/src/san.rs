@@ -196,7 +196,9 @@ fn tlv(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
             return None;
         }
         let (bytes, rest) = rest.split_at_checked(n)?;
-        let len = bytes.iter().fold(0usize, |acc, b| (acc << 8) | usize::from(*b));
+        let len = bytes
+            .iter()
+            .fold(0usize, |acc, b| (acc << 8) | usize::from(*b));
         (len, rest)
     };
     let (content, rest) = rest.split_at_checked(len)?;
@@ -298,7 +300,10 @@ mod tests {
     #[test]
     fn uris_are_read_from_the_certificate_and_garbage_names_none() {
         let ca = ca();
-        let cert = leaf(&ca, vec![dns("a.example"), uri("spiffe://x/y"), uri("urn:z")]);
+        let cert = leaf(
+            &ca,
+            vec![dns("a.example"), uri("spiffe://x/y"), uri("urn:z")],
+        );
         assert_eq!(uri_names(&cert), ["spiffe://x/y", "urn:z"]);
         assert!(uri_names(&leaf(&ca, vec![dns("a.example")])).is_empty());
         // Truncated and corrupted certificates parse to no names, without panicking.
