@@ -406,3 +406,41 @@ async fn a_listener_with_a_namespace_selector_follows_the_namespaces_labels() {
     eventually("team-b's route accepted", verdicts_are("team-b", ACCEPTED)).await;
     eventually("team-a's route refused", verdicts_are("team-a", REFUSED)).await;
 }
+
+/// With `--namespace`, only that Namespace is read (a field selector on its name), as metadata
+/// only: every route watched is there. Its labels still decide, and a relabel applies.
+#[tokio::test]
+async fn a_namespaced_portico_reads_only_its_own_namespace_as_metadata() {
+    let cluster = Cluster::new().await;
+    let namespace = |name: &str, labels: &str| {
+        format!(
+            "---\napiVersion: v1\nkind: Namespace\nmetadata: {{name: {name}, labels: {{{labels}}}}}\n"
+        )
+    };
+    cluster.apply(&(namespace(NS, "expose: 'yes'") + &namespace("other", "expose: 'yes'")));
+    services(&cluster, &["web"]).await;
+    let gateway = format!(
+        "---\napiVersion: {V1}\nkind: Gateway\nmetadata: {{name: gw, namespace: {NS}}}\nspec:\n  gatewayClassName: portico\n  listeners:\n  - name: http\n    port: 80\n    protocol: HTTP\n    allowedRoutes: {{namespaces: {{from: Selector, selector: {{matchLabels: {{expose: 'yes'}}}}}}}}\n"
+    );
+    cluster.apply(&(class("portico", OURS) + &gateway));
+    cluster.apply(&route("shop", "shop.example", "[{name: gw}]", "web"));
+    let p = Portico::start_kube(&cluster, &["--namespace", NS]).await;
+    p.wait_route("shop.example", "/", 200, "web").await;
+    cluster.apply(&namespace(NS, ""));
+    p.wait_route("shop.example", "/", 404, "").await;
+
+    let asked = cluster.api.requests();
+    let reads: Vec<_> = (asked.iter())
+        .filter(|r| r.path == "/api/v1/namespaces")
+        .collect();
+    assert!(!reads.is_empty(), "{asked:?}");
+    for r in reads {
+        let query = r.query.replace("%3D", "=").replace("%2F", "/");
+        assert!(
+            query.contains(&format!("fieldSelector=metadata.name={NS}")),
+            "{r:?}"
+        );
+        let accept = r.accept.clone().unwrap_or_default();
+        assert!(accept.contains("as=PartialObjectMetadata"), "{r:?}");
+    }
+}
