@@ -33,6 +33,7 @@ ALLOWED = {
     ("cluster", "networking.k8s.io", "ingressclasses"): READ,
     ("cluster", "", "services"): READ,
     ("cluster", "", "secrets"): READ,
+    ("cluster", "", "namespaces"): READ,
     ("cluster", "discovery.k8s.io", "endpointslices"): READ,
     ("cluster", "networking.k8s.io", "ingresses/status"): ("update", "patch"),
     ("cluster", "", "services/status"): ("update", "patch"),

@@ -71,12 +71,28 @@ pub struct BackendTlsValidation {
     /// `System`: the system's trusted roots instead of `caCertificateRefs`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub well_known_ca_certificates: Option<String>,
-    /// Sent as SNI and verified against the backend's certificate.
+    /// Sent as SNI and verified against the backend's certificate (unless `subjectAltNames`
+    /// are given).
     #[serde(default)]
     pub hostname: String,
-    /// `subjectAltNames` and anything newer, as read.
+    /// Names the backend's certificate must carry one of, instead of `hostname`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subject_alt_names: Vec<SubjectAltName>,
+    /// Anything newer, as read.
     #[serde(flatten)]
     pub rest: BTreeMap<String, Value>,
+}
+
+/// One subject alternative name: `type` `Hostname` with `hostname`, or `URI` with `uri`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SubjectAltName {
+    #[serde(rename = "type", default)]
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostname: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uri: Option<String>,
 }
 
 /// An object of the referring object's namespace, by group, kind and name.

@@ -35,7 +35,7 @@ mod tls_route;
 pub use backend_tls::{
     BACKEND_TLS_POLICY_VERSIONS, BackendTlsPolicy, BackendTlsPolicySpec, BackendTlsValidation,
     LocalObjectReference, PolicyAncestorStatus, PolicyStatus, PolicyTargetReference,
-    is_backend_tls_policy_version,
+    SubjectAltName, is_backend_tls_policy_version,
 };
 pub use class::{GatewayClass, GatewayClassSpec};
 pub use filter::{

@@ -34,7 +34,7 @@ pub use options::{
 pub use placement::Placement;
 pub use settings::{
     ActiveHealth, Cidr, CidrError, CookieAffinity, PassiveHealth, PoolSettings, ProxyProtocol,
-    UpstreamTls,
+    SubjectAltName, UpstreamTls,
 };
 pub use tree::{
     Algorithm, CompareType, HashKey, L7Policy, L7Rule, Listener, ListenerTls, LoadBalancer, Member,

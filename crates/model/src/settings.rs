@@ -142,6 +142,20 @@ pub struct UpstreamTls {
     pub server_name: Option<String>,
     /// Send SNI (`proxy-ssl-server-name`).
     pub sni: bool,
+    /// When not empty, the member's certificate must carry one of these names instead of
+    /// `server_name` (still sent as SNI): a BackendTLSPolicy's `subjectAltNames`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subject_alt_names: Vec<SubjectAltName>,
+}
+
+/// A subject alternative name an upstream certificate may be required to carry.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum SubjectAltName {
+    /// A DNS name, matched as a server name is (the certificate's wildcards included).
+    Hostname(String),
+    /// A URI, compared exactly (a SPIFFE ID, for instance).
+    Uri(String),
 }
 
 /// Passive health: a member that fails `failures` times in a row (a refused or timed-out

@@ -46,8 +46,18 @@ impl Authority {
     /// A leaf certificate for `names` (the first is also the subject's common name), with a
     /// new key.
     pub fn issue(&self, names: &[&str]) -> Result<Issued, rcgen::Error> {
+        self.issue_with_uris(names, &[])
+    }
+
+    /// [`Authority::issue`], the certificate also naming `uris` (URI subject alternative
+    /// names, such as SPIFFE IDs).
+    pub fn issue_with_uris(&self, names: &[&str], uris: &[&str]) -> Result<Issued, rcgen::Error> {
         let owned: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
         let mut params = CertificateParams::new(owned)?;
+        for uri in uris {
+            let uri = rcgen::SanType::URI((*uri).try_into()?);
+            params.subject_alt_names.push(uri);
+        }
         if let Some(first) = names.first() {
             params.distinguished_name.push(DnType::CommonName, *first);
         }

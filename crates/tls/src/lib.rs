@@ -15,6 +15,7 @@ mod ca;
 pub mod generate;
 mod material;
 mod provider;
+mod san;
 mod self_signed;
 mod sni;
 
@@ -22,5 +23,6 @@ pub use accept_any::AcceptAnyServerCertificate;
 pub use ca::{CaBundle, CaBundleError};
 pub use material::{Material, MaterialError};
 pub use provider::{PROTOCOL_VERSIONS, provider};
+pub use san::{SubjectAltName, SubjectAltNameVerifier};
 pub use self_signed::{SELF_SIGNED_SUBJECT, SelfSignedError, self_signed};
 pub use sni::{Sni, peek_sni};

@@ -395,6 +395,41 @@ fn parents_are_selected_by_section_name_and_port_and_listeners_admit_by_namespac
     assert_eq!(gw.listeners[1].attached_routes, 1);
 }
 
+/// HTTPRouteDestinationPortMatching (the suite's HTTPRouteInvalidParentRefNotMatchingListenerPort):
+/// a parentRef whose `port` no listener of the Gateway has is `NoMatchingParent` while its
+/// backends still resolve, and attaches nowhere; one naming a listener's port attaches there.
+#[test]
+fn a_parent_ref_port_no_listener_has_matches_no_parent() {
+    let t = translate(&[
+        gateway("gw", "portico", HTTP),
+        route(
+            "off-port",
+            "shop",
+            "{parentRefs: [{name: gw, port: 81}], rules: [{}]}",
+        ),
+        route(
+            "on-port",
+            "shop",
+            "{parentRefs: [{name: gw, port: 80}], rules: [{}]}",
+        ),
+    ]);
+    let v = &t.gateways;
+    assert_eq!(
+        route_conditions(v, "shop", "off-port"),
+        [[
+            "Accepted=false/NoMatchingParent",
+            "ResolvedRefs=true/ResolvedRefs"
+        ]]
+    );
+    assert_eq!(
+        route_conditions(v, "shop", "on-port")[0][0],
+        "Accepted=true/Accepted"
+    );
+    let gw = &v.gateways[&ObjectKey::new("shop", "gw")];
+    let attached: Vec<_> = gw.listeners.iter().map(|l| l.attached_routes).collect();
+    assert_eq!(attached, [1], "on-port only");
+}
+
 fn namespace(name: &str, labels: &str) -> String {
     format!("---\napiVersion: v1\nkind: Namespace\nmetadata: {{name: {name}, labels: {labels}}}\n")
 }

@@ -112,6 +112,7 @@ fn a_governed_service_port_speaks_verified_tls_with_the_policys_ca_and_hostname(
         ca: Some(ObjectRef::new("ConfigMap", "shop", "ca")),
         server_name: Some("web.example".to_owned()),
         sni: true,
+        subject_alt_names: vec![],
     };
     assert_eq!(https.settings.upstream_tls.as_ref(), Some(&expected));
     // A port whose appProtocol says HTTP/2 speaks it over TLS.
@@ -256,4 +257,40 @@ fn a_ca_secret_added_later_resolves_the_policy_in_an_incremental_translation() {
     };
     let second = translate_incremental(&after, &config, Some(previous), &mut memo);
     assert_eq!(verdict(&second, "web"), HOLDS);
+}
+
+#[test]
+fn subject_alt_names_are_required_instead_of_the_hostname_and_invalid_ones_fail_closed() {
+    use portico_model::SubjectAltName;
+    let sans = "{caCertificateRefs: [{group: '', kind: ConfigMap, name: ca}], hostname: web.example, subjectAltNames: [{type: Hostname, hostname: web.internal}, {type: URI, uri: 'spiffe://cluster.local/ns/shop/sa/web'}]}";
+    let t = translate_docs(&[policy("web", OLD, WEB, sans)]);
+    let tls = upstream_tls(&t, "web", "443");
+    assert_eq!(tls.server_name.as_deref(), Some("web.example"), "still SNI");
+    assert_eq!(
+        tls.subject_alt_names,
+        [
+            SubjectAltName::Hostname("web.internal".into()),
+            SubjectAltName::Uri("spiffe://cluster.local/ns/shop/sa/web".into()),
+        ]
+    );
+    assert_eq!(verdict(&t, "web"), HOLDS);
+    // A URI entry without its uri: not accepted, and the port fails closed (a name no
+    // certificate carries).
+    let bad = "{caCertificateRefs: [{group: '', kind: ConfigMap, name: ca}], hostname: web.example, subjectAltNames: [{type: URI, hostname: web.internal}]}";
+    let t = translate_docs(&[policy("web", OLD, WEB, bad)]);
+    assert_eq!(
+        verdict(&t, "web"),
+        ["Accepted=false/Invalid", "ResolvedRefs=true/ResolvedRefs"]
+    );
+    let entries = &t.gateways.backend_tls_policies[&ObjectKey::new("shop", "web")];
+    let message = &entries[0].1[0].message;
+    assert!(
+        message.starts_with("spec.validation.subjectAltNames[0].uri"),
+        "{message}"
+    );
+    let tls = upstream_tls(&t, "web", "443");
+    assert_eq!(
+        tls.subject_alt_names,
+        [SubjectAltName::Hostname(String::new())]
+    );
 }

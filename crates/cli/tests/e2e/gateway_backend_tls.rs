@@ -9,11 +9,14 @@ use crate::conformance::Provider;
 use crate::gateway_api::{HTTP, OURS, class, gateway, object, route};
 use crate::get::get;
 use crate::support::*;
-use crate::upstreams::{ca_secret, tls_echo_with_ca};
+use crate::upstreams::{ca_secret, tls_backend_with, tls_echo_with_ca};
 use serde_json::Value;
 use std::time::{Duration, Instant};
 
-proxy_and_haproxy!(a_policys_ca_and_hostname_verify_the_backend_and_fail_closed);
+proxy_and_haproxy!(
+    a_policys_ca_and_hostname_verify_the_backend_and_fail_closed,
+    subject_alt_names_are_required_instead_of_the_hostname
+);
 
 /// The namespace of the backends' certificate (`web.up.svc`).
 const NS: &str = "up";
@@ -180,4 +183,70 @@ async fn a_policys_ca_and_hostname_verify_the_backend_and_fail_closed(provider: 
     );
     let list: Value = serde_json::from_str(&get(&p, &["btlspolicy", "-o", "json"])).unwrap();
     assert_eq!(list["items"].as_array().map(Vec::len), Some(6), "{list}");
+}
+
+/// A policy's `subjectAltNames`: the backend's certificate must carry one of them (the
+/// policy's hostname is still sent as SNI, and alone no longer does): a Hostname or a URI (a
+/// SPIFFE ID) on the built-in proxy. haproxy checks the certificate against the SNI it sends
+/// (its `verifyhost` applies only without SNI), so there such a policy fails closed.
+async fn subject_alt_names_are_required_instead_of_the_hostname(provider: Provider) {
+    const SPIFFE: &str = "spiffe://cluster.local/ns/up/sa/web";
+    let m = Manifests::new();
+    let ca = portico_tls::generate::Authority::new("upstream SAN CA").unwrap();
+    let named = ca
+        .issue_with_uris(&["web.up.svc", "web.internal"], &[SPIFFE])
+        .unwrap();
+    let named = tls_backend_with(&named, "named", false).await;
+    // The policy's hostname only: none of the names the policies require.
+    let unnamed = ca.issue(&["web.up.svc"]).unwrap();
+    let unnamed = tls_backend_with(&unnamed, "unnamed", false).await;
+    let by_host = "[{type: Hostname, hostname: web.internal}]";
+    let by_uri = format!("[{{type: URI, uri: '{SPIFFE}'}}]");
+    let cases = [
+        ("host", named, by_host.to_owned()),
+        ("uri", named, by_uri.clone()),
+        ("nohost", unnamed, by_host.to_owned()),
+        ("nouri", unnamed, by_uri),
+    ];
+    let mut y = class("portico", OURS) + &gateway(NS, "gw", "portico", HTTP);
+    y.push_str(&ca_config_map("upstream-ca", ca.cert_pem()));
+    for (name, backend, sans) in &cases {
+        y.push_str(&service(NS, name, &ready(&[*backend])));
+        let spec = format!(
+            "{{parentRefs: [{{name: gw}}], hostnames: [{name}.test], rules: [{{backendRefs: [{{name: {name}, port: 80}}]}}]}}"
+        );
+        y.push_str(&route(NS, name, &spec));
+        let target = format!("{{group: \"\", kind: Service, name: {name}}}");
+        let ca = ("ConfigMap", "upstream-ca");
+        let old = "2026-01-01T00:00:00Z";
+        y.push_str(&policy(name, old, &target, ca, "web.up.svc"));
+        y.push_str(&format!("    subjectAltNames: {sans}\n"));
+    }
+    m.write("btls.yaml", &y);
+    let p = match provider {
+        Provider::Haproxy => Portico::start_haproxy(m.path(), &[]).await,
+        _ => Portico::start(m.path(), &[]).await,
+    };
+    let accepted = ["Accepted=True/Accepted", "ResolvedRefs=True/ResolvedRefs"];
+    wait_policy(&p, "host", &accepted).await;
+    // Refused: 502, or with haproxy 503 once its health checks (over the same verified TLS)
+    // have marked the server down.
+    let refused = |status: u16| match provider {
+        Provider::Haproxy => status == 502 || status == 503,
+        _ => status == 502,
+    };
+    for host in ["host.test", "uri.test"] {
+        let r = p.get(host, "/").await;
+        match provider {
+            Provider::Haproxy => assert!(refused(r.status), "{host}: {r:?}"),
+            _ => {
+                assert_eq!((r.status, r.service()), (200, "named".into()), "{r:?}");
+                assert_eq!(r.json()["sni"], "web.up.svc", "{r:?}");
+            }
+        }
+    }
+    for host in ["nohost.test", "nouri.test"] {
+        let r = p.get(host, "/").await;
+        assert!(refused(r.status), "{host}: {r:?}");
+    }
 }

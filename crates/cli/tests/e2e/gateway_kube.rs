@@ -386,3 +386,98 @@ async fn a_listener_set_from_the_api_is_served_and_gets_its_status() {
     })
     .await;
 }
+
+/// Our parent entry's conditions of HTTPRoute `ns/name`.
+fn route_verdicts(cluster: &Cluster, ns: &str, name: &str) -> Vec<String> {
+    let route = stored(cluster, "HTTPRoute", Some(ns), name);
+    let parents = route["status"]["parents"].as_array().cloned();
+    let mine = (parents.into_iter().flatten()).find(|p| p["controllerName"] == OURS);
+    mine.map(|p| verdicts(&p["conditions"])).unwrap_or_default()
+}
+
+/// `allowedRoutes.namespaces.from: Selector` in Kubernetes mode: the Namespaces' labels are
+/// watched, so a route in a namespace the selector matches is served and one in another is
+/// `NotAllowedByListeners`; relabelling a namespace through the API moves both, no restart.
+#[tokio::test]
+async fn a_listener_with_a_namespace_selector_follows_the_namespaces_labels() {
+    let cluster = Cluster::new().await;
+    let namespace = |name: &str, labels: &str| {
+        format!(
+            "---\napiVersion: v1\nkind: Namespace\nmetadata: {{name: {name}, labels: {{{labels}}}}}\n"
+        )
+    };
+    cluster.apply(&(namespace(NS, "") + &namespace("team-a", "expose: 'yes'")));
+    cluster.apply(&namespace("team-b", "other: 'x'"));
+    for ns in ["team-a", "team-b"] {
+        let pods = echo_pods(ns, 1).await;
+        cluster.apply(&service(ns, "web", &ready(&pods)));
+        cluster.apply(&format!(
+            "---\napiVersion: {V1}\nkind: HTTPRoute\nmetadata: {{name: r, namespace: {ns}}}\nspec:\n  parentRefs: [{{name: gw, namespace: {NS}}}]\n  hostnames: [{ns}.example]\n  rules: [{{backendRefs: [{{name: web, port: 80}}]}}]\n"
+        ));
+    }
+    let gateway = format!(
+        "---\napiVersion: {V1}\nkind: Gateway\nmetadata: {{name: gw, namespace: {NS}}}\nspec:\n  gatewayClassName: portico\n  listeners:\n  - name: http\n    port: 80\n    protocol: HTTP\n    allowedRoutes: {{namespaces: {{from: Selector, selector: {{matchLabels: {{expose: 'yes'}}}}}}}}\n"
+    );
+    cluster.apply(&(class("portico", OURS) + &gateway));
+    let p = Portico::start_kube(&cluster, &[]).await;
+
+    const REFUSED: &[&str] = &["Accepted=False/NotAllowedByListeners"];
+    p.wait_route("team-a.example", "/", 200, "team-a").await;
+    p.wait_route("team-b.example", "/", 404, "").await;
+    let verdicts_are = |ns: &'static str, want: &'static [&'static str]| {
+        let cluster = &cluster;
+        move || {
+            let got = route_verdicts(cluster, ns, "r");
+            (got.first().map(String::as_str) != want.first().copied())
+                .then(|| format!("{ns}: got {got:?}, want {want:?}"))
+        }
+    };
+    eventually("team-a's route accepted", verdicts_are("team-a", ACCEPTED)).await;
+    eventually("team-b's route refused", verdicts_are("team-b", REFUSED)).await;
+
+    // Relabelled through the API: team-b is selected, team-a no longer.
+    cluster.apply(&namespace("team-b", "other: 'x', expose: 'yes'"));
+    cluster.apply(&namespace("team-a", ""));
+    p.wait_route("team-b.example", "/", 200, "team-b").await;
+    p.wait_route("team-a.example", "/", 404, "").await;
+    eventually("team-b's route accepted", verdicts_are("team-b", ACCEPTED)).await;
+    eventually("team-a's route refused", verdicts_are("team-a", REFUSED)).await;
+}
+
+/// With `--namespace`, only that Namespace is read (a field selector on its name), as metadata
+/// only: every route watched is there. Its labels still decide, and a relabel applies.
+#[tokio::test]
+async fn a_namespaced_portico_reads_only_its_own_namespace_as_metadata() {
+    let cluster = Cluster::new().await;
+    let namespace = |name: &str, labels: &str| {
+        format!(
+            "---\napiVersion: v1\nkind: Namespace\nmetadata: {{name: {name}, labels: {{{labels}}}}}\n"
+        )
+    };
+    cluster.apply(&(namespace(NS, "expose: 'yes'") + &namespace("other", "expose: 'yes'")));
+    services(&cluster, &["web"]).await;
+    let gateway = format!(
+        "---\napiVersion: {V1}\nkind: Gateway\nmetadata: {{name: gw, namespace: {NS}}}\nspec:\n  gatewayClassName: portico\n  listeners:\n  - name: http\n    port: 80\n    protocol: HTTP\n    allowedRoutes: {{namespaces: {{from: Selector, selector: {{matchLabels: {{expose: 'yes'}}}}}}}}\n"
+    );
+    cluster.apply(&(class("portico", OURS) + &gateway));
+    cluster.apply(&route("shop", "shop.example", "[{name: gw}]", "web"));
+    let p = Portico::start_kube(&cluster, &["--namespace", NS]).await;
+    p.wait_route("shop.example", "/", 200, "web").await;
+    cluster.apply(&namespace(NS, ""));
+    p.wait_route("shop.example", "/", 404, "").await;
+
+    let asked = cluster.api.requests();
+    let reads: Vec<_> = (asked.iter())
+        .filter(|r| r.path == "/api/v1/namespaces")
+        .collect();
+    assert!(!reads.is_empty(), "{asked:?}");
+    for r in reads {
+        let query = r.query.replace("%3D", "=").replace("%2F", "/");
+        assert!(
+            query.contains(&format!("fieldSelector=metadata.name={NS}")),
+            "{r:?}"
+        );
+        let accept = r.accept.clone().unwrap_or_default();
+        assert!(accept.contains("as=PartialObjectMetadata"), "{r:?}");
+    }
+}

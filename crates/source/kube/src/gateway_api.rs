@@ -16,7 +16,8 @@
 use crate::kinds::Watched;
 use crate::watch::{Shared, run_watcher};
 use futures::StreamExt;
-use kube::api::{ApiResource, DynamicObject, ListParams};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{ApiResource, DynamicObject, ListParams, PartialObjectMeta};
 use kube::discovery::Discovery;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
@@ -60,6 +61,7 @@ pub(crate) async fn run(shared: Arc<Shared>, namespace: Option<String>) {
     start::<TlsRoute>(&shared, group.as_ref(), Some(ns), &mut watchers).await;
     start::<GrpcRoute>(&shared, group.as_ref(), Some(ns), &mut watchers).await;
     start::<ListenerSet>(&shared, group.as_ref(), Some(ns), &mut watchers).await;
+    namespaces(&shared, group.is_some(), ns, &mut watchers).await;
     while watchers.join_next().await.is_some() {}
 }
 
@@ -152,6 +154,63 @@ async fn start<K: Watched + k8s_openapi::Resource>(
         std::future::ready(event)
     });
     watchers.spawn(run_watcher(shared.clone(), stream));
+}
+
+/// Watches Namespaces, for their labels (listeners' `allowedRoutes.namespaces.selector`),
+/// where the Gateway API is served: as metadata only (`PartialObjectMetadata`), kept as name
+/// and labels. With `--namespace`, only that Namespace (a field selector on its name): the
+/// routes watched are all there. Counted as listed empty without the Gateway API, and when
+/// Portico may not list them (403: an RBAC without `namespaces`), with a warning: a selector
+/// then admits no route.
+async fn namespaces(
+    shared: &Arc<Shared>,
+    gateway_api: bool,
+    ns: Option<&str>,
+    watchers: &mut JoinSet<()>,
+) {
+    if !gateway_api {
+        absent::<Namespace>(shared);
+        return;
+    }
+    let api: Api<PartialObjectMeta<Namespace>> = Api::all(shared.client.clone());
+    let mut config = watcher::Config::default();
+    let mut probe = ListParams::default().limit(1);
+    if let Some(ns) = ns {
+        let field = format!("metadata.name={ns}");
+        config = config.fields(&field);
+        probe = probe.fields(&field);
+    }
+    if let Err(kube::Error::Api(status)) = api.list(&probe).await
+        && status.code == 403
+    {
+        tracing::warn!(
+            kind = "Namespace",
+            "not permitted to list (deploy/common/rbac.yaml grants it): allowedRoutes \
+             namespace selectors admit no route"
+        );
+        absent::<Namespace>(shared);
+        return;
+    }
+    tracing::info!(kind = "Namespace", "watching (metadata only)");
+    let stream = watcher(api, config).default_backoff();
+    let stream = stream.map(|event| event.map(from_metadata));
+    watchers.spawn(run_watcher(shared.clone(), stream));
+}
+
+/// The event with each Namespace made of its metadata (all that is kept of it).
+fn from_metadata(event: watcher::Event<PartialObjectMeta<Namespace>>) -> watcher::Event<Namespace> {
+    use watcher::Event;
+    let namespace = |meta: PartialObjectMeta<Namespace>| Namespace {
+        metadata: meta.metadata,
+        ..Namespace::default()
+    };
+    match event {
+        Event::Init => Event::Init,
+        Event::InitDone => Event::InitDone,
+        Event::InitApply(meta) => Event::InitApply(namespace(meta)),
+        Event::Apply(meta) => Event::Apply(namespace(meta)),
+        Event::Delete(meta) => Event::Delete(namespace(meta)),
+    }
 }
 
 /// Kind `K` counts as listed, empty.

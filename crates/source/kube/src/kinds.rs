@@ -1,6 +1,6 @@
 //! The watched kinds: how each one is keyed and where it lives in [`Objects`].
 
-use k8s_openapi::api::core::v1::{Secret, Service};
+use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use kube::Resource;
@@ -31,6 +31,7 @@ pub enum Kind {
     TlsRoute,
     ListenerSet,
     GrpcRoute,
+    Namespace,
 }
 
 impl Kind {
@@ -49,6 +50,7 @@ impl Kind {
         Kind::TlsRoute,
         Kind::ListenerSet,
         Kind::GrpcRoute,
+        Kind::Namespace,
     ];
 
     /// Whether a change of this kind can change which Secrets are referenced.
@@ -317,3 +319,36 @@ gateway_api!(
     |c: &GatewayClass| c.metadata.name.clone().unwrap_or_default(),
     gateway_classes
 );
+
+/// Namespaces, for their labels (listeners' `allowedRoutes.namespaces.selector`): read as
+/// metadata only ([`crate::gateway_api`]) and kept as their name and labels, nothing else.
+impl Watched for Namespace {
+    const KIND: Kind = Kind::Namespace;
+    type Key = String;
+    type Stored = Self;
+    fn key(&self) -> String {
+        self.metadata.name.clone().unwrap_or_default()
+    }
+    fn store(self) -> Self {
+        compact_namespace(self)
+    }
+    fn same_for_serving(old: &Self, new: &Self) -> bool {
+        old == new
+    }
+    fn map(objects: &mut Objects) -> &mut Arc<BTreeMap<String, Arc<Self>>> {
+        &mut objects.namespaces
+    }
+}
+
+/// What is kept of a Namespace: its name and labels.
+pub(crate) fn compact_namespace(namespace: Namespace) -> Namespace {
+    let meta = namespace.metadata;
+    Namespace {
+        metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            name: meta.name,
+            labels: meta.labels.filter(|l| !l.is_empty()),
+            ..Default::default()
+        },
+        ..Namespace::default()
+    }
+}

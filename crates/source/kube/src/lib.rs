@@ -1,6 +1,6 @@
 //! The Kubernetes API source: kube-rs watchers for Ingress, IngressClass, Service,
 //! EndpointSlice, Secret and, where the cluster serves them, the Gateway API's GatewayClass,
-//! Gateway, HTTPRoute and ReferenceGrant ([`gateway_api`]) report the same [`portico_translate::Loaded`] as the manifest-file
+//! Gateway, HTTPRoute and ReferenceGrant and Namespaces' labels ([`gateway_api`]) report the same [`portico_translate::Loaded`] as the manifest-file
 //! source, so both feed one translator and the same providers.
 //!
 //! - Each kind has a kube-runtime watcher: list, then watch from the list's resourceVersion,

@@ -310,6 +310,7 @@ mod tests {
         state.relisted::<portico_gateway::TlsRoute>(vec![]);
         state.relisted::<portico_gateway::GrpcRoute>(vec![]);
         state.relisted::<portico_gateway::ListenerSet>(vec![]);
+        state.relisted::<k8s_openapi::api::core::v1::Namespace>(vec![]);
         state
     }
 
@@ -622,5 +623,42 @@ mod tests {
         assert!(!Arc::ptr_eq(&now.secrets, &after.secrets));
         assert!(Arc::ptr_eq(&now.ingresses, &after.ingresses));
         assert_eq!(kept(&state), ["ns/tls"]);
+    }
+
+    #[test]
+    fn namespaces_are_kept_as_name_and_labels_and_a_relabel_is_a_change() {
+        use k8s_openapi::api::core::v1::{Namespace, NamespaceSpec};
+        let namespace = |labels: &[(&str, &str)]| Namespace {
+            metadata: ObjectMeta {
+                name: Some("team".into()),
+                resource_version: Some("1".into()),
+                annotations: Some([("a".to_owned(), "b".to_owned())].into()),
+                labels: Some(
+                    labels
+                        .iter()
+                        .map(|(k, v)| ((*k).into(), (*v).into()))
+                        .collect(),
+                ),
+                ..ObjectMeta::default()
+            },
+            spec: Some(NamespaceSpec {
+                finalizers: Some(vec!["kubernetes".into()]),
+            }),
+            ..Namespace::default()
+        };
+        let mut state = synced();
+        assert!(state.apply(namespace(&[("expose", "yes")])).changed);
+        let kept = state.objects().namespaces["team"].clone();
+        let labels = kept.metadata.labels.clone().unwrap_or_default();
+        assert_eq!(labels.get("expose").map(String::as_str), Some("yes"));
+        assert_eq!(kept.metadata.annotations, None);
+        assert_eq!(kept.metadata.resource_version, None);
+        assert_eq!(kept.spec, None);
+        // The same labels again (a new resource version) change nothing; other labels do.
+        assert!(!state.apply(namespace(&[("expose", "yes")])).changed);
+        assert!(state.apply(namespace(&[])).changed);
+        assert_eq!(state.objects().namespaces["team"].metadata.labels, None);
+        assert!(state.delete(&namespace(&[])).changed);
+        assert!(state.objects().namespaces.is_empty());
     }
 }

@@ -372,6 +372,7 @@ fn upstream_tls(r: &mut Reader<'_>, protocol: Option<PoolProtocol>) -> Option<Up
         ca,
         server_name,
         sni: sni.unwrap_or(false),
+        subject_alt_names: vec![],
     })
 }
 

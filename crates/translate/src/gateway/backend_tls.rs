@@ -1,7 +1,8 @@
 //! BackendTLSPolicy → the upstream TLS of the pools its Service ports become: the pool speaks
 //! TLS to its members (`Https`, or `H2` where the backend speaks HTTP/2), verifies their
 //! certificates against the policy's CA bundle (a ConfigMap's or Secret's `ca.crt`) and sends
-//! and checks the policy's hostname. The same [`UpstreamTls`] the Ingress's `proxy-ssl-*`
+//! and checks the policy's hostname (or, when it names `subjectAltNames`, requires one of them
+//! in the certificate instead; the hostname is still sent as SNI). The same [`UpstreamTls`] the Ingress's `proxy-ssl-*`
 //! annotations give, so the proxy and haproxy serve both alike.
 //!
 //! A Service port is governed by the most specific policy targeting it (one naming the port
@@ -13,9 +14,9 @@ use super::status::{Condition, Refusal};
 use crate::annotations::Upstream;
 use crate::{ObjectKey, Objects};
 use k8s_openapi::api::core::v1::ServicePort;
-use portico_gateway::{BackendTlsPolicy, LocalObjectReference};
+use portico_gateway::{BackendTlsPolicy, LocalObjectReference, SubjectAltName as GatewaySan};
 use portico_model::{
-    LoadBalancer, ObjectRef, PoolProtocol, PoolSettings, UpstreamTls, stable_uuid,
+    LoadBalancer, ObjectRef, PoolProtocol, PoolSettings, SubjectAltName, UpstreamTls, stable_uuid,
 };
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -68,6 +69,7 @@ pub(crate) fn upstream(namespace: &str, policy: &BackendTlsPolicy, h2: bool) -> 
             .map(|r| ca_ref(namespace, r)),
         server_name: Some(validation.hostname.clone()),
         sni: true,
+        subject_alt_names: validation.subject_alt_names.iter().map(san).collect(),
     };
     let settings = PoolSettings {
         upstream_tls: Some(tls),
@@ -85,6 +87,36 @@ pub(crate) fn upstream(namespace: &str, policy: &BackendTlsPolicy, h2: bool) -> 
         digest: Some(stable_uuid(&canonical).simple().to_string()),
         ..Upstream::default()
     })
+}
+
+/// The model's name of a `subjectAltNames` entry. One that is not valid ([`invalid`] says
+/// why) becomes an empty hostname, which no certificate carries: the policy fails closed.
+fn san(name: &GatewaySan) -> SubjectAltName {
+    match (name.kind.as_str(), &name.hostname, &name.uri) {
+        ("Hostname", Some(host), None) if !host.is_empty() => {
+            SubjectAltName::Hostname(host.clone())
+        }
+        ("URI", None, Some(uri)) if !uri.is_empty() => SubjectAltName::Uri(uri.clone()),
+        _ => SubjectAltName::Hostname(String::new()),
+    }
+}
+
+/// What is wrong with `subjectAltNames[i]`, if anything.
+fn invalid_san(i: usize, name: &GatewaySan) -> Option<String> {
+    let field = format!("spec.validation.subjectAltNames[{i}]");
+    let empty = |v: &Option<String>| v.as_deref().is_none_or(str::is_empty);
+    match name.kind.as_str() {
+        "Hostname" if empty(&name.hostname) => {
+            Some(format!("{field}.hostname: type Hostname needs one"))
+        }
+        "URI" if empty(&name.uri) => Some(format!("{field}.uri: type URI needs one")),
+        "Hostname" if name.uri.is_some() => Some(format!("{field}.uri: type Hostname takes none")),
+        "URI" if name.hostname.is_some() => Some(format!("{field}.hostname: type URI takes none")),
+        "Hostname" | "URI" => None,
+        other => Some(format!(
+            "{field}.type: {other:?} is neither Hostname nor URI"
+        )),
+    }
 }
 
 /// The model's reference to a CA certificate reference of a policy in `namespace` (its kind
@@ -114,6 +146,10 @@ pub(crate) fn invalid(policy: &BackendTlsPolicy) -> Option<Refusal> {
             "spec.validation.wellKnownCACertificates {known:?}: Portico verifies backends only \
              against caCertificateRefs"
         );
+        return Some(("Invalid", message));
+    }
+    let sans = validation.subject_alt_names.iter().enumerate();
+    if let Some(message) = sans.filter_map(|(i, name)| invalid_san(i, name)).next() {
         return Some(("Invalid", message));
     }
     match &validation.ca_certificate_refs[..] {

@@ -159,6 +159,7 @@ mod tests {
             ca: Some(secret.clone()),
             server_name: Some("web.ns.svc".into()),
             sni: false,
+            subject_alt_names: vec![],
         };
         let bundle = |name: &str| {
             let ca = portico_tls::generate::Authority::new(name).unwrap();

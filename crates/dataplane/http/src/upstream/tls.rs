@@ -3,12 +3,15 @@
 //!
 //! With `proxy-ssl-verify` on, the member's certificate must chain to the pool's CA bundle
 //! (`proxy-ssl-secret`) and name the server name (webpki verification); without a usable CA
-//! bundle the connection fails (closed: `502`), it never falls back to no verification. With it off (ingress-nginx's default), any certificate is
+//! bundle the connection fails (closed: `502`), it never falls back to no verification. With
+//! `subject_alt_names` (a BackendTLSPolicy's `subjectAltNames`), the certificate must carry one
+//! of them instead of the server name ([`SubjectAltNameVerifier`]). With it off (ingress-nginx's default), any certificate is
 //! accepted: [`portico_tls::AcceptAnyServerCertificate`].
 
 use super::endpoint::UpstreamError;
-use portico_model::{PoolProtocol, UpstreamTls};
-use portico_tls::{AcceptAnyServerCertificate, CaBundle};
+use portico_model::{PoolProtocol, SubjectAltName, UpstreamTls};
+use portico_tls::SubjectAltName as SanName;
+use portico_tls::{AcceptAnyServerCertificate, CaBundle, SubjectAltNameVerifier};
 use rustls::ClientConfig;
 use rustls::pki_types::ServerName;
 use std::sync::Arc;
@@ -72,9 +75,22 @@ fn config(
                 "verifying the member's certificate needs a usable CA bundle (ca.crt) of {ca}"
             ));
         };
-        builder
-            .with_root_certificates(bundle.roots().clone())
-            .with_no_client_auth()
+        if tls.subject_alt_names.is_empty() {
+            builder
+                .with_root_certificates(bundle.roots().clone())
+                .with_no_client_auth()
+        } else {
+            let names = tls.subject_alt_names.iter().map(|name| match name {
+                SubjectAltName::Hostname(host) => SanName::Hostname(host.clone()),
+                SubjectAltName::Uri(uri) => SanName::Uri(uri.clone()),
+            });
+            let verifier =
+                SubjectAltNameVerifier::new(bundle.roots().clone(), provider, names.collect())?;
+            builder
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(verifier))
+                .with_no_client_auth()
+        }
     } else {
         builder
             .dangerous()

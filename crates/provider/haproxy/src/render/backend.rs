@@ -4,6 +4,7 @@
 use super::{Checks, Server};
 use portico_model::{
     Diagnostic, Limits, LoadBalancer, MemberId, Pool, PoolId, PoolProtocol, PoolSettings,
+    SubjectAltName,
 };
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -124,7 +125,7 @@ pub(super) fn pools(
     let limits = input.limits;
     let mut s = String::new();
     for pool in &lb.pools {
-        let proto = protocol(pool, input);
+        let proto = protocol(pool, input, diagnostics);
         let balance = super::balance::backend_lines(pool, checks, diagnostics);
         let mut first = super::access::backend(pool, input.access_log.is_some());
         first.push_str(&settings(pool, limits));
@@ -263,8 +264,10 @@ const CHUNKED_CHECK_MAX: u64 = 8 * 1024;
 /// verify; then against the pool's CA bundle file (`proxy-ssl-secret`) and its server name.
 /// Without a usable bundle, the default certificate file stands in as the CA (Portico's own
 /// self-signed certificate or the operator's, which no member's chain names as its issuer):
-/// verification fails closed (502), never open.
-fn protocol(pool: &Pool, input: &super::Input<'_>) -> String {
+/// verification fails closed (502), never open. A BackendTLSPolicy's `subjectAltNames` other
+/// than the server name alone haproxy cannot check: verification fails closed, with a
+/// diagnostic on the Service.
+fn protocol(pool: &Pool, input: &super::Input<'_>, diagnostics: &mut Vec<Diagnostic>) -> String {
     let alpn = match pool.protocol {
         PoolProtocol::H2c => return " proto h2".to_owned(),
         PoolProtocol::Http => return String::new(),
@@ -280,8 +283,28 @@ fn protocol(pool: &Pool, input: &super::Input<'_>) -> String {
     let Ok(name) = crate::quote::word(&name) else {
         return " ssl verify none".to_owned();
     };
+    // haproxy checks the certificate against the SNI it sends (`verifyhost` only applies
+    // without SNI), so it cannot require a name other than the server name: a list of
+    // subjectAltNames that is not just that name fails closed, the default certificate file
+    // as the only CA (it signed no member's certificate).
+    let unverifiable = match &tls.subject_alt_names[..] {
+        [] => false,
+        [SubjectAltName::Hostname(host)] => Some(host) != tls.server_name.as_ref(),
+        _ => true,
+    };
+    if unverifiable && tls.verify {
+        diagnostics.push(Diagnostic::warning(
+            pool.service.clone(),
+            "BackendTLSPolicy spec.validation.subjectAltNames",
+            format!(
+                "provider haproxy checks the backend's certificate against the hostname it sends as SNI and cannot require other names: connections to port {} fail (502); the built-in proxy checks them",
+                pool.service_port
+            ),
+        ));
+    }
     let verify = if tls.verify {
         let file = tls.ca.as_ref().and_then(|ca| input.ca_files.get(ca));
+        let file = file.filter(|_| !unverifiable);
         let file = file.map_or(super::DEFAULT_CERTIFICATE_FILE, String::as_str);
         let Ok(ca) = crate::quote::path(&input.dir.join(file)) else {
             return " ssl verify required ca-file /dev/null".to_owned();

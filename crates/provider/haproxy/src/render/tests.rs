@@ -425,6 +425,55 @@ fn pool_settings_become_backend_rules_timeouts_and_retries() {
 }
 
 #[test]
+fn backend_tls_subject_alt_names_other_than_the_server_name_fail_closed() {
+    use portico_model::SubjectAltName;
+    let render = |names: Vec<SubjectAltName>| {
+        let mut lb = lb(
+            vec![policy("all", vec![], to_pool())],
+            vec![member(1, true)],
+        );
+        let pool = std::sync::Arc::make_mut(&mut lb.pools[0]);
+        pool.protocol = PoolProtocol::Https;
+        std::sync::Arc::make_mut(&mut pool.settings).upstream_tls = Some(UpstreamTls {
+            verify: true,
+            ca: Some(ObjectRef::new("Secret", "default", "upstream-ca")),
+            server_name: Some("api.internal".into()),
+            sni: true,
+            subject_alt_names: names,
+        });
+        let r = rendered(&lb);
+        let line = lines_with(&r, " 10.0.0.1:8080 ")[0].to_owned();
+        (line, r.diagnostics)
+    };
+    // The server name itself: what haproxy checks anyway (against the SNI it sends).
+    let (line, diagnostics) = render(vec![SubjectAltName::Hostname("api.internal".into())]);
+    assert!(
+        line.contains("ca-file \"/state/lb/ca-0123.pem\" verifyhost \"api.internal\" sni str(\"api.internal\")"),
+        "{line}"
+    );
+    assert!(diagnostics.is_empty(), "{diagnostics:?}");
+    for names in [
+        vec![SubjectAltName::Hostname("web.internal".into())],
+        vec![SubjectAltName::Uri("spiffe://a/b".into())],
+        vec![
+            SubjectAltName::Hostname("a.internal".into()),
+            SubjectAltName::Hostname("b.internal".into()),
+        ],
+    ] {
+        let (line, diagnostics) = render(names);
+        let closed =
+            format!("ca-file \"/state/lb/{DEFAULT_CERTIFICATE_FILE}\" verifyhost \"api.internal\"");
+        assert!(line.contains(&closed), "{line}");
+        assert!(
+            diagnostics
+                .iter()
+                .any(|d| d.field.contains("subjectAltNames")),
+            "{diagnostics:?}"
+        );
+    }
+}
+
+#[test]
 fn verifying_pools_name_their_ca_file_server_name_and_sni_and_fail_closed_without_one() {
     let server = |tls: UpstreamTls| {
         let mut lb = lb(
@@ -447,7 +496,8 @@ fn verifying_pools_name_their_ca_file_server_name_and_sni_and_fail_closed_withou
             verify: true,
             ca: ca.clone(),
             server_name: None,
-            sni: false
+            sni: false,
+            subject_alt_names: vec![],
         }),
         "ssl verify required ca-file \"/state/lb/ca-0123.pem\" verifyhost \"web.default.svc\""
     );
@@ -456,7 +506,8 @@ fn verifying_pools_name_their_ca_file_server_name_and_sni_and_fail_closed_withou
             verify: true,
             ca: ca.clone(),
             server_name: Some("api.internal".into()),
-            sni: true
+            sni: true,
+            subject_alt_names: vec![],
         }),
         "ssl verify required ca-file \"/state/lb/ca-0123.pem\" verifyhost \"api.internal\" sni str(\"api.internal\")"
     );
@@ -468,7 +519,8 @@ fn verifying_pools_name_their_ca_file_server_name_and_sni_and_fail_closed_withou
             verify: true,
             ca: missing,
             server_name: None,
-            sni: false
+            sni: false,
+            subject_alt_names: vec![],
         }),
         format!(
             "ssl verify required ca-file \"/state/lb/{DEFAULT_CERTIFICATE_FILE}\" verifyhost \"web.default.svc\""
@@ -479,7 +531,8 @@ fn verifying_pools_name_their_ca_file_server_name_and_sni_and_fail_closed_withou
             verify: false,
             ca,
             server_name: None,
-            sni: false
+            sni: false,
+            subject_alt_names: vec![],
         }),
         "ssl verify none"
     );
