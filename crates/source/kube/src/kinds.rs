@@ -35,7 +35,7 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub const ALL: [Kind; 14] = [
+    pub const ALL: [Kind; 15] = [
         Kind::Ingress,
         Kind::IngressClass,
         Kind::Service,
