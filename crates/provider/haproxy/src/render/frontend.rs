@@ -161,8 +161,6 @@ fn gateway_filters(options: &portico_model::PolicyOptions) -> Option<&'static st
         Some("a RequestMirror filter")
     } else if options.timeouts != portico_model::Timeouts::default() {
         Some("timeouts")
-    } else if options.cors.as_ref().is_some_and(|c| c.gateway_api) {
-        Some("a CORS filter")
     } else {
         None
     }
