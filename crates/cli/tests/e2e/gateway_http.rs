@@ -58,6 +58,7 @@ proxy_and_haproxy!(
     header_modifiers_of_a_backend_follow_those_of_its_rule,
     a_request_reaches_only_the_routes_of_the_most_specific_listener_for_its_host,
     the_cors_filter_answers_preflights_and_marks_answers_for_allowed_origins,
+    request_and_backend_timeouts_answer_504_when_they_run_out,
 );
 
 async fn methods_query_parameters_and_regular_expressions_match_in_the_apis_precedence(
@@ -356,8 +357,7 @@ async fn mirrors_get_copies_of_their_share_of_requests_and_their_answers_are_dro
     assert_eq!(answered(&mirror_c, 2).await, 2, "one request in four");
 }
 
-#[tokio::test]
-async fn request_and_backend_timeouts_answer_504_when_they_run_out() {
+async fn request_and_backend_timeouts_answer_504_when_they_run_out(provider: Provider) {
     let ns = "gw-timeout";
     let (slow, behaviour) = watched(ns, "slow").await;
     behaviour
@@ -376,7 +376,7 @@ async fn request_and_backend_timeouts_answer_504_when_they_run_out() {
             + &gateway(ns, "gw", "portico", HTTP)
             + &route(ns, "timeouts", spec)),
     );
-    let p = Portico::start(m.path(), &[]).await;
+    let p = provider.start(m.path()).await;
     let accepted = ["Accepted=True/Accepted", "ResolvedRefs=True/ResolvedRefs"];
     wait_conditions(&p, ns, "timeouts", &accepted).await;
     p.wait_route("t.test", "/enough", 200, "slow").await;

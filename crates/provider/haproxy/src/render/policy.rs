@@ -33,6 +33,11 @@ pub(super) fn lines_of(id: &str, options: Option<&PolicyOptions>) -> Result<Stri
     for line in request_lines(options)? {
         let _ = writeln!(s, "    http-request {line} {when}");
     }
+    if let Some(ms) = server_timeout(options.timeouts) {
+        // `set-timeout` is a backend's action: the pool's backend reads the variable
+        // ([`super::backend::ROUTE_TIMEOUT`]).
+        let _ = writeln!(s, "    http-request set-var(txn.timeout) int({ms}) {when}");
+    }
     if let Some(changes) = &options.response_headers {
         for line in header_lines(changes, "ResponseHeaderModifier")? {
             let _ = writeln!(s, "    http-response {line} {when}");
@@ -210,6 +215,17 @@ fn origin_word(field: &'static str, o: &str, labels: Option<bool>) -> Result<Str
     };
     let pattern = format!("^{}{labels}[.]{}$", literal(head), literal(tail));
     quote::word(&pattern).map_err(|_| refused())
+}
+
+/// The HTTPRoute timeouts as haproxy's server timeout for the request (504 when it runs out
+/// before the member answers): `backendRequest` bounds each wait for a member's answer, as
+/// haproxy's does; `request` has no haproxy equivalent covering connecting and retrying too,
+/// so it bounds that wait as well (the smaller of both).
+fn server_timeout(timeouts: portico_model::Timeouts) -> Option<u64> {
+    match (timeouts.request_ms, timeouts.backend_ms) {
+        (Some(r), Some(b)) => Some(r.min(b)),
+        (r, b) => r.or(b),
+    }
 }
 
 /// A header value as a quoted word; haproxy reads it as a format string, so `%` is refused.
@@ -391,6 +407,33 @@ mod tests {
         let gw = cors_lines(&cors(&["https://*.bar.com"], true), when).unwrap();
         assert!(gw.contains("return status 200"), "{gw}");
         assert!(gw.contains("set-var(txn.cors_h) req.fhdr(access-control-request-headers)"));
+    }
+
+    #[test]
+    fn timeouts_set_the_server_timeout_of_the_request_the_smaller_of_both() {
+        let timeouts = |request_ms, backend_ms| PolicyOptions {
+            timeouts: portico_model::Timeouts {
+                request_ms,
+                backend_ms,
+            },
+            ..Default::default()
+        };
+        let line = |r, b| lines_of("p1", Some(&timeouts(r, b))).unwrap();
+        let want = |ms: u64| {
+            format!(
+                "    http-request set-var(txn.timeout) int({ms}) if {{ var(txn.policy) -m str p1 }}\n"
+            )
+        };
+        assert_eq!(line(Some(200), None), want(200));
+        assert_eq!(line(None, Some(300)), want(300));
+        assert_eq!(line(Some(2000), Some(1000)), want(1000));
+        assert_eq!(line(None, None), "");
+        haproxy_accepts(&line(Some(2000), Some(1000))).unwrap();
+        let backend = format!(
+            "    default_backend b\n\nbackend b2\n{}    server s2 127.0.0.1:2\n\nfrontend f2\n    bind 127.0.0.1:65001\n",
+            super::super::backend::ROUTE_TIMEOUT
+        );
+        haproxy_accepts(&backend).unwrap();
     }
 
     #[test]
