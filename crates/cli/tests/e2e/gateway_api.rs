@@ -627,6 +627,7 @@ async fn a_route_changed_under_keep_alive_traffic_fails_no_request() {
 async fn validate_reports_what_status_refuses_and_what_haproxy_cannot_serve() {
     let m = backends("gw-validate", &[("web", 1)]).await;
     let timeouts = "{parentRefs: [{name: gw}], rules: [{timeouts: {request: 5s}, backendRefs: [{name: web, port: 80}]}]}";
+    let mirror = "{parentRefs: [{name: gw}], rules: [{filters: [{type: RequestMirror, requestMirror: {backendRef: {name: web, port: 80}}}], backendRefs: [{name: web, port: 80}]}]}";
     let regex =
         "{parentRefs: [{name: gw}], rules: [{matches: [{path: {type: Glob, value: '/a*'}}]}]}";
     m.write(
@@ -634,6 +635,7 @@ async fn validate_reports_what_status_refuses_and_what_haproxy_cannot_serve() {
         &(class("portico", OURS)
             + &gateway("gw-validate", "gw", "portico", HTTP)
             + &route("gw-validate", "timeouts", timeouts)
+            + &route("gw-validate", "mirror", mirror)
             + &route("gw-validate", "regex", regex)),
     );
     let validate = |extra: &[&str]| {
@@ -657,8 +659,12 @@ async fn validate_reports_what_status_refuses_and_what_haproxy_cannot_serve() {
     );
     let (_, out) = validate(&["--provider=haproxy"]);
     assert!(
-        out.contains("HTTPRoute gw-validate/timeouts") && out.contains("timeouts"),
+        out.contains("HTTPRoute gw-validate/mirror") && out.contains("RequestMirror"),
         "{out}"
+    );
+    assert!(
+        !out.contains("gw-validate/timeouts"),
+        "haproxy serves timeouts: {out}"
     );
 }
 

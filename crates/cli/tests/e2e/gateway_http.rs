@@ -7,16 +7,8 @@ use crate::conformance::Provider;
 use crate::gateway_api::{HTTP, OURS, class, gateway, route, wait_conditions};
 use crate::{backends, support::*};
 
-/// A Gateway `gw` in `ns` and the routes `(name, spec)`, with `services` behind them.
-async fn serve(
-    ns: &str,
-    services: &[(&str, usize)],
-    routes: &[(&str, &str)],
-) -> (Manifests, Portico) {
-    serve_on(Provider::Proxy, ns, services, routes).await
-}
-
-/// [`serve`] with `provider` serving the Gateway.
+/// A Gateway `gw` in `ns` and the routes `(name, spec)`, with `services` behind them, served
+/// by `provider`.
 async fn serve_on(
     provider: Provider,
     ns: &str,
@@ -65,6 +57,8 @@ proxy_and_haproxy!(
     url_rewrites_change_the_host_and_the_path_with_the_apis_slash_rules,
     header_modifiers_of_a_backend_follow_those_of_its_rule,
     a_request_reaches_only_the_routes_of_the_most_specific_listener_for_its_host,
+    the_cors_filter_answers_preflights_and_marks_answers_for_allowed_origins,
+    request_and_backend_timeouts_answer_504_when_they_run_out,
 );
 
 async fn methods_query_parameters_and_regular_expressions_match_in_the_apis_precedence(
@@ -363,8 +357,7 @@ async fn mirrors_get_copies_of_their_share_of_requests_and_their_answers_are_dro
     assert_eq!(answered(&mirror_c, 2).await, 2, "one request in four");
 }
 
-#[tokio::test]
-async fn request_and_backend_timeouts_answer_504_when_they_run_out() {
+async fn request_and_backend_timeouts_answer_504_when_they_run_out(provider: Provider) {
     let ns = "gw-timeout";
     let (slow, behaviour) = watched(ns, "slow").await;
     behaviour
@@ -383,7 +376,7 @@ async fn request_and_backend_timeouts_answer_504_when_they_run_out() {
             + &gateway(ns, "gw", "portico", HTTP)
             + &route(ns, "timeouts", spec)),
     );
-    let p = Portico::start(m.path(), &[]).await;
+    let p = provider.start(m.path()).await;
     let accepted = ["Accepted=True/Accepted", "ResolvedRefs=True/ResolvedRefs"];
     wait_conditions(&p, ns, "timeouts", &accepted).await;
     p.wait_route("t.test", "/enough", 200, "slow").await;
@@ -467,13 +460,14 @@ async fn h2c_backends_named_rules_and_websockets_through_twenty_route_changes() 
     }
 }
 
-#[tokio::test]
-async fn the_cors_filter_answers_preflights_and_marks_answers_for_allowed_origins() {
+async fn the_cors_filter_answers_preflights_and_marks_answers_for_allowed_origins(
+    provider: Provider,
+) {
     let spec = "{parentRefs: [{name: gw}], rules: [
         {matches: [{path: {value: /cors-1}}], filters: [{type: CORS, cors: {allowOrigins: ['https://www.foo.com', 'https://*.bar.com'], allowMethods: [GET, OPTIONS], allowHeaders: [x-header-1, x-header-2], exposeHeaders: [x-header-3, x-header-4], allowCredentials: true, maxAge: 3600}}], backendRefs: [{name: infra-v1, port: 80}]},
         {matches: [{path: {value: /cors-2}}], filters: [{type: CORS, cors: {allowOrigins: ['https://www.foo.com'], allowMethods: ['*']}}], backendRefs: [{name: infra-v1, port: 80}]},
         {matches: [{path: {value: /cors-any}}], filters: [{type: CORS, cors: {allowOrigins: ['*'], allowMethods: ['*'], allowHeaders: ['*'], allowCredentials: true}}], backendRefs: [{name: infra-v1, port: 80}]}]}";
-    let (_m, p) = serve("gw-cors", &[("infra-v1", 1)], &[("cors", spec)]).await;
+    let (_m, p) = serve_on(provider, "gw-cors", &[("infra-v1", 1)], &[("cors", spec)]).await;
     let ask =
         |path: &'static str, method: &'static str, origin: &'static str, asked: &'static str| {
             let p = &p;

@@ -135,7 +135,10 @@ async fn rewrite_target_with_use_regex_rewrites_by_capture_groups() {
     );
 }
 
-proxy_and_haproxy!(redirects_app_root_upstream_vhost_and_force_ssl_redirect);
+proxy_and_haproxy!(
+    redirects_app_root_upstream_vhost_and_force_ssl_redirect,
+    cors_answers_preflights_and_marks_allowed_origins,
+);
 
 async fn redirects_app_root_upstream_vhost_and_force_ssl_redirect(provider: Provider) {
     let m = Manifests::new();
@@ -215,8 +218,7 @@ async fn redirects_app_root_upstream_vhost_and_force_ssl_redirect(provider: Prov
     assert_eq!(redirect(&fs), (308, https));
 }
 
-#[tokio::test]
-async fn cors_answers_preflights_and_marks_allowed_origins() {
+async fn cors_answers_preflights_and_marks_allowed_origins(provider: Provider) {
     let m = Manifests::new();
     let web = echo_pods("web", 1).await;
     m.write("web.yaml", &service("mig", "web", &ready(&web)));
@@ -245,7 +247,7 @@ async fn cors_answers_preflights_and_marks_allowed_origins() {
             &[("enable-cors", "true"), ("cors-allow-credentials", "false")],
         ),
     );
-    let p = Portico::start(m.path(), &[]).await;
+    let p = provider.start(m.path()).await;
     p.wait_route("cors.test", "/", 200, "web").await;
     let send =
         |method: &'static str, host: &'static str, headers: Vec<(&'static str, &'static str)>| {
@@ -341,7 +343,6 @@ async fn the_haproxy_provider_names_each_annotation_it_does_not_serve() {
     let keys = [
         ("rewrite-target", "/$1"),
         ("use-regex", "true"),
-        ("enable-cors", "true"),
         ("force-ssl-redirect", "true"),
         ("x-forwarded-prefix", "/p"),
     ];
@@ -349,6 +350,7 @@ async fn the_haproxy_provider_names_each_annotation_it_does_not_serve() {
         ("upstream-vhost", "x.svc"),
         ("app-root", "/a"),
         ("permanent-redirect", "https://x.test/"),
+        ("enable-cors", "true"),
     ];
     let all: Vec<(&str, &str)> = keys.iter().chain(&served).copied().collect();
     m.write(

@@ -288,36 +288,21 @@ pub const ANNOTATIONS: &[Annotation] = &[
         haproxy: Served,
         ..both("upstream-vhost")
     },
-    Annotation {
-        proxy: Served,
-        ..proxy_only("enable-cors", Ignored(HAPROXY_NOT_YET))
-    },
+    both("enable-cors"),
     Annotation {
         proxy: ServedDifferently(
             "an origin is matched whole (ingress-nginx does not anchor its start)",
         ),
-        ..proxy_only("cors-allow-origin", Ignored(HAPROXY_NOT_YET))
+        haproxy: ServedDifferently(
+            "an origin is matched whole (ingress-nginx does not anchor its start)",
+        ),
+        ..both("cors-allow-origin")
     },
-    Annotation {
-        proxy: Served,
-        ..proxy_only("cors-allow-methods", Ignored(HAPROXY_NOT_YET))
-    },
-    Annotation {
-        proxy: Served,
-        ..proxy_only("cors-allow-headers", Ignored(HAPROXY_NOT_YET))
-    },
-    Annotation {
-        proxy: Served,
-        ..proxy_only("cors-expose-headers", Ignored(HAPROXY_NOT_YET))
-    },
-    Annotation {
-        proxy: Served,
-        ..proxy_only("cors-allow-credentials", Ignored(HAPROXY_NOT_YET))
-    },
-    Annotation {
-        proxy: Served,
-        ..proxy_only("cors-max-age", Ignored(HAPROXY_NOT_YET))
-    },
+    both("cors-allow-methods"),
+    both("cors-allow-headers"),
+    both("cors-expose-headers"),
+    both("cors-allow-credentials"),
+    both("cors-max-age"),
     Annotation {
         proxy: ServedDifferently(CANARY),
         haproxy: ServedDifferently(CANARY),

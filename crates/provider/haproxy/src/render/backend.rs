@@ -123,12 +123,16 @@ pub(super) fn pools(
     diagnostics: &mut Vec<Diagnostic>,
 ) -> String {
     let limits = input.limits;
+    let timed = route_timeouts(lb);
     let mut s = String::new();
     for pool in &lb.pools {
         let proto = protocol(pool, input, diagnostics);
         let balance = super::balance::backend_lines(pool, checks, diagnostics);
         let mut first = super::access::backend(pool, input.access_log.is_some());
         first.push_str(&settings(pool, limits));
+        if timed {
+            first.push_str(ROUTE_TIMEOUT);
+        }
         s.push_str(&pool_header(pool.id, &balance, &first));
         let options = |member| super::balance::server_options(pool, member, checks);
         for member in &pool.members {
@@ -139,6 +143,28 @@ pub(super) fn pools(
         s.push_str(&spare_lines(pool, &proto, &options(MemberId::derive(""))));
     }
     s
+}
+
+/// A route's timeout (HTTPRoute `timeouts`, in milliseconds in `txn.timeout`, set by its
+/// policy's lines: [`super::policy`]) as the server timeout of the request: haproxy takes
+/// `set-timeout` in a backend only.
+pub(super) const ROUTE_TIMEOUT: &str =
+    "    http-request set-timeout server var(txn.timeout) if { var(txn.timeout) -m found }\n";
+
+/// Whether a policy of `lb` (or one of its shares) has HTTPRoute timeouts: only then do its
+/// backends read `txn.timeout`.
+fn route_timeouts(lb: &LoadBalancer) -> bool {
+    let timed = |o: Option<&portico_model::PolicyOptions>| {
+        o.is_some_and(|o| o.timeouts != portico_model::Timeouts::default())
+    };
+    let policies = lb.listeners.iter().flat_map(|l| &l.policies);
+    policies.into_iter().any(|p| {
+        let shares = match &p.action {
+            portico_model::PolicyAction::RedirectToPools { pools } => pools.as_slice(),
+            _ => &[],
+        };
+        timed(p.options.as_deref()) || shares.iter().any(|s| timed(s.options.as_deref()))
+    })
 }
 
 /// The server slot contents of `pool`'s `member`.

@@ -159,10 +159,6 @@ pub(super) fn redirect_line(redirect: &portico_model::Redirect) -> Option<String
 fn gateway_filters(options: &portico_model::PolicyOptions) -> Option<&'static str> {
     if !options.mirrors.is_empty() {
         Some("a RequestMirror filter")
-    } else if options.timeouts != portico_model::Timeouts::default() {
-        Some("timeouts")
-    } else if options.cors.as_ref().is_some_and(|c| c.gateway_api) {
-        Some("a CORS filter")
     } else {
         None
     }
