@@ -10,7 +10,10 @@
 //! The Gateway API's share of a translation (its load balancers, verdicts and diagnostics:
 //! [`GatewayMemo`]) is reused whole while none of its inputs changed: the Gateway API's kinds,
 //! the Secrets our Gateways name, and the Services their routes name. A change to an Ingress
-//! then costs nothing on the Gateway side, however many routes there are.
+//! then costs nothing on the Gateway side, however many routes there are. When it cannot be
+//! reused, each HTTPRoute's and GRPCRoute's share is, while that route and what it reads are
+//! unchanged (`gateway::reuse`): a change to one route redoes that route, the order of its
+//! listeners' policies and the pools.
 
 use crate::backend::PoolKey;
 use crate::members::SliceIndex;
@@ -37,6 +40,8 @@ pub struct Memo {
     pub(crate) gateway: Option<Arc<GatewayMemo>>,
     /// Whether the last translation reused it.
     pub(crate) gateway_reused: bool,
+    /// How many HTTPRoutes and GRPCRoutes the last translation took from their memos.
+    pub(crate) routes_reused: usize,
 }
 
 /// What the Gateway API's translation gave, with the inputs it depends on besides the Gateway
@@ -50,6 +55,8 @@ pub(crate) struct GatewayMemo {
     pub(crate) diagnostics: Vec<Diagnostic>,
     /// Every Service a route's backendRef or mirror names, resolved or not.
     pub(crate) services: HashSet<ObjectKey>,
+    /// Each HTTPRoute's and GRPCRoute's share, for a translation that cannot reuse the whole.
+    pub(crate) routes: crate::gateway::RouteMemos,
 }
 
 impl GatewayMemo {
@@ -128,6 +135,12 @@ impl Memo {
     /// Whether the last translation reused the Gateway API's share of the one before.
     pub fn gateway_reused(&self) -> bool {
         self.gateway_reused
+    }
+
+    /// How many HTTPRoutes and GRPCRoutes the last translation took from the one before
+    /// rather than translated again (all of them when it reused the Gateway API's share).
+    pub fn routes_reused(&self) -> usize {
+        self.routes_reused
     }
 }
 

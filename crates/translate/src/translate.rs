@@ -1,6 +1,7 @@
 //! `translate(objects, config)`: the whole pipeline step from Kubernetes objects to the model.
 
 use crate::class::{Topology, ingress_class, load_balancer_classes, owned_classes, topology};
+use crate::gateway::Reuse;
 use crate::loadbalancer::{Identity, build_load_balancer};
 use crate::memo::{GatewayMemo, Memo, Pools, Previous, Reusable, changed_services};
 use crate::source::{ClassIds, Source, by_age};
@@ -163,21 +164,36 @@ pub fn translate_incremental(
         &mut pools,
         &mut diagnostics,
     ));
-    let reusable = (memo.gateway.take()).filter(|g| {
-        previous.is_some_and(|p| g.still_holds(p.objects, objects, &changed_services, config))
-    });
-    memo.gateway_reused = reusable.is_some();
-    let gateway = reusable.unwrap_or_else(|| {
-        let start = diagnostics.len();
-        let (load_balancers, verdicts) =
-            crate::gateway::translate(objects, config, &mut pools, &mut diagnostics);
-        Arc::new(GatewayMemo {
-            load_balancers,
-            verdicts,
-            diagnostics: diagnostics.split_off(start),
-            services: crate::gateway::backend_services(objects),
-        })
-    });
+    let held = memo.gateway.take();
+    let whole = previous.zip(held.as_ref());
+    memo.gateway_reused =
+        whole.is_some_and(|(p, g)| g.still_holds(p.objects, objects, &changed_services, config));
+    let gateway = match held {
+        Some(held) if memo.gateway_reused => held,
+        held => {
+            let routes = previous.zip(held.as_deref());
+            let reuse = routes.and_then(|(p, g)| Reuse::new(&g.routes, p.objects, objects));
+            let start = diagnostics.len();
+            let (load_balancers, verdicts, routes) = crate::gateway::translate(
+                objects,
+                config,
+                &mut pools,
+                &mut diagnostics,
+                reuse.as_ref(),
+            );
+            Arc::new(GatewayMemo {
+                load_balancers,
+                verdicts,
+                diagnostics: diagnostics.split_off(start),
+                services: crate::gateway::backend_services(objects),
+                routes,
+            })
+        }
+    };
+    memo.routes_reused = match memo.gateway_reused {
+        true => gateway.routes.http.len() + gateway.routes.grpc.len(),
+        false => gateway.routes.reused,
+    };
     let verdicts = gateway.verdicts.clone();
     diagnostics.extend(gateway.diagnostics.iter().cloned());
     // A reused load balancer takes its pools as served now (patched by endpoint changes).

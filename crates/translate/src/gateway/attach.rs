@@ -4,6 +4,7 @@
 
 use super::listener_sets::{is_listener_set, named};
 use super::listeners::{Attachment, ListenerState, Prepared};
+use super::reuse::Attached;
 use super::status::{Refusal, verdict};
 use super::{ParentVerdict, backends};
 use crate::regex_hosts::compiles;
@@ -11,16 +12,16 @@ use crate::{ObjectKey, Objects};
 use portico_gateway::{HttpRoute, HttpRouteMatch, ParentReference};
 use portico_model::{Diagnostic, ObjectRef};
 use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock};
 
 /// The verdicts of `route`'s parentRefs to our Gateways (none: the route is not ours), and
-/// its attachments on those Gateways.
+/// its attachments on those Gateways (also added to `out`).
 pub(crate) fn attach<'a>(
-    key: &'a ObjectKey,
-    route: &'a HttpRoute,
+    (key, route, rank): (&'a ObjectKey, &'a HttpRoute, usize),
     gateways: &mut [Prepared<'a>],
     objects: &Objects,
-    rank: usize,
     diagnostics: &mut Vec<Diagnostic>,
+    out: &mut Vec<Arc<Attached>>,
 ) -> Vec<ParentVerdict> {
     let kind = super::kind(route);
     let object = ObjectRef::new(kind, &key.namespace, &key.name);
@@ -32,7 +33,7 @@ pub(crate) fn attach<'a>(
         (supported, resolved_refs(&object, unresolved, diagnostics))
     };
     let listen = |(): &(), parent: &ParentReference, g: usize, gateways: &mut [Prepared<'a>]| {
-        listen(key, route, parent, &mut gateways[g], rank)
+        listen((key, route, rank), parent, &mut gateways[g], out)
     };
     parent_verdicts(
         &object,
@@ -94,11 +95,10 @@ fn ours(parent: &ParentReference, namespace: &str, gateways: &[Prepared<'_>]) ->
 
 /// Attaches the route to the listeners of `gateway` that `parent` selects and that take it.
 fn listen<'a>(
-    key: &'a ObjectKey,
-    route: &'a HttpRoute,
+    (key, route, rank): (&'a ObjectKey, &'a HttpRoute, usize),
     parent: &ParentReference,
     gateway: &mut Prepared<'a>,
-    rank: usize,
+    out: &mut Vec<Arc<Attached>>,
 ) -> Result<(), Refusal> {
     let kind = super::kind(route);
     let allowed = admitting(gateway, parent, &key.namespace, kind, |l| l.takes(route))?;
@@ -110,13 +110,18 @@ fn listen<'a>(
             continue;
         }
         attached = true;
-        gateway.listeners[i].attached += 1;
-        gateway.attachments.push(Attachment {
-            route: key,
-            spec: route,
+        let memo = Arc::new(Attached {
+            gateway: gateway.key.clone(),
             listener: i,
             hosts,
+            built: OnceLock::new(),
+        });
+        out.push(memo.clone());
+        gateway.add(Attachment {
+            route: key,
+            spec: route,
             rank,
+            attached: memo,
         });
     }
     if !attached {

@@ -18,12 +18,11 @@ use std::sync::Arc;
 pub(crate) struct Attachment<'a> {
     pub route: &'a ObjectKey,
     pub spec: &'a portico_gateway::HttpRoute,
-    pub listener: usize,
-    /// The hostnames requests must have (the intersection of the route's and the
-    /// listener's); `None` is any host.
-    pub hosts: Vec<Option<String>>,
     /// The route's place in age order (oldest first).
     pub rank: usize,
+    /// The listener, the hostnames, and the policies once built: what the route's memo
+    /// keeps.
+    pub attached: Arc<super::reuse::Attached>,
 }
 
 #[derive(Debug)]
@@ -82,7 +81,15 @@ impl ListenerState<'_> {
     }
 }
 
-impl Prepared<'_> {
+impl<'a> Prepared<'a> {
+    /// Attaches a route to one of its listeners.
+    pub(crate) fn add(&mut self, attachment: Attachment<'a>) {
+        if let Some(listener) = self.listeners.get_mut(attachment.attached.listener) {
+            listener.attached += 1;
+        }
+        self.attachments.push(attachment);
+    }
+
     pub(crate) fn accepted(&self) -> bool {
         self.address.is_ok() && self.parameters.is_ok() && self.own().any(|l| l.accepted.is_ok())
     }

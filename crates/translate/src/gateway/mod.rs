@@ -25,6 +25,7 @@ mod filters;
 mod l4routes;
 mod listener_sets;
 mod listeners;
+mod reuse;
 mod rules;
 mod selector;
 pub mod status;
@@ -32,9 +33,12 @@ mod tlsroutes;
 
 use crate::memo::Pools;
 use crate::{Config, ObjectKey, Objects};
-use portico_gateway::{Gateway, HttpRoute};
+use portico_gateway::{Gateway, GrpcRoute, HttpRoute};
 use portico_model::{Diagnostic, LoadBalancer};
+use reuse::{Object, RouteMemo};
+pub(crate) use reuse::{Reuse, RouteMemos};
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 pub use listener_sets::ListenerSetVerdict;
 pub use portico_gateway::Statuses;
@@ -93,13 +97,16 @@ pub struct ParentVerdict {
     pub conditions: Vec<Condition>,
 }
 
-/// The load balancers of our Gateways and the verdicts on every object of ours.
+/// The load balancers of our Gateways and the verdicts on every object of ours; the memos of
+/// the HTTPRoutes and GRPCRoutes, for the next translation. `reuse` is the last
+/// translation's memos that may still hold (none: every route is translated).
 pub(crate) fn translate(
     objects: &Objects,
     config: &Config,
     pools: &mut Pools<'_>,
     diagnostics: &mut Vec<Diagnostic>,
-) -> (Vec<LoadBalancer>, Verdicts) {
+    reuse: Option<&Reuse<'_>>,
+) -> (Vec<LoadBalancer>, Verdicts, RouteMemos) {
     let mut verdicts = Verdicts::default();
     let classes: BTreeSet<&str> = (objects.gateway_classes.iter())
         .filter(|(_, c)| c.spec.controller_name == config.gateway_controller)
@@ -119,20 +126,17 @@ pub(crate) fn translate(
         .map(|(key, gateway)| listeners::prepare(key, gateway, objects, diagnostics))
         .collect();
     // GRPCRoutes are served as the HTTPRoutes they amount to (`kind` stays `GRPCRoute`).
-    let grpc: Vec<(&ObjectKey, HttpRoute)> = (objects.grpc_routes.iter())
-        .map(|(k, r)| (k, r.as_http_route()))
+    let grpc: Vec<(&ObjectKey, &Arc<GrpcRoute>, HttpRoute)> = (objects.grpc_routes.iter())
+        .map(|(k, r)| (k, r, r.as_http_route()))
         .collect();
     let routes = by_age(objects, &grpc);
-    for (rank, (key, route)) in routes.iter().enumerate() {
-        let parents = attach::attach(key, route, &mut prepared, objects, rank, diagnostics);
-        if !parents.is_empty() {
-            let verdicts = match kind(route) {
-                GRPC_ROUTE => &mut verdicts.grpc_routes,
-                _ => &mut verdicts.routes,
-            };
-            verdicts.insert((*key).clone(), parents);
-        }
-    }
+    let memos = attach_routes(&routes, &mut prepared, objects, config, reuse, diagnostics);
+    let ours = |memos: &foldhash::HashMap<ObjectKey, Arc<RouteMemo>>| {
+        let ours = memos.iter().filter(|(_, m)| !m.verdicts.is_empty());
+        ours.map(|(k, m)| (k.clone(), m.verdicts.clone())).collect()
+    };
+    verdicts.routes = ours(&memos.http);
+    verdicts.grpc_routes = ours(&memos.grpc);
     for gateway in &mut prepared {
         let provider = rules::provider(objects, &gateway.gateway.spec.gateway_class_name, config);
         tlsroutes::refuse_unserved(gateway, &provider, diagnostics);
@@ -156,7 +160,94 @@ pub(crate) fn translate(
             .insert(gateway.key.clone(), gateway.verdict());
     }
     verdicts.backend_tls_policies = backend_tls::verdicts(objects, &load_balancers);
-    (load_balancers, verdicts)
+    (load_balancers, verdicts, memos)
+}
+
+/// An HTTPRoute or a GRPCRoute (as its HTTPRoute), with the object it was read as.
+struct Route<'a> {
+    key: &'a ObjectKey,
+    spec: &'a HttpRoute,
+    object: Object,
+}
+
+/// Attaches every route, oldest first, to `prepared`: from its memo where it still holds,
+/// else translated again. The memos of this translation.
+fn attach_routes<'a>(
+    routes: &[Route<'a>],
+    prepared: &mut [listeners::Prepared<'a>],
+    objects: &Objects,
+    config: &Config,
+    reuse: Option<&Reuse<'_>>,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> RouteMemos {
+    let contexts = reuse::contexts(prepared, |g| {
+        rules::provider(objects, &g.gateway.spec.gateway_class_name, config)
+    });
+    let gateways_same = reuse.is_some_and(|r| r.gateways_same(&contexts));
+    let index: foldhash::HashMap<ObjectKey, usize> = (prepared.iter().enumerate())
+        .map(|(i, g)| (g.key.clone(), i))
+        .collect();
+    let mut memos = RouteMemos::default();
+    for (rank, route) in routes.iter().enumerate() {
+        let kind = kind(route.spec);
+        let held = reuse.and_then(|r| {
+            let at = (kind, route.key);
+            r.route(at, (&route.object, route.spec), &contexts, gateways_same)
+        });
+        let memo = match held {
+            Some(memo) => {
+                replay(memo, (route, rank), prepared, &index);
+                diagnostics.extend(memo.diagnostics.iter().cloned());
+                memos.reused += 1;
+                memo.clone()
+            }
+            None => Arc::new(translate_route(
+                (route, rank),
+                prepared,
+                objects,
+                diagnostics,
+            )),
+        };
+        memos.of(kind).insert(route.key.clone(), memo);
+    }
+    memos.contexts = contexts;
+    memos
+}
+
+/// Attaches a route as its memo says.
+fn replay<'a>(
+    memo: &RouteMemo,
+    (route, rank): (&Route<'a>, usize),
+    prepared: &mut [listeners::Prepared<'a>],
+    index: &foldhash::HashMap<ObjectKey, usize>,
+) {
+    for attached in &memo.attachments {
+        // Always there: the memo holds only while its Gateways are prepared as before.
+        if let Some(&g) = index.get(&attached.gateway) {
+            prepared[g].add(listeners::Attachment {
+                route: route.key,
+                spec: route.spec,
+                rank,
+                attached: attached.clone(),
+            });
+        }
+    }
+}
+
+/// Translates a route: its verdicts, diagnostics and attachments, as its memo.
+fn translate_route<'a>(
+    (route, rank): (&Route<'a>, usize),
+    prepared: &mut [listeners::Prepared<'a>],
+    objects: &Objects,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> RouteMemo {
+    let start = diagnostics.len();
+    let mut attached = Vec::new();
+    let at = (route.key, route.spec, rank);
+    let parents = attach::attach(at, prepared, objects, diagnostics, &mut attached);
+    let own = diagnostics[start..].to_vec();
+    let object = route.object.clone();
+    RouteMemo::new(object, route.key, route.spec, parents, own, attached)
 }
 
 /// The Secrets our Gateways' listeners name in `tls.certificateRefs` (in the Gateway's
@@ -204,27 +295,15 @@ pub(crate) fn referenced_secrets(objects: &Objects, config: &Config) -> Vec<Obje
 /// depend on besides the Gateway API's own kinds.
 pub(crate) fn backend_services(objects: &Objects) -> foldhash::HashSet<ObjectKey> {
     let mut services = foldhash::HashSet::default();
-    let mut add = |namespace: &str, r: &HttpRoute| {
-        for rule in &r.spec.rules {
-            for b in &rule.backend_refs {
-                let ns = b.namespace.as_deref().unwrap_or(namespace);
-                services.insert(ObjectKey::new(ns, &b.name));
-            }
-            let filters =
-                (rule.filters.iter()).chain(rule.backend_refs.iter().flat_map(|b| &b.filters));
-            for mirror in filters.filter_map(|f| f.get("requestMirror")?.get("backendRef")) {
-                if let Some(name) = mirror.get("name").and_then(|n| n.as_str()) {
-                    let ns = mirror.get("namespace").and_then(|n| n.as_str());
-                    services.insert(ObjectKey::new(ns.unwrap_or(namespace), name));
-                }
-            }
-        }
-    };
     for (key, route) in objects.http_routes.iter() {
-        add(&key.namespace, route);
+        named_services(&key.namespace, route, |s| {
+            services.insert(s);
+        });
     }
     for (key, route) in objects.grpc_routes.iter() {
-        add(&key.namespace, &route.as_http_route());
+        named_services(&key.namespace, &route.as_http_route(), |s| {
+            services.insert(s);
+        });
     }
     let tcp = (objects.tcp_routes.iter()).map(|(k, r)| (k, &r.spec.rules));
     let udp = (objects.udp_routes.iter()).map(|(k, r)| (k, &r.spec.rules));
@@ -236,6 +315,25 @@ pub(crate) fn backend_services(objects: &Objects) -> foldhash::HashSet<ObjectKey
         }
     }
     services
+}
+
+/// Calls `f` with every Service a route (in `namespace`) names in a backendRef or a
+/// RequestMirror (of a rule or of a backendRef).
+fn named_services(namespace: &str, route: &HttpRoute, mut f: impl FnMut(ObjectKey)) {
+    for rule in &route.spec.rules {
+        for b in &rule.backend_refs {
+            let ns = b.namespace.as_deref().unwrap_or(namespace);
+            f(ObjectKey::new(ns, &b.name));
+        }
+        let filters =
+            (rule.filters.iter()).chain(rule.backend_refs.iter().flat_map(|b| &b.filters));
+        for mirror in filters.filter_map(|f| f.get("requestMirror")?.get("backendRef")) {
+            if let Some(name) = mirror.get("name").and_then(|n| n.as_str()) {
+                let ns = mirror.get("namespace").and_then(|n| n.as_str());
+                f(ObjectKey::new(ns.unwrap_or(namespace), name));
+            }
+        }
+    }
 }
 
 pub(crate) use backend_tls::ca_refs as backend_tls_ca_refs;
@@ -278,16 +376,23 @@ pub(crate) fn kind(route: &HttpRoute) -> &'static str {
 /// routes.
 fn by_age<'a>(
     objects: &'a Objects,
-    grpc: &'a [(&'a ObjectKey, HttpRoute)],
-) -> Vec<(&'a ObjectKey, &'a HttpRoute)> {
-    let mut routes: Vec<_> = (objects.http_routes.iter())
-        .map(|(k, r)| (k, &**r))
-        .chain(grpc.iter().map(|(k, r)| (*k, r)))
-        .collect();
-    routes.sort_by(|(a_key, a), (b_key, b)| {
-        let created = |r: &HttpRoute| r.metadata.creation_timestamp.clone();
+    grpc: &'a [(&'a ObjectKey, &'a Arc<GrpcRoute>, HttpRoute)],
+) -> Vec<Route<'a>> {
+    let http = (objects.http_routes.iter()).map(|(key, r)| Route {
+        key,
+        spec: r,
+        object: Object::Http(r.clone()),
+    });
+    let grpc = grpc.iter().map(|(key, r, spec)| Route {
+        key,
+        spec,
+        object: Object::Grpc((*r).clone()),
+    });
+    let mut routes: Vec<Route<'a>> = http.chain(grpc).collect();
+    routes.sort_by(|a, b| {
+        let created = |r: &Route<'_>| r.spec.metadata.creation_timestamp.clone();
         // No timestamp (a manifest file) counts as the oldest, as if created first.
-        (created(a), *a_key).cmp(&(created(b), *b_key))
+        (created(a), a.key).cmp(&(created(b), b.key))
     });
     routes
 }

@@ -5,6 +5,7 @@
 use super::backends;
 use super::filters::{self, Place};
 use super::listeners::{Attachment, Prepared};
+use super::reuse::Built;
 use crate::backend::PoolKey;
 use crate::memo::Pools;
 use crate::{Config, ObjectKey, Objects, PROVIDER_ANNOTATION};
@@ -46,7 +47,8 @@ pub(crate) fn load_balancer(
             _ => "HTTP",
         };
         let listener_id = ListenerId::derive(&format!("{id}/listener/{protocol_name}/{port}"));
-        let attachments = (gateway.attachments.iter()).filter(|a| served.contains(&a.listener));
+        let attachments =
+            (gateway.attachments.iter()).filter(|a| served.contains(&a.attached.listener));
         let mut policies: Vec<L7Policy> = Vec::new();
         let mut seen = BTreeSet::new();
         let scheme = match protocol {
@@ -56,10 +58,15 @@ pub(crate) fn load_balancer(
         let place = Place { scheme, port };
         for attachment in attachments {
             let at = (listener_id, id, place);
-            for policy in policies_of(attachment, at, objects, &mut used) {
-                if seen.insert(policy.id) {
-                    policies.push(policy);
-                }
+            let built = (attachment.attached.built).get_or_init(|| built(attachment, at, objects));
+            for (pool, key) in &built.pools {
+                used.entry(*pool).or_insert_with(|| key.clone());
+            }
+            for policy in built.policies.iter().filter(|p| seen.insert(p.id)) {
+                policies.push(L7Policy {
+                    precedence: ranked(attachment.rank, policy.precedence),
+                    ..policy.clone()
+                });
             }
         }
         // Passed-through hosts, and those of TLS listeners (their streams are not HTTP), never
@@ -195,6 +202,21 @@ fn tls(gateway: &Prepared<'_>, served: &[usize], origin: &ObjectRef) -> Listener
     }
 }
 
+/// The policies of an attachment on a model listener, their precedence without the route's
+/// rank, and the pools they name.
+fn built(
+    attachment: &Attachment<'_>,
+    at: (ListenerId, LoadBalancerId, Place<'_>),
+    objects: &Objects,
+) -> Built {
+    let mut pools = BTreeMap::new();
+    let policies = policies_of(attachment, at, objects, &mut pools);
+    Built {
+        policies,
+        pools: pools.into_iter().collect(),
+    }
+}
+
 /// One policy per (rule, match, hostname) of an attached route.
 fn policies_of(
     attachment: &Attachment<'_>,
@@ -226,7 +248,7 @@ fn policies_of(
                 None => backends::action(rule, (namespace, objects), lb, pools, shares),
             };
             let options = (options != PolicyOptions::default()).then(|| Arc::new(options));
-            for host in &attachment.hosts {
+            for host in &attachment.attached.hosts {
                 let id = format!(
                     "{listener}/route/{key}/{r}/{m}/{}",
                     host.as_deref().unwrap_or("")
@@ -238,7 +260,7 @@ fn policies_of(
                     action: action.clone(),
                     rules: rules(id, host.as_deref(), matched),
                     source: source.clone(),
-                    precedence: precedence(attachment.rank, r, m),
+                    precedence: unranked(r, m),
                     options: options.clone(),
                 });
             }
@@ -248,8 +270,16 @@ fn policies_of(
 }
 
 /// Ties broken by route age, then rule, then match: at most 16 rules of 64 matches each.
-fn precedence(rank: usize, rule: usize, matched: usize) -> u32 {
-    let place = rank * 1024 + rule.min(15) * 64 + matched.min(63);
+/// The rule and match part, kept in a route's memo ([`ranked`] adds the age).
+fn unranked(rule: usize, matched: usize) -> u32 {
+    let place = rule.min(15) * 64 + matched.min(63);
+    u32::try_from(place).unwrap_or(u32::MAX)
+}
+
+/// The precedence of a policy of the route of age rank `rank` (oldest first) whose
+/// [`unranked`] precedence is `unranked`.
+fn ranked(rank: usize, unranked: u32) -> u32 {
+    let place = rank.saturating_mul(1024).saturating_add(unranked as usize);
     u32::try_from(place).unwrap_or(u32::MAX)
 }
 

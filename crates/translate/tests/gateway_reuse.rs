@@ -1,0 +1,242 @@
+//! The memo per HTTPRoute and GRPCRoute: a translation after a change equals one from scratch,
+//! and redoes only the routes the change touches (a route added, changed or removed; a
+//! Service a route names; a listener; a ReferenceGrant).
+
+mod support;
+
+use portico_model::Model;
+use portico_translate::{Config, Memo, Objects, Previous, translate, translate_incremental};
+use serde_json::{Value, json};
+use support::{load_values, service};
+
+/// An HTTPRoute (or a GRPCRoute: `grpc`) on Gateway `gateway` of namespace `default`.
+#[derive(Clone, Copy)]
+struct Route {
+    name: &'static str,
+    namespace: &'static str,
+    created: &'static str,
+    path: &'static str,
+    /// namespace/name of its backend Service.
+    backend: (&'static str, &'static str),
+    gateway: &'static str,
+    grpc: bool,
+}
+
+const fn route(name: &'static str, created: &'static str, gateway: &'static str) -> Route {
+    Route {
+        name,
+        namespace: "default",
+        created,
+        path: "/",
+        backend: ("default", "a"),
+        gateway,
+        grpc: false,
+    }
+}
+
+/// Two Gateways of ours, their routes, the Services `a` and `b`, and a ReferenceGrant that
+/// lets HTTPRoutes of `other` use Services of `default`.
+#[derive(Clone)]
+struct World {
+    routes: Vec<Route>,
+    /// The port of Service `b` (the routes name port 80).
+    b_port: u16,
+    /// The hostname of `gw`'s HTTP listener.
+    listener_host: &'static str,
+    grant: bool,
+    /// A status message on route `a-route` (what the status writer's echo brings back).
+    status: &'static str,
+}
+
+fn world() -> World {
+    World {
+        routes: vec![
+            Route {
+                path: "/a",
+                ..route("a-route", "2026-01-01T00:00:01Z", "gw")
+            },
+            Route {
+                path: "/b",
+                backend: ("default", "b"),
+                ..route("b-route", "2026-01-01T00:00:02Z", "gw")
+            },
+            Route {
+                path: "/c",
+                ..route("c-route", "2026-01-01T00:00:03Z", "gw2")
+            },
+            Route {
+                namespace: "other",
+                path: "/x",
+                backend: ("default", "b"),
+                ..route("x-route", "2026-01-01T00:00:04Z", "gw")
+            },
+            Route {
+                grpc: true,
+                ..route("g-route", "2026-01-01T00:00:05Z", "gw")
+            },
+        ],
+        b_port: 80,
+        listener_host: "*.test",
+        grant: true,
+        status: "",
+    }
+}
+
+fn gateway(name: &str, listeners: Value) -> Value {
+    json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"gatewayClassName": "portico", "listeners": listeners}})
+}
+
+fn route_doc(r: &Route, status: &str) -> Value {
+    let (namespace, name) = r.backend;
+    let backend = json!({"name": name, "namespace": namespace, "port": 80});
+    let parent = json!({"name": r.gateway, "namespace": "default"});
+    let metadata = json!({"name": r.name, "namespace": r.namespace,
+        "creationTimestamp": r.created});
+    let mut doc = if r.grpc {
+        json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GRPCRoute",
+            "metadata": metadata,
+            "spec": {"parentRefs": [parent], "hostnames": ["g.test"], "rules": [{
+                "matches": [{"method": {"service": "shop.Cart", "method": "Get"}}],
+                "backendRefs": [backend]}]}})
+    } else {
+        json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+            "metadata": metadata,
+            "spec": {"parentRefs": [parent], "hostnames": ["h.test"], "rules": [{
+                "matches": [{"path": {"type": "PathPrefix", "value": r.path}}],
+                "backendRefs": [backend]}]}})
+    };
+    if !status.is_empty() {
+        doc["status"] = json!({"parents": [{"parentRef": parent,
+            "controllerName": "portico.dev/gateway-controller",
+            "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted",
+                "message": status, "lastTransitionTime": "2026-01-01T00:00:00Z"}]}]});
+    }
+    doc
+}
+
+fn docs(w: &World) -> Vec<Value> {
+    let mut docs = vec![
+        json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
+            "metadata": {"name": "portico"},
+            "spec": {"controllerName": "portico.dev/gateway-controller"}}),
+        gateway(
+            "gw",
+            json!([{"name": "http", "port": 80, "protocol": "HTTP",
+                "hostname": w.listener_host,
+                "allowedRoutes": {"namespaces": {"from": "All"}}}]),
+        ),
+        gateway(
+            "gw2",
+            json!([{"name": "http", "port": 8080, "protocol": "HTTP"}]),
+        ),
+    ];
+    docs.extend(service("default", "a", "10.0.0.1"));
+    let mut b = service("default", "b", "10.0.0.2");
+    b[0]["spec"]["ports"][0]["port"] = json!(w.b_port);
+    docs.extend(b);
+    if w.grant {
+        docs.push(json!({"apiVersion": "gateway.networking.k8s.io/v1beta1",
+            "kind": "ReferenceGrant", "metadata": {"name": "g", "namespace": "default"},
+            "spec": {"from": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute",
+                "namespace": "other"}], "to": [{"group": "", "kind": "Service"}]}}));
+    }
+    for r in &w.routes {
+        let status = if r.name == "a-route" { w.status } else { "" };
+        docs.push(route_doc(r, status));
+    }
+    docs
+}
+
+/// Translates `new` after `old` (served as `model`) through `memo`; asserts that it equals a
+/// translation from scratch. The model, and how many routes were taken from their memos.
+fn step(old: &Objects, model: &Model, new: &Objects, memo: &mut Memo) -> (Model, usize) {
+    let config = Config::default();
+    let previous = Previous {
+        objects: old,
+        model,
+    };
+    let incremental = translate_incremental(new, &config, Some(previous), memo);
+    assert_eq!(
+        incremental,
+        translate(new, &config),
+        "equals a full translation"
+    );
+    (incremental.model, memo.routes_reused())
+}
+
+/// Starts from `world()`, then applies each change in turn: how many of the routes each
+/// translation took from its memo.
+fn reused_after(changes: &[fn(&mut World)]) -> Vec<usize> {
+    let mut w = world();
+    let mut old = load_values(docs(&w));
+    let mut memo = Memo::default();
+    let mut model = translate_incremental(&old, &Config::default(), None, &mut memo).model;
+    let mut reused = Vec::new();
+    for change in changes {
+        change(&mut w);
+        let new = load_values(docs(&w));
+        let (next, n) = step(&old, &model, &new, &mut memo);
+        reused.push(n);
+        (old, model) = (new, next);
+    }
+    reused
+}
+
+#[test]
+fn a_changed_route_is_translated_again_and_the_others_are_reused() {
+    let reused = reused_after(&[|w| w.routes[1].path = "/moved", |w| w.status = "echo"]);
+    assert_eq!(
+        reused,
+        [4, 5],
+        "one route redone; a status alone redoes none"
+    );
+}
+
+#[test]
+fn an_added_older_route_shifts_the_others_precedence_without_translating_them() {
+    let reused = reused_after(&[
+        |w| {
+            let oldest = route("first", "2025-01-01T00:00:00Z", "gw");
+            w.routes.push(Route {
+                path: "/a",
+                ..oldest
+            });
+        },
+        |w| w.routes.retain(|r| r.name != "first"),
+        |w| w.routes.retain(|r| r.name != "g-route"),
+    ]);
+    assert_eq!(
+        reused,
+        [5, 5, 4],
+        "added, then removed: only the route itself"
+    );
+}
+
+#[test]
+fn a_changed_service_redoes_the_routes_that_name_it() {
+    // b-route and x-route name Service b; its port changes (unresolved), then back.
+    let reused = reused_after(&[|w| w.b_port = 81, |w| w.b_port = 80]);
+    assert_eq!(reused, [3, 3]);
+}
+
+#[test]
+fn a_changed_listener_redoes_the_routes_of_its_gateway_only() {
+    // gw's listener no longer takes h.test: its four routes are refused, gw2's is reused.
+    let reused = reused_after(&[
+        |w| w.listener_host = "*.example",
+        |w| w.listener_host = "*.test",
+    ]);
+    assert_eq!(reused, [1, 1]);
+}
+
+#[test]
+fn a_changed_reference_grant_redoes_the_routes_that_cross_namespaces() {
+    let reused = reused_after(&[|w| w.grant = false, |w| w.grant = true]);
+    assert_eq!(
+        reused,
+        [4, 4],
+        "x-route alone names a Service of another namespace"
+    );
+}
