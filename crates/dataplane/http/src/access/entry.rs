@@ -9,7 +9,6 @@ use crate::route::PoolState;
 use crate::trace::Recording;
 use bytes::Buf;
 use hyper::body::{Body, Frame, SizeHint};
-use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -51,20 +50,7 @@ impl Spanned {
     }
 }
 
-thread_local! {
-    /// Boxes of lines this thread sent, emptied, for its next requests: a box taken from here
-    /// and put back costs a saturated proxy core less than an allocation and a free (about 100
-    /// instructions a logged request, a seventh of what the log cost it; holding the line in
-    /// place instead made every request's futures larger and cost more, log on or off).
-    #[allow(clippy::vec_box, reason = "the boxes are what is kept, for the entries to hold")]
-    static SPARE: RefCell<Vec<Box<Line>>> = const { RefCell::new(Vec::new()) };
-}
-
-/// Boxes a thread keeps for reuse at most (as many as it has requests in flight, usually).
-const SPARE_LINES: usize = 256;
-
 struct Line {
-    /// Off once the line is sent (a spare box holds no handle on the log).
     log: AccessLog,
     text: Vec<u8>,
     started: Instant,
@@ -85,7 +71,7 @@ impl Entry {
         let mut text = log.buffer();
         let started = asked.started;
         record::begin(&mut text, asked);
-        let line = Line {
+        let line = Some(Box::new(Line {
             log: log.clone(),
             text,
             started,
@@ -95,23 +81,8 @@ impl Entry {
             upstream_time: None,
             body_in: None,
             bytes_out: 0,
-        };
-        // `try_with`: an entry may end while its thread's locals are being destroyed.
-        let line = match SPARE
-            .try_with(|spare| spare.borrow_mut().pop())
-            .ok()
-            .flatten()
-        {
-            Some(mut spare) => {
-                *spare = line;
-                spare
-            }
-            None => Box::new(line),
-        };
-        Entry {
-            line: Some(line),
-            span: None,
-        }
+        }));
+        Entry { line, span: None }
     }
 
     /// The request's span, sampled: it ends when the line does.
@@ -197,8 +168,8 @@ impl Entry {
 }
 
 impl Line {
-    /// The rest of the record, then to the writer; the box, emptied, kept for a later line.
-    fn finish(mut self: Box<Self>, now: Instant) {
+    /// The rest of the record, then to the writer.
+    fn finish(mut self, now: Instant) {
         let (load_balancer, pool) = match &self.pool {
             Some(pool) => (pool.load_balancer(), pool.name()),
             None => ("-", "-"),
@@ -214,16 +185,8 @@ impl Line {
             pool,
         };
         record::finish(&mut self.text, &done);
-        let log = std::mem::take(&mut self.log);
-        log.send(std::mem::take(&mut self.text));
-        self.pool = None;
-        self.body_in = None;
-        let _ = SPARE.try_with(|spare| {
-            let mut spare = spare.borrow_mut();
-            if spare.len() < SPARE_LINES {
-                spare.push(self);
-            }
-        });
+        let Line { log, text, .. } = self;
+        log.send(text);
     }
 }
 
