@@ -49,8 +49,7 @@ pub struct ParentGatewayReference {
 impl ParentGatewayReference {
     /// Whether it names a Gateway (the API's defaults: the Gateway API's group, kind `Gateway`).
     pub fn is_gateway(&self) -> bool {
-        self.group.as_deref().unwrap_or(crate::GROUP) == crate::GROUP
-            && self.kind.as_deref().unwrap_or("Gateway") == "Gateway"
+        crate::route::names_gateway(self.group.as_deref(), self.kind.as_deref())
     }
 
     /// The Gateway's namespace: its own, else the ListenerSet's.

@@ -58,11 +58,16 @@ pub struct ParentReference {
     pub port: Option<i32>,
 }
 
+/// Whether a reference's group and kind name a Gateway, with the API's defaults (the Gateway
+/// API's group, kind `Gateway`).
+pub(crate) fn names_gateway(group: Option<&str>, kind: Option<&str>) -> bool {
+    group.unwrap_or(crate::GROUP) == crate::GROUP && kind.unwrap_or("Gateway") == "Gateway"
+}
+
 impl ParentReference {
     /// Whether it names a Gateway (group and kind with the API's defaults).
     pub fn is_gateway(&self) -> bool {
-        self.group.as_deref().unwrap_or(crate::GROUP) == crate::GROUP
-            && self.kind.as_deref().unwrap_or("Gateway") == "Gateway"
+        names_gateway(self.group.as_deref(), self.kind.as_deref())
     }
 
     /// The parent's namespace: its own, else the route's.
