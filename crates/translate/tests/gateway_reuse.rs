@@ -240,3 +240,43 @@ fn a_changed_reference_grant_redoes_the_routes_that_cross_namespaces() {
         "x-route alone names a Service of another namespace"
     );
 }
+
+/// A Gateway that takes ListenerSets of its namespace, one ListenerSet whose listener has
+/// `hostname`, and a route attached to that listener (parentRef of kind ListenerSet).
+fn listener_set_docs(hostname: &str) -> Vec<Value> {
+    let mut gw = gateway(
+        "gw",
+        json!([{"name": "http", "port": 80, "protocol": "HTTP", "hostname": "gw.test"}]),
+    );
+    gw["spec"]["allowedListeners"] = json!({"namespaces": {"from": "Same"}});
+    let mut docs = vec![
+        json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
+            "metadata": {"name": "portico"},
+            "spec": {"controllerName": "portico.dev/gateway-controller"}}),
+        gw,
+        json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "ListenerSet",
+            "metadata": {"name": "set", "namespace": "default",
+                "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"parentRef": {"name": "gw"},
+                "listeners": [{"name": "extra", "port": 80, "protocol": "HTTP",
+                    "hostname": hostname}]}}),
+        json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+            "metadata": {"name": "via-set", "namespace": "default",
+                "creationTimestamp": "2026-01-01T00:00:01Z"},
+            "spec": {"parentRefs": [{"kind": "ListenerSet", "name": "set",
+                "sectionName": "extra"}],
+                "rules": [{"backendRefs": [{"name": "a", "port": 80}]}]}}),
+    ];
+    docs.extend(service("default", "a", "10.0.0.1"));
+    docs
+}
+
+#[test]
+fn a_changed_listener_set_redoes_the_routes_attached_to_it() {
+    let old = load_values(listener_set_docs("one.test"));
+    let mut memo = Memo::default();
+    let model = translate_incremental(&old, &Config::default(), None, &mut memo).model;
+    let new = load_values(listener_set_docs("two.test"));
+    let (_, reused) = step(&old, &model, &new, &mut memo);
+    assert_eq!(reused, 0, "the route on the changed ListenerSet is redone");
+}

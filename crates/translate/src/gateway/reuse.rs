@@ -232,17 +232,18 @@ impl<'a> Reuse<'a> {
     }
 
     /// Whether every Gateway the route's parentRefs name is prepared as before (or is not
-    /// ours, now as before).
+    /// ours, now as before). A parentRef of another kind (a ListenerSet, whose listeners are
+    /// merged into its Gateway's context without saying whose they are) holds only while
+    /// every Gateway is prepared as before, which the caller has found false.
     fn parents_same(
         &self,
         key: &ObjectKey,
         route: &HttpRoute,
         contexts: &BTreeMap<ObjectKey, Context>,
     ) -> bool {
-        let parents = route.spec.parent_refs.iter().filter(|p| p.is_gateway());
-        parents.into_iter().all(|p| {
+        route.spec.parent_refs.iter().all(|p| {
             let gateway = ObjectKey::new(p.namespace_or(&key.namespace), &p.name);
-            contexts.get(&gateway) == self.previous.contexts.get(&gateway)
+            p.is_gateway() && contexts.get(&gateway) == self.previous.contexts.get(&gateway)
         })
     }
 
