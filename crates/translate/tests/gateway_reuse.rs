@@ -244,6 +244,11 @@ fn a_changed_reference_grant_redoes_the_routes_that_cross_namespaces() {
 /// A Gateway that takes ListenerSets of its namespace, one ListenerSet whose listener has
 /// `hostname`, and a route attached to that listener (parentRef of kind ListenerSet).
 fn listener_set_docs(hostname: &str) -> Vec<Value> {
+    listener_set_docs_in("set", hostname)
+}
+
+/// The same, the ListenerSet named `set` (the route still names `set`).
+fn listener_set_docs_in(set: &str, hostname: &str) -> Vec<Value> {
     let mut gw = gateway(
         "gw",
         json!([{"name": "http", "port": 80, "protocol": "HTTP", "hostname": "gw.test"}]),
@@ -255,7 +260,7 @@ fn listener_set_docs(hostname: &str) -> Vec<Value> {
             "spec": {"controllerName": "portico.dev/gateway-controller"}}),
         gw,
         json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "ListenerSet",
-            "metadata": {"name": "set", "namespace": "default",
+            "metadata": {"name": set, "namespace": "default",
                 "creationTimestamp": "2026-01-01T00:00:00Z"},
             "spec": {"parentRef": {"name": "gw"},
                 "listeners": [{"name": "extra", "port": 80, "protocol": "HTTP",
@@ -279,4 +284,15 @@ fn a_changed_listener_set_redoes_the_routes_attached_to_it() {
     let new = load_values(listener_set_docs("two.test"));
     let (_, reused) = step(&old, &model, &new, &mut memo);
     assert_eq!(reused, 0, "the route on the changed ListenerSet is redone");
+}
+
+#[test]
+fn a_listener_moved_to_another_listener_set_redoes_the_routes_attached_to_it() {
+    let old = load_values(listener_set_docs("one.test"));
+    let mut memo = Memo::default();
+    let model = translate_incremental(&old, &Config::default(), None, &mut memo).model;
+    // The same listener, now another ListenerSet's: the route's parent is gone.
+    let new = load_values(listener_set_docs_in("set2", "one.test"));
+    let (_, reused) = step(&old, &model, &new, &mut memo);
+    assert_eq!(reused, 0, "the route whose ListenerSet went is redone");
 }

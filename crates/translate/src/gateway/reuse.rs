@@ -115,6 +115,8 @@ pub(crate) struct Context {
 
 #[derive(Debug, PartialEq)]
 struct ListenerContext {
+    /// The ListenerSet it came from (none: the Gateway's own).
+    owner: Option<ObjectKey>,
     spec: Listener,
     protocol: Option<Protocol>,
     served: bool,
@@ -144,6 +146,7 @@ pub(crate) fn contexts(
     let context = |gateway: &Prepared<'_>| {
         let listeners: Vec<ListenerContext> = (gateway.listeners.iter())
             .map(|l| ListenerContext {
+                owner: l.owner.map(|s| gateway.sets[s].key.clone()),
                 spec: l.spec.clone(),
                 protocol: l.protocol,
                 served: l.served(),
@@ -233,8 +236,8 @@ impl<'a> Reuse<'a> {
 
     /// Whether every Gateway the route's parentRefs name is prepared as before (or is not
     /// ours, now as before). A parentRef of another kind (a ListenerSet, whose listeners are
-    /// merged into its Gateway's context without saying whose they are) holds only while
-    /// every Gateway is prepared as before, which the caller has found false.
+    /// merged into its Gateway's context) holds only while every Gateway is prepared as
+    /// before, which the caller has found false.
     fn parents_same(
         &self,
         key: &ObjectKey,
