@@ -77,10 +77,15 @@ async fn rewrite_manifests() -> Manifests {
     m
 }
 
-#[tokio::test]
-async fn rewrite_target_with_use_regex_rewrites_by_capture_groups() {
+proxy_and_haproxy!(
+    rewrite_target_with_use_regex_rewrites_by_capture_groups,
+    redirects_app_root_upstream_vhost_and_force_ssl_redirect,
+    cors_answers_preflights_and_marks_allowed_origins,
+);
+
+async fn rewrite_target_with_use_regex_rewrites_by_capture_groups(provider: Provider) {
     let m = rewrite_manifests().await;
-    let p = Portico::start(m.path(), &[]).await;
+    let p = provider.start(m.path()).await;
     p.wait_route("groups.test", "/api/v2/users", 200, "web")
         .await;
     let cases = [
@@ -98,6 +103,8 @@ async fn rewrite_target_with_use_regex_rewrites_by_capture_groups() {
         // the path is a regex: `/foo` matches `/foobar` too.
         ("plain.test", "/foo/bar", "/", Value::Null),
         ("plain.test", "/foobar", "/", Value::Null),
+        // An empty group is empty in the new path.
+        ("groups.test", "/api/v3/", "//v3", Value::Null),
     ];
     for (host, path, want, query) in cases {
         let got = upstream(&p.get(host, path).await, "x-forwarded-prefix");
@@ -134,11 +141,6 @@ async fn rewrite_target_with_use_regex_rewrites_by_capture_groups() {
         "{text}"
     );
 }
-
-proxy_and_haproxy!(
-    redirects_app_root_upstream_vhost_and_force_ssl_redirect,
-    cors_answers_preflights_and_marks_allowed_origins,
-);
 
 async fn redirects_app_root_upstream_vhost_and_force_ssl_redirect(provider: Provider) {
     let m = Manifests::new();
@@ -340,13 +342,11 @@ async fn the_haproxy_provider_names_each_annotation_it_does_not_serve() {
     let m = Manifests::new();
     let web = echo_pods("web", 1).await;
     m.write("web.yaml", &service("mig", "web", &ready(&web)));
-    let keys = [
+    let keys = [("force-ssl-redirect", "true")];
+    let served = [
         ("rewrite-target", "/$1"),
         ("use-regex", "true"),
-        ("force-ssl-redirect", "true"),
         ("x-forwarded-prefix", "/p"),
-    ];
-    let served = [
         ("upstream-vhost", "x.svc"),
         ("app-root", "/a"),
         ("permanent-redirect", "https://x.test/"),

@@ -144,6 +144,12 @@ const PER_AGENT: &str = "counted per agent process, as ingress-nginx counts per 
 const ALIAS: &str = "an alias gets the HTTP-to-HTTPS redirect and its own certificate only when \
     spec.tls lists it";
 const NO_VARIABLES: &str = "nginx variables ($request_uri, …) in the URL are sent as written";
+const REGEX_HAPROXY: &str = "the syntax PCRE2 and the regex crate read alike (no lookaround, \
+    backreferences, named groups or Unicode classes; another path is an error on the Ingress and \
+    is not served), on the path as received; a canary-weight on such a host is not served";
+const REWRITE_HAPROXY: &str = "the syntax PCRE2 and the regex crate read alike (no lookaround, \
+    backreferences, named groups or Unicode classes), on the path as received; a target holding \
+    ?, % or \\ is not served by haproxy (an error on the Ingress)";
 const NO_VARIABLES_HAPROXY: &str = "nginx variables ($request_uri, …) in the URL are sent as \
     written; a URL holding % is not served by haproxy (an error on the Ingress)";
 const STREAMS: &str = "the proxy streams requests and responses; nothing to tune";
@@ -223,11 +229,11 @@ pub const ANNOTATIONS: &[Annotation] = &[
     // Known ingress-nginx keys that are not served.
     Annotation {
         proxy: ServedDifferently(REGEX),
-        ..proxy_only("rewrite-target", Ignored(HAPROXY_NOT_YET))
+        ..proxy_only("rewrite-target", ServedDifferently(REWRITE_HAPROXY))
     },
     Annotation {
         proxy: ServedDifferently(REGEX),
-        ..proxy_only("use-regex", Ignored(HAPROXY_NOT_YET))
+        ..proxy_only("use-regex", ServedDifferently(REGEX_HAPROXY))
     },
     Annotation {
         proxy: Served,
@@ -281,7 +287,8 @@ pub const ANNOTATIONS: &[Annotation] = &[
     },
     Annotation {
         proxy: Served,
-        ..proxy_only("x-forwarded-prefix", Ignored(HAPROXY_NOT_YET))
+        haproxy: Served,
+        ..both("x-forwarded-prefix")
     },
     Annotation {
         proxy: Served,

@@ -108,7 +108,7 @@ fn name_of(field: &'static str, name: &str) -> Result<String, Refused> {
 /// quantifiers, anchors and the escapes `\d \D \w \W \s \S` and escaped punctuation. Anything
 /// else (named groups, look-around, Unicode classes, back-references) is refused: haproxy
 /// would fail to load, or match otherwise.
-fn regex(field: &'static str, pattern: &str) -> Result<String, Refused> {
+pub(super) fn regex(field: &'static str, pattern: &str) -> Result<String, Refused> {
     let refused = |what: &str| Refused {
         field,
         why: format!(

@@ -44,13 +44,18 @@ pub(super) fn frontend(
     }
     s.push_str(&compression_lines(input.limits.compression));
     let mut table = routes::Table::new();
+    let mut regex = super::regex::RegexRoutes::of(listener);
     let mut own = String::new();
     for policy in &listener.policies {
         if let Some(what) = unsupported(policy) {
             out.diagnostics.push(not_served(policy, what));
             continue;
         }
-        match policy_entries(listener, policy, specials, &mut table) {
+        let mut routes = Routes {
+            table: &mut table,
+            regex: &mut regex,
+        };
+        match policy_entries(listener, policy, specials, &mut routes) {
             Ok(lines) => own.push_str(&lines),
             Err(Skipped::Unmappable) => out.diagnostics.push(unmappable(policy)),
             Err(Skipped::Refused(refused)) => {
@@ -61,11 +66,18 @@ pub(super) fn frontend(
             }
         }
     }
-    let (maps, groups) = super::groups::resolve(&table, listener.id);
+    let (maps, mut groups) = super::groups::resolve(&table, listener.id);
     out.maps.extend(maps);
+    groups.add_suffixes(regex.suffixes());
+    if !groups.suffixes.is_empty() {
+        for kind in ["exact", "prefix"] {
+            let file = routes::map_name(listener.id, "suffix", kind);
+            out.maps.entry(file).or_default();
+        }
+    }
     let rules = listener.policies.iter().flat_map(|p| &p.rules);
     s.push_str(&super::conditions::query_lines(rules));
-    s.push_str(&routes::frontend_lines(listener.id, &groups));
+    s.push_str(&routes::frontend_lines(listener.id, &groups, &regex));
     s.push_str(&own);
     s.push_str(routes::USE_BACKEND);
     let default = match listener.default_pool {
@@ -320,6 +332,12 @@ pub(crate) fn bind_fix(alerts: &str) -> &'static str {
     }
 }
 
+/// Where a listener's policies go: the route maps' table, or the lines of its regex hosts.
+struct Routes<'a> {
+    table: &'a mut routes::Table,
+    regex: &'a mut super::regex::RegexRoutes,
+}
+
 /// Why a policy got no map entries.
 enum Skipped {
     Unmappable,
@@ -337,7 +355,7 @@ fn policy_entries(
     listener: &Listener,
     policy: &L7Policy,
     specials: &mut Specials,
-    table: &mut routes::Table,
+    routes: &mut Routes<'_>,
 ) -> Result<String, Skipped> {
     let Some((host, path)) = reduce(&policy.rules) else {
         return Ok(String::new());
@@ -385,7 +403,17 @@ fn policy_entries(
         }
     };
     let entry = routes::Entry { when, shares };
-    routes::add(table, listener.id, &host, &path, &entry).map_err(|_| Skipped::Unmappable)?;
+    if routes.regex.takes(&host) {
+        use super::regex::NotWritten;
+        match routes.regex.add(policy, (&host, &path), &entry) {
+            Ok(()) => {}
+            Err(NotWritten::Unmappable) => return Err(Skipped::Unmappable),
+            Err(NotWritten::Refused(refused)) => return Err(Skipped::Condition(refused)),
+        }
+        return Ok(lines);
+    }
+    routes::add(routes.table, listener.id, &host, &path, &entry)
+        .map_err(|_| Skipped::Unmappable)?;
     Ok(lines)
 }
 

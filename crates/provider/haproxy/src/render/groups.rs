@@ -44,6 +44,16 @@ impl Groups {
     }
 }
 
+impl Groups {
+    /// Adds suffixes that have no map entries (the lines of regex hosts), keeping the order.
+    pub(super) fn add_suffixes<'a>(&mut self, more: impl Iterator<Item = &'a str>) {
+        self.suffixes.extend(more.map(str::to_owned));
+        self.suffixes
+            .sort_by(|a, b| b.len().cmp(&a.len()).then(a.cmp(b)));
+        self.suffixes.dedup();
+    }
+}
+
 /// The maps of `listener`'s table and the lines of its groups.
 pub fn resolve(table: &Table, listener: ListenerId) -> (Maps, Groups) {
     let mut maps = Maps::new();

@@ -19,6 +19,7 @@ mod global;
 mod groups;
 mod policy;
 mod reduce;
+mod regex;
 mod rewrite;
 pub mod routes;
 mod sni;

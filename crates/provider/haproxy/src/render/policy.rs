@@ -33,6 +33,9 @@ pub(super) fn lines_of(id: &str, options: Option<&PolicyOptions>) -> Result<Stri
     for line in request_lines(options)? {
         let _ = writeln!(s, "    http-request {line} {when}");
     }
+    if let Some(rewrite) = &options.rewrite {
+        s.push_str(&super::rewrite::nginx_lines(rewrite, &when)?);
+    }
     if let Some(ms) = server_timeout(options.timeouts) {
         // `set-timeout` is a backend's action: the pool's backend reads the variable
         // ([`super::backend::ROUTE_TIMEOUT`]).

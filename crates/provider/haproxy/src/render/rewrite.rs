@@ -7,7 +7,8 @@
 
 use super::policy::Refused;
 use crate::quote;
-use portico_model::PathRewrite;
+use portico_model::{PathRewrite, Rewrite};
+use std::fmt::Write as _;
 
 /// The `http-request` actions (without the keyword) that rewrite the path.
 pub(super) fn actions(rewrite: &PathRewrite, field: &'static str) -> Result<Vec<String>, Refused> {
@@ -69,8 +70,67 @@ pub(super) fn actions(rewrite: &PathRewrite, field: &'static str) -> Result<Vec<
     }
 }
 
+/// ingress-nginx's `rewrite "(?i)<pattern>" <target> break;` (`rewrite-target` on a regex
+/// host) as `replace-path`, which replaces the whole path when the expression matches
+/// somewhere in it, as nginx's `rewrite` replaces the whole URI; the query is kept. The
+/// target's `$1`…`$9` are the expression's groups (`\1`…`\9`: an unmatched group is empty in
+/// both); any other `$` stays itself. `X-Forwarded-Prefix` goes with a rewritten request only.
+/// A target holding `?` (nginx then puts its query first, or drops the client's), `%` (a
+/// format directive to haproxy) or `\` is refused, as is an expression outside the syntax
+/// both engines read alike.
+pub(super) fn nginx_lines(rewrite: &Rewrite, when: &str) -> Result<String, Refused> {
+    let refused = |why: String| Refused {
+        field: "rewrite-target",
+        why,
+    };
+    super::conditions::regex("rewrite-target", &rewrite.pattern)?;
+    let target = &rewrite.target;
+    if let Some(c) = target.chars().find(|c| matches!(c, '?' | '%' | '\\')) {
+        return Err(refused(format!(
+            "{target:?} holds {c:?}, which the haproxy provider does not write in a rewritten path"
+        )));
+    }
+    let mut format = String::with_capacity(target.len());
+    let mut chars = target.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (c, chars.peek()) {
+            ('$', Some(d @ '1'..='9')) => {
+                format.push('\\');
+                format.push(*d);
+                chars.next();
+            }
+            _ => format.push(c),
+        }
+    }
+    let word = |s: &str| quote::word(s).map_err(|e| refused(e.to_string()));
+    let pattern = word(&format!("(?i:{})", rewrite.pattern))?;
+    let mut s = String::new();
+    if let Some(prefix) = &rewrite.forwarded_prefix {
+        if prefix.contains('%') {
+            return Err(Refused {
+                field: "x-forwarded-prefix",
+                why: format!("{prefix:?} holds a %, which haproxy reads as a format directive"),
+            });
+        }
+        let prefix = quote::word(prefix).map_err(|e| Refused {
+            field: "x-forwarded-prefix",
+            why: e.to_string(),
+        })?;
+        let _ = writeln!(
+            s,
+            "    http-request set-header X-Forwarded-Prefix {prefix} {when} {{ path -m reg {pattern} }}"
+        );
+    }
+    let _ = writeln!(
+        s,
+        "    http-request replace-path {pattern} {} {when}",
+        word(&format)?
+    );
+    Ok(s)
+}
+
 /// `s` with every character a regular expression reads as syntax escaped.
-fn escape(s: &str) -> String {
+pub(super) fn escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         if "\\.+*?()|[]{}^$".contains(c) {

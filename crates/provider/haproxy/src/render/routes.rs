@@ -163,7 +163,11 @@ pub fn add(
 /// found (`txn.host` is the normalized host). A key whose policies have conditions or
 /// weights maps to a group (`=g<n>`), which `groups` resolves after its tier's lookups;
 /// a group none of whose policies holds leaves the request to the next tier.
-pub fn frontend_lines(listener: ListenerId, groups: &super::groups::Groups) -> String {
+pub(super) fn frontend_lines(
+    listener: ListenerId,
+    groups: &super::groups::Groups,
+    regex: &super::regex::RegexRoutes,
+) -> String {
     let mut s = String::from(
         "    http-request set-var(txn.route_path) path\n\
          \x20   http-request set-var(txn.route_host) var(txn.host),concat(,txn.route_path) if !{ var(txn.host) -m sub / }\n\
@@ -173,6 +177,7 @@ pub fn frontend_lines(listener: ListenerId, groups: &super::groups::Groups) -> S
         s.push_str(super::groups::DRAW);
     }
     for (tier, var) in TIERS {
+        s.push_str(regex.lines(tier));
         for (kind, converter) in [("exact", "map_str"), ("prefix", "map_beg")] {
             let _ = writeln!(
                 s,
@@ -182,7 +187,7 @@ pub fn frontend_lines(listener: ListenerId, groups: &super::groups::Groups) -> S
         }
         s.push_str(&groups.lines(tier));
         if tier == "host" {
-            s.push_str(&suffix_lines(listener, groups));
+            s.push_str(&suffix_lines(listener, groups, regex));
         }
     }
     s.push_str("    http-request set-var(txn.policy) var(txn.route),field(2,~) if { var(txn.route) -m sub ~ }\n");
@@ -192,13 +197,18 @@ pub fn frontend_lines(listener: ListenerId, groups: &super::groups::Groups) -> S
 /// The lookups of the Gateway API's wildcards (one or more labels before the suffix), after
 /// the exact hosts and before the one-label wildcards, as in the proxy: per suffix the
 /// listener has, longest first, the key `*.<suffix>` + path when the host ends with it.
-fn suffix_lines(listener: ListenerId, groups: &super::groups::Groups) -> String {
+fn suffix_lines(
+    listener: ListenerId,
+    groups: &super::groups::Groups,
+    regex: &super::regex::RegexRoutes,
+) -> String {
     let mut s = String::new();
     for suffix in &groups.suffixes {
         let _ = writeln!(
             s,
             "    http-request set-var(txn.route_sfx) str(*.{suffix}),concat(,txn.route_path) if !{{ var(txn.route) -m found }} {{ var(txn.host) -m end .{suffix} }} !{{ var(txn.host) -m beg . }} !{{ var(txn.host) -m sub / }}"
         );
+        s.push_str(regex.suffix_lines(suffix));
         for (kind, converter) in [("exact", "map_str"), ("prefix", "map_beg")] {
             let _ = writeln!(
                 s,
