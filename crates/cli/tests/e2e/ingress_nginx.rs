@@ -211,10 +211,6 @@ async fn redirects_app_root_upstream_vhost_and_force_ssl_redirect(provider: Prov
     let vh = p.get("vh.test", "/x").await;
     assert_eq!(vh.json()["host"], "internal.svc", "{}", vh.json());
     assert_eq!(vh.json()["headers"]["x-forwarded-host"], "vh.test");
-    if matches!(provider, Provider::Haproxy) {
-        // force-ssl-redirect is the built-in proxy's only (the table says so).
-        return;
-    }
     let fs = p.get("fs.test", "/p?q=1").await;
     let https = format!("https://fs.test:{}/p?q=1", p.https.port());
     assert_eq!(redirect(&fs), (308, https));
@@ -342,8 +338,10 @@ async fn the_haproxy_provider_names_each_annotation_it_does_not_serve() {
     let m = Manifests::new();
     let web = echo_pods("web", 1).await;
     m.write("web.yaml", &service("mig", "web", &ready(&web)));
-    let keys = [("force-ssl-redirect", "true")];
+    let keys = [("auth-url", "http://auth.test/verify")];
     let served = [
+        ("force-ssl-redirect", "true"),
+        ("from-to-www-redirect", "true"),
         ("rewrite-target", "/$1"),
         ("use-regex", "true"),
         ("x-forwarded-prefix", "/p"),

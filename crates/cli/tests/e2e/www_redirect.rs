@@ -1,4 +1,4 @@
-//! ingress-nginx's `from-to-www-redirect` on the real binary with the built-in proxy: the
+//! ingress-nginx's `from-to-www-redirect` on the real binary with both providers: the
 //! other name of an Ingress's host (`www.` added or taken off) answers 308 to the host with
 //! the path and query kept, on the request's own scheme and port (HTTPS stays HTTPS); a name
 //! another Ingress routes is left to it, with a warning naming the Ingress and annotation.
@@ -44,10 +44,13 @@ fn location(reply: &Reply) -> &str {
     reply.headers["location"].to_str().unwrap()
 }
 
-#[tokio::test]
-async fn the_other_name_redirects_to_the_host_keeping_scheme_port_path_and_query() {
+proxy_and_haproxy!(the_other_name_redirects_to_the_host_keeping_scheme_port_path_and_query);
+
+async fn the_other_name_redirects_to_the_host_keeping_scheme_port_path_and_query(
+    provider: crate::conformance::Provider,
+) {
     let m = manifests().await;
-    let p = Portico::start(m.path(), &[]).await;
+    let p = provider.start(m.path()).await;
     p.wait_route("www.taken.test", "/", 200, "other").await;
 
     let to_bare = p.get("www.example.test", "/a/b/?x=1&y=2").await;
@@ -92,24 +95,4 @@ async fn a_name_another_ingress_routes_is_not_redirected_and_is_reported() {
         message.contains("www.taken.test is routed already"),
         "{message}"
     );
-}
-
-#[tokio::test]
-async fn the_haproxy_provider_leaves_the_redirect_out_with_a_warning() {
-    let m = manifests().await;
-    let p = Portico::start_haproxy(m.path(), &[]).await;
-    p.wait_route("www.taken.test", "/", 200, "other").await;
-    assert_eq!(p.get("www.second.test", "/").await.service(), "web");
-    assert_eq!(p.get("second.test", "/").await.status, 404);
-    let ingress = p.ingress(NS, "second").await;
-    let field = format!("metadata.annotations[{NGINX}/from-to-www-redirect]");
-    let diagnostics = ingress["diagnostics"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    let warned = diagnostics.iter().any(|d| {
-        let message = d["message"].as_str().unwrap_or_default();
-        d["field"] == field && message.starts_with("ignored by the haproxy provider")
-    });
-    assert!(warned, "{ingress:#}");
 }

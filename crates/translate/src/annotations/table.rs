@@ -144,6 +144,10 @@ const PER_AGENT: &str = "counted per agent process, as ingress-nginx counts per 
 const ALIAS: &str = "an alias gets the HTTP-to-HTTPS redirect and its own certificate only when \
     spec.tls lists it";
 const NO_VARIABLES: &str = "nginx variables ($request_uri, …) in the URL are sent as written";
+const FORCE_SSL: &str = "per host: the paths of other Ingresses on its hosts are redirected too";
+const WWW: &str = "the Location keeps the request's path whole and the port its Host named \
+    (ingress-nginx drops one trailing slash and names its HTTPS port when that is not 443); \
+    308, scheme kept";
 const REGEX_HAPROXY: &str = "the syntax PCRE2 and the regex crate read alike (no lookaround, \
     backreferences, named groups or Unicode classes; another path is an error on the Ingress and \
     is not served), on the path as received; a canary-weight on such a host is not served";
@@ -261,24 +265,14 @@ pub const ANNOTATIONS: &[Annotation] = &[
         ..both("temporal-redirect-code")
     },
     Annotation {
-        proxy: ServedDifferently(
-            "per host: the paths of other Ingresses on its hosts are redirected too",
-        ),
-        ..proxy_only("force-ssl-redirect", Ignored(HAPROXY_NOT_YET))
+        proxy: ServedDifferently(FORCE_SSL),
+        haproxy: ServedDifferently(FORCE_SSL),
+        ..both("force-ssl-redirect")
     },
     Annotation {
-        proxy: ServedDifferently(
-            "the Location keeps the request's path whole and the port its Host named \
-             (ingress-nginx drops one trailing slash and names its HTTPS port when that is not \
-             443); 308, scheme kept",
-        ),
-        ..proxy_only(
-            "from-to-www-redirect",
-            Ignored(
-                "served by the built-in proxy; haproxy's redirect is not given the request's \
-                 scheme and port here: the redirect is left out",
-            ),
-        )
+        proxy: ServedDifferently(WWW),
+        haproxy: ServedDifferently(WWW),
+        ..both("from-to-www-redirect")
     },
     Annotation {
         proxy: ServedDifferently(ALIAS),

@@ -95,11 +95,6 @@ pub(super) fn frontend(
 /// API wildcards (several labels), some of the Gateway API's filters, external auth.
 fn unsupported(policy: &L7Policy) -> Option<&'static str> {
     if let PolicyAction::RequestRedirect(redirect) = &policy.action
-        && redirect.same_scheme
-    {
-        return Some("a redirect keeping the request's scheme and port (from-to-www-redirect)");
-    }
-    if let PolicyAction::RequestRedirect(redirect) = &policy.action
         && redirect_line(redirect).is_none()
     {
         return Some(
@@ -152,6 +147,12 @@ pub(super) fn redirect_line(redirect: &portico_model::Redirect) -> Option<String
         Some(_) => return None,
         None => "%[var(txn.host)]".to_owned(),
     };
+    let code = redirect.status;
+    if redirect.same_scheme {
+        return Some(format!(
+            "{rewrite}{SAME_PORT}http-request redirect location \"%[ssl_fc,iif(https,http)]://{host}%[var(txn.same_port)]%[pathq]\" code {code}"
+        ));
+    }
     let well_known = matches!(
         (redirect.scheme.as_str(), redirect.port),
         ("http", 80) | ("https", 443)
@@ -161,11 +162,17 @@ pub(super) fn redirect_line(redirect: &portico_model::Redirect) -> Option<String
     } else {
         format!(":{}", redirect.port)
     };
-    let (scheme, code) = (&redirect.scheme, redirect.status);
+    let scheme = &redirect.scheme;
     Some(format!(
         "{rewrite}http-request redirect location \"{scheme}://{host}{port}%[pathq]\" code {code}"
     ))
 }
+
+/// A redirect that keeps the request's scheme and port (`from-to-www-redirect`): the port
+/// its `Host` named, with its colon, unless it is the scheme's well-known one.
+const SAME_PORT: &str = "http-request set-var(txn.same_port) req.hdr(host),regsub('^[^:]*',''),regsub('^:443$','') if { ssl_fc }
+    http-request set-var(txn.same_port) req.hdr(host),regsub('^[^:]*',''),regsub('^:80$','') if !{ ssl_fc }
+    ";
 
 /// The first Gateway API filter among a policy's options that haproxy does not render.
 fn gateway_filters(options: &portico_model::PolicyOptions) -> Option<&'static str> {
