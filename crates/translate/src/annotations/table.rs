@@ -148,6 +148,8 @@ const FORCE_SSL: &str = "per host: the paths of other Ingresses on its hosts are
 const WWW: &str = "the Location keeps the request's path whole and the port its Host named \
     (ingress-nginx drops one trailing slash and names its HTTPS port when that is not 443); \
     308, scheme kept";
+const DEFAULT_BACKEND: &str = "the Service's first port, as ingress-nginx takes it; a \
+    Service that does not exist is a warning and the Ingress is served without it";
 const REGEX_HAPROXY: &str = "the syntax PCRE2 and the regex crate read alike (no lookaround, \
     backreferences, named groups or Unicode classes; another path is an error on the Ingress and \
     is not served), on the path as received; a canary-weight on such a host is not served";
@@ -395,17 +397,9 @@ pub const ANNOTATIONS: &[Annotation] = &[
     ignored("limit-rate", NOT_YET),
     ignored("limit-rate-after", NOT_YET),
     Annotation {
-        proxy: ServedDifferently(
-            "the Service's first port, as ingress-nginx takes it; a Service that does not \
-             exist is a warning and the Ingress is served without it",
-        ),
-        ..proxy_only(
-            "default-backend",
-            Ignored(
-                "served by the built-in proxy; the haproxy provider does not serve it yet (a \
-                 path without ready endpoints answers 503)",
-            ),
-        )
+        proxy: ServedDifferently(DEFAULT_BACKEND),
+        haproxy: ServedDifferently(DEFAULT_BACKEND),
+        ..both("default-backend")
     },
     Annotation {
         proxy: ServedDifferently(

@@ -368,7 +368,8 @@ fn policy_entries(
         return Ok(String::new());
     };
     let when = super::conditions::when(&policy.rules).map_err(Skipped::Condition)?;
-    let mut lines = super::policy::lines(policy).map_err(Skipped::Refused)?;
+    let mut lines = super::errors::unavailable(policy, specials).map_err(Skipped::Refused)?;
+    lines.push_str(&super::policy::lines(policy).map_err(Skipped::Refused)?);
     let named = |backend: String, id: &dyn std::fmt::Display, own: bool| {
         if own {
             format!("{backend}~{id}")

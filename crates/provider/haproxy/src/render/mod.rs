@@ -14,6 +14,7 @@ mod backend;
 mod balance;
 mod conditions;
 mod descriptors;
+mod errors;
 mod frontend;
 mod global;
 mod groups;
