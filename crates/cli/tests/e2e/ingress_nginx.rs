@@ -64,6 +64,14 @@ async fn rewrite_manifests() -> Manifests {
         "groups.yaml",
         &nginx("groups", &groups, &[("rewrite-target", "/$2/$1")]),
     );
+    let optional = [("opt.test", "/a(/b)?(/.*)", "ImplementationSpecific")];
+    m.write(
+        "opt.yaml",
+        &nginx("opt", &optional, &[("rewrite-target", "/x$1$2")]),
+    );
+    // A named group: the regex crate reads it, the syntax haproxy is given keeps out of it.
+    let named = [("uni.test", "/(?P<name>[a-z]+)", "ImplementationSpecific")];
+    m.write("uni.yaml", &nginx("uni", &named, &[("use-regex", "true")]));
     let plain = [("plain.test", "/foo", "Prefix")];
     m.write(
         "plain.yaml",
@@ -103,8 +111,10 @@ async fn rewrite_target_with_use_regex_rewrites_by_capture_groups(provider: Prov
         // the path is a regex: `/foo` matches `/foobar` too.
         ("plain.test", "/foo/bar", "/", Value::Null),
         ("plain.test", "/foobar", "/", Value::Null),
-        // An empty group is empty in the new path.
+        // An empty group is empty in the new path, and so is one that took no part.
         ("groups.test", "/api/v3/", "//v3", Value::Null),
+        ("opt.test", "/a/c", "/x/c", Value::Null),
+        ("opt.test", "/A/b/c", "/x/b/c", Value::Null),
     ];
     for (host, path, want, query) in cases {
         let got = upstream(&p.get(host, path).await, "x-forwarded-prefix");
@@ -140,6 +150,25 @@ async fn rewrite_target_with_use_regex_rewrites_by_capture_groups(provider: Prov
         text.contains("\\\"/bad(\\\" is not a valid regular expression"),
         "{text}"
     );
+    // The proxy serves the named group; haproxy leaves the path out with an error naming it
+    // (`validate --provider haproxy` prints the render's diagnostics).
+    let uni = p.get("uni.test", "/abc").await.status;
+    match provider {
+        Provider::Haproxy => {
+            assert_eq!(uni, 404);
+            let out = std::process::Command::new(BIN)
+                .args(["validate", "--provider", "haproxy", "-f"])
+                .arg(m.path())
+                .output()
+                .unwrap();
+            let text = String::from_utf8_lossy(&out.stdout);
+            let line = text.lines().find(|l| l.contains("Ingress mig/uni"));
+            let line = line.unwrap_or_else(|| panic!("{text}"));
+            assert!(line.contains("path on a use-regex host"), "{line}");
+            assert!(line.contains("not served by haproxy"), "{line}");
+        }
+        _ => assert_eq!(uni, 200),
+    }
 }
 
 async fn redirects_app_root_upstream_vhost_and_force_ssl_redirect(provider: Provider) {
