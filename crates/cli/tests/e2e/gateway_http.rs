@@ -66,7 +66,8 @@ async fn methods_query_parameters_and_regular_expressions_match_in_the_apis_prec
 ) {
     // On haproxy every policy of the host becomes a line (no map entry): the regex path
     // beside prefixes with method, query and header conditions, in the API's precedence.
-    let path_regex = "{matches: [{path: {type: RegularExpression, value: '/v[0-9]+/items'}}], backendRefs: [{name: infra-v2, port: 80}]},";
+    // A share of weight 0 gets none: the split is drawn, yet always the same.
+    let path_regex = "{matches: [{path: {type: RegularExpression, value: '/v[0-9]+/items'}}], backendRefs: [{name: infra-v2, port: 80, weight: 1}, {name: infra-v3, port: 80, weight: 0}]},";
     let spec = format!("{{parentRefs: [{{name: gw}}], rules: [
         {{matches: [{{method: POST}}], backendRefs: [{{name: infra-v1, port: 80}}]}},
         {{matches: [{{path: {{value: /q}}, queryParams: [{{name: animal, value: whale}}]}}], backendRefs: [{{name: infra-v2, port: 80}}]}},

@@ -171,3 +171,50 @@ fn a_regex_or_a_target_haproxy_may_read_otherwise_is_refused_naming_it() {
     assert!(rendered.config.contains("/ok"));
     support::check(&lb).unwrap();
 }
+
+#[test]
+fn a_split_on_a_regex_host_is_a_line_per_share_with_its_range_of_the_draw() {
+    let pool = PoolId::derive("pool");
+    let mut split = policy("split", host("s.test"), (CompareType::Regex, "/s[0-9]"));
+    split.action = PolicyAction::RedirectToPools {
+        pools: vec![
+            WeightedPool {
+                pool: Some(pool),
+                weight: 3,
+                options: None,
+            },
+            WeightedPool {
+                pool: None,
+                weight: 1,
+                options: None,
+            },
+            WeightedPool {
+                pool: Some(pool),
+                weight: 0,
+                options: None,
+            },
+        ],
+    };
+    let lb = lb(vec![split]);
+    let dir = tempfile::tempdir().unwrap();
+    let rendered = support::render_in(&lb, dir.path());
+    assert_eq!(rendered.diagnostics, []);
+    let config = &rendered.config;
+    let shares: Vec<&str> = (config.lines())
+        .filter(|l| l.contains("{ var(txn.draw),mod(4)"))
+        .collect();
+    assert_eq!(shares.len(), 2, "weight 0 gets no line\n{config}");
+    assert!(shares[0].starts_with(&format!("    http-request set-var(txn.route) str({pool})")));
+    assert!(shares[0].ends_with("-m int 0:2 }"), "{}", shares[0]);
+    assert!(
+        shares[1].contains("str(portico_reject_500)"),
+        "{}",
+        shares[1]
+    );
+    assert!(shares[1].ends_with("-m int 3:3 }"), "{}", shares[1]);
+    assert!(
+        config.contains("    http-request set-var(txn.draw) rand\n"),
+        "{config}"
+    );
+    support::check(&lb).unwrap();
+}

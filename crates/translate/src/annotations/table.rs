@@ -152,7 +152,7 @@ const DEFAULT_BACKEND: &str = "the Service's first port, as ingress-nginx takes 
     Service that does not exist is a warning and the Ingress is served without it";
 const REGEX_HAPROXY: &str = "the syntax PCRE2 and the regex crate read alike (no lookaround, \
     backreferences, named groups or Unicode classes; another path is an error on the Ingress and \
-    is not served), on the path as received; a canary-weight on such a host is not served";
+    is not served), on the path as received";
 const REWRITE_HAPROXY: &str = "the syntax PCRE2 and the regex crate read alike (no lookaround, \
     backreferences, named groups or Unicode classes), on the path as received; a target holding \
     ?, % or \\ is not served by haproxy (an error on the Ingress)";

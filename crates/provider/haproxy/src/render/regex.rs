@@ -10,8 +10,8 @@
 //! no line takes falls to the next tier as the proxy's does.
 //!
 //! Expressions are kept to the syntax PCRE2 and the regex crate read alike
-//! ([`super::conditions::regex`]); a weighted split (a canary's weight) on such a host is
-//! refused: it needs a group of the route maps.
+//! ([`super::conditions::regex`]). A weighted split (a canary's weight, weighted backendRefs)
+//! is a line per share, each taking its range of the request's draw, as the maps' groups do.
 
 use super::policy::Refused;
 use super::routes::Entry;
@@ -27,6 +27,8 @@ use std::fmt::Write as _;
 pub(super) struct RegexRoutes {
     hosts: BTreeSet<HostKey>,
     lines: BTreeMap<Tier, String>,
+    /// Whether a line compares the draw (`txn.draw`).
+    pub(super) draws: bool,
 }
 
 /// A host match as an ordered key.
@@ -68,6 +70,7 @@ impl RegexRoutes {
         RegexRoutes {
             hosts,
             lines: BTreeMap::new(),
+            draws: false,
         }
     }
 
@@ -84,17 +87,12 @@ impl RegexRoutes {
         entry: &Entry,
     ) -> Result<(), NotWritten> {
         let field = field(policy);
-        let [(value, _)] = &entry.shares[..] else {
-            return Err(NotWritten::Refused(Refused {
-                field,
-                why: "is on a host whose paths are regular expressions, where the haproxy \
-                      provider does not split requests by weight (a canary-weight or weighted \
-                      backends)"
-                    .to_owned(),
-            }));
-        };
         let plain = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'~' | b'.');
-        if value.is_empty() || !value.bytes().all(plain) {
+        let values = entry.shares.iter().map(|(v, _)| v);
+        if values
+            .into_iter()
+            .any(|v| v.is_empty() || !v.bytes().all(plain))
+        {
             return Err(NotWritten::Unmappable);
         }
         let word = |s: &str| quote::word(s).map_err(|_| NotWritten::Unmappable);
@@ -138,10 +136,22 @@ impl RegexRoutes {
             format!(" {}", entry.when)
         };
         let lines = self.lines.entry(tier).or_default();
-        let _ = writeln!(
-            lines,
-            "    http-request set-var(txn.route) str({value}) if !{{ var(txn.route) -m found }}{host_term}{path_term}{when}"
-        );
+        let total: u64 = entry.shares.iter().map(|(_, w)| u64::from(*w)).sum();
+        let mut start = 0u64;
+        for (value, weight) in entry.shares.iter().filter(|(_, w)| *w > 0) {
+            let draw = if entry.shares.len() > 1 {
+                self.draws = true;
+                let end = start + u64::from(*weight) - 1;
+                format!(" {{ var(txn.draw),mod({total}) -m int {start}:{end} }}")
+            } else {
+                String::new()
+            };
+            start += u64::from(*weight);
+            let _ = writeln!(
+                lines,
+                "    http-request set-var(txn.route) str({value}) if !{{ var(txn.route) -m found }}{host_term}{path_term}{when}{draw}"
+            );
+        }
         Ok(())
     }
 

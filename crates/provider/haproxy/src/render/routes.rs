@@ -173,7 +173,7 @@ pub(super) fn frontend_lines(
          \x20   http-request set-var(txn.route_host) var(txn.host),concat(,txn.route_path) if !{ var(txn.host) -m sub / }\n\
          \x20   http-request set-var(txn.route_wild) var(txn.host),regsub('^[^.]+\\.','*.'),concat(,txn.route_path) if { var(txn.host) -m reg ^[^./]+\\.[^/]*$ }\n",
     );
-    if groups.draws {
+    if groups.draws || regex.draws {
         s.push_str(super::groups::DRAW);
     }
     for (tier, var) in TIERS {
