@@ -52,6 +52,26 @@ async fn rewrite_manifests() -> Manifests {
         ("x-forwarded-prefix", "/something"),
     ];
     m.write("rw.yaml", &nginx("rw", &rewritten, &rewrite));
+    // ingress-nginx's documented caveat: on a regex host the longer expression takes a path
+    // an Exact path names, and an Exact path matches as an expression from the start.
+    let other = echo_pods("other", 1).await;
+    m.write("other.yaml", &service("mig", "other", &ready(&other)));
+    let order = [
+        ("order.test", "/foo/bar/bar", "Exact", "other", "80"),
+        (
+            "order.test",
+            "/foo/bar/[A-Z0-9]{3}",
+            "ImplementationSpecific",
+            "web",
+            "80",
+        ),
+        ("order.test", "/foo", "Prefix", "other", "80"),
+    ];
+    let keys = [("nginx.ingress.kubernetes.io/use-regex", "true")];
+    m.write(
+        "order.yaml",
+        &annotated(&ingress("mig", "order", CREATED, &order), &keys),
+    );
     // Another Ingress on the same host, without annotations: its path is a regex too.
     let acme = [("rw.test", "/.well-known/acme", "Prefix")];
     m.write("acme.yaml", &nginx("acme", &acme, &[]));
@@ -125,6 +145,15 @@ async fn rewrite_target_with_use_regex_rewrites_by_capture_groups(provider: Prov
         };
         assert_eq!(got, (200, want.to_owned(), query, prefix), "{host}{path}");
     }
+    for (path, service) in [
+        ("/foo/bar/bar", "web"),
+        ("/FOO/BAR/B4Z", "web"),
+        ("/foo/bar/ba", "other"),
+        ("/foobar", "other"),
+    ] {
+        assert_eq!(p.get("order.test", path).await.service(), service, "{path}");
+    }
+    assert_eq!(p.get("order.test", "/fo").await.status, 404);
     // The other Ingress of the host: a regex path of its own, not rewritten.
     let acme = p.get("rw.test", "/.well-known/acme/challenge").await;
     assert_eq!(
