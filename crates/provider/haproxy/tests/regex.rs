@@ -121,7 +121,7 @@ fn regex_hosts_are_ordered_lines_and_rewrites_replace_the_path() {
         r#"{ var(txn.route_wild) -m beg "*.w.test/" }"#,
         "{ var(txn.route_sfx) -m found }",
         r#"http-request set-header X-Forwarded-Prefix "/something" if { var(txn.policy) -m str "#,
-        r#"http-request replace-path "\x28\x3fi:/something\x28/\x7c\x24\x29\x28.*\x29\x29" "/\x5c2" if"#,
+        r#"http-request replace-path "\x28\x3fi\x29\x28\x3f:/something\x28/\x7c\x24\x29\x28.*\x29\x29" "/\x5c2" if"#,
     ] {
         assert!(config.contains(needle), "{needle}\n{config}");
     }

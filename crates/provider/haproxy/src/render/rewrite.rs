@@ -103,7 +103,8 @@ pub(super) fn nginx_lines(rewrite: &Rewrite, when: &str) -> Result<String, Refus
         }
     }
     let word = |s: &str| quote::word(s).map_err(|e| refused(e.to_string()));
-    let pattern = word(&format!("(?i:{})", rewrite.pattern))?;
+    // `(?i)` at the top level covers every alternative, as the proxy's flag does.
+    let pattern = word(&format!("(?i)(?:{})", rewrite.pattern))?;
     let mut s = String::new();
     if let Some(prefix) = &rewrite.forwarded_prefix {
         if prefix.contains('%') {
