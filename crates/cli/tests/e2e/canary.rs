@@ -64,6 +64,21 @@ async fn manifests() -> Manifests {
             ],
         ),
     ];
+    // On a use-regex host (the main Ingress's): every path an expression, the canary's too.
+    m.write(
+        "r-main.yaml",
+        &at("r-main", "r.test", "main", OLD, &[("use-regex", "true")]),
+    );
+    let keys = [
+        ("canary", "true"),
+        ("canary-by-header", "X-Canary"),
+        ("canary-by-cookie", "canary"),
+        ("canary-weight", "100"),
+    ];
+    m.write(
+        "r-canary.yaml",
+        &at("r-canary", "r.test", "canary", NEW, &keys),
+    );
     for (host, keys) in sets {
         let (main, canary) = (format!("{host}-main"), format!("{host}-canary"));
         m.write(&format!("{main}.yaml"), &at(&main, host, "main", OLD, &[]));
@@ -126,6 +141,11 @@ async fn canary_by_header_then_cookie_then_weight(provider: Provider) {
         ("q.test", &[("x-version", "gamma")], "main"),
         ("q.test", &[("x-version", "xbeta-1")], "main"),
         ("q.test", &[("x-version", "Beta-1")], "main"),
+        // A use-regex host: header, then cookie, then the weight (all of it).
+        ("r.test", &[("x-canary", "never")], "main"),
+        ("r.test", &[("x-canary", "always")], "canary"),
+        ("r.test", &[("cookie", "canary=never")], "main"),
+        ("r.test", &[], "canary"),
     ];
     for (host, headers, want) in cases {
         assert_eq!(

@@ -136,9 +136,8 @@ pub fn add(
             };
             entries.push(("prefix", below));
         }
-        // Regular expressions (ingress-nginx's use-regex) are not in haproxy's maps: the
-        // policy is not served here (the translation warns on the Ingress, naming the
-        // annotation and the provider).
+        // Regular expressions are not in haproxy's maps: the policies of their hosts are
+        // frontend lines ([`super::regex`]) and never come here.
         PathMatch::Regex(_) => return Ok(()),
     }
     let values = entry.shares.iter().map(|(v, _)| v.as_str());
