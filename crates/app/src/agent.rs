@@ -117,7 +117,7 @@ pub async fn serve(
     report: impl Fn(&Agent, Feedback),
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let status = crate::run::status_changes(&agent.registry);
+    let status = status_changes(&agent.registry);
     loop {
         tokio::select! {
             changed = desired.changed() => {
@@ -134,4 +134,18 @@ pub async fn serve(
         let feedback = agent.feedback(&health.borrow());
         report(&agent, feedback);
     }
+}
+
+/// Wakes when any provider's status may have changed.
+pub(crate) fn status_changes(providers: &Registry) -> Arc<tokio::sync::Notify> {
+    let notify = Arc::new(tokio::sync::Notify::new());
+    for mut rx in providers.subscribe() {
+        let notify = notify.clone();
+        tokio::spawn(async move {
+            while rx.changed().await.is_ok() {
+                notify.notify_one();
+            }
+        });
+    }
+    notify
 }

@@ -4,11 +4,13 @@
 
 use crate::agent::{Agent, StoreHealth};
 use crate::controller::Controller;
-use crate::node::{ListenSettings, Node};
+use crate::error::AppError;
+use crate::link::{RETRY, connect};
+use crate::node::Node;
 use crate::providers::HaproxySettings;
-use crate::run::{AppError, Bound};
 use crate::snapshot::status_addresses;
 use crate::source::{Source, SourceSettings};
+use crate::types::{Bound, ListenSettings};
 use bytes::Bytes;
 use portico_model::{LoadBalancerId, Placement};
 use portico_store::codec::{self, Decoder};
@@ -24,11 +26,6 @@ use tokio::sync::watch;
 
 /// The controllers' leader lease.
 const LEADER_TTL: Duration = Duration::from_secs(5);
-/// Pause between attempts to reach etcd.
-pub(crate) const RETRY: Duration = Duration::from_millis(250);
-/// The longest pause between attempts to connect.
-const MAX_RETRY: Duration = Duration::from_secs(2);
-
 /// `portico agent`.
 #[derive(Debug, Clone)]
 pub struct AgentSettings {
@@ -58,7 +55,7 @@ pub async fn agent(
 ) -> Result<(), AppError> {
     let upgrade = settings.upgrade.as_ref();
     let dir = &settings.haproxy.state_dir;
-    let (mut life, inherited) = crate::run::Lifecycle::begin(upgrade, dir, shutdown)?;
+    let (mut life, inherited) = crate::lifecycle::Lifecycle::begin(upgrade, dir, shutdown)?;
     let shutdown = life.stopped.clone();
     let started = Node::start(&settings.listen, &settings.haproxy, &shutdown, inherited).await;
     let mut node = match started {
@@ -399,33 +396,6 @@ async fn follow_placements(
         if views.changed().await.is_err() {
             return;
         }
-    }
-}
-
-/// Connects, retrying until it works or `shutdown`.
-pub(crate) async fn connect(
-    config: &EtcdConfig,
-    health: &watch::Sender<StoreHealth>,
-    mut shutdown: watch::Receiver<bool>,
-) -> Option<Etcd> {
-    let mut pause = RETRY;
-    loop {
-        match Etcd::connect(config.clone()).await {
-            Ok(etcd) => return Some(etcd),
-            Err(e) => {
-                tracing::warn!("cannot reach etcd: {e}");
-                let detail = e.to_string();
-                health.send_replace(StoreHealth {
-                    connected: false,
-                    detail,
-                });
-            }
-        }
-        tokio::select! {
-            () = tokio::time::sleep(pause) => {}
-            _ = shutdown.wait_for(|s| *s) => return None,
-        }
-        pause = (pause * 2).min(MAX_RETRY);
     }
 }
 

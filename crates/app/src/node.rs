@@ -1,9 +1,10 @@
 //! What runs on a node for its agent: the listeners (bound by the built-in proxy, or checked
 //! free for haproxy), the provider registry and the admin API.
 
+use crate::error::AppError;
 use crate::metrics::AppMetrics;
 use crate::providers::HaproxySettings;
-use crate::run::{AppError, Bound};
+use crate::types::{Bound, ListenSettings};
 use portico_admin::Admin;
 use portico_dataplane_http::{AccessLog, Destination, ProxyMetrics};
 use portico_provider::{Registry, SocketKind, Sockets};
@@ -14,26 +15,6 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-
-/// Where a node listens and what serves its default listeners.
-#[derive(Debug, Clone)]
-pub struct ListenSettings {
-    pub http_listen: SocketAddr,
-    pub https_listen: SocketAddr,
-    pub admin_listen: SocketAddr,
-    /// `--admin-host`: names the admin API answers besides IP addresses and localhost.
-    pub admin_hosts: Vec<String>,
-    /// `--provider haproxy`: haproxy binds the default listeners instead of the built-in proxy.
-    pub haproxy_listens: bool,
-    /// The IngressClass named in the haproxy provider's messages about the default listeners.
-    pub class: String,
-    /// Limits against abuse, served the same by every provider.
-    pub limits: portico_model::Limits,
-    /// Deadlines of provider `l4`.
-    pub l4_limits: portico_provider_l4::L4Limits,
-    /// Where both providers' access log lines go.
-    pub access_log: crate::AccessLogDestination,
-}
 
 /// A started node: its registry (to hand to an agent), admin API and metrics.
 pub(crate) struct Node {

@@ -47,7 +47,7 @@ pub(crate) fn registry(
     proxy: Arc<ProxyProvider>,
     haproxy: &HaproxySettings,
     default_binds: Option<(SocketAddr, SocketAddr)>,
-    listen: &crate::node::ListenSettings,
+    listen: &crate::types::ListenSettings,
     access_log: Option<PathBuf>,
     counters: Arc<portico_provider_haproxy::Counters>,
     lock: Arc<portico_statedir::Lock>,
