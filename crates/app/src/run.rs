@@ -1,14 +1,13 @@
-use crate::agent::{Agent, StoreHealth};
+use crate::agent::Agent;
 use crate::controller::Controller;
+use crate::controller_loop::ControllerLoop;
 use crate::error::AppError;
 use crate::lifecycle::Lifecycle;
-use crate::metrics::AppMetrics;
 use crate::node::Node;
 use crate::providers::HaproxySettings;
 use crate::snapshot::status_addresses;
 use crate::source::{Source, SourceSettings};
 use crate::types::{Bound, ListenSettings};
-use portico_admin::Admin;
 use portico_store::MemoryStore;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -97,20 +96,16 @@ async fn serve(
     // The agent of this process, over the memory store.
     let store = MemoryStore::default();
     let agent = Agent::new(LOCAL_NODE.to_owned(), Arc::new(providers));
-    let (_health_tx, health) = watch::channel(StoreHealth::default());
-    let reporter = store.clone();
     tokio::spawn(first_state(
         store.feedback(),
         node.first_state_applied(),
         successor,
     ));
-    let agent_task = tokio::spawn(crate::agent::serve(
-        agent,
-        store.subscribe(),
-        health,
-        move |_, feedback| reporter.report(feedback),
-        shutdown.clone(),
-    ));
+    let agent_store = store.clone();
+    let agent_shutdown = shutdown.clone();
+    let agent_task = tokio::spawn(async move {
+        crate::agent::serve(agent, &agent_store, |_, feedback| feedback, agent_shutdown).await;
+    });
 
     let fixed_publish = publish_address(&settings, node.bound.http);
     let controller = ControllerLoop {
@@ -131,13 +126,12 @@ async fn serve(
 
 /// Once the agent serves its first state: `applied`, and a predecessor is told.
 async fn first_state(
-    mut feedback: watch::Receiver<std::collections::BTreeMap<String, portico_store::Feedback>>,
+    mut feedback: watch::Receiver<portico_store::Agents>,
     applied: impl FnOnce(),
     successor: Option<crate::handover::Successor>,
 ) {
-    let served = |all: &std::collections::BTreeMap<String, portico_store::Feedback>| {
-        all.get(LOCAL_NODE).is_some_and(|f| f.revision > 0)
-    };
+    let served =
+        |all: &portico_store::Agents| all.feedback.get(LOCAL_NODE).is_some_and(|f| f.revision > 0);
     if feedback.wait_for(served).await.is_err() {
         return;
     }
@@ -149,93 +143,6 @@ async fn first_state(
 
 /// The node name of the all-in-one process's agent.
 const LOCAL_NODE: &str = "local";
-
-/// The all-in-one controller: compiles each load into the memory store and publishes what the
-/// agent reports.
-struct ControllerLoop<'a> {
-    controller: Controller,
-    store: MemoryStore,
-    admin: &'a Admin,
-    metrics: &'a AppMetrics,
-    fixed_publish: Vec<portico_admin::LoadBalancerAddress>,
-}
-
-impl ControllerLoop<'_> {
-    async fn run(mut self, source: &mut Source, mut shutdown: watch::Receiver<bool>) {
-        let mut updates = source.subscribe();
-        let mut feedback = self.store.feedback();
-        // The Kubernetes source publishes its first snapshot once every kind is listed.
-        let mut first = matches!(source, Source::Kube { .. });
-        let mut revision = 0;
-        let mut compile = !first;
-        loop {
-            // A new revision is published once the agent reports it (its feedback names the
-            // revision it serves, so every write is followed by a feedback change): building
-            // the snapshot right after the compile too would cost the CPU twice, beside the
-            // agent's apply.
-            let mut written = false;
-            if compile {
-                compile = false;
-                let loaded = updates.borrow_and_update().clone();
-                if let Some(retired) = self.controller.compile(loaded, self.metrics) {
-                    source.retire(retired);
-                }
-                if let Some(compiled) = self.controller.compiled() {
-                    revision = self.store.write(compiled.desired.clone());
-                    written = true;
-                }
-            }
-            if !first && !written {
-                let reports = feedback.borrow_and_update().clone();
-                // The one agent of this process: placements show in the admin API only.
-                self.controller.set_agents(&reports, self.metrics);
-                self.publish(source, revision, &reports);
-            }
-            let published = async {
-                match source.published() {
-                    Some(rx) => rx.changed().await.is_ok(),
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::select! {
-                changed = updates.changed() => {
-                    if changed.is_err() { break }
-                    first = false;
-                    compile = true;
-                }
-                // An agent's feedback changed (serving, a rejected configuration): publish it.
-                changed = feedback.changed() => {
-                    if changed.is_err() { break }
-                }
-                // `--publish-service` has new addresses: status changes.
-                true = published => {}
-                _ = shutdown.wait_for(|s| *s) => break,
-            }
-        }
-    }
-
-    /// The admin snapshot and, with Kubernetes, the report.
-    fn publish(
-        &self,
-        source: &mut Source,
-        revision: u64,
-        feedback: &std::collections::BTreeMap<String, portico_store::Feedback>,
-    ) {
-        let publish = match source.published() {
-            Some(rx) => status_addresses_of(&rx.borrow_and_update()),
-            None => self.fixed_publish.clone(),
-        };
-        (self.controller).publish(source, self.admin, revision, feedback, &publish);
-    }
-}
-
-/// Status entries for `--publish-service`'s addresses.
-fn status_addresses_of(addresses: &[String]) -> Vec<portico_admin::LoadBalancerAddress> {
-    addresses
-        .iter()
-        .flat_map(|a| status_addresses(Some(a)))
-        .collect()
-}
 
 fn publish_address(
     settings: &Settings,

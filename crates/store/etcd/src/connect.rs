@@ -1,17 +1,17 @@
-//! Reaching etcd: connecting again and again until it answers.
+//! Reaching etcd: connecting again and again until it answers, telling the health meanwhile.
 
-use crate::agent::StoreHealth;
-use portico_store_etcd::{Etcd, EtcdConfig};
+use crate::{Etcd, EtcdConfig};
+use portico_store::StoreHealth;
 use std::time::Duration;
 use tokio::sync::watch;
 
 /// Pause between attempts to reach etcd.
-pub(crate) const RETRY: Duration = Duration::from_millis(250);
+pub const RETRY: Duration = Duration::from_millis(250);
 /// The longest pause between attempts to connect.
 const MAX_RETRY: Duration = Duration::from_secs(2);
 
 /// Connects, retrying until it works or `shutdown`.
-pub(crate) async fn connect(
+pub async fn connect(
     config: &EtcdConfig,
     health: &watch::Sender<StoreHealth>,
     mut shutdown: watch::Receiver<bool>,
