@@ -10,7 +10,7 @@ use crate::node::Node;
 use crate::providers::HaproxySettings;
 use crate::snapshot::status_addresses;
 use crate::source::{Source, SourceSettings};
-use crate::types::{Bound, ListenSettings};
+use crate::types::{Bound, ListenSettings, NodeSettings};
 use portico_store::{AgentStore, Feedback};
 use portico_store_etcd::{AgentLink, EtcdAgent, EtcdConfig, EtcdController, connect};
 use std::collections::BTreeMap;
@@ -30,6 +30,9 @@ pub struct AgentSettings {
     /// How long the agent's key outlives the agent.
     pub lease_ttl: Duration,
     pub listen: ListenSettings,
+    /// The node's state directory (`--state-dir`): the agent's cache lives there too.
+    pub state: NodeSettings,
+    /// The haproxy provider's executable.
     pub haproxy: HaproxySettings,
     /// Active-standby (`--interface`): off without it.
     pub ha: Option<crate::failover::HaSettings>,
@@ -47,10 +50,17 @@ pub async fn agent(
     on_bound: impl FnOnce(Bound),
 ) -> Result<(), AppError> {
     let upgrade = settings.upgrade.as_ref();
-    let dir = &settings.haproxy.state_dir;
+    let dir = &settings.state.state_dir;
     let (mut life, inherited) = crate::lifecycle::Lifecycle::begin(upgrade, dir, shutdown)?;
     let shutdown = life.stopped.clone();
-    let started = Node::start(&settings.listen, &settings.haproxy, &shutdown, inherited).await;
+    let started = Node::start(
+        &settings.listen,
+        &settings.state,
+        &settings.haproxy,
+        &shutdown,
+        inherited,
+    )
+    .await;
     let mut node = match started {
         Ok(node) => node,
         Err(e) => return Err(life.failed(e)),
@@ -60,11 +70,7 @@ pub async fn agent(
     let ha_hand_over = settings.ha.is_some().then_some(ha_hand_over);
     life.handle_upgrades(settings.upgrade.clone(), &node, ha_hand_over);
     on_bound(node.bound);
-    let cache_path = settings
-        .haproxy
-        .state_dir
-        .join("agent")
-        .join(format!("{}.cache", settings.node));
+    let cache_path = settings.state.agent_cache(&settings.node);
     // A cache in a directory others could write to would let them choose what is served.
     let cache_dir = cache_path
         .parent()

@@ -34,4 +34,4 @@ pub use providers::{HaproxySettings, haproxy_plan};
 pub use run::{Settings, run};
 pub use snapshot::{build_snapshot, status_addresses};
 pub use source::{KubeSettings, SourceSettings, load_kubernetes_once};
-pub use types::{Bound, ListenSettings};
+pub use types::{Bound, ListenSettings, NodeSettings};

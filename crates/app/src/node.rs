@@ -4,7 +4,7 @@
 use crate::error::AppError;
 use crate::metrics::AppMetrics;
 use crate::providers::HaproxySettings;
-use crate::types::{Bound, ListenSettings};
+use crate::types::{Bound, ListenSettings, NodeSettings};
 use portico_admin::Admin;
 use portico_dataplane_http::{AccessLog, Destination, ProxyMetrics};
 use portico_provider::{Registry, SocketKind, Sockets};
@@ -83,22 +83,23 @@ impl Node {
     /// the registry is given a model).
     pub(crate) async fn start(
         listen: &ListenSettings,
+        state: &NodeSettings,
         haproxy: &HaproxySettings,
         shutdown: &watch::Receiver<bool>,
         inherited: Inherited,
     ) -> Result<Node, AppError> {
         // haproxy's configurations and keys, sockets and the agent's cache live there; no
         // other process may write or clean them up while this one runs.
-        portico_statedir::ensure_private_dir(&haproxy.state_dir)?;
+        portico_statedir::ensure_private_dir(&state.state_dir)?;
         let lock = match inherited.lock {
-            Some(file) => portico_statedir::adopt(&haproxy.state_dir, file)?,
-            None => portico_statedir::lock(&haproxy.state_dir)?,
+            Some(file) => portico_statedir::adopt(&state.state_dir, file)?,
+            None => portico_statedir::lock(&state.state_dir)?,
         };
         let lock = Arc::new(lock);
         let sockets = inherited.sockets;
         let (http, https) = if listen.haproxy_listens {
             // A running haproxy to adopt holds the ports already.
-            let root = crate::providers::haproxy_root(&haproxy.state_dir);
+            let root = state.haproxy_root();
             let adopting = portico_provider_haproxy::running_under(&root);
             check_haproxy_listen("HTTP traffic (--http-listen)", listen.http_listen, adopting)
                 .await?;
@@ -138,7 +139,7 @@ impl Node {
             access,
             haproxy_socket,
             mut tasks,
-        } = start_access_log(&listen.access_log, haproxy, &mut prometheus, shutdown)?;
+        } = start_access_log(&listen.access_log, state, &mut prometheus, shutdown)?;
         let haproxy_counters = Arc::new(portico_provider_haproxy::Counters::default());
         prometheus.register_collector(Box::new(crate::metrics::HaproxyCollector(
             haproxy_counters.clone(),
@@ -158,6 +159,7 @@ impl Node {
         let health = Arc::downgrade(&proxy);
         let (registry, haproxy) = crate::providers::registry(
             proxy.clone(),
+            state,
             haproxy,
             default_binds,
             listen,
@@ -340,7 +342,7 @@ fn unready(admin: &Admin) {
 /// the task that reads it).
 fn start_access_log(
     destination: &Destination,
-    haproxy: &HaproxySettings,
+    state: &NodeSettings,
     prometheus: &mut prometheus_client::registry::Registry,
     shutdown: &watch::Receiver<bool>,
 ) -> Result<Logging, AppError> {
@@ -354,9 +356,9 @@ fn start_access_log(
             tasks: Vec::new(),
         });
     }
-    crate::access_log::prepare(&haproxy.state_dir)
-        .map_err(failed(haproxy.state_dir.display().to_string()))?;
-    let socket = crate::access_log::socket_path(&haproxy.state_dir);
+    crate::access_log::prepare(&state.state_dir)
+        .map_err(failed(state.state_dir.display().to_string()))?;
+    let socket = crate::access_log::socket_path(&state.state_dir);
     let task = crate::access_log::forward(socket.clone(), access.clone(), shutdown.clone())
         .map_err(failed(socket.display().to_string()))?;
     Ok(Logging {

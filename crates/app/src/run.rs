@@ -7,7 +7,7 @@ use crate::node::Node;
 use crate::providers::HaproxySettings;
 use crate::snapshot::status_addresses;
 use crate::source::{Source, SourceSettings};
-use crate::types::{Bound, ListenSettings};
+use crate::types::{Bound, ListenSettings, NodeSettings};
 use portico_store::MemoryStore;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -26,7 +26,9 @@ pub struct Settings {
     /// Address written to Ingress status; `None` means the IP of `http_listen`.
     pub publish_address: Option<String>,
     pub translate: portico_translate::Config,
-    /// Where the haproxy provider keeps its load balancers, and its executable.
+    /// The node's state directory (`--state-dir`).
+    pub state: NodeSettings,
+    /// The haproxy provider's executable.
     pub haproxy: HaproxySettings,
     /// Deadlines, sizes and connection caps of both data planes.
     pub limits: portico_model::Limits,
@@ -48,7 +50,7 @@ pub async fn run(
     on_bound: impl FnOnce(Bound),
 ) -> Result<(), AppError> {
     let upgrade = settings.upgrade.as_ref();
-    let (mut life, inherited) = Lifecycle::begin(upgrade, &settings.haproxy.state_dir, shutdown)?;
+    let (mut life, inherited) = Lifecycle::begin(upgrade, &settings.state.state_dir, shutdown)?;
     let started = start(&settings, inherited, &life.stopped).await;
     let (node, source) = match started {
         Ok(started) => started,
@@ -78,7 +80,14 @@ async fn start(
         l4_limits: settings.l4_limits,
         access_log: settings.access_log.clone(),
     };
-    let node = Node::start(&listen, &settings.haproxy, shutdown, inherited).await?;
+    let node = Node::start(
+        &listen,
+        &settings.state,
+        &settings.haproxy,
+        shutdown,
+        inherited,
+    )
+    .await?;
     let source = Source::start(&settings.source, &settings.translate, shutdown).await?;
     Ok((node, source))
 }

@@ -1,6 +1,29 @@
 //! The settings and results shared by the processes: where a node listens and what it bound.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// The node's state directory (`--state-dir`) and what lives in it: the process's lock
+/// (`portico.lock`, one process at a time), the haproxy provider's load balancers, an agent's
+/// cache, the access log's socket and the outcome of an upgrade.
+#[derive(Debug, Clone)]
+pub struct NodeSettings {
+    pub state_dir: PathBuf,
+}
+
+impl NodeSettings {
+    /// Where the haproxy provider keeps its load balancers:
+    /// `<state-dir>/loadbalancer/haproxy/<uuid>/`.
+    pub fn haproxy_root(&self) -> PathBuf {
+        self.state_dir.join("loadbalancer").join("haproxy")
+    }
+
+    /// The cache of the agent of node `node`: the last state it served, served at start until
+    /// the store answers.
+    pub fn agent_cache(&self, node: &str) -> PathBuf {
+        self.state_dir.join("agent").join(format!("{node}.cache"))
+    }
+}
 
 /// Where a node listens and what serves its default listeners.
 #[derive(Debug, Clone)]

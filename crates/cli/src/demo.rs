@@ -218,7 +218,7 @@ async fn run_in(dir: &Path, listen: &ListenArgs) -> anyhow::Result<ExitCode> {
         default_certificate: None,
     };
     let haproxy = crate::HaproxyArgs {
-        state_dir: None,
+        state: crate::StateDirArgs { state_dir: None },
         haproxy_bin: "haproxy".into(),
     };
     let settings = settings(

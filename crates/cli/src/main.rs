@@ -304,22 +304,21 @@ fn seconds(value: &str) -> Result<std::time::Duration, String> {
     }
 }
 
+/// The node's state directory.
 #[derive(Args, Debug, Clone)]
-pub(crate) struct HaproxyArgs {
-    /// Directory of the haproxy provider: `DIR/loadbalancer/haproxy/<lb-uuid>/` holds each
-    /// load balancer's haproxy.conf, certificate PEMs (mode 0600) and stats socket (and
-    /// `DIR/agent/` an agent's cache). One process at a time: a second one given the same
-    /// directory exits, naming the PID in `DIR/portico.lock`. Default:
-    /// $XDG_RUNTIME_DIR/portico, else $XDG_STATE_HOME/portico, else ~/.local/state/portico.
+pub(crate) struct StateDirArgs {
+    /// The node's state directory: `DIR/loadbalancer/haproxy/<lb-uuid>/` holds each load
+    /// balancer's haproxy.conf, certificate PEMs (mode 0600) and stats socket (provider
+    /// haproxy), `DIR/agent/` an agent's cache; the access log's socket and an upgrade's
+    /// outcome are there too. One process at a time: a second one given the same directory
+    /// exits, naming the PID in `DIR/portico.lock`. Default: $XDG_RUNTIME_DIR/portico, else
+    /// $XDG_STATE_HOME/portico, else ~/.local/state/portico.
     #[arg(long, value_name = "DIR")]
     state_dir: Option<PathBuf>,
-    /// The haproxy executable (provider haproxy; haproxy 2.6 or later).
-    #[arg(long, value_name = "PATH", default_value = "haproxy")]
-    haproxy_bin: PathBuf,
 }
 
-impl HaproxyArgs {
-    pub(crate) fn settings(&self) -> anyhow::Result<portico_app::HaproxySettings> {
+impl StateDirArgs {
+    pub(crate) fn settings(&self) -> anyhow::Result<portico_app::NodeSettings> {
         let dir = match &self.state_dir {
             Some(dir) => dir.clone(),
             None => default_state_dir()
@@ -327,10 +326,24 @@ impl HaproxyArgs {
         };
         let dir =
             std::path::absolute(&dir).with_context(|| format!("--state-dir {}", dir.display()))?;
-        Ok(portico_app::HaproxySettings {
-            state_dir: dir,
+        Ok(portico_app::NodeSettings { state_dir: dir })
+    }
+}
+
+#[derive(Args, Debug, Clone)]
+pub(crate) struct HaproxyArgs {
+    #[command(flatten)]
+    pub(crate) state: StateDirArgs,
+    /// The haproxy executable (provider haproxy; haproxy 2.6 or later).
+    #[arg(long, value_name = "PATH", default_value = "haproxy")]
+    haproxy_bin: PathBuf,
+}
+
+impl HaproxyArgs {
+    pub(crate) fn settings(&self) -> portico_app::HaproxySettings {
+        portico_app::HaproxySettings {
             binary: self.haproxy_bin.clone(),
-        })
+        }
     }
 }
 
@@ -613,7 +626,8 @@ fn settings(
         admin_hosts: listen.admin_hosts.names.clone(),
         publish_address: listen.publish_address.clone(),
         translate: translate_config(class, tls),
-        haproxy: haproxy.settings()?,
+        state: haproxy.state.settings()?,
+        haproxy: haproxy.settings(),
         limits: listen.limits.limits(),
         l4_limits: listen.limits.l4_limits(),
         access_log: listen.access_log.clone(),
@@ -851,7 +865,8 @@ async fn agent(args: AgentArgs) -> anyhow::Result<ExitCode> {
             l4_limits: args.limits.l4_limits(),
             access_log: args.access_log.clone(),
         },
-        haproxy: args.haproxy.settings()?,
+        state: args.haproxy.state.settings()?,
+        haproxy: args.haproxy.settings(),
         ha: args.ha.settings(),
         upgrade: Some(upgrade_command(&args.upgrade)),
     };

@@ -20,7 +20,8 @@ pub(crate) fn plan_haproxy(
 /// configuration of every load balancer of provider haproxy, printed instead of written (the
 /// files it names are written, in the state directory, which it locks as `run` does).
 pub fn run(args: &RenderArgs) -> anyhow::Result<ExitCode> {
-    let state_dir = args.haproxy.settings()?.state_dir;
+    let node = args.haproxy.state.settings()?;
+    let state_dir = node.state_dir.clone();
     portico_statedir::ensure_private_dir(&state_dir).context("--state-dir")?;
     let _lock = portico_statedir::lock(&state_dir).context("--state-dir")?;
     let config = crate::translate_config(&args.class, &args.tls);
@@ -37,12 +38,12 @@ pub fn run(args: &RenderArgs) -> anyhow::Result<ExitCode> {
             floating: None,
         });
     let settings = portico_app::haproxy_plan(
-        &args.haproxy.settings()?,
+        &node,
         default_binds,
         &config.ingress_class,
         portico_model::Limits::default(),
         // As `run` with its default access log, but without the process id in the name.
-        Some(args.haproxy.settings()?.state_dir.join("access-log.sock")),
+        Some(state_dir.join("access-log.sock")),
     );
     // The certificate served when no other fits, as `run` makes it.
     let fallback = portico_tls::self_signed(&["portico.invalid"])
