@@ -17,12 +17,8 @@ use tokio::sync::watch;
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub source: SourceSettings,
-    pub http_listen: SocketAddr,
-    /// The TLS listener of the TERMINATED_HTTPS listeners.
-    pub https_listen: SocketAddr,
-    pub admin_listen: SocketAddr,
-    /// `--admin-host`: names the admin API answers besides IP addresses and localhost.
-    pub admin_hosts: Vec<String>,
+    /// Where the node listens, as `portico agent`'s.
+    pub listen: ListenSettings,
     /// Address written to Ingress status; `None` means the IP of `http_listen`.
     pub publish_address: Option<String>,
     pub translate: portico_translate::Config,
@@ -30,12 +26,6 @@ pub struct Settings {
     pub state: NodeSettings,
     /// The haproxy provider's executable.
     pub haproxy: HaproxySettings,
-    /// Deadlines, sizes and connection caps of both data planes.
-    pub limits: portico_model::Limits,
-    /// Deadlines of provider `l4`.
-    pub l4_limits: portico_provider_l4::L4Limits,
-    /// Where both providers' access log lines go.
-    pub access_log: crate::AccessLogDestination,
     /// How to start a successor on SIGUSR2 (none: SIGUSR2 is not handled).
     pub upgrade: Option<crate::handover::Command>,
 }
@@ -69,19 +59,8 @@ async fn start(
     inherited: crate::node::Inherited,
     shutdown: &watch::Receiver<bool>,
 ) -> Result<(Node, Source), AppError> {
-    let listen = ListenSettings {
-        http_listen: settings.http_listen,
-        https_listen: settings.https_listen,
-        admin_listen: settings.admin_listen,
-        admin_hosts: settings.admin_hosts.clone(),
-        haproxy_listens: settings.translate.default_provider == portico_provider_haproxy::PROVIDER,
-        class: settings.translate.ingress_class.clone(),
-        limits: settings.limits,
-        l4_limits: settings.l4_limits,
-        access_log: settings.access_log.clone(),
-    };
     let node = Node::start(
-        &listen,
+        &settings.listen,
         &settings.state,
         &settings.haproxy,
         shutdown,

@@ -204,9 +204,11 @@ async fn run_in(dir: &Path, listen: &ListenArgs) -> anyhow::Result<ExitCode> {
     std::fs::write(dir.join("ingresses.yaml"), INGRESSES).context("writing ingresses.yaml")?;
     std::fs::write(dir.join("gateway.yaml"), GATEWAY_API).context("writing gateway.yaml")?;
     let class = ClassArgs {
-        ingress_class: "portico".into(),
+        provider: crate::ProviderArgs {
+            ingress_class: "portico".into(),
+            provider: "proxy".into(),
+        },
         gateway_controller_name: portico_translate::GATEWAY_CONTROLLER_NAME.into(),
-        provider: "proxy".into(),
         vip_pool: None,
         fip_pool: None,
         l4_all_services: false,

@@ -164,35 +164,12 @@ struct AgentArgs {
     /// agent's load balancers are placed elsewhere after this long).
     #[arg(long, value_name = "SECONDS", default_value = "5", value_parser = seconds)]
     lease_ttl: std::time::Duration,
-    /// Address of the HTTP listener of load balancers without a VIP.
-    #[arg(long, default_value = DEFAULT_HTTP_LISTEN)]
-    http_listen: SocketAddr,
-    /// Address of the HTTPS listener of load balancers without a VIP.
-    #[arg(long, default_value = DEFAULT_HTTPS_LISTEN)]
-    https_listen: SocketAddr,
-    /// Address of the agent's admin API (/readyz is 200 once it serves the store's state).
-    #[arg(long, default_value = "127.0.0.1:9180")]
-    admin_listen: SocketAddr,
     #[command(flatten)]
-    admin_hosts: AdminHostArgs,
-    /// Which provider binds --http-listen and --https-listen: `proxy` (the built-in proxy) or
-    /// `haproxy`.
-    #[arg(long, default_value = "proxy", value_parser = ["proxy", "haproxy"])]
-    provider: String,
-    /// IngressClass named in messages about the default listeners.
-    #[arg(long, default_value = "portico")]
-    ingress_class: String,
+    node_flags: NodeArgs,
+    #[command(flatten)]
+    provider: ProviderArgs,
     #[command(flatten)]
     haproxy: HaproxyArgs,
-    #[command(flatten)]
-    limits: limits::LimitArgs,
-    /// Threads that serve traffic; 0 means one per CPU core.
-    #[arg(long, default_value_t = 0)]
-    workers: usize,
-    /// Access log of both providers, one JSON line per request: `stdout`, `off`, or a file
-    /// path (appended to).
-    #[arg(long, value_name = "stdout|off|PATH", default_value = "stdout", value_parser = access_log)]
-    access_log: portico_app::AccessLogDestination,
     #[command(flatten)]
     ha: HaArgs,
     #[command(flatten)]
@@ -234,21 +211,39 @@ impl HaArgs {
     }
 }
 
+/// The default class and provider: of what a controller compiles (`run`, `controller`,
+/// `validate`, `render`), and of the listeners a node binds (`run`, `agent`).
 #[derive(Args, Debug, Clone)]
-struct ClassArgs {
+struct ProviderArgs {
     /// IngressClass this process owns besides those whose spec.controller is
-    /// `portico.dev/ingress-controller`.
+    /// `portico.dev/ingress-controller` (an agent owns none: it names it in messages about its
+    /// default listeners).
     #[arg(long, default_value = "portico")]
     ingress_class: String,
+    /// Provider for load balancers whose IngressClass has no `portico.dev/provider` annotation,
+    /// and of the default listeners: `proxy` (the built-in proxy) or `haproxy` (a generated
+    /// haproxy.conf and a real haproxy per load balancer, which then binds --http-listen and
+    /// --https-listen itself). An agent serves the providers the controller chose; its own
+    /// only says which binds its listeners.
+    #[arg(long, default_value = "proxy", value_parser = ["proxy", "haproxy"])]
+    provider: String,
+}
+
+impl ProviderArgs {
+    /// Whether haproxy binds the default listeners.
+    fn haproxy_listens(&self) -> bool {
+        self.provider == "haproxy"
+    }
+}
+
+#[derive(Args, Debug, Clone)]
+struct ClassArgs {
+    #[command(flatten)]
+    provider: ProviderArgs,
     /// GatewayClasses whose spec.controllerName is this are Portico's: their Gateways, and the
     /// HTTPRoutes attached to those, are served and get a status.
     #[arg(long, value_name = "NAME", default_value = portico_translate::GATEWAY_CONTROLLER_NAME)]
     gateway_controller_name: String,
-    /// Provider for load balancers whose IngressClass has no `portico.dev/provider` annotation:
-    /// `proxy` (the built-in proxy) or `haproxy` (a generated haproxy.conf and a real haproxy
-    /// per load balancer, which then binds --http-listen and --https-listen itself).
-    #[arg(long, default_value = "proxy", value_parser = ["proxy", "haproxy"])]
-    provider: String,
     /// Pool of load balancers' VIPs (a CIDR prefix such as 198.18.0.0/24): each load balancer
     /// without a `portico.dev/vip` gets the lowest free address, and keeps it. An IngressClass
     /// may name its own with the `portico.dev/vip-pool` annotation.
@@ -395,24 +390,23 @@ const DEFAULT_HTTP_LISTEN: &str = "127.0.0.1:8080";
 /// `--https-listen`'s default.
 const DEFAULT_HTTPS_LISTEN: &str = "127.0.0.1:8443";
 
+/// The flags of a node that serves traffic (`run`, `agent`, `demo`): its listeners, admin
+/// API, threads, limits and access log.
 #[derive(Args, Debug, Clone)]
-struct ListenArgs {
-    /// Address of the HTTP listener.
+struct NodeArgs {
+    /// Address of the HTTP listener (of the load balancers without a VIP).
     #[arg(long, default_value = DEFAULT_HTTP_LISTEN)]
     http_listen: SocketAddr,
-    /// Address of the HTTPS listener (TLS termination; certificates from the Secrets named in
-    /// Ingress spec.tls, chosen by SNI).
+    /// Address of the HTTPS listener (of the load balancers without a VIP; TLS termination,
+    /// certificates from the Secrets named in Ingress spec.tls, chosen by SNI).
     #[arg(long, default_value = DEFAULT_HTTPS_LISTEN)]
     https_listen: SocketAddr,
-    /// Address of the admin API (health, metrics, JSON, dashboard). Loopback by default.
+    /// Address of the admin API (health, metrics, JSON, dashboard; /readyz is 200 once the
+    /// first state is served). Loopback by default.
     #[arg(long, default_value = "127.0.0.1:9180")]
     admin_listen: SocketAddr,
     #[command(flatten)]
     admin_hosts: AdminHostArgs,
-    /// Address written to Ingress status.loadBalancer.ingress (IP or hostname);
-    /// default: the IP of --http-listen (none when that is 0.0.0.0 or ::).
-    #[arg(long)]
-    publish_address: Option<String>,
     /// Threads that serve traffic (and the control plane); 0 means one per CPU core.
     /// 1 runs everything on a single thread, like nginx's `worker_processes 1`.
     #[arg(long, default_value_t = 0)]
@@ -423,6 +417,34 @@ struct ListenArgs {
     /// path (appended to).
     #[arg(long, value_name = "stdout|off|PATH", default_value = "stdout", value_parser = access_log)]
     access_log: portico_app::AccessLogDestination,
+}
+
+impl NodeArgs {
+    /// Where the node listens; `provider` says which provider binds the default listeners.
+    fn listen(&self, provider: &ProviderArgs) -> portico_app::ListenSettings {
+        portico_app::ListenSettings {
+            http_listen: self.http_listen,
+            https_listen: self.https_listen,
+            admin_listen: self.admin_listen,
+            admin_hosts: self.admin_hosts.names.clone(),
+            haproxy_listens: provider.haproxy_listens(),
+            class: provider.ingress_class.clone(),
+            limits: self.limits.limits(),
+            l4_limits: self.limits.l4_limits(),
+            access_log: self.access_log.clone(),
+        }
+    }
+}
+
+/// `run`'s and `demo`'s listeners, and the address their Ingress status shows.
+#[derive(Args, Debug, Clone)]
+struct ListenArgs {
+    #[command(flatten)]
+    node: NodeArgs,
+    /// Address written to Ingress status.loadBalancer.ingress (IP or hostname);
+    /// default: the IP of --http-listen (none when that is 0.0.0.0 or ::).
+    #[arg(long)]
+    publish_address: Option<String>,
 }
 
 /// Where the Kubernetes API is and what of it to read.
@@ -598,9 +620,9 @@ struct RenderArgs {
 
 fn translate_config(class: &ClassArgs, tls: &TlsArgs) -> portico_translate::Config {
     portico_translate::Config {
-        ingress_class: class.ingress_class.clone(),
+        ingress_class: class.provider.ingress_class.clone(),
         gateway_controller: class.gateway_controller_name.clone(),
-        default_provider: class.provider.clone(),
+        default_provider: class.provider.provider.clone(),
         default_certificate: tls.default_certificate.clone(),
         vip_pool: class.vip_pool,
         fip_pool: class.fip_pool,
@@ -620,17 +642,11 @@ fn settings(
 ) -> anyhow::Result<portico_app::Settings> {
     Ok(portico_app::Settings {
         source,
-        http_listen: listen.http_listen,
-        https_listen: listen.https_listen,
-        admin_listen: listen.admin_listen,
-        admin_hosts: listen.admin_hosts.names.clone(),
+        listen: listen.node.listen(&class.provider),
         publish_address: listen.publish_address.clone(),
         translate: translate_config(class, tls),
         state: haproxy.state.settings()?,
         haproxy: haproxy.settings(),
-        limits: listen.limits.limits(),
-        l4_limits: listen.limits.l4_limits(),
-        access_log: listen.access_log.clone(),
         upgrade: None,
     })
 }
@@ -659,7 +675,7 @@ fn main() -> ExitCode {
             args.manifests.limits(),
             &translate_config(&args.class, &args.tls),
         ),
-        Command::Run(args) => runtime(args.listen.workers).and_then(|rt| {
+        Command::Run(args) => runtime(args.listen.node.workers).and_then(|rt| {
             let (listen, class, tls, haproxy) =
                 (&args.listen, &args.class, &args.tls, &args.haproxy);
             let source = match args.kube.settings() {
@@ -675,11 +691,13 @@ fn main() -> ExitCode {
         Command::Render(args) => render::run(&args),
         Command::Migrate(args) => migrate::run(&args),
         Command::Controller(args) => runtime(0).and_then(|rt| rt.block_on(controller(*args))),
-        Command::Agent(args) => runtime(args.workers).and_then(|rt| rt.block_on(agent(*args))),
+        Command::Agent(args) => {
+            runtime(args.node_flags.workers).and_then(|rt| rt.block_on(agent(*args)))
+        }
         Command::Get(args) => runtime(1).and_then(|rt| rt.block_on(get::run(&args))),
         Command::Upgrade(args) => upgrade::run(&args),
         Command::Demo(args) => {
-            runtime(args.listen.workers).and_then(|rt| rt.block_on(demo::run(&args.listen)))
+            runtime(args.listen.node.workers).and_then(|rt| rt.block_on(demo::run(&args.listen)))
         }
     };
     match result {
@@ -854,17 +872,7 @@ async fn agent(args: AgentArgs) -> anyhow::Result<ExitCode> {
         zone: args.zone.clone(),
         labels: args.labels.iter().cloned().collect(),
         lease_ttl: args.lease_ttl,
-        listen: portico_app::ListenSettings {
-            http_listen: args.http_listen,
-            https_listen: args.https_listen,
-            admin_listen: args.admin_listen,
-            admin_hosts: args.admin_hosts.names.clone(),
-            haproxy_listens: args.provider == "haproxy",
-            class: args.ingress_class.clone(),
-            limits: args.limits.limits(),
-            l4_limits: args.limits.l4_limits(),
-            access_log: args.access_log.clone(),
-        },
+        listen: args.node_flags.listen(&args.provider),
         state: args.haproxy.state.settings()?,
         haproxy: args.haproxy.settings(),
         ha: args.ha.settings(),
