@@ -16,6 +16,7 @@ pub mod handover;
 mod lifecycle;
 mod metrics;
 mod node;
+pub mod offline;
 mod placement;
 mod providers;
 mod run;

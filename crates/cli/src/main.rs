@@ -97,14 +97,14 @@ struct StoreArgs {
 }
 
 impl StoreArgs {
-    fn config(&self) -> anyhow::Result<portico_store_etcd::EtcdConfig> {
-        let mut config = portico_store_etcd::EtcdConfig::parse(&self.store)
+    fn config(&self) -> anyhow::Result<portico_app::offline::EtcdConfig> {
+        let mut config = portico_app::offline::EtcdConfig::parse(&self.store)
             .map_err(|e| anyhow::anyhow!("--store: {e}"))?;
         config.prefix = self.store_prefix.clone();
         config.tls = self
             .store_ca
             .as_ref()
-            .map(|ca| portico_store_etcd::TlsFiles {
+            .map(|ca| portico_app::offline::TlsFiles {
                 ca: ca.clone(),
                 cert: self.store_cert.clone(),
                 key: self.store_key.clone(),
@@ -242,18 +242,18 @@ struct ClassArgs {
     provider: ProviderArgs,
     /// GatewayClasses whose spec.controllerName is this are Portico's: their Gateways, and the
     /// HTTPRoutes attached to those, are served and get a status.
-    #[arg(long, value_name = "NAME", default_value = portico_translate::GATEWAY_CONTROLLER_NAME)]
+    #[arg(long, value_name = "NAME", default_value = portico_app::offline::GATEWAY_CONTROLLER_NAME)]
     gateway_controller_name: String,
     /// Pool of load balancers' VIPs (a CIDR prefix such as 198.18.0.0/24): each load balancer
     /// without a `portico.dev/vip` gets the lowest free address, and keeps it. An IngressClass
     /// may name its own with the `portico.dev/vip-pool` annotation.
     #[arg(long, value_name = "CIDR", value_parser = cidr)]
-    vip_pool: Option<portico_translate::Cidr>,
+    vip_pool: Option<portico_app::offline::Cidr>,
     /// Pool of load balancers' floating IPs (external addresses), like --vip-pool; an
     /// IngressClass may name its own (`portico.dev/fip-pool`), an Ingress of a dedicated class
     /// may pin one (`portico.dev/external-ip`).
     #[arg(long, value_name = "CIDR", value_parser = cidr)]
-    fip_pool: Option<portico_translate::Cidr>,
+    fip_pool: Option<portico_app::offline::Cidr>,
     /// Serve every Service of type LoadBalancer without `spec.loadBalancerClass` with provider
     /// `l4` too (those of class `portico.dev/l4` always are).
     #[arg(long)]
@@ -262,7 +262,7 @@ struct ClassArgs {
     /// in place of Portico's own 404, and serves the `custom-http-errors` pages of Ingresses
     /// without a `default-backend` annotation, as ingress-nginx's flag of the same name.
     #[arg(long, value_name = "NAMESPACE/NAME", value_parser = namespaced_name)]
-    default_backend_service: Option<portico_translate::ObjectKey>,
+    default_backend_service: Option<portico_app::offline::ObjectKey>,
     /// Status codes (`404,503`: 400 to 599) whose answers --default-backend-service replaces
     /// with its page (the `X-Code` headers and the rest, as the `custom-http-errors`
     /// annotation) for every Ingress without a `custom-http-errors` of its own: ingress-nginx's
@@ -276,10 +276,10 @@ struct ClassArgs {
 struct ErrorCodes(Vec<u16>);
 
 fn error_codes(value: &str) -> Result<ErrorCodes, String> {
-    portico_translate::error_codes(value).map(ErrorCodes)
+    portico_app::offline::error_codes(value).map(ErrorCodes)
 }
 
-fn cidr(value: &str) -> Result<portico_translate::Cidr, String> {
+fn cidr(value: &str) -> Result<portico_app::offline::Cidr, String> {
     value.parse()
 }
 
@@ -361,7 +361,7 @@ struct TlsArgs {
     /// host matches their SNI (or they send none); default: a self-signed certificate made
     /// at start.
     #[arg(long, value_name = "NAMESPACE/NAME", value_parser = namespaced_name)]
-    default_certificate: Option<portico_translate::ObjectKey>,
+    default_certificate: Option<portico_app::offline::ObjectKey>,
 }
 
 /// `--access-log`: `stdout`, `off` or a file path.
@@ -376,10 +376,10 @@ fn access_log(value: &str) -> Result<portico_app::AccessLogDestination, String> 
 }
 
 /// `NAMESPACE/NAME`, both parts non-empty.
-fn namespaced_name(value: &str) -> Result<portico_translate::ObjectKey, String> {
+fn namespaced_name(value: &str) -> Result<portico_app::offline::ObjectKey, String> {
     match value.split_once('/') {
         Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
-            Ok(portico_translate::ObjectKey::new(ns, name))
+            Ok(portico_app::offline::ObjectKey::new(ns, name))
         }
         _ => Err(format!("expected NAMESPACE/NAME, got \"{value}\"")),
     }
@@ -472,7 +472,7 @@ struct KubeArgs {
     /// Service (type LoadBalancer) whose load-balancer addresses Ingress status shows, instead
     /// of --publish-address.
     #[arg(long, value_name = "NAMESPACE/NAME", value_parser = namespaced_name, requires = "kubernetes")]
-    publish_service: Option<portico_translate::ObjectKey>,
+    publish_service: Option<portico_app::offline::ObjectKey>,
     /// Namespace of the leader-election Lease.
     #[arg(
         long,
@@ -497,7 +497,7 @@ impl KubeArgs {
         }
         let identity = self.identity.clone().unwrap_or_else(default_identity);
         let mut report =
-            portico_report::ReportSettings::new(identity, self.election_namespace.clone());
+            portico_app::offline::ReportSettings::new(identity, self.election_namespace.clone());
         report.lease_name = self.election_id.clone();
         Some(portico_app::KubeSettings {
             kubeconfig: self.source.kubeconfig.clone(),
@@ -532,13 +532,13 @@ struct AdminHostArgs {
 struct ManifestArgs {
     /// Largest manifest file read, in bytes; a larger file is reported and the objects it held
     /// before stay served.
-    #[arg(long, value_name = "BYTES", default_value_t = portico_source_file::ReadLimits::DEFAULT_MAX_FILE_BYTES)]
+    #[arg(long, value_name = "BYTES", default_value_t = portico_app::offline::ReadLimits::DEFAULT_MAX_FILE_BYTES)]
     max_manifest_bytes: u64,
 }
 
 impl ManifestArgs {
-    fn limits(self) -> portico_source_file::ReadLimits {
-        portico_source_file::ReadLimits {
+    fn limits(self) -> portico_app::offline::ReadLimits {
+        portico_app::offline::ReadLimits {
             max_file_bytes: self.max_manifest_bytes,
         }
     }
@@ -618,8 +618,8 @@ struct RenderArgs {
     https_listen: SocketAddr,
 }
 
-fn translate_config(class: &ClassArgs, tls: &TlsArgs) -> portico_translate::Config {
-    portico_translate::Config {
+fn translate_config(class: &ClassArgs, tls: &TlsArgs) -> portico_app::offline::Config {
+    portico_app::offline::Config {
         ingress_class: class.provider.ingress_class.clone(),
         gateway_controller: class.gateway_controller_name.clone(),
         default_provider: class.provider.provider.clone(),
@@ -629,7 +629,7 @@ fn translate_config(class: &ClassArgs, tls: &TlsArgs) -> portico_translate::Conf
         l4_all_services: class.l4_all_services,
         default_backend: class.default_backend_service.clone(),
         custom_errors: (class.custom_http_errors.clone()).map_or_else(Vec::new, |c| c.0),
-        ..portico_translate::Config::default()
+        ..portico_app::offline::Config::default()
     }
 }
 
@@ -742,7 +742,7 @@ fn describe(err: &anyhow::Error) -> String {
         }
         out.push_str(&text);
     }
-    portico_model::Escaped(&out).to_string()
+    portico_app::offline::Escaped(&out).to_string()
 }
 
 /// One worker: a current-thread runtime (no work stealing, no cross-thread wake-ups);
