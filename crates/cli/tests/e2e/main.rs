@@ -34,6 +34,7 @@ mod admin;
 mod agent_restart;
 mod agent_upgrade;
 mod allocator;
+mod architecture;
 mod annotations;
 mod backends;
 mod bad_input;
