@@ -81,7 +81,8 @@ impl<S: ControllerStore> ControllerLoop<'_, S> {
                     Err(e) => tracing::warn!("cannot write the desired state: {e}"),
                 }
             }
-            if !first && !(follows && written) {
+            // Not before the first load; not right after a write the agent will answer.
+            if !(first || (follows && written)) {
                 if apart {
                     let claims = claims.borrow_and_update();
                     let holders = crate::failover::holders(&claims, self.controller.placed());

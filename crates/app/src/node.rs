@@ -159,8 +159,7 @@ impl Node {
         let health = Arc::downgrade(&proxy);
         let (registry, haproxy) = crate::providers::registry(
             proxy.clone(),
-            state,
-            haproxy,
+            (state, haproxy),
             default_binds,
             listen,
             haproxy_socket,

@@ -40,8 +40,7 @@ pub fn haproxy_plan(
 /// The registry with both providers; the haproxy one is returned too, to be shut down.
 pub(crate) fn registry(
     proxy: Arc<ProxyProvider>,
-    node: &NodeSettings,
-    haproxy: &HaproxySettings,
+    (node, haproxy): (&NodeSettings, &HaproxySettings),
     default_binds: Option<(SocketAddr, SocketAddr)>,
     listen: &crate::types::ListenSettings,
     access_log: Option<PathBuf>,

@@ -156,4 +156,42 @@ mod tests {
         store.report(feedback);
         assert!(!rx.has_changed().unwrap());
     }
+
+    #[tokio::test]
+    async fn as_a_contract_it_always_leads_and_an_agents_report_reaches_the_controller() {
+        let mut store = MemoryStore::default();
+        assert!(*ControllerStore::leadership(&store).borrow());
+        assert!(!store.agents_apart() && store.feedback_follows_writes());
+        assert_eq!(store.stored().await.unwrap(), Stored::default());
+        let mut desired = AgentStore::desired(&store);
+        // Every write is a revision, changed or not: the one agent reports each.
+        assert_eq!(
+            ControllerStore::write(&mut store, &Desired::default())
+                .await
+                .unwrap(),
+            Some(1)
+        );
+        assert_eq!(
+            ControllerStore::write(&mut store, &Desired::default())
+                .await
+                .unwrap(),
+            Some(2)
+        );
+        desired.changed().await.unwrap();
+        assert_eq!(desired.borrow_and_update().revision, 2);
+        assert!(AgentStore::health(&store).borrow().connected);
+        let mut agents = store.agents();
+        assert!(agents.borrow_and_update().listed);
+        AgentStore::report(
+            &store,
+            &Feedback {
+                node: "local".into(),
+                revision: 2,
+                ..Feedback::default()
+            },
+        );
+        agents.changed().await.unwrap();
+        assert_eq!(agents.borrow().feedback["local"].revision, 2);
+        assert!(store.claims().borrow().entries.is_empty());
+    }
 }

@@ -111,10 +111,14 @@ fn problems(root: &Path, doc: &str) -> Vec<String> {
         }
         let all: BTreeSet<&String> = deps.values().flatten().collect();
         // `portico`, the binary's crate, is also the product's name in the prose.
-        let others = crates.keys().filter(|other| *other != name && *other != "portico");
+        let others = crates
+            .keys()
+            .filter(|other| *other != name && *other != "portico");
         for other in others {
             if names(cell, other) && !all.contains(other) {
-                out.push(format!("{name}: its row names {other}, its manifest does not"));
+                out.push(format!(
+                    "{name}: its row names {other}, its manifest does not"
+                ));
             }
         }
     }
@@ -144,7 +148,9 @@ fn a_dependency_missing_from_a_row_is_found() {
     let doc = doc.replacen("provider-l4, store, store-etcd,", "provider-l4, store,", 1);
     let found = problems(&root, &doc);
     assert!(
-        found.iter().any(|p| p.contains("portico-store-etcd (dependencies)")),
+        found
+            .iter()
+            .any(|p| p.contains("portico-store-etcd (dependencies)")),
         "{found:?}"
     );
 }
