@@ -19,6 +19,9 @@ pub use portico_store_etcd::{EtcdConfig, TlsFiles};
 pub use portico_translate::migrate;
 pub use portico_translate::{Cidr, Config, GATEWAY_CONTROLLER_NAME, ObjectKey, error_codes};
 
+pub use crate::compile::compile_once;
+pub use crate::source::load_kubernetes_once;
+
 /// The echo backends of `portico demo`.
 pub use portico_echo::spawn as spawn_echo;
 

@@ -75,7 +75,7 @@ pub fn run(args: &MigrateArgs) -> anyhow::Result<ExitCode> {
     let config = super::translate_config(&args.class, &tls);
     let loaded = if args.kube.kubernetes {
         let rt = super::runtime(1)?;
-        let loaded = rt.block_on(portico_app::load_kubernetes_once(
+        let loaded = rt.block_on(portico_app::offline::load_kubernetes_once(
             args.kube.kubeconfig.as_deref(),
             args.kube.namespace.clone(),
             &config,
@@ -93,7 +93,7 @@ pub fn run(args: &MigrateArgs) -> anyhow::Result<ExitCode> {
         .as_deref()
         .map(configmap_data)
         .transpose()?;
-    let compiled = portico_app::compile::compile_once(loaded.clone(), &config);
+    let compiled = portico_app::offline::compile_once(loaded.clone(), &config);
     if args.to.is_some() {
         let options = GatewayOptions {
             controller_name: args.class.gateway_controller_name.clone(),
