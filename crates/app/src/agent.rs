@@ -3,26 +3,11 @@
 
 use portico_model::{Diagnostic, LoadBalancerId};
 use portico_provider::Registry;
-use portico_store::{Delta, Desired, Feedback};
+use portico_store::{AgentStore, Delta, Desired, Feedback};
 use std::sync::Arc;
 use tokio::sync::watch;
 
-/// Whether the agent reaches its store; the memory store always does.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoreHealth {
-    pub connected: bool,
-    /// Why not, when not connected.
-    pub detail: String,
-}
-
-impl Default for StoreHealth {
-    fn default() -> Self {
-        StoreHealth {
-            connected: true,
-            detail: String::new(),
-        }
-    }
-}
+pub use portico_store::StoreHealth;
 
 /// Applies desired states to the providers and tells what they serve.
 pub struct Agent {
@@ -108,16 +93,19 @@ impl Agent {
     }
 }
 
-/// Serves every new desired state from `desired` until `shutdown`; calls `report` with the
-/// feedback after each apply and whenever a provider's status or the store's health changes.
-pub async fn serve(
+/// The agent loop, one for every store: serves every new desired state from `store` until
+/// `shutdown`; after each apply and whenever a provider's status or the store's health
+/// changes, hands the feedback to `register` (which adds what the process knows of itself)
+/// and writes what it returns to the store.
+pub async fn serve<S: AgentStore>(
     mut agent: Agent,
-    mut desired: watch::Receiver<Arc<Desired>>,
-    mut health: watch::Receiver<StoreHealth>,
-    report: impl Fn(&Agent, Feedback),
+    store: &S,
+    register: impl Fn(&Agent, Feedback) -> Feedback,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let status = crate::run::status_changes(&agent.registry);
+    let mut desired = store.desired();
+    let mut health = store.health();
+    let status = status_changes(&agent.registry);
     loop {
         tokio::select! {
             changed = desired.changed() => {
@@ -132,6 +120,20 @@ pub async fn serve(
             _ = shutdown.wait_for(|s| *s) => break,
         }
         let feedback = agent.feedback(&health.borrow());
-        report(&agent, feedback);
+        store.report(&register(&agent, feedback));
     }
+}
+
+/// Wakes when any provider's status may have changed.
+pub(crate) fn status_changes(providers: &Registry) -> Arc<tokio::sync::Notify> {
+    let notify = Arc::new(tokio::sync::Notify::new());
+    for mut rx in providers.subscribe() {
+        let notify = notify.clone();
+        tokio::spawn(async move {
+            while rx.changed().await.is_ok() {
+                notify.notify_one();
+            }
+        });
+    }
+    notify
 }

@@ -1,9 +1,10 @@
 //! What runs on a node for its agent: the listeners (bound by the built-in proxy, or checked
 //! free for haproxy), the provider registry and the admin API.
 
+use crate::error::AppError;
 use crate::metrics::AppMetrics;
 use crate::providers::HaproxySettings;
-use crate::run::{AppError, Bound};
+use crate::types::{Bound, ListenSettings, NodeSettings};
 use portico_admin::Admin;
 use portico_dataplane_http::{AccessLog, Destination, ProxyMetrics};
 use portico_provider::{Registry, SocketKind, Sockets};
@@ -14,26 +15,6 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-
-/// Where a node listens and what serves its default listeners.
-#[derive(Debug, Clone)]
-pub struct ListenSettings {
-    pub http_listen: SocketAddr,
-    pub https_listen: SocketAddr,
-    pub admin_listen: SocketAddr,
-    /// `--admin-host`: names the admin API answers besides IP addresses and localhost.
-    pub admin_hosts: Vec<String>,
-    /// `--provider haproxy`: haproxy binds the default listeners instead of the built-in proxy.
-    pub haproxy_listens: bool,
-    /// The IngressClass named in the haproxy provider's messages about the default listeners.
-    pub class: String,
-    /// Limits against abuse, served the same by every provider.
-    pub limits: portico_model::Limits,
-    /// Deadlines of provider `l4`.
-    pub l4_limits: portico_provider_l4::L4Limits,
-    /// Where both providers' access log lines go.
-    pub access_log: crate::AccessLogDestination,
-}
 
 /// A started node: its registry (to hand to an agent), admin API and metrics.
 pub(crate) struct Node {
@@ -102,22 +83,23 @@ impl Node {
     /// the registry is given a model).
     pub(crate) async fn start(
         listen: &ListenSettings,
+        state: &NodeSettings,
         haproxy: &HaproxySettings,
         shutdown: &watch::Receiver<bool>,
         inherited: Inherited,
     ) -> Result<Node, AppError> {
         // haproxy's configurations and keys, sockets and the agent's cache live there; no
         // other process may write or clean them up while this one runs.
-        portico_statedir::ensure_private_dir(&haproxy.state_dir)?;
+        portico_statedir::ensure_private_dir(&state.state_dir)?;
         let lock = match inherited.lock {
-            Some(file) => portico_statedir::adopt(&haproxy.state_dir, file)?,
-            None => portico_statedir::lock(&haproxy.state_dir)?,
+            Some(file) => portico_statedir::adopt(&state.state_dir, file)?,
+            None => portico_statedir::lock(&state.state_dir)?,
         };
         let lock = Arc::new(lock);
         let sockets = inherited.sockets;
         let (http, https) = if listen.haproxy_listens {
             // A running haproxy to adopt holds the ports already.
-            let root = crate::providers::haproxy_root(&haproxy.state_dir);
+            let root = state.haproxy_root();
             let adopting = portico_provider_haproxy::running_under(&root);
             check_haproxy_listen("HTTP traffic (--http-listen)", listen.http_listen, adopting)
                 .await?;
@@ -157,7 +139,7 @@ impl Node {
             access,
             haproxy_socket,
             mut tasks,
-        } = start_access_log(&listen.access_log, haproxy, &mut prometheus, shutdown)?;
+        } = start_access_log(&listen.access_log, state, &mut prometheus, shutdown)?;
         let haproxy_counters = Arc::new(portico_provider_haproxy::Counters::default());
         prometheus.register_collector(Box::new(crate::metrics::HaproxyCollector(
             haproxy_counters.clone(),
@@ -177,7 +159,7 @@ impl Node {
         let health = Arc::downgrade(&proxy);
         let (registry, haproxy) = crate::providers::registry(
             proxy.clone(),
-            haproxy,
+            (state, haproxy),
             default_binds,
             listen,
             haproxy_socket,
@@ -359,7 +341,7 @@ fn unready(admin: &Admin) {
 /// the task that reads it).
 fn start_access_log(
     destination: &Destination,
-    haproxy: &HaproxySettings,
+    state: &NodeSettings,
     prometheus: &mut prometheus_client::registry::Registry,
     shutdown: &watch::Receiver<bool>,
 ) -> Result<Logging, AppError> {
@@ -373,9 +355,9 @@ fn start_access_log(
             tasks: Vec::new(),
         });
     }
-    crate::access_log::prepare(&haproxy.state_dir)
-        .map_err(failed(haproxy.state_dir.display().to_string()))?;
-    let socket = crate::access_log::socket_path(&haproxy.state_dir);
+    crate::access_log::prepare(&state.state_dir)
+        .map_err(failed(state.state_dir.display().to_string()))?;
+    let socket = crate::access_log::socket_path(&state.state_dir);
     let task = crate::access_log::forward(socket.clone(), access.clone(), shutdown.clone())
         .map_err(failed(socket.display().to_string()))?;
     Ok(Logging {

@@ -1,6 +1,7 @@
 //! The provider registry of the all-in-one process: the built-in proxy as provider `proxy`,
 //! haproxy as provider `haproxy` and the L4 data plane as provider `l4`.
 
+use crate::types::NodeSettings;
 use portico_model::Limits;
 use portico_provider::Registry;
 use portico_provider_haproxy::{Binary, Binds, HaproxyProvider, PlanSettings};
@@ -9,23 +10,17 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-/// What the haproxy provider is told by the command line.
+/// What the haproxy provider is told by the command line (its directory is the node's:
+/// [`NodeSettings::haproxy_root`]).
 #[derive(Debug, Clone)]
 pub struct HaproxySettings {
-    /// `--state-dir`: load balancers live under `<state-dir>/loadbalancer/haproxy/<uuid>/`.
-    pub state_dir: PathBuf,
     /// `--haproxy-bin`.
     pub binary: PathBuf,
 }
 
-/// Where the haproxy provider keeps its load balancers in the state directory `state_dir`.
-pub(crate) fn haproxy_root(state_dir: &std::path::Path) -> PathBuf {
-    state_dir.join("loadbalancer").join("haproxy")
-}
-
 /// The haproxy provider's settings; `default_binds` when haproxy serves the run's listeners.
 pub fn haproxy_plan(
-    settings: &HaproxySettings,
+    node: &NodeSettings,
     default_binds: Option<Binds>,
     class: &str,
     limits: Limits,
@@ -34,7 +29,7 @@ pub fn haproxy_plan(
     PlanSettings {
         access_log,
         limits,
-        root: haproxy_root(&settings.state_dir),
+        root: node.haproxy_root(),
         default_binds,
         default_class: class.to_owned(),
         tcp: portico_provider_haproxy::TcpLimits::default(),
@@ -45,9 +40,9 @@ pub fn haproxy_plan(
 /// The registry with both providers; the haproxy one is returned too, to be shut down.
 pub(crate) fn registry(
     proxy: Arc<ProxyProvider>,
-    haproxy: &HaproxySettings,
+    (node, haproxy): (&NodeSettings, &HaproxySettings),
     default_binds: Option<(SocketAddr, SocketAddr)>,
-    listen: &crate::node::ListenSettings,
+    listen: &crate::types::ListenSettings,
     access_log: Option<PathBuf>,
     counters: Arc<portico_provider_haproxy::Counters>,
     lock: Arc<portico_statedir::Lock>,
@@ -58,7 +53,7 @@ pub(crate) fn registry(
         transparent: false,
         floating: None,
     });
-    let mut plan = haproxy_plan(haproxy, binds, &listen.class, listen.limits, access_log);
+    let mut plan = haproxy_plan(node, binds, &listen.class, listen.limits, access_log);
     // Services served by haproxy keep provider l4's deadlines (`--l4-*`).
     plan.tcp = portico_provider_haproxy::TcpLimits {
         connect_timeout: listen.l4_limits.connect_timeout,

@@ -1,7 +1,7 @@
 //! Where the objects come from: manifest files, or the Kubernetes API with its reporter
 //! (status, Events, the leader Lease).
 
-use crate::run::AppError;
+use crate::error::AppError;
 use portico_source_file::{FileSource, Loaded};
 use portico_source_kube::KubeSource;
 use std::path::PathBuf;

@@ -193,7 +193,7 @@ async fn run_in(dir: &Path, listen: &ListenArgs) -> anyhow::Result<ExitCode> {
         for i in 0..*pods {
             let pod = format!("{service}-{i}");
             let any: SocketAddr = ([127, 0, 0, 1], 0).into();
-            let addr = portico_echo::spawn(any, service, &pod)
+            let addr = portico_app::offline::spawn_echo(any, service, &pod)
                 .await
                 .with_context(|| format!("starting echo backend {pod}"))?;
             addrs.push((pod, addr));
@@ -204,9 +204,11 @@ async fn run_in(dir: &Path, listen: &ListenArgs) -> anyhow::Result<ExitCode> {
     std::fs::write(dir.join("ingresses.yaml"), INGRESSES).context("writing ingresses.yaml")?;
     std::fs::write(dir.join("gateway.yaml"), GATEWAY_API).context("writing gateway.yaml")?;
     let class = ClassArgs {
-        ingress_class: "portico".into(),
-        gateway_controller_name: portico_translate::GATEWAY_CONTROLLER_NAME.into(),
-        provider: "proxy".into(),
+        provider: crate::ProviderArgs {
+            ingress_class: "portico".into(),
+            provider: "proxy".into(),
+        },
+        gateway_controller_name: portico_app::offline::GATEWAY_CONTROLLER_NAME.into(),
         vip_pool: None,
         fip_pool: None,
         l4_all_services: false,
@@ -218,13 +220,13 @@ async fn run_in(dir: &Path, listen: &ListenArgs) -> anyhow::Result<ExitCode> {
         default_certificate: None,
     };
     let haproxy = crate::HaproxyArgs {
-        state_dir: None,
+        state: crate::StateDirArgs { state_dir: None },
         haproxy_bin: "haproxy".into(),
     };
     let settings = settings(
         portico_app::SourceSettings::Files(
             vec![dir.to_path_buf()],
-            portico_source_file::ReadLimits::default(),
+            portico_app::offline::ReadLimits::default(),
         ),
         listen,
         &class,

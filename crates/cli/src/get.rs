@@ -4,7 +4,7 @@
 use anyhow::{Context, bail};
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
-use portico_model::Escaped;
+use portico_app::offline::Escaped;
 use serde_json::Value;
 use std::fmt::Write as _;
 use std::process::ExitCode;

@@ -2,7 +2,7 @@
 //! caps, the same for the built-in proxy and haproxy; and the deadlines of provider `l4`.
 
 use clap::Args;
-use portico_model::Limits;
+use portico_app::offline::Limits;
 use std::time::Duration;
 
 #[derive(Args, Debug, Clone)]
@@ -94,8 +94,8 @@ pub struct LimitArgs {
     /// 256 bytes, not already encoded, not ranges, no `Cache-Control: no-transform`. An Ingress's
     /// `portico.dev/compression` replaces it on its routes. haproxy: gzip only.
     #[arg(long, value_name = "LIST|off", default_value = "zstd,br,gzip",
-          value_parser = portico_model::Compression::parse)]
-    compression: portico_model::Compression,
+          value_parser = portico_app::offline::Compression::parse)]
+    compression: portico_app::offline::Compression,
     /// Every connection to the HTTP and HTTPS listeners must start with a PROXY protocol
     /// header (v1 or v2), as a cloud load balancer sends it: its client address is the one
     /// allowlists, rate limits, hashing, affinity, connection caps, X-Forwarded-For and the
@@ -108,7 +108,7 @@ pub struct LimitArgs {
     /// ingress-nginx's `use-forwarded-headers` with `proxy-real-ip-cidr`. Any other peer's
     /// header changes nothing. Built-in proxy.
     #[arg(long, value_name = "CIDR,…", value_delimiter = ',')]
-    trusted_proxies: Vec<portico_model::Cidr>,
+    trusted_proxies: Vec<portico_app::offline::TrustedCidr>,
     /// HTTP/3 (QUIC) over UDP on every HTTPS listener's address and port, with the same routes,
     /// certificates, limits and access log, advertised by `Alt-Svc` on HTTPS responses; 0-RTT
     /// off. Not with --proxy-protocol (QUIC does not carry it). Built-in proxy.
@@ -195,7 +195,7 @@ impl LimitArgs {
             shutdown_timeout: self.shutdown_timeout,
             server_header: self.server_header.0,
             limit_status: self.limit_status_code,
-            hsts: portico_model::Hsts {
+            hsts: portico_app::offline::Hsts {
                 max_age_s: self.hsts_max_age,
                 include_subdomains: self.hsts_include_subdomains,
                 preload: self.hsts_preload,
@@ -205,7 +205,7 @@ impl LimitArgs {
             // Leaked once, at start: the limits are a plain copy.
             trusted_proxies: Vec::leak(self.trusted_proxies.clone()),
             http3: self.http3,
-            tracing: portico_model::Tracing {
+            tracing: portico_app::offline::Tracing {
                 // Leaked once, at start, as the trusted proxies.
                 endpoint: (self.otlp_endpoint.clone()).map(|e| &*String::leak(e)),
                 // In 0..=1 (checked by `sample_ratio`): at most a million.

@@ -97,14 +97,14 @@ struct StoreArgs {
 }
 
 impl StoreArgs {
-    fn config(&self) -> anyhow::Result<portico_store_etcd::EtcdConfig> {
-        let mut config = portico_store_etcd::EtcdConfig::parse(&self.store)
+    fn config(&self) -> anyhow::Result<portico_app::offline::EtcdConfig> {
+        let mut config = portico_app::offline::EtcdConfig::parse(&self.store)
             .map_err(|e| anyhow::anyhow!("--store: {e}"))?;
         config.prefix = self.store_prefix.clone();
         config.tls = self
             .store_ca
             .as_ref()
-            .map(|ca| portico_store_etcd::TlsFiles {
+            .map(|ca| portico_app::offline::TlsFiles {
                 ca: ca.clone(),
                 cert: self.store_cert.clone(),
                 key: self.store_key.clone(),
@@ -164,35 +164,12 @@ struct AgentArgs {
     /// agent's load balancers are placed elsewhere after this long).
     #[arg(long, value_name = "SECONDS", default_value = "5", value_parser = seconds)]
     lease_ttl: std::time::Duration,
-    /// Address of the HTTP listener of load balancers without a VIP.
-    #[arg(long, default_value = DEFAULT_HTTP_LISTEN)]
-    http_listen: SocketAddr,
-    /// Address of the HTTPS listener of load balancers without a VIP.
-    #[arg(long, default_value = DEFAULT_HTTPS_LISTEN)]
-    https_listen: SocketAddr,
-    /// Address of the agent's admin API (/readyz is 200 once it serves the store's state).
-    #[arg(long, default_value = "127.0.0.1:9180")]
-    admin_listen: SocketAddr,
     #[command(flatten)]
-    admin_hosts: AdminHostArgs,
-    /// Which provider binds --http-listen and --https-listen: `proxy` (the built-in proxy) or
-    /// `haproxy`.
-    #[arg(long, default_value = "proxy", value_parser = ["proxy", "haproxy"])]
-    provider: String,
-    /// IngressClass named in messages about the default listeners.
-    #[arg(long, default_value = "portico")]
-    ingress_class: String,
+    node_flags: NodeArgs,
+    #[command(flatten)]
+    provider: ProviderArgs,
     #[command(flatten)]
     haproxy: HaproxyArgs,
-    #[command(flatten)]
-    limits: limits::LimitArgs,
-    /// Threads that serve traffic; 0 means one per CPU core.
-    #[arg(long, default_value_t = 0)]
-    workers: usize,
-    /// Access log of both providers, one JSON line per request: `stdout`, `off`, or a file
-    /// path (appended to).
-    #[arg(long, value_name = "stdout|off|PATH", default_value = "stdout", value_parser = access_log)]
-    access_log: portico_app::AccessLogDestination,
     #[command(flatten)]
     ha: HaArgs,
     #[command(flatten)]
@@ -234,31 +211,49 @@ impl HaArgs {
     }
 }
 
+/// The default class and provider: of what a controller compiles (`run`, `controller`,
+/// `validate`, `render`), and of the listeners a node binds (`run`, `agent`).
 #[derive(Args, Debug, Clone)]
-struct ClassArgs {
+struct ProviderArgs {
     /// IngressClass this process owns besides those whose spec.controller is
-    /// `portico.dev/ingress-controller`.
+    /// `portico.dev/ingress-controller` (an agent owns none: it names it in messages about its
+    /// default listeners).
     #[arg(long, default_value = "portico")]
     ingress_class: String,
-    /// GatewayClasses whose spec.controllerName is this are Portico's: their Gateways, and the
-    /// HTTPRoutes attached to those, are served and get a status.
-    #[arg(long, value_name = "NAME", default_value = portico_translate::GATEWAY_CONTROLLER_NAME)]
-    gateway_controller_name: String,
-    /// Provider for load balancers whose IngressClass has no `portico.dev/provider` annotation:
-    /// `proxy` (the built-in proxy) or `haproxy` (a generated haproxy.conf and a real haproxy
-    /// per load balancer, which then binds --http-listen and --https-listen itself).
+    /// Provider for load balancers whose IngressClass has no `portico.dev/provider` annotation,
+    /// and of the default listeners: `proxy` (the built-in proxy) or `haproxy` (a generated
+    /// haproxy.conf and a real haproxy per load balancer, which then binds --http-listen and
+    /// --https-listen itself). An agent serves the providers the controller chose; its own
+    /// only says which binds its listeners.
     #[arg(long, default_value = "proxy", value_parser = ["proxy", "haproxy"])]
     provider: String,
+}
+
+impl ProviderArgs {
+    /// Whether haproxy binds the default listeners.
+    fn haproxy_listens(&self) -> bool {
+        self.provider == "haproxy"
+    }
+}
+
+#[derive(Args, Debug, Clone)]
+struct ClassArgs {
+    #[command(flatten)]
+    provider: ProviderArgs,
+    /// GatewayClasses whose spec.controllerName is this are Portico's: their Gateways, and the
+    /// HTTPRoutes attached to those, are served and get a status.
+    #[arg(long, value_name = "NAME", default_value = portico_app::offline::GATEWAY_CONTROLLER_NAME)]
+    gateway_controller_name: String,
     /// Pool of load balancers' VIPs (a CIDR prefix such as 198.18.0.0/24): each load balancer
     /// without a `portico.dev/vip` gets the lowest free address, and keeps it. An IngressClass
     /// may name its own with the `portico.dev/vip-pool` annotation.
     #[arg(long, value_name = "CIDR", value_parser = cidr)]
-    vip_pool: Option<portico_translate::Cidr>,
+    vip_pool: Option<portico_app::offline::Cidr>,
     /// Pool of load balancers' floating IPs (external addresses), like --vip-pool; an
     /// IngressClass may name its own (`portico.dev/fip-pool`), an Ingress of a dedicated class
     /// may pin one (`portico.dev/external-ip`).
     #[arg(long, value_name = "CIDR", value_parser = cidr)]
-    fip_pool: Option<portico_translate::Cidr>,
+    fip_pool: Option<portico_app::offline::Cidr>,
     /// Serve every Service of type LoadBalancer without `spec.loadBalancerClass` with provider
     /// `l4` too (those of class `portico.dev/l4` always are).
     #[arg(long)]
@@ -267,7 +262,7 @@ struct ClassArgs {
     /// in place of Portico's own 404, and serves the `custom-http-errors` pages of Ingresses
     /// without a `default-backend` annotation, as ingress-nginx's flag of the same name.
     #[arg(long, value_name = "NAMESPACE/NAME", value_parser = namespaced_name)]
-    default_backend_service: Option<portico_translate::ObjectKey>,
+    default_backend_service: Option<portico_app::offline::ObjectKey>,
     /// Status codes (`404,503`: 400 to 599) whose answers --default-backend-service replaces
     /// with its page (the `X-Code` headers and the rest, as the `custom-http-errors`
     /// annotation) for every Ingress without a `custom-http-errors` of its own: ingress-nginx's
@@ -281,10 +276,10 @@ struct ClassArgs {
 struct ErrorCodes(Vec<u16>);
 
 fn error_codes(value: &str) -> Result<ErrorCodes, String> {
-    portico_translate::error_codes(value).map(ErrorCodes)
+    portico_app::offline::error_codes(value).map(ErrorCodes)
 }
 
-fn cidr(value: &str) -> Result<portico_translate::Cidr, String> {
+fn cidr(value: &str) -> Result<portico_app::offline::Cidr, String> {
     value.parse()
 }
 
@@ -304,22 +299,21 @@ fn seconds(value: &str) -> Result<std::time::Duration, String> {
     }
 }
 
+/// The node's state directory.
 #[derive(Args, Debug, Clone)]
-pub(crate) struct HaproxyArgs {
-    /// Directory of the haproxy provider: `DIR/loadbalancer/haproxy/<lb-uuid>/` holds each
-    /// load balancer's haproxy.conf, certificate PEMs (mode 0600) and stats socket (and
-    /// `DIR/agent/` an agent's cache). One process at a time: a second one given the same
-    /// directory exits, naming the PID in `DIR/portico.lock`. Default:
-    /// $XDG_RUNTIME_DIR/portico, else $XDG_STATE_HOME/portico, else ~/.local/state/portico.
+pub(crate) struct StateDirArgs {
+    /// The node's state directory: `DIR/loadbalancer/haproxy/<lb-uuid>/` holds each load
+    /// balancer's haproxy.conf, certificate PEMs (mode 0600) and stats socket (provider
+    /// haproxy), `DIR/agent/` an agent's cache; the access log's socket and an upgrade's
+    /// outcome are there too. One process at a time: a second one given the same directory
+    /// exits, naming the PID in `DIR/portico.lock`. Default: $XDG_RUNTIME_DIR/portico, else
+    /// $XDG_STATE_HOME/portico, else ~/.local/state/portico.
     #[arg(long, value_name = "DIR")]
     state_dir: Option<PathBuf>,
-    /// The haproxy executable (provider haproxy; haproxy 2.6 or later).
-    #[arg(long, value_name = "PATH", default_value = "haproxy")]
-    haproxy_bin: PathBuf,
 }
 
-impl HaproxyArgs {
-    pub(crate) fn settings(&self) -> anyhow::Result<portico_app::HaproxySettings> {
+impl StateDirArgs {
+    pub(crate) fn settings(&self) -> anyhow::Result<portico_app::NodeSettings> {
         let dir = match &self.state_dir {
             Some(dir) => dir.clone(),
             None => default_state_dir()
@@ -327,10 +321,24 @@ impl HaproxyArgs {
         };
         let dir =
             std::path::absolute(&dir).with_context(|| format!("--state-dir {}", dir.display()))?;
-        Ok(portico_app::HaproxySettings {
-            state_dir: dir,
+        Ok(portico_app::NodeSettings { state_dir: dir })
+    }
+}
+
+#[derive(Args, Debug, Clone)]
+pub(crate) struct HaproxyArgs {
+    #[command(flatten)]
+    pub(crate) state: StateDirArgs,
+    /// The haproxy executable (provider haproxy; haproxy 2.6 or later).
+    #[arg(long, value_name = "PATH", default_value = "haproxy")]
+    haproxy_bin: PathBuf,
+}
+
+impl HaproxyArgs {
+    pub(crate) fn settings(&self) -> portico_app::HaproxySettings {
+        portico_app::HaproxySettings {
             binary: self.haproxy_bin.clone(),
-        })
+        }
     }
 }
 
@@ -353,7 +361,7 @@ struct TlsArgs {
     /// host matches their SNI (or they send none); default: a self-signed certificate made
     /// at start.
     #[arg(long, value_name = "NAMESPACE/NAME", value_parser = namespaced_name)]
-    default_certificate: Option<portico_translate::ObjectKey>,
+    default_certificate: Option<portico_app::offline::ObjectKey>,
 }
 
 /// `--access-log`: `stdout`, `off` or a file path.
@@ -368,10 +376,10 @@ fn access_log(value: &str) -> Result<portico_app::AccessLogDestination, String> 
 }
 
 /// `NAMESPACE/NAME`, both parts non-empty.
-fn namespaced_name(value: &str) -> Result<portico_translate::ObjectKey, String> {
+fn namespaced_name(value: &str) -> Result<portico_app::offline::ObjectKey, String> {
     match value.split_once('/') {
         Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
-            Ok(portico_translate::ObjectKey::new(ns, name))
+            Ok(portico_app::offline::ObjectKey::new(ns, name))
         }
         _ => Err(format!("expected NAMESPACE/NAME, got \"{value}\"")),
     }
@@ -382,24 +390,23 @@ const DEFAULT_HTTP_LISTEN: &str = "127.0.0.1:8080";
 /// `--https-listen`'s default.
 const DEFAULT_HTTPS_LISTEN: &str = "127.0.0.1:8443";
 
+/// The flags of a node that serves traffic (`run`, `agent`, `demo`): its listeners, admin
+/// API, threads, limits and access log.
 #[derive(Args, Debug, Clone)]
-struct ListenArgs {
-    /// Address of the HTTP listener.
+struct NodeArgs {
+    /// Address of the HTTP listener (of the load balancers without a VIP).
     #[arg(long, default_value = DEFAULT_HTTP_LISTEN)]
     http_listen: SocketAddr,
-    /// Address of the HTTPS listener (TLS termination; certificates from the Secrets named in
-    /// Ingress spec.tls, chosen by SNI).
+    /// Address of the HTTPS listener (of the load balancers without a VIP; TLS termination,
+    /// certificates from the Secrets named in Ingress spec.tls, chosen by SNI).
     #[arg(long, default_value = DEFAULT_HTTPS_LISTEN)]
     https_listen: SocketAddr,
-    /// Address of the admin API (health, metrics, JSON, dashboard). Loopback by default.
+    /// Address of the admin API (health, metrics, JSON, dashboard; /readyz is 200 once the
+    /// first state is served). Loopback by default.
     #[arg(long, default_value = "127.0.0.1:9180")]
     admin_listen: SocketAddr,
     #[command(flatten)]
     admin_hosts: AdminHostArgs,
-    /// Address written to Ingress status.loadBalancer.ingress (IP or hostname);
-    /// default: the IP of --http-listen (none when that is 0.0.0.0 or ::).
-    #[arg(long)]
-    publish_address: Option<String>,
     /// Threads that serve traffic (and the control plane); 0 means one per CPU core.
     /// 1 runs everything on a single thread, like nginx's `worker_processes 1`.
     #[arg(long, default_value_t = 0)]
@@ -410,6 +417,34 @@ struct ListenArgs {
     /// path (appended to).
     #[arg(long, value_name = "stdout|off|PATH", default_value = "stdout", value_parser = access_log)]
     access_log: portico_app::AccessLogDestination,
+}
+
+impl NodeArgs {
+    /// Where the node listens; `provider` says which provider binds the default listeners.
+    fn listen(&self, provider: &ProviderArgs) -> portico_app::ListenSettings {
+        portico_app::ListenSettings {
+            http_listen: self.http_listen,
+            https_listen: self.https_listen,
+            admin_listen: self.admin_listen,
+            admin_hosts: self.admin_hosts.names.clone(),
+            haproxy_listens: provider.haproxy_listens(),
+            class: provider.ingress_class.clone(),
+            limits: self.limits.limits(),
+            l4_limits: self.limits.l4_limits(),
+            access_log: self.access_log.clone(),
+        }
+    }
+}
+
+/// `run`'s and `demo`'s listeners, and the address their Ingress status shows.
+#[derive(Args, Debug, Clone)]
+struct ListenArgs {
+    #[command(flatten)]
+    node: NodeArgs,
+    /// Address written to Ingress status.loadBalancer.ingress (IP or hostname);
+    /// default: the IP of --http-listen (none when that is 0.0.0.0 or ::).
+    #[arg(long)]
+    publish_address: Option<String>,
 }
 
 /// Where the Kubernetes API is and what of it to read.
@@ -437,7 +472,7 @@ struct KubeArgs {
     /// Service (type LoadBalancer) whose load-balancer addresses Ingress status shows, instead
     /// of --publish-address.
     #[arg(long, value_name = "NAMESPACE/NAME", value_parser = namespaced_name, requires = "kubernetes")]
-    publish_service: Option<portico_translate::ObjectKey>,
+    publish_service: Option<portico_app::offline::ObjectKey>,
     /// Namespace of the leader-election Lease.
     #[arg(
         long,
@@ -462,7 +497,7 @@ impl KubeArgs {
         }
         let identity = self.identity.clone().unwrap_or_else(default_identity);
         let mut report =
-            portico_report::ReportSettings::new(identity, self.election_namespace.clone());
+            portico_app::offline::ReportSettings::new(identity, self.election_namespace.clone());
         report.lease_name = self.election_id.clone();
         Some(portico_app::KubeSettings {
             kubeconfig: self.source.kubeconfig.clone(),
@@ -497,13 +532,13 @@ struct AdminHostArgs {
 struct ManifestArgs {
     /// Largest manifest file read, in bytes; a larger file is reported and the objects it held
     /// before stay served.
-    #[arg(long, value_name = "BYTES", default_value_t = portico_source_file::ReadLimits::DEFAULT_MAX_FILE_BYTES)]
+    #[arg(long, value_name = "BYTES", default_value_t = portico_app::offline::ReadLimits::DEFAULT_MAX_FILE_BYTES)]
     max_manifest_bytes: u64,
 }
 
 impl ManifestArgs {
-    fn limits(self) -> portico_source_file::ReadLimits {
-        portico_source_file::ReadLimits {
+    fn limits(self) -> portico_app::offline::ReadLimits {
+        portico_app::offline::ReadLimits {
             max_file_bytes: self.max_manifest_bytes,
         }
     }
@@ -583,18 +618,18 @@ struct RenderArgs {
     https_listen: SocketAddr,
 }
 
-fn translate_config(class: &ClassArgs, tls: &TlsArgs) -> portico_translate::Config {
-    portico_translate::Config {
-        ingress_class: class.ingress_class.clone(),
+fn translate_config(class: &ClassArgs, tls: &TlsArgs) -> portico_app::offline::Config {
+    portico_app::offline::Config {
+        ingress_class: class.provider.ingress_class.clone(),
         gateway_controller: class.gateway_controller_name.clone(),
-        default_provider: class.provider.clone(),
+        default_provider: class.provider.provider.clone(),
         default_certificate: tls.default_certificate.clone(),
         vip_pool: class.vip_pool,
         fip_pool: class.fip_pool,
         l4_all_services: class.l4_all_services,
         default_backend: class.default_backend_service.clone(),
         custom_errors: (class.custom_http_errors.clone()).map_or_else(Vec::new, |c| c.0),
-        ..portico_translate::Config::default()
+        ..portico_app::offline::Config::default()
     }
 }
 
@@ -607,16 +642,11 @@ fn settings(
 ) -> anyhow::Result<portico_app::Settings> {
     Ok(portico_app::Settings {
         source,
-        http_listen: listen.http_listen,
-        https_listen: listen.https_listen,
-        admin_listen: listen.admin_listen,
-        admin_hosts: listen.admin_hosts.names.clone(),
+        listen: listen.node.listen(&class.provider),
         publish_address: listen.publish_address.clone(),
         translate: translate_config(class, tls),
-        haproxy: haproxy.settings()?,
-        limits: listen.limits.limits(),
-        l4_limits: listen.limits.l4_limits(),
-        access_log: listen.access_log.clone(),
+        state: haproxy.state.settings()?,
+        haproxy: haproxy.settings(),
         upgrade: None,
     })
 }
@@ -645,7 +675,7 @@ fn main() -> ExitCode {
             args.manifests.limits(),
             &translate_config(&args.class, &args.tls),
         ),
-        Command::Run(args) => runtime(args.listen.workers).and_then(|rt| {
+        Command::Run(args) => runtime(args.listen.node.workers).and_then(|rt| {
             let (listen, class, tls, haproxy) =
                 (&args.listen, &args.class, &args.tls, &args.haproxy);
             let source = match args.kube.settings() {
@@ -661,11 +691,13 @@ fn main() -> ExitCode {
         Command::Render(args) => render::run(&args),
         Command::Migrate(args) => migrate::run(&args),
         Command::Controller(args) => runtime(0).and_then(|rt| rt.block_on(controller(*args))),
-        Command::Agent(args) => runtime(args.workers).and_then(|rt| rt.block_on(agent(*args))),
+        Command::Agent(args) => {
+            runtime(args.node_flags.workers).and_then(|rt| rt.block_on(agent(*args)))
+        }
         Command::Get(args) => runtime(1).and_then(|rt| rt.block_on(get::run(&args))),
         Command::Upgrade(args) => upgrade::run(&args),
         Command::Demo(args) => {
-            runtime(args.listen.workers).and_then(|rt| rt.block_on(demo::run(&args.listen)))
+            runtime(args.listen.node.workers).and_then(|rt| rt.block_on(demo::run(&args.listen)))
         }
     };
     match result {
@@ -710,7 +742,7 @@ fn describe(err: &anyhow::Error) -> String {
         }
         out.push_str(&text);
     }
-    portico_model::Escaped(&out).to_string()
+    portico_app::offline::Escaped(&out).to_string()
 }
 
 /// One worker: a current-thread runtime (no work stealing, no cross-thread wake-ups);
@@ -840,18 +872,9 @@ async fn agent(args: AgentArgs) -> anyhow::Result<ExitCode> {
         zone: args.zone.clone(),
         labels: args.labels.iter().cloned().collect(),
         lease_ttl: args.lease_ttl,
-        listen: portico_app::ListenSettings {
-            http_listen: args.http_listen,
-            https_listen: args.https_listen,
-            admin_listen: args.admin_listen,
-            admin_hosts: args.admin_hosts.names.clone(),
-            haproxy_listens: args.provider == "haproxy",
-            class: args.ingress_class.clone(),
-            limits: args.limits.limits(),
-            l4_limits: args.limits.l4_limits(),
-            access_log: args.access_log.clone(),
-        },
-        haproxy: args.haproxy.settings()?,
+        listen: args.node_flags.listen(&args.provider),
+        state: args.haproxy.state.settings()?,
+        haproxy: args.haproxy.settings(),
         ha: args.ha.settings(),
         upgrade: Some(upgrade_command(&args.upgrade)),
     };

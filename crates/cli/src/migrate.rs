@@ -1,10 +1,10 @@
 //! `portico migrate`: what Portico makes of Ingresses written for ingress-nginx, read from
 //! manifests or the Kubernetes API, and of the ingress-nginx controller's ConfigMap. The
-//! report is `portico_translate::migrate`'s; this prints it and sets the exit code.
+//! report is `portico_app::offline::migrate`'s; this prints it and sets the exit code.
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
-use portico_translate::migrate::{GatewayOptions, KeyReport, Report, report, to_gateway_api};
+use portico_app::offline::migrate::{GatewayOptions, KeyReport, Report, report, to_gateway_api};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -75,7 +75,7 @@ pub fn run(args: &MigrateArgs) -> anyhow::Result<ExitCode> {
     let config = super::translate_config(&args.class, &tls);
     let loaded = if args.kube.kubernetes {
         let rt = super::runtime(1)?;
-        let loaded = rt.block_on(portico_app::load_kubernetes_once(
+        let loaded = rt.block_on(portico_app::offline::load_kubernetes_once(
             args.kube.kubeconfig.as_deref(),
             args.kube.namespace.clone(),
             &config,
@@ -83,7 +83,7 @@ pub fn run(args: &MigrateArgs) -> anyhow::Result<ExitCode> {
         ))?;
         loaded.context("the Kubernetes API did not list every kind within a minute")?
     } else {
-        Arc::new(portico_source_file::load(
+        Arc::new(portico_app::offline::load(
             &args.files,
             args.manifests.limits(),
         ))
@@ -93,7 +93,7 @@ pub fn run(args: &MigrateArgs) -> anyhow::Result<ExitCode> {
         .as_deref()
         .map(configmap_data)
         .transpose()?;
-    let compiled = portico_app::compile::compile_once(loaded.clone(), &config);
+    let compiled = portico_app::offline::compile_once(loaded.clone(), &config);
     if args.to.is_some() {
         let options = GatewayOptions {
             controller_name: args.class.gateway_controller_name.clone(),
@@ -105,7 +105,7 @@ pub fn run(args: &MigrateArgs) -> anyhow::Result<ExitCode> {
         let converted = to_gateway_api(&loaded.objects, &compiled.translation, &options);
         print_objects(&converted.objects, args.output)?;
         for note in &converted.notes {
-            let escaped = portico_model::Escaped(&note.message);
+            let escaped = portico_app::offline::Escaped(&note.message);
             eprintln!("Ingress {}/{}: {escaped}", note.namespace, note.name);
         }
         return Ok(if converted.notes.is_empty() {
@@ -201,7 +201,7 @@ fn text(report: &Report) -> String {
 }
 
 fn line(out: &mut String, key: &KeyReport) {
-    let escaped = portico_model::Escaped(&key.key);
+    let escaped = portico_app::offline::Escaped(&key.key);
     out.push_str(&format!("  {:<19} {escaped}", key.outcome));
     if !key.detail.is_empty() {
         out.push_str(&format!(": {}", key.detail));

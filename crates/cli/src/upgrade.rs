@@ -15,11 +15,11 @@ pub struct UpgradeArgs {
     pid: i32,
     /// The state directory of that process, where it records the outcome.
     #[command(flatten)]
-    haproxy: crate::HaproxyArgs,
+    state: crate::StateDirArgs,
 }
 
 pub fn run(args: &UpgradeArgs) -> anyhow::Result<ExitCode> {
-    let dir = args.haproxy.settings()?.state_dir;
+    let dir = args.state.settings()?.state_dir;
     let pid = rustix::process::Pid::from_raw(args.pid)
         .with_context(|| format!("--pid {}: not a process id", args.pid))?;
     let status = dir.join(portico_app::handover::STATUS_FILE);

@@ -1,8 +1,9 @@
 //! The memory store of the all-in-one process: the controller's writes are handed to the
 //! agent in the same process as they are, without encoding.
 
+use crate::contract::{AgentStore, Agents, ControllerStore, StoreHealth, Stored};
+use crate::kv::View;
 use crate::{Desired, Feedback};
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use tokio::sync::watch;
 
@@ -11,14 +12,26 @@ use tokio::sync::watch;
 #[derive(Debug, Clone)]
 pub struct MemoryStore {
     desired: watch::Sender<Arc<Desired>>,
-    feedback: watch::Sender<BTreeMap<String, Feedback>>,
+    feedback: watch::Sender<Agents>,
+    /// Always true: the one controller of the process leads.
+    leading: watch::Sender<bool>,
+    /// Always empty: no active-standby in one process.
+    claims: watch::Sender<View>,
+    /// Always connected.
+    health: watch::Sender<StoreHealth>,
 }
 
 impl Default for MemoryStore {
     fn default() -> Self {
         MemoryStore {
             desired: watch::Sender::new(Arc::new(Desired::default())),
-            feedback: watch::Sender::new(BTreeMap::new()),
+            feedback: watch::Sender::new(Agents {
+                listed: true,
+                ..Agents::default()
+            }),
+            leading: watch::Sender::new(true),
+            claims: watch::Sender::new(View::default()),
+            health: watch::Sender::new(StoreHealth::default()),
         }
     }
 }
@@ -48,15 +61,63 @@ impl MemoryStore {
     /// An agent's report replaces its previous one.
     pub fn report(&self, feedback: Feedback) {
         self.feedback.send_if_modified(|all| {
-            let changed = all.get(&feedback.node) != Some(&feedback);
-            all.insert(feedback.node.clone(), feedback);
+            let changed = all.feedback.get(&feedback.node) != Some(&feedback);
+            all.feedback.insert(feedback.node.clone(), feedback);
             changed
         });
     }
 
     /// Every agent's latest report, by node.
-    pub fn feedback(&self) -> watch::Receiver<BTreeMap<String, Feedback>> {
+    pub fn feedback(&self) -> watch::Receiver<Agents> {
         self.feedback.subscribe()
+    }
+}
+
+impl ControllerStore for MemoryStore {
+    type Error = std::convert::Infallible;
+
+    fn agents_apart(&self) -> bool {
+        false
+    }
+
+    fn feedback_follows_writes(&self) -> bool {
+        true
+    }
+
+    fn leadership(&self) -> watch::Receiver<bool> {
+        self.leading.subscribe()
+    }
+
+    async fn stored(&mut self) -> Result<Stored, Self::Error> {
+        Ok(Stored::default())
+    }
+
+    async fn write(&mut self, desired: &Desired) -> Result<Option<u64>, Self::Error> {
+        Ok(Some(MemoryStore::write(self, desired.clone())))
+    }
+
+    fn agents(&self) -> watch::Receiver<Agents> {
+        self.feedback()
+    }
+
+    fn claims(&self) -> watch::Receiver<View> {
+        self.claims.subscribe()
+    }
+
+    async fn resign(&mut self) {}
+}
+
+impl AgentStore for MemoryStore {
+    fn desired(&self) -> watch::Receiver<Arc<Desired>> {
+        self.subscribe()
+    }
+
+    fn health(&self) -> watch::Receiver<StoreHealth> {
+        self.health.subscribe()
+    }
+
+    fn report(&self, feedback: &Feedback) {
+        MemoryStore::report(self, feedback.clone());
     }
 }
 
@@ -94,5 +155,43 @@ mod tests {
         rx.borrow_and_update();
         store.report(feedback);
         assert!(!rx.has_changed().unwrap());
+    }
+
+    #[tokio::test]
+    async fn as_a_contract_it_always_leads_and_an_agents_report_reaches_the_controller() {
+        let mut store = MemoryStore::default();
+        assert!(*ControllerStore::leadership(&store).borrow());
+        assert!(!store.agents_apart() && store.feedback_follows_writes());
+        assert_eq!(store.stored().await.unwrap(), Stored::default());
+        let mut desired = AgentStore::desired(&store);
+        // Every write is a revision, changed or not: the one agent reports each.
+        assert_eq!(
+            ControllerStore::write(&mut store, &Desired::default())
+                .await
+                .unwrap(),
+            Some(1)
+        );
+        assert_eq!(
+            ControllerStore::write(&mut store, &Desired::default())
+                .await
+                .unwrap(),
+            Some(2)
+        );
+        desired.changed().await.unwrap();
+        assert_eq!(desired.borrow_and_update().revision, 2);
+        assert!(AgentStore::health(&store).borrow().connected);
+        let mut agents = store.agents();
+        assert!(agents.borrow_and_update().listed);
+        AgentStore::report(
+            &store,
+            &Feedback {
+                node: "local".into(),
+                revision: 2,
+                ..Feedback::default()
+            },
+        );
+        agents.changed().await.unwrap();
+        assert_eq!(agents.borrow().feedback["local"].revision, 2);
+        assert!(store.claims().borrow().entries.is_empty());
     }
 }

@@ -224,7 +224,7 @@ async fn start(
     mut shutdown: watch::Receiver<bool>,
 ) -> Option<(Etcd, Lease, bool)> {
     let (health_tx, _) = watch::channel(crate::agent::StoreHealth::default());
-    let etcd = crate::distributed::connect(store, &health_tx, shutdown.clone()).await?;
+    let etcd = portico_store_etcd::connect(store, &health_tx, shutdown.clone()).await?;
     loop {
         if let Some(id) = handed {
             match etcd.adopt_for_life(id, lease_ttl).await {
@@ -248,7 +248,7 @@ async fn start(
             }
         }
         tokio::select! {
-            () = tokio::time::sleep(crate::distributed::RETRY) => {}
+            () = tokio::time::sleep(portico_store_etcd::RETRY) => {}
             _ = shutdown.wait_for(|s| *s) => return None,
         }
     }

@@ -35,6 +35,7 @@ mod agent_restart;
 mod agent_upgrade;
 mod allocator;
 mod annotations;
+mod architecture;
 mod backends;
 mod bad_input;
 mod balancing;

@@ -5,17 +5,23 @@
 //! several txns when too big for one, made visible at a commit marker), the agents' mirrors
 //! (snapshot, then watch; relist and sweep on compaction or a broken stream; health), leased
 //! agent keys, compare-and-swap of the agents' claims (`ha/<lb>`), and the agents' checksummed
-//! local cache of the last view. The key layout is in [`keys`].
+//! local cache of the last view. The key layout is in [`keys`]. It implements
+//! `portico-store`'s contract for both sides: [`EtcdController`] (campaign, commits of what
+//! changed, the agents' feedback and claims) and [`EtcdAgent`] (the link to etcd, decoding of
+//! each view, the local cache).
 //!
 //! It speaks etcd's gRPC API through clients generated at build time from its own
 //! `proto/etcd.proto` (protox and tonic-prost-build: no protoc). It may depend on
 //! `portico-store`, `portico-model`, tonic, prost and tokio; it must not depend
 //! on data planes, providers or Kubernetes types.
 
+mod agent;
 pub mod cache;
 mod client;
 mod commit;
 mod config;
+mod connect;
+mod controller;
 mod election;
 mod error;
 pub mod keys;
@@ -26,9 +32,12 @@ mod rpc;
 mod swap;
 mod task;
 
+pub use agent::{AgentLink, EtcdAgent};
 pub use cache::CacheError;
 pub use client::Etcd;
 pub use config::{ConfigError, DEFAULT_PREFIX, EtcdConfig, Problem, TlsFiles};
+pub use connect::{RETRY, connect};
+pub use controller::EtcdController;
 pub use election::Leadership;
 pub use error::EtcdError;
 pub use lease::Lease;

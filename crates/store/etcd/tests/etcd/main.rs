@@ -4,6 +4,7 @@ mod atomic;
 mod basic;
 mod cache;
 mod cluster;
+mod contract;
 mod election;
 mod outage;
 mod proxy;

@@ -1,0 +1,178 @@
+//! The controller loop, one for every store: each load of the source is compiled and, while
+//! this controller leads, written to the store; the agents' feedback (and, with agents apart,
+//! their claims) is published to the admin API and, with Kubernetes, to status. `portico run`
+//! runs it over the memory store, `portico controller` over etcd.
+
+use crate::controller::Controller;
+use crate::metrics::AppMetrics;
+use crate::snapshot::status_addresses;
+use crate::source::Source;
+use portico_admin::{Admin, LoadBalancerAddress};
+use portico_store::{ControllerStore, Feedback, Stored};
+use std::collections::BTreeMap;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// Pause before writing again after a failed write.
+const RETRY: Duration = Duration::from_millis(250);
+
+pub(crate) struct ControllerLoop<'a, S> {
+    pub(crate) controller: Controller,
+    pub(crate) store: S,
+    pub(crate) admin: &'a Admin,
+    pub(crate) metrics: &'a AppMetrics,
+    /// The status addresses unless the source follows `--publish-service`.
+    pub(crate) fixed_publish: Vec<LoadBalancerAddress>,
+}
+
+impl<S: ControllerStore> ControllerLoop<'_, S> {
+    /// Runs until `shutdown` or the source ends; then gives up leadership.
+    pub(crate) async fn run(mut self, source: &mut Source, mut shutdown: watch::Receiver<bool>) {
+        let mut updates = source.subscribe();
+        let mut agents = self.store.agents();
+        let mut claims = self.store.claims();
+        let mut leadership = self.store.leadership();
+        let apart = self.store.agents_apart();
+        let follows = self.store.feedback_follows_writes();
+        // The Kubernetes source publishes its first snapshot once every kind is listed.
+        let mut first = matches!(source, Source::Kube { .. });
+        let mut compile = !first;
+        let mut dirty = false;
+        let mut revision = 0;
+        let mut leading = *leadership.borrow_and_update();
+        // Whether this leader took over the stored addresses and placements (in one process
+        // there are none to take over).
+        let mut seeded = !apart;
+        if apart {
+            // Addresses and placements as the last leader left them, so that this controller's
+            // view agrees with the store's until it leads (then it reads them again).
+            match self.store.stored().await {
+                Ok(stored) => self.seed(stored),
+                Err(e) => tracing::warn!("cannot read the stored state: {e}"),
+            }
+        }
+        loop {
+            let listed = agents.borrow_and_update().clone();
+            // Placement waits for the first listing of the agents: before it, none is known.
+            if apart && listed.listed && self.controller.set_agents(&listed.feedback, self.metrics)
+            {
+                dirty = true;
+            }
+            if compile {
+                compile = false;
+                dirty = true;
+                let loaded = updates.borrow_and_update().clone();
+                if let Some(retired) = self.controller.compile(loaded, self.metrics) {
+                    source.retire(retired);
+                }
+            }
+            // With one agent in the process, a new revision is published once the agent
+            // reports it (its feedback names the revision it serves, so every write is
+            // followed by a feedback change): building the snapshot right after the compile
+            // too would cost the CPU twice, beside the agent's apply.
+            let mut written = false;
+            if dirty && leading {
+                match self.write(&mut seeded).await {
+                    Ok(r) => {
+                        dirty = false;
+                        written = r.is_some();
+                        revision = r.unwrap_or(0);
+                    }
+                    Err(e) => tracing::warn!("cannot write the desired state: {e}"),
+                }
+            }
+            // Not before the first load; not right after a write the agent will answer.
+            if !(first || (follows && written)) {
+                if apart {
+                    let claims = claims.borrow_and_update();
+                    let holders = crate::failover::holders(&claims, self.controller.placed());
+                    drop(claims);
+                    self.controller.set_holders(holders);
+                } else {
+                    // The one agent of this process: placements show in the admin API only.
+                    self.controller.set_agents(&listed.feedback, self.metrics);
+                }
+                let served = listed.feedback.values().map(|f| f.revision).max();
+                let revision = revision.max(served.unwrap_or(0));
+                self.publish(source, revision, &listed.feedback);
+            }
+            let published = async {
+                match source.published() {
+                    Some(rx) => rx.changed().await.is_ok(),
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                changed = updates.changed() => {
+                    if changed.is_err() { break }
+                    first = false;
+                    compile = true;
+                }
+                // An agent's feedback changed (serving, a rejected configuration): publish it.
+                changed = agents.changed() => if changed.is_err() { break },
+                changed = claims.changed() => if changed.is_err() { break },
+                changed = leadership.changed() => {
+                    if changed.is_err() { break }
+                    leading = *leadership.borrow_and_update();
+                    // Any change while leading is a new leadership (a loss may have passed
+                    // unseen): take the stored state over again.
+                    if leading {
+                        seeded = !apart;
+                        dirty = true;
+                    }
+                }
+                // `--publish-service` has new addresses: status changes.
+                true = published => {}
+                () = tokio::time::sleep(RETRY), if dirty && leading => {}
+                _ = shutdown.wait_for(|s| *s) => break,
+            }
+        }
+        self.store.resign().await;
+    }
+
+    /// Writes the compiled state; a new leader first takes over the stored addresses and
+    /// placements (once per leadership, not again after a failed write).
+    async fn write(&mut self, seeded: &mut bool) -> Result<Option<u64>, S::Error> {
+        if self.controller.compiled().is_none() {
+            return Ok(None);
+        }
+        if !*seeded {
+            let stored = self.store.stored().await?;
+            self.seed(stored);
+            *seeded = true;
+        }
+        let Some(compiled) = self.controller.compiled() else {
+            return Ok(None);
+        };
+        self.store.write(&compiled.desired).await
+    }
+
+    /// Takes the addresses and placements of a stored state as the previous ones.
+    fn seed(&mut self, stored: Stored) {
+        let allocations = stored
+            .addresses
+            .into_iter()
+            .map(|(id, (vip, floating_ip))| {
+                let addresses = portico_translate::address::Addresses { vip, floating_ip };
+                (id, addresses)
+            });
+        (self.controller).seed(allocations.collect(), stored.placements, self.metrics);
+    }
+
+    /// The admin snapshot and, with Kubernetes, the report.
+    fn publish(&self, source: &mut Source, revision: u64, feedback: &BTreeMap<String, Feedback>) {
+        let publish = match source.published() {
+            Some(rx) => status_addresses_of(&rx.borrow_and_update()),
+            None => self.fixed_publish.clone(),
+        };
+        (self.controller).publish(source, self.admin, revision, feedback, &publish);
+    }
+}
+
+/// Status entries for `--publish-service`'s addresses.
+fn status_addresses_of(addresses: &[String]) -> Vec<LoadBalancerAddress> {
+    addresses
+        .iter()
+        .flat_map(|a| status_addresses(Some(a)))
+        .collect()
+}
