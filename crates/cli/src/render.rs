@@ -13,7 +13,7 @@ pub(crate) fn plan_haproxy(
     fallback: &Arc<Vec<u8>>,
 ) -> (Vec<Planned>, Vec<Diagnostic>) {
     let (model, ca) = (&desired.model, &desired.ca_bundles);
-    plan(model, &desired.certificates, ca, settings, fallback)
+    plan(model, &desired.certificates, ca, &desired.credentials, settings, fallback)
 }
 
 /// `portico render`: the same load, translation and certificates as `run`, then the haproxy
