@@ -13,7 +13,14 @@ pub(crate) fn plan_haproxy(
     fallback: &Arc<Vec<u8>>,
 ) -> (Vec<Planned>, Vec<Diagnostic>) {
     let (model, ca) = (&desired.model, &desired.ca_bundles);
-    plan(model, &desired.certificates, ca, &desired.credentials, settings, fallback)
+    plan(
+        model,
+        &desired.certificates,
+        ca,
+        &desired.credentials,
+        settings,
+        fallback,
+    )
 }
 
 /// `portico render`: the same load, translation and certificates as `run`, then the haproxy
@@ -67,7 +74,7 @@ pub fn run(args: &RenderArgs) -> anyhow::Result<ExitCode> {
         println!(
             "# {}\n{}",
             p.dir.join(portico_provider_haproxy::CONFIG_FILE).display(),
-            p.config()
+            p.printable_config()
         );
     }
     Ok(ExitCode::SUCCESS)

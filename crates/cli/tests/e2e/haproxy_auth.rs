@@ -90,7 +90,10 @@ async fn manifests() -> Manifests {
     m.write("m.yaml", &guarded("m", "map.test", &keys));
     m.write("a.yaml", &guarded("apache", "apr1.test", &basic("apache")));
     m.write("s.yaml", &guarded("sha", "sha.test", &basic("sha")));
-    m.write("x.yaml", &guarded("missing", "missing.test", &basic("no-such")));
+    m.write(
+        "x.yaml",
+        &guarded("missing", "missing.test", &basic("no-such")),
+    );
     m.write("p.yaml", &guarded("plain", "plain.test", &[]));
     m
 }
@@ -186,7 +189,12 @@ async fn hashes_haproxy_cannot_check_fail_closed_with_a_warning_naming_kind_and_
         }
     }
     // A Secret that does not exist: 503, as the proxy answers.
-    assert_eq!(get(&p, "missing.test", Some(("des", "password"))).await.status, 503);
+    assert_eq!(
+        get(&p, "missing.test", Some(("des", "password")))
+            .await
+            .status,
+        503
+    );
     let all = p.admin_json("/api/v1/diagnostics").await.to_string();
     assert!(
         !all.contains(DES) && !all.contains("O/MvdjOwOQpt") && !all.contains("al-pw"),
@@ -199,7 +207,10 @@ async fn a_changed_secret_takes_effect_on_haproxy_without_a_restart() {
     let m = manifests().await;
     let p = Portico::start_haproxy(m.path(), &[]).await;
     p.wait_route("plain.test", "/", 200, "web").await;
-    assert_eq!(get(&p, "map.test", Some(("erin", "erin-pw"))).await.status, 200);
+    assert_eq!(
+        get(&p, "map.test", Some(("erin", "erin-pw"))).await.status,
+        200
+    );
     let pid_file = p.haproxy_dir().join("haproxy.pid");
     let master = std::fs::read_to_string(&pid_file).unwrap_or_default();
 
@@ -207,11 +218,51 @@ async fn a_changed_secret_takes_effect_on_haproxy_without_a_restart() {
     m.write("map.yaml", &secret("map", &map));
     let start = Instant::now();
     while get(&p, "map.test", Some(("erin", "new-pw"))).await.status != 200 {
-        assert!(start.elapsed() < Duration::from_secs(10), "the new password never worked");
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the new password never worked"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert_eq!(get(&p, "map.test", Some(("erin", "erin-pw"))).await.status, 401);
+    assert_eq!(
+        get(&p, "map.test", Some(("erin", "erin-pw"))).await.status,
+        401
+    );
     // The same Portico and the same haproxy master: a reload, not a restart.
     assert!(p.pid().is_some());
-    assert_eq!(std::fs::read_to_string(&pid_file).unwrap_or_default(), master);
+    assert_eq!(
+        std::fs::read_to_string(&pid_file).unwrap_or_default(),
+        master
+    );
+}
+
+/// `portico render` prints no password hash (the userlist's are `*`), and what it prints
+/// still passes `haproxy -c`.
+#[tokio::test]
+async fn render_prints_userlists_without_their_hashes() {
+    let m = manifests().await;
+    let state = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN)
+        .args(["render", "--provider", "haproxy", "-f"])
+        .arg(m.path())
+        .arg("--state-dir")
+        .arg(state.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("userlist portico_auth_"), "{text}");
+    assert!(text.contains(r#"    user "des" password "*""#), "{text}");
+    assert!(
+        !text.contains("bGVh02") && !text.contains(r"\x242y\x24"),
+        "{text}"
+    );
+    let printed = state.path().join("printed.cfg");
+    std::fs::write(&printed, &text).unwrap();
+    let check = Command::new("haproxy")
+        .args(["-c", "-f"])
+        .arg(&printed)
+        .output()
+        .unwrap();
+    assert!(check.status.success(), "{check:?}");
 }

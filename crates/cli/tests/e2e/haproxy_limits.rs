@@ -76,12 +76,13 @@ async fn status_from(from: [u8; 4], to: SocketAddr, host: &str) -> u16 {
     stream.read_to_end(&mut answer).await.unwrap();
     let text = String::from_utf8_lossy(&answer);
     let status = text.split(' ').nth(1).unwrap_or_default();
-    status.parse().unwrap_or_else(|_| panic!("no status in {text:?}"))
+    status
+        .parse()
+        .unwrap_or_else(|_| panic!("no status in {text:?}"))
 }
 
 #[tokio::test]
-async fn limit_rps_on_haproxy_admits_its_burst_per_ingress_then_refuses_until_the_window_slides()
-{
+async fn limit_rps_on_haproxy_admits_its_burst_per_ingress_then_refuses_until_the_window_slides() {
     let m = manifests().await;
     let p = Portico::start_haproxy(m.path(), &[]).await;
     p.wait_route("plain.test", "/", 200, "web").await;
@@ -106,7 +107,10 @@ async fn limit_whitelist_on_haproxy_exempts_its_client_addresses_only() {
     p.wait_route("plain.test", "/", 200, "web").await;
     // 127.0.0.2 is in the allowlist: never limited.
     for _ in 0..6 {
-        assert_eq!(status_from([127, 0, 0, 2], p.http, "allowed.test").await, 200);
+        assert_eq!(
+            status_from([127, 0, 0, 2], p.http, "allowed.test").await,
+            200
+        );
     }
     // 127.0.0.1 is not: one a second with a burst of 1, two at once.
     let mut got = Vec::new();
@@ -114,7 +118,10 @@ async fn limit_whitelist_on_haproxy_exempts_its_client_addresses_only() {
         got.push(status_from([127, 0, 0, 1], p.http, "allowed.test").await);
     }
     assert_eq!(got, [200, 200, 503, 503]);
-    assert_eq!(status_from([127, 0, 0, 2], p.http, "allowed.test").await, 200);
+    assert_eq!(
+        status_from([127, 0, 0, 2], p.http, "allowed.test").await,
+        200
+    );
 }
 
 #[tokio::test]

@@ -312,7 +312,10 @@ async fn migrate_reports_basic_auth_and_rate_limits_as_haproxy_serves_them() {
     };
     m.write(
         "users.yaml",
-        &secret("users", "u:$2y$05$nC6nErr9XZJuMJ57WyCob.EuZEjylDt2KaHfbfOtyb.EgL1I2jCVa\n"),
+        &secret(
+            "users",
+            "u:$2y$05$nC6nErr9XZJuMJ57WyCob.EuZEjylDt2KaHfbfOtyb.EgL1I2jCVa\n",
+        ),
     );
     m.write(
         "apache.yaml",
@@ -331,17 +334,18 @@ async fn migrate_reports_basic_auth_and_rate_limits_as_haproxy_serves_them() {
     let keys: Vec<(String, &str)> = pairs.iter().map(|(k, v)| (n(k), *v)).collect();
     let keys: Vec<(&str, &str)> = keys.iter().map(|(k, v)| (k.as_str(), *v)).collect();
     m.write("all.yaml", &nginx_ingress("all", &keys));
-    let apache = [
-        (n("auth-type"), "basic"),
-        (n("auth-secret"), "apache"),
-    ];
+    let apache = [(n("auth-type"), "basic"), (n("auth-secret"), "apache")];
     let apache: Vec<(&str, &str)> = apache.iter().map(|(k, v)| (k.as_str(), *v)).collect();
     m.write("apache-ing.yaml", &nginx_ingress("apache", &apache));
     let (code, json) = migrate(&m, &["-o", "json", "--provider", "haproxy"]);
     assert_eq!(code, Some(1), "{json}");
     let report: Value = serde_json::from_str(&json).unwrap();
     for key in ["limit-whitelist", "auth-secret", "auth-realm"] {
-        assert_eq!(outcome(&report, "all", key)["outcome"], "served", "{key}: {report}");
+        assert_eq!(
+            outcome(&report, "all", key)["outcome"],
+            "served",
+            "{key}: {report}"
+        );
     }
     for (key, why) in [
         ("limit-rps", "sliding window"),
@@ -352,7 +356,10 @@ async fn migrate_reports_basic_auth_and_rate_limits_as_haproxy_serves_them() {
     ] {
         let got = outcome(&report, "all", key);
         assert_eq!(got["outcome"], "served-differently", "{key}");
-        assert!(got["detail"].as_str().unwrap().contains(why), "{key}: {got}");
+        assert!(
+            got["detail"].as_str().unwrap().contains(why),
+            "{key}: {got}"
+        );
     }
     let apr1 = outcome(&report, "apache", "auth-secret");
     assert_eq!(apr1["outcome"], "ignored", "{apr1}");
@@ -364,5 +371,8 @@ async fn migrate_reports_basic_auth_and_rate_limits_as_haproxy_serves_them() {
     // The proxy checks $apr1$: served there.
     let (_, json) = migrate(&m, &["-o", "json"]);
     let report: Value = serde_json::from_str(&json).unwrap();
-    assert_eq!(outcome(&report, "apache", "auth-secret")["outcome"], "served");
+    assert_eq!(
+        outcome(&report, "apache", "auth-secret")["outcome"],
+        "served"
+    );
 }

@@ -53,6 +53,23 @@ impl Planned {
         &self.desired.rendered.config
     }
 
+    /// The configuration to show (`portico render`): the password hashes of its userlists
+    /// (basic-auth Secrets) replaced by `*`, which no password matches; the rest as written.
+    pub fn printable_config(&self) -> String {
+        let mut out = String::with_capacity(self.config().len());
+        for line in self.config().lines() {
+            match line.split_once(" password ") {
+                Some((user, _)) if user.starts_with("    user ") => {
+                    out.push_str(user);
+                    out.push_str(" password \"*\"");
+                }
+                _ => out.push_str(line),
+            }
+            out.push('\n');
+        }
+        out
+    }
+
     /// Writes the files the configuration names (certificates with mode 0600, crt-lists, route
     /// maps) into
     /// its directory, as the provider does before a check: `portico render` does it so that
@@ -450,7 +467,14 @@ mod tests {
         };
         let fallback = Arc::new(Vec::new());
         let none = (Certificates::new(), CaBundles::new());
-        let (planned, diagnostics) = plan(&model, &none.0, &none.1, &Credentials::new(), &settings, &fallback);
+        let (planned, diagnostics) = plan(
+            &model,
+            &none.0,
+            &none.1,
+            &Credentials::new(),
+            &settings,
+            &fallback,
+        );
         let names: Vec<&str> = planned.iter().map(|p| p.object.name.as_str()).collect();
         assert_eq!(
             names,

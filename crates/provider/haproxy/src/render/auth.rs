@@ -160,8 +160,7 @@ pub(super) fn guarded(lines: String, guard: &str) -> String {
     if guard.is_empty() {
         return lines;
     }
-    let at = (lines.find(" METH_OPTIONS\n"))
-        .map_or(0, |i| i + " METH_OPTIONS\n".len());
+    let at = (lines.find(" METH_OPTIONS\n")).map_or(0, |i| i + " METH_OPTIONS\n".len());
     let mut out = String::with_capacity(lines.len() + guard.len());
     out.push_str(&lines[..at]);
     out.push_str(guard);
@@ -184,8 +183,8 @@ mod tests {
 
     #[test]
     fn apr1_and_sha_hashes_and_odd_user_names_are_not_served() {
-        let ok = Htpasswd::from_file("a:$1$salt$abcdefghijklmnopqrstuv\nb:bGVh02xkuGli2\n")
-            .unwrap();
+        let ok =
+            Htpasswd::from_file("a:$1$salt$abcdefghijklmnopqrstuv\nb:bGVh02xkuGli2\n").unwrap();
         assert_eq!(unservable(&ok), None);
         let apr1 = Htpasswd::from_file("a:$apr1$lZL6V/ci$eIMz/iKDkbtys/uU7LEK00\n").unwrap();
         assert!(unservable(&apr1).unwrap().contains("$apr1$"));

@@ -55,7 +55,12 @@ pub(super) fn frontend(
         let when = format!("if {{ var(txn.policy) -m str {} }}", policy.id);
         let mut guard = super::limits::lines(policy, &when, input.limits.limit_status);
         let credentials = input.credentials;
-        guard.push_str(&super::auth::lines(policy, &when, credentials, &mut out.diagnostics));
+        guard.push_str(&super::auth::lines(
+            policy,
+            &when,
+            credentials,
+            &mut out.diagnostics,
+        ));
         match policy_entries(listener, policy, &guard, specials, &mut table) {
             Ok(lines) => own.push_str(&lines),
             Err(Skipped::Unmappable) => out.diagnostics.push(unmappable(policy)),

@@ -94,7 +94,9 @@ fn haproxy_check(r: &Rendered) -> Result<(), String> {
         std::fs::write(dir.path().join(name), crate::routes::file_text(entries)).unwrap();
     }
     std::fs::write(dir.path().join(BAD_GATEWAY_FILE), BAD_GATEWAY_RESPONSE).unwrap();
-    let config = r.config.replace("/state/lb", &dir.path().display().to_string());
+    let config = r
+        .config
+        .replace("/state/lb", &dir.path().display().to_string());
     let path = dir.path().join("haproxy.conf");
     std::fs::write(&path, config).unwrap();
     let out = std::process::Command::new("haproxy")
@@ -119,10 +121,15 @@ fn basic_auth_renders_a_userlist_per_secret_and_a_challenge_that_haproxy_accepts
     let lb = guarded_lb(basic("users", r#"Area "51""#));
     let r = render_with(&lb, &credentials, &Limits::default());
     assert!(r.diagnostics.is_empty(), "{:?}", r.diagnostics);
-    assert!(r.config.contains("\nuserlist portico_auth_"), "{}", r.config);
+    assert!(
+        r.config.contains("\nuserlist portico_auth_"),
+        "{}",
+        r.config
+    );
     // Names and hashes are quoted words: `$` and `"` escaped.
     assert!(
-        r.config.contains(r#"    user "al\x22ice" password "\x242y\x2405\x24nC6n"#),
+        r.config
+            .contains(r#"    user "al\x22ice" password "\x242y\x2405\x24nC6n"#),
         "{}",
         r.config
     );

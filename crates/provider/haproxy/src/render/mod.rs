@@ -331,8 +331,8 @@ fn is_sni_host(host: &str) -> bool {
 }
 
 #[cfg(test)]
-#[path = "tests.rs"]
-mod tests;
-#[cfg(test)]
 #[path = "guard_tests.rs"]
 mod guard_tests;
+#[cfg(test)]
+#[path = "tests.rs"]
+mod tests;
