@@ -118,6 +118,9 @@ pub(super) fn lines(
     let Some(auth) = policy.options.as_ref().and_then(|o| o.basic_auth.as_ref()) else {
         return String::new();
     };
+    if redirects(policy) {
+        return String::new();
+    }
     let closed = format!(
         "    http-request return status 503 {PLAIN} string \"503 Service Unavailable\\n\" {when}\n"
     );
@@ -149,6 +152,19 @@ pub(super) fn lines(
     format!(
         "    http-request return status 401 {PLAIN} string \"401 Unauthorized\\n\" hdr WWW-Authenticate {challenge} {when} !{{ http_auth({}) }}\n",
         userlist_name(&auth.secret)
+    )
+}
+
+/// Whether `policy` answers with a redirect (the HTTP → HTTPS one of a TLS host,
+/// `permanent-redirect`, …): nginx redirects in its rewrite phase, before the limits and the
+/// auth check, so neither applies to it.
+pub(super) fn redirects(policy: &L7Policy) -> bool {
+    use portico_model::PolicyAction;
+    matches!(
+        policy.action,
+        PolicyAction::RedirectToHttps { .. }
+            | PolicyAction::RequestRedirect(_)
+            | PolicyAction::RedirectToUrl { .. }
     )
 }
 

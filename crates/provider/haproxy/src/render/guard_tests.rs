@@ -209,3 +209,49 @@ fn rate_limits_render_stick_tables_per_ingress_and_refusals_before_counting() {
     assert!(at("track-sc2") < at("http_auth("));
     haproxy_check(&r).unwrap();
 }
+
+#[test]
+fn a_cors_preflight_is_answered_before_limits_and_auth_and_a_redirect_skips_both() {
+    let cors = Cors {
+        origins: vec!["https://app.test".into()],
+        methods: "GET".into(),
+        headers: "X-A".into(),
+        expose_headers: String::new(),
+        credentials: true,
+        max_age_s: 60,
+        gateway_api: false,
+    };
+    let limit = RateLimit {
+        zone: "default/web".into(),
+        rps: Some(1),
+        rpm: None,
+        connections: None,
+        burst_multiplier: 5,
+        allow: vec![],
+    };
+    let options = PolicyOptions {
+        cors: Some(cors),
+        rate_limit: Some(limit),
+        ..basic("users", "r")
+    };
+    let users = Htpasswd::from_file("bob:bGVh02xkuGli2\n").unwrap();
+    let secret = ObjectRef::new("Secret", "default", "users");
+    let credentials = Credentials::from([(secret, Arc::new(users))]);
+    let r = render_with(
+        &guarded_lb(options.clone()),
+        &credentials,
+        &Limits::default(),
+    );
+    let c = &r.config;
+    let at = |needle: &str| c.find(needle).unwrap_or_else(|| panic!("{needle}: {c}"));
+    assert!(at(" METH_OPTIONS\n") < at("table_http_req_rate("));
+    assert!(at("track-sc1") < at("http_auth("));
+    haproxy_check(&r).unwrap();
+    // The HTTP → HTTPS redirect of a TLS host comes first, as nginx's rewrite phase.
+    let mut lb = guarded_lb(options);
+    let mut listeners = (*lb.listeners).clone();
+    listeners[0].policies[0].action = PolicyAction::RedirectToHttps { status: 308 };
+    lb.listeners = Arc::new(listeners);
+    let r = render_with(&lb, &credentials, &Limits::default());
+    assert!(!r.config.contains("http_auth(") && !r.config.contains("track-sc1"));
+}

@@ -96,6 +96,9 @@ pub(super) fn lines(policy: &L7Policy, when: &str, status: u16) -> String {
     let Some(limit) = policy.options.as_ref().and_then(|o| o.rate_limit.as_ref()) else {
         return String::new();
     };
+    if super::auth::redirects(policy) {
+        return String::new();
+    }
     let status = if (200..=599).contains(&status) {
         status
     } else {
