@@ -20,6 +20,9 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 const PLAIN: &str = "content-type \"text/plain; charset=utf-8\"";
+/// The longest user name and realm written: quoted (up to four bytes each), they stay within
+/// the 2048 bytes of a haproxy configuration line.
+const MAX_FIELD: usize = 256;
 
 /// The userlist of a Secret: a name of Portico's own making.
 fn userlist_name(secret: &ObjectRef) -> String {
@@ -31,12 +34,11 @@ fn userlist_name(secret: &ObjectRef) -> String {
 /// not verify, or a user name it cannot hold.
 fn unservable(htpasswd: &Htpasswd) -> Option<String> {
     for (user, _) in htpasswd.entries() {
-        if user.is_empty() || user.bytes().any(|b| b.is_ascii_control()) {
-            return Some(
-                "a user name that is empty or holds a control character, which haproxy's \
-                 userlist cannot hold"
-                    .to_owned(),
-            );
+        if user.is_empty() || user.len() > MAX_FIELD || user.bytes().any(|b| b.is_ascii_control()) {
+            return Some(format!(
+                "a user name that is empty, longer than {MAX_FIELD} bytes or holds a control \
+                 character, which haproxy's userlist cannot hold"
+            ));
         }
         match htpasswd.hash(user) {
             Some(PasswordHash::Apr1(_)) => {
@@ -87,7 +89,7 @@ pub(super) fn userlists(lb: &LoadBalancer, credentials: &Credentials) -> String 
 /// escaped as in a quoted-string, `%` doubled (haproxy reads the value as a log-format
 /// string), the whole one quoted word; none for a realm with a control character.
 fn challenge(realm: &str) -> Option<String> {
-    if realm.bytes().any(|b| b.is_ascii_control()) {
+    if realm.len() > MAX_FIELD || realm.bytes().any(|b| b.is_ascii_control()) {
         return None;
     }
     let mut value = String::from("Basic realm=\"");
@@ -130,8 +132,10 @@ pub(super) fn lines(
     };
     let why = unservable(htpasswd).or_else(|| {
         challenge(&auth.realm).is_none().then(|| {
-            "an auth-realm with a control character, which a WWW-Authenticate field cannot hold"
-                .to_owned()
+            format!(
+                "an auth-realm longer than {MAX_FIELD} bytes or with a control character, which \
+                 haproxy's WWW-Authenticate answer cannot hold"
+            )
         })
     });
     if let Some(why) = why {
@@ -195,6 +199,7 @@ mod tests {
             r#""Basic\x20realm\x3d\x22a\x20\x5c\x22b\x5c\x22\x20\x5c\x5c\x205\x25\x25\x22""#
         );
         assert_eq!(challenge("a\r\nb"), None);
+        assert_eq!(challenge(&"r".repeat(MAX_FIELD + 1)), None);
     }
 
     #[test]
@@ -208,5 +213,8 @@ mod tests {
         assert!(unservable(&sha).unwrap().contains("{SHA}"));
         let odd = Htpasswd::from_map([("a\tb", "bGVh02xkuGli2")]).unwrap();
         assert!(unservable(&odd).unwrap().contains("control character"));
+        let long = "u".repeat(MAX_FIELD + 1);
+        let long = Htpasswd::from_map([(long.as_str(), "bGVh02xkuGli2")]).unwrap();
+        assert!(unservable(&long).unwrap().contains("longer than 256"));
     }
 }
