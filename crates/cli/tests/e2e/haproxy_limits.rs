@@ -95,9 +95,11 @@ async fn limit_rps_on_haproxy_admits_its_burst_per_ingress_then_refuses_until_th
     // Where nginx would admit one after a second, haproxy's window (3 s) has not slid yet.
     tokio::time::sleep(Duration::from_millis(1200).saturating_sub(first.elapsed())).await;
     assert_eq!(statuses(&p, "rps.test", &["/b"]).await, [503]);
-    // Once it slid, requests pass again at the rate: one, then a refusal.
+    // Once it slid, requests pass again at the rate: one (more when this test runs late, the
+    // window having slid further), then a refusal.
     tokio::time::sleep(Duration::from_millis(3500).saturating_sub(first.elapsed())).await;
-    assert_eq!(statuses(&p, "rps.test", &["/b", "/a"]).await, [200, 503]);
+    let got = statuses(&p, "rps.test", &["/b", "/a", "/b", "/a"]).await;
+    assert!(got[0] == 200 && got.contains(&503), "{got:?}");
 }
 
 #[tokio::test]
