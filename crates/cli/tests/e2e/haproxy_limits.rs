@@ -52,6 +52,9 @@ async fn manifests() -> Manifests {
         "conn.yaml",
         &limited("conn", &conn, &[("limit-connections", "1")]),
     );
+    let rpm = [("rpm.test", "/", "Prefix", "web", "80")];
+    let keys = [("limit-rpm", "1"), ("limit-burst-multiplier", "2")];
+    m.write("rpm.yaml", &limited("rpm", &rpm, &keys));
     let plain = [("plain.test", "/", "Prefix", "web", "80")];
     m.write("plain.yaml", &limited("plain", &plain, &[]));
     m
@@ -92,6 +95,9 @@ async fn limit_rps_on_haproxy_admits_its_burst_per_ingress_then_refuses_until_th
     assert_eq!(got, [200, 200, 200, 503, 503]);
     // Other Ingresses are not counted with it.
     assert_eq!(statuses(&p, "plain.test", &["/"; 5]).await, [200; 5]);
+    // limit-rpm the same way: one a minute with a burst of 2.
+    let got = statuses(&p, "rpm.test", &["/"; 4]).await;
+    assert_eq!(got, [200, 200, 200, 503]);
     // Where nginx would admit one after a second, haproxy's window (3 s) has not slid yet.
     tokio::time::sleep(Duration::from_millis(1200).saturating_sub(first.elapsed())).await;
     assert_eq!(statuses(&p, "rps.test", &["/b"]).await, [503]);
