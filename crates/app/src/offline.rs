@@ -70,7 +70,14 @@ fn plan_haproxy(
     fallback: &Arc<Vec<u8>>,
 ) -> (Vec<Planned>, Vec<Diagnostic>) {
     let (model, ca) = (&desired.model, &desired.ca_bundles);
-    plan(model, &desired.certificates, ca, settings, fallback)
+    plan(
+        model,
+        &desired.certificates,
+        ca,
+        &desired.credentials,
+        settings,
+        fallback,
+    )
 }
 
 /// `portico validate`: the files loaded, compiled and planned for haproxy as `run` would with
@@ -174,7 +181,7 @@ pub fn render(
             reason: e.to_string(),
         })?;
         let path = p.dir.join(portico_provider_haproxy::CONFIG_FILE);
-        configs.push((path, p.config().to_string()));
+        configs.push((path, p.printable_config()));
     }
     Ok(Rendered {
         diagnostics,

@@ -338,10 +338,22 @@ impl Certificates {
     }
 }
 
+/// The kind of the first entry of `users` that is not a crypt(3) hash (`$apr1$`, `{SHA}`):
+/// what provider haproxy cannot check.
+fn not_crypt(users: &Htpasswd) -> Option<&'static str> {
+    (users.entries()).find_map(|(user, _)| match users.hash(user) {
+        Some(portico_model::PasswordHash::Apr1(_)) => Some("$apr1$ (Apache MD5) hashes"),
+        Some(portico_model::PasswordHash::Sha1(_)) => Some("{SHA} hashes"),
+        _ => None,
+    })
+}
+
 impl Certificates {
     /// The entries of the basic-auth Secrets served Ingresses name, with a warning on each
     /// Ingress whose Secret cannot be used (its paths answer 503).
     fn basic_auths(&mut self, objects: &Objects, translation: &Translation, previous: &Self) {
+        // The provider of each Ingress, found once and only when one has basic auth.
+        let mut providers: Option<BTreeMap<ObjectKey, String>> = None;
         for state in translation.ingresses.iter().filter(|s| s.served) {
             let key = &state.key;
             let Some(ingress) = objects.ingresses.get(key) else {
@@ -352,7 +364,27 @@ impl Certificates {
                 continue;
             };
             let secret = ObjectKey::new(&secret.namespace, &secret.name);
-            if let Err(error) = self.load_auth(objects, &secret, kind, previous) {
+            let loaded = self.load_auth(objects, &secret, kind, previous);
+            if let Ok(users) = &loaded
+                && let Some(why) = not_crypt(users)
+            {
+                let providers =
+                    providers.get_or_insert_with(|| crate::migrate::providers(translation));
+                if providers.get(key).is_some_and(|p| p == "haproxy") {
+                    let object = ObjectRef::new("Ingress", &key.namespace, &key.name);
+                    let field = format!("metadata.annotations[{annotation}]");
+                    let message = format!(
+                        "Secret {}/{} holds {why}, which provider haproxy cannot check (its \
+                         crypt(3) does not): every request of this Ingress is refused (503) \
+                         there; re-hash those users with bcrypt (htpasswd -B) or SHA-512 crypt, \
+                         or use provider proxy",
+                        secret.namespace, secret.name
+                    );
+                    self.diagnostics
+                        .push(Diagnostic::warning(object, field, message));
+                }
+            }
+            if let Err(error) = loaded {
                 let object = ObjectRef::new("Ingress", &key.namespace, &key.name);
                 let field = format!("metadata.annotations[{annotation}]");
                 let held = match kind {

@@ -61,6 +61,8 @@ mod gateway_listener_sets;
 mod gateway_tls;
 mod get;
 mod haproxy;
+mod haproxy_auth;
+mod haproxy_limits;
 mod host_rules;
 mod hostile;
 mod hot_upgrade;

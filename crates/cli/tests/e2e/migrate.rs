@@ -296,3 +296,83 @@ async fn migrate_reports_canaries_rate_limits_and_external_auth() {
         "{basic}"
     );
 }
+
+/// With `--provider haproxy`: basic auth and rate limits are served (differently, the
+/// difference named), and an Ingress whose Secret holds `$apr1$` hashes, which haproxy
+/// answers 503, is reported so on `auth-secret`, while a bcrypt Secret is served.
+#[tokio::test]
+async fn migrate_reports_basic_auth_and_rate_limits_as_haproxy_serves_them() {
+    let m = Manifests::new();
+    let n = |k: &str| format!("nginx.ingress.kubernetes.io/{k}");
+    let secret = |name: &str, entry: &str| {
+        format!(
+            "---\napiVersion: v1\nkind: Secret\nmetadata:\n  name: {name}\n  namespace: shop\nstringData:\n  auth: {}\n",
+            serde_json::Value::from(entry)
+        )
+    };
+    m.write(
+        "users.yaml",
+        &secret(
+            "users",
+            "u:$2y$05$nC6nErr9XZJuMJ57WyCob.EuZEjylDt2KaHfbfOtyb.EgL1I2jCVa\n",
+        ),
+    );
+    m.write(
+        "apache.yaml",
+        &secret("apache", "u:$apr1$lZL6V/ci$eIMz/iKDkbtys/uU7LEK00\n"),
+    );
+    let pairs = [
+        ("limit-rps", "5"),
+        ("limit-rpm", "100"),
+        ("limit-connections", "3"),
+        ("limit-burst-multiplier", "2"),
+        ("limit-whitelist", "10.0.0.0/8"),
+        ("auth-type", "basic"),
+        ("auth-secret", "users"),
+        ("auth-realm", "Staff"),
+    ];
+    let keys: Vec<(String, &str)> = pairs.iter().map(|(k, v)| (n(k), *v)).collect();
+    let keys: Vec<(&str, &str)> = keys.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+    m.write("all.yaml", &nginx_ingress("all", &keys));
+    let apache = [(n("auth-type"), "basic"), (n("auth-secret"), "apache")];
+    let apache: Vec<(&str, &str)> = apache.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+    m.write("apache-ing.yaml", &nginx_ingress("apache", &apache));
+    let (code, json) = migrate(&m, &["-o", "json", "--provider", "haproxy"]);
+    assert_eq!(code, Some(1), "{json}");
+    let report: Value = serde_json::from_str(&json).unwrap();
+    for key in ["limit-whitelist", "auth-secret", "auth-realm"] {
+        assert_eq!(
+            outcome(&report, "all", key)["outcome"],
+            "served",
+            "{key}: {report}"
+        );
+    }
+    for (key, why) in [
+        ("limit-rps", "sliding window"),
+        ("limit-rpm", "per agent"),
+        ("limit-connections", "stick table"),
+        ("limit-burst-multiplier", "sliding window"),
+        ("auth-type", "$apr1$"),
+    ] {
+        let got = outcome(&report, "all", key);
+        assert_eq!(got["outcome"], "served-differently", "{key}");
+        assert!(
+            got["detail"].as_str().unwrap().contains(why),
+            "{key}: {got}"
+        );
+    }
+    let apr1 = outcome(&report, "apache", "auth-secret");
+    assert_eq!(apr1["outcome"], "ignored", "{apr1}");
+    let detail = apr1["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("$apr1$") && detail.contains("provider haproxy") && detail.contains("503"),
+        "{apr1}"
+    );
+    // The proxy checks $apr1$: served there.
+    let (_, json) = migrate(&m, &["-o", "json"]);
+    let report: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(
+        outcome(&report, "apache", "auth-secret")["outcome"],
+        "served"
+    );
+}

@@ -7,7 +7,7 @@ use crate::render::{Binds, DEFAULT_CERTIFICATE_FILE, Input, STATS_SOCKET, render
 use portico_model::{
     Diagnostic, Listener, LoadBalancer, LoadBalancerId, Model, ObjectRef, Protocol,
 };
-use portico_provider::{CaBundles, Certificates};
+use portico_provider::{CaBundles, Certificates, Credentials};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -53,6 +53,23 @@ impl Planned {
         &self.desired.rendered.config
     }
 
+    /// The configuration to show (`portico render`): the password hashes of its userlists
+    /// (basic-auth Secrets) replaced by `*`, which no password matches; the rest as written.
+    pub fn printable_config(&self) -> String {
+        let mut out = String::with_capacity(self.config().len());
+        for line in self.config().lines() {
+            match line.split_once(" password ") {
+                Some((user, _)) if user.starts_with("    user ") => {
+                    out.push_str(user);
+                    out.push_str(" password \"*\"");
+                }
+                _ => out.push_str(line),
+            }
+            out.push('\n');
+        }
+        out
+    }
+
     /// Writes the files the configuration names (certificates with mode 0600, crt-lists, route
     /// maps) into
     /// its directory, as the provider does before a check: `portico render` does it so that
@@ -71,6 +88,7 @@ pub fn plan(
     model: &Model,
     certificates: &Certificates,
     ca_bundles: &CaBundles,
+    credentials: &Credentials,
     settings: &PlanSettings,
     fallback: &Arc<Vec<u8>>,
 ) -> (Vec<Planned>, Vec<Diagnostic>) {
@@ -134,7 +152,7 @@ pub fn plan(
             &lb,
             binds,
             class,
-            (certificates, ca_bundles),
+            (certificates, ca_bundles, credentials),
             settings,
             fallback,
         ) {
@@ -152,7 +170,7 @@ pub fn plan(
             &lb,
             binds,
             class,
-            (certificates, ca_bundles),
+            (certificates, ca_bundles, credentials),
             settings,
             fallback,
         ) {
@@ -252,7 +270,7 @@ fn one(
     lb: &LoadBalancer,
     binds: Binds,
     object: ObjectRef,
-    (certificates, ca_bundles): (&Certificates, &CaBundles),
+    (certificates, ca_bundles, credentials): (&Certificates, &CaBundles, &Credentials),
     settings: &PlanSettings,
     fallback: &Arc<Vec<u8>>,
 ) -> Result<Planned, Box<Diagnostic>> {
@@ -267,6 +285,7 @@ fn one(
             binds,
             certificates: &names,
             ca_files: &ca_files,
+            credentials,
             limits: &settings.limits,
             tcp: settings.tcp,
             access_log: settings.access_log.as_deref(),
@@ -408,6 +427,7 @@ mod tests {
             &model,
             &Certificates::new(),
             &CaBundles::new(),
+            &Credentials::new(),
             &settings,
             &fallback,
         );
@@ -447,7 +467,14 @@ mod tests {
         };
         let fallback = Arc::new(Vec::new());
         let none = (Certificates::new(), CaBundles::new());
-        let (planned, diagnostics) = plan(&model, &none.0, &none.1, &settings, &fallback);
+        let (planned, diagnostics) = plan(
+            &model,
+            &none.0,
+            &none.1,
+            &Credentials::new(),
+            &settings,
+            &fallback,
+        );
         let names: Vec<&str> = planned.iter().map(|p| p.object.name.as_str()).collect();
         assert_eq!(
             names,

@@ -6,7 +6,7 @@ use crate::instance::{Binary, Instance, MASTER_SOCKET};
 use crate::plan::{PlanSettings, plan};
 use crate::status::Statuses;
 use portico_model::{Diagnostic, LoadBalancerId, Model, PoolId};
-use portico_provider::{CaBundles, Certificates, Provider, Status};
+use portico_provider::{CaBundles, Certificates, Credentials, Provider, Status};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -56,6 +56,8 @@ pub struct HaproxyProvider {
     instances: Instances,
     statuses: Arc<Statuses>,
     certificates: Arc<Mutex<(Certificates, CaBundles)>>,
+    /// The users of basic-auth Secrets, as last handed ([`Provider::set_credentials`]).
+    credentials: Arc<Mutex<Credentials>>,
     /// The files of endpoints-only changes, written later (see [`Rewrite`]).
     rewrite: Arc<Rewrite>,
     /// Stops haproxy when no Portico holds the state directory any more.
@@ -99,6 +101,7 @@ impl HaproxyProvider {
             instances: Arc::default(),
             statuses: Statuses::new(),
             certificates: Arc::default(),
+            credentials: Arc::default(),
             rewrite: Arc::default(),
             guard,
         })
@@ -149,6 +152,7 @@ struct Rewriter {
     rewrite: Arc<Rewrite>,
     instances: Instances,
     certificates: Arc<Mutex<(Certificates, CaBundles)>>,
+    credentials: Arc<Mutex<Credentials>>,
     settings: PlanSettings,
     fallback: Arc<Vec<u8>>,
 }
@@ -185,9 +189,13 @@ impl Rewriter {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .clone();
+            let credentials = (self.credentials.lock())
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone();
             let (settings, fallback) = (self.settings.clone(), self.fallback.clone());
             let planned = tokio::task::spawn_blocking(move || {
-                plan(&model, &certificates, &ca_bundles, &settings, &fallback).0
+                let (c, ca, users) = (&certificates, &ca_bundles, &credentials);
+                plan(&model, c, ca, users, &settings, &fallback).0
             })
             .await;
             let Ok(planned) = planned else { continue };
@@ -349,8 +357,17 @@ impl Provider for HaproxyProvider {
         self.rewrite.changes.fetch_add(1, Ordering::Relaxed);
         self.rewrite.lock().0 = None;
         let settings = &self.settings.plan;
-        let (planned, diagnostics) =
-            plan(model, certificates, ca_bundles, settings, &self.fallback);
+        let credentials = (self.credentials.lock())
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let (planned, diagnostics) = plan(
+            model,
+            certificates,
+            ca_bundles,
+            &credentials,
+            settings,
+            &self.fallback,
+        );
         let mut instances = self.lock_instances();
         let keep: HashSet<LoadBalancerId> = planned.iter().map(|p| p.id).collect();
         let gone: Vec<LoadBalancerId> = instances
@@ -412,11 +429,18 @@ impl Provider for HaproxyProvider {
                 rewrite: self.rewrite.clone(),
                 instances: self.instances.clone(),
                 certificates: self.certificates.clone(),
+                credentials: self.credentials.clone(),
                 settings: self.settings.plan.clone(),
                 fallback: self.fallback.clone(),
             };
             tokio::spawn(task.run());
         }
+    }
+
+    /// Kept for the renders that follow (the registry hands them before each model).
+    fn set_credentials(&self, credentials: &Credentials) {
+        let mut own = (self.credentials.lock()).unwrap_or_else(PoisonError::into_inner);
+        own.clone_from(credentials);
     }
 
     fn status(&self) -> Status {

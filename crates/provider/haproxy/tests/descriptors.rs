@@ -99,6 +99,7 @@ fn render_into(dir: &Path, lb: &LoadBalancer, port: u16, limit: Option<u64>) -> 
             },
             certificates: &certificates,
             ca_files: &certificates,
+            credentials: &portico_model::Credentials::new(),
             limits: &Limits::default(),
             tcp: Default::default(),
             access_log: None,

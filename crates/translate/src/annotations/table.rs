@@ -131,8 +131,15 @@ const HSTS_HAPROXY: &str =
     "haproxy sends the process's Strict-Transport-Security (--hsts-max-age), not an Ingress's";
 const HAPROXY_NOT_YET: &str =
     "served by the built-in proxy; the haproxy provider does not serve it yet";
-const BASIC_HAPROXY: &str = "served by the built-in proxy; the haproxy provider does not serve \
-    basic auth yet and leaves the Ingress's paths out rather than serve them unchecked";
+const BASIC_HAPROXY: &str = "basic only (digest: a warning, the Ingress's paths answer 503); \
+    a userlist checked by haproxy's crypt(3): bcrypt and crypt ($1$, $5$, $6$, DES) hashes; a \
+    Secret holding $apr1$ or {SHA} hashes, which haproxy cannot check, answers 503 with a \
+    warning rather than serve the paths unchecked";
+const LIMIT_HAPROXY: &str = "a stick table per Ingress counts each client's requests in a \
+    sliding window of (burst + 1) / rate: the same burst at once and the same rate over the \
+    window, but after a burst the next request waits for the window to slide (up to one \
+    window), where nginx admits one every 1/rate; counted per agent process, as ingress-nginx \
+    counts per replica";
 const REGEX: &str = "the regex crate's syntax (no lookaround or backreferences), on the path as \
     received (percent-encoding kept) rather than nginx's decoded one";
 const CANARY: &str = "the canary's other annotations are its pool's (balancing, affinity, \
@@ -337,11 +344,11 @@ pub const ANNOTATIONS: &[Annotation] = &[
             "basic only: digest is a warning and the Ingress's paths answer 503; hashes \
              bcrypt, $apr1$, {SHA} and crypt ($1$, $5$, $6$, DES), not {PLAIN}",
         ),
-        ..proxy_only("auth-type", Ignored(BASIC_HAPROXY))
+        ..proxy_only("auth-type", ServedDifferently(BASIC_HAPROXY))
     },
-    proxy_only("auth-secret", Ignored(BASIC_HAPROXY)),
-    proxy_only("auth-secret-type", Ignored(BASIC_HAPROXY)),
-    proxy_only("auth-realm", Ignored(BASIC_HAPROXY)),
+    both("auth-secret"),
+    both("auth-secret-type"),
+    both("auth-realm"),
     Annotation {
         proxy: ServedDifferently(
             "http:// URLs without nginx variables only (another is a warning, and the \
@@ -378,11 +385,11 @@ pub const ANNOTATIONS: &[Annotation] = &[
     ignored("enable-global-auth", NOT_YET),
     Annotation {
         proxy: ServedDifferently(PER_AGENT),
-        ..proxy_only("limit-rps", Ignored(HAPROXY_NOT_YET))
+        ..proxy_only("limit-rps", ServedDifferently(LIMIT_HAPROXY))
     },
     Annotation {
         proxy: ServedDifferently(PER_AGENT),
-        ..proxy_only("limit-rpm", Ignored(HAPROXY_NOT_YET))
+        ..proxy_only("limit-rpm", ServedDifferently(LIMIT_HAPROXY))
     },
     Annotation {
         proxy: ServedDifferently(
@@ -390,10 +397,23 @@ pub const ANNOTATIONS: &[Annotation] = &[
              counts connections with a request in progress; per agent, as ingress-nginx counts \
              per replica",
         ),
-        ..proxy_only("limit-connections", Ignored(HAPROXY_NOT_YET))
+        ..proxy_only(
+            "limit-connections",
+            ServedDifferently(
+                "counts requests in progress per client address in a stick table, where nginx \
+                 counts connections with a request in progress; per agent, as ingress-nginx \
+                 counts per replica",
+            ),
+        )
     },
-    proxy_only("limit-burst-multiplier", Ignored(HAPROXY_NOT_YET)),
-    proxy_only("limit-whitelist", Ignored(HAPROXY_NOT_YET)),
+    proxy_only(
+        "limit-burst-multiplier",
+        ServedDifferently(
+            "the burst is admitted at once, then haproxy's sliding window (see limit-rps) \
+             refills it, not nginx's bucket",
+        ),
+    ),
+    both("limit-whitelist"),
     ignored("limit-rate", NOT_YET),
     ignored("limit-rate-after", NOT_YET),
     Annotation {

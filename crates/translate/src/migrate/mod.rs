@@ -172,7 +172,8 @@ fn config_report(key: &str) -> KeyReport {
 }
 
 /// The provider of each Ingress the model routes for.
-fn providers(translation: &Translation) -> BTreeMap<ObjectKey, String> {
+/// The provider of each Ingress the model serves (the load balancer its policies are in).
+pub(crate) fn providers(translation: &Translation) -> BTreeMap<ObjectKey, String> {
     let mut out = BTreeMap::new();
     for lb in &translation.model.load_balancers {
         for listener in lb.listeners.iter() {

@@ -51,11 +51,22 @@ pub(super) fn frontend(
             out.diagnostics.push(not_served(policy, what));
             continue;
         }
+        // What the policy guards before its own lines: ingress-nginx's limits, then its
+        // basic auth (nginx's preaccess, then access phase).
+        let when = format!("if {{ var(txn.policy) -m str {} }}", policy.id);
+        let mut guard = super::limits::lines(policy, &when, input.limits.limit_status);
+        let credentials = input.credentials;
+        guard.push_str(&super::auth::lines(
+            policy,
+            &when,
+            credentials,
+            &mut out.diagnostics,
+        ));
         let mut routes = Routes {
             table: &mut table,
             regex: &mut regex,
         };
-        match policy_entries(listener, policy, specials, &mut routes) {
+        match policy_entries(listener, policy, &guard, specials, &mut routes) {
             Ok(lines) => own.push_str(&lines),
             Err(Skipped::Unmappable) => out.diagnostics.push(unmappable(policy)),
             Err(Skipped::Refused(refused)) => {
@@ -114,8 +125,14 @@ fn unsupported(policy: &L7Policy) -> Option<&'static str> {
         if options.external_auth.is_some() {
             return Some("external auth (auth-url)");
         }
+    }
+    // A policy's own are served ([`super::auth`], [`super::limits`]); a share's are not.
+    for options in shares.iter().filter_map(|s| s.options.as_ref()) {
         if options.basic_auth.is_some() {
-            return Some("basic auth (auth-type: basic)");
+            return Some("basic auth (auth-type: basic) on a backendRef");
+        }
+        if options.rate_limit.is_some() {
+            return Some("rate limits (limit-rps, ...) on a backendRef");
         }
     }
     None
@@ -361,6 +378,7 @@ enum Skipped {
 fn policy_entries(
     listener: &Listener,
     policy: &L7Policy,
+    guard: &str,
     specials: &mut Specials,
     routes: &mut Routes<'_>,
 ) -> Result<String, Skipped> {
@@ -370,6 +388,8 @@ fn policy_entries(
     let when = super::conditions::when(&policy.rules).map_err(Skipped::Condition)?;
     let mut lines = super::errors::unavailable(policy, specials).map_err(Skipped::Refused)?;
     lines.push_str(&super::policy::lines(policy).map_err(Skipped::Refused)?);
+    // After a CORS preflight's answer (the policy's first lines), before the request changes.
+    lines = super::auth::guarded(lines, guard);
     let named = |backend: String, id: &dyn std::fmt::Display, own: bool| {
         if own {
             format!("{backend}~{id}")

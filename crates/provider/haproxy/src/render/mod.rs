@@ -10,6 +10,7 @@
 //! makes its policy unserved, with a diagnostic on the Ingress it came from.
 
 mod access;
+mod auth;
 mod backend;
 mod balance;
 mod conditions;
@@ -18,6 +19,7 @@ mod errors;
 mod frontend;
 mod global;
 mod groups;
+mod limits;
 mod policy;
 mod reduce;
 mod regex;
@@ -114,6 +116,8 @@ pub struct Input<'a> {
     pub certificates: &'a BTreeMap<ObjectRef, String>,
     /// The CA bundle file (inside `dir`) of each `proxy-ssl-secret` with a usable bundle.
     pub ca_files: &'a BTreeMap<ObjectRef, String>,
+    /// The users of basic-auth Secrets (`auth-secret`): their userlists ([`auth`]).
+    pub credentials: &'a portico_model::Credentials,
     /// Deadlines, sizes and connection caps.
     pub limits: &'a Limits,
     /// Deadlines of Services' TCP listeners.
@@ -263,6 +267,8 @@ pub fn render(lb: &LoadBalancer, input: &Input<'_>) -> Rendered {
     out.crt_list = crt_list(lb, input, &mut out.diagnostics);
     text.push_str(&specials.render(lb, input.binds.https));
     text.push_str(&global::client_table());
+    text.push_str(&limits::stick_tables(lb));
+    text.push_str(&auth::userlists(lb, input.credentials));
     out.config = text;
     out.diagnostics.sort();
     out.diagnostics.dedup();
@@ -326,6 +332,9 @@ fn is_sni_host(host: &str) -> bool {
     name.len() <= 253 && name.split('.').all(label_ok)
 }
 
+#[cfg(test)]
+#[path = "guard_tests.rs"]
+mod guard_tests;
 #[cfg(test)]
 #[path = "tests.rs"]
 mod tests;

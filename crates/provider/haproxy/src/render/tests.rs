@@ -91,6 +91,7 @@ fn rendered(lb: &LoadBalancer) -> Rendered {
         },
         certificates: &certificates,
         ca_files: &ca_files(),
+        credentials: &portico_model::Credentials::new(),
         limits: &portico_model::Limits::default(),
         tcp: Default::default(),
         access_log: None,
@@ -299,25 +300,6 @@ fn a_policy_with_external_auth_is_left_out_rather_than_served_open() {
             .message
             .contains("external auth (auth-url)")
     );
-}
-
-#[test]
-fn a_policy_with_basic_auth_is_left_out_rather_than_served_open() {
-    let mut p = policy(
-        "p",
-        vec![rule(RuleType::Path, CompareType::PathPrefix, "/a")],
-        to_pool(),
-    );
-    p.options = Some(std::sync::Arc::new(PolicyOptions {
-        basic_auth: Some(portico_model::BasicAuth {
-            secret: ObjectRef::new("Secret", "default", "users"),
-            realm: String::new(),
-        }),
-        ..PolicyOptions::default()
-    }));
-    let r = rendered(&lb(vec![p], vec![]));
-    assert!(entries(&r).is_empty());
-    assert!(r.diagnostics[0].message.contains("basic auth"));
 }
 
 #[test]
@@ -567,6 +549,7 @@ fn transparent_binds_say_so_on_the_http_and_https_bind_lines_only_then() {
             },
             certificates: &certificates,
             ca_files: &ca_files(),
+            credentials: &portico_model::Credentials::new(),
             limits: &portico_model::Limits::default(),
             tcp: Default::default(),
             access_log: None,
@@ -609,6 +592,7 @@ fn the_floating_ip_is_bound_beside_the_vip_on_the_same_ports() {
         binds,
         certificates: &certificates,
         ca_files: &ca_files(),
+        credentials: &portico_model::Credentials::new(),
         limits: &portico_model::Limits::default(),
         tcp: Default::default(),
         access_log: None,
@@ -674,6 +658,7 @@ fn a_short_descriptor_limit_leaves_passive_checks_out_and_lowers_maxconn() {
             binds: Binds::default(),
             certificates: &certificates,
             ca_files: &ca_files(),
+            credentials: &portico_model::Credentials::new(),
             limits: &portico_model::Limits::default(),
             tcp: Default::default(),
             access_log: None,
@@ -755,6 +740,8 @@ fn lb_with_passthrough(hosts: &[&str]) -> LoadBalancer {
     lb
 }
 
+static NO_CREDENTIALS: Credentials = Credentials::new();
+
 fn passthrough_input<'a>(
     dir: &'a std::path::Path,
     certificates: &'a BTreeMap<ObjectRef, String>,
@@ -771,6 +758,7 @@ fn passthrough_input<'a>(
         },
         certificates,
         ca_files: ca,
+        credentials: &NO_CREDENTIALS,
         limits,
         tcp: Default::default(),
         access_log: None,

@@ -43,6 +43,7 @@ pub fn render_in(lb: &LoadBalancer, dir: &Path) -> Rendered {
             binds: binds(),
             certificates: &certificates,
             ca_files: &std::collections::BTreeMap::new(),
+            credentials: &portico_model::Credentials::new(),
             limits: &portico_model::Limits::default(),
             tcp: Default::default(),
             access_log: Some(Path::new("/state/access-log.sock")),
