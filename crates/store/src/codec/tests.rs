@@ -355,12 +355,12 @@ fn credentials_travel_under_their_own_keys_and_a_bad_one_is_a_diagnostic() {
 
 /// What one source gives the load balancer of [`sources_model`]: (host, path, on HTTPS too)
 /// per policy, and SNI hosts.
-type SourceSpec = (Vec<(u8, u8, bool)>, Vec<u8>);
+pub(super) type SourceSpec = (Vec<(u8, u8, bool)>, Vec<u8>);
 
 /// One load balancer with an HTTP and an HTTPS listener and a policy (and SNI entry) per spec
 /// of each present source. Hosts and paths come from small sets, so policies of different
 /// sources tie in evaluation order.
-fn sources_model(sources: &[Option<SourceSpec>]) -> Model {
+pub(super) fn sources_model(sources: &[Option<SourceSpec>]) -> Model {
     use portico_model::{
         CompareType, L7Policy, L7PolicyId, L7Rule, L7RuleId, Listener, ListenerId, ListenerTls,
         LoadBalancer, LoadBalancerId, PoolId, Protocol, RuleType, SniCertificate,
@@ -441,7 +441,7 @@ fn sources_model(sources: &[Option<SourceSpec>]) -> Model {
     }
 }
 
-fn source_spec() -> impl proptest::strategy::Strategy<Value = Option<SourceSpec>> {
+pub(super) fn source_spec() -> impl proptest::strategy::Strategy<Value = Option<SourceSpec>> {
     use proptest::prelude::*;
     let policies = prop::collection::vec((0u8..3, 0u8..3, any::<bool>()), 0..3);
     let sni = prop::collection::vec(0u8..3, 0..2);
@@ -508,7 +508,10 @@ fn a_fragment_under_another_sources_key_is_a_diagnostic() {
 }
 
 /// `map` with `ops` applied.
-fn applied(mut map: BTreeMap<String, Bytes>, ops: Vec<crate::kv::Op>) -> BTreeMap<String, Bytes> {
+pub(super) fn applied(
+    mut map: BTreeMap<String, Bytes>,
+    ops: Vec<crate::kv::Op>,
+) -> BTreeMap<String, Bytes> {
     for op in ops {
         match op {
             crate::kv::Op::Put { key, value } => {
