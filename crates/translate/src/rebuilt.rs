@@ -8,7 +8,8 @@
 //! its new ones): the same host (merging, canaries, regex paths, aliases, passthrough, SNI
 //! entries, the HTTPS redirects and their catch-alls), a wildcard and a host one label below it
 //! (the redirect of a host that a wildcard's TLS covers), and `www.` and the host without it
-//! (`from-to-www-redirect`). Each Ingress's hosts are its rules', its TLS entries' and its
+//! (`from-to-www-redirect`); and an Ingress met that has aliases meets the Ingresses on its
+//! hosts (its aliases serve their routes too). Each Ingress's hosts are its rules', its TLS entries' and its
 //! aliases', each with its `www.` partner; their meeting is tested through hashed keys, where a
 //! collision only names one Ingress too many.
 
@@ -75,12 +76,39 @@ impl Changed {
         };
         let mut hint = RebuiltListeners::new(&before.listeners, &lb.listeners);
         hint.sources.extend(self.objects.iter().cloned());
-        let met = sources
-            .iter()
-            .filter(|s| links(s).iter().any(|k| self.probes.contains(k)));
+        let met = self.met(sources);
+        let met = sources.iter().zip(met).filter(|(_, met)| *met);
         hint.sources
-            .extend(met.map(|s| ObjectRef::clone(&s.object)));
+            .extend(met.map(|(s, _)| ObjectRef::clone(&s.object)));
         rebuilt.load_balancers.insert(lb.id, hint);
+    }
+}
+
+impl Changed {
+    /// Which of `sources` the changed Ingresses' hosts meet. An Ingress's aliases serve every
+    /// route on its hosts, whoever's: one that is met (its alias may be ignored now, or
+    /// served again) meets the Ingresses on its hosts in turn.
+    fn met(&self, sources: &[Arc<Source>]) -> Vec<bool> {
+        let mut probes = self.probes.clone();
+        let mut met = vec![false; sources.len()];
+        loop {
+            let mut more = Vec::new();
+            for (source, met) in sources.iter().zip(met.iter_mut()) {
+                if *met || !links(source).iter().any(|k| probes.contains(k)) {
+                    continue;
+                }
+                *met = true;
+                if !source.location.aliases.is_empty() {
+                    let hosts = source.routes.iter().map(|r| &r.host);
+                    hosts.for_each(|host| host_probes(host, &mut more));
+                }
+            }
+            let before = probes.len();
+            probes.extend(more);
+            if probes.len() == before {
+                return met;
+            }
+        }
     }
 }
 
