@@ -662,6 +662,8 @@ fn scale_timing() {
     let none = (Certificates::new(), CaBundles::new(), Credentials::new());
     let mut encoder = Encoder::default();
     let entries = encoder.encode(&model, &none.0, &none.1, &none.2);
+    let mut hinted = Encoder::default();
+    hinted.encode(&model, &none.0, &none.1, &none.2);
     let first = view(&entries, None, 1);
     let mut decoder = Decoder::default();
     decoder.decode(&first);
@@ -678,6 +680,29 @@ fn scale_timing() {
     let ops = encoder.changes(&changed, &none.0, &none.1, &none.2, BTreeMap::new());
     let incremental_encode = t.elapsed();
     assert_eq!(ops, diff);
+    // The same with the translation's hint: the moved policy's source and the others on its
+    // host (5 in all).
+    let (before, after) = (&model.load_balancers[0], &changed.load_balancers[0]);
+    let mut hint = portico_model::RebuiltListeners::new(&before.listeners, &after.listeners);
+    let moved: usize = after.listeners[0].policies[17].source.name[4..]
+        .parse()
+        .unwrap();
+    let host = moved / 5 * 5;
+    let named = (host..host + 5).map(|i| ObjectRef::new("Ingress", "default", &format!("ing-{i}")));
+    hint.sources.extend(named);
+    let rebuilt = portico_model::Rebuilt {
+        load_balancers: std::collections::HashMap::from([(after.id, hint)]),
+    };
+    let desired = crate::Desired {
+        model: Arc::new(changed.clone()),
+        rebuilt,
+        ..crate::Desired::default()
+    };
+    let t = Instant::now();
+    let ops = hinted.desired_changes(&desired, BTreeMap::new());
+    let hinted_encode = t.elapsed();
+    assert_eq!(ops, diff);
+    assert_eq!(hinted.hashed(), 5);
     let second = view(&all, Some(&first), 2);
     // The same change with the header written again too: a warm decoder assembles everything
     // (as every change did before the in-place assembly).
@@ -698,7 +723,8 @@ fn scale_timing() {
     let in_place_decode = t.elapsed();
     assert_eq!(in_place.model, full.model);
     println!(
-        "one-source change: encode+diff everything {full_encode:?}, encoder changes {incremental_encode:?} ({} hashed); \
+        "one-source change: encode+diff everything {full_encode:?}, encoder changes {incremental_encode:?} ({} hashed), \
+         with the translation's hint {hinted_encode:?} (5 hashed); \
          warm decode assembling everything {full_decode:?}, decode in place {in_place_decode:?}",
         encoder.hashed()
     );
