@@ -11,7 +11,7 @@ use bytes::Bytes;
 use portico_model::Credentials;
 use portico_model::{
     L7Policy, Listener, ListenerId, ListenerTls, LoadBalancer, LoadBalancerId, Model, ObjectRef,
-    Pool, Rebuilt, SniCertificate,
+    Pool, PoolId, Rebuilt, SniCertificate,
 };
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -72,8 +72,9 @@ struct Written {
     listeners: Arc<Vec<Listener>>,
     /// By source.
     fragments: HashMap<ObjectRef, Stored>,
-    /// The pools as encoded (kept for the same reason), their hashes and bytes.
-    pools: HashMap<Key, (Arc<Pool>, u64, Bytes)>,
+    /// By id: the pools' keys, the pools as encoded (kept for the same reason), their hashes
+    /// and bytes.
+    pools: HashMap<PoolId, (Key, Arc<Pool>, u64, Bytes)>,
 }
 
 impl Encoder {
@@ -156,7 +157,7 @@ impl Encoder {
         for (_, gone) in std::mem::replace(&mut self.lbs, lbs) {
             ops.push(Op::Delete { key: gone.header.0 });
             let fragments = gone.fragments.into_values().map(|s| s.key);
-            let keys = fragments.chain(gone.pools.into_keys());
+            let keys = fragments.chain(gone.pools.into_values().map(|(key, ..)| key));
             ops.extend(keys.map(|key| Op::Delete { key }));
         }
         if let Some(stored) = self.stored.take() {
@@ -181,7 +182,7 @@ impl Encoder {
                 .values()
                 .map(|s| (s.key.clone(), s.bytes.clone()));
             out.extend(fragments);
-            out.extend(w.pools.iter().map(|(k, (_, _, b))| (k.clone(), b.clone())));
+            out.extend(w.pools.values().map(|(k, _, _, b)| (k.clone(), b.clone())));
         }
         out
     }
@@ -220,26 +221,27 @@ impl Encoder {
         }
         let mut next_pools = HashMap::with_capacity(lb.pools.len());
         for pool in &lb.pools {
-            let key = format!("{base}/pool/{}", pool.id);
-            let value = match pools.remove(&key) {
-                Some((last, hash, bytes)) if Arc::ptr_eq(&last, pool) => (last, hash, bytes),
+            let value = match pools.remove(&pool.id) {
+                Some(last) if Arc::ptr_eq(&last.1, pool) => last,
                 last => {
                     self.hashed += 1;
                     let hash = hash_of(pool);
-                    let bytes = match last {
-                        Some((_, h, bytes)) if h == hash => bytes,
-                        _ => {
+                    let (key, bytes) = match last {
+                        Some((key, _, h, bytes)) if h == hash => (key, bytes),
+                        last => {
+                            let key =
+                                last.map_or_else(|| format!("{base}/pool/{}", pool.id), |l| l.0);
                             let bytes = envelope(KIND_POOL, pool);
                             put(ops, &(key.clone(), bytes.clone()));
-                            bytes
+                            (key, bytes)
                         }
                     };
-                    (pool.clone(), hash, bytes)
+                    (key, pool.clone(), hash, bytes)
                 }
             };
-            next_pools.insert(key, value);
+            next_pools.insert(pool.id, value);
         }
-        ops.extend(pools.into_keys().map(|key| Op::Delete { key }));
+        ops.extend(pools.into_values().map(|(key, ..)| Op::Delete { key }));
         Written {
             header,
             listeners: lb.listeners.clone(),
@@ -414,6 +416,8 @@ fn key_of(base: &str, source: &ObjectRef) -> Key {
 struct Wanted<'s> {
     only: Option<&'s HashSet<ObjectRef>>,
     by_pointer: HashMap<*const ObjectRef, bool>,
+    /// The last policy's source and answer: a source's policies are mostly next to each other.
+    last: (*const ObjectRef, bool),
 }
 
 impl<'s> Wanted<'s> {
@@ -421,6 +425,7 @@ impl<'s> Wanted<'s> {
         Wanted {
             only,
             by_pointer: HashMap::new(),
+            last: (std::ptr::null(), false),
         }
     }
 
@@ -429,9 +434,14 @@ impl<'s> Wanted<'s> {
             return true;
         };
         let pointer = Arc::as_ptr(source);
-        *(self.by_pointer)
+        if self.last.0 == pointer {
+            return self.last.1;
+        }
+        let wanted = *(self.by_pointer)
             .entry(pointer)
-            .or_insert_with(|| only.contains(&**source))
+            .or_insert_with(|| only.contains(&**source));
+        self.last = (pointer, wanted);
+        wanted
     }
 
     fn sni(&self, source: &ObjectRef) -> bool {
