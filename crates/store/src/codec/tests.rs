@@ -461,6 +461,7 @@ proptest::proptest! {
         let mut sources = first;
         let mut decoder = Decoder::default();
         let mut last: Option<View> = None;
+        let mut served: Option<Arc<Model>> = None;
         for (revision, step) in (1..).zip(std::iter::once(vec![]).chain(steps)) {
             for (i, spec) in step {
                 let i = i % sources.len();
@@ -476,10 +477,47 @@ proptest::proptest! {
             let in_place = decoder.decode(&next);
             let full = Decoder::default().decode(&next);
             proptest::prop_assert_eq!(&*in_place.model, &*full.model);
-            proptest::prop_assert_eq!(in_place.diagnostics, full.diagnostics);
+            proptest::prop_assert_eq!(&in_place.diagnostics, &full.diagnostics);
+            // What it says it rebuilt in place names every source whose entries changed.
+            for (id, hint) in &in_place.rebuilt.load_balancers {
+                let before = served.as_ref().and_then(|m| m.load_balancers.iter().find(|l| l.id == *id));
+                let after = in_place.model.load_balancers.iter().find(|l| l.id == *id);
+                let (Some(before), Some(after)) = (before, after) else {
+                    proptest::prop_assert!(false, "a hint for a load balancer not in both states");
+                    unreachable!()
+                };
+                proptest::prop_assert!(hint.between(&before.listeners, &after.listeners));
+                let (b, a) = (by_source(before), by_source(after));
+                for source in b.keys().chain(a.keys()) {
+                    if b.get(source) != a.get(source) {
+                        proptest::prop_assert!(hint.sources.contains(source), "{} not named", source);
+                    }
+                }
+            }
+            served = Some(in_place.model.clone());
             last = Some(next);
         }
     }
+}
+
+/// Each source's policies (positions aside) and SNI entries on `lb`'s listeners.
+fn by_source(lb: &portico_model::LoadBalancer) -> BTreeMap<ObjectRef, Vec<String>> {
+    let mut out: BTreeMap<ObjectRef, Vec<String>> = BTreeMap::new();
+    for listener in lb.listeners.iter() {
+        for policy in &listener.policies {
+            let policy = portico_model::L7Policy {
+                position: 0,
+                ..policy.clone()
+            };
+            let entry = out.entry((*policy.source).clone()).or_default();
+            entry.push(format!("{} {policy:?}", listener.id));
+        }
+        for sni in listener.tls.iter().flat_map(|t| &t.sni) {
+            let entry = out.entry(sni.source.clone()).or_default();
+            entry.push(format!("{} {sni:?}", listener.id));
+        }
+    }
+    out
 }
 
 #[test]
