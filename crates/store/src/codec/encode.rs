@@ -391,6 +391,7 @@ fn fragment(
                 sni: sni.iter().map(|s| (*s).clone()).collect(),
             })
             .collect(),
+        stripped: false,
     }
 }
 
