@@ -8,8 +8,8 @@
 //! its new ones): the same host (merging, canaries, regex paths, aliases, passthrough, SNI
 //! entries, the HTTPS redirects and their catch-alls), a wildcard and a host one label below it
 //! (the redirect of a host that a wildcard's TLS covers), and `www.` and the host without it
-//! (`from-to-www-redirect`); and an Ingress met that has aliases meets the Ingresses on its
-//! hosts (its aliases serve their routes too). Each Ingress's hosts are its rules', its TLS entries' and its
+//! (`from-to-www-redirect`); and an Ingress met that has aliases meets what its hosts and
+//! aliases meet (its aliases serve the routes of every Ingress on its hosts). Each Ingress's hosts are its rules', its TLS entries' and its
 //! aliases', each with its `www.` partner; their meeting is tested through hashed keys, where a
 //! collision only names one Ingress too many.
 
@@ -87,25 +87,25 @@ impl Changed {
 impl Changed {
     /// Which of `sources` the changed Ingresses' hosts meet. An Ingress's aliases serve every
     /// route on its hosts, whoever's: one that is met (its alias may be ignored now, or
-    /// served again) meets the Ingresses on its hosts in turn.
+    /// served again, or serve other routes) meets in turn the Ingresses its own hosts and
+    /// aliases meet.
     fn met(&self, sources: &[Arc<Source>]) -> Vec<bool> {
-        let mut probes = self.probes.clone();
+        let mut probing = self.probes.clone();
         let mut met = vec![false; sources.len()];
         loop {
             let mut more = Vec::new();
             for (source, met) in sources.iter().zip(met.iter_mut()) {
-                if *met || !links(source).iter().any(|k| probes.contains(k)) {
+                if *met || !links(source).iter().any(|k| probing.contains(k)) {
                     continue;
                 }
                 *met = true;
                 if !source.location.aliases.is_empty() {
-                    let hosts = source.routes.iter().map(|r| &r.host);
-                    hosts.for_each(|host| host_probes(host, &mut more));
+                    more.extend(probes(source));
                 }
             }
-            let before = probes.len();
-            probes.extend(more);
-            if probes.len() == before {
+            let before = probing.len();
+            probing.extend(more);
+            if probing.len() == before {
                 return met;
             }
         }
