@@ -704,7 +704,13 @@ fn scale_timing() {
     hinted.encode(&model, &none.0, &none.1, &none.2);
     let first = view(&entries, None, 1);
     let mut decoder = Decoder::default();
-    decoder.decode(&first);
+    let rss = resident_kib();
+    let decoded = decoder.decode(&first);
+    println!(
+        "first decode: resident memory grew by {} KiB (the decoder and the state it handed out)",
+        resident_kib() - rss
+    );
+    drop(decoded);
 
     // One source's path moved: new listeners, the same pools.
     let mut changed = model.clone();
@@ -782,4 +788,12 @@ fn scale_timing() {
         "endpoint change: encode+diff everything {full_encode:?}, encoder changes {incremental_encode:?} ({} hashed)",
         encoder.hashed()
     );
+}
+
+/// This process's resident memory (`VmRSS`), in KiB; 0 where it cannot be read.
+fn resident_kib() -> i64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"));
+    let kib = line.and_then(|l| l.split_whitespace().nth(1));
+    kib.and_then(|k| k.parse().ok()).unwrap_or(0)
 }
