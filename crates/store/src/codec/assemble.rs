@@ -44,9 +44,6 @@ pub(super) type Part<'c> = (&'c Key, i64, &'c Arc<Fragment>);
 /// One fragment's change: what it was, what it is (`None`: absent).
 type Change = (Key, Option<Arc<Fragment>>, Option<Arc<Fragment>>);
 
-/// Reads a fragment again, whole, by its key (the decoder keeps them stripped).
-pub(super) type Read<'r> = &'r dyn Fn(&Key) -> Option<Arc<Fragment>>;
-
 impl Assembled {
     /// The listeners of `header` with `fragments` (in key order): `previous` as it was when
     /// nothing changed, `previous` with the changed fragments applied in place when few did,
@@ -55,10 +52,9 @@ impl Assembled {
         previous: Option<Assembled>,
         header: (i64, &LoadBalancer),
         fragments: &[Part<'_>],
-        read: Read<'_>,
     ) -> Assembled {
         let Some(mut previous) = previous.filter(|p| p.header == header.0) else {
-            return Self::full(header, fragments, read);
+            return Self::full(header, fragments);
         };
         previous.rebuilt = None;
         let changes = changes(&previous.fragments, fragments);
@@ -66,10 +62,8 @@ impl Assembled {
             return previous;
         }
         let few = changes.len() <= fragments.len() / IN_PLACE_SHARE + 1;
-        let whole = (changes.iter()).all(|(_, _, new)| new.as_ref().is_none_or(|f| !f.stripped));
-        let fits = whole && in_place_fits(header.1, &changes);
-        if !few || !previous.diagnostics.is_empty() || !fits {
-            return Self::full(header, fragments, read);
+        if !few || !previous.diagnostics.is_empty() || !in_place_fits(header.1, &changes) {
+            return Self::full(header, fragments);
         }
         let mut listeners = Vec::clone(&previous.listeners);
         apply(&mut listeners, &changes);
@@ -86,9 +80,7 @@ impl Assembled {
                     let revision = fragments
                         .binary_search_by(|(k, _, _)| k.as_str().cmp(&key))
                         .map_or(0, |i| fragments[i].1);
-                    previous
-                        .fragments
-                        .insert(key, (revision, Arc::new(new.stripped())));
+                    previous.fragments.insert(key, (revision, new));
                 }
                 None => {
                     previous.fragments.remove(&key);
@@ -100,24 +92,10 @@ impl Assembled {
 
     /// From every fragment: the header's listeners with every fragment's policies (in
     /// evaluation order) and SNI entries (by host).
-    fn full(
-        (revision, header): (i64, &LoadBalancer),
-        fragments: &[Part<'_>],
-        read: Read<'_>,
-    ) -> Assembled {
+    fn full((revision, header): (i64, &LoadBalancer), fragments: &[Part<'_>]) -> Assembled {
         let mut diagnostics = Vec::new();
         let mut listeners: Vec<Listener> = header.listeners.as_ref().clone();
         for (key, _, fragment) in fragments {
-            let whole = match fragment.stripped {
-                true => read(key),
-                false => Some(Arc::clone(fragment)),
-            };
-            let Some(fragment) = whole else {
-                let object = ObjectRef::new("StoreKey", "", key);
-                let message = "the fragment could not be read again";
-                diagnostics.push(Diagnostic::error(object, "value", message));
-                continue;
-            };
             for part in &fragment.listeners {
                 let Some(listener) = listeners.iter_mut().find(|l| l.id == part.listener) else {
                     let object = ObjectRef::new("StoreKey", "", key);
@@ -137,13 +115,9 @@ impl Assembled {
                 tls.sni.sort_by(|a, b| a.host.cmp(&b.host));
             }
         }
-        let stripped = |f: &Arc<Fragment>| match f.stripped {
-            true => Arc::clone(f),
-            false => Arc::new(f.stripped()),
-        };
         let fragments = fragments
             .iter()
-            .map(|(k, r, f)| ((*k).clone(), (*r, stripped(f))))
+            .map(|(k, r, f)| ((*k).clone(), (*r, Arc::clone(f))))
             .collect();
         Assembled {
             header: revision,

@@ -72,8 +72,7 @@ impl Decoder {
         }
         let delta = self.delta(&changed, removed);
         self.decoded_once = true;
-        let mut desired = self.assemble(view);
-        self.strip(changed.iter().map(|(key, _, _)| key));
+        let mut desired = self.assemble();
         desired.revision = u64::try_from(view.revision).unwrap_or(0);
         desired.delta = delta;
         desired
@@ -97,26 +96,7 @@ impl Decoder {
         Delta::Members(pools.collect::<HashSet<PoolId>>())
     }
 
-    /// Keeps the fragments under `keys` without their policies and SNI entries: the listeners
-    /// assembled hold those (see [`Fragment::stripped`]).
-    fn strip<'k>(&mut self, keys: impl Iterator<Item = &'k Key>) {
-        for key in keys {
-            if let Some(Cached {
-                item: Item::Fragment(f),
-                ..
-            }) = self.cache.get_mut(key)
-                && !f.stripped
-            {
-                *f = Arc::new(f.stripped());
-            }
-        }
-    }
-
-    fn assemble(&mut self, view: &View) -> Desired {
-        let read = |key: &Key| match view.entries.get(key).map(|e| decode_item(key, &e.value)) {
-            Some(Item::Fragment(f)) => Some(f),
-            _ => None,
-        };
+    fn assemble(&mut self) -> Desired {
         let mut diagnostics = Vec::new();
         let mut certificates = Certificates::new();
         let mut ca_bundles = CaBundles::new();
@@ -160,7 +140,7 @@ impl Decoder {
                 continue;
             };
             let previous = self.listeners.remove(&header.id);
-            let assembled = Assembled::of(previous, (revision, header), &p.fragments, &read);
+            let assembled = Assembled::of(previous, (revision, header), &p.fragments);
             diagnostics.extend(assembled.diagnostics.iter().cloned());
             if let Some(r) = &assembled.rebuilt {
                 rebuilt.load_balancers.insert(header.id, r.clone());

@@ -391,7 +391,6 @@ fn fragment(
                 sni: sni.iter().map(|s| (*s).clone()).collect(),
             })
             .collect(),
-        stripped: false,
     }
 }
 

@@ -67,27 +67,6 @@ const KIND_CREDENTIALS: &str = "Credentials";
 struct Fragment {
     source: ObjectRef,
     listeners: Vec<ListenerPart>,
-    /// Kept without its policies and SNI entries: the decoder keeps only what finds them in
-    /// the listeners it assembled (their source and listeners), and reads the value again
-    /// when it assembles everything.
-    #[serde(skip)]
-    stripped: bool,
-}
-
-impl Fragment {
-    /// This fragment without its policies and SNI entries.
-    fn stripped(&self) -> Fragment {
-        let listeners = self.listeners.iter().map(|part| ListenerPart {
-            listener: part.listener,
-            policies: vec![],
-            sni: vec![],
-        });
-        Fragment {
-            source: self.source.clone(),
-            listeners: listeners.collect(),
-            stripped: true,
-        }
-    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
