@@ -152,7 +152,7 @@ pub fn translate_incremental(
                 &mut order,
             );
             memo.orders.extend(order.map(|order| (name, order)));
-            hint(&lb, &sources, &mut memo.rebuilt);
+            hint(&lb, sources, &mut memo.rebuilt);
             lb
         })
         .collect();
