@@ -151,6 +151,7 @@ impl Compiler {
             certificates,
             ca_bundles,
             credentials,
+            rebuilt: self.memo.rebuilt().clone(),
             ..Desired::default()
         };
         self.translations += 1;

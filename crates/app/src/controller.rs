@@ -460,4 +460,49 @@ endpoints: [{addresses: [ADDRESS], conditions: {ready: true}}]
         assert!(fifth.ingresses[0].diagnostics.is_empty());
         assert!(!sixth.ingresses[0].diagnostics.is_empty());
     }
+
+    /// The compile hands the store's encoder the Ingresses the translation changed: after a
+    /// one-Ingress change, only that Ingress's fragment is hashed and written.
+    #[test]
+    fn a_one_ingress_change_is_encoded_from_what_the_translation_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths: [PathBuf; 1] = [dir.path().to_path_buf()];
+        write(
+            dir.path(),
+            "ingress.yaml",
+            &INGRESS.replace("HOST", "a.test"),
+        );
+        let other = INGRESS.split("---").next().unwrap();
+        let other = other.replace("name: web, namespace", "name: other, namespace");
+        write(dir.path(), "other.yaml", &other.replace("HOST", "b.test"));
+        write(
+            dir.path(),
+            "service.yaml",
+            &SERVICE.replace("ADDRESS", "10.0.0.1"),
+        );
+        let mut catalog = Catalog::new();
+        let metrics = AppMetrics::new(&mut prometheus_client::registry::Registry::default());
+        let mut controller = Controller::new(Config::default());
+        controller.compile(Arc::new(catalog.reload(&paths)), &metrics);
+        let mut encoder = portico_store::codec::Encoder::default();
+        let desired = &controller.compiled().unwrap().desired;
+        encoder.desired_changes(desired, BTreeMap::new());
+        assert_eq!(encoder.hashed(), 3, "two fragments and a pool");
+
+        write(
+            dir.path(),
+            "ingress.yaml",
+            &INGRESS.replace("HOST", "c.test"),
+        );
+        controller.compile(Arc::new(catalog.reload(&paths)), &metrics);
+        let desired = &controller.compiled().unwrap().desired;
+        let named: Vec<&str> = (desired.rebuilt.load_balancers.values())
+            .flat_map(|r| r.sources.iter().map(|s| s.name.as_str()))
+            .collect();
+        assert_eq!(named, ["web"]);
+        let ops = encoder.desired_changes(desired, BTreeMap::new());
+        assert_eq!(encoder.hashed(), 1, "web's fragment only");
+        assert_eq!(ops.len(), 1, "{ops:?}");
+        assert!(ops[0].key().contains("/src/"));
+    }
 }

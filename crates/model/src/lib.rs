@@ -16,6 +16,7 @@ mod object;
 mod options;
 pub mod order;
 mod placement;
+mod rebuilt;
 mod settings;
 mod tree;
 
@@ -32,6 +33,7 @@ pub use options::{
     Rewrite,
 };
 pub use placement::Placement;
+pub use rebuilt::{Rebuilt, RebuiltListeners};
 pub use settings::{
     ActiveHealth, Cidr, CidrError, CookieAffinity, PassiveHealth, PoolSettings, ProxyProtocol,
     SubjectAltName, UpstreamTls,

@@ -32,6 +32,10 @@ pub struct Desired {
     pub placements: BTreeMap<LoadBalancerId, Placement>,
     /// What changed since the previous state a reader was handed.
     pub delta: Delta,
+    /// Per load balancer whose listeners are new, the sources whose policies may differ from
+    /// the listeners they replace (the translation's, or the decoder's): the rest need not be
+    /// looked at. Empty: look at everything.
+    pub rebuilt: portico_model::Rebuilt,
     /// Problems reading the store (a malformed value): the rest is served.
     pub diagnostics: Vec<Diagnostic>,
 }

@@ -63,6 +63,7 @@ mod objects;
 mod passthrough;
 mod policy;
 mod pool;
+mod rebuilt;
 mod regex_hosts;
 mod route;
 mod selector;

@@ -42,6 +42,8 @@ pub struct Memo {
     pub(crate) gateway_reused: bool,
     /// How many HTTPRoutes and GRPCRoutes the last translation took from their memos.
     pub(crate) routes_reused: usize,
+    /// Which Ingresses' policies the last translation may have changed, per load balancer.
+    pub(crate) rebuilt: portico_model::Rebuilt,
 }
 
 /// What the Gateway API's translation gave, with the inputs it depends on besides the Gateway
@@ -135,6 +137,13 @@ impl Memo {
     /// Whether the last translation reused the Gateway API's share of the one before.
     pub fn gateway_reused(&self) -> bool {
         self.gateway_reused
+    }
+
+    /// Per load balancer of the last translation, the sources whose policies and SNI entries
+    /// may differ from the previous model's (see [`portico_model::Rebuilt`]); empty after a
+    /// change to anything but Ingresses.
+    pub fn rebuilt(&self) -> &portico_model::Rebuilt {
+        &self.rebuilt
     }
 
     /// How many HTTPRoutes and GRPCRoutes the last translation took from the one before

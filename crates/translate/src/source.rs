@@ -13,7 +13,7 @@ use crate::{Config, ObjectKey, Objects};
 use foldhash::HashSet;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use portico_model::{Diagnostic, ListenerId, LoadBalancerId, ObjectRef};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 /// The ids of a class's load balancer and of its listeners, which the ids of policies, rules
 /// and pools derive from.
@@ -78,6 +78,8 @@ pub(crate) struct Source {
     pub location: Arc<Location>,
     /// The `default-backend` annotation's Service, when it resolves.
     pub error_backend: Option<Box<Backend>>,
+    /// The keys its hosts meet other Ingresses' by (`crate::rebuilt`), once asked for.
+    pub(crate) links: OnceLock<Box<[u64]>>,
 }
 
 impl Source {
@@ -129,6 +131,7 @@ impl Source {
             default,
             location: settings,
             error_backend,
+            links: OnceLock::new(),
         }
     }
 

@@ -4,10 +4,11 @@ use crate::class::{Topology, ingress_class, load_balancer_classes, owned_classes
 use crate::gateway::Reuse;
 use crate::loadbalancer::{Identity, build_load_balancer};
 use crate::memo::{GatewayMemo, Memo, Pools, Previous, Reusable, changed_services};
+use crate::rebuilt::Changed;
 use crate::source::{ClassIds, Source, by_age};
 use crate::{Config, ObjectKey, Objects};
 use foldhash::{HashMap, HashMapExt};
-use portico_model::{Diagnostic, LoadBalancer, Model};
+use portico_model::{Diagnostic, LoadBalancer, Model, Rebuilt};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -54,6 +55,8 @@ pub fn translate_incremental(
 ) -> Translation {
     let changed_services = previous.map(|p| changed_services(p.objects, objects));
     let mut reusable = std::mem::take(&mut memo.sources);
+    let mut changed = previous.and_then(|p| Changed::of(p.objects, objects, &reusable));
+    memo.rebuilt = Rebuilt::default();
     let mut orders = std::mem::take(&mut memo.orders);
     if changed_services.is_none() {
         reusable.clear();
@@ -115,6 +118,14 @@ pub fn translate_incremental(
         })
         .collect();
     drop(reusable);
+    if let Some(changed) = &mut changed {
+        changed.with_new(&memo.sources);
+    }
+    let hint = |lb: &LoadBalancer, sources: &[Arc<Source>], rebuilt: &mut Rebuilt| {
+        if let (Some(changed), Some(previous)) = (&changed, previous) {
+            changed.hint(lb, sources, previous.model, rebuilt);
+        }
+    };
 
     let classes = load_balancer_classes(objects, config, by_class.keys().copied());
     let shared = classes
@@ -141,6 +152,7 @@ pub fn translate_incremental(
                 &mut order,
             );
             memo.orders.extend(order.map(|order| (name, order)));
+            hint(&lb, sources, &mut memo.rebuilt);
             lb
         })
         .collect();
@@ -156,6 +168,7 @@ pub fn translate_incremental(
             &mut diagnostics,
             &mut None,
         );
+        hint(&lb, sources, &mut memo.rebuilt);
         load_balancers.push(lb);
     }
     load_balancers.extend(crate::service::load_balancers(

@@ -189,13 +189,8 @@ impl ControllerStore for EtcdController {
                 true
             }
         };
-        let ops = self.encoder.changes(
-            &desired.model,
-            &desired.certificates,
-            &desired.ca_bundles,
-            &desired.credentials,
-            codec::encode_placements(&desired.placements),
-        );
+        let placements = codec::encode_placements(&desired.placements);
+        let ops = self.encoder.desired_changes(desired, placements);
         // From here on the encoder takes its encoding as what the store holds; if the commit
         // fails, the next write reads the store again.
         self.synced = Synced::No;

@@ -12,7 +12,8 @@
 use super::{Fragment, object_hash};
 use crate::kv::Key;
 use portico_model::{
-    Diagnostic, L7Policy, Listener, LoadBalancer, ObjectRef, SniCertificate, order,
+    Diagnostic, L7Policy, Listener, LoadBalancer, ObjectRef, RebuiltListeners, SniCertificate,
+    order,
 };
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
@@ -32,6 +33,9 @@ pub(super) struct Assembled {
     pub(super) listeners: Arc<Vec<Listener>>,
     /// Problems found assembling them (a fragment naming a listener the load balancer lacks).
     pub(super) diagnostics: Vec<Diagnostic>,
+    /// When these listeners were made from the previous ones in place: those and the sources
+    /// whose fragments changed.
+    pub(super) rebuilt: Option<RebuiltListeners>,
 }
 
 /// One fragment as the decoder's cache holds it: key, mod revision, content.
@@ -52,6 +56,7 @@ impl Assembled {
         let Some(mut previous) = previous.filter(|p| p.header == header.0) else {
             return Self::full(header, fragments);
         };
+        previous.rebuilt = None;
         let changes = changes(&previous.fragments, fragments);
         if changes.is_empty() {
             return previous;
@@ -62,6 +67,13 @@ impl Assembled {
         }
         let mut listeners = Vec::clone(&previous.listeners);
         apply(&mut listeners, &changes);
+        let before = std::mem::replace(&mut previous.listeners, Arc::new(listeners));
+        let mut rebuilt = RebuiltListeners::new(&before, &previous.listeners);
+        let changed = changes
+            .iter()
+            .flat_map(|(_, old, new)| old.iter().chain(new));
+        rebuilt.sources.extend(changed.map(|f| f.source.clone()));
+        previous.rebuilt = Some(rebuilt);
         for (key, _, new) in changes {
             match new {
                 Some(new) => {
@@ -75,7 +87,6 @@ impl Assembled {
                 }
             }
         }
-        previous.listeners = Arc::new(listeners);
         previous
     }
 
@@ -113,6 +124,7 @@ impl Assembled {
             fragments,
             listeners: Arc::new(listeners),
             diagnostics,
+            rebuilt: None,
         }
     }
 }

@@ -7,7 +7,9 @@ use super::{
 };
 use crate::kv::{Key, View};
 use crate::{CaBundles, Certificates, Delta, Desired, SCHEMA};
-use portico_model::{Diagnostic, LoadBalancer, LoadBalancerId, Model, ObjectRef, Pool, PoolId};
+use portico_model::{
+    Diagnostic, LoadBalancer, LoadBalancerId, Model, ObjectRef, Pool, PoolId, Rebuilt,
+};
 use portico_tls::{CaBundle, Material};
 use serde::de::DeserializeOwned;
 use std::collections::{BTreeMap, HashSet};
@@ -129,6 +131,7 @@ impl Decoder {
         }
         let mut load_balancers = Vec::with_capacity(parts.len());
         let mut listeners = BTreeMap::new();
+        let mut rebuilt = Rebuilt::default();
         for (lb_key, p) in parts {
             let Some((_, revision, header)) = p.header else {
                 let object = ObjectRef::new("StoreKey", "", lb_key);
@@ -139,6 +142,9 @@ impl Decoder {
             let previous = self.listeners.remove(&header.id);
             let assembled = Assembled::of(previous, (revision, header), &p.fragments);
             diagnostics.extend(assembled.diagnostics.iter().cloned());
+            if let Some(r) = &assembled.rebuilt {
+                rebuilt.load_balancers.insert(header.id, r.clone());
+            }
             load_balancers.push(LoadBalancer {
                 listeners: assembled.listeners.clone(),
                 pools: p.pools.into_iter().map(Arc::clone).collect(),
@@ -157,6 +163,7 @@ impl Decoder {
             credentials,
             delta: Delta::Full,
             diagnostics,
+            rebuilt,
             ..Desired::default()
         }
     }

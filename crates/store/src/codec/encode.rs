@@ -6,15 +6,15 @@ use super::{
     object_hash,
 };
 use crate::kv::{self, Key, Op};
-use crate::{CaBundles, Certificates, SCHEMA};
+use crate::{CaBundles, Certificates, Desired, SCHEMA};
 use bytes::Bytes;
 use portico_model::Credentials;
 use portico_model::{
     L7Policy, Listener, ListenerId, ListenerTls, LoadBalancer, LoadBalancerId, Model, ObjectRef,
-    Pool, SniCertificate,
+    Pool, PoolId, Rebuilt, SniCertificate,
 };
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 
@@ -57,6 +57,9 @@ struct Stored {
     bytes: Bytes,
 }
 
+/// A state to encode: the model and the material it names.
+type State<'d> = (&'d Model, &'d Certificates, &'d CaBundles, &'d Credentials);
+
 /// A source's fragment as last written, if it was, with the source's identity.
 type Last = Option<(ObjectRef, Stored)>;
 
@@ -69,8 +72,9 @@ struct Written {
     listeners: Arc<Vec<Listener>>,
     /// By source.
     fragments: HashMap<ObjectRef, Stored>,
-    /// The pools as encoded (kept for the same reason), their hashes and bytes.
-    pools: HashMap<Key, (Arc<Pool>, u64, Bytes)>,
+    /// By id: the pools' keys, the pools as encoded (kept for the same reason), their hashes
+    /// and bytes.
+    pools: HashMap<PoolId, (Key, Arc<Pool>, u64, Bytes)>,
 }
 
 impl Encoder {
@@ -111,6 +115,29 @@ impl Encoder {
         certificates: &Certificates,
         ca_bundles: &CaBundles,
         credentials: &Credentials,
+        others: BTreeMap<Key, Bytes>,
+    ) -> Vec<Op> {
+        let state = (model, certificates, ca_bundles, credentials);
+        self.changes_after(state, &Rebuilt::default(), others)
+    }
+
+    /// [`Encoder::changes`] of `desired`: where its `rebuilt` names the sources a load
+    /// balancer's new listeners changed since the ones this encoder last wrote, only those
+    /// sources' fragments are looked at (the others are not even hashed).
+    pub fn desired_changes(&mut self, desired: &Desired, others: BTreeMap<Key, Bytes>) -> Vec<Op> {
+        let state = (
+            &*desired.model,
+            &desired.certificates,
+            &desired.ca_bundles,
+            &desired.credentials,
+        );
+        self.changes_after(state, &desired.rebuilt, others)
+    }
+
+    fn changes_after(
+        &mut self,
+        (model, certificates, ca_bundles, credentials): State<'_>,
+        rebuilt: &Rebuilt,
         mut others: BTreeMap<Key, Bytes>,
     ) -> Vec<Op> {
         encode_certificates(certificates, &mut others);
@@ -122,12 +149,15 @@ impl Encoder {
         let mut lbs = HashMap::with_capacity(model.load_balancers.len());
         for lb in &model.load_balancers {
             let last = self.lbs.remove(&lb.id);
-            lbs.insert(lb.id, self.encode_load_balancer(lb, last, &mut ops));
+            lbs.insert(
+                lb.id,
+                self.encode_load_balancer(lb, last, rebuilt, &mut ops),
+            );
         }
         for (_, gone) in std::mem::replace(&mut self.lbs, lbs) {
             ops.push(Op::Delete { key: gone.header.0 });
             let fragments = gone.fragments.into_values().map(|s| s.key);
-            let keys = fragments.chain(gone.pools.into_keys());
+            let keys = fragments.chain(gone.pools.into_values().map(|(key, ..)| key));
             ops.extend(keys.map(|key| Op::Delete { key }));
         }
         if let Some(stored) = self.stored.take() {
@@ -152,7 +182,7 @@ impl Encoder {
                 .values()
                 .map(|s| (s.key.clone(), s.bytes.clone()));
             out.extend(fragments);
-            out.extend(w.pools.iter().map(|(k, (_, _, b))| (k.clone(), b.clone())));
+            out.extend(w.pools.values().map(|(k, _, _, b)| (k.clone(), b.clone())));
         }
         out
     }
@@ -161,6 +191,7 @@ impl Encoder {
         &mut self,
         lb: &LoadBalancer,
         last: Option<Written>,
+        rebuilt: &Rebuilt,
         ops: &mut Vec<Op>,
     ) -> Written {
         let base = format!("{DESIRED}lb/{}", lb.id);
@@ -182,32 +213,35 @@ impl Encoder {
                 (HashMap::new(), HashMap::new(), None)
             }
         };
-        let same = last_listeners.is_some_and(|l| Arc::ptr_eq(&l, &lb.listeners));
+        let last_listeners = last_listeners.as_ref();
+        let same = last_listeners.is_some_and(|l| Arc::ptr_eq(l, &lb.listeners));
         if !same {
-            fragments = self.encode_fragments(lb, &base, fragments, ops);
+            let only = last_listeners.and_then(|l| rebuilt.sources(&lb.id, l, &lb.listeners));
+            fragments = self.encode_fragments(lb, &base, fragments, only, ops);
         }
         let mut next_pools = HashMap::with_capacity(lb.pools.len());
         for pool in &lb.pools {
-            let key = format!("{base}/pool/{}", pool.id);
-            let value = match pools.remove(&key) {
-                Some((last, hash, bytes)) if Arc::ptr_eq(&last, pool) => (last, hash, bytes),
+            let value = match pools.remove(&pool.id) {
+                Some(last) if Arc::ptr_eq(&last.1, pool) => last,
                 last => {
                     self.hashed += 1;
                     let hash = hash_of(pool);
-                    let bytes = match last {
-                        Some((_, h, bytes)) if h == hash => bytes,
-                        _ => {
+                    let (key, bytes) = match last {
+                        Some((key, _, h, bytes)) if h == hash => (key, bytes),
+                        last => {
+                            let key =
+                                last.map_or_else(|| format!("{base}/pool/{}", pool.id), |l| l.0);
                             let bytes = envelope(KIND_POOL, pool);
                             put(ops, &(key.clone(), bytes.clone()));
-                            bytes
+                            (key, bytes)
                         }
                     };
-                    (pool.clone(), hash, bytes)
+                    (key, pool.clone(), hash, bytes)
                 }
             };
-            next_pools.insert(key, value);
+            next_pools.insert(pool.id, value);
         }
-        ops.extend(pools.into_keys().map(|key| Op::Delete { key }));
+        ops.extend(pools.into_values().map(|(key, ..)| Op::Delete { key }));
         Written {
             header,
             listeners: lb.listeners.clone(),
@@ -222,17 +256,30 @@ impl Encoder {
     /// One pass groups the policies and SNI entries by source and hashes them as it goes:
     /// by the source's pointer first (the translation shares one per Ingress), by its
     /// identity once per pointer; no policy is copied or collected. Only the sources whose
-    /// hash changed are walked again to be serialized.
+    /// hash changed are walked again to be serialized. With `only` (the sources the listeners
+    /// changed, see [`Rebuilt`]), the other sources keep what was last written unhashed.
     fn encode_fragments(
         &mut self,
         lb: &LoadBalancer,
         base: &str,
         mut last: HashMap<ObjectRef, Stored>,
+        only: Option<&HashSet<ObjectRef>>,
         ops: &mut Vec<Op>,
     ) -> HashMap<ObjectRef, Stored> {
+        let mut wanted = Wanted::new(only);
+        let (mut last, mut next) = match only {
+            Some(only) => {
+                let touched = only.iter().filter_map(|s| last.remove_entry(s)).collect();
+                (touched, last)
+            }
+            None => (last, HashMap::new()),
+        };
         let mut groups = Groups::default();
         for listener in lb.listeners.iter() {
             for policy in &listener.policies {
+                if !wanted.policy(&policy.source) {
+                    continue;
+                }
                 let h = groups.hasher(&policy.source);
                 (listener.id, 0u8).hash(h);
                 let L7Policy {
@@ -247,13 +294,16 @@ impl Encoder {
                 (id, action, rules, options, precedence).hash(h);
             }
             for sni in listener.tls.iter().flat_map(|t| &t.sni) {
+                if !wanted.sni(&sni.source) {
+                    continue;
+                }
                 let h = groups.hasher(&sni.source);
                 (listener.id, 1u8).hash(h);
                 sni.hash(h);
             }
         }
         let sources = groups.sources;
-        let mut next = HashMap::with_capacity(sources.len());
+        next.reserve(sources.len());
         // The sources to serialize again: their new hash and what was last written of them.
         let mut changed: HashMap<&ObjectRef, (u64, Last)> = HashMap::new();
         for (source, h) in sources {
@@ -273,9 +323,12 @@ impl Encoder {
             return next;
         }
         let mut parts: Refs<'_> = BTreeMap::new();
+        let mut wanted = Wanted::new(None);
+        let changed_sources: HashSet<ObjectRef> = changed.keys().map(|s| (*s).clone()).collect();
+        wanted.only = Some(&changed_sources);
         for listener in lb.listeners.iter() {
             for policy in &listener.policies {
-                if changed.contains_key(&*policy.source) {
+                if wanted.policy(&policy.source) {
                     let part = parts.entry(&policy.source).or_default();
                     part.entry(listener.id).or_default().0.push(policy);
                 }
@@ -356,6 +409,44 @@ fn stored(policy: &L7Policy) -> L7Policy {
 /// The key of `source`'s fragment in the load balancer under `base`.
 fn key_of(base: &str, source: &ObjectRef) -> Key {
     format!("{base}/src/{}", object_hash(source))
+}
+
+/// Which sources' policies and SNI entries to look at: all, or those of a set, found by the
+/// policy source's pointer first (one look-up by identity per distinct pointer).
+struct Wanted<'s> {
+    only: Option<&'s HashSet<ObjectRef>>,
+    by_pointer: HashMap<*const ObjectRef, bool>,
+    /// The last policy's source and answer: a source's policies are mostly next to each other.
+    last: (*const ObjectRef, bool),
+}
+
+impl<'s> Wanted<'s> {
+    fn new(only: Option<&'s HashSet<ObjectRef>>) -> Self {
+        Wanted {
+            only,
+            by_pointer: HashMap::new(),
+            last: (std::ptr::null(), false),
+        }
+    }
+
+    fn policy(&mut self, source: &Arc<ObjectRef>) -> bool {
+        let Some(only) = self.only else {
+            return true;
+        };
+        let pointer = Arc::as_ptr(source);
+        if self.last.0 == pointer {
+            return self.last.1;
+        }
+        let wanted = *(self.by_pointer)
+            .entry(pointer)
+            .or_insert_with(|| only.contains(&**source));
+        self.last = (pointer, wanted);
+        wanted
+    }
+
+    fn sni(&self, source: &ObjectRef) -> bool {
+        self.only.is_none_or(|only| only.contains(source))
+    }
 }
 
 /// A load balancer's sources as its listeners name them, each with the hash of what it gives

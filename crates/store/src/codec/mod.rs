@@ -119,4 +119,6 @@ fn object_hash(object: &ObjectRef) -> String {
 }
 
 #[cfg(test)]
+mod rebuilt_tests;
+#[cfg(test)]
 mod tests;

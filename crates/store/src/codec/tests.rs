@@ -355,12 +355,12 @@ fn credentials_travel_under_their_own_keys_and_a_bad_one_is_a_diagnostic() {
 
 /// What one source gives the load balancer of [`sources_model`]: (host, path, on HTTPS too)
 /// per policy, and SNI hosts.
-type SourceSpec = (Vec<(u8, u8, bool)>, Vec<u8>);
+pub(super) type SourceSpec = (Vec<(u8, u8, bool)>, Vec<u8>);
 
 /// One load balancer with an HTTP and an HTTPS listener and a policy (and SNI entry) per spec
 /// of each present source. Hosts and paths come from small sets, so policies of different
 /// sources tie in evaluation order.
-fn sources_model(sources: &[Option<SourceSpec>]) -> Model {
+pub(super) fn sources_model(sources: &[Option<SourceSpec>]) -> Model {
     use portico_model::{
         CompareType, L7Policy, L7PolicyId, L7Rule, L7RuleId, Listener, ListenerId, ListenerTls,
         LoadBalancer, LoadBalancerId, PoolId, Protocol, RuleType, SniCertificate,
@@ -441,7 +441,7 @@ fn sources_model(sources: &[Option<SourceSpec>]) -> Model {
     }
 }
 
-fn source_spec() -> impl proptest::strategy::Strategy<Value = Option<SourceSpec>> {
+pub(super) fn source_spec() -> impl proptest::strategy::Strategy<Value = Option<SourceSpec>> {
     use proptest::prelude::*;
     let policies = prop::collection::vec((0u8..3, 0u8..3, any::<bool>()), 0..3);
     let sni = prop::collection::vec(0u8..3, 0..2);
@@ -461,6 +461,7 @@ proptest::proptest! {
         let mut sources = first;
         let mut decoder = Decoder::default();
         let mut last: Option<View> = None;
+        let mut served: Option<Arc<Model>> = None;
         for (revision, step) in (1..).zip(std::iter::once(vec![]).chain(steps)) {
             for (i, spec) in step {
                 let i = i % sources.len();
@@ -476,10 +477,47 @@ proptest::proptest! {
             let in_place = decoder.decode(&next);
             let full = Decoder::default().decode(&next);
             proptest::prop_assert_eq!(&*in_place.model, &*full.model);
-            proptest::prop_assert_eq!(in_place.diagnostics, full.diagnostics);
+            proptest::prop_assert_eq!(&in_place.diagnostics, &full.diagnostics);
+            // What it says it rebuilt in place names every source whose entries changed.
+            for (id, hint) in &in_place.rebuilt.load_balancers {
+                let before = served.as_ref().and_then(|m| m.load_balancers.iter().find(|l| l.id == *id));
+                let after = in_place.model.load_balancers.iter().find(|l| l.id == *id);
+                let (Some(before), Some(after)) = (before, after) else {
+                    proptest::prop_assert!(false, "a hint for a load balancer not in both states");
+                    unreachable!()
+                };
+                proptest::prop_assert!(hint.between(&before.listeners, &after.listeners));
+                let (b, a) = (by_source(before), by_source(after));
+                for source in b.keys().chain(a.keys()) {
+                    if b.get(source) != a.get(source) {
+                        proptest::prop_assert!(hint.sources.contains(source), "{} not named", source);
+                    }
+                }
+            }
+            served = Some(in_place.model.clone());
             last = Some(next);
         }
     }
+}
+
+/// Each source's policies (positions aside) and SNI entries on `lb`'s listeners.
+fn by_source(lb: &portico_model::LoadBalancer) -> BTreeMap<ObjectRef, Vec<String>> {
+    let mut out: BTreeMap<ObjectRef, Vec<String>> = BTreeMap::new();
+    for listener in lb.listeners.iter() {
+        for policy in &listener.policies {
+            let policy = portico_model::L7Policy {
+                position: 0,
+                ..policy.clone()
+            };
+            let entry = out.entry((*policy.source).clone()).or_default();
+            entry.push(format!("{} {policy:?}", listener.id));
+        }
+        for sni in listener.tls.iter().flat_map(|t| &t.sni) {
+            let entry = out.entry(sni.source.clone()).or_default();
+            entry.push(format!("{} {sni:?}", listener.id));
+        }
+    }
+    out
 }
 
 #[test]
@@ -508,7 +546,10 @@ fn a_fragment_under_another_sources_key_is_a_diagnostic() {
 }
 
 /// `map` with `ops` applied.
-fn applied(mut map: BTreeMap<String, Bytes>, ops: Vec<crate::kv::Op>) -> BTreeMap<String, Bytes> {
+pub(super) fn applied(
+    mut map: BTreeMap<String, Bytes>,
+    ops: Vec<crate::kv::Op>,
+) -> BTreeMap<String, Bytes> {
     for op in ops {
         match op {
             crate::kv::Op::Put { key, value } => {
@@ -659,9 +700,17 @@ fn scale_timing() {
     let none = (Certificates::new(), CaBundles::new(), Credentials::new());
     let mut encoder = Encoder::default();
     let entries = encoder.encode(&model, &none.0, &none.1, &none.2);
+    let mut hinted = Encoder::default();
+    hinted.encode(&model, &none.0, &none.1, &none.2);
     let first = view(&entries, None, 1);
     let mut decoder = Decoder::default();
-    decoder.decode(&first);
+    let rss = resident_kib();
+    let decoded = decoder.decode(&first);
+    println!(
+        "first decode: resident memory grew by {} KiB (the decoder and the state it handed out)",
+        resident_kib() - rss
+    );
+    drop(decoded);
 
     // One source's path moved: new listeners, the same pools.
     let mut changed = model.clone();
@@ -675,6 +724,29 @@ fn scale_timing() {
     let ops = encoder.changes(&changed, &none.0, &none.1, &none.2, BTreeMap::new());
     let incremental_encode = t.elapsed();
     assert_eq!(ops, diff);
+    // The same with the translation's hint: the moved policy's source and the others on its
+    // host (5 in all).
+    let (before, after) = (&model.load_balancers[0], &changed.load_balancers[0]);
+    let mut hint = portico_model::RebuiltListeners::new(&before.listeners, &after.listeners);
+    let moved: usize = after.listeners[0].policies[17].source.name[4..]
+        .parse()
+        .unwrap();
+    let host = moved / 5 * 5;
+    let named = (host..host + 5).map(|i| ObjectRef::new("Ingress", "default", &format!("ing-{i}")));
+    hint.sources.extend(named);
+    let rebuilt = portico_model::Rebuilt {
+        load_balancers: std::collections::HashMap::from([(after.id, hint)]),
+    };
+    let desired = crate::Desired {
+        model: Arc::new(changed.clone()),
+        rebuilt,
+        ..crate::Desired::default()
+    };
+    let t = Instant::now();
+    let ops = hinted.desired_changes(&desired, BTreeMap::new());
+    let hinted_encode = t.elapsed();
+    assert_eq!(ops, diff);
+    assert_eq!(hinted.hashed(), 5);
     let second = view(&all, Some(&first), 2);
     // The same change with the header written again too: a warm decoder assembles everything
     // (as every change did before the in-place assembly).
@@ -695,7 +767,8 @@ fn scale_timing() {
     let in_place_decode = t.elapsed();
     assert_eq!(in_place.model, full.model);
     println!(
-        "one-source change: encode+diff everything {full_encode:?}, encoder changes {incremental_encode:?} ({} hashed); \
+        "one-source change: encode+diff everything {full_encode:?}, encoder changes {incremental_encode:?} ({} hashed), \
+         with the translation's hint {hinted_encode:?} (5 hashed); \
          warm decode assembling everything {full_decode:?}, decode in place {in_place_decode:?}",
         encoder.hashed()
     );
@@ -715,4 +788,12 @@ fn scale_timing() {
         "endpoint change: encode+diff everything {full_encode:?}, encoder changes {incremental_encode:?} ({} hashed)",
         encoder.hashed()
     );
+}
+
+/// This process's resident memory (`VmRSS`), in KiB; 0 where it cannot be read.
+fn resident_kib() -> i64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"));
+    let kib = line.and_then(|l| l.split_whitespace().nth(1));
+    kib.and_then(|k| k.parse().ok()).unwrap_or(0)
 }
