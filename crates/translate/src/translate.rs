@@ -185,7 +185,7 @@ pub fn translate_incremental(
                 load_balancers,
                 verdicts,
                 diagnostics: diagnostics.split_off(start),
-                services: crate::gateway::backend_services(objects),
+                services: crate::gateway::backend_services(objects, &routes),
                 routes,
             })
         }

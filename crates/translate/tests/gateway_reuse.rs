@@ -163,7 +163,26 @@ fn step(old: &Objects, model: &Model, new: &Objects, memo: &mut Memo) -> (Model,
         translate(new, &config),
         "equals a full translation"
     );
+    in_evaluation_order(&incremental.model);
     (incremental.model, memo.routes_reused())
+}
+
+/// Asserts that every listener's policies are as `order::sort` puts them (the translation
+/// orders a Gateway's policies by the keys its memos keep, not by `order::sort`).
+fn in_evaluation_order(model: &Model) {
+    for listener in model
+        .load_balancers
+        .iter()
+        .flat_map(|lb| lb.listeners.iter())
+    {
+        let mut sorted = listener.policies.clone();
+        sorted.reverse();
+        for p in &mut sorted {
+            p.position = 0;
+        }
+        portico_model::order::sort(&mut sorted);
+        assert_eq!(sorted, listener.policies, "listener {}", listener.name);
+    }
 }
 
 /// Starts from `world()`, then applies each change in turn: how many of the routes each
