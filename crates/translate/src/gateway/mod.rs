@@ -301,7 +301,12 @@ pub(crate) fn backend_services(
 ) -> foldhash::HashSet<ObjectKey> {
     let mut services = foldhash::HashSet::default();
     for memo in routes.http.values().chain(routes.grpc.values()) {
-        services.extend(memo.services.iter().cloned());
+        // Many routes name the same Services: a key is copied once.
+        for service in &memo.services {
+            if !services.contains(service) {
+                services.insert(service.clone());
+            }
+        }
     }
     let tcp = (objects.tcp_routes.iter()).map(|(k, r)| (k, &r.spec.rules));
     let udp = (objects.udp_routes.iter()).map(|(k, r)| (k, &r.spec.rules));
