@@ -26,10 +26,13 @@ pub type Key = (
     u32,
 );
 
+/// The first member of the key of a policy that can never match (its precedence is 0 in it).
+pub const NEVER: u8 = 3;
+
 /// The sort key of a policy; policies that can never match go last.
 pub fn key(policy: &L7Policy) -> Key {
     let Some((host, path)) = reduce(&policy.rules) else {
-        let never = (3, Reverse(0), String::new(), Reverse(0), true);
+        let never = (NEVER, Reverse(0), String::new(), Reverse(0), true);
         return (
             never.0,
             never.1,

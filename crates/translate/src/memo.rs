@@ -53,7 +53,7 @@ pub(crate) struct GatewayMemo {
     /// As translated: before addresses are assigned. Their pools are taken from the model
     /// served now when reused (endpoint changes patch those in place).
     pub(crate) load_balancers: Vec<LoadBalancer>,
-    pub(crate) verdicts: crate::gateway::Verdicts,
+    pub(crate) verdicts: Arc<crate::gateway::Verdicts>,
     pub(crate) diagnostics: Vec<Diagnostic>,
     /// Every Service a route's backendRef or mirror names, resolved or not.
     pub(crate) services: HashSet<ObjectKey>,

@@ -20,8 +20,9 @@ pub struct Translation {
     pub diagnostics: Vec<Diagnostic>,
     /// One per Ingress in the input, ordered by key.
     pub ingresses: Vec<IngressState>,
-    /// What the status of each of our Gateway API objects says.
-    pub gateways: crate::gateway::Verdicts,
+    /// What the status of each of our Gateway API objects says. Shared with the memo of the
+    /// translation that made it: a translation after a change copies none of it.
+    pub gateways: Arc<crate::gateway::Verdicts>,
 }
 
 /// What this controller makes of one Ingress.
@@ -196,9 +197,9 @@ pub fn translate_incremental(
             );
             Arc::new(GatewayMemo {
                 load_balancers,
-                verdicts,
+                verdicts: Arc::new(verdicts),
                 diagnostics: diagnostics.split_off(start),
-                services: crate::gateway::backend_services(objects),
+                services: crate::gateway::backend_services(objects, &routes),
                 routes,
             })
         }

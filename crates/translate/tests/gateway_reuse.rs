@@ -163,7 +163,26 @@ fn step(old: &Objects, model: &Model, new: &Objects, memo: &mut Memo) -> (Model,
         translate(new, &config),
         "equals a full translation"
     );
+    in_evaluation_order(&incremental.model);
     (incremental.model, memo.routes_reused())
+}
+
+/// Asserts that every listener's policies are as `order::sort` puts them (the translation
+/// orders a Gateway's policies by the keys its memos keep, not by `order::sort`).
+fn in_evaluation_order(model: &Model) {
+    for listener in model
+        .load_balancers
+        .iter()
+        .flat_map(|lb| lb.listeners.iter())
+    {
+        let mut sorted = listener.policies.clone();
+        sorted.reverse();
+        for p in &mut sorted {
+            p.position = 0;
+        }
+        portico_model::order::sort(&mut sorted);
+        assert_eq!(sorted, listener.policies, "listener {}", listener.name);
+    }
 }
 
 /// Starts from `world()`, then applies each change in turn: how many of the routes each
@@ -295,4 +314,79 @@ fn a_listener_moved_to_another_listener_set_redoes_the_routes_attached_to_it() {
     let new = load_values(listener_set_docs_in("set2", "one.test"));
     let (_, reused) = step(&old, &model, &new, &mut memo);
     assert_eq!(reused, 0, "the route whose ListenerSet went is redone");
+}
+
+/// Toggles a field of `w` between two values.
+fn toggle<T: PartialEq + Copy>(field: &mut T, a: T, b: T) {
+    *field = if *field == a { b } else { a };
+}
+
+/// The route named `name`, if the world has it.
+fn named<'a>(w: &'a mut World, name: &str) -> Option<&'a mut Route> {
+    w.routes.iter_mut().find(|r| r.name == name)
+}
+
+/// The changes the randomized test draws from: a route's path, a route moved between the
+/// Gateways, a route's backend moved to another namespace, a Service's port, a listener's
+/// hostname, the ReferenceGrant, a status echo, and an older route (tying with another's path)
+/// added or removed.
+const CHANGES: &[fn(&mut World)] = &[
+    |w| {
+        if let Some(r) = named(w, "a-route") {
+            toggle(&mut r.path, "/a", "/b");
+        }
+    },
+    |w| {
+        if let Some(r) = named(w, "b-route") {
+            toggle(&mut r.gateway, "gw", "gw2");
+        }
+    },
+    |w| {
+        if let Some(r) = named(w, "c-route") {
+            toggle(&mut r.gateway, "gw2", "gw");
+            toggle(&mut r.path, "/c", "/a");
+        }
+    },
+    |w| {
+        if let Some(r) = named(w, "x-route") {
+            toggle(&mut r.backend, ("default", "b"), ("other", "b"));
+        }
+    },
+    |w| toggle(&mut w.b_port, 80, 81),
+    |w| toggle(&mut w.listener_host, "*.test", "h.test"),
+    |w| toggle(&mut w.grant, true, false),
+    |w| toggle(&mut w.status, "", "echo"),
+    |w| match w.routes.iter().position(|r| r.name == "first") {
+        Some(i) => {
+            w.routes.remove(i);
+        }
+        None => w.routes.push(Route {
+            path: "/a",
+            ..route("first", "2025-01-01T00:00:00Z", "gw")
+        }),
+    },
+    |w| match w.routes.iter().position(|r| r.name == "g-route") {
+        Some(i) => {
+            w.routes.remove(i);
+        }
+        None => w.routes.push(Route {
+            grpc: true,
+            ..route("g-route", "2026-01-01T00:00:05Z", "gw")
+        }),
+    },
+];
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+
+    /// Chains of random route, Service, listener and ReferenceGrant changes: each translation
+    /// through the memos equals one from scratch, every listener in `order::sort`'s order
+    /// (`step` asserts both).
+    #[test]
+    fn random_changes_translate_as_from_scratch(
+        picks in proptest::collection::vec(0..CHANGES.len(), 1..12)
+    ) {
+        let changes: Vec<fn(&mut World)> = picks.iter().map(|&i| CHANGES[i]).collect();
+        reused_after(&changes);
+    }
 }

@@ -3,6 +3,7 @@
 use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use portico_gateway::{
     Gateway, GatewayClass, GrpcRoute, HttpRoute, ListenerSet, ReferenceGrant, TcpRoute, TlsRoute,
@@ -238,6 +239,42 @@ impl Watched for IngressClass {
     }
 }
 
+/// Whether two objects' metadata are the same but for the resource version and the managed
+/// fields (which a status write changes). Every other field is compared: the destructuring
+/// names each, so a field added to `ObjectMeta` must be decided on here.
+fn same_meta_for_serving(old: &ObjectMeta, new: &ObjectMeta) -> bool {
+    let ObjectMeta {
+        annotations,
+        creation_timestamp,
+        deletion_grace_period_seconds,
+        deletion_timestamp,
+        finalizers,
+        generate_name,
+        generation,
+        labels,
+        managed_fields: _,
+        name,
+        namespace,
+        owner_references,
+        resource_version: _,
+        self_link,
+        uid,
+    } = old;
+    generation == &new.generation
+        && name == &new.name
+        && namespace == &new.namespace
+        && labels == &new.labels
+        && annotations == &new.annotations
+        && creation_timestamp == &new.creation_timestamp
+        && deletion_grace_period_seconds == &new.deletion_grace_period_seconds
+        && deletion_timestamp == &new.deletion_timestamp
+        && finalizers == &new.finalizers
+        && generate_name == &new.generate_name
+        && owner_references == &new.owner_references
+        && self_link == &new.self_link
+        && uid == &new.uid
+}
+
 /// The Gateway API kinds, kept whole. An update of the status or resource version only (at
 /// scale, mostly the echoes of our own status writes) replaces the kept object without being a
 /// change: rerunning the pipeline for each echo made the status of 2,000 routes take minutes.
@@ -255,14 +292,11 @@ macro_rules! gateway_api {
                 self
             }
             fn same_for_serving(old: &Self, new: &Self) -> bool {
-                let unserved = |object: &Self| {
-                    let mut object = object.clone();
-                    object.status = None;
-                    object.metadata.resource_version = None;
-                    object.metadata.managed_fields = None;
-                    object
-                };
-                unserved(old) == unserved(new)
+                // Compared in place: an echo is not copied (at 10,000 routes, 10,000 echoes).
+                old.api_version == new.api_version
+                    && old.kind == new.kind
+                    && same_meta_for_serving(&old.metadata, &new.metadata)
+                    && old.spec == new.spec
             }
             fn map(objects: &mut Objects) -> &mut Arc<BTreeMap<$key, Arc<Self>>> {
                 &mut objects.$field

@@ -400,7 +400,17 @@ mod tests {
         assert_eq!(*kept, written, "kept with its status, for the next report");
         let mut changed = route(2, "3", serde_json::json!({"parents": []}));
         changed.spec.hostnames = vec!["b.example".into()];
-        assert!(state.apply(changed).changed);
+        assert!(state.apply(changed.clone()).changed);
+        // Metadata besides the resource version is compared too: a label or an annotation
+        // (a ListenerSet selects by labels; the translation reads annotations).
+        let mut labelled = changed.clone();
+        labelled.metadata.resource_version = Some("4".into());
+        labelled.metadata.labels = Some([("team".to_owned(), "a".to_owned())].into());
+        assert!(state.apply(labelled.clone()).changed, "a label");
+        let mut annotated = labelled;
+        annotated.metadata.resource_version = Some("5".into());
+        annotated.metadata.annotations = Some([("x".to_owned(), "1".to_owned())].into());
+        assert!(state.apply(annotated).changed, "an annotation");
     }
 
     #[test]

@@ -269,6 +269,10 @@ const CA_KEY: &str = "ca.crt";
 /// load balancers `lbs` sends to: by policy, one entry per such Gateway.
 pub(crate) fn verdicts(objects: &Objects, lbs: &[LoadBalancer]) -> PolicyVerdicts {
     let mut out = PolicyVerdicts::new();
+    if objects.backend_tls_policies.is_empty() {
+        // Nothing to find: the pools of 10,000 routes are not looked through.
+        return out;
+    }
     for lb in lbs.iter().filter(|lb| lb.origin.kind == "Gateway") {
         let gateway = ObjectKey::new(&lb.origin.namespace, &lb.origin.name);
         let ports = lb.pools.iter().filter_map(|p| {

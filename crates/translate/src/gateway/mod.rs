@@ -52,10 +52,11 @@ pub struct Verdicts {
     /// Our Gateways.
     pub gateways: BTreeMap<ObjectKey, GatewayVerdict>,
     /// HTTPRoutes with at least one parentRef to one of our Gateways: one entry per such
-    /// parentRef (by its index in `spec.parentRefs`).
-    pub routes: BTreeMap<ObjectKey, Vec<ParentVerdict>>,
+    /// parentRef (by its index in `spec.parentRefs`). Shared with the route's memo: a
+    /// translation that reuses the memo copies none of it.
+    pub routes: BTreeMap<ObjectKey, Arc<Vec<ParentVerdict>>>,
     /// The same for GRPCRoutes.
-    pub grpc_routes: BTreeMap<ObjectKey, Vec<ParentVerdict>>,
+    pub grpc_routes: BTreeMap<ObjectKey, Arc<Vec<ParentVerdict>>>,
     /// The same for TCPRoutes and UDPRoutes.
     pub tcp_routes: BTreeMap<ObjectKey, Vec<ParentVerdict>>,
     pub udp_routes: BTreeMap<ObjectKey, Vec<ParentVerdict>>,
@@ -290,20 +291,22 @@ pub(crate) fn referenced_secrets(objects: &Objects, config: &Config) -> Vec<Obje
     secrets
 }
 
-/// Every Service the HTTPRoutes, GRPCRoutes, TLSRoutes, TCPRoutes and UDPRoutes name in a backendRef or
-/// a RequestMirror (of a rule or of a backendRef), resolved or not, attached or not: what their translation may
-/// depend on besides the Gateway API's own kinds.
-pub(crate) fn backend_services(objects: &Objects) -> foldhash::HashSet<ObjectKey> {
+/// Every Service the HTTPRoutes, GRPCRoutes, TLSRoutes, TCPRoutes and UDPRoutes name in a
+/// backendRef or a RequestMirror (of a rule or of a backendRef), resolved or not, attached or
+/// not: what their translation may depend on besides the Gateway API's own kinds. Those of the
+/// HTTPRoutes and GRPCRoutes as their memos (`routes`, of the same objects) hold them.
+pub(crate) fn backend_services(
+    objects: &Objects,
+    routes: &RouteMemos,
+) -> foldhash::HashSet<ObjectKey> {
     let mut services = foldhash::HashSet::default();
-    for (key, route) in objects.http_routes.iter() {
-        named_services(&key.namespace, route, |s| {
-            services.insert(s);
-        });
-    }
-    for (key, route) in objects.grpc_routes.iter() {
-        named_services(&key.namespace, &route.as_http_route(), |s| {
-            services.insert(s);
-        });
+    for memo in routes.http.values().chain(routes.grpc.values()) {
+        // Many routes name the same Services: a key is copied once.
+        for service in &memo.services {
+            if !services.contains(service) {
+                services.insert(service.clone());
+            }
+        }
     }
     let tcp = (objects.tcp_routes.iter()).map(|(k, r)| (k, &r.spec.rules));
     let udp = (objects.udp_routes.iter()).map(|(k, r)| (k, &r.spec.rules));

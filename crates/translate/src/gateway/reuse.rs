@@ -60,6 +60,9 @@ pub(crate) struct Attached {
 #[derive(Debug)]
 pub(crate) struct Built {
     pub policies: Vec<L7Policy>,
+    /// Each policy's [`portico_model::order::key`] as built (its precedence without the
+    /// rank), kept so that sorting a listener's policies again computes none of them.
+    pub keys: Vec<portico_model::order::Key>,
     pub pools: Vec<(PoolId, PoolKey)>,
 }
 
@@ -71,7 +74,7 @@ pub(crate) struct RouteMemo {
     pub services: Vec<ObjectKey>,
     /// Whether one of those is in another namespace (a ReferenceGrant decides).
     cross_namespace: bool,
-    pub verdicts: Vec<super::ParentVerdict>,
+    pub verdicts: Arc<Vec<super::ParentVerdict>>,
     pub diagnostics: Vec<Diagnostic>,
     /// In the order the translation attached them.
     pub attachments: Vec<Arc<Attached>>,
@@ -95,7 +98,7 @@ impl RouteMemo {
             object,
             services,
             cross_namespace,
-            verdicts,
+            verdicts: Arc::new(verdicts),
             diagnostics,
             attachments,
         }

@@ -15,6 +15,7 @@ use portico_model::{
     LoadBalancer, LoadBalancerId, ObjectRef, PolicyAction, PolicyOptions, PoolId, Protocol,
     RuleType, SniCertificate, order,
 };
+use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -49,8 +50,9 @@ pub(crate) fn load_balancer(
         let listener_id = ListenerId::derive(&format!("{id}/listener/{protocol_name}/{port}"));
         let attachments =
             (gateway.attachments.iter()).filter(|a| served.contains(&a.attached.listener));
-        let mut policies: Vec<L7Policy> = Vec::new();
-        let mut seen = BTreeSet::new();
+        // (the policy as built, its order key as built, its precedence with the rank)
+        let mut taken: Vec<(&L7Policy, &order::Key, u32)> = Vec::new();
+        let mut seen = foldhash::HashSet::default();
         let scheme = match protocol {
             Protocol::TerminatedHttps => "https",
             _ => "http",
@@ -62,11 +64,9 @@ pub(crate) fn load_balancer(
             for (pool, key) in &built.pools {
                 used.entry(*pool).or_insert_with(|| key.clone());
             }
-            for policy in built.policies.iter().filter(|p| seen.insert(p.id)) {
-                policies.push(L7Policy {
-                    precedence: ranked(attachment.rank, policy.precedence),
-                    ..policy.clone()
-                });
+            let each = built.policies.iter().zip(&built.keys);
+            for (policy, key) in each.filter(|(p, _)| seen.insert(p.id)) {
+                taken.push((policy, key, ranked(attachment.rank, policy.precedence)));
             }
         }
         // Passed-through hosts, and those of TLS listeners (their streams are not HTTP), never
@@ -77,8 +77,11 @@ pub(crate) fn load_balancer(
         let http: Vec<usize> = (terminated.iter().copied())
             .filter(|&i| !gateway.listeners[i].terminate)
             .collect();
-        policies.extend(isolation(gateway, &http, listener_id, &origin));
-        order::sort(&mut policies);
+        let isolated = isolation(gateway, &http, listener_id, &origin);
+        let isolated_keys: Vec<order::Key> = isolated.iter().map(order::key).collect();
+        let each = isolated.iter().zip(&isolated_keys);
+        taken.extend(each.map(|(policy, key)| (policy, key, policy.precedence)));
+        let policies = in_order(taken);
         let tls = (protocol == Protocol::TerminatedHttps).then(|| {
             let mut tls = tls(gateway, &terminated, &origin);
             tls.passthrough = super::tlsroutes::entries(gateway, id, &mut used);
@@ -110,6 +113,41 @@ pub(crate) fn load_balancer(
         listeners: Arc::new(listeners),
         pools,
     })
+}
+
+/// The policies of a listener in [`portico_model::order`]'s order, positions numbered, from
+/// each policy with its order key as built and its precedence on the listener: what
+/// [`order::sort`] gives for the policies with that precedence, without computing a key.
+fn in_order(mut taken: Vec<(&L7Policy, &order::Key, u32)>) -> Vec<L7Policy> {
+    // Stable, as `order::sort` is.
+    taken.sort_by(|a, b| full_key(a).cmp(&full_key(b)));
+    let position = |p: usize| u32::try_from(p).unwrap_or(u32::MAX);
+    (taken.into_iter().enumerate())
+        .map(|(p, (policy, _, precedence))| L7Policy {
+            position: position(p),
+            precedence,
+            ..policy.clone()
+        })
+        .collect()
+}
+
+/// The order key of a policy taken on a listener: its key as built with its precedence on the
+/// listener (a policy that can never match keeps its key's 0, as `order::key` gives it).
+#[allow(clippy::type_complexity)]
+fn full_key<'k>(
+    &(_, k, precedence): &(&L7Policy, &'k order::Key, u32),
+) -> (
+    u8,
+    Reverse<usize>,
+    &'k str,
+    Reverse<usize>,
+    bool,
+    &'k str,
+    Reverse<(bool, usize, usize)>,
+    u32,
+) {
+    let precedence = if k.0 == order::NEVER { k.7 } else { precedence };
+    (k.0, k.1, &k.2, k.3, k.4, &k.5, k.6, precedence)
 }
 
 /// Listener isolation: a request whose host matches a listener's hostname reaches only that
@@ -212,6 +250,7 @@ fn built(
     let mut pools = BTreeMap::new();
     let policies = policies_of(attachment, at, objects, &mut pools);
     Built {
+        keys: policies.iter().map(order::key).collect(),
         policies,
         pools: pools.into_iter().collect(),
     }
