@@ -18,6 +18,7 @@ pub mod order;
 mod placement;
 mod settings;
 mod tree;
+pub mod trim;
 
 pub use credentials::{Credentials, Htpasswd, HtpasswdError, PasswordHash};
 pub use diagnostic::{Diagnostic, Escaped, MAX_OBJECT_DIAGNOSTICS, Severity, cap_per_object};
