@@ -236,7 +236,10 @@ mod park_tests {
         assert!(!collects_on_park(Some((now, seen)), now));
         let later = now + COLLECT_EVERY;
         assert!(collects_on_park(Some((now, seen)), later));
-        assert!(!collects_on_park(Some((now, seen)), now + Duration::from_millis(10)));
+        assert!(!collects_on_park(
+            Some((now, seen)),
+            now + Duration::from_millis(10)
+        ));
         portico_model::trim::trim_after_change();
         assert!(
             collects_on_park(Some((now, seen)), now),

@@ -66,7 +66,10 @@ mod tests {
         let calls = CALLS.load(Ordering::Relaxed);
         trim_after_change();
         assert_eq!(CALLS.load(Ordering::Relaxed), calls + 1);
-        assert!(owed(before), "a thread that saw the old generation owes a collection");
+        assert!(
+            owed(before),
+            "a thread that saw the old generation owes a collection"
+        );
         assert!(!owed(generation()));
     }
 }
