@@ -103,6 +103,14 @@ mod mimalloc {
         // SAFETY: `mi_collect` takes no pointer; any thread may call it at any time.
         unsafe { mi::mi_collect(false) }
     }
+
+    /// Collects the calling thread's heap in full: blocks other threads freed into its pages,
+    /// its full and retired pages; pages left empty go back to the arena (and, with a purge
+    /// delay of 0, to the OS).
+    pub(super) fn collect_thread() {
+        // SAFETY: as `collect`.
+        unsafe { mi::mi_collect(true) }
+    }
 }
 
 /// The variables Portico sets, and their values.
@@ -142,6 +150,49 @@ pub fn start_purging() {
     }
 }
 
+/// Collects the calling thread's freed memory in full (`mi_collect(true)`); registered with
+/// `portico_model::trim` so that library threads (the manifests' reloader) can give back the
+/// pages of deleted objects after a change.
+pub fn collect_thread() {
+    #[cfg(not(feature = "system-allocator"))]
+    mimalloc::collect_thread();
+}
+
+/// The most time a busy runtime worker goes without collecting its heap when it parks.
+const COLLECT_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+thread_local! {
+    /// This thread's last collection on parking: when, and the trim generation it saw.
+    static LAST_COLLECT: std::cell::Cell<Option<(std::time::Instant, u64)>> =
+        const { std::cell::Cell::new(None) };
+}
+
+/// The runtime's `on_thread_park` hook: a worker about to sleep collects its heap when a
+/// large change happened since its last collection (`portico_model::trim`), or when it last
+/// collected a second ago or more. Without it, pages a worker owns whose blocks were all
+/// freed (by itself or by another thread) stay resident for as long as it sleeps: after
+/// every object is deleted, for good. Under load it costs one collection per worker per
+/// second; between the collections, a clock read.
+pub fn on_park() {
+    if !collects_on_park(LAST_COLLECT.get(), std::time::Instant::now()) {
+        return;
+    }
+    let seen = portico_model::trim::generation();
+    collect_thread();
+    LAST_COLLECT.set(Some((std::time::Instant::now(), seen)));
+}
+
+/// Whether a worker whose last collection was `last` (when, and the generation it saw)
+/// collects on parking at `now`.
+fn collects_on_park(last: Option<(std::time::Instant, u64)>, now: std::time::Instant) -> bool {
+    match last {
+        None => true,
+        Some((at, seen)) => {
+            portico_model::trim::owed(seen) || now.saturating_duration_since(at) >= COLLECT_EVERY
+        }
+    }
+}
+
 /// Call first thing in `main`. Returns only when the options are in force, or when Portico
 /// cannot run itself again (then it goes on with mimalloc's defaults, after a warning).
 pub fn configure() {
@@ -170,6 +221,31 @@ pub fn configure() {
     // `exec` returns only if it failed.
     let err = command.exec();
     eprintln!("portico: cannot apply the allocator settings ({err}); using mimalloc's defaults");
+}
+
+#[cfg(test)]
+mod park_tests {
+    use super::{COLLECT_EVERY, collects_on_park};
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn a_worker_collects_on_parking_after_a_change_or_a_second_and_not_in_between() {
+        let now = Instant::now();
+        let seen = portico_model::trim::generation();
+        assert!(collects_on_park(None, now), "the first park collects");
+        assert!(!collects_on_park(Some((now, seen)), now));
+        let later = now + COLLECT_EVERY;
+        assert!(collects_on_park(Some((now, seen)), later));
+        assert!(!collects_on_park(
+            Some((now, seen)),
+            now + Duration::from_millis(10)
+        ));
+        portico_model::trim::trim_after_change();
+        assert!(
+            collects_on_park(Some((now, seen)), now),
+            "a change since the last collection is owed at once"
+        );
+    }
 }
 
 #[cfg(all(test, not(feature = "system-allocator")))]

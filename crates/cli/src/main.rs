@@ -666,6 +666,7 @@ fn upgrade_command(flags: &UpgradeFlags) -> portico_app::handover::Command {
 fn main() -> ExitCode {
     alloc::configure();
     alloc::start_purging();
+    portico_model::trim::set_trim(alloc::collect_thread);
     let cli = Cli::parse();
     init_logging(&cli.log);
     raise_open_files();
@@ -755,6 +756,7 @@ fn runtime(workers: usize) -> anyhow::Result<tokio::runtime::Runtime> {
     if workers > 1 {
         builder.worker_threads(workers);
     }
+    builder.on_thread_park(alloc::on_park);
     builder.enable_all().build().context("starting the runtime")
 }
 

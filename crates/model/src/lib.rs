@@ -19,6 +19,7 @@ mod placement;
 mod rebuilt;
 mod settings;
 mod tree;
+pub mod trim;
 
 pub use credentials::{Credentials, Htpasswd, HtpasswdError, PasswordHash};
 pub use diagnostic::{Diagnostic, Escaped, MAX_OBJECT_DIAGNOSTICS, Severity, cap_per_object};

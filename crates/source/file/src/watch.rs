@@ -182,6 +182,9 @@ impl Reloader {
         let event = match message {
             Message::Retired(loaded) => {
                 drop(loaded);
+                // This thread then sleeps until the next event: the pages just emptied go
+                // back now, and the runtime's workers give back theirs when next idle.
+                portico_model::trim::trim_after_change();
                 return false;
             }
             Message::Event(Ok(event)) => event,
