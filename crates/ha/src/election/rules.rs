@@ -93,6 +93,24 @@ impl Election {
         out
     }
 
+    /// What a holder's process does, at `now`, between handing its claim over to a successor
+    /// (an upgrade: the successor now reads the adverts and renews the claim) and the
+    /// successor's first adverts: it keeps advertising as the holder, every `interval`, and
+    /// does nothing else (no claim, no fence, no addresses: they are the successor's). So the
+    /// standby hears no gap however long the successor takes to start its elections (on a
+    /// loaded node, longer than `dead`). Nothing for an election that holds nothing, has no
+    /// peer, or was shut down. The adverts say whether the peer was heard lately; this process
+    /// no longer reads, so that turns false after `renew_after`, which only a holder looks at.
+    pub fn handing_over(&mut self, now: Instant) -> Vec<Action> {
+        let mut out = Vec::new();
+        if self.stopped || !self.holding || self.peer().is_none() || now < self.next_advert {
+            return out;
+        }
+        out.push(Action::Advert(self.advert_now(now, false)));
+        self.next_advert = now + self.timing.interval;
+        out
+    }
+
     fn placement(&mut self, now: Instant, next: Option<Assignment>) {
         let peer_changed =
             next.as_ref().map(|a| &a.peer) != self.assignment.as_ref().map(|a| &a.peer);
