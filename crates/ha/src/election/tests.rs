@@ -776,7 +776,11 @@ fn handing_over_advertises_the_holder_every_interval_and_nothing_else() {
         }
         t += TICK;
     }
-    assert!(adverts.iter().all(|(_, a)| a.role == AdvertRole::Active && a.epoch == 3 && !a.release));
+    assert!(
+        adverts
+            .iter()
+            .all(|(_, a)| a.role == AdvertRole::Active && a.epoch == 3 && !a.release)
+    );
     let gaps: Vec<Duration> = adverts.windows(2).map(|w| w[1].0 - w[0].0).collect();
     assert!(gaps.iter().all(|g| *g == timing.interval), "{gaps:?}");
     assert!(adverts.len() >= 39, "{}", adverts.len());
