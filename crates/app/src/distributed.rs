@@ -97,6 +97,10 @@ pub async fn agent(
     let (served_tx, served) = watch::channel(0);
     let (quiet_tx, quiet) = watch::channel(false);
     let (advertising, advertised) = watch::channel(false);
+    // How long both processes advertise after an upgrade: the successor's first adverts say
+    // it does not hear the peer yet (an active counts only those that do), until it has read
+    // the peer's that queued meanwhile.
+    let overlap = (settings.ha.as_ref()).map_or(Duration::ZERO, |h| h.timing.interval * 3);
     let failover = settings.ha.clone().map(|ha| {
         let upgrades = crate::failover::Upgrades {
             handed,
@@ -126,6 +130,7 @@ pub async fn agent(
     tokio::spawn(first_state(
         served,
         (ha_running, quiet_tx, advertised),
+        overlap,
         node.first_state_applied(),
         life.successor,
     ));
@@ -155,7 +160,8 @@ pub async fn agent(
 /// Once the agent serves its first state and its elections run: `applied`, and a predecessor
 /// is told. A predecessor that hands over active-standby claims is told first, and the
 /// elections start once it says its own stopped (`quiet`); once they ran their first pass
-/// (`advertised`), the predecessor, which advertised the claims meanwhile, is told to stop.
+/// (`advertised`) and `overlap` later, the predecessor, which advertised meanwhile, is told to
+/// stop.
 async fn first_state(
     mut served: watch::Receiver<u64>,
     (mut ha_running, quiet, mut advertised): (
@@ -163,6 +169,7 @@ async fn first_state(
         watch::Sender<bool>,
         watch::Receiver<bool>,
     ),
+    overlap: Duration,
     applied: impl FnOnce(),
     successor: Option<crate::handover::Successor>,
 ) {
@@ -192,7 +199,9 @@ async fn first_state(
             quiet.send_replace(true);
             // A closed channel: the elections ended (or never started).
             let ran = advertised.wait_for(|a| *a);
-            let _ = tokio::time::timeout(crate::handover::KEEP_WAIT, ran).await;
+            if tokio::time::timeout(crate::handover::KEEP_WAIT, ran).await.is_ok() {
+                tokio::time::sleep(overlap).await;
+            }
             s.electing();
         }
         successor => {

@@ -754,6 +754,24 @@ fn an_upgraded_holder_kept_advertised_keeps_the_claim_however_late_its_successor
 }
 
 #[test]
+fn an_upgraded_standby_kept_advertised_leaves_an_active_that_cannot_renew_in_place() {
+    // The active's renewals do not commit (etcd slow on a loaded node): only the standby's
+    // adverts keep it. The standby's successor starts its elections 1 s after its
+    // predecessor's stopped; the predecessor's adverts fill the gap.
+    let mut sim = started();
+    sim.etcd_delay = Duration::from_secs(10);
+    sim.run(Duration::from_millis(500));
+    assert_eq!(sim.holders(), vec![A]);
+    for gap in [300, 1000, 150] {
+        sim.upgrade_kept(B, Duration::from_millis(gap));
+        sim.run(Duration::from_millis(500));
+        assert_eq!(sim.holders(), vec![A], "after a gap of {gap} ms");
+    }
+    assert_eq!(sim.epoch(), 1);
+    assert_eq!(sim.overlaps, 0);
+}
+
+#[test]
 fn handing_over_advertises_the_holder_every_interval_and_nothing_else() {
     let lb = LoadBalancerId::derive("lb");
     let timing = Timing::default();
@@ -784,12 +802,40 @@ fn handing_over_advertises_the_holder_every_interval_and_nothing_else() {
     let gaps: Vec<Duration> = adverts.windows(2).map(|w| w[1].0 - w[0].0).collect();
     assert!(gaps.iter().all(|g| *g == timing.interval), "{gaps:?}");
     assert!(adverts.len() >= 39, "{}", adverts.len());
-    // One that holds nothing, or was shut down, says nothing.
+    // A standby that heard its peer goes on saying so, as a standby.
     let mut b = Election::new("b".into(), 3, lb, timing, t0);
     b.step(t0, Input::Placement(Some(assignment(B))));
-    assert!(b.handing_over(t0 + Duration::from_secs(1)).is_empty());
+    let heard = Advert {
+        v: VERSION,
+        node: "a".into(),
+        lb,
+        epoch: 3,
+        role: AdvertRole::Active,
+        hearing: true,
+        release: false,
+    };
+    b.step(t0, Input::Advert(heard));
+    let later = t0 + Duration::from_secs(1);
+    let said = b.handing_over(t0 + timing.interval);
+    assert!(
+        matches!(said.as_slice(), [Action::Advert(a)] if a.role == AdvertRole::Standby && a.hearing),
+        "{said:?}"
+    );
+    let said = b.handing_over(later);
+    assert!(
+        matches!(said.as_slice(), [Action::Advert(a)] if a.role == AdvertRole::Standby && a.hearing),
+        "{said:?}"
+    );
+    // One that was shut down, or has no peer, says nothing.
     a.step(t, Input::Shutdown);
     assert!(a.handing_over(t + Duration::from_secs(1)).is_empty());
+    let mut alone = Election::new("c".into(), 4, lb, timing, t0);
+    let solo = Assignment {
+        peer: None,
+        ..assignment(A)
+    };
+    alone.step(t0, Input::Placement(Some(solo)));
+    assert!(alone.handing_over(later).is_empty());
 }
 
 #[test]
