@@ -199,7 +199,10 @@ async fn first_state(
             quiet.send_replace(true);
             // A closed channel: the elections ended (or never started).
             let ran = advertised.wait_for(|a| *a);
-            if tokio::time::timeout(crate::handover::KEEP_WAIT, ran).await.is_ok() {
+            if tokio::time::timeout(crate::handover::KEEP_WAIT, ran)
+                .await
+                .is_ok()
+            {
                 tokio::time::sleep(overlap).await;
             }
             s.electing();
