@@ -362,10 +362,14 @@ async fn run(
         }
         let mut steps: Vec<(LoadBalancerId, Input)> = Vec::new();
         if !changed {
+            // In this order: after a stall (a loaded node does not run this process for a
+            // while) the adverts and claim outcomes that queued meanwhile are taken before the
+            // next tick decides, which would otherwise find the peer unheard and the claim
+            // unconfirmed past the fence and drop the addresses.
             tokio::select! {
-                _ = tick.tick() => {
-                    steps.extend(state.instances.keys().map(|id| (*id, Input::Tick)));
-                }
+                biased;
+                _ = quiesce.wait_for(|q| *q) => break,
+                _ = shutdown.wait_for(|s| *s) => break,
                 received = exec.heartbeat.recv() => {
                     if let Ok((advert, _)) = received {
                         steps.push((advert.lb, Input::Advert(advert)));
@@ -376,8 +380,9 @@ async fn run(
                 r = inputs.peers.changed() => if r.is_err() { break } else { changed = true },
                 r = inputs.claims.changed() => if r.is_err() { break } else { changed = true },
                 r = inputs.health.changed() => if r.is_err() { break } else { changed = true },
-                _ = shutdown.wait_for(|s| *s) => break,
-                _ = quiesce.wait_for(|q| *q) => break,
+                _ = tick.tick() => {
+                    steps.extend(state.instances.keys().map(|id| (*id, Input::Tick)));
+                }
             }
         }
         // After the wait: the time an input is given is the time it arrived.
