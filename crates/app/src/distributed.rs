@@ -96,6 +96,11 @@ pub async fn agent(
     let (running, ha_running) = watch::channel(settings.ha.is_none());
     let (served_tx, served) = watch::channel(0);
     let (quiet_tx, quiet) = watch::channel(false);
+    let (advertising, advertised) = watch::channel(false);
+    // How long both processes advertise after an upgrade: the successor's first adverts say
+    // it does not hear the peer yet (an active counts only those that do), until it has read
+    // the peer's that queued meanwhile.
+    let overlap = (settings.ha.as_ref()).map_or(Duration::ZERO, |h| h.timing.interval * 3);
     let failover = settings.ha.clone().map(|ha| {
         let upgrades = crate::failover::Upgrades {
             handed,
@@ -104,6 +109,7 @@ pub async fn agent(
             running,
             quieting,
             quiet,
+            advertising,
         };
         let agent = crate::failover::HaAgent {
             node: settings.node.clone(),
@@ -123,7 +129,8 @@ pub async fn agent(
     });
     tokio::spawn(first_state(
         served,
-        (ha_running, quiet_tx),
+        (ha_running, quiet_tx, advertised),
+        overlap,
         node.first_state_applied(),
         life.successor,
     ));
@@ -152,10 +159,17 @@ pub async fn agent(
 
 /// Once the agent serves its first state and its elections run: `applied`, and a predecessor
 /// is told. A predecessor that hands over active-standby claims is told first, and the
-/// elections start once it says its own stopped (`quiet`).
+/// elections start once it says its own stopped (`quiet`); once they ran their first pass
+/// (`advertised`) and `overlap` later, the predecessor, which advertised meanwhile, is told to
+/// stop.
 async fn first_state(
     mut served: watch::Receiver<u64>,
-    (mut ha_running, quiet): (watch::Receiver<bool>, watch::Sender<bool>),
+    (mut ha_running, quiet, mut advertised): (
+        watch::Receiver<bool>,
+        watch::Sender<bool>,
+        watch::Receiver<bool>,
+    ),
+    overlap: Duration,
     applied: impl FnOnce(),
     successor: Option<crate::handover::Successor>,
 ) {
@@ -168,13 +182,30 @@ async fn first_state(
             // closes the sockets nobody took).
             let _ = ha_running.wait_for(|running| *running).await;
             applied();
-            let said = tokio::task::spawn_blocking(move || s.ready()).await;
-            if !said.unwrap_or(false) {
+            let said = tokio::task::spawn_blocking(move || {
+                let said = s.ready();
+                (s, said)
+            })
+            .await;
+            let Ok((s, said)) = said else {
+                quiet.send_replace(true);
+                return;
+            };
+            if !said {
                 tracing::warn!(
                     "the predecessor did not say its elections stopped: starting them anyway"
                 );
             }
             quiet.send_replace(true);
+            // A closed channel: the elections ended (or never started).
+            let ran = advertised.wait_for(|a| *a);
+            if tokio::time::timeout(crate::handover::KEEP_WAIT, ran)
+                .await
+                .is_ok()
+            {
+                tokio::time::sleep(overlap).await;
+            }
+            s.electing();
         }
         successor => {
             quiet.send_replace(true);

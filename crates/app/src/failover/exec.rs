@@ -91,6 +91,7 @@ impl Exec {
                 }
                 Action::RemoveAddresses => {
                     tracing::info!(lb = %id, "standby: removing the addresses");
+                    tracing::debug!(lb = %id, election = ?instance.election, "stepped down");
                     self.metrics.ha_transition(id, "standby");
                     for a in &instance.addresses {
                         if let Err(e) = self.interface.remove(*a).await {

@@ -92,6 +92,10 @@ pub(crate) struct Upgrades {
     /// predecessor (each advert reaches one of them) heard too few, unconfirmed behind the
     /// predecessor's renewals, and stepped down at its fence.
     pub(crate) quiet: watch::Receiver<bool>,
+    /// Turns true once the elections ran their first pass with every handed-over claim (the
+    /// first adverts are out): a successor then tells its predecessor, which advertised them
+    /// meanwhile, [`crate::handover::ELECTING`].
+    pub(crate) advertising: watch::Sender<bool>,
 }
 
 /// Removes the addresses of the load balancers it knows (except those a predecessor handed
@@ -186,6 +190,7 @@ pub(crate) async fn link(
         state,
         quiesce,
         electing,
+        kept,
     } = upgrades.quieting;
     let shared = Shared {
         view,
@@ -193,15 +198,19 @@ pub(crate) async fn link(
         state,
         handed_over: upgrades.handed_over,
         quiesce,
+        electing,
+        kept,
+        advertising: upgrades.advertising,
     };
     let handed_over = shared.handed_over.clone();
     // Set before `quiesce` is looked at: a hand-over then either stops the elections or finds
     // them not started.
-    electing.send_replace(true);
+    shared.electing.send_replace(true);
     if let Err(e) = run(me, exec, inputs, sweep, &shared, shutdown).await {
         tracing::error!("active-standby is off: {e}");
     }
-    electing.send_replace(false);
+    shared.electing.send_replace(false);
+    shared.advertising.send_replace(true);
     running.send_replace(true);
     if handed_over.load(Ordering::SeqCst) || shared.quiesced() {
         // The successor keeps the lease alive: dropping it here only stops this process's
@@ -279,6 +288,12 @@ struct Shared {
     handed_over: Arc<AtomicBool>,
     /// True once a successor is ready: the elections stop, releasing nothing.
     quiesce: watch::Receiver<bool>,
+    /// True while the elections run (read by the hand-over).
+    electing: watch::Sender<bool>,
+    /// True once the successor's elections run: the stopped ones stop advertising.
+    kept: watch::Receiver<bool>,
+    /// Set once the first pass with every handed-over claim is done.
+    advertising: watch::Sender<bool>,
 }
 
 impl Shared {
@@ -347,10 +362,14 @@ async fn run(
         }
         let mut steps: Vec<(LoadBalancerId, Input)> = Vec::new();
         if !changed {
+            // In this order: after a stall (a loaded node does not run this process for a
+            // while) the adverts and claim outcomes that queued meanwhile are taken before the
+            // next tick decides, which would otherwise find the peer unheard and the claim
+            // unconfirmed past the fence and drop the addresses.
             tokio::select! {
-                _ = tick.tick() => {
-                    steps.extend(state.instances.keys().map(|id| (*id, Input::Tick)));
-                }
+                biased;
+                _ = quiesce.wait_for(|q| *q) => break,
+                _ = shutdown.wait_for(|s| *s) => break,
                 received = exec.heartbeat.recv() => {
                     if let Ok((advert, _)) = received {
                         steps.push((advert.lb, Input::Advert(advert)));
@@ -361,14 +380,24 @@ async fn run(
                 r = inputs.peers.changed() => if r.is_err() { break } else { changed = true },
                 r = inputs.claims.changed() => if r.is_err() { break } else { changed = true },
                 r = inputs.health.changed() => if r.is_err() { break } else { changed = true },
-                _ = shutdown.wait_for(|s| *s) => break,
-                _ = quiesce.wait_for(|q| *q) => break,
+                _ = tick.tick() => {
+                    steps.extend(state.instances.keys().map(|id| (*id, Input::Tick)));
+                }
             }
         }
         // After the wait: the time an input is given is the time it arrived.
         let now = Instant::now();
         if std::mem::take(&mut changed) {
-            steps.extend(state.reconcile(now, &mut inputs, &mut exec).await);
+            // Elections started by the reconcile start at its end, after its sweep (an `ip`
+            // command each time, which takes long on a loaded node): started at `now`, a
+            // handed-over holder found its fence passed at its first tick, unheard and
+            // unconfirmed for as long as the sweep took, and stepped down.
+            let (at, reconciled) = state.reconcile(&mut inputs, &mut exec).await;
+            for (id, input) in reconciled {
+                state
+                    .step(at, id, input, &mut exec, &inputs, &outcomes_tx)
+                    .await;
+            }
         }
         for (id, input) in steps {
             state
@@ -379,11 +408,21 @@ async fn run(
             shared.view.refresh();
         }
         if state.handed.is_empty() {
-            // Every handed-over claim has its election (or lost its load balancer).
+            // Every handed-over claim has its election (or lost its load balancer), and its
+            // first adverts went out with this pass's steps.
             shared
                 .running
                 .send_if_modified(|r| !std::mem::replace(r, true));
+            shared
+                .advertising
+                .send_if_modified(|r| !std::mem::replace(r, true));
         }
+    }
+    if shared.quiesced() {
+        // The successor reads the adverts and renews the claims from now on; this process
+        // advertises what it held until the successor's elections run.
+        shared.electing.send_replace(false);
+        state.keep(&mut exec, &inputs, shared.kept.clone()).await;
     }
     if shared.handed_over.load(Ordering::SeqCst) || shared.quiesced() {
         // The successor holds what this process held: nothing is removed or released.
@@ -422,10 +461,10 @@ impl State {
     /// etcd health changes.
     async fn reconcile(
         &mut self,
-        now: Instant,
         inputs: &mut HaInputs,
         exec: &mut exec::Exec,
-    ) -> Vec<(LoadBalancerId, Input)> {
+    ) -> (Instant, Vec<(LoadBalancerId, Input)>) {
+        let now = Instant::now();
         let desired = inputs.desired.borrow_and_update().clone();
         let model = &desired.model;
         let claims = inputs.claims.borrow_and_update().clone();
@@ -471,6 +510,7 @@ impl State {
         });
         held.extend(self.handed.keys());
         self.sweep.run(&desired, &held).await;
+        let now = Instant::now();
         for (id, (assignment, addresses)) in wanted {
             if !self.instances.contains_key(&id) {
                 let election = match self.handed.remove(&id) {
@@ -528,7 +568,36 @@ impl State {
                 instance.fed = Some(-1);
             }
         }
-        steps
+        (now, steps)
+    }
+
+    /// After a hand-over: advertises the claims this process held, every interval
+    /// ([`Election::handing_over`]), reading nothing and writing no claim, until `kept` (the
+    /// successor's elections run) or [`crate::handover::KEEP_WAIT`].
+    async fn keep(
+        &mut self,
+        exec: &mut exec::Exec,
+        inputs: &HaInputs,
+        mut kept: watch::Receiver<bool>,
+    ) {
+        let until = tokio::time::Instant::now() + crate::handover::KEEP_WAIT;
+        let mut tick = tokio::time::interval(TICK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tracing::info!("handed over: advertising the claims until the new process's elections run");
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = kept.wait_for(|k| *k) => break,
+                () = tokio::time::sleep_until(until) => break,
+            }
+            let now = Instant::now();
+            for (id, instance) in &mut self.instances {
+                let actions = instance.election.handing_over(now);
+                if !actions.is_empty() {
+                    exec.run(*id, instance, actions, None, &inputs.peers).await;
+                }
+            }
+        }
     }
 
     async fn step(

@@ -37,6 +37,9 @@ pub struct HaState {
 /// The predecessor's line after a successor's `ready`: its elections neither read the pair's
 /// adverts nor renew the claims any more.
 pub const QUIET: &str = "quiet";
+/// What a successor that was told [`QUIET`] says once its elections run (their first adverts
+/// sent): the predecessor, which advertised its claims meanwhile, stops.
+pub const ELECTING: &str = "electing";
 
 /// The `ha` line of `state`.
 pub fn ha_line(state: &HaState) -> String {

@@ -16,7 +16,12 @@
 //! them: so after the successor's `ready`, the predecessor stops its elections ([`HaHandOver`])
 //! and says [`QUIET`], and only then does the successor start its own. At no time do both
 //! read the adverts or renew the claims (a successor that did so beside its predecessor heard
-//! too few of its peer's adverts and fenced itself under load).
+//! too few of its peer's adverts and fenced itself under load). Between the two the
+//! predecessor keeps sending its held claims' adverts (and only those), until the successor
+//! says [`ELECTING`] (its elections' first adverts are out), closes the connection, or
+//! [`KEEP_WAIT`] passes: the standby hears no gap, however long the successor takes to start
+//! its elections on a loaded node (a gap longer than the election's dead interval, 200 ms by
+//! default, was an election).
 //!
 //! A process that was not started by its predecessor asks for the same hand-over with
 //! `--take-over` (a DaemonSet's new pod beside the old one): finding the state directory
@@ -32,7 +37,7 @@ mod manifest;
 mod transfer;
 
 use manifest::Entry;
-pub use manifest::{Answer, HaState, QUIET};
+pub use manifest::{Answer, ELECTING, HaState, QUIET};
 use portico_provider::{SocketKey, Sockets};
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
@@ -52,6 +57,9 @@ pub const DEADLINE: Duration = Duration::from_secs(30);
 /// How long a predecessor waits for its elections to stop after its successor's `ready`, and
 /// a successor for the predecessor's [`QUIET`], before going on without.
 pub const QUIET_WAIT: Duration = Duration::from_secs(1);
+/// How long a predecessor that stopped its elections keeps advertising its claims at most,
+/// waiting for its successor's [`ELECTING`].
+pub const KEEP_WAIT: Duration = Duration::from_secs(5);
 /// How long `--take-over` waits for the lock holder's hand-over socket to accept (a process
 /// binds it once it serves its first state).
 pub const CONNECT_WAIT: Duration = Duration::from_secs(10);
@@ -155,8 +163,8 @@ impl Successor {
     }
 
     /// Answers `ready` and waits for the predecessor's [`QUIET`] (blocking, up to
-    /// [`QUIET_WAIT`]); whether it came.
-    pub fn ready(self) -> bool {
+    /// [`QUIET_WAIT`]); whether it came. Then [`Successor::electing`].
+    pub fn ready(&self) -> bool {
         use std::io::BufRead;
         self.answer_ref(&Answer::Ready(std::process::id()));
         if self.stream.set_read_timeout(Some(QUIET_WAIT)).is_err() {
@@ -165,6 +173,14 @@ impl Successor {
         let mut line = String::new();
         let read = std::io::BufReader::new(&self.stream).read_line(&mut line);
         read.is_ok() && line.trim_end() == QUIET
+    }
+
+    /// Tells the predecessor that this process's elections run: it stops advertising.
+    pub fn electing(self) {
+        use std::io::Write;
+        if let Err(error) = (&self.stream).write_all(format!("{ELECTING}\n").as_bytes()) {
+            tracing::warn!(%error, "cannot tell the predecessor that the elections run");
+        }
     }
 
     /// Tells the predecessor how the start went.
@@ -187,6 +203,7 @@ pub(crate) struct HaHandOver {
     state: Arc<Mutex<Option<HaState>>>,
     quiesce: Arc<watch::Sender<bool>>,
     electing: watch::Receiver<bool>,
+    kept: Arc<watch::Sender<bool>>,
 }
 
 /// The elections' side of an [`HaHandOver`].
@@ -198,6 +215,9 @@ pub(crate) struct Quieting {
     /// True while the elections run. They set it before they look at `quiesce`, so that a
     /// hand-over either stops them or sees them not started.
     pub(crate) electing: watch::Sender<bool>,
+    /// Turns true when the successor's elections run (or it is gone, or [`KEEP_WAIT`]
+    /// passed): the stopped elections' adverts stop.
+    pub(crate) kept: watch::Receiver<bool>,
 }
 
 /// A connected [`HaHandOver`] and [`Quieting`].
@@ -205,15 +225,18 @@ pub(crate) fn ha_hand_over() -> (HaHandOver, Quieting) {
     let state = Arc::new(Mutex::new(None));
     let (quiesce_tx, quiesce) = watch::channel(false);
     let (electing, electing_rx) = watch::channel(false);
+    let (kept_tx, kept) = watch::channel(false);
     let hand = HaHandOver {
         state: state.clone(),
         quiesce: Arc::new(quiesce_tx),
         electing: electing_rx,
+        kept: Arc::new(kept_tx),
     };
     let quieting = Quieting {
         state,
         quiesce,
         electing,
+        kept,
     };
     (hand, quieting)
 }
@@ -315,6 +338,20 @@ pub(crate) async fn hand_over(
                 if let Err(error) = (&stream).write_all(format!("{QUIET}\n").as_bytes()) {
                     tracing::warn!(%error, "cannot tell the new process that the elections stopped");
                 }
+                // The stopped elections advertise until the successor's run.
+                let kept = ha.kept.clone();
+                tokio::task::spawn_blocking(move || {
+                    use std::io::BufRead;
+                    let mut line = String::new();
+                    let read = (stream.set_read_timeout(Some(KEEP_WAIT)))
+                        .and_then(|()| std::io::BufReader::new(&stream).read_line(&mut line));
+                    if read.is_err() {
+                        tracing::warn!(
+                            "the new process did not say its elections run within {KEEP_WAIT:?}"
+                        );
+                    }
+                    kept.send_replace(true);
+                });
             }
             Ok(pid)
         }

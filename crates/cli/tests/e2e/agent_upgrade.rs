@@ -195,6 +195,22 @@ async fn ten_upgrades(provider: &'static str) {
             .unwrap();
         assert_eq!(&buf[..n], format!("u0:{text}").as_bytes());
         assert_eq!(haproxy(), haproxy_before, "haproxy after upgrade {i}");
+        if ha.holder(&lb.id) != Some((node.clone(), epoch))
+            || ha.holder(&flows) != Some((flows_node.clone(), flows_epoch))
+        {
+            for &agent in &upgraded {
+                let log = std::fs::read_to_string(state(agent).join("agent.log"));
+                let log = log.unwrap_or_default();
+                let lines: Vec<&str> = (log.lines())
+                    .filter(|l| l.contains("failover") && !l.contains("advert"))
+                    .collect();
+                eprintln!(
+                    "--- {} (failover):\n{}",
+                    ha.agents[agent].node,
+                    lines.join("\n")
+                );
+            }
+        }
         assert_eq!(
             ha.holder(&lb.id),
             Some((node.clone(), epoch)),

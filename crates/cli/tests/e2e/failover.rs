@@ -142,6 +142,8 @@ pub struct Ha {
     pub provider: &'static str,
     /// The agents' `--lease-ttl` in seconds.
     pub lease_ttl: u64,
+    /// The agents' `--shutdown-timeout` and `--l4-drain-timeout`, when not the defaults (30 s).
+    pub shutdown_timeout: Option<&'static str>,
     _manifests: crate::support::Manifests,
 }
 
@@ -380,6 +382,11 @@ impl Ha {
             client,
             provider,
             lease_ttl,
+            // The upgrades' lab holds a WebSocket and an `l4` stream on the first process of
+            // each upgraded agent for all ten rounds: on a loaded machine these take longer
+            // than the default 30 s after which a drained process closes its tunnels
+            // (`--shutdown-timeout`) and its `l4` flows (`--l4-drain-timeout`).
+            shutdown_timeout: matches!(objects, Objects::Ingresses(_, _, true)).then_some("600s"),
             _manifests: m,
         };
         for i in 0..agents {
@@ -465,6 +472,7 @@ impl Ha {
     pub async fn spawn_agent(&mut self, i: usize) {
         let endpoints = self.etcd.endpoints().join(",");
         let (provider, lease_ttl) = (self.provider, self.lease_ttl);
+        let shutdown_timeout = self.shutdown_timeout;
         let a = &mut self.agents[i];
         let log = std::fs::File::create(a.state.path().join("agent.log")).unwrap();
         let mut child = Command::new("ip")
@@ -481,6 +489,8 @@ impl Ha {
             .arg(format!("--admin-listen={}:9180", a.ip))
             .arg(format!("--state-dir={}", a.state.path().display()))
             .arg("--access-log=off")
+            .args(shutdown_timeout.map(|t| format!("--shutdown-timeout={t}")))
+            .args(shutdown_timeout.map(|t| format!("--l4-drain-timeout={t}")))
             .env("PORTICO_LOG", "info,portico_app::failover=debug")
             .stdout(Stdio::piped())
             .stderr(log)

@@ -218,6 +218,9 @@ pub struct Election {
     garps_left: u32,
     next_garp: Instant,
     stopped: bool,
+    /// When [`Election::handing_over`] was first called: the peer counts as heard as it was
+    /// then.
+    handing_over_at: Option<Instant>,
 }
 
 mod rules;

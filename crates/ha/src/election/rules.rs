@@ -30,6 +30,7 @@ impl Election {
             garps_left: 0,
             next_garp: now,
             stopped: false,
+            handing_over_at: None,
         }
     }
 
@@ -90,6 +91,30 @@ impl Election {
             }
         }
         self.decide(now, &mut out);
+        out
+    }
+
+    /// What an agent's process does, at `now`, between handing its elections over to a
+    /// successor (an upgrade: the successor now reads the adverts and renews the claims) and
+    /// the successor's first adverts: it keeps advertising as it did (holder or standby), every
+    /// `interval`, and does nothing else (no claim, no fence, no addresses: they are the
+    /// successor's). So the peer hears no gap however long the successor takes to start its
+    /// elections (on a loaded node, longer than `dead`): a standby does not take over, and an
+    /// active whose standby is upgraded keeps hearing it instead of leaning on renewals in
+    /// etcd alone. The adverts say the peer is heard when it was at the first call: the node's
+    /// heartbeat socket stays, only its reader changes (the adverts queue for the successor).
+    /// Nothing for an election without a peer, or shut down.
+    pub fn handing_over(&mut self, now: Instant) -> Vec<Action> {
+        let mut out = Vec::new();
+        if self.stopped || self.peer().is_none() {
+            return out;
+        }
+        let since = *self.handing_over_at.get_or_insert(now);
+        if now < self.next_advert {
+            return out;
+        }
+        out.push(Action::Advert(self.advert_now(since, false)));
+        self.next_advert = now + self.timing.interval;
         out
     }
 

@@ -38,6 +38,9 @@ struct Sim {
     etcd_delay: Duration,
     /// Swaps not yet committed: (due, node, expect, claim).
     swaps: Vec<(Instant, usize, i64, Claim)>,
+    /// A process that handed its claim over and keeps advertising until its successor's
+    /// elections start ([`Election::handing_over`]): the node and its old election.
+    keeper: Option<(usize, Election)>,
 }
 
 fn assignment(i: usize) -> Assignment {
@@ -72,6 +75,7 @@ impl Sim {
             overlaps: 0,
             etcd_delay: Duration::ZERO,
             swaps: vec![],
+            keeper: None,
         };
         for i in [A, B] {
             sim.boot(i);
@@ -114,6 +118,29 @@ impl Sim {
         };
         self.nodes[i].alive = true;
         self.boot(i);
+    }
+
+    /// [`Sim::upgrade`] as the agent does it: the old process, once its elections stopped,
+    /// keeps advertising ([`Election::handing_over`]) until the new one's elections start,
+    /// `gap` later.
+    fn upgrade_kept(&mut self, i: usize, gap: Duration) {
+        let held = self.nodes[i].election.status().holding;
+        let seen = self.claim.clone().unwrap();
+        let (name, timing, lease) = (NAMES[i].into(), Timing::default(), self.nodes[i].lease);
+        let fresh = Election::new(NAMES[i].into(), lease, self.lb, timing, self.now);
+        let old = std::mem::replace(&mut self.nodes[i].election, fresh);
+        self.keeper = Some((i, old));
+        self.nodes[i].alive = false;
+        self.run(gap);
+        self.nodes[i].election = if held {
+            Election::holder(name, lease, self.lb, timing, self.now, seen)
+        } else {
+            Election::new(name, lease, self.lb, timing, self.now)
+        };
+        self.nodes[i].alive = true;
+        self.boot(i);
+        // The successor's first adverts went out at its start: the old process stops.
+        self.keeper = None;
     }
 
     fn elapsed(&self) -> Duration {
@@ -201,6 +228,16 @@ impl Sim {
         }
         for i in [A, B] {
             self.input(i, Input::Tick);
+        }
+        if let Some((i, old)) = &mut self.keeper {
+            let i = *i;
+            for action in old.handing_over(now) {
+                match action {
+                    Action::Advert(a) if self.link[i] => self.in_flight.push((1 - i, a)),
+                    Action::Advert(_) => {}
+                    other => panic!("a process handing over did {other:?}"),
+                }
+            }
         }
         if self.nodes[A].holding && self.nodes[B].holding {
             self.overlaps += 1;
@@ -687,6 +724,118 @@ fn an_upgraded_holder_keeps_the_claim_without_an_election() {
     assert_eq!(sim.revision, revision, "the claim was not written again");
     assert_eq!(sim.overlaps, 0);
     assert!(!sim.nodes[B].election.status().holding);
+}
+
+#[test]
+fn a_successor_starting_later_than_dead_without_adverts_meanwhile_loses_the_claim() {
+    // What the hand-over must prevent: on a loaded node the new process's elections start
+    // more than `dead` after the old one's stopped; with nobody advertising meanwhile the
+    // standby takes over.
+    let mut sim = started();
+    sim.upgrade(A, Duration::from_millis(400));
+    sim.run(Duration::from_millis(500));
+    assert_eq!(sim.epoch(), 2, "the standby took over");
+}
+
+#[test]
+fn an_upgraded_holder_kept_advertised_keeps_the_claim_however_late_its_successor_starts() {
+    let mut sim = started();
+    let revision = sim.revision;
+    for gap in [0, 150, 250, 400, 1000, 3000, 50, 5000] {
+        sim.upgrade_kept(A, Duration::from_millis(gap));
+        assert_eq!(sim.holders(), vec![A], "after a gap of {gap} ms");
+        sim.run(Duration::from_millis(500));
+        assert_eq!(sim.holders(), vec![A], "500 ms after a gap of {gap} ms");
+    }
+    assert_eq!(sim.epoch(), 1, "no takeover");
+    assert_eq!(sim.revision, revision, "the claim was not written again");
+    assert_eq!(sim.overlaps, 0);
+    assert!(!sim.nodes[B].election.status().holding);
+}
+
+#[test]
+fn an_upgraded_standby_kept_advertised_leaves_an_active_that_cannot_renew_in_place() {
+    // The active's renewals do not commit (etcd slow on a loaded node): only the standby's
+    // adverts keep it. The standby's successor starts its elections 1 s after its
+    // predecessor's stopped; the predecessor's adverts fill the gap.
+    let mut sim = started();
+    sim.etcd_delay = Duration::from_secs(10);
+    sim.run(Duration::from_millis(500));
+    assert_eq!(sim.holders(), vec![A]);
+    for gap in [300, 1000, 150] {
+        sim.upgrade_kept(B, Duration::from_millis(gap));
+        sim.run(Duration::from_millis(500));
+        assert_eq!(sim.holders(), vec![A], "after a gap of {gap} ms");
+    }
+    assert_eq!(sim.epoch(), 1);
+    assert_eq!(sim.overlaps, 0);
+}
+
+#[test]
+fn handing_over_advertises_the_holder_every_interval_and_nothing_else() {
+    let lb = LoadBalancerId::derive("lb");
+    let timing = Timing::default();
+    let t0 = Instant::now();
+    let seen = Seen {
+        claim: claim_of(2),
+        revision: 5,
+    };
+    let mut a = Election::holder("a".into(), 2, lb, timing, t0, seen);
+    a.step(t0, Input::Placement(Some(assignment(A))));
+    // Long past the fence and the renewal: a running holder would renew or step down.
+    let mut adverts = vec![];
+    let mut t = t0 + TICK;
+    while t < t0 + Duration::from_secs(2) {
+        for action in a.handing_over(t) {
+            match action {
+                Action::Advert(advert) => adverts.push((t, advert)),
+                other => panic!("{other:?}"),
+            }
+        }
+        t += TICK;
+    }
+    assert!(
+        adverts
+            .iter()
+            .all(|(_, a)| a.role == AdvertRole::Active && a.epoch == 3 && !a.release)
+    );
+    let gaps: Vec<Duration> = adverts.windows(2).map(|w| w[1].0 - w[0].0).collect();
+    assert!(gaps.iter().all(|g| *g == timing.interval), "{gaps:?}");
+    assert!(adverts.len() >= 39, "{}", adverts.len());
+    // A standby that heard its peer goes on saying so, as a standby.
+    let mut b = Election::new("b".into(), 3, lb, timing, t0);
+    b.step(t0, Input::Placement(Some(assignment(B))));
+    let heard = Advert {
+        v: VERSION,
+        node: "a".into(),
+        lb,
+        epoch: 3,
+        role: AdvertRole::Active,
+        hearing: true,
+        release: false,
+    };
+    b.step(t0, Input::Advert(heard));
+    let later = t0 + Duration::from_secs(1);
+    let said = b.handing_over(t0 + timing.interval);
+    assert!(
+        matches!(said.as_slice(), [Action::Advert(a)] if a.role == AdvertRole::Standby && a.hearing),
+        "{said:?}"
+    );
+    let said = b.handing_over(later);
+    assert!(
+        matches!(said.as_slice(), [Action::Advert(a)] if a.role == AdvertRole::Standby && a.hearing),
+        "{said:?}"
+    );
+    // One that was shut down, or has no peer, says nothing.
+    a.step(t, Input::Shutdown);
+    assert!(a.handing_over(t + Duration::from_secs(1)).is_empty());
+    let mut alone = Election::new("c".into(), 4, lb, timing, t0);
+    let solo = Assignment {
+        peer: None,
+        ..assignment(A)
+    };
+    alone.step(t0, Input::Placement(Some(solo)));
+    assert!(alone.handing_over(later).is_empty());
 }
 
 #[test]
