@@ -25,6 +25,8 @@ mod source;
 mod tls;
 mod types;
 
+/// The hook through which library threads give freed memory back (the binary registers its allocator's collection).
+pub use portico_model::trim;
 pub use distributed::{AgentSettings, ControllerSettings, agent, controller};
 pub use error::AppError;
 pub use failover::HaSettings;

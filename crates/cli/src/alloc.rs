@@ -177,7 +177,7 @@ pub fn on_park() {
     if !collects_on_park(LAST_COLLECT.get(), std::time::Instant::now()) {
         return;
     }
-    let seen = portico_model::trim::generation();
+    let seen = portico_app::trim::generation();
     collect_thread();
     LAST_COLLECT.set(Some((std::time::Instant::now(), seen)));
 }
@@ -188,7 +188,7 @@ fn collects_on_park(last: Option<(std::time::Instant, u64)>, now: std::time::Ins
     match last {
         None => true,
         Some((at, seen)) => {
-            portico_model::trim::owed(seen) || now.saturating_duration_since(at) >= COLLECT_EVERY
+            portico_app::trim::owed(seen) || now.saturating_duration_since(at) >= COLLECT_EVERY
         }
     }
 }
@@ -231,7 +231,7 @@ mod park_tests {
     #[test]
     fn a_worker_collects_on_parking_after_a_change_or_a_second_and_not_in_between() {
         let now = Instant::now();
-        let seen = portico_model::trim::generation();
+        let seen = portico_app::trim::generation();
         assert!(collects_on_park(None, now), "the first park collects");
         assert!(!collects_on_park(Some((now, seen)), now));
         let later = now + COLLECT_EVERY;
@@ -240,7 +240,7 @@ mod park_tests {
             Some((now, seen)),
             now + Duration::from_millis(10)
         ));
-        portico_model::trim::trim_after_change();
+        portico_app::trim::trim_after_change();
         assert!(
             collects_on_park(Some((now, seen)), now),
             "a change since the last collection is owed at once"

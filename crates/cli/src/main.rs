@@ -666,7 +666,7 @@ fn upgrade_command(flags: &UpgradeFlags) -> portico_app::handover::Command {
 fn main() -> ExitCode {
     alloc::configure();
     alloc::start_purging();
-    portico_model::trim::set_trim(alloc::collect_thread);
+    portico_app::trim::set_trim(alloc::collect_thread);
     let cli = Cli::parse();
     init_logging(&cli.log);
     raise_open_files();
