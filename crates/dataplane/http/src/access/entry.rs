@@ -189,16 +189,24 @@ impl Line {
             status: self.status,
             bytes_in: self.body_in.as_ref().map_or(0, |f| f.read()),
             bytes_out: self.bytes_out,
-            request_time: now.saturating_duration_since(self.started),
             upstream_time: self.upstream_time,
             upstream: self.upstream,
         };
         record::finish(&mut self.text, &done);
         let Line {
-            log, text, pool, ..
+            log,
+            text,
+            pool,
+            started,
+            ..
         } = self;
         let pool = pool.map(|p| p as Arc<dyn record::Named>);
-        log.send(record::Record { bytes: text, pool });
+        log.send(record::Record {
+            bytes: text,
+            pool,
+            started,
+            ended: now,
+        });
     }
 }
 

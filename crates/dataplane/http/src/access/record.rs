@@ -17,19 +17,20 @@
 //! 128 bits.
 //!
 //! Layout (little-endian): a kind byte ([`REQUEST`] or [`LINE`]);
-//! for a request, the start as nanoseconds since [`anchor`], the method's code (0: its text
+//! for a request, the method's code (0: its text
 //! follows), the client's address (a family byte 0/4/6, 16 address bytes, the port; family 0:
 //! its text follows; the port is not shown), a byte 1 and the 128 bits of a generated request id (else 0 and its
 //! text follows), the six lengths then the six byte strings (request id, client, host,
 //! method, path, trace id; an empty one: none or given above); then, once the response is
-//! done, status, bytes in, bytes out, request time and upstream time (µs, `u64::MAX`: none)
-//! and the member's address (as the client's).
+//! done, status, bytes in, bytes out and upstream time (µs, `u64::MAX`: none) and the
+//! member's address (as the client's). The request's start and end travel as instants beside
+//! the bytes: the request time and the wall-clock time are the writer's to compute.
 
 use super::entry::{Asked, Client, RequestId};
 use super::{json, request_id, time};
 use crate::route::PoolState;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 /// A request's record.
@@ -37,16 +38,13 @@ const REQUEST: u8 = 0;
 /// A whole line, written as it is.
 const LINE: u8 = 1;
 
-/// The instant record times count from (the first record's).
-fn anchor() -> Instant {
-    static ANCHOR: OnceLock<Instant> = OnceLock::new();
-    *ANCHOR.get_or_init(Instant::now)
-}
-
 /// A record as the writer takes it: its bytes, and the pool whose names its line shows.
 pub(crate) struct Record {
     pub(crate) bytes: Vec<u8>,
     pub(crate) pool: Option<Arc<dyn Named>>,
+    /// When the request began to arrive, and when its response ended.
+    pub(crate) started: Instant,
+    pub(crate) ended: Instant,
 }
 
 /// What names a line's pool: its load balancer's name and its own.
@@ -73,7 +71,6 @@ pub(crate) struct Done {
     pub(crate) status: u16,
     pub(crate) bytes_in: u64,
     pub(crate) bytes_out: u64,
-    pub(crate) request_time: Duration,
     pub(crate) upstream_time: Option<Duration>,
     pub(crate) upstream: Option<SocketAddr>,
 }
@@ -118,9 +115,9 @@ fn address_bytes(addr: Option<SocketAddr>) -> [u8; 19] {
 }
 
 /// The fixed head of a request's record.
-const HEAD: usize = 1 + 8 + 1 + 19 + 1 + 16 + 4 * 6;
+const HEAD: usize = 1 + 1 + 19 + 1 + 16 + 4 * 6;
 /// What [`finish`] adds.
-const FINISH: usize = 8 * 5 + 19;
+const FINISH: usize = 8 * 4 + 19;
 
 /// Starts a record in `out` (emptied first) of the request `asked`. The fixed head goes in
 /// one copy, then each value that has no place in it (usually the host and the path): this
@@ -139,22 +136,24 @@ pub(crate) fn begin(out: &mut Vec<u8>, asked: &Asked<'_>) {
         id_text,
         client_text,
         asked.host,
-        if code == 0 { asked.method.as_bytes() } else { &[] },
+        if code == 0 {
+            asked.method.as_bytes()
+        } else {
+            &[]
+        },
         asked.path,
         asked.trace_id.unwrap_or_default(),
     ];
     let mut head = [0u8; HEAD];
     head[0] = REQUEST;
-    let started = nanos(asked.started.saturating_duration_since(anchor()));
-    head[1..9].copy_from_slice(&started.to_le_bytes());
-    head[9] = code;
-    head[10..29].copy_from_slice(&client);
+    head[1] = code;
+    head[2..21].copy_from_slice(&client);
     if let Some(bits) = generated {
-        head[29] = 1;
-        head[30..46].copy_from_slice(&bits.to_le_bytes());
+        head[21] = 1;
+        head[22..38].copy_from_slice(&bits.to_le_bytes());
     }
     for (i, value) in values.iter().enumerate() {
-        let at = 46 + 4 * i;
+        let at = 38 + 4 * i;
         head[at..at + 4].copy_from_slice(&length(value).to_le_bytes());
     }
     out.clear();
@@ -174,13 +173,12 @@ pub(crate) fn finish(out: &mut Vec<u8>, done: &Done) {
         u64::from(done.status),
         done.bytes_in,
         done.bytes_out,
-        micros(done.request_time),
         done.upstream_time.map_or(u64::MAX, micros),
     ];
     for (i, n) in numbers.iter().enumerate() {
         fixed[8 * i..8 * i + 8].copy_from_slice(&n.to_le_bytes());
     }
-    fixed[40..59].copy_from_slice(&address_bytes(done.upstream));
+    fixed[32..51].copy_from_slice(&address_bytes(done.upstream));
     out.extend_from_slice(&fixed);
 }
 
@@ -212,10 +210,6 @@ fn read_address(r: &mut Reader<'_>) -> Option<Option<SocketAddr>> {
         6 => Some(SocketAddr::new(IpAddr::V6(Ipv6Addr::from(octets)), port)),
         _ => return None,
     })
-}
-
-fn nanos(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 fn micros(d: Duration) -> u64 {
@@ -275,9 +269,8 @@ impl Clock {
         }
     }
 
-    /// The wall-clock time of the instant `since` after the anchor.
-    fn wall(&self, since: Duration) -> SystemTime {
-        let at = anchor() + since;
+    /// The wall-clock time of the instant `at`.
+    fn wall(&self, at: Instant) -> SystemTime {
         let ago = self.instant.saturating_duration_since(at);
         self.wall.checked_sub(ago).unwrap_or(self.wall)
     }
@@ -310,7 +303,6 @@ fn format(record: &Record, clock: Clock, out: &mut Vec<u8>) -> Option<()> {
         }
         _ => return None,
     }
-    let started = Duration::from_nanos(r.u64()?);
     let code = usize::from(r.take(1)?[0]);
     let client = read_address(&mut r)?;
     let generated = match r.take(1)?[0] {
@@ -326,7 +318,7 @@ fn format(record: &Record, clock: Clock, out: &mut Vec<u8>) -> Option<()> {
         _ => METHODS.get(code - 1)?.as_bytes(),
     };
     out.extend_from_slice(b"{\"time\":\"");
-    time::rfc3339(out, clock.wall(started));
+    time::rfc3339(out, clock.wall(record.started));
     out.extend_from_slice(b"\",\"request_id\":");
     match generated {
         Some(bits) => {
@@ -364,7 +356,10 @@ fn format(record: &Record, clock: Clock, out: &mut Vec<u8>) -> Option<()> {
         json::decimal(out, r.u64()?);
     }
     out.extend_from_slice(b",\"request_time_ms\":");
-    millis(out, r.u64()?);
+    millis(
+        out,
+        micros(record.ended.saturating_duration_since(record.started)),
+    );
     out.extend_from_slice(b",\"upstream_time_ms\":");
     match r.u64()? {
         u64::MAX => out.extend_from_slice(b"-1"),
@@ -446,14 +441,18 @@ pub(crate) fn sample(path: &[u8]) -> Record {
         status: 200,
         bytes_in: 0,
         bytes_out: 0,
-        request_time: Duration::ZERO,
         upstream_time: None,
         upstream: None,
     };
     let mut bytes = Vec::new();
     begin(&mut bytes, &asked);
     finish(&mut bytes, &done);
-    Record { bytes, pool: None }
+    Record {
+        bytes,
+        pool: None,
+        started: asked.started,
+        ended: asked.started,
+    }
 }
 
 #[cfg(test)]
@@ -476,6 +475,8 @@ mod tests {
         Record {
             bytes,
             pool: Some(pool),
+            started: asked.started,
+            ended: asked.started + Duration::from_micros(1_234),
         }
     }
 
@@ -496,7 +497,6 @@ mod tests {
             status: 200,
             bytes_in: 12,
             bytes_out: 3456,
-            request_time: Duration::from_micros(1_234),
             upstream_time: Some(Duration::from_micros(987)),
             upstream,
         }
@@ -530,6 +530,8 @@ mod tests {
             Record {
                 bytes: haproxy,
                 pool: None,
+                started,
+                ended: started,
             },
         ];
         let lines = lines(&records);
@@ -595,8 +597,7 @@ mod tests {
         let wall = SystemTime::now();
         std::thread::sleep(Duration::from_millis(30));
         let clock = Clock::now();
-        let since = started.saturating_duration_since(anchor());
-        let dated = clock.wall(since);
+        let dated = clock.wall(started);
         let off = match dated.duration_since(wall) {
             Ok(d) => d,
             Err(e) => e.duration(),
@@ -615,6 +616,8 @@ mod tests {
             Record {
                 bytes: vec![9],
                 pool: None,
+                started,
+                ended: started,
             },
         ];
         let mut out = Vec::new();

@@ -160,7 +160,13 @@ impl AccessLog {
         if self.is_on() {
             let mut bytes = self.buffer();
             super::record::line(&mut bytes, line);
-            self.send(Record { bytes, pool: None });
+            let now = std::time::Instant::now();
+            self.send(Record {
+                bytes,
+                pool: None,
+                started: now,
+                ended: now,
+            });
         }
     }
 

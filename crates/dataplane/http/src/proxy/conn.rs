@@ -8,8 +8,8 @@ use super::tries::{
 };
 use super::tunnel::is_upgrade;
 use super::{Phase, Proxy, ProxyBody};
-use crate::access::{Asked, Client as LoggedClient, Entry, Logged, RequestId, X_REQUEST_ID};
 use crate::access::ensure_request_id;
+use crate::access::{Asked, Client as LoggedClient, Entry, Logged, RequestId, X_REQUEST_ID};
 use crate::trace::Traced;
 
 use crate::compress::{self, Compressible};
