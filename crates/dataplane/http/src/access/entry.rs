@@ -15,12 +15,27 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+/// The client as the line names it: the peer's address, or a name given for it (a trusted
+/// proxy's header, the PROXY protocol).
+#[derive(Clone, Copy)]
+pub(crate) enum Client<'a> {
+    Addr(std::net::IpAddr),
+    Text(&'a [u8]),
+}
+
+/// The request's id: the one the client sent, or the bits of the one Portico made.
+#[derive(Clone, Copy)]
+pub(crate) enum RequestId<'a> {
+    Sent(&'a [u8]),
+    New(u128),
+}
+
 /// What the client asked for, as the line shows it.
 pub(crate) struct Asked<'a> {
     /// When the request's first byte arrived (its request time counts from then).
     pub(crate) started: Instant,
-    pub(crate) request_id: &'a [u8],
-    pub(crate) client: &'a [u8],
+    pub(crate) request_id: RequestId<'a>,
+    pub(crate) client: Client<'a>,
     pub(crate) host: &'a [u8],
     pub(crate) method: &'a str,
     pub(crate) path: &'a [u8],
@@ -170,23 +185,28 @@ impl Entry {
 impl Line {
     /// The rest of the record, then to the writer.
     fn finish(mut self, now: Instant) {
-        let (load_balancer, pool) = match &self.pool {
-            Some(pool) => (pool.load_balancer(), pool.name()),
-            None => ("-", "-"),
-        };
         let done = record::Done {
             status: self.status,
             bytes_in: self.body_in.as_ref().map_or(0, |f| f.read()),
             bytes_out: self.bytes_out,
-            request_time: now.saturating_duration_since(self.started),
             upstream_time: self.upstream_time,
             upstream: self.upstream,
-            load_balancer,
-            pool,
         };
         record::finish(&mut self.text, &done);
-        let Line { log, text, .. } = self;
-        log.send(text);
+        let Line {
+            log,
+            text,
+            pool,
+            started,
+            ..
+        } = self;
+        let pool = pool.map(|p| p as Arc<dyn record::Named>);
+        log.send(record::Record {
+            bytes: text,
+            pool,
+            started,
+            ended: now,
+        });
     }
 }
 

@@ -12,8 +12,8 @@ mod request_id;
 mod time;
 mod writer;
 
-pub(crate) use entry::{Asked, Entry, Logged};
-pub(crate) use request_id::new_id_text;
+pub(crate) use entry::{Asked, Client, Entry, Logged, RequestId};
 pub(crate) use request_id::{X_REQUEST_ID, ensure_request_id};
+pub(crate) use request_id::{new_id_bits, uuid_text};
 pub(crate) use time::http_date_now;
 pub use writer::{AccessLog, Destination};

@@ -36,11 +36,12 @@ fn next() -> u64 {
 
 /// A new request id's text: `xxxxxxxx-xxxx-4xxx-yxxx-xxxxxxxxxxxx` (a version 4 UUID) from 122
 /// random bits.
-pub(crate) fn new_id_text() -> [u8; 36] {
-    uuid_text(new_bits())
+fn new_id_text() -> [u8; 36] {
+    uuid_text(new_id_bits())
 }
 
-fn new_bits() -> u128 {
+/// A new request id's 128 bits (a version 4 UUID's: 122 random), [`uuid_text`] its text.
+pub(crate) fn new_id_bits() -> u128 {
     let bits = (u128::from(next()) << 64 | u128::from(next())) & !(0xf000u128 << 64) & !(0xc << 60);
     bits | (0x4000u128 << 64) | (0x8 << 60)
 }
@@ -52,7 +53,7 @@ fn new_id() -> HeaderValue {
 /// The 36 characters of a UUID: 32 lowercase hex digits, most significant first, with a
 /// hyphen after the 8th, 12th, 16th and 20th. (Through `core::fmt`, this was 7 % of the
 /// proxy's instructions per request.)
-fn uuid_text(bits: u128) -> [u8; 36] {
+pub(crate) fn uuid_text(bits: u128) -> [u8; 36] {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut text = [b'-'; 36];
     let mut at = 0;

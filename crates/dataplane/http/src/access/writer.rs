@@ -9,7 +9,7 @@
 //! more); a buffer that holds [`BUFFER_CAP`] already drops the line and counts it, rather than
 //! slow traffic. Lines of one thread keep their order; a connection is served by one thread.
 
-use super::record::{self, Clock};
+use super::record::{self, Clock, Record};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::registry::Registry;
 use std::cell::RefCell;
@@ -59,7 +59,7 @@ struct Buffers {
 /// One thread's records waiting for the writer, and the buffers the writer gave back.
 #[derive(Debug, Default)]
 struct Queue {
-    records: Vec<Vec<u8>>,
+    records: Vec<Record>,
     /// The records' bytes.
     bytes: usize,
     spare: Vec<Vec<u8>>,
@@ -102,12 +102,12 @@ impl Buffers {
     }
 
     /// Queues a record; false (and the record dropped) when the queue is full.
-    fn append(&self, record: Vec<u8>) -> bool {
+    fn append(&self, record: Record) -> bool {
         self.with_mine(|queue| {
-            if queue.bytes + record.len() > BUFFER_CAP {
+            if queue.bytes + record.bytes.len() > BUFFER_CAP {
                 return false;
             }
-            queue.bytes += record.len();
+            queue.bytes += record.bytes.len();
             queue.records.push(record);
             true
         })
@@ -158,9 +158,15 @@ impl AccessLog {
     /// queue without waiting: a full queue drops it.
     pub fn send_line(&self, line: &[u8]) {
         if self.is_on() {
-            let mut record = self.buffer();
-            super::record::line(&mut record, line);
-            self.send(record);
+            let mut bytes = self.buffer();
+            super::record::line(&mut bytes, line);
+            let now = std::time::Instant::now();
+            self.send(Record {
+                bytes,
+                pool: None,
+                started: now,
+                ended: now,
+            });
         }
     }
 
@@ -184,7 +190,7 @@ impl AccessLog {
 
     /// Queues one record (made by [`super::record`]) for the writer without waiting: a full
     /// queue drops it.
-    pub(crate) fn send(&self, record: Vec<u8>) {
+    pub(crate) fn send(&self, record: Record) {
         let Some(sink) = &self.sink else { return };
         if !sink.buffers.append(record) {
             sink.dropped.inc();
@@ -213,7 +219,7 @@ fn write_lines(
     mut out: BufWriter<Box<dyn Write + Send>>,
     failed: &Counter,
 ) {
-    let mut taken: Vec<Vec<u8>> = Vec::new();
+    let mut taken: Vec<Record> = Vec::new();
     let mut lines: Vec<u8> = Vec::with_capacity(BUFFER);
     loop {
         std::thread::sleep(WAKE_EVERY);
@@ -245,10 +251,10 @@ fn write_lines(
 
 /// Gives the buffers of `taken` back to their thread's queue, emptied (some: see
 /// [`SPARE_BUFFERS`]); `taken` is left empty.
-fn give_back(buffer: &Mutex<Queue>, taken: &mut Vec<Vec<u8>>) {
+fn give_back(buffer: &Mutex<Queue>, taken: &mut Vec<Record>) {
     let mut queue = lock(buffer);
     let room = SPARE_BUFFERS.saturating_sub(queue.spare.len());
-    let kept = taken.drain(..).filter(|b| b.capacity() <= SPARE_CAPACITY);
+    let kept = (taken.drain(..).map(|r| r.bytes)).filter(|b| b.capacity() <= SPARE_CAPACITY);
     queue.spare.extend(kept.take(room).map(|mut b| {
         b.clear();
         b
@@ -293,9 +299,8 @@ mod tests {
         let log = AccessLog {
             sink: Some(Arc::new(Sink::new(Counter::default()))),
         };
-        let line = record::sample(&vec![b'x'; BUFFER_CAP / 2 - 200]);
         for _ in 0..4 {
-            log.send(line.clone());
+            log.send(record::sample(&vec![b'x'; BUFFER_CAP / 2 - 200]));
         }
         assert_eq!(log.sink.as_ref().unwrap().dropped.get(), 2);
     }

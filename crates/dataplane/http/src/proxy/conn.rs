@@ -8,7 +8,8 @@ use super::tries::{
 };
 use super::tunnel::is_upgrade;
 use super::{Phase, Proxy, ProxyBody};
-use crate::access::{Asked, Entry, Logged, X_REQUEST_ID, ensure_request_id};
+use crate::access::ensure_request_id;
+use crate::access::{Asked, Client as LoggedClient, Entry, Logged, RequestId, X_REQUEST_ID};
 use crate::trace::Traced;
 
 use crate::compress::{self, Compressible};
@@ -368,10 +369,12 @@ impl Conn {
         let named = req.extensions().get::<Client>().map(|c| c.0.to_string());
         let asked = Asked {
             started: std::time::Instant::now(),
-            request_id: request_id.unwrap_or_default(),
-            client: named
-                .as_ref()
-                .map_or(self.forwarded.client.as_bytes(), |n| n.as_bytes()),
+            request_id: RequestId::Sent(request_id.unwrap_or_default()),
+            client: LoggedClient::Text(
+                named
+                    .as_ref()
+                    .map_or(self.forwarded.client.as_bytes(), |n| n.as_bytes()),
+            ),
             host,
             method: req.method().as_str(),
             path: req.uri().path().as_bytes(),

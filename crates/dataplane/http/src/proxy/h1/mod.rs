@@ -31,7 +31,8 @@ use super::tries::{
     connect_timeout, is_idempotent, max_body, read_timeout, send_timeout, source_allowed,
 };
 use super::{Phase, Proxy, Scheme};
-use crate::access::{Asked, Entry, http_date_now, new_id_text};
+use crate::access::{Asked, Client as LoggedClient, Entry, RequestId, http_date_now};
+use crate::access::{new_id_bits, uuid_text};
 use crate::limits::{BodyFault, Fault};
 use crate::route::{Action, Outcome, PoolState, RequestInfo, Target};
 use crate::upstream::{Endpoint, UpstreamError};
@@ -288,7 +289,8 @@ impl Proxy {
             return Err(Declined);
         }
         let pick = pool.choose(&client.request_info(), &[]).ok_or(Declined)?;
-        let new_id = request.request_id.is_none().then(new_id_text);
+        let new_bits = request.request_id.is_none().then(new_id_bits);
+        let new_id = new_bits.map(uuid_text);
         let traced = self.tracing.map(|tracing| {
             let asked = crate::trace::Asked {
                 method: request.method,
@@ -314,11 +316,12 @@ impl Proxy {
             &self.access,
             &Asked {
                 started: began,
-                request_id: request
-                    .request_id
-                    .or(forwarding.request_id)
-                    .unwrap_or_default(),
-                client: client.peer_text.as_bytes(),
+                request_id: match (request.request_id, new_bits) {
+                    (Some(sent), _) => RequestId::Sent(sent),
+                    (None, Some(bits)) => RequestId::New(bits),
+                    (None, None) => RequestId::Sent(b""),
+                },
+                client: LoggedClient::Addr(client.peer),
                 host: request.host.as_bytes(),
                 method: request.method,
                 path: path.as_bytes(),
