@@ -25,13 +25,13 @@ mod source;
 mod tls;
 mod types;
 
-/// The hook through which library threads give freed memory back (the binary registers its allocator's collection).
-pub use portico_model::trim;
 pub use distributed::{AgentSettings, ControllerSettings, agent, controller};
 pub use error::AppError;
 pub use failover::HaSettings;
 pub use portico_dataplane_http::Destination as AccessLogDestination;
 pub use portico_ha::election::Timing as HaTiming;
+/// The hook through which library threads give freed memory back (the binary registers its allocator's collection).
+pub use portico_model::trim;
 pub use portico_provider_l4::L4Limits;
 pub use providers::{HaproxySettings, haproxy_plan};
 pub use run::{Settings, run};
