@@ -316,11 +316,11 @@ impl Proxy {
             &self.access,
             &Asked {
                 started: began,
-                request_id: match (request.request_id, new_bits) {
-                    (Some(sent), _) => RequestId::Sent(sent),
-                    (None, Some(bits)) => RequestId::New(bits),
-                    (None, None) => RequestId::Sent(b""),
-                },
+                // The client's id, or the one made for it above: there is always one.
+                request_id: new_bits.map_or(
+                    RequestId::Sent(request.request_id.unwrap_or_default()),
+                    RequestId::New,
+                ),
                 client: LoggedClient::Addr(client.peer),
                 host: request.host.as_bytes(),
                 method: request.method,
