@@ -172,22 +172,6 @@ pub(super) fn redirects(policy: &L7Policy) -> bool {
     )
 }
 
-/// A policy's own lines ([`super::policy`]) with `guard` (its limits and basic auth) after
-/// the answer to a CORS preflight (its `return` on `METH_OPTIONS`, the first of its
-/// `http-request` lines to stop a request), else first: a preflight is answered before limits
-/// and auth, as ingress-nginx answers it in nginx's rewrite phase.
-pub(super) fn guarded(lines: String, guard: &str) -> String {
-    if guard.is_empty() {
-        return lines;
-    }
-    let at = (lines.find(" METH_OPTIONS\n")).map_or(0, |i| i + " METH_OPTIONS\n".len());
-    let mut out = String::with_capacity(lines.len() + guard.len());
-    out.push_str(&lines[..at]);
-    out.push_str(guard);
-    out.push_str(&lines[at..]);
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -387,9 +387,7 @@ fn policy_entries(
     };
     let when = super::conditions::when(&policy.rules).map_err(Skipped::Condition)?;
     let mut lines = super::errors::unavailable(policy, specials).map_err(Skipped::Refused)?;
-    lines.push_str(&super::policy::lines(policy).map_err(Skipped::Refused)?);
-    // After a CORS preflight's answer (the policy's first lines), before the request changes.
-    lines = super::auth::guarded(lines, guard);
+    lines.push_str(&super::policy::lines(policy, guard).map_err(Skipped::Refused)?);
     let named = |backend: String, id: &dyn std::fmt::Display, own: bool| {
         if own {
             format!("{backend}~{id}")
@@ -410,7 +408,7 @@ fn policy_entries(
                     None => specials.reject(500),
                 };
                 let id = format!("{}.{n}", policy.id);
-                let own = super::policy::lines_of(&id, share.options.as_deref())
+                let own = super::policy::lines_of(&id, share.options.as_deref(), "")
                     .map_err(Skipped::Refused)?;
                 let value = match (share.pool, &share.options) {
                     (Some(_), Some(_)) => named(backend, &id, !own.is_empty()),

@@ -15,21 +15,29 @@ pub(super) struct Refused {
 }
 
 /// The lines `policy` needs, each conditioned on its id; empty when it needs none.
-pub(super) fn lines(policy: &L7Policy) -> Result<String, Refused> {
-    lines_of(&policy.id.to_string(), policy.options.as_deref())
+pub(super) fn lines(policy: &L7Policy, guard: &str) -> Result<String, Refused> {
+    lines_of(&policy.id.to_string(), policy.options.as_deref(), guard)
 }
 
 /// The lines of `options`, each conditioned on `txn.policy` holding `id` (a policy's id, or
-/// a share's: `<policy>.<n>`); empty without options.
-pub(super) fn lines_of(id: &str, options: Option<&PolicyOptions>) -> Result<String, Refused> {
+/// a share's: `<policy>.<n>`), with `guard` (the policy's limits and basic auth) after the
+/// answer to a CORS preflight and before every other line: a preflight is answered before
+/// limits and auth, as ingress-nginx answers it in nginx's rewrite phase. Without options,
+/// the guard alone.
+pub(super) fn lines_of(
+    id: &str,
+    options: Option<&PolicyOptions>,
+    guard: &str,
+) -> Result<String, Refused> {
     let Some(options) = options else {
-        return Ok(String::new());
+        return Ok(guard.to_owned());
     };
     let when = format!("if {{ var(txn.policy) -m str {id} }}");
     let mut s = String::new();
     if let Some(cors) = &options.cors {
         s.push_str(&cors_lines(cors, &when)?);
     }
+    s.push_str(guard);
     for line in request_lines(options)? {
         let _ = writeln!(s, "    http-request {line} {when}");
     }
@@ -421,7 +429,7 @@ mod tests {
             },
             ..Default::default()
         };
-        let line = |r, b| lines_of("p1", Some(&timeouts(r, b))).unwrap();
+        let line = |r, b| lines_of("p1", Some(&timeouts(r, b)), "").unwrap();
         let want = |ms: u64| {
             format!(
                 "    http-request set-var(txn.timeout) int({ms}) if {{ var(txn.policy) -m str p1 }}\n"
