@@ -12,12 +12,12 @@ use std::process::Command;
 
 const NGINX: &str = "nginx.ingress.kubernetes.io";
 const CREATED: &str = "2026-01-01T00:00:00Z";
-const NS: &str = "auth";
+pub(crate) const NS: &str = "auth";
 /// `htpasswd -nbB` and `htpasswd -nbd` of `password`.
-const BCRYPT: &str = "$2y$05$nC6nErr9XZJuMJ57WyCob.EuZEjylDt2KaHfbfOtyb.EgL1I2jCVa";
-const DES: &str = "bGVh02xkuGli2";
+pub(crate) const BCRYPT: &str = "$2y$05$nC6nErr9XZJuMJ57WyCob.EuZEjylDt2KaHfbfOtyb.EgL1I2jCVa";
+pub(crate) const DES: &str = "bGVh02xkuGli2";
 
-fn openssl_passwd(kind: &str, password: &str) -> String {
+pub(crate) fn openssl_passwd(kind: &str, password: &str) -> String {
     let out = Command::new("openssl")
         .args(["passwd", kind, password])
         .output()
@@ -48,7 +48,7 @@ fn sha1_entry(password: &str) -> String {
 }
 
 /// A Secret `name` of the test namespace with `data` as stringData.
-fn secret(name: &str, data: &[(&str, String)]) -> String {
+pub(crate) fn secret(name: &str, data: &[(&str, String)]) -> String {
     let mut doc = format!(
         "---\napiVersion: v1\nkind: Secret\nmetadata:\n  name: {name}\n  namespace: {NS}\nstringData:\n"
     );
@@ -59,13 +59,11 @@ fn secret(name: &str, data: &[(&str, String)]) -> String {
     doc
 }
 
-fn guarded(name: &str, host: &str, keys: &[(&str, &str)]) -> String {
-    let keys: Vec<(String, &str)> = (keys.iter())
-        .map(|(k, v)| (format!("{NGINX}/{k}"), *v))
-        .collect();
-    let keys: Vec<(&str, &str)> = keys.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+/// An Ingress `name` of the test namespace routing `host` to `web`, with ingress-nginx's
+/// annotations `keys` (names without the prefix).
+pub(crate) fn guarded(name: &str, host: &str, keys: &[(&str, &str)]) -> String {
     let rules = [(host, "/", "Prefix", "web", "80")];
-    annotated(&ingress(NS, name, CREATED, &rules), &keys)
+    nginx_annotated(&ingress(NS, name, CREATED, &rules), keys)
 }
 
 /// The users of the htpasswd file, with their passwords.
@@ -119,7 +117,8 @@ async fn manifests() -> Manifests {
     m
 }
 
-async fn get(p: &Portico, host: &str, user: Option<(&str, &str)>) -> Reply {
+/// `GET host/` with basic auth as `user` (name, password), or none.
+pub(crate) async fn get(p: &Portico, host: &str, user: Option<(&str, &str)>) -> Reply {
     let token = user.map(|(u, pw)| {
         let pair = format!("{u}:{pw}");
         format!(

@@ -6,19 +6,14 @@
 use crate::conformance::Provider;
 use crate::support::*;
 
-const NGINX: &str = "nginx.ingress.kubernetes.io";
 const OLD: &str = "2026-01-01T00:00:00Z";
 const NEW: &str = "2026-02-01T00:00:00Z";
 
 /// Ingress `name` for `host` `/` to `svc`, created at `created`, with ingress-nginx keys.
 fn at(name: &str, host: &str, svc: &str, created: &str, keys: &[(&str, &str)]) -> String {
-    let keys: Vec<(String, &str)> = (keys.iter())
-        .map(|(k, v)| (format!("{NGINX}/{k}"), *v))
-        .collect();
-    let keys: Vec<(&str, &str)> = keys.iter().map(|(k, v)| (k.as_str(), *v)).collect();
-    annotated(
+    nginx_annotated(
         &ingress("can", name, created, &[(host, "/", "Prefix", svc, "80")]),
-        &keys,
+        keys,
     )
 }
 

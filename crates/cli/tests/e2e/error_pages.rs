@@ -32,11 +32,7 @@ async fn answering(service: &str, status: u16) -> std::net::SocketAddr {
 }
 
 fn with(name: &str, rules: &[(&str, &str, &str, &str, &str)], keys: &[(&str, &str)]) -> String {
-    let keys: Vec<(String, &str)> = (keys.iter())
-        .map(|(k, v)| (format!("{NGINX}/{k}"), *v))
-        .collect();
-    let keys: Vec<(&str, &str)> = keys.iter().map(|(k, v)| (k.as_str(), *v)).collect();
-    annotated(&ingress(NS, name, CREATED, rules), &keys)
+    nginx_annotated(&ingress(NS, name, CREATED, rules), keys)
 }
 
 async fn manifests() -> Manifests {

@@ -16,7 +16,6 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-const NGINX: &str = "nginx.ingress.kubernetes.io";
 const CREATED: &str = "2026-01-01T00:00:00Z";
 
 /// The subrequests the auth service received: method, path and header fields.
@@ -82,12 +81,9 @@ async fn decide(req: Request<Incoming>, record: &Seen) -> Response<Full<Bytes>> 
 }
 
 fn guarded(name: &str, host: &str, keys: &[(&str, String)]) -> String {
-    let keys: Vec<(String, &str)> = (keys.iter())
-        .map(|(k, v)| (format!("{NGINX}/{k}"), v.as_str()))
-        .collect();
-    let keys: Vec<(&str, &str)> = keys.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+    let keys: Vec<(&str, &str)> = keys.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let rules = [(host, "/", "Prefix", "web", "80")];
-    annotated(&ingress("auth", name, CREATED, &rules), &keys)
+    nginx_annotated(&ingress("auth", name, CREATED, &rules), &keys)
 }
 
 async fn manifests(auth: SocketAddr) -> Manifests {

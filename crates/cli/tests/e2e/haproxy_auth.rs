@@ -5,48 +5,11 @@
 //! without a restart; `$apr1$` and `{SHA}`, which haproxy cannot check, fail closed (503, a
 //! warning naming the hash kind and the provider). Hashes are made by openssl where it can.
 
+use crate::basic_auth::{BCRYPT, DES, NS, get, guarded, openssl_passwd, secret};
 use crate::support::*;
-use base64::Engine;
 use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
 use std::time::{Duration, Instant};
-
-const NGINX: &str = "nginx.ingress.kubernetes.io";
-const CREATED: &str = "2026-01-01T00:00:00Z";
-const NS: &str = "hauth";
-/// `htpasswd -nbB` and `htpasswd -nbd` of `password`.
-const BCRYPT: &str = "$2y$05$nC6nErr9XZJuMJ57WyCob.EuZEjylDt2KaHfbfOtyb.EgL1I2jCVa";
-const DES: &str = "bGVh02xkuGli2";
-
-fn openssl_passwd(kind: &str, password: &str) -> String {
-    let out = Command::new("openssl")
-        .args(["passwd", kind, password])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "openssl passwd {kind}");
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
-}
-
-/// A Secret `name` of the test namespace with `data` as stringData.
-fn secret(name: &str, data: &[(&str, String)]) -> String {
-    let mut doc = format!(
-        "---\napiVersion: v1\nkind: Secret\nmetadata:\n  name: {name}\n  namespace: {NS}\nstringData:\n"
-    );
-    for (key, value) in data {
-        let value = serde_json::to_string(value).unwrap();
-        doc.push_str(&format!("  {key}: {value}\n"));
-    }
-    doc
-}
-
-fn guarded(name: &str, host: &str, keys: &[(&str, &str)]) -> String {
-    let keys: Vec<(String, &str)> = (keys.iter())
-        .map(|(k, v)| (format!("{NGINX}/{k}"), *v))
-        .collect();
-    let keys: Vec<(&str, &str)> = keys.iter().map(|(k, v)| (k.as_str(), *v)).collect();
-    let rules = [(host, "/", "Prefix", "web", "80")];
-    annotated(&ingress(NS, name, CREATED, &rules), &keys)
-}
 
 /// The users of the htpasswd file, with their passwords.
 const USERS: [(&str, &str); 6] = [
@@ -96,23 +59,6 @@ async fn manifests() -> Manifests {
     );
     m.write("p.yaml", &guarded("plain", "plain.test", &[]));
     m
-}
-
-async fn get(p: &Portico, host: &str, user: Option<(&str, &str)>) -> Reply {
-    let token = user.map(|(u, pw)| {
-        let pair = format!("{u}:{pw}");
-        format!(
-            "Basic {}",
-            base64::engine::general_purpose::STANDARD.encode(pair)
-        )
-    });
-    let headers: Vec<(&str, &str)> = token
-        .iter()
-        .map(|t| ("authorization", t.as_str()))
-        .collect();
-    p.request(p.http, "GET", host, "/", &headers, "")
-        .await
-        .unwrap()
 }
 
 #[tokio::test]

@@ -5,35 +5,15 @@
 //! address (127.0.0.2), `limit-connections` with a slow backend, the default status 503 and
 //! `--limit-status-code`.
 
+use crate::rate_limits::{backends, limited};
 use crate::support::*;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-const NGINX: &str = "nginx.ingress.kubernetes.io";
-const CREATED: &str = "2026-01-01T00:00:00Z";
-
-fn limited(name: &str, rules: &[(&str, &str, &str, &str, &str)], keys: &[(&str, &str)]) -> String {
-    let keys: Vec<(String, &str)> = (keys.iter())
-        .map(|(k, v)| (format!("{NGINX}/{k}"), *v))
-        .collect();
-    let keys: Vec<(&str, &str)> = keys.iter().map(|(k, v)| (k.as_str(), *v)).collect();
-    annotated(&ingress("hrl", name, CREATED, rules), &keys)
-}
-
 async fn manifests() -> Manifests {
-    let m = Manifests::new();
-    let web = echo_pods("web", 1).await;
-    m.write("web.yaml", &service("hrl", "web", &ready(&web)));
-    let slow = Arc::new(portico_echo::Behaviour::default());
-    slow.delay_ms.store(800, Ordering::Relaxed);
-    let any = ([127, 0, 0, 1], 0).into();
-    let addr = portico_echo::spawn_with(any, "slow", "slow-0", slow)
-        .await
-        .unwrap();
-    m.write("slow.yaml", &service("hrl", "slow", &ready(&[addr])));
+    let m = backends().await;
     let rps = [
         ("rps.test", "/a", "Prefix", "web", "80"),
         ("rps.test", "/b", "Prefix", "web", "80"),

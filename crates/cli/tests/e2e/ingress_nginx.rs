@@ -19,12 +19,7 @@ fn nginx(name: &str, paths: &[(&str, &str, &str)], annotations: &[(&str, &str)])
         .iter()
         .map(|(host, path, kind)| (*host, *path, *kind, "web", "80"))
         .collect();
-    let keys: Vec<(String, &str)> = annotations
-        .iter()
-        .map(|(k, v)| (format!("{NGINX}/{k}"), *v))
-        .collect();
-    let keys: Vec<(&str, &str)> = keys.iter().map(|(k, v)| (k.as_str(), *v)).collect();
-    annotated(&ingress("mig", name, CREATED, &rules), &keys)
+    nginx_annotated(&ingress("mig", name, CREATED, &rules), annotations)
 }
 
 /// What the echo backend received: path, query, and a header.

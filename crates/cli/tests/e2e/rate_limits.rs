@@ -7,18 +7,19 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-const NGINX: &str = "nginx.ingress.kubernetes.io";
 const CREATED: &str = "2026-01-01T00:00:00Z";
 
-fn limited(name: &str, rules: &[(&str, &str, &str, &str, &str)], keys: &[(&str, &str)]) -> String {
-    let keys: Vec<(String, &str)> = (keys.iter())
-        .map(|(k, v)| (format!("{NGINX}/{k}"), *v))
-        .collect();
-    let keys: Vec<(&str, &str)> = keys.iter().map(|(k, v)| (k.as_str(), *v)).collect();
-    annotated(&ingress("rl", name, CREATED, rules), &keys)
+/// An Ingress `name` of the namespace of [`backends`] with ingress-nginx's annotations `keys`.
+pub(crate) fn limited(
+    name: &str,
+    rules: &[(&str, &str, &str, &str, &str)],
+    keys: &[(&str, &str)],
+) -> String {
+    nginx_annotated(&ingress("rl", name, CREATED, rules), keys)
 }
 
-async fn manifests() -> Manifests {
+/// Manifests with the Services `web` (one echo pod) and `slow` (one that answers after 800 ms).
+pub(crate) async fn backends() -> Manifests {
     let m = Manifests::new();
     let web = echo_pods("web", 1).await;
     m.write("web.yaml", &service("rl", "web", &ready(&web)));
@@ -29,6 +30,11 @@ async fn manifests() -> Manifests {
         .await
         .unwrap();
     m.write("slow.yaml", &service("rl", "slow", &ready(&[addr])));
+    m
+}
+
+async fn manifests() -> Manifests {
+    let m = backends().await;
     let rps = [
         ("rps.test", "/a", "Prefix", "web", "80"),
         ("rps.test", "/b", "Prefix", "web", "80"),

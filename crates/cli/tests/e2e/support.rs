@@ -542,6 +542,16 @@ pub fn demo_args() -> Vec<String> {
         .collect()
 }
 
+/// [`annotated`] with ingress-nginx's annotations: each key is given without its
+/// `nginx.ingress.kubernetes.io/` prefix.
+pub fn nginx_annotated(manifest: &str, annotations: &[(&str, &str)]) -> String {
+    let keys: Vec<(String, &str)> = (annotations.iter())
+        .map(|(k, v)| (format!("nginx.ingress.kubernetes.io/{k}"), *v))
+        .collect();
+    let keys: Vec<(&str, &str)> = keys.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+    annotated(manifest, &keys)
+}
+
 /// `manifest` (one Ingress from [`ingress`]) with `annotations` added to its metadata.
 pub fn annotated(manifest: &str, annotations: &[(&str, &str)]) -> String {
     let mut block = String::from("  annotations:\n");
