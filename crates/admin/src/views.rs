@@ -192,7 +192,7 @@ pub(crate) struct PolicyRow<'a> {
 pub(crate) fn policies<'a>(lb: &'a LoadBalancer, filter: &Filter) -> Vec<PolicyRow<'a>> {
     let mut rows = Vec::new();
     for l in lb.listeners.iter() {
-        for p in &l.policies {
+        for (position, p) in l.policies.iter().enumerate() {
             // A split between pools shows its first.
             let pool = p.action.pools().next().and_then(|pool| lb.pool(pool));
             let label = pool.map(pool_label);
@@ -203,7 +203,7 @@ pub(crate) fn policies<'a>(lb: &'a LoadBalancer, filter: &Filter) -> Vec<PolicyR
                 listener: &l.name,
                 protocol: l.protocol,
                 port: l.port,
-                position: p.position,
+                position: u32::try_from(position).unwrap_or(u32::MAX),
                 action: &p.action,
                 rules: &p.rules,
                 source: &p.source,

@@ -99,7 +99,6 @@ mod tests {
         };
         L7Policy {
             id,
-            position: 0,
             action: PolicyAction::RedirectToPool {
                 pool: PoolId::derive(pool),
             },
@@ -126,7 +125,7 @@ mod tests {
                 name: "HTTP:80".into(),
                 protocol: Protocol::Http,
                 port: 80,
-                policies,
+                policies: policies.into_iter().map(Arc::new).collect(),
                 default_pool: default.map(PoolId::derive),
                 default_source: None,
                 tls: None,
@@ -139,10 +138,12 @@ mod tests {
         lb.listeners[0]
             .policies
             .iter()
-            .map(|p| {
+            .enumerate()
+            .map(|(position, p)| {
                 let host = p.rules[0].value.clone();
                 let path = p.rules[1].value.clone();
-                (format!("{host}{path}"), p.position, p.source.name.clone())
+                let position = u32::try_from(position).unwrap();
+                (format!("{host}{path}"), position, p.source.name.clone())
             })
             .collect()
     }

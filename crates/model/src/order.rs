@@ -75,12 +75,9 @@ pub fn key(policy: &L7Policy) -> Key {
     )
 }
 
-/// Puts `policies` in evaluation order and numbers their positions.
-pub fn sort(policies: &mut [L7Policy]) {
-    policies.sort_by_cached_key(key);
-    for (position, policy) in policies.iter_mut().enumerate() {
-        policy.position = u32::try_from(position).unwrap_or(u32::MAX);
-    }
+/// Puts `policies` in evaluation order (a policy's position is its index).
+pub fn sort<P: std::ops::Deref<Target = L7Policy>>(policies: &mut [P]) {
+    policies.sort_by_cached_key(|p| key(p));
 }
 
 #[cfg(test)]
@@ -114,7 +111,6 @@ mod tests {
         }
         L7Policy {
             id: L7PolicyId::derive(name),
-            position: 0,
             action: PolicyAction::Reject { status: 404 },
             rules,
             source: Arc::new(ObjectRef::new("HTTPRoute", "ns", name)),
@@ -132,7 +128,10 @@ mod tests {
             policy("short", Some((CompareType::WildcardSuffix, "b.com")), 0, 0),
             policy("long", Some((CompareType::WildcardSuffix, "a.b.com")), 0, 0),
             policy("exact", Some((CompareType::EqualTo, "x.a.b.com")), 0, 0),
-        ];
+        ]
+        .into_iter()
+        .map(Arc::new)
+        .collect::<Vec<_>>();
         sort(&mut policies);
         let names: Vec<&str> = policies.iter().map(|p| p.source.name.as_str()).collect();
         assert_eq!(
@@ -146,6 +145,5 @@ mod tests {
                 "any-late"
             ]
         );
-        assert_eq!(policies[5].position, 5);
     }
 }

@@ -57,8 +57,12 @@ pub struct Listener {
     pub name: String,
     pub protocol: Protocol,
     pub port: u16,
-    /// Policies in evaluation order: the first policy whose rules all match decides.
-    pub policies: Vec<L7Policy>,
+    /// Policies in evaluation order: the first policy whose rules all match decides; a
+    /// policy's position is its index here (serialized as each policy's `position`). Shared:
+    /// the translation's memos, the model, the store's decoder and the data planes hold one
+    /// copy of each policy, and assembling a listener copies pointers.
+    #[serde(serialize_with = "positioned")]
+    pub policies: Vec<Arc<L7Policy>>,
     /// Where a request goes when no policy matches (the Ingress defaultBackend); none means 404.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_pool: Option<PoolId>,
@@ -205,8 +209,6 @@ impl PolicyAction {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct L7Policy {
     pub id: L7PolicyId,
-    /// Zero-based position in the listener's evaluation order.
-    pub position: u32,
     pub action: PolicyAction,
     pub rules: Vec<L7Rule>,
     /// The Ingress (or HTTPRoute) this policy comes from. Shared: every policy of an Ingress,
@@ -226,6 +228,42 @@ pub struct L7Policy {
 
 fn is_zero(value: &u32) -> bool {
     *value == 0
+}
+
+/// A listener's policies as JSON: each with its zero-based `position` in the evaluation order
+/// after its id (read back, the position is ignored: the index is the position).
+fn positioned<S: serde::Serializer>(
+    policies: &[Arc<L7Policy>],
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    use serde::ser::{SerializeSeq, SerializeStruct};
+    struct At<'p>(usize, &'p L7Policy);
+    impl Serialize for At<'_> {
+        fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+            let At(position, p) = *self;
+            let mut out = serializer.serialize_struct("L7Policy", 7)?;
+            out.serialize_field("id", &p.id)?;
+            out.serialize_field("position", &u32::try_from(position).unwrap_or(u32::MAX))?;
+            out.serialize_field("action", &p.action)?;
+            out.serialize_field("rules", &p.rules)?;
+            out.serialize_field("source", &p.source)?;
+            match &p.options {
+                Some(options) => out.serialize_field("options", options)?,
+                None => out.skip_field("options")?,
+            }
+            if is_zero(&p.precedence) {
+                out.skip_field("precedence")?;
+            } else {
+                out.serialize_field("precedence", &p.precedence)?;
+            }
+            out.end()
+        }
+    }
+    let mut seq = serializer.serialize_seq(Some(policies.len()))?;
+    for (position, policy) in policies.iter().enumerate() {
+        seq.serialize_element(&At(position, policy))?;
+    }
+    seq.end()
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

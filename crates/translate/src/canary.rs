@@ -99,7 +99,6 @@ pub(crate) fn guarded(
         });
         out.push(L7Policy {
             id,
-            position: 0,
             action: PolicyAction::RedirectToPool { pool },
             rules,
             source: main.source.clone(),

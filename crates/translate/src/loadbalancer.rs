@@ -114,8 +114,13 @@ pub(crate) fn build_load_balancer(
     let (mut policies, mut https_policies) = policies(&winners, &regex, sort, errors);
     let www = crate::www::redirects(&winners, diagnostics);
     if !www.is_empty() {
-        policies.extend(crate::www::policies(&www, ids.listener));
-        https_policies.extend(crate::www::policies(&www, ids.https_listener));
+        policies.extend(
+            crate::www::policies(&www, ids.listener)
+                .into_iter()
+                .map(Arc::new),
+        );
+        let https = crate::www::policies(&www, ids.https_listener);
+        https_policies.extend(https.into_iter().map(Arc::new));
         portico_model::order::sort(&mut policies);
         portico_model::order::sort(&mut https_policies);
     }
@@ -221,8 +226,8 @@ fn policies(
     regex: &RegexPaths,
     sort: bool,
     controller: Option<ControllerErrors<'_>>,
-) -> (Vec<L7Policy>, Vec<L7Policy>) {
-    let build = |https: bool| -> Vec<L7Policy> {
+) -> (Vec<Arc<L7Policy>>, Vec<Arc<L7Policy>>) {
+    let build = |https: bool| -> Vec<Arc<L7Policy>> {
         let ids = |route: &Route<'_>| {
             if https {
                 route.spec.https
@@ -235,11 +240,8 @@ fn policies(
             let written = regex.get(&i).map(String::as_str);
             build_policies(route, &ids(route), (written, controller), &mut out);
         }
-        if !sort {
-            for (position, policy) in out.iter_mut().enumerate() {
-                policy.position = u32::try_from(position).unwrap_or(u32::MAX);
-            }
-        } else {
+        let mut out: Vec<Arc<L7Policy>> = out.into_iter().map(Arc::new).collect();
+        if sort {
             portico_model::order::sort(&mut out);
         }
         out

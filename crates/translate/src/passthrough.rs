@@ -16,7 +16,7 @@ use std::sync::Arc;
 /// with the pools their HTTPS policies (`policies`) forward to.
 pub(crate) fn entries(
     sources: &[Arc<Source>],
-    policies: &[L7Policy],
+    policies: &[Arc<L7Policy>],
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Vec<SniPassthrough> {
     let mut hosts: BTreeMap<String, SniPassthrough> = BTreeMap::new();

@@ -150,7 +150,6 @@ fn policy(
     });
     L7Policy {
         id,
-        position: 0,
         action,
         rules,
         source: route.source.object.clone(),

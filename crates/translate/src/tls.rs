@@ -28,7 +28,7 @@ pub(crate) const REDIRECT_STATUS: u16 = 308;
 pub(crate) fn listeners(
     https_id: ListenerId,
     mut http: Listener,
-    https_policies: Vec<L7Policy>,
+    https_policies: Vec<Arc<L7Policy>>,
     sources: &[Arc<Source>],
     config: &Config,
     diagnostics: &mut Vec<Diagnostic>,
@@ -183,7 +183,7 @@ fn ssl_redirect(source: &Source, diagnostics: &mut Vec<Diagnostic>) -> bool {
 fn https_listener(
     id: ListenerId,
     http: &Listener,
-    policies: Vec<L7Policy>,
+    policies: Vec<Arc<L7Policy>>,
     sni: BTreeMap<String, SniCertificate>,
     config: &Config,
 ) -> Listener {
@@ -255,7 +255,7 @@ fn redirect(
             with_root.insert(host.clone());
         }
         if covered(&host, hosts) && !opted_out.contains(&policy.source) {
-            policy.action = PolicyAction::RedirectToHttps {
+            Arc::make_mut(policy).action = PolicyAction::RedirectToHttps {
                 status: REDIRECT_STATUS,
             };
         }
@@ -270,7 +270,7 @@ fn redirect(
         catch_alls.sort_by(|a, b| host_order(a).cmp(&host_order(b)));
         let policies = std::mem::take(&mut http.policies);
         let mut merged = Vec::with_capacity(policies.len() + catch_alls.len());
-        let mut catch_alls = catch_alls.into_iter().peekable();
+        let mut catch_alls = catch_alls.into_iter().map(Arc::new).peekable();
         for policy in policies {
             while let Some(next) = catch_alls.next_if(|c| host_order(&policy) > host_order(c)) {
                 merged.push(next);
@@ -279,9 +279,6 @@ fn redirect(
         }
         merged.extend(catch_alls);
         http.policies = merged;
-    }
-    for (position, policy) in http.policies.iter_mut().enumerate() {
-        policy.position = u32::try_from(position).unwrap_or(u32::MAX);
     }
 }
 
@@ -321,7 +318,6 @@ fn catch_all(listener: ListenerId, host: &str, source: &Arc<ObjectRef>) -> L7Pol
     };
     L7Policy {
         id,
-        position: 0,
         action: PolicyAction::RedirectToHttps {
             status: REDIRECT_STATUS,
         },

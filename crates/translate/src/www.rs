@@ -80,7 +80,6 @@ pub(crate) fn policies(
         };
         L7Policy {
             id,
-            position: 0,
             action: PolicyAction::RequestRedirect(Redirect {
                 status: STATUS,
                 scheme: "http".to_owned(),

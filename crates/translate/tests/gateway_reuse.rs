@@ -177,9 +177,6 @@ fn in_evaluation_order(model: &Model) {
     {
         let mut sorted = listener.policies.clone();
         sorted.reverse();
-        for p in &mut sorted {
-            p.position = 0;
-        }
         portico_model::order::sort(&mut sorted);
         assert_eq!(sorted, listener.policies, "listener {}", listener.name);
     }

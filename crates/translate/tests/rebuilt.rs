@@ -89,10 +89,7 @@ fn fragments(model: &Model) -> BTreeMap<portico_model::LoadBalancerId, Fragments
         let mut by_source = Fragments::new();
         for listener in lb.listeners.iter() {
             for policy in &listener.policies {
-                let policy = L7Policy {
-                    position: 0,
-                    ..policy.clone()
-                };
+                let policy = L7Policy::clone(policy);
                 let entry = by_source.entry((*policy.source).clone()).or_default();
                 entry.push((listener.id, Ok(policy)));
             }

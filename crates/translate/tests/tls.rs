@@ -213,7 +213,10 @@ fn http_requests_for_tls_hosts_redirect_and_others_stay() {
         ]
     );
     let http = listener(&t, Protocol::Http);
-    let positions: Vec<u32> = http.policies.iter().map(|p| p.position).collect();
+    let json = serde_json::to_value(http).unwrap();
+    let positions: Vec<u64> = (json["policies"].as_array().unwrap().iter())
+        .map(|p| p["position"].as_u64().unwrap())
+        .collect();
     assert_eq!(positions, [0, 1, 2, 3, 4]);
 }
 

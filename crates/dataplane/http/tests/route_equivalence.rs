@@ -160,7 +160,9 @@ fn naive(model: &Model, raw_host: &str, path: &str, asked: &Asked<'_>) -> String
     let first = listener
         .policies
         .iter()
-        .find(|p: &&L7Policy| p.rules.iter().all(|r| naive_rule(r, &host, path, asked)));
+        .find(|p: &&std::sync::Arc<L7Policy>| {
+            p.rules.iter().all(|r| naive_rule(r, &host, path, asked))
+        });
     let pool_name = |id| lb.pool(id).map(|p| p.name.clone()).unwrap_or_default();
     match first.map(|p| &p.action) {
         Some(PolicyAction::RedirectToPool { pool }) => pool_name(*pool),

@@ -102,7 +102,6 @@ fn model(fields: &[(String, String)], sni: &[String]) -> LoadBalancer {
         };
         L7Policy {
             id: L7PolicyId::derive(&n.to_string()),
-            position: n as u32,
             action: PolicyAction::RedirectToPool { pool },
             rules: vec![
                 rule(RuleType::HostName, host_compare, host, n),
@@ -113,7 +112,7 @@ fn model(fields: &[(String, String)], sni: &[String]) -> LoadBalancer {
             options: None,
         }
     });
-    let policies: Vec<L7Policy> = policies.collect();
+    let policies: Vec<std::sync::Arc<L7Policy>> = policies.map(std::sync::Arc::new).collect();
     let tls = ListenerTls {
         default_certificate: None,
         sni: sni
@@ -285,7 +284,7 @@ fn header_model(value: &str, regex: bool) -> LoadBalancer {
     let mut listeners = (*lb.listeners).clone();
     for listener in &mut listeners {
         for policy in &mut listener.policies {
-            policy.rules.push(header.clone());
+            std::sync::Arc::make_mut(policy).rules.push(header.clone());
         }
     }
     lb.listeners = std::sync::Arc::new(listeners);

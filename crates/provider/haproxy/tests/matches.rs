@@ -28,7 +28,6 @@ fn policy(name: &str, mut rules: Vec<L7Rule>, action: PolicyAction) -> L7Policy 
     rules.push(rule(RuleType::Path, CompareType::PathPrefix, None, "/"));
     L7Policy {
         id: L7PolicyId::derive(name),
-        position: 0,
         action,
         rules,
         source: Arc::new(ObjectRef::new("HTTPRoute", "default", name)),
@@ -180,6 +179,7 @@ fn lb() -> LoadBalancer {
         ];
         policies.push(wildcard);
     }
+    let mut policies: Vec<_> = policies.into_iter().map(std::sync::Arc::new).collect();
     portico_model::order::sort(&mut policies);
     LoadBalancer {
         id: LoadBalancerId::derive("lb"),

@@ -22,7 +22,6 @@ fn rule(rule_type: RuleType, compare_type: CompareType, value: &str) -> L7Rule {
 fn policy(name: &str, host: L7Rule, path: (CompareType, &str)) -> L7Policy {
     L7Policy {
         id: L7PolicyId::derive(name),
-        position: 0,
         action: PolicyAction::RedirectToPool {
             pool: PoolId::derive("pool"),
         },
@@ -50,7 +49,8 @@ fn rewrite(mut p: L7Policy, target: &str, prefix: Option<&str>) -> L7Policy {
     p
 }
 
-fn lb(mut policies: Vec<L7Policy>) -> LoadBalancer {
+fn lb(policies: Vec<L7Policy>) -> LoadBalancer {
+    let mut policies: Vec<_> = policies.into_iter().map(std::sync::Arc::new).collect();
     portico_model::order::sort(&mut policies);
     let pool = PoolId::derive("pool");
     LoadBalancer {

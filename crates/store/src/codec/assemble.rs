@@ -182,7 +182,7 @@ fn in_place_fits(header: &LoadBalancer, changes: &[Change]) -> bool {
 }
 
 /// Applies `changes` to `listeners`: each old fragment's policies and SNI entries out, each new
-/// one's in where a full assembly puts them; then the positions are numbered again.
+/// one's in where a full assembly puts them.
 fn apply(listeners: &mut [Listener], changes: &[Change]) {
     for listener in listeners.iter_mut() {
         let gone: Vec<&ObjectRef> = (changes.iter())
@@ -209,15 +209,12 @@ fn apply(listeners: &mut [Listener], changes: &[Change]) {
                 }
             }
         }
-        for (position, policy) in listener.policies.iter_mut().enumerate() {
-            policy.position = u32::try_from(position).unwrap_or(u32::MAX);
-        }
     }
 }
 
 /// `policy` after every policy that goes before it or ties with it and comes from a fragment
 /// with a key no greater (the source's hash, computed on a tie only).
-fn insert_policy(policies: &mut Vec<L7Policy>, policy: L7Policy) {
+fn insert_policy(policies: &mut Vec<Arc<L7Policy>>, policy: Arc<L7Policy>) {
     let key = order::key(&policy);
     let mut hash = None;
     let at = policies.partition_point(|p| match order::key(p).cmp(&key) {

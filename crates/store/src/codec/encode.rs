@@ -284,13 +284,12 @@ impl Encoder {
                 (listener.id, 0u8).hash(h);
                 let L7Policy {
                     id,
-                    position: _,
                     action,
                     rules,
                     source: _,
                     options,
                     precedence,
-                } = policy;
+                } = &**policy;
                 (id, action, rules, options, precedence).hash(h);
             }
             for sni in listener.tls.iter().flat_map(|t| &t.sni) {
@@ -379,7 +378,7 @@ fn hash_of(pool: &Pool) -> u64 {
 /// One source's fragment as stored.
 fn fragment(
     source: &ObjectRef,
-    parts: &BTreeMap<ListenerId, (Vec<&L7Policy>, Vec<&SniCertificate>)>,
+    parts: &BTreeMap<ListenerId, (Vec<&Arc<L7Policy>>, Vec<&SniCertificate>)>,
 ) -> Fragment {
     Fragment {
         source: source.clone(),
@@ -387,7 +386,7 @@ fn fragment(
             .iter()
             .map(|(id, (policies, sni))| ListenerPart {
                 listener: *id,
-                policies: policies.iter().map(|p| stored(p)).collect(),
+                policies: policies.iter().map(|p| Arc::clone(p)).collect(),
                 sni: sni.iter().map(|s| (*s).clone()).collect(),
             })
             .collect(),
@@ -395,16 +394,10 @@ fn fragment(
 }
 
 /// One source's policies and SNI entries by listener, borrowed from the model.
-type Refs<'lb> =
-    BTreeMap<&'lb ObjectRef, BTreeMap<ListenerId, (Vec<&'lb L7Policy>, Vec<&'lb SniCertificate>)>>;
-
-/// A policy as stored: without its position.
-fn stored(policy: &L7Policy) -> L7Policy {
-    L7Policy {
-        position: 0,
-        ..policy.clone()
-    }
-}
+type Refs<'lb> = BTreeMap<
+    &'lb ObjectRef,
+    BTreeMap<ListenerId, (Vec<&'lb Arc<L7Policy>>, Vec<&'lb SniCertificate>)>,
+>;
 
 /// The key of `source`'s fragment in the load balancer under `base`.
 fn key_of(base: &str, source: &ObjectRef) -> Key {

@@ -35,6 +35,7 @@ pub use placement::{addresses, decode_placements, encode_placements, placement_k
 
 use portico_model::{L7Policy, ListenerId, ObjectRef, SniCertificate};
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 /// The subtree of the desired state.
 pub const DESIRED: &str = "desired/";
@@ -73,7 +74,7 @@ struct Fragment {
 struct ListenerPart {
     listener: ListenerId,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    policies: Vec<L7Policy>,
+    policies: Vec<Arc<L7Policy>>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     sni: Vec<SniCertificate>,
 }

@@ -80,7 +80,7 @@ fn a_change_to_one_source_writes_only_that_sources_fragment() {
     let lb = &mut changed.load_balancers[0];
     let lb_id = lb.id;
     let listeners = Arc::make_mut(&mut lb.listeners);
-    let policy = &mut listeners[0].policies[0];
+    let policy = Arc::make_mut(&mut listeners[0].policies[0]);
     let source = policy.source.clone();
     policy.action = PolicyAction::Reject { status: 403 };
     let ops = changes(
@@ -256,11 +256,7 @@ fn an_encoder_gives_what_encode_gives_and_keeps_the_bytes_of_what_did_not_change
         let Some(policy) = listeners[0].policies.first_mut() else {
             continue;
         };
-        policy.action = PolicyAction::Reject { status: 403 };
-        // Positions shift without the stored bytes changing.
-        for (i, p) in listeners[0].policies.iter_mut().enumerate() {
-            p.position += u32::try_from(i).unwrap() + 1;
-        }
+        Arc::make_mut(policy).action = PolicyAction::Reject { status: 403 };
         let second = encoder.encode(
             &changed,
             &Certificates::new(),
@@ -400,7 +396,6 @@ pub(super) fn sources_model(sources: &[Option<SourceSpec>]) -> Model {
             };
             let policy = L7Policy {
                 id: L7PolicyId::derive(&format!("{i}/{n}")),
-                position: 0,
                 action: PolicyAction::RedirectToPool {
                     pool: PoolId::derive(&format!("pool-{n}")),
                 },
@@ -412,6 +407,7 @@ pub(super) fn sources_model(sources: &[Option<SourceSpec>]) -> Model {
                 precedence: 0,
                 options: None,
             };
+            let policy = Arc::new(policy);
             if *https {
                 listeners[1].policies.push(policy.clone());
             }
@@ -505,10 +501,7 @@ fn by_source(lb: &portico_model::LoadBalancer) -> BTreeMap<ObjectRef, Vec<String
     let mut out: BTreeMap<ObjectRef, Vec<String>> = BTreeMap::new();
     for listener in lb.listeners.iter() {
         for policy in &listener.policies {
-            let policy = portico_model::L7Policy {
-                position: 0,
-                ..policy.clone()
-            };
+            let policy = portico_model::L7Policy::clone(policy);
             let entry = out.entry((*policy.source).clone()).or_default();
             entry.push(format!("{} {policy:?}", listener.id));
         }
@@ -615,7 +608,7 @@ fn a_change_to_a_policys_options_or_precedence_alone_writes_its_fragment() {
     let mut model = model;
     for change in changes {
         let lb = &mut model.load_balancers[0];
-        let policy = &mut Arc::make_mut(&mut lb.listeners)[0].policies[1];
+        let policy = Arc::make_mut(&mut Arc::make_mut(&mut lb.listeners)[0].policies[1]);
         change(policy);
         let key = format!("desired/lb/{}/src/{}", lb.id, object_hash(&policy.source));
         let ops = encoder.changes(&model, &none.0, &none.1, &none.2, BTreeMap::new());
@@ -685,6 +678,7 @@ fn scale_timing() {
     let lb = &mut model.load_balancers[0];
     for listener in Arc::make_mut(&mut lb.listeners) {
         for p in &mut listener.policies {
+            let p = Arc::make_mut(p);
             let i: usize = p.source.name[4..].parse().unwrap();
             p.rules[0].value = format!("h{}.test", i / 5);
             p.rules[1].value = format!("/p{i}{}", p.rules[1].value);
@@ -715,7 +709,9 @@ fn scale_timing() {
     // One source's path moved: new listeners, the same pools.
     let mut changed = model.clone();
     let listeners = Arc::make_mut(&mut changed.load_balancers[0].listeners);
-    listeners[0].policies[17].rules[1].value.push_str("/moved");
+    Arc::make_mut(&mut listeners[0].policies[17]).rules[1]
+        .value
+        .push_str("/moved");
     let t = Instant::now();
     let all = encode(&changed, &none.0, &none.1, &none.2);
     let diff = changes(&entries, &all);

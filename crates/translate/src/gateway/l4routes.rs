@@ -273,14 +273,13 @@ pub(crate) fn load_balancer(
                 let policy = L7PolicyId::derive(&format!("{listener}/route/{}", route.key));
                 let policy = L7Policy {
                     id: policy,
-                    position: 0,
                     action: PolicyAction::RedirectToPools { pools: shares },
                     rules: Vec::new(),
                     source: Arc::new(source.clone()),
                     precedence: 0,
                     options: None,
                 };
-                (None, vec![policy])
+                (None, vec![Arc::new(policy)])
             }
         };
         listeners.push(Listener {

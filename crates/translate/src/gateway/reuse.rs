@@ -60,10 +60,33 @@ pub(crate) struct Attached {
 #[derive(Debug)]
 pub(crate) struct Built {
     pub policies: Vec<L7Policy>,
+    /// The policies with the precedence of the rank they were last taken at: the model's
+    /// listeners share them while the route's rank is unchanged.
+    pub ranked: std::sync::Mutex<(usize, Vec<Arc<L7Policy>>)>,
     /// Each policy's [`portico_model::order::key`] as built (its precedence without the
     /// rank), kept so that sorting a listener's policies again computes none of them.
     pub keys: Vec<portico_model::order::Key>,
     pub pools: Vec<(PoolId, PoolKey)>,
+}
+
+impl Built {
+    /// The policies with the precedence `rank` gives them (`ranked(unranked)`), shared with
+    /// the last listener that took them at that rank.
+    pub(crate) fn ranked(&self, rank: usize, ranked: impl Fn(u32) -> u32) -> Vec<Arc<L7Policy>> {
+        let mut kept = self.ranked.lock().unwrap_or_else(|e| e.into_inner());
+        if kept.0 != rank || kept.1.len() != self.policies.len() {
+            let policies = (self.policies.iter())
+                .map(|p| {
+                    Arc::new(L7Policy {
+                        precedence: ranked(p.precedence),
+                        ..p.clone()
+                    })
+                })
+                .collect();
+            *kept = (rank, policies);
+        }
+        kept.1.clone()
+    }
 }
 
 /// What translating one route gave.

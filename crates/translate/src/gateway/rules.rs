@@ -51,7 +51,7 @@ pub(crate) fn load_balancer(
         let attachments =
             (gateway.attachments.iter()).filter(|a| served.contains(&a.attached.listener));
         // (the policy as built, its order key as built, its precedence with the rank)
-        let mut taken: Vec<(&L7Policy, &order::Key, u32)> = Vec::new();
+        let mut taken: Vec<(Arc<L7Policy>, &order::Key, u32)> = Vec::new();
         let mut seen = foldhash::HashSet::default();
         let scheme = match protocol {
             Protocol::TerminatedHttps => "https",
@@ -64,9 +64,12 @@ pub(crate) fn load_balancer(
             for (pool, key) in &built.pools {
                 used.entry(*pool).or_insert_with(|| key.clone());
             }
-            let each = built.policies.iter().zip(&built.keys);
+            let rank = attachment.rank;
+            let shared = built.ranked(rank, |unranked| ranked(rank, unranked));
+            let each = shared.into_iter().zip(&built.keys);
             for (policy, key) in each.filter(|(p, _)| seen.insert(p.id)) {
-                taken.push((policy, key, ranked(attachment.rank, policy.precedence)));
+                let precedence = policy.precedence;
+                taken.push((policy, key, precedence));
             }
         }
         // Passed-through hosts, and those of TLS listeners (their streams are not HTTP), never
@@ -79,8 +82,11 @@ pub(crate) fn load_balancer(
             .collect();
         let isolated = isolation(gateway, &http, listener_id, &origin);
         let isolated_keys: Vec<order::Key> = isolated.iter().map(order::key).collect();
-        let each = isolated.iter().zip(&isolated_keys);
-        taken.extend(each.map(|(policy, key)| (policy, key, policy.precedence)));
+        let each = isolated.into_iter().zip(&isolated_keys);
+        taken.extend(each.map(|(policy, key)| {
+            let precedence = policy.precedence;
+            (Arc::new(policy), key, precedence)
+        }));
         let policies = in_order(taken);
         let tls = (protocol == Protocol::TerminatedHttps).then(|| {
             let mut tls = tls(gateway, &terminated, &origin);
@@ -115,27 +121,20 @@ pub(crate) fn load_balancer(
     })
 }
 
-/// The policies of a listener in [`portico_model::order`]'s order, positions numbered, from
-/// each policy with its order key as built and its precedence on the listener: what
-/// [`order::sort`] gives for the policies with that precedence, without computing a key.
-fn in_order(mut taken: Vec<(&L7Policy, &order::Key, u32)>) -> Vec<L7Policy> {
+/// The policies of a listener in [`portico_model::order`]'s order, from each policy (its
+/// precedence the one on the listener) with its order key as built: what [`order::sort`]
+/// gives, without computing a key.
+fn in_order(mut taken: Vec<(Arc<L7Policy>, &order::Key, u32)>) -> Vec<Arc<L7Policy>> {
     // Stable, as `order::sort` is.
     taken.sort_by(|a, b| full_key(a).cmp(&full_key(b)));
-    let position = |p: usize| u32::try_from(p).unwrap_or(u32::MAX);
-    (taken.into_iter().enumerate())
-        .map(|(p, (policy, _, precedence))| L7Policy {
-            position: position(p),
-            precedence,
-            ..policy.clone()
-        })
-        .collect()
+    taken.into_iter().map(|(policy, _, _)| policy).collect()
 }
 
 /// The order key of a policy taken on a listener: its key as built with its precedence on the
 /// listener (a policy that can never match keeps its key's 0, as `order::key` gives it).
 #[allow(clippy::type_complexity)]
 fn full_key<'k>(
-    &(_, k, precedence): &(&L7Policy, &'k order::Key, u32),
+    &(_, k, precedence): &(Arc<L7Policy>, &'k order::Key, u32),
 ) -> (
     u8,
     Reverse<usize>,
@@ -185,7 +184,6 @@ fn isolation(
             let id = L7PolicyId::derive(&format!("{listener}/isolation/{host}"));
             L7Policy {
                 id,
-                position: 0,
                 action: PolicyAction::Reject { status: 404 },
                 rules: rules(id, Some(host), &HttpRouteMatch::default()),
                 source: source.clone(),
@@ -251,6 +249,7 @@ fn built(
     let policies = policies_of(attachment, at, objects, &mut pools);
     Built {
         keys: policies.iter().map(order::key).collect(),
+        ranked: std::sync::Mutex::new((0, Vec::new())),
         policies,
         pools: pools.into_iter().collect(),
     }
@@ -295,7 +294,6 @@ fn policies_of(
                 let id = L7PolicyId::derive(&id);
                 out.push(L7Policy {
                     id,
-                    position: 0,
                     action: action.clone(),
                     rules: rules(id, host.as_deref(), matched),
                     source: source.clone(),

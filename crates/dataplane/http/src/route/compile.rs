@@ -14,8 +14,8 @@ use crate::metrics::{PoolMetrics, ProxyMetrics};
 use crate::ratelimit::Limiter;
 use crate::upstream::Endpoints;
 use portico_model::{
-    Listener, LoadBalancer, Model, PolicyAction, PolicyOptions, Pool, PoolId, Protocol, RateLimit,
-    UpstreamTls,
+    L7Policy, Listener, LoadBalancer, Model, PolicyAction, PolicyOptions, Pool, PoolId, Protocol,
+    RateLimit, UpstreamTls,
 };
 use regex::Regex;
 use std::hash::BuildHasher;
@@ -74,6 +74,7 @@ struct RoutesBuilder {
     default: Option<Action>,
     entries: Vec<(HostMatch, PathMatch, u32)>,
     guards: FxMap<u32, Guard>,
+    made_from: (Vec<Arc<L7Policy>>, Option<PoolId>),
 }
 
 impl<'a> Compiler<'a> {
@@ -119,18 +120,26 @@ impl<'a> Compiler<'a> {
         // balancer. Then the two protocols' routes, which only read the pools: side by side on
         // two threads when there are many.
         let named: Vec<Named<'_>> = lbs.iter().map(|lb| Named::of(lb)).collect();
-        for protocol in [Protocol::Http, Protocol::TerminatedHttps] {
+        // Per protocol, whether every pool its routes name has the previous table's state.
+        let mut same_pools = [true, true];
+        for (i, protocol) in [Protocol::Http, Protocol::TerminatedHttps]
+            .into_iter()
+            .enumerate()
+        {
             // Only the first default pool serves (see `add_listener`).
             let mut default = None;
             for (lb, named) in lbs.iter().zip(&named) {
                 for listener in lb.listeners.iter().filter(|l| l.protocol == protocol) {
                     for policy in &listener.policies {
                         for pool in policy.pools() {
-                            self.pool(named, pool);
+                            let state = self.pool(named, pool);
+                            same_pools[i] &= self.kept(pool, &state);
                         }
                     }
                     if let (None, Some(pool)) = (&default, listener.default_pool) {
-                        default = Some(self.pool(named, pool));
+                        let state = self.pool(named, pool);
+                        same_pools[i] &= self.kept(pool, &state);
+                        default = Some(state);
                     }
                 }
             }
@@ -141,29 +150,60 @@ impl<'a> Compiler<'a> {
         let policies: usize = (lbs.iter().flat_map(|lb| lb.listeners.iter()))
             .map(|l| l.policies.len())
             .sum();
-        let (http, https) = if policies >= PARALLEL_POLICIES {
-            std::thread::scope(|scope| {
-                let https = scope.spawn(|| this.routes(&lbs, Protocol::TerminatedHttps));
-                let http = this.routes(&lbs, Protocol::Http);
-                let https = https
-                    .join()
-                    .unwrap_or_else(|e| std::panic::resume_unwind(e));
-                (http, https)
-            })
-        } else {
-            let http = this.routes(&lbs, Protocol::Http);
-            (http, this.routes(&lbs, Protocol::TerminatedHttps))
+        let same_credentials = self
+            .previous
+            .is_some_and(|t| same_credentials(&t.credentials, &self.credentials));
+        let reusable = |i: usize| same_pools[i] && same_credentials;
+        let kept_http = (self.previous)
+            .filter(|t| reusable(0) && t.http.made_of(&lbs, Protocol::Http))
+            .map(|t| t.http.clone());
+        let kept_https = (self.previous)
+            .filter(|t| reusable(1) && t.https.made_of(&lbs, Protocol::TerminatedHttps))
+            .map(|t| t.https.clone());
+        let routes = |kept: Option<Arc<Routes>>, protocol| {
+            kept.unwrap_or_else(|| Arc::new(this.routes(&lbs, protocol)))
         };
+        let (http, https) =
+            if policies >= PARALLEL_POLICIES && kept_http.is_none() && kept_https.is_none() {
+                std::thread::scope(|scope| {
+                    let https = scope.spawn(|| routes(kept_https, Protocol::TerminatedHttps));
+                    let http = routes(kept_http, Protocol::Http);
+                    let https = https
+                        .join()
+                        .unwrap_or_else(|e| std::panic::resume_unwind(e));
+                    (http, https)
+                })
+            } else {
+                let reused = kept_http.is_some() || kept_https.is_some();
+                let http = routes(kept_http, Protocol::Http);
+                let https = routes(kept_https, Protocol::TerminatedHttps);
+                if reused {
+                    // The kept routes' rate limiters carry over with them.
+                    let mut limiters =
+                        (this.limiters.lock()).unwrap_or_else(PoisonError::into_inner);
+                    for (settings, limiter) in self.previous.iter().flat_map(|t| &t.limiters) {
+                        (limiters.entry(settings.clone())).or_insert_with(|| limiter.clone());
+                    }
+                }
+                (http, https)
+            };
         RouteTable {
             http,
             https,
             pools: self.pools,
+            credentials: self.credentials,
             passthrough,
             limiters: self
                 .limiters
                 .into_inner()
                 .unwrap_or_else(PoisonError::into_inner),
         }
+    }
+
+    /// Whether `state`, the state of pool `id` in the table being compiled, is the previous
+    /// table's.
+    fn kept(&self, id: PoolId, state: &Arc<PoolState>) -> bool {
+        (self.previous.and_then(|t| t.pools.get(&id))).is_some_and(|s| Arc::ptr_eq(s, state))
     }
 
     /// The SNI-routed hosts (passed through, or terminated and spliced) of the
@@ -200,9 +240,14 @@ impl<'a> Compiler<'a> {
             .sum();
         routes.targets.reserve_exact(count);
         routes.entries.reserve_exact(count);
+        routes.made_from.0.reserve_exact(count);
         for lb in lbs {
             for listener in lb.listeners.iter().filter(|l| l.protocol == protocol) {
                 self.add_listener(&mut routes, listener);
+                routes.made_from.0.extend(listener.policies.iter().cloned());
+                if routes.made_from.1.is_none() {
+                    routes.made_from.1 = listener.default_pool;
+                }
             }
         }
         routes.finish()
@@ -410,8 +455,41 @@ impl RoutesBuilder {
             targets: self.targets,
             guards: self.guards,
             default: self.default,
+            made_from: self.made_from,
         }
     }
+}
+
+impl Routes {
+    /// Whether the listeners of `protocol` of `lbs` (in the order compiled) have exactly the
+    /// policies (the same pointers, in the same order) and the default pool these routes were
+    /// compiled from.
+    fn made_of(&self, lbs: &[&LoadBalancer], protocol: Protocol) -> bool {
+        let (policies, default) = &self.made_from;
+        let listeners = lbs.iter().flat_map(|lb| lb.listeners.iter());
+        let listeners = listeners.filter(|l| l.protocol == protocol);
+        let mut first_default = None;
+        let mut at = 0;
+        for listener in listeners {
+            let theirs = &listener.policies;
+            let Some(ours) = policies.get(at..at + theirs.len()) else {
+                return false;
+            };
+            if !ours.iter().zip(theirs).all(|(a, b)| Arc::ptr_eq(a, b)) {
+                return false;
+            }
+            at += theirs.len();
+            first_default = first_default.or(listener.default_pool);
+        }
+        at == policies.len() && first_default == *default
+    }
+}
+
+/// Whether two sets of basic-auth entries are the same Secrets' same entries.
+fn same_credentials(a: &portico_model::Credentials, b: &portico_model::Credentials) -> bool {
+    a.len() == b.len()
+        && (a.iter().zip(b))
+            .all(|((ka, va), (kb, vb))| ka == kb && (Arc::ptr_eq(va, vb) || va == vb))
 }
 
 /// A hash of what a pool's state is compiled from, never 0 (0 means unknown). The hasher is

@@ -52,6 +52,8 @@ mod passthrough;
 mod path;
 mod pool;
 mod reduce;
+#[cfg(test)]
+mod reuse_tests;
 mod split;
 
 pub use balance::{Health, Outcome, Pick, RequestInfo};
@@ -78,9 +80,13 @@ use std::sync::Arc;
 /// of the TERMINATED_HTTPS listeners, over one set of pools.
 #[derive(Debug, Default)]
 pub struct RouteTable {
-    http: Routes,
-    https: Routes,
+    /// Shared: a table whose listeners of one protocol are those of the previous table
+    /// (the same policies, by pointer, over the same pool states) takes its routes as they are.
+    http: Arc<Routes>,
+    https: Arc<Routes>,
     pools: FxMap<PoolId, Arc<PoolState>>,
+    /// The basic-auth Secrets' entries the routes were compiled with.
+    credentials: portico_model::Credentials,
     /// The rate limiters of the routes, by settings (carried into the next table).
     limiters: FxMap<portico_model::RateLimit, Arc<crate::ratelimit::Limiter>>,
     /// The SNI hosts of the TERMINATED_HTTPS listeners whose TLS is not terminated.
@@ -100,6 +106,9 @@ pub(crate) struct Routes {
     /// The header conditions of the policies that have some, by rank.
     guards: FxMap<u32, Guard>,
     default: Option<Action>,
+    /// What the routes were compiled from: the listeners' policies in order (held, so that a
+    /// pointer is never another policy's) and the default pool.
+    made_from: (Vec<Arc<portico_model::L7Policy>>, Option<PoolId>),
 }
 
 impl RouteTable {

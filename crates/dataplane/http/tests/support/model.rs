@@ -142,7 +142,6 @@ impl ModelBuilder {
         let source = std::sync::Arc::new(ObjectRef::new("Ingress", "default", &self.name));
         L7Policy {
             id,
-            position,
             action,
             rules,
             source,
@@ -207,8 +206,9 @@ impl ModelBuilder {
     }
 
     pub fn load_balancer(&self) -> LoadBalancer {
-        let mut policies = self.http_only.clone();
-        policies.extend(self.policies.iter().cloned());
+        let shared = |p: &L7Policy| std::sync::Arc::new(p.clone());
+        let mut policies: Vec<_> = self.http_only.iter().map(shared).collect();
+        policies.extend(self.policies.iter().map(shared));
         let listener = Listener {
             id: ListenerId::derive(&format!("{}/http", self.name)),
             name: "http".into(),
@@ -224,7 +224,7 @@ impl ModelBuilder {
             name: "https".into(),
             protocol: Protocol::TerminatedHttps,
             port: 443,
-            policies: self.policies.clone(),
+            policies: self.policies.iter().map(shared).collect(),
             default_pool: self.default_pool,
             default_source: None,
             tls: Some(tls.clone()),

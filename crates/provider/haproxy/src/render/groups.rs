@@ -324,7 +324,6 @@ mod tests {
                 }
                 model.push(L7Policy {
                     id: portico_model::L7PolicyId::derive(&n.to_string()),
-                    position: 0,
                     action: portico_model::PolicyAction::Reject { status: 403 },
                     rules,
                     source: std::sync::Arc::new(portico_model::ObjectRef::new("HTTPRoute", "default", &n.to_string())),
@@ -332,6 +331,7 @@ mod tests {
                     options: None,
                 });
             }
+            let mut model: Vec<_> = model.into_iter().map(std::sync::Arc::new).collect();
             portico_model::order::sort(&mut model);
             let l = ListenerId::derive("l");
             let mut table = Table::new();

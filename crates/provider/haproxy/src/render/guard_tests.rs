@@ -12,7 +12,6 @@ fn guarded_lb(options: PolicyOptions) -> LoadBalancer {
     let pool = PoolId::derive("pool");
     let policy = L7Policy {
         id: L7PolicyId::derive("p"),
-        position: 0,
         action: PolicyAction::RedirectToPool { pool },
         rules: vec![L7Rule {
             id: L7RuleId::derive("r"),
@@ -37,7 +36,7 @@ fn guarded_lb(options: PolicyOptions) -> LoadBalancer {
             name: "HTTP:80".into(),
             protocol: Protocol::Http,
             port: 80,
-            policies: vec![policy],
+            policies: vec![Arc::new(policy)],
             default_pool: None,
             default_source: None,
             tls: None,
@@ -250,7 +249,8 @@ fn a_cors_preflight_is_answered_before_limits_and_auth_and_a_redirect_skips_both
     // The HTTP → HTTPS redirect of a TLS host comes first, as nginx's rewrite phase.
     let mut lb = guarded_lb(options);
     let mut listeners = (*lb.listeners).clone();
-    listeners[0].policies[0].action = PolicyAction::RedirectToHttps { status: 308 };
+    Arc::make_mut(&mut listeners[0].policies[0]).action =
+        PolicyAction::RedirectToHttps { status: 308 };
     lb.listeners = Arc::new(listeners);
     let r = render_with(&lb, &credentials, &Limits::default());
     assert!(!r.config.contains("http_auth(") && !r.config.contains("track-sc1"));

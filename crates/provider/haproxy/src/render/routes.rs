@@ -534,7 +534,6 @@ mod tests {
                 rules.push(rule(RuleType::Path, compare, paths[*p]));
                 model.push(portico_model::L7Policy {
                     id: portico_model::L7PolicyId::derive(&n.to_string()),
-                    position: 0,
                     action: portico_model::PolicyAction::Reject { status: 403 },
                     rules,
                     source: std::sync::Arc::new(portico_model::ObjectRef::new("Ingress", "default", &n.to_string())),
@@ -542,6 +541,7 @@ mod tests {
                     options: None,
                 });
             }
+            let mut model: Vec<_> = model.into_iter().map(std::sync::Arc::new).collect();
             portico_model::order::sort(&mut model);
             let reduced: Vec<(HostMatch, PathMatch, String)> = model
                 .iter()

@@ -15,7 +15,6 @@ fn rule(rule_type: RuleType, compare_type: CompareType, value: &str) -> L7Rule {
 fn policy(name: &str, rules: Vec<L7Rule>, action: PolicyAction) -> L7Policy {
     L7Policy {
         id: L7PolicyId::derive(name),
-        position: 0,
         action,
         rules,
         source: std::sync::Arc::new(ObjectRef::new("Ingress", "default", "web")),
@@ -38,7 +37,7 @@ fn lb(policies: Vec<L7Policy>, members: Vec<Member>) -> LoadBalancer {
             name: "HTTP:80".into(),
             protocol: Protocol::Http,
             port: 80,
-            policies,
+            policies: policies.into_iter().map(std::sync::Arc::new).collect(),
             default_pool: None,
             default_source: None,
             tls: None,
@@ -1024,7 +1023,7 @@ fn more_conditions_go_first_and_a_group_none_of_which_holds_leaves_the_request_t
     two.extend([header("a"), header("b")]);
     let mut one = host_root("h.test");
     one.push(header("a"));
-    let mut policies = vec![
+    let policies = vec![
         policy("one", one, to_pool()),
         policy("two", two, PolicyAction::Reject { status: 403 }),
         policy(
@@ -1033,7 +1032,9 @@ fn more_conditions_go_first_and_a_group_none_of_which_holds_leaves_the_request_t
             PolicyAction::Reject { status: 404 },
         ),
     ];
+    let mut policies: Vec<_> = policies.into_iter().map(std::sync::Arc::new).collect();
     portico_model::order::sort(&mut policies);
+    let policies = policies.iter().map(|p| L7Policy::clone(p)).collect();
     let r = rendered(&lb(policies, vec![]));
     let group = lines_with(&r, "-m str =g0");
     assert_eq!(group.len(), 2, "{group:?}");

@@ -185,7 +185,6 @@ pub fn routed(port: u16, members: &[(SocketAddr, bool)], paths: &[(&str, bool)])
             };
             L7Policy {
                 id: L7PolicyId::derive(path),
-                position: 0,
                 action: PolicyAction::RedirectToPool {
                     pool: PoolId::derive("pool"),
                 },
@@ -198,6 +197,7 @@ pub fn routed(port: u16, members: &[(SocketAddr, bool)], paths: &[(&str, bool)])
                 options: None,
             }
         })
+        .map(std::sync::Arc::new)
         .collect();
     portico_model::order::sort(&mut listener.policies);
     lb.listeners = std::sync::Arc::new(vec![listener]);
