@@ -58,6 +58,7 @@ impl<S: ControllerStore> ControllerLoop<'_, S> {
             {
                 dirty = true;
             }
+            let mut worked = compile;
             if compile {
                 compile = false;
                 dirty = true;
@@ -95,6 +96,15 @@ impl<S: ControllerStore> ControllerLoop<'_, S> {
                 let served = listed.feedback.values().map(|f| f.revision).max();
                 let revision = revision.max(served.unwrap_or(0));
                 self.publish(source, revision, &listed.feedback);
+                worked = true;
+            }
+            // This loop runs on the thread that called `block_on`, not on a runtime worker
+            // (those collect their heap when they park): after a compile or a publish it gives
+            // back the pages that the states it replaced emptied, before it waits. Without it
+            // they stay resident for as long as nothing changes (after every object is
+            // deleted: for good).
+            if worked {
+                crate::trim::trim_this_thread();
             }
             let published = async {
                 match source.published() {
