@@ -100,11 +100,12 @@ impl<S: ControllerStore> ControllerLoop<'_, S> {
             }
             // This loop runs on the thread that called `block_on`, not on a runtime worker
             // (those collect their heap when they park): after a compile or a publish it gives
-            // back the pages that the states it replaced emptied, before it waits. Without it
+            // back the pages that the states it replaced emptied, before it waits, and asks
+            // the other threads to give back theirs (it freed objects they made). Without it
             // they stay resident for as long as nothing changes (after every object is
             // deleted: for good).
             if worked {
-                crate::trim::trim_this_thread();
+                crate::trim::trim_after_change();
             }
             let published = async {
                 match source.published() {
