@@ -58,6 +58,7 @@ impl<S: ControllerStore> ControllerLoop<'_, S> {
             {
                 dirty = true;
             }
+            let mut worked = compile;
             if compile {
                 compile = false;
                 dirty = true;
@@ -95,6 +96,16 @@ impl<S: ControllerStore> ControllerLoop<'_, S> {
                 let served = listed.feedback.values().map(|f| f.revision).max();
                 let revision = revision.max(served.unwrap_or(0));
                 self.publish(source, revision, &listed.feedback);
+                worked = true;
+            }
+            // This loop runs on the thread that called `block_on`, not on a runtime worker
+            // (those collect their heap when they park): after a compile or a publish it gives
+            // back the pages that the states it replaced emptied, before it waits, and asks
+            // the other threads to give back theirs (it freed objects they made). Without it
+            // they stay resident for as long as nothing changes (after every object is
+            // deleted: for good).
+            if worked {
+                crate::trim::trim_after_change();
             }
             let published = async {
                 match source.published() {
@@ -175,4 +186,72 @@ fn status_addresses_of(addresses: &[String]) -> Vec<LoadBalancerAddress> {
         .iter()
         .flat_map(|a| status_addresses(Some(a)))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use portico_store::MemoryStore;
+    use prometheus_client::registry::Registry;
+    use std::cell::Cell;
+    use std::sync::Arc;
+
+    thread_local! {
+        /// Collections asked for on this thread.
+        static COLLECTED: Cell<u32> = const { Cell::new(0) };
+    }
+
+    fn count() {
+        COLLECTED.set(COLLECTED.get() + 1);
+    }
+
+    const INGRESS: &str = "apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: web, namespace: default}
+spec:
+  ingressClassName: portico
+  rules:
+  - host: a.test
+    http:
+      paths:
+      - {path: /, pathType: Prefix, backend: {service: {name: web, port: {number: 80}}}}
+";
+
+    /// The loop runs on `block_on`'s thread, which no runtime hook collects: it collects its
+    /// own heap after it compiled (and after it published).
+    #[tokio::test]
+    async fn the_loop_collects_its_threads_heap_after_a_compile() {
+        assert!(crate::trim::set_trim(count), "the only registration");
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("ingress.yaml"), INGRESS).unwrap();
+        let limits = portico_source_file::ReadLimits::default();
+        let files = portico_source_file::watch(vec![dir.path().to_path_buf()], limits).unwrap();
+        let mut source = Source::Files(files);
+        let metrics = AppMetrics::new(&mut Registry::default());
+        let admin = portico_admin::Admin::new(Arc::new(Registry::default()));
+        let controller = ControllerLoop {
+            controller: crate::controller::Controller::new(portico_translate::Config::default()),
+            store: MemoryStore::default(),
+            admin: &admin,
+            metrics: &metrics,
+            fixed_publish: Vec::new(),
+        };
+        let (stop, shutdown) = watch::channel(false);
+        let before = COLLECTED.get();
+        let watched = async {
+            // The loop and this future take turns on this thread.
+            for _ in 0..500 {
+                if COLLECTED.get() > before {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            stop.send_replace(true);
+        };
+        tokio::join!(controller.run(&mut source, shutdown), watched);
+        assert!(
+            COLLECTED.get() > before,
+            "no collection on the loop's thread after its first compile"
+        );
+    }
 }

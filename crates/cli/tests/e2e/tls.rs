@@ -256,6 +256,37 @@ async fn a_rotated_secret_reaches_new_handshakes_while_an_open_connection_contin
     );
 }
 
+/// Every TLS Ingress and its Secret deleted: the default listeners' certificates go with them
+/// (they were kept, served and held in memory until the next TLS Ingress).
+#[tokio::test]
+async fn a_deleted_secret_is_no_longer_served_once_no_ingress_is_left() {
+    let m = backends("tls-gone", &[("web", 1)]).await;
+    let ca = Authority::new("e2e ca").unwrap();
+    let issued = ca.issue(&["a.test"]).unwrap();
+    m.write("secret.json", &issued_secret("tls-gone", "a-tls", &issued));
+    let ing = hosts_ingress("tls-gone", "shop", &["a.test"], "web");
+    m.write("ing.yaml", &with_tls(&ing, &[(&["a.test"], "a-tls")]));
+    let p = Portico::start(m.path(), &[]).await;
+    let conn = connect(p.https, Some("a.test"), &[]).await;
+    assert_eq!(conn.leaf, leaf_of(&issued.chain_pem));
+
+    m.remove("ing.yaml");
+    m.remove("secret.json");
+    let start = Instant::now();
+    loop {
+        match try_connect(p.https, Some("a.test"), &[], Trust::Any).await {
+            Ok(conn) if conn.leaf == leaf_of(&issued.chain_pem) => {}
+            // Another certificate (the built-in default), or none at all.
+            _ => break,
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "the deleted Secret's certificate is still served"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 #[tokio::test]
 async fn alpn_negotiates_h2_and_http_1_1() {
     let m = backends("tls-alpn", &[("web", 1)]).await;

@@ -285,11 +285,16 @@ impl Provider for ProxyProvider {
                 s.proxy.apply(&part);
             }
         }
-        // The default proxy serves nothing when no load balancer is bound there.
+        // The default proxy serves nothing when no load balancer is bound there: no route,
+        // and no certificate (its SNI map would otherwise keep serving the last Secrets'
+        // certificates, and keep their material alive, after they were deleted).
         if !groups.contains_key(&Bind::Default)
             && let Some(s) = served.get(&Bind::Default)
         {
-            s.proxy.apply(&Model::default());
+            let nothing = Model::default();
+            s.proxy.set_certificates(&nothing, certificates);
+            s.proxy.set_ca_bundles(ca_bundles);
+            s.proxy.apply(&nothing);
         }
         diagnostics
     }

@@ -5,6 +5,7 @@ use crate::read::ReadLimits;
 use crate::target::{Target, Touch};
 use notify::event::{AccessKind, AccessMode};
 use notify::{Event, EventKind, RecommendedWatcher, Watcher};
+use portico_model::trim;
 use portico_translate::Loaded;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -18,6 +19,8 @@ use tokio::sync::watch;
 const QUIET: Duration = Duration::from_millis(10);
 /// A steady stream of events must not postpone the reload for longer than this.
 const MAX_DELAY: Duration = Duration::from_millis(250);
+/// How often the waiting reload thread looks whether a collection is owed.
+const IDLE_CHECK: Duration = Duration::from_secs(1);
 
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
@@ -150,13 +153,29 @@ impl Reloader {
         }
     }
 
+    /// Waits for an event that concerns the manifests. While it waits, it collects this
+    /// thread's heap once whenever another thread has finished a large change since
+    /// (`portico_model::trim`): the objects this thread parsed are freed by the threads that
+    /// held them last (the controller dropping a compiled state, the agent a desired state),
+    /// and the allocator gives back a page only when the thread that owns it collects.
     fn wait_for_change(&self, dirty: &mut Dirty) -> bool {
-        while let Ok(event) = self.events.recv() {
-            if self.note(event, dirty) {
-                return true;
+        let mut seen = trim::generation();
+        loop {
+            match self.events.recv_timeout(IDLE_CHECK) {
+                Ok(event) => {
+                    if self.note(event, dirty) {
+                        return true;
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {
+                    if trim::owed(seen) {
+                        seen = trim::generation();
+                        trim::trim_this_thread();
+                    }
+                }
+                Err(RecvTimeoutError::Disconnected) => return false,
             }
         }
-        false
     }
 
     /// Coalesces a burst of events into one reload.
@@ -184,7 +203,7 @@ impl Reloader {
                 drop(loaded);
                 // This thread then sleeps until the next event: the pages just emptied go
                 // back now, and the runtime's workers give back theirs when next idle.
-                portico_model::trim::trim_after_change();
+                trim::trim_after_change();
                 return false;
             }
             Message::Event(Ok(event)) => event,
@@ -224,5 +243,41 @@ fn is_change(kind: &EventKind) -> bool {
         EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
         EventKind::Access(_) => false,
         _ => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    static ON_RELOADER: AtomicU32 = AtomicU32::new(0);
+
+    /// Counts the collections made on the reload thread.
+    fn count() {
+        if std::thread::current().name() == Some("portico-manifests") {
+            ON_RELOADER.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    #[test]
+    fn the_waiting_reload_thread_collects_after_another_threads_change() {
+        assert!(trim::set_trim(count), "the only registration");
+        let dir = tempfile::tempdir().unwrap();
+        let source = watch(vec![dir.path().to_path_buf()], ReadLimits::default()).unwrap();
+        std::thread::sleep(IDLE_CHECK + Duration::from_millis(200));
+        let before = ON_RELOADER.load(Ordering::Relaxed);
+        assert_eq!(before, 0, "no change, no collection");
+        // Another thread (the controller, after a compile) finished a large change.
+        trim::trim_after_change();
+        let deadline = Instant::now() + 3 * IDLE_CHECK;
+        while ON_RELOADER.load(Ordering::Relaxed) == before && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(ON_RELOADER.load(Ordering::Relaxed), before + 1);
+        // Owed once: no collection again until the next change.
+        std::thread::sleep(IDLE_CHECK + Duration::from_millis(200));
+        assert_eq!(ON_RELOADER.load(Ordering::Relaxed), before + 1);
+        drop(source);
     }
 }

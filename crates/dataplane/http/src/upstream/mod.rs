@@ -100,6 +100,10 @@ impl Endpoints {
     pub(crate) fn prune(&self) {
         let mut map = self.by_addr.lock().unwrap_or_else(PoisonError::into_inner);
         map.retain(|_, weak| weak.strong_count() > 0);
+        // After most members went (every object deleted), the table gives its room back.
+        if map.capacity() > 4 * map.len().max(64) {
+            map.shrink_to_fit();
+        }
     }
 }
 
@@ -123,6 +127,26 @@ mod tests {
         drop(first);
         endpoints.prune();
         assert!(endpoints.by_addr.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn pruning_most_endpoints_gives_the_tables_room_back() {
+        let endpoints = Endpoints::default();
+        let addr = |i: u32| SocketAddr::from((std::net::Ipv4Addr::from(0x7f01_0000 + i), 80));
+        let all: Vec<_> = (0..5000)
+            .map(|i| endpoints.get(addr(i), PoolProtocol::Http, None))
+            .collect();
+        let kept: Vec<_> = all.iter().take(10).cloned().collect();
+        drop(all);
+        endpoints.prune();
+        let map = endpoints.by_addr.lock().unwrap();
+        assert_eq!(map.len(), 10);
+        assert!(map.capacity() < 1000, "capacity {}", map.capacity());
+        drop(map);
+        assert!(Arc::ptr_eq(
+            &kept[0],
+            &endpoints.get(addr(0), PoolProtocol::Http, None)
+        ));
     }
 
     /// However many endpoints, the idle connections they keep between them stay within the
