@@ -35,7 +35,7 @@ const WAKE_EVERY: Duration = Duration::from_millis(10);
 const SLICE: usize = 128;
 /// The writer thread's nice value (the proxy's threads keep 0): 10 weighs about a tenth of a
 /// thread at 0 where both want the core, more than the writer needs, so lines are not
-/// dropped for it, and its wake-ups no longer preempt the proxy's thread.
+/// dropped for it, and a waking writer should rarely preempt the proxy's thread.
 const NICE: i32 = 10;
 
 /// Where access log lines go.
