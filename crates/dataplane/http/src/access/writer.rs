@@ -4,10 +4,10 @@
 //! JSON lines [`SLICE`] at a time, writes each slice with one `write` and yields its core
 //! before the next, and gives the emptied buffers back to their thread's queue for its next
 //! records. The writer runs at a lower priority ([`NICE`]) than the proxy's threads: where it
-//! shares a core with them (a process pinned to one core), it takes what they leave and its
-//! formatting never holds up a request for longer than one slice (a 50 ms batch formatted in
-//! one burst at the same priority held the proxy's thread for milliseconds and raised its
-//! p99 above nginx's). A record is moved, never copied; a request neither
+//! shares a core with them (a process pinned to one core), it takes what they leave and gives
+//! the core back after each slice (a 50 ms batch formatted in one burst at the same priority
+//! could hold the proxy's thread for milliseconds: the suspect for its p99 above nginx's in
+//! `bench/access-log.sh`). A record is moved, never copied; a request neither
 //! allocates for the queue (once its thread has buffers to reuse) nor wakes anyone (a
 //! wake-up per line costs a futex call and a context switch per request, half of the proxy's
 //! own CPU per request in `bench/access-log.sh`; a channel send per line cost a few per cent
