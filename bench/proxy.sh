@@ -328,6 +328,8 @@ for proxy in $PROXIES; do
 done >>"$results"
 if wanted portico-log; then
   echo "access_log_lines portico-log $(wc -l <"$work/access.log")" >>"$results"
+  dropped=$(curl -s http://127.0.0.1:18181/metrics | awk '/^portico_access_log_dropped_lines_total/ {print $2}')
+  echo "access_log_dropped portico-log ${dropped:-unknown}" >>"$results"
 fi
 if wanted nginx-log; then
   echo "access_log_lines nginx-log $(wc -l <"$work/nginx-access.log")" >>"$results"

@@ -15,12 +15,14 @@ PROXIES = ["portico", "portico-log", "nginx", "nginx-log", "haproxy", "floor", "
 def load(path):
     runs = defaultdict(list)
     rss = {}
+    notes = []
     with open(path) as f:
         for line in f:
             cols = line.split()
             if not cols or cols[0].startswith("#"):
                 continue
-            if cols[0] == "access_log_lines":
+            if cols[0] in ("access_log_lines", "access_log_dropped"):
+                notes.append(" ".join(cols))
                 continue
             if cols[0] == "peak_rss_kib":
                 rss[cols[1]] = int(cols[2])
@@ -30,7 +32,7 @@ def load(path):
             runs[(case, proxy)].append(
                 {"rps": rps, "p50": p50, "p99": p99, "cpu": cpu, "errors": errors, "sys": sys_cpu}
             )
-    return runs, rss
+    return runs, rss, notes
 
 
 def med(rows, key):
@@ -47,7 +49,7 @@ def ms(us):
 
 
 def proxy_report(path):
-    runs, rss = load(path)
+    runs, rss, notes = load(path)
     cases = sorted({case for case, _ in runs}, key=lambda c: (c.startswith("large"), c))
     n = max((len(v) for v in runs.values()), default=0)
     print(
@@ -83,6 +85,10 @@ def proxy_report(path):
                 f"| {ratio('p50'):.2f} | {ratio('p99'):.2f} |"
             )
     log_ratios(runs, cases)
+    if notes:
+        print("\nAccess log lines written (and Portico's dropped lines, its metric at the end):\n")
+        for note in notes:
+            print(f"- {note}")
     if rss:
         print("\nPeak RSS over the whole run (VmHWM, MiB; nginx: master + worker):\n")
         print("| proxy | peak RSS MiB |")
@@ -111,6 +117,10 @@ def log_ratios(runs, cases):
                 f"| {med(on, 'cpu') / med(off, 'cpu'):.3f} | {med(on, 'rps') / med(off, 'rps'):.2f} "
                 f"| {med(on, 'p99') / med(off, 'p99'):.2f} |"
             )
+        for case, on, off in pairs:
+            each = [a["cpu"] / b["cpu"] for a, b in zip(on, off) if b["cpu"]]
+            listed = " ".join(f"{r:.3f}" for r in each)
+            print(f"\n{case}, CPU/req on / off in each run: {listed}")
     pairs = [(c, runs.get((c, "portico-log")), runs.get((c, "nginx-log"))) for c in cases]
     pairs = [(c, ours, theirs) for c, ours, theirs in pairs if ours and theirs]
     if pairs:
@@ -120,6 +130,15 @@ def log_ratios(runs, cases):
         for case, ours, theirs in pairs:
             ratio = lambda k: med(ours, k) / med(theirs, k) if med(theirs, k) else float("nan")
             print(f"| {case} | {ratio('cpu'):.2f} | {ratio('p50'):.2f} | {ratio('p99'):.2f} |")
+        print("\np99 of portico-log over nginx-log's in each run (they run back to back):\n")
+        print("| case | per run | median | above 1.00 |")
+        print("| --- | --- | --- | --- |")
+        for case, ours, theirs in pairs:
+            each = [o["p99"] / t["p99"] for o, t in zip(ours, theirs) if t["p99"]]
+            if each:
+                listed = " ".join(f"{r:.2f}" for r in each)
+                above = sum(r > 1 for r in each)
+                print(f"| {case} | {listed} | {statistics.median(each):.2f} | {above} of {len(each)} |")
 
 
 if __name__ == "__main__":

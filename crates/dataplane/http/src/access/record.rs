@@ -31,7 +31,7 @@ use super::{json, request_id, time};
 use crate::route::PoolState;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// A request's record.
 const REQUEST: u8 = 0;
@@ -258,21 +258,29 @@ impl<'a> Reader<'a> {
 #[derive(Clone, Copy)]
 pub(crate) struct Clock {
     instant: Instant,
-    wall: SystemTime,
+    /// The wall clock's time since the Unix epoch.
+    wall: Duration,
 }
 
 impl Clock {
     pub(crate) fn now() -> Clock {
+        let wall = SystemTime::now();
         Clock {
             instant: Instant::now(),
-            wall: SystemTime::now(),
+            wall: wall.duration_since(UNIX_EPOCH).unwrap_or_default(),
         }
     }
 
-    /// The wall-clock time of the instant `at`.
-    fn wall(&self, at: Instant) -> SystemTime {
+    /// The wall-clock time of the instant `at`, since the Unix epoch.
+    fn since_epoch(&self, at: Instant) -> Duration {
         let ago = self.instant.saturating_duration_since(at);
-        self.wall.checked_sub(ago).unwrap_or(self.wall)
+        self.wall.saturating_sub(ago)
+    }
+
+    /// The wall-clock time of the instant `at`.
+    #[cfg(test)]
+    fn wall(&self, at: Instant) -> SystemTime {
+        UNIX_EPOCH + self.since_epoch(at)
     }
 }
 
@@ -318,7 +326,7 @@ fn format(record: &Record, clock: Clock, out: &mut Vec<u8>) -> Option<()> {
         _ => METHODS.get(code - 1)?.as_bytes(),
     };
     out.extend_from_slice(b"{\"time\":\"");
-    time::rfc3339(out, clock.wall(record.started));
+    time::rfc3339_since_epoch(out, clock.since_epoch(record.started));
     out.extend_from_slice(b"\",\"request_id\":");
     match generated {
         Some(bits) => {

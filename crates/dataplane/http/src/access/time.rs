@@ -51,8 +51,13 @@ fn imf_fixdate(secs: u64) -> [u8; 29] {
 }
 
 /// Appends `at` as `2026-01-02T03:04:05.678Z`.
+#[cfg(test)]
 pub(crate) fn rfc3339(out: &mut Vec<u8>, at: SystemTime) {
-    let since = at.duration_since(UNIX_EPOCH).unwrap_or_default();
+    rfc3339_since_epoch(out, at.duration_since(UNIX_EPOCH).unwrap_or_default());
+}
+
+/// Appends the time `since` the Unix epoch as [`rfc3339`] does.
+pub(crate) fn rfc3339_since_epoch(out: &mut Vec<u8>, since: std::time::Duration) {
     SECOND.with_borrow_mut(|(second, text)| {
         if *second != since.as_secs() {
             *second = since.as_secs();

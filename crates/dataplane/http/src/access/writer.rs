@@ -1,8 +1,13 @@
 //! The writer: each thread that logs hands its records ([`super::record`], each a buffer of its
 //! own) to a queue of its own (a mutex only the writer thread ever contends for, once per
-//! wake-up), and a thread wakes every 50 ms, takes each queue, formats the records as JSON
-//! lines, writes them through a `BufWriter`, flushes, and gives the emptied buffers back to
-//! their thread's queue for its next records. A record is moved, never copied; a request neither
+//! wake-up), and a thread wakes every [`WAKE_EVERY`], takes each queue, formats the records as
+//! JSON lines [`SLICE`] at a time, writes each slice with one `write` and yields its core
+//! before the next, and gives the emptied buffers back to their thread's queue for its next
+//! records. The writer runs at a lower priority ([`NICE`]) than the proxy's threads: where it
+//! shares a core with them (a process pinned to one core), it takes what they leave and gives
+//! the core back after each slice (a 50 ms batch formatted in one burst at the same priority
+//! could hold the proxy's thread for milliseconds: the suspect for its p99 above nginx's in
+//! `bench/access-log.sh`). A record is moved, never copied; a request neither
 //! allocates for the queue (once its thread has buffers to reuse) nor wakes anyone (a
 //! wake-up per line costs a futex call and a context switch per request, half of the proxy's
 //! own CPU per request in `bench/access-log.sh`; a channel send per line cost a few per cent
@@ -14,7 +19,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::registry::Registry;
 use std::cell::RefCell;
 use std::fs::OpenOptions;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
@@ -23,8 +28,15 @@ use std::time::Duration;
 /// Record bytes a thread's queue holds at most between two wake-ups; beyond that records are
 /// dropped (at one wake-up per 50 ms, 80 MB a second per thread: about 400,000 records).
 const BUFFER_CAP: usize = 4 << 20;
-const BUFFER: usize = 64 * 1024;
-const WAKE_EVERY: Duration = Duration::from_millis(50);
+/// How often the writer takes the queues.
+const WAKE_EVERY: Duration = Duration::from_millis(10);
+/// Records formatted and written at a time (about 30 KB of lines, a tenth of a millisecond of
+/// formatting); the writer yields its core between two.
+const SLICE: usize = 128;
+/// The writer thread's nice value (the proxy's threads keep 0): 10 weighs about a tenth of a
+/// thread at 0 where both want the core, more than the writer needs, so lines are not
+/// dropped for it, and a waking writer should rarely preempt the proxy's thread.
+const NICE: i32 = 10;
 
 /// Where access log lines go.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -143,7 +155,7 @@ impl AccessLog {
         std::thread::Builder::new()
             .name("access-log".to_owned())
             .spawn(move || {
-                let out = BufWriter::with_capacity(BUFFER, out);
+                lower_priority();
                 write_lines(&alive, &buffers, out, &dropped);
             })?;
         Ok(AccessLog { sink: Some(sink) })
@@ -211,16 +223,24 @@ impl Sink {
     }
 }
 
+/// Lowers the calling thread's priority to [`NICE`] (on Linux a nice value is a thread's);
+/// where that is refused the writer runs at the process's priority.
+fn lower_priority() {
+    if let Err(error) = rustix::process::setpriority_process(None, NICE) {
+        tracing::debug!(%error, "access log writer: priority not lowered");
+    }
+}
+
 /// The writer thread's loop, until every handle is gone and the buffers are written; a
 /// failed write counts its lines as dropped and goes on, and so does a damaged record.
 fn write_lines(
     alive: &Weak<Sink>,
     buffers: &Buffers,
-    mut out: BufWriter<Box<dyn Write + Send>>,
+    mut out: Box<dyn Write + Send>,
     failed: &Counter,
 ) {
     let mut taken: Vec<Record> = Vec::new();
-    let mut lines: Vec<u8> = Vec::with_capacity(BUFFER);
+    let mut lines: Vec<u8> = Vec::with_capacity(SLICE * 512);
     loop {
         std::thread::sleep(WAKE_EVERY);
         // Read before draining: the last handle's records are in the queues by then.
@@ -233,19 +253,36 @@ fn write_lines(
                 std::mem::swap(&mut queue.records, &mut taken);
                 queue.bytes = 0;
             }
-            let bad = record::format_all(&taken, clock, &mut lines);
-            failed.inc_by(u64::try_from(bad).unwrap_or(u64::MAX));
-            if !lines.is_empty() && out.write_all(&lines).is_err() {
-                let count = lines.iter().filter(|&&b| b == b'\n').count();
-                failed.inc_by(u64::try_from(count).unwrap_or(u64::MAX));
-            }
-            lines.clear();
+            write_slices(&taken, clock, &mut lines, &mut out, failed);
             give_back(&buffer, &mut taken);
         }
         let _ = out.flush();
         if ended {
             return;
         }
+    }
+}
+
+/// Formats and writes `records` [`SLICE`] at a time, each slice's lines in one write, yielding
+/// the core between two slices.
+fn write_slices(
+    records: &[Record],
+    clock: Clock,
+    lines: &mut Vec<u8>,
+    out: &mut dyn Write,
+    failed: &Counter,
+) {
+    for (i, slice) in records.chunks(SLICE).enumerate() {
+        if i > 0 {
+            std::thread::yield_now();
+        }
+        let bad = record::format_all(slice, clock, lines);
+        failed.inc_by(u64::try_from(bad).unwrap_or(u64::MAX));
+        if !lines.is_empty() && out.write_all(lines).is_err() {
+            let count = lines.iter().filter(|&&b| b == b'\n').count();
+            failed.inc_by(u64::try_from(count).unwrap_or(u64::MAX));
+        }
+        lines.clear();
     }
 }
 
@@ -346,6 +383,88 @@ mod tests {
             next[t] += 1;
         }
         assert_eq!(next, [1000; 4]);
+    }
+
+    /// Each write's bytes, in order.
+    #[derive(Clone, Default)]
+    struct Writes(Arc<Mutex<Vec<Vec<u8>>>>);
+
+    impl Write for Writes {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().push(buf.to_vec());
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn records_are_written_a_slice_at_a_time_each_in_one_write() {
+        let records: Vec<Record> = (0..SLICE * 2 + 44)
+            .map(|i| record::sample(format!("/{i}").as_bytes()))
+            .collect();
+        let writes = Writes::default();
+        let mut out = writes.clone();
+        let failed = Counter::default();
+        let mut lines = Vec::new();
+        write_slices(&records, Clock::now(), &mut lines, &mut out, &failed);
+        let writes = writes.0.lock().unwrap();
+        let counts: Vec<usize> = (writes.iter())
+            .map(|w| String::from_utf8_lossy(w).lines().count())
+            .collect();
+        assert_eq!(counts, [SLICE, SLICE, 44]);
+        assert!(writes.iter().all(|w| w.ends_with(b"\n")));
+        let text = String::from_utf8(writes.concat()).unwrap();
+        let expected: Vec<String> = (0..SLICE * 2 + 44).map(|i| format!("/{i}")).collect();
+        assert_eq!(paths(&text), expected);
+        assert_eq!(failed.get(), 0);
+    }
+
+    /// The nice values of this process's threads named `name`, and of the calling thread.
+    fn nice_values(name: &str) -> (Vec<i64>, i64) {
+        let nice = |stat: &str| -> i64 {
+            // The fields after the command's closing parenthesis: state is the 3rd, nice the 19th.
+            let rest = &stat[stat.rfind(')').unwrap() + 1..];
+            rest.split_whitespace().nth(16).unwrap().parse().unwrap()
+        };
+        let mut named = Vec::new();
+        for task in std::fs::read_dir("/proc/self/task").unwrap() {
+            let dir = task.unwrap().path();
+            let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
+            if comm.trim_end() == name
+                && let Ok(stat) = std::fs::read_to_string(dir.join("stat"))
+            {
+                named.push(nice(&stat));
+            }
+        }
+        let own = nice(&std::fs::read_to_string("/proc/thread-self/stat").unwrap());
+        (named, own)
+    }
+
+    #[test]
+    fn the_writer_runs_at_a_lower_priority_than_the_threads_that_log() {
+        let (_, before) = nice_values("access-log");
+        let dir = tempfile::tempdir().unwrap();
+        let mut registry = Registry::default();
+        let path = dir.path().join("access.log");
+        let log = AccessLog::start(&Destination::File(path), &mut registry).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let (writers, own) = nice_values("access-log");
+            // This thread (and so the proxy's threads) keeps its priority.
+            assert_eq!(own, before);
+            if writers.contains(&i64::from(NICE)) {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "writers' nice values: {writers:?}"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        drop(log);
     }
 
     #[test]
