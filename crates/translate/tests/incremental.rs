@@ -120,6 +120,46 @@ fn a_changed_ingress_is_prepared_again_and_the_others_are_reused() {
     assert_eq!(fourth, translate(&renamed, &config).model);
 }
 
+/// The policies of the Ingress named `name` on the first listener, by pointer.
+fn policies_of<'m>(model: &'m Model, name: &str) -> Vec<&'m Arc<portico_model::L7Policy>> {
+    let lb = &model.load_balancers[0];
+    (lb.listeners[0].policies.iter())
+        .filter(|p| p.source.name == name)
+        .collect()
+}
+
+#[test]
+fn an_unchanged_ingress_keeps_its_policies_and_a_changed_canary_changes_its_main_route() {
+    let config = Config::default();
+    let docs = |weight: &str, extra: Option<&str>| {
+        let mut docs = ingresses(extra);
+        let spec = json!({"rules": [rule("web.a.test", &[("/", "Prefix", "b")])]});
+        let mut canary = ingress("a", "canary", None, spec);
+        canary["metadata"]["annotations"] = json!({
+            "nginx.ingress.kubernetes.io/canary": "true",
+            "nginx.ingress.kubernetes.io/canary-weight": weight,
+            "nginx.ingress.kubernetes.io/canary-by-header": "x-canary",
+        });
+        docs.push(canary);
+        docs
+    };
+    let old = load_values(docs("10", None));
+    let mut memo = Memo::default();
+    let first = translate_incremental(&old, &config, None, &mut memo).model;
+    // Another Ingress changed: the others' policies are the same pointers.
+    let new = load_values(docs("10", Some("/new")));
+    let second = after(&old, &first, &new, &mut memo);
+    assert_eq!(second, translate(&new, &config).model);
+    let (api, now) = (policies_of(&first, "api"), policies_of(&second, "api"));
+    assert!(!api.is_empty() && api.len() == now.len());
+    assert!(api.iter().zip(&now).all(|(a, b)| Arc::ptr_eq(a, b)));
+    // Only the canary changed: the main route's policies (its split) change with it.
+    let newer = load_values(docs("30", Some("/new")));
+    let third = after(&new, &second, &newer, &mut memo);
+    assert_eq!(third, translate(&newer, &config).model);
+    assert_ne!(policies_of(&second, "web"), policies_of(&third, "web"));
+}
+
 #[test]
 fn an_ingress_whose_status_alone_changed_is_reused_and_one_with_new_annotations_is_not() {
     let config = Config::default();
