@@ -633,3 +633,55 @@ fn gateway_timing() {
         memo.routes_reused()
     );
 }
+
+/// 10,000 Ingresses of one class, two paths each, one of them moved: the incremental
+/// translation's time.
+#[test]
+#[ignore = "a measurement: run it on its own, in release"]
+fn ingress_timing() {
+    use std::time::Instant;
+    let docs = |moved: bool| -> Vec<Value> {
+        let mut docs = Vec::new();
+        for i in 0..10_000 {
+            let a = if moved && i == 4_321 {
+                format!("/moved{i}")
+            } else {
+                format!("/a{i}")
+            };
+            let b = format!("/b{i}");
+            let host = format!("h{}.test", i / 5);
+            let (s1, s2) = (format!("s{}", i % 5_000), format!("s{}", (i + 1) % 5_000));
+            let paths = [
+                (a.as_str(), "Prefix", s1.as_str()),
+                (b.as_str(), "Prefix", s2.as_str()),
+            ];
+            let spec = json!({"rules": [rule(&host, &paths)]});
+            docs.push(ingress("default", &format!("i{i}"), None, spec));
+        }
+        for s in 0..5_000 {
+            let ip = format!("10.{}.{}.1", s / 250, s % 250);
+            docs.extend(service("default", &format!("s{s}"), &ip));
+        }
+        docs
+    };
+    let config = Config::default();
+    let old = load_values(docs(false));
+    let new = load_values(docs(true));
+    let t = Instant::now();
+    let mut memo = Memo::default();
+    let first = translate_incremental(&old, &config, None, &mut memo);
+    let full = t.elapsed();
+    let previous = Previous {
+        objects: &old,
+        model: &first.model,
+    };
+    let t = Instant::now();
+    let second = translate_incremental(&new, &config, Some(previous), &mut memo);
+    let incremental = t.elapsed();
+    assert_eq!(second.model, translate(&new, &config).model);
+    println!(
+        "10,000 Ingresses: full translation {full:?}, one Ingress changed {incremental:?} \
+         ({} reused)",
+        memo.reused()
+    );
+}
