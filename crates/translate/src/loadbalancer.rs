@@ -51,7 +51,7 @@ impl<'a> Identity<'a> {
 
 /// `sources` are the served Ingresses the load balancer carries, oldest first. `order_memo`
 /// is the merged order of its routes the last translation made (see [`order`]), if any; it
-/// is replaced by this one's.
+/// is replaced by this one's; so are the policies each route became (`built`).
 pub(crate) fn build_load_balancer(
     identity: Identity<'_>,
     sources: &[Arc<Source>],
@@ -59,7 +59,7 @@ pub(crate) fn build_load_balancer(
     pools: &mut Pools<'_>,
     config: &Config,
     diagnostics: &mut Vec<Diagnostic>,
-    order_memo: &mut Option<Vec<Entry>>,
+    (order_memo, built): (&mut Option<Vec<Entry>>, &mut BuiltRoutes),
 ) -> LoadBalancer {
     let ids = identity.ids;
     let port = config.http_port;
@@ -111,7 +111,9 @@ pub(crate) fn build_load_balancer(
         pool,
         codes: &config.custom_errors,
     });
-    let (mut policies, mut https_policies) = policies(&winners, &regex, sort, errors);
+    let kept = std::mem::take(built);
+    let (mut policies, mut https_policies) =
+        policies(&winners, &regex, sort, errors, (sources, kept, built));
     let www = crate::www::redirects(&winners, diagnostics);
     if !www.is_empty() {
         policies.extend(
@@ -226,8 +228,13 @@ fn policies(
     regex: &RegexPaths,
     sort: bool,
     controller: Option<ControllerErrors<'_>>,
+    (sources, kept, built): (&[Arc<Source>], BuiltRoutes, &mut BuiltRoutes),
 ) -> (Vec<Arc<L7Policy>>, Vec<Arc<L7Policy>>) {
-    let build = |https: bool| -> Vec<Arc<L7Policy>> {
+    let by_pointer: foldhash::HashMap<usize, &Arc<Source>> = (sources.iter())
+        .map(|s| (Arc::as_ptr(s) as usize, s))
+        .collect();
+    let by_pointer = &by_pointer;
+    let build = |https: bool, mut kept: Kept| -> (Vec<Arc<L7Policy>>, Kept) {
         let ids = |route: &Route<'_>| {
             if https {
                 route.spec.https
@@ -236,25 +243,119 @@ fn policies(
             }
         };
         let mut out = Vec::with_capacity(winners.len());
+        let mut now = Kept::default();
+        let mut fresh = Vec::new();
         for (i, route) in winners.iter().enumerate() {
             let written = regex.get(&i).map(String::as_str);
-            build_policies(route, &ids(route), (written, controller), &mut out);
+            let made_of = BuiltRoute::made_of(route, written, controller, by_pointer);
+            let key = std::ptr::from_ref(route.spec) as usize;
+            let reused = made_of.and_then(|made_of| {
+                let old = kept.remove(&key).filter(|b| b.is_made_of(&made_of))?;
+                Some((made_of, old.policies))
+            });
+            let (made_of, policies) = match reused {
+                Some(reused) => reused,
+                None => {
+                    build_policies(route, &ids(route), (written, controller), &mut fresh);
+                    let policies: Vec<Arc<L7Policy>> = fresh.drain(..).map(Arc::new).collect();
+                    let Some(made_of) = BuiltRoute::made_of(route, written, controller, by_pointer)
+                    else {
+                        out.extend(policies);
+                        continue;
+                    };
+                    (made_of, policies)
+                }
+            };
+            out.extend(policies.iter().cloned());
+            now.insert(key, BuiltRoute { made_of, policies });
         }
-        let mut out: Vec<Arc<L7Policy>> = out.into_iter().map(Arc::new).collect();
         if sort {
             portico_model::order::sort(&mut out);
         }
-        out
+        (out, now)
     };
-    if winners.len() < PARALLEL_ROUTES {
-        return (build(false), build(true));
+    let [http_kept, https_kept] = kept;
+    let ((http, http_now), (https, https_now)) = if winners.len() < PARALLEL_ROUTES {
+        (build(false, http_kept), build(true, https_kept))
+    } else {
+        std::thread::scope(|scope| {
+            let https = scope.spawn(|| build(true, https_kept));
+            let http = build(false, http_kept);
+            let https = https
+                .join()
+                .unwrap_or_else(|e| std::panic::resume_unwind(e));
+            (http, https)
+        })
+    };
+    *built = [http_now, https_now];
+    (http, https)
+}
+
+/// Each route's policies on the HTTP and on the TERMINATED_HTTPS listener, by the route's
+/// address (a route of a kept prepared Ingress keeps its address).
+pub(crate) type BuiltRoutes = [Kept; 2];
+
+type Kept = foldhash::HashMap<usize, BuiltRoute>;
+
+/// The policies one route became on one listener, and what they were made of.
+#[derive(Debug, Clone)]
+pub(crate) struct BuiltRoute {
+    made_of: MadeOf,
+    policies: Vec<Arc<L7Policy>>,
+}
+
+/// What a route's policies are made of: its prepared Ingress and its canary's (held, so
+/// that the route's address stays theirs), the path as written on a regex host, and the
+/// controller's error pages.
+#[derive(Debug, Clone)]
+struct MadeOf {
+    source: Arc<Source>,
+    canary: Option<(Arc<Source>, usize)>,
+    regex: Option<String>,
+    controller: Option<(PoolId, Vec<u16>)>,
+}
+
+impl BuiltRoute {
+    /// What `route`'s policies are made of, when they can be kept: its route and its
+    /// canary's are those of prepared Ingresses among the load balancer's sources (an alias
+    /// route, made for this translation, is not).
+    fn made_of(
+        route: &Route<'_>,
+        regex: Option<&str>,
+        controller: Option<ControllerErrors<'_>>,
+        sources: &foldhash::HashMap<usize, &Arc<Source>>,
+    ) -> Option<MadeOf> {
+        let held = |source: &Source, spec: &crate::route::RouteSpec| {
+            let source = sources.get(&(std::ptr::from_ref(source) as usize))?;
+            let own = source
+                .routes
+                .as_ptr_range()
+                .contains(&std::ptr::from_ref(spec));
+            own.then(|| Arc::clone(source))
+        };
+        let source = held(route.source, route.spec)?;
+        let canary = match route.canary {
+            Some(c) => Some((held(c.source, c.spec)?, std::ptr::from_ref(c.spec) as usize)),
+            None => None,
+        };
+        Some(MadeOf {
+            source,
+            canary,
+            regex: regex.map(str::to_owned),
+            controller: controller.map(|c| (c.pool, c.codes.to_vec())),
+        })
     }
-    std::thread::scope(|scope| {
-        let https = scope.spawn(|| build(true));
-        let http = build(false);
-        let https = https
-            .join()
-            .unwrap_or_else(|e| std::panic::resume_unwind(e));
-        (http, https)
-    })
+
+    fn is_made_of(&self, other: &MadeOf) -> bool {
+        let mine = &self.made_of;
+        let same_canary = match (&mine.canary, &other.canary) {
+            (None, None) => true,
+            (Some((a, x)), Some((b, y))) => Arc::ptr_eq(a, b) && x == y,
+            _ => false,
+        };
+        Arc::ptr_eq(&mine.source, &other.source)
+            && same_canary
+            && mine.regex == other.regex
+            && mine.controller == other.controller
+    }
 }

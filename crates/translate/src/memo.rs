@@ -34,6 +34,8 @@ pub struct Memo {
     pub(crate) sources: Vec<Arc<Source>>,
     /// Each shared load balancer's merged route order, by load balancer name.
     pub(crate) orders: HashMap<String, Vec<crate::merge::Entry>>,
+    /// Each shared load balancer's policies by route, by load balancer name.
+    pub(crate) built: HashMap<String, crate::loadbalancer::BuiltRoutes>,
     /// How many of them the last translation took over from the one before.
     pub(crate) reused: usize,
     /// The Gateway API's share of the last translation.

@@ -59,9 +59,11 @@ pub fn translate_incremental(
     let mut changed = previous.and_then(|p| Changed::of(p.objects, objects, &reusable));
     memo.rebuilt = Rebuilt::default();
     let mut orders = std::mem::take(&mut memo.orders);
+    let mut built = std::mem::take(&mut memo.built);
     if changed_services.is_none() {
         reusable.clear();
         orders.clear();
+        built.clear();
     }
     let mut reusable = Reusable::new(reusable);
     memo.reused = 0;
@@ -141,6 +143,7 @@ pub fn translate_incremental(
                 .unwrap_or_else(|| ClassIds::new(class, config));
             let identity = Identity::shared(class, ids);
             let mut order = orders.remove(&identity.name);
+            let mut routes = built.remove(&identity.name).unwrap_or_default();
             let name = identity.name.clone();
             let (sources, pools) = (&sources[..], &mut pools);
             let lb = build_load_balancer(
@@ -150,8 +153,9 @@ pub fn translate_incremental(
                 pools,
                 config,
                 &mut diagnostics,
-                &mut order,
+                (&mut order, &mut routes),
             );
+            memo.built.insert(name.clone(), routes);
             memo.orders.extend(order.map(|order| (name, order)));
             hint(&lb, sources, &mut memo.rebuilt);
             lb
@@ -167,7 +171,7 @@ pub fn translate_incremental(
             &mut pools,
             config,
             &mut diagnostics,
-            &mut None,
+            (&mut None, &mut Default::default()),
         );
         hint(&lb, sources, &mut memo.rebuilt);
         load_balancers.push(lb);
