@@ -129,7 +129,9 @@ async fn restart(ha: &mut Ha, lbs: &[Lb], variant: Variant) -> Vec<String> {
         .state
         .path()
         .join(format!("agent/{node}.cache"));
-    assert!(cache.exists(), "{node} has a cache");
+    // An agent writes its cache once its views were quiet for a second.
+    let what = format!("{node} has a cache");
+    crate::netns::eventually(Duration::from_secs(10), &what, async || cache.exists()).await;
     if let Variant::EtcdCut = variant {
         cut_etcd(&ns, ha.etcd_port());
     }

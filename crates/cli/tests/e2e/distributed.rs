@@ -286,8 +286,8 @@ async fn an_agent_restarted_while_etcd_is_down_serves_from_its_cache() {
     let state = tempfile::tempdir().unwrap();
     let first = agent(&etcd, "node-a", "127.0.0.2", state.path()).await;
     wait_served(&first, "a.test", "/", "web").await;
-    // Serving a state does not wait for its cache (written and fsynced beside): wait for it,
-    // or a slow disk makes this test kill the agent before it cached anything.
+    // Serving a state does not wait for its cache (written once the views were quiet for a
+    // second, and fsynced): wait for it, or this test kills the agent before it cached anything.
     let cache = state.path().join("agent/node-a.cache");
     let start = Instant::now();
     while !cache.exists() {

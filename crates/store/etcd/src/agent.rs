@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 
 /// Where and as whom an agent reaches etcd.
 #[derive(Debug, Clone)]
@@ -165,15 +166,34 @@ async fn decode_views(
     cache.abort();
 }
 
-/// How often at most the agent writes its cache: a burst of changes costs one write.
-const CACHE_INTERVAL: Duration = Duration::from_millis(500);
+/// How long the views stay unchanged before the agent writes its cache: a burst of changes
+/// costs one write, and the write (24 MiB encoded, checksummed and synced at 10,000 Ingresses)
+/// does not run beside the apply of the state it saves, on the same cores.
+const CACHE_QUIET: Duration = Duration::from_millis(1000);
+/// The longest a new view waits for a quiet moment: under a steady stream of changes the cache
+/// is still written this often.
+const CACHE_MAX_DELAY: Duration = Duration::from_secs(10);
 
-/// Writes the newest view to the cache whenever it changed, at most every [`CACHE_INTERVAL`].
+/// When to write a view first seen unwritten at `first` and last changed at `last`.
+fn cache_due(first: Instant, last: Instant) -> Instant {
+    (last + CACHE_QUIET).min(first + CACHE_MAX_DELAY)
+}
+
+/// Writes the newest view to the cache once the views were quiet for [`CACHE_QUIET`] (or a
+/// new one waited [`CACHE_MAX_DELAY`]).
 async fn cache_views(mut views: watch::Receiver<View>, path: PathBuf) {
     while views.changed().await.is_ok() {
+        let first = Instant::now();
+        let mut last = first;
+        loop {
+            match tokio::time::timeout_at(cache_due(first, last), views.changed()).await {
+                Ok(Ok(())) => last = Instant::now(),
+                Ok(Err(_)) => return,
+                Err(_) => break,
+            }
+        }
         let view = views.borrow_and_update().clone();
-        // An empty state serves nothing, as no cache does; caching it would only delay the
-        // first real state's write by the interval below.
+        // An empty state serves nothing, as no cache does.
         if view.entries.is_empty() {
             continue;
         }
@@ -182,7 +202,6 @@ async fn cache_views(mut views: watch::Receiver<View>, path: PathBuf) {
         if let Ok(Err(e)) = saved {
             tracing::warn!("cannot write the agent's cache: {e}");
         }
-        tokio::time::sleep(CACHE_INTERVAL).await;
     }
 }
 
@@ -258,5 +277,77 @@ async fn follow_placements(
         if views.changed().await.is_err() {
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use portico_store::kv::Entry;
+
+    fn view(revision: i64) -> View {
+        let entry = Entry {
+            value: bytes::Bytes::from_static(b"v"),
+            mod_revision: revision,
+        };
+        View {
+            revision,
+            entries: Arc::new(BTreeMap::from([("desired/x".to_owned(), entry)])),
+        }
+    }
+
+    fn cached(path: &std::path::Path) -> Option<i64> {
+        cache::load(path).ok().map(|v| v.revision)
+    }
+
+    /// Lets the writer run (its write is on a blocking thread) without moving the clock.
+    async fn settle() {
+        for _ in 0..50 {
+            tokio::task::yield_now().await;
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_cache_is_written_once_the_views_are_quiet() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("node.cache");
+        let (tx, rx) = watch::channel(View::default());
+        let writer = tokio::spawn(cache_views(rx, path.clone()));
+        for revision in 1..=5 {
+            tx.send_replace(view(revision));
+            tokio::time::sleep(CACHE_QUIET / 2).await;
+            settle().await;
+            assert_eq!(cached(&path), None, "written during a burst, at {revision}");
+        }
+        tokio::time::sleep(CACHE_QUIET).await;
+        settle().await;
+        assert_eq!(cached(&path), Some(5), "the newest, once quiet");
+        writer.abort();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_steady_stream_of_views_is_still_cached() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("node.cache");
+        let (tx, rx) = watch::channel(View::default());
+        let writer = tokio::spawn(cache_views(rx, path.clone()));
+        let mut revision = 0;
+        let started = Instant::now();
+        while cached(&path).is_none() {
+            revision += 1;
+            tx.send_replace(view(revision));
+            tokio::time::sleep(CACHE_QUIET / 2).await;
+            settle().await;
+            assert!(
+                started.elapsed() <= CACHE_MAX_DELAY + CACHE_QUIET,
+                "never written"
+            );
+        }
+        assert!(
+            started.elapsed() >= CACHE_MAX_DELAY,
+            "written before its time"
+        );
+        writer.abort();
     }
 }

@@ -3,8 +3,9 @@
 //!
 //! With a marker, changes are buffered and a view is published only at a revision that writes
 //! the marker, after every change of that revision. Without one, every revision is published.
-//! A view is published only when it moves forward and differs from the last one (the first
-//! one always).
+//! A view is published only when it moves forward and something changed since the last one
+//! (the first one always). Whether something changed is tracked as changes arrive, not found by comparing the
+//! whole subtree (16,000 values at 10,000 Ingresses) per revision.
 
 use bytes::Bytes;
 use portico_store::kv::{Entry, Key, View};
@@ -51,6 +52,8 @@ pub(crate) struct Copy {
     spec: Spec,
     entries: BTreeMap<Key, Entry>,
     published: View,
+    /// Whether `entries` differ from the published view's.
+    changed: bool,
 }
 
 impl Copy {
@@ -60,6 +63,7 @@ impl Copy {
             spec,
             entries,
             published,
+            changed: false,
         }
     }
 
@@ -74,6 +78,8 @@ impl Copy {
         entries: BTreeMap<Key, Entry>,
         whole_at: Option<i64>,
     ) -> Option<View> {
+        // A relist is rare (start, reconnect): comparing it whole is fine there.
+        self.changed = *self.published.entries != entries;
         self.entries = entries;
         self.publish(whole_at?)
     }
@@ -115,10 +121,11 @@ impl Copy {
                     value: value.clone(),
                     mod_revision: *revision,
                 };
-                self.entries.insert(key.clone(), entry);
+                let old = self.entries.insert(key.clone(), entry.clone());
+                self.changed |= old.as_ref() != Some(&entry);
             }
             Change::Delete { key, .. } => {
-                self.entries.remove(key);
+                self.changed |= self.entries.remove(key).is_some();
             }
         }
     }
@@ -126,10 +133,11 @@ impl Copy {
     fn publish(&mut self, revision: i64) -> Option<View> {
         let stale = revision <= self.published.revision;
         // The first whole state is published even when empty: "nothing desired" is news.
-        let same = self.published.revision > 0 && *self.published.entries == self.entries;
+        let same = self.published.revision > 0 && !self.changed;
         if stale || same {
             return None;
         }
+        self.changed = false;
         self.published = View {
             revision,
             entries: Arc::new(self.entries.clone()),
@@ -216,6 +224,22 @@ mod tests {
             None,
             "nothing new"
         );
+    }
+
+    #[test]
+    fn a_commit_that_changes_nothing_publishes_nothing() {
+        let mut copy = marked();
+        copy.apply(&[put("desired/a", "1", 5), put("desired-commit", "1", 5)]);
+        let gone = Change::Delete {
+            key: "desired/missing".into(),
+            revision: 6,
+        };
+        assert_eq!(copy.apply(&[gone, put("desired-commit", "2", 6)]), None);
+        let view = copy.apply(&[put("desired/a", "1", 7), put("desired-commit", "3", 7)]);
+        let view = view.expect("a value written again is a change (its revision)");
+        assert_eq!(view.entries["desired/a"].mod_revision, 7);
+        let listed = (*view.entries).clone();
+        assert_eq!(copy.relist(listed, Some(8)), None, "relisted as published");
     }
 
     #[test]
