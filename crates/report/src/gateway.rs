@@ -17,8 +17,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
 use portico_gateway::{GatewayStatus, ListenerSetStatus, RouteParentStatus, RouteStatus, Statuses};
 use portico_translate::{ObjectKey, Objects};
 use serde::Serialize;
-use serde_json::{Map, Value, json};
-use std::collections::{BTreeMap, HashMap};
+use serde_json::Value;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 /// Which Gateway API kind a [`GatewayStatusReport`] is about.
@@ -332,44 +332,67 @@ fn merge_status<S: Serialize>(want: &S, observed: &S) -> Value {
 }
 
 /// The JSON merge patch for the status subresource: the status, and the uid and
-/// resourceVersion the write was planned for as preconditions.
-pub fn gateway_patch_body(report: &GatewayStatusReport) -> Value {
-    let mut meta = Map::new();
-    if let Some(uid) = &report.uid {
-        meta.insert("uid".to_owned(), Value::String(uid.clone()));
+/// resourceVersion the write was planned for as preconditions. Serialized straight from the
+/// report, once per write.
+pub fn gateway_patch_body(report: &GatewayStatusReport) -> GatewayPatch<'_> {
+    GatewayPatch {
+        metadata: PatchMeta {
+            uid: report.uid.as_deref(),
+            resource_version: report.resource_version.as_deref(),
+        },
+        status: &report.status,
     }
-    if let Some(version) = &report.resource_version {
-        meta.insert("resourceVersion".to_owned(), Value::String(version.clone()));
-    }
-    json!({ "metadata": meta, "status": report.status })
+}
+
+/// A Gateway API object's status patch ([`gateway_patch_body`]).
+#[derive(Debug, Serialize)]
+pub struct GatewayPatch<'a> {
+    metadata: PatchMeta<'a>,
+    status: &'a Value,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PatchMeta<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    uid: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resource_version: Option<&'a str>,
 }
 
 /// What this process wrote, per object, while leader: the status and the resourceVersion the
 /// source had reported.
 #[derive(Debug, Default)]
 pub struct GatewayLedger {
-    written: HashMap<(GatewayKind, ObjectKey), (Option<String>, Value)>,
+    written: HashMap<GatewayKind, HashMap<ObjectKey, (Option<String>, Value)>>,
 }
 
 impl GatewayLedger {
-    /// The reports to write now: those not written already while the source lags behind.
-    pub fn plan<'a>(&mut self, reports: &'a [GatewayStatusReport]) -> Vec<&'a GatewayStatusReport> {
-        let present: std::collections::HashSet<_> =
-            reports.iter().map(|r| (r.kind, &r.key)).collect();
-        self.written
-            .retain(|(kind, key), _| present.contains(&(*kind, key)));
+    /// The reports to write now (their indices in `reports`): those not written already while
+    /// the source lags behind.
+    pub fn plan(&mut self, reports: &[GatewayStatusReport]) -> Vec<usize> {
+        if self.written.values().any(|w| !w.is_empty()) {
+            let present: HashSet<(GatewayKind, &ObjectKey)> =
+                reports.iter().map(|r| (r.kind, &r.key)).collect();
+            for (kind, written) in &mut self.written {
+                written.retain(|key, _| present.contains(&(*kind, key)));
+            }
+        }
         let lagging = |r: &GatewayStatusReport| {
-            let written = self.written.get(&(r.kind, r.key.clone()));
+            let written = self.written.get(&r.kind).and_then(|w| w.get(&r.key));
             written.is_some_and(|(seen, status)| *seen == r.resource_version && *status == r.status)
         };
-        reports.iter().filter(|r| !lagging(r)).collect()
+        (reports.iter().enumerate())
+            .filter(|(_, r)| !lagging(r))
+            .map(|(i, _)| i)
+            .collect()
     }
 
     /// Records a write the API server accepted.
     pub fn written(&mut self, report: &GatewayStatusReport) {
         let value = (report.resource_version.clone(), report.status.clone());
-        self.written
-            .insert((report.kind, report.key.clone()), value);
+        let written = self.written.entry(report.kind).or_default();
+        written.insert(report.key.clone(), value);
     }
 }
 

@@ -110,10 +110,10 @@ fn only_our_classes_and_gateways_are_written() {
         gateway.api_version, "gateway.networking.k8s.io/v1beta1",
         "the version read"
     );
-    let body = gateway_patch_body(gateway);
+    let body = body_of(gateway);
     assert_eq!(body["metadata"], json!({"resourceVersion": "7"}));
     assert_eq!(body["status"]["conditions"][0]["reason"], "Accepted");
-    assert_eq!(gateway_patch_body(&reports[0])["metadata"]["uid"], "u-ours");
+    assert_eq!(body_of(&reports[0])["metadata"]["uid"], "u-ours");
 }
 
 #[test]
@@ -175,7 +175,7 @@ fn a_routes_parent_entries_of_other_controllers_are_kept() {
     assert_eq!(reports.len(), 1);
     assert_eq!(reports[0].status, json!({"parents": [theirs, mine]}));
     assert_eq!(
-        gateway_patch_body(&reports[0])["metadata"]["resourceVersion"],
+        body_of(&reports[0])["metadata"]["resourceVersion"],
         "9"
     );
     // Once ours says the same, nothing is written, whatever theirs says.
@@ -257,6 +257,11 @@ fn listener_sets_of_our_gateways_are_written_once_and_others_never() {
         [(GatewayKind::ListenerSet, "ns/on-mine".to_owned())]
     );
     assert_eq!(GatewayKind::ListenerSet.names().1, "listenersets");
-    let body = gateway_patch_body(&reports[0]);
+    let body = body_of(&reports[0]);
     assert_eq!(body["status"]["conditions"][0]["reason"], "Accepted");
+}
+
+/// The patch body as JSON, as it is sent.
+fn body_of(report: &GatewayStatusReport) -> serde_json::Value {
+    serde_json::to_value(gateway_patch_body(report)).unwrap()
 }
