@@ -243,21 +243,28 @@ fn route_entry(
     // Borrowed, not copied: at 10,000 routes most already say what they should, every pass.
     let observed_parents = status.as_ref().map_or(&[][..], |s| &s.parents[..]);
     let mine = |p: &&RouteParentStatus| p.controller_name == controller;
-    let mut want: Vec<RouteParentStatus> = (desired.iter())
-        .flat_map(|s| s.parents.iter())
-        .filter(mine)
-        .cloned()
-        .collect();
+    let desired_parents = desired.iter().flat_map(|s| s.parents.iter()).filter(mine);
     let had: Vec<&RouteParentStatus> = observed_parents.iter().filter(mine).collect();
-    for parent in &mut want {
+    let conditions_before = |parent: &RouteParentStatus| {
         let before = had.iter().find(|p| p.parent_ref == parent.parent_ref);
-        restamp(
-            &mut parent.conditions,
-            before.map_or(&[][..], |p| &p.conditions),
-        );
-    }
-    if want.len() == had.len() && want.iter().zip(&had).all(|(w, h)| w == *h) {
+        before.map_or(&[][..], |p| &p.conditions[..])
+    };
+    // The same as `had` once restamped: compared without a copy of each parent.
+    let same = desired_parents.clone().count() == had.len()
+        && desired_parents.clone().zip(&had).all(|(w, h)| {
+            w.parent_ref == h.parent_ref
+                && w.controller_name == h.controller_name
+                && w.conditions.len() == h.conditions.len()
+                && (w.conditions.iter().zip(&h.conditions))
+                    .all(|(c, o)| same_restamped(c, conditions_before(w), o))
+        });
+    if same {
         return None;
+    }
+    let mut want: Vec<RouteParentStatus> = desired_parents.cloned().collect();
+    for parent in &mut want {
+        let before = conditions_before(parent);
+        restamp(&mut parent.conditions, before);
     }
     let mut parents: Vec<RouteParentStatus> = (observed_parents.iter())
         .filter(|p| p.controller_name != controller)
@@ -280,6 +287,29 @@ fn restamp(want: &mut [Condition], observed: &[Condition]) {
             c.last_transition_time = o.last_transition_time.clone();
         }
     }
+}
+
+/// Whether `want`, restamped from `before` as [`restamp`] does, equals `observed`.
+fn same_restamped(want: &Condition, before: &[Condition], observed: &Condition) -> bool {
+    let Condition {
+        last_transition_time,
+        message,
+        observed_generation,
+        reason,
+        status,
+        type_,
+    } = want;
+    let same_as = |o: &&Condition| o.type_ == *type_ && o.status == *status;
+    let time = before
+        .iter()
+        .find(same_as)
+        .map_or(last_transition_time, |o| &o.last_transition_time);
+    *type_ == observed.type_
+        && *status == observed.status
+        && *reason == observed.reason
+        && *message == observed.message
+        && *observed_generation == observed.observed_generation
+        && *time == observed.last_transition_time
 }
 
 fn restamp_gateway(want: &mut GatewayStatus, observed: &GatewayStatus) {

@@ -12,8 +12,8 @@
 
 use crate::kinds::{GatewayApi, Kind, Watched, same_meta_for_serving, slim, slim_meta};
 use kube::api::DynamicObject;
-use serde::Deserialize;
 use portico_translate::{Config, ObjectKey, Objects, referenced_secrets};
+use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
@@ -473,7 +473,8 @@ mod tests {
                 "labels": {"team": "a"}, "annotations": {"x": "1"}},
                 "spec": {"hostnames": ["a.example"]}, "status": status})
         };
-        let decoded = |route: serde_json::Value| serde_json::from_value::<HttpRoute>(route).unwrap();
+        let decoded =
+            |route: serde_json::Value| serde_json::from_value::<HttpRoute>(route).unwrap();
         let parents = json!({"parents": [{"parentRef": {"name": "gw"},
             "controllerName": "portico.dev/gateway-controller", "conditions": []}]});
         let mut state = synced();
@@ -489,7 +490,13 @@ mod tests {
         written["metadata"]["managedFields"] = json!([{"manager": "portico"}]);
         let effects = state.echo::<HttpRoute>(V1, dynamic(written)).unwrap();
         assert_eq!(effects, Effects::default());
-        let kept = state.objects().http_routes.values().next().cloned().unwrap();
+        let kept = state
+            .objects()
+            .http_routes
+            .values()
+            .next()
+            .cloned()
+            .unwrap();
         assert_eq!(*kept, decoded(route(1, "2", parents.clone())));
         assert_eq!(published.http_routes.values().next().unwrap().status, None);
         // A change the echo would hide is not one: each is given back, to be decoded whole.
@@ -507,7 +514,10 @@ mod tests {
         assert!(not_echo(&mut state, annotations), "an annotation");
         let mut no_generation = route(1, "3", parents.clone());
         no_generation["metadata"]["generation"] = json!(null);
-        assert!(not_echo(&mut state, no_generation), "no generation to trust");
+        assert!(
+            not_echo(&mut state, no_generation),
+            "no generation to trust"
+        );
         let beta = "gateway.networking.k8s.io/v1beta1";
         let in_beta = state.echo::<HttpRoute>(beta, dynamic(route(1, "3", parents.clone())));
         assert!(in_beta.is_err(), "read in another version");
@@ -518,7 +528,13 @@ mod tests {
         let last = "kubectl.kubernetes.io/last-applied-configuration";
         applied["metadata"]["annotations"][last] = json!("{}");
         assert!(state.echo::<HttpRoute>(V1, dynamic(applied)).is_ok());
-        let kept = state.objects().http_routes.values().next().cloned().unwrap();
+        let kept = state
+            .objects()
+            .http_routes
+            .values()
+            .next()
+            .cloned()
+            .unwrap();
         assert_eq!(kept.status, None, "the status removed");
         assert_eq!(kept.metadata.resource_version.as_deref(), Some("4"));
     }
