@@ -161,7 +161,7 @@ async fn start<K: GatewayApi>(
                         echoes.effects(effects);
                         return std::future::ready(None);
                     }
-                    Err(object) => Ok(watcher::Event::Apply(object)),
+                    Err(object) => Ok(watcher::Event::Apply(*object)),
                 }
             }
             other => other,

@@ -109,7 +109,7 @@ impl State {
         &mut self,
         api_version: &str,
         mut object: DynamicObject,
-    ) -> Result<Effects, DynamicObject> {
+    ) -> Result<Effects, Box<DynamicObject>> {
         slim_meta(&mut object.metadata);
         let key = K::key_of(&object.metadata);
         let held = K::map(&mut self.objects).get(&key);
@@ -119,13 +119,13 @@ impl State {
                 && same_meta_for_serving(held.meta(), &object.metadata)
         });
         if !echo {
-            return Err(object);
+            return Err(Box::new(object));
         }
         let status = match object.data.get("status") {
             None | Some(serde_json::Value::Null) => None,
             Some(status) => match K::Status::deserialize(status) {
                 Ok(status) => Some(status),
-                Err(_) => return Err(object),
+                Err(_) => return Err(Box::new(object)),
             },
         };
         // Changed in place; copied only while a published snapshot shares it.
