@@ -17,8 +17,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
 use portico_gateway::{GatewayStatus, ListenerSetStatus, RouteParentStatus, RouteStatus, Statuses};
 use portico_translate::{ObjectKey, Objects};
 use serde::Serialize;
-use serde_json::{Map, Value, json};
-use std::collections::{BTreeMap, HashMap};
+use serde_json::Value;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 /// Which Gateway API kind a [`GatewayStatusReport`] is about.
@@ -243,21 +243,28 @@ fn route_entry(
     // Borrowed, not copied: at 10,000 routes most already say what they should, every pass.
     let observed_parents = status.as_ref().map_or(&[][..], |s| &s.parents[..]);
     let mine = |p: &&RouteParentStatus| p.controller_name == controller;
-    let mut want: Vec<RouteParentStatus> = (desired.iter())
-        .flat_map(|s| s.parents.iter())
-        .filter(mine)
-        .cloned()
-        .collect();
+    let desired_parents = desired.iter().flat_map(|s| s.parents.iter()).filter(mine);
     let had: Vec<&RouteParentStatus> = observed_parents.iter().filter(mine).collect();
-    for parent in &mut want {
+    let conditions_before = |parent: &RouteParentStatus| {
         let before = had.iter().find(|p| p.parent_ref == parent.parent_ref);
-        restamp(
-            &mut parent.conditions,
-            before.map_or(&[][..], |p| &p.conditions),
-        );
-    }
-    if want.len() == had.len() && want.iter().zip(&had).all(|(w, h)| w == *h) {
+        before.map_or(&[][..], |p| &p.conditions[..])
+    };
+    // The same as `had` once restamped: compared without a copy of each parent.
+    let same = desired_parents.clone().count() == had.len()
+        && desired_parents.clone().zip(&had).all(|(w, h)| {
+            w.parent_ref == h.parent_ref
+                && w.controller_name == h.controller_name
+                && w.conditions.len() == h.conditions.len()
+                && (w.conditions.iter().zip(&h.conditions))
+                    .all(|(c, o)| same_restamped(c, conditions_before(w), o))
+        });
+    if same {
         return None;
+    }
+    let mut want: Vec<RouteParentStatus> = desired_parents.cloned().collect();
+    for parent in &mut want {
+        let before = conditions_before(parent);
+        restamp(&mut parent.conditions, before);
     }
     let mut parents: Vec<RouteParentStatus> = (observed_parents.iter())
         .filter(|p| p.controller_name != controller)
@@ -280,6 +287,29 @@ fn restamp(want: &mut [Condition], observed: &[Condition]) {
             c.last_transition_time = o.last_transition_time.clone();
         }
     }
+}
+
+/// Whether `want`, restamped from `before` as [`restamp`] does, equals `observed`.
+fn same_restamped(want: &Condition, before: &[Condition], observed: &Condition) -> bool {
+    let Condition {
+        last_transition_time,
+        message,
+        observed_generation,
+        reason,
+        status,
+        type_,
+    } = want;
+    let same_as = |o: &&Condition| o.type_ == *type_ && o.status == *status;
+    let time = before
+        .iter()
+        .find(same_as)
+        .map_or(last_transition_time, |o| &o.last_transition_time);
+    *type_ == observed.type_
+        && *status == observed.status
+        && *reason == observed.reason
+        && *message == observed.message
+        && *observed_generation == observed.observed_generation
+        && *time == observed.last_transition_time
 }
 
 fn restamp_gateway(want: &mut GatewayStatus, observed: &GatewayStatus) {
@@ -332,44 +362,67 @@ fn merge_status<S: Serialize>(want: &S, observed: &S) -> Value {
 }
 
 /// The JSON merge patch for the status subresource: the status, and the uid and
-/// resourceVersion the write was planned for as preconditions.
-pub fn gateway_patch_body(report: &GatewayStatusReport) -> Value {
-    let mut meta = Map::new();
-    if let Some(uid) = &report.uid {
-        meta.insert("uid".to_owned(), Value::String(uid.clone()));
+/// resourceVersion the write was planned for as preconditions. Serialized straight from the
+/// report, once per write.
+pub fn gateway_patch_body(report: &GatewayStatusReport) -> GatewayPatch<'_> {
+    GatewayPatch {
+        metadata: PatchMeta {
+            uid: report.uid.as_deref(),
+            resource_version: report.resource_version.as_deref(),
+        },
+        status: &report.status,
     }
-    if let Some(version) = &report.resource_version {
-        meta.insert("resourceVersion".to_owned(), Value::String(version.clone()));
-    }
-    json!({ "metadata": meta, "status": report.status })
+}
+
+/// A Gateway API object's status patch ([`gateway_patch_body`]).
+#[derive(Debug, Serialize)]
+pub struct GatewayPatch<'a> {
+    metadata: PatchMeta<'a>,
+    status: &'a Value,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PatchMeta<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    uid: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resource_version: Option<&'a str>,
 }
 
 /// What this process wrote, per object, while leader: the status and the resourceVersion the
 /// source had reported.
 #[derive(Debug, Default)]
 pub struct GatewayLedger {
-    written: HashMap<(GatewayKind, ObjectKey), (Option<String>, Value)>,
+    written: HashMap<GatewayKind, HashMap<ObjectKey, (Option<String>, Value)>>,
 }
 
 impl GatewayLedger {
-    /// The reports to write now: those not written already while the source lags behind.
-    pub fn plan<'a>(&mut self, reports: &'a [GatewayStatusReport]) -> Vec<&'a GatewayStatusReport> {
-        let present: std::collections::HashSet<_> =
-            reports.iter().map(|r| (r.kind, &r.key)).collect();
-        self.written
-            .retain(|(kind, key), _| present.contains(&(*kind, key)));
+    /// The reports to write now (their indices in `reports`): those not written already while
+    /// the source lags behind.
+    pub fn plan(&mut self, reports: &[GatewayStatusReport]) -> Vec<usize> {
+        if self.written.values().any(|w| !w.is_empty()) {
+            let present: HashSet<(GatewayKind, &ObjectKey)> =
+                reports.iter().map(|r| (r.kind, &r.key)).collect();
+            for (kind, written) in &mut self.written {
+                written.retain(|key, _| present.contains(&(*kind, key)));
+            }
+        }
         let lagging = |r: &GatewayStatusReport| {
-            let written = self.written.get(&(r.kind, r.key.clone()));
+            let written = self.written.get(&r.kind).and_then(|w| w.get(&r.key));
             written.is_some_and(|(seen, status)| *seen == r.resource_version && *status == r.status)
         };
-        reports.iter().filter(|r| !lagging(r)).collect()
+        (reports.iter().enumerate())
+            .filter(|(_, r)| !lagging(r))
+            .map(|(i, _)| i)
+            .collect()
     }
 
     /// Records a write the API server accepted.
     pub fn written(&mut self, report: &GatewayStatusReport) {
         let value = (report.resource_version.clone(), report.status.clone());
-        self.written
-            .insert((report.kind, report.key.clone()), value);
+        let written = self.written.entry(report.kind).or_default();
+        written.insert(report.key.clone(), value);
     }
 }
 

@@ -110,10 +110,10 @@ fn only_our_classes_and_gateways_are_written() {
         gateway.api_version, "gateway.networking.k8s.io/v1beta1",
         "the version read"
     );
-    let body = gateway_patch_body(gateway);
+    let body = body_of(gateway);
     assert_eq!(body["metadata"], json!({"resourceVersion": "7"}));
     assert_eq!(body["status"]["conditions"][0]["reason"], "Accepted");
-    assert_eq!(gateway_patch_body(&reports[0])["metadata"]["uid"], "u-ours");
+    assert_eq!(body_of(&reports[0])["metadata"]["uid"], "u-ours");
 }
 
 #[test]
@@ -174,10 +174,7 @@ fn a_routes_parent_entries_of_other_controllers_are_kept() {
     let reports = gateway_reports(&seen, &desired, OURS);
     assert_eq!(reports.len(), 1);
     assert_eq!(reports[0].status, json!({"parents": [theirs, mine]}));
-    assert_eq!(
-        gateway_patch_body(&reports[0])["metadata"]["resourceVersion"],
-        "9"
-    );
+    assert_eq!(body_of(&reports[0])["metadata"]["resourceVersion"], "9");
     // Once ours says the same, nothing is written, whatever theirs says.
     let seen = objects(
         &[],
@@ -257,6 +254,64 @@ fn listener_sets_of_our_gateways_are_written_once_and_others_never() {
         [(GatewayKind::ListenerSet, "ns/on-mine".to_owned())]
     );
     assert_eq!(GatewayKind::ListenerSet.names().1, "listenersets");
-    let body = gateway_patch_body(&reports[0]);
+    let body = body_of(&reports[0]);
     assert_eq!(body["status"]["conditions"][0]["reason"], "Accepted");
+}
+
+/// The patch body as JSON, as it is sent.
+fn body_of(report: &GatewayStatusReport) -> serde_json::Value {
+    serde_json::to_value(gateway_patch_body(report)).unwrap()
+}
+
+#[test]
+fn a_routes_parent_entry_that_says_the_same_is_not_written_and_keeps_its_times() {
+    let old = "2026-01-01T00:00:00Z";
+    let now = "2026-02-02T00:00:00Z";
+    let two = |accepted: &str, resolved: &str, time: &str| {
+        json!([
+            condition("Accepted", accepted, "Accepted", time),
+            condition("ResolvedRefs", resolved, "ResolvedRefs", time)
+        ])
+    };
+    let seen = objects(
+        &[],
+        &[],
+        &[route(json!([parent("a", OURS, two("True", "True", old))]))],
+    );
+    // Computed again with a new time and the same statuses: nothing to write.
+    let same = Statuses {
+        routes: vec![route(json!([parent("a", OURS, two("True", "True", now))]))],
+        ..Statuses::default()
+    };
+    assert_eq!(gateway_reports(&seen, &same, OURS), []);
+    // Another reason, message or generation with the same status is written, at the old time.
+    let mut reason = two("True", "True", now);
+    reason[1]["reason"] = json!("Other");
+    let desired = Statuses {
+        routes: vec![route(json!([parent("a", OURS, reason)]))],
+        ..Statuses::default()
+    };
+    let reports = gateway_reports(&seen, &desired, OURS);
+    let written = &reports[0].status["parents"][0]["conditions"];
+    assert_eq!(written[1]["reason"], "Other");
+    assert_eq!(written[1]["lastTransitionTime"], old);
+    // One condition's status changed: written, that one at its new time, the other at its old.
+    let desired = Statuses {
+        routes: vec![route(json!([parent("a", OURS, two("True", "False", now))]))],
+        ..Statuses::default()
+    };
+    let reports = gateway_reports(&seen, &desired, OURS);
+    assert_eq!(reports.len(), 1);
+    let written = &reports[0].status["parents"][0]["conditions"];
+    assert_eq!(written[0]["lastTransitionTime"], old);
+    assert_eq!(written[1]["lastTransitionTime"], now);
+    // A parent entry more or less is written.
+    let more = Statuses {
+        routes: vec![route(json!([
+            parent("a", OURS, two("True", "True", now)),
+            parent("b", OURS, two("True", "True", now))
+        ]))],
+        ..Statuses::default()
+    };
+    assert_eq!(gateway_reports(&seen, &more, OURS).len(), 1);
 }

@@ -29,7 +29,8 @@ mod writer;
 pub use error::Error;
 pub use events::{EventLedger, MAX_NOTE_BYTES, Reporting, Stamps, event, event_name, note, reason};
 pub use gateway::{
-    GatewayKind, GatewayLedger, GatewayStatusReport, gateway_patch_body, gateway_reports,
+    GatewayKind, GatewayLedger, GatewayPatch, GatewayStatusReport, gateway_patch_body,
+    gateway_reports,
 };
 pub use report::{DiagnosticReport, Report, StatusKind, StatusReport, observed, reference, report};
 pub use status::{StatusLedger, StatusPatch, patch_body};

@@ -13,7 +13,7 @@
 //! would fail the whole list for one bad object). Each decoded object carries the apiVersion
 //! it was read in, which is the one its status is written in.
 
-use crate::kinds::Watched;
+use crate::kinds::{GatewayApi, Watched};
 use crate::watch::{Shared, run_watcher};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
@@ -111,7 +111,7 @@ fn versions(kind: &str) -> &'static [&'static str] {
 
 /// Watches kind `K` in its served version (namespaced in `ns` when `Some`), or counts it as
 /// listed empty when the cluster does not serve it.
-async fn start<K: Watched + k8s_openapi::Resource>(
+async fn start<K: GatewayApi>(
     shared: &Arc<Shared>,
     group: Option<&Served>,
     ns: Option<Option<&str>>,
@@ -149,9 +149,24 @@ async fn start<K: Watched + k8s_openapi::Resource>(
     }
     tracing::info!(kind = kind::<K>(), api_version = %resource.api_version, "watching");
     let stream = watcher(api, watcher::Config::default()).default_backoff();
+    let echoes = shared.clone();
     let stream = stream.filter_map(move |event| {
-        let event = event.map(|e| typed::<K>(&resource, e)).transpose();
-        std::future::ready(event)
+        // The echo of a status write is taken here, its status only decoded (`State::echo`);
+        // in the stream's order, as the watcher task applies each event before the next.
+        let event = match event {
+            Ok(watcher::Event::Apply(object)) => {
+                let echo = echoes.state().echo::<K>(&resource.api_version, object);
+                match echo {
+                    Ok(effects) => {
+                        echoes.effects(effects);
+                        return std::future::ready(None);
+                    }
+                    Err(object) => Ok(watcher::Event::Apply(*object)),
+                }
+            }
+            other => other,
+        };
+        std::future::ready(event.map(|e| typed::<K>(&resource, e)).transpose())
     });
     watchers.spawn(run_watcher(shared.clone(), stream));
 }
@@ -220,7 +235,7 @@ fn absent<K: Watched>(shared: &Arc<Shared>) {
 }
 
 /// The event with its object decoded; `None` when it does not decode.
-fn typed<K: Watched + k8s_openapi::Resource>(
+fn typed<K: GatewayApi>(
     resource: &ApiResource,
     event: watcher::Event<DynamicObject>,
 ) -> Option<watcher::Event<K>> {
@@ -244,10 +259,16 @@ pub(crate) fn decode<K: Watched + k8s_openapi::Resource>(
         object.metadata.namespace.as_deref().unwrap_or_default(),
         object.metadata.name.as_deref().unwrap_or_default()
     );
-    let mut value = serde_json::to_value(object).ok()?;
-    value["apiVersion"] = resource.api_version.clone().into();
-    value["kind"] = resource.kind.clone().into();
-    match serde_json::from_value(value) {
+    // The object's fields besides its metadata are moved, not copied, into what is decoded.
+    let DynamicObject { metadata, data, .. } = object;
+    let mut fields = match data {
+        serde_json::Value::Object(fields) => fields,
+        _ => serde_json::Map::new(),
+    };
+    fields.insert("metadata".into(), serde_json::to_value(metadata).ok()?);
+    fields.insert("apiVersion".into(), resource.api_version.clone().into());
+    fields.insert("kind".into(), resource.kind.clone().into());
+    match serde_json::from_value(serde_json::Value::Object(fields)) {
         Ok(object) => Some(object),
         Err(error) => {
             let name = name.trim_start_matches('/');

@@ -6,8 +6,8 @@ use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use portico_gateway::{
-    Gateway, GatewayClass, GrpcRoute, HttpRoute, ListenerSet, ReferenceGrant, TcpRoute, TlsRoute,
-    UdpRoute,
+    Gateway, GatewayClass, GatewayClassStatus, GatewayStatus, GrpcRoute, HttpRoute, ListenerSet,
+    ListenerSetStatus, ReferenceGrant, RouteStatus, TcpRoute, TlsRoute, UdpRoute,
 };
 use portico_translate::{CompactSlice, KeptIngress, KeptService, ObjectKey, Objects, StatusSeen};
 use serde::de::DeserializeOwned;
@@ -103,7 +103,12 @@ const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 /// `managedFields` (often larger than the spec) and kubectl's last-applied copy of the object.
 /// Kept objects stay as small as the manifests they came from.
 pub(crate) fn slim<K: Watched>(mut object: K) -> K {
-    let meta = object.meta_mut();
+    slim_meta(object.meta_mut());
+    object
+}
+
+/// [`slim`] on an object's metadata.
+pub(crate) fn slim_meta(meta: &mut ObjectMeta) {
     meta.managed_fields = None;
     if let Some(annotations) = &mut meta.annotations {
         annotations.remove(LAST_APPLIED);
@@ -111,7 +116,6 @@ pub(crate) fn slim<K: Watched>(mut object: K) -> K {
             meta.annotations = None;
         }
     }
-    object
 }
 
 /// Whether `new` differs from `old` only where nothing served is read: the resource version
@@ -242,7 +246,7 @@ impl Watched for IngressClass {
 /// Whether two objects' metadata are the same but for the resource version and the managed
 /// fields (which a status write changes). Every other field is compared: the destructuring
 /// names each, so a field added to `ObjectMeta` must be decided on here.
-fn same_meta_for_serving(old: &ObjectMeta, new: &ObjectMeta) -> bool {
+pub(crate) fn same_meta_for_serving(old: &ObjectMeta, new: &ObjectMeta) -> bool {
     let ObjectMeta {
         annotations,
         creation_timestamp,
@@ -275,18 +279,31 @@ fn same_meta_for_serving(old: &ObjectMeta, new: &ObjectMeta) -> bool {
         && uid == &new.uid
 }
 
+/// A Gateway API kind, watched as dynamic objects ([`crate::gateway_api`]): what the source
+/// needs to take the echo of a status write without decoding the whole object
+/// ([`crate::state::State::echo`]).
+pub(crate) trait GatewayApi: Watched<Stored = Self> + k8s_openapi::Resource {
+    /// The kind's status (`IgnoredAny` for a kind without one).
+    type Status: DeserializeOwned;
+    /// The key of the object with this metadata.
+    fn key_of(meta: &ObjectMeta) -> Self::Key;
+    /// The version the object was read in.
+    fn read_in(&self) -> &str;
+    fn set_status(&mut self, status: Option<Self::Status>);
+}
+
 /// The Gateway API kinds, kept whole. An update of the status or resource version only (at
 /// scale, mostly the echoes of our own status writes) replaces the kept object without being a
 /// change: rerunning the pipeline for each echo made the status of 2,000 routes take minutes.
 /// The next snapshot (the next change, or the resync) carries it to the status report.
 macro_rules! gateway_api {
-    ($ty:ty, $kind:expr, $key:ty, $key_of:expr, $field:ident) => {
+    ($ty:ty, $status:ty, $kind:expr, $key:ty, $key_of:expr, $field:ident) => {
         impl Watched for $ty {
             const KIND: Kind = $kind;
             type Key = $key;
             type Stored = Self;
             fn key(&self) -> $key {
-                $key_of(self)
+                $key_of(&self.metadata)
             }
             fn store(self) -> Self {
                 self
@@ -305,33 +322,85 @@ macro_rules! gateway_api {
                 Arc::make_mut(&mut objects.$field).insert(key.clone(), Arc::new(update));
             }
         }
+
+        impl GatewayApi for $ty {
+            type Status = $status;
+            fn key_of(meta: &ObjectMeta) -> $key {
+                $key_of(meta)
+            }
+            fn read_in(&self) -> &str {
+                &self.api_version
+            }
+            fn set_status(&mut self, status: Option<$status>) {
+                self.status = status;
+            }
+        }
     };
 }
 
-gateway_api!(Gateway, Kind::Gateway, ObjectKey, namespaced, gateways);
-gateway_api!(TcpRoute, Kind::TcpRoute, ObjectKey, namespaced, tcp_routes);
-gateway_api!(UdpRoute, Kind::UdpRoute, ObjectKey, namespaced, udp_routes);
-gateway_api!(TlsRoute, Kind::TlsRoute, ObjectKey, namespaced, tls_routes);
+gateway_api!(
+    Gateway,
+    GatewayStatus,
+    Kind::Gateway,
+    ObjectKey,
+    ObjectKey::of,
+    gateways
+);
+gateway_api!(
+    TcpRoute,
+    RouteStatus,
+    Kind::TcpRoute,
+    ObjectKey,
+    ObjectKey::of,
+    tcp_routes
+);
+gateway_api!(
+    UdpRoute,
+    RouteStatus,
+    Kind::UdpRoute,
+    ObjectKey,
+    ObjectKey::of,
+    udp_routes
+);
+gateway_api!(
+    TlsRoute,
+    RouteStatus,
+    Kind::TlsRoute,
+    ObjectKey,
+    ObjectKey::of,
+    tls_routes
+);
 gateway_api!(
     ListenerSet,
+    ListenerSetStatus,
     Kind::ListenerSet,
     ObjectKey,
-    namespaced,
+    ObjectKey::of,
     listener_sets
 );
 gateway_api!(
     GrpcRoute,
+    RouteStatus,
     Kind::GrpcRoute,
     ObjectKey,
-    namespaced,
+    ObjectKey::of,
     grpc_routes
 );
 gateway_api!(
     HttpRoute,
+    RouteStatus,
     Kind::HttpRoute,
     ObjectKey,
-    namespaced,
+    ObjectKey::of,
     http_routes
+);
+gateway_api!(
+    GatewayClass,
+    GatewayClassStatus,
+    Kind::GatewayClass,
+    String,
+    |meta: &ObjectMeta| meta.name.clone().unwrap_or_default(),
+    gateway_classes
 );
 
 /// No status: kept as it is.
@@ -346,13 +415,18 @@ impl Watched for ReferenceGrant {
         &mut objects.reference_grants
     }
 }
-gateway_api!(
-    GatewayClass,
-    Kind::GatewayClass,
-    String,
-    |c: &GatewayClass| c.metadata.name.clone().unwrap_or_default(),
-    gateway_classes
-);
+
+/// No status: an update with the same metadata (generation included) changes nothing kept.
+impl GatewayApi for ReferenceGrant {
+    type Status = serde::de::IgnoredAny;
+    fn key_of(meta: &ObjectMeta) -> ObjectKey {
+        ObjectKey::of(meta)
+    }
+    fn read_in(&self) -> &str {
+        &self.api_version
+    }
+    fn set_status(&mut self, _: Option<serde::de::IgnoredAny>) {}
+}
 
 /// Namespaces, for their labels (listeners' `allowedRoutes.namespaces.selector`): read as
 /// metadata only ([`crate::gateway_api`]) and kept as their name and labels, nothing else.
