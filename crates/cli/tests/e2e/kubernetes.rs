@@ -286,8 +286,11 @@ async fn secrets_named_all_at_once_are_fetched_over_a_few_connections() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let opened = cluster.api.connection_count() - before;
+    // The fetches go eight at a time; the status writer, writing the same Ingresses' status
+    // meanwhile, has up to eight requests of its own in flight, each pool over its own
+    // connections. 48 fetches at once would open about 48.
     assert!(
-        opened <= 12,
+        opened <= 20,
         "{SECRETS} fetches opened {opened} connections to the API server"
     );
     drop(p);
