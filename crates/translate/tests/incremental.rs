@@ -575,7 +575,6 @@ fn the_gateways_share_is_reused_while_its_routes_services_and_secrets_are_unchan
 #[test]
 #[ignore = "a measurement: run it on its own, in release"]
 fn gateway_timing() {
-    use std::time::Instant;
     let routes = |moved: bool| -> Vec<Value> {
         let mut docs = vec![
             json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
@@ -615,18 +614,7 @@ fn gateway_timing() {
     let key = ObjectKey::new("default", "r4321");
     std::sync::Arc::make_mut(&mut new.http_routes)
         .insert(key.clone(), moved.http_routes[&key].clone());
-    let t = Instant::now();
-    let mut memo = Memo::default();
-    let first = translate_incremental(&old, &config, None, &mut memo);
-    let full = t.elapsed();
-    let previous = Previous {
-        objects: &old,
-        model: &first.model,
-    };
-    let t = Instant::now();
-    let second = translate_incremental(&new, &config, Some(previous), &mut memo);
-    let incremental = t.elapsed();
-    assert_eq!(second.model, translate(&new, &config).model);
+    let (full, incremental, memo) = timed_change(&old, &new, &config);
     println!(
         "10,000 HTTPRoutes: full translation {full:?}, one route changed {incremental:?} \
          ({} routes reused)",
@@ -639,7 +627,6 @@ fn gateway_timing() {
 #[test]
 #[ignore = "a measurement: run it on its own, in release"]
 fn ingress_timing() {
-    use std::time::Instant;
     let docs = |moved: bool| -> Vec<Value> {
         let mut docs = Vec::new();
         for i in 0..10_000 {
@@ -667,21 +654,33 @@ fn ingress_timing() {
     let config = Config::default();
     let old = load_values(docs(false));
     let new = load_values(docs(true));
-    let t = Instant::now();
-    let mut memo = Memo::default();
-    let first = translate_incremental(&old, &config, None, &mut memo);
-    let full = t.elapsed();
-    let previous = Previous {
-        objects: &old,
-        model: &first.model,
-    };
-    let t = Instant::now();
-    let second = translate_incremental(&new, &config, Some(previous), &mut memo);
-    let incremental = t.elapsed();
-    assert_eq!(second.model, translate(&new, &config).model);
+    let (full, incremental, memo) = timed_change(&old, &new, &config);
     println!(
         "10,000 Ingresses: full translation {full:?}, one Ingress changed {incremental:?} \
          ({} reused)",
         memo.reused()
     );
+}
+
+/// Translates `old` from scratch, then `new` incrementally over it, checking the result against
+/// `new` translated from scratch: the two times and the memo.
+fn timed_change(
+    old: &Objects,
+    new: &Objects,
+    config: &Config,
+) -> (std::time::Duration, std::time::Duration, Memo) {
+    use std::time::Instant;
+    let t = Instant::now();
+    let mut memo = Memo::default();
+    let first = translate_incremental(old, config, None, &mut memo);
+    let full = t.elapsed();
+    let previous = Previous {
+        objects: old,
+        model: &first.model,
+    };
+    let t = Instant::now();
+    let second = translate_incremental(new, config, Some(previous), &mut memo);
+    let incremental = t.elapsed();
+    assert_eq!(second.model, translate(new, config).model);
+    (full, incremental, memo)
 }
