@@ -26,17 +26,20 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 /// Record bytes a thread's queue holds at most between two wake-ups; beyond that records are
-/// dropped (at one wake-up per 50 ms, 80 MB a second per thread: about 400,000 records).
+/// dropped (at one wake-up per 10 ms, 400 MB a second per thread: about 2,000,000 records).
 const BUFFER_CAP: usize = 4 << 20;
 /// How often the writer takes the queues.
 const WAKE_EVERY: Duration = Duration::from_millis(10);
 /// Records formatted and written at a time (about 30 KB of lines, a tenth of a millisecond of
 /// formatting); the writer yields its core between two.
 const SLICE: usize = 128;
-/// The writer thread's nice value (the proxy's threads keep 0): 10 weighs about a tenth of a
-/// thread at 0 where both want the core, more than the writer needs, so lines are not
-/// dropped for it, and a waking writer should rarely preempt the proxy's thread.
-const NICE: i32 = 10;
+/// The writer thread's nice value (the proxy's threads keep 0): 5 weighs about a quarter of a
+/// core against a saturated proxy thread on it (the scheduler's weights 335 against 1,024),
+/// above the ~15 % the writer needs at saturation (its ~2,800 instructions a line against the
+/// request's ~16,000), so lines are not dropped for it, and a waking writer rarely preempts the
+/// proxy's thread. (At 10, a tenth of the core, a saturated proxy pinned to one core dropped
+/// 7 % of its lines.)
+const NICE: i32 = 5;
 
 /// Where access log lines go.
 #[derive(Debug, Clone, PartialEq, Eq)]
