@@ -437,13 +437,7 @@ mod tests {
         assert!(state.apply(route(1, "1", serde_json::json!(null))).changed);
         let written = route(1, "2", serde_json::json!({"parents": []}));
         assert!(!state.apply(written.clone()).changed, "our write's echo");
-        let kept = state
-            .objects()
-            .http_routes
-            .values()
-            .next()
-            .cloned()
-            .unwrap();
+        let kept = only_route(&state);
         assert_eq!(*kept, written, "kept with its status, for the next report");
         let mut changed = route(2, "3", serde_json::json!({"parents": []}));
         changed.spec.hostnames = vec!["b.example".into()];
@@ -458,6 +452,12 @@ mod tests {
         annotated.metadata.resource_version = Some("5".into());
         annotated.metadata.annotations = Some([("x".to_owned(), "1".to_owned())].into());
         assert!(state.apply(annotated).changed, "an annotation");
+    }
+
+    /// The one HTTPRoute `state` keeps.
+    fn only_route(state: &State) -> Arc<portico_gateway::HttpRoute> {
+        let routes = state.objects().http_routes.clone();
+        routes.values().next().cloned().unwrap()
     }
 
     /// An HTTPRoute as the watch delivers it: a dynamic object.
@@ -493,13 +493,7 @@ mod tests {
         written["metadata"]["managedFields"] = json!([{"manager": "portico"}]);
         let effects = state.echo::<HttpRoute>(V1, dynamic(written)).unwrap();
         assert_eq!(effects, Effects::default());
-        let kept = state
-            .objects()
-            .http_routes
-            .values()
-            .next()
-            .cloned()
-            .unwrap();
+        let kept = only_route(&state);
         assert_eq!(*kept, decoded(route(1, "2", parents.clone())));
         assert_eq!(published.http_routes.values().next().unwrap().status, None);
         // A change the echo would hide is not one: each is given back, to be decoded whole.
@@ -531,13 +525,7 @@ mod tests {
         let last = "kubectl.kubernetes.io/last-applied-configuration";
         applied["metadata"]["annotations"][last] = json!("{}");
         assert!(state.echo::<HttpRoute>(V1, dynamic(applied)).is_ok());
-        let kept = state
-            .objects()
-            .http_routes
-            .values()
-            .next()
-            .cloned()
-            .unwrap();
+        let kept = only_route(&state);
         assert_eq!(kept.status, None, "the status removed");
         assert_eq!(kept.metadata.resource_version.as_deref(), Some("4"));
     }
