@@ -12,7 +12,7 @@ use crate::snapshot::status_addresses;
 use crate::source::{Source, SourceSettings};
 use crate::types::{Bound, ListenSettings, NodeSettings};
 use portico_store::{AgentStore, Feedback};
-use portico_store_etcd::{AgentLink, EtcdAgent, EtcdConfig, EtcdController, connect};
+use portico_store_etcd::{AgentLink, EtcdAgent, EtcdClaims, EtcdConfig, EtcdController, connect};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -111,10 +111,13 @@ pub async fn agent(
             quiet,
             advertising,
         };
+        // The claims carry a lease of this process's life (taken over in an upgrade).
+        let claims =
+            EtcdClaims::start(settings.store.clone(), settings.lease_ttl, shutdown.clone());
         let agent = crate::failover::HaAgent {
             node: settings.node.clone(),
-            store: settings.store.clone(),
-            lease_ttl: settings.lease_ttl,
+            store: claims,
+            os: crate::failover::LinuxOs::open(&ha.interface),
             settings: ha,
         };
         let link = crate::failover::link(

@@ -5,10 +5,14 @@
 //! its last write, returning the revision), watches its leadership (only a leader writes),
 //! takes over what a previous leader stored, and watches the agents' feedback and claims. The
 //! agent's side ([`AgentStore`]) watches the desired state from the revision it has (with the
-//! placements), watches whether it reaches the store, and writes its feedback.
+//! placements), watches whether it reaches the store, and writes its feedback. The agent's
+//! side of active-standby ([`ClaimStore`]) names its process, watches the claims (`ha/`) and
+//! the agents' feedback (for the peers' addresses) and changes a claim only by a
+//! compare-and-swap on its revision.
 
-use crate::kv::View;
+use crate::kv::Entry;
 use crate::{Desired, Feedback};
+use bytes::Bytes;
 use portico_model::{LoadBalancerId, Placement};
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -83,7 +87,7 @@ pub trait ControllerStore: Send {
     fn agents(&self) -> watch::Receiver<Agents>;
 
     /// The agents' active-standby claims (`ha/`), as stored; empty where there are none.
-    fn claims(&self) -> watch::Receiver<View>;
+    fn claims(&self) -> watch::Receiver<Claims>;
 
     /// Gives up leadership, if held (on shutdown, so that another controller leads at once).
     fn resign(&mut self) -> impl Future<Output = ()> + Send;
@@ -99,4 +103,82 @@ pub trait AgentStore {
 
     /// Writes this agent's feedback (it replaces its previous one).
     fn report(&self, feedback: &Feedback);
+}
+
+/// The active-standby claims (`ha/<lb>`) by load balancer, each value with the revision that
+/// last wrote it. The values are opaque here (`portico-ha` reads them).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Claims {
+    /// The store's revision this view is at (0: not listed yet).
+    pub revision: i64,
+    pub entries: Arc<BTreeMap<LoadBalancerId, Entry>>,
+}
+
+/// How a compare-and-swap of one claim ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClaimSwap {
+    /// Written at this revision.
+    Done(i64),
+    /// The claim had moved on: what is there now (`None`: absent).
+    Lost(Option<Entry>),
+    /// The store did not answer (why): nothing is known of the claim.
+    Unreachable(String),
+}
+
+/// The name a process's claims carry (in etcd: a lease kept alive for the process's life), so
+/// that a later run of the same agent tells its own claims from an earlier run's. Kept while
+/// this value lives; dropping it stops keeping it (it is never given up: a successor may have
+/// taken it over).
+pub struct ClaimName {
+    id: i64,
+    _kept: Option<Box<dyn std::any::Any + Send + Sync>>,
+}
+
+impl ClaimName {
+    /// The name `id`, kept as long as `keeper` lives (`None`: nothing to keep).
+    pub fn new(id: i64, keeper: Option<Box<dyn std::any::Any + Send + Sync>>) -> ClaimName {
+        ClaimName { id, _kept: keeper }
+    }
+
+    pub fn id(&self) -> i64 {
+        self.id
+    }
+}
+
+impl std::fmt::Debug for ClaimName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClaimName").field("id", &self.id).finish()
+    }
+}
+
+/// The agent's side of active-standby's claims. A handle is cheap to clone; every clone is
+/// the same link to the store.
+pub trait ClaimStore: Clone + Send + Sync + 'static {
+    type Error: std::fmt::Display + Send;
+
+    /// A new name for this process's claims (waits until the store answers once).
+    fn name(&self) -> impl Future<Output = Result<ClaimName, Self::Error>> + Send;
+
+    /// Takes over the name `id` a predecessor handed over (an upgrade) and keeps it from now
+    /// on; `None` when the store no longer has it (it ran out: it names nobody now).
+    fn adopt(&self, id: i64)
+    -> impl Future<Output = Result<Option<ClaimName>, Self::Error>> + Send;
+
+    /// The claims as the store holds them now.
+    fn claims(&self) -> watch::Receiver<Claims>;
+
+    /// Whether the claims are followed (an agent that does not reach the store never claims).
+    fn health(&self) -> watch::Receiver<StoreHealth>;
+
+    /// The agents' feedback, by node (the peers' heartbeat addresses).
+    fn agents(&self) -> watch::Receiver<Agents>;
+
+    /// Writes `value` as the claim of `lb` if the claim's revision is still `expect` (0: it is
+    /// absent); else tells what is there. Owns its handle so that it may run on a task.
+    fn swap(
+        self,
+        lb: LoadBalancerId,
+        expect: i64,
+        value: Bytes,
+    ) -> impl Future<Output = ClaimSwap> + Send;
 }

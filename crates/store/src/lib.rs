@@ -14,7 +14,10 @@ mod desired;
 pub mod kv;
 mod memory;
 
-pub use contract::{AgentStore, Agents, ControllerStore, StoreHealth, Stored};
+pub use contract::{
+    AgentStore, Agents, ClaimName, ClaimStore, ClaimSwap, Claims, ControllerStore, StoreHealth,
+    Stored,
+};
 pub use desired::{CaBundles, Certificates, Delta, Desired, Feedback};
 pub use memory::MemoryStore;
 

@@ -1,19 +1,20 @@
-//! Carries out an election's actions: addresses, gratuitous ARP, adverts, claim swaps.
+//! Carries out an election's actions: addresses, gratuitous ARP, adverts, claim swaps (through
+//! the store's [`ClaimStore`]).
 
-use super::{HaSettings, Instance, claim_key, decode, peer_socket};
+use super::os::{Adverts, Os};
+use super::{HaSettings, Instance, decode, peer_socket};
 use bytes::Bytes;
 use portico_ha::election::{Action, Outcome};
-use portico_ha_os::{Garp, Heartbeat, Interface};
 use portico_model::LoadBalancerId;
-use portico_provider::{SocketKind, Sockets};
-use portico_store_etcd::{Etcd, Swap};
+use portico_provider::Sockets;
+use portico_store::{ClaimStore, ClaimSwap};
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 
-/// How long shutdown waits for the claim's release to reach etcd.
+/// How long shutdown waits for the claim's release to reach the store.
 const RELEASE_WAIT: Duration = Duration::from_millis(500);
 
 /// Why active-standby cannot start.
@@ -28,43 +29,30 @@ pub enum HaError {
     },
 }
 
-pub(super) struct Exec {
-    interface: Interface,
-    /// None when the packet socket cannot be opened (logged once): takeovers then rely on
-    /// neighbours' ARP timeouts.
-    garp: Option<Garp>,
-    pub(super) heartbeat: Heartbeat,
+pub(super) struct Exec<S, O: Os> {
+    os: O,
+    pub(super) heartbeat: O::Heartbeat,
     port: u16,
-    etcd: Etcd,
+    store: S,
     metrics: crate::metrics::AppMetrics,
     swaps: JoinSet<()>,
 }
 
-impl Exec {
+impl<S: ClaimStore, O: Os> Exec<S, O> {
     pub(super) async fn open(
         settings: &HaSettings,
-        etcd: Etcd,
+        (store, os): (S, O),
         metrics: crate::metrics::AppMetrics,
         sockets: &Sockets,
-    ) -> Result<Exec, HaError> {
+    ) -> Result<Exec<S, O>, HaError> {
         let address = SocketAddr::new(settings.advertise_address, settings.heartbeat_port);
-        let key = (SocketKind::Heartbeat, address);
-        let failed = |source| HaError::Heartbeat { address, source };
-        // Handed over by the process this one upgrades, or bound now.
-        let heartbeat = match sockets.take(key) {
-            Some(fd) => Heartbeat::from_std(std::net::UdpSocket::from(fd)).map_err(failed)?,
-            None => Heartbeat::bind(address).await.map_err(failed)?,
-        };
-        sockets.listening(key, heartbeat.socket());
-        let garp = Garp::open(&settings.interface)
-            .inspect_err(|e| tracing::error!("gratuitous ARP disabled: {e}"))
-            .ok();
+        let heartbeat = os.heartbeat(address, sockets).await;
+        let heartbeat = heartbeat.map_err(|source| HaError::Heartbeat { address, source })?;
         Ok(Exec {
-            interface: Interface::new(settings.interface.clone()),
-            garp,
+            os,
             heartbeat,
             port: settings.heartbeat_port,
-            etcd,
+            store,
             metrics,
             swaps: JoinSet::new(),
         })
@@ -84,7 +72,7 @@ impl Exec {
                     tracing::info!(lb = %id, addresses = ?instance.addresses, "active: adding the addresses");
                     self.metrics.ha_transition(id, "active");
                     for a in &instance.addresses {
-                        if let Err(e) = self.interface.add(*a).await {
+                        if let Err(e) = self.os.add(*a).await {
                             tracing::error!("{e}");
                         }
                     }
@@ -94,7 +82,7 @@ impl Exec {
                     tracing::debug!(lb = %id, election = ?instance.election, "stepped down");
                     self.metrics.ha_transition(id, "standby");
                     for a in &instance.addresses {
-                        if let Err(e) = self.interface.remove(*a).await {
+                        if let Err(e) = self.os.remove(*a).await {
                             tracing::error!("{e}");
                         }
                     }
@@ -111,10 +99,10 @@ impl Exec {
                 }
                 Action::Claim { expect, claim } => {
                     let value = Bytes::from(serde_json::to_vec(&claim).unwrap_or_default());
-                    let etcd = self.etcd.clone();
+                    let store = self.store.clone();
                     let outcomes = outcomes.cloned();
                     self.swaps.spawn(async move {
-                        let outcome = swap(&etcd, id, expect, value).await;
+                        let outcome = swap(store, id, expect, value).await;
                         if let Some(tx) = outcomes {
                             let _ = tx.send((id, outcome));
                         }
@@ -127,12 +115,13 @@ impl Exec {
     }
 
     fn garp(&self, addresses: &[IpAddr]) {
-        let Some(garp) = &self.garp else { return };
         for a in addresses {
-            if let IpAddr::V4(v4) = a
-                && let Err(e) = garp.send(*v4)
-            {
-                tracing::warn!("{e}");
+            if let IpAddr::V4(v4) = a {
+                match self.os.announce(*v4) {
+                    None => return,
+                    Some(Err(e)) => tracing::warn!("{e}"),
+                    Some(Ok(())) => {}
+                }
             }
         }
     }
@@ -140,13 +129,13 @@ impl Exec {
     /// A held load balancer's addresses changed: removes the old ones, adds the new.
     pub(super) async fn replace(&mut self, old: &[IpAddr], new: &[IpAddr], holding: bool) {
         for a in old.iter().filter(|a| !new.contains(a)) {
-            if let Err(e) = self.interface.remove(*a).await {
+            if let Err(e) = self.os.remove(*a).await {
                 tracing::error!("{e}");
             }
         }
         if holding {
             for a in new.iter().filter(|a| !old.contains(a)) {
-                if let Err(e) = self.interface.add(*a).await {
+                if let Err(e) = self.os.add(*a).await {
                     tracing::error!("{e}");
                 }
             }
@@ -161,11 +150,11 @@ impl Exec {
     }
 }
 
-async fn swap(etcd: &Etcd, id: LoadBalancerId, expect: i64, value: Bytes) -> Outcome {
-    match etcd.swap(&claim_key(id), expect, value).await {
-        Ok(Swap::Done(revision)) => Outcome::Done(revision),
-        Ok(Swap::Lost(entry)) => Outcome::Lost(entry.map(|e| decode(&e.value, e.mod_revision))),
-        Err(e) => {
+async fn swap<S: ClaimStore>(store: S, id: LoadBalancerId, expect: i64, value: Bytes) -> Outcome {
+    match store.swap(id, expect, value).await {
+        ClaimSwap::Done(revision) => Outcome::Done(revision),
+        ClaimSwap::Lost(entry) => Outcome::Lost(entry.map(|e| decode(&e.value, e.mod_revision))),
+        ClaimSwap::Unreachable(e) => {
             tracing::warn!(lb = %id, "cannot swap the claim: {e}");
             Outcome::Failed
         }

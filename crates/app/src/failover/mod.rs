@@ -1,11 +1,14 @@
 //! The agent's side of active-standby: one [`Election`] per load balancer placed on this node
-//! (as active or standby), fed with the placement, the pair's adverts (UDP), the claims in etcd
-//! (`ha/<lb>`, mirrored) and etcd's health, ticked every [`TICK`]; their actions carried out
-//! here: addresses on `--interface`, gratuitous ARP, adverts to the peer's advertise address,
-//! compare-and-swap of the claim. docs/active-standby.md gives the design.
+//! (as active or standby), fed with the placement, the pair's adverts (UDP), the claims
+//! (`ha/<lb>`) and the store's health, ticked every [`TICK`]; their actions carried out here:
+//! addresses on `--interface`, gratuitous ARP, adverts to the peer's advertise address (the OS
+//! side behind [`os::Os`]), compare-and-swap of the claim. The claims, the store's health, the peers'
+//! addresses and the name the claims carry come through `portico-store`'s [`ClaimStore`]
+//! (etcd's lease in `portico agent`; the memory store in the tests). docs/active-standby.md
+//! gives the design.
 //!
-//! At start, until etcd answers and grants this process's lease (which its claims carry), no
-//! election runs and the agent holds nothing: the addresses of every load balancer it knows
+//! At start, until the store answers and names this process (etcd: grants its lease, which its
+//! claims carry), no election runs and the agent holds nothing: the addresses of every load balancer it knows
 //! (from its cache, then from the store) are removed from the interface ([`sweep`]), whether
 //! the load balancer is placed on it or not. Serving from the cache is about routes; an
 //! address needs a live claim.
@@ -19,24 +22,36 @@
 
 mod admin;
 mod exec;
+mod os;
 mod sweep;
+#[cfg(test)]
+mod tests;
 
 pub(crate) use admin::AdminView;
+pub(crate) use os::LinuxOs;
+
+use os::{Adverts, Os};
 
 use crate::handover::{HaState, Quieting};
 use portico_ha::Placement;
 use portico_ha::election::{Assignment, Claim, Election, Input, Outcome, Role, Seen, TICK, Timing};
 use portico_model::LoadBalancerId;
 use portico_provider::Sockets;
-use portico_store::Desired;
-use portico_store::kv::View;
-use portico_store_etcd::{Etcd, EtcdConfig, HA, Health, Lease};
+use portico_store::{Agents, ClaimName, ClaimStore, Claims, Desired, StoreHealth};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
+
+/// Pause between attempts to name this process.
+const RETRY: Duration = Duration::from_millis(250);
+
+/// Now, on tokio's clock (which a test may pause): the elections' time.
+fn clock() -> Instant {
+    tokio::time::Instant::now().into_std()
+}
 
 /// `--interface`, `--advertise-address`, `--heartbeat-port`.
 #[derive(Debug, Clone)]
@@ -64,8 +79,8 @@ pub(crate) struct HaInputs {
     pub(crate) desired: watch::Receiver<Arc<Desired>>,
     /// Every agent's advertise address, by node.
     pub(crate) peers: watch::Receiver<BTreeMap<String, IpAddr>>,
-    pub(crate) claims: watch::Receiver<View>,
-    pub(crate) health: watch::Receiver<Health>,
+    pub(crate) claims: watch::Receiver<Claims>,
+    pub(crate) health: watch::Receiver<StoreHealth>,
 }
 
 /// What active-standby shares with upgrades: what a predecessor handed over, and what this
@@ -99,11 +114,10 @@ pub(crate) struct Upgrades {
 }
 
 /// Removes the addresses of the load balancers it knows (except those a predecessor handed
-/// over) until etcd answers and grants this process's lease (of `lease_ttl`), or the
-/// predecessor's is taken over; then mirrors what the elections read and runs them until
-/// `shutdown`.
-pub(crate) async fn link(
-    agent: HaAgent,
+/// over) until `store` answers and names this process, or the predecessor's name is taken
+/// over; then runs the elections over what `store` and `desired` tell until `shutdown`.
+pub(crate) async fn link<S: ClaimStore, O: Os>(
+    agent: HaAgent<S, O>,
     desired: watch::Receiver<Arc<Desired>>,
     view: Arc<AdminView>,
     metrics: crate::metrics::AppMetrics,
@@ -113,20 +127,20 @@ pub(crate) async fn link(
     let HaAgent {
         node,
         store,
-        lease_ttl,
+        os,
         settings,
     } = agent;
-    let mut sweep = sweep::Sweep::new(&settings.interface);
+    let mut sweep = sweep::Sweep::new(os.clone());
     let handed_held: BTreeSet<LoadBalancerId> = (upgrades.handed.iter())
         .flat_map(|h| h.held.keys().copied())
         .collect();
     let handed_lease = upgrades.handed.as_ref().map(|h| h.lease);
     let quiets = upgrades.handed.as_ref().is_some_and(|h| h.quiets);
     let started = tokio::select! {
-        started = start(&store, lease_ttl, handed_lease, shutdown.clone()) => started,
+        started = start(&store, handed_lease, shutdown.clone()) => started,
         () = sweep.follow(desired.clone(), &handed_held) => None,
     };
-    let Some((etcd, lease, adopted)) = started else {
+    let Some((lease, adopted)) = started else {
         upgrades.running.send_replace(true);
         return;
     };
@@ -135,7 +149,7 @@ pub(crate) async fn link(
         Some(_) => {
             // The predecessor's lease ran out: its claims name nobody now; start afresh,
             // sweeping again what was kept for them.
-            sweep = sweep::Sweep::new(&settings.interface);
+            sweep = sweep::Sweep::new(os.clone());
             BTreeMap::new()
         }
         None => BTreeMap::new(),
@@ -144,13 +158,11 @@ pub(crate) async fn link(
         lease = lease.id(),
         "active-standby: this agent's claims carry its lease"
     );
-    let claims = etcd.mirror(HA);
-    let agents = etcd.mirror(portico_store::codec::AGENTS);
     let inputs = HaInputs {
         desired,
-        peers: derive(agents.views(), peers_of),
-        claims: claims.views(),
-        health: claims.health(),
+        peers: derive(store.agents(), peers_of),
+        claims: store.claims(),
+        health: store.health(),
     };
     let me = Me {
         node,
@@ -159,7 +171,8 @@ pub(crate) async fn link(
         handed,
     };
     let running = upgrades.running.clone();
-    let exec = exec::Exec::open(&me.settings, etcd, metrics, &upgrades.sockets).await;
+    let exec = exec::Exec::open(&me.settings, (store, os), metrics, &upgrades.sockets);
+    let exec = exec.await;
     let exec = match exec {
         Ok(exec) => exec,
         Err(e) => {
@@ -223,51 +236,43 @@ pub(crate) async fn link(
     drop(lease);
 }
 
-/// Connects to etcd and takes over the predecessor's lease `handed` (when alive) or grants
-/// this process's own, retrying until it worked or `shutdown`; whether the lease was taken
-/// over.
-async fn start(
-    store: &EtcdConfig,
-    lease_ttl: Duration,
+/// Takes over the predecessor's name `handed` (when the store still has it) or has the store
+/// name this process, retrying until it worked or `shutdown`; whether the name was taken over.
+async fn start<S: ClaimStore>(
+    store: &S,
     mut handed: Option<i64>,
     mut shutdown: watch::Receiver<bool>,
-) -> Option<(Etcd, Lease, bool)> {
-    let (health_tx, _) = watch::channel(crate::agent::StoreHealth::default());
-    let etcd = portico_store_etcd::connect(store, &health_tx, shutdown.clone()).await?;
+) -> Option<(ClaimName, bool)> {
     loop {
-        if let Some(id) = handed {
-            match etcd.adopt_for_life(id, lease_ttl).await {
-                Ok(Some(lease)) => return Some((etcd, lease, true)),
-                Ok(None) => {
-                    tracing::warn!(
-                        lease = id,
-                        "the predecessor's lease ran out: starting as a new agent"
-                    );
-                    handed = None;
-                    continue;
-                }
-                Err(e) => {
-                    tracing::warn!(lease = id, "cannot take over the predecessor's lease: {e}")
-                }
-            }
+        let named = if let Some(id) = handed {
+            store.adopt(id).await.map(|lease| lease.map(|l| (l, true)))
         } else {
-            match etcd.grant_for_life(lease_ttl).await {
-                Ok(lease) => return Some((etcd, lease, false)),
-                Err(e) => tracing::warn!("cannot grant this agent's lease: {e}"),
+            store.name().await.map(|lease| Some((lease, false)))
+        };
+        match named {
+            Ok(Some(named)) => return Some(named),
+            Ok(None) => {
+                tracing::warn!(
+                    lease = ?handed,
+                    "the predecessor's lease ran out: starting as a new agent"
+                );
+                handed = None;
+                continue;
             }
+            Err(e) => tracing::warn!(lease = ?handed, "cannot name this agent's claims: {e}"),
         }
         tokio::select! {
-            () = tokio::time::sleep(portico_store_etcd::RETRY) => {}
+            () = tokio::time::sleep(RETRY) => {}
             _ = shutdown.wait_for(|s| *s) => return None,
         }
     }
 }
 
-/// The agent's active-standby: its node, its store, the TTL of its process's lease.
-pub(crate) struct HaAgent {
+/// The agent's active-standby: its node, its store's claims, its OS side.
+pub(crate) struct HaAgent<S, O> {
     pub(crate) node: String,
-    pub(crate) store: EtcdConfig,
-    pub(crate) lease_ttl: Duration,
+    pub(crate) store: S,
+    pub(crate) os: O,
     pub(crate) settings: HaSettings,
 }
 
@@ -303,9 +308,9 @@ impl Shared {
 }
 
 /// A receiver of `f` of every view of `views`.
-fn derive<T: Send + Sync + 'static>(
-    mut views: watch::Receiver<View>,
-    f: fn(&View) -> T,
+fn derive<V: Send + Sync + 'static, T: Send + Sync + 'static>(
+    mut views: watch::Receiver<V>,
+    f: fn(&V) -> T,
 ) -> watch::Receiver<T> {
     let (tx, rx) = watch::channel(f(&views.borrow_and_update()));
     tokio::spawn(async move {
@@ -329,11 +334,11 @@ struct Instance {
 }
 
 /// Runs the elections until `shutdown`; then releases what this agent holds.
-async fn run(
+async fn run<S: ClaimStore, O: Os>(
     me: Me,
-    mut exec: exec::Exec,
+    mut exec: exec::Exec<S, O>,
     mut inputs: HaInputs,
-    mut sweep: sweep::Sweep,
+    mut sweep: sweep::Sweep<O>,
     shared: &Shared,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), exec::HaError> {
@@ -386,7 +391,7 @@ async fn run(
             }
         }
         // After the wait: the time an input is given is the time it arrived.
-        let now = Instant::now();
+        let now = clock();
         if std::mem::take(&mut changed) {
             // Elections started by the reconcile start at its end, after its sweep (an `ip`
             // command each time, which takes long on a loaded node): started at `now`, a
@@ -428,7 +433,7 @@ async fn run(
         // The successor holds what this process held: nothing is removed or released.
         return Ok(());
     }
-    let now = Instant::now();
+    let now = clock();
     let ids: Vec<LoadBalancerId> = state.instances.keys().copied().collect();
     for id in ids {
         state
@@ -439,32 +444,32 @@ async fn run(
     Ok(())
 }
 
-struct State {
+struct State<O> {
     node: String,
     lease: i64,
     timing: Timing,
     instances: BTreeMap<LoadBalancerId, Instance>,
-    sweep: sweep::Sweep,
+    sweep: sweep::Sweep<O>,
     /// The claims a predecessor handed over, until their elections start.
     handed: BTreeMap<LoadBalancerId, (u64, i64)>,
     /// The store's mirror has connected once. Before that, its "not connected" is no news
-    /// about etcd: it is fed to no election, so that a successor holding handed-over claims
+    /// about the store: it is fed to no election, so that a successor holding handed-over claims
     /// renews them (through its own client) from the start instead of waiting, unconfirmed,
     /// until its fence makes it drop what it holds. A renewal that fails confirms nothing, so
-    /// an agent that really does not reach etcd still steps down at its fence.
+    /// an agent that really does not reach the store still steps down at its fence.
     store_seen: bool,
 }
 
-impl State {
+impl<O: Os> State<O> {
     /// Starts elections for load balancers newly placed here, ends those placed elsewhere,
     /// removes the addresses of load balancers it does not hold, and feeds placement, claim and
-    /// etcd health changes.
-    async fn reconcile(
+    /// store health changes.
+    async fn reconcile<S: ClaimStore>(
         &mut self,
         inputs: &mut HaInputs,
-        exec: &mut exec::Exec,
+        exec: &mut exec::Exec<S, O>,
     ) -> (Instant, Vec<(LoadBalancerId, Input)>) {
-        let now = Instant::now();
+        let now = clock();
         let desired = inputs.desired.borrow_and_update().clone();
         let model = &desired.model;
         let claims = inputs.claims.borrow_and_update().clone();
@@ -510,7 +515,7 @@ impl State {
         });
         held.extend(self.handed.keys());
         self.sweep.run(&desired, &held).await;
-        let now = Instant::now();
+        let now = clock();
         for (id, (assignment, addresses)) in wanted {
             if !self.instances.contains_key(&id) {
                 let election = match self.handed.remove(&id) {
@@ -564,7 +569,7 @@ impl State {
                     steps.push((id, Input::Claim(seen)));
                 }
             } else {
-                // Fed again once etcd is back.
+                // Fed again once the store is back.
                 instance.fed = Some(-1);
             }
         }
@@ -574,9 +579,9 @@ impl State {
     /// After a hand-over: advertises the claims this process held, every interval
     /// ([`Election::handing_over`]), reading nothing and writing no claim, until `kept` (the
     /// successor's elections run) or [`crate::handover::KEEP_WAIT`].
-    async fn keep(
+    async fn keep<S: ClaimStore>(
         &mut self,
-        exec: &mut exec::Exec,
+        exec: &mut exec::Exec<S, O>,
         inputs: &HaInputs,
         mut kept: watch::Receiver<bool>,
     ) {
@@ -590,7 +595,7 @@ impl State {
                 _ = kept.wait_for(|k| *k) => break,
                 () = tokio::time::sleep_until(until) => break,
             }
-            let now = Instant::now();
+            let now = clock();
             for (id, instance) in &mut self.instances {
                 let actions = instance.election.handing_over(now);
                 if !actions.is_empty() {
@@ -600,12 +605,12 @@ impl State {
         }
     }
 
-    async fn step(
+    async fn step<S: ClaimStore>(
         &mut self,
         now: Instant,
         id: LoadBalancerId,
         input: Input,
-        exec: &mut exec::Exec,
+        exec: &mut exec::Exec<S, O>,
         inputs: &HaInputs,
         outcomes: &mpsc::UnboundedSender<(LoadBalancerId, Outcome)>,
     ) {
@@ -669,11 +674,6 @@ fn assignment(node: &str, placement: &Placement) -> Option<Assignment> {
     })
 }
 
-/// The claim key of a load balancer, relative to the prefix.
-pub(crate) fn claim_key(id: LoadBalancerId) -> String {
-    format!("{HA}{id}")
-}
-
 /// Placements as the claims have them: where `holder` names a load balancer's placed standby
 /// (it took over), that agent is shown active and the placed active standby.
 pub(crate) fn as_held(
@@ -692,10 +692,9 @@ pub(crate) fn as_held(
     placements
 }
 
-/// The holder of each of `ids`'s claims in the mirrored `ha/` view; a released, unreadable or
-/// absent claim has none.
+/// The holder of each of `ids`'s claims; a released, unreadable or absent claim has none.
 pub(crate) fn holders(
-    claims: &View,
+    claims: &Claims,
     ids: impl Iterator<Item = LoadBalancerId>,
 ) -> BTreeMap<LoadBalancerId, String> {
     ids.filter_map(|id| {
@@ -706,10 +705,10 @@ pub(crate) fn holders(
     .collect()
 }
 
-/// The claim of `id` in the mirrored `ha/` view; an unreadable value counts as held by
-/// nobody of the pair (the placed active may overwrite it).
-fn seen(claims: &View, id: LoadBalancerId) -> Option<Seen> {
-    let entry = claims.entries.get(&claim_key(id))?;
+/// The claim of `id`; an unreadable value counts as held by nobody of the pair (the placed
+/// active may overwrite it).
+fn seen(claims: &Claims, id: LoadBalancerId) -> Option<Seen> {
+    let entry = claims.entries.get(&id)?;
     Some(decode(&entry.value, entry.mod_revision))
 }
 
@@ -727,22 +726,10 @@ pub(crate) fn decode(value: &[u8], revision: i64) -> Seen {
 }
 
 /// The heartbeat address of every agent, from the agents' feedback.
-pub(crate) fn peers_of(view: &View) -> BTreeMap<String, IpAddr> {
-    let mut out = BTreeMap::new();
-    for (key, entry) in view.entries.iter() {
-        let Some(node) = key.strip_prefix(portico_store::codec::AGENTS) else {
-            continue;
-        };
-        let value: serde_json::Value = match serde_json::from_slice(&entry.value) {
-            Ok(v) => v,
-            Err(_) => continue,
-        };
-        let address = value.get("advertiseAddress").and_then(|a| a.as_str());
-        if let Some(address) = address.and_then(|a| a.parse::<IpAddr>().ok()) {
-            out.insert(node.to_owned(), address);
-        }
-    }
-    out
+pub(crate) fn peers_of(agents: &Agents) -> BTreeMap<String, IpAddr> {
+    (agents.feedback.iter())
+        .filter_map(|(node, f)| Some((node.clone(), f.advertise_address?)))
+        .collect()
 }
 
 /// The peer's heartbeat socket.
@@ -755,68 +742,4 @@ fn peer_socket(
         .borrow()
         .get(peer)
         .map(|ip| SocketAddr::new(*ip, port))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use portico_store::kv::Entry;
-
-    fn claims(entries: &[(LoadBalancerId, &str)]) -> View {
-        let entries = (entries.iter())
-            .map(|(id, value)| {
-                let entry = Entry {
-                    value: bytes::Bytes::copy_from_slice(value.as_bytes()),
-                    mod_revision: 3,
-                };
-                (claim_key(*id), entry)
-            })
-            .collect();
-        View {
-            revision: 3,
-            entries: Arc::new(entries),
-        }
-    }
-
-    fn placement(active: &str, standby: &str) -> portico_model::Placement {
-        portico_model::Placement {
-            active: active.into(),
-            standby: Some(standby.into()),
-            epoch: 2,
-        }
-    }
-
-    #[test]
-    fn the_claims_holder_is_shown_active_where_it_is_the_placed_standby() {
-        let [taken, kept, released, foreign, unreadable] =
-            ["a", "b", "c", "d", "e"].map(LoadBalancerId::derive);
-        let view = claims(&[
-            (taken, r#"{"holder":"n2","epoch":5}"#),
-            (kept, r#"{"holder":"n1","epoch":5}"#),
-            (released, r#"{"holder":"n2","epoch":5,"released":true}"#),
-            (foreign, r#"{"holder":"n9","epoch":5}"#),
-            (unreadable, "{"),
-        ]);
-        let all = [taken, kept, released, foreign, unreadable];
-        let held = holders(&view, all.into_iter());
-        assert_eq!(
-            held,
-            BTreeMap::from([
-                (taken, "n2".to_owned()),
-                (kept, "n1".to_owned()),
-                (foreign, "n9".to_owned())
-            ]),
-            "released and unreadable claims have no holder"
-        );
-        let placed: BTreeMap<_, _> = all.iter().map(|id| (*id, placement("n1", "n2"))).collect();
-        let shown = as_held(placed.clone(), |id| held.get(id).cloned());
-        assert_eq!(
-            shown[&taken],
-            placement("n2", "n1"),
-            "the standby took over"
-        );
-        for id in [kept, released, foreign, unreadable] {
-            assert_eq!(shown[&id], placed[&id], "as placed");
-        }
-    }
 }

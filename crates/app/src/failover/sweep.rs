@@ -1,12 +1,12 @@
 //! Removes from the interface the addresses of the load balancers this agent does not hold
 //! ([`portico_ha::addresses::strays`]): those an earlier run left there when it was killed.
 //! It runs whenever the agent learns of addresses it did not know (its cache at start, the
-//! store's state when etcd answers, new load balancers), before any election of the same
+//! store's state when the store answers, new load balancers), before any election of the same
 //! state may add one; the agent adds addresses only through its elections, so known ones need
 //! no second look.
 
+use super::os::Os;
 use portico_ha::addresses::{of, strays};
-use portico_ha_os::Interface;
 use portico_model::LoadBalancerId;
 use portico_store::Desired;
 use std::collections::BTreeSet;
@@ -14,18 +14,18 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use tokio::sync::watch;
 
-pub(super) struct Sweep {
-    interface: Interface,
+pub(super) struct Sweep<O> {
+    os: O,
     /// The state of the last sweep that completed: the same one needs no second look.
     swept: Option<Arc<Desired>>,
     /// The load balancers' addresses at the last sweep that listed the interface.
     known: BTreeSet<IpAddr>,
 }
 
-impl Sweep {
-    pub(super) fn new(interface: &str) -> Sweep {
+impl<O: Os> Sweep<O> {
+    pub(super) fn new(os: O) -> Sweep<O> {
         Sweep {
-            interface: Interface::new(interface),
+            os,
             swept: None,
             known: BTreeSet::new(),
         }
@@ -49,7 +49,7 @@ impl Sweep {
             self.swept = Some(desired.clone());
             return;
         }
-        let present = match self.interface.hosts().await {
+        let present = match self.os.hosts().await {
             Ok(present) => present,
             Err(e) => {
                 tracing::error!("{e}");
@@ -58,7 +58,7 @@ impl Sweep {
         };
         for address in strays(&model.load_balancers, held, &present) {
             tracing::info!(%address, "removing an address of a load balancer this agent does not hold (left by an earlier run)");
-            if let Err(e) = self.interface.remove(address).await {
+            if let Err(e) = self.os.remove(address).await {
                 tracing::error!("{e}");
                 return;
             }
@@ -68,7 +68,7 @@ impl Sweep {
     }
 
     /// Sweeps every state `desired` hands, holding nothing but `held` (the claims a
-    /// predecessor handed over): the agent's part until etcd answers (from its cache, if
+    /// predecessor handed over): the agent's part until the store answers (from its cache, if
     /// any). Ends when the sender is gone.
     pub(super) async fn follow(
         &mut self,

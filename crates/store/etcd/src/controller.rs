@@ -7,7 +7,7 @@ use crate::connect::RETRY;
 use crate::{Etcd, EtcdError, HA, Leadership};
 use portico_store::codec;
 use portico_store::kv::{Op, View};
-use portico_store::{Agents, ControllerStore, Desired, Feedback, Stored};
+use portico_store::{Agents, Claims, ControllerStore, Desired, Feedback, Stored};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,7 +37,7 @@ pub struct EtcdController {
     current: Arc<watch::Sender<Option<Arc<Leadership>>>>,
     leading: watch::Receiver<bool>,
     agents: watch::Receiver<Agents>,
-    claims: watch::Receiver<View>,
+    claims: watch::Receiver<Claims>,
     synced: Synced,
     /// Encodes only what changed since the last write, as the changes to commit.
     encoder: codec::Encoder,
@@ -56,15 +56,20 @@ impl EtcdController {
         let claims_mirror = etcd.mirror(HA);
         let (agents_tx, agents) = watch::channel(Agents::default());
         let follow = tokio::spawn(follow_agents(agents_mirror.views(), agents_tx));
+        let (claims_tx, claims) = watch::channel(Claims::default());
+        let decode = tokio::spawn(crate::claims::follow_claims(
+            claims_mirror.views(),
+            claims_tx,
+        ));
         EtcdController {
-            claims: claims_mirror.views(),
+            claims,
             etcd,
             current,
             leading,
             agents,
             synced: Synced::No,
             encoder: codec::Encoder::default(),
-            tasks: vec![campaign, follow],
+            tasks: vec![campaign, follow, decode],
             _mirrors: (agents_mirror, claims_mirror),
         }
     }
@@ -113,7 +118,7 @@ async fn lead(
 }
 
 /// Decodes every view of `agents/` into `agents`.
-async fn follow_agents(mut views: watch::Receiver<View>, agents: watch::Sender<Agents>) {
+pub(crate) async fn follow_agents(mut views: watch::Receiver<View>, agents: watch::Sender<Agents>) {
     loop {
         let view = views.borrow_and_update().clone();
         agents.send_replace(Agents {
@@ -224,7 +229,7 @@ impl ControllerStore for EtcdController {
         self.agents.clone()
     }
 
-    fn claims(&self) -> watch::Receiver<View> {
+    fn claims(&self) -> watch::Receiver<Claims> {
         self.claims.clone()
     }
 

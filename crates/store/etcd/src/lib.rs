@@ -7,8 +7,9 @@
 //! agent keys, compare-and-swap of the agents' claims (`ha/<lb>`), and the agents' checksummed
 //! local cache of the last view. The key layout is in [`keys`]. It implements
 //! `portico-store`'s contract for both sides: [`EtcdController`] (campaign, commits of what
-//! changed, the agents' feedback and claims) and [`EtcdAgent`] (the link to etcd, decoding of
-//! each view, the local cache).
+//! changed, the agents' feedback and claims), [`EtcdAgent`] (the link to etcd, decoding of
+//! each view, the local cache) and [`EtcdClaims`] (active-standby: the claims and the agents
+//! mirrored, the lease that names the process, granted or taken over, compare-and-swap).
 //!
 //! It speaks etcd's gRPC API through clients generated at build time from its own
 //! `proto/etcd.proto` (protox and tonic-prost-build: no protoc). It may depend on
@@ -17,6 +18,7 @@
 
 mod agent;
 pub mod cache;
+mod claims;
 mod client;
 mod commit;
 mod config;
@@ -34,6 +36,7 @@ mod task;
 
 pub use agent::{AgentLink, EtcdAgent};
 pub use cache::CacheError;
+pub use claims::{EtcdClaims, claim_key};
 pub use client::Etcd;
 pub use config::{ConfigError, DEFAULT_PREFIX, EtcdConfig, Problem, TlsFiles};
 pub use connect::{RETRY, connect};
