@@ -239,6 +239,11 @@ fn lb() -> LoadBalancerId {
 
 /// One load balancer with a VIP, placed active on n1 and standby on n2.
 fn desired() -> Desired {
+    desired_on("n1", "n2")
+}
+
+/// One load balancer with a VIP, placed active on `active` and standby on `standby`.
+fn desired_on(active: &str, standby: &str) -> Desired {
     let balancer = LoadBalancer {
         id: lb(),
         name: "failover-test".into(),
@@ -255,7 +260,7 @@ fn desired() -> Desired {
         }),
         ..Desired::default()
     };
-    desired.placements.insert(lb(), placement("n1", "n2"));
+    desired.placements.insert(lb(), placement(active, standby));
     desired
 }
 
@@ -276,6 +281,18 @@ struct Agent {
 }
 
 fn start(store: MemoryStore, node: &str, address: [u8; 4], port: u16, all: &Interfaces) -> Agent {
+    let desired = portico_store::AgentStore::desired(&store);
+    start_with(store, desired, node, (address, port), all)
+}
+
+/// An agent that reads its desired state from `desired` rather than from `store`.
+fn start_with(
+    store: MemoryStore,
+    desired: watch::Receiver<Arc<Desired>>,
+    node: &str,
+    (address, port): ([u8; 4], u16),
+    all: &Interfaces,
+) -> Agent {
     let settings = HaSettings {
         interface: "test0".to_owned(),
         advertise_address: IpAddr::from(address),
@@ -302,7 +319,6 @@ fn start(store: MemoryStore, node: &str, address: [u8; 4], port: u16, all: &Inte
         settings,
     };
     let metrics = crate::metrics::AppMetrics::new(&mut Default::default());
-    let desired = portico_store::AgentStore::desired(&store);
     let view = Arc::new(AdminView::new(admin));
     let task = tokio::spawn(link(agent, desired, view, metrics, upgrades, shutdown));
     Agent {
@@ -413,4 +429,39 @@ async fn an_active_that_stops_releases_and_the_standby_takes_over_at_once() {
         "a released claim is taken at once, not after {took:?}"
     );
     all.assert_one_holder(VIP, None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn two_agents_that_both_see_themselves_placed_active_hold_the_vip_one_at_a_time() {
+    // A placement change seen by one agent before the other: each is the placed active in
+    // what it reads, and both claim the absent claim at once; the swap lets one win.
+    let store = MemoryStore::default();
+    let all = Interfaces::default();
+    advertise(&store, "n1", [10, 0, 0, 1]);
+    advertise(&store, "n2", [10, 0, 0, 2]);
+    let seen_by = |active: &str, standby: &str| {
+        let desired = Desired {
+            revision: 1,
+            ..desired_on(active, standby)
+        };
+        let (tx, mut rx) = watch::channel(Arc::new(desired));
+        rx.mark_changed();
+        (tx, rx)
+    };
+    let (_one, by_n1) = seen_by("n1", "n2");
+    let (_two, by_n2) = seen_by("n2", "n1");
+    let _n1 = start_with(store.clone(), by_n1, "n1", ([10, 0, 0, 1], PORT), &all);
+    let _n2 = start_with(store.clone(), by_n2, "n2", ([10, 0, 0, 2], PORT), &all);
+    let held = || all.holds("n1", VIP) || all.holds("n2", VIP);
+    assert!(
+        until(Duration::from_secs(2), held).await.is_some(),
+        "nobody took the VIP"
+    );
+    tokio::time::sleep(Timing::default().dead() * 5).await;
+    all.assert_one_holder(VIP, None);
+    let (holder, _) = claim_of(&store).unwrap_or_default();
+    assert!(
+        all.holds(&holder, VIP),
+        "the claim's holder {holder} holds the VIP"
+    );
 }
