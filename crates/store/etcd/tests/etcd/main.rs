@@ -3,6 +3,7 @@
 mod atomic;
 mod basic;
 mod cache;
+mod claims;
 mod cluster;
 mod contract;
 mod election;
