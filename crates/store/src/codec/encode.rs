@@ -29,6 +29,73 @@ pub fn encode(
     Encoder::default().encode(model, certificates, ca_bundles, credentials)
 }
 
+/// [`encode`] one key and value at a time, none kept: for a writer that streams them (the
+/// agent's cache), so that the state is not held encoded, whole, beside itself. The same keys
+/// and values as [`encode`], certificates, CA bundles and credentials first, then each load
+/// balancer's header, fragments and pools.
+pub fn encode_each(
+    model: &Model,
+    certificates: &Certificates,
+    ca_bundles: &CaBundles,
+    credentials: &Credentials,
+    mut out: impl FnMut(&str, &[u8]),
+) {
+    let mut others = BTreeMap::new();
+    encode_certificates(certificates, &mut others);
+    encode_ca_bundles(ca_bundles, &mut others);
+    encode_credentials(credentials, &mut others);
+    for (key, value) in others {
+        out(&key, &value);
+    }
+    for lb in &model.load_balancers {
+        let base = format!("{DESIRED}lb/{}", lb.id);
+        let header = LoadBalancer {
+            listeners: Arc::new(lb.listeners.iter().map(skeleton).collect()),
+            pools: vec![],
+            ..lb.clone()
+        };
+        out(&base, &envelope(KIND_LOAD_BALANCER, &header));
+        for (source, parts) in &parts_by_source(lb) {
+            let value = envelope(KIND_FRAGMENT, &fragment(source, parts));
+            out(&key_of(&base, source), &value);
+        }
+        for pool in &lb.pools {
+            out(
+                &format!("{base}/pool/{}", pool.id),
+                &envelope(KIND_POOL, pool),
+            );
+        }
+    }
+}
+
+/// How many keys [`encode_each`] gives, without encoding anything.
+pub fn count(
+    model: &Model,
+    certificates: &Certificates,
+    ca_bundles: &CaBundles,
+    credentials: &Credentials,
+) -> usize {
+    let lbs = model.load_balancers.iter();
+    let own = lbs.map(|lb| 1 + parts_by_source(lb).len() + lb.pools.len());
+    certificates.len() + ca_bundles.len() + credentials.len() + own.sum::<usize>()
+}
+
+/// A load balancer's policies and SNI entries by source and listener, in listener order.
+fn parts_by_source(lb: &LoadBalancer) -> Refs<'_> {
+    let mut parts: Refs<'_> = BTreeMap::new();
+    for listener in lb.listeners.iter() {
+        for policy in &listener.policies {
+            let part = parts.entry(&policy.source).or_default();
+            part.entry(listener.id).or_default().0.push(policy);
+        }
+        for sni in listener.tls.iter().flat_map(|t| &t.sni) {
+            let part = parts.entry(&sni.source).or_default();
+            part.entry(listener.id).or_default().1.push(sni);
+        }
+    }
+    parts
+}
+
 /// [`encode`] for one state after another, as the changes to what the store holds: the
 /// encoder remembers what it wrote. A load balancer whose listeners are the ones it encoded
 /// last (the same `Arc`: an endpoint change) is not walked; a pool that is the one it encoded
