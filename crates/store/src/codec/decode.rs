@@ -252,7 +252,9 @@ fn decode_item(key: &str, value: &[u8]) -> Item {
 
 /// `fragment` when it is the one its key names: the key ends in its source's hash and every
 /// policy and SNI entry in it comes from that source (the in-place assembly relies on both).
-fn fragment_of(key: &str, fragment: Fragment) -> Result<Fragment, String> {
+/// Its policies then share one copy of their source, as the translation's do (each was read
+/// with its own: 40,000 copies at 10,000 Ingresses).
+fn fragment_of(key: &str, mut fragment: Fragment) -> Result<Fragment, String> {
     let expected = key.rsplit('/').next().unwrap_or_default();
     if object_hash(&fragment.source) != expected {
         return Err(format!(
@@ -268,10 +270,17 @@ fn fragment_of(key: &str, fragment: Fragment) -> Result<Fragment, String> {
             policies.chain(part.sni.iter().map(|s| &s.source))
         })
         .find(|s| *s != source);
-    match foreign {
-        Some(other) => Err(format!("an entry of {other} in the fragment of {source}")),
-        None => Ok(fragment),
+    if let Some(other) = foreign {
+        return Err(format!("an entry of {other} in the fragment of {source}"));
     }
+    let shared = Arc::new(fragment.source.clone());
+    let policies = (fragment.listeners.iter_mut()).flat_map(|part| part.policies.iter_mut());
+    for policy in policies {
+        if let Some(policy) = Arc::get_mut(policy) {
+            policy.source = Arc::clone(&shared);
+        }
+    }
+    Ok(fragment)
 }
 
 /// An envelope read without its data, to check schema and kind before the data's type.

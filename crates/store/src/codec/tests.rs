@@ -844,3 +844,34 @@ fn a_decoded_state_encodes_again_to_the_values_it_was_read_from() {
         assert_eq!(counted, written.len(), "{name}");
     }
 }
+
+/// A fragment's policies share one copy of their source once read (as the translation's do),
+/// rather than one each.
+#[test]
+fn the_policies_of_a_fragment_share_their_source_once_read() {
+    let sources: Vec<Option<SourceSpec>> =
+        vec![Some((vec![(0, 1, true), (0, 2, true)], vec![])); 3];
+    let model = sources_model(&sources);
+    let entries = encode(
+        &model,
+        &Certificates::new(),
+        &CaBundles::new(),
+        &Credentials::new(),
+    );
+    let desired = Decoder::default().decode(&view(&entries, None, 1));
+    let lb = &desired.model.load_balancers[0];
+    let mut by_source: BTreeMap<&ObjectRef, *const ObjectRef> = BTreeMap::new();
+    let mut policies = 0;
+    for policy in lb.listeners.iter().flat_map(|l| &l.policies) {
+        policies += 1;
+        let first = by_source
+            .entry(&policy.source)
+            .or_insert(Arc::as_ptr(&policy.source));
+        assert_eq!(*first, Arc::as_ptr(&policy.source), "{}", policy.source);
+    }
+    assert!(
+        policies > by_source.len(),
+        "{policies} policies, {} sources",
+        by_source.len()
+    );
+}

@@ -14,7 +14,7 @@
 
 use bytes::Bytes;
 use portico_store::kv::{Entry, Key, View};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// One change of the watched range, its key relative to the prefix.
@@ -55,14 +55,17 @@ pub(crate) struct Spec {
 #[derive(Debug)]
 pub(crate) struct Copy {
     spec: Spec,
-    entries: BTreeMap<Key, Entry>,
+    /// What the working copy starts from when it is not the published view's entries: a
+    /// listing not published yet.
+    base: Option<BTreeMap<Key, Entry>>,
+    /// The working copy's changes since its start (`None`: deleted). The working copy is not
+    /// held beside the published view: at 10,000 Ingresses a copy of the map is 16,000 keys.
+    pending: BTreeMap<Key, Option<Entry>>,
     published: View,
-    /// Whether `entries` differ from the published view's.
+    /// Whether the working copy differs from the published view.
     changed: bool,
     /// The revision the reader has read: it holds every value no newer (0: none).
     read: i64,
-    /// Keys of `entries` that may still hold a value the reader has not read.
-    valued: BTreeSet<Key>,
     /// How many values the published view holds.
     published_values: usize,
 }
@@ -73,19 +76,14 @@ const FEW_VALUES: usize = 64;
 
 impl Copy {
     pub(crate) fn new(spec: Spec, published: View) -> Self {
-        let entries = (*published.entries).clone();
-        let valued = (entries.iter())
-            .filter(|(_, e)| !e.value.is_empty())
-            .map(|(k, _)| k.clone())
-            .collect::<BTreeSet<_>>();
-        let published_values = valued.len();
+        let published_values = values(&published.entries);
         Copy {
             spec,
-            entries,
+            base: None,
+            pending: BTreeMap::new(),
             published,
             changed: false,
             read: 0,
-            valued,
             published_values,
         }
     }
@@ -104,8 +102,8 @@ impl Copy {
         // A relist is rare (start, reconnect): comparing it whole is fine there. By mod
         // revision: the published view's values may have been dropped.
         self.changed = !same_revisions(&self.published.entries, &entries);
-        self.valued = entries.keys().cloned().collect();
-        self.entries = entries;
+        self.pending.clear();
+        self.base = Some(entries);
         self.drop_read();
         self.publish(whole_at?)
     }
@@ -141,15 +139,25 @@ impl Copy {
         if read == 0 {
             return;
         }
-        let entries = &mut self.entries;
-        self.valued.retain(|key| match entries.get_mut(key) {
-            Some(entry) if entry.mod_revision <= read => {
+        let base = self.base.iter_mut().flat_map(|b| b.values_mut());
+        let pending = self.pending.values_mut().flatten();
+        for entry in base.chain(pending) {
+            if entry.mod_revision <= read && !entry.value.is_empty() {
                 entry.value = Bytes::new();
-                false
             }
-            Some(_) => true,
-            None => false,
-        });
+        }
+    }
+
+    /// The working copy's entry for `key`.
+    fn working(&self, key: &str) -> Option<&Entry> {
+        match self.pending.get(key) {
+            Some(entry) => entry.as_ref(),
+            None => self
+                .base
+                .as_ref()
+                .unwrap_or(&self.published.entries)
+                .get(key),
+        }
     }
 
     /// Applies one watch response's changes; the view to publish, if any.
@@ -189,12 +197,15 @@ impl Copy {
                     value: value.clone(),
                     mod_revision: *revision,
                 };
-                let old = self.entries.insert(key.clone(), entry);
-                self.changed |= old.map(|o| o.mod_revision) != Some(*revision);
-                self.valued.insert(key.clone());
+                let old = self.working(key).map(|o| o.mod_revision);
+                self.changed |= old != Some(*revision);
+                self.pending.insert(key.clone(), Some(entry));
             }
             Change::Delete { key, .. } => {
-                self.changed |= self.entries.remove(key).is_some();
+                if self.working(key).is_some() {
+                    self.changed = true;
+                    self.pending.insert(key.clone(), None);
+                }
             }
         }
     }
@@ -208,13 +219,51 @@ impl Copy {
         }
         self.changed = false;
         self.drop_read();
-        self.published_values = self.valued.len();
+        let mut entries = match self.base.take() {
+            Some(base) => base,
+            None => (*self.published.entries).clone(),
+        };
+        for (key, entry) in std::mem::take(&mut self.pending) {
+            match entry {
+                Some(entry) => entries.insert(key, entry),
+                None => entries.remove(&key),
+            };
+        }
+        // The published view's values the reader read since are dropped on the way.
+        let read = self.read;
+        let mut held = 0;
+        for entry in entries.values_mut() {
+            if entry.mod_revision <= read {
+                entry.value = Bytes::new();
+            } else if !entry.value.is_empty() {
+                held += 1;
+            }
+        }
+        self.published_values = held;
         self.published = View {
             revision,
-            entries: Arc::new(self.entries.clone()),
+            entries: Arc::new(entries),
         };
         Some(self.published.clone())
     }
+
+    /// The working copy, whole.
+    #[cfg(test)]
+    fn entries(&self) -> BTreeMap<Key, Entry> {
+        let mut entries = (self.base.clone()).unwrap_or_else(|| (*self.published.entries).clone());
+        for (key, entry) in &self.pending {
+            match entry {
+                Some(entry) => entries.insert(key.clone(), entry.clone()),
+                None => entries.remove(key),
+            };
+        }
+        entries
+    }
+}
+
+/// How many of `entries` hold a value.
+fn values(entries: &BTreeMap<Key, Entry>) -> usize {
+    entries.values().filter(|e| !e.value.is_empty()).count()
 }
 
 /// Whether `a` and `b` hold the same keys at the same mod revisions (a key's value at a mod
@@ -291,7 +340,7 @@ mod tests {
             revision: 3,
         };
         assert_eq!(copy.apply(&[put("desired-pending", "1", 2), other]), None);
-        assert!(copy.entries.is_empty());
+        assert!(copy.entries().is_empty());
     }
 
     #[test]
@@ -322,11 +371,12 @@ mod tests {
         assert_eq!(copy.relist(listed, Some(8)), None, "relisted as published");
     }
 
+    fn count_values(entries: &BTreeMap<Key, Entry>) -> usize {
+        super::values(entries)
+    }
+
     fn values(view: &View) -> usize {
-        view.entries
-            .values()
-            .filter(|e| !e.value.is_empty())
-            .count()
+        count_values(&view.entries)
     }
 
     #[test]
@@ -354,13 +404,7 @@ mod tests {
             "the same keys and revisions"
         );
         assert_eq!(copy.read(5), None, "once");
-        assert_eq!(
-            values(&View {
-                revision: 0,
-                entries: Arc::new(copy.entries.clone())
-            }),
-            0
-        );
+        assert_eq!(count_values(&copy.entries()), 0);
 
         // A change: its value is published, the others stay dropped.
         let view = copy
@@ -373,14 +417,32 @@ mod tests {
             None,
             "a few values are not worth publishing again"
         );
-        assert_eq!(copy.valued.len(), 0, "but the working copy drops them");
+        assert_eq!(
+            count_values(&copy.entries()),
+            1,
+            "it stays until the next change"
+        );
+        let view = copy
+            .apply(&[put("desired/003", "x", 8), put("desired-commit", "3", 8)])
+            .expect("another change");
+        assert_eq!(
+            values(&view),
+            1,
+            "the value read is dropped at the next publication"
+        );
+        assert_eq!(view.entries["desired/003"].value, Bytes::from_static(b"x"));
+        assert_eq!(copy.read(8), None);
 
         // A relist at the same revisions publishes nothing and keeps no value read.
         let listed = (0..100)
             .map(|i| {
                 let entry = Entry {
                     value: Bytes::from_static(b"v"),
-                    mod_revision: if i == 1 { 7 } else { 5 },
+                    mod_revision: match i {
+                        1 => 7,
+                        3 => 8,
+                        _ => 5,
+                    },
                 };
                 (format!("desired/{i:03}"), entry)
             })
@@ -390,7 +452,7 @@ mod tests {
             None,
             "the same revisions"
         );
-        assert!(copy.entries.values().all(|e| e.value.is_empty()));
+        assert_eq!(count_values(&copy.entries()), 0);
         // A key written again after the reader's revision keeps its value.
         let mut newer = listed;
         newer.get_mut("desired/002").expect("listed").mod_revision = 9;
