@@ -273,7 +273,15 @@ fn fragment_of(key: &str, mut fragment: Fragment) -> Result<Fragment, String> {
     if let Some(other) = foreign {
         return Err(format!("an entry of {other} in the fragment of {source}"));
     }
-    let shared = Arc::new(fragment.source.clone());
+    // The first policy's copy, kept: no new allocation.
+    let first = fragment
+        .listeners
+        .iter()
+        .flat_map(|part| &part.policies)
+        .next();
+    let Some(shared) = first.map(|p| Arc::clone(&p.source)) else {
+        return Ok(fragment);
+    };
     let policies = (fragment.listeners.iter_mut()).flat_map(|part| part.policies.iter_mut());
     for policy in policies {
         if let Some(policy) = Arc::get_mut(policy) {
