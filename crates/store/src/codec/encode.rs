@@ -40,13 +40,18 @@ pub fn encode_each(
     credentials: &Credentials,
     mut out: impl FnMut(&str, &[u8]),
 ) {
+    for (secret, material) in certificates {
+        let mut one = BTreeMap::new();
+        encode_certificates(
+            &Certificates::from([(secret.clone(), material.clone())]),
+            &mut one,
+        );
+        one.iter().for_each(|(key, value)| out(key, value));
+    }
     let mut others = BTreeMap::new();
-    encode_certificates(certificates, &mut others);
     encode_ca_bundles(ca_bundles, &mut others);
     encode_credentials(credentials, &mut others);
-    for (key, value) in others {
-        out(&key, &value);
-    }
+    others.iter().for_each(|(key, value)| out(key, value));
     for lb in &model.load_balancers {
         let base = format!("{DESIRED}lb/{}", lb.id);
         let header = LoadBalancer {
@@ -55,8 +60,19 @@ pub fn encode_each(
             ..lb.clone()
         };
         out(&base, &envelope(KIND_LOAD_BALANCER, &header));
-        for (source, parts) in &parts_by_source(lb) {
-            let value = envelope(KIND_FRAGMENT, &fragment(source, parts));
+        let entries = by_source(lb);
+        for group in entries.chunk_by(|a, b| a.source == b.source) {
+            let mut parts: BTreeMap<ListenerId, (Vec<&Arc<L7Policy>>, Vec<&SniCertificate>)> =
+                BTreeMap::new();
+            for entry in group {
+                let part = parts.entry(entry.listener).or_default();
+                match entry.item {
+                    Ok(policy) => part.0.push(policy),
+                    Err(sni) => part.1.push(sni),
+                }
+            }
+            let source = group[0].source;
+            let value = envelope(KIND_FRAGMENT, &fragment(source, &parts));
             out(&key_of(&base, source), &value);
         }
         for pool in &lb.pools {
@@ -75,25 +91,40 @@ pub fn count(
     ca_bundles: &CaBundles,
     credentials: &Credentials,
 ) -> usize {
-    let lbs = model.load_balancers.iter();
-    let own = lbs.map(|lb| 1 + parts_by_source(lb).len() + lb.pools.len());
-    certificates.len() + ca_bundles.len() + credentials.len() + own.sum::<usize>()
+    let lbs = model.load_balancers.iter().map(|lb| {
+        let sources = by_source(lb).chunk_by(|a, b| a.source == b.source).count();
+        1 + sources + lb.pools.len()
+    });
+    certificates.len() + ca_bundles.len() + credentials.len() + lbs.sum::<usize>()
 }
 
-/// A load balancer's policies and SNI entries by source and listener, in listener order.
-fn parts_by_source(lb: &LoadBalancer) -> Refs<'_> {
-    let mut parts: Refs<'_> = BTreeMap::new();
+/// A policy or an SNI entry of a load balancer's listener, by the source it comes from.
+struct BySource<'lb> {
+    source: &'lb ObjectRef,
+    listener: ListenerId,
+    item: Result<&'lb Arc<L7Policy>, &'lb SniCertificate>,
+}
+
+/// A load balancer's policies and SNI entries ordered by source, then listener, each
+/// listener's in its order: one small entry each, not a map per source.
+fn by_source(lb: &LoadBalancer) -> Vec<BySource<'_>> {
+    let mut entries = Vec::new();
     for listener in lb.listeners.iter() {
-        for policy in &listener.policies {
-            let part = parts.entry(&policy.source).or_default();
-            part.entry(listener.id).or_default().0.push(policy);
-        }
-        for sni in listener.tls.iter().flat_map(|t| &t.sni) {
-            let part = parts.entry(&sni.source).or_default();
-            part.entry(listener.id).or_default().1.push(sni);
-        }
+        let policies = listener.policies.iter().map(|p| BySource {
+            source: &p.source,
+            listener: listener.id,
+            item: Ok(p),
+        });
+        let sni = listener.tls.iter().flat_map(|t| &t.sni).map(|s| BySource {
+            source: &s.source,
+            listener: listener.id,
+            item: Err(s),
+        });
+        entries.extend(policies.chain(sni));
     }
-    parts
+    // Stable: each listener's entries keep their order.
+    entries.sort_by(|a, b| (a.source, a.listener).cmp(&(b.source, b.listener)));
+    entries
 }
 
 /// [`encode`] for one state after another, as the changes to what the store holds: the
