@@ -112,10 +112,6 @@ pub async fn serve<S: AgentStore>(
                 if changed.is_err() { break }
                 let next = desired.borrow_and_update().clone();
                 agent.apply(next);
-                // This loop runs on the thread that called `block_on`, which never parks like
-                // the runtime's workers (they collect their heap then): the pages the state
-                // and route table it replaced emptied go back now, not at the next change.
-                crate::trim::trim_after_change();
             }
             () = status.notified() => {}
             changed = health.changed() => {
