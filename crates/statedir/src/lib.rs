@@ -100,10 +100,21 @@ pub fn check(path: &Path) -> Result<(), StateDirError> {
 /// name in the same directory (opened through a handle on the directory, exclusively, without
 /// following symlinks), synced, then renamed over `path`.
 pub fn write_file(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    write_file_with(path, mode, |file| file.write_all(bytes))
+}
+
+/// [`write_file`] of what `write` writes to the temporary file (e.g. through a buffer, so that
+/// a large file is never whole in memory); an error from `write` leaves `path` as it was.
+pub fn write_file_with(
+    path: &Path,
+    mode: u32,
+    write: impl FnOnce(&mut std::fs::File) -> io::Result<()>,
+) -> io::Result<()> {
     let (dir, name) = split(path)?;
     let dir = open_dir(dir)?;
-    let (temp, file) = create_temp(&dir, name, mode)?;
-    let written = write_all(file, bytes)
+    let (temp, mut file) = create_temp(&dir, name, mode)?;
+    let written = write(&mut file)
+        .and_then(|()| file.sync_all())
         .and_then(|()| rustix::fs::renameat(&dir, &temp, &dir, name).map_err(io::Error::from));
     if let Err(e) = written {
         let _ = rustix::fs::unlinkat(&dir, &temp, AtFlags::empty());
@@ -156,11 +167,6 @@ fn create_temp(
         }
     }
     Err(last.map_or_else(|| io::Error::other("no temporary name left"), Into::into))
-}
-
-fn write_all(mut file: std::fs::File, bytes: &[u8]) -> io::Result<()> {
-    file.write_all(bytes)?;
-    file.sync_all()
 }
 
 #[cfg(test)]

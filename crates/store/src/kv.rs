@@ -37,6 +37,10 @@ pub struct Entry {
 }
 
 /// Every entry under a subtree as of one committed write.
+///
+/// A backend may hand a reader that keeps what it decoded (the agent's decoder) views where the
+/// entries that reader has read already keep their key and mod revision but not their value
+/// (empty): the reader looks values up only for mod revisions it has not seen.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct View {
     /// The backend revision this view is at (0: nothing read yet).

@@ -58,7 +58,11 @@ impl EtcdAgent {
                 View::default()
             }
         };
-        let (views_tx, views) = watch::channel(initial.clone());
+        // The decoder reads the cached view first, whole; the mirror and the channel keep its
+        // keys and revisions only: the decoder holds what the values gave.
+        let kept = without_values(&initial);
+        let (views_tx, views) = watch::channel(kept.clone());
+        let (read_tx, read) = watch::channel(0);
         let (health_tx, health) = watch::channel(StoreHealth {
             connected: false,
             detail: "connecting to etcd".to_owned(),
@@ -67,14 +71,19 @@ impl EtcdAgent {
         let (placements_tx, placements) = watch::channel(Arc::new(Placements::new()));
         let link = tokio::spawn(agent_link(
             link,
-            initial,
+            (kept, read),
             (views_tx, placements_tx),
             health_tx,
             feedback_rx,
             shutdown,
         ));
         let (desired_tx, desired) = watch::channel(Arc::new(Desired::default()));
-        let decoding = tokio::spawn(decode_views(views, placements, desired_tx, cache_path));
+        let decoding = tokio::spawn(decode_views(
+            (initial, views, read_tx),
+            placements,
+            desired_tx,
+            cache_path,
+        ));
         EtcdAgent {
             desired,
             health,
@@ -110,39 +119,67 @@ impl AgentStore for EtcdAgent {
 /// Placements by load balancer, as the store holds them.
 type Placements = BTreeMap<LoadBalancerId, Placement>;
 
-/// Each view → a desired state for the agent, with the latest placements; the newest view is
+/// Each view → a desired state for the agent, with the latest placements; the newest state is
 /// also cached, off this path. A change of placements alone hands the last state again with
 /// the new placements and the same delta (so that a state the agent has not read yet is not
 /// lost behind it).
+///
+/// `first` (the cached view, whole) is decoded before any of `views`; after each decode the
+/// decoder's revision goes to `read`: the mirror then drops the values it holds of entries no
+/// newer (the decoder keeps what they gave) and publishes the same view again without them,
+/// which is not decoded again.
 async fn decode_views(
-    mut views: watch::Receiver<View>,
+    (first, mut views, read): (View, watch::Receiver<View>, watch::Sender<i64>),
     mut placements: watch::Receiver<Arc<Placements>>,
     desired: watch::Sender<Arc<Desired>>,
     cache_path: Option<PathBuf>,
 ) {
     let mut decoder = Decoder::default();
-    let (to_cache, cached) = watch::channel(views.borrow().clone());
+    let (to_cache, cached) = watch::channel(Snapshot {
+        view: View::default(),
+        desired: Arc::default(),
+    });
     let cache = tokio::spawn(async move {
         if let Some(path) = cache_path {
             cache_views(cached, path).await;
         }
     });
+    // The cached view is in the cache already.
+    let mut decoded = first.revision;
+    if first.revision > 0 {
+        let mut next = decoder.decode(&first);
+        next.placements = Placements::clone(&placements.borrow());
+        desired.send_replace(Arc::new(next));
+        read.send_replace(first.revision);
+    }
+    drop(first);
     let mut view_changed = true;
     loop {
         let placed = Placements::clone(&placements.borrow_and_update());
         if view_changed {
             let view = views.borrow_and_update().clone();
-            if view.revision > 0 {
+            if view.revision > 0 && view.revision != decoded {
                 let mut next = decoder.decode(&view);
                 next.placements = placed;
-                desired.send_replace(Arc::new(next));
-                to_cache.send_if_modified(|c| {
-                    let newer = c.revision != view.revision;
-                    if newer {
-                        *c = view;
-                    }
-                    newer
+                let next = Arc::new(next);
+                desired.send_replace(next.clone());
+                decoded = view.revision;
+                read.send_replace(decoded);
+                to_cache.send_replace(Snapshot {
+                    view,
+                    desired: next,
                 });
+            } else if view.revision == decoded && view.revision > 0 {
+                // The same view without the values read: the cache's copy need not hold them.
+                to_cache.send_if_modified(|c| {
+                    if c.view.revision == view.revision {
+                        c.view = view;
+                    }
+                    false
+                });
+                // The values are gone (24 MiB at 10,000 Ingresses): the threads whose pages
+                // held them give them back when next idle.
+                portico_model::trim::trim_after_change();
             }
         } else {
             let last = desired.borrow().clone();
@@ -166,6 +203,29 @@ async fn decode_views(
     cache.abort();
 }
 
+/// What the cache is written from: a view's keys and mod revisions (its values may be gone)
+/// and the state decoded from it, encoded again.
+#[derive(Debug, Clone)]
+struct Snapshot {
+    view: View,
+    desired: Arc<Desired>,
+}
+
+/// `view`'s keys and mod revisions, without values.
+fn without_values(view: &View) -> View {
+    let entries = view.entries.iter().map(|(key, entry)| {
+        let entry = portico_store::kv::Entry {
+            value: Bytes::new(),
+            mod_revision: entry.mod_revision,
+        };
+        (key.clone(), entry)
+    });
+    View {
+        revision: view.revision,
+        entries: Arc::new(entries.collect()),
+    }
+}
+
 /// How long the views stay unchanged before the agent writes its cache: a burst of changes
 /// costs one write, and the write (24 MiB encoded, checksummed and synced at 10,000 Ingresses)
 /// does not run beside the apply of the state it saves, on the same cores.
@@ -179,26 +239,33 @@ fn cache_due(first: Instant, last: Instant) -> Instant {
     (last + CACHE_QUIET).min(first + CACHE_MAX_DELAY)
 }
 
-/// Writes the newest view to the cache once the views were quiet for [`CACHE_QUIET`] (or a
+/// Writes the newest state to the cache once the states were quiet for [`CACHE_QUIET`] (or a
 /// new one waited [`CACHE_MAX_DELAY`]).
-async fn cache_views(mut views: watch::Receiver<View>, path: PathBuf) {
-    while views.changed().await.is_ok() {
+async fn cache_views(mut snapshots: watch::Receiver<Snapshot>, path: PathBuf) {
+    while snapshots.changed().await.is_ok() {
         let first = Instant::now();
         let mut last = first;
         loop {
-            match tokio::time::timeout_at(cache_due(first, last), views.changed()).await {
+            match tokio::time::timeout_at(cache_due(first, last), snapshots.changed()).await {
                 Ok(Ok(())) => last = Instant::now(),
                 Ok(Err(_)) => return,
                 Err(_) => break,
             }
         }
-        let view = views.borrow_and_update().clone();
+        let snapshot = snapshots.borrow_and_update().clone();
         // An empty state serves nothing, as no cache does.
-        if view.entries.is_empty() {
+        if snapshot.view.entries.is_empty() {
             continue;
         }
         let target = path.clone();
-        let saved = tokio::task::spawn_blocking(move || cache::save(&target, &view)).await;
+        let saved = tokio::task::spawn_blocking(move || {
+            let saved = cache::save_state(&target, &snapshot.view, &snapshot.desired);
+            drop(snapshot);
+            // The encoding is gone: give its pages back now, not when this thread next runs.
+            portico_model::trim::trim_this_thread();
+            saved
+        })
+        .await;
         if let Ok(Err(e)) = saved {
             tracing::warn!("cannot write the agent's cache: {e}");
         }
@@ -209,7 +276,7 @@ async fn cache_views(mut views: watch::Receiver<View>, path: PathBuf) {
 /// `views`, its health into `health`, and keeps the agent's feedback key.
 async fn agent_link(
     settings: AgentLink,
-    initial: View,
+    (initial, read): (View, watch::Receiver<i64>),
     (views, placements): (watch::Sender<View>, watch::Sender<Arc<Placements>>),
     health: watch::Sender<StoreHealth>,
     mut feedback: watch::Receiver<Bytes>,
@@ -218,7 +285,7 @@ async fn agent_link(
     let Some(etcd) = connect(&settings.config, &health, shutdown).await else {
         return;
     };
-    let mirror = etcd.mirror_desired(initial);
+    let mirror = etcd.mirror_desired_read(initial, read);
     let placement_mirror = etcd.mirror(codec::PLACEMENT);
     let _placements = tokio::spawn(follow_placements(placement_mirror.views(), placements));
     let key = codec::agent_key(&settings.node);
@@ -234,7 +301,14 @@ async fn agent_link(
         }
         let view = mirrored.borrow_and_update().clone();
         let h = mirror_health.borrow_and_update().clone();
-        if view.revision > views.borrow().revision {
+        let (newer, again) = {
+            let current = views.borrow();
+            let again =
+                view.revision == current.revision && !Arc::ptr_eq(&view.entries, &current.entries);
+            (view.revision > current.revision, again)
+        };
+        // `again`: the same view without the values the decoder read.
+        if newer || again {
             views.send_replace(view);
         } else if h.connected && views.borrow().revision == 0 {
             // etcd answered and holds no committed state: serve the empty state of etcd's
@@ -285,14 +359,18 @@ mod tests {
     use super::*;
     use portico_store::kv::Entry;
 
-    fn view(revision: i64) -> View {
+    fn view(revision: i64) -> Snapshot {
         let entry = Entry {
             value: bytes::Bytes::from_static(b"v"),
             mod_revision: revision,
         };
-        View {
+        let view = View {
             revision,
             entries: Arc::new(BTreeMap::from([("desired/x".to_owned(), entry)])),
+        };
+        Snapshot {
+            view,
+            desired: Arc::default(),
         }
     }
 
@@ -312,7 +390,7 @@ mod tests {
     async fn the_cache_is_written_once_the_views_are_quiet() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("node.cache");
-        let (tx, rx) = watch::channel(View::default());
+        let (tx, rx) = watch::channel(view(0));
         let writer = tokio::spawn(cache_views(rx, path.clone()));
         for revision in 1..=5 {
             tx.send_replace(view(revision));
@@ -330,7 +408,7 @@ mod tests {
     async fn a_steady_stream_of_views_is_still_cached() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("node.cache");
-        let (tx, rx) = watch::channel(View::default());
+        let (tx, rx) = watch::channel(view(0));
         let writer = tokio::spawn(cache_views(rx, path.clone()));
         let mut revision = 0;
         let started = Instant::now();

@@ -5,12 +5,20 @@
 //! of everything before it. Written to a new temp file (O_EXCL, 0600) in the same directory,
 //! synced, renamed over the old one, then the directory synced: a reader finds the old file or
 //! the new one, never a mix. A file that does not check out whole is an error, never a view.
+//!
+//! The agent writes it from the state it decoded, encoded again ([`save_state`]): it does not
+//! keep the store's values once decoded. The codec's encoding is a function of the state, so
+//! the values are the ones the controller wrote; each keeps the mod revision the view gives
+//! its key.
 
 use bytes::Bytes;
+use portico_store::Desired;
+use portico_store::codec;
 use portico_store::kv::{Entry, View};
 use sha1::{Digest, Sha1};
 use std::collections::BTreeMap;
 use std::fs::File;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -41,6 +49,69 @@ pub fn save(path: &Path, view: &View) -> Result<(), CacheError> {
     let bytes = encode(view);
     portico_statedir::write_file(path, &bytes, 0o600).map_err(io)?;
     sync_dir(path).map_err(io)
+}
+
+/// Writes the state decoded from `view` to `path`, as [`save`] would write the view: the
+/// values encoded again from `desired` (a value that did not decode is left out), each with
+/// the mod revision `view` gives its key. `view`'s own values are not read (they may be gone).
+/// The values go to the file as they are encoded (through a buffer): the state is never whole
+/// in memory encoded beside itself.
+pub fn save_state(path: &Path, view: &View, desired: &Desired) -> Result<(), CacheError> {
+    let io = |source| CacheError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    let state = (
+        &*desired.model,
+        &desired.certificates,
+        &desired.ca_bundles,
+        &desired.credentials,
+    );
+    let count = codec::count(state.0, state.1, state.2, state.3) as u64;
+    portico_statedir::write_file_with(path, 0o600, |file| {
+        let mut out = Hashed {
+            file: std::io::BufWriter::with_capacity(1 << 16, file),
+            sha1: Sha1::new(),
+        };
+        out.write(MAGIC)?;
+        out.write(&view.revision.to_le_bytes())?;
+        out.write(&count.to_le_bytes())?;
+        let mut result = Ok(());
+        codec::encode_each(state.0, state.1, state.2, state.3, |key, value| {
+            if result.is_err() {
+                return;
+            }
+            let mod_revision = view.entries.get(key).map_or(0, |e| e.mod_revision);
+            result = (out.bytes(key.as_bytes()))
+                .and_then(|()| out.bytes(value))
+                .and_then(|()| out.write(&mod_revision.to_le_bytes()));
+        });
+        result?;
+        let digest = out.sha1.finalize();
+        out.file.write_all(&digest)?;
+        out.file.flush()
+    })
+    .map_err(io)?;
+    sync_dir(path).map_err(io)
+}
+
+/// A file being written and the SHA-1 of what was written to it.
+struct Hashed<W> {
+    file: W,
+    sha1: Sha1,
+}
+
+impl<W: Write> Hashed<W> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.sha1.update(bytes);
+        self.file.write_all(bytes)
+    }
+
+    /// Length-prefixed, as [`put_bytes`].
+    fn bytes(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.write(&(bytes.len() as u32).to_le_bytes())?;
+        self.write(bytes)
+    }
 }
 
 /// Reads the view `save` wrote; any damage is an error.

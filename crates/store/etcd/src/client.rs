@@ -193,11 +193,12 @@ impl Etcd {
 impl Etcd {
     /// Listed key-values as entries keyed relative to the prefix.
     pub(crate) fn entries(&self, kvs: Vec<KeyValue>) -> BTreeMap<Key, Entry> {
-        kvs.iter()
+        // The values are taken, not copied: a listing of 10,000 Ingresses is 24 MiB.
+        kvs.into_iter()
             .filter_map(|kv| {
                 let key = self.layout.relative(&kv.key)?.to_owned();
                 let entry = Entry {
-                    value: Bytes::copy_from_slice(&kv.value),
+                    value: Bytes::from(kv.value),
                     mod_revision: kv.mod_revision,
                 };
                 Some((key, entry))

@@ -29,6 +29,104 @@ pub fn encode(
     Encoder::default().encode(model, certificates, ca_bundles, credentials)
 }
 
+/// [`encode`] one key and value at a time, none kept: for a writer that streams them (the
+/// agent's cache), so that the state is not held encoded, whole, beside itself. The same keys
+/// and values as [`encode`], certificates, CA bundles and credentials first, then each load
+/// balancer's header, fragments and pools.
+pub fn encode_each(
+    model: &Model,
+    certificates: &Certificates,
+    ca_bundles: &CaBundles,
+    credentials: &Credentials,
+    mut out: impl FnMut(&str, &[u8]),
+) {
+    for (secret, material) in certificates {
+        let mut one = BTreeMap::new();
+        encode_certificates(
+            &Certificates::from([(secret.clone(), material.clone())]),
+            &mut one,
+        );
+        one.iter().for_each(|(key, value)| out(key, value));
+    }
+    let mut others = BTreeMap::new();
+    encode_ca_bundles(ca_bundles, &mut others);
+    encode_credentials(credentials, &mut others);
+    others.iter().for_each(|(key, value)| out(key, value));
+    for lb in &model.load_balancers {
+        let base = format!("{DESIRED}lb/{}", lb.id);
+        let header = LoadBalancer {
+            listeners: Arc::new(lb.listeners.iter().map(skeleton).collect()),
+            pools: vec![],
+            ..lb.clone()
+        };
+        out(&base, &envelope(KIND_LOAD_BALANCER, &header));
+        let entries = by_source(lb);
+        for group in entries.chunk_by(|a, b| a.source == b.source) {
+            let mut parts: BTreeMap<ListenerId, (Vec<&Arc<L7Policy>>, Vec<&SniCertificate>)> =
+                BTreeMap::new();
+            for entry in group {
+                let part = parts.entry(entry.listener).or_default();
+                match entry.item {
+                    Ok(policy) => part.0.push(policy),
+                    Err(sni) => part.1.push(sni),
+                }
+            }
+            let source = group[0].source;
+            let value = envelope(KIND_FRAGMENT, &fragment(source, &parts));
+            out(&key_of(&base, source), &value);
+        }
+        for pool in &lb.pools {
+            out(
+                &format!("{base}/pool/{}", pool.id),
+                &envelope(KIND_POOL, pool),
+            );
+        }
+    }
+}
+
+/// How many keys [`encode_each`] gives, without encoding anything.
+pub fn count(
+    model: &Model,
+    certificates: &Certificates,
+    ca_bundles: &CaBundles,
+    credentials: &Credentials,
+) -> usize {
+    let lbs = model.load_balancers.iter().map(|lb| {
+        let sources = by_source(lb).chunk_by(|a, b| a.source == b.source).count();
+        1 + sources + lb.pools.len()
+    });
+    certificates.len() + ca_bundles.len() + credentials.len() + lbs.sum::<usize>()
+}
+
+/// A policy or an SNI entry of a load balancer's listener, by the source it comes from.
+struct BySource<'lb> {
+    source: &'lb ObjectRef,
+    listener: ListenerId,
+    item: Result<&'lb Arc<L7Policy>, &'lb SniCertificate>,
+}
+
+/// A load balancer's policies and SNI entries ordered by source, then listener, each
+/// listener's in its order: one small entry each, not a map per source.
+fn by_source(lb: &LoadBalancer) -> Vec<BySource<'_>> {
+    let mut entries = Vec::new();
+    for listener in lb.listeners.iter() {
+        let policies = listener.policies.iter().map(|p| BySource {
+            source: &p.source,
+            listener: listener.id,
+            item: Ok(p),
+        });
+        let sni = listener.tls.iter().flat_map(|t| &t.sni).map(|s| BySource {
+            source: &s.source,
+            listener: listener.id,
+            item: Err(s),
+        });
+        entries.extend(policies.chain(sni));
+    }
+    // Stable: each listener's entries keep their order.
+    entries.sort_by(|a, b| (a.source, a.listener).cmp(&(b.source, b.listener)));
+    entries
+}
+
 /// [`encode`] for one state after another, as the changes to what the store holds: the
 /// encoder remembers what it wrote. A load balancer whose listeners are the ones it encoded
 /// last (the same `Arc`: an endpoint change) is not walked; a pool that is the one it encoded

@@ -30,7 +30,7 @@ mod encode;
 mod placement;
 
 pub use decode::Decoder;
-pub use encode::{Encoder, encode};
+pub use encode::{Encoder, count, encode, encode_each};
 pub use placement::{addresses, decode_placements, encode_placements, placement_key};
 
 use portico_model::{L7Policy, ListenerId, ObjectRef, SniCertificate};

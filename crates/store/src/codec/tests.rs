@@ -793,3 +793,85 @@ fn resident_kib() -> i64 {
     let kib = line.and_then(|l| l.split_whitespace().nth(1));
     kib.and_then(|k| k.parse().ok()).unwrap_or(0)
 }
+
+/// The agent writes its cache from the state it decoded, encoded again, not from the values it
+/// read (it does not keep them): that must be the bytes the controller wrote, key for key.
+#[test]
+fn a_decoded_state_encodes_again_to_the_values_it_was_read_from() {
+    let authority = portico_tls::generate::Authority::new("test ca").unwrap();
+    let issued = authority.issue(&["a.test"]).unwrap();
+    let material =
+        portico_tls::Material::from_pem(issued.chain_pem.as_bytes(), issued.key_pem.as_bytes())
+            .unwrap();
+    let certificates = Certificates::from([(
+        ObjectRef::new("Secret", "default", "a-tls"),
+        Arc::new(material),
+    )]);
+    let bundle = portico_tls::CaBundle::from_pem(authority.cert_pem().as_bytes()).unwrap();
+    let ca_bundles = CaBundles::from([(
+        ObjectRef::new("Secret", "default", "upstream-ca"),
+        Arc::new(bundle),
+    )]);
+    let users = portico_model::Htpasswd::from_file("alice:bGVh02xkuGli2\n").unwrap();
+    let credentials =
+        Credentials::from([(ObjectRef::new("Secret", "shop", "users"), Arc::new(users))]);
+    for (name, model) in golden_models() {
+        let written = encode(&model, &certificates, &ca_bundles, &credentials);
+        let desired = Decoder::default().decode(&view(&written, None, 1));
+        assert!(
+            desired.diagnostics.is_empty(),
+            "{name}: {:?}",
+            desired.diagnostics
+        );
+        let mut again = BTreeMap::new();
+        encode_each(
+            &desired.model,
+            &desired.certificates,
+            &desired.ca_bundles,
+            &desired.credentials,
+            |key, value| {
+                let first = again.insert(key.to_owned(), Bytes::copy_from_slice(value));
+                assert!(first.is_none(), "{name}: {key} twice");
+            },
+        );
+        assert_eq!(again, written, "{name}");
+        let counted = count(
+            &desired.model,
+            &desired.certificates,
+            &desired.ca_bundles,
+            &desired.credentials,
+        );
+        assert_eq!(counted, written.len(), "{name}");
+    }
+}
+
+/// A fragment's policies share one copy of their source once read (as the translation's do),
+/// rather than one each.
+#[test]
+fn the_policies_of_a_fragment_share_their_source_once_read() {
+    let sources: Vec<Option<SourceSpec>> =
+        vec![Some((vec![(0, 1, true), (0, 2, true)], vec![])); 3];
+    let model = sources_model(&sources);
+    let entries = encode(
+        &model,
+        &Certificates::new(),
+        &CaBundles::new(),
+        &Credentials::new(),
+    );
+    let desired = Decoder::default().decode(&view(&entries, None, 1));
+    let lb = &desired.model.load_balancers[0];
+    let mut by_source: BTreeMap<&ObjectRef, *const ObjectRef> = BTreeMap::new();
+    let mut policies = 0;
+    for policy in lb.listeners.iter().flat_map(|l| &l.policies) {
+        policies += 1;
+        let first = by_source
+            .entry(&policy.source)
+            .or_insert(Arc::as_ptr(&policy.source));
+        assert_eq!(*first, Arc::as_ptr(&policy.source), "{}", policy.source);
+    }
+    assert!(
+        policies > by_source.len(),
+        "{policies} policies, {} sources",
+        by_source.len()
+    );
+}

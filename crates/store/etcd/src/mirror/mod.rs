@@ -54,11 +54,15 @@ impl Etcd {
     /// Mirrors `desired/`, publishing at commit markers only. `initial` (e.g. the local cache)
     /// is served until etcd answers with something newer.
     pub fn mirror_desired(&self, initial: View) -> Mirror {
-        let spec = Spec {
-            subtree: DESIRED.to_owned(),
-            marker: Some(COMMIT.to_owned()),
-        };
-        self.start_mirror(spec, initial)
+        self.start_mirror(desired_spec(), initial, None)
+    }
+
+    /// [`Etcd::mirror_desired`] for a reader that keeps what it read and says up to which
+    /// revision on `read`: the mirror then drops the values of the entries no newer (they keep
+    /// their key and mod revision, with an empty value), and publishes a view it published
+    /// before again without them once it was read.
+    pub fn mirror_desired_read(&self, initial: View, read: watch::Receiver<i64>) -> Mirror {
+        self.start_mirror(desired_spec(), initial, Some(read))
     }
 
     /// Mirrors a subtree without markers (e.g. `agents/`), publishing every revision.
@@ -67,10 +71,15 @@ impl Etcd {
             subtree: subtree.to_owned(),
             marker: None,
         };
-        self.start_mirror(spec, View::default())
+        self.start_mirror(spec, View::default(), None)
     }
 
-    fn start_mirror(&self, spec: Spec, initial: View) -> Mirror {
+    fn start_mirror(
+        &self,
+        spec: Spec,
+        initial: View,
+        read: Option<watch::Receiver<i64>>,
+    ) -> Mirror {
         let (views_tx, views) = watch::channel(initial.clone());
         let (health_tx, health) = watch::channel(Health {
             connected: false,
@@ -83,6 +92,7 @@ impl Etcd {
             spec,
             views: views_tx,
             health: health_tx,
+            read,
         };
         Mirror {
             views,
@@ -98,6 +108,16 @@ struct Run {
     copy: Copy,
     views: watch::Sender<View>,
     health: watch::Sender<Health>,
+    /// The revision the reader has read, for a mirror that drops what it read.
+    read: Option<watch::Receiver<i64>>,
+}
+
+/// `desired/` and its commit marker.
+fn desired_spec() -> Spec {
+    Spec {
+        subtree: DESIRED.to_owned(),
+        marker: Some(COMMIT.to_owned()),
+    }
 }
 
 impl Run {
@@ -117,6 +137,7 @@ impl Run {
             Ok(listing) => listing,
             Err(e) => return e,
         };
+        self.read_up_to();
         let publish = self.copy.relist(listing.entries, listing.whole_at);
         self.publish(publish);
         let mut stream = match self.watch(listing.watch_from).await {
@@ -126,7 +147,15 @@ impl Run {
         self.connected();
         backoff.reset();
         loop {
-            let answer = match stream.message().await {
+            let message = tokio::select! {
+                message = stream.message() => Some(message),
+                () = read_changed(&mut self.read) => None,
+            };
+            let Some(message) = message else {
+                self.read_up_to();
+                continue;
+            };
+            let answer = match message {
                 Ok(Some(answer)) => answer,
                 Ok(None) => return broken("the watch stream ended".into()),
                 Err(e) => return EtcdError::request("watch", &e),
@@ -178,6 +207,14 @@ impl Run {
         answer.events.iter().filter_map(change).collect()
     }
 
+    /// Takes the reader's revision: drops what it read, publishes the view again without it.
+    fn read_up_to(&mut self) {
+        let Some(read) = &mut self.read else { return };
+        let revision = *read.borrow_and_update();
+        let publish = self.copy.read(revision);
+        self.publish(publish);
+    }
+
     fn publish(&self, view: Option<View>) {
         if let Some(view) = view {
             debug!(subtree = %self.spec.subtree, revision = view.revision, "publishing");
@@ -203,6 +240,16 @@ impl Run {
             h.last_error = Some(error.to_string());
         });
     }
+}
+
+/// Resolves when the reader's revision changed; never without a reader or once it is gone.
+async fn read_changed(read: &mut Option<watch::Receiver<i64>>) {
+    if let Some(r) = read
+        && r.changed().await.is_ok()
+    {
+        return;
+    }
+    std::future::pending().await
 }
 
 fn canceled(answer: &WatchResponse) -> String {

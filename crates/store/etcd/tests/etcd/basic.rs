@@ -118,3 +118,66 @@ async fn a_published_key_follows_its_value_and_goes_with_its_lease() {
     publication.close().await;
     wait_view(&mut views, Duration::from_secs(1), |v| v.entries.is_empty()).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mirror_whose_reader_read_a_view_drops_its_values() {
+    let cluster = EtcdCluster::start(1);
+    let etcd = connect(cluster.endpoints()).await;
+    let leader = campaign(&etcd, "controller-a").await;
+    let (read, reader) = watch::channel(0);
+    let mirror = etcd.mirror_desired_read(View::default(), reader);
+    let mut views = mirror.views();
+    let first = state("one", 0..200);
+    let revision = etcd
+        .commit(&leader, ops(&Default::default(), &first))
+        .await
+        .expect("commit");
+    let view = wait_view(&mut views, Duration::from_secs(5), |v| {
+        v.revision == revision
+    })
+    .await;
+    assert_eq!(values(&view), first, "published with its values");
+
+    read.send_replace(revision);
+    let again = wait_view(&mut views, Duration::from_secs(5), |v| {
+        v.revision == revision && v.entries.values().all(|e| e.value.is_empty())
+    })
+    .await;
+    let revisions = |v: &View| {
+        (v.entries.iter())
+            .map(|(k, e)| (k.clone(), e.mod_revision))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        revisions(&again),
+        revisions(&view),
+        "the same keys and revisions"
+    );
+
+    let second = state("two", 150..210);
+    let revision = etcd
+        .commit(&leader, ops(&first, &second))
+        .await
+        .expect("second commit");
+    let view = wait_view(&mut views, Duration::from_secs(5), |v| {
+        v.revision == revision
+    })
+    .await;
+    let changed = second
+        .iter()
+        .filter(|(k, v)| first.get(*k) != Some(*v))
+        .count();
+    let kept = view
+        .entries
+        .values()
+        .filter(|e| !e.value.is_empty())
+        .count();
+    assert_eq!(
+        kept, changed,
+        "only the values written since the revision read"
+    );
+    for (key, value) in &second {
+        let entry = &view.entries[key];
+        assert!(entry.value.is_empty() || entry.value == *value, "{key}");
+    }
+}

@@ -61,3 +61,59 @@ fn a_flipped_byte_or_a_truncation_is_an_error_never_a_partial_view() {
     let missing = load(&dir.path().join("missing")).expect_err("no file");
     assert!(matches!(missing, CacheError::Io { .. }));
 }
+
+/// The agent writes its cache from the state it decoded (its values dropped once read): the
+/// file holds the values and mod revisions of the view it was decoded from.
+#[test]
+fn a_state_saved_loads_back_as_the_view_it_was_decoded_from() {
+    use portico_store::codec::{Decoder, encode};
+    let root =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../translate/tests/golden");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("view.cache");
+    let mut models = 0;
+    for golden in std::fs::read_dir(&root).expect("golden models") {
+        let golden = golden.expect("entry").path();
+        let text = std::fs::read_to_string(golden.join("expected.json")).expect("read");
+        let value: serde_json::Value = serde_json::from_str(&text).expect("json");
+        let model: portico_model::Model =
+            serde_json::from_value(value["model"].clone()).expect("a model");
+        let none = Default::default();
+        let written = encode(&model, &none, &Default::default(), &Default::default());
+        let entries = (written.into_iter().enumerate())
+            .map(|(i, (key, value))| {
+                let mod_revision = 10 + i as i64;
+                (
+                    key,
+                    Entry {
+                        value,
+                        mod_revision,
+                    },
+                )
+            })
+            .collect::<BTreeMap<_, _>>();
+        let view = View {
+            revision: 99,
+            entries: Arc::new(entries),
+        };
+        let desired = Decoder::default().decode(&view);
+        let keys_only = View {
+            revision: view.revision,
+            entries: Arc::new(
+                (view.entries.iter())
+                    .map(|(k, e)| {
+                        let entry = Entry {
+                            value: Bytes::new(),
+                            mod_revision: e.mod_revision,
+                        };
+                        (k.clone(), entry)
+                    })
+                    .collect(),
+            ),
+        };
+        portico_store_etcd::cache::save_state(&path, &keys_only, &desired).expect("save");
+        assert_eq!(load(&path).expect("load"), view, "{}", golden.display());
+        models += 1;
+    }
+    assert!(models >= 10, "golden models: {models}");
+}
