@@ -94,8 +94,18 @@ fn policies() -> (Vec<Arc<L7Policy>>, Vec<Arc<L7Policy>>) {
     let mut ingresses = Vec::new();
     for i in 0..10_000 {
         let host = format!("h{:04}.ingress.test", i / 5);
-        ingresses.push(policy(&format!("i{i}"), &host, &format!("/a{i}"), i % POOLS));
-        ingresses.push(policy(&format!("i{i}"), &host, &format!("/b{i}"), (i + 1) % POOLS));
+        ingresses.push(policy(
+            &format!("i{i}"),
+            &host,
+            &format!("/a{i}"),
+            i % POOLS,
+        ));
+        ingresses.push(policy(
+            &format!("i{i}"),
+            &host,
+            &format!("/b{i}"),
+            (i + 1) % POOLS,
+        ));
     }
     let routes = (0..10_000)
         .map(|i| {
@@ -154,7 +164,7 @@ fn one_policy_change_over_the_previous_table() {
     let start = Instant::now();
     proxy.apply(&a);
     let first = start.elapsed();
-    let mut timed = |changed: &Model| {
+    let timed = |changed: &Model| {
         let mut times = Vec::new();
         for _ in 0..15 {
             for m in [changed, &a] {

@@ -105,27 +105,26 @@ impl<'a> Compiler<'a> {
         // balancer. Then the two protocols' routes, which only read the pools: side by side on
         // two threads when there are many to compile.
         let named: Vec<Named<'_>> = lbs.iter().map(|lb| Named::of(lb)).collect();
-        // Per protocol, the pools its routes name whose state is not the previous table's.
-        let mut changed = [PoolSet::default(), PoolSet::default()];
-        for (i, protocol) in [Protocol::Http, Protocol::TerminatedHttps]
-            .into_iter()
-            .enumerate()
-        {
+        // The pools whose state is not the previous table's.
+        let mut changed = PoolSet::default();
+        for protocol in [Protocol::Http, Protocol::TerminatedHttps] {
             // Only the first default pool serves.
             let mut default = None;
             for (lb, named) in lbs.iter().zip(&named) {
                 for listener in lb.listeners.iter().filter(|l| l.protocol == protocol) {
                     for policy in &listener.policies {
-                        for pool in policy.pools() {
-                            let state = self.pool(named, pool);
-                            if !self.kept(pool, &state) {
-                                changed[i].insert(pool);
+                        match (&policy.action, &policy.options) {
+                            // Most policies: one pool, no options naming others.
+                            (PolicyAction::RedirectToPool { pool }, None) => {
+                                self.resolve(named, *pool, &mut changed);
                             }
+                            _ => (policy.pools())
+                                .for_each(|pool| self.resolve(named, pool, &mut changed)),
                         }
                     }
-                    if let (None, Some(pool)) = (&default, listener.default_pool) {
-                        let state = self.pool(named, pool);
-                        default = Some(state);
+                    if let (None, Some(pool)) = (default, listener.default_pool) {
+                        self.resolve(named, pool, &mut changed);
+                        default = Some(pool);
                     }
                 }
             }
@@ -137,22 +136,29 @@ impl<'a> Compiler<'a> {
             let all = lbs.iter().flat_map(|lb| lb.listeners.iter());
             all.filter(|l| l.protocol == protocol).collect()
         };
-        let (http, https) = (listeners(Protocol::Http), listeners(Protocol::TerminatedHttps));
+        let (http, https) = (
+            listeners(Protocol::Http),
+            listeners(Protocol::TerminatedHttps),
+        );
         // The previous routes are compiled over only with the same basic-auth entries.
         let over = self
             .previous
             .filter(|t| same_credentials(&t.credentials, &self.credentials));
-        let routes = |listeners: &[&Listener], over: Option<&Arc<Routes>>, changed: &PoolSet| {
-            match over {
-                Some(o) if changed.is_empty() && o.made_of(listeners) => o.clone(),
-                _ => Arc::new(Routes::compile(this, listeners, over.map(|o| &**o), changed)),
-            }
+        let changed = &changed;
+        let routes = |listeners: &[&Listener], over: Option<&Arc<Routes>>| match over {
+            Some(o) if o.made_of(listeners) && !names_any(listeners, changed) => o.clone(),
+            _ => Arc::new(Routes::compile(
+                this,
+                listeners,
+                over.map(|o| &**o),
+                changed,
+            )),
         };
         let policies: usize = (http.iter().chain(&https)).map(|l| l.policies.len()).sum();
         let (http, https) = if policies >= PARALLEL_POLICIES && over.is_none() {
             std::thread::scope(|scope| {
-                let https = scope.spawn(|| routes(&https, None, &changed[1]));
-                let http = routes(&http, None, &changed[0]);
+                let https = scope.spawn(|| routes(&https, None));
+                let http = routes(&http, None);
                 let https = https
                     .join()
                     .unwrap_or_else(|e| std::panic::resume_unwind(e));
@@ -160,8 +166,8 @@ impl<'a> Compiler<'a> {
             })
         } else {
             (
-                routes(&http, over.map(|t| &t.http), &changed[0]),
-                routes(&https, over.map(|t| &t.https), &changed[1]),
+                routes(&http, over.map(|t| &t.http)),
+                routes(&https, over.map(|t| &t.https)),
             )
         };
         let limiters = super::per_host::limiters([&*http, &*https]);
@@ -175,10 +181,17 @@ impl<'a> Compiler<'a> {
         }
     }
 
-    /// Whether `state`, the state of pool `id` in the table being compiled, is the previous
-    /// table's.
-    fn kept(&self, id: PoolId, state: &Arc<PoolState>) -> bool {
-        (self.previous.and_then(|t| t.pools.get(&id))).is_some_and(|s| Arc::ptr_eq(s, state))
+    /// Resolves pool `id` named by a listener of `lb` (see [`Compiler::pool`]); adds it to
+    /// `changed` when its state is not the previous table's.
+    fn resolve(&mut self, lb: &Named<'_>, id: PoolId, changed: &mut PoolSet) {
+        if self.pools.contains_key(&id) {
+            return;
+        }
+        let state = self.pool(lb, id);
+        let previous = self.previous.and_then(|t| t.pools.get(&id));
+        if !previous.is_some_and(|s| Arc::ptr_eq(s, &state)) {
+            changed.insert(id);
+        }
     }
 
     /// The SNI-routed hosts (passed through, or terminated and spliced) of the
@@ -324,6 +337,15 @@ impl<'a> Compiler<'a> {
         self.pools.insert(id, state.clone());
         state
     }
+}
+
+/// Whether a policy of `listeners` names one of `pools`.
+fn names_any(listeners: &[&Listener], pools: &PoolSet) -> bool {
+    let named = |l: &&Listener| {
+        (l.default_pool.is_some_and(|id| pools.contains(&id)))
+            || (l.policies.iter()).any(|p| p.pools().any(|id| pools.contains(&id)))
+    };
+    !pools.is_empty() && listeners.iter().any(named)
 }
 
 /// Whether two sets of basic-auth entries are the same Secrets' same entries.

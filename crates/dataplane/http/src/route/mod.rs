@@ -138,6 +138,13 @@ impl RouteTable {
         self.pools.get(&id)
     }
 
+    /// Whether this table serves exactly `other`'s pool states (the same ids, by pointer).
+    pub(crate) fn same_pools(&self, other: &RouteTable) -> bool {
+        self.pools.len() == other.pools.len()
+            && (self.pools.iter())
+                .all(|(id, s)| other.pools.get(id).is_some_and(|o| Arc::ptr_eq(o, s)))
+    }
+
     /// The names of the pools this table serves.
     pub(crate) fn pool_names(&self) -> impl Iterator<Item = &str> {
         self.pools.values().map(|p| p.name())

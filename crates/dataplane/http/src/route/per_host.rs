@@ -16,6 +16,7 @@
 //! (of every pair whose order flipped, the later one in the new order is caught: a table that
 //! holds both holds its group). Only the tables that hold a changed group are compiled again.
 
+use super::RequestHeaders;
 use super::compile::Compiler;
 use super::condition::{Check, Guard, holds};
 use super::fxhash::FxMap;
@@ -25,7 +26,6 @@ use super::path::{PathMatch, PathTable};
 use super::pool::Target;
 use super::reduce::{HostMatch, reduce};
 use super::split::Action;
-use super::RequestHeaders;
 use crate::ratelimit::Limiter;
 use portico_model::{L7Policy, Listener, PoolId, RateLimit};
 use regex::Regex;
@@ -142,10 +142,18 @@ impl Keys {
             }
             Kind::Wildcard => {
                 out.push(id);
-                out.extend(std::iter::once(&**name).chain(suffixes(name)).filter_map(suffix));
+                out.extend(
+                    std::iter::once(&**name)
+                        .chain(suffixes(name))
+                        .filter_map(suffix),
+                );
             }
             Kind::Suffix => {
-                out.extend(std::iter::once(&**name).chain(suffixes(name)).filter_map(suffix));
+                out.extend(
+                    std::iter::once(&**name)
+                        .chain(suffixes(name))
+                        .filter_map(suffix),
+                );
             }
         }
         out.push(ANY);
@@ -283,8 +291,7 @@ impl Routes {
         }
         // The tables to compile again: those holding a changed group. When only exact hosts'
         // groups changed, those hosts' tables alone.
-        let shared = (dirty.iter().enumerate())
-            .any(|(g, &d)| d && keys.names[g].0 != Kind::Exact);
+        let shared = (dirty.iter().enumerate()).any(|(g, &d)| d && keys.names[g].0 != Kind::Exact);
         let mut holds = Vec::new();
         let mut again: Vec<u32> = Vec::new();
         let existed = |g: usize| over.is_some_and(|o| o.made_from.counts.get(g) > Some(&0));

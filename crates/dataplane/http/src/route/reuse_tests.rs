@@ -330,11 +330,19 @@ fn varied_policy(rng: &mut Rng, serial: &mut u64, host: Option<usize>) -> Arc<L7
     let path = PATHS[rng.below(PATHS.len())];
     rules.push(rule("p", RuleType::Path, compare, None, path));
     if rng.below(5) == 0 {
-        rules.push(rule("x", RuleType::Header, CompareType::EqualTo, Some("x-v"), "1"));
+        rules.push(rule(
+            "x",
+            RuleType::Header,
+            CompareType::EqualTo,
+            Some("x-v"),
+            "1",
+        ));
     }
     let action = match rng.below(6) {
         0 => PolicyAction::Reject { status: 403 },
-        1 => PolicyAction::Reject { status: 404 + rng.below(2) as u16 },
+        1 => PolicyAction::Reject {
+            status: 404 + rng.below(2) as u16,
+        },
         _ => PolicyAction::RedirectToPool {
             pool: PoolId::derive(&format!("pool{}", rng.below(POOLS))),
         },
@@ -422,8 +430,8 @@ fn tables_compiled_over_previous_ones_with_per_host_changes_answer_as_from_scrat
                 ]
             })
             .collect();
-        let mut previous = Compiler::new(None, None, &endpoints)
-            .compile(&two_load_balancers(&listeners, &pools));
+        let mut previous =
+            Compiler::new(None, None, &endpoints).compile(&two_load_balancers(&listeners, &pools));
         for _ in 0..40 {
             let (lb, l) = (rng.below(2), rng.below(2));
             let listener = &mut listeners[lb][l];
@@ -442,7 +450,8 @@ fn tables_compiled_over_previous_ones_with_per_host_changes_answer_as_from_scrat
                 3 => {
                     let host = MANY_HOSTS[rng.below(MANY_HOSTS.len())];
                     let value = |p: &L7Policy| {
-                        (p.rules.iter()).any(|r| r.rule_type == RuleType::HostName && r.value == host)
+                        (p.rules.iter())
+                            .any(|r| r.rule_type == RuleType::HostName && r.value == host)
                     };
                     policies.retain(|p| !value(p));
                     if policies.is_empty() {
@@ -494,8 +503,15 @@ fn tables_compiled_over_previous_ones_with_per_host_changes_answer_as_from_scrat
             let model = two_load_balancers(&listeners, &pools);
             let table = Compiler::new(Some(&previous), None, &endpoints).compile(&model);
             let scratch = Compiler::new(None, None, &endpoints).compile(&model);
-            assert_eq!(varied_answers(&table), varied_answers(&scratch), "seed {seed}");
-            for (new, old) in [(&table.http, &previous.http), (&table.https, &previous.https)] {
+            assert_eq!(
+                varied_answers(&table),
+                varied_answers(&scratch),
+                "seed {seed}"
+            );
+            for (new, old) in [
+                (&table.http, &previous.http),
+                (&table.https, &previous.https),
+            ] {
                 if !Arc::ptr_eq(new, old) {
                     let (s, n) = new.tables_shared_with(old);
                     (shared, tables, steps) = (shared + s, tables + n, steps + 1);
@@ -527,7 +543,11 @@ fn a_change_to_one_host_compiles_that_host_table_alone() {
     assert_eq!(first.http.tables_shared_with(&first.http), (4, 4));
     let host = |p: &L7Policy| p.rules[0].value.clone();
     let changed = host(&listeners[0].policies[7]);
-    let replaced = varied_policy(&mut rng, &mut serial, MANY_HOSTS.iter().position(|h| *h == changed));
+    let replaced = varied_policy(
+        &mut rng,
+        &mut serial,
+        MANY_HOSTS.iter().position(|h| *h == changed),
+    );
     listeners[0].policies[7] = replaced;
     let second = Compiler::new(Some(&first), None, &endpoints).compile(&model(&listeners, &pools));
     // Three exact hosts and the host-less table: the changed host's alone is new.
