@@ -163,8 +163,8 @@ impl Proxy {
         let compiler = Compiler::new(Some(&previous), Some(&self.metrics), &self.endpoints)
             .with_credentials(credentials);
         let table = compiler.compile(model);
-        // The same pool states as before (most changes): no pool is gone, none needs checks
-        // started, no endpoint was let go.
+        // The same pool states as before (most changes): no pool is gone, no endpoint was
+        // let go.
         let same_pools = table.same_pools(&previous);
         if !same_pools {
             // A pool that is gone takes its series with it, so /metrics and memory do not
@@ -172,9 +172,9 @@ impl Proxy {
             let served: HashSet<&str> = table.pool_names().collect();
             let gone = previous.pools().filter(|p| !served.contains(p.name()));
             gone.for_each(|p| p.metrics.forget());
-            drop(served);
-            table.pools().for_each(|p| ensure_checks(p.balance()));
         }
+        // Started once per pool (a runtime may only be there from some apply on).
+        table.pools().for_each(|p| ensure_checks(p.balance()));
         self.table.store(Arc::new(table));
         drop(previous);
         let listeners = model
@@ -188,6 +188,12 @@ impl Proxy {
         let generation = self.next_generation(!same_pools);
         self.applied.send_replace(true);
         generation
+    }
+
+    /// How many upstream endpoints the proxy knows (tests).
+    #[cfg(test)]
+    pub(crate) fn endpoint_count(&self) -> usize {
+        self.endpoints.len()
     }
 
     /// The basic-auth Secrets' entries the next [`Proxy::apply`] compiles routes with.

@@ -557,3 +557,34 @@ fn a_change_to_one_host_compiles_that_host_table_alone() {
         varied_answers(&Compiler::new(None, None, &endpoints).compile(&model(&listeners, &pools)))
     );
 }
+
+#[test]
+fn an_apply_that_keeps_every_pool_state_keeps_the_endpoints_and_one_that_drops_members_prunes_them()
+{
+    let proxy = crate::Proxy::new(crate::ProxyMetrics::new(&mut Default::default()));
+    let mut rng = Rng(5);
+    let mut serial = 0;
+    // One policy per pool, so that every pool is served.
+    let to = |i: usize, rng: &mut Rng, serial: &mut u64| {
+        let pool = PoolId::derive(&format!("pool{i}"));
+        let action = PolicyAction::RedirectToPool { pool };
+        Arc::new(L7Policy {
+            action,
+            ..L7Policy::clone(&policy(rng, serial))
+        })
+    };
+    let policies: Vec<_> = (0..POOLS).map(|i| to(i, &mut rng, &mut serial)).collect();
+    let mut listeners = vec![listener("http", Protocol::Http, policies)];
+    let mut pools: Vec<Arc<Pool>> = (0..POOLS).map(|i| pool(i, 1)).collect();
+    pools[0] = pool(0, 3);
+    proxy.apply(&model(&listeners, &pools));
+    assert_eq!(proxy.endpoint_count(), POOLS + 2);
+    // A policy changed, every pool state kept.
+    listeners[0].policies[1] = to(1, &mut rng, &mut serial);
+    proxy.apply(&model(&listeners, &pools));
+    assert_eq!(proxy.endpoint_count(), POOLS + 2);
+    // Two members gone: their endpoints are forgotten.
+    pools[0] = pool(0, 1);
+    proxy.apply(&model(&listeners, &pools));
+    assert_eq!(proxy.endpoint_count(), POOLS);
+}
