@@ -1,6 +1,7 @@
 //! A table compiled over the previous one (which keeps a protocol's routes while its
-//! listeners' policies are the same pointers over the same pool states) answers as one
-//! compiled from scratch, on random changes.
+//! listeners' policies are the same pointers over the same pool states, and otherwise the host
+//! tables whose policies are unchanged) answers as one compiled from scratch, on random
+//! changes.
 
 use super::compile::Compiler;
 use super::{RouteTable, Target};
