@@ -163,12 +163,17 @@ impl Proxy {
         let compiler = Compiler::new(Some(&previous), Some(&self.metrics), &self.endpoints)
             .with_credentials(credentials);
         let table = compiler.compile(model);
-        // A pool that is gone takes its series with it, so /metrics and memory do not grow
-        // with every pool that ever existed.
-        let served: HashSet<&str> = table.pool_names().collect();
-        let gone = previous.pools().filter(|p| !served.contains(p.name()));
-        gone.for_each(|p| p.metrics.forget());
-        drop(served);
+        // The same pool states as before (most changes): no pool is gone, no endpoint was
+        // let go.
+        let same_pools = table.same_pools(&previous);
+        if !same_pools {
+            // A pool that is gone takes its series with it, so /metrics and memory do not
+            // grow with every pool that ever existed.
+            let served: HashSet<&str> = table.pool_names().collect();
+            let gone = previous.pools().filter(|p| !served.contains(p.name()));
+            gone.for_each(|p| p.metrics.forget());
+        }
+        // Started once per pool (a runtime may only be there from some apply on).
         table.pools().for_each(|p| ensure_checks(p.balance()));
         self.table.store(Arc::new(table));
         drop(previous);
@@ -180,9 +185,15 @@ impl Proxy {
             .filter_map(|l| l.tls.as_ref())
             .any(|t| t.http3_off);
         self.h3_off.store(h3_off, Ordering::Relaxed);
-        let generation = self.next_generation();
+        let generation = self.next_generation(!same_pools);
         self.applied.send_replace(true);
         generation
+    }
+
+    /// How many upstream endpoints the proxy knows (tests).
+    #[cfg(test)]
+    pub(crate) fn endpoint_count(&self) -> usize {
+        self.endpoints.len()
     }
 
     /// The basic-auth Secrets' entries the next [`Proxy::apply`] compiles routes with.
@@ -208,13 +219,16 @@ impl Proxy {
                 state.set_members(ready_members(pool, &self.endpoints));
             }
         }
-        self.next_generation()
+        self.next_generation(true)
     }
 
-    /// After a change is in place (the caller holds `apply_lock`): forgets unused endpoints and
-    /// counts the new configuration generation.
-    fn next_generation(&self) -> u64 {
-        self.endpoints.prune();
+    /// After a change is in place (the caller holds `apply_lock`): forgets unused endpoints
+    /// (when members may have been let go: `prune`) and counts the new configuration
+    /// generation.
+    fn next_generation(&self, prune: bool) -> u64 {
+        if prune {
+            self.endpoints.prune();
+        }
         let generation = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
         self.metrics.set_generation(generation);
         generation

@@ -59,6 +59,11 @@ impl Limiter {
         }
     }
 
+    /// The settings this limiter was made with.
+    pub(crate) fn settings(&self) -> &RateLimit {
+        &self.settings
+    }
+
     /// Whether a request of `client` at `now` passes: `Err(())` when a limit refuses it;
     /// `Ok(Some(_))` holds its place among the requests in progress until dropped.
     pub(crate) fn admit(

@@ -2,14 +2,11 @@
 
 use super::balance::{Balance, MemberSpec};
 use super::budget::RetryBudget;
-use super::condition::{Check, Guard};
-use super::host::{suffixes, wildcard_suffix};
 use super::options::RouteOptions;
-use super::path::{PathEntry, PathMatch, PathTable};
+use super::per_host::{PoolSet, Routes};
 use super::pool::{PoolState, Target};
-use super::reduce::{HostMatch, reduce};
 use super::split::{Action, Split};
-use super::{FxMap, Passthrough, RouteTable, Routes, SniTarget};
+use super::{FxMap, Passthrough, RouteTable, SniTarget};
 use crate::metrics::{PoolMetrics, ProxyMetrics};
 use crate::ratelimit::Limiter;
 use crate::upstream::Endpoints;
@@ -17,7 +14,6 @@ use portico_model::{
     L7Policy, Listener, LoadBalancer, Model, PolicyAction, PolicyOptions, Pool, PoolId, Protocol,
     RateLimit, UpstreamTls,
 };
-use regex::Regex;
 use std::hash::BuildHasher;
 use std::net::SocketAddr;
 use std::sync::{Arc, LazyLock, Mutex, PoisonError};
@@ -66,17 +62,6 @@ impl<'a> Named<'a> {
     }
 }
 
-/// The routes of one protocol's listeners being compiled: actions by rank, rules, the header
-/// conditions of the policies that have some.
-#[derive(Default)]
-struct RoutesBuilder {
-    targets: Vec<Action>,
-    default: Option<Action>,
-    entries: Vec<(HostMatch, PathMatch, u32)>,
-    guards: FxMap<u32, Guard>,
-    made_from: (Vec<Arc<L7Policy>>, Option<PoolId>),
-}
-
 impl<'a> Compiler<'a> {
     pub(crate) fn new(
         previous: Option<&'a RouteTable>,
@@ -118,28 +103,28 @@ impl<'a> Compiler<'a> {
         // Every pool a listener names first (pools carry state over from the previous table),
         // in the order the routes name them: the first to name a pool gives it its load
         // balancer. Then the two protocols' routes, which only read the pools: side by side on
-        // two threads when there are many.
+        // two threads when there are many to compile.
         let named: Vec<Named<'_>> = lbs.iter().map(|lb| Named::of(lb)).collect();
-        // Per protocol, whether every pool its routes name has the previous table's state.
-        let mut same_pools = [true, true];
-        for (i, protocol) in [Protocol::Http, Protocol::TerminatedHttps]
-            .into_iter()
-            .enumerate()
-        {
-            // Only the first default pool serves (see `add_listener`).
+        // The pools whose state is not the previous table's.
+        let mut changed = PoolSet::default();
+        for protocol in [Protocol::Http, Protocol::TerminatedHttps] {
+            // Only the first default pool serves.
             let mut default = None;
             for (lb, named) in lbs.iter().zip(&named) {
                 for listener in lb.listeners.iter().filter(|l| l.protocol == protocol) {
                     for policy in &listener.policies {
-                        for pool in policy.pools() {
-                            let state = self.pool(named, pool);
-                            same_pools[i] &= self.kept(pool, &state);
+                        match (&policy.action, &policy.options) {
+                            // Most policies: one pool, no options naming others.
+                            (PolicyAction::RedirectToPool { pool }, None) => {
+                                self.resolve(named, *pool, &mut changed);
+                            }
+                            _ => (policy.pools())
+                                .for_each(|pool| self.resolve(named, pool, &mut changed)),
                         }
                     }
-                    if let (None, Some(pool)) = (&default, listener.default_pool) {
-                        let state = self.pool(named, pool);
-                        same_pools[i] &= self.kept(pool, &state);
-                        default = Some(state);
+                    if let (None, Some(pool)) = (default, listener.default_pool) {
+                        self.resolve(named, pool, &mut changed);
+                        default = Some(pool);
                     }
                 }
             }
@@ -147,63 +132,66 @@ impl<'a> Compiler<'a> {
         let passthrough = self.passthrough(&lbs, &named);
         drop(named);
         let this = &self;
-        let policies: usize = (lbs.iter().flat_map(|lb| lb.listeners.iter()))
-            .map(|l| l.policies.len())
-            .sum();
-        let same_credentials = self
-            .previous
-            .is_some_and(|t| same_credentials(&t.credentials, &self.credentials));
-        let reusable = |i: usize| same_pools[i] && same_credentials;
-        let kept_http = (self.previous)
-            .filter(|t| reusable(0) && t.http.made_of(&lbs, Protocol::Http))
-            .map(|t| t.http.clone());
-        let kept_https = (self.previous)
-            .filter(|t| reusable(1) && t.https.made_of(&lbs, Protocol::TerminatedHttps))
-            .map(|t| t.https.clone());
-        let routes = |kept: Option<Arc<Routes>>, protocol| {
-            kept.unwrap_or_else(|| Arc::new(this.routes(&lbs, protocol)))
+        let listeners = |protocol| -> Vec<&Listener> {
+            let all = lbs.iter().flat_map(|lb| lb.listeners.iter());
+            all.filter(|l| l.protocol == protocol).collect()
         };
-        let (http, https) =
-            if policies >= PARALLEL_POLICIES && kept_http.is_none() && kept_https.is_none() {
-                std::thread::scope(|scope| {
-                    let https = scope.spawn(|| routes(kept_https, Protocol::TerminatedHttps));
-                    let http = routes(kept_http, Protocol::Http);
-                    let https = https
-                        .join()
-                        .unwrap_or_else(|e| std::panic::resume_unwind(e));
-                    (http, https)
-                })
-            } else {
-                let reused = kept_http.is_some() || kept_https.is_some();
-                let http = routes(kept_http, Protocol::Http);
-                let https = routes(kept_https, Protocol::TerminatedHttps);
-                if reused {
-                    // The kept routes' rate limiters carry over with them.
-                    let mut limiters =
-                        (this.limiters.lock()).unwrap_or_else(PoisonError::into_inner);
-                    for (settings, limiter) in self.previous.iter().flat_map(|t| &t.limiters) {
-                        (limiters.entry(settings.clone())).or_insert_with(|| limiter.clone());
-                    }
-                }
+        let (http, https) = (
+            listeners(Protocol::Http),
+            listeners(Protocol::TerminatedHttps),
+        );
+        // The previous routes are compiled over only with the same basic-auth entries.
+        let over = self
+            .previous
+            .filter(|t| same_credentials(&t.credentials, &self.credentials));
+        let changed = &changed;
+        let routes = |listeners: &[&Listener], over: Option<&Arc<Routes>>| match over {
+            Some(o) if o.made_of(listeners) && !names_any(listeners, changed) => o.clone(),
+            _ => Arc::new(Routes::compile(
+                this,
+                listeners,
+                over.map(|o| &**o),
+                changed,
+            )),
+        };
+        let policies: usize = (http.iter().chain(&https)).map(|l| l.policies.len()).sum();
+        let (http, https) = if policies >= PARALLEL_POLICIES && over.is_none() {
+            std::thread::scope(|scope| {
+                let https = scope.spawn(|| routes(&https, None));
+                let http = routes(&http, None);
+                let https = https
+                    .join()
+                    .unwrap_or_else(|e| std::panic::resume_unwind(e));
                 (http, https)
-            };
+            })
+        } else {
+            (
+                routes(&http, over.map(|t| &t.http)),
+                routes(&https, over.map(|t| &t.https)),
+            )
+        };
+        let limiters = super::per_host::limiters([&*http, &*https]);
         RouteTable {
             http,
             https,
             pools: self.pools,
             credentials: self.credentials,
             passthrough,
-            limiters: self
-                .limiters
-                .into_inner()
-                .unwrap_or_else(PoisonError::into_inner),
+            limiters,
         }
     }
 
-    /// Whether `state`, the state of pool `id` in the table being compiled, is the previous
-    /// table's.
-    fn kept(&self, id: PoolId, state: &Arc<PoolState>) -> bool {
-        (self.previous.and_then(|t| t.pools.get(&id))).is_some_and(|s| Arc::ptr_eq(s, state))
+    /// Resolves pool `id` named by a listener of `lb` (see [`Compiler::pool`]); adds it to
+    /// `changed` when its state is not the previous table's.
+    fn resolve(&mut self, lb: &Named<'_>, id: PoolId, changed: &mut PoolSet) {
+        if self.pools.contains_key(&id) {
+            return;
+        }
+        let state = self.pool(lb, id);
+        let previous = self.previous.and_then(|t| t.pools.get(&id));
+        if !previous.is_some_and(|s| Arc::ptr_eq(s, &state)) {
+            changed.insert(id);
+        }
     }
 
     /// The SNI-routed hosts (passed through, or terminated and spliced) of the
@@ -231,69 +219,32 @@ impl<'a> Compiler<'a> {
         passthrough
     }
 
-    /// The routes of the listeners of `protocol`, over the pools resolved before.
-    fn routes(&self, lbs: &[&LoadBalancer], protocol: Protocol) -> Routes {
-        let mut routes = RoutesBuilder::default();
-        let listeners = lbs.iter().flat_map(|lb| lb.listeners.iter());
-        let count = (listeners.filter(|l| l.protocol == protocol))
-            .map(|l| l.policies.len())
-            .sum();
-        routes.targets.reserve_exact(count);
-        routes.entries.reserve_exact(count);
-        routes.made_from.0.reserve_exact(count);
-        for lb in lbs {
-            for listener in lb.listeners.iter().filter(|l| l.protocol == protocol) {
-                self.add_listener(&mut routes, listener);
-                routes.made_from.0.extend(listener.policies.iter().cloned());
-                if routes.made_from.1.is_none() {
-                    routes.made_from.1 = listener.default_pool;
-                }
+    /// What `policy` does, over the pools resolved before.
+    pub(super) fn action(&self, policy: &L7Policy) -> Action {
+        match &policy.action {
+            PolicyAction::RedirectToPool { pool } => {
+                Action::One(self.with_options(*pool, policy.options.as_deref()))
             }
-        }
-        routes.finish()
-    }
-
-    fn add_listener(&self, routes: &mut RoutesBuilder, listener: &Listener) {
-        for policy in &listener.policies {
-            let rank = u32::try_from(routes.targets.len()).unwrap_or(u32::MAX);
-            let action = match &policy.action {
-                PolicyAction::RedirectToPool { pool } => {
-                    Action::One(self.with_options(*pool, policy.options.as_deref()))
-                }
-                PolicyAction::Reject { status } => Action::One(Target::Reject(*status)),
-                PolicyAction::RedirectToHttps { status } => {
-                    Action::One(Target::RedirectToHttps(*status))
-                }
-                PolicyAction::RedirectToUrl { status, url } => {
-                    Action::One(Target::RedirectToUrl(*status, Arc::from(url.as_str())))
-                }
-                PolicyAction::RequestRedirect(redirect) => {
-                    Action::One(Target::Redirect(Arc::new(redirect.clone())))
-                }
-                PolicyAction::RedirectToPools { pools } => {
-                    let shares = pools.iter().map(|share| {
-                        let options = share.options.as_deref().or(policy.options.as_deref());
-                        let target = share
-                            .pool
-                            .map_or(Target::Reject(500), |p| self.with_options(p, options));
-                        (target, share.weight)
-                    });
-                    Action::Split(Arc::new(Split::new(shares.collect())))
-                }
-            };
-            routes.targets.push(action);
-            if let Some((host, path)) = reduce(&policy.rules) {
-                routes.entries.push((host, path, rank));
-                let guard: Guard = portico_model::matching::conditions(&policy.rules)
-                    .map(|condition| Check::compile(&condition))
-                    .collect();
-                if !guard.is_empty() {
-                    routes.guards.insert(rank, guard);
-                }
+            PolicyAction::Reject { status } => Action::One(Target::Reject(*status)),
+            PolicyAction::RedirectToHttps { status } => {
+                Action::One(Target::RedirectToHttps(*status))
             }
-        }
-        if let (None, Some(pool)) = (&routes.default, listener.default_pool) {
-            routes.default = Some(Action::One(self.resolved(pool)));
+            PolicyAction::RedirectToUrl { status, url } => {
+                Action::One(Target::RedirectToUrl(*status, Arc::from(url.as_str())))
+            }
+            PolicyAction::RequestRedirect(redirect) => {
+                Action::One(Target::Redirect(Arc::new(redirect.clone())))
+            }
+            PolicyAction::RedirectToPools { pools } => {
+                let shares = pools.iter().map(|share| {
+                    let options = share.options.as_deref().or(policy.options.as_deref());
+                    let target = share
+                        .pool
+                        .map_or(Target::Reject(500), |p| self.with_options(p, options));
+                    (target, share.weight)
+                });
+                Action::Split(Arc::new(Split::new(shares.collect())))
+            }
         }
     }
 
@@ -312,7 +263,7 @@ impl<'a> Compiler<'a> {
 
     /// The target of a pool resolved by [`Compiler::compile`]'s first pass (every pool a
     /// listener names is).
-    fn resolved(&self, id: PoolId) -> Target {
+    pub(super) fn resolved(&self, id: PoolId) -> Target {
         match self.pools.get(&id) {
             Some(state) => Target::Pool(state.clone()),
             None => Target::Reject(503),
@@ -388,101 +339,13 @@ impl<'a> Compiler<'a> {
     }
 }
 
-type Entries<'a> = Vec<PathEntry<'a>>;
-
-impl RoutesBuilder {
-    fn finish(self) -> Routes {
-        // Each regular expression compiled once, whatever number of host tables holds it.
-        let mut compiled: FxMap<&str, Option<Regex>> = FxMap::default();
-        for (_, path, _) in &self.entries {
-            if let PathMatch::Regex(p) = path {
-                compiled
-                    .entry(p)
-                    .or_insert_with(|| super::options::path_regex(p, true));
-            }
-        }
-        let regex = |p: &str| compiled.get(p).cloned().flatten();
-        let mut exact: FxMap<&str, Entries<'_>> = FxMap::default();
-        let mut wildcard: FxMap<&str, Entries<'_>> = FxMap::default();
-        let mut suffix: FxMap<&str, Entries<'_>> = FxMap::default();
-        let mut any = Vec::new();
-        for (host, path, rank) in &self.entries {
-            let entry = (path, *rank, self.guards.contains_key(rank));
-            match host {
-                HostMatch::Any => any.push(entry),
-                HostMatch::Exact(h) => exact.entry(h).or_default().push(entry),
-                HostMatch::Wildcard(s) => wildcard.entry(s).or_default().push(entry),
-                HostMatch::Suffix(s) => suffix.entry(s).or_default().push(entry),
-            }
-        }
-        // The suffix wildcards' rules that a host with these suffixes matches.
-        let via_suffixes = |names: &mut dyn Iterator<Item = &str>| -> Entries<'_> {
-            names
-                .filter_map(|s| suffix.get(s))
-                .flatten()
-                .copied()
-                .collect()
-        };
-        // Each host's table also holds every rule that host would match through a wildcard or
-        // through host-less rules, so a lookup consults exactly one table.
-        let exact_hosts = exact.iter().map(|(host, own)| {
-            let via_wildcard = wildcard_suffix(host).and_then(|s| wildcard.get(s));
-            let via_suffix = via_suffixes(&mut suffixes(host));
-            let rules = (own.iter().chain(via_wildcard.into_iter().flatten()))
-                .chain(&via_suffix)
-                .chain(&any);
-            (Box::from(*host), PathTable::build(rules.copied(), &regex))
-        });
-        let exact_hosts = exact_hosts.collect();
-        // `x.suffix` for one label x: under `*.suffix` and every shorter suffix wildcard.
-        let wildcard_hosts = wildcard.iter().map(|(name, own)| {
-            let via_suffix = via_suffixes(&mut std::iter::once(*name).chain(suffixes(name)));
-            let rules = own.iter().chain(&via_suffix).chain(&any);
-            (Box::from(*name), PathTable::build(rules.copied(), &regex))
-        });
-        let wildcard_hosts = wildcard_hosts.collect();
-        let suffix_hosts = suffix.keys().map(|name| {
-            let via_suffix = via_suffixes(&mut std::iter::once(*name).chain(suffixes(name)));
-            let rules = via_suffix.iter().chain(&any);
-            (Box::from(*name), PathTable::build(rules.copied(), &regex))
-        });
-        let suffix_hosts = suffix_hosts.collect();
-        Routes {
-            exact_hosts,
-            wildcard_hosts,
-            suffix_hosts,
-            any_host: PathTable::build(any.iter().copied(), &regex),
-            targets: self.targets,
-            guards: self.guards,
-            default: self.default,
-            made_from: self.made_from,
-        }
-    }
-}
-
-impl Routes {
-    /// Whether the listeners of `protocol` of `lbs` (in the order compiled) have exactly the
-    /// policies (the same pointers, in the same order) and the default pool these routes were
-    /// compiled from.
-    fn made_of(&self, lbs: &[&LoadBalancer], protocol: Protocol) -> bool {
-        let (policies, default) = &self.made_from;
-        let listeners = lbs.iter().flat_map(|lb| lb.listeners.iter());
-        let listeners = listeners.filter(|l| l.protocol == protocol);
-        let mut first_default = None;
-        let mut at = 0;
-        for listener in listeners {
-            let theirs = &listener.policies;
-            let Some(ours) = policies.get(at..at + theirs.len()) else {
-                return false;
-            };
-            if !ours.iter().zip(theirs).all(|(a, b)| Arc::ptr_eq(a, b)) {
-                return false;
-            }
-            at += theirs.len();
-            first_default = first_default.or(listener.default_pool);
-        }
-        at == policies.len() && first_default == *default
-    }
+/// Whether a policy of `listeners` names one of `pools`.
+fn names_any(listeners: &[&Listener], pools: &PoolSet) -> bool {
+    let named = |l: &&Listener| {
+        (l.default_pool.is_some_and(|id| pools.contains(&id)))
+            || (l.policies.iter()).any(|p| p.pools().any(|id| pools.contains(&id)))
+    };
+    !pools.is_empty() && listeners.iter().any(named)
 }
 
 /// Whether two sets of basic-auth entries are the same Secrets' same entries.

@@ -35,7 +35,10 @@
 //! [`compile`] turns that ordered list into hash maps — exact host, wildcard suffix and
 //! host-less path tables, each with exact paths and prefixes — whose lookups give the same
 //! answer as the ordered evaluation, for any order (a property test checks this); policies
-//! with header conditions are walked in order beside the maps. With the
+//! with header conditions are walked in order beside the maps. Each host's table ranks its
+//! policies among themselves and is kept from the previous table while they are the same
+//! pointers in the same relative order (`per_host.rs`), so a change to one host's policies
+//! compiles that host's table alone. With the
 //! translator's order (longest path first, Exact before Prefix, exact hosts before wildcards
 //! before host-less rules) that is the Ingress precedence.
 
@@ -50,6 +53,7 @@ mod host;
 mod options;
 mod passthrough;
 mod path;
+mod per_host;
 mod pool;
 mod reduce;
 #[cfg(test)]
@@ -61,7 +65,6 @@ pub(crate) use balance::{MemberLabels, MemberMetrics};
 pub(crate) use check::ensure_checks;
 pub(crate) use compile::{Compiler, ready_members};
 pub use compile::{PROVIDER, compile};
-use condition::{Guard, holds};
 pub use condition::{RequestHeaders, RouteRequest};
 pub(crate) use options::CompiledErrors;
 pub use options::{RouteOptions, rewrite};
@@ -71,8 +74,7 @@ pub(crate) use split::Action;
 
 use fxhash::FxMap;
 pub(crate) use host::normalize_host;
-use host::{suffixes, wildcard_suffix};
-use path::PathTable;
+use per_host::Routes;
 use portico_model::PoolId;
 use std::sync::Arc;
 
@@ -81,7 +83,8 @@ use std::sync::Arc;
 #[derive(Debug, Default)]
 pub struct RouteTable {
     /// Shared: a table whose listeners of one protocol are those of the previous table
-    /// (the same policies, by pointer, over the same pool states) takes its routes as they are.
+    /// (the same policies, by pointer, over the same pool states) takes its routes as they are;
+    /// otherwise it takes the previous routes' host tables whose policies are unchanged.
     http: Arc<Routes>,
     https: Arc<Routes>,
     pools: FxMap<PoolId, Arc<PoolState>>,
@@ -91,24 +94,6 @@ pub struct RouteTable {
     limiters: FxMap<portico_model::RateLimit, Arc<crate::ratelimit::Limiter>>,
     /// The SNI hosts of the TERMINATED_HTTPS listeners whose TLS is not terminated.
     passthrough: Passthrough,
-}
-
-/// The compiled policies of the listeners of one protocol.
-#[derive(Debug, Default)]
-pub(crate) struct Routes {
-    exact_hosts: FxMap<Box<str>, PathTable>,
-    wildcard_hosts: FxMap<Box<str>, PathTable>,
-    /// Gateway API wildcards (`*.suffix`, one or more labels), by suffix.
-    suffix_hosts: FxMap<Box<str>, PathTable>,
-    any_host: PathTable,
-    /// Policy actions by rank (the policy's position in the merged evaluation order).
-    targets: Vec<Action>,
-    /// The header conditions of the policies that have some, by rank.
-    guards: FxMap<u32, Guard>,
-    default: Option<Action>,
-    /// What the routes were compiled from: the listeners' policies in order (held, so that a
-    /// pointer is never another policy's) and the default pool.
-    made_from: (Vec<Arc<portico_model::L7Policy>>, Option<PoolId>),
 }
 
 impl RouteTable {
@@ -153,6 +138,13 @@ impl RouteTable {
         self.pools.get(&id)
     }
 
+    /// Whether this table serves exactly `other`'s pool states (the same ids, by pointer).
+    pub(crate) fn same_pools(&self, other: &RouteTable) -> bool {
+        self.pools.len() == other.pools.len()
+            && (self.pools.iter())
+                .all(|(id, s)| other.pools.get(id).is_some_and(|o| Arc::ptr_eq(o, s)))
+    }
+
     /// The names of the pools this table serves.
     pub(crate) fn pool_names(&self) -> impl Iterator<Item = &str> {
         self.pools.values().map(|p| p.name())
@@ -181,27 +173,5 @@ impl RouteTable {
     /// The pools this table serves.
     pub fn pools(&self) -> impl Iterator<Item = &Arc<PoolState>> {
         self.pools.values()
-    }
-}
-
-impl Routes {
-    fn action(&self, host: &str, path: &str, headers: &dyn RequestHeaders) -> Option<&Action> {
-        let host = normalize_host(host);
-        let accept = |rank: u32| self.guards.get(&rank).is_none_or(|g| holds(g, headers));
-        match self.table_for(&host).lookup(path, &accept) {
-            Some(rank) => self.targets.get(rank as usize),
-            None => self.default.as_ref(),
-        }
-    }
-
-    /// The one table that holds every rule `host` can match: its own, else its one-label
-    /// wildcard's, else its longest suffix wildcard's, else the host-less one.
-    fn table_for(&self, host: &str) -> &PathTable {
-        if let Some(table) = self.exact_hosts.get(host) {
-            return table;
-        }
-        let wildcard = wildcard_suffix(host).and_then(|s| self.wildcard_hosts.get(s));
-        let suffix = || suffixes(host).find_map(|s| self.suffix_hosts.get(s));
-        wildcard.or_else(suffix).unwrap_or(&self.any_host)
     }
 }

@@ -20,6 +20,14 @@ impl Action {
             Action::Split(split) => split.pick(),
         }
     }
+
+    /// Every target the action may send a request to.
+    pub(crate) fn targets(&self) -> &[Target] {
+        match self {
+            Action::One(target) => std::slice::from_ref(target),
+            Action::Split(split) => &split.targets,
+        }
+    }
 }
 
 /// Shares of requests by weight, interleaved (smooth weighted round robin): over any run of

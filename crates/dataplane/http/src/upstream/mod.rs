@@ -96,6 +96,12 @@ impl Endpoints {
         }
     }
 
+    /// How many endpoints are known (tests).
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.by_addr.lock().map_or(0, |m| m.len())
+    }
+
     /// Forgets endpoints no configuration uses any more (their connections are already gone).
     pub(crate) fn prune(&self) {
         let mut map = self.by_addr.lock().unwrap_or_else(PoisonError::into_inner);
