@@ -145,17 +145,26 @@ mod tests {
         let mut registry = Registry::default();
         let family = Family::<Labels, Counter>::default();
         registry.register("portico_test_events", "Test events", family.clone());
-        assert!(!exposition(&registry).contains("portico_test_events"), "empty");
+        assert!(
+            !exposition(&registry).contains("portico_test_events"),
+            "empty"
+        );
         family.get_or_create(&labels(1)).inc();
         family.get_or_create(&labels(1)).inc();
         family.get_or_create(&labels(2));
         let text = exposition(&registry);
-        assert!(text.contains("# TYPE portico_test_events counter"), "{text}");
+        assert!(
+            text.contains("# TYPE portico_test_events counter"),
+            "{text}"
+        );
         let one = "portico_test_events_total{member=\"127.1.0.1:80\"} 2\n";
         assert!(text.contains(one), "{text}");
         assert!(text.contains("member=\"127.1.0.2:80\"} 0\n"), "{text}");
         family.remove(&labels(1));
         family.remove(&labels(2));
-        assert!(!exposition(&registry).contains("portico_test_events"), "empty again");
+        assert!(
+            !exposition(&registry).contains("portico_test_events"),
+            "empty again"
+        );
     }
 }
