@@ -12,9 +12,41 @@ use portico_store::{ControllerStore, Feedback, Stored};
 use std::collections::BTreeMap;
 use std::time::Duration;
 use tokio::sync::watch;
+use tokio::time::Instant;
 
 /// Pause before writing again after a failed write.
 const RETRY: Duration = Duration::from_millis(250);
+
+/// How long after the first change not yet collected the loop collects its thread's heap: the
+/// changes of a burst (endpoint churn, a directory being rewritten) share one collection, and
+/// it comes after a change's own steps (compile, the agent's apply, the publication), not
+/// between them, unless those take longer than this.
+const TRIM_AFTER: Duration = Duration::from_millis(200);
+
+/// When the loop next collects its thread's heap: [`TRIM_AFTER`] after the first change
+/// since its last collection.
+#[derive(Debug, Default, Clone, Copy)]
+struct TrimSchedule {
+    due: Option<Instant>,
+}
+
+impl TrimSchedule {
+    /// The loop compiled or published at `now`: a collection is owed, at the latest
+    /// [`TRIM_AFTER`] after the first change it covers.
+    fn changed(&mut self, now: Instant) {
+        self.due.get_or_insert(now + TRIM_AFTER);
+    }
+
+    /// When the owed collection is due; `None` when none is owed.
+    fn due(&self) -> Option<Instant> {
+        self.due
+    }
+
+    /// The collection was made.
+    fn done(&mut self) {
+        self.due = None;
+    }
+}
 
 pub(crate) struct ControllerLoop<'a, S> {
     pub(crate) controller: Controller,
@@ -40,6 +72,9 @@ impl<S: ControllerStore> ControllerLoop<'_, S> {
         let mut dirty = false;
         let mut revision = 0;
         let mut leading = *leadership.borrow_and_update();
+        let mut trim = TrimSchedule::default();
+        // Whether the loop woke only to collect its heap: nothing to publish.
+        let mut collected = false;
         // Whether this leader took over the stored addresses and placements (in one process
         // there are none to take over).
         let mut seeded = !apart;
@@ -52,6 +87,7 @@ impl<S: ControllerStore> ControllerLoop<'_, S> {
             }
         }
         loop {
+            let woke_to_collect = std::mem::take(&mut collected);
             let listed = agents.borrow_and_update().clone();
             // Placement waits for the first listing of the agents: before it, none is known.
             if apart && listed.listed && self.controller.set_agents(&listed.feedback, self.metrics)
@@ -82,8 +118,9 @@ impl<S: ControllerStore> ControllerLoop<'_, S> {
                     Err(e) => tracing::warn!("cannot write the desired state: {e}"),
                 }
             }
-            // Not before the first load; not right after a write the agent will answer.
-            if !(first || (follows && written)) {
+            // Not before the first load; not right after a write the agent will answer; not
+            // after a wake-up only to collect.
+            if !(first || (follows && written) || woke_to_collect) {
                 if apart {
                     let claims = claims.borrow_and_update();
                     let holders = crate::failover::holders(&claims, self.controller.placed());
@@ -100,13 +137,20 @@ impl<S: ControllerStore> ControllerLoop<'_, S> {
             }
             // This loop runs on the thread that called `block_on`, not on a runtime worker
             // (those collect their heap when they park): after a compile or a publish it gives
-            // back the pages that the states it replaced emptied, before it waits, and asks
-            // the other threads to give back theirs (it freed objects they made). Without it
-            // they stay resident for as long as nothing changes (after every object is
-            // deleted: for good).
+            // back the pages that the states it replaced emptied, and asks the other threads
+            // to give back theirs (it freed objects they made). Without it they stay resident
+            // for as long as nothing changes (after every object is deleted: for good). Not at
+            // once: once per burst of changes, `TRIM_AFTER` after its first.
             if worked {
-                crate::trim::trim_after_change();
+                trim.changed(Instant::now());
             }
+            let trim_due = trim.due();
+            let trim_due = async move {
+                match trim_due {
+                    Some(due) => tokio::time::sleep_until(due).await,
+                    None => std::future::pending().await,
+                }
+            };
             let published = async {
                 match source.published() {
                     Some(rx) => rx.changed().await.is_ok(),
@@ -135,6 +179,11 @@ impl<S: ControllerStore> ControllerLoop<'_, S> {
                 // `--publish-service` has new addresses: status changes.
                 true = published => {}
                 () = tokio::time::sleep(RETRY), if dirty && leading => {}
+                () = trim_due => {
+                    trim.done();
+                    collect();
+                    collected = true;
+                }
                 _ = shutdown.wait_for(|s| *s) => break,
             }
         }
@@ -178,6 +227,15 @@ impl<S: ControllerStore> ControllerLoop<'_, S> {
         };
         (self.controller).publish(source, self.admin, revision, feedback, &publish);
     }
+}
+
+/// Collects this thread's heap and asks the other threads to collect theirs
+/// ([`crate::trim::trim_after_change`]); logs how long this thread's collection took.
+fn collect() {
+    let started = std::time::Instant::now();
+    crate::trim::trim_after_change();
+    let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+    tracing::debug!(micros, "collected the controller thread's heap");
 }
 
 /// Status entries for `--publish-service`'s addresses.
@@ -246,12 +304,32 @@ spec:
                 }
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
+            let first = COLLECTED.get();
+            // Nothing changed since: no more collections (waking up to collect is no change).
+            tokio::time::sleep(5 * TRIM_AFTER).await;
             stop.send_replace(true);
+            first
         };
-        tokio::join!(controller.run(&mut source, shutdown), watched);
+        let ((), first) = tokio::join!(controller.run(&mut source, shutdown), watched);
         assert!(
-            COLLECTED.get() > before,
+            first > before,
             "no collection on the loop's thread after its first compile"
         );
+        assert_eq!(COLLECTED.get(), first, "collections without a change");
+    }
+
+    #[test]
+    fn a_burst_of_changes_owes_one_collection_due_after_its_first() {
+        let start = Instant::now();
+        let mut schedule = TrimSchedule::default();
+        assert_eq!(schedule.due(), None, "nothing changed, nothing owed");
+        schedule.changed(start);
+        schedule.changed(start + TRIM_AFTER / 2);
+        assert_eq!(schedule.due(), Some(start + TRIM_AFTER));
+        schedule.done();
+        assert_eq!(schedule.due(), None);
+        let later = start + 3 * TRIM_AFTER;
+        schedule.changed(later);
+        assert_eq!(schedule.due(), Some(later + TRIM_AFTER));
     }
 }

@@ -6,7 +6,10 @@
 //! traffic never use (ingress-nginx and Traefik likewise show a backend's series from its
 //! first request on).
 
+mod family;
 mod histogram;
+
+pub(crate) use family::Family;
 
 use crate::route::{MemberLabels, MemberMetrics};
 use histogram::LatencyHistogram;
@@ -17,7 +20,6 @@ use std::time::Duration;
 use http::StatusCode;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
@@ -145,16 +147,16 @@ impl Families {
                 pool: pool.to_owned(),
                 code_class,
             };
-            self.requests.get_or_create(&labels).clone()
+            self.requests.get_or_create(&labels)
         });
         let label = PoolLabel {
             pool: pool.to_owned(),
         };
         Series {
             codes,
-            latency: self.latency.get_or_create(&label).clone(),
-            retries: self.retries.retries.get_or_create(&label).clone(),
-            exhausted: self.retries.exhausted.get_or_create(&label).clone(),
+            latency: self.latency.get_or_create(&label),
+            retries: self.retries.retries.get_or_create(&label),
+            exhausted: self.retries.exhausted.get_or_create(&label),
         }
     }
 

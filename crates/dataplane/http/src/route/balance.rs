@@ -144,8 +144,8 @@ struct Members {
 #[derive(Debug, Clone)]
 pub(crate) struct MemberMetrics {
     pub(crate) pool: String,
-    pub(crate) healthy: prometheus_client::metrics::family::Family<MemberLabels, Gauge>,
-    pub(crate) ejections: prometheus_client::metrics::family::Family<MemberLabels, Counter>,
+    pub(crate) healthy: crate::metrics::Family<MemberLabels, Gauge>,
+    pub(crate) ejections: crate::metrics::Family<MemberLabels, Counter>,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
