@@ -93,7 +93,9 @@ impl Controller {
 
     /// Compiles `loaded`; returns the load it supersedes, for its owner to free.
     pub fn compile(&mut self, loaded: Arc<Loaded>, metrics: &AppMetrics) -> Option<Arc<Loaded>> {
+        let started = std::time::Instant::now();
         let (compiled, retired) = self.compiler.compile(loaded, self.compiled.take());
+        let took = started.elapsed();
         metrics.observe(&compiled.loaded.objects, compiled.diagnostics());
         for d in compiled.diagnostics() {
             tracing::debug!(diagnostic = %d, "diagnostic");
@@ -101,6 +103,7 @@ impl Controller {
         tracing::info!(
             ingresses = compiled.loaded.objects.ingresses.len(),
             diagnostics = compiled.diagnostics().count(),
+            compile_ms = crate::compile::ms(took),
             "configuration compiled"
         );
         self.compiled = Some(compiled);

@@ -54,6 +54,7 @@ pub fn translate_incremental(
     previous: Option<Previous<'_>>,
     memo: &mut Memo,
 ) -> Translation {
+    let started = std::time::Instant::now();
     let changed_services = previous.map(|p| changed_services(p.objects, objects));
     let mut reusable = std::mem::take(&mut memo.sources);
     let mut changed = previous.and_then(|p| Changed::of(p.objects, objects, &reusable));
@@ -182,6 +183,7 @@ pub fn translate_incremental(
         &mut pools,
         &mut diagnostics,
     ));
+    let ingresses_done = started.elapsed();
     let held = memo.gateway.take();
     let whole = previous.zip(held.as_ref());
     memo.gateway_reused =
@@ -224,10 +226,21 @@ pub fn translate_incremental(
         false => lb.clone(),
     }));
     memo.gateway = Some(gateway);
+    let gateway_done = started.elapsed();
     load_balancers.sort_by_key(|lb| lb.id);
     diagnostics.sort();
     diagnostics.dedup();
     portico_model::cap_per_object(&mut diagnostics);
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+    tracing::debug!(
+        ingresses_ms = ms(ingresses_done),
+        gateway_ms = ms(gateway_done - ingresses_done),
+        rest_ms = ms(started.elapsed() - gateway_done),
+        sources_reused = memo.reused,
+        gateway_reused = memo.gateway_reused,
+        routes_reused = memo.routes_reused,
+        "translation steps"
+    );
     Translation {
         model: Model { load_balancers },
         diagnostics,
