@@ -741,3 +741,88 @@ fn timed_change(
     assert_eq!(second.model, translate(new, config).model);
     (full, incremental, memo)
 }
+
+/// Translates `new` incrementally after `old` (served as `model`), asserting that it equals a
+/// full translation; the model and whether the Ingress side's share was reused.
+fn ingress_step(old: &Objects, model: &Model, new: &Objects, memo: &mut Memo) -> (Model, bool) {
+    let previous = Previous {
+        objects: old,
+        model,
+    };
+    let config = Config::default();
+    let incremental = translate_incremental(new, &config, Some(previous), memo);
+    assert_eq!(
+        incremental,
+        translate(new, &config),
+        "equals a full translation"
+    );
+    (incremental.model, memo.ingress_reused())
+}
+
+#[test]
+fn the_ingress_share_is_reused_while_only_gateway_api_objects_change() {
+    let config = Config::default();
+    let mut memo = Memo::default();
+    let base = load_values(mixed(MIXED));
+    let first = translate_incremental(&base, &config, None, &mut memo).model;
+    assert!(!memo.ingress_reused(), "nothing to reuse yet");
+
+    // The HTTPRoute moves: the Ingress side is taken whole.
+    let w = Mixed {
+        route_path: "/shop",
+        ..MIXED
+    };
+    let route_moved = load_values(mixed(w));
+    let (model, reused) = ingress_step(&base, &first, &route_moved, &mut memo);
+    assert!(reused, "a route change reuses the Ingress side's share");
+    assert_eq!(memo.reused(), 1, "its prepared Ingress stays");
+
+    // Endpoints of the Ingress's backend `a` change alone (patched into the served model),
+    // then the route: the reused load balancer takes the patched pool.
+    let endpoints = load_values(mixed(Mixed {
+        a_ip: "10.0.0.9",
+        ..w
+    }));
+    let changed = endpoint_only_change(&route_moved, &endpoints).expect("endpoints only");
+    let mut patched = model.clone();
+    assert!(!refresh_members(&mut patched, &endpoints, &changed).is_empty());
+    let w = Mixed {
+        a_ip: "10.0.0.9",
+        route_path: "/cart",
+        ..w
+    };
+    let after_endpoints = load_values(mixed(w));
+    let (model, reused) = ingress_step(&endpoints, &patched, &after_endpoints, &mut memo);
+    assert!(reused, "endpoint changes do not make the share stale");
+
+    // An Ingress change, a Service's endpoints in the same batch as a route change, a
+    // Secret: translated again.
+    let mut old = after_endpoints;
+    let mut model = model;
+    for w in [
+        Mixed {
+            extra: Some("/new"),
+            ..w
+        },
+        Mixed {
+            extra: Some("/new"),
+            m_ip: "10.0.0.6",
+            route_path: "/",
+            ..w
+        },
+        Mixed {
+            extra: Some("/new"),
+            m_ip: "10.0.0.6",
+            route_path: "/",
+            cert: "eQ==",
+            ..w
+        },
+    ] {
+        let new = load_values(mixed(w));
+        let (next, reused) = ingress_step(&old, &model, &new, &mut memo);
+        assert!(!reused, "an input of the Ingress side changed");
+        (old, model) = (new, next);
+    }
+    let (_, reused) = ingress_step(&old, &model, &old, &mut memo);
+    assert!(reused, "nothing changed");
+}
