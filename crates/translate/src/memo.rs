@@ -7,6 +7,11 @@
 //! (ownership, merging, precedence, the default backend) is redone on every translation, and
 //! the result equals a full translation (the tests compare the two).
 //!
+//! The Ingress side's share ([`IngressMemo`]: the Ingress classes', dedicated Ingresses' and
+//! Services' load balancers, their diagnostics, the Ingress states) is reused whole while
+//! none of the kinds it reads changed: a change to Gateway API objects alone costs nothing on
+//! the Ingress side.
+//!
 //! The Gateway API's share of a translation (its load balancers, verdicts and diagnostics:
 //! [`GatewayMemo`]) is reused whole while none of its inputs changed: the Gateway API's kinds,
 //! the Secrets our Gateways name, and the Services their routes name. A change to an Ingress
