@@ -61,12 +61,9 @@ pub fn translate_incremental(
     let mut pools = Pools::new(objects, previous.map(|p| p.model), &changed_services);
     memo.rebuilt = Rebuilt::default();
     let held = memo.ingress.take();
-    // TEMPORARY (measurement): PORTICO_NO_INGRESS_REUSE turns the reuse off.
-    let off = std::env::var_os("PORTICO_NO_INGRESS_REUSE").is_some();
-    let whole = !off
-        && previous
-            .zip(held.as_ref())
-            .is_some_and(|(p, _)| IngressMemo::still_holds(p.objects, objects));
+    let whole = previous
+        .zip(held.as_ref())
+        .is_some_and(|(p, _)| IngressMemo::still_holds(p.objects, objects));
     memo.ingress_reused = whole;
     let share = match held {
         Some(held) if whole => {
