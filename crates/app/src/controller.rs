@@ -317,13 +317,7 @@ impl Views {
         });
         let gateway_key = GatewayKey::new(compiled, reaches);
         let gateway_api = match &last.gateway_key {
-            // TEMPORARY (measurement): PORTICO_NO_STATUS_SHARE turns the sharing off.
-            Some(k)
-                if k.same(&gateway_key)
-                    && std::env::var_os("PORTICO_NO_STATUS_SHARE").is_none() =>
-            {
-                last.gateway_api.clone()
-            }
+            Some(k) if k.same(&gateway_key) => last.gateway_api.clone(),
             _ => Arc::new(crate::snapshot::gateway_api(
                 compiled,
                 &gateway_key.reaches,
