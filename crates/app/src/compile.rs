@@ -17,6 +17,7 @@ use portico_translate::{
 };
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// One compile's result.
 #[derive(Debug)]
@@ -116,6 +117,7 @@ impl Compiler {
     /// The general path: translate (reusing what `previous` prepared where its inputs did not
     /// change), assign VIPs and floating IPs, load the certificates the model names.
     fn translate(&mut self, loaded: Arc<Loaded>, previous: Option<Compiled>) -> Compiled {
+        let started = Instant::now();
         let config = &self.config;
         let mut translation = match &previous {
             Some(p) => {
@@ -130,7 +132,9 @@ impl Compiler {
                 translate_incremental(&loaded.objects, config, None, &mut self.memo)
             }
         };
+        let translated = started.elapsed();
         drop(previous);
+        let dropped = started.elapsed();
         let objects = &loaded.objects;
         let vips = portico_translate::assign_vips(&mut translation.model, objects, config);
         translation.diagnostics.extend(vips);
@@ -143,8 +147,16 @@ impl Compiler {
         translation.diagnostics.extend(collisions);
         let (selectors, problems) = agent_selectors(&translation.model, objects);
         translation.diagnostics.extend(problems);
+        let addressed = started.elapsed();
         let (certificates, ca_bundles, credentials) =
             self.certificates.apply(objects, &mut translation, config);
+        tracing::debug!(
+            translate_ms = ms(translated),
+            drop_previous_ms = ms(dropped - translated),
+            addresses_ms = ms(addressed - dropped),
+            certificates_ms = ms(started.elapsed() - addressed),
+            "compile steps"
+        );
         let model = Arc::new(std::mem::take(&mut translation.model));
         let desired = Desired {
             model,
@@ -181,4 +193,9 @@ fn endpoints_only(
 /// Compiles `loaded` once, from nothing (`validate`, `render`).
 pub fn compile_once(loaded: Arc<Loaded>, config: &Config) -> Compiled {
     Compiler::new(config.clone()).compile(loaded, None).0
+}
+
+/// A duration in milliseconds, for the timing logs.
+pub(crate) fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
 }

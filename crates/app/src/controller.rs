@@ -93,7 +93,9 @@ impl Controller {
 
     /// Compiles `loaded`; returns the load it supersedes, for its owner to free.
     pub fn compile(&mut self, loaded: Arc<Loaded>, metrics: &AppMetrics) -> Option<Arc<Loaded>> {
+        let started = std::time::Instant::now();
         let (compiled, retired) = self.compiler.compile(loaded, self.compiled.take());
+        let took = started.elapsed();
         metrics.observe(&compiled.loaded.objects, compiled.diagnostics());
         for d in compiled.diagnostics() {
             tracing::debug!(diagnostic = %d, "diagnostic");
@@ -101,6 +103,7 @@ impl Controller {
         tracing::info!(
             ingresses = compiled.loaded.objects.ingresses.len(),
             diagnostics = compiled.diagnostics().count(),
+            compile_ms = crate::compile::ms(took),
             "configuration compiled"
         );
         self.compiled = Some(compiled);
@@ -151,7 +154,8 @@ impl Controller {
         let mut views = self.views.lock().unwrap_or_else(PoisonError::into_inner);
         if views.key.as_ref() != Some(&key) {
             let controller = &self.compiler.config().gateway_controller;
-            *views = Views::build(key, compiled, &served, publish, controller);
+            let built = Views::build(key, compiled, (&served, publish), controller, &views);
+            *views = built;
         }
         let services = (model.load_balancers.iter())
             .filter(|lb| lb.origin.kind == "Service")
@@ -201,6 +205,63 @@ struct Views {
     diagnostics: Vec<portico_model::Diagnostic>,
     /// The Gateway API objects with the status they would get.
     gateway_api: Arc<portico_translate::gateway::Statuses>,
+    /// What `gateway_api` was made of.
+    gateway_key: Option<GatewayKey>,
+}
+
+/// What the Gateway API statuses are made of: the translation's verdicts, the Gateway API's
+/// objects and each Gateway's reach. An Ingress change (the Gateway API's share of the
+/// translation reused whole, the verdicts the same `Arc`) leaves them all as they were, and
+/// the next views share the statuses instead of copying 10,000 routes again. The maps are
+/// held, not their addresses, so that a freed map's address taken again cannot pass for it.
+#[derive(Debug)]
+struct GatewayKey {
+    verdicts: Arc<portico_translate::gateway::Verdicts>,
+    objects: portico_translate::Objects,
+    reaches: BTreeMap<portico_translate::ObjectKey, portico_translate::gateway::Reach>,
+}
+
+impl GatewayKey {
+    fn new(
+        compiled: &Compiled,
+        reaches: BTreeMap<portico_translate::ObjectKey, portico_translate::gateway::Reach>,
+    ) -> Self {
+        let all = &compiled.loaded.objects;
+        // Only the kinds the statuses read; the others stay empty.
+        let objects = portico_translate::Objects {
+            gateway_classes: all.gateway_classes.clone(),
+            gateways: all.gateways.clone(),
+            http_routes: all.http_routes.clone(),
+            grpc_routes: all.grpc_routes.clone(),
+            tcp_routes: all.tcp_routes.clone(),
+            udp_routes: all.udp_routes.clone(),
+            tls_routes: all.tls_routes.clone(),
+            listener_sets: all.listener_sets.clone(),
+            backend_tls_policies: all.backend_tls_policies.clone(),
+            ..Default::default()
+        };
+        GatewayKey {
+            verdicts: compiled.translation.gateways.clone(),
+            objects,
+            reaches,
+        }
+    }
+
+    /// The same verdicts and the same maps (pointers), the same reaches.
+    fn same(&self, other: &GatewayKey) -> bool {
+        let (a, b) = (&self.objects, &other.objects);
+        Arc::ptr_eq(&self.verdicts, &other.verdicts)
+            && Arc::ptr_eq(&a.gateway_classes, &b.gateway_classes)
+            && Arc::ptr_eq(&a.gateways, &b.gateways)
+            && Arc::ptr_eq(&a.http_routes, &b.http_routes)
+            && Arc::ptr_eq(&a.grpc_routes, &b.grpc_routes)
+            && Arc::ptr_eq(&a.tcp_routes, &b.tcp_routes)
+            && Arc::ptr_eq(&a.udp_routes, &b.udp_routes)
+            && Arc::ptr_eq(&a.tls_routes, &b.tls_routes)
+            && Arc::ptr_eq(&a.listener_sets, &b.listener_sets)
+            && Arc::ptr_eq(&a.backend_tls_policies, &b.backend_tls_policies)
+            && self.reaches == other.reaches
+    }
 }
 
 /// What the views are made of: the translation (its Ingress states and diagnostics), the
@@ -237,26 +298,33 @@ impl ViewsKey {
 impl Views {
     /// Every Ingress with its class, diagnostics and addresses: those of its load balancer and
     /// the published ones, where an agent serves the load balancer and the Ingress is served.
+    /// `last` is the views this replaces: its Gateway API statuses are shared when nothing
+    /// they are made of changed.
     fn build(
         key: ViewsKey,
         compiled: &Compiled,
-        served: &HashSet<LoadBalancerId>,
-        publish: &[LoadBalancerAddress],
+        (served, publish): (&HashSet<LoadBalancerId>, &[LoadBalancerAddress]),
         gateway_controller: &str,
+        last: &Views,
     ) -> Views {
         let model = compiled.desired.model.clone();
-        let gateway_api = Arc::new(crate::snapshot::gateway_api(
-            compiled,
-            &|lb: &LoadBalancer| {
-                served.contains(&lb.id).then(|| {
-                    let mut addresses = publish.to_vec();
-                    with_addresses(&mut addresses, lb);
-                    addresses
-                })
-            },
-            gateway_controller,
-            &now(),
-        ));
+        let reaches = crate::snapshot::gateway_reaches(compiled, &|lb: &LoadBalancer| {
+            served.contains(&lb.id).then(|| {
+                let mut addresses = publish.to_vec();
+                with_addresses(&mut addresses, lb);
+                addresses
+            })
+        });
+        let gateway_key = GatewayKey::new(compiled, reaches);
+        let gateway_api = match &last.gateway_key {
+            Some(k) if k.same(&gateway_key) => last.gateway_api.clone(),
+            _ => Arc::new(crate::snapshot::gateway_api(
+                compiled,
+                &gateway_key.reaches,
+                gateway_controller,
+                &now(),
+            )),
+        };
         let mut snapshot = build_snapshot(
             0,
             &compiled.loaded.diagnostics,
@@ -300,6 +368,7 @@ impl Views {
             ingresses: Arc::new(ingresses),
             diagnostics: snapshot.diagnostics,
             gateway_api,
+            gateway_key: Some(gateway_key),
         }
     }
 }
@@ -459,6 +528,92 @@ endpoints: [{addresses: [ADDRESS], conditions: {ready: true}}]
         let sixth = controller.snapshot(6, &feedback, &other).unwrap();
         assert!(fifth.ingresses[0].diagnostics.is_empty());
         assert!(!sixth.ingresses[0].diagnostics.is_empty());
+    }
+
+    const GATEWAY: &str = "apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: portico}
+spec: {controllerName: portico.dev/gateway-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: default}
+spec:
+  gatewayClassName: portico
+  listeners: [{name: http, port: 80, protocol: HTTP}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: r, namespace: default}
+spec:
+  parentRefs: [{name: gw}]
+  rules:
+  - matches: [{path: {type: PathPrefix, value: /}}]
+    backendRefs: [{name: BACKEND, port: 80}]
+";
+
+    /// The status our route's parent entry gives condition `type_`.
+    fn route_condition(snapshot: &Snapshot, type_: &str) -> serde_json::Value {
+        let route = serde_json::to_value(&snapshot.gateway_api.routes[0]).unwrap();
+        let conditions = route["status"]["parents"][0]["conditions"]
+            .as_array()
+            .unwrap();
+        let condition = conditions.iter().find(|c| c["type"] == type_).unwrap();
+        condition["status"].clone()
+    }
+
+    #[test]
+    fn an_ingress_change_shares_the_gateway_api_statuses_and_a_route_change_does_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths: [PathBuf; 1] = [dir.path().to_path_buf()];
+        write(
+            dir.path(),
+            "ingress.yaml",
+            &INGRESS.replace("HOST", "a.test"),
+        );
+        write(
+            dir.path(),
+            "service.yaml",
+            &SERVICE.replace("ADDRESS", "10.0.0.1"),
+        );
+        write(
+            dir.path(),
+            "gateway.yaml",
+            &GATEWAY.replace("BACKEND", "web"),
+        );
+        let mut catalog = Catalog::new();
+        let metrics = AppMetrics::new(&mut prometheus_client::registry::Registry::default());
+        let mut controller = Controller::new(Config::default());
+        controller.compile(Arc::new(catalog.reload(&paths)), &metrics);
+        let feedback = served(&controller);
+        let first = controller.snapshot(1, &feedback, &[]).unwrap();
+        assert_eq!(route_condition(&first, "ResolvedRefs"), "True");
+
+        // An Ingress change: the statuses are shared.
+        write(
+            dir.path(),
+            "ingress.yaml",
+            &INGRESS.replace("HOST", "b.test"),
+        );
+        controller.compile(Arc::new(catalog.reload(&paths)), &metrics);
+        let second = controller.snapshot(2, &feedback, &[]).unwrap();
+        assert!(!Arc::ptr_eq(&first.ingresses, &second.ingresses));
+        assert!(Arc::ptr_eq(&first.gateway_api, &second.gateway_api));
+
+        // The route names a Service that does not exist: built again, with its verdict.
+        write(
+            dir.path(),
+            "gateway.yaml",
+            &GATEWAY.replace("BACKEND", "missing"),
+        );
+        controller.compile(Arc::new(catalog.reload(&paths)), &metrics);
+        let third = controller.snapshot(3, &feedback, &[]).unwrap();
+        assert!(!Arc::ptr_eq(&second.gateway_api, &third.gateway_api));
+        assert_eq!(route_condition(&third, "ResolvedRefs"), "False");
+
+        // The Gateway is no longer served: built again.
+        let fourth = controller.snapshot(4, &BTreeMap::new(), &[]).unwrap();
+        assert!(!Arc::ptr_eq(&third.gateway_api, &fourth.gateway_api));
     }
 
     /// The compile hands the store's encoder the Ingresses the translation changed: after a

@@ -98,6 +98,7 @@ impl<S: ControllerStore> ControllerLoop<'_, S> {
             if compile {
                 compile = false;
                 dirty = true;
+                tracing::debug!("load seen");
                 let loaded = updates.borrow_and_update().clone();
                 if let Some(retired) = self.controller.compile(loaded, self.metrics) {
                     source.retire(retired);
@@ -109,7 +110,11 @@ impl<S: ControllerStore> ControllerLoop<'_, S> {
             // too would cost the CPU twice, beside the agent's apply.
             let mut written = false;
             if dirty && leading {
-                match self.write(&mut seeded).await {
+                let started = std::time::Instant::now();
+                let wrote = self.write(&mut seeded).await;
+                let took = crate::compile::ms(started.elapsed());
+                tracing::debug!(write_ms = took, "desired state written");
+                match wrote {
                     Ok(r) => {
                         dirty = false;
                         written = r.is_some();
@@ -132,7 +137,10 @@ impl<S: ControllerStore> ControllerLoop<'_, S> {
                 }
                 let served = listed.feedback.values().map(|f| f.revision).max();
                 let revision = revision.max(served.unwrap_or(0));
+                let started = std::time::Instant::now();
                 self.publish(source, revision, &listed.feedback);
+                let took = crate::compile::ms(started.elapsed());
+                tracing::debug!(revision, publish_ms = took, "published");
                 worked = true;
             }
             // This loop runs on the thread that called `block_on`, not on a runtime worker

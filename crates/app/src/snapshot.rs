@@ -95,18 +95,14 @@ fn view<'a>(
     )
 }
 
-/// Every Gateway API object with the status it would get: `reach` gives a load balancer's
-/// addresses once an agent serves it (none: not served yet).
-pub(crate) fn gateway_api(
+/// Each of our Gateways' reach: `reach` gives a load balancer's addresses once an agent serves
+/// it (none: not served yet).
+pub(crate) fn gateway_reaches(
     compiled: &Compiled,
     reach: &dyn Fn(&LoadBalancer) -> Option<Vec<LoadBalancerAddress>>,
-    controller: &str,
-    now: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
-) -> Statuses {
-    let verdicts = &compiled.translation.gateways;
+) -> BTreeMap<ObjectKey, Reach> {
     let lbs = compiled.desired.model.load_balancers.iter();
-    let reaches = lbs
-        .filter(|lb| lb.origin.kind == "Gateway")
+    lbs.filter(|lb| lb.origin.kind == "Gateway")
         .map(|lb| {
             let key = ObjectKey::new(&lb.origin.namespace, &lb.origin.name);
             let addresses = reach(lb);
@@ -120,7 +116,18 @@ pub(crate) fn gateway_api(
             };
             (key, reach)
         })
-        .collect();
+        .collect()
+}
+
+/// Every Gateway API object with the status it would get, its Gateways reaching as `reaches`
+/// says.
+pub(crate) fn gateway_api(
+    compiled: &Compiled,
+    reaches: &BTreeMap<ObjectKey, Reach>,
+    controller: &str,
+    now: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+) -> Statuses {
+    let verdicts = &compiled.translation.gateways;
     let objects = &compiled.loaded.objects;
-    portico_translate::gateway::statuses(objects, verdicts, &reaches, controller, now)
+    portico_translate::gateway::statuses(objects, verdicts, reaches, controller, now)
 }

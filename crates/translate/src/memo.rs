@@ -7,6 +7,11 @@
 //! (ownership, merging, precedence, the default backend) is redone on every translation, and
 //! the result equals a full translation (the tests compare the two).
 //!
+//! The Ingress side's share ([`IngressMemo`]: the Ingress classes', dedicated Ingresses' and
+//! Services' load balancers, their diagnostics, the Ingress states) is reused whole while
+//! none of the kinds it reads changed: a change to Gateway API objects alone costs nothing on
+//! the Ingress side.
+//!
 //! The Gateway API's share of a translation (its load balancers, verdicts and diagnostics:
 //! [`GatewayMemo`]) is reused whole while none of its inputs changed: the Gateway API's kinds,
 //! the Secrets our Gateways name, and the Services their routes name. A change to an Ingress
@@ -38,6 +43,10 @@ pub struct Memo {
     pub(crate) built: HashMap<String, crate::loadbalancer::BuiltRoutes>,
     /// How many of them the last translation took over from the one before.
     pub(crate) reused: usize,
+    /// The Ingress side's share of the last translation.
+    pub(crate) ingress: Option<Arc<IngressMemo>>,
+    /// Whether the last translation reused it.
+    pub(crate) ingress_reused: bool,
     /// The Gateway API's share of the last translation.
     pub(crate) gateway: Option<Arc<GatewayMemo>>,
     /// Whether the last translation reused it.
@@ -46,6 +55,60 @@ pub struct Memo {
     pub(crate) routes_reused: usize,
     /// Which Ingresses' policies the last translation may have changed, per load balancer.
     pub(crate) rebuilt: portico_model::Rebuilt,
+}
+
+/// What the Ingress side of a translation gave: the load balancers of the Ingress classes, of
+/// dedicated Ingresses and of Services of type LoadBalancer, their diagnostics and the verdict
+/// on every Ingress. It reads none of the Gateway API's kinds, so a change to those alone
+/// (an HTTPRoute moved) reuses it whole.
+#[derive(Debug)]
+pub(crate) struct IngressMemo {
+    /// As translated: before addresses are assigned. Their pools are taken from the model
+    /// served now when reused (endpoint changes patch those in place).
+    pub(crate) load_balancers: Vec<LoadBalancer>,
+    pub(crate) diagnostics: Vec<Diagnostic>,
+    pub(crate) ingresses: Vec<crate::IngressState>,
+}
+
+impl IngressMemo {
+    /// Whether a translation of `new` would give what this memo holds, `old` being the
+    /// objects it was made from: every kind the Ingress side reads is unchanged. Every kind
+    /// of [`Objects`] is named here, so that a kind added later must be placed on one side
+    /// or the other.
+    pub(crate) fn still_holds(old: &Objects, new: &Objects) -> bool {
+        let Objects {
+            ingresses,
+            ingress_classes,
+            // Portico's own status writes: not translated.
+            ingress_seen: _,
+            service_seen: _,
+            services,
+            endpoint_slices,
+            endpoints,
+            secrets,
+            config_maps,
+            namespaces,
+            // Not read by the Ingress side.
+            gateway_classes: _,
+            gateways: _,
+            http_routes: _,
+            grpc_routes: _,
+            reference_grants: _,
+            tcp_routes: _,
+            udp_routes: _,
+            tls_routes: _,
+            listener_sets: _,
+            backend_tls_policies: _,
+        } = new;
+        same(&old.ingresses, ingresses)
+            && same(&old.ingress_classes, ingress_classes)
+            && same(&old.services, services)
+            && same(&old.endpoint_slices, endpoint_slices)
+            && same(&old.endpoints, endpoints)
+            && same(&old.secrets, secrets)
+            && same(&old.config_maps, config_maps)
+            && same(&old.namespaces, namespaces)
+    }
 }
 
 /// What the Gateway API's translation gave, with the inputs it depends on besides the Gateway
@@ -134,6 +197,12 @@ impl Memo {
     /// How many prepared Ingresses the last translation reused rather than prepared again.
     pub fn reused(&self) -> usize {
         self.reused
+    }
+
+    /// Whether the last translation reused the Ingress side's share of the one before (only
+    /// Gateway API objects changed).
+    pub fn ingress_reused(&self) -> bool {
+        self.ingress_reused
     }
 
     /// Whether the last translation reused the Gateway API's share of the one before.

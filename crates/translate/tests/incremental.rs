@@ -569,51 +569,99 @@ fn the_gateways_share_is_reused_while_its_routes_services_and_secrets_are_unchan
     assert!(reused, "nothing changed");
 }
 
+/// One GatewayClass, one Gateway with an HTTP listener, and 10,000 HTTPRoutes on it (two
+/// PathPrefix rules each to two of the 5,000 Services `s0`…); route `r4321`'s first path moved
+/// when `moved`.
+fn timing_routes(moved: bool) -> Vec<Value> {
+    let mut docs = vec![
+        json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
+               "metadata": {"name": "portico"},
+               "spec": {"controllerName": "portico.dev/gateway-controller"}}),
+        json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+               "metadata": {"name": "gw", "namespace": "default"},
+               "spec": {"gatewayClassName": "portico",
+                        "listeners": [{"name": "http", "port": 80, "protocol": "HTTP",
+                                       "allowedRoutes": {"namespaces": {"from": "All"}}}]}}),
+    ];
+    for i in 0..10_000 {
+        let a = if moved && i == 4_321 {
+            format!("/moved{i}")
+        } else {
+            format!("/a{i}")
+        };
+        docs.push(
+            json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+            "metadata": {"name": format!("r{i}"), "namespace": "default"},
+            "spec": {"parentRefs": [{"name": "gw"}], "hostnames": [format!("h{}.test", i / 5)],
+                "rules": [
+                    {"matches": [{"path": {"type": "PathPrefix", "value": a}}],
+                     "backendRefs": [{"name": format!("s{}", i % 5_000), "port": 80}]},
+                    {"matches": [{"path": {"type": "PathPrefix", "value": format!("/b{i}")}}],
+                     "backendRefs": [{"name": format!("s{}", (i + 1) % 5_000), "port": 80}]}]}}),
+        );
+    }
+    docs
+}
+
+/// 10,000 Ingresses of one class, two paths each to two of the 5,000 Services `s0`…; Ingress
+/// `i4321`'s first path moved when `moved`.
+fn timing_ingresses(moved: bool) -> Vec<Value> {
+    let mut docs = Vec::new();
+    for i in 0..10_000 {
+        let a = if moved && i == 4_321 {
+            format!("/moved{i}")
+        } else {
+            format!("/a{i}")
+        };
+        let b = format!("/b{i}");
+        let host = format!("i{}.test", i / 5);
+        let (s1, s2) = (format!("s{}", i % 5_000), format!("s{}", (i + 1) % 5_000));
+        let paths = [
+            (a.as_str(), "Prefix", s1.as_str()),
+            (b.as_str(), "Prefix", s2.as_str()),
+        ];
+        let spec = json!({"rules": [rule(&host, &paths)]});
+        docs.push(ingress("default", &format!("i{i}"), None, spec));
+    }
+    docs
+}
+
+/// The 5,000 Services `s0`… with one endpoint each.
+fn timing_services() -> Vec<Value> {
+    let mut docs = Vec::new();
+    for s in 0..5_000 {
+        let ip = format!("10.{}.{}.1", s / 250, s % 250);
+        docs.extend(service("default", &format!("s{s}"), &ip));
+    }
+    docs
+}
+
+/// `objects` with the HTTPRoute `r4321` of `moved` in place of its own.
+fn with_route_moved(objects: &Objects, moved: &Objects) -> Objects {
+    let mut new = objects.clone();
+    let key = ObjectKey::new("default", "r4321");
+    Arc::make_mut(&mut new.http_routes).insert(key.clone(), moved.http_routes[&key].clone());
+    new
+}
+
+/// `objects` with the Ingress `i4321` of `moved` in place of its own.
+fn with_ingress_moved(objects: &Objects, moved: &Objects) -> Objects {
+    let mut new = objects.clone();
+    let key = ObjectKey::new("default", "i4321");
+    Arc::make_mut(&mut new.ingresses).insert(key.clone(), moved.ingresses[&key].clone());
+    new
+}
+
 /// Times, at 10,000 HTTPRoutes on one Gateway (two PathPrefix rules each, 5,000 Services), a
 /// one-route change translated incrementally against a full translation. `cargo test -p
 /// portico-translate --release --test incremental -- --ignored --nocapture gateway_timing`.
 #[test]
 #[ignore = "a measurement: run it on its own, in release"]
 fn gateway_timing() {
-    let routes = |moved: bool| -> Vec<Value> {
-        let mut docs = vec![
-            json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
-                   "metadata": {"name": "portico"},
-                   "spec": {"controllerName": "portico.dev/gateway-controller"}}),
-            json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
-                   "metadata": {"name": "gw", "namespace": "default"},
-                   "spec": {"gatewayClassName": "portico",
-                            "listeners": [{"name": "http", "port": 80, "protocol": "HTTP",
-                                           "allowedRoutes": {"namespaces": {"from": "All"}}}]}}),
-        ];
-        for i in 0..10_000 {
-            let a = if moved && i == 4_321 {
-                format!("/moved{i}")
-            } else {
-                format!("/a{i}")
-            };
-            docs.push(json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
-                "metadata": {"name": format!("r{i}"), "namespace": "default"},
-                "spec": {"parentRefs": [{"name": "gw"}], "hostnames": [format!("h{}.test", i / 5)],
-                    "rules": [
-                        {"matches": [{"path": {"type": "PathPrefix", "value": a}}],
-                         "backendRefs": [{"name": format!("s{}", i % 5_000), "port": 80}]},
-                        {"matches": [{"path": {"type": "PathPrefix", "value": format!("/b{i}")}}],
-                         "backendRefs": [{"name": format!("s{}", (i + 1) % 5_000), "port": 80}]}]}}));
-        }
-        for s in 0..5_000 {
-            let ip = format!("10.{}.{}.1", s / 250, s % 250);
-            docs.extend(service("default", &format!("s{s}"), &ip));
-        }
-        docs
-    };
     let config = Config::default();
-    let old = load_values(routes(false));
-    let mut new = old.clone();
-    let moved = load_values(routes(true));
-    let key = ObjectKey::new("default", "r4321");
-    std::sync::Arc::make_mut(&mut new.http_routes)
-        .insert(key.clone(), moved.http_routes[&key].clone());
+    let old = load_values([timing_routes(false), timing_services()].concat());
+    let moved = load_values(timing_routes(true));
+    let new = with_route_moved(&old, &moved);
     let (full, incremental, memo) = timed_change(&old, &new, &config);
     println!(
         "10,000 HTTPRoutes: full translation {full:?}, one route changed {incremental:?} \
@@ -627,39 +675,48 @@ fn gateway_timing() {
 #[test]
 #[ignore = "a measurement: run it on its own, in release"]
 fn ingress_timing() {
-    let docs = |moved: bool| -> Vec<Value> {
-        let mut docs = Vec::new();
-        for i in 0..10_000 {
-            let a = if moved && i == 4_321 {
-                format!("/moved{i}")
-            } else {
-                format!("/a{i}")
-            };
-            let b = format!("/b{i}");
-            let host = format!("h{}.test", i / 5);
-            let (s1, s2) = (format!("s{}", i % 5_000), format!("s{}", (i + 1) % 5_000));
-            let paths = [
-                (a.as_str(), "Prefix", s1.as_str()),
-                (b.as_str(), "Prefix", s2.as_str()),
-            ];
-            let spec = json!({"rules": [rule(&host, &paths)]});
-            docs.push(ingress("default", &format!("i{i}"), None, spec));
-        }
-        for s in 0..5_000 {
-            let ip = format!("10.{}.{}.1", s / 250, s % 250);
-            docs.extend(service("default", &format!("s{s}"), &ip));
-        }
-        docs
-    };
     let config = Config::default();
-    let old = load_values(docs(false));
-    let new = load_values(docs(true));
+    let old = load_values([timing_ingresses(false), timing_services()].concat());
+    let new = load_values([timing_ingresses(true), timing_services()].concat());
     let (full, incremental, memo) = timed_change(&old, &new, &config);
     println!(
         "10,000 Ingresses: full translation {full:?}, one Ingress changed {incremental:?} \
          ({} reused)",
         memo.reused()
     );
+}
+
+/// The shape of the end-to-end benchmark: 10,000 HTTPRoutes on one Gateway beside 10,000
+/// Ingresses of one class (both on the default listeners, over the same 5,000 Services); one
+/// route changed, then one Ingress changed, each translated incrementally over the last.
+/// `cargo test -p portico-translate --release --test incremental -- --ignored --nocapture
+/// both_timing`.
+#[test]
+#[ignore = "a measurement: run it on its own, in release"]
+fn both_timing() {
+    let config = Config::default();
+    let docs = [
+        timing_ingresses(false),
+        timing_routes(false),
+        timing_services(),
+    ];
+    let old = load_values(docs.concat());
+    let route = with_route_moved(&old, &load_values(timing_routes(true)));
+    let both = with_ingress_moved(&route, &load_values(timing_ingresses(true)));
+    let (full, incremental, mut memo) = timed_change(&old, &route, &config);
+    println!("both: full translation {full:?}, one HTTPRoute changed {incremental:?}");
+    let mut last = translate(&route, &config).model;
+    for (name, from, to) in [("Ingress", &route, &both), ("HTTPRoute", &both, &route)] {
+        let t = std::time::Instant::now();
+        let previous = Previous {
+            objects: from,
+            model: &last,
+        };
+        let next = translate_incremental(to, &config, Some(previous), &mut memo);
+        println!("both: one {name} changed {:?}", t.elapsed());
+        assert_eq!(next.model, translate(to, &config).model);
+        last = next.model;
+    }
 }
 
 /// Translates `old` from scratch, then `new` incrementally over it, checking the result against
@@ -683,4 +740,89 @@ fn timed_change(
     let incremental = t.elapsed();
     assert_eq!(second.model, translate(new, config).model);
     (full, incremental, memo)
+}
+
+/// Translates `new` incrementally after `old` (served as `model`), asserting that it equals a
+/// full translation; the model and whether the Ingress side's share was reused.
+fn ingress_step(old: &Objects, model: &Model, new: &Objects, memo: &mut Memo) -> (Model, bool) {
+    let previous = Previous {
+        objects: old,
+        model,
+    };
+    let config = Config::default();
+    let incremental = translate_incremental(new, &config, Some(previous), memo);
+    assert_eq!(
+        incremental,
+        translate(new, &config),
+        "equals a full translation"
+    );
+    (incremental.model, memo.ingress_reused())
+}
+
+#[test]
+fn the_ingress_share_is_reused_while_only_gateway_api_objects_change() {
+    let config = Config::default();
+    let mut memo = Memo::default();
+    let base = load_values(mixed(MIXED));
+    let first = translate_incremental(&base, &config, None, &mut memo).model;
+    assert!(!memo.ingress_reused(), "nothing to reuse yet");
+
+    // The HTTPRoute moves: the Ingress side is taken whole.
+    let w = Mixed {
+        route_path: "/shop",
+        ..MIXED
+    };
+    let route_moved = load_values(mixed(w));
+    let (model, reused) = ingress_step(&base, &first, &route_moved, &mut memo);
+    assert!(reused, "a route change reuses the Ingress side's share");
+    assert_eq!(memo.reused(), 1, "its prepared Ingress stays");
+
+    // Endpoints of the Ingress's backend `a` change alone (patched into the served model),
+    // then the route: the reused load balancer takes the patched pool.
+    let endpoints = load_values(mixed(Mixed {
+        a_ip: "10.0.0.9",
+        ..w
+    }));
+    let changed = endpoint_only_change(&route_moved, &endpoints).expect("endpoints only");
+    let mut patched = model.clone();
+    assert!(!refresh_members(&mut patched, &endpoints, &changed).is_empty());
+    let w = Mixed {
+        a_ip: "10.0.0.9",
+        route_path: "/cart",
+        ..w
+    };
+    let after_endpoints = load_values(mixed(w));
+    let (model, reused) = ingress_step(&endpoints, &patched, &after_endpoints, &mut memo);
+    assert!(reused, "endpoint changes do not make the share stale");
+
+    // An Ingress change, a Service's endpoints in the same batch as a route change, a
+    // Secret: translated again.
+    let mut old = after_endpoints;
+    let mut model = model;
+    for w in [
+        Mixed {
+            extra: Some("/new"),
+            ..w
+        },
+        Mixed {
+            extra: Some("/new"),
+            m_ip: "10.0.0.6",
+            route_path: "/",
+            ..w
+        },
+        Mixed {
+            extra: Some("/new"),
+            m_ip: "10.0.0.6",
+            route_path: "/",
+            cert: "eQ==",
+            ..w
+        },
+    ] {
+        let new = load_values(mixed(w));
+        let (next, reused) = ingress_step(&old, &model, &new, &mut memo);
+        assert!(!reused, "an input of the Ingress side changed");
+        (old, model) = (new, next);
+    }
+    let (_, reused) = ingress_step(&old, &model, &old, &mut memo);
+    assert!(reused, "nothing changed");
 }

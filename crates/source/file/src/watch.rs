@@ -140,6 +140,7 @@ impl Reloader {
         let mut dirty = Dirty::default();
         while self.wait_for_change(&mut dirty) {
             self.settle(&mut dirty);
+            let started = Instant::now();
             let reloaded = if dirty.full {
                 self.catalog.reload_if_changed(&self.paths)
             } else {
@@ -147,7 +148,8 @@ impl Reloader {
             };
             dirty = Dirty::default();
             if let Some(loaded) = reloaded {
-                tracing::debug!(files = loaded.files.len(), "manifests reloaded");
+                let reload_ms = started.elapsed().as_secs_f64() * 1e3;
+                tracing::debug!(files = loaded.files.len(), reload_ms, "manifests reloaded");
                 self.updates.send_replace(Arc::new(loaded));
             }
         }
