@@ -132,22 +132,27 @@ fn model(listeners: &[Listener], pools: &[Arc<Pool>]) -> Model {
     }
 }
 
+/// One answer of `table`, a pool target checked to be the table's own state of the pool.
+fn answer(table: &RouteTable, target: Option<&Target>) -> String {
+    match target {
+        None => "404".to_owned(),
+        Some(Target::Pool(state)) => {
+            let own = table.pool(state.id()).expect("the table's pool");
+            assert!(Arc::ptr_eq(own, state), "a stale pool state");
+            format!("{} ({} members)", state.name(), state.members().len())
+        }
+        Some(Target::Reject(status)) => format!("reject {status}"),
+        Some(other) => format!("{other:?}"),
+    }
+}
+
 /// Every answer of `table`, each pool target checked to be the table's own state of the pool.
 fn answers(table: &RouteTable) -> Vec<String> {
     let mut out = Vec::new();
     for https in [false, true] {
         for host in HOSTS.iter().chain(&["other.test"]) {
             for path in PATHS.iter().chain(&["/p/x", "/z"]) {
-                let answer = match table.route_request(https, host, path, &()) {
-                    None => "404".to_owned(),
-                    Some(Target::Pool(state)) => {
-                        let own = table.pool(state.id()).expect("the table's pool");
-                        assert!(Arc::ptr_eq(own, state), "a stale pool state");
-                        format!("{} ({} members)", state.name(), state.members().len())
-                    }
-                    Some(Target::Reject(status)) => format!("reject {status}"),
-                    Some(other) => format!("{other:?}"),
-                };
+                let answer = answer(table, table.route_request(https, host, path, &()));
                 out.push(format!("{https} {host}{path}: {answer}"));
             }
         }
@@ -375,16 +380,7 @@ fn varied_answers(table: &RouteTable) -> Vec<String> {
         for host in hosts.clone() {
             for path in PATHS.iter().chain(&["/p/x", "/z", "/P/Q"]) {
                 for headers in [&() as &dyn super::RequestHeaders, &with] {
-                    let answer = match table.route_request(https, host, path, headers) {
-                        None => "404".to_owned(),
-                        Some(Target::Pool(state)) => {
-                            let own = table.pool(state.id()).expect("the table's pool");
-                            assert!(Arc::ptr_eq(own, state), "a stale pool state");
-                            format!("{} ({} members)", state.name(), state.members().len())
-                        }
-                        Some(Target::Reject(status)) => format!("reject {status}"),
-                        Some(other) => format!("{other:?}"),
-                    };
+                    let answer = answer(table, table.route_request(https, host, path, headers));
                     out.push(format!("{https} {host}{path}: {answer}"));
                 }
             }

@@ -2,7 +2,7 @@
 //! names are leases (adopted while alive), a claim changes only from the revision it was seen
 //! at, every swap shows in the claims' view by load balancer, and the controller sees the same.
 
-use crate::support::config;
+use crate::support::{config, wait};
 use bytes::Bytes;
 use portico_model::LoadBalancerId;
 use portico_store::{ClaimStore, ClaimSwap, ControllerStore, Feedback};
@@ -10,16 +10,6 @@ use portico_store_etcd::{AgentLink, Etcd, EtcdAgent, EtcdClaims, EtcdController}
 use portico_testkit::EtcdCluster;
 use std::time::Duration;
 use tokio::sync::watch;
-
-const LIMIT: Duration = Duration::from_secs(10);
-
-async fn wait<T: Clone>(rx: &mut watch::Receiver<T>, what: &str, done: impl Fn(&T) -> bool) -> T {
-    let waited = tokio::time::timeout(LIMIT, rx.wait_for(|v| done(v))).await;
-    match waited {
-        Ok(Ok(v)) => v.clone(),
-        _ => panic!("{what}: not in time"),
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_swaps_from_the_revision_it_was_seen_at_and_shows_in_both_views() {

@@ -1,23 +1,13 @@
 //! The store contract over etcd: `EtcdController` leads, writes what changed and reports the
 //! revision; `EtcdAgent` serves that revision and its feedback reaches the controller's view.
 
-use crate::support::config;
+use crate::support::{config, wait};
 use portico_model::{LoadBalancerId, Placement};
 use portico_store::{AgentStore, ControllerStore, Desired, Feedback};
 use portico_store_etcd::{AgentLink, Etcd, EtcdAgent, EtcdController};
 use portico_testkit::EtcdCluster;
 use std::time::Duration;
 use tokio::sync::watch;
-
-const LIMIT: Duration = Duration::from_secs(10);
-
-async fn wait<T: Clone>(rx: &mut watch::Receiver<T>, what: &str, done: impl Fn(&T) -> bool) -> T {
-    let waited = tokio::time::timeout(LIMIT, rx.wait_for(|v| done(v))).await;
-    match waited {
-        Ok(Ok(v)) => v.clone(),
-        _ => panic!("{what}: not in time"),
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_writes_what_changed_and_an_agent_serves_it_and_reports_back() {

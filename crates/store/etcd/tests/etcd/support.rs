@@ -144,3 +144,19 @@ pub async fn campaign(etcd: &Etcd, identity: &str) -> Leadership {
         Err(_) => panic!("campaign did not win within 30 s"),
     }
 }
+
+/// How long [`wait`] waits.
+const LIMIT: Duration = Duration::from_secs(10);
+
+/// The value of `rx` once `done` holds of it; panics naming `what` after [`LIMIT`].
+pub async fn wait<T: Clone>(
+    rx: &mut watch::Receiver<T>,
+    what: &str,
+    done: impl Fn(&T) -> bool,
+) -> T {
+    let waited = tokio::time::timeout(LIMIT, rx.wait_for(|v| done(v))).await;
+    match waited {
+        Ok(Ok(v)) => v.clone(),
+        _ => panic!("{what}: not in time"),
+    }
+}
