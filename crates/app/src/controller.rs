@@ -467,8 +467,9 @@ endpoints: [{addresses: [ADDRESS], conditions: {ready: true}}]
         pools.flat_map(|p| &p.members).map(|m| m.address).collect()
     }
 
-    #[test]
-    fn an_endpoint_change_shares_the_last_snapshots_ingress_views_and_other_changes_do_not() {
+    /// A directory with one Ingress (host `a.test`) and its Service (endpoint 10.0.0.1), and
+    /// the paths naming it.
+    fn ingress_and_service() -> (tempfile::TempDir, [PathBuf; 1]) {
         let dir = tempfile::tempdir().unwrap();
         let paths: [PathBuf; 1] = [dir.path().to_path_buf()];
         write(
@@ -481,6 +482,12 @@ endpoints: [{addresses: [ADDRESS], conditions: {ready: true}}]
             "service.yaml",
             &SERVICE.replace("ADDRESS", "10.0.0.1"),
         );
+        (dir, paths)
+    }
+
+    #[test]
+    fn an_endpoint_change_shares_the_last_snapshots_ingress_views_and_other_changes_do_not() {
+        let (dir, paths) = ingress_and_service();
         let mut catalog = Catalog::new();
         let metrics = AppMetrics::new(&mut prometheus_client::registry::Registry::default());
         let mut controller = Controller::new(Config::default());
@@ -564,18 +571,7 @@ spec:
 
     #[test]
     fn an_ingress_change_shares_the_gateway_api_statuses_and_a_route_change_does_not() {
-        let dir = tempfile::tempdir().unwrap();
-        let paths: [PathBuf; 1] = [dir.path().to_path_buf()];
-        write(
-            dir.path(),
-            "ingress.yaml",
-            &INGRESS.replace("HOST", "a.test"),
-        );
-        write(
-            dir.path(),
-            "service.yaml",
-            &SERVICE.replace("ADDRESS", "10.0.0.1"),
-        );
+        let (dir, paths) = ingress_and_service();
         write(
             dir.path(),
             "gateway.yaml",
