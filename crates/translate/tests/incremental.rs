@@ -485,6 +485,19 @@ fn mixed(w: Mixed) -> Vec<Value> {
 
 /// Translates `new` incrementally after `old`, whose served model is `model`; asserts that the
 /// result equals a full translation and returns it with whether the Gateway's share was reused.
+/// `w` with backend `a`'s endpoint moved to 10.0.0.9 after `before`, and `model` with the
+/// endpoints patched in as the served model would be (an endpoint-only change).
+fn endpoints_patched(before: &Objects, w: Mixed, model: &Model) -> (Objects, Model) {
+    let endpoints = load_values(mixed(Mixed {
+        a_ip: "10.0.0.9",
+        ..w
+    }));
+    let changed = endpoint_only_change(before, &endpoints).expect("endpoints only");
+    let mut patched = model.clone();
+    assert!(!refresh_members(&mut patched, &endpoints, &changed).is_empty());
+    (endpoints, patched)
+}
+
 fn step(old: &Objects, model: &Model, new: &Objects, memo: &mut Memo) -> (Model, bool) {
     let previous = Previous {
         objects: old,
@@ -523,13 +536,7 @@ fn the_gateways_share_is_reused_while_its_routes_services_and_secrets_are_unchan
 
     // Endpoints of the route's backend change alone (patched into the served model), then an
     // Ingress: the reused load balancer takes the patched pool.
-    let endpoints = load_values(mixed(Mixed {
-        a_ip: "10.0.0.9",
-        ..w
-    }));
-    let changed = endpoint_only_change(&ingress_changed, &endpoints).expect("endpoints only");
-    let mut patched = model.clone();
-    assert!(!refresh_members(&mut patched, &endpoints, &changed).is_empty());
+    let (endpoints, patched) = endpoints_patched(&ingress_changed, w, &model);
     let w = Mixed {
         extra: Some("/newer"),
         a_ip: "10.0.0.9",
@@ -779,13 +786,7 @@ fn the_ingress_share_is_reused_while_only_gateway_api_objects_change() {
 
     // Endpoints of the Ingress's backend `a` change alone (patched into the served model),
     // then the route: the reused load balancer takes the patched pool.
-    let endpoints = load_values(mixed(Mixed {
-        a_ip: "10.0.0.9",
-        ..w
-    }));
-    let changed = endpoint_only_change(&route_moved, &endpoints).expect("endpoints only");
-    let mut patched = model.clone();
-    assert!(!refresh_members(&mut patched, &endpoints, &changed).is_empty());
+    let (endpoints, patched) = endpoints_patched(&route_moved, w, &model);
     let w = Mixed {
         a_ip: "10.0.0.9",
         route_path: "/cart",
